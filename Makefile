@@ -1,0 +1,28 @@
+# Two commands do all set-up on a fresh machine:
+#   make run    installs into .venv and runs the main job
+#   make test   installs into .venv (with test extras) and runs the test suite
+# An existing torch (e.g. a CUDA build in the system Python) is kept: the venv
+# sees system site-packages, and torch 2.13.0 (CPU) is installed only if absent.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: run test install clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(VENV)/bin/aihpc count --model resnet50 --input 3x224x224 --batch 1 --train
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) src/*.egg-info .pytest_cache

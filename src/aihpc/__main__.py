@@ -1,0 +1,3 @@
+from aihpc.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""The ``aihpc`` command line.
+
+Each subcommand lives in its own module with two functions:
+``add_arguments(parser)`` and ``run(args) -> int``.  Those modules import only
+the standard library at top level, so ``aihpc --help`` stays fast; heavy
+libraries (torch, numpy, ...) are imported inside ``run``.
+
+Any :class:`aihpc.errors.AihpcError` raised by a command becomes one line on
+stderr and exit code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help).  Order is the order shown in --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error convention: one line, exit 2."""
+
+    def error(self, message: str) -> None:  # pragma: no cover - exercised via CLI tests
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from aihpc import __version__
+
+    parser = _Parser(prog="aihpc", description="aihpc: an AI-HPC benchmark suite.")
+    parser.add_argument("--version", action="version", version=f"aihpc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from aihpc.errors import AihpcError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._module.run(args) or 0)
+    except AihpcError as exc:
+        print(f"aihpc {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"aihpc {args.command}: interrupted", file=sys.stderr)
+        return 130
