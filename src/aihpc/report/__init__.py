@@ -1,0 +1,100 @@
+"""Self-contained HTML report of an ``aihpc run`` directory.
+
+:func:`write_report` reads ``RUN_DIR/results.json`` (``schema_version`` 1,
+as written by ``aihpc run``), renders the plots to PNG with matplotlib's
+Agg renderer, embeds them as base64 ``data:`` URIs and writes one HTML file
+with inline CSS and no external references, so it opens offline.
+
+Optional fields may be missing (no peak, empty timeline, no trials, a trial
+without epochs): the report then shows "no data" notes instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import ConfigError
+
+#: The ``schema_version`` values of results.json this module reads.
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.html"
+
+__all__ = ["RESULTS_FILE", "REPORT_FILE", "SUPPORTED_SCHEMA_VERSIONS", "load_results", "write_report"]
+
+# top-level key -> the JSON type it must have when present
+_SHAPES: dict[str, type] = {
+    "config": dict, "environment": dict, "peak": dict, "score": dict,
+    "timeline": list, "workers": list, "trials": list, "segments": list,
+}
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """Parse and check a results.json file.
+
+    Raises :class:`ConfigError` (one line, naming the path or the version) when
+    the file is missing or unreadable, is not valid JSON, is not a JSON object,
+    has an unsupported ``schema_version``, or a top-level section has the wrong
+    type (e.g. ``trials`` not a list, a trial not an object).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"results file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read results file {path}: {_one_line(exc)}") from None
+    try:
+        results = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"results file is not valid JSON: {path} (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    if not isinstance(results, dict):
+        raise ConfigError(f"results file must hold a JSON object, got {type(results).__name__}: {path}")
+    version = results.get("schema_version")
+    if isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
+        supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
+        raise ConfigError(f"unsupported results schema_version {version!r} in {path} (supported: {supported})")
+    for key, kind in _SHAPES.items():
+        value = results.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(
+                f"results field {key!r} must be a JSON {'object' if kind is dict else 'array'}, "
+                f"got {type(value).__name__}: {path}"
+            )
+    for index, trial in enumerate(results.get("trials") or []):
+        if not isinstance(trial, dict):
+            raise ConfigError(f"results trials[{index}] must be a JSON object, got {type(trial).__name__}: {path}")
+    return results
+
+
+def write_report(run_dir: Path, out: Path | None = None) -> Path:
+    """Write the HTML report of ``run_dir`` and return the path written.
+
+    Reads ``run_dir/results.json``; writes ``out`` if given, else
+    ``run_dir/report.html``.  Raises :class:`ConfigError` if ``run_dir`` is not
+    a directory, results.json is missing/invalid (see :func:`load_results`), or
+    the output cannot be written.
+    """
+    from aihpc.report.html import render_html
+    from aihpc.report.plots import render_all
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ConfigError(f"run directory not found: {run_dir}")
+    results = load_results(run_dir / RESULTS_FILE)
+    page = render_html(results, render_all(results))
+    target = Path(out) if out is not None else run_dir / REPORT_FILE
+    try:
+        target.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write report to {target}: {_one_line(exc)}") from None
+    return target
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

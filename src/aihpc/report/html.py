@@ -1,0 +1,298 @@
+"""Build the self-contained HTML page of a run report.
+
+:func:`render_html` turns the parsed ``results.json`` and the PNG bytes of the
+plots into one HTML document: inline CSS, images as base64 ``data:`` URIs, no
+scripts, fonts or links, so it opens offline.  Every string taken from the
+results goes through :func:`esc` (``html.escape``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections import Counter
+from typing import Any
+
+from aihpc.report.fmt import (
+    NA,
+    as_number,
+    format_fraction,
+    format_percent,
+    format_seconds,
+    format_si,
+    format_value,
+)
+
+#: (plot key, title, caption) in page order.
+PLOT_SECTIONS = (
+    ("timeline", "Score and accuracy over time",
+     "Operations per second so far and the best validation accuracy reached, sampled during the run."),
+    ("ops", "Operations per trial", "All counted operations (training + evaluation) of each trial."),
+    ("workers", "Worker timeline",
+     "Each bar is one trial on one worker, from start to end; gaps are idle time."),
+    ("phases", "Phase breakdown", "Seconds spent in each phase, summed over all trials and per trial."),
+)
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
+       max-width: 1100px; padding: 1.5em; color: #212121; background: #fafafa; }
+h1 { margin-bottom: 0.1em; } h2 { border-bottom: 2px solid #e0e0e0; padding-bottom: 0.2em; margin-top: 1.6em; }
+.sub { color: #616161; margin-top: 0; }
+.cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
+.card { background: white; border: 1px solid #e0e0e0; border-radius: 6px; padding: 0.6em 1em; min-width: 9em; }
+.card .label { font-size: 0.8em; color: #757575; text-transform: uppercase; letter-spacing: 0.04em; }
+.card .value { font-size: 1.5em; font-weight: 600; }
+.card .note { font-size: 0.8em; color: #616161; }
+.card.main .value { font-size: 2em; color: #0d47a1; }
+.valid { color: #2e7d32; } .invalid { color: #c62828; }
+table { border-collapse: collapse; background: white; font-size: 0.88em; margin: 0.5em 0; }
+th, td { border: 1px solid #e0e0e0; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.kv th { width: 12em; }
+.grid2 { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
+figure { margin: 0.5em 0; } figure img { max-width: 100%; border: 1px solid #e0e0e0; background: white; }
+figcaption { color: #616161; font-size: 0.88em; }
+.nodata { color: #9e9e9e; font-style: italic; }
+.status { font-weight: 600; }
+.st-completed { color: #2e7d32; } .st-early_stopped { color: #1e88e5; } .st-deadline { color: #8d6e63; }
+.st-diverged { color: #f57c00; } .st-failed { color: #c62828; }
+code { font-size: 0.9em; word-break: break-all; }
+"""
+
+
+def esc(value: Any) -> str:
+    """HTML-escaped text of any value (quotes included)."""
+    return html.escape(str(value), quote=True)
+
+
+def _no_data(text: str = "no data") -> str:
+    return f'<p class="nodata">{esc(text)}</p>'
+
+
+def _kv_table(rows: list[tuple[str, str]]) -> str:
+    """Two-column table; both columns are escaped here."""
+    if not rows:
+        return _no_data()
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    return f'<table class="kv">{body}</table>'
+
+
+def _card(label: str, value: str, note: str = "", css: str = "", value_css: str = "") -> str:
+    note_html = f'<div class="note">{esc(note)}</div>' if note else ""
+    return (f'<div class="card {css}"><div class="label">{esc(label)}</div>'
+            f'<div class="value {value_css}">{esc(value)}</div>{note_html}</div>')
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _header(results: dict[str, Any]) -> str:
+    score = results.get("score") if isinstance(results.get("score"), dict) else {}
+    run_id = results.get("run_id", NA)
+    version = results.get("aihpc_version", NA)
+    valid = score.get("valid")
+    if valid is True:
+        validity, validity_css, validity_note = "valid", "valid", ""
+    elif valid is False:
+        reason = score.get("invalid_reason")
+        validity, validity_css = "INVALID", "invalid"
+        validity_note = str(reason) if reason else "no reason given"
+    else:
+        validity, validity_css, validity_note = NA, "", ""
+    min_acc = as_number(score.get("min_accuracy"))
+    peak = as_number(score.get("peak_flops_per_s"))
+    peak_note = f"of {format_si(peak, 'FLOP/s')} measured peak" if peak is not None else "no peak measured"
+    counts = [f"{score[k]} {label}" for k, label in
+              (("trials_completed", "completed"), ("trials_failed", "failed"), ("trials_diverged", "diverged"))
+              if score.get(k) is not None]
+    cards = [
+        _card("Score", format_si(score.get("ops_per_second"), "OPS"),
+              f"{format_si(score.get('ops'))} operations in {format_seconds(score.get('wall_seconds'))}", "main"),
+        _card("Regulated score", format_si(score.get("regulated_score"), "OPS"), "OPS × |ln(1 − accuracy)|"),
+        _card("Error", format_percent(score.get("error_percent"))),
+        _card("Best accuracy", format_fraction(score.get("best_accuracy"), 2),
+              f"minimum {format_fraction(min_acc, 0)}" if min_acc is not None else ""),
+        _card("Result", validity, validity_note, value_css=validity_css),
+        _card("Wall time", format_seconds(score.get("wall_seconds"))),
+        _card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
+        _card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
+    ]
+    return (f"<h1>aihpc run report</h1><p class=\"sub\">run <code>{esc(run_id)}</code> · "
+            f"aihpc {esc(version)}</p><div class=\"cards\">{''.join(cards)}</div>")
+
+
+def _gpu_text(gpus: Any) -> str:
+    if not gpus:
+        return "none"
+    if not isinstance(gpus, list):
+        return format_value(gpus)
+    names = []
+    for gpu in gpus:
+        if isinstance(gpu, dict):
+            names.append(str(gpu.get("name") or format_value(gpu)))
+        else:
+            names.append(str(gpu))
+    counted = Counter(names)
+    return ", ".join(f"{n} × {name}" if n > 1 else name for name, n in counted.items())
+
+
+def _environment(results: dict[str, Any]) -> str:
+    env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
+    if not env:
+        return _no_data("no environment recorded")
+    commit = env.get("git_commit")
+    dirty = env.get("git_dirty")
+    commit_text = format_value(commit) + (" (dirty)" if dirty else " (clean)" if dirty is False else "")
+    main = [
+        ("host", format_value(env.get("hostname"))),
+        ("CPU", format_value(env.get("cpu_model"))),
+        ("GPUs", _gpu_text(env.get("gpus"))),
+        ("torch", format_value(env.get("torch_version"))),
+        ("git commit", commit_text),
+    ]
+    shown = {"hostname", "cpu_model", "gpus", "torch_version", "git_commit", "git_dirty"}
+    rest = [(str(k), format_value(v)) for k, v in sorted(env.items()) if k not in shown]
+    return _kv_table(main + rest)
+
+
+def _configuration(results: dict[str, Any]) -> str:
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    if not config:
+        return _no_data("no configuration recorded")
+    return _kv_table([(str(k), format_value(v)) for k, v in sorted(config.items())])
+
+
+def _peaks(results: dict[str, Any]) -> str:
+    peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
+    rows = []
+    for name, entry in sorted(peak.items()):
+        if isinstance(entry, dict):
+            where = " on ".join(str(x) for x in (entry.get("dtype", name), entry.get("device")) if x)
+            rows.append((where, format_si(entry.get("flops_per_s"), "FLOP/s")))
+    return _kv_table(rows) if rows else _no_data("no peak measured")
+
+
+def _plots(images: dict[str, bytes | None]) -> str:
+    parts = []
+    for key, title, caption in PLOT_SECTIONS:
+        png = images.get(key)
+        parts.append(f"<h2>{esc(title)}</h2>")
+        if png:
+            data = base64.b64encode(png).decode("ascii")
+            parts.append(f'<figure><img src="data:image/png;base64,{data}" alt="{esc(title)}">'
+                         f"<figcaption>{esc(caption)}</figcaption></figure>")
+        else:
+            parts.append(_no_data(f"no data for this plot ({caption[0].lower() + caption[1:]})"))
+    return "".join(parts)
+
+
+def _trial_list(results: dict[str, Any]) -> list[dict[str, Any]]:
+    trials = [t for t in results.get("trials") or [] if isinstance(t, dict)]
+    return sorted(trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0))
+
+
+def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The trial with the highest ``best_val_accuracy`` (lowest id on ties), or ``None``."""
+    scored = [t for t in _trial_list(results) if as_number(t.get("best_val_accuracy")) is not None]
+    if not scored:
+        return None
+    return max(scored, key=lambda t: as_number(t.get("best_val_accuracy")) or 0.0)
+
+
+def _lineage(results: dict[str, Any], trial: dict[str, Any]) -> list[str]:
+    """Trial ids from the seed down to ``trial`` (stops on unknown parents or cycles)."""
+    by_id = {t.get("id"): t for t in _trial_list(results)}
+    chain, seen, current = [], set(), trial
+    while current is not None and current.get("id") not in seen:
+        seen.add(current.get("id"))
+        chain.append(str(current.get("id")))
+        current = by_id.get(current.get("parent")) if current.get("parent") is not None else None
+    return chain[::-1]
+
+
+def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
+    """(layer count, "conv × 3, linear × 1") from an ArchSpec dict; tolerant of its exact shape."""
+    layers = next((arch[k] for k in ("layers", "nodes", "blocks") if isinstance(arch.get(k), list)), None)
+    if layers is None:
+        return None, NA
+    kinds = []
+    for layer in layers:
+        if isinstance(layer, dict):
+            kinds.append(str(next((layer[k] for k in ("type", "kind", "op") if k in layer), "?")))
+        else:
+            kinds.append(str(layer))
+    counted = Counter(kinds)
+    return len(layers), ", ".join(f"{kind} × {n}" for kind, n in counted.items()) or "none"
+
+
+def _best_architecture(results: dict[str, Any]) -> str:
+    best = best_trial(results)
+    if best is None:
+        return _no_data("no trial reached a validation accuracy")
+    arch = best.get("arch") if isinstance(best.get("arch"), dict) else {}
+    count, kinds = _layer_summary(arch)
+    rows = [
+        ("trial", format_value(best.get("id"))),
+        ("best val accuracy", format_fraction(best.get("best_val_accuracy"), 2)),
+        ("layers", format_value(count)),
+        ("layer types", kinds),
+        ("parameters", format_si(best.get("params")) + f" ({format_value(best.get('params'))})"),
+        ("architecture hash", format_value(best.get("arch_hash"))),
+        ("lineage (seed → best)", " → ".join(_lineage(results, best))),
+        ("hyperparameters", format_value(best.get("hparams") or {})),
+    ]
+    layer_keys = {"layers", "nodes", "blocks"}
+    rows += [(f"arch.{k}", format_value(v)) for k, v in sorted(arch.items()) if k not in layer_keys]
+    return _kv_table(rows)
+
+
+def _trials_table(results: dict[str, Any]) -> str:
+    trials = _trial_list(results)
+    if not trials:
+        return _no_data("no trials ran")
+    head = ("id", "parent", "morph", "params", "status", "best val acc", "epochs", "ops", "seconds",
+            "worker", "hyperparameters")
+    rows = []
+    for t in trials:
+        status = str(t.get("status", NA))
+        reason = t.get("reason")
+        status_html = f'<span class="status st-{esc(status)}">{esc(status)}</span>'
+        if reason:
+            status_html += f"<br><small>{esc(reason)}</small>"
+        start, end = as_number(t.get("t_start")), as_number(t.get("t_end"))
+        seconds = end - start if start is not None and end is not None else None
+        epochs = t.get("epochs") if isinstance(t.get("epochs"), list) else []
+        cells = [
+            f'<td class="num">{esc(format_value(t.get("id")))}</td>',
+            f'<td class="num">{esc(format_value(t.get("parent")) if t.get("parent") is not None else "—")}</td>',
+            f"<td>{esc(format_value(t.get('morph')))}</td>",
+            f'<td class="num">{esc(format_si(t.get("params")))}</td>',
+            f"<td>{status_html}</td>",
+            f'<td class="num">{esc(format_fraction(t.get("best_val_accuracy"), 2))}</td>',
+            f'<td class="num">{len(epochs)}</td>',
+            f'<td class="num">{esc(format_si((t.get("ops") or {}).get("total")))}</td>',
+            f'<td class="num">{esc(format_seconds(seconds))}</td>',
+            f"<td>{esc(format_value(t.get('worker')))}</td>",
+            f"<td><small>{esc(format_value(t.get('hparams') or {}))}</small></td>",
+        ]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    header = "".join(f"<th>{esc(h)}</th>" for h in head)
+    return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
+
+
+def render_html(results: dict[str, Any], images: dict[str, bytes | None]) -> str:
+    """The full report page for ``results`` with ``images`` (plot key -> PNG bytes or None)."""
+    title = f"aihpc report {results.get('run_id', '')}".strip()
+    body = "".join([
+        _header(results),
+        '<div class="grid2"><div><h2>Environment</h2>', _environment(results),
+        "<h2>Measured peak</h2>", _peaks(results),
+        "</div><div><h2>Configuration</h2>", _configuration(results), "</div></div>",
+        _plots(images),
+        "<h2>Best trial</h2>", _best_architecture(results),
+        "<h2>Trials</h2>", _trials_table(results),
+    ])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{esc(title)}</title><style>{_CSS}</style></head>"
+            f"<body>{body}</body></html>\n")

@@ -1,0 +1,344 @@
+"""The report's plots, rendered off-screen to PNG bytes.
+
+Uses matplotlib's object-oriented :class:`~matplotlib.figure.Figure` API (no
+pyplot, so no global backend state and no display needed); ``savefig`` to PNG
+goes through the Agg renderer.  matplotlib is imported inside the functions so
+importing this module stays cheap.
+
+Each ``plot_*`` function takes the parsed ``results.json`` dict and returns the
+PNG bytes, or ``None`` when the results hold no data for that plot (the HTML
+then shows a "no data" note instead of an image).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any
+
+from aihpc.report.fmt import as_number, format_si
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: Phases of ``phase_seconds`` in the order they are stacked.
+PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
+
+STATUS_COLORS = {
+    "completed": "#2e7d32",
+    "early_stopped": "#1e88e5",
+    "deadline": "#8d6e63",
+    "diverged": "#f57c00",
+    "failed": "#c62828",
+}
+_OTHER_STATUS_COLOR = "#9e9e9e"
+
+_PHASE_COLORS = {
+    "data": "#8e24aa",
+    "forward": "#1e88e5",
+    "backward": "#43a047",
+    "optimizer": "#fdd835",
+    "eval": "#fb8c00",
+    "other": "#9e9e9e",
+}
+_EXTRA_PHASE_COLORS = ("#6d4c41", "#00897b", "#d81b60", "#546e7a")
+
+DPI = 100
+
+
+def status_color(status: Any) -> str:
+    """Hex colour used for a trial status (grey for unknown statuses)."""
+    return STATUS_COLORS.get(str(status), _OTHER_STATUS_COLOR)
+
+
+def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
+    """All plots, keyed ``timeline``, ``ops``, ``workers``, ``phases``."""
+    return {
+        "timeline": plot_timeline(results),
+        "ops": plot_trial_ops(results),
+        "workers": plot_worker_timeline(results),
+        "phases": plot_phases(results),
+    }
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _si_axis(axis: Any, unit: str) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_label(v, unit)))
+
+
+def tick_label(value: float, unit: str = "") -> str:
+    """SI tick text without trailing zeros: ``5e9 -> "5 GOPS"``, ``2.5e9 -> "2.5 GOPS"``."""
+    text = format_si(value, unit)
+    number, _, suffix = text.partition(" ")
+    if "." in number:
+        number = number.rstrip("0").rstrip(".")
+    return f"{number} {suffix}".strip()
+
+
+def _trials(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Trials that are dicts, sorted by id (trials without a numeric id last)."""
+    trials = [t for t in results.get("trials") or [] if isinstance(t, dict)]
+    return sorted(trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0))
+
+
+def _edge_width(bars: int) -> float:
+    """White bar outlines help with few bars but hide thin ones: none beyond 60 bars."""
+    return 0.5 if bars <= 60 else 0.0
+
+
+def _trial_label(trial: dict[str, Any]) -> str:
+    return str(trial.get("id", "?"))
+
+
+def _status_legend(ax: Axes, statuses: list[str], extra: list[Any] | None = None, **kwargs: Any) -> None:
+    from matplotlib.patches import Patch
+
+    present = set(statuses)
+    seen = [s for s in STATUS_COLORS if s in present] + sorted(present - set(STATUS_COLORS))
+    handles = [Patch(color=status_color(s), label=s) for s in seen] + list(extra or [])
+    if handles:
+        ax.legend(handles=handles, title="status", fontsize="small", **kwargs)
+
+
+def _thin_ticks(ax: Axes, positions: list[int], labels: list[str], max_labels: int = 20) -> None:
+    """Label at most ``max_labels`` bars, every 1st, 2nd, 5th, 10th, 20th, ... one."""
+    step = 1
+    while len(positions) > step * max_labels:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    ax.set_xticks(positions[::step])
+    ax.set_xticklabels(labels[::step], fontsize="small")
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def plot_timeline(results: dict[str, Any]) -> bytes | None:
+    """Score (ops/s) and best accuracy against run time, two panels sharing x."""
+    points = [p for p in results.get("timeline") or [] if isinstance(p, dict)]
+    score_pts = [
+        (as_number(p.get("t")), as_number(p.get("ops_per_second"))) for p in points
+    ]
+    score_pts = [(t, v) for t, v in score_pts if t is not None and v is not None]
+    acc_pts = [(as_number(p.get("t")), as_number(p.get("best_accuracy"))) for p in points]
+    acc_pts = [(t, v) for t, v in acc_pts if t is not None and v is not None]
+    if not score_pts and not acc_pts:
+        return None
+    fig = _figure(9, 5.4)
+    ax_score, ax_acc = fig.subplots(2, 1, sharex=True)
+    if score_pts:
+        ts, vs = zip(*sorted(score_pts))
+        ax_score.plot(ts, vs, marker="o", markersize=3, color="#1e88e5")
+        ax_score.set_ylim(bottom=0)
+    else:
+        ax_score.text(0.5, 0.5, "no score data", ha="center", va="center", transform=ax_score.transAxes)
+    _si_axis(ax_score.yaxis, "OPS")
+    ax_score.set_ylabel("score (operations / s)")
+    ax_score.set_title("Score and best accuracy over the run")
+    ax_score.grid(alpha=0.3)
+
+    if acc_pts:
+        ts, vs = zip(*sorted(acc_pts))
+        ax_acc.step(ts, [100 * v for v in vs], where="post", marker="o", markersize=3, color="#2e7d32",
+                    label="best accuracy")
+    else:
+        ax_acc.text(0.5, 0.5, "no accuracy data", ha="center", va="center", transform=ax_acc.transAxes)
+    min_acc = as_number((results.get("score") or {}).get("min_accuracy"))
+    if min_acc is not None:
+        ax_acc.axhline(100 * min_acc, color="#c62828", linestyle="--", linewidth=1,
+                       label=f"min accuracy {100 * min_acc:.0f}%")
+    if acc_pts or min_acc is not None:
+        ax_acc.legend(fontsize="small", loc="lower right")
+    ax_acc.set_ylabel("best accuracy (%)")
+    ax_acc.set_xlabel("time since run start (s)")
+    ax_acc.set_xlim(left=0)
+    ax_acc.grid(alpha=0.3)
+    return _png(fig)
+
+
+def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
+    """Total operations per trial as bars, coloured by status (log y if spread > 100x)."""
+    trials = _trials(results)
+    if not trials:
+        return None
+    heights = [as_number((t.get("ops") or {}).get("total")) or 0.0 for t in trials]
+    statuses = [str(t.get("status", "unknown")) for t in trials]
+    positions = list(range(len(trials)))
+    fig = _figure(9, 3.8)
+    ax = fig.subplots()
+    ax.bar(positions, heights, color=[status_color(s) for s in statuses], edgecolor="white",
+           linewidth=_edge_width(len(trials)))
+    positive = [h for h in heights if h > 0]
+    if positive and max(positive) / min(positive) > 100:
+        ax.set_yscale("log")
+    _si_axis(ax.yaxis, "")
+    _thin_ticks(ax, positions, [_trial_label(t) for t in trials])
+    ax.set_xlabel("trial id")
+    ax.set_ylabel("operations")
+    ax.set_title("Operations per trial")
+    ax.grid(axis="y", alpha=0.3)
+    _status_legend(ax, statuses, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _png(fig)
+
+
+def trial_spans(trial: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """(worker, start, end) spans of a trial, seconds since the run's start.
+
+    When the trial's epochs carry ``worker``, ``t_start`` and ``t_end`` (a trial
+    may be retried or resumed on another worker), consecutive epochs on the same
+    worker form one span; otherwise the trial's own ``worker``, ``t_start`` and
+    ``t_end`` make one span.  Spans with missing or reversed times are dropped.
+    """
+    spans: list[tuple[str, float, float]] = []
+    for epoch in trial.get("epochs") or []:
+        if not isinstance(epoch, dict):
+            continue
+        start, end = as_number(epoch.get("t_start")), as_number(epoch.get("t_end"))
+        if epoch.get("worker") is None or start is None or end is None or end < start:
+            spans = []
+            break
+        worker = str(epoch["worker"])
+        if spans and spans[-1][0] == worker:
+            spans[-1] = (worker, min(spans[-1][1], start), max(spans[-1][2], end))
+        else:
+            spans.append((worker, start, end))
+    if spans:
+        return spans
+    start, end = as_number(trial.get("t_start")), as_number(trial.get("t_end"))
+    if start is None or end is None or end < start:
+        return []
+    return [(str(trial.get("worker", "?")), start, end)]
+
+
+def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
+    """One row per worker; a bar per trial from ``t_start`` to ``t_end``, coloured by status.
+
+    See :func:`trial_spans` for trials whose epochs ran on several workers.
+    The row label carries the worker's busy fraction (from ``workers`` when
+    given, otherwise busy seconds / wall seconds computed from the spans).
+    Intervals between the run's ``segments`` (master down) are shaded.
+    """
+    from matplotlib.patches import Patch
+
+    spans: dict[str, list[tuple[float, float, dict[str, Any]]]] = {}
+    for trial in _trials(results):
+        for worker, start, end in trial_spans(trial):
+            spans.setdefault(worker, []).append((start, end, trial))
+    listed = [w for w in results.get("workers") or [] if isinstance(w, dict)]
+    names = list(dict.fromkeys([str(w.get("name", "?")) for w in listed] + list(spans)))
+    if not spans:
+        return None
+    wall = as_number((results.get("score") or {}).get("wall_seconds"))
+    t_max = max(end for rows in spans.values() for _, end, _ in rows)
+    x_max = max(wall or 0.0, t_max) or 1.0
+    busy_given = {str(w.get("name", "?")): as_number(w.get("busy_fraction")) for w in listed}
+
+    fig = _figure(9, 1.4 + 0.55 * len(names))
+    ax = fig.subplots()
+    labels = []
+    statuses = []
+    for row, name in enumerate(names):
+        rows = spans.get(name, [])
+        for start, end, trial in rows:
+            status = str(trial.get("status", "unknown"))
+            statuses.append(status)
+            ax.barh(row, end - start, left=start, height=0.6, color=status_color(status),
+                    edgecolor="white", linewidth=0.8)
+            # Label only bars wide enough for the text (axes ~ 75% of the 900 px figure).
+            if (end - start) / x_max * 0.75 * 9 * DPI > 7 * len(f"#{_trial_label(trial)}") + 6:
+                ax.text((start + end) / 2, row, f"#{_trial_label(trial)}", ha="center", va="center",
+                        color="white", fontsize="small", fontweight="bold")
+        busy = busy_given.get(name)
+        if busy is None:
+            busy = sum(end - start for start, end, _ in rows) / x_max
+        labels.append(f"{name}\n{100 * busy:.0f}% busy")
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels(labels, fontsize="small")
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    ax.set_xlim(0, x_max)
+    if wall is not None:
+        ax.axvline(wall, color="black", linewidth=0.8, linestyle=":")
+    segments = [(as_number(g.get("t_start")), as_number(g.get("t_end")))
+                for g in results.get("segments") or [] if isinstance(g, dict)]
+    segments = sorted((a, b) for a, b in segments if a is not None and b is not None)
+    down = [(prev_end, next_start) for (_, prev_end), (next_start, _) in zip(segments, segments[1:])
+            if next_start > prev_end]
+    for start, end in down:
+        ax.axvspan(start, end, facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", linewidth=0, zorder=0)
+    ax.set_xlabel("time since run start (s)")
+    ax.set_title("Worker timeline (gaps are idle time)")
+    ax.grid(axis="x", alpha=0.3)
+    extra = [Patch(facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", label="master down")] if down else []
+    _status_legend(ax, statuses, extra, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _png(fig)
+
+
+def phase_totals(results: dict[str, Any]) -> dict[str, float]:
+    """Seconds per phase summed over all trials, known phases first, zero phases kept."""
+    totals: dict[str, float] = {p: 0.0 for p in PHASES}
+    for trial in _trials(results):
+        for phase, seconds in (trial.get("phase_seconds") or {}).items():
+            value = as_number(seconds)
+            if value is not None:
+                totals[str(phase)] = totals.get(str(phase), 0.0) + value
+    return totals
+
+
+def plot_phases(results: dict[str, Any]) -> bytes | None:
+    """Stacked bars of ``phase_seconds``: the total over all trials, then each trial."""
+    totals = phase_totals(results)
+    if sum(totals.values()) <= 0:
+        return None
+    phases = list(totals)
+    extra = iter(_EXTRA_PHASE_COLORS * (len(phases) // len(_EXTRA_PHASE_COLORS) + 1))
+    colors = {p: _PHASE_COLORS.get(p) or next(extra) for p in phases}
+    trials = [t for t in _trials(results) if isinstance(t.get("phase_seconds"), dict)]
+
+    fig = _figure(9, 4.2)
+    ax_all, ax_trials = fig.subplots(1, 2, width_ratios=[1, 5])
+    grand = sum(totals.values())
+    bottom = 0.0
+    for phase in phases:
+        value = totals[phase]
+        ax_all.bar(0, value, bottom=bottom, color=colors[phase], width=0.6, label=phase)
+        if value / grand > 0.06:
+            ax_all.text(0, bottom + value / 2, f"{100 * value / grand:.0f}%", ha="center", va="center",
+                        fontsize="small")
+        bottom += value
+    ax_all.set_xticks([0])
+    ax_all.set_xticklabels(["all trials"])
+    ax_all.set_xlim(-0.6, 0.6)
+    ax_all.set_ylabel("seconds")
+    ax_all.set_title("Overall")
+
+    positions = list(range(len(trials)))
+    bottoms = [0.0] * len(trials)
+    for phase in phases:
+        values = [as_number(t["phase_seconds"].get(phase)) or 0.0 for t in trials]
+        ax_trials.bar(positions, values, bottom=bottoms, color=colors[phase], label=phase,
+                      edgecolor="white", linewidth=_edge_width(len(trials)) * 0.6)
+        bottoms = [b + v for b, v in zip(bottoms, values)]
+    _thin_ticks(ax_trials, positions, [_trial_label(t) for t in trials], max_labels=15)
+    ax_trials.set_xlabel("trial id")
+    ax_trials.set_title("Per trial")
+    ax_trials.grid(axis="y", alpha=0.3)
+    handles, names = ax_all.get_legend_handles_labels()
+    ax_trials.legend(handles[::-1], names[::-1], title="phase", fontsize="small",
+                     loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle("Where the time went (phase seconds)")
+    return _png(fig)

@@ -1,0 +1,202 @@
+"""Environment metadata for a results file: which machine and software ran it.
+
+:func:`collect` returns a flat, JSON-serialisable dict with sorted keys; every
+field is filled on a best-effort basis and is ``None`` where the information is
+unavailable (no GPU, no git, no ``nvidia-smi``...).  It never raises for a
+missing tool; the ``git`` commands share a 2 s budget and ``nvidia-smi`` has
+2 s of its own.
+
+Fields (units in the name where there is one):
+
+``aihpc_version``        str, ``aihpc.__version__``
+``cpu_logical_cores``    int | None, logical CPUs (psutil)
+``cpu_model``            str | None, "model name" of /proc/cpuinfo, else platform.processor()
+``cpu_physical_cores``   int | None, physical cores (psutil; None where unknown)
+``cuda_version``         str | None, CUDA version torch was built with (None on CPU builds)
+``cudnn_version``        int | None, cuDNN version torch uses (None when unavailable)
+``git_commit``           str | None, HEAD of the aihpc source checkout (40 hex digits)
+``git_dirty``            bool | None, uncommitted changes or untracked files in that checkout
+``gpus``                 list of {index, name, memory_bytes, compute_capability "M.m",
+                         multiprocessors}, empty without CUDA
+``hostname``             str
+``machine``              str, e.g. "x86_64"
+``memory_total_bytes``   int, physical memory
+``numpy_version``        str
+``nvidia_driver_version`` str | None, from ``nvidia-smi``
+``os``                   str, ``platform.platform()``
+``python_implementation`` str, e.g. "CPython"
+``python_version``       str, e.g. "3.11.9"
+``torch_num_interop_threads`` int
+``torch_num_threads``    int, intra-op threads torch uses
+``torch_version``        str
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+GIT_TIMEOUT_S = 2.0
+"""Total wall-clock budget, in seconds, for the git commands of one :func:`collect`."""
+
+NVIDIA_SMI_TIMEOUT_S = 2.0
+"""Wall-clock budget, in seconds, for the ``nvidia-smi`` query."""
+
+
+def collect(repo_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Return environment metadata as a JSON-serialisable dict with sorted keys.
+
+    ``repo_dir`` is the directory whose git checkout identifies the source
+    (default: the directory of the installed ``aihpc`` package).  The git
+    fields are ``None`` when that directory is not inside a git work tree, is
+    ignored by it (e.g. a virtualenv inside a checkout), git is missing, or
+    git does not answer within :data:`GIT_TIMEOUT_S`.
+    """
+    import numpy
+    import psutil
+    import torch
+
+    import aihpc
+
+    if repo_dir is None:
+        repo_dir = Path(aihpc.__file__).resolve().parent
+    commit, dirty = git_state(repo_dir)
+    info: dict[str, Any] = {
+        "aihpc_version": aihpc.__version__,
+        "cpu_logical_cores": psutil.cpu_count(logical=True),
+        "cpu_model": cpu_model(),
+        "cpu_physical_cores": psutil.cpu_count(logical=False),
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": _cudnn_version(torch),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "gpus": _gpus(torch),
+        "hostname": socket.gethostname(),
+        "machine": platform.machine(),
+        "memory_total_bytes": int(psutil.virtual_memory().total),
+        "numpy_version": numpy.__version__,
+        "nvidia_driver_version": nvidia_driver_version(),
+        "os": platform.platform(),
+        "python_implementation": platform.python_implementation(),
+        "python_version": platform.python_version(),
+        "torch_num_interop_threads": int(torch.get_num_interop_threads()),
+        "torch_num_threads": int(torch.get_num_threads()),
+        "torch_version": str(torch.__version__),
+    }
+    return dict(sorted(info.items()))
+
+
+def cpu_model() -> str | None:
+    """The CPU model name: /proc/cpuinfo "model name" on Linux, else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def git_state(directory: str | os.PathLike[str]) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the git work tree containing ``directory``.
+
+    ``commit`` is the 40-hex HEAD; ``dirty`` is True when ``git status
+    --porcelain`` lists anything (modified, staged or untracked files).
+    Both are None when ``directory`` is not in a work tree, is git-ignored by
+    it, git is missing, or the commands exceed :data:`GIT_TIMEOUT_S` in total.
+    """
+    directory = Path(directory)
+    if not directory.is_dir() or shutil.which("git") is None:
+        return None, None
+    deadline = time.monotonic() + GIT_TIMEOUT_S
+    head = _git(["rev-parse", "--verify", "HEAD"], directory, deadline)
+    if head is None or head[0] != 0:
+        return None, None
+    commit = head[1].strip()
+    ignored = _git(["check-ignore", "-q", "."], directory, deadline)
+    if ignored is None or ignored[0] == 0:  # 0: the directory is ignored by the checkout
+        return None, None
+    status = _git(["status", "--porcelain"], directory, deadline)
+    if status is None or status[0] != 0:
+        return commit, None
+    return commit, bool(status[1].strip())
+
+
+def _git(args: list[str], cwd: Path, deadline: float) -> tuple[int, str] | None:
+    """Run ``git args`` in ``cwd``; (returncode, stdout), or None on time-out/OS error."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return None
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=remaining,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.returncode, proc.stdout
+
+
+def nvidia_driver_version() -> str | None:
+    """The NVIDIA driver version reported by ``nvidia-smi``, or None if unavailable."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines or not lines[0].strip():
+        return None
+    return lines[0].strip()
+
+
+def _cudnn_version(torch: Any) -> int | None:
+    try:
+        version = torch.backends.cudnn.version()
+    except Exception:  # noqa: BLE001 - metadata is best effort
+        return None
+    return int(version) if version is not None else None
+
+
+def _gpus(torch: Any) -> list[dict[str, Any]]:
+    """One sorted-key dict per visible CUDA device; [] without CUDA."""
+    try:
+        if not torch.cuda.is_available():
+            return []
+        gpus = []
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            gpus.append(
+                {
+                    "compute_capability": f"{props.major}.{props.minor}",
+                    "index": index,
+                    "memory_bytes": int(props.total_memory),
+                    "multiprocessors": int(props.multi_processor_count),
+                    "name": str(props.name),
+                }
+            )
+        return gpus
+    except Exception:  # noqa: BLE001 - a broken driver must not break a results file
+        return []

@@ -1,0 +1,479 @@
+"""MLPerf-style logging of an aihpc AutoML run, and its compliance check.
+
+:class:`MLPerfLog` writes one ``:::MLLOG {json}`` line per event to its own
+file through mlperf-logging's ``mllog``; :func:`check_compliance` runs the
+MLPerf compliance checker (HPC ruleset 3.0.0) on such a file with our rules
+(``mlperf_rules/aihpc_automl.yaml``, which chains to a copy of the HPC 3.0.0
+``common.yaml``; see that file's header).
+
+How an AutoML run maps onto an MLPerf log
+-----------------------------------------
+An aihpc run trains many trials concurrently on Dask workers, but the log
+describes the *search as a whole*, as one MLPerf run:
+
+* ``submission_info`` (org, platform, division, status, benchmark
+  ``aihpc_automl``, number_of_nodes, accelerators_per_node), ``cache_clear``,
+  then ``init_start`` ... ``init_stop`` around the master's set-up (data set,
+  worker pool; optionally ``staging_start``/``staging_stop`` inside it), then
+  ``train_samples``/``eval_samples`` (the sizes of the train and eval sets).
+* ``run_start`` when the search starts; ``run_stop(status)`` once, at the end
+  (``"success"``, or ``"aborted"``; leaving a ``with`` block by an exception
+  logs ``aborted`` automatically).
+* **Epochs are the master's progression.**  Each time a worker reports a
+  finished trial-epoch (one epoch of one trial, trained and evaluated), the
+  master numbers it ``k = 1, 2, 3, ...`` in order of arrival and logs one
+  block, most simply with :meth:`MLPerfLog.trial_epoch`::
+
+      epoch_start(k)  epoch_stop(k)  eval_start(k)  eval_stop(k)
+      eval_accuracy(best accuracy so far, epoch_num=k)
+
+  with metadata such as ``trial_id`` and ``trial_epoch`` on each event.  The
+  epoch interval may carry the worker's own start/stop times (``start_ms``,
+  ``stop_ms``), so intervals of different k may overlap in time; the checker
+  only requires the numbering, and run time is ``run_stop - run_start``.
+  The eval_accuracy value is the best accuracy found so far, so it never
+  decreases: the log is the quality curve of the search.
+
+Rules the class enforces itself (a :class:`ValueError` means a bug in the
+caller, not bad user input): epoch numbers are integers >= 1 and strictly
+increase; an epoch is stopped before the next starts; evals refer to an epoch
+already started; eval_accuracy epochs strictly increase and its value lies in
+[0, 1] and never decreases; epoch/eval events lie between run_start and
+run_stop; once-only keys (submission keys, init_stop, run_start, run_stop,
+train_samples, eval_samples) are logged once.  Everything else (e.g. init
+before run) is left to the checker.  Values and metadata must be JSON values
+(numpy/torch scalars and arrays are converted with ``.tolist()``).
+
+Each instance owns a private :class:`logging.Logger` (not registered with the
+logging module, ``propagate=False``) with one file handler, so instances do not
+share output and nothing reaches the root logger; every line is flushed as it
+is written; :meth:`MLPerfLog.close` closes and removes the handler.  Each
+event's metadata also records the ``file``/``lineno`` of the calling code
+(mllog's convention), pointing at the caller of this class.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from mlperf_logging.mllog import constants
+from mlperf_logging.mllog.mllog import MLLogger
+
+from aihpc.errors import ConfigError
+
+BENCHMARK = "aihpc_automl"
+"""The benchmark name our rules accept for ``submission_benchmark``."""
+
+RULES_DIR = Path(__file__).resolve().parent / "mlperf_rules"
+"""Folder of our compliance-checker rules (shipped as package data)."""
+
+RULES_FILE = RULES_DIR / "aihpc_automl.yaml"
+"""Entry point of our rules, passed to the checker's ``--config``."""
+
+CHECKER_USAGE = "hpc"
+CHECKER_RULESET = "3.0.0"
+
+DIVISIONS = ("closed", "open")
+STATUSES = ("cloud", "onprem", "preview", "research")
+RUN_STATUSES = (constants.SUCCESS, constants.ABORTED)
+
+_ONCE = frozenset(
+    {
+        constants.SUBMISSION_BENCHMARK, constants.SUBMISSION_ORG, constants.SUBMISSION_PLATFORM,
+        constants.SUBMISSION_DIVISION, constants.SUBMISSION_STATUS, "number_of_nodes",
+        "accelerators_per_node", constants.INIT_STOP, constants.RUN_START, constants.RUN_STOP,
+        constants.TRAIN_SAMPLES, constants.EVAL_SAMPLES,
+    }
+)
+_THIS_FILE = __file__
+_ids = itertools.count()
+
+
+class MLPerfLog:
+    """An MLPerf log file for one aihpc run; see the module docstring for the layout.
+
+    ``path`` is created (parents too) and truncated unless ``append``.  Use as
+    a context manager or call :meth:`close`.  Methods are thread-safe.
+    Timestamps are milliseconds since the Unix epoch; methods that take
+    ``time_ms`` default to now.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        benchmark: str = BENCHMARK,
+        *,
+        namespace: str = "",
+        append: bool = False,
+    ) -> None:
+        if not isinstance(benchmark, str) or not benchmark:
+            raise ConfigError(f"benchmark must be a non-empty string, got {benchmark!r}")
+        self.path = Path(path)
+        self.benchmark = benchmark
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(self.path, mode="a" if append else "w", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot open MLPerf log {str(self.path)!r}: {exc.strerror}") from None
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        # A private Logger (not logging.getLogger): no entry in the global
+        # registry, no parent, so nothing leaks to or from other loggers.
+        logger = logging.Logger(f"aihpc.mlperf.{next(_ids)}", level=logging.INFO)
+        logger.propagate = False
+        logger.addHandler(handler)
+        self._handler: logging.FileHandler | None = handler
+        self._logger = logger
+        self._mllog = MLLogger(logger=logger, default_namespace=namespace)
+        self._lock = threading.RLock()
+        self._seen: set[str] = set()
+        self._last_epoch = 0
+        self._open_epoch: int | None = None
+        self._open_eval: int | None = None
+        self._last_eval_epoch = 0
+        self._best_accuracy: float | None = None
+
+    # ----------------------------------------------------------------- setup
+    def submission_info(
+        self,
+        org: str,
+        platform: str,
+        *,
+        division: str = "open",
+        status: str = "onprem",
+        number_of_nodes: int = 1,
+        accelerators_per_node: int = 0,
+    ) -> None:
+        """Log the submission keys, the benchmark name and the scale of the run.
+
+        ``division`` is "closed" or "open"; ``status`` one of "cloud", "onprem",
+        "preview", "research"; ``number_of_nodes`` >= 1 (Dask worker hosts),
+        ``accelerators_per_node`` >= 0 (GPUs per node; 0 for CPU-only).
+        """
+        for name, text in (("org", org), ("platform", platform)):
+            if not isinstance(text, str) or not text.strip():
+                raise ConfigError(f"submission {name} must be a non-empty string, got {text!r}")
+        if division not in DIVISIONS:
+            raise ConfigError(f"division must be one of {list(DIVISIONS)}, got {division!r}")
+        if status not in STATUSES:
+            raise ConfigError(f"status must be one of {list(STATUSES)}, got {status!r}")
+        _check_int("number_of_nodes", number_of_nodes, 1, ConfigError)
+        _check_int("accelerators_per_node", accelerators_per_node, 0, ConfigError)
+        with self._lock:
+            self._emit("event", constants.SUBMISSION_BENCHMARK, self.benchmark)
+            self._emit("event", constants.SUBMISSION_ORG, org)
+            self._emit("event", constants.SUBMISSION_DIVISION, division)
+            self._emit("event", constants.SUBMISSION_STATUS, status)
+            self._emit("event", constants.SUBMISSION_PLATFORM, platform)
+            self._emit("event", "number_of_nodes", number_of_nodes)
+            self._emit("event", "accelerators_per_node", accelerators_per_node)
+
+    def cache_clear(self, value: bool = True) -> None:
+        """Log that file-system caches were cleared before the run (value: whether they were)."""
+        self._emit("event", constants.CACHE_CLEAR, bool(value))
+
+    def init_start(self, **metadata: Any) -> None:
+        """Start of the master's initialisation (may be logged more than once)."""
+        self._emit("start", constants.INIT_START, None, metadata)
+
+    def init_stop(self, **metadata: Any) -> None:
+        """End of initialisation; logged exactly once, before :meth:`run_start`."""
+        self._emit("end", constants.INIT_STOP, None, metadata)
+
+    def staging_start(self, **metadata: Any) -> None:
+        """Start of data staging (copying the data set to the workers); optional."""
+        self._emit("start", constants.STAGING_START, None, metadata)
+
+    def staging_stop(self, staged_bytes: int | None = None, **metadata: Any) -> None:
+        """End of data staging; ``staged_bytes`` (if given) goes into the metadata."""
+        if staged_bytes is not None:
+            _check_int("staged_bytes", staged_bytes, 0, ValueError)
+            metadata["staged_bytes"] = staged_bytes
+        self._emit("end", constants.STAGING_STOP, None, metadata)
+
+    def train_samples(self, n: int) -> None:
+        """Number of samples in the training set (logged once)."""
+        _check_int("train_samples", n, 1, ValueError)
+        self._emit("event", constants.TRAIN_SAMPLES, n)
+
+    def eval_samples(self, n: int) -> None:
+        """Number of samples in the evaluation set (logged once)."""
+        _check_int("eval_samples", n, 1, ValueError)
+        self._emit("event", constants.EVAL_SAMPLES, n)
+
+    # ------------------------------------------------------------------- run
+    def run_start(self, *, time_ms: int | None = None, **metadata: Any) -> None:
+        """Start of the timed run (the search); exactly once."""
+        self._emit("start", constants.RUN_START, None, metadata, time_ms)
+
+    def run_stop(self, status: str = "success", *, time_ms: int | None = None,
+                 **metadata: Any) -> None:
+        """End of the timed run; ``status`` is "success" or "aborted"; exactly once."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status must be one of {list(RUN_STATUSES)}, got {status!r}")
+        with self._lock:
+            if constants.RUN_START not in self._seen:
+                raise ValueError("run_stop before run_start")
+            self._emit("end", constants.RUN_STOP, None, {"status": status, **metadata}, time_ms)
+
+    def epoch_start(self, epoch: int, *, time_ms: int | None = None, **metadata: Any) -> None:
+        """Start of master epoch ``epoch`` (> every earlier epoch; the previous one stopped)."""
+        with self._lock:
+            self._in_run("epoch_start")
+            _check_int("epoch", epoch, 1, ValueError)
+            if epoch <= self._last_epoch:
+                raise ValueError(f"epoch must be > {self._last_epoch} (the last epoch), got {epoch}")
+            if self._open_epoch is not None:
+                raise ValueError(f"epoch {self._open_epoch} must be stopped before epoch {epoch}")
+            self._emit("start", constants.EPOCH_START, None, _with_epoch(metadata, epoch), time_ms)
+            self._open_epoch = self._last_epoch = epoch
+
+    def epoch_stop(self, epoch: int, *, time_ms: int | None = None, **metadata: Any) -> None:
+        """End of master epoch ``epoch`` (the one started last)."""
+        with self._lock:
+            self._in_run("epoch_stop")
+            if epoch != self._open_epoch or isinstance(epoch, bool):
+                raise ValueError(f"epoch_stop must name the open epoch {self._open_epoch}, got {epoch!r}")
+            self._emit("end", constants.EPOCH_STOP, None, _with_epoch(metadata, epoch), time_ms)
+            self._open_epoch = None
+
+    def eval_start(self, epoch: int, *, time_ms: int | None = None, **metadata: Any) -> None:
+        """Start of the evaluation belonging to (already started) epoch ``epoch``."""
+        with self._lock:
+            self._in_run("eval_start")
+            self._check_eval_epoch(epoch)
+            if self._open_eval is not None:
+                raise ValueError(f"eval of epoch {self._open_eval} must be stopped first")
+            self._emit("start", constants.EVAL_START, None, _with_epoch(metadata, epoch), time_ms)
+            self._open_eval = epoch
+
+    def eval_stop(self, epoch: int, *, time_ms: int | None = None, **metadata: Any) -> None:
+        """End of the evaluation of epoch ``epoch`` (the one started last)."""
+        with self._lock:
+            self._in_run("eval_stop")
+            if epoch != self._open_eval or isinstance(epoch, bool):
+                raise ValueError(
+                    f"eval_stop must name the open eval's epoch {self._open_eval}, got {epoch!r}"
+                )
+            self._emit("end", constants.EVAL_STOP, None, _with_epoch(metadata, epoch), time_ms)
+            self._open_eval = None
+
+    def eval_accuracy(self, value: float, epoch: int, *, time_ms: int | None = None,
+                      **metadata: Any) -> None:
+        """Best accuracy found so far (fraction in [0, 1], never decreasing) at ``epoch``."""
+        with self._lock:
+            self._in_run("eval_accuracy")
+            self._check_eval_epoch(epoch)
+            if epoch <= self._last_eval_epoch:
+                raise ValueError(f"eval_accuracy epoch must be > {self._last_eval_epoch}, got {epoch}")
+            value = _plain(value, "eval_accuracy")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"eval_accuracy must be a number in [0, 1], got {value!r}")
+            if self._best_accuracy is not None and value < self._best_accuracy:
+                raise ValueError(
+                    f"eval_accuracy is the best so far and must be >= {self._best_accuracy}, got {value}"
+                )
+            self._emit("event", constants.EVAL_ACCURACY, float(value), _with_epoch(metadata, epoch),
+                       time_ms)
+            self._last_eval_epoch, self._best_accuracy = epoch, float(value)
+
+    def trial_epoch(
+        self,
+        epoch: int,
+        accuracy: float,
+        *,
+        start_ms: int | None = None,
+        stop_ms: int | None = None,
+        **metadata: Any,
+    ) -> float:
+        """Log one finished trial-epoch as master epoch ``epoch``; return the best accuracy.
+
+        Writes epoch_start (at ``start_ms``), epoch_stop, eval_start, eval_stop
+        (at ``stop_ms``) and eval_accuracy = max(``accuracy``, best so far),
+        with ``metadata`` (e.g. ``trial_id=..., trial_epoch=...``) and
+        ``trial_accuracy=accuracy`` on the eval_accuracy line.
+        """
+        if start_ms is not None and stop_ms is not None and stop_ms < start_ms:
+            raise ValueError(f"stop_ms must be >= start_ms ({start_ms}), got {stop_ms}")
+        accuracy = _plain(accuracy, "accuracy")
+        if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not 0.0 <= accuracy <= 1.0:
+            raise ValueError(f"accuracy must be a number in [0, 1], got {accuracy!r}")
+        with self._lock:
+            best = max(float(accuracy), self._best_accuracy or 0.0)
+            self.epoch_start(epoch, time_ms=start_ms, **metadata)
+            self.epoch_stop(epoch, time_ms=stop_ms, **metadata)
+            self.eval_start(epoch, time_ms=stop_ms, **metadata)
+            self.eval_stop(epoch, time_ms=stop_ms, **metadata)
+            self.eval_accuracy(best, epoch, time_ms=stop_ms, trial_accuracy=float(accuracy), **metadata)
+        return best
+
+    def resumed(self, last_epoch: int, best_accuracy: float | None) -> None:
+        """Continue the log of a run whose master was killed (open it with ``append=True``).
+
+        The earlier part of the file already holds the submission keys, init
+        and run_start; epochs go on after ``last_epoch`` and eval_accuracy
+        stays at or above ``best_accuracy``, so the file remains one run.
+        """
+        _check_int("last_epoch", last_epoch, 0, ValueError)
+        with self._lock:
+            self._seen.update(_ONCE - {constants.RUN_STOP})
+            self._last_epoch = self._last_eval_epoch = last_epoch
+            self._best_accuracy = best_accuracy
+
+    @property
+    def best_accuracy(self) -> float | None:
+        """The last eval_accuracy logged (the best so far), or None."""
+        return self._best_accuracy
+
+    # --------------------------------------------------------------- generic
+    def event(self, key: str, value: Any = None, metadata: Mapping[str, Any] | None = None,
+              *, time_ms: int | None = None) -> None:
+        """Log any point-in-time event (no rule checks beyond JSON-ability)."""
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"event key must be a non-empty string, got {key!r}")
+        self._emit("event", key, value, dict(metadata or {}), time_ms, check_once=False)
+
+    def close(self) -> None:
+        """Flush and close the file and detach the handler; idempotent."""
+        with self._lock:
+            if self._handler is None:
+                return
+            self._logger.removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
+
+    @property
+    def closed(self) -> bool:
+        return self._handler is None
+
+    def __enter__(self) -> MLPerfLog:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Close; if an exception leaves a started run unstopped, log run_stop "aborted" first."""
+        try:
+            if (exc_type is not None and not self.closed and constants.RUN_START in self._seen
+                    and constants.RUN_STOP not in self._seen):
+                self.run_stop(constants.ABORTED, error=exc_type.__name__)
+        finally:
+            self.close()
+
+    # -------------------------------------------------------------- internal
+    def _in_run(self, what: str) -> None:
+        if constants.RUN_START not in self._seen or constants.RUN_STOP in self._seen:
+            raise ValueError(f"{what} must come between run_start and run_stop")
+
+    def _check_eval_epoch(self, epoch: int) -> None:
+        _check_int("epoch", epoch, 1, ValueError)
+        if epoch > self._last_epoch:
+            raise ValueError(
+                f"eval epoch must be <= {self._last_epoch} (the last epoch started), got {epoch}"
+            )
+
+    def _emit(self, kind: str, key: str, value: Any = None, metadata: Mapping[str, Any] | None = None,
+              time_ms: int | None = None, *, check_once: bool = True) -> None:
+        """Write one MLLOG line; ``kind`` is "start", "end" or "event"."""
+        value = _plain(value, key)
+        meta = {str(k): _plain(v, f"{key} metadata {k}") for k, v in (metadata or {}).items()}
+        if time_ms is not None:
+            _check_int("time_ms", time_ms, 0, ValueError)
+        # mllog records the file/line of the frame `stack_offset` levels above
+        # the call into it: skip every frame of this module.
+        frame, offset = sys._getframe(0), 1
+        while frame is not None and frame.f_code.co_filename == _THIS_FILE:
+            frame, offset = frame.f_back, offset + 1
+        with self._lock:
+            if self._handler is None:
+                raise ValueError(f"MLPerf log {str(self.path)!r} is closed")
+            if check_once and key in _ONCE and key in self._seen:
+                raise ValueError(f"{key} may be logged only once")
+            log = {"start": self._mllog.start, "end": self._mllog.end, "event": self._mllog.event}[kind]
+            log(key=key, value=value, metadata=meta or None, time_ms=time_ms, stack_offset=offset)
+            if check_once:  # raw event() calls do not count towards the run's lifecycle
+                self._seen.add(key)
+
+
+def check_compliance(
+    log_path: str | os.PathLike[str],
+    *,
+    rules: str | os.PathLike[str] | None = None,
+    werror: bool = False,
+    timeout_s: float = 120.0,
+) -> tuple[bool, str]:
+    """Run the MLPerf compliance checker on ``log_path``; return ``(ok, output)``.
+
+    Runs ``python -m mlperf_logging.compliance_checker --usage hpc --ruleset
+    3.0.0 --config RULES LOG`` in a subprocess (``RULES`` defaults to
+    :data:`RULES_FILE`, made absolute) with its own log file in a temporary
+    directory.  ``ok`` is True only when the checker exits 0 and reports
+    SUCCESS; ``output`` is its combined stdout and stderr.  ``werror`` turns
+    the checker's warnings (e.g. a once-only key repeated with equal values)
+    into failures.  Raises :class:`ConfigError` if the log or rules file is
+    missing.
+    """
+    log = Path(log_path).resolve()
+    rules_path = Path(RULES_FILE if rules is None else rules).resolve()
+    if not log.is_file():
+        raise ConfigError(f"MLPerf log file must exist, got {str(log_path)!r}")
+    if not rules_path.is_file():
+        raise ConfigError(f"compliance rules file must exist, got {str(rules)!r}")
+    with tempfile.TemporaryDirectory(prefix="aihpc-mlperf-check-") as tmp:
+        cmd = [
+            sys.executable, "-m", "mlperf_logging.compliance_checker",
+            "--usage", CHECKER_USAGE, "--ruleset", CHECKER_RULESET,
+            "--config", str(rules_path),
+            "--log_output", str(Path(tmp) / "compliance_checker.log"),
+            *(["--werror"] if werror else []),
+            str(log),
+        ]
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            return False, f"compliance checker timed out after {timeout_s} s: {' '.join(cmd)}"
+    output = proc.stdout + proc.stderr
+    ok = proc.returncode == 0 and "SUCCESS" in output
+    return ok, output
+
+
+# ------------------------------------------------------------------- helpers
+def _check_int(name: str, value: Any, minimum: int, error: type[Exception]) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _with_epoch(metadata: dict[str, Any], epoch: int) -> dict[str, Any]:
+    return {constants.EPOCH_NUM: epoch, **metadata}
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` as plain JSON data (numpy/torch via ``.tolist()``); TypeError otherwise.
+
+    mllog would otherwise swallow an unencodable value and write an error line
+    instead of the event.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} must be finite, got {value!r}")
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, where) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, where) for v in value]
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return _plain(tolist(), where)
+    raise TypeError(f"{where} must be JSON data, got {type(value).__name__}: {value!r}")

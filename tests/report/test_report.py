@@ -1,0 +1,345 @@
+"""Tests of the HTML run report (aihpc.report) and `aihpc report`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aihpc.cli import main
+from aihpc.errors import ConfigError
+from aihpc.report import load_results, write_report
+from aihpc.report.fmt import format_fraction, format_seconds, format_si
+from aihpc.report.html import best_trial
+from aihpc.report.plots import phase_totals, plot_timeline, tick_label, trial_spans
+
+FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+IMG_RE = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def _fixture() -> dict[str, Any]:
+    return json.loads(FIXTURE.read_text())
+
+
+def _run_dir(tmp_path: Path, results: dict[str, Any] | None = None) -> Path:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    if results is None:
+        shutil.copy(FIXTURE, run_dir / "results.json")
+    else:
+        (run_dir / "results.json").write_text(json.dumps(results))
+    return run_dir
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "expected"),
+    [
+        (4.12e10, "OPS", "41.2 GOPS"),
+        (4050472109.5, "OPS", "4.05 GOPS"),
+        (512, "OPS", "512 OPS"),
+        (999.96e9, "OPS", "1.00 TOPS"),
+        (2.1e11, "", "210 G"),
+        (1.1e11, "FLOP/s", "110 GFLOP/s"),
+        (0, "OPS", "0 OPS"),
+        (-4.12e10, "OPS", "-41.2 GOPS"),
+        (None, "OPS", "n/a"),
+        (float("nan"), "OPS", "n/a"),
+        ("12", "OPS", "n/a"),
+    ],
+)
+def test_format_si(value: Any, unit: str, expected: str) -> None:
+    assert format_si(value, unit) == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(42.34, "42.3 s"), (120.4, "2 min 00 s"), (300.6, "5 min 01 s"), (3723, "1 h 02 min 03 s"), (None, "n/a")],
+)
+def test_format_seconds(seconds: Any, expected: str) -> None:
+    assert format_seconds(seconds) == expected
+
+
+def test_format_fraction_and_ticks() -> None:
+    assert format_fraction(0.0368) == "3.7%"
+    assert format_fraction(0.9722, 2) == "97.22%"
+    assert tick_label(5e9, "OPS") == "5 GOPS"
+    assert tick_label(2.5e9, "OPS") == "2.5 GOPS"
+    assert tick_label(1e10, "") == "10 G"
+
+
+# --------------------------------------------------------------------------- the fixture report
+
+
+def test_report_from_fixture(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path)
+    path = write_report(run_dir)
+    assert path == run_dir / "report.html"
+    page = path.read_text(encoding="utf-8")
+
+    # Header: score 4.0504721095e9 ops/s, regulated 1.45117e10, error 2.78 %, accuracy 0.9722,
+    # peak share 0.0368 of 1.1e11 FLOP/s, wall 120.4 s.
+    for text in ("4.05 GOPS", "14.5 GOPS", "2.78%", "97.22%", "3.7%", "110 GFLOP/s", "2 min 00 s",
+                 ">valid<", "6 completed, 1 failed, 1 diverged"):
+        assert text in page, text
+    # Environment and configuration.
+    for text in ("bench-node-07", "AMD EPYC 7763 64-Core Processor", "2.13.0+cpu",
+                 "e1dd67c0b5a4f2d9c3e8a7b6f5d4c3b2a1908f7e (dirty)", "morph-evolution"):
+        assert text in page, text
+
+    # One embedded PNG per plot, each a real PNG of a sensible size.
+    images = IMG_RE.findall(page)
+    assert len(images) == 4
+    assert page.count("<img ") == 4
+    for encoded in images:
+        width, height = _png_size(base64.b64decode(encoded))
+        assert 400 <= width <= 2000 and 150 <= height <= 1500, (width, height)
+
+    # Self-contained: no external references, no scripts.
+    assert "http://" not in page and "https://" not in page
+    assert "<script" not in page.lower() and "<link" not in page.lower()
+
+    # Trials table sorted by id, with the failed trial's reason and the diverged status.
+    table = page[page.index("<h2>Trials</h2>"):]
+    ids = [int(i) for i in re.findall(r'<tr><td class="num">(\d+)</td>', table)]
+    assert ids == list(range(8))
+    assert "out of memory: tried to allocate 1.50 GiB" in table
+    assert 'class="status st-diverged"' in table
+    # Best trial: id 7 (0.9722), reached by seed 0 -> 1 -> 3 -> 7, 10 layers, 28522 parameters.
+    best = page[page.index("<h2>Best trial</h2>"):page.index("<h2>Trials</h2>")]
+    assert "0 → 1 → 3 → 7" in best
+    assert "<th>layers</th><td>10</td>" in best
+    assert "28.5 k (28522)" in best
+    assert "conv × 2, bn × 2, relu × 3, global_avgpool × 1, dense × 2" in best
+    assert _fixture()["trials"][7]["arch_hash"] in best
+
+
+def test_best_trial_and_phase_totals() -> None:
+    results = _fixture()
+    assert best_trial(results)["id"] == 7
+    totals = phase_totals(results)
+    assert list(totals)[:6] == ["data", "forward", "backward", "optimizer", "eval", "other"]
+    # Trial 6 (failed) spent exactly 0.05 s loading data; the sum over all trials matches by hand.
+    expected_data = 0.0
+    for trial in results["trials"]:
+        expected_data += trial["phase_seconds"]["data"]
+    assert totals["data"] == pytest.approx(expected_data)
+    assert sum(totals.values()) == pytest.approx(
+        sum(sum(t["phase_seconds"].values()) for t in results["trials"])
+    )
+
+
+def test_report_to_out_path(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path)
+    out = tmp_path / "elsewhere.html"
+    assert write_report(run_dir, out) == out
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    assert not (run_dir / "report.html").exists()
+
+
+def test_text_from_results_is_escaped(tmp_path: Path) -> None:
+    results = _fixture()
+    results["trials"][5]["reason"] = "<script>alert('x')</script>"
+    results["trials"][2]["morph"] = 'widen "conv2" <b>&</b>'
+    results["environment"]["hostname"] = "<img src=x onerror=alert(1)>"
+    results["score"]["valid"] = False
+    results["score"]["invalid_reason"] = "best accuracy <script> below 0.5"
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "widen &quot;conv2&quot; &lt;b&gt;&amp;&lt;/b&gt;" in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "INVALID" in page and "best accuracy &lt;script&gt; below 0.5" in page
+    assert page.count("<img ") == 4  # only the plots are images
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def test_zero_trials_and_empty_sections(tmp_path: Path) -> None:
+    results = _fixture()
+    results["trials"] = []
+    results["timeline"] = []
+    results["workers"] = []
+    del results["peak"]
+    for key in ("peak_flops_per_s", "peak_fraction"):
+        del results["score"][key]
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    assert "<img " not in page
+    assert page.count("no data for this plot") == 4
+    assert "no trials ran" in page
+    assert "no peak measured" in page
+    assert "4.05 GOPS" in page
+
+
+def test_minimal_results_render(tmp_path: Path) -> None:
+    page = write_report(_run_dir(tmp_path, {"schema_version": 1})).read_text()
+    assert "<img " not in page
+    assert "no environment recorded" in page and "no configuration recorded" in page
+    assert "n/a" in page
+
+
+def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
+    results = _fixture()
+    bare = {"id": 8, "parent": 7, "status": "failed", "reason": "worker lost", "epochs": []}
+    results["trials"].append(bare)  # no times, ops, phases, hparams, arch
+    results["trials"][6].pop("phase_seconds")
+    results["trials"][0]["epochs"] = []
+    results["timeline"] = [{"t": 10.0, "ops": 0, "ops_per_second": 0.0, "best_accuracy": None}]
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    assert len(IMG_RE.findall(page)) == 4
+    table = page[page.index("<h2>Trials</h2>"):]
+    assert "worker lost" in table
+    assert re.findall(r'<tr><td class="num">(\d+)</td>', table)[-1] == "8"
+
+
+def test_timeline_without_accuracy_still_plots() -> None:
+    results = {"timeline": [{"t": 5.0, "ops_per_second": 1e9}, {"t": 10.0, "ops_per_second": 2e9}]}
+    png = plot_timeline(results)
+    assert png is not None and png[:8] == PNG_SIGNATURE
+    assert plot_timeline({"timeline": []}) is None
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _assert_one_line(exc: pytest.ExceptionInfo[ConfigError]) -> str:
+    message = str(exc.value)
+    assert "\n" not in message
+    return message
+
+
+def test_missing_results_file(tmp_path: Path) -> None:
+    run_dir = tmp_path / "empty"
+    run_dir.mkdir()
+    with pytest.raises(ConfigError) as exc:
+        write_report(run_dir)
+    assert str(run_dir / "results.json") in _assert_one_line(exc)
+
+
+def test_missing_run_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="run directory not found"):
+        write_report(tmp_path / "nope")
+
+
+def test_invalid_json(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text('{"schema_version": 1,\n "score": {')
+    with pytest.raises(ConfigError) as exc:
+        load_results(run_dir / "results.json")
+    message = _assert_one_line(exc)
+    assert "not valid JSON" in message and str(run_dir / "results.json") in message
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", None, True])
+def test_unsupported_schema_version(tmp_path: Path, version: Any) -> None:
+    results = _fixture()
+    results["schema_version"] = version
+    with pytest.raises(ConfigError) as exc:
+        write_report(_run_dir(tmp_path, results))
+    assert f"schema_version {version!r}" in _assert_one_line(exc)
+
+
+@pytest.mark.parametrize(
+    ("patch", "fragment"),
+    [({"trials": {"0": {}}}, "'trials' must be a JSON array"),
+     ({"score": [1]}, "'score' must be a JSON object"),
+     ({"trials": [3]}, "trials[0] must be a JSON object")],
+)
+def test_wrong_section_types(tmp_path: Path, patch: dict[str, Any], fragment: str) -> None:
+    results = {"schema_version": 1, **patch}
+    with pytest.raises(ConfigError) as exc:
+        write_report(_run_dir(tmp_path, results))
+    assert fragment in _assert_one_line(exc)
+
+
+def test_top_level_not_an_object(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="must hold a JSON object, got list"):
+        write_report(run_dir)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_writes_and_prints_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _run_dir(tmp_path)
+    assert main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir / "report.html")
+    out = tmp_path / "r.html"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    assert "4.05 GOPS" in out.read_text()
+
+
+def test_cli_missing_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run directory not found" in err and "nope" in err
+
+
+def test_cli_bad_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = _fixture()
+    results["schema_version"] = 99
+    assert main(["report", str(_run_dir(tmp_path, results))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "schema_version 99" in err
+
+
+def test_cli_import_is_lazy() -> None:
+    code = (
+        "import sys, aihpc.cli.report, aihpc.report\n"
+        "bad = [m for m in ('matplotlib', 'torch', 'numpy') if m in sys.modules]\n"
+        "import aihpc.cli; aihpc.cli.build_parser()\n"
+        "bad += ['matplotlib (after build_parser)'] if 'matplotlib' in sys.modules else []\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_trial_spans_follow_epoch_workers() -> None:
+    # Epochs 1-2 on worker-0, epoch 3 resumed on worker-1 after the master restarted.
+    epochs = [
+        {"epoch": 1, "worker": "worker-0", "t_start": 10.0, "t_end": 14.0},
+        {"epoch": 2, "worker": "worker-0", "t_start": 14.5, "t_end": 18.0},
+        {"epoch": 3, "worker": "worker-1", "t_start": 40.0, "t_end": 43.0},
+    ]
+    trial = {"id": 1, "worker": "worker-0", "t_start": 10.0, "t_end": 43.0, "epochs": epochs}
+    assert trial_spans(trial) == [("worker-0", 10.0, 18.0), ("worker-1", 40.0, 43.0)]
+    # Epochs without times fall back to the trial's own span; reversed times are dropped.
+    assert trial_spans({**trial, "epochs": [{"epoch": 1}]}) == [("worker-0", 10.0, 43.0)]
+    assert trial_spans({"worker": "w", "t_start": 5.0, "t_end": 4.0}) == []
+
+
+def test_worker_plot_with_restart_segments(tmp_path: Path) -> None:
+    results = _fixture()
+    results["segments"] = [{"t_start": 0.0, "t_end": 50.0}, {"t_start": 58.0, "t_end": 120.4}]
+    results["trials"][3]["epochs"][0].update(worker="worker-1", t_start=27.6, t_end=31.0)
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    assert len(IMG_RE.findall(page)) == 4
+    results["segments"] = {"t_start": 0.0}
+    with pytest.raises(ConfigError, match="'segments' must be a JSON array"):
+        (tmp_path / "b").mkdir()
+        load_results(_run_dir(tmp_path / "b", results) / "results.json")

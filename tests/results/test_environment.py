@@ -1,0 +1,151 @@
+"""Tests for aihpc.results.environment.collect."""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+import aihpc
+from aihpc.results import environment
+from aihpc.results.environment import collect, git_state
+
+REPO = Path(aihpc.__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def info() -> dict:
+    return collect()
+
+
+def _git_available_here() -> bool:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
+def test_fields_and_types(info: dict) -> None:
+    expected = {
+        "aihpc_version": str,
+        "cpu_logical_cores": int,
+        "cpu_model": str,
+        "hostname": str,
+        "machine": str,
+        "memory_total_bytes": int,
+        "numpy_version": str,
+        "os": str,
+        "python_implementation": str,
+        "python_version": str,
+        "torch_num_interop_threads": int,
+        "torch_num_threads": int,
+        "torch_version": str,
+        "gpus": list,
+    }
+    for key, typ in expected.items():
+        assert isinstance(info[key], typ), (key, info[key])
+    for key in ("cpu_physical_cores", "cudnn_version"):
+        assert info[key] is None or isinstance(info[key], int)
+    for key in ("cuda_version", "nvidia_driver_version", "git_commit"):
+        assert info[key] is None or isinstance(info[key], str)
+    assert set(info) == {*expected, "cpu_physical_cores", "cudnn_version", "cuda_version",
+                         "nvidia_driver_version", "git_commit", "git_dirty"}
+
+
+def test_values_match_independent_sources(info: dict) -> None:
+    assert info["aihpc_version"] == aihpc.__version__
+    assert info["python_version"] == platform.python_version()
+    assert info["torch_version"] == str(torch.__version__)
+    assert info["torch_num_threads"] == torch.get_num_threads()
+    assert info["cpu_logical_cores"] == psutil.cpu_count()
+    assert info["memory_total_bytes"] == psutil.virtual_memory().total
+    assert info["cuda_version"] == torch.version.cuda
+    if not torch.cuda.is_available():
+        assert info["gpus"] == []
+    else:
+        assert len(info["gpus"]) == torch.cuda.device_count()
+        for gpu in info["gpus"]:
+            assert re.fullmatch(r"\d+\.\d+", gpu["compute_capability"])
+            assert gpu["memory_bytes"] > 0
+
+
+def test_cpu_model_from_proc_cpuinfo() -> None:
+    path = Path("/proc/cpuinfo")
+    if not path.exists():
+        pytest.skip("no /proc/cpuinfo")
+    names = [l.split(":", 1)[1].strip() for l in path.read_text().splitlines()
+             if l.split(":", 1)[0].strip() == "model name"]
+    if names:
+        assert environment.cpu_model() == names[0]
+
+
+def test_keys_sorted_and_json_serialisable(info: dict) -> None:
+    assert list(info) == sorted(info)
+    text = json.dumps(info)
+    assert json.loads(text) == info
+
+
+@pytest.mark.skipif(not _git_available_here(), reason="source tree is not a git checkout")
+def test_git_commit_of_this_checkout(info: dict) -> None:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert info["git_commit"] == head
+    assert re.fullmatch(r"[0-9a-f]{40}", info["git_commit"])
+    assert isinstance(info["git_dirty"], bool)
+    commit, dirty = git_state(REPO / "tests")
+    assert commit == head and isinstance(dirty, bool)
+
+
+def test_non_git_directory_gives_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stop git from discovering any repository above tmp_path.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    info = collect(repo_dir=tmp_path)
+    assert info["git_commit"] is None
+    assert info["git_dirty"] is None
+    assert git_state(tmp_path / "does-not-exist") == (None, None)
+
+
+def test_git_missing_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert git_state(REPO) == (None, None)
+    assert environment.nvidia_driver_version() is None
+
+
+def test_dirty_flag_follows_working_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not _git_available_here():
+        pytest.skip("git unavailable")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp_path)}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    assert git_state(tmp_path) == (None, None)  # no commit yet
+    (tmp_path / "a.txt").write_text("1")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    assert git_state(tmp_path) == (head, False)
+    (tmp_path / "a.txt").write_text("2")
+    assert git_state(tmp_path) == (head, True)
+    (tmp_path / ".gitignore").write_text("venv/\n")
+    (tmp_path / "venv").mkdir()
+    assert git_state(tmp_path / "venv") == (None, None)  # ignored dir: not this checkout's source
+
+
+def test_git_timeout_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment, "GIT_TIMEOUT_S", 0.0)
+    assert git_state(REPO) == (None, None)
