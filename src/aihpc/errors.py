@@ -30,3 +30,7 @@ class MorphError(AihpcError, ValueError):
 
 class DataError(AihpcError):
     """A data set is missing, empty or corrupt."""
+
+
+class StorageError(AihpcError):
+    """The run directory or its store cannot be written or read."""

@@ -17,6 +17,10 @@ import sys
 
 # name -> (module, one-line help).  Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "models": ("aihpc.cli.models", "list the model zoo with input sizes and parameter counts"),
+    "export": ("aihpc.cli.export", "export a zoo model or an architecture spec to ONNX"),
+    "report": ("aihpc.cli.report", "write a run's self-contained HTML report"),
+    "count": ("aihpc.cli.count", "count the operations of a model's forward / training step"),
 }
 
 
