@@ -1,0 +1,34 @@
+"""Neural architecture search building blocks.
+
+* :mod:`aihpc.nas.spec` -- :class:`ArchSpec`, a JSON-serialisable CNN DAG
+  (validation, shape inference, parameter count, content hash);
+* :mod:`aihpc.nas.build` -- :class:`SpecNet`, the ``nn.Module`` of a spec;
+* :mod:`aihpc.nas.seeds` -- ResNet-style seed specs sized to the input;
+* :mod:`aihpc.nas.morphism` -- function-preserving morphisms (deepen, widen,
+  add_skip, random_morph) that carry a parent's weights to its child.
+
+The names below are imported lazily, so ``import aihpc.nas.<module>`` of a
+torch-free module (spec, seeds, ...) does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ArchSpec": "aihpc.nas.spec", "Layer": "aihpc.nas.spec", "BN_EPS": "aihpc.nas.spec",
+    "FORMAT_VERSION": "aihpc.nas.spec", "INPUT": "aihpc.nas.spec",
+    "LAYER_TYPES": "aihpc.nas.spec",
+    "SpecNet": "aihpc.nas.build", "state_shapes": "aihpc.nas.build",
+    "seed_spec": "aihpc.nas.seeds",
+    "add_skip": "aihpc.nas.morphism", "deepen": "aihpc.nas.morphism",
+    "random_morph": "aihpc.nas.morphism", "widen": "aihpc.nas.morphism",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'aihpc.nas' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,0 +1,119 @@
+"""Turn an :class:`~aihpc.nas.spec.ArchSpec` into a runnable ``nn.Module``.
+
+:class:`SpecNet` is an ``nn.ModuleDict`` keyed by layer name, so its
+``state_dict`` keys are ``"<layer>.<param>"`` (e.g. ``"conv1.weight"``,
+``"bn1.running_var"``).  Its forward pass walks a plan fixed at construction
+(topological order, no data-dependent control flow), so it can be traced with
+``torch.jit.trace`` and exported to ONNX.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from aihpc.errors import SpecError
+from aihpc.nas.spec import BN_EPS, INPUT, ArchSpec, Layer, Shape
+
+
+def _make_module(layer: Layer, in_shape: Shape) -> nn.Module | None:
+    """The torch module for one layer, or None for stateless functional ops."""
+    lt = layer.type
+    if lt == "conv":
+        return nn.Conv2d(in_shape[0], layer.out_channels, layer.kernel_size,
+                         stride=layer.stride, padding=layer.padding,
+                         groups=layer.groups, bias=layer.bias)
+    if lt == "bn":
+        return nn.BatchNorm2d(in_shape[0], eps=BN_EPS, momentum=0.1)
+    if lt == "relu":
+        return nn.ReLU()  # never in place: the input may feed other layers too
+    if lt == "maxpool":
+        return nn.MaxPool2d(layer.kernel_size, layer.stride, layer.padding)
+    if lt == "avgpool":
+        return nn.AvgPool2d(layer.kernel_size, layer.stride, layer.padding)
+    if lt == "dense":
+        return nn.Linear(in_shape[0], layer.out_features, bias=layer.bias)
+    if lt == "dropout":
+        return nn.Dropout(layer.p)
+    return None  # add, concat, global_avgpool
+
+
+class SpecNet(nn.ModuleDict):
+    """The network of ``spec``: ``forward(x)`` maps ``(N, *spec.input_shape)``
+    to ``(N, spec.num_classes)`` logits.  Weights use PyTorch's default
+    initialisation.  The input shape is not checked in ``forward`` (to keep it
+    trace-friendly); a wrong one fails inside the first mismatching layer.
+
+    A layer name that clashes with an attribute of the module (``spec``,
+    ``forward``, ``keys``, ``training``, ...) raises SpecError.
+    """
+
+    def __init__(self, spec: ArchSpec) -> None:
+        super().__init__()
+        spec.validate()
+        self.spec = spec
+        shapes = spec.shapes()
+        order = spec.topological_order()
+        for name in order:
+            layer = spec.layer(name)
+            if hasattr(self, name):
+                raise SpecError(f"layer name {name!r} clashes with an attribute of the built "
+                                f"module; rename the layer")
+            module = _make_module(layer, shapes[layer.inputs[0]])
+            if module is not None:
+                self.add_module(name, module)
+        # Plan: (name, type, inputs, names whose last use is this step).
+        last_use: dict[str, int] = {}
+        for step, name in enumerate(order):
+            for src in spec.layer(name).inputs:
+                last_use[src] = step
+        plan = []
+        for step, name in enumerate(order):
+            layer = spec.layer(name)
+            free = tuple(sorted({s for s in layer.inputs if last_use[s] == step
+                                 and s != spec.output}))
+            plan.append((name, layer.type, layer.inputs, free))
+        self._plan: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = tuple(plan)
+        self._output = spec.output
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        values: dict[str, torch.Tensor] = {INPUT: x}
+        for name, kind, inputs, free in self._plan:
+            if kind == "add":
+                out = values[inputs[0]]
+                for src in inputs[1:]:
+                    out = out + values[src]
+            elif kind == "concat":
+                out = torch.cat([values[src] for src in inputs], dim=1)
+            elif kind == "global_avgpool":
+                out = values[inputs[0]].mean(dim=(2, 3))
+            else:
+                out = self[name](values[inputs[0]])
+            values[name] = out
+            for src in free:  # drop intermediates as soon as nothing needs them
+                del values[src]
+        return values[self._output]
+
+
+def state_shapes(spec: ArchSpec) -> dict[str, tuple[int, ...]]:
+    """The keys and tensor shapes of ``spec.build().state_dict()``, computed
+    without building (BN buffers included; ``num_batches_tracked`` is ``()``)."""
+    shapes = spec.shapes()
+    out: dict[str, tuple[int, ...]] = {}
+    for layer in spec.layers:
+        c_in = shapes[layer.inputs[0]][0]
+        n = layer.name
+        if layer.type == "conv":
+            k = layer.kernel_size
+            out[f"{n}.weight"] = (layer.out_channels, c_in // layer.groups, k, k)
+            if layer.bias:
+                out[f"{n}.bias"] = (layer.out_channels,)
+        elif layer.type == "bn":
+            for key in ("weight", "bias", "running_mean", "running_var"):
+                out[f"{n}.{key}"] = (c_in,)
+            out[f"{n}.num_batches_tracked"] = ()
+        elif layer.type == "dense":
+            out[f"{n}.weight"] = (layer.out_features, c_in)
+            if layer.bias:
+                out[f"{n}.bias"] = (layer.out_features,)
+    return out

@@ -1,0 +1,441 @@
+"""Architecture specs: a CNN described as a JSON-serialisable DAG of layers.
+
+An :class:`ArchSpec` is a frozen value: ``input_shape`` ``(C, H, W)``,
+``num_classes``, a tuple of :class:`Layer` and the name of the ``output``
+layer.  Each layer has a unique name (letters, digits, underscore) and a tuple
+of input names; ``"input"`` is the network input.  Layer types and their
+fields (defaults in brackets):
+
+============== ============================================================
+conv           out_channels, kernel_size, stride [1], padding [0],
+               groups [1], bias [true]        (nn.Conv2d, 4-D in and out)
+bn             --    batch norm 2d, eps 1e-5, momentum 0.1 (4-D)
+relu           --
+add            --    elementwise sum of >= 2 inputs of identical shape
+concat         --    channel concatenation of >= 2 inputs (same H, W)
+maxpool        kernel_size, stride [kernel_size], padding [0] (4-D)
+avgpool        kernel_size, stride [kernel_size], padding [0] (4-D; padded
+               zeros are counted, as in nn.AvgPool2d)
+global_avgpool --    mean over H, W: (C, H, W) -> (C,)
+dense          out_features, bias [true]      (nn.Linear, needs 1-D input)
+dropout        p [0.5], 0 <= p < 1
+============== ============================================================
+
+Shapes are per sample (no batch dimension).  Constructing an ArchSpec
+validates it completely (names, references, cycles, shapes, and that the
+output has shape ``(num_classes,)`` and every layer reaches it), raising
+:class:`~aihpc.errors.SpecError` that names the layer at fault.  The layer
+order in the file is free (the graph is sorted topologically) but it is part
+of the spec's identity: it is kept by the JSON round trip and covered by
+:meth:`ArchSpec.content_hash`.
+
+This module does not import torch; :meth:`ArchSpec.build` does, lazily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aihpc.errors import SpecError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aihpc.nas.build import SpecNet
+
+#: Version of the JSON format; bump it when the meaning of a spec changes.
+FORMAT_VERSION = 1
+#: The name by which layers refer to the network input.
+INPUT = "input"
+#: Batch-norm epsilon used by every ``bn`` layer (fixed by the format).
+BN_EPS = 1e-5
+
+Shape = tuple[int, ...]
+
+# type -> ordered {field: default}; a default of _REQUIRED means "must be given".
+_REQUIRED = object()
+_TYPE_FIELDS: dict[str, dict[str, Any]] = {
+    "conv": {"out_channels": _REQUIRED, "kernel_size": _REQUIRED, "stride": 1,
+             "padding": 0, "groups": 1, "bias": True},
+    "bn": {},
+    "relu": {},
+    "add": {},
+    "concat": {},
+    "maxpool": {"kernel_size": _REQUIRED, "stride": None, "padding": 0},
+    "avgpool": {"kernel_size": _REQUIRED, "stride": None, "padding": 0},
+    "global_avgpool": {},
+    "dense": {"out_features": _REQUIRED, "bias": True},
+    "dropout": {"p": 0.5},
+}
+#: The layer types a spec may use.
+LAYER_TYPES: tuple[str, ...] = tuple(_TYPE_FIELDS)
+_MULTI_INPUT = ("add", "concat")
+_OPTIONAL_FIELDS = ("out_channels", "kernel_size", "stride", "padding", "groups",
+                    "bias", "out_features", "p")
+_NAME_RE = re.compile(r"[A-Za-z0-9_]+\Z")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One node of the DAG.  Fields not used by ``type`` must stay ``None``;
+    omitted optional fields get their defaults (see the module docstring), so
+    two layers that mean the same thing compare equal."""
+
+    name: str
+    type: str
+    inputs: tuple[str, ...]
+    out_channels: int | None = None
+    kernel_size: int | None = None
+    stride: int | None = None
+    padding: int | None = None
+    groups: int | None = None
+    bias: bool | None = None
+    out_features: int | None = None
+    p: float | None = None
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise SpecError(f"layer name must be letters, digits and underscores, got {name!r}")
+        if name == INPUT:
+            raise SpecError(f"layer name {INPUT!r} is reserved for the network input")
+        if self.type not in _TYPE_FIELDS:
+            raise SpecError(f"layer {name!r}: unknown type {self.type!r} "
+                            f"(known: {', '.join(LAYER_TYPES)})")
+        if not isinstance(self.inputs, (list, tuple)) or not all(isinstance(i, str)
+                                                                 for i in self.inputs):
+            raise SpecError(f"layer {name!r}: inputs must be a list of layer names, "
+                            f"got {self.inputs!r}")
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        n_in = len(self.inputs)
+        if self.type in _MULTI_INPUT and n_in < 2:
+            raise SpecError(f"layer {name!r} ({self.type}) needs >= 2 inputs, got {n_in}")
+        if self.type not in _MULTI_INPUT and n_in != 1:
+            raise SpecError(f"layer {name!r} ({self.type}) needs exactly 1 input, got {n_in}")
+        allowed = _TYPE_FIELDS[self.type]
+        for key in _OPTIONAL_FIELDS:
+            value = getattr(self, key)
+            if key not in allowed:
+                if value is not None:
+                    raise SpecError(f"layer {name!r} ({self.type}) takes no field {key!r}")
+                continue
+            if value is None:
+                default = allowed[key]
+                if default is _REQUIRED:
+                    raise SpecError(f"layer {name!r} ({self.type}) needs field {key!r}")
+                value = self.kernel_size if (key == "stride" and default is None) else default
+            object.__setattr__(self, key, self._checked(key, value))
+        if self.type in ("maxpool", "avgpool") and 2 * self.padding > self.kernel_size:
+            raise SpecError(f"layer {name!r} ({self.type}): padding must be <= kernel_size/2, "
+                            f"got padding {self.padding} with kernel_size {self.kernel_size}")
+        if self.type == "conv" and self.out_channels % self.groups:
+            raise SpecError(f"layer {name!r} (conv): out_channels {self.out_channels} "
+                            f"is not divisible by groups {self.groups}")
+
+    def _checked(self, key: str, value: Any) -> Any:
+        where = f"layer {self.name!r} ({self.type}): {key}"
+        if key == "bias":
+            if not isinstance(value, bool):
+                raise SpecError(f"{where} must be true or false, got {value!r}")
+            return value
+        if key == "p":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0.0 <= value < 1.0:
+                raise SpecError(f"{where} must be a number in [0, 1), got {value!r}")
+            return float(value)
+        minimum = 0 if key == "padding" else 1
+        if not _is_int(value) or value < minimum:
+            raise SpecError(f"{where} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: name, type, inputs, then the type's fields in a fixed order."""
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "inputs": list(self.inputs)}
+        for key in _TYPE_FIELDS[self.type]:
+            out[key] = getattr(self, key)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Layer:
+        """Inverse of :meth:`to_dict`; unknown keys raise SpecError."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"each layer must be a JSON object, got {type(data).__name__}")
+        name = data.get("name", "<unnamed>")
+        for key in ("name", "type", "inputs"):
+            if key not in data:
+                raise SpecError(f"layer {name!r}: missing field {key!r}")
+        kind = data["type"]
+        known = set(_TYPE_FIELDS.get(kind, {})) | {"name", "type", "inputs"}
+        unknown = sorted(set(data) - known)
+        if kind in _TYPE_FIELDS and unknown:
+            raise SpecError(f"layer {name!r} ({kind}): unknown field(s) {', '.join(unknown)}")
+        inputs = data["inputs"]
+        if not isinstance(inputs, list):
+            raise SpecError(f"layer {name!r}: inputs must be a list of names, got {inputs!r}")
+        extra = {k: data[k] for k in _TYPE_FIELDS.get(kind, {}) if k in data}
+        return cls(name=name, type=kind, inputs=tuple(inputs), **extra)
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """A whole network; see the module docstring.  Validated on construction."""
+
+    input_shape: tuple[int, int, int]
+    num_classes: int
+    layers: tuple[Layer, ...]
+    output: str
+    version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.input_shape) if isinstance(self.input_shape, (list, tuple)) else ()
+        if len(shape) != 3 or not all(_is_int(v) and v >= 1 for v in shape):
+            raise SpecError(f"input_shape must be 3 positive integers (C, H, W), "
+                            f"got {self.input_shape!r}")
+        object.__setattr__(self, "input_shape", shape)
+        if not _is_int(self.num_classes) or self.num_classes < 1:
+            raise SpecError(f"num_classes must be an integer >= 1, got {self.num_classes!r}")
+        if self.version != FORMAT_VERSION:
+            raise SpecError(f"unsupported spec format version {self.version!r} "
+                            f"(this aihpc reads version {FORMAT_VERSION})")
+        if not isinstance(self.layers, (list, tuple)) or not self.layers \
+                or not all(isinstance(x, Layer) for x in self.layers):
+            raise SpecError("layers must be a non-empty list of Layer objects")
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if not isinstance(self.output, str):
+            raise SpecError(f"output must be a layer name, got {self.output!r}")
+        self.validate()
+
+    # ------------------------------------------------------------- validation
+    def validate(self) -> None:
+        """Check the graph and infer every shape; raises SpecError naming the layer."""
+        by_name: dict[str, Layer] = {}
+        for layer in self.layers:
+            if layer.name in by_name:
+                raise SpecError(f"duplicate layer name {layer.name!r}")
+            by_name[layer.name] = layer
+        for layer in self.layers:
+            for src in layer.inputs:
+                if src != INPUT and src not in by_name:
+                    raise SpecError(f"layer {layer.name!r}: unknown input {src!r}")
+        order = _topological_order(self.layers, by_name)
+        shapes: dict[str, Shape] = {INPUT: self.input_shape}
+        for name in order:
+            layer = by_name[name]
+            shapes[name] = _infer_shape(layer, [shapes[i] for i in layer.inputs], layer.inputs)
+        if self.output not in by_name:
+            raise SpecError(f"output {self.output!r} is not a layer of the spec")
+        if shapes[self.output] != (self.num_classes,):
+            raise SpecError(f"output layer {self.output!r} has shape {shapes[self.output]}, "
+                            f"expected ({self.num_classes},) for num_classes={self.num_classes}")
+        live = {self.output}
+        for name in reversed(order):
+            if name in live:
+                live.update(by_name[name].inputs)
+        for layer in self.layers:
+            if layer.name not in live:
+                raise SpecError(f"layer {layer.name!r} does not reach the output {self.output!r}")
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_order", tuple(order))
+        object.__setattr__(self, "_shapes", shapes)
+
+    def shapes(self) -> dict[str, Shape]:
+        """Per-sample output shape of every layer (and of ``"input"``), e.g.
+        ``(C, H, W)`` for 4-D tensors and ``(F,)`` after global pooling."""
+        return dict(self._shapes)  # type: ignore[attr-defined]
+
+    def topological_order(self) -> tuple[str, ...]:
+        """Layer names in execution order (stable: file order where free)."""
+        return self._order  # type: ignore[attr-defined,no-any-return]
+
+    def layer(self, name: str) -> Layer:
+        """The layer called ``name``; SpecError if there is none."""
+        try:
+            return self._by_name[name]  # type: ignore[attr-defined,no-any-return]
+        except KeyError:
+            raise SpecError(f"no layer named {name!r} in the spec") from None
+
+    def consumers(self, name: str) -> tuple[str, ...]:
+        """Names of the layers that take ``name`` as an input (file order, no repeats)."""
+        return tuple(x.name for x in self.layers if name in x.inputs)
+
+    def num_params(self) -> int:
+        """Number of trainable parameters, computed analytically (BN running
+        statistics are buffers, not parameters)."""
+        total = 0
+        for layer in self.layers:
+            in_shape = self._shapes[layer.inputs[0]]  # type: ignore[attr-defined]
+            if layer.type == "conv":
+                k = layer.kernel_size
+                total += layer.out_channels * (in_shape[0] // layer.groups) * k * k
+                total += layer.out_channels if layer.bias else 0
+            elif layer.type == "bn":
+                total += 2 * in_shape[0]
+            elif layer.type == "dense":
+                total += layer.out_features * in_shape[0] + (layer.out_features if layer.bias else 0)
+        return total
+
+    # ----------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with a fixed key order."""
+        return {"version": self.version, "input_shape": list(self.input_shape),
+                "num_classes": self.num_classes, "output": self.output,
+                "layers": [x.to_dict() for x in self.layers]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ArchSpec:
+        """Inverse of :meth:`to_dict`; validates; unknown keys raise SpecError."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"a spec must be a JSON object, got {type(data).__name__}")
+        expected = {f.name for f in fields(cls)}
+        missing = sorted(expected - set(data))
+        unknown = sorted(set(data) - expected)
+        if missing:
+            raise SpecError(f"spec is missing field(s) {', '.join(missing)}")
+        if unknown:
+            raise SpecError(f"spec has unknown field(s) {', '.join(unknown)}")
+        if not isinstance(data["layers"], list):
+            raise SpecError(f"spec field 'layers' must be a list, got {type(data['layers']).__name__}")
+        if not isinstance(data["input_shape"], list):
+            raise SpecError(f"input_shape must be a list of 3 integers, got {data['input_shape']!r}")
+        return cls(input_shape=tuple(data["input_shape"]),  # type: ignore[arg-type]
+                   num_classes=data["num_classes"],
+                   layers=tuple(Layer.from_dict(x) for x in data["layers"]),
+                   output=data["output"], version=data["version"])
+
+    def to_json(self) -> str:
+        """Readable JSON, one layer per line; ``from_json(to_json(s)) == s`` and
+        re-serialising gives identical text."""
+        d = self.to_dict()
+        head = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in d.items() if k != "layers"]
+        body = ",\n".join(f"    {json.dumps(x)}" for x in d["layers"])
+        return "{\n" + ",\n".join(head) + ',\n  "layers": [\n' + body + "\n  ]\n}"
+
+    @classmethod
+    def from_json(cls, text: str) -> ArchSpec:
+        """Parse and validate JSON text; SpecError on invalid JSON or spec."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"invalid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`to_json` (plus a final newline) to ``path``."""
+        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> ArchSpec:
+        """Read a spec file; SpecError naming the file if it is missing or invalid."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise SpecError(f"cannot read spec file {str(path)!r}: {reason}") from None
+        try:
+            return cls.from_json(text)
+        except SpecError as exc:
+            raise SpecError(f"spec file {str(path)!r}: {exc}") from None
+
+    def content_hash(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of :meth:`to_dict`: keys sorted,
+        no whitespace, ASCII only.  It covers the format version, input_shape,
+        num_classes, the output name and every layer's name, type, inputs (in
+        order) and fields, in file order -- i.e. exactly what the JSON file
+        holds, and nothing else (no weights).  It does not depend on the key
+        order of a dict the spec was read from, and is stable across processes
+        and Python versions; it changes only when the spec or the format
+        version changes."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"),
+                               ensure_ascii=True, allow_nan=False)
+        return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+    def build(self) -> SpecNet:
+        """A freshly initialised :class:`aihpc.nas.build.SpecNet` for this spec."""
+        from aihpc.nas.build import SpecNet
+
+        return SpecNet(self)
+
+
+def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> list[str]:
+    """Kahn's algorithm, taking ready layers in file order; SpecError on a cycle."""
+    pending = {x.name: len({i for i in x.inputs if i != INPUT}) for x in layers}
+    users: dict[str, list[str]] = {x.name: [] for x in layers}
+    for x in layers:
+        for src in {i for i in x.inputs if i != INPUT}:
+            users[src].append(x.name)
+    position = {x.name: k for k, x in enumerate(layers)}
+    ready = sorted((n for n, c in pending.items() if c == 0), key=position.__getitem__)
+    order: list[str] = []
+    while ready:
+        name = ready.pop(0)
+        order.append(name)
+        for user in users[name]:
+            pending[user] -= 1
+            if pending[user] == 0:
+                ready.append(user)
+                ready.sort(key=position.__getitem__)
+    if len(order) < len(layers):
+        stuck = {n for n, c in pending.items() if c > 0}
+        path = [next(x.name for x in layers if x.name in stuck)]
+        while True:  # walk backwards through stuck inputs until a name repeats
+            nxt = next(i for i in by_name[path[-1]].inputs if i in stuck)
+            if nxt in path:
+                cycle = path[path.index(nxt):] + [nxt]
+                break
+            path.append(nxt)
+        raise SpecError(f"layer {cycle[0]!r} is part of a cycle: "
+                        + " <- ".join(repr(n) for n in cycle))
+    return order
+
+
+def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -> Shape:
+    """Output shape of ``layer`` given its input shapes; SpecError on a mismatch."""
+    where = f"layer {layer.name!r} ({layer.type})"
+    kind = layer.type
+    first = in_shapes[0]
+    if kind in ("conv", "bn", "maxpool", "avgpool", "global_avgpool") and len(first) != 3:
+        raise SpecError(f"{where} needs a (C, H, W) input, got {first} from {names[0]!r}")
+    if kind == "dense" and len(first) != 1:
+        raise SpecError(f"{where} needs a flat (F,) input, got {first} from {names[0]!r}; "
+                        f"add a global_avgpool before it")
+    if kind in ("bn", "relu", "dropout"):
+        return first
+    if kind == "global_avgpool":
+        return (first[0],)
+    if kind == "dense":
+        return (layer.out_features,)
+    if kind == "add":
+        for shape, name in zip(in_shapes[1:], names[1:]):
+            if shape != first:
+                raise SpecError(f"{where}: input shapes differ: {names[0]!r} {first} "
+                                f"vs {name!r} {shape}")
+        return first
+    if kind == "concat":
+        for shape, name in zip(in_shapes[1:], names[1:]):
+            if len(shape) != len(first) or shape[1:] != first[1:]:
+                raise SpecError(f"{where}: inputs must agree in all but the channel dimension: "
+                                f"{names[0]!r} {first} vs {name!r} {shape}")
+        return (sum(s[0] for s in in_shapes),) + first[1:]
+    # conv, maxpool, avgpool
+    c, h, w = first
+    k, s, pad = layer.kernel_size, layer.stride, layer.padding
+    out_c = c
+    if kind == "conv":
+        if c % layer.groups:
+            raise SpecError(f"{where}: input channels {c} from {names[0]!r} are not divisible "
+                            f"by groups {layer.groups}")
+        out_c = layer.out_channels
+    out_h = (h + 2 * pad - k) // s + 1
+    out_w = (w + 2 * pad - k) // s + 1
+    if out_h < 1 or out_w < 1:
+        raise SpecError(f"{where}: spatial size shrinks to {max(out_h, 0)}x{max(out_w, 0)} "
+                        f"(input {h}x{w}, kernel {k}, stride {s}, padding {pad})")
+    return (out_c, out_h, out_w)
