@@ -17,6 +17,8 @@ import sys
 
 # name -> (module, one-line help).  Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("aihpc.cli.run", "run the AutoML benchmark and score the machine in operations per second"),
+    "scaling": ("aihpc.cli.scaling", "weak scaling: the benchmark at several worker counts"),
     "models": ("aihpc.cli.models", "list the model zoo with input sizes and parameter counts"),
     "export": ("aihpc.cli.export", "export a zoo model or an architecture spec to ONNX"),
     "report": ("aihpc.cli.report", "write a run's self-contained HTML report"),

@@ -1,0 +1,14 @@
+"""Benchmark: weak scaling of `aihpc run` on this machine (goal: efficiency above 90 %).
+
+    python benchmarks/weak_scaling.py [--workers 1,2] [--minutes 2]
+
+Equivalent to `aihpc scaling`; kept here so the benchmarks folder lists every
+measurement we report.
+"""
+
+import sys
+
+from aihpc.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["scaling", *sys.argv[1:]]))

@@ -1,0 +1,63 @@
+"""aihpc run: the AutoML benchmark (AIPerf's idea): search, train on every worker, score in OPS."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--minutes", type=float, help="time budget of the search (default 5)")
+    p.add_argument("--dataset", help="digits, synthetic (default), imagefolder or npz")
+    p.add_argument("--data-path", help="folder or file for imagefolder / npz")
+    p.add_argument("--workers", type=int, help="number of workers (default: one per GPU, or cores split on CPU)")
+    p.add_argument("--threads-per-worker", type=int, help="torch threads per worker")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://HOST:PORT")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where workers train (default auto)")
+    p.add_argument("--seed", type=int, help="seed of the search, the data split and initialisation")
+    p.add_argument("--min-accuracy", type=float, help="best accuracy below which the run is invalid")
+    p.add_argument("--strategy", help="parent selection: evolution (default) or random")
+    p.add_argument("--max-params", type=int, help="largest network a child may grow to")
+    p.add_argument("--compile", action="store_true", default=None, help="torch.compile each trial's model")
+    p.add_argument("--config", metavar="TOML", help="read settings from a TOML file (flags override it)")
+    p.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<id>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR, keeping every finished trial")
+    p.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
+                   help="live console view (default: when stdout is a terminal)")
+
+
+FLAG_KEYS = {
+    "minutes": "minutes",
+    "dataset": "dataset",
+    "data_path": "data_path",
+    "workers": "workers",
+    "threads_per_worker": "threads_per_worker",
+    "scheduler": "scheduler",
+    "device": "device",
+    "seed": "seed",
+    "min_accuracy": "min_accuracy",
+    "strategy": "strategy",
+    "max_params": "max_params",
+    "compile": "compile",
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    from aihpc.config import RunConfig, load_toml
+    from aihpc.errors import ConfigError
+    from aihpc.runner.console import Console
+    from aihpc.runner.run import default_run_dir, run_benchmark
+    from aihpc.runner.summary import summary_lines
+
+    values = load_toml(args.config) if args.config else {}
+    source = args.config or "config"
+    flags = {key: getattr(args, attr) for attr, key in FLAG_KEYS.items() if getattr(args, attr) is not None}
+    config = RunConfig.from_dict({**values, **flags}, source=source)
+    if args.resume and args.out:
+        raise ConfigError(f"--resume continues the run in its own directory; drop --out {args.out}")
+    run_dir = Path(args.resume or args.out or default_run_dir())
+    console = Console(live=args.live)
+    results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)
+    for line in summary_lines(results, run_dir):
+        print(line)
+    return 0

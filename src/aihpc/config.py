@@ -1,0 +1,159 @@
+"""Configuration of an ``aihpc run``: one frozen dataclass, validated when built.
+
+Values come from defaults, then a TOML file (``--config run.toml``), then
+command-line flags, each overriding the one before.  Unknown keys are rejected
+with the list of valid ones; every check names the rule and the bad value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import ConfigError
+
+STRATEGIES = ("evolution", "random")
+OPTIMIZERS = ("sgd", "adamw")
+SCHEDULES = ("cosine", "step")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one benchmark run.
+
+    Times are in minutes or seconds as named; ``min_accuracy`` is a fraction.
+    """
+
+    minutes: float = 5.0
+    dataset: str = "synthetic"
+    data_path: str | None = None
+    # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
+    data_options: dict[str, Any] = field(default_factory=dict)
+    workers: int | None = None  # None: one per GPU, or cores split on CPU
+    threads_per_worker: int | None = None  # None: cores / workers
+    scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
+    device: str = "auto"
+    seed: int = 0
+    min_accuracy: float = 0.5
+    strategy: str = "evolution"
+    population: int = 16
+    tournament: int = 4
+    epochs_min: int = 2
+    epochs_max: int = 8
+    patience: int = 2
+    max_params: int | None = None  # None: sized to the device
+    optimizer: str = "sgd"
+    schedule: str = "cosine"
+    batch_sizes: tuple[int, ...] = (32, 64, 128)
+    compile: bool = False
+    max_attempts: int = 3
+    report_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        _check(self.minutes > 0, "minutes must be > 0", self.minutes)
+        _check(self.workers is None or self.workers >= 1, "workers must be >= 1", self.workers)
+        _check(
+            self.threads_per_worker is None or self.threads_per_worker >= 1,
+            "threads_per_worker must be >= 1",
+            self.threads_per_worker,
+        )
+        _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
+        _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
+        _check(self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}", self.strategy)
+        _check(self.population >= 2, "population must be >= 2", self.population)
+        _check(1 <= self.tournament <= self.population, "tournament must be in [1, population]", self.tournament)
+        _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
+        _check(self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max)
+        _check(self.patience >= 1, "patience must be >= 1", self.patience)
+        _check(self.max_params is None or self.max_params >= 1000, "max_params must be >= 1000", self.max_params)
+        _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}", self.optimizer)
+        _check(self.schedule in SCHEDULES, f"schedule must be one of {', '.join(SCHEDULES)}", self.schedule)
+        _check(
+            len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes),
+            "batch_sizes must be a non-empty list of integers >= 1",
+            list(self.batch_sizes),
+        )
+        _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
+        _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
+        _check(
+            self.scheduler is None or "://" in self.scheduler,
+            "scheduler must be an address like tcp://HOST:PORT",
+            self.scheduler,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["batch_sizes"] = list(self.batch_sizes)
+        return d
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> RunConfig:
+        """Build from a mapping; unknown keys and wrong types fail with a clear message."""
+        valid = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(valid))
+        if unknown:
+            raise ConfigError(
+                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}; "
+                f"valid keys: {', '.join(sorted(valid))}"
+            )
+        clean = {name: _coerce(name, valid[name].type, value) for name, value in values.items()}
+        return cls(**clean)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        merged = self.to_dict()
+        merged.update({k: v for k, v in changes.items() if v is not None})
+        return RunConfig.from_dict(merged)
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML file into a plain dict (not yet validated)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {p}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {p}: {exc}") from None
+
+
+def _check(ok: bool, rule: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"{rule}, got {value!r}")
+
+
+def _coerce(name: str, annotation: str, value: Any) -> Any:
+    """Check a TOML/flag value against the field's annotation (a string under PEP 563)."""
+    optional = "None" in annotation
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{name} must not be empty")
+    base = annotation.replace(" | None", "")
+    if base == "bool":
+        if isinstance(value, bool):
+            return value
+    elif base == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif base == "float":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif base == "str":
+        if isinstance(value, str):
+            return value
+    elif base.startswith("dict"):
+        if isinstance(value, dict):
+            return dict(value)
+    elif base.startswith("tuple"):
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return tuple(value)
+    type_name = base.split("[")[0]
+    raise ConfigError(f"{name} must be of type {type_name}, got {value!r}")

@@ -1,0 +1,35 @@
+"""Derived figures from a results.json: where the workers' time went.
+
+*Useful work* is the time inside training steps (data, forward, backward,
+optimizer) and evaluation passes.  *Harness overhead* is the rest of the
+workers' wall time: building models and loading weights, counting,
+serialisation, task transfer, the master's proposals, and idle slots.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+WORK_PHASES = ("data", "forward", "backward", "optimizer", "eval")
+
+
+def utilisation(results: dict[str, Any]) -> dict[str, Any]:
+    """Share of the workers' wall time spent in useful work, and the overhead."""
+    wall = results["score"]["wall_seconds"]
+    workers = max(len(results["workers"]), 1)
+    layout = results.get("layout") or {}
+    slots = max(int(layout.get("workers") or workers), workers)
+    work = sum(t["phase_seconds"].get(p, 0.0) for t in results["trials"] for p in WORK_PHASES)
+    other = sum(t["phase_seconds"].get("other", 0.0) for t in results["trials"])
+    busy = sum(w["busy_seconds"] for w in results["workers"])
+    capacity = slots * wall
+    return {
+        "worker_slots": slots,
+        "wall_seconds": wall,
+        "work_seconds": work,
+        "task_other_seconds": other,
+        "busy_seconds": busy,
+        "work_fraction": work / capacity if capacity else 0.0,
+        "overhead_fraction": 1.0 - work / capacity if capacity else 1.0,
+        "idle_fraction": 1.0 - busy / capacity if capacity else 1.0,
+    }

@@ -1,0 +1,85 @@
+"""What a person sees while a run goes: a live view in a terminal, plain lines elsewhere.
+
+In a terminal, a rich live panel shows the score, trials running and done,
+the best accuracy and the time left, refreshed every second.  Anywhere else
+(a SLURM log file, a pipe) one plain line is printed per progress report
+(every ``report_seconds``), so logs stay readable.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from aihpc.report.fmt import format_si
+
+
+def progress_line(s: dict[str, Any]) -> str:
+    best = f"{100 * s['best_accuracy']:.2f}%" if s["best_accuracy"] is not None else "-"
+    return (
+        f"[{s['t']:7.1f}s] score {format_si(s['ops_per_second'], 'OPS')}  ops {format_si(s['ops'])}  best {best}  "
+        f"trials done {s['trials_done']} running {s['running']}  left {s['time_left']:.0f}s"
+    )
+
+
+class Console:
+    """Observer of a run: receives progress, events and reports from the master."""
+
+    def __init__(self, live: bool | None = None, stream=None) -> None:
+        self.stream = stream or sys.stdout
+        self.live_mode = self.stream.isatty() if live is None else live
+        self._live = None
+
+    def __enter__(self) -> Console:
+        if self.live_mode:
+            from rich.console import Console as RichConsole
+            from rich.live import Live
+
+            self._live = Live(console=RichConsole(file=self.stream), refresh_per_second=2, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+            self._live = None
+
+    def print(self, text: str) -> None:
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def update(self, status: dict[str, Any]) -> None:
+        if self._live is not None:
+            self._live.update(_panel(status))
+
+    def report(self, status: dict[str, Any]) -> None:
+        self.print(progress_line(status))
+
+    def event(self, text: str) -> None:
+        """Notable happenings (trial finished, requeued); shown only in the live view's log."""
+        if self._live is not None and ("requeued" in text or "failed" in text or "diverged" in text):
+            self.print(text)
+
+    def epoch(self, number: int, result, best: float | None) -> None:
+        pass
+
+
+def _panel(s: dict[str, Any]):
+    from rich.panel import Panel
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    best = f"{100 * s['best_accuracy']:.2f} %" if s["best_accuracy"] is not None else "-"
+    rows = [
+        ("score", format_si(s["ops_per_second"], "OPS")),
+        ("operations", format_si(s["ops"])),
+        ("best accuracy", best),
+        ("trials", f"{s['trials_done']} done, {s['running']} running"),
+        ("elapsed", f"{s['t']:.0f} s"),
+        ("time left", f"{s['time_left']:.0f} s"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    return Panel(table, title="aihpc run", expand=False)

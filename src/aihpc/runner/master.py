@@ -1,0 +1,382 @@
+"""The master: one process that runs the asynchronous search.
+
+Whenever a worker slot is free the master fills it at once: with the next
+epoch of a running trial, an epoch to retry, or a new trial — a child morphed
+from a parent the strategy chooses, starting from the parent's trained
+weights, with hyperparameters from TPE.  Results come back epoch by epoch and
+are committed to the store as they arrive.
+
+Data flow: config → master → strategy/HPO propose → executor → worker trains
+and counts → result → store → score.  Nothing downstream calls back upstream.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aihpc.config import RunConfig
+from aihpc.runner.score import active_seconds, compute_score, wall_seconds
+from aihpc.runner.store import RunStore
+from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_bytes
+
+GRACE_SECONDS = 60.0  # how long in-flight epochs may run past the deadline before they are cancelled
+
+
+@dataclass
+class Trial:
+    """The master's view of a trial in progress."""
+
+    id: int
+    parent: int | None
+    arch: dict[str, Any]
+    arch_hash: str
+    morph: str
+    hparams: dict[str, Any]
+    hpo_number: int
+    budget: int
+    params: int
+    seed: int
+    epochs_done: int = 0
+    best_accuracy: float | None = None
+    best_epoch: int = 0
+    state: bytes | None = None
+    opt_state: bytes | None = None
+    history: list[str] = field(default_factory=list)
+
+
+class Master:
+    """Runs one benchmark run (or resumes one) in ``store``'s run directory."""
+
+    def __init__(self, config: RunConfig, store: RunStore, executor, data_info: dict[str, Any], layout, observer) -> None:
+        from aihpc.nas.hpo import HyperparameterSearch
+        from aihpc.nas.search import make_strategy
+
+        self.config = config
+        self.store = store
+        self.executor = executor
+        self.layout = layout
+        self.observer = observer
+        self.data = DataRef(
+            name=config.dataset,
+            path=config.data_path,
+            options=tuple(sorted(config.data_options.items())),
+            seed=config.seed,
+        )
+        self.input_shape = tuple(data_info["input_shape"])
+        self.num_classes = int(data_info["num_classes"])
+        self.val_samples = int(data_info["num_val"])
+        self.max_params = config.max_params or data_info["max_params"]
+        self.strategy = make_strategy(config.strategy, config.population, config.tournament)
+        self.hpo = HyperparameterSearch(config.seed, config.batch_sizes, config.optimizer, config.schedule)
+        self.rng = random.Random(config.seed)
+        self.running: dict[int, Trial] = {}
+        self.finished: list[Any] = []  # Candidates, oldest first
+        self.seen_hashes: set[str] = set()
+        self.archs: dict[int, dict[str, Any]] = {}  # trial id -> architecture
+        self.next_id = 0
+        self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
+        self.best_accuracy: float | None = None
+        self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
+        self.in_flight: dict[Any, EpochTask] = {}
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        now = time.time()
+        self.segment = self.store.open_segment(now)
+        segments = self.store.segments()
+        remaining = self.config.minutes * 60.0 - active_seconds(segments[:-1])
+        self.deadline = now + max(remaining, 0.0)
+        self.run_start = segments[0][0]
+        self._restore()
+        last_report = 0.0
+        stop_by = self.deadline + GRACE_SECONDS
+        while True:
+            now = time.time()
+            if now < self.deadline:
+                self._fill_slots()
+            elif not self.in_flight or now >= stop_by:
+                break
+            for future in self.executor.wait(self.in_flight, timeout=0.5):
+                task = self.in_flight.pop(future)
+                self._collect(future, task)
+            now = time.time()
+            self.store.touch_segment(self.segment, now)
+            if now - last_report >= self.config.report_seconds:
+                self._report(now)
+                last_report = now
+            self.observer.update(self.status(now))
+        for future in self.in_flight:
+            future.cancel()
+        for trial in list(self.running.values()):
+            self._finish(trial, "deadline", None)
+        now = time.time()
+        self.store.touch_segment(self.segment, now)
+        self._report(now)
+        return self.score(now)
+
+    def _fill_slots(self) -> None:
+        free = self.executor.slots() - len(self.in_flight)
+        for _ in range(max(free, 0)):
+            task = self.pending.pop(0) if self.pending else self._new_trial_task()
+            key = f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}"
+            from aihpc.train.trainer import run_epoch
+
+            self.in_flight[self.executor.submit(run_epoch, task, key)] = task
+            self.observer.event(f"trial {task.trial_id} epoch {task.epoch} submitted (try {task.attempt})")
+
+    # -- proposals --------------------------------------------------------------------
+    def _new_trial_task(self) -> EpochTask:
+        trial = self._propose()
+        self.running[trial.id] = trial
+        self.store.add_trial(
+            {
+                "id": trial.id,
+                "parent": trial.parent,
+                "arch_hash": trial.arch_hash,
+                "arch": trial.arch,
+                "morph": trial.morph,
+                "hparams": trial.hparams,
+                "hpo_number": trial.hpo_number,
+                "budget": trial.budget,
+                "params": trial.params,
+                "t_created": time.time(),
+            }
+        )
+        return self._task(trial, attempt=1)
+
+    def _propose(self) -> Trial:
+        from aihpc.nas.morphism import random_morph
+        from aihpc.nas.seeds import seed_spec
+        from aihpc.nas.spec import ArchSpec
+
+        trial_id = self.next_id
+        self.next_id += 1
+        number, hparams = self.hpo.ask()
+        budget = self._budget()
+        if trial_id == 0:
+            spec = seed_spec(self.input_shape, self.num_classes)
+            parent, morph, state = None, "seed", self._seed_state(spec)
+        else:
+            chosen = self.strategy.choose(self.finished, self.rng)
+            parent = chosen.trial_id if chosen is not None else 0
+            spec = ArchSpec.from_dict(self.archs[parent])
+            weights = self.store.load_weights(parent)[0] if chosen is not None else self._seed_state(spec)
+            state = from_bytes(weights)
+            morphs = []
+            for _ in range(20):  # morph again until the architecture is new
+                spec, state, description = random_morph(spec, state, self.rng, max_params=self.max_params)
+                morphs.append(description)
+                if spec.content_hash() not in self.seen_hashes:
+                    break
+            morph = "; ".join(morphs)
+            state = to_bytes(state)
+        self.seen_hashes.add(spec.content_hash())
+        self.archs[trial_id] = spec.to_dict()
+        return Trial(
+            id=trial_id,
+            parent=parent,
+            arch=spec.to_dict(),
+            arch_hash=spec.content_hash(),
+            morph=morph,
+            hparams=hparams,
+            hpo_number=number,
+            budget=budget,
+            params=spec.num_params(),
+            seed=self.config.seed * 7919 + trial_id,
+            state=state,
+        )
+
+    def _seed_state(self, spec) -> bytes:
+        """The seed network's initial weights, deterministic in the run's seed."""
+        import torch
+
+        torch.manual_seed(self.config.seed)
+        return to_bytes(spec.build().state_dict())
+
+    def _budget(self) -> int:
+        """Epochs for a new trial: from epochs_min early in the run up to epochs_max at its end."""
+        c = self.config
+        progress = min(max(1.0 - (self.deadline - time.time()) / (c.minutes * 60.0), 0.0), 1.0)
+        return min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
+
+    def _task(self, trial: Trial, attempt: int) -> EpochTask:
+        return EpochTask(
+            trial_id=trial.id,
+            epoch=trial.epochs_done + 1,
+            epochs=trial.budget,
+            arch=trial.arch,
+            hparams=trial.hparams,
+            data=self.data,
+            deadline=self.deadline,
+            seed=trial.seed,
+            state=trial.state,
+            opt_state=trial.opt_state,
+            device=self.layout.device if self.layout else "auto",
+            threads=self.layout.threads if self.layout else None,
+            compile=self.config.compile,
+            attempt=attempt,
+        )
+
+    # -- results ----------------------------------------------------------------------
+    def _collect(self, future, task: EpochTask) -> None:
+        trial = self.running.get(task.trial_id)
+        if trial is None:
+            return
+        try:
+            result: EpochResult = future.result()
+        except Exception as exc:  # the worker died or the task was lost: requeue the epoch
+            reason = f"{type(exc).__name__}: {exc}".strip()
+            self.store.add_attempt(trial.id)
+            if task.attempt < self.config.max_attempts:
+                self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({reason}); requeued")
+                self.pending.append(self._task(trial, attempt=task.attempt + 1))
+            else:
+                self._finish(trial, "failed", f"{task.attempt} attempts failed; last: {reason}")
+            return
+        self.store.add_epoch(result, task.attempt)
+        if result.status == "failed":
+            self._finish(trial, "failed", result.reason)
+            return
+        if result.status == "diverged":
+            self._finish(trial, "diverged", result.reason)
+            return
+        trial.state, trial.opt_state = result.state, result.opt_state
+        if result.state is not None:
+            self.store.save_weights(trial.id, result.state, result.opt_state)
+        if result.status == "deadline":
+            self._finish(trial, "deadline", None)
+            return
+        trial.epochs_done = task.epoch
+        self.epoch_counter += 1
+        acc = result.metrics["val_accuracy"]
+        if trial.best_accuracy is None or acc > trial.best_accuracy:
+            trial.best_accuracy, trial.best_epoch = acc, task.epoch
+        if self.best_accuracy is None or acc > self.best_accuracy:
+            self.best_accuracy = acc
+        self.observer.epoch(self.epoch_counter, result, self.best_accuracy)
+        if trial.epochs_done >= trial.budget:
+            self._finish(trial, "completed", None)
+        elif trial.epochs_done - trial.best_epoch >= self.config.patience:
+            self._finish(trial, "early_stopped", None)
+        else:
+            self.pending.insert(0, self._task(trial, attempt=1))
+
+    def _finish(self, trial: Trial, status: str, reason: str | None) -> None:
+        from aihpc.nas.search import Candidate
+
+        self.running.pop(trial.id, None)
+        self.pending = [t for t in self.pending if t.trial_id != trial.id]
+        self.store.finish_trial(trial.id, status, time.time(), reason)
+        self.hpo.tell(trial.hpo_number, trial.best_accuracy)
+        if trial.best_accuracy is not None and self.store.load_weights(trial.id)[0] is not None:
+            self.finished.append(Candidate(trial.id, trial.best_accuracy))
+        self.observer.event(f"trial {trial.id} {status}" + (f": {reason}" if reason else ""))
+
+    # -- resume -----------------------------------------------------------------------
+    def _restore(self) -> None:
+        """Rebuild the search's state from a store that already holds trials.
+
+        Finished trials are kept; a trial that was running when the previous
+        master died continues from its last finished epoch.
+        """
+        from aihpc.nas.search import Candidate
+
+        for row in self.store.trials():
+            epochs = [e for e in self.store.epochs(row["id"]) if e["status"] == "ok"]
+            accs = [e["metrics"]["val_accuracy"] for e in epochs]
+            best = max(accs) if accs else None
+            self.next_id = max(self.next_id, row["id"] + 1)
+            self.seen_hashes.add(row["arch_hash"])
+            self.archs[row["id"]] = row["arch"]
+            self.epoch_counter += len(epochs)
+            if best is not None and (self.best_accuracy is None or best > self.best_accuracy):
+                self.best_accuracy = best
+            state, opt_state = self.store.load_weights(row["id"])
+            if row["status"] != "running":
+                self.hpo.restore(row["hparams"], best)
+                if best is not None and state is not None:
+                    self.finished.append(Candidate(row["id"], best))
+                continue
+            number = self.hpo.resume(row["hparams"])
+            trial = Trial(
+                id=row["id"],
+                parent=row["parent"],
+                arch=row["arch"],
+                arch_hash=row["arch_hash"],
+                morph=row["morph"],
+                hparams=row["hparams"],
+                hpo_number=number,
+                budget=row["budget"],
+                params=row["params"],
+                seed=self.config.seed * 7919 + row["id"],
+                epochs_done=len(epochs),
+                best_accuracy=best,
+                best_epoch=max(range(len(accs)), key=accs.__getitem__) + 1 if accs else 0,
+            )
+            if epochs:
+                trial.state, trial.opt_state = state, opt_state
+            else:
+                trial.state = self._initial_state(row)
+            self.running[trial.id] = trial
+            self.pending.append(self._task(trial, attempt=1))
+
+    def _initial_state(self, row: dict[str, Any]) -> bytes:
+        """The starting weights of a trial that never finished an epoch: its parent's, morphed again.
+
+        Morphs are random, so a re-proposal cannot replay the same child;
+        instead the trial restarts from the seed's initial weights when it is
+        the seed, and otherwise from freshly initialised weights of its own
+        architecture — still a valid start, marked in the trial's morph note.
+        """
+        import torch
+
+        from aihpc.nas.spec import ArchSpec
+
+        if row["parent"] is None:
+            return self._seed_state(ArchSpec.from_dict(row["arch"]))
+        torch.manual_seed(self.config.seed * 7919 + row["id"])
+        return to_bytes(ArchSpec.from_dict(row["arch"]).build().state_dict())
+
+    # -- progress ---------------------------------------------------------------------
+    def status(self, now: float) -> dict[str, Any]:
+        ops = self.store.total_ops()
+        wall = now - self.run_start
+        return {
+            "t": wall,
+            "ops": ops,
+            "ops_per_second": ops / wall if wall > 0 else 0.0,
+            "best_accuracy": self.best_accuracy,
+            "trials_done": self.next_id - len(self.running),
+            "running": len(self.running),
+            "in_flight": len(self.in_flight),
+            "time_left": max(self.deadline - now, 0.0),
+        }
+
+    def _report(self, now: float) -> None:
+        value = self.status(now)
+        self.store.add_timeline(value["t"], value)
+        self.observer.report(value)
+
+    def score(self, now: float) -> dict[str, Any]:
+        peak = self.store.meta("peak_flops_per_s")
+        return compute_score(
+            ops=self.store.total_ops(),
+            wall_seconds=wall_seconds(self.store.segments()),
+            best_accuracy=self.best_accuracy,
+            val_samples=self.val_samples,
+            min_accuracy=self.config.min_accuracy,
+            peak_flops_per_s=peak,
+        )
+
+
+def run_dir_state(run_dir: Path) -> str:
+    """'new' (absent or empty), 'run' (holds a run store), or 'other' (holds something else)."""
+    if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
+        return "new"
+    if (run_dir / "aihpc.sqlite").exists():
+        return "run"
+    return "other"

@@ -1,0 +1,34 @@
+"""Fan the master's progress out to what watches it: the console and the MLPerf log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Observers:
+    """The master calls these; each is cheap and never raises for a healthy run."""
+
+    def __init__(self, console, mlperf) -> None:
+        self.console = console
+        self.mlperf = mlperf
+
+    def update(self, status: dict[str, Any]) -> None:
+        self.console.update(status)
+
+    def report(self, status: dict[str, Any]) -> None:
+        self.console.report(status)
+
+    def event(self, text: str) -> None:
+        self.console.event(text)
+
+    def epoch(self, number: int, result, best: float | None) -> None:
+        """A trial-epoch finished with an evaluation: master epoch ``number`` in the MLPerf log."""
+        self.mlperf.trial_epoch(
+            number,
+            result.metrics["val_accuracy"],
+            start_ms=int(result.t_start * 1000),
+            stop_ms=int(result.t_end * 1000),
+            trial_id=result.trial_id,
+            trial_epoch=result.epoch,
+            worker=result.worker,
+        )

@@ -1,0 +1,213 @@
+"""The master's run store: SQLite in the run directory, the master its only writer.
+
+Every trial epoch is committed as it ends, so a crash loses nothing finished.
+Model weights live beside the database (``weights/<trial>.pt``), written
+atomically, so a child can start from its parent's trained weights and a
+resumed run can continue a trial from its last finished epoch.
+
+Wall-clock accounting: each time a master runs it opens a *segment*
+(start, stop).  The budget counts only the seconds segments ran; the score's
+clock never stops — it runs from the first segment's start to the last one's
+stop, so downtime of a killed master counts as time with no operations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import StorageError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS segments (id INTEGER PRIMARY KEY, start REAL NOT NULL, stop REAL);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY,
+    parent INTEGER,
+    arch_hash TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    morph TEXT NOT NULL,
+    hparams TEXT NOT NULL,
+    hpo_number INTEGER,
+    budget INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    params INTEGER,
+    t_created REAL NOT NULL,
+    t_end REAL,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS epochs (
+    trial_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    t_start REAL NOT NULL,
+    t_end REAL NOT NULL,
+    ops_train INTEGER NOT NULL,
+    ops_eval INTEGER NOT NULL,
+    metrics TEXT NOT NULL,
+    phase_seconds TEXT NOT NULL,
+    ops_per_sample TEXT NOT NULL,
+    device TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    PRIMARY KEY (trial_id, epoch)
+);
+CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
+"""
+
+# Trial states: 'running' until the master decides; then one of these.
+FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
+
+
+class RunStore:
+    """The run directory's database and weight files."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.weights_dir = self.run_dir / "weights"
+        try:
+            self.weights_dir.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.run_dir / "aihpc.sqlite", isolation_level=None)
+            self.db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot write run directory {self.run_dir}: {_reason(exc)}") from None
+        self.db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- meta -------------------------------------------------------------------------
+    def set_meta(self, key: str, value: Any) -> None:
+        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    # -- segments ---------------------------------------------------------------------
+    def open_segment(self, start: float) -> int:
+        return self._write("INSERT INTO segments (start, stop) VALUES (?, ?)", (start, start)).lastrowid
+
+    def touch_segment(self, segment: int, now: float) -> None:
+        self._write("UPDATE segments SET stop = ? WHERE id = ?", (now, segment))
+
+    def segments(self) -> list[tuple[float, float]]:
+        return [(r[0], r[1]) for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")]
+
+    # -- trials -----------------------------------------------------------------------
+    def add_trial(self, trial: dict[str, Any]) -> None:
+        self._write(
+            "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, status,"
+            " params, t_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+            (
+                trial["id"],
+                trial["parent"],
+                trial["arch_hash"],
+                json.dumps(trial["arch"], sort_keys=True),
+                trial["morph"],
+                json.dumps(trial["hparams"], sort_keys=True),
+                trial["hpo_number"],
+                trial["budget"],
+                trial["params"],
+                trial["t_created"],
+            ),
+        )
+
+    def finish_trial(self, trial_id: int, status: str, t_end: float, reason: str | None = None) -> None:
+        if status not in FINISHED:
+            raise ValueError(f"unknown trial status {status!r}")
+        self._write(
+            "UPDATE trials SET status = ?, t_end = ?, reason = ? WHERE id = ?", (status, t_end, reason, trial_id)
+        )
+
+    def add_attempt(self, trial_id: int) -> None:
+        self._write("UPDATE trials SET attempts = attempts + 1 WHERE id = ?", (trial_id,))
+
+    def trials(self) -> list[dict[str, Any]]:
+        out = []
+        for r in self.db.execute("SELECT * FROM trials ORDER BY id"):
+            d = dict(r)
+            d["arch"] = json.loads(d["arch"])
+            d["hparams"] = json.loads(d["hparams"])
+            out.append(d)
+        return out
+
+    # -- epochs -----------------------------------------------------------------------
+    def add_epoch(self, result, attempt: int) -> None:
+        """Record one finished :class:`~aihpc.train.task.EpochResult`."""
+        self._write(
+            "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                result.trial_id,
+                result.epoch,
+                result.status,
+                result.worker,
+                result.t_start,
+                result.t_end,
+                result.ops_train,
+                result.ops_eval,
+                json.dumps(result.metrics, sort_keys=True),
+                json.dumps(result.phase_seconds, sort_keys=True),
+                json.dumps(result.ops_per_sample, sort_keys=True),
+                result.device,
+                attempt,
+            ),
+        )
+
+    def epochs(self, trial_id: int | None = None) -> list[dict[str, Any]]:
+        query, args = "SELECT * FROM epochs ORDER BY t_end", ()
+        if trial_id is not None:
+            query, args = "SELECT * FROM epochs WHERE trial_id = ? ORDER BY epoch", (trial_id,)
+        out = []
+        for r in self.db.execute(query, args):
+            d = dict(r)
+            for key in ("metrics", "phase_seconds", "ops_per_sample"):
+                d[key] = json.loads(d[key])
+            out.append(d)
+        return out
+
+    def total_ops(self) -> int:
+        return int(self.db.execute("SELECT COALESCE(SUM(ops_train + ops_eval), 0) FROM epochs").fetchone()[0])
+
+    # -- timeline ---------------------------------------------------------------------
+    def add_timeline(self, t: float, value: dict[str, Any]) -> None:
+        self._write("INSERT INTO timeline VALUES (?, ?)", (t, json.dumps(value, sort_keys=True)))
+
+    def timeline(self) -> list[dict[str, Any]]:
+        return [json.loads(r[0]) for r in self.db.execute("SELECT value FROM timeline ORDER BY t")]
+
+    # -- weights ----------------------------------------------------------------------
+    def save_weights(self, trial_id: int, state: bytes, opt_state: bytes | None) -> None:
+        self._atomic(self.weights_dir / f"{trial_id}.pt", state)
+        if opt_state is not None:
+            self._atomic(self.weights_dir / f"{trial_id}.opt.pt", opt_state)
+
+    def load_weights(self, trial_id: int) -> tuple[bytes | None, bytes | None]:
+        def read(path: Path) -> bytes | None:
+            return path.read_bytes() if path.exists() else None
+
+        return read(self.weights_dir / f"{trial_id}.pt"), read(self.weights_dir / f"{trial_id}.opt.pt")
+
+    # -- internals --------------------------------------------------------------------
+    def _write(self, sql: str, args: tuple) -> sqlite3.Cursor:
+        try:
+            return self.db.execute(sql, args)
+        except sqlite3.OperationalError as exc:
+            raise StorageError(f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}") from None
+
+    def _atomic(self, path: Path, data: bytes) -> None:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(f"cannot write {path}: {_reason(exc)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "strerror", None) or str(exc)

@@ -1,0 +1,37 @@
+"""The short summary printed at the end of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aihpc.report.fmt import format_si
+
+
+def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
+    s = results["score"]
+    best = s["best_accuracy"]
+    lines = [
+        "",
+        f"aihpc run {results['run_id']}: {'VALID' if s['valid'] else 'INVALID'}"
+        + (f" ({s['invalid_reason']})" if s["invalid_reason"] else ""),
+        f"  score            {format_si(s['ops_per_second'], 'OPS')}",
+        f"  regulated score  {format_si(s['regulated_score'], 'OPS')}",
+        f"  error            {s['error_percent']:.2f} %"
+        + (f"  (best accuracy {100 * best:.2f} %)" if best is not None else ""),
+        f"  operations       {format_si(s['ops'])} in {s['wall_seconds']:.1f} s",
+    ]
+    if s.get("peak_fraction") is not None:
+        lines.append(
+            f"  share of peak    {100 * s['peak_fraction']:.1f} % of {format_si(s['peak_flops_per_s'], 'FLOP/s')}"
+            " (measured matmul peak)"
+        )
+    lines.append(
+        f"  trials           {s['trials_completed']} completed, {s['trials_failed']} failed, "
+        f"{s['trials_diverged']} diverged, {len(results['trials'])} in all"
+    )
+    for w in results["workers"]:
+        lines.append(f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} epochs)")
+    lines.append(f"  results          {run_dir / 'results.json'}")
+    lines.append(f"  report           aihpc report {run_dir}")
+    return lines

@@ -1,0 +1,219 @@
+"""``aihpc run`` end to end, as a user types it: a real master, real Dask workers, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aihpc.results.mlperf import check_compliance
+
+# A small, quick search: digits, short trials.
+QUICK = {
+    "dataset": "digits",
+    "workers": 2,
+    "threads_per_worker": 1,
+    "epochs_min": 1,
+    "epochs_max": 2,
+    "batch_sizes": [64, 128],
+    "report_seconds": 5.0,
+    "min_accuracy": 0.3,
+}
+
+
+def _toml(values: dict) -> str:
+    lines = []
+    for k, v in values.items():
+        if isinstance(v, str):
+            lines.append(f'{k} = "{v}"')
+        elif isinstance(v, list):
+            lines.append(f"{k} = [{', '.join(str(x) for x in v)}]")
+        else:
+            lines.append(f"{k} = {v}")
+    return "\n".join(lines) + "\n"
+
+
+def aihpc(*args: str, timeout: float = 240, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=timeout, **kw
+    )
+
+
+@pytest.fixture
+def quick_config(tmp_path: Path) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(_toml(QUICK))
+    return path
+
+
+def _check_results(run_dir: Path) -> dict:
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["schema_version"] == 1
+    text = (run_dir / "results.json").read_text()
+    assert text == json.dumps(results, sort_keys=True, indent=2) + "\n"  # sorted keys
+    score = results["score"]
+    assert score["ops"] > 0 and score["ops_per_second"] > 0
+    assert score["ops"] == sum(t["ops"]["total"] for t in results["trials"])
+    assert score["ops_per_second"] == pytest.approx(score["ops"] / score["wall_seconds"])
+    for t in results["trials"]:
+        for e in t["epochs"]:
+            ops = round(e["train_samples"] * t["ops_per_sample"]["train"]) + round(
+                e["val_samples"] * t["ops_per_sample"]["eval"]
+            )
+            assert e["ops"] == ops
+    env = results["environment"]
+    assert env["torch_version"] and "git_commit" in env and "hostname" in env
+    ok, output = check_compliance(run_dir / "mlperf.log")
+    assert ok, output
+    return results
+
+
+@pytest.mark.slow
+def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = aihpc("run", "--minutes", "0.4", "--config", str(quick_config), "--out", str(run_dir), "--seed", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "score" in proc.stdout and "VALID" in proc.stdout
+    results = _check_results(run_dir)
+    done = [t for t in results["trials"] if t["status"] in ("completed", "early_stopped")]
+    assert done, [t["status"] for t in results["trials"]]
+    assert results["score"]["valid"] and results["score"]["best_accuracy"] >= 0.3
+    # bookkeeping: every child names a parent that existed before it, architectures are unique
+    ids = {t["id"] for t in results["trials"]}
+    for t in results["trials"]:
+        assert t["parent"] is None if t["id"] == 0 else t["parent"] in ids and t["parent"] < t["id"]
+    hashes = [t["arch_hash"] for t in results["trials"]]
+    assert len(hashes) == len(set(hashes))
+    # the report renders from a real run
+    report = aihpc("report", str(run_dir))
+    assert report.returncode == 0, report.stderr
+    assert (run_dir / "report.html").stat().st_size > 10_000
+
+
+def _finished_trials(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db) as con:
+            return con.execute("SELECT COUNT(*) FROM epochs WHERE status = 'ok'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _start_run(run_dir: Path, config: Path, minutes: float, epochs: int, **popen) -> subprocess.Popen:
+    """Start ``aihpc run`` in the background; return once ``epochs`` trial-epochs have finished."""
+    master = subprocess.Popen(
+        [sys.executable, "-m", "aihpc", "run", "--minutes", str(minutes), "--config", str(config), "--out", str(run_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+    t_end = time.time() + 120
+    while _finished_trials(run_dir / "aihpc.sqlite") < epochs and time.time() < t_end and master.poll() is None:
+        time.sleep(0.3)
+    assert master.poll() is None, "the run ended before the test could act"
+    return master
+
+
+@pytest.mark.slow
+def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
+    run_dir = tmp_path / "run"
+    master = _start_run(run_dir, quick_config, minutes=0.6, epochs=2, start_new_session=True)
+    db = run_dir / "aihpc.sqlite"
+    os.killpg(master.pid, signal.SIGKILL)  # the master and its workers die at once
+    master.wait()
+    with sqlite3.connect(db) as con:
+        before = con.execute("SELECT trial_id, epoch, ops_train, ops_eval FROM epochs WHERE status = 'ok'").fetchall()
+        (first_stop,) = con.execute("SELECT stop FROM segments").fetchone()
+    assert len(before) >= 2
+    assert not (run_dir / "results.json").exists()
+    time.sleep(2.0)  # downtime
+
+    proc = aihpc("run", "--resume", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    results = _check_results(run_dir)
+    kept = {(t["id"], e["epoch"]): e["ops"] for t in results["trials"] for e in t["epochs"] if e["status"] == "ok"}
+    for trial_id, epoch, ops_train, ops_eval in before:
+        assert kept[(trial_id, epoch)] == ops_train + ops_eval
+    segments = results["segments"]
+    assert len(segments) == 2
+    downtime = segments[1]["t_start"] - segments[0]["t_end"]
+    assert downtime >= 2.0
+    assert results["score"]["wall_seconds"] == pytest.approx(segments[1]["t_end"] - segments[0]["t_start"])
+    assert first_stop > 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dataset", "imagenet"], "unknown data set 'imagenet'"),
+        (["--minutes", "-1"], "minutes must be > 0, got -1.0"),
+        (["--dataset", "imagefolder", "--data-path", "/nonexistent/photos"], "/nonexistent/photos"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = aihpc("run", *args, "--out", str(tmp_path / "run"), timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()  # nothing was started or written
+
+
+def test_unknown_config_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("minutes = 1\nepochs = 3\n")
+    proc = aihpc("run", "--config", str(cfg), "--out", str(tmp_path / "run"), timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "unknown key epochs in" in proc.stderr and "valid keys:" in proc.stderr
+
+
+def test_unwritable_output_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    proc = aihpc("run", "--dataset", "digits", "--out", str(blocker / "run"), timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot create run directory" in lines[0] and str(blocker) in lines[0]
+
+
+def test_existing_run_directory_is_not_overwritten(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "precious.txt").write_text("keep me")
+    proc = aihpc("run", "--dataset", "digits", "--out", str(run_dir), timeout=120)
+    assert proc.returncode == 2 and "is not empty" in proc.stderr
+    assert (run_dir / "precious.txt").read_text() == "keep me"
+    proc = aihpc("run", "--resume", str(tmp_path / "none"), timeout=120)
+    assert proc.returncode == 2 and "no run to resume" in proc.stderr
+
+
+@pytest.mark.slow
+def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> None:
+    """SIGKILL a worker process mid-epoch: the master requeues that epoch and the run finishes."""
+    import psutil
+
+    run_dir = tmp_path / "run"
+    master = _start_run(run_dir, quick_config, minutes=0.5, epochs=1)
+    # The nannies run inside the master; each spawns its worker as a child process.
+    workers = [
+        p for p in psutil.Process(master.pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())
+    ]
+    assert workers, "no worker processes found"
+    time.sleep(0.5)  # let the next epochs start
+    workers[0].kill()
+    _, stderr = master.communicate(timeout=180)
+    assert master.returncode == 0, stderr
+    results = _check_results(run_dir)
+    retried = [e for t in results["trials"] for e in t["epochs"] if e["attempt"] > 1]
+    attempts = sum(t["attempts"] for t in results["trials"])
+    assert attempts >= 1, "no epoch was lost to the killed worker"
+    assert retried or any(t["status"] == "deadline" for t in results["trials"])

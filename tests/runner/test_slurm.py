@@ -1,0 +1,220 @@
+"""aihpc.runner.slurm against a real single-node SLURM cluster (scripts/slurm/setup-cluster.sh).
+
+The fast tests check argument validation and srun's environment without
+SLURM.  The slow ones need root and the Debian SLURM packages already
+installed (the fixture never installs packages: it runs setup-cluster.sh
+--no-install); where that fails the module's slow tests are skipped with the
+reason.  The cluster is stopped at the end unless it was already running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aihpc.errors import ConfigError
+from aihpc.runner import slurm
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "slurm"
+HOST = socket.gethostname().split(".")[0]
+
+
+def _sh(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+
+
+def _controller_answers() -> bool:
+    try:
+        return _sh("sinfo", "-h", timeout=5).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _queued(ids: list[str]) -> dict[str, str]:
+    """Job id -> state for those of ``ids`` squeue still shows."""
+    out = _sh("squeue", "-h", "-o", "%i %T").stdout
+    rows = dict(line.split() for line in out.splitlines() if line.strip())
+    return {i: rows[i] for i in ids if i in rows}
+
+
+def _wait(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} not within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def slurm_up():
+    """A running single-node cluster; skips the test with the reason when it cannot start."""
+    if os.geteuid() != 0:
+        pytest.skip(f"SLURM could not be started: setup-cluster.sh needs root, running as uid {os.geteuid()}")
+    was_up = _controller_answers()
+    try:
+        proc = _sh(str(SCRIPTS / "setup-cluster.sh"), "--no-install", timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.skip("SLURM could not be started: setup-cluster.sh ran over 120 s")
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        pytest.skip(f"SLURM could not be started: {reason}")
+    yield HOST
+    if not was_up:
+        _sh(str(SCRIPTS / "stop-cluster.sh"), timeout=60)
+
+
+@pytest.fixture(scope="module")
+def two_workers(slurm_up, tmp_path_factory):
+    """slurm_cluster(workers=2) and a client with both workers up."""
+    from distributed import Client
+
+    logs = tmp_path_factory.mktemp("slurm-logs")
+    cluster = slurm.slurm_cluster(workers=2, cores_per_worker=1, memory_per_worker="512MiB", walltime="00:10:00", log_directory=logs)
+    client = Client(cluster)
+    try:
+        client.wait_for_workers(2, timeout=60)
+    except TimeoutError:
+        client.close()
+        cluster.close()
+        pytest.fail(f"2 SLURM workers not up within 60 s; squeue: {_sh('squeue').stdout!r}")
+    yield cluster, client
+    client.close()
+    cluster.close()
+
+
+# ---------------------------------------------------------------------------
+# Fast: no SLURM needed.
+
+
+def test_in_allocation_follows_slurm_job_id(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert not slurm.in_allocation()
+    with pytest.raises(ConfigError, match="SLURM_JOB_ID"):
+        slurm.current_task()
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("SLURM_PROCID", "5")
+    monkeypatch.setenv("SLURM_NTASKS", "8")
+    monkeypatch.setenv("SLURM_LOCALID", "1")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "4")
+    assert slurm.in_allocation()
+    assert slurm.current_task() == slurm.SlurmTask("42", rank=5, ntasks=8, local_id=1, nodes=2, cpus_per_task=4)
+
+
+def test_worker_env_pins_one_gpu_per_local_task(monkeypatch):
+    task = slurm.SlurmTask("1", rank=6, ntasks=8, local_id=2, nodes=2, cpus_per_task=8)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert slurm._worker_env(task) == {"OMP_NUM_THREADS": "8", "CUDA_VISIBLE_DEVICES": "2"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # srun --gpus-per-task=1 already bound it
+    assert slurm._worker_env(task) == {"OMP_NUM_THREADS": "8"}
+
+
+def test_default_scheduler_file_names_job_and_step(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLURM_STEP_ID", "3")
+    assert slurm.default_scheduler_file("42") == tmp_path / "aihpc-scheduler-42.3.json"
+    assert slurm.default_scheduler_file("42", step_id="0") == tmp_path / "aihpc-scheduler-42.0.json"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workers": 0}, "workers must be >= 1, got 0"),
+        ({"cores_per_worker": 0}, "cores per SLURM worker must be >= 1, got 0"),
+        ({"memory_per_worker": "lots"}, "memory per SLURM worker must be a size"),
+        ({"gpus_per_node": -1}, "GPUs per node must be >= 0, got -1"),
+        ({"walltime": "1 hour"}, "walltime must be SLURM's"),
+        ({"extra_directives": ["qos=short"]}, "sbatch options like"),
+        ({"interface": "no-such-if0"}, "network interface must exist"),
+    ],
+)
+def test_bad_arguments_are_config_errors(kwargs, message):
+    args = {"workers": 2, "cores_per_worker": 1, "memory_per_worker": "1GiB", **kwargs}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        slurm.slurm_cluster(**args)
+
+
+def test_missing_sbatch_is_a_config_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no SLURM tools
+    with pytest.raises(ConfigError, match="sbatch is not on PATH"):
+        slurm.slurm_cluster(workers=1, cores_per_worker=1, memory_per_worker="1GiB")
+
+
+# ---------------------------------------------------------------------------
+# Slow: a real cluster.
+
+
+@pytest.mark.slow
+def test_sinfo_shows_this_node(slurm_up):
+    rows = [line.split() for line in _sh("sinfo", "-h", "-N", "-o", "%N %P %T").stdout.splitlines()]
+    assert [slurm_up, "debug*"] in [row[:2] for row in rows]
+    assert {row[2] for row in rows if row[0] == slurm_up} <= {"idle", "mixed", "allocated", "completing"}
+
+
+@pytest.mark.slow
+def test_unknown_partition_is_a_config_error(slurm_up):
+    with pytest.raises(ConfigError, match=r"partition must exist, got 'nope' \(known: debug\)"):
+        slurm.slurm_cluster(workers=1, cores_per_worker=1, memory_per_worker="1GiB", partition="nope")
+
+
+@pytest.mark.slow
+def test_two_jobs_two_workers(two_workers):
+    cluster, client = two_workers
+    ids = slurm.job_ids(cluster)
+    assert len(ids) == 2
+    assert _queued(ids) == {ids[0]: "RUNNING", ids[1]: "RUNNING"}
+    # Each worker runs inside its own job: the job ids seen by the workers are squeue's.
+    seen = client.run(lambda: os.environ.get("SLURM_JOB_ID"))
+    assert sorted(seen.values(), key=int) == sorted(ids, key=int)
+    names = sorted(w["name"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
+    assert names == ["slurm-0", "slurm-1"]
+    assert all(w["nthreads"] == 1 for w in client.scheduler_info(n_workers=-1)["workers"].values())
+    assert client.gather([client.submit(pow, 2, k, pure=False) for k in range(4)]) == [1, 2, 4, 8]
+
+
+@pytest.mark.slow
+def test_scancel_one_job_then_close(two_workers):
+    cluster, client = two_workers
+    ids = slurm.job_ids(cluster)
+    by_job = {job: addr for addr, job in client.run(lambda: os.environ.get("SLURM_JOB_ID")).items()}
+    assert _sh("scancel", ids[0]).returncode == 0
+    _wait(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == 1, 30, "one worker left after scancel")
+    assert list(client.scheduler_info(n_workers=-1)["workers"]) == [by_job[ids[1]]]
+    assert client.submit(sum, [1, 2, 3], pure=False).result(timeout=30) == 6
+    client.close()
+    cluster.close()
+    _wait(lambda: not _queued(ids), 30, f"jobs {ids} gone from squeue after close")
+
+
+@pytest.mark.slow
+def test_runner_context_under_srun(slurm_up, tmp_path):
+    """srun -n 2: rank 0 = scheduler + master + worker slurm-0, rank 1 = worker slurm-1."""
+    program = tmp_path / "prog.py"
+    program.write_text(
+        "import os\n"
+        "from aihpc.runner.slurm import runner_context\n"
+        "def main():\n"
+        f"    with runner_context(scheduler_file={str(tmp_path / 'scheduler.json')!r}) as client:\n"
+        "        client.wait_for_workers(2, timeout=60)\n"
+        "        names = sorted(w['name'] for w in client.scheduler_info(n_workers=-1)['workers'].values())\n"
+        "        ranks = sorted(client.run(lambda: os.environ['SLURM_PROCID']).values())\n"
+        "        print('RESULT', names, ranks, client.submit(divmod, 17, 5).result(), flush=True)\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    out = tmp_path / "job.out"
+    wrap = f"srun --kill-on-bad-exit=1 {sys.executable} {program}"
+    job = _sh("sbatch", "--parsable", "-n", "2", "-c", "1", "--mem=1G", "-t", "5", "-o", str(out), "--wrap", wrap)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    _wait(lambda: not _queued([job_id]), 60, f"srun job {job_id} finished")
+    text = out.read_text()
+    assert "RESULT ['slurm-0', 'slurm-1'] ['0', '1'] (3, 2)" in text, text[-2000:]
+    assert not (tmp_path / "scheduler.json").exists()  # rank 0 removed it
