@@ -36,6 +36,14 @@ class RunConfig:
     workers: int | None = None  # None: one per GPU, or cores split on CPU
     threads_per_worker: int | None = None  # None: cores / workers
     scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
+    slurm: bool = False  # workers as SLURM jobs (or the tasks of the allocation we run in)
+    nodes: int = 1  # SLURM: nodes to spread workers over
+    gpus_per_node: int = 0  # SLURM: GPUs per node (0: CPU-only workers)
+    partition: str | None = None  # SLURM partition (default: the cluster's default)
+    walltime: str = "01:00:00"  # SLURM time limit of each worker job
+    worker_memory: str | None = None  # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
+    tls: bool | None = None  # None: TLS whenever workers may run on other nodes (SLURM)
+    procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
     device: str = "auto"
     seed: int = 0
     min_accuracy: float = 0.5
@@ -79,6 +87,12 @@ class RunConfig:
         )
         _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
         _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
+        _check(self.nodes >= 1, "nodes must be >= 1", self.nodes)
+        _check(self.worker_memory is None or _is_size(self.worker_memory),
+               "worker_memory must be a size like '4GiB'", self.worker_memory)
+        _check(self.gpus_per_node >= 0, "gpus_per_node must be >= 0", self.gpus_per_node)
+        _check(self.procs_per_trial >= 1, "procs_per_trial must be >= 1", self.procs_per_trial)
+        _check(not (self.slurm and self.scheduler), "give slurm or scheduler, not both", self.scheduler)
         _check(
             self.scheduler is None or "://" in self.scheduler,
             "scheduler must be an address like tcp://HOST:PORT",
@@ -122,6 +136,15 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML in {p}: {exc}") from None
+
+
+def _is_size(text: str) -> bool:
+    from dask.utils import parse_bytes
+
+    try:
+        return parse_bytes(text) >= 2**20
+    except (ValueError, TypeError):
+        return False
 
 
 def _check(ok: bool, rule: str, value: Any) -> None:

@@ -218,3 +218,74 @@ def test_runner_context_under_srun(slurm_up, tmp_path):
     text = out.read_text()
     assert "RESULT ['slurm-0', 'slurm-1'] ['0', '1'] (3, 2)" in text, text[-2000:]
     assert not (tmp_path / "scheduler.json").exists()  # rank 0 removed it
+
+
+# ---------------------------------------------------------------------------
+# `aihpc run` with SLURM workers, as a user types it.
+
+QUICK_TOML = (
+    'dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64, 128]\n'
+    "report_seconds = 5.0\nmin_accuracy = 0.3\n"
+)
+
+
+def _jobs_named(name: str) -> list[str]:
+    out = _sh("squeue", "-h", "-n", name, "-o", "%i").stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
+    """Workers are SLURM jobs (squeue shows them, over TLS); scancel one and the run finishes with the other."""
+    import json
+
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(QUICK_TOML)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aihpc", "run", "--slurm", "--workers", "2", "--threads-per-worker", "1",
+         "--worker-memory", "1GiB", "--minutes", "0.5", "--config", str(cfg), "--out", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    _wait(lambda: len(_jobs_named("aihpc-worker")) == 2 or proc.poll() is not None, 60, "2 worker jobs in squeue")
+    jobs = _jobs_named("aihpc-worker")
+    assert len(jobs) == 2, proc.communicate()
+    _wait(lambda: (run_dir / "aihpc.sqlite").exists(), 60, "the run store")
+    time.sleep(8)  # both workers training
+    assert _sh("scancel", jobs[1]).returncode == 0
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["score"]["ops"] > 0 and results["score"]["valid"]
+    workers = {w["name"] for w in results["workers"]}
+    assert workers == {"slurm-0", "slurm-1"}
+    last = {w: max(e["t_end"] for t in results["trials"] for e in t["epochs"] if e["worker"] == w) for w in workers}
+    wall = results["score"]["wall_seconds"]
+    assert last["slurm-1"] < wall - 5, "the cancelled worker kept working"  # it stopped early
+    assert last["slurm-0"] > wall - 5  # the other went on to the end
+    assert "tls://" in " ".join(p.read_text() for p in (run_dir / "slurm-logs").glob("*.err"))
+    assert not (run_dir / "tls").exists()  # the run's certificate and key are removed at the end
+    _wait(lambda: not _jobs_named("aihpc-worker"), 30, "worker jobs gone after the run")
+
+
+@pytest.mark.slow
+def test_aihpc_run_inside_an_allocation(slurm_up, tmp_path):
+    """sbatch + srun -n 2 aihpc run --slurm: rank 0 is the master and a worker, rank 1 a worker."""
+    import json
+
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(QUICK_TOML)
+    run_dir = tmp_path / "run"
+    command = (
+        f"cd {tmp_path} && srun --kill-on-bad-exit=1 {sys.executable} -m aihpc run --slurm --no-live "
+        f"--minutes 0.3 --config {cfg} --out {run_dir}"
+    )
+    sub = _sh("sbatch", "--parsable", "-n", "2", "-c", "1", "-o", str(tmp_path / "job.out"), "--wrap", command)
+    assert sub.returncode == 0, sub.stderr
+    job_id = sub.stdout.strip().split(";")[0]
+    _wait(lambda: not _queued([job_id]), 150, f"job {job_id} finished")
+    log = (tmp_path / "job.out").read_text()
+    assert (run_dir / "results.json").exists(), log[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert {w["name"] for w in results["workers"]} == {"slurm-0", "slurm-1"}
+    assert results["layout"]["workers"] == 2 and results["score"]["ops"] > 0

@@ -19,6 +19,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", help="parent selection: evolution (default) or random")
     p.add_argument("--max-params", type=int, help="largest network a child may grow to")
     p.add_argument("--compile", action="store_true", default=None, help="torch.compile each trial's model")
+    p.add_argument("--procs-per-trial", type=int, help="processes training each trial data-parallel (gloo on CPU)")
+    p.add_argument("--gpus-per-trial", type=int, dest="procs_per_trial",
+                   help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial")
+    slurm = p.add_argument_group("SLURM")
+    slurm.add_argument("--slurm", action="store_true", default=None,
+                       help="workers as SLURM jobs; inside an allocation (srun), its tasks are the workers")
+    slurm.add_argument("--nodes", type=int, help="nodes to spread the workers over (default 1)")
+    slurm.add_argument("--gpus-per-node", type=int, help="GPUs per node, one worker each (default 0: CPU)")
+    slurm.add_argument("--partition", help="SLURM partition")
+    slurm.add_argument("--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00")
+    slurm.add_argument("--worker-memory", help="memory of each worker job, e.g. 8GiB")
+    slurm.add_argument("--tls", action=argparse.BooleanOptionalAction, default=None,
+                       help="TLS between scheduler and workers (default: on with --slurm)")
     p.add_argument("--config", metavar="TOML", help="read settings from a TOML file (flags override it)")
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<id>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR, keeping every finished trial")
@@ -39,6 +52,14 @@ FLAG_KEYS = {
     "strategy": "strategy",
     "max_params": "max_params",
     "compile": "compile",
+    "procs_per_trial": "procs_per_trial",
+    "slurm": "slurm",
+    "nodes": "nodes",
+    "gpus_per_node": "gpus_per_node",
+    "partition": "partition",
+    "walltime": "walltime",
+    "worker_memory": "worker_memory",
+    "tls": "tls",
 }
 
 
@@ -47,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.errors import ConfigError
     from aihpc.runner.console import Console
     from aihpc.runner.run import default_run_dir, run_benchmark
+    from aihpc.runner.slurm import in_allocation, runner_context
     from aihpc.runner.summary import summary_lines
 
     values = load_toml(args.config) if args.config else {}
@@ -57,7 +79,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--resume continues the run in its own directory; drop --out {args.out}")
     run_dir = Path(args.resume or args.out or default_run_dir())
     console = Console(live=args.live)
-    results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)
+    if config.slurm and in_allocation():
+        # Under srun every task runs this: rank 0 gets a client and runs the
+        # master; every other rank serves one worker and exits in runner_context.
+        with runner_context(tls=config.tls is not False) as client:
+            results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console, client=client)
+    else:
+        results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)
     for line in summary_lines(results, run_dir):
         print(line)
     return 0

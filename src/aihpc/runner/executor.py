@@ -70,39 +70,31 @@ def local_layout(workers: int | None, threads: int | None, device: str) -> Layou
 
 
 class DaskExecutor:
-    """Submit tasks and wait for them; the master's only view of the workers."""
+    """Submit tasks and wait for them; the master's only view of the workers.
 
-    def __init__(self, layout: Layout | None, scheduler: str | None = None) -> None:
-        import dask
-        from distributed import Client, LocalCluster
+    Built by :func:`local_executor`, :func:`remote_executor` or
+    :func:`slurm_executor`; owns the cluster it was given and closes it.
+    """
 
-        self.cluster = None
-        if scheduler:
-            try:
-                self.client = Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError) as exc:
-                raise ConfigError(f"cannot connect to scheduler {scheduler}: {exc}") from None
-        else:
-            assert layout is not None
-            dask.config.set(WORKER_CONFIG)
-            self.cluster = LocalCluster(
-                n_workers=layout.workers,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-                worker_class="distributed.Nanny",
-            )
-            self.client = Client(self.cluster)
+    def __init__(self, client, cluster=None, owns_client: bool = True) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.owns_client = owns_client
 
     def slots(self) -> int:
         """Task slots of the workers alive now."""
         workers = self.client.scheduler_info(n_workers=-1)["workers"]
         return sum(int(w.get("nthreads", 1)) for w in workers.values())
 
-    def worker_names(self) -> list[str]:
-        return sorted(str(w.get("name")) for w in self.client.scheduler_info(n_workers=-1)["workers"].values())
+    def wait_for_workers(self, n: int, timeout: float) -> None:
+        try:
+            self.client.wait_for_workers(n, timeout=timeout)
+        except TimeoutError:
+            raise ConfigError(f"no {n} Dask worker(s) joined within {timeout:.0f} s (have {self.slots()})") from None
+
+    def run_once(self, fn, *args: Any) -> Any:
+        """Run ``fn(*args)`` on one worker and return its result (e.g. to measure a device)."""
+        return self.client.submit(fn, *args, pure=False).result()
 
     def submit(self, fn, task: Any, key: str):
         return self.client.submit(fn, task, key=key, pure=False)
@@ -120,8 +112,83 @@ class DaskExecutor:
         return set(done)
 
     def close(self) -> None:
+        if not self.owns_client:
+            return
         try:
             self.client.close(timeout=10)
         finally:
             if self.cluster is not None:
                 self.cluster.close(timeout=10)
+
+
+def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
+    """A LocalCluster on this machine, bound to loopback, one process per worker.
+
+    ``memory``: each worker's limit (Dask's nanny restarts a worker that
+    goes past 95 % of it); default an equal share of the machine's memory.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    dask.config.set(WORKER_CONFIG)
+    cluster = LocalCluster(
+        n_workers=layout.workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+        worker_class="distributed.Nanny",
+        memory_limit=memory or "auto",
+    )
+    return DaskExecutor(Client(cluster), cluster)
+
+
+def remote_executor(address: str) -> DaskExecutor:
+    """The workers of a running scheduler.  TLS (``tls://`` addresses) uses the
+    certificates of Dask's configuration (``distributed.comm.tls.*``)."""
+    from distributed import Client
+
+    try:
+        return DaskExecutor(Client(address, timeout="20s"))
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConfigError(f"cannot connect to scheduler {address}: {exc}") from None
+
+
+def slurm_executor(layout: Layout, config, run_dir) -> DaskExecutor:
+    """One SLURM batch job per worker (dask-jobqueue), TLS unless ``tls = false``."""
+    import dask
+    from distributed import Client
+
+    from aihpc.runner.slurm import slurm_cluster
+
+    dask.config.set(WORKER_CONFIG)
+    cluster = slurm_cluster(
+        workers=layout.workers,
+        cores_per_worker=layout.threads,
+        memory_per_worker=config.worker_memory or "4GiB",
+        gpus_per_node=config.gpus_per_node,
+        partition=config.partition,
+        walltime=config.walltime,
+        log_directory=run_dir / "slurm-logs",
+        tls=config.tls is not False,
+        shared_temp_directory=run_dir / "tls",
+    )
+    return DaskExecutor(Client(cluster), cluster)
+
+
+def allocation_layout() -> Layout:
+    """Workers of a run inside a SLURM allocation: one per task, its CPUs as torch threads."""
+    import torch
+
+    from aihpc.runner.slurm import current_task
+
+    task = current_task()
+    return Layout(task.ntasks, task.cpus_per_task, "cuda" if torch.cuda.is_available() else "cpu")
+
+
+def slurm_layout(config) -> Layout:
+    """Workers of a ``--slurm`` run: one per GPU (``nodes × gpus_per_node``), or one per node on CPU."""
+    gpus = config.gpus_per_node
+    workers = config.workers or config.nodes * max(gpus, 1)
+    return Layout(workers, config.threads_per_worker or 1, "cuda" if gpus else "cpu")

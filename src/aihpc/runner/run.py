@@ -9,6 +9,7 @@ are up and the peak is measured (MLPerf's init phase is not timed).
 from __future__ import annotations
 
 import secrets
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,14 @@ from aihpc.runner.store import RunStore
 # Largest network a child may grow to, by device kind, when max_params is not set.
 DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
 
+# How long to wait for the first worker (SLURM jobs may queue).
+WORKER_WAIT_SECONDS = 600.0
+
 # The default workload: a synthetic data set sized to the device kind.
 DEFAULT_SYNTHETIC = {
     # difficulty 0.7: the seed network reaches about 70-85 % in a few epochs,
     # leaving the search room to improve (measured on 3x16x16).
-    "cpu": {"num_samples": 6000, "num_classes": 10, "channels": 3, "image_size": 16, "difficulty": 0.7},
+    "cpu": {"num_samples": 12000, "num_classes": 10, "channels": 3, "image_size": 16, "difficulty": 0.7},
     "cuda": {"num_samples": 50000, "num_classes": 10, "channels": 3, "image_size": 32, "difficulty": 0.7},
 }
 
@@ -76,43 +80,46 @@ def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
     }
 
 
-def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console) -> dict[str, Any]:
-    """Run (or resume) the benchmark in ``run_dir``; returns results.json's content."""
+def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, client=None) -> dict[str, Any]:
+    """Run (or resume) the benchmark in ``run_dir``; returns results.json's content.
+
+    ``client``: a Dask client of workers started elsewhere (inside a SLURM
+    allocation); otherwise the executor is made from the configuration.
+    """
     from aihpc.results.environment import collect
     from aihpc.results.mlperf import MLPerfLog
     from aihpc.results.schema import build_results, write_json
-    from aihpc.runner.executor import DaskExecutor, local_layout
     from aihpc.runner.observer import Observers
 
-    layout = None if config.scheduler else local_layout(config.workers, config.threads_per_worker, config.device)
+    layout = choose_layout(config, client)
     device = layout.device if layout else ("cuda" if config.device == "cuda" else "cpu")
     if not resume:
         config = with_default_workload(config, device)
     data_info = inspect_data(config, device)  # before touching the run directory: bad data costs nothing
     config, store = prepare(config, run_dir, resume)
     mlperf = MLPerfLog(run_dir / "mlperf.log", append=resume)
-    if resume:
-        done = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
-        mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
-    else:
-        environment = collect()
-        mlperf.submission_info(
-            org="aihpc",
-            platform=_platform(environment, device),
-            number_of_nodes=1,
-            accelerators_per_node=layout.workers if (layout and device == "cuda") else 0,
-        )
-        mlperf.cache_clear(False)
-        mlperf.init_start()
-        mlperf.train_samples(data_info["num_train"])
-        mlperf.eval_samples(data_info["num_val"])
-        store.set_meta("environment", environment)
-        store.set_meta("data", data_info)
-        store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    executor = DaskExecutor(layout, config.scheduler)
+    executor = None
     try:
-        if not resume:
-            peak = measure_run_peak(device, layout)
+        executor = open_executor(config, layout, run_dir, client)
+        if resume:
+            done = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
+            mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
+        else:
+            environment = collect()
+            mlperf.submission_info(
+                org="aihpc",
+                platform=_platform(environment, device),
+                number_of_nodes=config.nodes if config.slurm else 1,
+                accelerators_per_node=(layout.workers // max(config.nodes, 1)) if device == "cuda" and layout else 0,
+            )
+            mlperf.cache_clear(False)
+            mlperf.init_start()
+            mlperf.train_samples(data_info["num_train"])
+            mlperf.eval_samples(data_info["num_val"])
+            store.set_meta("environment", environment)
+            store.set_meta("data", data_info)
+            store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
+            peak = measure_run_peak(executor, device, layout)
             store.set_meta("peak", peak)
             store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
             mlperf.init_stop()
@@ -125,29 +132,77 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console) -> di
         mlperf.run_stop("success" if score["valid"] else "aborted")
         return results
     finally:
+        try:
+            if executor is not None:
+                executor.close()
+        finally:
+            shutil.rmtree(run_dir / "tls", ignore_errors=True)  # the run's TLS key goes with its workers
+            mlperf.close()
+            store.close()
+
+
+def choose_layout(config: RunConfig, client):
+    """How many workers of which kind: from the allocation, the SLURM flags, or this machine."""
+    from aihpc.runner.executor import allocation_layout, local_layout, slurm_layout
+
+    if client is not None:
+        return allocation_layout()
+    if config.scheduler:
+        return None  # the scheduler's workers are what they are
+    if config.slurm:
+        return slurm_layout(config)
+    return local_layout(config.workers, config.threads_per_worker, config.device)
+
+
+def open_executor(config: RunConfig, layout, run_dir: Path, client):
+    from aihpc.runner.executor import DaskExecutor, local_executor, remote_executor, slurm_executor
+
+    if client is not None:
+        executor = DaskExecutor(client, owns_client=False)
+    elif config.scheduler:
+        executor = remote_executor(config.scheduler)
+    elif config.slurm:
+        executor = slurm_executor(layout, config, run_dir)
+    else:
+        executor = local_executor(layout, config.worker_memory)
+    try:
+        executor.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+    except BaseException:
         executor.close()
-        mlperf.close()
-        store.close()
+        raise
+    return executor
 
 
-def measure_run_peak(device: str, layout) -> dict[str, Any]:
+def measure_run_peak(executor, device: str, layout) -> dict[str, Any]:
     """The matmul peak of the devices the run uses, in the dtype it trains in.
 
-    CPU: float32 with all the cores the workers share.  GPU: bfloat16 (the
-    trainer's autocast dtype) on one GPU, times the number of GPUs.
+    Measured on one worker, with that worker's device and torch threads
+    (float32 on CPU, bfloat16 — the trainer's autocast dtype — on GPU), and
+    multiplied by the number of workers.
     """
-    from aihpc.roofline.peak import measure_peak
-
-    dtype = "bfloat16" if device == "cuda" else "float32"
-    result = measure_peak(device, dtype, seconds=1.0)
-    count = layout.workers if (layout and device == "cuda") else 1
+    threads = layout.threads if layout else None
+    per_worker = executor.run_once(worker_peak, layout.device if layout else "auto", threads)
+    count = layout.workers if layout else executor.slots()
     return {
-        "device": device,
-        "dtype": dtype,
-        "per_device": result.to_dict(),
-        "devices": count,
-        "total_flops_per_s": result.flops_per_s * count,
+        "device": per_worker["device"],
+        "dtype": per_worker["dtype"],
+        "per_worker": per_worker,
+        "workers": count,
+        "total_flops_per_s": per_worker["flops_per_s"] * count,
     }
+
+
+def worker_peak(device: str, threads: int | None) -> dict[str, Any]:
+    """Runs on a worker: its matmul peak in the dtype the trainer uses there."""
+    import torch
+
+    from aihpc.roofline.peak import measure_peak
+    from aihpc.train.trainer import resolve_device
+
+    if threads:
+        torch.set_num_threads(threads)
+    dev = resolve_device(device)
+    return measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=1.0).to_dict()
 
 
 def _platform(environment: dict[str, Any], device: str) -> str:

@@ -47,6 +47,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
+# Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536 unless the
+# variable is already set, which makes PyTorch on CPU 2.5x slower (see
+# aihpc.runner.executor.WORKER_CONFIG).  A job sets glibc's own default trim
+# threshold (128 KiB) with a dynamic mmap threshold kept by also setting the
+# mmap threshold to its maximum default (32 MiB): large tensors stay in the heap.
+MALLOC_PROLOGUE = ["export MALLOC_TRIM_THRESHOLD_=134217728", "export MALLOC_MMAP_THRESHOLD_=33554432"]
+
 # SLURM's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _WALLTIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 
@@ -126,6 +133,8 @@ def slurm_cluster(
     interface: str | None = None,
     scheduler_host: str | None = None,
     log_directory: str | os.PathLike[str] | None = None,
+    tls: bool = True,
+    shared_temp_directory: str | os.PathLike[str] | None = None,
 ) -> SLURMCluster:
     """Start a Dask scheduler here and ``workers`` SLURM batch jobs of one Dask worker each.
 
@@ -141,7 +150,11 @@ def slurm_cluster(
     ``["--account=proj", "--qos=short"]``.  ``local_directory`` is the
     workers' scratch space; ``log_directory`` receives each job's stdout and
     stderr (default: sbatch's, the current directory).  ``interface`` /
-    ``scheduler_host``: see the module docstring.
+    ``scheduler_host``: see the module docstring.  ``tls``: scheduler and
+    workers talk TLS with a certificate made for this run
+    (``Security.temporary()``), so other users of the cluster cannot reach
+    them; the workers' copy of it is written to ``shared_temp_directory``
+    (readable by this user only), which every node must see.
 
     Returns once the jobs are submitted (``cluster.scale(jobs=workers)``);
     they may still be pending: ``Client(cluster).wait_for_workers(n)``
@@ -167,6 +180,13 @@ def slurm_cluster(
         scheduler_options["host"] = scheduler_host
     if log_directory is not None:
         log_directory = str(Path(log_directory).resolve())
+    security = None
+    if tls:
+        from distributed.security import Security
+
+        security = Security.temporary()
+        if shared_temp_directory is not None:
+            Path(shared_temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     cluster = SLURMCluster(
         cores=1,  # Dask threads per job: one trial at a time
         processes=1,
@@ -176,7 +196,10 @@ def slurm_cluster(
         walltime=walltime,
         python=python or sys.executable,
         job_extra_directives=directives,
-        job_script_prologue=[f"export OMP_NUM_THREADS={cores_per_worker}"],
+        job_script_prologue=[f"export OMP_NUM_THREADS={cores_per_worker}", *MALLOC_PROLOGUE],
+        security=security,
+        protocol="tls://" if security else None,
+        shared_temp_directory=str(shared_temp_directory) if shared_temp_directory is not None else None,
         local_directory=str(local_directory) if local_directory is not None else None,
         log_directory=log_directory,
         interface=interface,
@@ -240,6 +263,7 @@ def runner_context(
     local_directory: str | os.PathLike[str] | None = None,
     worker_on_rank0: bool = True,
     timeout: float = 300.0,
+    tls: bool = True,
 ) -> Iterator[Client]:
     """Run the Dask cluster across the tasks of an ``srun`` step; rank 0 gets a client.
 
@@ -258,7 +282,9 @@ def runner_context(
     ``srun --gpus-per-node=4``) gives its worker the one at index
     ``SLURM_LOCALID`` (mod the count); with ``--gpus-per-task=1`` SLURM has
     already done that.  ``timeout`` (seconds) bounds how long a worker waits
-    for the scheduler file.
+    for the scheduler file.  ``tls``: scheduler and workers talk TLS with a
+    certificate made for this step; it travels to the other ranks inside the
+    scheduler file, which only this user can read (mode 0600).
     """
     task = current_task()
     path = Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
@@ -268,13 +294,27 @@ def runner_context(
         raise SystemExit(0)
 
     from distributed import Client, Nanny, Scheduler, SpecCluster
+    from distributed.security import Security
 
     path.unlink(missing_ok=True)
-    scheduler_options: dict[str, Any] = {"port": 0, "dashboard": False, "dashboard_address": ":0"}
+    security = Security.temporary() if tls else Security()
+    scheduler_options: dict[str, Any] = {
+        "port": 0,
+        "dashboard": False,
+        "dashboard_address": ":0",
+        "security": security,
+        "protocol": "tls" if tls else "tcp",
+    }
     # No host and no interface: listen on all interfaces, advertise the outward IP.
     if interface:
         scheduler_options["interface"] = interface
-    worker_options: dict[str, Any] = {"nthreads": 1, "env": env, "interface": interface, "silence_logs": 40}
+    worker_options: dict[str, Any] = {
+        "nthreads": 1,
+        "env": env,
+        "interface": interface,
+        "silence_logs": 40,
+        "security": security,
+    }
     if local_directory is not None:
         worker_options["local_directory"] = str(local_directory)
     workers = {"slurm-0": {"cls": Nanny, "options": worker_options}} if worker_on_rank0 else {}
@@ -283,11 +323,17 @@ def runner_context(
         scheduler={"cls": Scheduler, "options": scheduler_options},
         silence_logs=40,
         name=f"aihpc-slurm-{task.job_id}",
+        security=security,
     )
     client = None
     try:
+        info: dict[str, Any] = {"address": cluster.scheduler_address, "job_id": task.job_id}
+        if tls:
+            info["tls"] = security.get_tls_config_for_role("worker")  # CA, certificate and key (PEM)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"address": cluster.scheduler_address, "job_id": task.job_id}))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(info, f)
         tmp.replace(path)  # atomic: a worker never reads half a file
         client = Client(cluster)
         yield client
@@ -329,10 +375,20 @@ def _serve_worker(
         if time.monotonic() > deadline:
             raise ConfigError(f"no scheduler file {path} after {timeout:.0f} s; is it on a shared path?")
         time.sleep(0.2)
-    address = json.loads(path.read_text())["address"]
+    info = json.loads(path.read_text())
+    address = info["address"]
 
     async def serve() -> None:
         from distributed import Nanny
+        from distributed.security import Security
+
+        tls = info.get("tls")
+        security = (
+            Security(tls_ca_file=tls["ca_file"], tls_worker_cert=tls["cert"], tls_worker_key=tls["key"],
+                     require_encryption=True)
+            if tls
+            else Security()
+        )
 
         nanny = await Nanny(
             address,
@@ -343,6 +399,7 @@ def _serve_worker(
             local_directory=str(local_directory) if local_directory is not None else None,
             death_timeout=timeout,
             silence_logs=40,
+            security=security,
         )
         await nanny.finished()  # the scheduler closed it (or it lost the scheduler)
 

@@ -1,0 +1,60 @@
+"""Faults injected for real into ``aihpc run``: workers that always crash, a disk that fills up.
+
+(Killed workers and a killed master: tests/runner/test_run.py; cancelled SLURM
+jobs: tests/runner/test_slurm.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path: Path) -> None:
+    # 64x64 images at batch 512 need far more than the 800 MiB each worker may
+    # use: Dask's nanny kills the worker in every epoch of every trial.
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(
+        'dataset = "synthetic"\nbatch_sizes = [512]\nmax_attempts = 2\nepochs_min = 1\nepochs_max = 1\n'
+        "[data_options]\nnum_samples = 1200\nimage_size = 64\n"
+    )
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "aihpc", "run", "--minutes", "0.4", "--workers", "2", "--threads-per-worker", "1",
+         "--worker-memory", "800MiB", "--config", str(cfg), "--out", str(run_dir), "--no-live"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # the run itself completes, and says it is invalid
+    assert "INVALID" in proc.stdout
+    results = json.loads((run_dir / "results.json").read_text())
+    failed = [t for t in results["trials"] if t["status"] == "failed"]
+    assert failed, [t["status"] for t in results["trials"]]
+    for t in failed:
+        assert t["attempts"] == 2  # never retried past max_attempts
+        assert t["reason"].startswith("2 attempts failed; last: KilledWorker")
+    assert results["score"]["valid"] is False
+
+
+@pytest.mark.slow
+def test_disk_full_is_one_clear_line_and_the_store_stays_readable(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE caps every file the run writes at 256 KiB (Python ignores
+    # SIGXFSZ, so writes past it fail with EFBIG, as on a full disk); the
+    # store outgrows it a few seconds into the run.
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64]\nworkers = 2\n')
+    run_dir = tmp_path / "run"
+    cmd = f"ulimit -f 256 && exec {sys.executable} -m aihpc run --minutes 1 --config {cfg} --out {run_dir} --no-live"
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot write" in lines[0] and str(run_dir) in lines[0]
+    with sqlite3.connect(f"file:{run_dir / 'aihpc.sqlite'}?mode=ro", uri=True) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert con.execute("SELECT COUNT(*) FROM epochs").fetchone()[0] > 0  # what finished is kept
