@@ -217,3 +217,14 @@ def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> 
     attempts = sum(t["attempts"] for t in results["trials"])
     assert attempts >= 1, "no epoch was lost to the killed worker"
     assert retried or any(t["status"] == "deadline" for t in results["trials"])
+
+
+@pytest.mark.slow
+def test_data_parallel_trials_with_gloo(tmp_path: Path, quick_config: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = aihpc("run", "--minutes", "0.3", "--config", str(quick_config), "--workers", "1",
+                 "--procs-per-trial", "2", "--out", str(run_dir))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = _check_results(run_dir)  # operations equal samples x per-sample counts: counted once
+    assert results["config"]["procs_per_trial"] == 2
+    assert any(e["status"] == "ok" for t in results["trials"] for e in t["epochs"])

@@ -39,28 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="live console view (default: when stdout is a terminal)")
 
 
-FLAG_KEYS = {
-    "minutes": "minutes",
-    "dataset": "dataset",
-    "data_path": "data_path",
-    "workers": "workers",
-    "threads_per_worker": "threads_per_worker",
-    "scheduler": "scheduler",
-    "device": "device",
-    "seed": "seed",
-    "min_accuracy": "min_accuracy",
-    "strategy": "strategy",
-    "max_params": "max_params",
-    "compile": "compile",
-    "procs_per_trial": "procs_per_trial",
-    "slurm": "slurm",
-    "nodes": "nodes",
-    "gpus_per_node": "gpus_per_node",
-    "partition": "partition",
-    "walltime": "walltime",
-    "worker_memory": "worker_memory",
-    "tls": "tls",
-}
+# flags that set a configuration key of the same name (flags override the TOML file)
+CONFIG_FLAGS = (
+    "minutes", "dataset", "data_path", "workers", "threads_per_worker", "scheduler", "device", "seed",
+    "min_accuracy", "strategy", "max_params", "compile", "procs_per_trial", "slurm", "nodes",
+    "gpus_per_node", "partition", "walltime", "worker_memory", "tls",
+)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     values = load_toml(args.config) if args.config else {}
     source = args.config or "config"
-    flags = {key: getattr(args, attr) for attr, key in FLAG_KEYS.items() if getattr(args, attr) is not None}
+    flags = {key: getattr(args, key) for key in CONFIG_FLAGS if getattr(args, key) is not None}
     config = RunConfig.from_dict({**values, **flags}, source=source)
     if args.resume and args.out:
         raise ConfigError(f"--resume continues the run in its own directory; drop --out {args.out}")

@@ -45,12 +45,13 @@ class Layout:
     device: str  # "cpu" or "cuda"
 
 
-def local_layout(workers: int | None, threads: int | None, device: str) -> Layout:
-    """One worker per GPU; on CPU, ``cores`` split into workers of ``threads`` each.
+def local_layout(workers: int | None, threads: int | None, device: str, procs: int = 1) -> Layout:
+    """One worker per GPU (per ``procs`` GPUs when trials are data-parallel);
+    on CPU, ``cores`` split into workers of ``procs`` processes × ``threads``.
 
-    The CPU default is one single-threaded worker per core on small machines
-    (≤ 4 cores: the search's small networks use one thread best), and workers
-    of 4 threads on bigger ones.
+    The CPU default is one single-threaded process per core on small machines
+    (≤ 4 cores: the search's small networks use one thread best), and 4
+    threads each on bigger ones.
     """
     import torch
 
@@ -59,14 +60,17 @@ def local_layout(workers: int | None, threads: int | None, device: str) -> Layou
     if use_gpu:
         if not torch.cuda.is_available():
             raise ConfigError("device is 'cuda' but no CUDA GPU is available, got device='cuda'")
-        n = workers or torch.cuda.device_count()
-        return Layout(n, threads or max(1, cores // n), "cuda")
+        gpus = torch.cuda.device_count()
+        if procs > gpus:
+            raise ConfigError(f"gpus_per_trial must be <= the {gpus} GPUs of this machine, got {procs}")
+        n = workers or gpus // procs
+        return Layout(n, threads or max(1, cores // (n * procs)), "cuda")
     if workers is None:
         per = threads or (1 if cores <= 4 else 4)
-        n = max(1, cores // per)
+        n = max(1, cores // (per * procs))
     else:
         n = workers
-    return Layout(n, threads or max(1, cores // n), "cpu")
+    return Layout(n, threads or max(1, cores // (n * procs)), "cpu")
 
 
 class DaskExecutor:

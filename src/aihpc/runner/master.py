@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from aihpc.runner.score import active_seconds, compute_score, wall_seconds
 from aihpc.runner.store import RunStore
 from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_bytes
 
+PARENT_CACHE = 8  # parents whose weights the master keeps in memory
 GRACE_SECONDS = 60.0  # how long in-flight epochs may run past the deadline before they are cancelled
 
 
@@ -77,6 +79,7 @@ class Master:
         self.finished: list[Any] = []  # Candidates, oldest first
         self.seen_hashes: set[str] = set()
         self.archs: dict[int, dict[str, Any]] = {}  # trial id -> architecture
+        self._states: OrderedDict[int, dict[str, Any]] = OrderedDict()  # parent weights, most recent last
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.best_accuracy: float | None = None
@@ -164,8 +167,7 @@ class Master:
             chosen = self.strategy.choose(self.finished, self.rng)
             parent = chosen.trial_id if chosen is not None else 0
             spec = ArchSpec.from_dict(self.archs[parent])
-            weights = self.store.load_weights(parent)[0] if chosen is not None else self._seed_state(spec)
-            state = from_bytes(weights)
+            state = self._parent_state(parent) if chosen is not None else from_bytes(self._seed_state(spec))
             morphs = []
             for _ in range(20):  # morph again until the architecture is new
                 spec, state, description = random_morph(spec, state, self.rng, max_params=self.max_params)
@@ -189,6 +191,16 @@ class Master:
             seed=self.config.seed * 7919 + trial_id,
             state=state,
         )
+
+    def _parent_state(self, trial_id: int) -> dict[str, Any]:
+        """A finished trial's trained weights, from a small cache (morphs copy, never modify them)."""
+        if trial_id in self._states:
+            self._states.move_to_end(trial_id)
+        else:
+            self._states[trial_id] = from_bytes(self.store.load_weights(trial_id)[0])
+            if len(self._states) > PARENT_CACHE:
+                self._states.popitem(last=False)
+        return self._states[trial_id]
 
     def _seed_state(self, spec) -> bytes:
         """The seed network's initial weights, deterministic in the run's seed."""
@@ -217,6 +229,7 @@ class Master:
             opt_state=trial.opt_state,
             device=self.layout.device if self.layout else "auto",
             threads=self.layout.threads if self.layout else None,
+            procs=self.config.procs_per_trial,
             compile=self.config.compile,
             attempt=attempt,
         )

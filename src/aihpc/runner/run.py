@@ -151,7 +151,7 @@ def choose_layout(config: RunConfig, client):
         return None  # the scheduler's workers are what they are
     if config.slurm:
         return slurm_layout(config)
-    return local_layout(config.workers, config.threads_per_worker, config.device)
+    return local_layout(config.workers, config.threads_per_worker, config.device, config.procs_per_trial)
 
 
 def open_executor(config: RunConfig, layout, run_dir: Path, client):

@@ -72,6 +72,10 @@ class RunStore:
         try:
             self.weights_dir.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.run_dir / "aihpc.sqlite", isolation_level=None)
+            # WAL with synchronous=NORMAL: every committed write survives a crash
+            # of the master (a power loss may lose the last ones); 10x fewer fsyncs.
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot write run directory {self.run_dir}: {_reason(exc)}") from None

@@ -50,6 +50,7 @@ class EpochTask:
     opt_state: bytes | None = None
     device: str = "auto"
     threads: int | None = None
+    procs: int = 1  # processes (GPUs) training this epoch data-parallel
     compile: bool = False
     attempt: int = 1
 

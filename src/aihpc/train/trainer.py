@@ -33,11 +33,19 @@ PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
 
 
 def run_epoch(task: EpochTask) -> EpochResult:
-    """Train ``task`` for one epoch; never raises for a failing trial."""
+    """Train ``task`` for one epoch; never raises for a failing trial.
+
+    With ``task.procs > 1`` the epoch trains data-parallel in that many
+    processes (see :mod:`aihpc.train.distributed`).
+    """
     t_start = time.time()
     worker = _worker_name()
     try:
-        return _run_epoch(task, worker, t_start)
+        if task.procs > 1:
+            from aihpc.train.distributed import run_epoch_parallel
+
+            return run_epoch_parallel(task, worker, t_start)
+        return train_epoch(task, worker, t_start)
     except torch.cuda.OutOfMemoryError as exc:
         reason = f"out of memory: {str(exc).splitlines()[0]}"
     except Exception as exc:  # a trial's failure is data for the master, not a crash
@@ -45,13 +53,44 @@ def run_epoch(task: EpochTask) -> EpochResult:
     return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(), reason=reason)
 
 
-def _run_epoch(task: EpochTask, worker: str, t_start: float) -> EpochResult:
+class Group:
+    """The processes training one trial together; a single process by default.
+
+    Subclassed by :class:`aihpc.train.distributed.ProcessGroup`.  Every
+    method is a collective: all ranks call it, in the same order.
+    """
+
+    rank = 0
+    world = 1
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model
+
+    def any(self, flag: bool) -> bool:
+        return flag
+
+    def sum(self, *values: float) -> tuple[float, ...]:
+        return values
+
+
+SINGLE = Group()
+
+
+def train_epoch(
+    task: EpochTask, worker: str, t_start: float, group: Group = SINGLE, device: torch.device | None = None
+) -> EpochResult:
+    """One epoch in this process; with a ``group``, this rank's share of it.
+
+    Each global batch of ``batch_size`` is split across the ranks; samples,
+    losses and accuracies are summed over the ranks, so the result (and the
+    operation count, made once from global samples) is the trial's.
+    """
     from aihpc.nas.spec import ArchSpec
 
     phases = dict.fromkeys(PHASES, 0.0)
     if task.threads:
         torch.set_num_threads(task.threads)
-    device = resolve_device(task.device)
+    device = device or resolve_device(task.device)
     sync = _synchronizer(device)
     t0 = time.perf_counter()
 
@@ -73,7 +112,7 @@ def _run_epoch(task: EpochTask, worker: str, t_start: float) -> EpochResult:
     optimizer = make_optimizer(model, hp)
     if task.opt_state is not None:
         optimizer.load_state_dict(from_bytes(task.opt_state))
-    step_model = torch.compile(model) if task.compile else model
+    step_model = group.wrap(torch.compile(model) if task.compile else model)
 
     x_train, y_train, x_val, y_val = device_tensors(task.data, str(device))
     n_train = x_train.shape[0]
@@ -87,11 +126,15 @@ def _run_epoch(task: EpochTask, worker: str, t_start: float) -> EpochResult:
     model.train()
     status, loss_sum, correct, seen = "ok", 0.0, 0, 0
     for i in range(steps):
-        if time.time() >= task.deadline:
+        if group.any(time.time() >= task.deadline):
             status = "deadline"
             break
         t0 = time.perf_counter()
-        idx = order[i * batch : (i + 1) * batch].to(x_train.device)
+        idx = order[i * batch : (i + 1) * batch]
+        global_batch = idx.shape[0]
+        if global_batch < group.world:  # a last batch too small to give every rank a sample
+            break
+        idx = idx[group.rank :: group.world].to(x_train.device)
         xb, yb = x_train[idx], y_train[idx]
         if gpu:
             xb = xb.contiguous(memory_format=torch.channels_last)
@@ -114,13 +157,14 @@ def _run_epoch(task: EpochTask, worker: str, t_start: float) -> EpochResult:
         phases["forward"] += t2 - t1
         phases["backward"] += t3 - t2
         phases["optimizer"] += t4 - t3
-        seen += yb.shape[0]
+        seen += global_batch
         loss_value = float(loss.detach())
-        if not math.isfinite(loss_value):
+        if group.any(not math.isfinite(loss_value)):
             status = "diverged"
             break
         loss_sum += loss_value * yb.shape[0]
         correct += int((logits.detach().argmax(1) == yb).sum())
+    loss_sum, correct = group.sum(loss_sum, correct)
 
     metrics: dict[str, Any] = {
         "epoch": task.epoch,
@@ -128,10 +172,12 @@ def _run_epoch(task: EpochTask, worker: str, t_start: float) -> EpochResult:
         "train_loss": loss_sum / seen if seen and status != "diverged" else None,
         "train_accuracy": correct / seen if seen and status != "diverged" else None,
         "val_samples": 0,
+        "val_loss": None,
+        "val_accuracy": None,
     }
     if status == "ok":
         t0 = time.perf_counter()
-        val_loss, val_acc, val_seen = evaluate(step_model, x_val, y_val, batch, autocast, task.deadline)
+        val_loss, val_acc, val_seen = evaluate(step_model, x_val, y_val, batch, autocast, task.deadline, group)
         sync()
         phases["eval"] += time.perf_counter() - t0
         complete = val_seen == x_val.shape[0]
@@ -174,14 +220,14 @@ def _run_epoch(task: EpochTask, worker: str, t_start: float) -> EpochResult:
 
 
 @torch.no_grad()
-def evaluate(model, x, y, batch: int, autocast, deadline: float) -> tuple[float, float, int]:
-    """Mean loss, accuracy and samples seen on (x, y); stops at the deadline."""
+def evaluate(model, x, y, batch: int, autocast, deadline: float, group: Group = SINGLE) -> tuple[float, float, int]:
+    """Mean loss, accuracy and samples seen on (x, y), over all ranks; stops at the deadline."""
     model.eval()
     loss_sum, correct, seen = 0.0, 0, 0
     for i in range(0, x.shape[0], batch):
-        if time.time() >= deadline:
+        if group.any(time.time() >= deadline):
             break
-        xb, yb = x[i : i + batch], y[i : i + batch]
+        xb, yb = x[i : i + batch][group.rank :: group.world], y[i : i + batch][group.rank :: group.world]
         if xb.is_cuda:
             xb = xb.contiguous(memory_format=torch.channels_last)
         with autocast:
@@ -190,6 +236,8 @@ def evaluate(model, x, y, batch: int, autocast, deadline: float) -> tuple[float,
         correct += int((logits.argmax(1) == yb).sum())
         seen += yb.shape[0]
     model.train()
+    loss_sum, correct, seen = group.sum(loss_sum, correct, seen)
+    correct, seen = int(correct), int(seen)
     if seen == 0:
         return float("nan"), 0.0, 0
     return loss_sum / seen, correct / seen, seen
