@@ -25,7 +25,8 @@ from aihpc.runner.store import RunStore
 from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_bytes
 
 PARENT_CACHE = 8  # parents whose weights the master keeps in memory
-GRACE_SECONDS = 60.0  # how long in-flight epochs may run past the deadline before they are cancelled
+GRACE_SECONDS = 60.0
+TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined  # how long in-flight epochs may run past the deadline before they are cancelled
 
 
 @dataclass
@@ -82,6 +83,7 @@ class Master:
         self._states: OrderedDict[int, dict[str, Any]] = OrderedDict()  # parent weights, most recent last
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
+        self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
         self.best_accuracy: float | None = None
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
         self.in_flight: dict[Any, EpochTask] = {}
@@ -95,23 +97,27 @@ class Master:
         self.deadline = now + max(remaining, 0.0)
         self.run_start = segments[0][0]
         self._restore()
-        last_report = 0.0
+        last_report = last_tick = 0.0
         stop_by = self.deadline + GRACE_SECONDS
+        done: set[Any] = {None}  # fill the slots on the first pass
         while True:
             now = time.time()
             if now < self.deadline:
-                self._fill_slots()
+                if done or now - last_tick >= TICK_SECONDS:  # workers may also join at any time
+                    self._fill_slots()
             elif not self.in_flight or now >= stop_by:
                 break
-            for future in self.executor.wait(self.in_flight, timeout=0.5):
-                task = self.in_flight.pop(future)
-                self._collect(future, task)
+            done = self.executor.wait(self.in_flight, timeout=TICK_SECONDS)
+            for future in done:
+                self._collect(future, self.in_flight.pop(future))
             now = time.time()
-            self.store.touch_segment(self.segment, now)
+            if now - last_tick >= TICK_SECONDS:
+                self.store.touch_segment(self.segment, now)
+                self.observer.update(self.status(now))
+                last_tick = now
             if now - last_report >= self.config.report_seconds:
                 self._report(now)
                 last_report = now
-            self.observer.update(self.status(now))
         for future in self.in_flight:
             future.cancel()
         for trial in list(self.running.values()):
@@ -251,6 +257,7 @@ class Master:
                 self._finish(trial, "failed", f"{task.attempt} attempts failed; last: {reason}")
             return
         self.store.add_epoch(result, task.attempt)
+        self.ops += result.ops
         if result.status == "failed":
             self._finish(trial, "failed", result.reason)
             return
@@ -298,6 +305,7 @@ class Master:
         """
         from aihpc.nas.search import Candidate
 
+        self.ops = self.store.total_ops()
         for row in self.store.trials():
             epochs = [e for e in self.store.epochs(row["id"]) if e["status"] == "ok"]
             accs = [e["metrics"]["val_accuracy"] for e in epochs]
@@ -356,7 +364,7 @@ class Master:
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:
-        ops = self.store.total_ops()
+        ops = self.ops
         wall = now - self.run_start
         return {
             "t": wall,
