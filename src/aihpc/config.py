@@ -19,6 +19,7 @@ STRATEGIES = ("evolution", "random")
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
 DEVICES = ("auto", "cpu", "cuda")
+BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,13 @@ class RunConfig:
     workers: int | None = None  # None: one per GPU, or cores split on CPU
     threads_per_worker: int | None = None  # None: cores / workers
     scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
-    slurm: bool = False  # workers as SLURM jobs (or the tasks of the allocation we run in)
-    nodes: int = 1  # SLURM: nodes to spread workers over
-    gpus_per_node: int = 0  # SLURM: GPUs per node (0: CPU-only workers)
-    partition: str | None = None  # SLURM partition (default: the cluster's default)
-    walltime: str = "01:00:00"  # SLURM time limit of each worker job
+    batch: str | None = None  # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
+    nodes: int = 1  # batch: nodes to spread workers over
+    gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
+    partition: str | None = None  # batch: partition / queue (default: the system's default)
+    walltime: str = "01:00:00"  # batch: time limit of each worker job
     worker_memory: str | None = None  # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
-    tls: bool | None = None  # None: TLS whenever workers may run on other nodes (SLURM)
+    tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
     procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
     device: str = "auto"
     seed: int = 0
@@ -92,7 +93,8 @@ class RunConfig:
                "worker_memory must be a size like '4GiB'", self.worker_memory)
         _check(self.gpus_per_node >= 0, "gpus_per_node must be >= 0", self.gpus_per_node)
         _check(self.procs_per_trial >= 1, "procs_per_trial must be >= 1", self.procs_per_trial)
-        _check(not (self.slurm and self.scheduler), "give slurm or scheduler, not both", self.scheduler)
+        _check(self.batch in (None, *BATCH_SYSTEMS), f"batch must be one of {', '.join(BATCH_SYSTEMS)}", self.batch)
+        _check(not (self.batch and self.scheduler), f"give batch ({self.batch}) or scheduler, not both", self.scheduler)
         _check(
             self.scheduler is None or "://" in self.scheduler,
             "scheduler must be an address like tcp://HOST:PORT",

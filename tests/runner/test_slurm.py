@@ -272,7 +272,7 @@ def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
     wall = results["score"]["wall_seconds"]
     assert last[0] < wall - 5, "both workers went on to the end: the cancelled one kept working"
     assert last[1] > wall - 5  # the other went on to the end
-    assert "tls://" in " ".join(p.read_text() for p in (run_dir / "slurm-logs").glob("*.err"))
+    assert "tls://" in " ".join(p.read_text() for p in (run_dir / "batch-logs").glob("*.err"))
     assert not (run_dir / "tls").exists()  # the run's certificate and key are removed at the end
     _wait(lambda: not _jobs_named("aihpc-worker"), 30, "worker jobs gone after the run")
 

@@ -77,7 +77,7 @@ class DaskExecutor:
     """Submit tasks and wait for them; the master's only view of the workers.
 
     Built by :func:`local_executor`, :func:`remote_executor` or
-    :func:`slurm_executor`; owns the cluster it was given and closes it.
+    :func:`batch_executor`; owns the cluster it was given and closes it.
     """
 
     def __init__(self, client, cluster=None, owns_client: bool = True) -> None:
@@ -159,25 +159,30 @@ def remote_executor(address: str) -> DaskExecutor:
         raise ConfigError(f"cannot connect to scheduler {address}: {exc}") from None
 
 
-def slurm_executor(layout: Layout, config, run_dir) -> DaskExecutor:
-    """One SLURM batch job per worker (dask-jobqueue), TLS unless ``tls = false``."""
+def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
+    """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``."""
     import dask
     from distributed import Client
 
-    from aihpc.runner.slurm import slurm_cluster
-
     dask.config.set(WORKER_CONFIG)
-    cluster = slurm_cluster(
-        workers=layout.workers,
+    options = dict(
         cores_per_worker=layout.threads,
         memory_per_worker=config.worker_memory or "4GiB",
-        gpus_per_node=config.gpus_per_node,
-        partition=config.partition,
         walltime=config.walltime,
-        log_directory=run_dir / "slurm-logs",
+        log_directory=run_dir / "batch-logs",
         tls=config.tls is not False,
         shared_temp_directory=run_dir / "tls",
     )
+    if config.batch == "slurm":
+        from aihpc.runner.slurm import slurm_cluster
+
+        cluster = slurm_cluster(layout.workers, gpus_per_node=config.gpus_per_node, partition=config.partition,
+                                **options)  # fmt: skip
+    else:
+        from aihpc.runner.batch import batch_cluster
+
+        gpus = 1 if config.gpus_per_node else 0
+        cluster = batch_cluster(config.batch, layout.workers, gpus_per_worker=gpus, queue=config.partition, **options)
     return DaskExecutor(Client(cluster), cluster)
 
 
@@ -191,8 +196,8 @@ def allocation_layout() -> Layout:
     return Layout(task.ntasks, task.cpus_per_task, "cuda" if torch.cuda.is_available() else "cpu")
 
 
-def slurm_layout(config) -> Layout:
-    """Workers of a ``--slurm`` run: one per GPU (``nodes × gpus_per_node``), or one per node on CPU."""
+def batch_layout(config) -> Layout:
+    """Workers as batch jobs: one per GPU (``nodes × gpus_per_node``), or one per node on CPU."""
     gpus = config.gpus_per_node
     workers = config.workers or config.nodes * max(gpus, 1)
     return Layout(workers, config.threads_per_worker or 1, "cuda" if gpus else "cpu")

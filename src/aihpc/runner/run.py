@@ -109,7 +109,7 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
             mlperf.submission_info(
                 org="aihpc",
                 platform=_platform(environment, device),
-                number_of_nodes=config.nodes if config.slurm else 1,
+                number_of_nodes=config.nodes if config.batch else 1,
                 accelerators_per_node=(layout.workers // max(config.nodes, 1)) if device == "cuda" and layout else 0,
             )
             mlperf.cache_clear(False)
@@ -143,26 +143,26 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
 
 def choose_layout(config: RunConfig, client):
     """How many workers of which kind: from the allocation, the SLURM flags, or this machine."""
-    from aihpc.runner.executor import allocation_layout, local_layout, slurm_layout
+    from aihpc.runner.executor import allocation_layout, batch_layout, local_layout
 
     if client is not None:
         return allocation_layout()
     if config.scheduler:
         return None  # the scheduler's workers are what they are
-    if config.slurm:
-        return slurm_layout(config)
+    if config.batch:
+        return batch_layout(config)
     return local_layout(config.workers, config.threads_per_worker, config.device, config.procs_per_trial)
 
 
 def open_executor(config: RunConfig, layout, run_dir: Path, client):
-    from aihpc.runner.executor import DaskExecutor, local_executor, remote_executor, slurm_executor
+    from aihpc.runner.executor import DaskExecutor, batch_executor, local_executor, remote_executor
 
     if client is not None:
         executor = DaskExecutor(client, owns_client=False)
     elif config.scheduler:
         executor = remote_executor(config.scheduler)
-    elif config.slurm:
-        executor = slurm_executor(layout, config, run_dir)
+    elif config.batch:
+        executor = batch_executor(layout, config, run_dir)
     else:
         executor = local_executor(layout, config.worker_memory)
     try:

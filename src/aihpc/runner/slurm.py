@@ -42,17 +42,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError
+from aihpc.runner.batch import MALLOC_PROLOGUE, run_security
 
 if TYPE_CHECKING:  # pragma: no cover
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
-# Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536 unless the
-# variable is already set, which makes PyTorch on CPU 2.5x slower (see
-# aihpc.runner.executor.WORKER_CONFIG).  A job sets glibc's own default trim
-# threshold (128 KiB) with a dynamic mmap threshold kept by also setting the
-# mmap threshold to its maximum default (32 MiB): large tensors stay in the heap.
-MALLOC_PROLOGUE = ["export MALLOC_TRIM_THRESHOLD_=134217728", "export MALLOC_MMAP_THRESHOLD_=33554432"]
 
 # SLURM's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _WALLTIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
@@ -180,13 +175,7 @@ def slurm_cluster(
         scheduler_options["host"] = scheduler_host
     if log_directory is not None:
         log_directory = str(Path(log_directory).resolve())
-    security = None
-    if tls:
-        from distributed.security import Security
-
-        security = Security.temporary()
-        if shared_temp_directory is not None:
-            Path(shared_temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
+    security = run_security(tls, shared_temp_directory)
     cluster = SLURMCluster(
         cores=1,  # Dask threads per job: one trial at a time
         processes=1,
