@@ -140,6 +140,8 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     proc = aihpc("run", "--resume", str(run_dir))
     assert proc.returncode == 0, proc.stderr
     results = _check_results(run_dir)
+    assert results["config"]["dataset"] == "digits"  # the run's own configuration, not the defaults
+    assert {t["arch"]["input_shape"][0] for t in results["trials"]} == {1}
     kept = {(t["id"], e["epoch"]): e["ops"] for t in results["trials"] for e in t["epochs"] if e["status"] == "ok"}
     for trial_id, epoch, ops_train, ops_eval in before:
         assert kept[(trial_id, epoch)] == ops_train + ops_eval
@@ -157,6 +159,7 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
         (["--dataset", "imagenet"], "unknown data set 'imagenet'"),
         (["--minutes", "-1"], "minutes must be > 0, got -1.0"),
         (["--dataset", "imagefolder", "--data-path", "/nonexistent/photos"], "/nonexistent/photos"),
+        (["--dataset", "digits", "--max-params", "5000"], "max_params must be at least the seed network's 42938"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

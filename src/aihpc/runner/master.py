@@ -24,6 +24,7 @@ from aihpc.runner.score import active_seconds, compute_score, wall_seconds
 from aihpc.runner.store import RunStore
 from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_bytes
 
+MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 PARENT_CACHE = 8  # parents whose weights the master keeps in memory
 GRACE_SECONDS = 60.0
 TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined  # how long in-flight epochs may run past the deadline before they are cancelled
@@ -72,7 +73,7 @@ class Master:
         self.input_shape = tuple(data_info["input_shape"])
         self.num_classes = int(data_info["num_classes"])
         self.val_samples = int(data_info["num_val"])
-        self.max_params = config.max_params or data_info["max_params"]
+        self.max_params = data_info["max_params"]
         self.strategy = make_strategy(config.strategy, config.population, config.tournament)
         self.hpo = HyperparameterSearch(config.seed, config.batch_sizes, config.optimizer, config.schedule)
         self.rng = random.Random(config.seed)
@@ -158,9 +159,7 @@ class Master:
         return self._task(trial, attempt=1)
 
     def _propose(self) -> Trial:
-        from aihpc.nas.morphism import random_morph
         from aihpc.nas.seeds import seed_spec
-        from aihpc.nas.spec import ArchSpec
 
         trial_id = self.next_id
         self.next_id += 1
@@ -170,17 +169,7 @@ class Master:
             spec = seed_spec(self.input_shape, self.num_classes)
             parent, morph, state = None, "seed", self._seed_state(spec)
         else:
-            chosen = self.strategy.choose(self.finished, self.rng)
-            parent = chosen.trial_id if chosen is not None else 0
-            spec = ArchSpec.from_dict(self.archs[parent])
-            state = self._parent_state(parent) if chosen is not None else from_bytes(self._seed_state(spec))
-            morphs = []
-            for _ in range(20):  # morph again until the architecture is new
-                spec, state, description = random_morph(spec, state, self.rng, max_params=self.max_params)
-                morphs.append(description)
-                if spec.content_hash() not in self.seen_hashes:
-                    break
-            morph = "; ".join(morphs)
+            parent, spec, state, morph = self._child()
             state = to_bytes(state)
         self.seen_hashes.add(spec.content_hash())
         self.archs[trial_id] = spec.to_dict()
@@ -197,6 +186,40 @@ class Master:
             seed=self.config.seed * 7919 + trial_id,
             state=state,
         )
+
+    def _child(self) -> tuple[int, Any, dict[str, Any], str]:
+        """A new architecture morphed from a parent the strategy chooses: (parent, spec, weights, how).
+
+        Before any trial has finished, the parent is the seed with its initial
+        weights.  A child whose architecture was already tried is morphed
+        again; a parent that cannot grow within ``max_params`` is passed over
+        for another (the seed, the smallest, last).
+        """
+        from aihpc.errors import MorphError
+        from aihpc.nas.morphism import random_morph
+        from aihpc.nas.spec import ArchSpec
+
+        last_error = None
+        for attempt in range(MORPH_TRIES):
+            chosen = self.strategy.choose(self.finished, self.rng) if attempt < MORPH_TRIES - 1 else None
+            parent = chosen.trial_id if chosen is not None else 0
+            spec = ArchSpec.from_dict(self.archs[parent])
+            if chosen is not None:
+                state = self._parent_state(parent)
+            elif self.store.load_weights(0)[0] is not None:
+                state = self._parent_state(0)
+            else:
+                state = from_bytes(self._seed_state(spec))
+            morphs: list[str] = []
+            try:
+                for _ in range(MORPH_TRIES):  # morph again until the architecture is new
+                    spec, state, description = random_morph(spec, state, self.rng, max_params=self.max_params)
+                    morphs.append(description)
+                    if spec.content_hash() not in self.seen_hashes:
+                        return parent, spec, state, "; ".join(morphs)
+            except MorphError as exc:
+                last_error = exc
+        raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
 
     def _parent_state(self, trial_id: int) -> dict[str, Any]:
         """A finished trial's trained weights, from a small cache (morphs copy, never modify them)."""

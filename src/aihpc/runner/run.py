@@ -70,13 +70,19 @@ def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
     from aihpc.data import load_dataset
 
     data = load_dataset(config.dataset, path=config.data_path, seed=config.seed, **config.data_options)
+    from aihpc.nas.seeds import seed_spec
+
+    seed_params = seed_spec(data.input_shape, data.num_classes).num_params()
+    max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
+    if seed_params > max_params:
+        raise ConfigError(f"max_params must be at least the seed network's {seed_params} parameters, got {max_params}")
     return {
         "name": data.name,
         "input_shape": list(data.input_shape),
         "num_classes": data.num_classes,
         "num_train": data.num_train,
         "num_val": data.num_val,
-        "max_params": DEFAULT_MAX_PARAMS[device],
+        "max_params": max_params,
     }
 
 
@@ -91,12 +97,21 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
     from aihpc.results.schema import build_results, write_json
     from aihpc.runner.observer import Observers
 
-    layout = choose_layout(config, client)
-    device = layout.device if layout else ("cuda" if config.device == "cuda" else "cpu")
-    if not resume:
-        config = with_default_workload(config, device)
-    data_info = inspect_data(config, device)  # before touching the run directory: bad data costs nothing
-    config, store = prepare(config, run_dir, resume)
+    store = None
+    if resume:  # the run's own configuration; flags other than --resume do not apply
+        config, store = prepare(config, run_dir, resume)
+    try:
+        layout = choose_layout(config, client)
+        device = layout.device if layout else ("cuda" if config.device == "cuda" else "cpu")
+        if not resume:
+            config = with_default_workload(config, device)
+        data_info = inspect_data(config, device)  # before a new run directory is made: bad data costs nothing
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    if store is None:
+        config, store = prepare(config, run_dir, resume)
     mlperf = MLPerfLog(run_dir / "mlperf.log", append=resume)
     executor = None
     try:
