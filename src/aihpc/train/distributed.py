@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from aihpc.train.task import DataRef, EpochResult, EpochTask
-from aihpc.train.trainer import Group, _worker_index, train_epoch
+from aihpc.train.trainer import Group, worker_index, train_epoch
 
 
 class ProcessGroup(Group):
@@ -75,7 +75,7 @@ def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochRes
                 "LOCAL_RANK": str(rank),
                 "WORLD_SIZE": str(task.procs),
                 # local workers share the node's GPUs: worker i's ranks take GPUs i*procs ...
-                "AIHPC_GPU_OFFSET": str(_worker_index() * task.procs),
+                "AIHPC_GPU_OFFSET": str(worker_index() * task.procs),
             }
             procs.append(
                 subprocess.Popen(

@@ -282,7 +282,7 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' was asked for but CUDA is not available")
-    return torch.device("cuda", _worker_index() % torch.cuda.device_count())
+    return torch.device("cuda", worker_index() % torch.cuda.device_count())
 
 
 _OPS_CACHE: dict[tuple[str, int, float], tuple[float, float]] = {}
@@ -355,7 +355,7 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _worker_index() -> int:
+def worker_index() -> int:
     try:
         return int(_worker_name().rsplit("-", 1)[-1])
     except ValueError:
