@@ -92,7 +92,7 @@ class ResNet(nn.Module):
         self.layer4 = self._make_layer(block, 512, layers[3], stride=2)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512 * block.expansion, num_classes)
-        _init_conv_bn(self)
+        init_conv_bn(self)
 
     def _make_layer(self, block: type[BasicBlock] | type[Bottleneck], planes: int,
                     blocks: int, stride: int = 1) -> nn.Sequential:
@@ -113,7 +113,7 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def _init_conv_bn(model: nn.Module) -> None:
+def init_conv_bn(model: nn.Module) -> None:
     """torchvision's ResNet initialisation: Kaiming-normal (fan_out, ReLU) for
     convolutions, BatchNorm weight 1 / bias 0; linear layers keep PyTorch's
     default."""
@@ -187,7 +187,7 @@ class CifarResNet(nn.Module):
         self.layers = nn.Sequential(*stages)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(64, num_classes)
-        _init_conv_bn(self)
+        init_conv_bn(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.layers(F.relu(self.bn1(self.conv1(x))))

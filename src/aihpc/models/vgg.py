@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from aihpc.models.resnet import init_conv_bn
+
 # Layer configurations: an int is a 3x3 conv with that many filters, "M" a 2x2 max pool.
 CFGS: dict[str, list[int | str]] = {
     "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -44,15 +46,9 @@ def init_vgg_style(model: nn.Module) -> None:
     """torchvision's VGG/MobileNet initialisation: convs Kaiming-normal
     (fan_out, ReLU) with zero bias, BatchNorm 1/0, linears N(0, 0.01) with
     zero bias."""
+    init_conv_bn(model)
     for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Linear):
+        if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, 0.0, 0.01)
             nn.init.zeros_(m.bias)
 

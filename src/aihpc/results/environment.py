@@ -136,16 +136,13 @@ def _git(args: list[str], cwd: Path, deadline: float) -> tuple[int, str] | None:
     if remaining <= 0:
         return None
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    return _run(["git", *args], remaining, cwd=cwd, env=env)
+
+
+def _run(cmd: list[str], timeout: float, **kwargs: Any) -> tuple[int, str] | None:
+    """(returncode, stdout) of ``cmd``, or None when it cannot run or times out."""
     try:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=remaining,
-            check=False,
-        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.returncode, proc.stdout
@@ -156,18 +153,12 @@ def nvidia_driver_version() -> str | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    try:
-        proc = subprocess.run(
-            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+    result = _run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S)
+    if result is None:
         return None
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines or not lines[0].strip():
+    code, out = result
+    lines = out.strip().splitlines()
+    if code != 0 or not lines or not lines[0].strip():
         return None
     return lines[0].strip()
 
