@@ -58,8 +58,9 @@ class Console:
         self.print(progress_line(status))
 
     def event(self, text: str) -> None:
-        """Notable happenings (trial finished, requeued); shown only in the live view's log."""
-        if self._live is not None and ("requeued" in text or "failed" in text or "diverged" in text):
+        """Something went wrong with a trial (an epoch requeued, a trial failed or diverged);
+        shown above the live view, and left out of plain logs, whose lines stay one per report."""
+        if self._live is not None:
             self.print(text)
 
     def epoch(self, number: int, result, best: float | None) -> None:

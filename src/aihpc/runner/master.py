@@ -136,7 +136,6 @@ class Master:
             from aihpc.train.trainer import run_epoch
 
             self.in_flight[self.executor.submit(run_epoch, task, key)] = task
-            self.observer.event(f"trial {task.trial_id} epoch {task.epoch} submitted (try {task.attempt})")
 
     # -- proposals --------------------------------------------------------------------
     def _new_trial_task(self) -> EpochTask:
@@ -317,7 +316,8 @@ class Master:
         self.hpo.tell(trial.hpo_number, trial.best_accuracy)
         if trial.best_accuracy is not None and self.store.load_weights(trial.id)[0] is not None:
             self.finished.append(Candidate(trial.id, trial.best_accuracy))
-        self.observer.event(f"trial {trial.id} {status}" + (f": {reason}" if reason else ""))
+        if status in ("failed", "diverged"):
+            self.observer.event(f"trial {trial.id} {status}: {reason}")
 
     # -- resume -----------------------------------------------------------------------
     def _restore(self) -> None:
