@@ -17,8 +17,10 @@ import pytest
 
 @pytest.mark.slow
 def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path: Path) -> None:
-    # 64x64 images at batch 512 need far more than the 800 MiB each worker may
-    # use: Dask's nanny kills the worker in every epoch of every trial.
+    # 64x64 images at batch 512 need several GiB, far more than the 800 MiB each
+    # worker may use: Dask's nanny kills the worker in every epoch of every trial.
+    # Each kill costs a worker restart of several seconds, so the run is long
+    # enough for the first trials to use up both attempts before the deadline.
     cfg = tmp_path / "run.toml"
     cfg.write_text(
         'dataset = "synthetic"\nbatch_sizes = [512]\nmax_attempts = 2\nepochs_min = 1\nepochs_max = 1\n'
@@ -26,7 +28,7 @@ def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path
     )
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "aihpc", "run", "--minutes", "0.4", "--workers", "2", "--threads-per-worker", "1",
+        [sys.executable, "-m", "aihpc", "run", "--minutes", "0.8", "--workers", "2", "--threads-per-worker", "1",
          "--worker-memory", "800MiB", "--config", str(cfg), "--out", str(run_dir), "--no-live"],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
