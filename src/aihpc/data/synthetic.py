@@ -201,6 +201,30 @@ class SyntheticGenerator:
         _, h, w = self.shape
         self._windows = sliding_window_view(self.prototypes, (h, w), axis=(2, 3))
 
+    def shifted_templates(self):
+        """Every shift's prototypes as flat float64 rows: yields ``(K, C*H*W)`` arrays.
+
+        ``z = (x_raw - 0.5) / 0.25`` of a sample is ``contrast * (P_k + r * P_j)
+        + brightness + noise`` for one of these arrays ``P``.
+        """
+        k = self.num_classes
+        for dy in range(2 * self.margin + 1):
+            for dx in range(2 * self.margin + 1):
+                yield self._windows[:, :, dy, dx].reshape(k, -1).astype(np.float64)
+
+    def describe(self) -> dict:
+        """The generative model's parameters (for results.json)."""
+        return {
+            "model": "prototype + distractor overlay + offset + uniform pixel noise (aihpc.data.synthetic)",
+            "num_classes": self.num_classes,
+            "shape": list(self.shape),
+            "difficulty": self.difficulty,
+            "class_similarity": SIMILARITY * self.difficulty,
+            "distractor_max_weight": float(self.distract),
+            "noise_std": float(self.sigma),
+            "max_shift_pixels": self.margin,
+        }
+
     def label(self, indices: np.ndarray) -> np.ndarray:
         """Labels of global sample indices: ``indices % num_classes`` (int64)."""
         return np.asarray(indices, dtype=np.int64) % self.num_classes

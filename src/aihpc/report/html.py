@@ -112,7 +112,7 @@ def _header(results: dict[str, Any]) -> str:
         _card("Regulated score", format_si(score.get("regulated_score"), "OPS"), "OPS × |ln(1 − accuracy)|"),
         _card("Error", format_percent(score.get("error_percent"))),
         _card("Best accuracy", format_fraction(score.get("best_accuracy"), 2),
-              f"minimum {format_fraction(min_acc, 0)}" if min_acc is not None else ""),
+              " · ".join(_accuracy_notes(results, min_acc))),
         _card("Result", validity, validity_note, value_css=validity_css),
         _card("Wall time", format_seconds(score.get("wall_seconds"))),
         _card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
@@ -120,6 +120,17 @@ def _header(results: dict[str, Any]) -> str:
     ]
     return (f"<h1>aihpc run report</h1><p class=\"sub\">run <code>{esc(run_id)}</code> · "
             f"aihpc {esc(version)}</p><div class=\"cards\">{''.join(cards)}</div>")
+
+
+def _accuracy_notes(results: dict[str, Any], min_acc: float | None) -> list[str]:
+    """The minimum for a valid run, and the task's ceiling where it is known."""
+    notes = [f"minimum {format_fraction(min_acc, 0)}"] if min_acc is not None else []
+    data = results.get("data")
+    ceiling = data.get("ceiling") if isinstance(data, dict) else None
+    oracle = as_number(ceiling.get("oracle_accuracy")) if isinstance(ceiling, dict) else None
+    if oracle is not None:
+        notes.append(f"task ceiling {format_fraction(oracle, 1)}–100%")
+    return notes
 
 
 def _gpu_text(gpus: Any) -> str:

@@ -97,6 +97,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "aihpc_version": __version__,
         "run_id": store.meta("run_id"),
         "config": store.meta("config"),
+        "data": store.meta("data"),
         "environment": store.meta("environment"),
         "peak": store.meta("peak"),
         "layout": store.meta("layout"),

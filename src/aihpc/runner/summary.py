@@ -21,6 +21,10 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
         + (f"  (best accuracy {100 * best:.2f} %)" if best is not None else ""),
         f"  operations       {format_si(s['ops'])} in {s['wall_seconds']:.1f} s",
     ]
+    ceiling = (results.get("data") or {}).get("ceiling")
+    if ceiling is not None:
+        lines.append(f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
+                     "(a classifier that knows how the data were made)")
     if s.get("peak_fraction") is not None:
         lines.append(
             f"  share of peak    {100 * s['peak_fraction']:.1f} % of {format_si(s['peak_flops_per_s'], 'FLOP/s')}"
