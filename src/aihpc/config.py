@@ -15,7 +15,7 @@ from typing import Any
 
 from aihpc.errors import ConfigError
 
-STRATEGIES = ("evolution", "random")
+STRATEGIES = ("evolution", "random", "none")
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
 DEVICES = ("auto", "cpu", "cuda")

@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where workers train (default auto)")
     p.add_argument("--seed", type=int, help="seed of the search, the data split and initialisation")
     p.add_argument("--min-accuracy", type=float, help="best accuracy below which the run is invalid")
-    p.add_argument("--strategy", help="parent selection: evolution (default) or random")
+    p.add_argument("--strategy", help="parent selection: evolution (default), random, or none (no architecture search)")
     p.add_argument("--max-params", type=int, help="largest network a child may grow to")
     p.add_argument("--compile", action="store_true", default=None, help="torch.compile each trial's model")
     p.add_argument("--procs-per-trial", type=int, help="processes training each trial data-parallel (gloo on CPU)")

@@ -12,7 +12,9 @@ needs no model of the search space (AIPerf used Bayesian optimisation with an
 edit-distance kernel, which serialises the master on a Gaussian-process fit),
 costs microseconds per proposal, and works unchanged when results arrive out
 of order from many workers.  ``random`` (a uniformly chosen finished trial)
-is the baseline any strategy should beat.
+is the baseline any strategy should beat, and ``none`` (no architecture search:
+every trial retrains the seed network from a fresh initialisation, only its
+hyperparameters searched) the baseline that any search must beat.
 """
 
 from __future__ import annotations
@@ -62,9 +64,12 @@ class RandomParent(Strategy):
         return rng.choice(list(finished)) if finished else None
 
 
-def make_strategy(name: str, population: int, tournament: int) -> Strategy:
+def make_strategy(name: str, population: int, tournament: int) -> Strategy | None:
+    """The strategy called ``name``; ``None`` for ``"none"`` (no architecture search)."""
+    if name == "none":
+        return None
     if name == "evolution":
         return AgingEvolution(population, tournament)
     if name == "random":
         return RandomParent()
-    raise ConfigError(f"strategy must be one of evolution, random, got {name!r}")
+    raise ConfigError(f"strategy must be one of evolution, random, none, got {name!r}")

@@ -13,8 +13,9 @@ and counts → result → store → score.  Nothing downstream calls back upstre
 from __future__ import annotations
 
 import random
+import statistics
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_byt
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 PARENT_CACHE = 8  # parents whose weights the master keeps in memory
-GRACE_SECONDS = 60.0
-TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined  # how long in-flight epochs may run past the deadline before they are cancelled
+EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
+GRACE_SECONDS = 60.0  # how long in-flight epochs may run past the deadline before they are cancelled
+TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined
 
 
 @dataclass
@@ -55,11 +57,13 @@ class Trial:
 class Master:
     """Runs one benchmark run (or resumes one) in ``store``'s run directory."""
 
-    def __init__(self, config: RunConfig, store: RunStore, executor, data_info: dict[str, Any], layout, observer) -> None:
+    def __init__(self, config: RunConfig, store: RunStore, executor, data_info: dict[str, Any], layout, observer,
+                 clock=time.time) -> None:
         from aihpc.nas.hpo import HyperparameterSearch
         from aihpc.nas.search import make_strategy
 
         self.config = config
+        self.clock = clock  # seconds since the epoch; tests pass a clock they advance themselves
         self.store = store
         self.executor = executor
         self.layout = layout
@@ -74,6 +78,7 @@ class Master:
         self.num_classes = int(data_info["num_classes"])
         self.val_samples = int(data_info["num_val"])
         self.max_params = data_info["max_params"]
+        # None: no architecture search (strategy "none"), every trial retrains the seed network
         self.strategy = make_strategy(config.strategy, config.population, config.tournament)
         self.hpo = HyperparameterSearch(config.seed, config.batch_sizes, config.optimizer, config.schedule)
         self.rng = random.Random(config.seed)
@@ -86,12 +91,13 @@ class Master:
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
         self.best_accuracy: float | None = None
+        self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)  # durations of recent full epochs
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
         self.in_flight: dict[Any, EpochTask] = {}
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        now = time.time()
+        now = self.clock()
         self.segment = self.store.open_segment(now)
         segments = self.store.segments()
         remaining = self.config.minutes * 60.0 - active_seconds(segments[:-1])
@@ -102,7 +108,7 @@ class Master:
         stop_by = self.deadline + GRACE_SECONDS
         done: set[Any] = {None}  # fill the slots on the first pass
         while True:
-            now = time.time()
+            now = self.clock()
             if now < self.deadline:
                 if done or now - last_tick >= TICK_SECONDS:  # workers may also join at any time
                     self._fill_slots()
@@ -111,7 +117,7 @@ class Master:
             done = self.executor.wait(self.in_flight, timeout=TICK_SECONDS)
             for future in done:
                 self._collect(future, self.in_flight.pop(future))
-            now = time.time()
+            now = self.clock()
             if now - last_tick >= TICK_SECONDS:
                 self.store.touch_segment(self.segment, now)
                 self.observer.update(self.status(now))
@@ -123,7 +129,7 @@ class Master:
             future.cancel()
         for trial in list(self.running.values()):
             self._finish(trial, "deadline", None)
-        now = time.time()
+        now = self.clock()
         self.store.touch_segment(self.segment, now)
         self._report(now)
         return self.score(now)
@@ -152,7 +158,7 @@ class Master:
                 "hpo_number": trial.hpo_number,
                 "budget": trial.budget,
                 "params": trial.params,
-                "t_created": time.time(),
+                "t_created": self.clock(),
             }
         )
         return self._task(trial, attempt=1)
@@ -164,9 +170,9 @@ class Master:
         self.next_id += 1
         number, hparams = self.hpo.ask()
         budget = self._budget()
-        if trial_id == 0:
+        if trial_id == 0 or self.strategy is None:  # strategy "none": every trial is the seed, afresh
             spec = seed_spec(self.input_shape, self.num_classes)
-            parent, morph, state = None, "seed", self._seed_state(spec)
+            parent, morph, state = None, "seed", self._fresh_state(spec, trial_id)
         else:
             parent, spec, state, morph = self._child()
             state = to_bytes(state)
@@ -208,7 +214,7 @@ class Master:
             elif self.store.load_weights(0)[0] is not None:
                 state = self._parent_state(0)
             else:
-                state = from_bytes(self._seed_state(spec))
+                state = from_bytes(self._fresh_state(spec, 0))
             morphs: list[str] = []
             try:
                 for _ in range(MORPH_TRIES):  # morph again until the architecture is new
@@ -230,18 +236,22 @@ class Master:
                 self._states.popitem(last=False)
         return self._states[trial_id]
 
-    def _seed_state(self, spec) -> bytes:
-        """The seed network's initial weights, deterministic in the run's seed."""
-        import torch
-
-        torch.manual_seed(self.config.seed)
-        return to_bytes(spec.build().state_dict())
-
     def _budget(self) -> int:
-        """Epochs for a new trial: from epochs_min early in the run up to epochs_max at its end."""
+        """Epochs for a new trial: from epochs_min early in the run up to epochs_max at its end,
+        but never more than fit in the time left.
+
+        A trial's learning rate decays over its budget, so one that the
+        deadline cuts short is never evaluated at the end of its schedule.
+        What fits is the time left over the median of the last
+        ``EPOCH_HISTORY`` epochs' durations (at least one epoch).
+        """
         c = self.config
-        progress = min(max(1.0 - (self.deadline - time.time()) / (c.minutes * 60.0), 0.0), 1.0)
-        return min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
+        left = self.deadline - self.clock()
+        progress = min(max(1.0 - left / (c.minutes * 60.0), 0.0), 1.0)
+        budget = min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
+        if self.epoch_seconds:
+            budget = min(budget, max(1, int(left / statistics.median(self.epoch_seconds))))
+        return budget
 
     def _task(self, trial: Trial, attempt: int) -> EpochTask:
         return EpochTask(
@@ -294,6 +304,7 @@ class Master:
             return
         trial.epochs_done = task.epoch
         self.epoch_counter += 1
+        self.epoch_seconds.append(result.t_end - result.t_start)
         acc = result.metrics["val_accuracy"]
         if trial.best_accuracy is None or acc > trial.best_accuracy:
             trial.best_accuracy, trial.best_epoch = acc, task.epoch
@@ -312,7 +323,7 @@ class Master:
 
         self.running.pop(trial.id, None)
         self.pending = [t for t in self.pending if t.trial_id != trial.id]
-        self.store.finish_trial(trial.id, status, time.time(), reason)
+        self.store.finish_trial(trial.id, status, self.clock(), reason)
         self.hpo.tell(trial.hpo_number, trial.best_accuracy)
         if trial.best_accuracy is not None and self.store.load_weights(trial.id)[0] is not None:
             self.finished.append(Candidate(trial.id, trial.best_accuracy))
@@ -369,21 +380,25 @@ class Master:
             self.pending.append(self._task(trial, attempt=1))
 
     def _initial_state(self, row: dict[str, Any]) -> bytes:
-        """The starting weights of a trial that never finished an epoch: its parent's, morphed again.
+        """The starting weights of a trial that never finished an epoch.
 
-        Morphs are random, so a re-proposal cannot replay the same child;
-        instead the trial restarts from the seed's initial weights when it is
-        the seed, and otherwise from freshly initialised weights of its own
-        architecture — still a valid start, marked in the trial's morph note.
+        Morphs are random, so a re-proposal cannot replay the child that the
+        dead master made; the trial restarts from freshly initialised weights
+        of its own architecture instead (the seed's are deterministic).
+        """
+        from aihpc.nas.spec import ArchSpec
+
+        return self._fresh_state(ArchSpec.from_dict(row["arch"]), row["id"])
+
+    def _fresh_state(self, spec, trial_id: int) -> bytes:
+        """Freshly initialised weights of ``spec``, deterministic in the run's seed and the trial.
+
+        Trial 0, the seed network, is initialised from the run's seed alone.
         """
         import torch
 
-        from aihpc.nas.spec import ArchSpec
-
-        if row["parent"] is None:
-            return self._seed_state(ArchSpec.from_dict(row["arch"]))
-        torch.manual_seed(self.config.seed * 7919 + row["id"])
-        return to_bytes(ArchSpec.from_dict(row["arch"]).build().state_dict())
+        torch.manual_seed(self.config.seed if trial_id == 0 else self.config.seed * 7919 + trial_id)
+        return to_bytes(spec.build().state_dict())
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:
