@@ -35,6 +35,12 @@ from aihpc.nas.widening import plan_widen, widen
 __all__ = ["add_skip", "deepen", "plan_deepen", "plan_skip", "random_morph", "widen"]
 
 _ATTEMPTS = 50
+# Widened layers get a multiple of 16 channels: vector units hold 16 float32
+# values and tensor cores want multiples of 8 in bfloat16.  Measured on this
+# project's 2-core CPU (3x3 conv, 16x16, batch 128, forward + backward, one
+# thread, GFLOP/s at equal widths in and out): 28.5 at 20 channels against
+# 35.8 at 24, 53.8 at 40 against 74.5 at 48.
+WIDTH_MULTIPLE = 16
 
 
 def plan_deepen(spec: ArchSpec, after: str, kernel_size: int = 3) -> Plan:
@@ -203,7 +209,7 @@ def _propose(kind: str, spec: ArchSpec, rng: random.Random) -> Plan:
         layer = spec.layer(name)
         old = int(layer.out_channels or layer.out_features or 0)
         grow = rng.choice([old, max(1, old // 2), max(1, old // 4)])
-        return plan_widen(spec, name, old + grow, rng)
+        return plan_widen(spec, name, -(-(old + grow) // WIDTH_MULTIPLE) * WIDTH_MULTIPLE, rng)
     if kind == "deepen":
         relus = [x.name for x in spec.layers if x.type == "relu"]
         if not relus:
@@ -224,7 +230,7 @@ def random_morph(spec: ArchSpec, state: Mapping[str, torch.Tensor], rng: random.
     """Apply one random function-preserving morphism drawn from ``rng``.
 
     Kinds are equally likely: widen a random conv/dense by 1/4, 1/2 or 1x
-    its width; deepen after a random relu with kernel 1 or 3; or add a skip
+    its width, rounded up to a multiple of ``WIDTH_MULTIPLE``; deepen after a random relu with kernel 1 or 3; or add a skip
     between a random layer and a random compatible source.  Inapplicable
     candidates, and children with more than ``max_params`` parameters, are
     skipped; up to 50 candidates are tried.  Returns ``(child_spec,
