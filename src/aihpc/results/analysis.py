@@ -33,3 +33,10 @@ def utilisation(results: dict[str, Any]) -> dict[str, Any]:
         "overhead_fraction": 1.0 - work / capacity if capacity else 1.0,
         "idle_fraction": 1.0 - busy / capacity if capacity else 1.0,
     }
+
+
+def best_accuracy_at(results: dict[str, Any], seconds: float) -> float | None:
+    """The best validation accuracy of any epoch that ended within ``seconds`` of the run's start."""
+    accs = [e["val_accuracy"] for t in results["trials"] for e in t["epochs"]
+            if e["status"] == "ok" and e["val_accuracy"] is not None and e["t_end"] <= seconds]
+    return max(accs, default=None)
