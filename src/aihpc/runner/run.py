@@ -29,10 +29,11 @@ WORKER_WAIT_SECONDS = 600.0
 # so that the search has room to improve all through a 5-minute run.
 #
 # CPU, 50 classes, 3x16x16, 12,000 samples, difficulty 0.6: its ceiling is
-# at least 99.1 % (aihpc.data.ceiling's oracle), yet the seed network reaches
-# only about 70-77 % after its first 2 epochs and the best accuracy keeps
-# rising, by 10+ points between minute 1 and minute 5 (measured on a 2-core
-# CPU; benchmarks/search_headroom.py).  Difficulty 0.6 keeps the distractor
+# at least 98.9-99.1 % (aihpc.data.ceiling's oracle; the data depend on the
+# seed), yet the first trial reaches only 48-77 % and the best accuracy keeps
+# rising, by 4.6, 30.1 and 33.7 points between minute 1 and minute 5 on seeds
+# 0, 1, 2, ending at 89-91 % (measured on a 2-core CPU with
+# benchmarks/search_headroom.py; figures in the README).  Difficulty 0.6 keeps the distractor
 # overlay below the label's own prototype, so no sample is ambiguous (at 0.7,
 # the old default, the ceiling was only about 90.5 % and every run stalled at
 # 87-88 % within 90 s); 50 classes of 216 training samples each make the task
