@@ -30,8 +30,8 @@ def test_unknown_keys_list_the_valid_ones(tmp_path):
         ({"batch_sizes": [32, "x"]}, "batch_sizes must be of type tuple"),
         ({"compile": 1}, "compile must be of type bool, got 1"),
         ({"scheduler": "localhost"}, "scheduler must be an address like tcp://HOST:PORT, got 'localhost'"),
-        ({"batch": "sge"}, "batch must be one of slurm, pbs, lsf, got 'sge'"),
-        ({"batch": "slurm", "scheduler": "tcp://h:1"}, "give batch (slurm) or scheduler, not both"),
+        ({"batch_system": "sge"}, "batch_system must be one of slurm, pbs, lsf, got 'sge'"),
+        ({"batch_system": "slurm", "scheduler": "tcp://h:1"}, "give batch_system (slurm) or scheduler, not both"),
         ({"worker_memory": "lots"}, "worker_memory must be a size like '4GiB', got 'lots'"),
     ],
 )

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, StorageError
 
 STRATEGIES = ("evolution", "random", "none")
 OPTIMIZERS = ("sgd", "adamw")
@@ -37,13 +38,14 @@ class RunConfig:
     workers: int | None = None  # None: one per GPU, or cores split on CPU
     threads_per_worker: int | None = None  # None: cores / workers
     scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
-    batch: str | None = None  # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
+    batch_system: str | None = None  # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
     nodes: int = 1  # batch: nodes to spread workers over
     gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
     partition: str | None = None  # batch: partition / queue (default: the system's default)
     walltime: str = "01:00:00"  # batch: time limit of each worker job
     worker_memory: str | None = None  # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
     tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
+    interface: str | None = None  # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
     procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
     device: str = "auto"
     seed: int = 0
@@ -93,8 +95,10 @@ class RunConfig:
                "worker_memory must be a size like '4GiB'", self.worker_memory)
         _check(self.gpus_per_node >= 0, "gpus_per_node must be >= 0", self.gpus_per_node)
         _check(self.procs_per_trial >= 1, "procs_per_trial must be >= 1", self.procs_per_trial)
-        _check(self.batch in (None, *BATCH_SYSTEMS), f"batch must be one of {', '.join(BATCH_SYSTEMS)}", self.batch)
-        _check(not (self.batch and self.scheduler), f"give batch ({self.batch}) or scheduler, not both", self.scheduler)
+        _check(self.batch_system in (None, *BATCH_SYSTEMS), f"batch_system must be one of {', '.join(BATCH_SYSTEMS)}",
+               self.batch_system)
+        _check(not (self.batch_system and self.scheduler),
+               f"give batch_system ({self.batch_system}) or scheduler, not both", self.scheduler)
         _check(
             self.scheduler is None or "://" in self.scheduler,
             "scheduler must be an address like tcp://HOST:PORT",
@@ -109,14 +113,14 @@ class RunConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "config") -> RunConfig:
         """Build from a mapping; unknown keys and wrong types fail with a clear message."""
-        valid = {f.name: f for f in dataclasses.fields(cls)}
+        valid = typing.get_type_hints(cls)
         unknown = sorted(set(values) - set(valid))
         if unknown:
             raise ConfigError(
                 f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}; "
                 f"valid keys: {', '.join(sorted(valid))}"
             )
-        clean = {name: _coerce(name, valid[name].type, value) for name, value in values.items()}
+        clean = {name: _coerce(name, valid[name], value) for name, value in values.items()}
         return cls(**clean)
 
     def replace(self, **changes: Any) -> RunConfig:
@@ -133,7 +137,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {p}") from None
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
+        raise StorageError(f"cannot read config file {p}: {exc.strerror}") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -154,31 +158,29 @@ def _check(ok: bool, rule: str, value: Any) -> None:
         raise ConfigError(f"{rule}, got {value!r}")
 
 
-def _coerce(name: str, annotation: str, value: Any) -> Any:
-    """Check a TOML/flag value against the field's annotation (a string under PEP 563)."""
-    optional = "None" in annotation
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    """Check a TOML/flag value against the field's type hint; ints are accepted as floats."""
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next(a for a in args if a is not type(None)) if optional else hint
     if value is None:
         if optional:
             return None
         raise ConfigError(f"{name} must not be empty")
-    base = annotation.replace(" | None", "")
-    if base == "bool":
-        if isinstance(value, bool):
-            return value
-    elif base == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif base == "float":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif base == "str":
-        if isinstance(value, str):
-            return value
-    elif base.startswith("dict"):
-        if isinstance(value, dict):
-            return dict(value)
-    elif base.startswith("tuple"):
-        if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return tuple(value)
-    type_name = base.split("[")[0]
-    raise ConfigError(f"{name} must be of type {type_name}, got {value!r}")
+    kind = typing.get_origin(base) or base
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is bool and isinstance(value, bool):
+        return value
+    if kind is int and number and isinstance(value, int):
+        return value
+    if kind is float and number:
+        return float(value)
+    if kind is str and isinstance(value, str):
+        return value
+    if kind is dict and isinstance(value, dict):
+        return dict(value)
+    if kind is tuple and isinstance(value, (list, tuple)) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        return tuple(value)
+    raise ConfigError(f"{name} must be of type {kind.__name__}, got {value!r}")

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from aihpc.errors import ConfigError, ModelError
+from aihpc.fileio import atomic_path
 
 __all__ = ["export_onnx", "onnx_opset", "parse_input_shape"]
 
@@ -139,12 +140,10 @@ def export_onnx(
     and only then moved to ``path``; on any failure ``path`` is untouched.
     Returns ``path`` as a :class:`~pathlib.Path`.
 
-    Raises :class:`ConfigError` for bad arguments or an unwritable path and
-    :class:`ModelError` when the model rejects ``input_shape`` or its export
-    fails validation.
+    Raises :class:`ConfigError` for bad arguments, :class:`StorageError` for
+    an unwritable path and :class:`ModelError` when the model rejects
+    ``input_shape`` or its export fails validation.
     """
-    import onnx
-
     _check_arguments(input_shape, batch, opset)
     target = Path(path)
     _prepare_target(target)
@@ -162,38 +161,42 @@ def export_onnx(
                 f"model does not accept input shape {'x'.join(map(str, input_shape))}: {first}"
             ) from exc
 
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
+        with atomic_path(target) as tmp:
             tmp.open("wb").close()  # fails early, with a clear OSError, if unwritable
-            with _quiet_exporter():
-                if dynamo:
-                    torch.onnx.export(
-                        model, (example,), str(tmp), dynamo=True, verbose=False,
-                        input_names=["input"], output_names=["logits"],
-                        dynamic_shapes=({0: torch.export.Dim("batch")},),
-                        opset_version=opset, external_data=False,
-                    )
-                else:
-                    torch.onnx.export(
-                        model, (example,), str(tmp), dynamo=False,
-                        input_names=["input"], output_names=["logits"],
-                        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                        opset_version=opset,
-                    )
-            try:
-                onnx.checker.check_model(str(tmp), full_check=True)
-            except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-                raise ModelError(f"exported ONNX model failed validation: {exc}") from exc
-            written = onnx_opset(tmp)
-            if opset is not None and written != opset:
-                raise ConfigError(
-                    f"opset {opset} is not supported by this exporter (it wrote opset {written})"
-                )
-            os.replace(tmp, target)
-        except OSError as exc:
-            raise ConfigError(f"cannot write ONNX file {target}: {exc.strerror or exc}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
+            _write_onnx(model, example, tmp, opset, dynamo)
+            _validate_onnx(tmp, opset)
     finally:
         model.train(was_training)
     return target
+
+
+def _write_onnx(model: nn.Module, example: torch.Tensor, file: Path, opset: int | None, dynamo: bool) -> None:
+    """Trace ``model`` on ``example`` into ``file``, its batch dimension symbolic."""
+    with _quiet_exporter():
+        if dynamo:
+            torch.onnx.export(
+                model, (example,), str(file), dynamo=True, verbose=False,
+                input_names=["input"], output_names=["logits"],
+                dynamic_shapes=({0: torch.export.Dim("batch")},),
+                opset_version=opset, external_data=False,
+            )
+        else:
+            torch.onnx.export(
+                model, (example,), str(file), dynamo=False,
+                input_names=["input"], output_names=["logits"],
+                dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                opset_version=opset,
+            )
+
+
+def _validate_onnx(file: Path, opset: int | None) -> None:
+    """ModelError unless ``file`` passes the ONNX checker; ConfigError if it is not in ``opset``."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(file), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise ModelError(f"exported ONNX model failed validation: {exc}") from exc
+    written = onnx_opset(file)
+    if opset is not None and written != opset:
+        raise ConfigError(f"opset {opset} is not supported by this exporter (it wrote opset {written})")

@@ -26,9 +26,12 @@ class StepClock:
 
 
 class InProcessExecutor:
-    def __init__(self, clock: StepClock, slots: int = 2) -> None:
+    """Runs each task inside ``submit``: with the function the master gives, or ``script`` instead."""
+
+    def __init__(self, clock: StepClock, slots: int = 2, script=None) -> None:
         self.clock = clock
         self._slots = slots
+        self.script = script
         self.keys: list[str] = []
 
     def slots(self) -> int:
@@ -39,7 +42,7 @@ class InProcessExecutor:
         self.clock.now += self.clock.step
         future: Future = Future()
         try:
-            future.set_result(fn(task))
+            future.set_result((self.script or fn)(task))
         except Exception as exc:  # as Dask does: the exception surfaces in result()
             future.set_exception(exc)
         return future
@@ -53,3 +56,26 @@ class NullObserver:
     def report(self, status) -> None: ...
     def event(self, text: str) -> None: ...
     def epoch(self, number: int, result, best) -> None: ...
+
+
+def scripted_epoch(accuracy, lost=lambda task: False):
+    """A stand-in for the trainer: epoch ``e`` of trial ``t`` scores ``accuracy(t, e)``.
+
+    It trains nothing and returns the weights it was given, so children still
+    morph real weights of the right shape; ``lost(task)`` true makes the
+    epoch's task raise, as a dead worker's does.  Every epoch counts 1000
+    training and 100 evaluation operations.
+    """
+    from aihpc.train.task import EpochResult
+
+    def run(task):
+        if lost(task):
+            raise RuntimeError(f"worker lost trial {task.trial_id} epoch {task.epoch}")
+        now = time.time()
+        metrics = {"epoch": task.epoch, "train_samples": 100, "train_loss": 1.0, "train_accuracy": 0.5,
+                   "val_samples": 10, "val_loss": 1.0, "val_accuracy": accuracy(task.trial_id, task.epoch),
+                   "ops": 1100, "seconds": 0.0}
+        return EpochResult(task.trial_id, task.epoch, "ok", "w0", now, now, metrics=metrics, ops_train=1000,
+                           ops_eval=100, ops_per_sample={"train": 10.0, "eval": 10.0}, state=task.state)
+
+    return run

@@ -10,7 +10,7 @@ from aihpc.config import RunConfig
 from aihpc.runner.master import Master
 from aihpc.runner.store import RunStore
 
-from runner_helpers import InProcessExecutor, NullObserver, StepClock
+from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
@@ -53,3 +53,56 @@ def test_evolution_morphs_children_from_finished_parents(tmp_path: Path) -> None
 @pytest.mark.parametrize("name", ["none", "evolution", "random"])
 def test_every_strategy_is_a_valid_configuration(name: str) -> None:
     assert RunConfig(strategy=name).strategy == name
+
+
+def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 10.0, **config):
+    """A master on the scripted trainer: each task takes ``step`` seconds of the master's clock."""
+    cfg = RunConfig(dataset="digits", report_seconds=600, **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1,
+                                                             **config})
+    store = RunStore(tmp_path / "run")
+    clock = StepClock(step)
+    executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(accuracy, lost))
+    master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    return store, master.run(), executor
+
+
+def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
+    store, score, executor = _scripted(tmp_path, lambda t, e: 0.5, lost=lambda task: task.trial_id == 1,
+                                       max_attempts=3)
+    rows = {t["id"]: t for t in store.trials()}
+    assert executor.keys[:5] == ["trial0-epoch1-try1", "trial1-epoch1-try1", "trial1-epoch1-try2",
+                                 "trial1-epoch1-try3", "trial2-epoch1-try1"]
+    assert rows[1]["status"] == "failed" and rows[1]["attempts"] == 3
+    assert rows[1]["reason"] == "3 attempts failed; last: RuntimeError: worker lost trial 1 epoch 1"
+    assert "Traceback" in rows[1]["traceback"] and "RuntimeError: worker lost" in rows[1]["traceback"]
+    assert store.epochs(1) == []  # a lost epoch records nothing, and counts no operations
+    assert rows[0]["status"] == rows[2]["status"] == "completed" and rows[0]["traceback"] is None
+    assert score["ops"] == 1100 * len(store.epochs())
+
+
+def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path) -> None:
+    curve = [0.50, 0.60, 0.55, 0.58, 0.70]
+    store, _, _ = _scripted(tmp_path, lambda t, e: curve[e - 1] if t == 0 else 0.1, minutes=3.0,
+                            epochs_min=5, epochs_max=5, patience=2)
+    first = store.trials()[0]
+    assert first["status"] == "early_stopped" and first["budget"] == 5
+    assert [e["metrics"]["val_accuracy"] for e in store.epochs(0)] == curve[:4]  # epoch 2 best; 3, 4 no better
+
+
+def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> None:
+    # One slot, 6 s a task, a 2-minute run: the n-th task starts at 6n seconds,
+    # and a new trial's budget is epochs_min + int(progress * (max - min + 1)).
+    store, _, _ = _scripted(tmp_path, lambda t, e: 0.5 + 0.01 * e, step=6.0, minutes=2.0,
+                            epochs_min=1, epochs_max=4, patience=10)
+    budgets = [t["budget"] for t in store.trials()]
+    assert budgets[0] == 1 and budgets == sorted(budgets) and budgets[-1] == 4
+    assert set(budgets) == {1, 2, 3, 4}
+
+
+def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> None:
+    store, score, executor = _scripted(tmp_path, lambda t, e: 0.5, step=10.0, minutes=1.0,
+                                       epochs_min=100, epochs_max=100, patience=1000)
+    assert len(executor.keys) == 6  # 60 s of clock at 10 s a task
+    (trial,) = store.trials()
+    assert trial["status"] == "deadline" and len(store.epochs(0)) == 6
+    assert score["ops"] == 6 * 1100 and score["best_accuracy"] == 0.5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -62,6 +63,14 @@ def _check_results(run_dir: Path) -> dict:
     assert score["ops"] > 0 and score["ops_per_second"] > 0
     assert score["ops"] == sum(t["ops"]["total"] for t in results["trials"])
     assert score["ops_per_second"] == pytest.approx(score["ops"] / score["wall_seconds"])
+    # the score's wiring, recomputed from the file's own fields
+    n_val = results["data"]["num_val"]
+    best = max(t["best_val_accuracy"] for t in results["trials"] if t["best_val_accuracy"] is not None)
+    assert score["best_accuracy"] == best
+    capped = min(best, 1 - 0.5 / n_val)
+    assert score["regulated_score"] == pytest.approx(score["ops_per_second"] * abs(math.log(1 - capped)))
+    assert score["peak_flops_per_s"] == results["peak"]["total_flops_per_s"]
+    assert score["peak_fraction"] == pytest.approx(score["ops_per_second"] / score["peak_flops_per_s"])
     for t in results["trials"]:
         for e in t["epochs"]:
             ops = round(e["train_samples"] * t["ops_per_sample"]["train"]) + round(
@@ -151,52 +160,6 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     assert downtime >= 2.0
     assert results["score"]["wall_seconds"] == pytest.approx(segments[1]["t_end"] - segments[0]["t_start"])
     assert first_stop > 0
-
-
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--dataset", "imagenet"], "unknown data set 'imagenet'"),
-        (["--minutes", "-1"], "minutes must be > 0, got -1.0"),
-        (["--dataset", "imagefolder", "--data-path", "/nonexistent/photos"], "/nonexistent/photos"),
-        (["--dataset", "digits", "--max-params", "5000"], "max_params must be at least the seed network's 42938"),
-    ],
-)
-def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = aihpc("run", *args, "--out", str(tmp_path / "run"), timeout=120)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "run").exists()  # nothing was started or written
-
-
-def test_unknown_config_key(tmp_path: Path) -> None:
-    cfg = tmp_path / "run.toml"
-    cfg.write_text("minutes = 1\nepochs = 3\n")
-    proc = aihpc("run", "--config", str(cfg), "--out", str(tmp_path / "run"), timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "unknown key epochs in" in proc.stderr and "valid keys:" in proc.stderr
-
-
-def test_unwritable_output_directory(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
-    proc = aihpc("run", "--dataset", "digits", "--out", str(blocker / "run"), timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cannot create run directory" in lines[0] and str(blocker) in lines[0]
-
-
-def test_existing_run_directory_is_not_overwritten(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "precious.txt").write_text("keep me")
-    proc = aihpc("run", "--dataset", "digits", "--out", str(run_dir), timeout=120)
-    assert proc.returncode == 2 and "is not empty" in proc.stderr
-    assert (run_dir / "precious.txt").read_text() == "keep me"
-    proc = aihpc("run", "--resume", str(tmp_path / "none"), timeout=120)
-    assert proc.returncode == 2 and "no run to resume" in proc.stderr
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ reason.  The cluster is stopped at the end unless it was already running.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import ConfigError
-from aihpc.runner import slurm
+from aihpc.runner import jobqueue, slurm
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "slurm"
 HOST = socket.gethostname().split(".")[0]
@@ -72,11 +71,12 @@ def slurm_up():
 
 @pytest.fixture(scope="module")
 def two_workers(slurm_up, tmp_path_factory):
-    """slurm_cluster(workers=2) and a client with both workers up."""
+    """jobqueue_cluster("slurm", workers=2) and a client with both workers up."""
     from distributed import Client
 
     logs = tmp_path_factory.mktemp("slurm-logs")
-    cluster = slurm.slurm_cluster(workers=2, cores_per_worker=1, memory_per_worker="512MiB", walltime="00:10:00", log_directory=logs)
+    cluster = jobqueue.jobqueue_cluster("slurm", 2, cores_per_worker=1, memory_per_worker="512MiB",
+                                       walltime="00:10:00", log_directory=logs)
     client = Client(cluster)
     try:
         client.wait_for_workers(2, timeout=60)
@@ -123,30 +123,6 @@ def test_default_scheduler_file_names_job_and_step(monkeypatch, tmp_path):
     assert slurm.default_scheduler_file("42", step_id="0") == tmp_path / "aihpc-scheduler-42.0.json"
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"workers": 0}, "workers must be >= 1, got 0"),
-        ({"cores_per_worker": 0}, "cores per SLURM worker must be >= 1, got 0"),
-        ({"memory_per_worker": "lots"}, "memory per SLURM worker must be a size"),
-        ({"gpus_per_node": -1}, "GPUs per node must be >= 0, got -1"),
-        ({"walltime": "1 hour"}, "walltime must be SLURM's"),
-        ({"extra_directives": ["qos=short"]}, "sbatch options like"),
-        ({"interface": "no-such-if0"}, "network interface must exist"),
-    ],
-)
-def test_bad_arguments_are_config_errors(kwargs, message):
-    args = {"workers": 2, "cores_per_worker": 1, "memory_per_worker": "1GiB", **kwargs}
-    with pytest.raises(ConfigError, match=re.escape(message)):
-        slurm.slurm_cluster(**args)
-
-
-def test_missing_sbatch_is_a_config_error(monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no SLURM tools
-    with pytest.raises(ConfigError, match="sbatch is not on PATH"):
-        slurm.slurm_cluster(workers=1, cores_per_worker=1, memory_per_worker="1GiB")
-
-
 # ---------------------------------------------------------------------------
 # Slow: a real cluster.
 
@@ -161,13 +137,13 @@ def test_sinfo_shows_this_node(slurm_up):
 @pytest.mark.slow
 def test_unknown_partition_is_a_config_error(slurm_up):
     with pytest.raises(ConfigError, match=r"partition must exist, got 'nope' \(known: debug\)"):
-        slurm.slurm_cluster(workers=1, cores_per_worker=1, memory_per_worker="1GiB", partition="nope")
+        jobqueue.jobqueue_cluster("slurm", 1, cores_per_worker=1, memory_per_worker="1GiB", queue="nope")
 
 
 @pytest.mark.slow
 def test_two_jobs_two_workers(two_workers):
     cluster, client = two_workers
-    ids = slurm.job_ids(cluster)
+    ids = jobqueue.job_ids(cluster)
     assert len(ids) == 2
     assert _queued(ids) == {ids[0]: "RUNNING", ids[1]: "RUNNING"}
     # Each worker runs inside its own job: the job ids seen by the workers are squeue's.
@@ -182,7 +158,7 @@ def test_two_jobs_two_workers(two_workers):
 @pytest.mark.slow
 def test_scancel_one_job_then_close(two_workers):
     cluster, client = two_workers
-    ids = slurm.job_ids(cluster)
+    ids = jobqueue.job_ids(cluster)
     by_job = {job: addr for addr, job in client.run(lambda: os.environ.get("SLURM_JOB_ID")).items()}
     assert _sh("scancel", ids[0]).returncode == 0
     _wait(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == 1, 30, "one worker left after scancel")

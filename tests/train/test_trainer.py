@@ -12,7 +12,8 @@ from aihpc.counting import count_ops
 from aihpc.data import load_dataset
 from aihpc.nas.seeds import seed_spec
 from aihpc.train.task import DataRef, EpochTask, from_bytes
-from aihpc.train.trainer import learning_rate, run_epoch
+from aihpc.train.trainer import learning_rate
+from aihpc.train.worker import run_epoch
 
 DATA = DataRef("digits")
 HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,

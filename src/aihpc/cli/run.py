@@ -24,15 +24,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial")
     batch = p.add_argument_group("batch systems (SLURM, PBS, LSF)")
     which = batch.add_mutually_exclusive_group()
-    which.add_argument("--slurm", dest="batch", action="store_const", const="slurm",
+    which.add_argument("--slurm", dest="batch_system", action="store_const", const="slurm",
                        help="workers as SLURM jobs; inside an allocation (srun), its tasks are the workers")
-    which.add_argument("--pbs", dest="batch", action="store_const", const="pbs", help="workers as PBS jobs")
-    which.add_argument("--lsf", dest="batch", action="store_const", const="lsf", help="workers as LSF jobs")
+    which.add_argument("--pbs", dest="batch_system", action="store_const", const="pbs", help="workers as PBS jobs")
+    which.add_argument("--lsf", dest="batch_system", action="store_const", const="lsf", help="workers as LSF jobs")
     batch.add_argument("--nodes", type=int, help="nodes to spread the workers over (default 1)")
     batch.add_argument("--gpus-per-node", type=int, help="GPUs per node, one worker each (default 0: CPU)")
     batch.add_argument("--partition", help="partition (SLURM) or queue (PBS, LSF)")
     batch.add_argument("--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00")
     batch.add_argument("--worker-memory", help="memory limit of each worker, e.g. 8GiB")
+    batch.add_argument("--interface", help="network interface of scheduler and workers, e.g. ib0 (default: all)")
     batch.add_argument("--tls", action=argparse.BooleanOptionalAction, default=None,
                        help="TLS between scheduler and workers (default: on for batch jobs)")
     p.add_argument("--config", metavar="TOML", help="read settings from a TOML file (flags override it)")
@@ -45,8 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # flags that set a configuration key of the same name (flags override the TOML file)
 CONFIG_FLAGS = (
     "minutes", "dataset", "data_path", "workers", "threads_per_worker", "scheduler", "device", "seed",
-    "min_accuracy", "strategy", "max_params", "compile", "procs_per_trial", "batch", "nodes",
-    "gpus_per_node", "partition", "walltime", "worker_memory", "tls",
+    "min_accuracy", "strategy", "max_params", "compile", "procs_per_trial", "batch_system", "nodes",
+    "gpus_per_node", "partition", "walltime", "worker_memory", "tls", "interface",
 )  # fmt: skip
 
 
@@ -66,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--resume continues the run in its own directory; drop --out {args.out}")
     run_dir = Path(args.resume or args.out or default_run_dir())
     console = Console(live=args.live)
-    if config.batch == "slurm" and in_allocation():
+    if config.batch_system == "slurm" and in_allocation():
         # Under srun every task runs this: rank 0 gets a client and runs the
         # master; every other rank serves one worker and exits in runner_context.
-        with runner_context(tls=config.tls is not False) as client:
+        with runner_context(interface=config.interface, tls=config.tls is not False) as client:
             results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console, client=client)
     else:
         results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)

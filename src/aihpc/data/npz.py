@@ -102,17 +102,7 @@ def load(
     if path is None:
         raise ConfigError("data set 'npz' needs path=<file.npz>")
     file = Path(path)
-    if not file.exists():
-        raise DataError(f"npz file not found: {file}")
-    if not file.is_file():
-        raise DataError(f"npz path is not a file: {file}")
-    try:
-        with np.load(file, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise DataError(f"cannot read npz file {file}: {exc}") from None
-    if not isinstance(arrays, dict):  # pragma: no cover - np.load of a .npy
-        raise DataError(f"{file} is not an .npz archive")
+    arrays = _read_archive(file)
     missing = [key for key in ("x", "y") if key not in arrays]
     if missing:
         raise DataError(
@@ -136,18 +126,7 @@ def load(
             raise DataError(f"{file}: array 'x_val' holds no samples")
         yv = _labels(arrays["y_val"], xv.shape[0], "y_val", "x_val", file)
         all_labels.append(yv)
-    top = max(int(lab.max()) for lab in all_labels)
-    if "classes" in arrays:
-        names = arrays["classes"]
-        if names.ndim != 1 or names.shape[0] < 1:
-            raise DataError(
-                f"{file}: 'classes' must be a non-empty 1-D array, got shape {names.shape}"
-            )
-        classes = [str(c) for c in names.tolist()]
-        if top >= len(classes):
-            raise DataError(f"{file}: label {top} out of range for {len(classes)} classes")
-    else:
-        classes = [str(i) for i in range(top + 1)]
+    classes = _class_names(arrays, max(int(lab.max()) for lab in all_labels), file)
     if len(classes) < 2:
         raise DataError(f"{file}: need at least 2 classes, got {len(classes)}")
 
@@ -161,3 +140,31 @@ def load(
         val = ArraySplit(x, y, val_idx)
         source = str(file)
     return finish("npz", train, val, classes=classes, normalize=normalize, seed=seed, source=source)
+
+
+def _read_archive(file: Path) -> dict[str, np.ndarray]:
+    """Every array of the .npz archive ``file`` (no pickled objects); DataError if it is not one."""
+    if not file.exists():
+        raise DataError(f"npz file not found: {file}")
+    if not file.is_file():
+        raise DataError(f"npz path is not a file: {file}")
+    if not zipfile.is_zipfile(file):
+        raise DataError(f"{file} is not an .npz archive")
+    try:
+        with np.load(file, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"cannot read npz file {file}: {exc}") from None
+
+
+def _class_names(arrays: dict[str, np.ndarray], top: int, file: Path) -> list[str]:
+    """The archive's ``classes``, or ``0 .. top`` where it has none."""
+    if "classes" not in arrays:
+        return [str(i) for i in range(top + 1)]
+    names = arrays["classes"]
+    if names.ndim != 1 or names.shape[0] < 1:
+        raise DataError(f"{file}: 'classes' must be a non-empty 1-D array, got shape {names.shape}")
+    classes = [str(c) for c in names.tolist()]
+    if top >= len(classes):
+        raise DataError(f"{file}: label {top} out of range for {len(classes)} classes")
+    return classes

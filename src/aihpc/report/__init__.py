@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, StorageError
+from aihpc.fileio import atomic_write
 
 #: The ``schema_version`` values of results.json this module reads.
 SUPPORTED_SCHEMA_VERSIONS = (1,)
@@ -46,7 +47,7 @@ def load_results(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"results file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read results file {path}: {_one_line(exc)}") from None
+        raise StorageError(f"cannot read results file {path}: {_one_line(exc)}") from None
     try:
         results = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -89,10 +90,7 @@ def write_report(run_dir: Path, out: Path | None = None) -> Path:
     results = load_results(run_dir / RESULTS_FILE)
     page = render_html(results, render_all(results))
     target = Path(out) if out is not None else run_dir / REPORT_FILE
-    try:
-        target.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write report to {target}: {_one_line(exc)}") from None
+    atomic_write(target, page)
     return target
 
 

@@ -271,6 +271,8 @@ def _trials_table(results: dict[str, Any]) -> str:
         status_html = f'<span class="status st-{esc(status)}">{esc(status)}</span>'
         if reason:
             status_html += f"<br><small>{esc(reason)}</small>"
+        if t.get("traceback"):
+            status_html += f"<details><summary>traceback</summary><pre>{esc(t['traceback'])}</pre></details>"
         start, end = as_number(t.get("t_start")), as_number(t.get("t_end"))
         seconds = end - start if start is not None and end is not None else None
         epochs = t.get("epochs") if isinstance(t.get("epochs"), list) else []

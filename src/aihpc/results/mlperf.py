@@ -70,7 +70,7 @@ from typing import Any
 from mlperf_logging.mllog import constants
 from mlperf_logging.mllog.mllog import MLLogger
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, StorageError
 
 BENCHMARK = "aihpc_automl"
 """The benchmark name our rules accept for ``submission_benchmark``."""
@@ -125,7 +125,7 @@ class MLPerfLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handler = logging.FileHandler(self.path, mode="a" if append else "w", encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot open MLPerf log {str(self.path)!r}: {exc.strerror}") from None
+            raise StorageError(f"cannot open MLPerf log {str(self.path)!r}: {exc.strerror}") from None
         handler.setFormatter(logging.Formatter("%(message)s"))
         # A private Logger (not logging.getLogger): no entry in the global
         # registry, no parent, so nothing leaks to or from other loggers.

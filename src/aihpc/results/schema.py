@@ -9,13 +9,12 @@ run's start; operations are counted analytically (see aihpc.counting).
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from aihpc import __version__
-from aihpc.errors import StorageError
+from aihpc.fileio import atomic_write
 
 SCHEMA_VERSION = 1
 
@@ -30,53 +29,12 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
     counts: dict[str, int] = defaultdict(int)
     for row in store.trials():
         epochs = store.epochs(row["id"])
-        phases: dict[str, float] = defaultdict(float)
-        workers: dict[str, int] = defaultdict(int)
         for e in epochs:
-            for k, v in e["phase_seconds"].items():
-                phases[k] += v
-            workers[e["worker"]] += 1
             w = per_worker[e["worker"]]
             w["busy_seconds"] += e["t_end"] - e["t_start"]
             w["epochs"] += 1
-        accs = [e["metrics"]["val_accuracy"] for e in epochs if e["status"] == "ok"]
-        ops_train = sum(e["ops_train"] for e in epochs)
-        ops_eval = sum(e["ops_eval"] for e in epochs)
         counts[row["status"]] += 1
-        trials.append(
-            {
-                "id": row["id"],
-                "parent": row["parent"],
-                "arch_hash": row["arch_hash"],
-                "arch": row["arch"],
-                "params": row["params"],
-                "morph": row["morph"],
-                "hparams": row["hparams"],
-                "budget_epochs": row["budget"],
-                "status": row["status"],
-                "reason": row["reason"],
-                "attempts": row["attempts"],
-                "worker": max(workers, key=workers.get) if workers else None,
-                "t_start": (epochs[0]["t_start"] - t0) if epochs else None,
-                "t_end": (max(e["t_end"] for e in epochs) - t0) if epochs else None,
-                "epochs": [
-                    {
-                        **e["metrics"],
-                        "status": e["status"],
-                        "worker": e["worker"],
-                        "device": e["device"],
-                        "attempt": e["attempt"],
-                        "t_start": e["t_start"] - t0,
-                        "t_end": e["t_end"] - t0,
-                    }
-                    for e in epochs
-                ],
-                "best_val_accuracy": max(accs) if accs else None,
-                "ops": {"train": ops_train, "eval": ops_eval, "total": ops_train + ops_eval},
-                "ops_per_sample": epochs[-1]["ops_per_sample"] if epochs else None,
-                "phase_seconds": dict(phases),
-            }
-        )
+        trials.append(trial_record(row, epochs, t0))
     workers_out = [
         {
             "name": name,
@@ -109,12 +67,52 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def trial_record(row: dict[str, Any], epochs: list[dict[str, Any]], t0: float) -> dict[str, Any]:
+    """One trial of results.json from its store row and epochs; times relative to ``t0``."""
+    phases: dict[str, float] = defaultdict(float)
+    workers: dict[str, int] = defaultdict(int)
+    for e in epochs:
+        for k, v in e["phase_seconds"].items():
+            phases[k] += v
+        workers[e["worker"]] += 1
+    accs = [e["metrics"]["val_accuracy"] for e in epochs if e["status"] == "ok"]
+    ops_train = sum(e["ops_train"] for e in epochs)
+    ops_eval = sum(e["ops_eval"] for e in epochs)
+    return {
+        "id": row["id"],
+        "parent": row["parent"],
+        "arch_hash": row["arch_hash"],
+        "arch": row["arch"],
+        "params": row["params"],
+        "morph": row["morph"],
+        "hparams": row["hparams"],
+        "budget_epochs": row["budget"],
+        "status": row["status"],
+        "reason": row["reason"],
+        "traceback": row["traceback"],
+        "attempts": row["attempts"],
+        "worker": max(workers, key=workers.get) if workers else None,
+        "t_start": (epochs[0]["t_start"] - t0) if epochs else None,
+        "t_end": (max(e["t_end"] for e in epochs) - t0) if epochs else None,
+        "epochs": [
+            {
+                **e["metrics"],
+                "status": e["status"],
+                "worker": e["worker"],
+                "device": e["device"],
+                "attempt": e["attempt"],
+                "t_start": e["t_start"] - t0,
+                "t_end": e["t_end"] - t0,
+            }
+            for e in epochs
+        ],
+        "best_val_accuracy": max(accs) if accs else None,
+        "ops": {"train": ops_train, "eval": ops_eval, "total": ops_train + ops_eval},
+        "ops_per_sample": epochs[-1]["ops_per_sample"] if epochs else None,
+        "phase_seconds": dict(phases),
+    }
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` with sorted keys, atomically (a crash leaves the old file or the new one)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    atomic_write(path, json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n")

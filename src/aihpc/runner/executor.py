@@ -165,24 +165,21 @@ def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
     from distributed import Client
 
     dask.config.set(WORKER_CONFIG)
-    options = dict(
+    from aihpc.runner.jobqueue import jobqueue_cluster
+
+    cluster = jobqueue_cluster(
+        config.batch_system,
+        layout.workers,
         cores_per_worker=layout.threads,
         memory_per_worker=config.worker_memory or "4GiB",
+        gpus_per_worker=1 if config.gpus_per_node else 0,
+        queue=config.partition,
         walltime=config.walltime,
+        interface=config.interface,
         log_directory=run_dir / "batch-logs",
         tls=config.tls is not False,
         shared_temp_directory=run_dir / "tls",
     )
-    if config.batch == "slurm":
-        from aihpc.runner.slurm import slurm_cluster
-
-        cluster = slurm_cluster(layout.workers, gpus_per_node=config.gpus_per_node, partition=config.partition,
-                                **options)  # fmt: skip
-    else:
-        from aihpc.runner.batch import batch_cluster
-
-        gpus = 1 if config.gpus_per_node else 0
-        cluster = batch_cluster(config.batch, layout.workers, gpus_per_worker=gpus, queue=config.partition, **options)
     return DaskExecutor(Client(cluster), cluster)
 
 

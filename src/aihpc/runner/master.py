@@ -17,6 +17,7 @@ import statistics
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from traceback import format_exception
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,7 @@ class Master:
         for _ in range(max(free, 0)):
             task = self.pending.pop(0) if self.pending else self._new_trial_task()
             key = f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}"
-            from aihpc.train.trainer import run_epoch
+            from aihpc.train.worker import run_epoch
 
             self.in_flight[self.executor.submit(run_epoch, task, key)] = task
 
@@ -249,8 +250,9 @@ class Master:
         left = self.deadline - self.clock()
         progress = min(max(1.0 - left / (c.minutes * 60.0), 0.0), 1.0)
         budget = min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
-        if self.epoch_seconds:
-            budget = min(budget, max(1, int(left / statistics.median(self.epoch_seconds))))
+        per_epoch = statistics.median(self.epoch_seconds) if self.epoch_seconds else 0.0
+        if per_epoch > 0:
+            budget = min(budget, max(1, int(left / per_epoch)))
         return budget
 
     def _task(self, trial: Trial, attempt: int) -> EpochTask:
@@ -286,12 +288,13 @@ class Master:
                 self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({reason}); requeued")
                 self.pending.append(self._task(trial, attempt=task.attempt + 1))
             else:
-                self._finish(trial, "failed", f"{task.attempt} attempts failed; last: {reason}")
+                self._finish(trial, "failed", f"{task.attempt} attempts failed; last: {reason}",
+                             "".join(format_exception(exc)))
             return
         self.store.add_epoch(result, task.attempt)
         self.ops += result.ops
         if result.status == "failed":
-            self._finish(trial, "failed", result.reason)
+            self._finish(trial, "failed", result.reason, result.traceback)
             return
         if result.status == "diverged":
             self._finish(trial, "diverged", result.reason)
@@ -318,12 +321,12 @@ class Master:
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
 
-    def _finish(self, trial: Trial, status: str, reason: str | None) -> None:
+    def _finish(self, trial: Trial, status: str, reason: str | None, traceback: str | None = None) -> None:
         from aihpc.nas.search import Candidate
 
         self.running.pop(trial.id, None)
         self.pending = [t for t in self.pending if t.trial_id != trial.id]
-        self.store.finish_trial(trial.id, status, self.clock(), reason)
+        self.store.finish_trial(trial.id, status, self.clock(), reason, traceback)
         self.hpo.tell(trial.hpo_number, trial.best_accuracy)
         if trial.best_accuracy is not None and self.store.load_weights(trial.id)[0] is not None:
             self.finished.append(Candidate(trial.id, trial.best_accuracy))

@@ -17,7 +17,7 @@ from typing import Any
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
 from aihpc.runner.master import Master, run_dir_state
-from aihpc.runner.store import RunStore
+from aihpc.runner.store import RunStore, read_meta
 
 # Largest network a child may grow to, by device kind, when max_params is not set.
 DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
@@ -60,6 +60,8 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
     state = run_dir_state(run_dir)
     if resume and state != "run":
         raise ConfigError(f"no run to resume in {run_dir}")
+    if resume:
+        check_resumable(run_dir)
     if not resume and state != "new":
         raise ConfigError(f"run directory {run_dir} is not empty; use --resume {run_dir} or another --out")
     try:
@@ -72,6 +74,24 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
     store.set_meta("config", config.to_dict())
     store.set_meta("run_id", run_dir.name)
     return config, store
+
+
+def check_resumable(run_dir: Path) -> None:
+    """ConfigError unless ``run_dir``'s store holds a run that was stopped before it finished.
+
+    Read-only: a refused resume changes nothing in the run directory.
+    """
+    db = run_dir / "aihpc.sqlite"
+    try:
+        config, finished = read_meta(db, "config"), read_meta(db, "finished")
+    except StorageError as exc:
+        raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
+    if config is None:
+        raise ConfigError(f"cannot resume {run_dir}: its store {db} holds no run configuration "
+                          "(the run never started, or the file is not an aihpc run store)")
+    if finished:
+        raise ConfigError(f"cannot resume {run_dir}: the run has finished (its results are in "
+                          f"{run_dir / 'results.json'}); --resume continues only a run that was stopped")
 
 
 def with_default_workload(config: RunConfig, device: str) -> RunConfig:
@@ -112,7 +132,6 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
     ``client``: a Dask client of workers started elsewhere (inside a SLURM
     allocation); otherwise the executor is made from the configuration.
     """
-    from aihpc.results.environment import collect
     from aihpc.results.mlperf import MLPerfLog
     from aihpc.results.schema import build_results, write_json
     from aihpc.runner.observer import Observers
@@ -140,31 +159,14 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
             done = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
             mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
         else:
-            environment = collect()
-            mlperf.submission_info(
-                org="aihpc",
-                platform=_platform(environment, device),
-                number_of_nodes=config.nodes if config.batch else 1,
-                accelerators_per_node=(layout.workers // max(config.nodes, 1)) if device == "cuda" and layout else 0,
-            )
-            mlperf.cache_clear(False)
-            mlperf.init_start()
-            mlperf.train_samples(data_info["num_train"])
-            mlperf.eval_samples(data_info["num_val"])
-            store.set_meta("environment", environment)
-            store.set_meta("data", data_info)
-            store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-            peak = measure_run_peak(executor, device, layout)
-            store.set_meta("peak", peak)
-            store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
-            mlperf.init_stop()
-            mlperf.run_start()
+            initialise(config, store, executor, mlperf, layout, device, data_info)
         master = Master(config, store, executor, data_info, layout, Observers(console, mlperf))
         with console:
             score = master.run()
         results = build_results(store, score)
         write_json(run_dir / "results.json", results)
         mlperf.run_stop("success" if score["valid"] else "aborted")
+        store.set_meta("finished", True)
         return results
     finally:
         try:
@@ -176,6 +178,32 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
             store.close()
 
 
+def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, device: str,
+               data_info: dict[str, Any]) -> None:
+    """MLPerf's init phase of a new run: record the machine and the data, measure the peak."""
+    from aihpc.results.environment import collect
+
+    environment = collect()
+    mlperf.submission_info(
+        org="aihpc",
+        platform=_platform(environment, device),
+        number_of_nodes=config.nodes if config.batch_system else 1,
+        accelerators_per_node=(layout.workers // max(config.nodes, 1)) if device == "cuda" and layout else 0,
+    )
+    mlperf.cache_clear(False)
+    mlperf.init_start()
+    mlperf.train_samples(data_info["num_train"])
+    mlperf.eval_samples(data_info["num_val"])
+    store.set_meta("environment", environment)
+    store.set_meta("data", data_info)
+    store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
+    peak = measure_run_peak(executor, device, layout)
+    store.set_meta("peak", peak)
+    store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
+    mlperf.init_stop()
+    mlperf.run_start()
+
+
 def choose_layout(config: RunConfig, client):
     """How many workers of which kind: from the allocation, the SLURM flags, or this machine."""
     from aihpc.runner.executor import allocation_layout, batch_layout, local_layout
@@ -184,7 +212,7 @@ def choose_layout(config: RunConfig, client):
         return allocation_layout()
     if config.scheduler:
         return None  # the scheduler's workers are what they are
-    if config.batch:
+    if config.batch_system:
         return batch_layout(config)
     return local_layout(config.workers, config.threads_per_worker, config.device, config.procs_per_trial)
 
@@ -196,7 +224,7 @@ def open_executor(config: RunConfig, layout, run_dir: Path, client):
         executor = DaskExecutor(client, owns_client=False)
     elif config.scheduler:
         executor = remote_executor(config.scheduler)
-    elif config.batch:
+    elif config.batch_system:
         executor = batch_executor(layout, config, run_dir)
     else:
         executor = local_executor(layout, config.worker_memory)

@@ -13,13 +13,14 @@ stop, so downtime of a killed master counts as time with no operations.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from aihpc.errors import StorageError
+from aihpc.fileio import atomic_write
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS trials (
     params INTEGER,
     t_created REAL NOT NULL,
     t_end REAL,
-    attempts INTEGER NOT NULL DEFAULT 0
+    attempts INTEGER NOT NULL DEFAULT 0,
+    traceback TEXT
 );
 CREATE TABLE IF NOT EXISTS epochs (
     trial_id INTEGER NOT NULL,
@@ -77,6 +79,9 @@ class RunStore:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            columns = {row[1] for row in self.db.execute("PRAGMA table_info(trials)")}
+            if "traceback" not in columns:  # a store written before tracebacks were kept
+                self.db.execute("ALTER TABLE trials ADD COLUMN traceback TEXT")
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot write run directory {self.run_dir}: {_reason(exc)}") from None
         self.db.row_factory = sqlite3.Row
@@ -121,12 +126,13 @@ class RunStore:
             ),
         )
 
-    def finish_trial(self, trial_id: int, status: str, t_end: float, reason: str | None = None) -> None:
+    def finish_trial(self, trial_id: int, status: str, t_end: float, reason: str | None = None,
+                     traceback: str | None = None) -> None:
+        """Close a trial; a failed one keeps its one-line ``reason`` and its full ``traceback``."""
         if status not in FINISHED:
             raise ValueError(f"unknown trial status {status!r}")
-        self._write(
-            "UPDATE trials SET status = ?, t_end = ?, reason = ? WHERE id = ?", (status, t_end, reason, trial_id)
-        )
+        self._write("UPDATE trials SET status = ?, t_end = ?, reason = ?, traceback = ? WHERE id = ?",
+                    (status, t_end, reason, traceback, trial_id))
 
     def add_attempt(self, trial_id: int) -> None:
         self._write("UPDATE trials SET attempts = attempts + 1 WHERE id = ?", (trial_id,))
@@ -186,9 +192,9 @@ class RunStore:
 
     # -- weights ----------------------------------------------------------------------
     def save_weights(self, trial_id: int, state: bytes, opt_state: bytes | None) -> None:
-        self._atomic(self.weights_dir / f"{trial_id}.pt", state)
+        atomic_write(self.weights_dir / f"{trial_id}.pt", state)
         if opt_state is not None:
-            self._atomic(self.weights_dir / f"{trial_id}.opt.pt", opt_state)
+            atomic_write(self.weights_dir / f"{trial_id}.opt.pt", opt_state)
 
     def load_weights(self, trial_id: int) -> tuple[bytes | None, bytes | None]:
         def read(path: Path) -> bytes | None:
@@ -203,15 +209,24 @@ class RunStore:
         except sqlite3.OperationalError as exc:
             raise StorageError(f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}") from None
 
-    def _atomic(self, path: Path, data: bytes) -> None:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise StorageError(f"cannot write {path}: {_reason(exc)}") from None
 
 
 def _reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or str(exc)
+
+
+def read_meta(db: Path, key: str) -> Any:
+    """One meta value of the store ``db``, read without writing anything (None if absent).
+
+    StorageError if the file cannot be opened as an aihpc store.  A store
+    closed cleanly has no write-ahead log, and is opened as immutable so that
+    reading it creates no ``-wal``/``-shm`` files beside it; one whose master
+    was killed is read through its existing log.
+    """
+    immutable = "&immutable=1" if not Path(f"{db}-wal").exists() else ""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro{immutable}", uri=True)) as con:
+            row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read run store {db}: {exc}") from None
+    return json.loads(row[0]) if row else None

@@ -92,7 +92,7 @@ def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochRes
             rank, code, err = failed[0]
             last = (err.strip().splitlines() or [f"exit code {code}"])[-1]
             return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(),
-                               reason=f"rank {rank} of {task.procs} failed: {last}")  # fmt: skip
+                               reason=f"rank {rank} of {task.procs} failed: {last}", traceback=err)  # fmt: skip
         return _read_result(folder)
 
 

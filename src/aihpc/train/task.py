@@ -62,7 +62,7 @@ class EpochResult:
     ``status``: ``ok`` (epoch trained and evaluated), ``deadline`` (stopped by
     the run's deadline; partial work counted, no evaluation unless finished),
     ``diverged`` (a NaN or infinite loss), ``failed`` (an exception; ``reason``
-    says which).  Operations are those actually performed: samples processed
+    says which in one line, ``traceback`` in full).  Operations are those actually performed: samples processed
     times the counted operations per sample.
     """
 
@@ -73,6 +73,7 @@ class EpochResult:
     t_start: float
     t_end: float
     reason: str | None = None
+    traceback: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     ops_train: int = 0
     ops_eval: int = 0

@@ -1,5 +1,8 @@
-"""Train one epoch of one trial: the function every worker runs.
+"""Train one epoch of one trial in this process (the worker's entry point,
+which also trains data-parallel, is :mod:`aihpc.train.worker`).
 
+An epoch reads as four named steps: :func:`prepare` (model, optimizer,
+data), :func:`train_steps`, :func:`validate`, and the weights' snapshot.
 Phases are timed with the device synchronised at their edges: ``data``
 (batch selection and transfer), ``forward`` (model and loss), ``backward``,
 ``optimizer`` (the step), ``eval`` (validation forward passes) and ``other``
@@ -22,6 +25,7 @@ import math
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,27 +34,6 @@ import torch.nn.functional as F
 from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_bytes
 
 PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
-
-
-def run_epoch(task: EpochTask) -> EpochResult:
-    """Train ``task`` for one epoch; never raises for a failing trial.
-
-    With ``task.procs > 1`` the epoch trains data-parallel in that many
-    processes (see :mod:`aihpc.train.distributed`).
-    """
-    t_start = time.time()
-    worker = _worker_name()
-    try:
-        if task.procs > 1:
-            from aihpc.train.distributed import run_epoch_parallel
-
-            return run_epoch_parallel(task, worker, t_start)
-        return train_epoch(task, worker, t_start)
-    except torch.cuda.OutOfMemoryError as exc:
-        reason = f"out of memory: {str(exc).splitlines()[0]}"
-    except Exception as exc:  # a trial's failure is data for the master, not a crash
-        reason = f"{type(exc).__name__}: {exc}"
-    return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(), reason=reason)
 
 
 class Group:
@@ -76,6 +59,53 @@ class Group:
 SINGLE = Group()
 
 
+class PhaseTimer:
+    """Seconds spent in each of :data:`PHASES`; ``with timer("forward"): ...`` adds to one.
+
+    On a GPU the device is synchronised at the end of each phase, so its
+    queued kernels are charged to the phase that launched them.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self._sync = functools.partial(torch.cuda.synchronize, device) if device.type == "cuda" else None
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self._sync is not None:
+                self._sync()
+            self.seconds[phase] += time.perf_counter() - t0
+
+
+@dataclass
+class Setup:
+    """Everything one epoch trains with, built from the task."""
+
+    model: torch.nn.Module  # the bare model (its state is what the epoch returns)
+    step_model: torch.nn.Module  # what the steps call: compiled and/or wrapped for data parallelism
+    optimizer: torch.optim.Optimizer
+    data: tuple[torch.Tensor, ...]  # x_train, y_train, x_val, y_val on the device
+    batch: int
+    train_ops: float  # operations per training sample
+    eval_ops: float  # operations per evaluation sample
+    params: int
+    autocast: Any
+
+
+@dataclass
+class Progress:
+    """What the training steps saw: samples, summed loss and correct predictions."""
+
+    status: str = "ok"
+    seen: int = 0
+    loss_sum: float = 0.0
+    correct: float = 0.0
+
+
 def train_epoch(
     task: EpochTask, worker: str, t_start: float, group: Group = SINGLE, device: torch.device | None = None
 ) -> EpochResult:
@@ -85,26 +115,51 @@ def train_epoch(
     losses and accuracies are summed over the ranks, so the result (and the
     operation count, made once from global samples) is the trial's.
     """
-    from aihpc.nas.spec import ArchSpec
-
-    phases = dict.fromkeys(PHASES, 0.0)
     if task.threads:
         torch.set_num_threads(task.threads)
     device = device or resolve_device(task.device)
-    sync = _synchronizer(device)
-    t0 = time.perf_counter()
+    timer = PhaseTimer(device)
+    with timer("other"):
+        setup = prepare(task, device, group)
+    progress = train_steps(task, setup, timer, group)
+    metrics = train_metrics(task, progress)
+    if progress.status == "ok":
+        with timer("eval"):
+            progress.status = validate(task, setup, group, metrics)
+    with timer("other"):
+        keep = progress.status in ("ok", "deadline")
+        state = to_bytes({k: v.detach().cpu() for k, v in setup.model.state_dict().items()}) if keep else None
+        opt_state = to_bytes(_cpu(setup.optimizer.state_dict())) if keep else None
+    ops_train = round(setup.train_ops * progress.seen)
+    ops_eval = round(setup.eval_ops * metrics["val_samples"])
+    t_end = time.time()
+    metrics.update(ops=ops_train + ops_eval, seconds=t_end - t_start)
+    return EpochResult(
+        trial_id=task.trial_id, epoch=task.epoch, status=progress.status, worker=worker,
+        t_start=t_start, t_end=t_end,
+        reason="non-finite training loss" if progress.status == "diverged" else None,
+        metrics=metrics, ops_train=ops_train, ops_eval=ops_eval,
+        ops_per_sample={"train": setup.train_ops, "eval": setup.eval_ops},
+        phase_seconds=timer.seconds, params=setup.params, device=str(device),
+        state=state, opt_state=opt_state,
+    )  # fmt: skip
+
+
+def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
+    """Build the model from the task's architecture and weights, its optimizer, and the data."""
+    from aihpc.nas.spec import ArchSpec
 
     spec = ArchSpec.from_dict(task.arch)
     hp = task.hparams
     batch = int(hp["batch_size"])
+    dropout = float(hp.get("dropout", 0.0))
     torch.manual_seed(task.seed)
     model = spec.build()
     if task.state is not None:
         model.load_state_dict(from_bytes(task.state), strict=True)
-    _set_dropout(model, float(hp.get("dropout", 0.0)))
-    train_ops, eval_ops = ops_per_sample(spec, batch, float(hp.get("dropout", 0.0)))
+    _set_dropout(model, dropout)
+    train_ops, eval_ops = ops_per_sample(spec, batch, dropout)
     params = sum(p.numel() for p in model.parameters())
-
     gpu = device.type == "cuda"
     model = model.to(device)
     if gpu:
@@ -112,111 +167,86 @@ def train_epoch(
     optimizer = make_optimizer(model, hp)
     if task.opt_state is not None:
         optimizer.load_state_dict(from_bytes(task.opt_state))
-    step_model = group.wrap(torch.compile(model) if task.compile else model)
+    return Setup(
+        model=model,
+        step_model=group.wrap(torch.compile(model) if task.compile else model),
+        optimizer=optimizer,
+        data=device_tensors(task.data, str(device)),
+        batch=batch,
+        train_ops=train_ops,
+        eval_ops=eval_ops,
+        params=params,
+        autocast=torch.autocast("cuda", dtype=torch.bfloat16) if gpu else contextlib.nullcontext(),
+    )
 
-    x_train, y_train, x_val, y_val = device_tensors(task.data, str(device))
-    n_train = x_train.shape[0]
-    steps = math.ceil(n_train / batch)
+
+def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) -> Progress:
+    """The epoch's training steps, in a seeded order; stops at the deadline or a non-finite loss."""
+    x_train, y_train = setup.data[0], setup.data[1]
+    batch, model, optimizer = setup.batch, setup.step_model, setup.optimizer
+    steps = math.ceil(x_train.shape[0] / batch)
     gen = torch.Generator().manual_seed(task.seed * 1_000_003 + task.epoch)
-    order = torch.randperm(n_train, generator=gen)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else contextlib.nullcontext()
-    sync()
-    phases["other"] += time.perf_counter() - t0
-
+    order = torch.randperm(x_train.shape[0], generator=gen)
+    progress = Progress()
     model.train()
-    status, loss_sum, correct, seen = "ok", 0.0, 0, 0
     for i in range(steps):
         if group.any(time.time() >= task.deadline):
-            status = "deadline"
+            progress.status = "deadline"
             break
-        t0 = time.perf_counter()
         idx = order[i * batch : (i + 1) * batch]
         global_batch = idx.shape[0]
         if global_batch < group.world:  # a last batch too small to give every rank a sample
             break
-        idx = idx[group.rank :: group.world].to(x_train.device)
-        xb, yb = x_train[idx], y_train[idx]
-        if gpu:
-            xb = xb.contiguous(memory_format=torch.channels_last)
-        sync()
-        t1 = time.perf_counter()
-        set_lr(optimizer, hp, task.epochs, (task.epoch - 1) + i / steps)
-        with autocast:
-            logits = step_model(xb)
-            loss = F.cross_entropy(logits, yb)
-        sync()
-        t2 = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        sync()
-        t3 = time.perf_counter()
-        optimizer.step()
-        sync()
-        t4 = time.perf_counter()
-        phases["data"] += t1 - t0
-        phases["forward"] += t2 - t1
-        phases["backward"] += t3 - t2
-        phases["optimizer"] += t4 - t3
-        seen += global_batch
+        with timer("data"):
+            idx = idx[group.rank :: group.world].to(x_train.device)
+            xb, yb = _channels_last(x_train[idx]), y_train[idx]
+        with timer("forward"):
+            set_lr(optimizer, task.hparams, task.epochs, (task.epoch - 1) + i / steps)
+            with setup.autocast:
+                logits = model(xb)
+                loss = F.cross_entropy(logits, yb)
+        with timer("backward"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with timer("optimizer"):
+            optimizer.step()
+        progress.seen += global_batch
         loss_value = float(loss.detach())
         if group.any(not math.isfinite(loss_value)):
-            status = "diverged"
+            progress.status = "diverged"
             break
-        loss_sum += loss_value * yb.shape[0]
-        correct += int((logits.detach().argmax(1) == yb).sum())
-    loss_sum, correct = group.sum(loss_sum, correct)
+        progress.loss_sum += loss_value * yb.shape[0]
+        progress.correct += int((logits.detach().argmax(1) == yb).sum())
+    progress.loss_sum, progress.correct = group.sum(progress.loss_sum, progress.correct)
+    return progress
 
-    metrics: dict[str, Any] = {
+
+def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
+    """The epoch's metrics from its training steps (validation still to come)."""
+    seen, ok = progress.seen, progress.seen and progress.status != "diverged"
+    return {
         "epoch": task.epoch,
         "train_samples": seen,
-        "train_loss": loss_sum / seen if seen and status != "diverged" else None,
-        "train_accuracy": correct / seen if seen and status != "diverged" else None,
+        "train_loss": progress.loss_sum / seen if ok else None,
+        "train_accuracy": progress.correct / seen if ok else None,
         "val_samples": 0,
         "val_loss": None,
         "val_accuracy": None,
     }
-    if status == "ok":
-        t0 = time.perf_counter()
-        val_loss, val_acc, val_seen = evaluate(step_model, x_val, y_val, batch, autocast, task.deadline, group)
-        sync()
-        phases["eval"] += time.perf_counter() - t0
-        complete = val_seen == x_val.shape[0]
-        metrics.update(
-            val_loss=val_loss if complete else None,
-            val_accuracy=val_acc if complete else None,
-            val_samples=val_seen,
-        )
-        if not complete:
-            status = "deadline"
 
-    t0 = time.perf_counter()
-    state = opt_state = None
-    if status in ("ok", "deadline"):
-        state = to_bytes({k: v.detach().cpu() for k, v in model.state_dict().items()})
-        opt_state = to_bytes(_cpu(optimizer.state_dict()))
-    phases["other"] += time.perf_counter() - t0
-    ops_train = round(train_ops * seen)
-    ops_eval = round(eval_ops * metrics["val_samples"])
-    t_end = time.time()
-    metrics.update(ops=ops_train + ops_eval, seconds=t_end - t_start)
-    return EpochResult(
-        trial_id=task.trial_id,
-        epoch=task.epoch,
-        status=status,
-        worker=worker,
-        t_start=t_start,
-        t_end=t_end,
-        reason="non-finite training loss" if status == "diverged" else None,
-        metrics=metrics,
-        ops_train=ops_train,
-        ops_eval=ops_eval,
-        ops_per_sample={"train": train_ops, "eval": eval_ops},
-        phase_seconds=phases,
-        params=params,
-        device=str(device),
-        state=state,
-        opt_state=opt_state,
+
+def validate(task: EpochTask, setup: Setup, group: Group, metrics: dict[str, Any]) -> str:
+    """Evaluate on the validation split into ``metrics``; "deadline" if it was cut short, else "ok"."""
+    x_val, y_val = setup.data[2], setup.data[3]
+    val_loss, val_acc, val_seen = evaluate(setup.step_model, x_val, y_val, setup.batch, setup.autocast,
+                                           task.deadline, group)  # fmt: skip
+    complete = val_seen == x_val.shape[0]
+    metrics.update(
+        val_loss=val_loss if complete else None,
+        val_accuracy=val_acc if complete else None,
+        val_samples=val_seen,
     )
+    return "ok" if complete else "deadline"
 
 
 @torch.no_grad()
@@ -227,9 +257,8 @@ def evaluate(model, x, y, batch: int, autocast, deadline: float, group: Group = 
     for i in range(0, x.shape[0], batch):
         if group.any(time.time() >= deadline):
             break
-        xb, yb = x[i : i + batch][group.rank :: group.world], y[i : i + batch][group.rank :: group.world]
-        if xb.is_cuda:
-            xb = xb.contiguous(memory_format=torch.channels_last)
+        xb = _channels_last(x[i : i + batch][group.rank :: group.world])
+        yb = y[i : i + batch][group.rank :: group.world]
         with autocast:
             logits = model(xb)
         loss_sum += float(F.cross_entropy(logits.float(), yb, reduction="sum"))
@@ -340,13 +369,13 @@ def _cpu(obj: Any) -> Any:
     return obj
 
 
-def _synchronizer(device: torch.device):
-    if device.type == "cuda":
-        return functools.partial(torch.cuda.synchronize, device)
-    return lambda: None
+def _channels_last(x: torch.Tensor) -> torch.Tensor:
+    """Images in the memory layout convolutions run fastest in on GPUs (a no-op on CPU)."""
+    return x.contiguous(memory_format=torch.channels_last) if x.is_cuda else x
 
 
-def _worker_name() -> str:
+def worker_name() -> str:
+    """This worker's Dask name, or host:pid outside Dask."""
     try:
         from distributed import get_worker
 
@@ -357,6 +386,6 @@ def _worker_name() -> str:
 
 def worker_index() -> int:
     try:
-        return int(_worker_name().rsplit("-", 1)[-1])
+        return int(worker_name().rsplit("-", 1)[-1])
     except ValueError:
         return 0

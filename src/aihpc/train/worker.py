@@ -1,0 +1,38 @@
+"""The function every worker runs: one epoch of one trial, alone or data-parallel.
+
+The entry point has its own module so that the trainer (one process's epoch)
+and :mod:`aihpc.train.distributed` (several processes' epoch, which calls the
+trainer in each) never import each other.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import torch
+
+from aihpc.train.task import EpochResult, EpochTask
+from aihpc.train.trainer import train_epoch, worker_name
+
+
+def run_epoch(task: EpochTask) -> EpochResult:
+    """Train ``task`` for one epoch; never raises for a failing trial.
+
+    With ``task.procs > 1`` the epoch trains data-parallel in that many
+    processes (see :mod:`aihpc.train.distributed`).
+    """
+    t_start = time.time()
+    worker = worker_name()
+    try:
+        if task.procs > 1:
+            from aihpc.train.distributed import run_epoch_parallel
+
+            return run_epoch_parallel(task, worker, t_start)
+        return train_epoch(task, worker, t_start)
+    except torch.cuda.OutOfMemoryError as exc:
+        reason = f"out of memory: {str(exc).splitlines()[0]}"
+    except Exception as exc:  # a trial's failure is data for the master, not a crash
+        reason = f"{type(exc).__name__}: {exc}"
+    return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(), reason=reason,
+                       traceback=traceback.format_exc())

@@ -1,0 +1,77 @@
+"""Workers as batch jobs (SLURM, PBS, LSF): the job scripts dask-jobqueue will submit, and bad arguments.
+
+Nothing is submitted here (``workers=0``); submitting to a real SLURM
+cluster is tested in tests/runner/test_slurm.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from aihpc.errors import ConfigError
+from aihpc.runner.jobqueue import jobqueue_cluster
+
+
+@pytest.mark.parametrize(
+    "system, cpus, gpus",
+    [
+        ("slurm", "#SBATCH --cpus-per-task=4", "#SBATCH --gres=gpu:1"),
+        ("pbs", "#PBS -l select=1:ncpus=4:ngpus=1", "ngpus=1"),
+        ("lsf", "#BSUB -n 4", '#BSUB -gpu "num=1"'),
+    ],
+)
+def test_job_script_books_cpus_gpu_tls_and_malloc(system, cpus, gpus, tmp_path):
+    cluster = jobqueue_cluster(system, 0, cores_per_worker=4, memory_per_worker="8GiB", gpus_per_worker=1,
+                               queue="gpu", walltime="00:30:00", shared_temp_directory=tmp_path / "tls")  # fmt: skip
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    assert cpus in script and gpus in script
+    assert "export OMP_NUM_THREADS=4" in script
+    assert "export MALLOC_TRIM_THRESHOLD_=134217728" in script  # keeps PyTorch on CPU fast (executor.py)
+    assert "tls://" in script and "--tls-key" in script  # workers join over TLS with the run's key
+    assert "--nthreads 1" in script and "--name" in script
+    assert (tmp_path / "tls").stat().st_mode & 0o777 == 0o700
+
+
+def test_extra_directives_and_no_tls():
+    cluster = jobqueue_cluster("slurm", 0, cores_per_worker=1, memory_per_worker="1GiB",
+                               extra_directives=["--qos=short"], tls=False)  # fmt: skip
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    assert "#SBATCH --qos=short" in script and "--tls-key" not in script and "--gres" not in script
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"system": "sge"}, "batch system must be one of slurm, pbs, lsf, got 'sge'"),
+        ({"workers": -1}, "workers must be >= 0, got -1"),
+        ({"cores_per_worker": 0}, "cores per worker must be >= 1, got 0"),
+        ({"memory_per_worker": "lots"}, "memory per worker must be a size like '4GiB', got 'lots'"),
+        ({"memory_per_worker": "10B"}, "memory per worker must be >= 1MiB, got '10B'"),
+        ({"gpus_per_worker": -1}, "GPUs per worker must be >= 0, got -1"),
+        ({"walltime": "1 hour"}, "walltime must be SLURM's"),
+        ({"extra_directives": ["qos=short"]}, "sbatch options like"),
+        ({"system": "pbs", "extra_directives": ["-l x\n-l y"]}, "single options like"),
+        ({"interface": "no-such-if0"}, "network interface must exist on this host, got 'no-such-if0'"),
+    ],
+)
+def test_bad_arguments_are_config_errors(kwargs, message):
+    args = {"system": "slurm", "workers": 2, "cores_per_worker": 1, "memory_per_worker": "1GiB", **kwargs}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        jobqueue_cluster(**args)
+
+
+@pytest.mark.parametrize("system, command", [("slurm", "SLURM's sbatch is not on PATH"),
+                                             ("pbs", "PBS needs 'qsub' on PATH"),
+                                             ("lsf", "LSF needs 'bsub' on PATH")])
+def test_missing_submit_command_is_a_config_error(system, command, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no batch system's tools
+    with pytest.raises(ConfigError, match=re.escape(command)):
+        jobqueue_cluster(system, 1, cores_per_worker=1, memory_per_worker="1GiB")
