@@ -76,7 +76,7 @@ def two_workers(slurm_up, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("slurm-logs")
     cluster = jobqueue.jobqueue_cluster("slurm", 2, cores_per_worker=1, memory_per_worker="512MiB",
-                                       walltime="00:10:00", log_directory=logs)
+                                       walltime="00:10:00", log_directory=logs, shared_temp_directory=logs / "tls")
     client = Client(cluster)
     try:
         client.wait_for_workers(2, timeout=60)
