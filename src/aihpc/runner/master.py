@@ -3,7 +3,8 @@
 Whenever a worker slot is free the master fills it at once: with the next
 epoch of a running trial, an epoch to retry, or a new trial — a child morphed
 from a parent the strategy chooses, starting from the parent's trained
-weights, with hyperparameters from TPE.  Results come back epoch by epoch and
+weights (with strategy "none", the seed network afresh), with
+hyperparameters from TPE.  Results come back epoch by epoch and
 are committed to the store as they arrive.
 
 Data flow: config → master → strategy/HPO propose → executor → worker trains
@@ -17,8 +18,8 @@ import statistics
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from traceback import format_exception
 from pathlib import Path
+from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
