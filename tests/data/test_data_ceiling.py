@@ -75,3 +75,6 @@ def test_only_the_synthetic_data_set_has_a_known_ceiling():
     info = task_description(_synthetic(difficulty=0.25))
     assert info["generator"]["distractor_max_weight"] == pytest.approx(0.375)
     assert info["ceiling"]["oracle_accuracy"] == pytest.approx(1.0)
+    # ImageNet-sized synthetic data: estimating would take minutes, so it is not estimated
+    big = load_dataset("synthetic", seed=0, num_samples=200, num_classes=100, image_size=224)
+    assert task_description(big)["ceiling"] is None
