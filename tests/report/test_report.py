@@ -343,3 +343,16 @@ def test_worker_plot_with_restart_segments(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'segments' must be a JSON array"):
         (tmp_path / "b").mkdir()
         load_results(_run_dir(tmp_path / "b", results) / "results.json")
+
+
+def test_peak_section_shows_the_total_the_share_uses_and_its_drift(tmp_path: Path) -> None:
+    results = _fixture()
+    per_worker = {"device": "cpu", "dtype": "float32", "flops_per_s": 55e9, "spread": 0.02}
+    results["peak"] = {"device": "cpu", "dtype": "float32", "workers": 2, "per_worker": [per_worker, per_worker],
+                       "total_flops_per_s": 110e9, "spread": 0.02, "after": {"total_flops_per_s": 90e9},
+                       "drift": -0.1818, "drift_warning": "the machine's peak changed by -18.2 % during the run"}
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    section = page[page.index("<h2>Measured peak</h2>"):]
+    assert "2 workers at once, before the run" in section and "110 GFLOP/s" in section
+    assert "90.0 GFLOP/s" in section and "-18.2%" in section
+    assert "the machine&#x27;s peak changed by -18.2 % during the run" in section

@@ -69,7 +69,13 @@ def _check_results(run_dir: Path) -> dict:
     assert score["best_accuracy"] == best
     capped = min(best, 1 - 0.5 / n_val)
     assert score["regulated_score"] == pytest.approx(score["ops_per_second"] * abs(math.log(1 - capped)))
-    assert score["peak_flops_per_s"] == results["peak"]["total_flops_per_s"]
+    peak = results["peak"]
+    assert score["peak_flops_per_s"] == peak["total_flops_per_s"]
+    # the peak is every worker's at once, measured before the run and again after it
+    assert peak["workers"] == len(peak["per_worker"]) == len(results["workers"])
+    assert peak["total_flops_per_s"] == pytest.approx(sum(p["flops_per_s"] for p in peak["per_worker"]))
+    assert peak["after"]["workers"] == peak["workers"]
+    assert peak["drift"] == pytest.approx(peak["after"]["total_flops_per_s"] / peak["total_flops_per_s"] - 1)
     assert score["peak_fraction"] == pytest.approx(score["ops_per_second"] / score["peak_flops_per_s"])
     for t in results["trials"]:
         for e in t["epochs"]:

@@ -40,3 +40,15 @@ def test_wall_clock_counts_downtime_budget_does_not():
     assert wall_seconds(segments) == 540.0
     assert active_seconds(segments) == 300.0
     assert wall_seconds([]) == 0.0
+
+
+def test_peak_drift_is_flagged_past_ten_percent():
+    from aihpc.runner.run import PEAK_DRIFT, peak_drift
+
+    before = {"total_flops_per_s": 100e9}
+    steady = peak_drift(before, {"total_flops_per_s": 95e9})
+    assert steady["drift"] == pytest.approx(-0.05) and steady["drift_warning"] is None
+    slowed = peak_drift(before, {"total_flops_per_s": 85e9})
+    assert slowed["drift"] == pytest.approx(-0.15) and PEAK_DRIFT == 0.10
+    assert slowed["drift_warning"].startswith("the machine's peak changed by -15.0 % during the run")
+    assert slowed["after"] == {"total_flops_per_s": 85e9}

@@ -175,13 +175,26 @@ def _configuration(results: dict[str, Any]) -> str:
 
 
 def _peaks(results: dict[str, Any]) -> str:
+    """The total peak the share of peak uses, before and after the run, and its drift."""
     peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
-    rows = []
-    for name, entry in sorted(peak.items()):
-        if isinstance(entry, dict):
-            where = " on ".join(str(x) for x in (entry.get("dtype", name), entry.get("device")) if x)
-            rows.append((where, format_si(entry.get("flops_per_s"), "FLOP/s")))
-    return _kv_table(rows) if rows else _no_data("no peak measured")
+    total = as_number(peak.get("total_flops_per_s"))
+    if total is None:  # results of early versions: one entry per dtype
+        rows = [(" on ".join(str(x) for x in (entry.get("dtype", name), entry.get("device")) if x),
+                 format_si(entry.get("flops_per_s"), "FLOP/s"))
+                for name, entry in sorted(peak.items()) if isinstance(entry, dict)]
+        return _kv_table(rows) if rows else _no_data("no peak measured")
+    what = " on ".join(str(x) for x in (peak.get("dtype"), peak.get("device")) if x) or "matmul"
+    rows = [(f"{what}, {format_value(peak.get('workers'))} workers at once, before the run (the share of peak "
+             "uses this)", format_si(total, "FLOP/s"))]
+    if as_number(peak.get("spread")) is not None:
+        rows.append(("largest spread of a worker's repeats", format_fraction(peak.get("spread"))))
+    after = peak.get("after") if isinstance(peak.get("after"), dict) else {}
+    if as_number(after.get("total_flops_per_s")) is not None:
+        rows.append(("after the run", format_si(after.get("total_flops_per_s"), "FLOP/s")))
+        rows.append(("drift", format_fraction(peak.get("drift"))))
+    if peak.get("drift_warning"):
+        rows.append(("warning", str(peak["drift_warning"])))
+    return _kv_table(rows)
 
 
 def _plots(images: dict[str, bytes | None]) -> str:

@@ -96,9 +96,16 @@ class DaskExecutor:
         except TimeoutError:
             raise ConfigError(f"no {n} Dask worker(s) joined within {timeout:.0f} s (have {self.slots()})") from None
 
-    def run_once(self, fn, *args: Any) -> Any:
-        """Run ``fn(*args)`` on one worker and return its result (e.g. to measure a device)."""
-        return self.client.submit(fn, *args, pure=False).result()
+    def run_on_each(self, fn, *args: Any) -> list[Any]:
+        """Run ``fn(*args)`` on every worker alive now, all at once; their results in worker order.
+
+        Each worker runs one task at a time, so the calls run concurrently,
+        as the run's epochs do (e.g. to measure the devices under full load).
+        """
+        workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        futures = [self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False)
+                   for w in workers]
+        return self.client.gather(futures)
 
     def submit(self, fn, task: Any, key: str):
         return self.client.submit(fn, task, key=key, pure=False)

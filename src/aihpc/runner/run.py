@@ -22,6 +22,11 @@ from aihpc.runner.store import RunStore, read_meta
 # Largest network a child may grow to, by device kind, when max_params is not set.
 DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
 
+# Matmul peak: seconds each worker measures (all at once), before the run
+# and after it; a drift between the two past PEAK_DRIFT is flagged.
+PEAK_SECONDS = 3.0
+PEAK_DRIFT = 0.10
+
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
 
@@ -163,6 +168,7 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
         master = Master(config, store, executor, data_info, layout, Observers(console, mlperf))
         with console:
             score = master.run()
+        record_peak_after(store, executor, layout)
         results = build_results(store, score)
         write_json(run_dir / "results.json", results)
         mlperf.run_stop("success" if score["valid"] else "aborted")
@@ -197,7 +203,7 @@ def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, dev
     store.set_meta("environment", environment)
     store.set_meta("data", data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    peak = measure_run_peak(executor, device, layout)
+    peak = measure_run_peak(executor, layout)
     store.set_meta("peak", peak)
     store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
     mlperf.init_stop()
@@ -236,23 +242,42 @@ def open_executor(config: RunConfig, layout, run_dir: Path, client):
     return executor
 
 
-def measure_run_peak(executor, device: str, layout) -> dict[str, Any]:
-    """The matmul peak of the devices the run uses, in the dtype it trains in.
+def measure_run_peak(executor, layout) -> dict[str, Any]:
+    """The matmul peak of the devices the run uses, measured the way the run uses them.
 
-    Measured on one worker, with that worker's device and torch threads
-    (float32 on CPU, bfloat16 — the trainer's autocast dtype — on GPU), and
-    multiplied by the number of workers.
+    Every worker measures at once, with its own device and torch threads, in
+    the dtype it trains in (float32 on CPU, bfloat16 — the trainer's
+    autocast dtype — on GPU); the total is the sum.  Workers that share a
+    machine's cores or memory bandwidth slow each other down here as they do
+    in the run, which one worker alone, times the workers, would hide.
     """
     threads = layout.threads if layout else None
-    per_worker = executor.run_once(worker_peak, layout.device if layout else "auto", threads)
-    count = layout.workers if layout else executor.slots()
+    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads)
     return {
-        "device": per_worker["device"],
-        "dtype": per_worker["dtype"],
+        "device": per_worker[0]["device"],
+        "dtype": per_worker[0]["dtype"],
         "per_worker": per_worker,
-        "workers": count,
-        "total_flops_per_s": per_worker["flops_per_s"] * count,
+        "workers": len(per_worker),
+        "total_flops_per_s": sum(p["flops_per_s"] for p in per_worker),
+        "spread": max(p["spread"] for p in per_worker),
     }
+
+
+def record_peak_after(store: RunStore, executor, layout) -> None:
+    """Measure the peak again after the run; keep it, and its drift, beside the one before."""
+    before = store.meta("peak")
+    if before:
+        store.set_meta("peak", {**before, **peak_drift(before, measure_run_peak(executor, layout))})
+
+
+def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The peak measured after the run against the one before; a warning past ``PEAK_DRIFT``."""
+    drift = after["total_flops_per_s"] / before["total_flops_per_s"] - 1.0
+    warning = None
+    if abs(drift) > PEAK_DRIFT:
+        warning = (f"the machine's peak changed by {100 * drift:+.1f} % during the run "
+                   f"(more than {100 * PEAK_DRIFT:.0f} %): throttling or other load; the score may not repeat")
+    return {"after": after, "drift": drift, "drift_warning": warning}
 
 
 def worker_peak(device: str, threads: int | None) -> dict[str, Any]:
@@ -265,7 +290,7 @@ def worker_peak(device: str, threads: int | None) -> dict[str, Any]:
     if threads:
         torch.set_num_threads(threads)
     dev = resolve_device(device)
-    return measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=1.0).to_dict()
+    return measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=PEAK_SECONDS).to_dict()
 
 
 def _platform(environment: dict[str, Any], device: str) -> str:

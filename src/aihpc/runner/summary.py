@@ -26,10 +26,14 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
         lines.append(f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
                      "(a classifier that knows how the data were made)")
     if s.get("peak_fraction") is not None:
+        workers = (results.get("peak") or {}).get("workers")
         lines.append(
             f"  share of peak    {100 * s['peak_fraction']:.1f} % of {format_si(s['peak_flops_per_s'], 'FLOP/s')}"
-            " (measured matmul peak)"
+            f" (matmul peak measured on {workers} workers at once)"
         )
+    warning = (results.get("peak") or {}).get("drift_warning")
+    if warning:
+        lines.append(f"  warning          {warning}")
     lines.append(
         f"  trials           {s['trials_completed']} completed, {s['trials_failed']} failed, "
         f"{s['trials_diverged']} diverged, {len(results['trials'])} in all"
