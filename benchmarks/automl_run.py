@@ -11,19 +11,12 @@ Runs ``aihpc run`` (default 5 minutes, the default workload) and reports:
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from aihpc.results.analysis import utilisation
 
-
-def run(minutes: float, out: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "aihpc", "run", "--minutes", str(minutes), "--out", str(out), "--no-live", *extra]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "results.json").read_text())
+from aihpc_runs import run_aihpc
 
 
 def main() -> None:
@@ -34,7 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = args.keep or Path(tmp) / "run"
-        results = run(args.minutes, out, args.extra)
+        results = run_aihpc(out, args.minutes, *args.extra)
     s = results["score"]
     u = utilisation(results)
     print(f"score             {s['ops_per_second'] / 1e9:.2f} GOPS over {s['wall_seconds']:.1f} s")

@@ -12,18 +12,11 @@ that varies with the peak comes from the machine.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-
-def run(minutes: float, out: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "aihpc", "run", "--minutes", str(minutes), "--out", str(out), "--no-live", *extra]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "results.json").read_text())
+from aihpc_runs import run_aihpc
 
 
 def cv(values: list[float]) -> float:
@@ -42,7 +35,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         for i in range(args.runs):
-            s = run(args.minutes, root / f"run-{i}", args.extra)["score"]
+            s = run_aihpc(root / f"run-{i}", args.minutes, *args.extra)["score"]
             scores.append(s["ops_per_second"])
             peaks.append(s["peak_flops_per_s"])
             print(f"{i:>3} {s['ops_per_second'] / 1e9:8.2f} {s['peak_flops_per_s'] / 1e9:13.1f} "

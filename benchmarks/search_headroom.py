@@ -16,23 +16,15 @@ hyperparameters searched).  15 runs of 5 minutes take about 80 minutes.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from aihpc.results.analysis import best_accuracy_at
 
+from aihpc_runs import run_aihpc
+
 EARLY_SECONDS = 60.0
-
-
-def run(strategy: str, seed: int, minutes: float, out: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "aihpc", "run", "--minutes", str(minutes), "--seed", str(seed),
-           "--strategy", strategy, "--out", str(out), "--no-live", *extra]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "results.json").read_text())
 
 
 def figures(results: dict) -> dict:
@@ -78,7 +70,8 @@ def main() -> None:
         root = args.keep or Path(tmp)
         for strategy in strategies:
             for seed in seeds:
-                results = run(strategy, seed, args.minutes, root / f"{strategy}-{seed}", args.extra)
+                results = run_aihpc(root / f"{strategy}-{seed}", args.minutes, "--seed", str(seed),
+                                    "--strategy", strategy, *args.extra)
                 ceiling = (results.get("data") or {}).get("ceiling") or ceiling
                 f = figures(results)
                 rows.setdefault(strategy, []).append(f)
