@@ -38,10 +38,10 @@ WORKER_WAIT_SECONDS = 600.0
 # seed), yet the first trial reaches only 48-77 % and the best accuracy keeps
 # rising, by 4.6, 30.1 and 33.7 points between minute 1 and minute 5 on seeds
 # 0, 1, 2, ending at 89-91 % (measured on a 2-core CPU with
-# benchmarks/search_headroom.py; figures in the README).  Difficulty 0.6 keeps the distractor
-# overlay below the label's own prototype, so no sample is ambiguous (at 0.7,
-# the old default, the ceiling was only about 90.5 % and every run stalled at
-# 87-88 % within 90 s); 50 classes of 216 training samples each make the task
+# benchmarks/search_headroom.py; figures in the README).  Difficulty 0.6
+# keeps the distractor overlay below the label's own prototype, so no sample
+# is ambiguous (at 0.7, the old default, the ceiling was only about 90.5 % and
+# every run stalled at 87-88 % within 90 s); 50 classes of 216 training samples each make the task
 # slow to learn, not impossible.  An epoch takes 10-13 s on one core, so the
 # first trials finish well inside the first minute.
 #

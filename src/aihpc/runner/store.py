@@ -210,7 +210,6 @@ class RunStore:
             raise StorageError(f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}") from None
 
 
-
 def _reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 

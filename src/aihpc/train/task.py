@@ -62,8 +62,9 @@ class EpochResult:
     ``status``: ``ok`` (epoch trained and evaluated), ``deadline`` (stopped by
     the run's deadline; partial work counted, no evaluation unless finished),
     ``diverged`` (a NaN or infinite loss), ``failed`` (an exception; ``reason``
-    says which in one line, ``traceback`` in full).  Operations are those actually performed: samples processed
-    times the counted operations per sample.
+    says which in one line, ``traceback`` in full).  Operations are those
+    actually performed: samples processed times the counted operations per
+    sample.
     """
 
     trial_id: int
