@@ -3,7 +3,6 @@ import random
 import pytest
 
 from aihpc.errors import ConfigError
-from aihpc.nas.hpo import HyperparameterSearch
 from aihpc.nas.search import AgingEvolution, Candidate, RandomParent, make_strategy
 
 
@@ -32,27 +31,3 @@ def test_strategy_factory_and_errors():
         make_strategy("evolution", 4, 9)
     with pytest.raises(ConfigError, match="got 'nope'"):
         make_strategy("nope", 4, 2)
-
-
-def test_hpo_ask_tell_and_restore():
-    hpo = HyperparameterSearch(seed=0, batch_sizes=[32, 64], optimizer="sgd", schedule="cosine")
-    n, params = hpo.ask()
-    assert set(params) == {"lr", "batch_size", "weight_decay", "momentum", "dropout", "optimizer", "schedule"}
-    assert 1e-3 <= params["lr"] <= 0.4 and params["batch_size"] in (32, 64)
-    hpo.tell(n, 0.8)
-    m, _ = hpo.ask()
-    hpo.tell(m, None)
-    # a new study rebuilt from the history holds the same two trials
-    again = HyperparameterSearch(seed=0, batch_sizes=[32, 64], optimizer="sgd", schedule="cosine")
-    again.restore(params, 0.8)
-    again.restore(params, None)
-    states = [t.state.name for t in again.study.trials]
-    assert states == ["COMPLETE", "FAIL"]
-    k = again.resume(params)
-    assert again.study.trials[k].params["lr"] == params["lr"]
-
-
-def test_hpo_is_deterministic_by_seed():
-    a = HyperparameterSearch(seed=3, batch_sizes=[32], optimizer="adamw", schedule="step")
-    b = HyperparameterSearch(seed=3, batch_sizes=[32], optimizer="adamw", schedule="step")
-    assert a.ask()[1] == b.ask()[1]
