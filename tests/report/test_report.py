@@ -132,6 +132,14 @@ def test_report_from_fixture(tmp_path: Path) -> None:
     assert _fixture()["trials"][7]["arch_hash"] in best
 
 
+def test_schema_version_1_reads_as_version_2(tmp_path: Path) -> None:
+    current = _fixture()
+    current["schema_version"] = 2
+    for trial in current["trials"]:
+        trial["num_params"] = trial.pop("params")
+    assert load_results(FIXTURE) == current  # version 1 called the parameter count "params"
+
+
 def test_best_trial_and_phase_totals() -> None:
     results = _fixture()
     assert best_trial(results)["id"] == 7

@@ -1,7 +1,7 @@
 """Self-contained HTML report of an ``aihpc run`` directory.
 
-:func:`write_report` reads ``RUN_DIR/results.json`` (``schema_version`` 1,
-as written by ``aihpc run``), renders the plots to PNG with matplotlib's
+:func:`write_report` reads ``RUN_DIR/results.json`` (``schema_version`` 1
+or 2, as written by ``aihpc run``; version 1 is upgraded when read), renders the plots to PNG with matplotlib's
 Agg renderer, embeds them as base64 ``data:`` URIs and writes one HTML file
 with inline CSS and no external references, so it opens offline.
 
@@ -19,7 +19,7 @@ from aihpc.errors import ConfigError, StorageError
 from aihpc.fileio import atomic_write
 
 #: The ``schema_version`` values of results.json this module reads.
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -70,6 +70,16 @@ def load_results(path: Path) -> dict[str, Any]:
     for index, trial in enumerate(results.get("trials") or []):
         if not isinstance(trial, dict):
             raise ConfigError(f"results trials[{index}] must be a JSON object, got {type(trial).__name__}: {path}")
+    return _upgrade(results)
+
+
+def _upgrade(results: dict[str, Any]) -> dict[str, Any]:
+    """The results in the current schema: version 1 called a trial's parameter count ``params``."""
+    if results["schema_version"] == 1:
+        for trial in results.get("trials") or []:
+            if "params" in trial:
+                trial["num_params"] = trial.pop("params")
+        results["schema_version"] = 2
     return results
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from aihpc import __version__
 from aihpc.fileio import atomic_write
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
 
 
 def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def trial_record(row: dict[str, Any], epochs: list[dict[str, Any]], t0: float) -
         "parent": row["parent"],
         "arch_hash": row["arch_hash"],
         "arch": row["arch"],
-        "params": row["params"],
+        "num_params": row["num_params"],
         "morph": row["morph"],
         "hparams": row["hparams"],
         "budget_epochs": row["budget"],
