@@ -42,6 +42,7 @@ CASES = [
     ("run", ["--resume", "{tmp}/finished"], "the run has finished"),
     ("run", ["--resume", "{tmp}/no_config"], "holds no run configuration"),
     ("run", ["--resume", "{tmp}/not_a_store"], "cannot resume"),
+    ("run", ["--resume", "{tmp}/old_format"], "its store has format 1, written by an older aihpc"),
     ("run", ["--resume", "{tmp}/finished", "--out", "{tmp}/elsewhere"], "--resume continues the run in its own directory"),
     # -- aihpc count
     ("count", ["--model", "resnet5"], "unknown model 'resnet5'"),
@@ -79,6 +80,9 @@ def _prepare(tmp: Path) -> None:
     finished.set_meta("finished", True)
     finished.close()
     RunStore(tmp / "no_config").close()
+    old = RunStore(tmp / "old_format")  # stopped, but written before weights moved to the workers
+    old.set_meta("config", {"minutes": 1.0})
+    old.close()
     (tmp / "not_a_store").mkdir()
     (tmp / "not_a_store" / "aihpc.sqlite").write_bytes(b"not a database " * 100)
     (tmp / "corrupt_results").mkdir()

@@ -61,21 +61,33 @@ class NullObserver:
 def scripted_epoch(accuracy, lost=lambda task: False):
     """A stand-in for the trainer: epoch ``e`` of trial ``t`` scores ``accuracy(t, e)``.
 
-    It trains nothing and returns the weights it was given, so children still
-    morph real weights of the right shape; ``lost(task)`` true makes the
-    epoch's task raise, as a dead worker's does.  Every epoch counts 1000
-    training and 100 evaluation operations.
+    It trains nothing, but makes its starting weights as a worker does (a
+    child replays its parent's morphs) and writes them as the epoch's
+    weights, so children morph real weights of the right shape;
+    ``lost(task)`` true makes the epoch's task raise, as a dead worker's
+    does.  Every epoch counts 1000 training and 100 evaluation operations.
     """
+    from pathlib import Path
+
+    import torch
+
+    from aihpc.nas.spec import ArchSpec
     from aihpc.train.task import EpochResult
+    from aihpc.train.weights import file_name, save, starting_state
 
     def run(task):
         if lost(task):
             raise RuntimeError(f"worker lost trial {task.trial_id} epoch {task.epoch}")
+        state, opt_state = starting_state(task)
+        if state is None:
+            torch.manual_seed(task.seed)
+            state = ArchSpec.from_dict(task.arch).build().state_dict()
+        weights = save(Path(task.weights_dir), file_name(task.trial_id, task.epoch, task.attempt), state, opt_state)
         now = time.time()
         metrics = {"epoch": task.epoch, "train_samples": 100, "train_loss": 1.0, "train_accuracy": 0.5,
                    "val_samples": 10, "val_loss": 1.0, "val_accuracy": accuracy(task.trial_id, task.epoch),
                    "ops": 1100, "seconds": 0.0}
         return EpochResult(task.trial_id, task.epoch, "ok", "w0", now, now, metrics=metrics, ops_train=1000,
-                           ops_eval=100, ops_per_sample={"train": 10.0, "eval": 10.0}, state=task.state)
+                           ops_eval=100, ops_per_sample={"train": 10.0, "eval": 10.0}, weights=weights)
 
     return run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -105,4 +106,87 @@ def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> N
     assert len(executor.keys) == 6  # 60 s of clock at 10 s a task
     (trial,) = store.trials()
     assert trial["status"] == "deadline" and len(store.epochs(0)) == 6
+    # each epoch's file supersedes the one before: only the last is kept, and its row names it
+    assert [p.name for p in store.weights_dir.iterdir()] == ["trial0-epoch6-try1.pt"]
+    assert store.epochs(0)[-1]["weights"].name == "trial0-epoch6-try1.pt"
     assert score["ops"] == 6 * 1100 and score["best_accuracy"] == 0.5
+
+
+class _MasterDies(BaseException):
+    """Raised inside the executor: unwinds the master as a kill would, past its exception handlers."""
+
+
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
+    """A real run (one slot, 3 epochs a trial, 10 s of clock a task) whose master dies submitting
+    its eighth task: trials 0 and 1 are done, trial 2 has finished epoch 1.  Returns the run
+    directory (copy it before use), the configuration and the clock's time of death."""
+    from aihpc.train.worker import run_epoch
+
+    cfg = RunConfig(dataset="digits", minutes=2.0, epochs_min=3, epochs_max=3, patience=10, batch_sizes=(128,),
+                    report_seconds=600)
+    run_dir = tmp_path_factory.mktemp("killed") / "run"
+    store = RunStore(run_dir)
+    store.set_meta("config", cfg.to_dict())
+    clock = StepClock(10.0)
+    executor = InProcessExecutor(clock, slots=1)
+
+    def dies(task):
+        if len(executor.keys) > 7:
+            raise _MasterDies
+        return run_epoch(task)
+
+    executor.script = dies
+    with pytest.raises(_MasterDies):
+        Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock).run()
+    store.close()
+    return run_dir, cfg, clock.now
+
+
+def _copy(killed_run, tmp_path: Path) -> tuple[RunStore, RunConfig, StepClock]:
+    run_dir, cfg, now = killed_run
+    shutil.copytree(run_dir, tmp_path / "run")
+    clock = StepClock(10.0)
+    clock.now = now
+    return RunStore(tmp_path / "run"), cfg, clock
+
+
+def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path, killed_run) -> None:
+    from aihpc.train.weights import load
+
+    store, cfg, clock = _copy(killed_run, tmp_path)
+    rows = store.trials()
+    assert [r["status"] for r in rows] == ["completed", "completed", "running"]
+    master = Master(cfg, store, InProcessExecutor(clock), DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    master.deadline = clock.now + 60.0  # run() sets it before restoring
+    master._restore()
+    assert master.next_id == 3 and master.epoch_counter == 7 and master.ops == store.total_ops()
+    assert master.seen_hashes == {r["arch_hash"] for r in rows}
+    assert [c.trial_id for c in master.finished] == [0, 1]
+    assert set(master.parent_weights) == {0, 1}
+    assert master.best_accuracy == max(e["metrics"]["val_accuracy"] for e in store.epochs())
+    (trial,) = master.running.values()
+    assert trial.id == 2 and trial.epochs_done == 1 and trial.budget == 3 and trial.hparams == rows[2]["hparams"]
+    (task,) = master.pending
+    assert (task.trial_id, task.epoch, task.attempt, task.morph) == (2, 2, 1, None)
+    assert task.start == store.epochs(2)[0]["weights"] and task.start.name == "trial2-epoch1-try1.pt"
+    state, optimizer = load(Path(task.weights_dir), task.start)
+    assert optimizer["state"] and set(state) == set(master._spec(2).build().state_dict())  # weights and momentum
+
+
+def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, killed_run) -> None:
+    store, cfg, clock = _copy(killed_run, tmp_path)
+    clock.now += 100.0  # the master was down for 100 s of clock
+    (first,) = store.segments()
+    assert first[1] - first[0] == 70.0  # seven tasks of 10 s, the last one touched
+    executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(lambda t, e: 0.5))
+    resumed = clock.now
+    master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    master.run()
+    assert master.deadline == resumed + 120.0 - 70.0
+    assert executor.keys[:3] == ["trial2-epoch2-try1", "trial2-epoch3-try1", "trial3-epoch1-try1"]
+    assert len(executor.keys) == 5  # 50 s of budget at 10 s a task: trial 3 gets the last three
+    rows = store.trials()
+    assert [r["id"] for r in rows] == [0, 1, 2, 3] and len({r["arch_hash"] for r in rows}) == 4
+    assert rows[3]["parent"] in (0, 1, 2) and rows[3]["status"] == "completed"
+    assert rows[2]["status"] == "completed" and [e["epoch"] for e in store.epochs(2)] == [1, 2, 3]

@@ -11,7 +11,8 @@ the parent's tensors; new tensors take the parent's dtype and device.
 * :func:`deepen` -- insert an identity conv-BN-ReLU (or dense-ReLU) block;
 * :func:`widen` -- Net2WiderNet (see :mod:`aihpc.nas.widening`);
 * :func:`add_skip` -- a zero-initialised connection added to a layer's output;
-* :func:`random_morph` -- one random applicable morphism, within a budget.
+* :func:`random_morph` -- one random applicable morphism, within a budget
+  (:func:`random_plan` plans it without weights).
 
 New layers are named ``deep<i>_*`` / ``skip<i>_*`` with the smallest free
 ``i``, so names are deterministic and unique and every child has a distinct
@@ -32,7 +33,7 @@ from aihpc.nas._graph import (Plan, StateDict, check_state, child_spec, clone_st
 from aihpc.nas.spec import BN_EPS, INPUT, ArchSpec, Layer
 from aihpc.nas.widening import plan_widen, widen
 
-__all__ = ["add_skip", "deepen", "plan_deepen", "plan_skip", "random_morph", "widen"]
+__all__ = ["add_skip", "deepen", "plan_deepen", "plan_skip", "random_morph", "random_plan", "widen"]
 
 _ATTEMPTS = 50
 # Widened layers get a multiple of 16 channels: vector units hold 16 float32
@@ -229,19 +230,32 @@ def random_morph(spec: ArchSpec, state: Mapping[str, torch.Tensor], rng: random.
                  max_params: int | None = None) -> tuple[ArchSpec, StateDict, str]:
     """Apply one random function-preserving morphism drawn from ``rng``.
 
-    Kinds are equally likely: widen a random conv/dense by 1/4, 1/2 or 1x
-    its width, rounded up to a multiple of ``WIDTH_MULTIPLE``; deepen after a random relu with kernel 1 or 3; or add a skip
-    between a random layer and a random compatible source.  Inapplicable
-    candidates, and children with more than ``max_params`` parameters, are
-    skipped; up to 50 candidates are tried.  Returns ``(child_spec,
+    The morphism is :func:`random_plan`'s; returns ``(child_spec,
     child_state, description)``.  The same spec, state and rng state give
-    the same child.
-
-    Raises MorphError if the parent already exceeds ``max_params``, if no
-    candidate fits (the message names ``max_params`` and the smallest child's
-    parameter count), or if ``state`` does not match ``spec``.
+    the same child.  MorphError as :func:`random_plan`, or if ``state`` does
+    not match ``spec``.
     """
     check_state(spec, state)
+    child, apply, description = random_plan(spec, rng, max_params)
+    return child, apply(state), description
+
+
+def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = None) -> Plan:
+    """Plan one random function-preserving morphism, drawn from ``rng``, without touching weights.
+
+    Kinds are equally likely: widen a random conv/dense by 1/4, 1/2 or 1x
+    its width, rounded up to a multiple of ``WIDTH_MULTIPLE``; deepen after
+    a random relu with kernel 1 or 3; or add a skip between a random layer
+    and a random compatible source.  Inapplicable candidates, and children
+    with more than ``max_params`` parameters, are skipped; up to 50
+    candidates are tried.  Every draw comes from ``rng``, so the same spec
+    and rng state give the same plan: a plan made where no weights are
+    (the master) is made again, and applied, where they are (a worker).
+
+    Raises MorphError if the parent already exceeds ``max_params``, or if
+    no candidate fits (the message names ``max_params`` and the smallest
+    child's parameter count).
+    """
     if max_params is not None and (isinstance(max_params, bool)
                                    or not isinstance(max_params, int) or max_params < 1):
         raise MorphError(f"random_morph: max_params must be an integer >= 1, got {max_params!r}")
@@ -253,14 +267,14 @@ def random_morph(spec: ArchSpec, state: Mapping[str, torch.Tensor], rng: random.
     for _ in range(_ATTEMPTS):
         kind = rng.choice(("widen", "deepen", "skip"))
         try:
-            child, apply, description = _propose(kind, spec, rng)
+            plan = _propose(kind, spec, rng)
         except MorphError:
             continue
-        n_child = child.num_params()
+        n_child = plan[0].num_params()
         if max_params is not None and n_child > max_params:
             smallest = n_child if smallest is None else min(smallest, n_child)
             continue
-        return child, apply(state), description
+        return plan
     if smallest is not None:
         raise MorphError(f"random_morph: no morphism keeps the network within "
                          f"max_params={max_params}: the smallest child tried has {smallest} "

@@ -353,9 +353,11 @@ class ArchSpec:
         order of a dict the spec was read from, and is stable across processes
         and Python versions; it changes only when the spec or the format
         version changes."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"),
-                               ensure_ascii=True, allow_nan=False)
-        return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+        if "_content_hash" not in self.__dict__:  # a spec never changes, so neither does its hash
+            canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"),
+                                   ensure_ascii=True, allow_nan=False)
+            object.__setattr__(self, "_content_hash", hashlib.sha256(canonical.encode("ascii")).hexdigest())
+        return self.__dict__["_content_hash"]
 
     def build(self) -> SpecNet:
         """A freshly initialised :class:`aihpc.nas.build.SpecNet` for this spec."""

@@ -7,6 +7,12 @@ weights (with strategy "none", the seed network afresh), with
 hyperparameters from TPE.  Results come back epoch by epoch and
 are committed to the store as they arrive.
 
+Weights never pass through the master: workers write them to the run's
+weight directory and return references (:mod:`aihpc.train.weights`).  The
+master morphs architectures only, and sends a child's first epoch a
+recipe that the worker replays on the parent's weights; its work per
+epoch does not grow with the model.
+
 Data flow: config → master → strategy/HPO propose → executor → worker trains
 and counts → result → store → score.  Nothing downstream calls back upstream.
 """
@@ -16,8 +22,8 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from traceback import format_exception
 from typing import Any
@@ -25,10 +31,9 @@ from typing import Any
 from aihpc.config import RunConfig
 from aihpc.runner.score import active_seconds, compute_score, wall_seconds
 from aihpc.runner.store import RunStore
-from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_bytes
+from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
-PARENT_CACHE = 8  # parents whose weights the master keeps in memory
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
 GRACE_SECONDS = 60.0  # how long in-flight epochs may run past the deadline before they are cancelled
 TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined
@@ -46,14 +51,13 @@ class Trial:
     hparams: dict[str, Any]
     hpo_number: int
     budget: int
-    params: int
+    num_params: int
     seed: int
+    recipe: Morph | None = None  # how a child's first epoch makes its starting weights
     epochs_done: int = 0
     best_accuracy: float | None = None
     best_epoch: int = 0
-    state: bytes | None = None
-    opt_state: bytes | None = None
-    history: list[str] = field(default_factory=list)
+    weights: WeightsRef | None = None  # the weights of the last epoch committed
 
 
 class Master:
@@ -88,7 +92,9 @@ class Master:
         self.finished: list[Any] = []  # Candidates, oldest first
         self.seen_hashes: set[str] = set()
         self.archs: dict[int, dict[str, Any]] = {}  # trial id -> architecture
-        self._states: OrderedDict[int, dict[str, Any]] = OrderedDict()  # parent weights, most recent last
+        self.specs: dict[int, Any] = {}  # trial id -> its ArchSpec, built when first needed
+        self.parent_weights: dict[int, WeightsRef] = {}  # finished trial id -> its last weights
+        self.weights_dir = str(store.weights_dir.resolve())
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
@@ -99,6 +105,13 @@ class Master:
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        """Run (or resume) the search until the deadline; returns the score."""
+        try:
+            return self._search()
+        finally:
+            self.hpo.close()  # the hyperparameter search's process
+
+    def _search(self) -> dict[str, Any]:
         now = self.clock()
         self.segment = self.store.open_segment(now)
         segments = self.store.segments()
@@ -156,10 +169,11 @@ class Master:
                 "arch_hash": trial.arch_hash,
                 "arch": trial.arch,
                 "morph": trial.morph,
+                "recipe": trial.recipe,
                 "hparams": trial.hparams,
                 "hpo_number": trial.hpo_number,
                 "budget": trial.budget,
-                "params": trial.params,
+                "num_params": trial.num_params,
                 "t_created": self.clock(),
             }
         )
@@ -174,69 +188,69 @@ class Master:
         budget = self._budget()
         if trial_id == 0 or self.strategy is None:  # strategy "none": every trial is the seed, afresh
             spec = seed_spec(self.input_shape, self.num_classes)
-            parent, morph, state = None, "seed", self._fresh_state(spec, trial_id)
+            parent, morph, recipe = None, "seed", None
         else:
-            parent, spec, state, morph = self._child()
-            state = to_bytes(state)
-        self.seen_hashes.add(spec.content_hash())
-        self.archs[trial_id] = spec.to_dict()
+            parent, spec, recipe, morph = self._child()
+        arch, arch_hash = spec.to_dict(), spec.content_hash()
+        self.seen_hashes.add(arch_hash)
+        self.archs[trial_id], self.specs[trial_id] = arch, spec
         return Trial(
             id=trial_id,
             parent=parent,
-            arch=spec.to_dict(),
-            arch_hash=spec.content_hash(),
+            arch=arch,
+            arch_hash=arch_hash,
             morph=morph,
             hparams=hparams,
             hpo_number=number,
             budget=budget,
-            params=spec.num_params(),
-            seed=self.config.seed * 7919 + trial_id,
-            state=state,
+            num_params=spec.num_params(),
+            seed=self._seed(trial_id),
+            recipe=recipe,
         )
 
-    def _child(self) -> tuple[int, Any, dict[str, Any], str]:
-        """A new architecture morphed from a parent the strategy chooses: (parent, spec, weights, how).
+    def _child(self) -> tuple[int, Any, Morph, str]:
+        """A new architecture morphed from a parent the strategy chooses: (parent, spec, recipe, how).
 
-        Before any trial has finished, the parent is the seed with its initial
-        weights.  A child whose architecture was already tried is morphed
-        again; a parent that cannot grow within ``max_params`` is passed over
-        for another (the seed, the smallest, last).
+        Only architectures are morphed here; the recipe lets the worker make
+        the same morphisms on the parent's weights.  Before any trial has
+        finished, the parent is the seed with its initial weights.  A child
+        whose architecture was already tried is morphed again; a parent that
+        cannot grow within ``max_params`` is passed over for another (the
+        seed, the smallest, last).
         """
         from aihpc.errors import MorphError
-        from aihpc.nas.morphism import random_morph
-        from aihpc.nas.spec import ArchSpec
+        from aihpc.nas.morphism import random_plan
 
         last_error = None
         for attempt in range(MORPH_TRIES):
             chosen = self.strategy.choose(self.finished, self.rng) if attempt < MORPH_TRIES - 1 else None
             parent = chosen.trial_id if chosen is not None else 0
-            spec = ArchSpec.from_dict(self.archs[parent])
-            if chosen is not None:
-                state = self._parent_state(parent)
-            elif self.store.load_weights(0)[0] is not None:
-                state = self._parent_state(0)
-            else:
-                state = from_bytes(self._fresh_state(spec, 0))
+            seed = self.rng.getrandbits(63)
+            rng = random.Random(seed)
+            spec = self._spec(parent)
             morphs: list[str] = []
             try:
-                for _ in range(MORPH_TRIES):  # morph again until the architecture is new
-                    spec, state, description = random_morph(spec, state, self.rng, max_params=self.max_params)
+                for steps in range(1, MORPH_TRIES + 1):  # morph again until the architecture is new
+                    spec, _, description = random_plan(spec, rng, self.max_params)
                     morphs.append(description)
                     if spec.content_hash() not in self.seen_hashes:
-                        return parent, spec, state, "; ".join(morphs)
+                        recipe = Morph(self.archs[parent], self.parent_weights.get(parent), self._seed(parent),
+                                       seed, steps, self.max_params)  # fmt: skip
+                        return parent, spec, recipe, "; ".join(morphs)
             except MorphError as exc:
                 last_error = exc
         raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
 
-    def _parent_state(self, trial_id: int) -> dict[str, Any]:
-        """A finished trial's trained weights, from a small cache (morphs copy, never modify them)."""
-        if trial_id in self._states:
-            self._states.move_to_end(trial_id)
-        else:
-            self._states[trial_id] = from_bytes(self.store.load_weights(trial_id)[0])
-            if len(self._states) > PARENT_CACHE:
-                self._states.popitem(last=False)
-        return self._states[trial_id]
+    def _spec(self, trial_id: int):
+        if trial_id not in self.specs:
+            from aihpc.nas.spec import ArchSpec
+
+            self.specs[trial_id] = ArchSpec.from_dict(self.archs[trial_id])
+        return self.specs[trial_id]
+
+    def _seed(self, trial_id: int) -> int:
+        """The seed of a trial's initialisation and data order, from the run's seed."""
+        return self.config.seed * 7919 + trial_id
 
     def _budget(self) -> int:
         """Epochs for a new trial: from epochs_min early in the run up to epochs_max at its end,
@@ -266,8 +280,9 @@ class Master:
             data=self.data,
             deadline=self.deadline,
             seed=trial.seed,
-            state=trial.state,
-            opt_state=trial.opt_state,
+            weights_dir=self.weights_dir,
+            start=trial.weights,
+            morph=trial.recipe if trial.weights is None else None,
             device=self.layout.device if self.layout else "auto",
             threads=self.layout.threads if self.layout else None,
             procs=self.config.procs_per_trial,
@@ -300,9 +315,7 @@ class Master:
         if result.status == "diverged":
             self._finish(trial, "diverged", result.reason)
             return
-        trial.state, trial.opt_state = result.state, result.opt_state
-        if result.state is not None:
-            self.store.save_weights(trial.id, result.state, result.opt_state)
+        self._commit_weights(trial, result.weights)
         if result.status == "deadline":
             self._finish(trial, "deadline", None)
             return
@@ -322,6 +335,16 @@ class Master:
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
 
+    def _commit_weights(self, trial: Trial, weights: WeightsRef | None) -> None:
+        """The trial continues from ``weights``; the file they supersede is deleted.
+
+        Nothing else can need it: children start only from finished trials,
+        whose last weights are never superseded.
+        """
+        old, trial.weights = trial.weights, weights or trial.weights
+        if old is not None and trial.weights != old:
+            Path(self.weights_dir, old.name).unlink(missing_ok=True)
+
     def _finish(self, trial: Trial, status: str, reason: str | None, traceback: str | None = None) -> None:
         from aihpc.nas.search import Candidate
 
@@ -329,8 +352,9 @@ class Master:
         self.pending = [t for t in self.pending if t.trial_id != trial.id]
         self.store.finish_trial(trial.id, status, self.clock(), reason, traceback)
         self.hpo.tell(trial.hpo_number, trial.best_accuracy)
-        if trial.best_accuracy is not None and self.store.load_weights(trial.id)[0] is not None:
+        if trial.best_accuracy is not None and trial.weights is not None:
             self.finished.append(Candidate(trial.id, trial.best_accuracy))
+            self.parent_weights[trial.id] = trial.weights
         if status in ("failed", "diverged"):
             self.observer.event(f"trial {trial.id} {status}: {reason}")
 
@@ -339,70 +363,58 @@ class Master:
         """Rebuild the search's state from a store that already holds trials.
 
         Finished trials are kept; a trial that was running when the previous
-        master died continues from its last finished epoch.
+        master died continues from its last finished epoch, with that epoch's
+        weights and optimizer state (without one, from its recipe, as a
+        child's first epoch does).
         """
         from aihpc.nas.search import Candidate
 
         self.ops = self.store.total_ops()
         for row in self.store.trials():
-            epochs = [e for e in self.store.epochs(row["id"]) if e["status"] == "ok"]
-            accs = [e["metrics"]["val_accuracy"] for e in epochs]
+            epochs = self.store.epochs(row["id"])
+            accs = [e["metrics"]["val_accuracy"] for e in epochs if e["status"] == "ok"]
             best = max(accs) if accs else None
+            weights = next((e["weights"] for e in reversed(epochs) if e["weights"] is not None), None)
             self.next_id = max(self.next_id, row["id"] + 1)
             self.seen_hashes.add(row["arch_hash"])
             self.archs[row["id"]] = row["arch"]
-            self.epoch_counter += len(epochs)
+            self.epoch_counter += len(accs)
             if best is not None and (self.best_accuracy is None or best > self.best_accuracy):
                 self.best_accuracy = best
-            state, opt_state = self.store.load_weights(row["id"])
             if row["status"] != "running":
                 self.hpo.restore(row["hparams"], best)
-                if best is not None and state is not None:
+                if best is not None and weights is not None:
                     self.finished.append(Candidate(row["id"], best))
+                    self.parent_weights[row["id"]] = weights
                 continue
-            number = self.hpo.resume(row["hparams"])
-            trial = Trial(
-                id=row["id"],
-                parent=row["parent"],
-                arch=row["arch"],
-                arch_hash=row["arch_hash"],
-                morph=row["morph"],
-                hparams=row["hparams"],
-                hpo_number=number,
-                budget=row["budget"],
-                params=row["params"],
-                seed=self.config.seed * 7919 + row["id"],
-                epochs_done=len(epochs),
-                best_accuracy=best,
-                best_epoch=max(range(len(accs)), key=accs.__getitem__) + 1 if accs else 0,
-            )
-            if epochs:
-                trial.state, trial.opt_state = state, opt_state
-            else:
-                trial.state = self._initial_state(row)
+            trial = self._resumed_trial(row, accs, weights)
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
 
-    def _initial_state(self, row: dict[str, Any]) -> bytes:
-        """The starting weights of a trial that never finished an epoch.
-
-        Morphs are random, so a re-proposal cannot replay the child that the
-        dead master made; the trial restarts from freshly initialised weights
-        of its own architecture instead (the seed's are deterministic).
-        """
-        from aihpc.nas.spec import ArchSpec
-
-        return self._fresh_state(ArchSpec.from_dict(row["arch"]), row["id"])
-
-    def _fresh_state(self, spec, trial_id: int) -> bytes:
-        """Freshly initialised weights of ``spec``, deterministic in the run's seed and the trial.
-
-        Trial 0, the seed network, is initialised from the run's seed alone.
-        """
-        import torch
-
-        torch.manual_seed(self.config.seed if trial_id == 0 else self.config.seed * 7919 + trial_id)
-        return to_bytes(spec.build().state_dict())
+    def _resumed_trial(self, row: dict[str, Any], accs: list[float], weights: WeightsRef | None) -> Trial:
+        """A trial that was running when the previous master died, after ``len(accs)`` finished epochs."""
+        recipe = None
+        if row["recipe"] is not None:
+            saved = row["recipe"]
+            parent_weights = WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
+            recipe = Morph(**{**saved, "parent_arch": self.archs[row["parent"]], "parent_weights": parent_weights})
+        return Trial(
+            id=row["id"],
+            parent=row["parent"],
+            arch=row["arch"],
+            arch_hash=row["arch_hash"],
+            morph=row["morph"],
+            hparams=row["hparams"],
+            hpo_number=self.hpo.resume(row["hparams"]),
+            budget=row["budget"],
+            num_params=row["num_params"],
+            seed=self._seed(row["id"]),
+            recipe=recipe,
+            epochs_done=len(accs),
+            best_accuracy=max(accs) if accs else None,
+            best_epoch=accs.index(max(accs)) + 1 if accs else 0,
+            weights=weights,
+        )
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:

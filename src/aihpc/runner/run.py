@@ -17,7 +17,7 @@ from typing import Any
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
 from aihpc.runner.master import Master, run_dir_state
-from aihpc.runner.store import RunStore, read_meta
+from aihpc.runner.store import STORE_FORMAT, RunStore, read_meta
 
 # Largest network a child may grow to, by device kind, when max_params is not set.
 DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
@@ -78,6 +78,7 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
         return RunConfig.from_dict(store.meta("config"), source=str(run_dir / "aihpc.sqlite")), store
     store.set_meta("config", config.to_dict())
     store.set_meta("run_id", run_dir.name)
+    store.set_meta("store_format", STORE_FORMAT)
     return config, store
 
 
@@ -88,7 +89,7 @@ def check_resumable(run_dir: Path) -> None:
     """
     db = run_dir / "aihpc.sqlite"
     try:
-        config, finished = read_meta(db, "config"), read_meta(db, "finished")
+        config, finished, layout = read_meta(db, "config"), read_meta(db, "finished"), read_meta(db, "store_format")
     except StorageError as exc:
         raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
     if config is None:
@@ -97,6 +98,9 @@ def check_resumable(run_dir: Path) -> None:
     if finished:
         raise ConfigError(f"cannot resume {run_dir}: the run has finished (its results are in "
                           f"{run_dir / 'results.json'}); --resume continues only a run that was stopped")
+    if layout != STORE_FORMAT:
+        raise ConfigError(f"cannot resume {run_dir}: its store has format {layout or 1}, written by an older "
+                          f"aihpc; this one resumes format {STORE_FORMAT} only")
 
 
 def with_default_workload(config: RunConfig, device: str) -> RunConfig:

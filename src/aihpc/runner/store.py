@@ -1,9 +1,10 @@
 """The master's run store: SQLite in the run directory, the master its only writer.
 
 Every trial epoch is committed as it ends, so a crash loses nothing finished.
-Model weights live beside the database (``weights/<trial>.pt``), written
-atomically, so a child can start from its parent's trained weights and a
-resumed run can continue a trial from its last finished epoch.
+Model weights live beside the database in ``weights/``, written there by the
+workers (:mod:`aihpc.train.weights`); each epoch's row keeps the name and
+digest of the file it wrote, so a child can start from its parent's trained
+weights and a resumed run can continue a trial from its last finished epoch.
 
 Wall-clock accounting: each time a master runs it opens a *segment*
 (start, stop).  The budget counts only the seconds segments ran; the score's
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import StorageError
-from aihpc.fileio import atomic_write
+from aihpc.train.task import Morph, WeightsRef
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -36,7 +37,8 @@ CREATE TABLE IF NOT EXISTS trials (
     budget INTEGER NOT NULL,
     status TEXT NOT NULL,
     reason TEXT,
-    params INTEGER,
+    num_params INTEGER,
+    recipe TEXT,
     t_created REAL NOT NULL,
     t_end REAL,
     attempts INTEGER NOT NULL DEFAULT 0,
@@ -56,6 +58,8 @@ CREATE TABLE IF NOT EXISTS epochs (
     ops_per_sample TEXT NOT NULL,
     device TEXT NOT NULL,
     attempt INTEGER NOT NULL,
+    weights TEXT,
+    weights_digest TEXT,
     PRIMARY KEY (trial_id, epoch)
 );
 CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
@@ -63,6 +67,10 @@ CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
 
 # Trial states: 'running' until the master decides; then one of these.
 FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
+# The layout of the tables and the weight files; a run is resumed only by an
+# aihpc that writes the same format (format 1 kept every trial's weights in
+# one file, which the master wrote).
+STORE_FORMAT = 2
 
 
 class RunStore:
@@ -79,9 +87,6 @@ class RunStore:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
-            columns = {row[1] for row in self.db.execute("PRAGMA table_info(trials)")}
-            if "traceback" not in columns:  # a store written before tracebacks were kept
-                self.db.execute("ALTER TABLE trials ADD COLUMN traceback TEXT")
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot write run directory {self.run_dir}: {_reason(exc)}") from None
         self.db.row_factory = sqlite3.Row
@@ -111,7 +116,7 @@ class RunStore:
     def add_trial(self, trial: dict[str, Any]) -> None:
         self._write(
             "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, status,"
-            " params, t_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+            " num_params, recipe, t_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
             (
                 trial["id"],
                 trial["parent"],
@@ -121,7 +126,8 @@ class RunStore:
                 json.dumps(trial["hparams"], sort_keys=True),
                 trial["hpo_number"],
                 trial["budget"],
-                trial["params"],
+                trial["num_params"],
+                _recipe_json(trial["recipe"]),
                 trial["t_created"],
             ),
         )
@@ -143,14 +149,16 @@ class RunStore:
             d = dict(r)
             d["arch"] = json.loads(d["arch"])
             d["hparams"] = json.loads(d["hparams"])
+            d["recipe"] = json.loads(d["recipe"]) if d["recipe"] is not None else None
             out.append(d)
         return out
 
     # -- epochs -----------------------------------------------------------------------
     def add_epoch(self, result, attempt: int) -> None:
-        """Record one finished :class:`~aihpc.train.task.EpochResult`."""
+        """Record one finished :class:`~aihpc.train.task.EpochResult`, with the reference to its weights."""
+        weights = result.weights
         self._write(
-            "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 result.trial_id,
                 result.epoch,
@@ -165,10 +173,13 @@ class RunStore:
                 json.dumps(result.ops_per_sample, sort_keys=True),
                 result.device,
                 attempt,
+                weights.name if weights else None,
+                weights.digest if weights else None,
             ),
         )
 
     def epochs(self, trial_id: int | None = None) -> list[dict[str, Any]]:
+        """Epoch rows, by end time (of one trial: by epoch); ``weights`` a WeightsRef or None."""
         query, args = "SELECT * FROM epochs ORDER BY t_end", ()
         if trial_id is not None:
             query, args = "SELECT * FROM epochs WHERE trial_id = ? ORDER BY epoch", (trial_id,)
@@ -177,6 +188,8 @@ class RunStore:
             d = dict(r)
             for key in ("metrics", "phase_seconds", "ops_per_sample"):
                 d[key] = json.loads(d[key])
+            digest = d.pop("weights_digest")
+            d["weights"] = WeightsRef(d["weights"], digest) if d["weights"] is not None else None
             out.append(d)
         return out
 
@@ -190,24 +203,27 @@ class RunStore:
     def timeline(self) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in self.db.execute("SELECT value FROM timeline ORDER BY t")]
 
-    # -- weights ----------------------------------------------------------------------
-    def save_weights(self, trial_id: int, state: bytes, opt_state: bytes | None) -> None:
-        atomic_write(self.weights_dir / f"{trial_id}.pt", state)
-        if opt_state is not None:
-            atomic_write(self.weights_dir / f"{trial_id}.opt.pt", opt_state)
-
-    def load_weights(self, trial_id: int) -> tuple[bytes | None, bytes | None]:
-        def read(path: Path) -> bytes | None:
-            return path.read_bytes() if path.exists() else None
-
-        return read(self.weights_dir / f"{trial_id}.pt"), read(self.weights_dir / f"{trial_id}.opt.pt")
-
     # -- internals --------------------------------------------------------------------
     def _write(self, sql: str, args: tuple) -> sqlite3.Cursor:
         try:
             return self.db.execute(sql, args)
         except sqlite3.OperationalError as exc:
             raise StorageError(f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}") from None
+
+
+def _recipe_json(recipe: Morph | None) -> str | None:
+    """A child's morph recipe, without the parent's architecture (the parent's row holds it)."""
+    if recipe is None:
+        return None
+    weights = recipe.parent_weights
+    fields = {
+        "parent_weights": {"name": weights.name, "digest": weights.digest} if weights else None,
+        "parent_seed": recipe.parent_seed,
+        "seed": recipe.seed,
+        "steps": recipe.steps,
+        "max_params": recipe.max_params,
+    }
+    return json.dumps(fields, sort_keys=True)
 
 
 def _reason(exc: Exception) -> str:

@@ -6,12 +6,12 @@ way ``torchrun`` does (``MASTER_ADDR``/``MASTER_PORT``, ``RANK``,
 ``python -m aihpc.train.distributed TASK_DIR``.  They join one process group
 — NCCL on GPUs, gloo on CPU — wrap the model in ``DistributedDataParallel``
 and split every global batch between them (:func:`aihpc.train.trainer.train_epoch`).
-Rank 0 writes the epoch's result, which the worker returns as if it had
-trained alone.  Operations are counted once, from the global samples
+Rank 0 writes the epoch's weights file and its result, which the worker
+returns as if it had trained alone.  Operations are counted once, from the global samples
 processed, never once per rank.
 
-The task travels as JSON plus the weight files (no pickle); results come
-back the same way.
+The task and the result travel as JSON (no pickle); the weights are
+already files, which every rank reads itself.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from aihpc.train.task import DataRef, EpochResult, EpochTask
+from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
 from aihpc.train.trainer import Group, worker_index, train_epoch
 
 
@@ -115,42 +115,34 @@ def _rank_main(folder: Path) -> None:
         dist.destroy_process_group()
 
 
-# -- the task and the result on disk: JSON and raw weight bytes ------------------------------
+# -- the task and the result on disk, as JSON (the weights are already files) -------------
 def _write_task(folder: Path, task: EpochTask, worker: str, t_start: float) -> None:
-    fields = dataclasses.asdict(task)
-    for key in ("state", "opt_state"):
-        data = fields.pop(key)
-        if data is not None:
-            (folder / f"{key}.pt").write_bytes(data)
-    (folder / "task.json").write_text(json.dumps({"task": fields, "worker": worker, "t_start": t_start}))
+    meta = {"task": dataclasses.asdict(task), "worker": worker, "t_start": t_start}
+    (folder / "task.json").write_text(json.dumps(meta))
 
 
 def _read_task(folder: Path) -> tuple[EpochTask, str, float]:
     meta = json.loads((folder / "task.json").read_text())
     fields: dict[str, Any] = meta["task"]
-    data = fields.pop("data")
+    data = fields["data"]
     fields["data"] = DataRef(data["name"], data["path"], tuple(tuple(o) for o in data["options"]), data["seed"])
-    for key in ("state", "opt_state"):
-        path = folder / f"{key}.pt"
-        fields[key] = path.read_bytes() if path.exists() else None
+    fields["start"] = _ref(fields["start"])
+    if fields["morph"] is not None:
+        fields["morph"] = Morph(**{**fields["morph"], "parent_weights": _ref(fields["morph"]["parent_weights"])})
     return EpochTask(**fields), meta["worker"], meta["t_start"]
 
 
 def _write_result(folder: Path, result: EpochResult) -> None:
-    fields = dataclasses.asdict(result)
-    for key in ("state", "opt_state"):
-        data = fields.pop(key)
-        if data is not None:
-            (folder / f"result-{key}.pt").write_bytes(data)
-    (folder / "result.json").write_text(json.dumps(fields))
+    (folder / "result.json").write_text(json.dumps(dataclasses.asdict(result)))
 
 
 def _read_result(folder: Path) -> EpochResult:
     fields = json.loads((folder / "result.json").read_text())
-    for key in ("state", "opt_state"):
-        path = folder / f"result-{key}.pt"
-        fields[key] = path.read_bytes() if path.exists() else None
-    return EpochResult(**fields)
+    return EpochResult(**{**fields, "weights": _ref(fields["weights"])})
+
+
+def _ref(fields: dict[str, str] | None) -> WeightsRef | None:
+    return WeightsRef(**fields) if fields is not None else None
 
 
 def _free_port() -> int:

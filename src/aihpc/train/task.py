@@ -2,15 +2,20 @@
 
 The unit of work is one *epoch* of one trial.  A trial of E epochs is E tasks
 in sequence, each starting from the weights and optimizer state the previous
-one returned, so a worker that dies mid-trial loses only the unfinished epoch:
+one wrote, so a worker that dies mid-trial loses only the unfinished epoch:
 the master sends that epoch again.  A task carries everything it needs; the
 worker keeps nothing between tasks but caches of pure functions of the task
 (the loaded data set, the operation count of an architecture).
+
+Weights never travel through the master: a worker writes each epoch's
+weights to the run's weight directory and returns a :class:`WeightsRef`
+(file name and digest); the next epoch's task names that file.  A child's
+first epoch names its parent's file and a :class:`Morph` recipe, which the
+worker replays (see :mod:`aihpc.train.weights`).
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,13 +34,41 @@ class DataRef:
 
 
 @dataclass(frozen=True)
+class WeightsRef:
+    """One weight file of the run: its name in the weight directory and its SHA-256 digest."""
+
+    name: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class Morph:
+    """How a child's starting weights are made from its parent's.
+
+    Replay ``steps`` plans of :func:`aihpc.nas.morphism.random_plan` on the
+    parent's architecture with ``random.Random(seed)`` and ``max_params``,
+    applying each to the parent's weights: those in ``parent_weights``, or,
+    where the parent has none yet (the seed network before any trial
+    finished), its fresh initialisation from ``parent_seed``.
+    """
+
+    parent_arch: dict[str, Any]
+    parent_weights: WeightsRef | None
+    parent_seed: int
+    seed: int
+    steps: int
+    max_params: int | None
+
+
+@dataclass(frozen=True)
 class EpochTask:
     """Train ``trial_id`` for epoch ``epoch`` (1-based) of ``epochs``.
 
-    ``state`` and ``opt_state`` are ``torch.save`` bytes of the model's and
-    optimizer's state dicts (``None``: fresh initialisation from ``seed``).
-    ``deadline`` is an absolute ``time.time()``: training stops there, and the
-    samples processed until then still count.
+    The epoch starts from ``start`` (a weight file with the model's and the
+    optimizer's state), or from ``morph`` (a child's first epoch), or else
+    from a fresh initialisation seeded by ``seed``.  Its weights are written
+    to ``weights_dir``.  ``deadline`` is an absolute ``time.time()``:
+    training stops there, and the samples processed until then still count.
     """
 
     trial_id: int
@@ -46,8 +79,9 @@ class EpochTask:
     data: DataRef
     deadline: float
     seed: int
-    state: bytes | None = None
-    opt_state: bytes | None = None
+    weights_dir: str
+    start: WeightsRef | None = None
+    morph: Morph | None = None
     device: str = "auto"
     threads: int | None = None
     procs: int = 1  # processes (GPUs) training this epoch data-parallel
@@ -62,7 +96,8 @@ class EpochResult:
     ``status``: ``ok`` (epoch trained and evaluated), ``deadline`` (stopped by
     the run's deadline; partial work counted, no evaluation unless finished),
     ``diverged`` (a NaN or infinite loss), ``failed`` (an exception; ``reason``
-    says which in one line, ``traceback`` in full).  Operations are those
+    says which in one line, ``traceback`` in full).  ``num_params`` is the
+    model's parameter count.  Operations are those
     actually performed: samples processed times the counted operations per
     sample.
     """
@@ -80,25 +115,11 @@ class EpochResult:
     ops_eval: int = 0
     ops_per_sample: dict[str, float] = field(default_factory=dict)
     phase_seconds: dict[str, float] = field(default_factory=dict)
-    params: int = 0
+    num_params: int = 0
     device: str = "cpu"
-    state: bytes | None = None
-    opt_state: bytes | None = None
+    weights: WeightsRef | None = None  # the weights this epoch wrote (status ok or deadline)
 
     @property
     def ops(self) -> int:
         return self.ops_train + self.ops_eval
 
-
-def to_bytes(obj: Any) -> bytes:
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
-def from_bytes(data: bytes) -> Any:
-    import torch
-
-    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)

@@ -2,7 +2,8 @@
 which also trains data-parallel, is :mod:`aihpc.train.worker`).
 
 An epoch reads as four named steps: :func:`prepare` (model, optimizer,
-data), :func:`train_steps`, :func:`validate`, and the weights' snapshot.
+data), :func:`train_steps`, :func:`validate`, and :func:`snapshot` (the weights
+written to the run's weight directory, see :mod:`aihpc.train.weights`).
 Phases are timed with the device synchronised at their edges: ``data``
 (batch selection and transfer), ``forward`` (model and loss), ``backward``,
 ``optimizer`` (the step), ``eval`` (validation forward passes) and ``other``
@@ -26,12 +27,14 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from aihpc.train.task import DataRef, EpochResult, EpochTask, from_bytes, to_bytes
+from aihpc.train.task import DataRef, EpochResult, EpochTask, WeightsRef
+from aihpc.train.weights import file_name, save, starting_state
 
 PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
 
@@ -92,7 +95,7 @@ class Setup:
     batch: int
     train_ops: float  # operations per training sample
     eval_ops: float  # operations per evaluation sample
-    params: int
+    num_params: int
     autocast: Any
 
 
@@ -127,9 +130,7 @@ def train_epoch(
         with timer("eval"):
             progress.status = validate(task, setup, group, metrics)
     with timer("other"):
-        keep = progress.status in ("ok", "deadline")
-        state = to_bytes({k: v.detach().cpu() for k, v in setup.model.state_dict().items()}) if keep else None
-        opt_state = to_bytes(_cpu(setup.optimizer.state_dict())) if keep else None
+        weights = snapshot(task, setup, group) if progress.status in ("ok", "deadline") else None
     ops_train = round(setup.train_ops * progress.seen)
     ops_eval = round(setup.eval_ops * metrics["val_samples"])
     t_end = time.time()
@@ -140,8 +141,7 @@ def train_epoch(
         reason="non-finite training loss" if progress.status == "diverged" else None,
         metrics=metrics, ops_train=ops_train, ops_eval=ops_eval,
         ops_per_sample={"train": setup.train_ops, "eval": setup.eval_ops},
-        phase_seconds=timer.seconds, params=setup.params, device=str(device),
-        state=state, opt_state=opt_state,
+        phase_seconds=timer.seconds, num_params=setup.num_params, device=str(device), weights=weights,
     )  # fmt: skip
 
 
@@ -153,20 +153,20 @@ def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
     hp = task.hparams
     batch = int(hp["batch_size"])
     dropout = float(hp.get("dropout", 0.0))
+    state, opt_state = starting_state(task)
     torch.manual_seed(task.seed)
     model = spec.build()
-    if task.state is not None:
-        model.load_state_dict(from_bytes(task.state), strict=True)
+    if state is not None:
+        model.load_state_dict(state, strict=True)
     _set_dropout(model, dropout)
     train_ops, eval_ops = ops_per_sample(spec, batch, dropout)
-    params = sum(p.numel() for p in model.parameters())
     gpu = device.type == "cuda"
     model = model.to(device)
     if gpu:
         model = model.to(memory_format=torch.channels_last)
     optimizer = make_optimizer(model, hp)
-    if task.opt_state is not None:
-        optimizer.load_state_dict(from_bytes(task.opt_state))
+    if opt_state is not None:
+        optimizer.load_state_dict(opt_state)
     return Setup(
         model=model,
         step_model=group.wrap(torch.compile(model) if task.compile else model),
@@ -175,9 +175,18 @@ def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
         batch=batch,
         train_ops=train_ops,
         eval_ops=eval_ops,
-        params=params,
+        num_params=sum(p.numel() for p in model.parameters()),
         autocast=torch.autocast("cuda", dtype=torch.bfloat16) if gpu else contextlib.nullcontext(),
     )
+
+
+def snapshot(task: EpochTask, setup: Setup, group: Group) -> WeightsRef | None:
+    """Write the weights and optimizer state the epoch ends with (rank 0 alone); returns their reference."""
+    if group.rank != 0:
+        return None
+    model = {k: v.detach().cpu() for k, v in setup.model.state_dict().items()}
+    name = file_name(task.trial_id, task.epoch, task.attempt)
+    return save(Path(task.weights_dir), name, model, _cpu(setup.optimizer.state_dict()))
 
 
 def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) -> Progress:

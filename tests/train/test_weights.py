@@ -1,0 +1,87 @@
+"""Weight files written by workers: continued from, morphed from, and checked by digest."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import torch
+
+from aihpc.nas.morphism import random_plan
+from aihpc.nas.seeds import seed_spec
+from aihpc.train.task import DataRef, EpochTask, Morph, WeightsRef
+from aihpc.train.weights import load, morphed_state, save
+from aihpc.train.worker import run_epoch
+
+HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
+      "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
+SEED = seed_spec((1, 8, 8), 10)
+
+
+def _task(tmp_path, **changes) -> EpochTask:
+    base = dict(trial_id=0, epoch=1, epochs=2, arch=SEED.to_dict(), hparams=HP, data=DataRef("digits"),
+                deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(tmp_path))  # fmt: skip
+    return EpochTask(**{**base, **changes})
+
+
+def _recipe(parent_weights, steps: int = 2, seed: int = 11):
+    """The morph recipe of ``steps`` random plans from the seed network, and the child it gives."""
+    spec, rng = SEED, random.Random(seed)
+    for _ in range(steps):
+        spec = random_plan(spec, rng)[0]
+    return Morph(SEED.to_dict(), parent_weights, parent_seed=5, seed=seed, steps=steps, max_params=None), spec
+
+
+def test_a_file_round_trips_and_its_digest_is_checked(tmp_path):
+    model = {"w": torch.arange(6.0).reshape(2, 3)}
+    ref = save(tmp_path, "a.pt", model, None)
+    state, opt = load(tmp_path, ref)
+    assert torch.equal(state["w"], model["w"]) and opt is None
+    path = tmp_path / "a.pt"
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0xFF  # one flipped byte
+    path.write_bytes(bytes(data))
+    r = run_epoch(_task(tmp_path, start=ref))
+    assert r.status == "failed" and "has changed since it was written" in r.reason and str(path) in r.reason
+
+
+def test_a_missing_start_file_fails_the_epoch_with_its_name(tmp_path):
+    r = run_epoch(_task(tmp_path, start=WeightsRef("gone.pt", "0" * 64)))
+    assert r.status == "failed" and "cannot read weight file" in r.reason and "gone.pt" in r.reason
+
+
+def test_the_second_epoch_continues_from_the_first_epochs_file(tmp_path):
+    first = run_epoch(_task(tmp_path))
+    second = run_epoch(_task(tmp_path, epoch=2, start=first.weights))
+    assert second.status == "ok" and second.weights.name == "trial0-epoch2-try1.pt"
+    # continuing (weights and momentum) beats starting over at the same point of the schedule
+    over = run_epoch(_task(tmp_path, epoch=2, trial_id=1))
+    assert second.metrics["train_loss"] < over.metrics["train_loss"]
+    assert first.weights != second.weights and (tmp_path / first.weights.name).exists()
+
+
+def test_a_childs_start_computes_its_parents_function(tmp_path):
+    torch.manual_seed(0)
+    parent = SEED.build()
+    with torch.no_grad():  # non-trivial BN statistics, so the check is not vacuous
+        for m in parent.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    ref = save(tmp_path, "parent.pt", parent.state_dict(), None)
+    recipe, child_spec = _recipe(ref)
+    child = child_spec.build()
+    child.load_state_dict(morphed_state(recipe, child_spec.to_dict(), tmp_path), strict=True)
+    x = torch.randn(16, 1, 8, 8, dtype=torch.float32)
+    parent.eval(), child.eval()
+    torch.testing.assert_close(child(x), parent(x), atol=1e-4, rtol=1e-4)
+
+
+def test_a_childs_first_epoch_trains_from_the_recipe_and_a_wrong_recipe_fails(tmp_path):
+    recipe, child_spec = _recipe(None)  # the seed's fresh weights, from parent_seed
+    r = run_epoch(_task(tmp_path, trial_id=4, arch=child_spec.to_dict(), morph=recipe))
+    assert r.status == "ok", r.reason
+    child_spec.build().load_state_dict(load(tmp_path, r.weights)[0], strict=True)
+    wrong = Morph(**{**recipe.__dict__, "seed": recipe.seed + 1})
+    r = run_epoch(_task(tmp_path, trial_id=5, arch=child_spec.to_dict(), morph=wrong))
+    assert r.status == "failed" and "the morph recipe gives architecture" in r.reason
