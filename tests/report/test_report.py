@@ -258,7 +258,7 @@ def test_invalid_json(tmp_path: Path) -> None:
     assert "not valid JSON" in message and str(run_dir / "results.json") in message
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None, True])
+@pytest.mark.parametrize("version", [3, 0, "1", None, True])
 def test_unsupported_schema_version(tmp_path: Path, version: Any) -> None:
     results = _fixture()
     results["schema_version"] = version
