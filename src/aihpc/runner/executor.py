@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -114,7 +115,8 @@ class DaskExecutor:
         from distributed import wait
 
         futures = list(futures)
-        if not futures:
+        if not futures:  # nothing to wait for (no worker yet): wait the timeout, do not spin
+            time.sleep(timeout)
             return set()
         try:
             done, _ = wait(futures, timeout=timeout, return_when="FIRST_COMPLETED")

@@ -119,14 +119,15 @@ class Master:
         self.deadline = now + max(remaining, 0.0)
         self.run_start = segments[0][0]
         self._restore()
-        last_report = last_tick = 0.0
+        last_report = last_tick = last_fill = 0.0
         stop_by = self.deadline + GRACE_SECONDS
         done: set[Any] = {None}  # fill the slots on the first pass
         while True:
             now = self.clock()
             if now < self.deadline:
-                if done or now - last_tick >= TICK_SECONDS:  # workers may also join at any time
+                if done or now - last_fill >= TICK_SECONDS:  # workers may also join (or restart) at any time
                     self._fill_slots()
+                    last_fill = now
             elif not self.in_flight or now >= stop_by:
                 break
             done = self.executor.wait(self.in_flight, timeout=TICK_SECONDS)
