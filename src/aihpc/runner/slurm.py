@@ -121,10 +121,38 @@ def runner_context(
         _serve_worker(task, path, env, interface, local_directory, timeout)
         raise SystemExit(0)
 
-    from distributed import Client, Nanny, Scheduler, SpecCluster
-    from distributed.security import Security
+    from distributed import Client
 
     path.unlink(missing_ok=True)
+    cluster, security = _rank0_cluster(task, env, interface, local_directory, worker_on_rank0, tls)
+    client = None
+    try:
+        info: dict[str, Any] = {"address": cluster.scheduler_address, "job_id": task.job_id}
+        if tls:
+            info["tls"] = security.get_tls_config_for_role("worker")  # CA, certificate and key (PEM)
+        atomic_write(path, json.dumps(info), mode=0o600)  # a worker never reads half a file
+        client = Client(cluster)
+        yield client
+    finally:
+        try:
+            if client is not None:
+                # Workers first, then the scheduler: every rank's process ends.
+                client.retire_workers(close_workers=True)
+                client.shutdown()
+        finally:
+            cluster.close(timeout=30)
+            path.unlink(missing_ok=True)
+
+
+def _rank0_cluster(task: SlurmTask, env: dict[str, str], interface: str | None,
+                   local_directory: str | os.PathLike[str] | None, worker_on_rank0: bool, tls: bool):
+    """Rank 0's scheduler (and, unless ``worker_on_rank0`` is False, its worker); (cluster, security).
+
+    With ``tls``, scheduler and workers use a certificate made for this step.
+    """
+    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed.security import Security
+
     security = Security.temporary() if tls else Security()
     scheduler_options: dict[str, Any] = {
         "port": 0,
@@ -153,23 +181,7 @@ def runner_context(
         name=f"aihpc-slurm-{task.job_id}",
         security=security,
     )
-    client = None
-    try:
-        info: dict[str, Any] = {"address": cluster.scheduler_address, "job_id": task.job_id}
-        if tls:
-            info["tls"] = security.get_tls_config_for_role("worker")  # CA, certificate and key (PEM)
-        atomic_write(path, json.dumps(info), mode=0o600)  # a worker never reads half a file
-        client = Client(cluster)
-        yield client
-    finally:
-        try:
-            if client is not None:
-                # Workers first, then the scheduler: every rank's process ends.
-                client.retire_workers(close_workers=True)
-                client.shutdown()
-        finally:
-            cluster.close(timeout=30)
-            path.unlink(missing_ok=True)
+    return cluster, security
 
 
 def _worker_env(task: SlurmTask) -> dict[str, str]:
