@@ -106,6 +106,8 @@ def measure(trials: int, slots: int, dataset: str, warmup: int) -> tuple[float, 
             master._fill_slots()
             for future in executor.wait(list(master.in_flight), 0):
                 master._collect(future, master.in_flight.pop(future))
+        if t0 is None:  # one fill proposed every trial: nothing in the steady state was timed
+            raise SystemExit(f"--warmup ({warmup}) and --trials ({trials}) must each exceed --slots ({slots})")
         seconds = time.perf_counter() - t0 - (executor.write_seconds - written0)
         epochs = master.epoch_counter - epochs0
         master.hpo.close()
