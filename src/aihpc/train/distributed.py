@@ -111,6 +111,9 @@ def _rank_main(folder: Path) -> None:
         result = train_epoch(task, worker, t_start, ProcessGroup(device), device)
         if rank == 0:
             _write_result(folder, result)
+        # rank 0 alone writes the weights and the result: the others wait, since a
+        # group torn down while a peer still works can abort it ("terminate called")
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
