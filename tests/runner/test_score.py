@@ -52,3 +52,29 @@ def test_peak_drift_is_flagged_past_ten_percent():
     assert slowed["drift"] == pytest.approx(-0.15) and PEAK_DRIFT == 0.10
     assert slowed["drift_warning"].startswith("the machine's peak changed by -15.0 % during the run")
     assert slowed["after"] == {"total_flops_per_s": 85e9}
+
+
+def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, monkeypatch):
+    # The run began on 2 workers; 1 is alive at the end (the other killed and
+    # not back in time): the peak after is not measured on fewer workers than
+    # the peak before, and the results say so instead of failing the run.
+    import aihpc.runner.run as run
+    from aihpc.runner.executor import local_executor, local_layout
+    from aihpc.runner.store import RunStore
+
+    monkeypatch.setattr(run, "AFTER_WAIT_SECONDS", 0.5)
+    store = RunStore(tmp_path)
+    before = {"total_flops_per_s": 2e9, "workers": 2, "per_worker": []}
+    store.set_meta("peak", before)
+    layout = local_layout(1, 1, "cpu")
+    executor = local_executor(layout)
+    try:
+        run.record_peak_after(store, executor, layout)
+    finally:
+        executor.close()
+        store.close()
+    store = RunStore(tmp_path)
+    peak = store.meta("peak")
+    store.close()
+    assert peak["total_flops_per_s"] == 2e9 and peak["after"] is None and peak["drift"] is None
+    assert peak["drift_warning"].startswith("the peak was not measured again after the run: no 2 Dask worker(s)")

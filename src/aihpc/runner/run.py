@@ -26,6 +26,8 @@ DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
 # and after it; a drift between the two past PEAK_DRIFT is flagged.
 PEAK_SECONDS = 3.0
 PEAK_DRIFT = 0.10
+# How long the peak after the run waits for workers the run lost to come back.
+AFTER_WAIT_SECONDS = 60.0
 
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
@@ -268,10 +270,23 @@ def measure_run_peak(executor, layout) -> dict[str, Any]:
 
 
 def record_peak_after(store: RunStore, executor, layout) -> None:
-    """Measure the peak again after the run; keep it, and its drift, beside the one before."""
+    """Measure the peak again after the run; keep it, and its drift, beside the one before.
+
+    It is measured on as many workers as before, so that the totals compare:
+    a worker the run lost (killed, restarting) gets ``AFTER_WAIT_SECONDS`` to
+    come back; if it does not, the peak after stays unmeasured and the
+    results say why.  The run's score does not depend on it.
+    """
     before = store.meta("peak")
-    if before:
-        store.set_meta("peak", {**before, **peak_drift(before, measure_run_peak(executor, layout))})
+    if not before:
+        return
+    try:
+        executor.wait_for_workers(before["workers"], timeout=AFTER_WAIT_SECONDS)
+    except ConfigError as exc:
+        store.set_meta("peak", {**before, "after": None, "drift": None,
+                                "drift_warning": f"the peak was not measured again after the run: {exc}"})
+        return
+    store.set_meta("peak", {**before, **peak_drift(before, measure_run_peak(executor, layout))})
 
 
 def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
