@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import AihpcError
-from aihpc.nas.hpo import PREFETCH, HyperparameterSearch, WindowedStudy, search_space
+from aihpc.nas.hpo import PREFETCH_MAX, PREFETCH_MIN, HyperparameterSearch, WindowedStudy, search_space
 
 NAMES = {"lr", "batch_size", "weight_decay", "momentum", "dropout"}
 BEST_LR = 0.03
@@ -105,14 +105,17 @@ def test_search_process_end_to_end():
             hpo.restore({**_params(10 ** (-3 + 0.25 * i)), "optimizer": "sgd", "schedule": "cosine"}, 0.5 + i / 100)
         resumed = hpo.resume(_params(0.05))
         numbers = set()
-        for _ in range(3 * PREFETCH):
+        for _ in range(3 * PREFETCH_MIN):
             number, params = hpo.ask()
             assert set(params) == NAMES | {"optimizer", "schedule"}
             assert params["optimizer"] == "sgd" and params["schedule"] == "cosine"
             assert 1e-3 <= params["lr"] <= 0.4
             numbers.add(number)
             hpo.tell(number, _accuracy(params) if number % 3 else None)
-        assert len(numbers) == 3 * PREFETCH and resumed not in numbers
+        assert len(numbers) == 3 * PREFETCH_MIN and resumed not in numbers
+        for depth, ahead in ((10, 10), (1, 9), (10**6, PREFETCH_MAX)):  # depth follows the slots, bounded
+            hpo.ask(depth=depth)
+            assert hpo._drawn - hpo._received == ahead
         hpo.tell(resumed, 0.7)
         with pytest.raises(ValueError, match="was never asked, or was told already"):
             hpo.tell(resumed, 0.7)
@@ -133,7 +136,7 @@ def test_killed_search_process_is_a_clear_error():
         hpo.ask()
         os.kill(hpo._process.pid, signal.SIGKILL)
         with pytest.raises(AihpcError, match=r"^the hyperparameter search process \(pid \d+\) was killed by signal 9$"):
-            for _ in range(PREFETCH + 2):  # suggestions already in the pipe may still be read
+            for _ in range(PREFETCH_MIN + 2):  # suggestions already in the pipe may still be read
                 hpo.ask()
     finally:
         hpo.close()

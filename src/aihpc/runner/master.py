@@ -102,6 +102,7 @@ class Master:
         self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)  # durations of recent full epochs
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
         self.in_flight: dict[Any, EpochTask] = {}
+        self.slots = 0  # the executor's task slots at the last fill
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -151,7 +152,8 @@ class Master:
         return self.score(now)
 
     def _fill_slots(self) -> None:
-        free = self.executor.slots() - len(self.in_flight)
+        self.slots = self.executor.slots()
+        free = self.slots - len(self.in_flight)
         for _ in range(max(free, 0)):
             task = self.pending.pop(0) if self.pending else self._new_trial_task()
             key = f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}"
@@ -185,7 +187,7 @@ class Master:
 
         trial_id = self.next_id
         self.next_id += 1
-        number, hparams = self.hpo.ask()
+        number, hparams = self.hpo.ask(depth=self.slots)
         budget = self._budget()
         if trial_id == 0 or self.strategy is None:  # strategy "none": every trial is the seed, afresh
             spec = seed_spec(self.input_shape, self.num_classes)
