@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError
 from aihpc.fileio import atomic_write
-from aihpc.runner.jobqueue import MALLOC_PROLOGUE, run_security
 
 if TYPE_CHECKING:  # pragma: no cover
     from distributed import Client
