@@ -25,6 +25,9 @@ TORCHVISION_PARAMS = {
 }
 
 SMALL = ["resnet20", "vgg_small", "mobilenet_v2_small", "digits_cnn"]
+# Tokens models (token ids in, N*T rows of logits out): tests/models/test_sequence_models.py.
+SEQUENCE = ["lstm_lm", "transformer_small"]
+IMAGE_MODELS = [n for n in models.names() if models.info(n).input_kind == "image"]
 
 
 def _forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -35,12 +38,14 @@ def _forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 def test_names_and_info_are_consistent() -> None:
     names = models.names()
-    assert set(TORCHVISION_PARAMS) | set(SMALL) == set(names)
+    assert set(TORCHVISION_PARAMS) | set(SMALL) | set(SEQUENCE) == set(names)
     assert len(names) == len(set(names))
+    assert set(names) - set(IMAGE_MODELS) == set(SEQUENCE)
     for name in names:
         meta = models.info(name)
         assert meta.name == name
-        assert len(meta.input_shape) == 3 and all(d >= 1 for d in meta.input_shape)
+        rank = 3 if meta.input_kind == "image" else 1
+        assert len(meta.input_shape) == rank and all(d >= 1 for d in meta.input_shape)
         assert meta.num_classes >= 1 and meta.family and meta.description
     with pytest.raises(dataclasses.FrozenInstanceError):
         models.info("resnet18").num_classes = 5  # type: ignore[misc]
@@ -83,7 +88,7 @@ def test_small_models_default_and_other_sizes(name: str) -> None:
     assert _forward(model, torch.randn(2, c, h + 3, w + 5)).shape == (2, meta.num_classes)
 
 
-@pytest.mark.parametrize("name", models.names())
+@pytest.mark.parametrize("name", IMAGE_MODELS)
 def test_shapes_at_other_sizes(name: str) -> None:
     """Shape check only, on the meta device (no memory, no arithmetic)."""
     c = models.info(name).input_shape[0]
@@ -93,7 +98,7 @@ def test_shapes_at_other_sizes(name: str) -> None:
             assert model(torch.empty(2, c, h, w)).shape == (2, 7)
 
 
-@pytest.mark.parametrize("name", models.names())
+@pytest.mark.parametrize("name", IMAGE_MODELS)
 def test_in_channels_changes_first_layer_only(name: str) -> None:
     default_c = models.info(name).input_shape[0]
     with torch.device("meta"):

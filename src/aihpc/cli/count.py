@@ -6,7 +6,9 @@
 total operations per operator type (or per module), the totals, the
 conv+linear MACs, the parameter count and any uncounted ops; ``--json``
 prints ``OpCount.to_dict()`` plus metadata instead.  Without ``--train`` the
-model is counted for inference (eval mode, forward only).
+model is counted for inference (eval mode, forward only).  A tokens model
+of the zoo (``lstm_lm``, ``transformer_small``) takes ``--input T``, its
+sequence length, and is counted on int64 token ids ``(batch, T)``.
 
 Bad arguments raise :class:`aihpc.errors.ConfigError` (one line, exit 2).
 Only the standard library is imported at module level.
@@ -38,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--spec", metavar="SPEC.json", type=Path,
                         help="an architecture spec file (as written by the NAS)")
     parser.add_argument("--input", metavar="CxHxW", default=None,
-                        help="input shape of one sample (default: the model's / spec's)")
+                        help="input shape of one sample, or T for a tokens model (default: the "
+                             "model's / spec's)")
     parser.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     parser.add_argument("--train", action="store_true",
                         help="count a training step: forward + cross-entropy + backward")
@@ -53,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _build(args: argparse.Namespace) -> tuple[Any, tuple[int, ...], str]:
     """The model (on the meta device when it can be built there), the input
-    shape of one sample, and a label."""
+    shape of one sample, and a label.  A tokens model gets no ``in_channels``."""
     import torch
 
     if args.spec is not None:
@@ -72,6 +75,8 @@ def _build(args: argparse.Namespace) -> tuple[Any, tuple[int, ...], str]:
         shape = parse_shape(args.input) if args.input else tuple(info.input_shape)
 
         def factory() -> Any:
+            if info.input_kind == "tokens":
+                return models.create(args.model, num_classes=args.num_classes)
             return models.create(args.model, num_classes=args.num_classes,
                                  in_channels=shape[0])
 
@@ -98,7 +103,14 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.counting import count_ops, format_count
 
     model, shape, label = _build(args)
-    count = count_ops(model, (args.batch, *shape), train=args.train)
+    example: Any = (args.batch, *shape)  # a shape: one float32 input
+    if args.model is not None:
+        from aihpc import models
+
+        if models.info(args.model).input_kind == "tokens":  # int64 token ids (batch, T)
+            example = models.example_input(args.model, args.batch, shape, device="meta",
+                                           num_classes=args.num_classes)
+    count = count_ops(model, example, train=args.train)
     parameters = sum(p.numel() for p in model.parameters())
     if args.json:
         doc = {"model": args.model, "spec": str(args.spec) if args.spec else None,

@@ -1,6 +1,7 @@
 """``aihpc export``: write a zoo model or an architecture spec as ONNX.
 
     aihpc export --model resnet18 [--input 3x224x224] [--batch 1] [--num-classes K] OUT.onnx
+    aihpc export --model lstm_lm [--input 35] ... OUT.onnx     (tokens model: --input is T)
     aihpc export --spec SPEC.json OUT.onnx
 """
 
@@ -15,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--spec", metavar="SPEC.json", help="an architecture spec file (aihpc.nas)")
     parser.add_argument("--input", metavar="CxHxW",
                         help="input shape of one image, e.g. 3x224x224 (default: the model's); "
-                             "a different C changes the model's first layer")
+                             "a different C changes the model's first layer; for a tokens model "
+                             "the sequence length T, e.g. 35")
     parser.add_argument("--batch", type=int, default=1, metavar="N",
                         help="batch size used for tracing; the file's batch dimension stays dynamic "
                              "(default: 1)")
@@ -30,10 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from aihpc.errors import ConfigError
-    from aihpc.export import export_onnx, onnx_opset, parse_input_shape
+    from aihpc.export import export_onnx, onnx_opset, parse_input_shape, parse_sequence_length
 
-    shape = parse_input_shape(args.input) if args.input is not None else None
+    vocab = None
     if args.spec is not None:
+        shape = parse_input_shape(args.input) if args.input is not None else None
         if args.num_classes is not None:
             raise ConfigError("--num-classes applies to --model only; a spec fixes its own classes")
         from aihpc.nas.spec import ArchSpec
@@ -51,12 +54,17 @@ def run(args: argparse.Namespace) -> int:
         from aihpc import models
 
         meta = models.info(args.model)
-        shape = shape or meta.input_shape
-        model = models.create(args.model, num_classes=args.num_classes, in_channels=shape[0])
+        if meta.input_kind == "tokens":
+            shape = parse_sequence_length(args.input) if args.input is not None else meta.input_shape
+            model = models.create(args.model, num_classes=args.num_classes)
+            vocab = meta.num_classes if args.num_classes is None else args.num_classes
+        else:
+            shape = parse_input_shape(args.input) if args.input is not None else meta.input_shape
+            model = models.create(args.model, num_classes=args.num_classes, in_channels=shape[0])
         source = args.model
 
     path = export_onnx(model, args.output, shape, batch=args.batch, opset=args.opset,
-                       dynamo=args.dynamo)
+                       dynamo=args.dynamo, vocab=vocab)
     size_mb = path.stat().st_size / 1e6
     print(f"{path}  {size_mb:.2f} MB  opset {onnx_opset(path)}  "
           f"input Nx{'x'.join(map(str, shape))}  ({source})")

@@ -1,4 +1,9 @@
-"""``aihpc models``: list the model zoo with defaults and parameter counts."""
+"""``aihpc models``: list the model zoo with defaults and parameter counts.
+
+The input column reads ``CxHxW`` for an image model and ``T tokens`` for a
+tokens model (whose classes are its vocabulary); ``--json`` rows carry
+``input_kind`` ("image" or "tokens").
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
         rows.append({
             "name": meta.name,
             "family": meta.family,
+            "input_kind": meta.input_kind,
             "input_shape": list(meta.input_shape),
             "num_classes": meta.num_classes,
             "parameters": models.parameter_count(name),
@@ -43,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("params M", justify="right", no_wrap=True)
     table.add_column("description")
     for row in rows:
-        table.add_row(row["name"], row["family"], "x".join(map(str, row["input_shape"])),
+        shape = "x".join(map(str, row["input_shape"]))
+        if row["input_kind"] == "tokens":
+            shape = f"{shape} tokens"
+        table.add_row(row["name"], row["family"], shape,
                       str(row["num_classes"]), f"{row['parameters'] / 1e6:.2f}", row["description"])
     Console(soft_wrap=False).print(table)
     return 0

@@ -39,7 +39,8 @@ _ZERO_NAMES = [
     "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "as_strided_",
     "expand", "expand_as", "permute", "transpose", "transpose_", "t", "t_", "squeeze",
     "squeeze_", "unsqueeze", "unsqueeze_", "flatten", "unflatten", "slice", "select",
-    "narrow", "split", "split_with_sizes", "chunk", "unbind", "diagonal", "unfold",
+    "narrow", "split", "split_with_sizes", "unsafe_split", "unsafe_split_with_sizes", "chunk", "unsafe_chunk",
+    "unbind", "diagonal", "unfold",
     "alias", "view_as_real", "view_as_complex", "movedim", "view_copy", "expand_copy",
     "permute_copy", "transpose_copy", "t_copy", "squeeze_copy", "unsqueeze_copy",
     # backward of views/selections: write the gradient into a zero tensor
