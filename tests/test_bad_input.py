@@ -54,7 +54,7 @@ CASES = [
     ("export", ["--model", "resnet5", "{tmp}/m.onnx"], "unknown model 'resnet5'"),
     ("export", ["--model", "digits_cnn", "{tmp}/a_file/m.onnx"], "not a directory"),
     # -- aihpc report
-    ("report", ["{tmp}/nowhere"], "run directory not found"),
+    ("report", ["{tmp}/nowhere"], "run directory or result file not found"),
     ("report", ["{tmp}/not_empty"], "results file not found"),
     ("report", ["{tmp}/corrupt_results"], "results.json"),
     ("report", ["{tmp}/future_results"], "unsupported results schema_version 99"),

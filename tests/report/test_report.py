@@ -244,7 +244,7 @@ def test_missing_results_file(tmp_path: Path) -> None:
 
 
 def test_missing_run_dir(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="run directory not found"):
+    with pytest.raises(ConfigError, match="run directory or result file not found"):
         write_report(tmp_path / "nope")
 
 
@@ -304,7 +304,7 @@ def test_cli_writes_and_prints_path(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_cli_missing_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "run directory not found" in err and "nope" in err
+    assert err.count("\n") == 1 and "run directory or result file not found" in err and "nope" in err
 
 
 def test_cli_bad_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,6 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("aihpc.cli.export", "export a zoo model or an architecture spec to ONNX"),
     "report": ("aihpc.cli.report", "write a run's self-contained HTML report"),
     "count": ("aihpc.cli.count", "count the operations of a model's forward / training step"),
+    "bench": ("aihpc.cli.bench", "Deep500's four levels: operators, network, training, distributed"),
+    "profile": ("aihpc.cli.profile", "characterise a training step: phases, operator types, memory, sweeps"),
+    "roofline": ("aihpc.cli.roofline", "measure the machine's roofs (matmul peaks, memory bandwidth)"),
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from aihpc.errors import ConfigError, StorageError
 from aihpc.fileio import atomic_write
+from aihpc.results.files import read_result
 
 #: The ``schema_version`` values of results.json this module reads.
 SUPPORTED_SCHEMA_VERSIONS = (1, 2)
@@ -83,25 +84,47 @@ def _upgrade(results: dict[str, Any]) -> dict[str, Any]:
     return results
 
 
-def write_report(run_dir: Path, out: Path | None = None) -> Path:
-    """Write the HTML report of ``run_dir`` and return the path written.
+def write_report(path: Path, out: Path | None = None) -> Path:
+    """Write the HTML report of a run directory or of result files; return the path written.
 
-    Reads ``run_dir/results.json``; writes ``out`` if given, else
-    ``run_dir/report.html``.  Raises :class:`ConfigError` if ``run_dir`` is not
-    a directory, results.json is missing/invalid (see :func:`load_results`), or
-    the output cannot be written.
+    ``path`` is a run directory (its ``results.json``, followed by a section
+    for each ``aihpc bench`` / ``profile`` / ``roofline`` result file in it)
+    or one such result file (a page of its own).  Writes ``out`` if given,
+    else ``RUN_DIR/report.html`` or ``FILE.html`` beside the file.  Raises
+    :class:`ConfigError` if ``path`` does not exist, a directory holds neither
+    results.json nor a result file, or a file is invalid (see :func:`load_results`).
     """
+    from aihpc.report.documents import render_page, render_sections
     from aihpc.report.html import render_html
     from aihpc.report.plots import render_all
 
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise ConfigError(f"run directory not found: {run_dir}")
-    results = load_results(run_dir / RESULTS_FILE)
-    page = render_html(results, render_all(results))
-    target = Path(out) if out is not None else run_dir / REPORT_FILE
+    path = Path(path)
+    if path.is_file():
+        page = render_page([read_result(path)], f"aihpc {path.name}")
+        target = Path(out) if out is not None else path.with_suffix(".html")
+    elif path.is_dir():
+        documents = [read_result(f) for f in sorted(path.glob("*.json")) if _is_result_document(f)]
+        if documents and not (path / RESULTS_FILE).exists():
+            page = render_page(documents, f"aihpc {path.name}")
+        else:
+            results = load_results(path / RESULTS_FILE)
+            page = render_html(results, render_all(results), extra=render_sections(documents))
+        target = Path(out) if out is not None else path / REPORT_FILE
+    else:
+        raise ConfigError(f"run directory or result file not found: {path}")
     atomic_write(target, page)
     return target
+
+
+def _is_result_document(path: Path) -> bool:
+    """A JSON file in a run directory that a bench, profile or roofline command wrote (by its ``kind``)."""
+    from aihpc.results.files import KINDS
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(doc, dict) and doc.get("kind") in KINDS
 
 
 def _one_line(exc: BaseException) -> str:

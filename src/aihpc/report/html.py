@@ -307,8 +307,9 @@ def _trials_table(results: dict[str, Any]) -> str:
     return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
 
 
-def render_html(results: dict[str, Any], images: dict[str, bytes | None]) -> str:
-    """The full report page for ``results`` with ``images`` (plot key -> PNG bytes or None)."""
+def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra: str = "") -> str:
+    """The full report page for ``results`` with ``images`` (plot key -> PNG bytes or None);
+    ``extra``: more sections (HTML) after the trials."""
     title = f"aihpc report {results.get('run_id', '')}".strip()
     body = "".join([
         _header(results),
@@ -318,6 +319,7 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None]) -> str
         _plots(images),
         "<h2>Best trial</h2>", _best_architecture(results),
         "<h2>Trials</h2>", _trials_table(results),
+        extra,
     ])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{esc(title)}</title><style>{_CSS}</style></head>"

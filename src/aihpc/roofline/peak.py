@@ -111,11 +111,14 @@ class PeakResult:
         return d
 
 
-def summarise(rates: Sequence[float]) -> tuple[float, float, float, float, str | None]:
-    """``(median, min, max, spread, warning)`` of per-repeat FLOP/s ``rates``.
+def summarise(
+    rates: Sequence[float], unit: str = "FLOP/s", subject: str = "peak"
+) -> tuple[float, float, float, float, str | None]:
+    """``(median, min, max, spread, warning)`` of per-repeat ``rates``.
 
     ``spread = (max - min) / median``; ``warning`` is None unless the spread
-    exceeds :data:`SPREAD_WARNING`.
+    exceeds :data:`SPREAD_WARNING`.  ``unit`` (e.g. "FLOP/s", "bytes/s") and
+    ``subject`` (e.g. "peak", "bandwidth") only word the warning.
     """
     if not rates:
         raise ConfigError("need at least one repeat to summarise, got 0")
@@ -125,9 +128,9 @@ def summarise(rates: Sequence[float]) -> tuple[float, float, float, float, str |
     warning = None
     if spread > SPREAD_WARNING:
         warning = (
-            f"FLOP/s of the {len(rates)} repeats spread over {spread:.0%} of the median "
+            f"{unit} of the {len(rates)} repeats spread over {spread:.0%} of the median "
             f"(> {SPREAD_WARNING:.0%}): the machine was busy or its clocks changed; "
-            "treat this peak as unreliable"
+            f"treat this {subject} as unreliable"
         )
     return median, lo, hi, spread, warning
 
@@ -154,46 +157,12 @@ def measure_peak(
     name = _dtype_name(dtype, dev)
     n = DEFAULT_SIZE[dev.type] if size is None else size
     flops = matmul_flops(n)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
-        raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
-    warmup = seconds / 4 if warmup is None else warmup
-    if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
-        raise ConfigError(f"warmup must be a finite number >= 0, got {warmup!r}")
-
+    warmup = _check_timing(seconds, warmup, repeats)
     torch_dtype, precision = _DTYPES[name]
     a, b, out = _allocate(n, torch_dtype, dev)
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    def run(k: int) -> None:
-        for _ in range(k):
-            torch.matmul(a, b, out=out)
-
-    rates: list[float] = []
     with _matmul_precision(precision):
-        sync()
-        start = last = _clock()
-        while True:  # warm-up; the last matmul's duration calibrates the repeats
-            run(1)
-            sync()
-            now = _clock()
-            per_matmul, last = now - last, now
-            if now - start >= warmup:
-                break
-        per_repeat = seconds / repeats
-        iters = max(1, round(per_repeat / per_matmul)) if per_matmul > 0 else 1
-        for _ in range(repeats):
-            sync()
-            t0 = _clock()
-            run(iters)
-            sync()
-            elapsed = _clock() - t0
-            rates.append(iters * flops / max(elapsed, 1e-12))
-
+        rates, iters = _time_matmuls(a, b, out, dev, seconds, warmup, repeats)
+    rates = [iters * flops / max(elapsed, 1e-12) for elapsed in rates]
     median, lo, hi, spread, warning = summarise(rates)
     return PeakResult(
         device=str(dev),
@@ -210,6 +179,51 @@ def measure_peak(
         note=_NOTES.get(name) if dev.type == "cuda" else None,
         warning=warning,
     )
+
+
+def _check_timing(seconds: float, warmup: float | None, repeats: int) -> float:
+    """The warm-up seconds (default ``seconds / 4``), after checking the three numbers."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
+    warmup = seconds / 4 if warmup is None else warmup
+    if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
+        raise ConfigError(f"warmup must be a finite number >= 0, got {warmup!r}")
+    return warmup
+
+
+def _time_matmuls(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, dev: torch.device, seconds: float,
+                  warmup: float, repeats: int) -> tuple[list[float], int]:  # fmt: skip
+    """Seconds of each of ``repeats`` timed repeats, and the matmuls each held.
+
+    The warm-up runs matmuls until ``warmup`` seconds have passed (at least
+    one); the last one's duration sets the matmuls per repeat.
+    """
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    sync()
+    start = last = _clock()
+    while True:
+        torch.matmul(a, b, out=out)
+        sync()
+        now = _clock()
+        per_matmul, last = now - last, now
+        if now - start >= warmup:
+            break
+    iters = max(1, round(seconds / repeats / per_matmul)) if per_matmul > 0 else 1
+    elapsed = []
+    for _ in range(repeats):
+        sync()
+        t0 = _clock()
+        for _ in range(iters):
+            torch.matmul(a, b, out=out)
+        sync()
+        elapsed.append(_clock() - t0)
+    return elapsed, iters
 
 
 def default_dtypes(device: str | torch.device = "cpu") -> tuple[str, ...]:

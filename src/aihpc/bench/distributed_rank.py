@@ -1,0 +1,210 @@
+"""One rank of ``aihpc bench distributed`` (:mod:`aihpc.bench.distributed`), run as
+``python -m aihpc.bench.distributed_rank FOLDER`` with torchrun's environment.
+
+It joins the process group, times the DDP and split steps, measures the bytes
+its sockets send around the explicit all-reduces, and (rank 0) writes the
+report to ``FOLDER/result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from aihpc.bench.distributed import COLLECTIVE_TIMEOUT_S
+
+_TCP_BYTES_SENT_OFFSET = 200
+"""Offset of ``tcpi_bytes_sent`` (u64) in Linux's ``struct tcp_info`` (since 4.19)."""
+
+
+@dataclass
+class _Replica:
+    """This rank's DDP model, optimizer and batch; every gradient is a view into ``flat``."""
+
+    ddp: torch.nn.parallel.DistributedDataParallel
+    optimizer: torch.optim.Optimizer
+    x: torch.Tensor
+    y: torch.Tensor
+    flat: torch.Tensor
+    device: torch.device
+
+
+def _build_replica(model_name: str, batch: int, device: torch.device, rank: int) -> _Replica:
+    """Same initial weights on every rank (seed 0), a different random batch per rank."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from aihpc import models
+
+    torch.manual_seed(0)
+    model = models.create(model_name).to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    flat = torch.zeros(sum(p.numel() for p in params), device=device)
+    offset = 0
+    for p in params:  # backward accumulates into existing gradients in place: into flat
+        p.grad = flat[offset : offset + p.numel()].view_as(p)
+        offset += p.numel()
+    ids = [device.index] if device.type == "cuda" else None
+    ddp = DistributedDataParallel(model, device_ids=ids, **_no_buffer_sync())
+    torch.manual_seed(1 + rank)
+    x = models.example_input(model_name, batch, device=device)
+    with torch.no_grad():
+        logits = model(x)
+    y = torch.randint(logits.shape[1], (logits.shape[0],), device=device)
+    optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    return _Replica(ddp, optimizer, x, y, flat, device)
+
+
+def _no_buffer_sync() -> dict[str, bool]:
+    """DDP's option not to broadcast buffers at each forward (newer PyTorch renamed it)."""
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _ddp_step(r: _Replica) -> float:
+    """Seconds of one DDP step (all-reduce overlapped with the backward pass)."""
+    dist.barrier()
+    _sync(r.device)
+    start = time.perf_counter()
+    r.flat.zero_()
+    F.cross_entropy(r.ddp(r.x), r.y).backward()
+    r.optimizer.step()
+    _sync(r.device)
+    return time.perf_counter() - start
+
+
+def _split_step(r: _Replica, world: int) -> tuple[float, float]:
+    """(compute seconds, all-reduce seconds) of one step with the all-reduce run apart."""
+    dist.barrier()
+    _sync(r.device)
+    t0 = time.perf_counter()
+    r.flat.zero_()
+    with r.ddp.no_sync():
+        F.cross_entropy(r.ddp(r.x), r.y).backward()
+    _sync(r.device)
+    t1 = time.perf_counter()
+    dist.barrier()  # untimed: the all-reduce starts on every rank together
+    t2 = time.perf_counter()
+    dist.all_reduce(r.flat)
+    r.flat.div_(world)
+    _sync(r.device)
+    t3 = time.perf_counter()
+    r.optimizer.step()
+    _sync(r.device)
+    return (t1 - t0) + (time.perf_counter() - t3), t3 - t2
+
+
+def _timed_steps(r: _Replica, steps: int, warmup: int, world: int) -> list[list[float]]:
+    """Per step ``[ddp s, compute s, all-reduce s]``, each the maximum over the ranks."""
+    for _ in range(warmup):
+        _ddp_step(r)
+        _split_step(r, world)
+    lo, hi = r.flat.data_ptr(), r.flat.data_ptr() + r.flat.numel() * r.flat.element_size()
+    if any(not lo <= p.grad.data_ptr() < hi for p in r.ddp.module.parameters() if p.requires_grad):
+        raise RuntimeError("a gradient left the flat buffer: the split step would all-reduce stale values")
+    rows = []
+    for _ in range(steps):
+        ddp = _ddp_step(r)
+        rows.append([ddp, *_split_step(r, world)])
+    times = torch.tensor(rows, dtype=torch.float64, device=r.device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return times.cpu().tolist()
+
+
+def _tcp_bytes_sent() -> int | None:
+    """Payload bytes sent so far by this process's TCP sockets (TCP_INFO); None where unreadable."""
+    if not hasattr(socket, "TCP_INFO") or not os.path.isdir("/proc/self/fd"):
+        return None
+    total, found = 0, False
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            s = socket.socket(fileno=os.dup(int(fd)))  # a duplicate: closing it leaves gloo's socket open
+        except OSError:
+            continue
+        with s:
+            if s.type != socket.SOCK_STREAM or s.family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            try:
+                info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+            except OSError:
+                continue
+            if len(info) >= _TCP_BYTES_SENT_OFFSET + 8:
+                total += struct.unpack_from("=Q", info, _TCP_BYTES_SENT_OFFSET)[0]
+                found = True
+    return total if found else None
+
+
+def _loopback_bytes_sent() -> int | None:
+    import psutil
+
+    counters = psutil.net_io_counters(pernic=True).get("lo")
+    return counters.bytes_sent if counters is not None else None
+
+
+def _measure_volume(r: _Replica, calls: int, world: int) -> dict[str, float | None]:
+    """Bytes per rank and call of ``calls`` all-reduces of the gradients: own sockets, and loopback."""
+    dist.barrier()
+    tcp0, lo0 = _tcp_bytes_sent(), _loopback_bytes_sent()
+    for _ in range(calls):
+        dist.all_reduce(r.flat)
+    _sync(r.device)
+    dist.barrier()  # every peer has received this rank's bytes: they have all been sent
+    tcp1, lo1 = _tcp_bytes_sent(), _loopback_bytes_sent()
+    mine = -1.0 if tcp0 is None or tcp1 is None else float(tcp1 - tcp0)
+    sent = torch.tensor([mine, float(mine < 0)], dtype=torch.float64, device=r.device)
+    dist.all_reduce(sent)  # the sum over ranks, and how many could not read their sockets
+    tcp = float(sent[0]) / (world * calls) if float(sent[1]) == 0 else None
+    lo = (lo1 - lo0) / (world * calls) if lo0 is not None and lo1 is not None else None
+    return {"tcp_bytes_per_rank": tcp, "loopback_bytes_per_rank": lo}
+
+
+def _rank_main(folder: Path) -> None:
+    """One rank: join the group, time the steps, measure the volume; rank 0 writes the report."""
+    spec = json.loads((folder / "config.json").read_text())
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.set_num_threads(spec["threads"])
+    if spec["backend"] == "nccl":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(spec["backend"], timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    try:
+        replica = _build_replica(spec["model"], spec["batch"], device, rank)
+        report: dict[str, Any] = {"times": _timed_steps(replica, spec["steps"], spec["warmup"], world),
+                                  "gradient_bytes": replica.flat.numel() * replica.flat.element_size()}
+        if world > 1 and spec["backend"] == "gloo":
+            report.update(_measure_volume(replica, spec["volume_calls"], world))
+        if rank == 0:
+            (folder / "result.json").write_text(json.dumps(report))
+        dist.barrier()  # a group torn down while a peer still works can abort it
+    finally:
+        dist.destroy_process_group()
+
+
+
+if __name__ == "__main__":
+    _rank_main(Path(sys.argv[1]))

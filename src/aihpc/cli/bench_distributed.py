@@ -1,0 +1,43 @@
+"""``aihpc bench distributed``: Level 3, data-parallel training against one process.
+
+Launches ``--procs`` ranks on this node (gloo on the CPU, NCCL on GPUs) and
+one alone, times DDP steps and, apart, compute and the gradient all-reduce,
+and checks the ring all-reduce's computed volume against the bytes the
+ranks sent (see :mod:`aihpc.bench.distributed`).  ``--procs`` below 1 or
+above the cores (GPUs with CUDA), an unknown model, or CUDA asked for on a
+machine without it: one line and exit 2, before anything is launched.
+Progress lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from aihpc.cli.output import add_output_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--procs", type=int, required=True, help="processes (ranks) of the data-parallel run")
+    parser.add_argument("--model", metavar="NAME", default="resnet20", help="a model of the zoo (default resnet20)")
+    parser.add_argument("--batch", type=int, default=32, help="batch size per process (weak scaling; default 32)")
+    parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps before them (default 3)")
+    parser.add_argument("--device", default="auto", help="cpu (gloo), cuda (NCCL) or auto (default)")
+    add_output_arguments(parser, "bench-distributed.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, run the baseline and the parallel run, write the result and print the table."""
+    import sys
+
+    from aihpc.bench.distributed import DistributedConfig, bench_distributed, format_table
+    from aihpc.cli.output import emit
+    from aihpc.errors import ConfigError
+
+    config = DistributedConfig(procs=args.procs, model=args.model, batch=args.batch, steps=args.steps,
+                               warmup=args.warmup, device=args.device)  # fmt: skip
+    config.backend()  # procs, model and device checked before the output path and the launch
+    if not args.out.parent.is_dir():
+        raise ConfigError(f"cannot write {args.out}: directory {args.out.parent} does not exist")
+    outcome = bench_distributed(config, progress=lambda line: print(f"bench distributed: {line}", file=sys.stderr))
+    return emit(args, "bench-distributed", outcome.to_dict(), format_table(outcome))

@@ -1,0 +1,32 @@
+"""Options and output shared by the commands that write a result file (bench, profile, roofline).
+
+Each writes a versioned JSON document (:mod:`aihpc.results.files`) to
+``--out`` and prints a readable table, or, with ``--json``, the document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:
+    parser.add_argument("--out", metavar="FILE", type=Path, default=Path(default_out),
+                        help=f"the versioned JSON result file (default: {default_out})")
+    parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+
+
+def emit(args: argparse.Namespace, kind: str, data: dict[str, Any], table: str) -> int:
+    """Write ``data`` as a ``kind`` result to ``args.out``; print ``table`` (or, with ``--json``, the document)."""
+    from aihpc.results.files import result_document, write_result
+
+    doc = result_document(kind, data)
+    write_result(args.out, doc)
+    if args.json:
+        print(json.dumps(doc, sort_keys=True, indent=2))
+    else:
+        print(table)
+        print(f"results: {args.out}")
+    return 0

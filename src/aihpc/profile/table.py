@@ -1,0 +1,80 @@
+"""The readable table of a :class:`~aihpc.profile.characterise.Profile`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aihpc.counting import human
+from aihpc.profile.characterise import Profile
+from aihpc.profile.step import SPREAD_WARNING
+from aihpc.profile.sweep import AXIS_LABELS
+
+MIB = 2**20
+OPERATOR_ROWS = 12
+"""Op types listed one by one; the rest are summed in one row."""
+
+
+def _align(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
+    """Left-align the first column, right-align the others."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
+            for r in rows]  # fmt: skip
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.4f}" if s < 10 else f"{s:.2f}"
+
+
+def _phases(p: Profile) -> list[str]:
+    t = p.timing
+    rows = [("phase", "s/step", "share")]
+    rows += [(ph.name, _seconds(ph.seconds), f"{100 * ph.share:.1f}%") for ph in t.phases]
+    gap = t.mean - sum(ph.seconds for ph in t.phases)
+    rows.append(("(between phases)", _seconds(gap), f"{100 * gap / t.mean:.1f}%"))
+    return _align(rows)
+
+
+def _operators(p: Profile) -> list[str]:
+    ops = p.timing.operators
+    rows = [("operator type", "s/step", "share", "calls/step")]
+    rows += [(o.type, _seconds(o.seconds), f"{100 * o.share:.1f}%", f"{o.calls:g}") for o in ops[:OPERATOR_ROWS]]
+    rest = ops[OPERATOR_ROWS:]
+    if rest:
+        s = sum(o.seconds for o in rest)
+        rows.append((f"({len(rest)} more types)", _seconds(s), f"{100 * s / p.timing.mean:.1f}%", ""))
+    outside = p.timing.mean - sum(o.seconds for o in ops)
+    rows.append(("(outside aten ops)", _seconds(outside), f"{100 * outside / p.timing.mean:.1f}%", ""))
+    return _align(rows)
+
+
+def _memory(p: Profile) -> list[str]:
+    m = p.memory
+    parts = [("parameters", m.parameters), ("gradients", m.gradients), ("optimizer state", m.optimizer_state),
+             ("activations", m.activations), ("other", m.other), ("peak", m.peak_bytes)]  # fmt: skip
+    rows = [("memory at the peak", "MiB", "share")]
+    rows += [(name, f"{b / MIB:,.1f}", f"{100 * b / m.peak_bytes:.1f}%") for name, b in parts]
+    return [*_align(rows), f"peak measured as: {m.method}"]
+
+
+def _sweep(p: Profile) -> list[str]:
+    s = p.sweep
+    if s is None:
+        return []
+    rows = [(AXIS_LABELS[s.dimension], "s/step", "peak MiB")]
+    rows += [(str(r.value), _seconds(r.step_seconds), f"{r.peak_bytes / MIB:,.1f}") for r in s.rows]
+    return ["", f"sweep over {s.dimension}:", *_align(rows)]
+
+
+def format_profile(p: Profile) -> str:
+    """Header, phases, operator types, memory breakdown and (if any) the sweep, as aligned text."""
+    c, t = p.config, p.timing
+    head = [
+        f"profile: {c.model}, input {c.shape_text}, batch {c.batch}, {p.device}, {c.optimizer}; "
+        f"{c.steps} profiled step{'s' if c.steps > 1 else ''} after 1 warm-up",
+        f"step: {_seconds(t.median)} s (median; {_seconds(min(t.step_seconds))}-{_seconds(max(t.step_seconds))} s); "
+        f"{human(p.ops.total, 'OPs')} counted (forward + loss + backward) -> {human(p.flops_per_s, 'OP/s')}",
+    ]  # fmt: skip
+    if t.spread > SPREAD_WARNING:
+        head.append(f"warning: the steps' times spread over {100 * t.spread:.0f}% of the median "
+                    "(a busy machine?); more --steps give a steadier median")  # fmt: skip
+    return "\n".join([*head, "", *_phases(p), "", *_operators(p), "", *_memory(p), *_sweep(p)])

@@ -1,0 +1,79 @@
+"""Result files of the explaining commands: ``aihpc bench``, ``profile`` and ``roofline``.
+
+Each command writes one JSON document (keys sorted, written atomically)::
+
+    {"kind": "bench-operators", "schema_version": 1, "created_utc": "...",
+     "environment": {...aihpc.results.environment.collect()...},
+     "data": {...the command's own results...}}
+
+``kind`` says which command wrote it (one of :data:`KINDS`), so ``aihpc
+report`` can render any of them and a reader can refuse the wrong one.
+``schema_version`` is per file format: a change a reader must know about bumps
+it, and :func:`read_result` refuses versions it does not know.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import ConfigError, StorageError
+from aihpc.fileio import atomic_write
+
+SCHEMA_VERSION = 1
+KINDS = ("bench-operators", "bench-network", "bench-training", "bench-distributed", "profile", "roofline")
+
+
+def result_document(kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The versioned document for ``data``; ``environment`` defaults to this machine's."""
+    from aihpc.results.environment import collect
+
+    if kind not in KINDS:
+        raise ValueError(f"unknown result kind {kind!r}; known: {', '.join(KINDS)}")
+    return {
+        "kind": kind,
+        "schema_version": SCHEMA_VERSION,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "environment": collect() if environment is None else environment,
+        "data": data,
+    }
+
+
+def write_result(path: Path, document: dict[str, Any]) -> Path:
+    """Write a :func:`result_document` to ``path`` atomically; StorageError if it cannot."""
+    path = Path(path)
+    if path.parent and not path.parent.is_dir():
+        raise StorageError(f"cannot write {path}: directory {path.parent} does not exist")
+    atomic_write(path, json.dumps(document, sort_keys=True, indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def read_result(path: Path, kind: str | None = None) -> dict[str, Any]:
+    """A result document read back and checked; ``kind`` given: it must be that kind.
+
+    A missing, unreadable or malformed file, an unknown kind or version, is a
+    one-line :class:`ConfigError` naming the file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"result file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"cannot read result file {path}: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"result file is not valid JSON: {path} (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
+        raise ConfigError(f"not an aihpc result file (no 'data' object): {path}")
+    if doc.get("kind") not in KINDS:
+        raise ConfigError(f"unknown result kind {doc.get('kind')!r} in {path}; known: {', '.join(KINDS)}")
+    if kind is not None and doc["kind"] != kind:
+        raise ConfigError(f"{path} holds {doc['kind']} results, not {kind}")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ConfigError(f"unsupported schema_version {doc.get('schema_version')!r} in {path} "
+                          f"(this aihpc reads {SCHEMA_VERSION})")
+    return doc

@@ -1,0 +1,246 @@
+"""The machine's roofs, measured together, and measured kernels placed under them.
+
+:func:`measure_machine` measures every compute roof (the matmul peak of each
+dtype, :mod:`aihpc.roofline.peak`) and both STREAM kernels (copy and triad,
+:mod:`aihpc.roofline.bandwidth`) on one device and returns the ``data`` of an
+``aihpc roofline`` result file::
+
+    {"device": "cpu",
+     "seconds": 2.0,                                 timed seconds per measurement
+     "peaks": {dtype: PeakResult.to_dict()},         FLOP/s
+     "bandwidth": {"copy": BandwidthResult.to_dict(), "triad": ...},  bytes/s
+     "roofline": Roofline.to_dict(),                 the triad bandwidth is the memory roof
+     "ridge": {dtype: FLOP/byte or None},
+     "points": [RooflinePoint.to_dict(roofline)],    kernels of bench files
+     "warnings": [str]}
+
+:func:`read_points` reads the kernels of an ``aihpc bench operators`` or
+``aihpc bench network`` file (:class:`PointsFile`); :func:`add_points`
+places them (attainable FLOP/s and the share of it achieved, None where the
+dtype has no roof); :func:`format_table` renders the readable table,
+"unknown" wherever nothing was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aihpc.errors import ConfigError
+from aihpc.report.fmt import format_si
+from aihpc.roofline.model import Roofline, RooflinePoint
+
+POINT_KINDS = ("bench-operators", "bench-network")
+"""Result kinds whose ``data.points`` can be placed under the roofs."""
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aihpc.roofline.bandwidth import BandwidthResult
+    from aihpc.roofline.peak import PeakResult
+
+Progress = Callable[[str], None]
+"""Receives one line of progress text (no newline)."""
+
+
+def resolve_device(name: str) -> str:
+    """``name`` as a checked device string: "auto" is "cuda:N" where CUDA is available, else "cpu"."""
+    import torch
+
+    from aihpc.roofline.peak import _parse_device
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return str(_parse_device(name))
+
+
+def machine_dtypes(device: str) -> tuple[str, ...]:
+    """Dtypes measured by default: :func:`aihpc.roofline.peak.default_dtypes`, plus bfloat16 on CPU.
+
+    bfloat16 is the dtype the CPU path may train in, so its peak is measured
+    wherever torch can multiply bfloat16 matrices on this CPU.
+    """
+    from aihpc.roofline.peak import default_dtypes
+
+    names = default_dtypes(device)
+    if device == "cpu" and "bfloat16" not in names and _cpu_bf16_matmul_works():
+        names = (*names, "bfloat16")
+    return names
+
+
+def check_dtypes(device: str, dtypes: Sequence[str]) -> tuple[str, ...]:
+    """``dtypes`` checked for ``device`` (ConfigError naming a bad one), duplicates dropped, order kept."""
+    import torch
+
+    from aihpc.roofline.peak import _dtype_name
+
+    if not dtypes:
+        raise ConfigError("dtypes must name at least one dtype, got none")
+    dev = torch.device(device)
+    return tuple(dict.fromkeys(_dtype_name(d, dev) for d in dtypes))
+
+
+def check_seconds(seconds: float) -> float:
+    """``seconds`` if it is a finite number > 0, else a one-line ConfigError."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
+            or seconds <= 0:  # fmt: skip
+        raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
+    return float(seconds)
+
+
+def measure_machine(device: str, dtypes: Sequence[str], seconds: float = 2.0, elements: int | None = None,
+                    progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
+    """Measure the roofs of ``device`` (a :func:`resolve_device` string) into a result ``data`` dict.
+
+    One matmul peak per dtype, then STREAM copy and triad over ``elements``
+    float64 per array (default :func:`aihpc.roofline.bandwidth.default_elements`),
+    each timed for ``seconds``.  ``progress`` receives one line as each
+    measurement starts.  ``points`` is empty; :func:`add_points` fills it.
+    """
+    from aihpc.roofline.bandwidth import default_elements, measure_bandwidth
+    from aihpc.roofline.peak import DEFAULT_SIZE, measure_peak
+
+    seconds = check_seconds(seconds)
+    names = check_dtypes(device, dtypes)
+    n = default_elements(device) if elements is None else elements
+    say = progress or (lambda _line: None)
+    steps = len(names) + 2
+    peaks: dict[str, PeakResult] = {}
+    size = DEFAULT_SIZE[device.split(":")[0]]
+    for i, name in enumerate(names, 1):
+        say(f"[{i}/{steps}] {name} matmul peak on {device} (n={size}, {seconds:g} s)")
+        peaks[name] = measure_peak(device, name, seconds=seconds)
+    bandwidth: dict[str, BandwidthResult] = {}
+    for i, kernel in enumerate(("copy", "triad"), len(names) + 1):
+        mib = n * 8 / 2**20
+        say(f"[{i}/{steps}] STREAM {kernel} bandwidth on {device} ({n} float64 = {mib:.4g} MiB per array, {seconds:g} s)")
+        bandwidth[kernel] = measure_bandwidth(device, kernel, elements=n, seconds=seconds)
+    return machine_data(device, seconds, peaks, bandwidth)
+
+
+def machine_data(device: str, seconds: float, peaks: dict[str, PeakResult],
+                 bandwidth: dict[str, BandwidthResult]) -> dict[str, Any]:  # fmt: skip
+    """The result ``data`` dict (module docstring) of measured ``peaks`` and ``bandwidth``.
+
+    The memory roof is ``bandwidth["triad"]`` (None without it); the warnings
+    of every measurement are collected, each prefixed with what it concerns.
+    """
+    triad = bandwidth.get("triad")
+    roofline = Roofline(device=device, peaks={d: r.flops_per_s for d, r in peaks.items()},
+                        bandwidth=None if triad is None else triad.bytes_per_s)  # fmt: skip
+    warnings = [f"{d} peak: {r.warning}" for d, r in peaks.items() if r.warning]
+    warnings += [f"{k} bandwidth: {r.warning}" for k, r in bandwidth.items() if r.warning]
+    return {
+        "device": device,
+        "seconds": seconds,
+        "peaks": {d: r.to_dict() for d, r in peaks.items()},
+        "bandwidth": {k: r.to_dict() for k, r in bandwidth.items()},
+        "roofline": roofline.to_dict(),
+        "ridge": {d: roofline.ridge(d) for d in peaks},
+        "points": [],
+        "warnings": warnings,
+    }
+
+
+@dataclass(frozen=True)
+class PointsFile:
+    """The kernels of one ``bench operators`` or ``bench network`` result file.
+
+    ``kind`` is the file's kind (each point's ``source``); ``device`` its
+    ``data.device`` (None where the file does not say).
+    """
+
+    path: Path
+    kind: str
+    device: str | None
+    points: tuple[RooflinePoint, ...]
+
+    def check_device(self, device: str) -> None:
+        """ConfigError when the kernels were timed on another device type: a GPU's say nothing under a CPU's roofs."""
+        if self.device is not None and self.device.split(":")[0] != device.split(":")[0]:
+            raise ConfigError(f"{self.path} holds kernels measured on {self.device}, not on {device}")
+
+
+def read_points(path: Path) -> PointsFile:
+    """Read ``data.points`` of a ``bench operators`` or ``bench network`` result file.
+
+    A missing or malformed file, a file of another kind, or a bad point is a
+    one-line ConfigError naming the file (and the point's index).
+    """
+    from aihpc.results.files import read_result
+
+    doc = read_result(path)
+    if doc["kind"] not in POINT_KINDS:
+        raise ConfigError(f"{path} holds {doc['kind']} results, not {' or '.join(POINT_KINDS)}")
+    data = doc["data"]
+    if not isinstance(data.get("points"), list):
+        raise ConfigError(f"{path} holds no list of points (data.points)")
+    points = tuple(RooflinePoint.from_dict(point, f"{path}: points[{i}]", doc["kind"])
+                   for i, point in enumerate(data["points"]))  # fmt: skip
+    device = data.get("device") if isinstance(data.get("device"), str) else None
+    return PointsFile(path=Path(path), kind=doc["kind"], device=device, points=points)
+
+
+def add_points(data: dict[str, Any], points: Sequence[RooflinePoint]) -> dict[str, Any]:
+    """Append ``points`` to ``data["points"]`` with their attainable FLOP/s and share; returns ``data``.
+
+    A point whose dtype has no measured peak keeps None for both, and one
+    warning per such dtype says so.
+    """
+    roofline = Roofline.from_dict(data["roofline"])
+    data["points"].extend(p.to_dict(roofline) for p in points)
+    for dtype in sorted({p.dtype for p in points} - set(roofline.peaks)):
+        data["warnings"].append(f"no {dtype} peak was measured: {dtype} points have no roof (unknown)")
+    return data
+
+
+def format_table(data: dict[str, Any]) -> str:
+    """The readable table of a roofline ``data`` dict: roofs, ridge points, placed kernels, warnings."""
+    lines = [f"roofline of {data['device']}", "", f"{'roof':<22}{'rate':>16}{'spread':>9}  detail"]
+    for dtype, r in data["peaks"].items():
+        detail = f"{r['size']}x{r['size']} matmul, {r['threads']} threads"
+        lines.append(_row(f"matmul {dtype}", format_si(r["flops_per_s"], "FLOP/s"), r["spread"], detail))
+    for kernel, r in data["bandwidth"].items():
+        detail = f"{r['elements']} float64 per array, {r['bytes_per_call'] // r['elements']} bytes per element"
+        lines.append(_row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), r["spread"], detail))
+    lines += ["", "ridge (triad memory roof meets the compute roof):"]
+    for dtype, ridge in data["ridge"].items():
+        lines.append(f"  {dtype:<10} {_unknown(ridge, lambda v: f'{v:.3g} FLOP/byte')}")
+    if data["points"]:
+        lines += ["", *_points_table(data["points"])]
+    if data["warnings"]:
+        lines += ["", "warnings:", *(f"  - {w}" for w in data["warnings"])]
+    return "\n".join(lines)
+
+
+def _points_table(points: list[dict[str, Any]]) -> list[str]:
+    width = max(len("kernel"), *(len(p["label"]) for p in points))
+    head = f"{'kernel':<{width}}  {'dtype':<9}{'FLOP/byte':>11}{'achieved':>16}{'attainable':>16}{'share':>9}  source"
+    rows = [head]
+    for p in points:
+        share = _unknown(p["share"], lambda v: f"{v:.0%}")
+        bound = _unknown(p["attainable_flops_per_s"], lambda v: format_si(v, "FLOP/s"))
+        rows.append(f"{p['label']:<{width}}  {p['dtype']:<9}{p['intensity']:>11.3g}"
+                    f"{format_si(p['flops_per_s'], 'FLOP/s'):>16}{bound:>16}{share:>9}  {p['source']}")  # fmt: skip
+    return rows
+
+
+def _row(name: str, rate: str, spread: float, detail: str) -> str:
+    return f"{name:<22}{rate:>16}{spread:>9.1%}  {detail}"
+
+
+def _unknown(value: float | None, text: Callable[[float], str]) -> str:
+    """``text(value)``, or "unknown" where nothing was measured (None): never a made-up number."""
+    return "unknown" if value is None else text(value)
+
+
+def _cpu_bf16_matmul_works() -> bool:
+    """Whether torch multiplies bfloat16 matrices on this CPU (a 2x2 product, exact in bfloat16)."""
+    import torch
+
+    try:
+        a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.bfloat16)
+        return bool(torch.equal(a @ a, torch.tensor([[7.0, 10.0], [15.0, 22.0]], dtype=torch.bfloat16)))
+    except RuntimeError:
+        return False

@@ -1,0 +1,151 @@
+"""The roofline model of one device, from measured peaks only.
+
+For a kernel of arithmetic intensity I (operations per byte moved), the
+attainable rate is ``min(peak FLOP/s, I x bandwidth)`` (Williams, Waterman and
+Patterson, 2009).  Here the compute roof is the measured matmul peak of the
+kernel's dtype and the memory roof the measured STREAM triad bandwidth
+(bytes/s).  A dtype that was not measured has no roof:
+:meth:`Roofline.attainable` returns None and tables say "unknown", never a
+made-up peak.
+
+A :class:`RooflinePoint` is one measured kernel (a Level-0 operator, a
+Level-1 layer) placed under the roofs: its intensity and achieved FLOP/s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """``peaks``: dtype name -> measured matmul FLOP/s; ``bandwidth``: triad bytes/s (None if unmeasured)."""
+
+    device: str
+    peaks: dict[str, float] = field(default_factory=dict)
+    bandwidth: float | None = None
+
+    def attainable(self, intensity: float | None, dtype: str) -> float | None:
+        """FLOP/s the roofline allows at ``intensity`` ops/byte in ``dtype``; None where unknown.
+
+        Without a bandwidth (or an intensity) only the compute roof bounds the rate.
+        """
+        peak = self.peaks.get(dtype)
+        if peak is None:
+            return None
+        if self.bandwidth is None or intensity is None:
+            return peak
+        return min(peak, intensity * self.bandwidth)
+
+    def share(self, flops_per_s: float, intensity: float | None, dtype: str) -> float | None:
+        """Achieved FLOP/s as a fraction of :meth:`attainable`; None where unknown (or zero)."""
+        bound = self.attainable(intensity, dtype)
+        return None if not bound else flops_per_s / bound
+
+    def ridge(self, dtype: str) -> float | None:
+        """The intensity (ops/byte) where the memory roof meets ``dtype``'s compute roof; None where unknown."""
+        peak = self.peaks.get(dtype)
+        return None if peak is None or not self.bandwidth else peak / self.bandwidth
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"device", "peaks": {dtype: FLOP/s}, "bandwidth": bytes/s or None}``."""
+        return {"device": self.device, "peaks": dict(self.peaks), "bandwidth": self.bandwidth}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Roofline:
+        """The inverse of :meth:`to_dict`; a malformed dict is a one-line :class:`ConfigError`."""
+        try:
+            peaks = {str(k): _positive(v, f"peak of {k}") for k, v in data["peaks"].items()}
+            bandwidth = data.get("bandwidth")
+            return cls(device=str(data["device"]), peaks=peaks,
+                       bandwidth=None if bandwidth is None else _positive(bandwidth, "bandwidth"))  # fmt: skip
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"malformed roofline (needs device, peaks, bandwidth): {exc!r}") from None
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """One measured kernel under the roofs.
+
+    ``intensity`` is operations per byte moved (FLOP/byte), ``flops_per_s``
+    the achieved rate, both >= 0; ``source`` the kind of result file it came
+    from (e.g. "bench-operators"), None when made in this process.
+    """
+
+    label: str
+    dtype: str
+    intensity: float
+    flops_per_s: float
+    source: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str, source: str | None = None) -> RooflinePoint:
+        """A point from ``{"label", "dtype", "intensity", "flops_per_s"}``; ``where`` names it in errors."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where} must be an object with label, dtype, intensity, flops_per_s, got {data!r}")
+        for key in ("label", "dtype"):
+            if not isinstance(data.get(key), str):
+                raise ConfigError(f"{where}.{key} must be a string, got {data.get(key)!r}")
+        numbers = [_non_negative(data.get(key), f"{where}.{key}") for key in ("intensity", "flops_per_s")]
+        return cls(label=data["label"], dtype=data["dtype"], intensity=numbers[0], flops_per_s=numbers[1],
+                   source=source)  # fmt: skip
+
+    def to_dict(self, roofline: Roofline | None = None) -> dict[str, Any]:
+        """The fields; with ``roofline``, also ``attainable_flops_per_s`` and ``share`` (None where unknown)."""
+        d: dict[str, Any] = {"label": self.label, "dtype": self.dtype, "intensity": self.intensity,
+                             "flops_per_s": self.flops_per_s, "source": self.source}  # fmt: skip
+        if roofline is not None:
+            d["attainable_flops_per_s"] = roofline.attainable(self.intensity, self.dtype)
+            d["share"] = roofline.share(self.flops_per_s, self.intensity, self.dtype)
+        return d
+
+
+def measure_roofline(device: str = "cpu", dtypes: tuple[str, ...] = ("float32",), seconds: float = 1.0,
+                     elements: int | None = None) -> Roofline:  # fmt: skip
+    """Measure the compute roofs (matmul, per dtype) and the memory roof (triad) of ``device``."""
+    from aihpc.roofline.bandwidth import measure_bandwidth
+    from aihpc.roofline.peak import measure_peak
+
+    peaks = {d: measure_peak(device, d, seconds=seconds).flops_per_s for d in dtypes}
+    bandwidth = measure_bandwidth(device, "triad", elements=elements, seconds=seconds).bytes_per_s
+    return Roofline(device=str(device), peaks=peaks, bandwidth=bandwidth)
+
+
+def load_or_measure(path: Path | str | None, device: str, dtypes: tuple[str, ...],
+                    seconds: float = 0.5) -> Roofline:  # fmt: skip
+    """The roofline saved by ``aihpc roofline`` at ``path`` (``data.roofline``), or one measured now.
+
+    A saved roofline of another device type is refused (one line); a dtype
+    it has no peak for stays unknown (its shares print as "unknown").
+    """
+    if path is None:
+        return measure_roofline(device, dtypes, seconds=seconds)
+    from aihpc.results.files import read_result
+
+    data = read_result(Path(path), "roofline")["data"]
+    if not isinstance(data.get("roofline"), dict):
+        raise ConfigError(f"{path} holds no roofline (data.roofline is missing)")
+    try:
+        saved = Roofline.from_dict(data["roofline"])
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if saved.device.split(":")[0] != str(device).split(":")[0]:
+        raise ConfigError(f"{path} holds the roofline of {saved.device}, not of {device}")
+    return saved
+
+
+def _non_negative(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _positive(value: Any, name: str) -> float:
+    if _non_negative(value, name) == 0:
+        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)

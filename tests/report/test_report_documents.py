@@ -1,0 +1,68 @@
+"""`aihpc report` renders the explaining commands' result files, made for real by the commands."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
+
+
+def _aihpc(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory) -> Path:
+    """A directory of result files written by roofline, bench operators/training and profile."""
+    d = tmp_path_factory.mktemp("docs")
+    _aihpc("roofline", "--seconds", "0.2", "--elements", str(2**20), "--out", str(d / "roofline.json"))
+    _aihpc("bench", "operators", "--quick", "--ops", "matmul,relu", "--dtype", "float32",
+           "--roofline", str(d / "roofline.json"), "--out", str(d / "bench-operators.json"))
+    _aihpc("bench", "training", "--model", "digits_cnn", "--target", "0.5", "--max-epochs", "2",
+           "--out", str(d / "bench-training.json"))
+    _aihpc("profile", "--model", "digits_cnn", "--batch", "8", "--steps", "1", "--out", str(d / "profile.json"))
+    return d
+
+
+@pytest.mark.slow
+def test_one_result_file_gets_a_page_of_its_own(documents: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ops.html"
+    proc = _aihpc("report", str(documents / "bench-operators.json"), "--out", str(out))
+    assert proc.stdout.strip() == str(out)
+    page = out.read_text()
+    assert "Level 0: operators" in page and "matmul" in page and "relu" in page
+    assert "Level 2" not in page  # only the file asked for
+
+
+@pytest.mark.slow
+def test_a_directory_of_result_files_renders_every_section(documents: Path) -> None:
+    _aihpc("report", str(documents))
+    page = (documents / "report.html").read_text()
+    for title in ("Roofline", "Level 0: operators", "Level 2: time to accuracy", "Workload characterisation"):
+        assert f"<h2>{title}</h2>" in page
+    assert 'src="data:image/png;base64,' in page  # the roofline plot, embedded
+    assert "http://" not in page and "https://" not in page  # self-contained
+    training = json.loads((documents / "bench-training.json").read_text())["data"]
+    assert training["stop_reason"] in page
+
+
+@pytest.mark.slow
+def test_a_run_report_gains_the_sections_its_directory_holds(documents: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(FIXTURE, run_dir / "results.json")
+    (run_dir / "notes.json").write_text('{"not": "a result file"}')  # other JSON is left alone
+    _aihpc("report", str(run_dir))
+    assert "<h2>Roofline</h2>" not in (run_dir / "report.html").read_text()
+    shutil.copy(documents / "roofline.json", run_dir / "roofline.json")
+    _aihpc("report", str(run_dir))
+    page = (run_dir / "report.html").read_text()
+    assert "<h2>Trials</h2>" in page and "<h2>Roofline</h2>" in page
