@@ -65,7 +65,9 @@ fi
 
 # ---- 2. slurm.conf -----------------------------------------------------------
 host="$(hostname -s)"
-cpus="$(nproc)"
+# nproc honours OMP_NUM_THREADS (Dask sets it to 1 in processes that start a
+# LocalCluster): count the CPUs this process may run on, not a thread setting.
+cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 total_mb="$(free -m | awk '/^Mem:/ {print $2}')"
 # slurmd drains a node whose real memory is below RealMemory: leave a margin of
 # 5 % (at least 256 MiB) for the OS and the daemons.

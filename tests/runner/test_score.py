@@ -1,4 +1,5 @@
 import math
+import os
 
 import pytest
 
@@ -63,6 +64,7 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     from aihpc.runner.store import RunStore
 
     monkeypatch.setattr(run, "AFTER_WAIT_SECONDS", 0.5)
+    environ = dict(os.environ)  # Dask's nanny sets OMP_NUM_THREADS=1 & co. in this very process
     store = RunStore(tmp_path)
     before = {"total_flops_per_s": 2e9, "workers": 2, "per_worker": []}
     store.set_meta("peak", before)
@@ -73,6 +75,8 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     finally:
         executor.close()
         store.close()
+        os.environ.clear()
+        os.environ.update(environ)
     store = RunStore(tmp_path)
     peak = store.meta("peak")
     store.close()
