@@ -116,7 +116,7 @@ def test_table_with_the_default_dtypes(tmp_path: Path) -> None:
     proc = _aihpc(*QUICK, cwd=tmp_path)  # --out defaults to roofline.json in the working directory
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "roofline.json").read_text())["data"]
-    dtypes = machine_dtypes("cpu")  # float32, and bfloat16 wherever torch multiplies it on this CPU
+    dtypes = machine_dtypes("cpu")  # float32, and bfloat16 and float16 wherever torch multiplies them on this CPU
     assert dtypes[0] == "float32" and set(data["peaks"]) == set(dtypes)
     out = proc.stdout
     roofs = [line.split()[:2] for line in out.splitlines()[3 : 5 + len(dtypes)]]

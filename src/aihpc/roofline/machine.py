@@ -56,16 +56,19 @@ def resolve_device(name: str) -> str:
 
 
 def machine_dtypes(device: str) -> tuple[str, ...]:
-    """Dtypes measured by default: :func:`aihpc.roofline.peak.default_dtypes`, plus bfloat16 on CPU.
+    """Dtypes measured by default: :func:`aihpc.roofline.peak.default_dtypes`, plus the half
+    precisions on CPU.
 
-    bfloat16 is the dtype the CPU path may train in, so its peak is measured
-    wherever torch can multiply bfloat16 matrices on this CPU.
+    bfloat16 is the dtype the CPU path may train in, and ``aihpc bench
+    operators`` runs every operator in bfloat16 and float16 too: their peaks
+    are measured wherever torch multiplies such matrices on this CPU (else
+    those operators' roofline shares stay "unknown").
     """
     from aihpc.roofline.peak import default_dtypes
 
     names = default_dtypes(device)
-    if device == "cpu" and "bfloat16" not in names and _cpu_bf16_matmul_works():
-        names = (*names, "bfloat16")
+    if device == "cpu":
+        names = (*names, *(d for d in ("bfloat16", "float16") if d not in names and _cpu_matmul_works(d)))
     return names
 
 
@@ -235,12 +238,13 @@ def _unknown(value: float | None, text: Callable[[float], str]) -> str:
     return "unknown" if value is None else text(value)
 
 
-def _cpu_bf16_matmul_works() -> bool:
-    """Whether torch multiplies bfloat16 matrices on this CPU (a 2x2 product, exact in bfloat16)."""
+def _cpu_matmul_works(dtype: str) -> bool:
+    """Whether torch multiplies ``dtype`` matrices on this CPU (a 2x2 product, exact in half precision)."""
     import torch
 
+    kind = getattr(torch, dtype)
     try:
-        a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.bfloat16)
-        return bool(torch.equal(a @ a, torch.tensor([[7.0, 10.0], [15.0, 22.0]], dtype=torch.bfloat16)))
+        a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=kind)
+        return bool(torch.equal(a @ a, torch.tensor([[7.0, 10.0], [15.0, 22.0]], dtype=kind)))
     except RuntimeError:
         return False
