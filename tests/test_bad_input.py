@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,15 @@ def test_bad_input_is_one_line_exit_2_and_nothing_lost(tmp_path: Path, command: 
 def test_at_least_twenty_bad_inputs_across_the_commands() -> None:
     assert len(CASES) >= 20
     assert {c[0] for c in CASES} == {"run", "count", "export", "report", "scaling"}
+
+
+def test_a_reader_that_leaves_early_is_no_traceback() -> None:
+    # `aihpc models --json | head -1`: the pipe's reading end closes before aihpc writes
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "aihpc", "models", "--json"], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=120)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
