@@ -10,11 +10,13 @@ reader sees the old file or the new one.  A failure is a
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from aihpc.errors import StorageError
+from aihpc.errors import ConfigError, StorageError
 
 
 @contextlib.contextmanager
@@ -43,3 +45,22 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The parsed JSON of ``path``; ``what`` names the file in errors (e.g. "results file").
+
+    Missing file or invalid JSON: :class:`ConfigError`; a file that cannot be
+    read: :class:`StorageError`; one line each, naming the path.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"cannot read {what} {path}: {' '.join(str(exc).split())}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {path} (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None

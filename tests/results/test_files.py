@@ -47,7 +47,7 @@ def _write(path: Path, doc: object) -> Path:
     "content, match",
     [
         (None, "result file not found: {path}"),
-        ("{not json", "result file is not valid JSON: {path} (line 1: Expecting property name"),
+        ("{not json", "result file is not valid JSON: {path} (line 1, column 2: Expecting property name"),
         ([1, 2], "not an aihpc result file (no 'data' object): {path}"),
         ({"kind": "bench-magic", "schema_version": 1, "data": {}}, "unknown result kind 'bench-magic' in {path}"),
         ({"kind": "profile", "schema_version": 1, "data": {}}, "{path} holds profile results, not roofline"),

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError, StorageError
-from aihpc.fileio import atomic_write
+from aihpc.errors import ConfigError
+from aihpc.fileio import atomic_write, read_json
 from aihpc.results.files import read_result
 
 #: The ``schema_version`` values of results.json this module reads.
@@ -43,18 +43,7 @@ def load_results(path: Path) -> dict[str, Any]:
     type (e.g. ``trials`` not a list, a trial not an object).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"results file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StorageError(f"cannot read results file {path}: {_one_line(exc)}") from None
-    try:
-        results = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"results file is not valid JSON: {path} (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
+    results = read_json(path, "results file")
     if not isinstance(results, dict):
         raise ConfigError(f"results file must hold a JSON object, got {type(results).__name__}: {path}")
     version = results.get("schema_version")
@@ -125,7 +114,3 @@ def _is_result_document(path: Path) -> bool:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
     return isinstance(doc, dict) and doc.get("kind") in KINDS
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())

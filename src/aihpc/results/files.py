@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import ConfigError, StorageError
-from aihpc.fileio import atomic_write
+from aihpc.fileio import atomic_write, read_json
 
 SCHEMA_VERSION = 1
 KINDS = ("bench-operators", "bench-network", "bench-training", "bench-distributed", "profile", "roofline")
@@ -57,16 +57,7 @@ def read_result(path: Path, kind: str | None = None) -> dict[str, Any]:
     one-line :class:`ConfigError` naming the file.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"result file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StorageError(f"cannot read result file {path}: {exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"result file is not valid JSON: {path} (line {exc.lineno}: {exc.msg})") from None
+    doc = read_json(path, "result file")
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
         raise ConfigError(f"not an aihpc result file (no 'data' object): {path}")
     if doc.get("kind") not in KINDS:
