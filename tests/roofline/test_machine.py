@@ -16,7 +16,7 @@ from aihpc.results.files import result_document, write_result
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
-from aihpc.roofline.peak import PeakResult
+from aihpc.roofline.peak import PeakResult, resolve_device
 
 
 def _peak(dtype: str, rate: float, warning: str | None = None) -> PeakResult:
@@ -112,8 +112,8 @@ def test_read_points_refuses_other_kinds_and_missing_points(tmp_path: Path) -> N
 
 
 def test_dtypes_and_device() -> None:
-    assert machine.resolve_device("cpu") == "cpu"
-    assert machine.resolve_device("auto") in {"cpu", "cuda:0"}
+    assert str(resolve_device("cpu")) == "cpu"
+    assert str(resolve_device("auto")) in {"cpu", "cuda:0"}
     assert machine.machine_dtypes("cpu")[0] == "float32"
     assert machine.check_dtypes("cpu", ["bfloat16", "float32", "bfloat16"]) == ("bfloat16", "float32")
     with pytest.raises(ConfigError, match="got 'fp8'"):

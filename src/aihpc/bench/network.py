@@ -90,7 +90,7 @@ from aihpc.errors import ConfigError, ModelError
 from aihpc.roofline.model import Roofline
 
 __all__ = ["MODES", "NetworkResult", "bench_network", "check_dtype", "check_fits", "memory_guard",
-           "reported_modules", "resolve_device"]
+           "reported_modules"]
 
 MODES = ("inference", "training")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -166,15 +166,6 @@ class ModeResult:
                 "other_seconds": step - sum(layer.total.seconds for layer in self.layers),
                 "layers": [layer.to_dict(roofline, dtype, step) for layer in self.layers],
                 "operators": operators}
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto``: the current CUDA device if there is one, else the CPU; ConfigError for an unusable one."""
-    from aihpc.roofline.peak import _parse_device
-
-    if name == "auto":
-        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    return _parse_device(name)
 
 
 def check_dtype(name: str, device: torch.device) -> torch.dtype:

@@ -239,15 +239,6 @@ class OperatorsResult:
 
 
 # ------------------------------------------------------------ device, dtypes
-def resolve_device(text: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when a GPU is visible, else ``"cpu"``; others checked (ConfigError)."""
-    from aihpc.roofline.peak import _parse_device
-
-    if text == "auto":
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    return str(_parse_device(text))
-
-
 def dtype_supported(name: str, device: str) -> bool:
     """Whether ``device`` runs a tiny matmul and element-wise op in dtype ``name``."""
     dev = torch.device(device)

@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.profile_seconds > 0:
         raise ConfigError(f"profile-seconds must be > 0, got {args.profile_seconds}")
 
-    from aihpc.bench.network import MODES, bench_network, check_dtype, check_fits, memory_guard, resolve_device
+    from aihpc.bench.network import MODES, bench_network, check_dtype, check_fits, memory_guard
+    from aihpc.roofline.peak import resolve_device
     from aihpc.cli.output import emit
     from aihpc.roofline.model import load_or_measure
 

@@ -69,9 +69,10 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.bench import operators
     from aihpc.bench.op_catalogue import select
     from aihpc.roofline.model import load_or_measure
+    from aihpc.roofline.peak import resolve_device
 
     cases = select(None if args.ops is None else [n.strip() for n in args.ops.split(",") if n.strip()])
-    device = operators.resolve_device(args.device)
+    device = str(resolve_device(args.device))
     dtypes = operators.resolve_dtypes(args.dtype, device)
     if args.roofline is None:
         _progress(f"measuring the roofline of {device} ({', '.join(dtypes)}; matmul peaks, triad bandwidth)")

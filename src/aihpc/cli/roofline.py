@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.cli.output import emit
     from aihpc.errors import AihpcError, ConfigError
     from aihpc.roofline import machine
+    from aihpc.roofline.peak import resolve_device
 
     seconds = machine.check_seconds(args.seconds)
     if args.elements is not None and args.elements < 1:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         _check_writable(args.plot, "--plot")
     point_files = [machine.read_points(path) for path in args.points]
-    device = machine.resolve_device(args.device)
+    device = str(resolve_device(args.device))
     dtypes = machine.check_dtypes(device, args.dtype) if args.dtype else machine.machine_dtypes(device)
     for points_file in point_files:
         points_file.check_device(device)

@@ -44,17 +44,6 @@ Progress = Callable[[str], None]
 """Receives one line of progress text (no newline)."""
 
 
-def resolve_device(name: str) -> str:
-    """``name`` as a checked device string: "auto" is "cuda:N" where CUDA is available, else "cpu"."""
-    import torch
-
-    from aihpc.roofline.peak import _parse_device
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return str(_parse_device(name))
-
-
 def machine_dtypes(device: str) -> tuple[str, ...]:
     """Dtypes measured by default: :func:`aihpc.roofline.peak.default_dtypes`, plus the half
     precisions on CPU.
@@ -94,7 +83,7 @@ def check_seconds(seconds: float) -> float:
 
 def measure_machine(device: str, dtypes: Sequence[str], seconds: float = 2.0, elements: int | None = None,
                     progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
-    """Measure the roofs of ``device`` (a :func:`resolve_device` string) into a result ``data`` dict.
+    """Measure the roofs of ``device`` (a :func:`aihpc.roofline.peak.resolve_device`, as a string) into a result ``data`` dict.
 
     One matmul peak per dtype, then STREAM copy and triad over ``elements``
     float64 per array (default :func:`aihpc.roofline.bandwidth.default_elements`),

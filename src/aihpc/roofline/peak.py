@@ -261,6 +261,14 @@ def measure_peaks(
     return {name: measure_peak(dev, name, **kwargs) for name in resolved}
 
 
+def resolve_device(device: str | torch.device) -> torch.device:
+    """A checked device (ConfigError naming the value); "auto" is the current CUDA device where
+    CUDA is available, else the CPU."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return _parse_device(device)
+
+
 def _parse_device(device: str | torch.device) -> torch.device:
     try:
         dev = torch.device(device)
