@@ -5,12 +5,17 @@ data), so the master sees every result on its next ``wait``, in submission
 order; nothing runs concurrently and nothing depends on a second process.
 The master's clock is a :class:`StepClock` that each task advances by a fixed
 step, so how many tasks fit before the deadline does not depend on how fast
-the machine is.  (Workers still read the real clock: the master's deadline,
-far in the fake future, never cuts a task short.)
+the machine is.  Workers read the real clock, so each task is given no
+deadline of its own (the master's, on its step clock, could pass in real
+time on a busy machine and cut the epoch short), and each result's start and
+end are put on the step clock (the master sizes trials' epoch budgets from
+epoch durations); the master still ends the run at its own deadline.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from concurrent.futures import Future
 from typing import Any
@@ -42,7 +47,9 @@ class InProcessExecutor:
         self.clock.now += self.clock.step
         future: Future = Future()
         try:
-            future.set_result((self.script or fn)(task))
+            result = (self.script or fn)(dataclasses.replace(task, deadline=math.inf))
+            future.set_result(dataclasses.replace(result, t_start=self.clock.now - self.clock.step,
+                                                  t_end=self.clock.now))
         except Exception as exc:  # as Dask does: the exception surfaces in result()
             future.set_exception(exc)
         return future

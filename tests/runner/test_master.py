@@ -91,13 +91,20 @@ def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path
 
 
 def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> None:
-    # One slot, 6 s a task, a 2-minute run: the n-th task starts at 6n seconds,
-    # and a new trial's budget is epochs_min + int(progress * (max - min + 1)).
-    store, _, _ = _scripted(tmp_path, lambda t, e: 0.5 + 0.01 * e, step=6.0, minutes=2.0,
+    # One slot, 6 s a task, a 4-minute run: a new trial's budget is
+    # epochs_min + int(progress * (max - min + 1)), but no more epochs than fit
+    # in the time left at 6 s an epoch (once an epoch's duration is known).
+    store, _, _ = _scripted(tmp_path, lambda t, e: 0.5 + 0.01 * e, step=6.0, minutes=4.0,
                             epochs_min=1, epochs_max=4, patience=10)
-    budgets = [t["budget"] for t in store.trials()]
-    assert budgets[0] == 1 and budgets == sorted(budgets) and budgets[-1] == 4
-    assert set(budgets) == {1, 2, 3, 4}
+    trials = store.trials()
+    start = store.segments()[0][0]
+    expected = []
+    for t in trials:
+        left = start + 240.0 - t["t_created"]
+        budget = min(4, 1 + int((1.0 - left / 240.0) * 4))
+        expected.append(budget if t["id"] == 0 else min(budget, max(1, int(left / 6.0))))
+    assert [t["budget"] for t in trials] == expected
+    assert set(expected) == {1, 2, 3, 4} and expected[0] == 1
 
 
 def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> None:
