@@ -80,6 +80,11 @@ def test_unknown_parents_and_cycles_become_roots() -> None:
     assert lineage.roots == (0, 1, 2, 4)  # 99 unknown; 2 <-> 3 cut at 2; 4 its own parent
     assert lineage.nodes[3].parent == 2 and lineage.ancestry == (2, 3)
     assert "<li>" in lineage_html(lineage)
+    # Ids and parents of the wrong JSON type (a damaged file) are left out or made roots.
+    odd = [_trial(0, None, 0.3, "seed"), {**_trial(1, 0, 0.4), "id": [1]}, _trial(2, [0], 0.5),  # type: ignore[arg-type]
+           {**_trial(3, 0, 0.6), "id": True}, _trial(4, {"x": 1}, 0.1)]  # type: ignore[arg-type]
+    lineage = build_lineage({"trials": odd})
+    assert list(lineage.nodes) == [0, 2, 4] and lineage.roots == (0, 2, 4) and lineage.ancestry == (2,)
 
 
 def test_many_roots_fold_and_deep_trees_stop() -> None:

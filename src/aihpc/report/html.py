@@ -269,17 +269,6 @@ def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
     return max(scored, key=lambda t: as_number(t.get("best_val_accuracy")) or 0.0)
 
 
-def _lineage(results: dict[str, Any], trial: dict[str, Any]) -> list[str]:
-    """Trial ids from the seed down to ``trial`` (stops on unknown parents or cycles)."""
-    by_id = {t.get("id"): t for t in _trial_list(results)}
-    chain, seen, current = [], set(), trial
-    while current is not None and current.get("id") not in seen:
-        seen.add(current.get("id"))
-        chain.append(str(current.get("id")))
-        current = by_id.get(current.get("parent")) if current.get("parent") is not None else None
-    return chain[::-1]
-
-
 def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
     """(layer count, "conv × 3, linear × 1") from an ArchSpec dict; tolerant of its exact shape."""
     layers = next((arch[k] for k in ("layers", "nodes", "blocks") if isinstance(arch.get(k), list)), None)
@@ -308,7 +297,7 @@ def _best_architecture(results: dict[str, Any]) -> str:
         ("layer types", kinds),
         ("parameters", format_si(best.get("num_params")) + f" ({format_value(best.get('num_params'))})"),
         ("architecture hash", format_value(best.get("arch_hash"))),
-        ("lineage (seed → best)", " → ".join(_lineage(results, best))),
+        ("lineage (seed → best)", " → ".join(str(i) for i in build_lineage(results).ancestry)),
         ("hyperparameters", format_value(best.get("hparams") or {})),
     ]
     layer_keys = {"layers", "nodes", "blocks"}

@@ -71,12 +71,17 @@ def _sort_key(trial_id: Any) -> tuple[bool, float, str]:
     return (number is None, number or 0.0, str(trial_id))
 
 
+def _is_id(value: Any) -> bool:
+    """A trial id as results.json holds it: a number or a string (not a bool, list or object)."""
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
+
+
 def build_lineage(results: dict[str, Any]) -> Lineage:
     """The search tree of ``results["trials"]``; the best trial is the most accurate (lowest id on ties)."""
-    trials = {t.get("id"): t for t in results.get("trials") or [] if isinstance(t, dict) and t.get("id") is not None}
+    trials = {t["id"]: t for t in results.get("trials") or [] if isinstance(t, dict) and _is_id(t.get("id"))}
     ids = sorted(trials, key=_sort_key)
     parent_of = {i: trials[i].get("parent") for i in ids}
-    parent_of = {i: p if p in trials and p != i else None for i, p in parent_of.items()}
+    parent_of = {i: p if _is_id(p) and p in trials and p != i else None for i, p in parent_of.items()}
     _break_cycles(ids, parent_of)
     children: dict[Any, list[Any]] = {i: [] for i in ids}
     for i in ids:
@@ -103,11 +108,13 @@ def _break_cycles(ids: list[Any], parent_of: dict[Any, Any]) -> None:
     settled: set[Any] = set()
     for start in ids:
         path: list[Any] = []
+        on_path: set[Any] = set()
         current = start
-        while current is not None and current not in settled and current not in path:
+        while current is not None and current not in settled and current not in on_path:
             path.append(current)
+            on_path.add(current)
             current = parent_of[current]
-        if current is not None and current in path:  # a cycle: cut it at its lowest id
+        if current is not None and current in on_path:  # a cycle: cut it at its lowest id
             cycle = path[path.index(current):]
             parent_of[min(cycle, key=_sort_key)] = None
         settled.update(path)
