@@ -21,11 +21,13 @@ install: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(VENV)/bin/aihpc run
 
-# The SLURM tests need Debian's slurm and munge packages (installed here when
-# running as root); where they cannot be installed those tests skip, saying why.
+# The SLURM tests need Debian's slurm and munge packages, the browser test of
+# the report Debian's chromium (both installed here when running as root);
+# where they cannot be installed those tests skip, saying why.
 test: $(VENV)/.installed
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \
+		scripts/install-browser.sh || echo "Chromium not installed: the browser test of the report will skip"; \
 	fi
 	$(PY) -m pytest
 

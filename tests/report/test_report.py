@@ -105,10 +105,10 @@ def test_report_from_fixture(tmp_path: Path) -> None:
                  "e1dd67c0b5a4f2d9c3e8a7b6f5d4c3b2a1908f7e (dirty)", "morph-evolution"):
         assert text in page, text
 
-    # One embedded PNG per plot, each a real PNG of a sensible size.
+    # One embedded PNG per plot (four plots and the lineage), each a real PNG of a sensible size.
     images = IMG_RE.findall(page)
-    assert len(images) == 4
-    assert page.count("<img ") == 4
+    assert len(images) == 5
+    assert page.count("<img ") == 5
     for encoded in images:
         width, height = _png_size(base64.b64decode(encoded))
         assert 400 <= width <= 2000 and 150 <= height <= 1500, (width, height)
@@ -176,7 +176,7 @@ def test_text_from_results_is_escaped(tmp_path: Path) -> None:
     assert "widen &quot;conv2&quot; &lt;b&gt;&amp;&lt;/b&gt;" in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "INVALID" in page and "best accuracy &lt;script&gt; below 0.5" in page
-    assert page.count("<img ") == 4  # only the plots are images
+    assert page.count("<img ") == 5  # only the plots are images
 
 
 # --------------------------------------------------------------------------- edge cases
@@ -193,7 +193,7 @@ def test_zero_trials_and_empty_sections(tmp_path: Path) -> None:
     page = write_report(_run_dir(tmp_path, results)).read_text()
     assert "<img " not in page
     assert page.count("no data for this plot") == 4
-    assert "no trials ran" in page
+    assert page.count("no trials ran") == 2  # the lineage and the trials table
     assert "no peak measured" in page
     assert "4.05 GOPS" in page
 
@@ -213,7 +213,7 @@ def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
     results["trials"][0]["epochs"] = []
     results["timeline"] = [{"t": 10.0, "ops": 0, "ops_per_second": 0.0, "best_accuracy": None}]
     page = write_report(_run_dir(tmp_path, results)).read_text()
-    assert len(IMG_RE.findall(page)) == 4
+    assert len(IMG_RE.findall(page)) == 5
     table = page[page.index("<h2>Trials</h2>"):]
     assert "worker lost" in table
     assert re.findall(r'<tr><td class="num">(\d+)</td>', table)[-1] == "8"
@@ -346,21 +346,56 @@ def test_worker_plot_with_restart_segments(tmp_path: Path) -> None:
     results["segments"] = [{"t_start": 0.0, "t_end": 50.0}, {"t_start": 58.0, "t_end": 120.4}]
     results["trials"][3]["epochs"][0].update(worker="worker-1", t_start=27.6, t_end=31.0)
     page = write_report(_run_dir(tmp_path, results)).read_text()
-    assert len(IMG_RE.findall(page)) == 4
+    assert len(IMG_RE.findall(page)) == 5
     results["segments"] = {"t_start": 0.0}
     with pytest.raises(ConfigError, match="'segments' must be a JSON array"):
         (tmp_path / "b").mkdir()
         load_results(_run_dir(tmp_path / "b", results) / "results.json")
 
 
+def _total_peak(results: dict[str, Any], per_worker_flops: list[float]) -> dict[str, Any]:
+    """``results`` with a peak measured the way ``aihpc run`` does: every worker at once, summed."""
+    per_worker = [{"device": "cpu", "dtype": "float32", "flops_per_s": f, "spread": 0.02} for f in per_worker_flops]
+    results["peak"] = {"device": "cpu", "dtype": "float32", "workers": len(per_worker), "per_worker": per_worker,
+                       "total_flops_per_s": sum(per_worker_flops), "spread": 0.02}
+    return results
+
+
 def test_peak_section_shows_the_total_the_share_uses_and_its_drift(tmp_path: Path) -> None:
-    results = _fixture()
-    per_worker = {"device": "cpu", "dtype": "float32", "flops_per_s": 55e9, "spread": 0.02}
-    results["peak"] = {"device": "cpu", "dtype": "float32", "workers": 2, "per_worker": [per_worker, per_worker],
-                       "total_flops_per_s": 110e9, "spread": 0.02, "after": {"total_flops_per_s": 90e9},
-                       "drift": -0.1818, "drift_warning": "the machine's peak changed by -18.2 % during the run"}
+    results = _total_peak(_fixture(), [55e9, 55e9])  # the fixture's score used 110e9 FLOP/s
+    results["peak"].update(after={"total_flops_per_s": 90e9}, drift=-0.1818,
+                           drift_warning="the machine's peak changed by -18.2 % during the run")
     page = write_report(_run_dir(tmp_path, results)).read_text()
-    section = page[page.index("<h2>Measured peak</h2>"):]
-    assert "2 workers at once, before the run" in section and "110 GFLOP/s" in section
-    assert "90.0 GFLOP/s" in section and "-18.2%" in section
+    section = page[page.index("<h2>Measured peak</h2>"):page.index("<h2>Configuration</h2>")]
+    assert ("<tr><th>total: float32 on cpu, 2 workers at once, before the run (the share of peak uses this)"
+            "</th><td>110 GFLOP/s</td></tr>") in section
+    assert section.count("<tr><th>worker 1 of 2, part of the total</th><td>55.0 GFLOP/s</td></tr>") == 1
+    assert "<tr><th>worker 2 of 2, part of the total</th><td>55.0 GFLOP/s</td></tr>" in section
+    # 4050472109.5 OPS / 110e9 FLOP/s = 0.03682 (the fixture's peak_fraction 0.0368).
+    assert "<tr><th>share of peak</th><td>4.05 GOPS ÷ 110 GFLOP/s = 3.7%</td></tr>" in section
+    assert "<tr><th>total after the run</th><td>90.0 GFLOP/s</td></tr>" in section and "-18.2%" in section
     assert "the machine&#x27;s peak changed by -18.2 % during the run" in section
+    assert "used" not in section  # the score used the total: no warning
+    header = page[:page.index("<h2>Environment</h2>")]
+    assert "of 110 GFLOP/s, the total measured peak of 2 workers at once" in header
+
+
+def test_peak_section_warns_when_the_share_used_another_peak(tmp_path: Path) -> None:
+    results = _total_peak(_fixture(), [55e9, 55e9])
+    results["score"]["peak_flops_per_s"] = 55e9  # one worker's peak: not what the share should use
+    results["score"]["peak_fraction"] = 4050472109.5 / 55e9
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    section = page[page.index("<h2>Measured peak</h2>"):page.index("<h2>Configuration</h2>")]
+    assert "4.05 GOPS ÷ 55.0 GFLOP/s = 7.4%" in section
+    assert "the score&#x27;s share of peak used 55.0 GFLOP/s, not the measured total 110 GFLOP/s" in section
+
+
+def test_peak_section_of_many_workers_shows_min_median_max(tmp_path: Path) -> None:
+    flops = [float(f) * 1e9 for f in (90, 10, 80, 20, 70, 30, 60, 40, 50)]  # median 50e9, total 450e9
+    results = _total_peak(_fixture(), flops)
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    section = page[page.index("<h2>Measured peak</h2>"):page.index("<h2>Configuration</h2>")]
+    assert "9 workers at once" in section and "<td>450 GFLOP/s</td>" in section
+    assert ("<tr><th>per worker, 9 workers (min / median / max)</th>"
+            "<td>10.0 GFLOP/s / 50.0 GFLOP/s / 90.0 GFLOP/s</td></tr>") in section
+    assert "part of the total" not in section

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -22,6 +23,7 @@ from aihpc.report.fmt import (
     format_si,
     format_value,
 )
+from aihpc.report.lineage import build_lineage, lineage_html
 
 #: (plot key, title, caption) in page order.
 PLOT_SECTIONS = (
@@ -58,6 +60,10 @@ figcaption { color: #616161; font-size: 0.88em; }
 .st-completed { color: #2e7d32; } .st-early_stopped { color: #1e88e5; } .st-deadline { color: #8d6e63; }
 .st-diverged { color: #f57c00; } .st-failed { color: #c62828; }
 code { font-size: 0.9em; word-break: break-all; }
+ul.tree { list-style: none; margin: 0.1em 0 0.1em 0.3em; padding-left: 0.8em; border-left: 1px solid #e0e0e0; }
+ul.tree li { margin: 0.1em 0; } .lineage-tree { font-size: 0.88em; }
+.onpath { font-weight: 600; } .mk { font-weight: 600; }
+details > summary { cursor: pointer; color: #424242; }
 """
 
 
@@ -102,7 +108,7 @@ def _header(results: dict[str, Any]) -> str:
         validity, validity_css, validity_note = NA, "", ""
     min_acc = as_number(score.get("min_accuracy"))
     peak = as_number(score.get("peak_flops_per_s"))
-    peak_note = f"of {format_si(peak, 'FLOP/s')} measured peak" if peak is not None else "no peak measured"
+    peak_note = _peak_note(results, peak)
     counts = [f"{score[k]} {label}" for k, label in
               (("trials_completed", "completed"), ("trials_failed", "failed"), ("trials_diverged", "diverged"))
               if score.get(k) is not None]
@@ -120,6 +126,17 @@ def _header(results: dict[str, Any]) -> str:
     ]
     return (f"<h1>aihpc run report</h1><p class=\"sub\">run <code>{esc(run_id)}</code> · "
             f"aihpc {esc(version)}</p><div class=\"cards\">{''.join(cards)}</div>")
+
+
+def _peak_note(results: dict[str, Any], used: float | None) -> str:
+    """What the share of peak divides by: the total peak of all workers measured at once."""
+    if used is None:
+        return "no peak measured"
+    peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
+    workers = peak.get("workers")
+    if as_number(peak.get("total_flops_per_s")) is not None and as_number(workers) is not None:
+        return f"of {format_si(used, 'FLOP/s')}, the total measured peak of {format_value(workers)} workers at once"
+    return f"of {format_si(used, 'FLOP/s')} measured peak"
 
 
 def _accuracy_notes(results: dict[str, Any], min_acc: float | None) -> list[str]:
@@ -175,26 +192,54 @@ def _configuration(results: dict[str, Any]) -> str:
 
 
 def _peaks(results: dict[str, Any]) -> str:
-    """The total peak the share of peak uses, before and after the run, and its drift."""
+    """The total peak the share of peak uses (and each worker's part of it), before and after the run."""
     peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
     total = as_number(peak.get("total_flops_per_s"))
     if total is None:  # results of early versions: one entry per dtype
         rows = [(" on ".join(str(x) for x in (entry.get("dtype", name), entry.get("device")) if x),
                  format_si(entry.get("flops_per_s"), "FLOP/s"))
                 for name, entry in sorted(peak.items()) if isinstance(entry, dict)]
+        rows += _share_rows(results, None)
         return _kv_table(rows) if rows else _no_data("no peak measured")
     what = " on ".join(str(x) for x in (peak.get("dtype"), peak.get("device")) if x) or "matmul"
-    rows = [(f"{what}, {format_value(peak.get('workers'))} workers at once, before the run (the share of peak "
-             "uses this)", format_si(total, "FLOP/s"))]
+    rows = [(f"total: {what}, {format_value(peak.get('workers'))} workers at once, before the run "
+             "(the share of peak uses this)", format_si(total, "FLOP/s"))]
+    rows += _worker_rows(peak)
     if as_number(peak.get("spread")) is not None:
         rows.append(("largest spread of a worker's repeats", format_fraction(peak.get("spread"))))
+    rows += _share_rows(results, total)
     after = peak.get("after") if isinstance(peak.get("after"), dict) else {}
     if as_number(after.get("total_flops_per_s")) is not None:
-        rows.append(("after the run", format_si(after.get("total_flops_per_s"), "FLOP/s")))
+        rows.append(("total after the run", format_si(after.get("total_flops_per_s"), "FLOP/s")))
         rows.append(("drift", format_fraction(peak.get("drift"))))
     if peak.get("drift_warning"):
         rows.append(("warning", str(peak["drift_warning"])))
     return _kv_table(rows)
+
+
+def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each worker's part of the total (measured at the same time); min / median / max beyond 8 workers."""
+    values = [as_number(w.get("flops_per_s")) for w in peak.get("per_worker") or [] if isinstance(w, dict)]
+    values = [v for v in values if v is not None]
+    if len(values) <= 8:
+        return [(f"worker {n} of {len(values)}, part of the total", format_si(v, "FLOP/s"))
+                for n, v in enumerate(values, 1)]
+    return [(f"per worker, {len(values)} workers (min / median / max)",
+             " / ".join(format_si(v, "FLOP/s") for v in (min(values), statistics.median(values), max(values))))]
+
+
+def _share_rows(results: dict[str, Any], total: float | None) -> list[tuple[str, str]]:
+    """How the share of peak is computed, and a warning if the score used another peak than the total."""
+    score = results.get("score") if isinstance(results.get("score"), dict) else {}
+    used = as_number(score.get("peak_flops_per_s"))
+    if used is None or as_number(score.get("peak_fraction")) is None:
+        return []
+    rows = [("share of peak", f"{format_si(score.get('ops_per_second'), 'OPS')} ÷ {format_si(used, 'FLOP/s')}"
+             f" = {format_fraction(score.get('peak_fraction'))}")]
+    if total is not None and abs(used - total) > 1e-9 * total:
+        rows.append(("warning", f"the score's share of peak used {format_si(used, 'FLOP/s')}, "
+                                f"not the measured total {format_si(total, 'FLOP/s')}"))
+    return rows
 
 
 def _plots(images: dict[str, bytes | None]) -> str:
@@ -222,17 +267,6 @@ def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
     if not scored:
         return None
     return max(scored, key=lambda t: as_number(t.get("best_val_accuracy")) or 0.0)
-
-
-def _lineage(results: dict[str, Any], trial: dict[str, Any]) -> list[str]:
-    """Trial ids from the seed down to ``trial`` (stops on unknown parents or cycles)."""
-    by_id = {t.get("id"): t for t in _trial_list(results)}
-    chain, seen, current = [], set(), trial
-    while current is not None and current.get("id") not in seen:
-        seen.add(current.get("id"))
-        chain.append(str(current.get("id")))
-        current = by_id.get(current.get("parent")) if current.get("parent") is not None else None
-    return chain[::-1]
 
 
 def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
@@ -263,7 +297,7 @@ def _best_architecture(results: dict[str, Any]) -> str:
         ("layer types", kinds),
         ("parameters", format_si(best.get("num_params")) + f" ({format_value(best.get('num_params'))})"),
         ("architecture hash", format_value(best.get("arch_hash"))),
-        ("lineage (seed → best)", " → ".join(_lineage(results, best))),
+        ("lineage (seed → best)", " → ".join(str(i) for i in build_lineage(results).ancestry)),
         ("hyperparameters", format_value(best.get("hparams") or {})),
     ]
     layer_keys = {"layers", "nodes", "blocks"}
@@ -307,6 +341,16 @@ def _trials_table(results: dict[str, Any]) -> str:
     return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
 
 
+def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
+    figure = ""
+    if png:
+        data = base64.b64encode(png).decode("ascii")
+        figure = (f'<figure><img src="data:image/png;base64,{data}" alt="Search lineage">'
+                  "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it was "
+                  "morphed from and coloured by the morphism that made it.</figcaption></figure>")
+    return figure + lineage_html(build_lineage(results))
+
+
 def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra: str = "") -> str:
     """The full report page for ``results`` with ``images`` (plot key -> PNG bytes or None);
     ``extra``: more sections (HTML) after the trials."""
@@ -318,6 +362,7 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
         "</div><div><h2>Configuration</h2>", _configuration(results), "</div></div>",
         _plots(images),
         "<h2>Best trial</h2>", _best_architecture(results),
+        '<h2 id="lineage">Search lineage</h2>', _lineage_section(results, images.get("lineage")),
         "<h2>Trials</h2>", _trials_table(results),
         extra,
     ])

@@ -16,6 +16,7 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from aihpc.report.fmt import as_number, format_si
+from aihpc.report.lineage import Lineage, build_lineage, morph_color
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -52,12 +53,13 @@ def status_color(status: Any) -> str:
 
 
 def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
-    """All plots, keyed ``timeline``, ``ops``, ``workers``, ``phases``."""
+    """All plots, keyed ``timeline``, ``ops``, ``workers``, ``phases``, ``lineage``."""
     return {
         "timeline": plot_timeline(results),
         "ops": plot_trial_ops(results),
         "workers": plot_worker_timeline(results),
         "phases": plot_phases(results),
+        "lineage": plot_lineage(build_lineage(results)),
     }
 
 
@@ -341,4 +343,58 @@ def plot_phases(results: dict[str, Any]) -> bytes | None:
     ax_trials.legend(handles[::-1], names[::-1], title="phase", fontsize="small",
                      loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("Where the time went (phase seconds)")
+    return _png(fig)
+
+
+def plot_lineage(lineage: Lineage) -> bytes | None:
+    """The search tree over trial ids: accuracy up, a grey line from each parent to its child,
+    points coloured by the morphism that made the trial, the best trial's ancestry in bold.
+
+    Trials without an accuracy (failed, cut short) sit as crosses on the bottom edge.
+    """
+    from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
+
+    ids = list(lineage.nodes)
+    if not ids:
+        return None
+    numeric = all(as_number(i) is not None for i in ids)
+    x = {i: (as_number(i) if numeric else float(n)) or 0.0 for n, i in enumerate(ids)}
+    accs = [100 * n.accuracy for n in lineage.nodes.values() if n.accuracy is not None]
+    low, high = (min(accs), max(accs)) if accs else (0.0, 100.0)
+    floor = low - 0.08 * max(high - low, 1.0)
+    y = {i: 100 * n.accuracy if n.accuracy is not None else floor for i, n in lineage.nodes.items()}
+
+    fig = _figure(9, 4.8)
+    ax = fig.subplots()
+    edges = [[(x[n.parent], y[n.parent]), (x[i], y[i])] for i, n in lineage.nodes.items() if n.parent is not None]
+    ax.add_collection(LineCollection(edges, colors="#bdbdbd", linewidths=0.8, zorder=1))
+    path = lineage.ancestry
+    ax.plot([x[i] for i in path], [y[i] for i in path], color="#212121", linewidth=2.2, zorder=2)
+    size = 36 if len(ids) <= 60 else 14
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for i, node in lineage.nodes.items():
+        groups.setdefault((node.kind.split("+")[0], "o" if node.accuracy is not None else "x"), []).append(i)
+    for (kind, marker), members in groups.items():
+        ax.scatter([x[i] for i in members], [y[i] for i in members], s=size, marker=marker,
+                   color=morph_color(kind), zorder=3, linewidths=1.2 if marker == "x" else 0.5,
+                   edgecolors="white" if marker == "o" else None)
+    kinds = {kind: morph_color(kind) for kind, _ in groups}
+    if path:
+        ax.scatter([x[path[-1]]], [y[path[-1]]], s=220, marker="*", color="#fdd835", edgecolors="#212121",
+                   zorder=4)
+        for i in path[-12:]:
+            ax.annotate(f"#{i}", (x[i], y[i]), textcoords="offset points", xytext=(0, 7), ha="center",
+                        fontsize="small", zorder=5)
+    ax.set_ylim(floor - 0.04 * max(high - low, 1.0), high + 0.1 * max(high - low, 1.0))
+    ax.autoscale(axis="x")
+    ax.set_xlabel("trial id (order of creation)")
+    ax.set_ylabel("best validation accuracy (%)")
+    ax.set_title("Search lineage: parent → child, by morphism (bold: the best trial's ancestry)")
+    ax.grid(alpha=0.3)
+    handles = [Line2D([], [], marker="o", linestyle="", color=c, label=k) for k, c in kinds.items()]
+    handles += [Line2D([], [], color="#212121", linewidth=2.2, label="best's ancestry")]
+    if any(n.accuracy is None for n in lineage.nodes.values()):
+        handles.append(Line2D([], [], marker="x", linestyle="", color="#616161", label="no accuracy"))
+    ax.legend(handles=handles, title="made by", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig)
