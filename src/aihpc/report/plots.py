@@ -275,11 +275,7 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
     ax.set_xlim(0, x_max)
     if wall is not None:
         ax.axvline(wall, color="black", linewidth=0.8, linestyle=":")
-    segments = [(as_number(g.get("t_start")), as_number(g.get("t_end")))
-                for g in results.get("segments") or [] if isinstance(g, dict)]
-    segments = sorted((a, b) for a, b in segments if a is not None and b is not None)
-    down = [(prev_end, next_start) for (_, prev_end), (next_start, _) in zip(segments, segments[1:])
-            if next_start > prev_end]
+    down = master_down(results)
     for start, end in down:
         ax.axvspan(start, end, facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", linewidth=0, zorder=0)
     ax.set_xlabel("time since run start (s)")
@@ -288,6 +284,15 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
     extra = [Patch(facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", label="master down")] if down else []
     _status_legend(ax, statuses, extra, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig)
+
+
+def master_down(results: dict[str, Any]) -> list[tuple[float, float]]:
+    """The gaps between the run's segments (the master was down), oldest first."""
+    segments = [(as_number(g.get("t_start")), as_number(g.get("t_end")))
+                for g in results.get("segments") or [] if isinstance(g, dict)]
+    segments = sorted((a, b) for a, b in segments if a is not None and b is not None)
+    return [(prev_end, next_start) for (_, prev_end), (next_start, _) in zip(segments, segments[1:])
+            if next_start > prev_end]
 
 
 def phase_totals(results: dict[str, Any]) -> dict[str, float]:
