@@ -28,6 +28,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 
 import torch
 
@@ -78,9 +79,35 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
         raise MorphError(f"widen: new_width must be > the current width {old} of layer "
                          f"{name!r}, got {new_width!r}")
     rep = channel_spaces(spec)
+    units = list(range(old)) + [rng.randrange(old) for _ in range(new_width - old)]
+    maps = _channel_maps(spec, rep, name, units)
+    layers = []
+    widened = []
+    for layer in spec.layers:
+        r = rep[layer.name]
+        if layer.type == "conv" and r in maps:
+            layer = replace(layer, out_channels=len(maps[r]))
+            widened.append(layer.name)
+        elif layer.type == "dense" and r in maps:
+            layer = replace(layer, out_features=len(maps[r]))
+            widened.append(layer.name)
+        layers.append(layer)
+    child = child_spec(spec, layers, spec.output, "widen")
+    others = [x for x in widened if x != name]
+    tied = f" (tied: {', '.join(others)})" if others else ""
+    return child, partial(_replicate_units, spec, rep, maps), f"widen {name} {old}->{new_width}{tied}"
+
+
+def _channel_maps(spec: ArchSpec, rep: dict[str, str], name: str, units: list[int]) -> dict[str, list[int]]:
+    """For each channel space that widening ``name`` reaches: new unit -> old unit it copies.
+
+    ``name``'s space gets ``units``; concats fed by a widened space get the
+    map of their parts.  MorphError where the
+    widening would reach the input, the output, a grouped conv, or a concat
+    tied through an add that cannot replicate the same way.
+    """
     shapes = spec.shapes()
-    maps: dict[str, list[int]] = {
-        rep[name]: list(range(old)) + [rng.randrange(old) for _ in range(new_width - old)]}
+    maps: dict[str, list[int]] = {rep[name]: units}
     concats = [x for x in spec.layers if x.type == "concat"]
     changed = True
     while changed:  # propagate through concats until nothing new is reached
@@ -107,47 +134,36 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
                 rep[layer.name] in maps or rep[layer.inputs[0]] in maps):
             raise MorphError(f"widen: cannot widen {name!r}: grouped conv {layer.name!r} "
                              f"(groups={layer.groups}) would be affected")
-    layers = []
-    widened = []
+    return maps
+
+
+def _replicate_units(spec: ArchSpec, rep: dict[str, str], maps: dict[str, list[int]],
+                     state: Mapping[str, torch.Tensor]) -> StateDict:
+    """The parent's ``state`` with every widened unit copied and each copy's outgoing weights
+    divided by its number of copies (Net2WiderNet), so the child computes the same function."""
+    new = clone_state(state)
     for layer in spec.layers:
-        r = rep[layer.name]
-        if layer.type == "conv" and r in maps:
-            layer = replace(layer, out_channels=len(maps[r]))
-            widened.append(layer.name)
-        elif layer.type == "dense" and r in maps:
-            layer = replace(layer, out_features=len(maps[r]))
-            widened.append(layer.name)
-        layers.append(layer)
-    child = child_spec(spec, layers, spec.output, "widen")
-
-    def apply(state: Mapping[str, torch.Tensor]) -> StateDict:
-        new = clone_state(state)
-        for layer in spec.layers:
-            n, kind = layer.name, layer.type
-            out_map = maps.get(rep[n])
-            if kind == "bn" and out_map is not None:
-                idx = torch.tensor(out_map, dtype=torch.long, device=new[f"{n}.weight"].device)
-                for key in ("weight", "bias", "running_mean", "running_var"):
-                    new[f"{n}.{key}"] = new[f"{n}.{key}"][idx]
-            if kind not in ("conv", "dense"):
-                continue
-            w = new[f"{n}.weight"]
-            if out_map is not None:
-                idx = torch.tensor(out_map, dtype=torch.long, device=w.device)
-                w = w[idx]
-                if f"{n}.bias" in new:
-                    new[f"{n}.bias"] = new[f"{n}.bias"][idx]
-            in_map = maps.get(rep[layer.inputs[0]])
-            if in_map is not None:
-                idx = torch.tensor(in_map, dtype=torch.long, device=w.device)
-                count = torch.bincount(idx).to(w.dtype)[idx]
-                w = w[:, idx] / count.reshape(1, -1, *([1] * (w.dim() - 2)))
-            new[f"{n}.weight"] = w.contiguous()
-        return new
-
-    others = [x for x in widened if x != name]
-    tied = f" (tied: {', '.join(others)})" if others else ""
-    return child, apply, f"widen {name} {old}->{new_width}{tied}"
+        n, kind = layer.name, layer.type
+        out_map = maps.get(rep[n])
+        if kind == "bn" and out_map is not None:
+            idx = torch.tensor(out_map, dtype=torch.long, device=new[f"{n}.weight"].device)
+            for key in ("weight", "bias", "running_mean", "running_var"):
+                new[f"{n}.{key}"] = new[f"{n}.{key}"][idx]
+        if kind not in ("conv", "dense"):
+            continue
+        w = new[f"{n}.weight"]
+        if out_map is not None:
+            idx = torch.tensor(out_map, dtype=torch.long, device=w.device)
+            w = w[idx]
+            if f"{n}.bias" in new:
+                new[f"{n}.bias"] = new[f"{n}.bias"][idx]
+        in_map = maps.get(rep[layer.inputs[0]])
+        if in_map is not None:
+            idx = torch.tensor(in_map, dtype=torch.long, device=w.device)
+            count = torch.bincount(idx).to(w.dtype)[idx]
+            w = w[:, idx] / count.reshape(1, -1, *([1] * (w.dim() - 2)))
+        new[f"{n}.weight"] = w.contiguous()
+    return new
 
 
 def widen(spec: ArchSpec, state: Mapping[str, torch.Tensor], layer: str, new_width: int,
