@@ -13,9 +13,7 @@ import pytest
 from aihpc.results.verify import verify_run
 from aihpc.runner.chain import GENESIS, chain_digest, record_digest
 
-from conftest import aihpc
-
-pytestmark = pytest.mark.slow  # the shared run takes 30-60 s on a busy 2-core machine
+from conftest import FIXTURES, aihpc
 
 
 def _results(run_dir: Path) -> dict:
@@ -173,6 +171,7 @@ def test_a_rewritten_chain_link_breaks_the_chain(run_copy: Path) -> None:
     assert any(line.startswith("integrity: the chain breaks at link 3 ") for line in lines), lines
 
 
+@pytest.mark.slow
 def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) -> None:
     """A run written before the chain existed (store format 2): verified, integrity 'unchecked'."""
     _sql(run_copy, "DROP TABLE chain")
@@ -189,9 +188,9 @@ def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) ->
     assert "VERIFIED, integrity unchecked" in proc.stdout
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> None:
-    ok = aihpc("verify", str(finished_run))
-    assert ok.returncode == 0 and "VERIFIED" in ok.stdout, ok.stdout + ok.stderr
+    """1 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a run."""
     trial, epoch = _ok_epoch(run_copy)
     _sql(run_copy, "UPDATE epochs SET ops_eval = ops_eval + 1 WHERE trial_id = ? AND epoch = ?", trial, epoch)
     bad = aihpc("verify", "--json", str(run_copy))
@@ -205,3 +204,15 @@ def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> N
         proc = aihpc("verify", str(target))
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("aihpc verify: error: not a run directory: ")
+
+
+@pytest.mark.slow
+def test_a_fresh_run_verifies(tmp_path: Path) -> None:
+    """End to end: a run made now (however few epochs a busy machine fits in) verifies, through the CLI."""
+    run_dir = tmp_path / "run"
+    proc = aihpc("run", "--minutes", "0.2", "--config", str(FIXTURES / "run.toml"), "--out", str(run_dir),
+                 "--seed", "1", "--no-live")
+    assert proc.returncode == 0, proc.stderr
+    check = aihpc("verify", str(run_dir))
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.startswith(f"aihpc verify {run_dir}: VERIFIED\n")

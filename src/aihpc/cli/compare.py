@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", metavar="RESULT", type=Path, nargs="+",
                         help="run directories or result files (two or more)")
     parser.add_argument("--strict", action="store_true",
-                        help="refuse results of different data sets, budgets or aihpc versions instead of flagging them")
+                        help="refuse results of different data sets, budgets or aihpc versions "
+                             "instead of flagging them")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 

@@ -69,7 +69,8 @@ class Found:
 def same(a: Any, b: Any, rel: float = 1e-12) -> bool:
     """Equal JSON values; floats to ``rel`` (results.json round-trips floats exactly, so this is strict)."""
     if isinstance(a, float) or isinstance(b, float):
-        if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        numbers = [isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)]
+        if not all(numbers):
             return False
         return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
     if isinstance(a, dict) and isinstance(b, dict):

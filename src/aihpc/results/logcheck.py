@@ -109,7 +109,8 @@ def _check_run(by_key: dict[str, list[dict[str, Any]]], store, results: dict[str
         return
     status = (stops[0].get("metadata") or {}).get("status")
     if (status == "success") != bool(score.get("valid")):
-        found.add(f"run_stop status {status!r} but results.json's score is {'valid' if score.get('valid') else 'invalid'}")
+        valid = "valid" if score.get("valid") else "invalid"
+        found.add(f"run_stop status {status!r} but results.json's score is {valid}")
     segments = store.segments()
     if segments:
         begin, end = int(segments[0][0] * 1000), int(max(stop for _, stop in segments) * 1000)

@@ -71,7 +71,8 @@ def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
     return found, skipped
 
 
-def build_ranking(directory: Path, verify: bool = True, target: float | None = None) -> tuple[list[RankRow], list[Path]]:
+def build_ranking(directory: Path, verify: bool = True,
+                  target: float | None = None) -> tuple[list[RankRow], list[Path]]:
     """The ranked rows of every result under ``directory``, best first; and the files skipped."""
     paths, skipped = find_results(Path(directory))
     if not paths:

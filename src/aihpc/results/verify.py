@@ -49,7 +49,7 @@ def open_run(run_dir: Path):
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise ConfigError(f"not a run directory: {run_dir} (no such directory)")
+        raise ConfigError(f"not a run directory: {run_dir} ({'not a directory' if run_dir.exists() else 'no such directory'})")
     if not (run_dir / "aihpc.sqlite").is_file():
         raise ConfigError(f"not a run directory: {run_dir} (no aihpc.sqlite, the store `aihpc run` writes)")
     store = RunStore.read_only(run_dir)

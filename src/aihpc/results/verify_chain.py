@@ -29,7 +29,8 @@ def check_chain(store, results: dict[str, Any], log_path: Path) -> tuple[Check, 
     for (kind, key), digest in rows.items():
         link = last.get((kind, key))
         if link is None:
-            found.add(f"{_describe(kind, key)} has no link in the digest chain: added after the run", *_where(kind, key))
+            found.add(f"{_describe(kind, key)} has no link in the digest chain: added after the run",
+                      *_where(kind, key))
         elif link["record_sha256"] != digest:
             found.add(f"{_describe(kind, key)} differs from the record committed during the run", *_where(kind, key))
     for kind, key in sorted(set(last) - set(rows)):

@@ -246,7 +246,9 @@ class RunStore:
 
     # -- digest chain -----------------------------------------------------------------
     def chain_head(self) -> tuple[str, int]:
-        """The chain's last value and its number of links (GENESIS and 0 for none)."""
+        """The chain's last value and its number of links (GENESIS and 0 for none, or a store older than the chain)."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chain'").fetchone():
+            return GENESIS, 0
         row = self.db.execute("SELECT chain_sha256, seq FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
         return (row[0], int(row[1])) if row else (GENESIS, 0)
 
