@@ -32,6 +32,8 @@ the torch version that ran is in results.json's environment.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -49,34 +51,41 @@ def open_run(run_dir: Path):
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise ConfigError(f"not a run directory: {run_dir} ({'not a directory' if run_dir.exists() else 'no such directory'})")
+        why = "not a directory" if run_dir.exists() else "no such directory"
+        raise ConfigError(f"not a run directory: {run_dir} ({why})")
     if not (run_dir / "aihpc.sqlite").is_file():
         raise ConfigError(f"not a run directory: {run_dir} (no aihpc.sqlite, the store `aihpc run` writes)")
-    store = RunStore.read_only(run_dir)
     try:
-        if store.meta("config") is None:
-            raise ConfigError(f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)")
-    except StorageError as exc:
-        store.close()
+        store = RunStore.read_only(run_dir)
+        config = store.meta("config")
+    except (StorageError, sqlite3.Error) as exc:
         raise ConfigError(f"not a run directory: {run_dir} ({exc})") from None
-    except Exception:
+    try:
+        if config is None:
+            raise ConfigError(f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)")
+        return store, _read_results(run_dir / "results.json", run_dir)
+    except BaseException:
         store.close()
         raise
-    path = run_dir / "results.json"
+
+
+def _read_results(path: Path, run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
-        store.close()
         raise ConfigError(f"run {run_dir} has not finished (no results.json): nothing to verify yet")
     results = read_json(path, "results file")
     version = results.get("schema_version") if isinstance(results, dict) else None
     if version not in RESULTS_VERSIONS or isinstance(version, bool):
-        store.close()
         raise ConfigError(f"unsupported results schema_version {version!r} in {path} "
                           f"(this aihpc reads {', '.join(map(str, RESULTS_VERSIONS))})")
-    return store, _upgrade(results)
+    return _upgrade(results)
 
 
 def verify_run(run_dir: Path) -> Verification:
-    """Run every check on ``run_dir`` (see the module docstring)."""
+    """Run every check on ``run_dir`` (see the module docstring).
+
+    A store damaged so that its rows cannot be read (malformed JSON in a
+    column, a table dropped) is a StorageError: there is nothing to compare.
+    """
     from aihpc.results.logcheck import check_mlperf
     from aihpc.results.verify_chain import check_chain
 
@@ -90,6 +99,8 @@ def verify_run(run_dir: Path) -> Verification:
             check_mlperf(Path(run_dir) / "mlperf.log", store, results),
             check_chain(store, results, Path(run_dir) / "mlperf.log"),
         ]
+    except (json.JSONDecodeError, sqlite3.Error) as exc:
+        raise StorageError(f"run store {Path(run_dir) / 'aihpc.sqlite'} is damaged: {exc}") from None
     finally:
         store.close()
     checks = tuple(check for check, _ in outcomes)
