@@ -152,8 +152,9 @@ def test_rank_orders_by_score_with_valid_flops(tmp_path: Path) -> None:
     proc = aihpc("rank", str(tmp_path), "--html", str(html))
     assert proc.returncode == 0, proc.stderr
     table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| rank | machine | config |")
-    assert table[1].startswith("| 1 | node1: Test CPU, 8 cores | 4 workers") and "| 1.31 GOPS |" in table[1]
+    assert table[0].startswith("| rank | result | machine | config |")
+    assert table[1].startswith("| 1 | fast-but-poor | node1: Test CPU, 8 cores | 4 workers")
+    assert "| 1.31 GOPS |" in table[1]
     assert all(line.endswith("| unchecked |") for line in table[1:])
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("<tr>") == 4 and "http" not in page

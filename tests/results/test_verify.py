@@ -15,6 +15,10 @@ from aihpc.runner.chain import GENESIS, chain_digest, record_digest
 
 from conftest import FIXTURES, aihpc
 
+# Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each, cached
+# within the process): over 5 s for any one of these tests alone.
+pytestmark = pytest.mark.slow
+
 
 def _results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
@@ -171,7 +175,6 @@ def test_a_rewritten_chain_link_breaks_the_chain(run_copy: Path) -> None:
     assert any(line.startswith("integrity: the chain breaks at link 3 ") for line in lines), lines
 
 
-@pytest.mark.slow
 def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) -> None:
     """A run written before the chain existed (store format 2): verified, integrity 'unchecked'."""
     _sql(run_copy, "DROP TABLE chain")
@@ -188,7 +191,6 @@ def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) ->
     assert "VERIFIED, integrity unchecked" in proc.stdout
 
 
-@pytest.mark.slow
 def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> None:
     """1 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a run."""
     trial, epoch = _ok_epoch(run_copy)
@@ -206,7 +208,6 @@ def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> N
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("aihpc verify: error: not a run directory: ")
 
 
-@pytest.mark.slow
 def test_a_fresh_run_verifies(tmp_path: Path) -> None:
     """End to end: a run made now (however few epochs a busy machine fits in) verifies, through the CLI."""
     run_dir = tmp_path / "run"

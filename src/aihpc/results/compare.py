@@ -92,7 +92,8 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
     return Entry(
         source=str(path), kind="run", schema_version=doc["schema_version"], aihpc_version=doc.get("aihpc_version"),
         workload="aihpc_automl", dataset=dataset, budget=f"{config.get('minutes')} min",
-        config=f"{workers} workers, {config.get('strategy', '?')}, seed {config.get('seed')}",
+        config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "
+               f"seed {config.get('seed')}",
         config_key=repr(key), machine=machine_name(doc.get("environment")),
         score=score.get("ops_per_second"), error_percent=score.get("error_percent"),
         regulated_score=score.get("regulated_score"), peak_fraction=score.get("peak_fraction"),

@@ -29,8 +29,8 @@ from aihpc.errors import AihpcError, ConfigError
 from aihpc.results.compare import SCORED_KINDS, Entry, check_like_for_like, load_entry
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
-COLUMNS = ("rank", "machine", "config", "data set", "budget", "score", "Valid FLOPS", "error", "share of peak",
-           "verified")
+COLUMNS = ("rank", "result", "machine", "config", "data set", "budget", "score", "Valid FLOPS", "error",
+           "share of peak", "verified")
 
 
 def valid_flops(flops: float | None, achieved: float | None, target: float | None,
@@ -102,11 +102,14 @@ def verification(path: Path) -> str:
         return "no"
 
 
-def cells(row: RankRow) -> list[str]:
+def cells(row: RankRow, directory: Path) -> list[str]:
     from aihpc.report.fmt import format_fraction, format_percent, format_si
 
     e = row.entry
-    return [str(row.rank), e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
+    source = Path(e.source)
+    source = source.parent if source.name == "results.json" else source  # a run by its directory
+    name = str(source.relative_to(directory)) if source.is_relative_to(directory) else str(source)
+    return [str(row.rank), name, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
             format_si(row.valid_flops, "OPS"), format_percent(e.error_percent), format_fraction(e.peak_fraction),
             row.verified]
 
@@ -126,7 +129,7 @@ def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> s
     lines = [f"# aihpc rank: {len(rows)} results under {directory}", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     for row in rows:
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row)) + " |")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, directory)) + " |")
     lines += [""] + [f"- {n}" for n in notes(target)]
     return "\n".join(lines)
 
@@ -134,7 +137,8 @@ def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> s
 def to_html(rows: list[RankRow], directory: Path, target: float | None) -> str:
     """A self-contained HTML page of the list (inline CSS, no external references)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row)) + "</tr>" for row in rows)
+    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
+                     for row in rows)
     items = "".join(f"<li>{html.escape(n)}</li>" for n in notes(target))
     title = html.escape(f"aihpc rank: {len(rows)} results under {directory}")
     return (

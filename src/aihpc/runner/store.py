@@ -86,6 +86,9 @@ _RECORD_ROWS = {
     "segment": ("segments", "id = ?"),
     "meta": ("meta", "key = ?"),
 }
+# kind of record -> the query that reads it back as stored (a primary-key lookup)
+_RECORD_SQL = {kind: f"SELECT {', '.join(RECORD_COLUMNS[kind])} FROM {table} WHERE {where}"  # noqa: S608 - constants
+               for kind, (table, where) in _RECORD_ROWS.items()}
 
 # Trial states: 'running' until the master decides; then one of these.
 FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
@@ -283,10 +286,8 @@ class RunStore:
 
     def _link(self, kind: str, key: tuple) -> str:
         """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the new head."""
-        table, where = _RECORD_ROWS[kind]
-        columns = RECORD_COLUMNS[kind]
-        row = self.db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", key).fetchone()  # noqa: S608
-        record = record_digest(kind, dict(zip(columns, row, strict=True)))
+        row = self.db.execute(_RECORD_SQL[kind], key).fetchone()
+        record = record_digest(kind, dict(zip(RECORD_COLUMNS[kind], row, strict=True)))
         head = chain_digest(self._head, record)
         self.db.execute("INSERT INTO chain (kind, key, record_sha256, chain_sha256) VALUES (?, ?, ?, ?)",
                         (kind, "/".join(str(k) for k in key), record, head))
