@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("aihpc.cli.bench", "Deep500's four levels: operators, network, training, distributed"),
     "profile": ("aihpc.cli.profile", "characterise a training step: phases, operator types, memory, sweeps"),
     "roofline": ("aihpc.cli.roofline", "measure the machine's roofs (matmul peaks, memory bandwidth)"),
+    "compare": ("aihpc.cli.compare", "results side by side: like with like, significance where runs repeat"),
+    "rank": ("aihpc.cli.rank", "a ranked list of machines from result files (Markdown, HTML), with Valid FLOPS"),
+    "verify": ("aihpc.cli.verify", "recompute a run's operations and score; check its files agree and are unaltered"),
 }
 
 

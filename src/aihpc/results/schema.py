@@ -4,6 +4,8 @@
 old files are kept as test fixtures (tests/report/fixtures).  Keys are
 sorted when written.  All ``t_*`` and ``t`` values are seconds since the
 run's start; operations are counted analytically (see aihpc.counting).
+``integrity`` (added in aihpc 0.1, no version change: a new field) holds the
+head of the run store's digest chain when the file was written.
 """
 
 from __future__ import annotations
@@ -64,7 +66,14 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "timeline": store.timeline(),
         "workers": workers_out,
         "trials": trials,
+        "integrity": integrity(store),
     }
+
+
+def integrity(store) -> dict[str, Any]:
+    """The head of the store's digest chain as results.json is written (see aihpc.runner.chain)."""
+    head, links = store.chain_head()
+    return {"chain_sha256": head, "links": links}
 
 
 def trial_record(row: dict[str, Any], epochs: list[dict[str, Any]], t0: float) -> dict[str, Any]:

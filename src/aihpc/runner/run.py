@@ -177,7 +177,7 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
         record_peak_after(store, executor, layout)
         results = build_results(store, score)
         write_json(run_dir / "results.json", results)
-        mlperf.run_stop("success" if score["valid"] else "aborted")
+        mlperf.run_stop("success" if score["valid"] else "aborted", chain_sha256=results["integrity"]["chain_sha256"])
         store.set_meta("finished", True)
         return results
     finally:

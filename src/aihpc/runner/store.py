@@ -10,6 +10,10 @@ Wall-clock accounting: each time a master runs it opens a *segment*
 (start, stop).  The budget counts only the seconds segments ran; the score's
 clock never stops — it runs from the first segment's start to the last one's
 stop, so downtime of a killed master counts as time with no operations.
+
+Integrity: every committed trial, epoch, segment and meta record also
+appends a link to a SHA-256 digest chain, in the same transaction (see
+:mod:`aihpc.runner.chain`); ``aihpc verify`` checks the rows against it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import StorageError
+from aihpc.runner.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
 from aihpc.train.task import Morph, WeightsRef
 
 SCHEMA = """
@@ -63,14 +68,34 @@ CREATE TABLE IF NOT EXISTS epochs (
     PRIMARY KEY (trial_id, epoch)
 );
 CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chain (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    record_sha256 TEXT NOT NULL,
+    chain_sha256 TEXT NOT NULL
+);
 """
+
+# kind of record -> (its table, the WHERE clause that finds its row)
+_RECORD_ROWS = {
+    "trial": ("trials", "id = ?"),
+    "finish": ("trials", "id = ?"),
+    "attempt": ("trials", "id = ?"),
+    "epoch": ("epochs", "trial_id = ? AND epoch = ?"),
+    "segment": ("segments", "id = ?"),
+    "meta": ("meta", "key = ?"),
+}
+# kind of record -> the query that reads it back as stored (a primary-key lookup)
+_RECORD_SQL = {kind: f"SELECT {', '.join(RECORD_COLUMNS[kind])} FROM {table} WHERE {where}"  # noqa: S608 - constants
+               for kind, (table, where) in _RECORD_ROWS.items()}
 
 # Trial states: 'running' until the master decides; then one of these.
 FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
 # The layout of the tables and the weight files; a run is resumed only by an
 # aihpc that writes the same format (format 1 kept every trial's weights in
-# one file, which the master wrote).
-STORE_FORMAT = 2
+# one file, which the master wrote; format 2 had no digest chain).
+STORE_FORMAT = 3
 
 
 class RunStore:
@@ -90,13 +115,28 @@ class RunStore:
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot write run directory {self.run_dir}: {_reason(exc)}") from None
         self.db.row_factory = sqlite3.Row
+        self._head = self.chain_head()[0]
+
+    @classmethod
+    def read_only(cls, run_dir: Path) -> RunStore:
+        """The store of ``run_dir`` opened for reading only: nothing in the directory changes.
+
+        StorageError if it cannot be opened as an SQLite file (see :func:`read_meta`).
+        """
+        store = cls.__new__(cls)
+        store.run_dir = Path(run_dir)
+        store.weights_dir = store.run_dir / "weights"
+        store.db = _open_read_only(store.run_dir / "aihpc.sqlite")
+        store.db.row_factory = sqlite3.Row
+        return store
 
     def close(self) -> None:
         self.db.close()
 
     # -- meta -------------------------------------------------------------------------
     def set_meta(self, key: str, value: Any) -> None:
-        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
+        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)),
+                    link=("meta", (key,)))
 
     def meta(self, key: str, default: Any = None) -> Any:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -104,10 +144,11 @@ class RunStore:
 
     # -- segments ---------------------------------------------------------------------
     def open_segment(self, start: float) -> int:
-        return self._write("INSERT INTO segments (start, stop) VALUES (?, ?)", (start, start)).lastrowid
+        return self._write("INSERT INTO segments (start, stop) VALUES (?, ?)", (start, start),
+                           link=("segment", None)).lastrowid
 
     def touch_segment(self, segment: int, now: float) -> None:
-        self._write("UPDATE segments SET stop = ? WHERE id = ?", (now, segment))
+        self._write("UPDATE segments SET stop = ? WHERE id = ?", (now, segment), link=("segment", (segment,)))
 
     def segments(self) -> list[tuple[float, float]]:
         return [(r[0], r[1]) for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")]
@@ -130,6 +171,7 @@ class RunStore:
                 _recipe_json(trial["recipe"]),
                 trial["t_created"],
             ),
+            link=("trial", (trial["id"],)),
         )
 
     def finish_trial(self, trial_id: int, status: str, t_end: float, reason: str | None = None,
@@ -138,10 +180,11 @@ class RunStore:
         if status not in FINISHED:
             raise ValueError(f"unknown trial status {status!r}")
         self._write("UPDATE trials SET status = ?, t_end = ?, reason = ?, traceback = ? WHERE id = ?",
-                    (status, t_end, reason, traceback, trial_id))
+                    (status, t_end, reason, traceback, trial_id), link=("finish", (trial_id,)))
 
     def add_attempt(self, trial_id: int) -> None:
-        self._write("UPDATE trials SET attempts = attempts + 1 WHERE id = ?", (trial_id,))
+        self._write("UPDATE trials SET attempts = attempts + 1 WHERE id = ?", (trial_id,),
+                    link=("attempt", (trial_id,)))
 
     def trials(self) -> list[dict[str, Any]]:
         out = []
@@ -176,6 +219,7 @@ class RunStore:
                 weights.name if weights else None,
                 weights.digest if weights else None,
             ),
+            link=("epoch", (result.trial_id, result.epoch)),
         )
 
     def epochs(self, trial_id: int | None = None) -> list[dict[str, Any]]:
@@ -203,12 +247,53 @@ class RunStore:
     def timeline(self) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in self.db.execute("SELECT value FROM timeline ORDER BY t")]
 
+    # -- digest chain -----------------------------------------------------------------
+    def chain_head(self) -> tuple[str, int]:
+        """The chain's last value and its number of links (GENESIS and 0 for none, or a store older than the chain)."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chain'").fetchone():
+            return GENESIS, 0
+        row = self.db.execute("SELECT chain_sha256, seq FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+        return (row[0], int(row[1])) if row else (GENESIS, 0)
+
+    def chain(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.db.execute("SELECT * FROM chain ORDER BY seq")]
+
+    def raw_rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's checks."""
+        if table not in {t for t, _ in _RECORD_ROWS.values()}:
+            raise ValueError(f"no chained table {table!r}")
+        return [dict(r) for r in self.db.execute(f"SELECT * FROM {table}")]  # noqa: S608 - checked name
+
     # -- internals --------------------------------------------------------------------
-    def _write(self, sql: str, args: tuple) -> sqlite3.Cursor:
+    def _write(self, sql: str, args: tuple, link: tuple[str, tuple | None] | None = None) -> sqlite3.Cursor:
+        """Execute one write; with ``link`` (kind, key of the row; None: the row just inserted),
+        append the row's link to the digest chain in the same transaction."""
         try:
-            return self.db.execute(sql, args)
+            if link is None:
+                return self.db.execute(sql, args)
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                cursor = self.db.execute(sql, args)
+                head = self._link(link[0], link[1] if link[1] is not None else (cursor.lastrowid,))
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+                    with contextlib.suppress(sqlite3.Error):
+                        self.db.execute("ROLLBACK")
+                raise
+            self._head = head
+            return cursor
         except sqlite3.OperationalError as exc:
             raise StorageError(f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}") from None
+
+    def _link(self, kind: str, key: tuple) -> str:
+        """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the new head."""
+        row = self.db.execute(_RECORD_SQL[kind], key).fetchone()
+        record = record_digest(kind, dict(zip(RECORD_COLUMNS[kind], row, strict=True)))
+        head = chain_digest(self._head, record)
+        self.db.execute("INSERT INTO chain (kind, key, record_sha256, chain_sha256) VALUES (?, ?, ?, ?)",
+                        (kind, "/".join(str(k) for k in key), record, head))
+        return head
 
 
 def _recipe_json(recipe: Morph | None) -> str | None:
@@ -238,10 +323,20 @@ def read_meta(db: Path, key: str) -> Any:
     reading it creates no ``-wal``/``-shm`` files beside it; one whose master
     was killed is read through its existing log.
     """
-    immutable = "&immutable=1" if not Path(f"{db}-wal").exists() else ""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro{immutable}", uri=True)) as con:
+        with contextlib.closing(_open_read_only(db)) as con:
             row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     except sqlite3.Error as exc:
         raise StorageError(f"cannot read run store {db}: {exc}") from None
     return json.loads(row[0]) if row else None
+
+
+def _open_read_only(db: Path) -> sqlite3.Connection:
+    """``db`` opened read-only (immutable when it has no write-ahead log, so no files appear beside it)."""
+    immutable = "&immutable=1" if not Path(f"{db}-wal").exists() else ""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro{immutable}", uri=True)
+        con.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # a file that is not SQLite fails here
+        return con
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read run store {db}: {exc}") from None

@@ -1,0 +1,43 @@
+"""``aihpc verify RUN_DIR``: recompute a run's operations and score and check its files agree and are unaltered.
+
+Prints one line per check (ok, failed, unchecked) and every mismatch, named
+by trial and epoch; ``--json`` prints the same as JSON.  Exit status: 0 when
+the run verifies (also when its store predates the digest chain: integrity
+"unchecked"), 1 when anything does not agree, 2 when RUN_DIR is not a
+finished run.  See :mod:`aihpc.results.verify` for what each check does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="a run directory written by `aihpc run`")
+    parser.add_argument("--json", action="store_true", help="print the verification as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from aihpc.results.verify import verify_run
+
+    result = verify_run(args.run_dir)
+    if args.json:
+        print(json.dumps(result.to_dict(), sort_keys=True, indent=2))
+    else:
+        print(render(result))
+    return 1 if result.status == "no" else 0
+
+
+def render(result) -> str:
+    verdict = {"yes": "VERIFIED", "no": f"NOT VERIFIED ({len(result.mismatches)} mismatches)",
+               "unchecked": "VERIFIED, integrity unchecked"}[result.status]
+    lines = [f"aihpc verify {result.run_dir}: {verdict}"]
+    width = max(len(c.name) for c in result.checks)
+    for check in result.checks:
+        lines.append(f"  {check.name:<{width}}  {check.status:<9}  {check.detail}")
+    if result.mismatches:
+        lines.append("mismatches:")
+        lines.extend(f"  {m.line()}" for m in result.mismatches)
+    return "\n".join(lines)

@@ -1,0 +1,247 @@
+"""``aihpc compare``: results side by side, like with like, with significance where runs repeat.
+
+Each input is read into an :class:`Entry` by the reader of its *kind*
+(:data:`SCORED_KINDS`): ``run`` is results.json of ``aihpc run``; a versioned
+result document of :mod:`aihpc.results.files` names its kind in ``kind``.
+Adding a kind that carries a score (e.g. ``train_to_target``) is one entry
+in that table: a function from the document to an Entry, and which of its
+figures is the one to test and whether higher is better.  A kind not in the
+table is refused.
+
+Like for like: results of different workloads, or of different schema
+versions, are refused; different data sets, budgets or aihpc versions are
+flagged (``strict`` refuses them too).
+
+Repeats: inputs with the same workload, data set, budget, configuration
+(all but the seed) and machine form a group.  Where two groups both have
+at least two results, their headline figures are compared with Welch's
+unequal-variances t-test (Welch 1947, Biometrika 34:28-35), two-sided:
+``*`` p < 0.05, ``**`` p < 0.01, ``n.s.`` otherwise, each group against the
+first.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from aihpc.errors import ConfigError
+from aihpc.fileio import read_json
+
+SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
+SIGNIFICANCE_RULE = ("significance: Welch's t-test (two-sided) on {metric} of each group of repeated runs "
+                     "against group A; ** p < 0.01, * p < 0.05, n.s. otherwise; needs >= 2 runs in both groups")
+UNGROUPED_CONFIG = ("seed", "report_seconds")  # settings that do not make a run a different configuration
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One result, reduced to what compare and rank show.  Scores in operations per second."""
+
+    source: str
+    kind: str
+    schema_version: int
+    aihpc_version: str | None
+    workload: str
+    dataset: str
+    budget: str
+    config: str  # a short label
+    config_key: str  # everything that makes it a configuration (not the seed)
+    machine: str
+    score: float | None = None
+    error_percent: float | None = None
+    regulated_score: float | None = None
+    peak_fraction: float | None = None
+    time_to_train_s: float | None = None
+    best_accuracy: float | None = None
+    target_accuracy: float | None = None
+    valid: bool | None = None
+
+    def metric(self) -> float | None:
+        return getattr(self, SCORED_KINDS[self.kind].metric)
+
+
+@dataclass(frozen=True)
+class ScoredKind:
+    read: Callable[[dict[str, Any], Path], Entry]
+    metric: str  # the Entry field the significance test and rank order use
+    higher_is_better: bool
+
+
+def machine_name(environment: dict[str, Any] | None) -> str:
+    """The machine in a few words: GPUs if any, else the CPU model and cores; then the host."""
+    env = environment or {}
+    gpus = env.get("gpus") or []
+    if gpus:
+        what = f"{len(gpus)}x {gpus[0].get('name', 'GPU')}"
+    else:
+        what = f"{env.get('cpu_model') or 'unknown CPU'}, {env.get('cpu_logical_cores') or '?'} cores"
+    return f"{env.get('hostname') or '?'}: {what}"
+
+
+def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
+    """results.json of ``aihpc run``."""
+    config, score, data = doc.get("config") or {}, doc.get("score") or {}, doc.get("data") or {}
+    options = ", ".join(f"{k}={v}" for k, v in sorted((config.get("data_options") or {}).items()))
+    dataset = f"{data.get('name') or config.get('dataset')}" + (f" ({options})" if options else "")
+    workers = (doc.get("layout") or {}).get("workers") or config.get("workers")
+    key = {k: v for k, v in sorted(config.items()) if k not in UNGROUPED_CONFIG}
+    return Entry(
+        source=str(path), kind="run", schema_version=doc["schema_version"], aihpc_version=doc.get("aihpc_version"),
+        workload="aihpc_automl", dataset=dataset, budget=f"{config.get('minutes')} min",
+        config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "
+               f"seed {config.get('seed')}",
+        config_key=repr(key), machine=machine_name(doc.get("environment")),
+        score=score.get("ops_per_second"), error_percent=score.get("error_percent"),
+        regulated_score=score.get("regulated_score"), peak_fraction=score.get("peak_fraction"),
+        best_accuracy=score.get("best_accuracy"), target_accuracy=score.get("min_accuracy"), valid=score.get("valid"),
+    )  # fmt: skip
+
+
+# kind -> how to read it.  A new kind with a score: one line here.
+SCORED_KINDS: dict[str, ScoredKind] = {
+    "run": ScoredKind(_run_entry, metric="score", higher_is_better=True),
+}
+
+
+def load_entry(path: Path) -> Entry:
+    """The Entry of a result file, or of RUN_DIR/results.json; ConfigError (one line) if it has no score."""
+    path = Path(path)
+    file = path / "results.json" if path.is_dir() else path
+    doc = read_json(file, "result file")
+    if not isinstance(doc, dict):
+        raise ConfigError(f"not an aihpc result: {file} (a JSON object expected)")
+    kind = doc.get("kind", "run" if isinstance(doc.get("score"), dict) and "trials" in doc else None)
+    if kind not in SCORED_KINDS:
+        raise ConfigError(f"cannot compare {file}: result kind {kind!r} carries no score "
+                          f"(comparable kinds: {', '.join(SCORED_KINDS)})")
+    if not isinstance(doc.get("schema_version"), int):
+        raise ConfigError(f"{file} has no schema_version")
+    return SCORED_KINDS[kind].read(doc, file)
+
+
+def check_like_for_like(entries: list[Entry], strict: bool = False) -> list[str]:
+    """ConfigError for results that cannot be compared; the differences to flag otherwise."""
+    for field, what in (("workload", "workloads"), ("kind", "kinds of result"), ("schema_version", "schema versions")):
+        values = _distinct(entries, field)
+        if len(values) > 1:
+            raise ConfigError(f"cannot compare results of different {what}: {_listing(values)}")
+    flags = []
+    for field, what in (("dataset", "data sets"), ("budget", "budgets"), ("aihpc_version", "aihpc versions")):
+        values = _distinct(entries, field)
+        if len(values) > 1:
+            flags.append(f"not like for like: different {what}: {_listing(values)}")
+    if flags and strict:
+        raise ConfigError(flags[0] + " (--strict)")
+    return flags
+
+
+def _distinct(entries: list[Entry], field: str) -> dict[Any, list[int]]:
+    values: dict[Any, list[int]] = {}
+    for number, entry in enumerate(entries, start=1):
+        values.setdefault(getattr(entry, field), []).append(number)
+    return values
+
+
+def _listing(values: dict[Any, list[int]]) -> str:
+    return "; ".join(f"{value} (#{', #'.join(map(str, numbers))})" for value, numbers in values.items())
+
+
+@dataclass(frozen=True)
+class Group:
+    """Results of one configuration on one machine: the repeats."""
+
+    label: str
+    members: tuple[int, ...]  # 1-based input numbers
+    values: tuple[float, ...]
+    p_value: float | None = None  # against group A
+    marker: str = ""
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def stdev(self) -> float | None:
+        return statistics.stdev(self.values) if len(self.values) > 1 else None
+
+
+def group_repeats(entries: list[Entry]) -> list[Group]:
+    """Inputs grouped by configuration and machine, in input order; Welch's test of each group against the first."""
+    keys: dict[tuple, list[int]] = {}
+    for number, e in enumerate(entries, start=1):
+        keys.setdefault((e.workload, e.dataset, e.budget, e.config_key, e.machine), []).append(number)
+    groups = []
+    for index, numbers in enumerate(keys.values()):
+        values = tuple(v for n in numbers if (v := entries[n - 1].metric()) is not None)
+        groups.append(Group(chr(ord("A") + index) if index < 26 else f"G{index}", tuple(numbers), values))
+    if not groups:
+        return groups
+    first = groups[0]
+    return [first] + [_tested(first, g) for g in groups[1:]]
+
+
+def _tested(reference: Group, group: Group) -> Group:
+    if len(reference.values) < 2 or len(group.values) < 2:
+        return group
+    p = welch_p_value(reference.values, group.values)
+    if p is None:
+        return group
+    marker = next((m for level, m in SIGNIFICANCE if p < level), "n.s.")
+    return Group(group.label, group.members, group.values, p, marker)
+
+
+def welch_p_value(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
+    """Two-sided p of Welch's t-test; None where both samples have no spread (the test is undefined)."""
+    from scipy import stats
+
+    if statistics.pvariance(a) == 0 and statistics.pvariance(b) == 0:
+        return None
+    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return None if math.isnan(p) else p
+
+
+# -- output ------------------------------------------------------------------------------
+COLUMNS = ("#", "result", "machine", "config", "data set", "budget", "score", "error", "regulated",
+           "share of peak", "time-to-train", "valid")
+
+
+def entry_cells(number: int, e: Entry) -> list[str]:
+    from aihpc.report.fmt import format_fraction, format_percent, format_seconds, format_si
+
+    valid = "n/a" if e.valid is None else ("yes" if e.valid else "NO")
+    return [str(number), e.source, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
+            format_percent(e.error_percent), format_si(e.regulated_score, "OPS"), format_fraction(e.peak_fraction),
+            format_seconds(e.time_to_train_s), valid]
+
+
+def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str]) -> str:
+    """The side-by-side table, the groups of repeats with their significance markers, and the flags."""
+    lines = [text_table(COLUMNS, [entry_cells(n, e) for n, e in enumerate(entries, start=1)])]
+    metric = SCORED_KINDS[entries[0].kind].metric
+    if any(len(g.members) > 1 for g in groups):
+        lines += ["", f"groups (same configuration and machine; {metric} as mean ± standard deviation):"]
+        for g in groups:
+            spread = "" if g.stdev is None else f" ± {_metric_text(metric, g.stdev)}"
+            test = f"  p = {g.p_value:.3g} {g.marker}" if g.p_value is not None else ""
+            members = ", ".join(f"#{n}" for n in g.members)
+            lines.append(f"  {g.label}  {members}  n={len(g.values)}  {_metric_text(metric, g.mean)}{spread}{test}")
+        lines.append(SIGNIFICANCE_RULE.format(metric=metric))
+    lines += flags
+    return "\n".join(lines)
+
+
+def _metric_text(metric: str, value: float) -> str:
+    from aihpc.report.fmt import format_seconds, format_si
+
+    return format_seconds(value) if metric == "time_to_train_s" else format_si(value, "OPS")
+
+
+def text_table(headers: tuple[str, ...], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(out)

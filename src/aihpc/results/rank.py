@@ -1,0 +1,152 @@
+"""``aihpc rank``: a ranked list of machines from result files, like a TOP500 list for AI.
+
+Every run directory (results.json) and every result file with a score under
+a directory is one entry, ranked by its score.  Beside the score stands
+HPC AI500's *Valid FLOPS*, which discounts a score reached at a quality
+below the target (Jiang et al., "HPC AI500 V2.0: The Methodology, Tools,
+and Metrics for Benchmarking HPC AI Systems", IEEE CLUSTER 2021)::
+
+    Valid FLOPS = FLOPS × penalty,  penalty = (achieved quality / target quality)^n  if achieved < target, else 1
+
+with n = 5 for image classification (the quality is top-1 accuracy).  The
+target is each run's own ``min_accuracy`` unless one target is given for
+the whole list.  Each entry also shows whether ``aihpc verify`` passed on it
+(yes), found mismatches (no), or could not check it (unchecked: a lone
+result file, or a run whose store has no digest chain).
+
+Entries of different workloads or schema versions cannot share a list
+(refused, as in ``aihpc compare``); different data sets and budgets are
+what a list compares, and are shown in their columns.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from aihpc.errors import AihpcError, ConfigError
+from aihpc.results.compare import SCORED_KINDS, Entry, check_like_for_like, load_entry
+
+VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
+COLUMNS = ("rank", "result", "machine", "config", "data set", "budget", "score", "Valid FLOPS", "error",
+           "share of peak", "verified")
+
+
+def valid_flops(flops: float | None, achieved: float | None, target: float | None,
+                n: int = VALID_FLOPS_EXPONENT) -> float | None:
+    """HPC AI500's Valid FLOPS (see the module docstring); None where the score is unknown."""
+    if flops is None:
+        return None
+    if target is None or target <= 0 or (achieved is not None and achieved >= target):
+        return flops
+    return flops * (max(achieved or 0.0, 0.0) / target) ** n
+
+
+@dataclass(frozen=True)
+class RankRow:
+    rank: int
+    entry: Entry
+    valid_flops: float | None
+    target: float | None
+    verified: str  # yes, no or unchecked
+
+
+def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
+    """(files with a score, JSON files skipped) under ``directory``."""
+    import json
+
+    if not directory.is_dir():
+        raise ConfigError(f"not a directory: {directory}")
+    found, skipped = [], []
+    for path in sorted(directory.rglob("*.json")):
+        if path.name == "results.json":
+            found.append(path)
+            continue
+        try:
+            kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            kind = None
+        (found if kind in SCORED_KINDS else skipped).append(path)
+    return found, skipped
+
+
+def build_ranking(directory: Path, verify: bool = True,
+                  target: float | None = None) -> tuple[list[RankRow], list[Path]]:
+    """The ranked rows of every result under ``directory``, best first; and the files skipped."""
+    paths, skipped = find_results(Path(directory))
+    if not paths:
+        raise ConfigError(f"no results under {directory} (no results.json, no result file with a score)")
+    entries = [load_entry(p) for p in paths]
+    check_like_for_like(entries)
+    kind = SCORED_KINDS[entries[0].kind]
+    scored = sorted(entries, key=lambda e: (e.metric() is None, -(e.metric() or 0) if kind.higher_is_better
+                                           else (e.metric() or 0)))
+    rows = []
+    for number, e in enumerate(scored, start=1):
+        goal = target if target is not None else e.target_accuracy
+        rows.append(RankRow(number, e, valid_flops(e.score, e.best_accuracy, goal), goal,
+                            verification(Path(e.source)) if verify else "unchecked"))
+    return rows, skipped
+
+
+def verification(path: Path) -> str:
+    """yes / no / unchecked: ``aihpc verify`` on the run directory holding ``path``."""
+    from aihpc.results.verify import verify_run
+
+    if path.name != "results.json" or not (path.parent / "aihpc.sqlite").is_file():
+        return "unchecked"
+    try:
+        return verify_run(path.parent).status
+    except AihpcError:
+        return "no"
+
+
+def cells(row: RankRow, directory: Path) -> list[str]:
+    from aihpc.report.fmt import format_fraction, format_percent, format_si
+
+    e = row.entry
+    source = Path(e.source)
+    source = source.parent if source.name == "results.json" else source  # a run by its directory
+    name = str(source.relative_to(directory)) if source.is_relative_to(directory) else str(source)
+    return [str(row.rank), name, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
+            format_si(row.valid_flops, "OPS"), format_percent(e.error_percent), format_fraction(e.peak_fraction),
+            row.verified]
+
+
+def notes(target: float | None) -> list[str]:
+    goal = f"{target:g} for every entry" if target is not None else "each run's min_accuracy"
+    return [
+        "score: operations per second over the whole run (AIPerf); error: 100 - best validation accuracy in %.",
+        f"Valid FLOPS (HPC AI500, Jiang et al. 2021): score x (best accuracy / target)^{VALID_FLOPS_EXPONENT} "
+        f"where the accuracy is below the target, else the score; target: {goal}.",
+        "verified: yes = `aihpc verify` passed; no = it found mismatches; "
+        "unchecked = not a run directory, or a run store without a digest chain.",
+    ]
+
+
+def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> str:
+    lines = [f"# aihpc rank: {len(rows)} results under {directory}", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, directory)) + " |")
+    lines += [""] + [f"- {n}" for n in notes(target)]
+    return "\n".join(lines)
+
+
+def to_html(rows: list[RankRow], directory: Path, target: float | None) -> str:
+    """A self-contained HTML page of the list (inline CSS, no external references)."""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
+                     for row in rows)
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes(target))
+    title = html.escape(f"aihpc rank: {len(rows)} results under {directory}")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{title}</title><style>"
+        "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+        "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}"
+        "</style></head><body>"
+        f"<h1>{title}</h1>\n<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
+        f"<ul>{items}</ul></body></html>\n"
+    )

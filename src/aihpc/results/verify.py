@@ -1,0 +1,247 @@
+"""``aihpc verify``: check a finished run against itself, from its own records.
+
+Five checks, each naming every mismatch by trial (and epoch) where it has one:
+
+operations
+    Every epoch's operation count recomputed from the logged architecture
+    and hyperparameters (batch size, dropout), with the worker's own counter
+    (:func:`aihpc.train.trainer.ops_per_sample`), times the logged samples:
+    ``round(train ops/sample × train samples) + round(eval ops/sample × val
+    samples)``, exactly as the worker credits them.  The architecture must
+    hash to its logged ``arch_hash`` and have its logged parameter count; the
+    sample counts must fit the data set.
+score
+    The score recomputed from the store (operations, the segments' times,
+    the best accuracy) with :func:`aihpc.runner.score.compute_score`, against
+    results.json's.
+results
+    results.json rebuilt from the store (:func:`aihpc.results.schema.build_results`)
+    and compared field by field, trial by trial.
+mlperf
+    The MLPerf log against results.json and the store (:mod:`aihpc.results.logcheck`).
+integrity
+    The store's rows against its digest chain (:mod:`aihpc.runner.chain`),
+    and the chain's head against results.json and the MLPerf log.  A store
+    written before the chain existed (format < 3) is reported "no digest
+    chain: integrity not checked", not failed.
+
+Verification reads the run directory only; nothing in it changes.  Operation
+counts are only reproducible with a torch whose operator set counts alike;
+the torch version that ran is in results.json's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import AihpcError, ConfigError, StorageError
+from aihpc.fileio import read_json
+from aihpc.results.checks import Check, Found, Mismatch, Verification, diffs, same
+
+RESULTS_VERSIONS = (1, 2)  # results.json schema versions this module reads
+MAX_DIFFS = 5  # differing fields named per trial before "and N more"
+
+
+def open_run(run_dir: Path):
+    """The run's store (read-only) and its results.json; ConfigError, one line, if it is not a finished run."""
+    from aihpc.runner.store import RunStore
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        why = "not a directory" if run_dir.exists() else "no such directory"
+        raise ConfigError(f"not a run directory: {run_dir} ({why})")
+    if not (run_dir / "aihpc.sqlite").is_file():
+        raise ConfigError(f"not a run directory: {run_dir} (no aihpc.sqlite, the store `aihpc run` writes)")
+    try:
+        store = RunStore.read_only(run_dir)
+        config = store.meta("config")
+    except (StorageError, sqlite3.Error) as exc:
+        raise ConfigError(f"not a run directory: {run_dir} ({exc})") from None
+    try:
+        if config is None:
+            raise ConfigError(f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)")
+        return store, _read_results(run_dir / "results.json", run_dir)
+    except BaseException:
+        store.close()
+        raise
+
+
+def _read_results(path: Path, run_dir: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"run {run_dir} has not finished (no results.json): nothing to verify yet")
+    results = read_json(path, "results file")
+    version = results.get("schema_version") if isinstance(results, dict) else None
+    if version not in RESULTS_VERSIONS or isinstance(version, bool):
+        raise ConfigError(f"unsupported results schema_version {version!r} in {path} "
+                          f"(this aihpc reads {', '.join(map(str, RESULTS_VERSIONS))})")
+    return _upgrade(results)
+
+
+def verify_run(run_dir: Path) -> Verification:
+    """Run every check on ``run_dir`` (see the module docstring).
+
+    A store damaged so that its rows cannot be read (malformed JSON in a
+    column, a table dropped) is a StorageError: there is nothing to compare.
+    """
+    from aihpc.results.logcheck import check_mlperf
+    from aihpc.results.verify_chain import check_chain
+
+    store, results = open_run(run_dir)
+    try:
+        score = recomputed_score(store)
+        outcomes = [
+            check_operations(store),
+            check_score(score, results),
+            check_results(store, score, results),
+            check_mlperf(Path(run_dir) / "mlperf.log", store, results),
+            check_chain(store, results, Path(run_dir) / "mlperf.log"),
+        ]
+    except (json.JSONDecodeError, sqlite3.Error) as exc:
+        raise StorageError(f"run store {Path(run_dir) / 'aihpc.sqlite'} is damaged: {exc}") from None
+    finally:
+        store.close()
+    checks = tuple(check for check, _ in outcomes)
+    mismatches = tuple(m for _, found in outcomes for m in found)
+    return Verification(str(run_dir), checks, mismatches)
+
+
+# -- operations --------------------------------------------------------------------------
+def check_operations(store) -> tuple[Check, list[Mismatch]]:
+    """Every epoch's operations recomputed from its trial's architecture and its samples."""
+    found = Found("operations")
+    data = store.meta("data") or {}
+    trials = store.trials()
+    epochs = 0
+    for trial in trials:
+        counts = _per_sample(trial, found)
+        for e in store.epochs(trial["id"]):
+            epochs += 1
+            _check_epoch_ops(trial["id"], e, counts, data, found)
+    return found.outcome(f"recomputed for {epochs} epochs of {len(trials)} trials from their architectures"), \
+        found.items
+
+
+def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | None:
+    """(train, eval) operations per sample of the trial's logged architecture, as the worker counts them."""
+    from aihpc.nas.spec import ArchSpec
+    from aihpc.train.trainer import ops_per_sample
+
+    try:
+        spec = ArchSpec.from_dict(trial["arch"])
+    except AihpcError as exc:
+        found.add(f"its logged architecture is not valid: {exc}", trial["id"])
+        return None
+    if spec.content_hash() != trial["arch_hash"]:
+        found.add(f"its architecture hashes to {spec.content_hash()[:12]}, not the logged {trial['arch_hash'][:12]}",
+                  trial["id"])
+    if trial["num_params"] is not None and spec.num_params() != trial["num_params"]:
+        found.add(f"its architecture has {spec.num_params()} parameters, not the logged {trial['num_params']}",
+                  trial["id"])
+    hp = trial["hparams"]
+    return ops_per_sample(spec, int(hp["batch_size"]), float(hp.get("dropout", 0.0)))
+
+
+def _check_epoch_ops(trial_id: int, e: dict[str, Any], counts: tuple[float, float] | None, data: dict[str, Any],
+                     found: Found) -> None:
+    m = e["metrics"]
+    train_samples, val_samples = int(m.get("train_samples") or 0), int(m.get("val_samples") or 0)
+    n_train, n_val = data.get("num_train"), data.get("num_val")
+    where = {"trial": trial_id, "epoch": e["epoch"]}
+    if n_train is not None and not 0 <= train_samples <= n_train:
+        found.add(f"{train_samples} training samples logged; the data set has {n_train}", **where)
+    complete = e["status"] != "ok" or val_samples == n_val  # a finished epoch evaluated the whole set
+    if n_val is not None and (not 0 <= val_samples <= n_val or not complete):
+        found.add(f"{val_samples} validation samples logged for a{' finished' if e['status'] == 'ok' else 'n'} "
+                  f"epoch; the validation set has {n_val}", **where)
+    if m.get("ops") is not None and m["ops"] != e["ops_train"] + e["ops_eval"]:
+        found.add(f"metrics.ops {m['ops']} is not ops_train + ops_eval = {e['ops_train'] + e['ops_eval']}", **where)
+    if counts is None:
+        return
+    train, evaluate = counts
+    if e["ops_per_sample"] and e["ops_per_sample"] != {"train": train, "eval": evaluate}:
+        found.add(f"operations per sample logged {e['ops_per_sample']}, recounted "
+                  f"{{'train': {train}, 'eval': {evaluate}}}", **where)
+    for name, logged, expected in (("ops_train", e["ops_train"], round(train * train_samples)),
+                                   ("ops_eval", e["ops_eval"], round(evaluate * val_samples))):
+        if logged != expected:
+            found.add(f"{name} logged {logged:,}, recomputed {expected:,} from the architecture and "
+                      f"{train_samples if name == 'ops_train' else val_samples} samples", **where)
+
+
+# -- score -------------------------------------------------------------------------------
+def recomputed_score(store) -> dict[str, Any]:
+    """The score from the store's operations, segment times and accuracies (not from results.json)."""
+    from aihpc.runner.score import compute_score, wall_seconds
+
+    config, data = store.meta("config") or {}, store.meta("data") or {}
+    accs = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
+    return compute_score(
+        ops=store.total_ops(),
+        wall_seconds=wall_seconds(store.segments()),
+        best_accuracy=max(accs, default=None),
+        val_samples=int(data.get("num_val") or 1),
+        min_accuracy=float(config.get("min_accuracy", 0.0)),
+        peak_flops_per_s=store.meta("peak_flops_per_s"),
+    )
+
+
+def check_score(score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+    found = Found("score")
+    recorded = results.get("score") or {}
+    for key, expected in score.items():
+        if key not in recorded:
+            found.add(f"results.json's score has no {key!r}")
+        elif not same(recorded[key], expected):
+            found.add(f"{key} in results.json is {recorded[key]!r}; recomputed from the logged operations and "
+                      f"times: {expected!r}")
+    segments = results.get("segments") or []
+    if segments and "wall_seconds" in recorded:
+        span = segments[-1]["t_end"] - segments[0]["t_start"]
+        if not same(span, recorded["wall_seconds"], rel=1e-9):
+            found.add(f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's segments {span!r}")
+    return found.outcome(f"ops, OPS, regulated score, error and share of peak from {score['ops']:,} operations "
+                         f"in {score['wall_seconds']:.2f} s"), found.items
+
+
+# -- results.json ------------------------------------------------------------------------
+def check_results(store, score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+    """results.json against the one the store rebuilds, section by section and trial by trial."""
+    from aihpc.results.schema import build_results
+
+    found = Found("results")
+    expected = build_results(store, score)
+    for key in ("run_id", "config", "data", "environment", "peak", "layout", "segments", "workers", "timeline"):
+        if key in results and not same(results[key], expected[key]):
+            path, got, want = next(diffs(results[key], expected[key], key))
+            found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
+    logged = {t.get("id"): t for t in results.get("trials") or []}
+    stored = {t["id"]: t for t in expected["trials"]}
+    for trial_id in sorted(set(stored) - set(logged), key=str):
+        found.add("in the run store but missing from results.json", trial_id)
+    for trial_id in sorted(set(logged) - set(stored), key=str):
+        found.add("in results.json but not in the run store", trial_id)
+    for trial_id in sorted(set(logged) & set(stored)):
+        changed = list(diffs(logged[trial_id], stored[trial_id], ""))
+        for path, got, want in changed[:MAX_DIFFS]:
+            found.add(f"results.json {path.lstrip('.')} is {_short(got)}; the run store has {_short(want)}", trial_id)
+        if len(changed) > MAX_DIFFS:
+            found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", trial_id)
+    return found.outcome(f"{len(logged)} trials and every section rebuilt from the run store"), found.items
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _upgrade(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json version 1 called a trial's parameter count ``params`` (see aihpc.report)."""
+    if results.get("schema_version") == 1:
+        for trial in results.get("trials") or []:
+            if isinstance(trial, dict) and "params" in trial:
+                trial["num_params"] = trial.pop("params")
+    return results

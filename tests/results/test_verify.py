@@ -1,0 +1,219 @@
+"""``aihpc verify`` on a real run, untouched and tampered with for real (copies of it, edited on disk)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from aihpc.results.verify import verify_run
+from aihpc.runner.chain import GENESIS, chain_digest, record_digest
+
+from conftest import FIXTURES, aihpc
+
+# Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each, cached
+# within the process): over 5 s for any one of these tests alone.
+pytestmark = pytest.mark.slow
+
+
+def _results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def _write_results(run_dir: Path, results: dict) -> None:
+    (run_dir / "results.json").write_text(json.dumps(results, sort_keys=True, indent=2) + "\n")
+
+
+def _sql(run_dir: Path, sql: str, *args) -> None:
+    with contextlib.closing(sqlite3.connect(run_dir / "aihpc.sqlite")) as con:
+        con.execute(sql, args)
+        con.commit()
+
+
+def _ok_epoch(run_dir: Path, index: int = -1) -> tuple[int, int]:
+    """(trial, epoch) of a finished epoch: the last one by default."""
+    results = _results(run_dir)
+    ok = [(t["id"], e["epoch"]) for t in results["trials"] for e in t["epochs"] if e["status"] == "ok"]
+    return ok[index]
+
+
+def _lines(verification) -> list[str]:
+    return [m.line() for m in verification.mismatches]
+
+
+def _digests(run_dir: Path) -> dict[str, str]:
+    return {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_an_untouched_run_verifies_and_stays_untouched(finished_run: Path) -> None:
+    before = _digests(finished_run)
+    result = verify_run(finished_run)
+    assert result.status == "yes", _lines(result)
+    assert [c.name for c in result.checks] == ["operations", "score", "results", "mlperf", "integrity"]
+    assert all(c.status == "ok" for c in result.checks)
+    assert _digests(finished_run) == before  # verification wrote nothing, not even SQLite's -wal/-shm
+
+
+def test_the_chain_is_sha256_over_the_records_as_stored(finished_run: Path) -> None:
+    """The chain recomputed here, independently of aihpc.results.verify, from the raw tables."""
+    with contextlib.closing(sqlite3.connect(f"file:{finished_run / 'aihpc.sqlite'}?mode=ro&immutable=1",
+                                            uri=True)) as con:
+        con.row_factory = sqlite3.Row
+        links = [dict(r) for r in con.execute("SELECT * FROM chain ORDER BY seq")]
+        epochs = {f"{r['trial_id']}/{r['epoch']}": dict(r) for r in con.execute("SELECT * FROM epochs")}
+    previous = GENESIS
+    for link in links:
+        assert link["chain_sha256"] == hashlib.sha256((previous + link["record_sha256"]).encode()).hexdigest()
+        previous = link["chain_sha256"]
+    assert chain_digest(GENESIS, "ab") == hashlib.sha256((GENESIS + "ab").encode()).hexdigest()
+    last = {(link["kind"], link["key"]): link["record_sha256"] for link in links}
+    for key, row in epochs.items():
+        assert last[("epoch", key)] == record_digest("epoch", row)
+    results = _results(finished_run)
+    assert results["integrity"]["chain_sha256"] == links[results["integrity"]["links"] - 1]["chain_sha256"]
+
+
+def test_a_changed_accuracy_in_results_json_is_caught(run_copy: Path) -> None:
+    trial, epoch = _ok_epoch(run_copy)
+    results = _results(run_copy)
+    t = next(t for t in results["trials"] if t["id"] == trial)
+    e = next(e for e in t["epochs"] if e["epoch"] == epoch)
+    e["val_accuracy"] = 0.999
+    _write_results(run_copy, results)
+    lines = _lines(verify_run(run_copy))
+    assert any(line.startswith(f"results: trial {trial}: results.json epochs[") and "val_accuracy is 0.999" in line
+               for line in lines), lines
+    assert f"mlperf: trial {trial} epoch {epoch}: accuracy 0.999 in results.json, " in "\n".join(lines)
+
+
+def test_a_changed_accuracy_in_the_store_is_caught(run_copy: Path) -> None:
+    trial, epoch = _ok_epoch(run_copy)
+    _sql(run_copy, "UPDATE epochs SET metrics = json_set(metrics, '$.val_accuracy', 0.999) "
+                   "WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    lines = _lines(verify_run(run_copy))
+    assert (f"integrity: trial {trial} epoch {epoch}: its epoch record differs from the record committed "
+            "during the run") in lines
+    assert any(line.startswith("score: best_accuracy in results.json is ") for line in lines), lines
+
+
+def test_an_inflated_operation_count_in_the_store_is_caught(run_copy: Path) -> None:
+    trial, epoch = _ok_epoch(run_copy, 0)
+    _sql(run_copy, "UPDATE epochs SET ops_train = ops_train * 2 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    lines = _lines(verify_run(run_copy))
+    assert any(line.startswith(f"operations: trial {trial} epoch {epoch}: ops_train logged ") for line in lines), lines
+    assert any(line.startswith(f"integrity: trial {trial} epoch {epoch}: its epoch record differs") for line in lines)
+    assert any(line.startswith("score: ops in results.json is ") for line in lines), lines
+
+
+def test_an_inflated_operation_count_in_results_json_is_caught(run_copy: Path) -> None:
+    trial, _ = _ok_epoch(run_copy, 0)
+    results = _results(run_copy)
+    t = next(t for t in results["trials"] if t["id"] == trial)
+    t["ops"]["train"] *= 2
+    t["ops"]["total"] = t["ops"]["train"] + t["ops"]["eval"]
+    results["score"]["ops"] += t["ops"]["train"] // 2
+    results["score"]["ops_per_second"] = results["score"]["ops"] / results["score"]["wall_seconds"]
+    _write_results(run_copy, results)
+    lines = _lines(verify_run(run_copy))
+    assert any(line.startswith(f"results: trial {trial}: results.json ops.train is ") for line in lines), lines
+    assert any(line.startswith("score: ops in results.json is ") for line in lines), lines
+    assert any(line.startswith("score: ops_per_second in results.json is ") for line in lines), lines
+
+
+def test_a_trial_deleted_from_the_store_is_caught(run_copy: Path) -> None:
+    trial, _ = _ok_epoch(run_copy, 0)
+    _sql(run_copy, "DELETE FROM epochs WHERE trial_id = ?", trial)
+    _sql(run_copy, "DELETE FROM trials WHERE id = ?", trial)
+    lines = _lines(verify_run(run_copy))
+    assert f"integrity: trial {trial}: its trial record was committed during the run and has been deleted" in lines
+    assert f"results: trial {trial}: in results.json but not in the run store" in lines
+
+
+def test_a_trial_deleted_from_results_json_is_caught(run_copy: Path) -> None:
+    trial, epoch = _ok_epoch(run_copy, 0)
+    results = _results(run_copy)
+    results["trials"] = [t for t in results["trials"] if t["id"] != trial]
+    _write_results(run_copy, results)
+    lines = _lines(verify_run(run_copy))
+    assert f"results: trial {trial}: in the run store but missing from results.json" in lines
+    assert f"mlperf: trial {trial} epoch {epoch}: in the MLPerf log but not a finished epoch of results.json" in lines
+
+
+def test_an_edited_run_time_is_caught(run_copy: Path) -> None:
+    """The run made to look shorter, so that its score looks higher: in results.json, then in the store."""
+    results = _results(run_copy)
+    results["score"]["wall_seconds"] /= 2
+    results["score"]["ops_per_second"] *= 2
+    _write_results(run_copy, results)
+    lines = _lines(verify_run(run_copy))
+    assert any(line.startswith("score: wall_seconds in results.json is ") for line in lines), lines
+    assert any(line.startswith("score: ops_per_second in results.json is ") for line in lines), lines
+
+    _sql(run_copy, "UPDATE segments SET stop = start + (stop - start) / 2")
+    lines = _lines(verify_run(run_copy))
+    assert "integrity: segment 1 differs from the record committed during the run" in lines
+
+
+def test_an_edited_epoch_time_is_caught(run_copy: Path) -> None:
+    trial, epoch = _ok_epoch(run_copy)
+    _sql(run_copy, "UPDATE epochs SET t_end = t_end - 0.5 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    lines = _lines(verify_run(run_copy))
+    assert f"integrity: trial {trial} epoch {epoch}: its epoch record differs from the record committed during " \
+           "the run" in lines
+    assert any(line.startswith(f"mlperf: trial {trial} epoch {epoch}: epoch_stop at ") for line in lines), lines
+    assert any(line.startswith(f"results: trial {trial}: results.json ") and "t_end" in line for line in lines)
+
+
+def test_a_rewritten_chain_link_breaks_the_chain(run_copy: Path) -> None:
+    _sql(run_copy, "UPDATE chain SET record_sha256 = ? WHERE seq = 3", "0" * 64)
+    lines = _lines(verify_run(run_copy))
+    assert any(line.startswith("integrity: the chain breaks at link 3 ") for line in lines), lines
+
+
+def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) -> None:
+    """A run written before the chain existed (store format 2): verified, integrity 'unchecked'."""
+    _sql(run_copy, "DROP TABLE chain")
+    _sql(run_copy, "UPDATE meta SET value = '2' WHERE key = 'store_format'")
+    results = _results(run_copy)
+    del results["integrity"]
+    _write_results(run_copy, results)
+    result = verify_run(run_copy)
+    assert result.status == "unchecked" and not result.mismatches
+    (integrity,) = [c for c in result.checks if c.name == "integrity"]
+    assert integrity.status == "unchecked" and "no digest chain" in integrity.detail
+    proc = aihpc("verify", str(run_copy))
+    assert proc.returncode == 0, proc.stderr
+    assert "VERIFIED, integrity unchecked" in proc.stdout
+
+
+def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> None:
+    """1 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a run."""
+    trial, epoch = _ok_epoch(run_copy)
+    _sql(run_copy, "UPDATE epochs SET ops_eval = ops_eval + 1 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    bad = aihpc("verify", "--json", str(run_copy))
+    assert bad.returncode == 1
+    report = json.loads(bad.stdout)
+    assert report["status"] == "no"
+    assert any(m["trial"] == trial and m["epoch"] == epoch and m["check"] == "operations"
+               for m in report["mismatches"])
+    (tmp_path / "empty").mkdir()
+    for target in (tmp_path / "empty", tmp_path / "missing", finished_run / "results.json"):
+        proc = aihpc("verify", str(target))
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("aihpc verify: error: not a run directory: ")
+
+
+def test_a_fresh_run_verifies(tmp_path: Path) -> None:
+    """End to end: a run made now (however few epochs a busy machine fits in) verifies, through the CLI."""
+    run_dir = tmp_path / "run"
+    proc = aihpc("run", "--minutes", "0.2", "--config", str(FIXTURES / "run.toml"), "--out", str(run_dir),
+                 "--seed", "1", "--no-live")
+    assert proc.returncode == 0, proc.stderr
+    check = aihpc("verify", str(run_dir))
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.startswith(f"aihpc verify {run_dir}: VERIFIED\n")
