@@ -43,6 +43,7 @@ import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -223,10 +224,9 @@ def _scan(
     return files, labels, sizes
 
 
-def load(
-    path, *, val_fraction: float, seed: int, normalize: bool, skip_corrupt: bool, **options
-) -> ImageData:
-    """Scan an image folder and build lazily decoded splits (see module docstring)."""
+def _checked_options(path, options: dict[str, Any]) -> tuple[Path, int, str, int, int, tuple[int, int] | None]:
+    """The folder and the options of :func:`load`, checked: (root, channels, verify, stats_samples,
+    workers, image size or None); ConfigError or DataError naming the bad value."""
     check_options("imagefolder", options, OPTIONS)
     channels = check_int("channels", options.get("channels", 3), 1)
     if channels not in (1, 3):
@@ -244,7 +244,14 @@ def load(
         raise DataError(f"image folder not found: {root}")
     if not root.is_dir():
         raise DataError(f"image folder path is not a directory: {root}")
+    return root, channels, verify, stats_samples, workers, size
 
+
+def load(
+    path, *, val_fraction: float, seed: int, normalize: bool, skip_corrupt: bool, **options
+) -> ImageData:
+    """Scan an image folder and build lazily decoded splits (see module docstring)."""
+    root, channels, verify, stats_samples, workers, size = _checked_options(path, options)
     skipped: list[tuple[str, str]] = []
     full = verify == "full"
     presplit = (root / "train").is_dir() and (root / "val").is_dir()
