@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("aihpc.cli.bench", "Deep500's four levels: operators, network, training, distributed"),
     "profile": ("aihpc.cli.profile", "characterise a training step: phases, operator types, memory, sweeps"),
     "roofline": ("aihpc.cli.roofline", "measure the machine's roofs (matmul peaks, memory bandwidth)"),
+    "recommend": ("aihpc.cli.recommend", "recommend a CNN for a data set without training it (calibrate, validate)"),
 }
 
 
