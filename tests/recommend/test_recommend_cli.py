@@ -79,3 +79,20 @@ def test_validate_fast_then_rejudged_from_its_file(tmp_path, capsys):
     again = tmp_path / "v2.json"
     assert main(["recommend", "validate", "--observations", str(out), "--out", str(again)]) == 0
     assert json.loads(again.read_text())["data"]["reports"] == data["reports"]
+
+
+def test_the_report_renders_the_recommend_result_kinds():
+    from aihpc.report.documents import render_page
+    from aihpc.results.files import result_document
+
+    docs = [result_document("recommend", {"complexity": {"f1": 1.5, "n3": 0.02}, "choice": "c2",
+                                          "candidates": [{"name": "c2", "rank": 1, "params": 10,
+                                                          "predicted_accuracy": 0.9, "ops_per_sample": 1e6}]},
+                            environment={}),
+            result_document("recommend-validation", {"reports": [{"candidate_set": "small", "seed_tau": 0.81,
+                                                                  "predictors": [{"name": "matcher", "tau": 0.5,
+                                                                                  "tau_ci": [0.25, 0.75]}]}]},
+                            environment={})]
+    page = render_page(docs, "t")
+    assert "Model recommendation" in page and "c2" in page
+    assert "+0.50 [+0.25, +0.75]" in page and "+0.81" in page

@@ -40,8 +40,10 @@ DEFAULT_OUT = {None: "recommend.json", "calibrate": "recommend-calibration.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the options of ``aihpc recommend`` and its ``calibrate``/``validate`` forms."""
-    parser.add_argument("--dataset", metavar="NAME", help="data set name (digits, synthetic, npz, imagefolder)")
-    parser.add_argument("--data-path", metavar="P", type=Path, default=None, help="data set path (npz, imagefolder)")
+    parser.add_argument("--dataset", metavar="NAME",
+                        help="data set name (digits, synthetic, npz, imagefolder)")
+    parser.add_argument("--data-path", metavar="P", type=Path, default=None,
+                        help="data set path (npz, imagefolder)")
     parser.add_argument("--candidates", default="small", metavar="SET|FILE",
                         help="small (default; sizes differ widely), matched (about one size), zoo, "
                              "or a JSON candidates file")
@@ -143,7 +145,8 @@ def _calibrate(args: argparse.Namespace) -> int:
                                       steps=args.steps or STEPS, seeds=args.seeds, command=command,
                                       progress=None if args.json else _progress)
     if args.matcher_out.parent and not args.matcher_out.parent.is_dir():
-        raise ConfigError(f"cannot write {args.matcher_out}: directory {args.matcher_out.parent} does not exist")
+        raise ConfigError(f"cannot write {args.matcher_out}: directory {args.matcher_out.parent} "
+                          f"does not exist")
     atomic_write(args.matcher_out, json.dumps(matcher.to_dict(), indent=2, sort_keys=True) + "\n")
     cv = matcher.provenance["cv_mae_by_alpha"]
     table = (f"matcher: {matcher.provenance['rows']} rows from {len(matcher.provenance['tasks'])} tasks, "

@@ -30,7 +30,7 @@ import numpy as np
 from aihpc.recommend.matcher import Matcher, features
 from aihpc.recommend.proxies import PROXIES
 from aihpc.recommend.ranking import MARGIN, choose
-from aihpc.recommend.study import SETS, Observation, observe, observation_from_dict  # noqa: F401
+from aihpc.recommend.study import SETS, Observation, observe
 from aihpc.recommend.tasks import STEPS, Task, validation_tasks
 
 BOOT = 1000
