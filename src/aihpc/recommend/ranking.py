@@ -26,10 +26,12 @@ MARGIN = 0.02
 
 @dataclass(frozen=True)
 class Ranked:
-    """One candidate with its predicted accuracy and rank (1 = best predicted)."""
+    """One candidate with its predicted accuracy (clipped to [0, 1]), the matcher's
+    unclipped value that ranks it, and its rank (1 = best predicted)."""
 
     score: CandidateScore
     predicted: float
+    raw: float
     rank: int
     within_budget: bool
 
@@ -49,7 +51,8 @@ class Recommendation:
     def to_dict(self) -> dict:
         return {"task": self.task, "complexity": self.complexity.to_dict(), "choice": self.choice,
                 "margin": self.margin, "budget_ops": self.budget_ops, "seconds": self.seconds,
-                "candidates": [{**r.score.to_dict(), "predicted_accuracy": r.predicted, "rank": r.rank,
+                "candidates": [{**r.score.to_dict(), "predicted_accuracy": r.predicted,
+                                "matcher_value": r.raw, "rank": r.rank,
                                 "within_budget": r.within_budget} for r in self.ranked]}
 
 
@@ -80,7 +83,7 @@ def rank(task: Task, candidates: list[Candidate], matcher: Matcher, *, margin: f
     predicted = np.clip(raw, 0.0, 1.0)
     pick = choose(scores, raw, margin, budget_ops)
     order = sorted(range(len(scores)), key=lambda i: (-raw[i], scores[i].ops_per_sample, i))
-    ranked = tuple(Ranked(scores[i], float(predicted[i]), r + 1,
+    ranked = tuple(Ranked(scores[i], float(predicted[i]), float(raw[i]), r + 1,
                           budget_ops is None or scores[i].ops_per_sample <= budget_ops)
                    for r, i in enumerate(order))
     return Recommendation(task.name, cx, ranked, scores[pick].name, margin, budget_ops,
