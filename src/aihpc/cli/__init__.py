@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("aihpc.cli.compare", "results side by side: like with like, significance where runs repeat"),
     "rank": ("aihpc.cli.rank", "a ranked list of machines from result files (Markdown, HTML), with Valid FLOPS"),
     "verify": ("aihpc.cli.verify", "recompute a run's operations and score; check its files agree and are unaltered"),
+    "recommend": ("aihpc.cli.recommend", "recommend a CNN for a data set without training it (calibrate, validate)"),
 }
 
 

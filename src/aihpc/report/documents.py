@@ -152,6 +152,46 @@ def _profile(data: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _recommend(data: dict[str, Any]) -> str:
+    cx = data.get("complexity") or {}
+    cands = sorted([c for c in data.get("candidates") or [] if isinstance(c, dict)],
+                   key=lambda c: c.get("rank") or 0)
+    return (_kv_table([(k, format_value(cx.get(k))) for k in ("f1", "n1", "n3", "t2", "probe_error")]
+                      + [("recommendation", format_value(data.get("choice")))])
+            + _table(cands, [("rank", lambda r: format_value(r.get("rank"))),
+                             ("candidate", lambda r: format_value(r.get("name"))),
+                             ("predicted accuracy", lambda r: format_fraction(r.get("predicted_accuracy"))),
+                             ("parameters", lambda r: format_value(r.get("params"))),
+                             ("train ops/sample", lambda r: format_si(r.get("ops_per_sample")))]))
+
+
+def _two(x: Any) -> str:
+    return f"{x:+.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else format_value(x)
+
+
+def _ci(p: dict[str, Any], key: str) -> str:
+    lo, hi = (p.get(f"{key}_ci") or [None, None])[:2]
+    return f"{_two(p.get(key))} [{_two(lo)}, {_two(hi)}]"
+
+
+def _recommend_validation(data: dict[str, Any]) -> str:
+    parts = []
+    for r in data.get("reports") or []:
+        parts.append(f"<p>candidate set {esc(r.get('candidate_set'))}: seed-to-seed tau "
+                     f"{esc(_two(r.get('seed_tau')))}, rho {esc(_two(r.get('seed_rho')))}</p>")
+        parts.append(_table(r.get("predictors") or [], [
+            ("predictor", lambda p: format_value(p.get("name"))),
+            ("Kendall tau [95% CI]", lambda p: _ci(p, "tau")),
+            ("Spearman rho [95% CI]", lambda p: _ci(p, "rho")),
+            ("accuracy lost", lambda p: format_fraction(p.get("lost")))]))
+    return "".join(parts) or _no_data()
+
+
+def _recommend_calibration(data: dict[str, Any]) -> str:
+    prov = (data.get("matcher") or {}).get("provenance") or {}
+    return _kv_table([(k, format_value(prov.get(k))) for k in ("command", "seed", "steps", "rows")])
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "roofline": ("Roofline", _roofline),
     "bench-operators": ("Level 0: operators", _operators),
@@ -159,6 +199,9 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "bench-training": ("Level 2: time to accuracy", _training),
     "bench-distributed": ("Level 3: data-parallel training", _distributed),
     "profile": ("Workload characterisation", _profile),
+    "recommend": ("Model recommendation", _recommend),
+    "recommend-calibration": ("Recommendation matcher calibration", _recommend_calibration),
+    "recommend-validation": ("Recommendation validation", _recommend_validation),
 }
 
 

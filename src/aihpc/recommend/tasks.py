@@ -1,0 +1,152 @@
+"""Tasks (data sets as in-memory tensors) and a short fixed-budget training loop.
+
+A :class:`Task` holds normalised train/val tensors.  :func:`from_dataset`
+loads any :mod:`aihpc.data` set by name, keeping at most ``max_train``
+training samples (class-stratified), so a large data set costs no more than
+a small one.  :func:`calibration_tasks` and :func:`validation_tasks` build
+the two disjoint task families the matcher is fitted and judged on: digits,
+class subsets, added noise, fewer samples, label noise, and synthetic tasks
+of graded difficulty, all 1x8x8.
+
+:func:`train_briefly` is a plain loop, not :mod:`aihpc.train.trainer`
+(which trains whole epochs of a NAS trial with phase timing, weight files
+and counting): here every candidate gets the same number of optimizer steps
+on the same seeded minibatches, and only the final validation accuracy
+matters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from aihpc.recommend.complexity import check_task, stratified_sample
+
+#: Training samples a task keeps at most (class-stratified).
+MAX_TRAIN = 2000
+#: The fixed budget of :func:`train_briefly`: steps, batch size, Adam learning rate.
+STEPS, BATCH, LR = 100, 64, 2e-3
+
+
+@dataclass(frozen=True)
+class Task:
+    """A classification task: normalised tensors, classes 0..num_classes-1."""
+
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    num_classes: int
+    num_samples: int  # training samples of the whole data set (before any cap)
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return tuple(int(s) for s in self.x_train.shape[1:])  # type: ignore[return-value]
+
+
+def _sample(split, limit: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    labels = np.asarray(split.labels, dtype=np.int64)
+    pos = stratified_sample(labels, limit, seed)
+    x = torch.from_numpy(np.ascontiguousarray(split.raw(pos), dtype=np.float32))
+    return split.normalizer(x), torch.from_numpy(labels[pos])
+
+
+def from_dataset(name: str, path=None, *, seed: int = 0, max_train: int = MAX_TRAIN,
+                 **options) -> Task:
+    """Load data set ``name`` through :func:`aihpc.data.load_dataset`; DataError if unusable."""
+    from aihpc.data import load_dataset
+
+    data = load_dataset(name, path=path, seed=seed, **options)
+    check_task(np.asarray(data.train.labels), f"data set {name!r}")
+    x_tr, y_tr = _sample(data.train, max_train, seed)
+    x_va, y_va = _sample(data.val, max_train, seed)
+    return Task(name, x_tr, y_tr, x_va, y_va, int(data.num_classes), int(len(data.train)))
+
+
+def _relabel(task: Task, keep: list[int], name: str) -> Task:
+    lut = torch.full((task.num_classes,), -1, dtype=torch.int64)
+    lut[torch.tensor(keep)] = torch.arange(len(keep))
+    mtr, mva = lut[task.y_train] >= 0, lut[task.y_val] >= 0
+    return Task(name, task.x_train[mtr], lut[task.y_train[mtr]], task.x_val[mva],
+                lut[task.y_val[mva]], len(keep), int(mtr.sum()))
+
+
+def _noisy(task: Task, sigma: float, seed: int, name: str) -> Task:
+    g = torch.Generator().manual_seed(seed)
+    return Task(name, task.x_train + sigma * torch.randn(task.x_train.shape, generator=g),
+                task.y_train, task.x_val + sigma * torch.randn(task.x_val.shape, generator=g),
+                task.y_val, task.num_classes, task.num_samples)
+
+
+def _fewer(task: Task, fraction: float, seed: int, name: str) -> Task:
+    pos = stratified_sample(task.y_train.numpy(), int(len(task.y_train) * fraction), seed)
+    idx = torch.from_numpy(pos)
+    return Task(name, task.x_train[idx], task.y_train[idx], task.x_val, task.y_val,
+                task.num_classes, len(pos))
+
+
+def _label_noise(task: Task, rate: float, seed: int, name: str) -> Task:
+    g = torch.Generator().manual_seed(seed)
+    flip = torch.rand(len(task.y_train), generator=g) < rate
+    y = torch.where(flip, torch.randint(task.num_classes, task.y_train.shape, generator=g), task.y_train)
+    return Task(name, task.x_train, y, task.x_val, task.y_val, task.num_classes, task.num_samples)
+
+
+def _synthetic(difficulty: float, classes: int, seed: int) -> Task:
+    task = from_dataset("synthetic", seed=seed, num_samples=1800, num_classes=classes, channels=1,
+                        image_size=8, difficulty=difficulty)
+    return Task(f"synthetic_d{difficulty:g}_k{classes}", task.x_train, task.y_train, task.x_val,
+                task.y_val, task.num_classes, task.num_samples)
+
+
+def calibration_tasks() -> list[Task]:
+    """The tasks the matcher is fitted on (none of them is in :func:`validation_tasks`)."""
+    digits = from_dataset("digits", seed=1)
+    return [
+        _relabel(digits, [0, 1, 2, 3, 4], "digits_0to4"),
+        _noisy(digits, 0.8, 11, "digits_noise0.8"),
+        _fewer(digits, 0.2, 12, "digits_20pct"),
+        _label_noise(digits, 0.3, 13, "digits_labelnoise0.3"),
+        _noisy(_relabel(digits, [5, 6, 7, 8, 9], "d"), 2.0, 14, "digits_5to9_noise2"),
+        _synthetic(0.2, 10, 21),
+        _synthetic(0.5, 5, 22),
+        _synthetic(0.8, 10, 23),
+    ]
+
+
+def validation_tasks() -> list[Task]:
+    """Held-out tasks: other noise levels, subsets, difficulties and seeds than calibration's."""
+    digits = from_dataset("digits", seed=0)
+    return [
+        digits,
+        _noisy(digits, 1.4, 31, "digits_noise1.4"),
+        _relabel(digits, [3, 5, 8, 9], "digits_3589"),
+        _synthetic(0.65, 10, 41),
+    ]
+
+
+def train_briefly(model: torch.nn.Module, task: Task, seed: int, steps: int = STEPS,
+                  batch: int = BATCH, lr: float = LR) -> float:
+    """Adam for ``steps`` steps on seeded minibatches; return the validation accuracy."""
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    n = len(task.y_train)
+    model.train()
+    order = torch.randperm(n, generator=g)
+    at = 0
+    for _ in range(steps):
+        if at + batch > n:
+            order, at = torch.randperm(n, generator=g), 0
+        idx = order[at:at + batch]
+        at += batch
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(task.x_train[idx]), task.y_train[idx]).backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        pred = torch.cat([model(task.x_val[i:i + 512]).argmax(1) for i in range(0, len(task.y_val), 512)])
+    return float((pred == task.y_val).double().mean())

@@ -1,0 +1,98 @@
+"""``aihpc recommend`` through its command line: bad input is one line and exit 2; the forms run."""
+
+import json
+
+import numpy as np
+import pytest
+
+from aihpc.cli import main
+from aihpc.nas.seeds import seed_spec
+
+
+def _npz(path, n, classes):
+    rng = np.random.default_rng(0)
+    np.savez(path, x=rng.random((n, 8, 8)).astype(np.float32), y=np.arange(n) % classes)
+    return str(path)
+
+
+def _bad(capsys, argv, words):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert words in err, err
+
+
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "r.json")]
+    _bad(capsys, ["recommend", *out], "give --dataset")
+    _bad(capsys, ["recommend", "--dataset", "digits", "--budget-ops", "0", *out], "--budget-ops must be > 0")
+    _bad(capsys, ["recommend", "validate", "--seeds", "1", *out], "--seeds must be >= 2")
+    _bad(capsys, ["recommend", "--dataset", "digits", "--matcher", str(tmp_path / "none.json"), *out],
+         "matcher file not found")
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow
+def test_bad_data_and_candidates_are_one_line_and_exit_2(tmp_path, capsys):
+    one = _npz(tmp_path / "one.npz", 60, 1)
+    tiny = _npz(tmp_path / "tiny.npz", 12, 2)
+    (tmp_path / "broken.json").write_text('[{"zoo": "digits_cnn"},')
+    seed_spec((3, 32, 32), 10).save(tmp_path / "big.json")
+    (tmp_path / "shape.json").write_text('[{"spec": "big.json"}]')
+    out = ["--out", str(tmp_path / "r.json")]
+    _bad(capsys, ["recommend", "--dataset", "npz", "--data-path", one, *out], "need at least 2 classes, got 1")
+    _bad(capsys, ["recommend", "--dataset", "npz", "--data-path", tiny, *out], "recommending needs >= 20")
+    _bad(capsys, ["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "broken.json"), *out],
+         "candidates file")
+    _bad(capsys, ["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "shape.json"), *out],
+         "the data set gives 1x8x8 with 10 classes")
+    _bad(capsys, ["recommend", "--dataset", "digits", "--candidates", "huge", *out], "--candidates must be")
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow
+def test_recommend_ranks_a_candidates_file_and_writes_its_result(tmp_path, capsys):
+    (tmp_path / "c.json").write_text('[{"zoo": "digits_cnn"}, {"children_of": "seed", "count": 2}]')
+    out = tmp_path / "r.json"
+    assert main(["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "c.json"),
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "recommendation (*):" in text and "N3" in text
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "recommend"
+    data = doc["data"]
+    assert {c["name"] for c in data["candidates"]} == {"digits_cnn", "child0", "child1"}
+    assert sorted(c["rank"] for c in data["candidates"]) == [1, 2, 3]
+    assert data["choice"] in {c["name"] for c in data["candidates"]}
+    assert all(c["ops_per_sample"] > 0 and c["params"] > 0 for c in data["candidates"])
+
+
+@pytest.mark.slow
+def test_validate_fast_then_rejudged_from_its_file(tmp_path, capsys):
+    out = tmp_path / "v.json"
+    assert main(["recommend", "validate", "--fast", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "seed-to-seed agreement" in text and "most parameters" in text
+    data = json.loads(out.read_text())["data"]
+    assert [r["candidate_set"] for r in data["reports"]] == ["small", "matched"]
+    assert all(len(c["accuracy"]) == 3 for o in data["observations"] for c in o["candidates"])
+    again = tmp_path / "v2.json"
+    assert main(["recommend", "validate", "--observations", str(out), "--out", str(again)]) == 0
+    assert json.loads(again.read_text())["data"]["reports"] == data["reports"]
+
+
+def test_the_report_renders_the_recommend_result_kinds():
+    from aihpc.report.documents import render_page
+    from aihpc.results.files import result_document
+
+    docs = [result_document("recommend", {"complexity": {"f1": 1.5, "n3": 0.02}, "choice": "c2",
+                                          "candidates": [{"name": "c2", "rank": 1, "params": 10,
+                                                          "predicted_accuracy": 0.9, "ops_per_sample": 1e6}]},
+                            environment={}),
+            result_document("recommend-validation", {"reports": [{"candidate_set": "small", "seed_tau": 0.81,
+                                                                  "predictors": [{"name": "matcher", "tau": 0.5,
+                                                                                  "tau_ci": [0.25, 0.75]}]}]},
+                            environment={})]
+    page = render_page(docs, "t")
+    assert "Model recommendation" in page and "c2" in page
+    assert "+0.50 [+0.25, +0.75]" in page and "+0.81" in page
