@@ -60,9 +60,11 @@ def choose(scores: list[CandidateScore], predicted: np.ndarray, margin: float = 
            budget_ops: float | None = None) -> int:
     """Index of the cheapest candidate within ``margin`` of the best prediction (within budget).
 
-    ``predicted`` should be the matcher's unclipped values, so candidates
-    predicted above 1 are still told apart.
+    ``predicted`` is accuracy, clipped to [0, 1] here: where the matcher
+    extrapolates past 1 for several candidates, it cannot say that one will
+    beat another, so the cheapest of them is chosen.
     """
+    predicted = np.clip(predicted, 0.0, 1.0)
     ok = [i for i, s in enumerate(scores) if budget_ops is None or s.ops_per_sample <= budget_ops]
     if not ok:
         cheapest = min(s.ops_per_sample for s in scores)
@@ -81,7 +83,7 @@ def rank(task: Task, candidates: list[Candidate], matcher: Matcher, *, margin: f
     scores = score_candidates(task, candidates, seed)
     raw = matcher.raw(np.stack([features(cx, s) for s in scores]))
     predicted = np.clip(raw, 0.0, 1.0)
-    pick = choose(scores, raw, margin, budget_ops)
+    pick = choose(scores, predicted, margin, budget_ops)
     order = sorted(range(len(scores)), key=lambda i: (-raw[i], scores[i].ops_per_sample, i))
     ranked = tuple(Ranked(scores[i], float(predicted[i]), float(raw[i]), r + 1,
                           budget_ops is None or scores[i].ops_per_sample <= budget_ops)
