@@ -43,7 +43,8 @@ def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
     assert r.ops_eval == round(infer * data.num_val)
     assert r.metrics["ops"] == r.ops_train + r.ops_eval
     assert 0.0 <= r.metrics["val_accuracy"] <= 1.0
-    assert set(r.phase_seconds) == {"data", "forward", "backward", "optimizer", "eval", "other"}
+    assert set(r.phase_seconds) == {"data", "forward", "backward", "optimizer", "eval", "compile", "other"}
+    assert r.phase_seconds["compile"] == 0.0  # not compiled on the CPU by default
     state, opt_state = load(tmp_path, r.weights)
     assert r.weights.name == "trial0-epoch1-try1.pt" and opt_state["state"]  # momentum buffers kept
     model.load_state_dict(state, strict=True)  # the weights a child will start from
