@@ -87,9 +87,10 @@ def measure(trials: int, slots: int, dataset: str, warmup: int) -> tuple[float, 
     The warm-up trials (the hyperparameter search's process starting, TPE's
     random start-up trials, the first morphs) are run but not timed.
     """
-    from aihpc.runner.run import inspect_data
+    from aihpc.runner.run import inspect_data, with_default_workload
 
     config = RunConfig(dataset=dataset, minutes=60.0, report_seconds=3600.0)  # default epochs 2..8, patience 2
+    config = with_default_workload(config, "cpu")
     info = inspect_data(config, "cpu")
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore(Path(tmp))
