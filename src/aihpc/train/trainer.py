@@ -359,8 +359,9 @@ def evaluate(model, x, y, batch: int, autocast, deadline: float, group: Group = 
     """Mean loss, accuracy and samples seen on (x, y), over all ranks; stops at the deadline.
 
     With a ``timer`` each batch is timed as ``eval`` (the first as
-    ``first_phase``).  ``pad``: a last, partial batch is padded with zeros to
-    the full shape (for a compiled model); only its real samples are scored.
+    ``first_phase``).  ``pad`` (for a compiled model): every batch is copied
+    into a new full-size one, the last padded with zeros, so that one
+    compilation serves all; only real samples are scored.
     """
     model.eval()
     full = len(range(group.rank, batch, group.world))
@@ -373,8 +374,10 @@ def evaluate(model, x, y, batch: int, autocast, deadline: float, group: Group = 
             xb = x[i : i + batch][group.rank :: group.world]
             yb = y[i : i + batch][group.rank :: group.world]
             n = yb.shape[0]
-            if pad and n < full:
-                xb = torch.cat((xb, xb.new_zeros((full - n, *xb.shape[1:]))))
+            if pad:  # a fresh full-size batch: one shape and one layout (strides) for every call
+                padded = xb.new_zeros((full, *xb.shape[1:]))
+                padded[:n] = xb
+                xb = padded
             with autocast:
                 logits = model(_channels_last(xb))[:n]
             loss = F.cross_entropy(logits.float(), yb, reduction="sum")
