@@ -230,6 +230,8 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     model = model.to(device)
     if gpu:
         model = model.to(memory_format=torch.channels_last)
+        # a trial's batches all have one shape: cuDNN times its algorithms once per shape and keeps the fastest
+        torch.backends.cudnn.benchmark = True
     optimizer = make_optimizer(model, hp)
     if opt_state is not None:
         optimizer.load_state_dict(opt_state)
