@@ -43,21 +43,19 @@ import torch.nn.functional as F
 
 from aihpc.train.inputs import device_tensors, ops_per_sample
 from aihpc.train.task import EpochResult, EpochTask, WeightsRef
-from aihpc.train.timing import PHASES, PhaseTimer, timer_for
+from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import file_name, save, starting_state
 
-__all__ = ["PHASES", "PhaseTimer", "train_epoch"]
-
 # torch.compile when the task leaves it open (compile=None), by device kind.
-# CPU: off — the search's small networks gain little and each new
-# architecture pays a compilation (inductor's C++ build) of seconds to
-# minutes.  CUDA: on, as asked by issue 9 ("on by default on GPU if measured
-# faster"), NOT YET MEASURED.  Against it: a ResNet-50 training step takes
-# about 28 s to compile warm and about twice that cold on a GPU
-# (pytorch/benchmark PR 1547), and every trial of the search is a new
-# architecture, so each trial pays it once per worker; for it: fused
-# BN/ReLU and fewer launches in a step.  benchmarks/gpu_fill.py --compile
-# and --no-compile decide it.
+# CPU: off.  Each new architecture pays a compilation: the digits seed's
+# training step took 203 s to compile cold and 29 s warm (inductor's C++
+# build, busy 2-core machine here), for networks that gain little from it.
+# CUDA: on, as asked by issue 9 ("on by default on GPU if measured faster"),
+# NOT YET MEASURED.  Against it: a ResNet-50 training step takes about 28 s
+# to compile warm and about twice that cold on a GPU (pytorch/benchmark PR
+# 1547), and every trial of the search is a new architecture, so each trial
+# pays it once on its worker; for it: fused BN/ReLU and fewer launches per
+# step.  `benchmarks/gpu_fill.py` with and without `-- --no-compile` decides.
 COMPILE_AUTO = {"cpu": False, "cuda": True}
 
 # Steps between the checks that read a value back from the device (a
