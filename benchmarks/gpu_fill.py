@@ -56,8 +56,9 @@ def main() -> int:
             extra += ["--config", str(config)]
         results = run_aihpc(out, args.minutes, *extra)
         report_run(results, out)
-    if not args.no_profile:
-        report_profile(args.profile_samples)
+    if not args.no_profile:  # profiled as the run trained: compiled or not
+        compiled = False if "--no-compile" in args.extra else True if "--compile" in args.extra else None
+        report_profile(args.profile_samples, compiled)
     return 0
 
 
@@ -89,10 +90,10 @@ def report_run(results: dict, run_dir: Path) -> None:
               f"{staging['bytes'] / 2**30:.2f} GiB on {staging['workers']} workers")
 
 
-def report_profile(samples: int) -> None:
+def report_profile(samples: int, compiled: bool | None) -> None:
     """Profile a steady-state epoch of the default GPU workload's seed; print the GPU's idle time."""
     with tempfile.TemporaryDirectory() as tmp:
-        task = profile_task(samples, tmp)
+        task = profile_task(samples, tmp, compiled)
         from aihpc.train.worker import run_epoch
 
         first = run_epoch(task)  # builds, stages the data, (compiles); the profiled epoch keeps its model
@@ -107,7 +108,7 @@ def report_profile(samples: int) -> None:
           f"{100 * (1 - steps['busy'] / steps['wall']):.1f} % of its training steps' {steps['wall']:.2f} s")
 
 
-def profile_task(samples: int, weights_dir: str):
+def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
     from aihpc.data import load_dataset
     from aihpc.nas.seeds import seed_spec
     from aihpc.runner.run import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
@@ -121,7 +122,8 @@ def profile_task(samples: int, weights_dir: str):
           "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
     return EpochTask(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=hp,
                      data=DataRef("synthetic", options=tuple(sorted(options.items()))),
-                     deadline=time.time() + 3600, seed=0, weights_dir=weights_dir, device="cuda")  # fmt: skip
+                     deadline=time.time() + 3600, seed=0, weights_dir=weights_dir, device="cuda",
+                     compile=compiled)  # fmt: skip
 
 
 def profiled_epoch(task) -> tuple[float, float, dict[str, float]]:
