@@ -138,9 +138,10 @@ def measure(slots: int, epoch_seconds: float, minutes: float, dataset: str, warm
     The warm-up trials (the hyperparameter search's process starting, TPE's
     random start-up trials, the first morphs) are run but not timed.
     """
-    from aihpc.runner.run import inspect_data
+    from aihpc.runner.run import inspect_data, with_default_workload
 
     config = RunConfig(dataset=dataset, minutes=minutes, report_seconds=1e9)  # default epochs 2..8, patience 2
+    config = with_default_workload(config, "cpu")
     info = inspect_data(config, "cpu")
     clock = VirtualClock(time.time())
     with tempfile.TemporaryDirectory() as tmp:

@@ -59,8 +59,8 @@ class RunConfig:
     max_params: int | None = None  # None: sized to the device
     optimizer: str = "sgd"
     schedule: str = "cosine"
-    batch_sizes: tuple[int, ...] = (32, 64, 128)
-    compile: bool = False
+    batch_sizes: tuple[int, ...] | None = None  # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
+    compile: bool | None = None  # torch.compile each trial's model; None: on GPU, off on CPU (aihpc.train.trainer)
     max_attempts: int = 3
     report_seconds: float = 30.0
 
@@ -84,9 +84,9 @@ class RunConfig:
         _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}", self.optimizer)
         _check(self.schedule in SCHEDULES, f"schedule must be one of {', '.join(SCHEDULES)}", self.schedule)
         _check(
-            len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes),
+            self.batch_sizes is None or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
             "batch_sizes must be a non-empty list of integers >= 1",
-            list(self.batch_sizes),
+            list(self.batch_sizes or ()),
         )
         _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
         _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
@@ -107,7 +107,7 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["batch_sizes"] = list(self.batch_sizes)
+        d["batch_sizes"] = list(self.batch_sizes) if self.batch_sizes is not None else None
         return d
 
     @classmethod

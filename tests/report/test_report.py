@@ -144,7 +144,8 @@ def test_best_trial_and_phase_totals() -> None:
     results = _fixture()
     assert best_trial(results)["id"] == 7
     totals = phase_totals(results)
-    assert list(totals)[:6] == ["data", "forward", "backward", "optimizer", "eval", "other"]
+    assert list(totals)[:7] == ["data", "forward", "backward", "optimizer", "eval", "compile", "other"]
+    assert totals["compile"] == 0.0  # an old results file: no compile phase
     # Trial 6 (failed) spent exactly 0.05 s loading data; the sum over all trials matches by hand.
     expected_data = 0.0
     for trial in results["trials"]:

@@ -58,8 +58,8 @@ def test_every_strategy_is_a_valid_configuration(name: str) -> None:
 
 def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 10.0, **config):
     """A master on the scripted trainer: each task takes ``step`` seconds of the master's clock."""
-    cfg = RunConfig(dataset="digits", report_seconds=600, **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1,
-                                                             **config})
+    cfg = RunConfig(dataset="digits", report_seconds=600, batch_sizes=(32, 64, 128),  # the CPU default
+                    **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **config})
     store = RunStore(tmp_path / "run")
     clock = StepClock(step)
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(accuracy, lost))

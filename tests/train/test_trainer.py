@@ -43,7 +43,8 @@ def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
     assert r.ops_eval == round(infer * data.num_val)
     assert r.metrics["ops"] == r.ops_train + r.ops_eval
     assert 0.0 <= r.metrics["val_accuracy"] <= 1.0
-    assert set(r.phase_seconds) == {"data", "forward", "backward", "optimizer", "eval", "other"}
+    assert set(r.phase_seconds) == {"data", "forward", "backward", "optimizer", "eval", "compile", "other"}
+    assert r.phase_seconds["compile"] == 0.0  # not compiled on the CPU by default
     state, opt_state = load(tmp_path, r.weights)
     assert r.weights.name == "trial0-epoch1-try1.pt" and opt_state["state"]  # momentum buffers kept
     model.load_state_dict(state, strict=True)  # the weights a child will start from
@@ -89,3 +90,57 @@ def test_two_processes_with_gloo_count_the_same_operations_once(tmp_path):
     assert two.ops == one.ops  # counted once, from the global samples, not per rank
     assert 0.2 < two.metrics["val_accuracy"] <= 1.0  # well above chance (0.1) after one epoch
     seed_spec((1, 8, 8), 10).build().load_state_dict(load(tmp_path, two.weights)[0], strict=True)
+
+
+@pytest.mark.slow
+def test_the_next_epoch_on_the_same_worker_starts_from_the_kept_model_with_the_same_result(tmp_path):
+    from aihpc.train import trainer
+
+    hp = {**HP, "dropout": 0.2}  # dropout draws too must not depend on whether the model was kept
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = run_epoch(_task(tmp_path / "a", hparams=hp))
+    kept = trainer._RESIDENT
+    assert kept is not None and kept.weights == first.weights
+    second = run_epoch(_task(tmp_path / "a", hparams=hp, epoch=2, start=first.weights))
+    assert second.status == "ok" and trainer._RESIDENT.setup.model is kept.setup.model  # not rebuilt
+    # the same two epochs, the second rebuilt from the weight file as on another worker
+    again = run_epoch(_task(tmp_path / "b", hparams=hp))
+    assert again.weights.digest == first.weights.digest
+    trainer._RESIDENT = None
+    rebuilt = run_epoch(_task(tmp_path / "b", hparams=hp, epoch=2, start=again.weights))
+    assert rebuilt.weights.digest == second.weights.digest  # bit for bit: weights and momentum
+    assert rebuilt.metrics["val_loss"] == second.metrics["val_loss"]
+
+
+def test_a_failed_epoch_leaves_no_kept_model(tmp_path):
+    from aihpc.train import trainer
+
+    first = run_epoch(_task(tmp_path))
+    assert trainer._RESIDENT is not None
+    r = run_epoch(_task(tmp_path, epoch=2, start=first.weights, hparams={**HP, "lr": 1e12, "momentum": 0.0}))
+    assert r.status == "diverged" and trainer._RESIDENT is None  # a retry rebuilds from the file
+
+
+def _small_spec():
+    from aihpc.nas.spec import INPUT, ArchSpec, Layer
+
+    layers = (Layer("conv1", "conv", (INPUT,), out_channels=8, kernel_size=3, stride=1, padding=1, bias=False),
+              Layer("bn1", "bn", ("conv1",)), Layer("relu1", "relu", ("bn1",)),
+              Layer("avgpool", "global_avgpool", ("relu1",)), Layer("fc", "dense", ("avgpool",), out_features=10))
+    return ArchSpec(input_shape=(1, 8, 8), num_classes=10, layers=layers, output="fc")
+
+
+@pytest.mark.slow
+def test_a_compiled_model_trains_full_batches_and_counts_its_compilation_apart(tmp_path):
+    """torch.compile forced on, on the CPU (inductor): 30-60 s here, most of it compiling."""
+    arch = _small_spec().to_dict()
+    first = run_epoch(_task(tmp_path, arch=arch, compile=True))
+    assert first.status == "ok", first.reason
+    data = load_dataset("digits")
+    assert first.metrics["train_samples"] == data.num_train // 100 * 100  # the partial last batch is left out
+    assert first.metrics["val_samples"] == data.num_val  # every sample scored: the last batch padded
+    assert first.ops_train == round(first.ops_per_sample["train"] * first.metrics["train_samples"])
+    assert first.phase_seconds["compile"] > first.phase_seconds["forward"] + first.phase_seconds["backward"]
+    second = run_epoch(_task(tmp_path, arch=arch, compile=True, epoch=2, start=first.weights))
+    assert second.status == "ok" and second.phase_seconds["compile"] == 0.0  # kept: compiled once per trial

@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-accuracy", type=float, help="best accuracy below which the run is invalid")
     p.add_argument("--strategy", help="parent selection: evolution (default), random, or none (no architecture search)")
     p.add_argument("--max-params", type=int, help="largest network a child may grow to")
-    p.add_argument("--compile", action="store_true", default=None, help="torch.compile each trial's model")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile each trial's model (default: on GPU, off on CPU)")
     p.add_argument("--procs-per-trial", type=int, help="processes training each trial data-parallel (gloo on CPU)")
     p.add_argument("--gpus-per-trial", type=int, dest="procs_per_trial",
                    help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial")

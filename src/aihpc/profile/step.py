@@ -2,8 +2,8 @@
 
 A step is five phases, each inside ``record_function("phase:<name>")`` and,
 on a GPU, closed by a device synchronisation (so queued kernels are charged
-to the phase that launched them, as :class:`aihpc.train.trainer.PhaseTimer`
-does):
+to the phase that launched them; the trainer's own timer,
+:class:`aihpc.train.timing.PhaseTimer`, reads CUDA events instead):
 
 * ``data``: one batch gathered from a host-side data set made before the
   run (``DATA_BATCHES`` batches of random samples, visited in a fixed random

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 #: Phases of ``phase_seconds`` in the order they are stacked.
-PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
+PHASES = ("data", "forward", "backward", "optimizer", "eval", "compile", "other")
 
 STATUS_COLORS = {
     "completed": "#2e7d32",

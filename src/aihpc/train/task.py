@@ -85,7 +85,7 @@ class EpochTask:
     device: str = "auto"
     threads: int | None = None
     procs: int = 1  # processes (GPUs) training this epoch data-parallel
-    compile: bool = False
+    compile: bool | None = None  # torch.compile the model; None: the device's default (trainer.COMPILE_AUTO)
     attempt: int = 1
 
 

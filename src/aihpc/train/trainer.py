@@ -4,10 +4,19 @@ which also trains data-parallel, is :mod:`aihpc.train.worker`).
 An epoch reads as four named steps: :func:`prepare` (model, optimizer,
 data), :func:`train_steps`, :func:`validate`, and :func:`snapshot` (the weights
 written to the run's weight directory, see :mod:`aihpc.train.weights`).
-Phases are timed with the device synchronised at their edges: ``data``
-(batch selection and transfer), ``forward`` (model and loss), ``backward``,
-``optimizer`` (the step), ``eval`` (validation forward passes) and ``other``
-(model build, weight loading, operation counting, serialisation).
+Phases are timed by events read once per epoch (:mod:`aihpc.train.timing`;
+nothing waits for the device inside the training loop): ``data`` (batch
+selection on the device), ``forward`` (model and loss), ``backward``,
+``optimizer`` (the step), ``eval`` (validation forward passes), ``compile``
+(the first pass through a freshly ``torch.compile``-d model, compilation
+included) and ``other`` (model build, weight loading, operation counting,
+serialisation).
+
+A worker keeps the model and optimizer of the epoch it last finished on its
+device (:class:`Resident`); the next epoch of the same trial, if it comes to
+the same worker, starts from them instead of rebuilding the model and
+reading the weight file back, which holds the same state (the file is still
+written every epoch: any worker may get the next epoch).
 
 Operations are counted exactly, never estimated from time: the counter gives
 the operations of one training step (forward + loss + backward) and of one
@@ -21,7 +30,6 @@ deadline counts as far as it went; nothing is counted twice.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import socket
@@ -33,10 +41,31 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from aihpc.train.task import DataRef, EpochResult, EpochTask, WeightsRef
+from aihpc.train.inputs import device_tensors, ops_per_sample
+from aihpc.train.task import EpochResult, EpochTask, WeightsRef
+from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import file_name, save, starting_state
 
-PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
+# torch.compile when the task leaves it open (compile=None), by device kind.
+# CPU: off.  Each new architecture pays a compilation: the digits seed's
+# training step took 203 s to compile cold and 29 s warm (inductor's C++
+# build, busy 2-core machine here), for networks that gain little from it.
+# CUDA: on, as asked by issue 9 ("on by default on GPU if measured faster"),
+# NOT YET MEASURED.  Against it: a ResNet-50 training step takes about 28 s
+# to compile warm and about twice that cold on a GPU (pytorch/benchmark PR
+# 1547), and every trial of the search is a new architecture, so each trial
+# pays it once on its worker; for it: fused BN/ReLU and fewer launches per
+# step.  `benchmarks/gpu_fill.py` with and without `-- --no-compile` decides.
+COMPILE_AUTO = {"cpu": False, "cuda": True}
+
+# Steps between the checks that read a value back from the device (a
+# non-finite loss; the deadline agreed between data-parallel ranks).  Each
+# read waits for the queued work, so on a GPU it is done once every
+# CHECK_EVERY steps, not after every step; on the CPU, where nothing is
+# queued, after every step as before.  A loss that turns non-finite is thus
+# caught within CHECK_EVERY steps on a GPU (the steps after it still count:
+# they were run).
+CHECK_EVERY = {"cpu": 1, "cuda": 16}
 
 
 class Group:
@@ -62,28 +91,6 @@ class Group:
 SINGLE = Group()
 
 
-class PhaseTimer:
-    """Seconds spent in each of :data:`PHASES`; ``with timer("forward"): ...`` adds to one.
-
-    On a GPU the device is synchronised at the end of each phase, so its
-    queued kernels are charged to the phase that launched them.
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.seconds = dict.fromkeys(PHASES, 0.0)
-        self._sync = functools.partial(torch.cuda.synchronize, device) if device.type == "cuda" else None
-
-    @contextlib.contextmanager
-    def __call__(self, phase: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            if self._sync is not None:
-                self._sync()
-            self.seconds[phase] += time.perf_counter() - t0
-
-
 @dataclass
 class Setup:
     """Everything one epoch trains with, built from the task."""
@@ -97,6 +104,25 @@ class Setup:
     eval_ops: float  # operations per evaluation sample
     num_params: int
     autocast: Any
+    compiled: bool  # step_model is torch.compile-d: batches keep one shape
+    fresh: set[str]  # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
+
+
+@dataclass
+class Resident:
+    """The model and optimizer an epoch ended with, kept on this worker's device for the next epoch.
+
+    ``weights`` is the file the epoch wrote from them; a task that starts
+    from exactly that file (and trains on the same device, compiled the
+    same way) starts from these objects instead.
+    """
+
+    weights: WeightsRef
+    device: str
+    setup: Setup
+
+
+_RESIDENT: Resident | None = None
 
 
 @dataclass
@@ -121,16 +147,23 @@ def train_epoch(
     if task.threads:
         torch.set_num_threads(task.threads)
     device = device or resolve_device(task.device)
-    timer = PhaseTimer(device)
+    # on a GPU, the worker's device is the current one: its stream carries the timing events
+    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+        return _train_epoch(task, worker, t_start, group, device)
+
+
+def _train_epoch(task: EpochTask, worker: str, t_start: float, group: Group, device: torch.device) -> EpochResult:
+    timer = timer_for(device)
     with timer("other"):
         setup = prepare(task, device, group)
     progress = train_steps(task, setup, timer, group)
     metrics = train_metrics(task, progress)
     if progress.status == "ok":
-        with timer("eval"):
-            progress.status = validate(task, setup, group, metrics)
+        progress.status = validate(task, setup, timer, group, metrics)
     with timer("other"):
         weights = snapshot(task, setup, group) if progress.status in ("ok", "deadline") else None
+    keep_resident(setup, device, group, weights)
+    phase_seconds = timer.seconds()  # the epoch's one wait for the device's timing events
     ops_train = round(setup.train_ops * progress.seen)
     ops_eval = round(setup.eval_ops * metrics["val_samples"])
     t_end = time.time()
@@ -141,11 +174,42 @@ def train_epoch(
         reason="non-finite training loss" if progress.status == "diverged" else None,
         metrics=metrics, ops_train=ops_train, ops_eval=ops_eval,
         ops_per_sample={"train": setup.train_ops, "eval": setup.eval_ops},
-        phase_seconds=timer.seconds, num_params=setup.num_params, device=str(device), weights=weights,
+        phase_seconds=phase_seconds, num_params=setup.num_params, device=str(device), weights=weights,
     )  # fmt: skip
 
 
 def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
+    """The model, optimizer and data the epoch trains with: kept from the last epoch, or built."""
+    compiled = COMPILE_AUTO.get(device.type, False) if task.compile is None else bool(task.compile)
+    setup = take_resident(task, device, compiled, group) or build(task, device, group, compiled)
+    # the epoch's random draws (dropout) from its own seed, alike for a kept and a rebuilt model
+    torch.manual_seed(task.seed * 1_000_003 + task.epoch)
+    return setup
+
+
+def take_resident(task: EpochTask, device: torch.device, compiled: bool, group: Group) -> Setup | None:
+    """The kept model and optimizer if ``task`` starts from the weights they hold, else None.
+
+    Taken, not shared: an epoch that fails leaves nothing kept, so a retry
+    never starts from a half-trained model.  Data-parallel ranks are fresh
+    processes every epoch and keep nothing.
+    """
+    global _RESIDENT
+    kept, _RESIDENT = _RESIDENT, None
+    if kept is None or group.world > 1 or task.start is None or task.start != kept.weights:
+        return None
+    if kept.device != str(device) or kept.setup.compiled != compiled:
+        return None
+    return kept.setup
+
+
+def keep_resident(setup: Setup, device: torch.device, group: Group, weights: WeightsRef | None) -> None:
+    global _RESIDENT
+    if weights is not None and group.world == 1:
+        _RESIDENT = Resident(weights, str(device), setup)
+
+
+def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -> Setup:
     """Build the model from the task's architecture and weights, its optimizer, and the data."""
     from aihpc.nas.spec import ArchSpec
 
@@ -164,12 +228,20 @@ def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
     model = model.to(device)
     if gpu:
         model = model.to(memory_format=torch.channels_last)
+        # a trial's batches all have one shape: cuDNN times its algorithms once per shape and keeps the fastest
+        torch.backends.cudnn.benchmark = True
     optimizer = make_optimizer(model, hp)
     if opt_state is not None:
         optimizer.load_state_dict(opt_state)
+    step_model = model
+    if compiled:
+        # one compiled model per worker: the last trial's code goes, and the
+        # recompilation limit (every built model shares one forward) never fills
+        torch._dynamo.reset()
+        step_model = torch.compile(model)
     return Setup(
         model=model,
-        step_model=group.wrap(torch.compile(model) if task.compile else model),
+        step_model=group.wrap(step_model),
         optimizer=optimizer,
         data=device_tensors(task.data, str(device)),
         batch=batch,
@@ -177,6 +249,8 @@ def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
         eval_ops=eval_ops,
         num_params=sum(p.numel() for p in model.parameters()),
         autocast=torch.autocast("cuda", dtype=torch.bfloat16) if gpu else contextlib.nullcontext(),
+        compiled=compiled,
+        fresh={"train", "eval"} if compiled else set(),
     )
 
 
@@ -190,44 +264,61 @@ def snapshot(task: EpochTask, setup: Setup, group: Group) -> WeightsRef | None:
 
 
 def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) -> Progress:
-    """The epoch's training steps, in a seeded order; stops at the deadline or a non-finite loss."""
+    """The epoch's training steps, in a seeded order; stops at the deadline or a non-finite loss.
+
+    Losses and correct predictions are summed on the device and read back
+    every ``CHECK_EVERY`` steps only.  A compiled model trains on full
+    batches only (one shape, one compilation); the samples of the last,
+    partial batch are then neither trained on nor counted.
+    """
     x_train, y_train = setup.data[0], setup.data[1]
     batch, model, optimizer = setup.batch, setup.step_model, setup.optimizer
-    steps = math.ceil(x_train.shape[0] / batch)
+    n = x_train.shape[0]
+    steps = n // batch if setup.compiled else math.ceil(n / batch)
     gen = torch.Generator().manual_seed(task.seed * 1_000_003 + task.epoch)
-    order = torch.randperm(x_train.shape[0], generator=gen)
+    order = torch.randperm(n, generator=gen).to(x_train.device)  # one copy per epoch, none per step
+    check_every = CHECK_EVERY.get(x_train.device.type, 1)
+    sums = torch.zeros(2, dtype=torch.float64, device=x_train.device)  # loss × samples, correct predictions
     progress = Progress()
     model.train()
     for i in range(steps):
-        if group.any(time.time() >= task.deadline):
+        check = i % check_every == 0 or i == steps - 1
+        if (check or group.world == 1) and group.any(time.time() >= task.deadline):
             progress.status = "deadline"
             break
         idx = order[i * batch : (i + 1) * batch]
         global_batch = idx.shape[0]
         if global_batch < group.world:  # a last batch too small to give every rank a sample
             break
-        with timer("data"):
-            idx = idx[group.rank :: group.world].to(x_train.device)
+        phase = _phases(setup, "train")
+        with timer(phase("data")):
+            idx = idx[group.rank :: group.world]
             xb, yb = _channels_last(x_train[idx]), y_train[idx]
-        with timer("forward"):
+        with timer(phase("forward")):
             set_lr(optimizer, task.hparams, task.epochs, (task.epoch - 1) + i / steps)
             with setup.autocast:
                 logits = model(xb)
                 loss = F.cross_entropy(logits, yb)
-        with timer("backward"):
+        with timer(phase("backward")):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-        with timer("optimizer"):
+        with timer(phase("optimizer")):
             optimizer.step()
+        setup.fresh.discard("train")
         progress.seen += global_batch
-        loss_value = float(loss.detach())
-        if group.any(not math.isfinite(loss_value)):
+        sums += torch.stack((loss.detach().double() * yb.shape[0], (logits.detach().argmax(1) == yb).sum().double()))
+        if check and group.any(not math.isfinite(float(sums[0]))):
             progress.status = "diverged"
             break
-        progress.loss_sum += loss_value * yb.shape[0]
-        progress.correct += int((logits.detach().argmax(1) == yb).sum())
-    progress.loss_sum, progress.correct = group.sum(progress.loss_sum, progress.correct)
+    progress.loss_sum, progress.correct = group.sum(*sums.tolist())
     return progress
+
+
+def _phases(setup: Setup, mode: str):
+    """Phase names for a pass in ``mode``: all ``compile`` on a compiled model's first pass in that mode."""
+    if mode in setup.fresh:
+        return lambda phase: "compile"
+    return lambda phase: phase
 
 
 def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
@@ -244,11 +335,14 @@ def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
     }
 
 
-def validate(task: EpochTask, setup: Setup, group: Group, metrics: dict[str, Any]) -> str:
+def validate(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, metrics: dict[str, Any]) -> str:
     """Evaluate on the validation split into ``metrics``; "deadline" if it was cut short, else "ok"."""
     x_val, y_val = setup.data[2], setup.data[3]
+    first = _phases(setup, "eval")("eval")
+    setup.fresh.discard("eval")
     val_loss, val_acc, val_seen = evaluate(setup.step_model, x_val, y_val, setup.batch, setup.autocast,
-                                           task.deadline, group)  # fmt: skip
+                                           task.deadline, group, timer=timer, first_phase=first,
+                                           pad=setup.compiled)  # fmt: skip
     complete = val_seen == x_val.shape[0]
     metrics.update(
         val_loss=val_loss if complete else None,
@@ -259,22 +353,38 @@ def validate(task: EpochTask, setup: Setup, group: Group, metrics: dict[str, Any
 
 
 @torch.no_grad()
-def evaluate(model, x, y, batch: int, autocast, deadline: float, group: Group = SINGLE) -> tuple[float, float, int]:
-    """Mean loss, accuracy and samples seen on (x, y), over all ranks; stops at the deadline."""
+def evaluate(model, x, y, batch: int, autocast, deadline: float, group: Group = SINGLE, *,
+             timer: PhaseTimer | None = None, first_phase: str = "eval",
+             pad: bool = False) -> tuple[float, float, int]:  # fmt: skip
+    """Mean loss, accuracy and samples seen on (x, y), over all ranks; stops at the deadline.
+
+    With a ``timer`` each batch is timed as ``eval`` (the first as
+    ``first_phase``).  ``pad`` (for a compiled model): every batch is copied
+    into a new full-size one, the last padded with zeros, so that one
+    compilation serves all; only real samples are scored.
+    """
     model.eval()
-    loss_sum, correct, seen = 0.0, 0, 0
-    for i in range(0, x.shape[0], batch):
+    full = len(range(group.rank, batch, group.world))
+    sums = torch.zeros(2, dtype=torch.float64, device=x.device)  # loss, correct predictions
+    seen = 0
+    for k, i in enumerate(range(0, x.shape[0], batch)):
         if group.any(time.time() >= deadline):
             break
-        xb = _channels_last(x[i : i + batch][group.rank :: group.world])
-        yb = y[i : i + batch][group.rank :: group.world]
-        with autocast:
-            logits = model(xb)
-        loss_sum += float(F.cross_entropy(logits.float(), yb, reduction="sum"))
-        correct += int((logits.argmax(1) == yb).sum())
-        seen += yb.shape[0]
+        with timer(first_phase if k == 0 else "eval") if timer else contextlib.nullcontext():
+            xb = x[i : i + batch][group.rank :: group.world]
+            yb = y[i : i + batch][group.rank :: group.world]
+            n = yb.shape[0]
+            if pad:  # a fresh full-size batch: one shape and one layout (strides) for every call
+                padded = xb.new_zeros((full, *xb.shape[1:]))
+                padded[:n] = xb
+                xb = padded
+            with autocast:
+                logits = model(_channels_last(xb))[:n]
+            loss = F.cross_entropy(logits.float(), yb, reduction="sum")
+            sums += torch.stack((loss.double(), (logits.argmax(1) == yb).sum().double()))
+        seen += n
     model.train()
-    loss_sum, correct, seen = group.sum(loss_sum, correct, seen)
+    loss_sum, correct, seen = group.sum(*sums.tolist(), seen)
     correct, seen = int(correct), int(seen)
     if seen == 0:
         return float("nan"), 0.0, 0
@@ -321,45 +431,6 @@ def resolve_device(name: str) -> torch.device:
     if not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' was asked for but CUDA is not available")
     return torch.device("cuda", worker_index() % torch.cuda.device_count())
-
-
-_OPS_CACHE: dict[tuple[str, int, float], tuple[float, float]] = {}
-
-
-def ops_per_sample(spec, batch: int, dropout: float) -> tuple[float, float]:
-    """Operations per sample: (training step, evaluation forward), cached per architecture.
-
-    Counted at the trial's batch size; the training step includes the loss
-    and the backward pass, the evaluation pass is the model in eval mode.
-    """
-    key = (spec.content_hash(), batch, dropout)
-    if key not in _OPS_CACHE:
-        from aihpc.counting import count_ops
-
-        model = spec.build()
-        _set_dropout(model, dropout)
-        x = torch.zeros((batch, *spec.input_shape))
-        y = torch.zeros(batch, dtype=torch.long)
-        train = count_ops(model, (x,), train=True, target=y).total / batch
-        infer = count_ops(model, (x,), train=False).total / batch
-        _OPS_CACHE[key] = (train, infer)
-    return _OPS_CACHE[key]
-
-
-@functools.lru_cache(maxsize=4)
-def _dataset(ref: DataRef):
-    from aihpc.data import load_dataset
-
-    return load_dataset(ref.name, path=ref.path, seed=ref.seed, **ref.options_dict())
-
-
-@functools.lru_cache(maxsize=4)
-def device_tensors(ref: DataRef, device: str) -> tuple[torch.Tensor, ...]:
-    """The data set's normalised train and validation tensors on ``device`` (cached per worker)."""
-    data = _dataset(ref)
-    x_train, y_train = data.tensors("train")
-    x_val, y_val = data.tensors("val")
-    return tuple(t.to(device) for t in (x_train, y_train.long(), x_val, y_val.long()))
 
 
 def _set_dropout(model: torch.nn.Module, p: float) -> None:

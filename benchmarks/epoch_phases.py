@@ -1,0 +1,61 @@
+"""Benchmark: per-phase seconds of one trial-epoch of the default workload, repeated.
+
+Trains the seed network of the default synthetic workload for one epoch
+(``run_epoch``, the worker's own entry point) ``--repeats`` times and prints
+the median and the range of each phase (data, forward, backward, optimizer,
+eval, compile, other) and of the whole epoch.  Used to compare the trainer's
+phase timing before and after a change, side by side on one machine.
+
+    python benchmarks/epoch_phases.py [--device cpu] [--repeats 5] [--batch 64] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+from aihpc.data import load_dataset
+from aihpc.nas.seeds import seed_spec
+from aihpc.runner.run import DEFAULT_SYNTHETIC
+from aihpc.train.task import DataRef, EpochTask
+from aihpc.train.worker import run_epoch
+
+
+def epoch_task(device: str, batch: int, threads: int | None, weights_dir: str, trial: int) -> EpochTask:
+    options = DEFAULT_SYNTHETIC[device]
+    data = load_dataset("synthetic", seed=0, **options)
+    spec = seed_spec(data.input_shape, data.num_classes)
+    hp = {"lr": 0.05, "batch_size": batch, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
+          "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
+    return EpochTask(trial_id=trial, epoch=1, epochs=2, arch=spec.to_dict(), hparams=hp,
+                     data=DataRef("synthetic", options=tuple(sorted(options.items()))),
+                     deadline=time.time() + 3600, seed=trial, weights_dir=weights_dir, device=device,
+                     threads=threads)  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, 0))  # warm-up: data, counts, caches
+        results = [run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, i + 1))
+                   for i in range(args.repeats)]  # fmt: skip
+    bad = [r.reason for r in results if r.status != "ok"]
+    if bad:
+        raise SystemExit(f"an epoch failed: {bad[0]}")
+    phases = sorted({p for r in results for p in r.phase_seconds})
+    print(f"{args.repeats} epochs, {results[0].metrics['train_samples']} training samples, batch {args.batch}, "
+          f"device {results[0].device}")
+    for name in [*phases, "epoch"]:
+        values = [r.t_end - r.t_start if name == "epoch" else r.phase_seconds.get(name, 0.0) for r in results]
+        print(f"{name:10s} median {statistics.median(values):8.3f} s   range {min(values):8.3f} .. {max(values):8.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Data staging: every worker loads the data set onto its device before the run's clock starts."""
+
+from __future__ import annotations
+
+from aihpc.config import RunConfig
+from aihpc.runner.run import data_ref, with_default_workload, worker_stage
+from aihpc.train.inputs import device_tensors
+
+
+def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():
+    config = with_default_workload(RunConfig(dataset="synthetic", data_options={"num_samples": 600}), "cpu")
+    ref = data_ref(config)
+    # the reference the master puts in every task: its options sorted, the run's seed
+    assert ref.options == tuple(sorted(config.data_options.items())) and ref.seed == config.seed
+    staged = worker_stage(ref, "cpu")
+    x_train, y_train, x_val, y_val = device_tensors(ref, "cpu")
+    assert staged["bytes"] == sum(t.nbytes for t in (x_train, y_train, x_val, y_val))
+    assert x_train.shape[0] + x_val.shape[0] == 600 and x_train.shape[1:] == (3, 16, 16)
+    hits = device_tensors.cache_info().hits
+    device_tensors(ref, "cpu")  # as the trainer asks for it: str(torch.device("cpu"))
+    assert device_tensors.cache_info().hits == hits + 1
+
+
+def test_batch_sizes_are_sized_to_the_device_unless_given():
+    assert with_default_workload(RunConfig(), "cpu").batch_sizes == (32, 64, 128)  # the CPU default, unchanged
+    assert with_default_workload(RunConfig(), "cuda").batch_sizes == (128, 256, 512)
+    assert with_default_workload(RunConfig(batch_sizes=(8,)), "cuda").batch_sizes == (8,)
+    assert with_default_workload(RunConfig(), "cuda").data_options["image_size"] == 128
+    assert with_default_workload(RunConfig(), "cpu").data_options["image_size"] == 16
