@@ -74,12 +74,7 @@ class Master:
         self.executor = executor
         self.layout = layout
         self.observer = observer
-        self.data = DataRef(
-            name=config.dataset,
-            path=config.data_path,
-            options=tuple(sorted(config.data_options.items())),
-            seed=config.seed,
-        )
+        self.data = DataRef.of(config)
         self.input_shape = tuple(data_info["input_shape"])
         self.num_classes = int(data_info["num_classes"])
         self.val_samples = int(data_info["num_val"])

@@ -305,14 +305,6 @@ def measure_run_peak(executor, layout) -> dict[str, Any]:
     }
 
 
-def data_ref(config: RunConfig):
-    """The data set's reference as the master puts it in every task (the workers' cache key)."""
-    from aihpc.train.task import DataRef
-
-    return DataRef(name=config.dataset, path=config.data_path,
-                   options=tuple(sorted(config.data_options.items())), seed=config.seed)  # fmt: skip
-
-
 def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
     """Every worker loads the data set onto its device before the run's clock starts.
 
@@ -321,7 +313,9 @@ def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
     set and copying it to the device, which each worker caches for all its
     epochs.  Returns the slowest worker's seconds and the bytes staged.
     """
-    per_worker = executor.run_on_each(worker_stage, data_ref(config), layout.device if layout else "auto")
+    from aihpc.train.task import DataRef
+
+    per_worker = executor.run_on_each(worker_stage, DataRef.of(config), layout.device if layout else "auto")
     return {"seconds": max(w["seconds"] for w in per_worker), "bytes": sum(w["bytes"] for w in per_worker),
             "workers": len(per_worker)}  # fmt: skip
 

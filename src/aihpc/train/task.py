@@ -32,6 +32,12 @@ class DataRef:
     def options_dict(self) -> dict[str, Any]:
         return dict(self.options)
 
+    @classmethod
+    def of(cls, config: Any) -> DataRef:
+        """The data set of a run's configuration, as every task names it (the workers' cache key)."""
+        return cls(name=config.dataset, path=config.data_path, options=tuple(sorted(config.data_options.items())),
+                   seed=config.seed)
+
 
 @dataclass(frozen=True)
 class WeightsRef:
