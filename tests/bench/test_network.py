@@ -19,6 +19,7 @@ from aihpc.bench.network_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops
 from aihpc.errors import ConfigError
+from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.results.files import read_result, result_document, write_result
 from aihpc.roofline.bandwidth import measure_bandwidth
@@ -204,7 +205,7 @@ def test_cli_spec_from_the_nas(tmp_path: Path, roofline_file: Path) -> None:
     assert data["spec"] == str(path) and data["model"] is None and list(data["modes"]) == ["training"]
     rows = {r["name"]: r for r in data["modes"]["training"]["layers"]}
     assert {"conv1", "bn1", "fc", "(loss)"} <= set(rows)
-    count = count_ops(spec.build(), (4, 1, 8, 8), train=True)
+    count = count_ops(SpecNet(spec), (4, 1, 8, 8), train=True)
     assert sum(r["ops"] for r in rows.values()) == count.total
 
 

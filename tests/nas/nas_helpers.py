@@ -55,7 +55,7 @@ def randomize(model: SpecNet, seed: int) -> None:
 def model_of(spec: ArchSpec, state: dict[str, torch.Tensor] | None = None,
              seed: int | None = None) -> SpecNet:
     """Built float64 eval-mode model, loaded with ``state`` (strict) or randomised."""
-    model = spec.build().double().eval()
+    model = SpecNet(spec).double().eval()
     if state is not None:
         model.load_state_dict(state, strict=True)
     elif seed is not None:

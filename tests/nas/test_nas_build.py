@@ -39,7 +39,7 @@ def test_forward_matches_hand_written_reference() -> None:
 
 def test_state_dict_layout() -> None:
     spec = tiny_spec()
-    model = spec.build()
+    model = SpecNet(spec)
     assert isinstance(model, SpecNet) and model.spec is spec
     sd = model.state_dict()
     assert set(sd) == {"c1.weight", "b1.weight", "b1.bias", "b1.running_mean", "b1.running_var",
@@ -60,7 +60,7 @@ def test_layer_order_in_file_does_not_change_the_function() -> None:
 
 def test_train_mode_runs_and_updates_bn() -> None:
     spec = tiny_spec()
-    model = spec.build().train()
+    model = SpecNet(spec).train()
     out = model(torch.randn(5, 2, 6, 6))
     out.sum().backward()
     assert model["c1"].weight.grad is not None
@@ -73,7 +73,7 @@ def test_names_clashing_with_module_attributes(name: str) -> None:
                                     Layer("g", "global_avgpool", (name,)),
                                     Layer("fc", "dense", ("g",), out_features=2)), "fc")
     with pytest.raises(SpecError, match=f"'{name}' clashes"):
-        spec.build()
+        SpecNet(spec)
 
 
 def test_traceable() -> None:
@@ -88,7 +88,7 @@ def test_traceable() -> None:
 def test_onnx_export() -> None:
     onnx = pytest.importorskip("onnx")
     spec = tiny_spec()
-    model = spec.build().eval()
+    model = SpecNet(spec).eval()
     buf = io.BytesIO()
     torch.onnx.export(model, (torch.randn(1, 2, 6, 6),), buf, dynamo=False,
                       input_names=["x"], output_names=["logits"])
@@ -110,7 +110,7 @@ def test_torch_export() -> None:
 def test_onnx_export_dynamo() -> None:
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxscript")
-    model = tiny_spec().build().eval()
+    model = SpecNet(tiny_spec()).eval()
     program = torch.onnx.export(model, (torch.randn(1, 2, 6, 6),), dynamo=True, verbose=False)
     onnx.checker.check_model(program.model_proto)
     assert "Concat" in {n.op_type for n in program.model_proto.graph.node}

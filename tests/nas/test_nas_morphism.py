@@ -11,6 +11,7 @@ from nas_helpers import inputs_for, model_of, run, tiny_spec
 
 from aihpc.errors import MorphError
 from aihpc.nas import ArchSpec, Layer, add_skip, deepen, random_morph, seed_spec, widen
+from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import _resnet
 from aihpc.nas.spec import BN_EPS
 
@@ -68,7 +69,7 @@ def test_deepen_after_pool_and_flat_point() -> None:
 
 def test_deepen_errors() -> None:
     spec = tiny_spec()
-    state = spec.build().state_dict()
+    state = SpecNet(spec).state_dict()
     with pytest.raises(MorphError, match="no layer named 'r9'"):
         deepen(spec, state, "r9")
     with pytest.raises(MorphError, match=r"'c1' \(conv\) may be negative"):
@@ -141,16 +142,16 @@ def test_widen_bottleneck_middle_conv() -> None:
 
 def test_widen_resnet50_middle_conv_loads() -> None:
     spec = seed_spec((3, 224, 224), 1000)
-    state = spec.build().state_dict()
+    state = SpecNet(spec).state_dict()
     child, cstate = widen(spec, state, "layer3_1_conv2", 320, random.Random(0))
     assert child.num_params() - spec.num_params() == 64 * (256 * 9 + 2 + 1024)  # conv2 rows, bn2, conv3 columns
-    model = child.build()
+    model = SpecNet(child)
     model.load_state_dict(cstate, strict=True)
 
 
 def test_widen_errors() -> None:
     spec = tiny_spec()
-    state = spec.build().state_dict()
+    state = SpecNet(spec).state_dict()
     rng = random.Random(0)
     with pytest.raises(MorphError, match="no layer named 'cx'"):
         widen(spec, state, "cx", 8, rng)
@@ -175,18 +176,18 @@ def test_widen_refusals_in_the_graph() -> None:
     tied_to_input = _spec([Layer("c", "conv", ("input",), out_channels=2, kernel_size=1),
                            Layer("a", "add", ("c", "input"))])
     with pytest.raises(MorphError, match="'c'.*network input"):
-        widen(tied_to_input, tied_to_input.build().state_dict(), "c", 4, rng)
+        widen(tied_to_input, SpecNet(tied_to_input).state_dict(), "c", 4, rng)
     grouped = _spec([Layer("c", "conv", ("input",), out_channels=4, kernel_size=1),
                      Layer("dw", "conv", ("c",), out_channels=4, kernel_size=3, groups=4)])
     with pytest.raises(MorphError, match="grouped conv 'dw'"):
-        widen(grouped, grouped.build().state_dict(), "c", 6, rng)
+        widen(grouped, SpecNet(grouped).state_dict(), "c", 6, rng)
     tied_concat = _spec([Layer("a", "conv", ("input",), out_channels=1, kernel_size=1),
                          Layer("b", "conv", ("input",), out_channels=1, kernel_size=1),
                          Layer("cat", "concat", ("a", "b")),
                          Layer("c", "conv", ("input",), out_channels=2, kernel_size=1),
                          Layer("s", "add", ("cat", "c"))])
     with pytest.raises(MorphError, match="'c'.*concat 'cat'"):
-        widen(tied_concat, tied_concat.build().state_dict(), "c", 4, rng)
+        widen(tied_concat, SpecNet(tied_concat).state_dict(), "c", 4, rng)
     # Widening a concat input instead is consistent: 'cat' grows and 'c', tied
     # to it through the add, is widened with the concat's composed map.
     state = _parent(tied_concat, 7)
@@ -224,7 +225,7 @@ def test_add_skip_variants(src: str, dst: str) -> None:
 
 def test_add_skip_errors() -> None:
     spec = tiny_spec()
-    state = spec.build().state_dict()
+    state = SpecNet(spec).state_dict()
     with pytest.raises(MorphError, match="'r2' depends on 'c2'.*cycle"):
         add_skip(spec, state, "r2", "c2")
     with pytest.raises(MorphError, match="dst must be a layer"):
@@ -240,7 +241,7 @@ def test_add_skip_errors() -> None:
         Layer("gc", "global_avgpool", ("conv",)),
         Layer("cat", "concat", ("gp", "gc")),
         Layer("fc", "dense", ("cat",), out_features=2)), "fc")
-    bstate = branches.build().state_dict()
+    bstate = SpecNet(branches).state_dict()
     with pytest.raises(MorphError, match=r"cannot connect 'pool' \(1, 3, 3\) to 'conv' \(2, 6, 6\)"):
         add_skip(branches, bstate, "pool", "conv")
     with pytest.raises(MorphError, match=r"cannot connect 'gp' \(1,\) to 'conv'"):
@@ -264,7 +265,7 @@ def test_random_morph_is_deterministic_and_described() -> None:
 
 def test_random_morph_budget() -> None:
     spec = seed_spec((1, 8, 8), 4, width=3, blocks=1)
-    state = spec.build().state_dict()
+    state = SpecNet(spec).state_dict()
     n = spec.num_params()
     with pytest.raises(MorphError, match=f"parent has {n} parameters, more than max_params={n - 1}"):
         random_morph(spec, state, random.Random(0), max_params=n - 1)

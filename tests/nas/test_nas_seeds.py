@@ -7,6 +7,7 @@ import torch
 
 from aihpc.errors import SpecError
 from aihpc.nas import seed_spec, state_shapes
+from aihpc.nas.build import SpecNet
 
 
 def _basic_block_params(c_in: int, c: int, projection: bool) -> int:
@@ -18,7 +19,7 @@ def _basic_block_params(c_in: int, c: int, projection: bool) -> int:
 def test_resnet50_parameter_count() -> None:
     spec = seed_spec((3, 224, 224), 1000)
     assert spec.num_params() == 25_557_032
-    model = spec.build()
+    model = SpecNet(spec)
     assert sum(p.numel() for p in model.parameters()) == 25_557_032
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     assert shapes == state_shapes(spec)
@@ -46,7 +47,7 @@ def test_tiny_seed_for_digits() -> None:
                 + _basic_block_params(16, 32, True) + _basic_block_params(32, 32, False)
                 + 32 * 10 + 10)
     assert spec.num_params() == expected
-    out = spec.build().eval()(torch.randn(2, 1, 8, 8))
+    out = SpecNet(spec).eval()(torch.randn(2, 1, 8, 8))
     assert out.shape == (2, 10)
 
 

@@ -11,6 +11,7 @@ from nas_helpers import tiny_spec
 
 from aihpc.errors import SpecError
 from aihpc.nas import ArchSpec, Layer, random_morph, seed_spec
+from aihpc.nas.build import SpecNet
 
 # Regenerate (only after an intentional format change, together with a bump of
 # FORMAT_VERSION):  .venv/bin/python -c "import sys; sys.path.insert(0, 'tests/nas');
@@ -99,7 +100,7 @@ def test_hash_distinguishes_specs() -> None:
     # morphed children all differ from their ancestors
     rng = random.Random(3)
     s = seed_spec((1, 8, 8), 10, width=4, blocks=1)
-    state = s.build().state_dict()
+    state = SpecNet(s).state_dict()
     seen = {s.content_hash()}
     for _ in range(10):
         s, state, _ = random_morph(s, state, rng)

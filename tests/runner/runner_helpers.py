@@ -78,6 +78,7 @@ def scripted_epoch(accuracy, lost=lambda task: False):
 
     import torch
 
+    from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
     from aihpc.train.task import EpochResult
     from aihpc.train.weights import file_name, save, starting_state
@@ -88,7 +89,7 @@ def scripted_epoch(accuracy, lost=lambda task: False):
         state, opt_state = starting_state(task)
         if state is None:
             torch.manual_seed(task.seed)
-            state = ArchSpec.from_dict(task.arch).build().state_dict()
+            state = SpecNet(ArchSpec.from_dict(task.arch)).state_dict()
         weights = save(Path(task.weights_dir), file_name(task.trial_id, task.epoch, task.attempt), state, opt_state)
         now = time.time()
         metrics = {"epoch": task.epoch, "train_samples": 100, "train_loss": 1.0, "train_accuracy": 0.5,

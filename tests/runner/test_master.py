@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from aihpc.config import RunConfig
+from aihpc.nas.build import SpecNet
 from aihpc.runner.master import Master
 from aihpc.runner.store import RunStore
 
@@ -178,7 +179,7 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path,
     assert (task.trial_id, task.epoch, task.attempt, task.morph) == (2, 2, 1, None)
     assert task.start == store.epochs(2)[0]["weights"] and task.start.name == "trial2-epoch1-try1.pt"
     state, optimizer = load(Path(task.weights_dir), task.start)
-    assert optimizer["state"] and set(state) == set(master._spec(2).build().state_dict())  # weights and momentum
+    assert optimizer["state"] and set(state) == set(SpecNet(master._spec(2)).state_dict())  # weights and momentum
 
 
 def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, killed_run) -> None:

@@ -10,10 +10,11 @@ import torch
 
 from aihpc.counting import count_ops
 from aihpc.data import load_dataset
+from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.train.task import DataRef, EpochTask
-from aihpc.train.weights import load
 from aihpc.train.trainer import learning_rate
+from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch
 
 DATA = DataRef("digits")
@@ -35,7 +36,7 @@ def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
     data = load_dataset("digits")
     assert r.metrics["train_samples"] == data.num_train and r.metrics["val_samples"] == data.num_val
     # independent count: one training step and one eval pass at the trial's batch size
-    model = seed_spec((1, 8, 8), 10).build()
+    model = SpecNet(seed_spec((1, 8, 8), 10))
     x, y = torch.zeros(100, 1, 8, 8), torch.zeros(100, dtype=torch.long)
     train = count_ops(model, (x,), train=True, target=y).total / 100
     infer = count_ops(model, (x,), train=False).total / 100
@@ -89,7 +90,7 @@ def test_two_processes_with_gloo_count_the_same_operations_once(tmp_path):
         assert two.metrics[key] == one.metrics[key]
     assert two.ops == one.ops  # counted once, from the global samples, not per rank
     assert 0.2 < two.metrics["val_accuracy"] <= 1.0  # well above chance (0.1) after one epoch
-    seed_spec((1, 8, 8), 10).build().load_state_dict(load(tmp_path, two.weights)[0], strict=True)
+    SpecNet(seed_spec((1, 8, 8), 10)).load_state_dict(load(tmp_path, two.weights)[0], strict=True)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from aihpc.nas.build import SpecNet
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.train.task import DataRef, EpochTask, Morph, WeightsRef
@@ -62,7 +63,7 @@ def test_the_second_epoch_continues_from_the_first_epochs_file(tmp_path):
 
 def test_a_childs_start_computes_its_parents_function(tmp_path):
     torch.manual_seed(0)
-    parent = SEED.build()
+    parent = SpecNet(SEED)
     with torch.no_grad():  # non-trivial BN statistics, so the check is not vacuous
         for m in parent.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -70,7 +71,7 @@ def test_a_childs_start_computes_its_parents_function(tmp_path):
                 m.running_var.uniform_(0.5, 2.0)
     ref = save(tmp_path, "parent.pt", parent.state_dict(), None)
     recipe, child_spec = _recipe(ref)
-    child = child_spec.build()
+    child = SpecNet(child_spec)
     child.load_state_dict(morphed_state(recipe, child_spec.to_dict(), tmp_path), strict=True)
     x = torch.randn(16, 1, 8, 8, dtype=torch.float32)
     parent.eval(), child.eval()
@@ -81,7 +82,7 @@ def test_a_childs_first_epoch_trains_from_the_recipe_and_a_wrong_recipe_fails(tm
     recipe, child_spec = _recipe(None)  # the seed's fresh weights, from parent_seed
     r = run_epoch(_task(tmp_path, trial_id=4, arch=child_spec.to_dict(), morph=recipe))
     assert r.status == "ok", r.reason
-    child_spec.build().load_state_dict(load(tmp_path, r.weights)[0], strict=True)
+    SpecNet(child_spec).load_state_dict(load(tmp_path, r.weights)[0], strict=True)
     wrong = Morph(**{**recipe.__dict__, "seed": recipe.seed + 1})
     r = run_epoch(_task(tmp_path, trial_id=5, arch=child_spec.to_dict(), morph=wrong))
     assert r.status == "failed" and "the morph recipe gives architecture" in r.reason

@@ -61,7 +61,9 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable[[Any], Any], dict[st
 
         spec = ArchSpec.load(args.spec)
         size = (args.batch, *(shape or spec.input_shape))
-        return spec.build(), lambda device: torch.randn(size, device=device), {"model": None, "spec": str(args.spec)}
+        from aihpc.nas.build import SpecNet
+
+        return SpecNet(spec), lambda device: torch.randn(size, device=device), {"model": None, "spec": str(args.spec)}
     from aihpc import models
 
     meta = models.info(args.model)

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         shape = parse_input_shape(args.input) if args.input is not None else None
         if args.num_classes is not None:
             raise ConfigError("--num-classes applies to --model only; a spec fixes its own classes")
+        from aihpc.nas.build import SpecNet
         from aihpc.nas.spec import ArchSpec
 
         spec = ArchSpec.load(args.spec)
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--input {args.input} does not match the spec's input shape "
                 f"{'x'.join(map(str, spec.input_shape))}"
             )
-        model = spec.build()
+        model = SpecNet(spec)
         shape = tuple(spec.input_shape)
         source = args.spec
     else:

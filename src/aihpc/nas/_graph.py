@@ -18,7 +18,7 @@ Plan = tuple[ArchSpec, Callable[[Mapping[str, torch.Tensor]], StateDict], str]
 
 def check_state(spec: ArchSpec, state: Mapping[str, torch.Tensor]) -> None:
     """MorphError unless ``state`` has exactly the keys and shapes of
-    ``spec.build().state_dict()``."""
+    ``SpecNet(spec).state_dict()``."""
     if not isinstance(state, Mapping):
         raise MorphError(f"state must be a state dict (mapping), got {type(state).__name__}")
     expected = state_shapes(spec)

@@ -96,7 +96,7 @@ class SpecNet(nn.ModuleDict):
 
 
 def state_shapes(spec: ArchSpec) -> dict[str, tuple[int, ...]]:
-    """The keys and tensor shapes of ``spec.build().state_dict()``, computed
+    """The keys and tensor shapes of ``SpecNet(spec).state_dict()``, computed
     without building (BN buffers included; ``num_batches_tracked`` is ``()``)."""
     shapes = spec.shapes()
     out: dict[str, tuple[int, ...]] = {}

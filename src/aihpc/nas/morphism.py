@@ -2,7 +2,7 @@
 
 Every morphism takes a parent spec and its ``state_dict()`` (as returned by
 the built :class:`~aihpc.nas.build.SpecNet`, BN running statistics included)
-and returns ``(child_spec, child_state)``: ``child_spec.build()`` loaded with
+and returns ``(child_spec, child_state)``: ``SpecNet(child_spec)`` loaded with
 ``child_state`` (``strict=True``) computes, in eval mode, the same function as
 the parent, up to floating-point rounding.  (In training mode BN uses batch
 statistics, so only eval mode is preserved.)  The child state never aliases

@@ -29,7 +29,7 @@ order in the file is free (the graph is sorted topologically) but it is part
 of the spec's identity: it is kept by the JSON round trip and covered by
 :meth:`ArchSpec.content_hash`.
 
-This module does not import torch; :meth:`ArchSpec.build` does, lazily.
+This module does not import torch; :class:`aihpc.nas.build.SpecNet` builds a spec's network.
 """
 
 from __future__ import annotations
@@ -40,12 +40,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aihpc.errors import SpecError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from aihpc.nas.build import SpecNet
 
 #: Version of the JSON format; bump it when the meaning of a spec changes.
 FORMAT_VERSION = 1
@@ -358,12 +355,6 @@ class ArchSpec:
                                    ensure_ascii=True, allow_nan=False)
             object.__setattr__(self, "_content_hash", hashlib.sha256(canonical.encode("ascii")).hexdigest())
         return self.__dict__["_content_hash"]
-
-    def build(self) -> SpecNet:
-        """A freshly initialised :class:`aihpc.nas.build.SpecNet` for this spec."""
-        from aihpc.nas.build import SpecNet
-
-        return SpecNet(self)
 
 
 def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> list[str]:

@@ -11,6 +11,7 @@ import functools
 
 import torch
 
+from aihpc.nas.build import SpecNet
 from aihpc.train.task import DataRef
 
 
@@ -27,7 +28,7 @@ def ops_per_sample(spec, batch: int, dropout: float) -> tuple[float, float]:
     if key not in _OPS_CACHE:
         from aihpc.counting import count_ops
 
-        model = spec.build()
+        model = SpecNet(spec)
         for m in model.modules():
             if isinstance(m, torch.nn.Dropout):
                 m.p = dropout

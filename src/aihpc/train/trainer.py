@@ -41,6 +41,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from aihpc.nas.build import SpecNet
 from aihpc.train.inputs import device_tensors, ops_per_sample
 from aihpc.train.task import EpochResult, EpochTask, WeightsRef
 from aihpc.train.timing import PhaseTimer, timer_for
@@ -219,7 +220,7 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     dropout = float(hp.get("dropout", 0.0))
     state, opt_state = starting_state(task)
     torch.manual_seed(task.seed)
-    model = spec.build()
+    model = SpecNet(spec)
     if state is not None:
         model.load_state_dict(state, strict=True)
     _set_dropout(model, dropout)

@@ -73,6 +73,7 @@ def morphed_state(morph: Morph, arch: dict[str, Any], directory: Path) -> dict[s
     The replayed architecture must be the child's (``arch``): a mismatch
     means master and worker disagree on the morphisms and is an error.
     """
+    from aihpc.nas.build import SpecNet
     from aihpc.nas.morphism import random_plan
     from aihpc.nas.spec import ArchSpec
 
@@ -81,7 +82,7 @@ def morphed_state(morph: Morph, arch: dict[str, Any], directory: Path) -> dict[s
         state = load(directory, morph.parent_weights)[0]
     else:
         torch.manual_seed(morph.parent_seed)
-        state = spec.build().state_dict()
+        state = SpecNet(spec).state_dict()
     rng = random.Random(morph.seed)
     for _ in range(morph.steps):
         spec, apply, _ = random_plan(spec, rng, morph.max_params)
