@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("aihpc.cli.bench", "Deep500's four levels: operators, network, training, distributed"),
     "profile": ("aihpc.cli.profile", "characterise a training step: phases, operator types, memory, sweeps"),
     "roofline": ("aihpc.cli.roofline", "measure the machine's roofs (matmul peaks, memory bandwidth)"),
+    "train-to-target": ("aihpc.cli.train_to_target", "MLPerf HPC time to train on a science workload (CosmoFlow, DeepCAM)"),
 }
 
 

@@ -23,7 +23,8 @@ from aihpc.errors import ConfigError, StorageError
 from aihpc.fileio import atomic_write, read_json
 
 SCHEMA_VERSION = 1
-KINDS = ("bench-operators", "bench-network", "bench-training", "bench-distributed", "profile", "roofline")
+KINDS = ("bench-operators", "bench-network", "bench-training", "bench-distributed", "profile", "roofline",
+         "train-to-target")
 
 
 def result_document(kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None) -> dict[str, Any]:
