@@ -84,7 +84,7 @@ def test_a_run_that_meets_its_target_writes_a_compliant_log(tmp_path: Path, caps
     inst = data["runs"][0]["instances"][0]
     assert inst["reached"] and inst["epochs"] == 1 and inst["staged_bytes"] > 0
     assert inst["time_to_train_s"] == pytest.approx((inst["run_stop_ms"] - inst["run_start_ms"]) / 1000)
-    w, size = get("deepcam"), get("deepcam").size("tiny")
+    size = get("deepcam").size("tiny")
     assert inst["total_ops"] == (inst["train_ops_per_sample"] * size.n_train
                                  + inst["eval_ops_per_sample"] * size.n_valid)
     log = tmp_path / "out" / "mlperf_r0_i0.log"

@@ -14,13 +14,13 @@ lognormal density field, the standard toy model of the cosmic density
 their physical counterparts do:
 
 * a Gaussian random field ``g`` with power spectrum
-  ``P(k) ∝ k^n exp(-(k / k_c)^2)``, ``n = -1.5 + u1`` (the spectral slope),
+  ``P(k) ∝ k^n exp(-(k / k_c)^2)``, ``n = -2 + 1.5 u1`` (the spectral slope),
   scaled to rms ``sigma = 0.5 * 1.6^u0`` (the amplitude, as sigma_8);
 * channel ``c = 0..3`` (redshift, earliest first) is the field grown by
-  ``D_c = gamma^(3 - c)``, ``gamma = 0.8 + 0.15 u3`` (the growth rate, as the
+  ``D_c = gamma^(3 - c)``, ``gamma = 0.7 + 0.25 u3`` (the growth rate, as the
   matter density sets it), ``delta_c = D_c g``;
 * density ``rho_c = exp(delta_c - var(delta_c) / 2)`` (mean 1), and voxel
-  counts ``~ Poisson(nbar rho_c)`` with ``nbar = 8 * 2^u2`` particles per
+  counts ``~ Poisson(nbar rho_c)`` with ``nbar = 20 * 2^u2`` particles per
   voxel (the mean density), stored as int16, channels last.
 
 So amplitude, slope, growth and mean density each leave a distinct imprint
