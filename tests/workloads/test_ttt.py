@@ -81,6 +81,7 @@ def test_a_run_that_meets_its_target_writes_a_compliant_log(tmp_path: Path, caps
     doc = json.loads((tmp_path / "out" / "ttt.json").read_text())
     data = doc["data"]
     assert doc["kind"] == "train-to-target" and data["division"] == "open" and data["all_compliant"]
+    assert data["runs_completed"] == data["runs_planned"] == 1
     inst = data["runs"][0]["instances"][0]
     assert inst["reached"] and inst["epochs"] == 1 and inst["staged_bytes"] > 0
     assert inst["time_to_train_s"] == pytest.approx((inst["run_stop_ms"] - inst["run_start_ms"]) / 1000)

@@ -55,19 +55,27 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         _generate(plan)
         generated = time.perf_counter() - t0
+    compliance: dict[str, bool] = {}
+    failures: dict[str, str] = {}
+    saved: dict = {}
+
+    def save(rounds) -> None:  # after every run: check its logs, (re)write ttt.json
+        ok, output = ttt.check_logs(rounds[-1:], _workload(plan).benchmark)
+        compliance.update(ok)
+        failures.update({k: v for k, v in output.items() if not ok[k]})
+        summary = ttt.summarise(plan, rounds, compliance)
+        summary.update(generation_s=generated, data_dir=str(plan.data_dir), compliance_output=failures)
+        saved["doc"] = result_document("train-to-target", summary)
+        write_result(plan.out_dir / "ttt.json", saved["doc"])
+
     executor = None if args.in_process else _executor(args, plan)
     try:
-        rounds = ttt.run_rounds(plan, executor)
+        ttt.run_rounds(plan, executor, on_round=save)
     finally:
         if executor is not None:
             executor.close()
-    compliance, outputs = ttt.check_logs(rounds, _workload(plan).benchmark)
-    summary = ttt.summarise(plan, rounds, compliance)
-    summary["generation_s"] = generated
-    summary["data_dir"] = str(plan.data_dir)
-    summary["compliance_output"] = {k: v for k, v in outputs.items() if not compliance[k]}
-    doc = result_document("train-to-target", summary)
-    write_result(plan.out_dir / "ttt.json", doc)
+    doc = saved["doc"]
+    summary = doc["data"]
     print(json.dumps(doc, sort_keys=True, indent=2) if args.json else _table(summary, plan.out_dir))
     missed = ttt.not_reached_message(plan, summary)
     if missed:

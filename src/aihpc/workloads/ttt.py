@@ -85,20 +85,29 @@ class Plan:
         ) for i in range(self.instances)]
 
 
-def run_rounds(plan: Plan, executor) -> list[list[InstanceResult]]:
-    """Every run, one after another; the instances of a run at once, one per worker."""
-    results = []
+def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]]:
+    """Every run, one after another; the instances of a run at once, one per worker.
+
+    ``executor``: a :class:`aihpc.runner.executor.DaskExecutor`, or None to run
+    the instances in this process one by one.  ``on_round(results so far)`` is
+    called after each run (e.g. to save them, so a cut-short session keeps
+    its finished runs).
+    """
+    results: list[list[InstanceResult]] = []
     for run in range(plan.runs):
         tasks = plan.tasks(run)
         if executor is None:
             results.append([run_instance(t) for t in tasks])
-            continue
-        workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
-        if len(workers) < len(tasks):
-            raise ConfigError(f"instances must be <= the {len(workers)} Dask workers, got {len(tasks)}")
-        futures = [executor.client.submit(run_instance, t, workers=[w], allow_other_workers=False, pure=False,
-                                          key=f"ttt-r{run}-i{t.instance}") for t, w in zip(tasks, workers)]
-        results.append(executor.client.gather(futures))
+        else:
+            workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
+            if len(workers) < len(tasks):
+                raise ConfigError(f"instances must be <= the {len(workers)} Dask workers, got {len(tasks)}")
+            futures = [executor.client.submit(run_instance, t, workers=[w], allow_other_workers=False,
+                                              pure=False, key=f"ttt-r{run}-i{t.instance}")
+                       for t, w in zip(tasks, workers)]
+            results.append(executor.client.gather(futures))
+        if on_round is not None:
+            on_round(results)
     return results
 
 
@@ -127,6 +136,7 @@ def summarise(plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[s
         "metric": workload.metric, "higher_is_better": workload.higher_is_better,
         "target": plan.target, "reference_target": workload.target, "target_note": workload.target_note,
         "division": plan.division(), "runs": runs, "instances": plan.instances,
+        "runs_planned": plan.runs, "runs_completed": len(runs),
         "max_epochs": plan.max_epochs, "max_seconds": plan.max_seconds, "seed": plan.seed,
         "time_to_train_s": ttt, "time_to_train_aggregate": how,
         "staging_s": statistics.fmean(i["staging_s"] for r in runs for i in r["instances"]),
