@@ -127,3 +127,30 @@ def test_two_concurrent_instances_on_dask_give_a_throughput(tmp_path: Path, caps
     assert run["wall_s"] == pytest.approx(wall)
     assert data["models_per_minute"] == pytest.approx(2 / (wall / 60))
     assert data["all_compliant"]
+
+
+@pytest.mark.slow
+def test_real_format_files_given_by_data_dir(tmp_path: Path, capsys):
+    """CosmoFlow TFRecords written here (as prepare.py writes them) train through --data-dir, staged first."""
+    import numpy as np
+
+    from aihpc.workloads.tfrecord import encode_example, write_records
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 6), ("validation", 3)):
+        (tmp_path / "data" / split).mkdir(parents=True)
+        for j in range(n):
+            x = rng.integers(0, 40, size=(8, 8, 8, 4)).astype(np.int16)
+            y = rng.uniform(-1, 1, size=4).astype(np.float32)
+            write_records(tmp_path / "data" / split / f"s{j}.tfrecord",
+                          [encode_example({"x": x.tobytes(), "y": y})], compress=True)
+    staged = tmp_path / "local"
+    code, out, err = _run(tmp_path, capsys, "--workload", "cosmoflow", "--data-dir", str(tmp_path / "data"),
+                          "--stage-dir", str(staged), "--target", "5")
+    assert code == 0, err
+    inst = json.loads((tmp_path / "out" / "ttt.json").read_text())["data"]["runs"][0]["instances"][0]
+    files = sum(p.stat().st_size for p in (tmp_path / "data").rglob("*.tfrecord"))
+    assert inst["staged_bytes"] == files and inst["reached"]
+    assert staged.is_dir() and list(staged.iterdir()) == []  # the staged copy is removed afterwards
+    log = (tmp_path / "out" / "mlperf_r0_i0.log").read_text()
+    assert '"key": "train_samples", "value": 6' in log and '"key": "eval_samples", "value": 3' in log

@@ -163,6 +163,10 @@ def _executor(args: argparse.Namespace, plan):
     return executor
 
 
+def _num(value: float | None) -> str:
+    return "nan" if value is None else f"{value:.4f}"
+
+
 def _table(s: dict, out_dir: Path) -> str:
     sense = ">=" if s["higher_is_better"] else "<="
     lines = [f"{s['workload']} ({s['benchmark']}, size {s['size']}, {s['division']} division): "
@@ -173,7 +177,7 @@ def _table(s: dict, out_dir: Path) -> str:
         for i in r["instances"]:
             gops = (i["ops_per_s"] or 0) / 1e9
             lines.append(f"{i['run']:>3} {i['instance']:>4} {str(i['reached']):>7} {i['epochs']:>6} "
-                         f"{i['quality']:>8.4f} {i['staging_s']:>9.2f} {i['time_to_train_s']:>15.1f} "
+                         f"{_num(i['quality']):>8} {i['staging_s']:>9.2f} {i['time_to_train_s']:>15.1f} "
                          f"{gops:>7.2f} {str(i['compliant']):>9}")
     lines.append(f"time to train: {s['time_to_train_s']:.1f} s ({s['time_to_train_aggregate']}); "
                  f"staging {s['staging_s']:.2f} s per instance, timed apart")

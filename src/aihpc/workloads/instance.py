@@ -17,11 +17,14 @@ MLPerf log (``:::MLLOG`` lines, :class:`aihpc.results.mlperf.MLPerfLog`)::
 Time to train is ``run_stop - run_start``: staging is timed apart (MLPerf HPC
 v3.0 excludes it), reading the staged files is inside the run.  The model
 is evaluated after every epoch and training stops at the first evaluation
-that meets the target, or when ``max_epochs`` or ``max_seconds`` run out.
+that meets the target, or when ``max_epochs`` or ``max_seconds`` (checked
+after each epoch) run out, or when the metric is no longer finite (the
+training diverged; ``run_stop`` then says ``diverged``).
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -183,6 +186,9 @@ def _train(task, workload, size, model, optim, log, data_dir: Path, staging_seco
         log.eval_start(epoch)
         value = workload.evaluate(model, valid, 64)
         log.eval_stop(epoch)
+        if not math.isfinite(value):  # diverged: no quality to log (MLPerf values are finite); stop
+            curve.append(EpochPoint(epoch, (now_ms() - start) / 1000.0, value))
+            break
         log.event(workload.metric_key, value, {"epoch_num": epoch})
         reached = workload.reached(value, task.target)
         best = value if workload.better(value, best) else best
@@ -190,7 +196,8 @@ def _train(task, workload, size, model, optim, log, data_dir: Path, staging_seco
         if curve[-1].seconds > task.max_seconds:
             break
     stop = now_ms()
-    log.run_stop("success" if reached else "aborted", time_ms=stop, epochs=len(curve))
+    log.run_stop("success" if reached else "aborted", time_ms=stop, epochs=len(curve),
+                 diverged=not math.isfinite(value))
     return InstanceResult(
         run=task.run, instance=task.instance, seed=task.seed, reached=reached, quality=value,
         best=best if best is not None else value, epochs=len(curve), staging_seconds=staging_seconds,

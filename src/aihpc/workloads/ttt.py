@@ -22,6 +22,7 @@ Aggregates (Farrell et al., "MLPerf HPC", 2021, section 4):
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,14 +150,19 @@ def summarise(plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[s
 def _instance_dict(r: InstanceResult, compliance: dict[str, bool]) -> dict[str, Any]:
     return {
         "run": r.run, "instance": r.instance, "seed": r.seed, "reached": r.reached,
-        "quality": r.quality, "best": r.best, "epochs": r.epochs,
+        "quality": _finite(r.quality), "best": _finite(r.best), "epochs": r.epochs,
         "time_to_train_s": r.time_to_train, "staging_s": r.staging_seconds, "staged_bytes": r.staged_bytes,
         "run_start_ms": r.run_start_ms, "run_stop_ms": r.run_stop_ms,
-        "curve": [[p.epoch, p.seconds, p.value] for p in r.curve],
+        "curve": [[p.epoch, p.seconds, _finite(p.value)] for p in r.curve],
         "train_ops_per_sample": r.train_ops_per_sample, "eval_ops_per_sample": r.eval_ops_per_sample,
         "total_ops": r.total_ops, "ops_per_s": r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
         "mlperf_log": r.log_path, "compliant": compliance.get(r.log_path),
     }
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or None where it is NaN or infinite (a diverged run; JSON has no NaN)."""
+    return value if math.isfinite(value) else None
 
 
 def check_logs(rounds: list[list[InstanceResult]], benchmark: str) -> tuple[dict[str, bool], dict[str, str]]:
@@ -179,4 +185,8 @@ def not_reached_message(plan: Plan, summary: dict[str, Any]) -> str | None:
     return (f"target {summary['metric']} {sense} {plan.target} not reached by {len(missed)} of "
             f"{sum(len(r['instances']) for r in summary['runs'])} instance(s) within the budget of "
             f"{plan.max_epochs} epochs / {plan.max_seconds:.0f} s (e.g. run {worst['run']} instance "
-            f"{worst['instance']}: best {worst['best']:.4f} after {worst['epochs']} epochs)")
+            f"{worst['instance']}: best {_show(worst['best'])} after {worst['epochs']} epochs)")
+
+
+def _show(value: float | None) -> str:
+    return "none (diverged)" if value is None else f"{value:.4f}"
