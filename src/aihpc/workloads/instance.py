@@ -6,7 +6,8 @@ MLPerf log (``:::MLLOG`` lines, :class:`aihpc.results.mlperf.MLPerfLog`)::
     submission_* number_of_nodes accelerators_per_node cache_clear
     init_start
       staging_start  (copy DATA/{train,validation,...} to node-local STAGE)  staging_stop
-      seed global_batch_size opt_name opt_base_learning_rate quality_target workload_size
+      seed global_batch_size opt_name opt_base_learning_rate opt_learning_rate_decay_schedule
+      quality_target workload_size
     init_stop
     run_start
       (read the staged files into memory)  train_samples eval_samples
