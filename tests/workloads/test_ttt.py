@@ -154,3 +154,26 @@ def test_real_format_files_given_by_data_dir(tmp_path: Path, capsys):
     assert staged.is_dir() and list(staged.iterdir()) == []  # the staged copy is removed afterwards
     log = (tmp_path / "out" / "mlperf_r0_i0.log").read_text()
     assert '"key": "train_samples", "value": 6' in log and '"key": "eval_samples", "value": 3' in log
+
+
+@pytest.mark.slow
+def test_instances_run_on_the_workers_of_a_running_scheduler(tmp_path: Path, capsys):
+    """--scheduler: the instances go to the workers of a Dask scheduler started elsewhere."""
+    from aihpc.runner.executor import Layout, local_executor
+
+    cluster = local_executor(Layout(1, 1, "cpu"))
+    try:
+        address = cluster.client.scheduler.address
+        code, out, err = _run(tmp_path, capsys, "--workload", "deepcam", "--target", "0.1", "--threads-per-worker", "1")
+        assert code == 0, err  # the in-process baseline
+        code = main(["train-to-target", "--workload", "deepcam", "--size", "tiny", "--runs", "1", "--target", "0.1",
+                     "--threads-per-worker", "1", "--scheduler", address, "--out", str(tmp_path / "remote")])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        remote = json.loads((tmp_path / "remote" / "ttt.json").read_text())["data"]["runs"][0]["instances"][0]
+        local = json.loads((tmp_path / "out" / "ttt.json").read_text())["data"]["runs"][0]["instances"][0]
+        # same seeds, same data: the worker trained the same model as this process did
+        assert remote["quality"] == pytest.approx(local["quality"], rel=1e-5) and remote["compliant"]
+        assert cluster.slots() == 1  # the scheduler's worker is still there: train-to-target closed only its client
+    finally:
+        cluster.close()
