@@ -95,6 +95,8 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
     its finished runs).
     """
     results: list[list[InstanceResult]] = []
+    if executor is not None:  # import torch and the workload on every worker first, so instances start together
+        executor.run_on_each(warm_up, plan.workload)
     for run in range(plan.runs):
         tasks = plan.tasks(run)
         if executor is None:
@@ -110,6 +112,17 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
         if on_round is not None:
             on_round(results)
     return results
+
+
+def warm_up(workload: str) -> bool:
+    """Runs on a worker: import torch and the workload's module (seconds, on a cold worker)."""
+    import importlib
+
+    from aihpc.workloads import get
+
+    importlib.import_module("torch")
+    get(workload)
+    return True
 
 
 def summarise(plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[str, bool]) -> dict[str, Any]:
