@@ -113,9 +113,9 @@ def test_a_run_that_meets_its_target_writes_a_compliant_log(tmp_path: Path, caps
 
 @pytest.mark.slow
 def test_two_concurrent_instances_on_dask_give_a_throughput(tmp_path: Path, capsys):
-    # a target no model meets: each trains its full budget of 3 epochs, long enough to overlap
+    # a target no model meets: each trains its full budget of 30 epochs (seconds), long enough to overlap
     code = main(["train-to-target", "--workload", "cosmoflow", "--size", "tiny", "--runs", "1", "--instances", "2",
-                 "--target", "0.0001", "--max-epochs", "3", "--out", str(tmp_path / "out"), "--json"])
+                 "--target", "0.0001", "--max-epochs", "30", "--out", str(tmp_path / "out"), "--json"])
     out, err = capsys.readouterr()
     assert code == 2 and "not reached by 2 of 2 instance(s)" in err
     data = json.loads(out)["data"]
@@ -127,7 +127,7 @@ def test_two_concurrent_instances_on_dask_give_a_throughput(tmp_path: Path, caps
     wall = (max(a["run_stop_ms"], b["run_stop_ms"]) - min(a["run_start_ms"], b["run_start_ms"])) / 1000
     assert run["wall_s"] == pytest.approx(wall)
     assert data["models_per_minute"] == pytest.approx(2 / (wall / 60))
-    assert a["epochs"] == b["epochs"] == 3 and not data["all_compliant"]  # aborted runs are not compliant
+    assert a["epochs"] == b["epochs"] == 30 and not data["all_compliant"]  # aborted runs are not compliant
 
 
 @pytest.mark.slow
