@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rank": ("aihpc.cli.rank", "a ranked list of machines from result files (Markdown, HTML), with Valid FLOPS"),
     "verify": ("aihpc.cli.verify", "recompute a run's operations and score; check its files agree and are unaltered"),
     "recommend": ("aihpc.cli.recommend", "recommend a CNN for a data set without training it (calibrate, validate)"),
+    "train-to-target": ("aihpc.cli.train_to_target", "MLPerf HPC time to train on a science workload (CosmoFlow, DeepCAM)"),
 }
 
 

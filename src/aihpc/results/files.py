@@ -24,7 +24,8 @@ from aihpc.fileio import atomic_write, read_json
 
 SCHEMA_VERSION = 1
 KINDS = ("bench-operators", "bench-network", "bench-training", "bench-distributed", "profile", "roofline",
-         "recommend", "recommend-calibration", "recommend-validation")
+         "recommend", "recommend-calibration", "recommend-validation",
+         "train-to-target")
 
 
 def result_document(kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None) -> dict[str, Any]:
