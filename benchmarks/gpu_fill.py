@@ -12,7 +12,7 @@ prints:
   profiled, and the time no kernel runs is reported against the epoch's
   wall time and against its training steps alone.
 
-Arguments after ``--`` go to ``aihpc run`` (e.g. ``-- --no-compile`` or
+Arguments after ``--`` go to ``aihpc run`` (e.g. ``-- --compile`` or
 ``-- --gpus-per-trial 2``).
 
     python benchmarks/gpu_fill.py [--minutes 5] [--samples N] [--keep DIR] [--no-profile] [-- RUN ARGS]

@@ -60,7 +60,7 @@ class RunConfig:
     optimizer: str = "sgd"
     schedule: str = "cosine"
     batch_sizes: tuple[int, ...] | None = None  # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
-    compile: bool | None = None  # torch.compile each trial's model; None: on GPU, off on CPU (aihpc.train.trainer)
+    compile: bool | None = None  # torch.compile each trial's model; None: the device's default (aihpc.train.trainer.COMPILE_AUTO)
     max_attempts: int = 3
     report_seconds: float = 30.0
 

@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", help="parent selection: evolution (default), random, or none (no architecture search)")
     p.add_argument("--max-params", type=int, help="largest network a child may grow to")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile each trial's model (default: on GPU, off on CPU)")
+                   help="torch.compile each trial's model (default: off; see trainer.COMPILE_AUTO)")
     p.add_argument("--procs-per-trial", type=int, help="processes training each trial data-parallel (gloo on CPU)")
     p.add_argument("--gpus-per-trial", type=int, dest="procs_per_trial",
                    help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial")
