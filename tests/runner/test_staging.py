@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from aihpc.config import RunConfig
-from aihpc.runner.run import data_ref, with_default_workload, worker_stage
+from aihpc.runner.run import with_default_workload, worker_stage
+from aihpc.train.task import DataRef
 from aihpc.train.inputs import device_tensors
 
 
 def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():
     config = with_default_workload(RunConfig(dataset="synthetic", data_options={"num_samples": 600}), "cpu")
-    ref = data_ref(config)
+    ref = DataRef.of(config)
     # the reference the master puts in every task: its options sorted, the run's seed
     assert ref.options == tuple(sorted(config.data_options.items())) and ref.seed == config.seed
     staged = worker_stage(ref, "cpu")
