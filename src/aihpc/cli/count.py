@@ -17,6 +17,7 @@ Only the standard library is imported at module level.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -60,13 +61,14 @@ def _build(args: argparse.Namespace) -> tuple[Any, tuple[int, ...], str]:
     import torch
 
     if args.spec is not None:
+        from aihpc.nas.build import SpecNet
         from aihpc.nas.spec import ArchSpec
 
         if args.num_classes is not None:
             raise ConfigError("--num-classes applies to --model only (a spec fixes its classes)")
         spec = ArchSpec.load(args.spec)
         shape = parse_shape(args.input) if args.input else tuple(spec.input_shape)
-        factory: Any = spec.build
+        factory: Any = functools.partial(SpecNet, spec)
         label = str(args.spec)
     else:
         from aihpc import models

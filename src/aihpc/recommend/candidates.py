@@ -23,6 +23,7 @@ ConfigError names the candidate and the shapes.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Callable
@@ -55,7 +56,9 @@ class Candidate:
 
 
 def _spec_candidate(name: str, spec, source: str = "spec", detail: str = "") -> Candidate:
-    return Candidate(name, source, spec.build, detail or f"{spec.num_params()} params")
+    from aihpc.nas.build import SpecNet
+
+    return Candidate(name, source, functools.partial(SpecNet, spec), detail or f"{spec.num_params()} params")
 
 
 def _zoo_candidate(name: str, shape: tuple[int, int, int], classes: int) -> Candidate:
