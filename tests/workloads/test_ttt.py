@@ -122,7 +122,7 @@ def test_two_concurrent_instances_on_dask_give_a_throughput(tmp_path: Path, caps
     run = data["runs"][0]
     a, b = run["instances"]
     assert {a["instance"], b["instance"]} == {0, 1} and a["seed"] != b["seed"]
-    # the two trained at once: their run intervals overlap
+    # the two trained at once (they meet at a barrier before run_start): their run intervals overlap
     assert max(a["run_start_ms"], b["run_start_ms"]) < min(a["run_stop_ms"], b["run_stop_ms"])
     wall = (max(a["run_stop_ms"], b["run_stop_ms"]) - min(a["run_start_ms"], b["run_start_ms"])) / 1000
     assert run["wall_s"] == pytest.approx(wall)

@@ -9,6 +9,8 @@ MLPerf log (``:::MLLOG`` lines, :class:`aihpc.results.mlperf.MLPerfLog`)::
       seed global_batch_size opt_name opt_base_learning_rate opt_learning_rate_decay_schedule
       quality_target workload_size
     init_stop
+    (with several instances on Dask: wait until every instance of the run has
+     reached here, so they start together and the throughput interval is theirs)
     run_start
       (read the staged files into memory)  train_samples eval_samples
       per epoch k = 1, 2, ...: epoch_start(k) epoch_stop(k) eval_start(k) eval_stop(k)
@@ -32,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aihpc.errors import StorageError
+from aihpc.errors import AihpcError, StorageError
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ class InstanceTask:
     division: str
     platform: str
     number_of_nodes: int = 1
+    barrier: str | None = None  # name of the run's start barrier (Dask Events), None for no peers
+    peers: int = 1  # instances that meet at the barrier
+
+
+BARRIER_TIMEOUT_S = 600.0  # a peer that has not staged and initialised by then has failed
 
 
 @dataclass(frozen=True)
@@ -142,10 +149,24 @@ def run_instance(task: InstanceTask) -> InstanceResult:
                 log.event(key, value)
             train_ops, eval_ops = _ops_per_sample(workload, model, size)
             log.init_stop()
+            _meet_peers(task)
             return _train(task, workload, size, model, (optimizer, schedule), log, staged / "data",
                           staging_seconds, staged_bytes, train_ops, eval_ops)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+
+
+def _meet_peers(task: InstanceTask) -> None:
+    """Runs on a Dask worker: set this instance's Event of the barrier, then wait for every peer's."""
+    if task.barrier is None:
+        return
+    from distributed import Event
+
+    Event(f"{task.barrier}-{task.instance}").set()
+    for i in range(task.peers):
+        if not Event(f"{task.barrier}-{i}").wait(timeout=BARRIER_TIMEOUT_S):
+            raise AihpcError(f"instance {i} of run {task.run} did not finish staging and initialisation "
+                               f"within {BARRIER_TIMEOUT_S:.0f} s of instance {task.instance}")
 
 
 def _ops_per_sample(workload, model, size) -> tuple[int, int]:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +106,10 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
             workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
             if len(workers) < len(tasks):
                 raise ConfigError(f"instances must be <= the {len(workers)} Dask workers, got {len(tasks)}")
-            futures = [executor.client.submit(run_instance, t, workers=[w], allow_other_workers=False,
-                                              pure=False, key=f"ttt-r{run}-i{t.instance}")
+            barrier = f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"  # the instances start their runs together
+            futures = [executor.client.submit(run_instance, replace(t, barrier=barrier, peers=len(tasks)),
+                                              workers=[w], allow_other_workers=False, pure=False,
+                                              key=f"ttt-r{run}-i{t.instance}")
                        for t, w in zip(tasks, workers)]
             results.append(executor.client.gather(futures))
         if on_round is not None:
