@@ -21,6 +21,7 @@ OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
 DEVICES = ("auto", "cpu", "cuda")
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
+MAX_SCREEN = 16  # candidates one screening may score (each costs about a training step of a minibatch)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class RunConfig:
     strategy: str = "evolution"
     population: int = 16
     tournament: int = 4
+    screen: int = 0  # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
     epochs_min: int = 2
     epochs_max: int = 8
     patience: int = 2
@@ -77,6 +79,8 @@ class RunConfig:
         _check(self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}", self.strategy)
         _check(self.population >= 2, "population must be >= 2", self.population)
         _check(1 <= self.tournament <= self.population, "tournament must be in [1, population]", self.tournament)
+        _check(self.screen == 0 or 2 <= self.screen <= MAX_SCREEN, f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
+               self.screen)
         _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
         _check(self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max)
         _check(self.patience >= 1, "patience must be >= 1", self.patience)

@@ -18,6 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-accuracy", type=float, help="best accuracy below which the run is invalid")
     p.add_argument("--strategy", help="parent selection: evolution (default), random, or none (no architecture search)")
     p.add_argument("--max-params", type=int, help="largest network a child may grow to")
+    p.add_argument("--screen", type=int, metavar="K",
+                   help="proxy screening: morph K children per new trial, score them untrained with zero-cost "
+                        "proxies and the recommender's matcher, train the best (default 0: off)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile each trial's model (default: off; see trainer.COMPILE_AUTO)")
     p.add_argument("--procs-per-trial", type=int, help="processes training each trial data-parallel (gloo on CPU)")
@@ -47,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # flags that set a configuration key of the same name (flags override the TOML file)
 CONFIG_FLAGS = (
     "minutes", "dataset", "data_path", "workers", "threads_per_worker", "scheduler", "device", "seed",
-    "min_accuracy", "strategy", "max_params", "compile", "procs_per_trial", "batch_system", "nodes",
+    "min_accuracy", "strategy", "screen", "max_params", "compile", "procs_per_trial", "batch_system", "nodes",
     "gpus_per_node", "partition", "walltime", "worker_memory", "tls", "interface",
 )  # fmt: skip
 

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["PROXIES", "grad_norm", "jacob_cov", "naswot", "score_all", "snip", "synflow"]
+__all__ = ["PROXIES", "grad_norm", "jacob_cov", "naswot", "proxy_ops", "score_all", "snip", "synflow"]
 
 
 def _weighted_layers(model: nn.Module) -> list[nn.Module]:
@@ -79,7 +79,7 @@ def synflow(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) ->
         for p in net.parameters():
             p.abs_()
     net.zero_grad(set_to_none=True)
-    ones = torch.ones((1, *x.shape[1:]), dtype=torch.float64)
+    ones = torch.ones((1, *x.shape[1:]), dtype=torch.float64, device=x.device)
     net(ones).sum().backward()
     with torch.no_grad():
         return float(sum((m.weight.grad * m.weight).abs().sum()
@@ -91,7 +91,7 @@ def jacob_cov(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) 
     net = copy.deepcopy(model).train()
     inputs = x.detach().clone().requires_grad_(True)
     net(inputs).sum().backward()
-    jac = inputs.grad.reshape(inputs.shape[0], -1).double().numpy()
+    jac = inputs.grad.reshape(inputs.shape[0], -1).double().cpu().numpy()
     return float(jacobian_score(jac))
 
 
@@ -137,3 +137,29 @@ def score_all(model: nn.Module, x: torch.Tensor, y: torch.Tensor, seed: int = 0)
         torch.manual_seed(seed)
         out[name] = float(fn(model, x, y))
     return out
+
+
+def proxy_ops(model: nn.Module, batch: int, input_shape: tuple[int, ...]) -> tuple[int, float]:
+    """(operations :func:`score_all` performs on ``model`` with a minibatch of ``batch`` samples,
+    training operations per sample).
+
+    Counted by :func:`aihpc.count_ops`: ``S``, a training step of the
+    minibatch (forward, cross-entropy, backward), and ``F``, its evaluation
+    forward.  snip, grad_norm and jacob_cov each run a training step of the
+    minibatch (jacob_cov's loss is the sum of the outputs: counted as S);
+    synflow runs one on a single sample (counted as S / batch); naswot a
+    forward of the minibatch (F)::
+
+        proxy operations = 3 S + S / batch + F
+
+    Not counted: jacob_cov's gradient with respect to the input (one layer's
+    backward more), and the eigenvalues, determinant and norms computed from
+    the results (not network operations).  Two counts per model keep this
+    cheap next to the proxies themselves.
+    """
+    from aihpc.counting import count_ops
+
+    shape = (batch, *input_shape)
+    step = count_ops(model, shape, train=True).total
+    forward = count_ops(model, shape, train=False).total
+    return int(3 * step + round(step / batch) + forward), step / batch

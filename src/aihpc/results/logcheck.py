@@ -59,6 +59,7 @@ def check_mlperf(path: Path, store, results: dict[str, Any]) -> tuple[Check, lis
     for event in events:
         by_key.setdefault(str(event.get("key")), []).append(event)
     _check_epochs(by_key, store, results, found)
+    _check_screenings(by_key, store, found)
     _check_run(by_key, store, results, found)
     logged = len(by_key.get("eval_accuracy", []))
     return found.outcome(f"{logged} logged trial-epochs against results.json and the store"), found.items
@@ -83,6 +84,23 @@ def _check_epochs(by_key: dict[str, list[dict[str, Any]]], store, results: dict[
     best = (results.get("score") or {}).get("best_accuracy")
     if values and not same(values[-1], best):
         found.add(f"the log's last eval_accuracy {values[-1]!r} is not the score's best accuracy {best!r}")
+
+
+def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
+    """Each proxy screening of the store is logged once, with its operations and its trial."""
+    from aihpc.runner.screening import MLPERF_KEY
+
+    logged = {(e.get("metadata") or {}).get("screening_id"): e for e in by_key.get(MLPERF_KEY, [])}
+    stored = {sc["id"]: sc for sc in store.screenings()}
+    for sid in sorted(set(stored) - set(logged), key=str):
+        found.add(f"proxy screening {sid} is in the store but not in the MLPerf log")
+    for sid in sorted(set(logged) - set(stored), key=str):
+        found.add(f"proxy screening {sid} is in the MLPerf log but not in the store")
+    for sid in sorted(set(logged) & set(stored)):
+        event, row = logged[sid], stored[sid]
+        if event.get("value") != row["ops"] or (event.get("metadata") or {}).get("trial_id") != row["trial"]:
+            found.add(f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for trial "
+                      f"{(event.get('metadata') or {}).get('trial_id')!r}, the store {row['ops']!r} for {row['trial']!r}")
 
 
 def _check_times(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:

@@ -37,6 +37,9 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
             w["epochs"] += 1
         counts[row["status"]] += 1
         trials.append(trial_record(row, epochs, t0))
+    screenings = store.screenings()
+    for sc in screenings:  # a screening keeps its worker busy like an epoch
+        per_worker[sc["worker"]]["busy_seconds"] += sc["t_end"] - sc["t_start"]
     workers_out = [
         {
             "name": name,
@@ -51,6 +54,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "trials_completed": counts["completed"] + counts["early_stopped"],
         "trials_failed": counts["failed"],
         "trials_diverged": counts["diverged"],
+        "screening_ops": sum(sc["ops"] for sc in screenings),
     }
     return {
         "schema_version": SCHEMA_VERSION,
@@ -66,6 +70,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "timeline": store.timeline(),
         "workers": workers_out,
         "trials": trials,
+        "screenings": [screening_record(sc, t0) for sc in screenings],
         "integrity": integrity(store),
     }
 
@@ -74,6 +79,13 @@ def integrity(store) -> dict[str, Any]:
     """The head of the store's digest chain as results.json is written (see aihpc.runner.chain)."""
     head, links = store.chain_head()
     return {"chain_sha256": head, "links": links}
+
+
+def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
+    """One proxy screening of results.json (see aihpc.runner.screening); candidates without their architectures
+    (the chosen one is its trial's), times relative to ``t0``."""
+    return {**row, "t_start": row["t_start"] - t0, "t_end": row["t_end"] - t0,
+            "candidates": [{k: v for k, v in c.items() if k != "arch"} for c in row["candidates"]]}
 
 
 def trial_record(row: dict[str, Any], epochs: list[dict[str, Any]], t0: float) -> dict[str, Any]:

@@ -120,8 +120,41 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
         for e in store.epochs(trial["id"]):
             epochs += 1
             _check_epoch_ops(trial["id"], e, counts, data, found)
-    return found.outcome(f"recomputed for {epochs} epochs of {len(trials)} trials from their architectures"), \
+    arch_hashes = {t["id"]: t["arch_hash"] for t in trials}
+    screenings = store.screenings()
+    for sc in screenings:
+        _check_screening_ops(sc, arch_hashes, found)
+    also = f" and {len(screenings)} proxy screenings" if screenings else ""
+    return found.outcome(f"recomputed for {epochs} epochs of {len(trials)} trials{also} from their architectures"), \
         found.items
+
+
+def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found: Found) -> None:
+    """A screening's operations recounted from each candidate's logged architecture and minibatch size
+    (:func:`aihpc.recommend.proxies.proxy_ops`); the trial it started is its chosen candidate."""
+    from aihpc.nas.build import SpecNet
+    from aihpc.nas.spec import ArchSpec
+    from aihpc.recommend.proxies import proxy_ops
+
+    name = f"proxy screening {sc['id']}"
+    for i, c in enumerate(sc["candidates"]):
+        try:
+            spec = ArchSpec.from_dict(c["arch"])
+        except AihpcError as exc:
+            found.add(f"{name}: candidate {i}'s logged architecture is not valid: {exc}")
+            continue
+        if spec.content_hash() != c["arch_hash"]:
+            found.add(f"{name}: candidate {i}'s architecture hashes to {spec.content_hash()[:12]}, "
+                      f"not the logged {c['arch_hash'][:12]}")
+        expected = proxy_ops(SpecNet(spec), sc["batch"], spec.input_shape)[0] if sc["status"] == "ok" else 0
+        if c["ops"] != expected:
+            found.add(f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} from its "
+                      f"architecture and a minibatch of {sc['batch']}")
+    if sc["ops"] != sum(c["ops"] for c in sc["candidates"]):
+        found.add(f"{name}: operations logged {sc['ops']:,}, not the sum over its candidates")
+    if sc["trial"] is not None and (sc["chosen"] is None or not 0 <= sc["chosen"] < len(sc["candidates"])
+                                    or arch_hashes.get(sc["trial"]) != sc["candidates"][sc["chosen"]]["arch_hash"]):
+        found.add(f"{name}: trial {sc['trial']} is not its chosen candidate {sc['chosen']}", sc["trial"])
 
 
 def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | None:
@@ -213,7 +246,8 @@ def check_results(store, score: dict[str, Any], results: dict[str, Any]) -> tupl
 
     found = Found("results")
     expected = build_results(store, score)
-    for key in ("run_id", "config", "data", "environment", "peak", "layout", "segments", "workers", "timeline"):
+    for key in ("run_id", "config", "data", "environment", "peak", "layout", "segments", "workers", "timeline",
+                "screenings"):
         if key in results and not same(results[key], expected[key]):
             path, got, want = next(diffs(results[key], expected[key], key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")

@@ -63,7 +63,7 @@ def _records(store) -> dict[tuple[str, str], str]:
             put("finish", row)
         if row["attempts"]:
             put("attempt", row)
-    for kind, table in (("epoch", "epochs"), ("segment", "segments"), ("meta", "meta")):
+    for kind, table in (("epoch", "epochs"), ("screening", "screenings"), ("segment", "segments"), ("meta", "meta")):
         for row in store.raw_rows(table):
             put(kind, row)
     return out
@@ -97,7 +97,7 @@ def _check_head(links: list[dict[str, Any]], results: dict[str, Any], log_path: 
 def _describe(kind: str, key: str) -> str:
     return {"trial": "its trial record", "finish": "its finish record (status, end)",
             "attempt": "its lost-attempt count", "epoch": "its epoch record",
-            "segment": f"segment {key}", "meta": f"meta value {key!r}"}[kind]
+            "screening": f"proxy screening {key}", "segment": f"segment {key}", "meta": f"meta value {key!r}"}[kind]
 
 
 def _where(kind: str, key: str) -> tuple[int | None, int | None]:

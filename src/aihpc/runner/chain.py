@@ -1,8 +1,8 @@
 """The run store's digest chain: evidence that nothing was altered after the run.
 
 As the master commits a record to the store — a trial proposed, a trial
-finished, an attempt lost, an epoch's result, a wall-clock segment, a meta
-value — the store also appends one *link* in the same transaction::
+finished, an attempt lost, an epoch's result, a proxy screening, a wall-clock
+segment, a meta value — the store also appends one *link* in the same transaction::
 
     record_sha256 = SHA-256(canonical JSON of the record, exactly as stored)
     chain_sha256  = SHA-256(previous chain_sha256 + record_sha256)   (hex strings; the first
@@ -46,6 +46,8 @@ RECORD_COLUMNS: dict[str, tuple[str, ...]] = {
     "attempt": ("id", "attempts"),
     "epoch": ("trial_id", "epoch", "status", "worker", "t_start", "t_end", "ops_train", "ops_eval", "metrics",
               "phase_seconds", "ops_per_sample", "device", "attempt", "weights", "weights_digest"),
+    "screening": ("id", "parent", "trial", "status", "worker", "t_start", "t_end", "batch", "ops", "chosen",
+                  "candidates", "reason"),
     "segment": ("id", "start", "stop"),
     "meta": ("key", "value"),
 }

@@ -31,7 +31,8 @@ from typing import Any
 from aihpc.config import RunConfig
 from aihpc.runner.score import active_seconds, compute_score, wall_seconds
 from aihpc.runner.store import RunStore
-from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
+from aihpc.runner import screening
+from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
@@ -96,7 +97,9 @@ class Master:
         self.best_accuracy: float | None = None
         self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)  # durations of recent full epochs
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
-        self.in_flight: dict[Any, EpochTask] = {}
+        self.in_flight: dict[Any, EpochTask | ScreenTask] = {}
+        self.screens: dict[int, tuple[int, list[tuple[Any, Morph, str]]]] = {}  # screening id -> parent, children
+        self.next_screen = len(store.screenings())
         self.slots = 0  # the executor's task slots at the last fill
 
     # -- the loop -----------------------------------------------------------------------
@@ -150,15 +153,37 @@ class Master:
         self.slots = self.executor.slots()
         free = self.slots - len(self.in_flight)
         for _ in range(max(free, 0)):
-            task = self.pending.pop(0) if self.pending else self._new_trial_task()
-            key = f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}"
-            from aihpc.train.worker import run_epoch
+            task = self.pending.pop(0) if self.pending else self._new_work()
+            self.in_flight[self._submit(task)] = task
 
-            self.in_flight[self.executor.submit(run_epoch, task, key)] = task
+    def _submit(self, task: EpochTask | ScreenTask):
+        if isinstance(task, ScreenTask):
+            from aihpc.train.screen import screen_children
+
+            return self.executor.submit(screen_children, task, f"screen{task.screen_id}")
+        from aihpc.train.worker import run_epoch
+
+        return self.executor.submit(run_epoch, task, f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}")
 
     # -- proposals --------------------------------------------------------------------
-    def _new_trial_task(self) -> EpochTask:
-        trial = self._propose()
+    def _new_work(self) -> EpochTask | ScreenTask:
+        """A new trial's first epoch; with screening, a screening of candidate children first."""
+        if self.config.screen and self.strategy is not None and self.next_id > 0:
+            return self._screen_task()
+        return self._new_trial_task()
+
+    def _screen_task(self) -> ScreenTask:
+        parent, children = self._children(self.config.screen)
+        self.seen_hashes.update(spec.content_hash() for spec, _, _ in children)  # none is proposed again
+        screen_id, self.next_screen = self.next_screen, self.next_screen + 1
+        self.screens[screen_id] = (parent, children)
+        return ScreenTask(screen_id=screen_id, parent=parent, candidates=tuple(s.to_dict() for s, _, _ in children),
+                          data=self.data, seed=screening.screen_seed(self.config.seed, screen_id),
+                          device=self.layout.device if self.layout else "auto",
+                          threads=self.layout.threads if self.layout else None)
+
+    def _new_trial_task(self, child: tuple[int, Any, Morph, str] | None = None) -> EpochTask:
+        trial = self._propose(child)
         self.running[trial.id] = trial
         self.store.add_trial(
             {
@@ -177,18 +202,22 @@ class Master:
         )
         return self._task(trial, attempt=1)
 
-    def _propose(self) -> Trial:
+    def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> Trial:
+        """A new trial: the seed, ``child`` (parent, spec, recipe, how) if given, else a child morphed now."""
         from aihpc.nas.seeds import seed_spec
 
         trial_id = self.next_id
         self.next_id += 1
         number, hparams = self.hpo.ask(depth=self.slots)
         budget = self._budget()
-        if trial_id == 0 or self.strategy is None:  # strategy "none": every trial is the seed, afresh
+        if child is None and (trial_id == 0 or self.strategy is None):  # "none": every trial the seed, afresh
             spec = seed_spec(self.input_shape, self.num_classes)
             parent, morph, recipe = None, "seed", None
         else:
-            parent, spec, recipe, morph = self._child()
+            if child is None:
+                parent, children = self._children(1)
+                child = (parent, *children[0])
+            parent, spec, recipe, morph = child
         arch, arch_hash = spec.to_dict(), spec.content_hash()
         self.seen_hashes.add(arch_hash)
         self.archs[trial_id], self.specs[trial_id] = arch, spec
@@ -206,38 +235,48 @@ class Master:
             recipe=recipe,
         )
 
-    def _child(self) -> tuple[int, Any, Morph, str]:
-        """A new architecture morphed from a parent the strategy chooses: (parent, spec, recipe, how).
+    def _children(self, k: int) -> tuple[int, list[tuple[Any, Morph, str]]]:
+        """``k`` new architectures morphed from one parent the strategy chooses: (parent, [(spec, recipe, how)]).
 
-        Only architectures are morphed here; the recipe lets the worker make
-        the same morphisms on the parent's weights.  Before any trial has
+        Only architectures are morphed here; a recipe lets the worker make the
+        same morphisms on the parent's weights.  Before any trial has
         finished, the parent is the seed with its initial weights.  A child
-        whose architecture was already tried is morphed again; a parent that
-        cannot grow within ``max_params`` is passed over for another (the
-        seed, the smallest, last).
+        whose architecture was already tried (or is a sibling's) is morphed
+        again; a parent that cannot give ``k`` new children within
+        ``max_params`` is passed over for another (the seed, the smallest, last).
         """
         from aihpc.errors import MorphError
-        from aihpc.nas.morphism import random_plan
 
         last_error = None
         for attempt in range(MORPH_TRIES):
             chosen = self.strategy.choose(self.finished, self.rng) if attempt < MORPH_TRIES - 1 else None
             parent = chosen.trial_id if chosen is not None else 0
-            seed = self.rng.getrandbits(63)
-            rng = random.Random(seed)
-            spec = self._spec(parent)
-            morphs: list[str] = []
+            taken: set[str] = set()
             try:
-                for steps in range(1, MORPH_TRIES + 1):  # morph again until the architecture is new
-                    spec, _, description = random_plan(spec, rng, self.max_params)
-                    morphs.append(description)
-                    if spec.content_hash() not in self.seen_hashes:
-                        recipe = Morph(self.archs[parent], self.parent_weights.get(parent), self._seed(parent),
-                                       seed, steps, self.max_params)  # fmt: skip
-                        return parent, spec, recipe, "; ".join(morphs)
+                return parent, [self._morph(parent, taken) for _ in range(k)]
             except MorphError as exc:
                 last_error = exc
         raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
+
+    def _morph(self, parent: int, taken: set[str]) -> tuple[Any, Morph, str]:
+        """One child of ``parent`` whose architecture is neither tried nor in ``taken`` (to which it is added)."""
+        from aihpc.errors import MorphError
+        from aihpc.nas.morphism import random_plan
+
+        seed = self.rng.getrandbits(63)
+        rng = random.Random(seed)
+        spec = self._spec(parent)
+        morphs: list[str] = []
+        for steps in range(1, MORPH_TRIES + 1):  # morph again until the architecture is new
+            spec, _, description = random_plan(spec, rng, self.max_params)
+            morphs.append(description)
+            arch_hash = spec.content_hash()
+            if arch_hash not in self.seen_hashes and arch_hash not in taken:
+                taken.add(arch_hash)
+                recipe = Morph(self.archs[parent], self.parent_weights.get(parent), self._seed(parent),
+                               seed, steps, self.max_params)  # fmt: skip
+                return spec, recipe, "; ".join(morphs)
+        raise MorphError(f"{MORPH_TRIES} morphs of trial {parent} gave no new architecture")
 
     def _spec(self, trial_id: int):
         if trial_id not in self.specs:
@@ -289,7 +328,10 @@ class Master:
         )
 
     # -- results ----------------------------------------------------------------------
-    def _collect(self, future, task: EpochTask) -> None:
+    def _collect(self, future, task: EpochTask | ScreenTask) -> None:
+        if isinstance(task, ScreenTask):
+            self._collect_screening(future, task)
+            return
         trial = self.running.get(task.trial_id)
         if trial is None:
             return
@@ -332,6 +374,21 @@ class Master:
             self._finish(trial, "early_stopped", None)
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
+
+    def _collect_screening(self, future, task: ScreenTask) -> None:
+        """Start the trial of the best-scored candidate (the first if the screening failed); record it."""
+        parent, children = self.screens.pop(task.screen_id)
+        result = screening.outcome(future, task, self.clock())
+        trial_id = None
+        if self.clock() < self.deadline:
+            spec, recipe, how = children[result.chosen if result.status == "ok" else 0]
+            first = self._new_trial_task((parent, spec, recipe, how))
+            self.pending.insert(0, first)
+            trial_id = first.trial_id
+        record = screening.row(task, result, [how for _, _, how in children], trial_id)
+        self.store.add_screening(record)
+        self.ops += record["ops"]
+        self.observer.screening(record)
 
     def _commit_weights(self, trial: Trial, weights: WeightsRef | None) -> None:
         """The trial continues from ``weights``; the file they supersede is deleted.

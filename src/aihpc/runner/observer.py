@@ -32,3 +32,14 @@ class Observers:
             trial_epoch=result.epoch,
             worker=result.worker,
         )
+
+    def screening(self, record: dict[str, Any]) -> None:
+        """A proxy screening was recorded: one ``aihpc_screening`` event in the MLPerf log (and a console line
+        if it failed)."""
+        from aihpc.runner.screening import event
+
+        key, value, metadata = event(record)
+        self.mlperf.event(key, value, metadata)
+        if record["status"] != "ok":
+            self.console.event(f"screening {record['id']} failed ({record['reason']}); its first candidate "
+                               "is trained unscreened")

@@ -67,6 +67,20 @@ CREATE TABLE IF NOT EXISTS epochs (
     weights_digest TEXT,
     PRIMARY KEY (trial_id, epoch)
 );
+CREATE TABLE IF NOT EXISTS screenings (
+    id INTEGER PRIMARY KEY,
+    parent INTEGER NOT NULL,
+    trial INTEGER,
+    status TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    t_start REAL NOT NULL,
+    t_end REAL NOT NULL,
+    batch INTEGER NOT NULL,
+    ops INTEGER NOT NULL,
+    chosen INTEGER,
+    candidates TEXT NOT NULL,
+    reason TEXT
+);
 CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chain (
     seq INTEGER PRIMARY KEY,
@@ -83,6 +97,7 @@ _RECORD_ROWS = {
     "finish": ("trials", "id = ?"),
     "attempt": ("trials", "id = ?"),
     "epoch": ("epochs", "trial_id = ? AND epoch = ?"),
+    "screening": ("screenings", "id = ?"),
     "segment": ("segments", "id = ?"),
     "meta": ("meta", "key = ?"),
 }
@@ -238,7 +253,31 @@ class RunStore:
         return out
 
     def total_ops(self) -> int:
-        return int(self.db.execute("SELECT COALESCE(SUM(ops_train + ops_eval), 0) FROM epochs").fetchone()[0])
+        """Operations of every epoch and every proxy screening: the score's numerator."""
+        epochs = self.db.execute("SELECT COALESCE(SUM(ops_train + ops_eval), 0) FROM epochs").fetchone()[0]
+        return int(epochs) + sum(s["ops"] for s in self.screenings())
+
+    # -- proxy screenings -------------------------------------------------------------
+    def add_screening(self, row: dict[str, Any]) -> None:
+        """Record one screening: its candidates (architecture, hash, morphs, prediction, proxies,
+        operations), which was chosen and the trial it became (None: none was started)."""
+        self._write(
+            "INSERT INTO screenings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row["id"], row["parent"], row["trial"], row["status"], row["worker"], row["t_start"], row["t_end"],
+             row["batch"], row["ops"], row["chosen"], json.dumps(row["candidates"], sort_keys=True), row["reason"]),
+            link=("screening", (row["id"],)),
+        )
+
+    def screenings(self) -> list[dict[str, Any]]:
+        """Screening rows by id, ``candidates`` decoded; none in a store written before screening existed."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'screenings'").fetchone():
+            return []
+        out = []
+        for r in self.db.execute("SELECT * FROM screenings ORDER BY id"):
+            d = dict(r)
+            d["candidates"] = json.loads(d["candidates"])
+            out.append(d)
+        return out
 
     # -- timeline ---------------------------------------------------------------------
     def add_timeline(self, t: float, value: dict[str, Any]) -> None:
@@ -262,6 +301,8 @@ class RunStore:
         """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's checks."""
         if table not in {t for t, _ in _RECORD_ROWS.values()}:
             raise ValueError(f"no chained table {table!r}")
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone():
+            return []  # a table newer than the store (screenings)
         return [dict(r) for r in self.db.execute(f"SELECT * FROM {table}")]  # noqa: S608 - checked name
 
     # -- internals --------------------------------------------------------------------

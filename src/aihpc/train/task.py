@@ -129,3 +129,47 @@ class EpochResult:
     def ops(self) -> int:
         return self.ops_train + self.ops_eval
 
+
+
+@dataclass(frozen=True)
+class ScreenTask:
+    """Score candidate children of one parent without training them (proxy screening).
+
+    The worker builds every candidate architecture at a fresh initialisation
+    (seeded by ``seed``), measures the zero-cost proxies on one minibatch of
+    the training data, and has the shipped matcher predict each one's
+    accuracy (see :mod:`aihpc.train.screen`).  ``screen_id`` numbers the
+    screenings of a run.
+    """
+
+    screen_id: int
+    parent: int
+    candidates: tuple[dict[str, Any], ...]  # architecture dicts (ArchSpec.to_dict)
+    data: DataRef
+    seed: int
+    device: str = "auto"
+    threads: int | None = None
+
+
+@dataclass
+class ScreenResult:
+    """The outcome of a :class:`ScreenTask`.
+
+    ``status`` ``ok`` or ``failed`` (``reason`` says why).  Per candidate, in
+    the task's order: ``predicted`` (the matcher's raw value: it ranks),
+    ``proxies``, ``ops`` (the operations the screening performed on it).
+    ``chosen`` is the index of the highest prediction (the first on a tie).
+    """
+
+    screen_id: int
+    status: str
+    worker: str
+    t_start: float
+    t_end: float
+    reason: str | None = None
+    predicted: list[float] = field(default_factory=list)
+    proxies: list[dict[str, float]] = field(default_factory=list)
+    ops: list[int] = field(default_factory=list)
+    chosen: int = 0
+    batch: int = 0  # samples in the proxies' minibatch
+    device: str = "cpu"

@@ -1,0 +1,109 @@
+"""Proxy screening on a worker: which of several candidate children is worth training.
+
+With ``screen = K`` (``aihpc run --screen K``), the master morphs K different
+children from one parent and sends them to a worker in one
+:class:`~aihpc.train.task.ScreenTask`.  The worker builds each at a fresh
+initialisation (the same seed for all), measures the zero-cost proxies of
+:mod:`aihpc.recommend.proxies` on one seeded minibatch of
+:data:`~aihpc.recommend.scoring.PROXY_BATCH` training samples, and the
+shipped matcher (:mod:`aihpc.recommend.matcher`) predicts each candidate's
+accuracy from its proxies, its size and the task's complexity (measured once
+per worker and data set, on a bounded sample).  The master trains the
+candidate with the highest prediction; the others are never trained.
+
+Why at a fresh initialisation, when the chosen child then starts from its
+parent's trained weights: a function-preserving child computes exactly its
+parent's function, so proxies on the inherited weights would mostly score
+the parent.  At initialisation they measure what the architecture can
+learn, which is what the matcher was calibrated on.
+
+The screening's operations (:func:`aihpc.recommend.proxies.proxy_ops` per
+candidate) count in the run's score like any other work.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+
+from aihpc.train.inputs import device_tensors
+from aihpc.train.task import DataRef, ScreenResult, ScreenTask
+from aihpc.train.trainer import resolve_device, worker_name
+
+
+def screen_children(task: ScreenTask) -> ScreenResult:
+    """Score every candidate of ``task``; never raises (a failure is data for the master)."""
+    t_start = time.time()
+    worker = worker_name()
+    try:
+        if task.threads:
+            torch.set_num_threads(task.threads)
+        device = resolve_device(task.device)
+        x, y = minibatch(task.data, str(device), task.seed)
+        predicted, proxies, ops = _score(task, device, x, y)
+        chosen = max(range(len(predicted)), key=lambda i: (predicted[i], -i))
+        return ScreenResult(task.screen_id, "ok", worker, t_start, time.time(), predicted=predicted,
+                            proxies=proxies, ops=ops, chosen=chosen, batch=len(y), device=device.type)
+    except Exception as exc:  # e.g. a candidate too big for the device: the master trains one unscreened
+        return ScreenResult(task.screen_id, "failed", worker, t_start, time.time(),
+                            reason=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+
+
+def _score(task: ScreenTask, device: torch.device, x: torch.Tensor,
+           y: torch.Tensor) -> tuple[list[float], list[dict[str, float]], list[int]]:
+    """(raw matcher prediction, proxies, operations) of every candidate, in order."""
+    from aihpc.nas.build import SpecNet
+    from aihpc.nas.spec import ArchSpec
+    from aihpc.recommend.matcher import features
+    from aihpc.recommend.proxies import proxy_ops, score_all
+    from aihpc.recommend.scoring import CandidateScore
+
+    complexity = task_complexity(task.data, str(device))
+    predicted, proxies, ops = [], [], []
+    for arch in task.candidates:
+        spec = ArchSpec.from_dict(arch)
+        torch.manual_seed(task.seed)
+        model = SpecNet(spec).to(device)
+        scores = score_all(model, x, y, task.seed)
+        spent, per_sample = proxy_ops(model, len(y), spec.input_shape)
+        candidate = CandidateScore(name="child", source="spec", detail="", params=spec.num_params(),
+                                   ops_per_sample=per_sample, proxies=scores)
+        predicted.append(float(_matcher().raw(features(complexity, candidate))[0]))
+        proxies.append(scores)
+        ops.append(spent)
+    return predicted, proxies, ops
+
+
+def minibatch(ref: DataRef, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The proxies' minibatch: ``PROXY_BATCH`` training samples drawn with ``seed`` (float32 on ``device``)."""
+    from aihpc.recommend.scoring import PROXY_BATCH
+
+    x_train, y_train = device_tensors(ref, device)[:2]
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(len(y_train), generator=g)[:PROXY_BATCH].to(x_train.device)
+    return x_train[idx].float(), y_train[idx]
+
+
+@functools.lru_cache(maxsize=4)
+def task_complexity(ref: DataRef, device: str):
+    """The complexity measures of the training split (:func:`aihpc.recommend.complexity.measure`), once per worker.
+
+    Measured on a class-stratified sample of at most ``MAX_SAMPLES`` of the
+    training samples already on ``device``; only that sample goes to the CPU.
+    """
+    from aihpc.recommend.complexity import MAX_SAMPLES, measure, stratified_sample
+
+    x_train, y_train = device_tensors(ref, device)[:2]
+    labels = y_train.cpu().numpy()
+    idx = stratified_sample(labels, MAX_SAMPLES, ref.seed)
+    sample = x_train[torch.as_tensor(idx, device=x_train.device)].float().cpu().numpy()
+    return measure(sample, labels[idx], seed=ref.seed, name=ref.name, num_samples=len(labels))
+
+
+@functools.cache
+def _matcher():
+    from aihpc.recommend.matcher import load
+
+    return load()
