@@ -24,6 +24,7 @@ CASES = [
     ("run", ["--minutes", "-1"], "minutes must be > 0, got -1.0"),
     ("run", ["--workers", "0"], "workers must be >= 1, got 0"),
     ("run", ["--strategy", "bayes"], "strategy must be one of evolution, random, none, got 'bayes'"),
+    ("run", ["--screen", "1"], "screen must be 0 (off) or in [2, 16], got 1"),
     ("run", ["--min-accuracy", "1.5"], "min_accuracy must be in [0, 1), got 1.5"),
     ("run", ["--dataset", "digits", "--max-params", "5000"], "max_params must be at least the seed network's 42938"),
     ("run", ["--scheduler", "localhost:8786"], "scheduler must be an address like tcp://HOST:PORT, got 'localhost:8786'"),

@@ -5,7 +5,9 @@ epoch of a running trial, an epoch to retry, or a new trial — a child morphed
 from a parent the strategy chooses, starting from the parent's trained
 weights (with strategy "none", the seed network afresh), with
 hyperparameters from TPE.  Results come back epoch by epoch and
-are committed to the store as they arrive.
+are committed to the store as they arrive.  With ``screen = K``, a new
+child is first a proxy screening of K candidate children on a worker, and
+the best scored becomes the trial (:mod:`aihpc.runner.screening`).
 
 Weights never pass through the master: workers write them to the run's
 weight directory and return references (:mod:`aihpc.train.weights`).  The
@@ -29,9 +31,9 @@ from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
+from aihpc.runner import screening
 from aihpc.runner.score import active_seconds, compute_score, wall_seconds
 from aihpc.runner.store import RunStore
-from aihpc.runner import screening
 from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
@@ -185,21 +187,11 @@ class Master:
     def _new_trial_task(self, child: tuple[int, Any, Morph, str] | None = None) -> EpochTask:
         trial = self._propose(child)
         self.running[trial.id] = trial
-        self.store.add_trial(
-            {
-                "id": trial.id,
-                "parent": trial.parent,
-                "arch_hash": trial.arch_hash,
-                "arch": trial.arch,
-                "morph": trial.morph,
-                "recipe": trial.recipe,
-                "hparams": trial.hparams,
-                "hpo_number": trial.hpo_number,
-                "budget": trial.budget,
-                "num_params": trial.num_params,
-                "t_created": self.clock(),
-            }
-        )
+        self.store.add_trial({
+            "id": trial.id, "parent": trial.parent, "arch_hash": trial.arch_hash, "arch": trial.arch,
+            "morph": trial.morph, "recipe": trial.recipe, "hparams": trial.hparams, "hpo_number": trial.hpo_number,
+            "budget": trial.budget, "num_params": trial.num_params, "t_created": self.clock(),
+        })
         return self._task(trial, attempt=1)
 
     def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> Trial:
@@ -501,12 +493,3 @@ class Master:
             min_accuracy=self.config.min_accuracy,
             peak_flops_per_s=peak,
         )
-
-
-def run_dir_state(run_dir: Path) -> str:
-    """'new' (absent or empty), 'run' (holds a run store), or 'other' (holds something else)."""
-    if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
-        return "new"
-    if (run_dir / "aihpc.sqlite").exists():
-        return "run"
-    return "other"

@@ -16,8 +16,8 @@ from typing import Any
 
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
-from aihpc.runner.master import Master, run_dir_state
-from aihpc.runner.store import STORE_FORMAT, RunStore, read_meta
+from aihpc.runner.master import Master
+from aihpc.runner.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 
 # Largest network a child may grow to, by device kind, when max_params is not set
 # (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).

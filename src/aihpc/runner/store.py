@@ -381,3 +381,12 @@ def _open_read_only(db: Path) -> sqlite3.Connection:
         return con
     except sqlite3.Error as exc:
         raise StorageError(f"cannot read run store {db}: {exc}") from None
+
+
+def run_dir_state(run_dir: Path) -> str:
+    """'new' (absent or empty), 'run' (holds a run store), or 'other' (holds something else)."""
+    if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
+        return "new"
+    if (run_dir / "aihpc.sqlite").exists():
+        return "run"
+    return "other"

@@ -38,6 +38,11 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
         f"  trials           {s['trials_completed']} completed, {s['trials_failed']} failed, "
         f"{s['trials_diverged']} diverged, {len(results['trials'])} in all"
     )
+    screenings = results.get("screenings") or []
+    if screenings:
+        share = s.get("screening_ops", 0) / s["ops"] if s["ops"] else 0.0
+        lines.append(f"  screening        {len(screenings)} proxy screenings of {len(screenings[0]['candidates'])} "
+                     f"candidates, {100 * share:.1f} % of the operations")
     for w in results["workers"]:
         lines.append(f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} epochs)")
     lines.append(f"  results          {run_dir / 'results.json'}")
