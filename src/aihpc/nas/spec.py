@@ -157,11 +157,17 @@ class Layer:
         return value
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: name, type, inputs, then the type's fields in a fixed order."""
-        out: dict[str, Any] = {"name": self.name, "type": self.type, "inputs": list(self.inputs)}
-        for key in _TYPE_FIELDS[self.type]:
-            out[key] = getattr(self, key)
-        return out
+        """JSON-ready dict: name, type, inputs, then the type's fields in a fixed order.
+
+        A new dict each call (callers may change it), copied from one made once:
+        the master turns every proposed spec into a dict.
+        """
+        if "_dict" not in self.__dict__:
+            out: dict[str, Any] = {"name": self.name, "type": self.type, "inputs": None}
+            for key in _TYPE_FIELDS[self.type]:
+                out[key] = getattr(self, key)
+            object.__setattr__(self, "_dict", out)
+        return {**self.__dict__["_dict"], "inputs": list(self.inputs)}
 
     def canonical_json(self) -> str:
         """:meth:`to_dict` as canonical JSON (keys sorted, no whitespace, ASCII): this layer's
