@@ -277,3 +277,17 @@ def test_random_morph_budget() -> None:
         random_morph(spec, state, random.Random(0), max_params=0)
     with pytest.raises(MorphError, match="state dict does not match"):
         random_morph(spec, {}, random.Random(0))
+
+
+def test_new_layer_prefixes_take_the_smallest_free_number() -> None:
+    from aihpc.nas._graph import fresh_prefix
+
+    spec = tiny_spec()
+    assert fresh_prefix(spec, "deep") == "deep1"
+    layers = (*spec.layers[:-1],
+              Layer("deep1_relu", "relu", ("d",)), Layer("deep3_relu", "relu", ("deep1_relu",)),
+              Layer("deep2x_relu", "relu", ("deep3_relu",)), Layer("deep10_relu", "relu", ("deep2x_relu",)),
+              Layer("fc", "dense", ("deep10_relu",), out_features=3))
+    named = ArchSpec(spec.input_shape, spec.num_classes, layers, "fc")
+    assert fresh_prefix(named, "deep") == "deep2"  # "deep2x_" is not "deep2_"
+    assert fresh_prefix(named, "skip") == "skip1"

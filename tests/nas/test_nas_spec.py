@@ -240,3 +240,38 @@ def test_from_dict_errors() -> None:
         ArchSpec.from_json("[1,")
     with pytest.raises(SpecError, match="JSON object"):
         ArchSpec.from_json("[1, 2]")
+
+
+def test_hash_is_the_digest_of_the_canonical_json() -> None:
+    """content_hash assembles its JSON from per-layer parts: it must digest exactly the canonical JSON of to_dict()."""
+    import hashlib
+
+    from aihpc.nas.morphism import random_plan
+
+    def reference(s: ArchSpec) -> str:
+        text = json.dumps(s.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+    spec = tiny_spec()
+    specs = [spec, _rebuild(spec, tuple(reversed(spec.layers))), seed_spec((3, 224, 224), 1000),
+             seed_spec((3, 32, 32), 10)]
+    rng = random.Random(5)
+    s = seed_spec((1, 8, 8), 10)
+    for _ in range(30):  # children share their parent's Layer objects (and their cached parts)
+        s = random_plan(s, rng)[0]
+        specs.append(s)
+    for s in specs:
+        assert s.content_hash() == reference(s)
+
+
+def test_topological_order_takes_the_first_ready_layer_in_file_order() -> None:
+    c1 = Layer("c1", "conv", ("input",), out_channels=2, kernel_size=1)
+    c2 = Layer("c2", "conv", ("input",), out_channels=2, kernel_size=1)
+    r1, r2 = Layer("r1", "relu", ("c1",)), Layer("r2", "relu", ("c2",))
+    a = Layer("a", "add", ("r1", "r2"))
+    g, fc = Layer("g", "global_avgpool", ("a",)), Layer("fc", "dense", ("g",), out_features=3)
+    spec = ArchSpec((1, 4, 4), 3, (fc, g, a, r2, r1, c2, c1), "fc")
+    # ready at first: c2 (file position 5) and c1 (6); then r2 (3) before c1
+    assert spec.topological_order() == ("c2", "r2", "c1", "r1", "a", "g", "fc")
+    in_order = ArchSpec((1, 4, 4), 3, (c1, r1, c2, r2, a, g, fc), "fc")
+    assert in_order.topological_order() == ("c1", "r1", "c2", "r2", "a", "g", "fc")

@@ -62,9 +62,14 @@ def get_layer(spec: ArchSpec, name: str, op: str) -> Layer:
 def fresh_prefix(spec: ArchSpec, stem: str) -> str:
     """``<stem><i>`` for the smallest i >= 1 such that no layer name starts with
     ``<stem><i>_``: deterministic, and unique within the spec."""
-    names = [x.name for x in spec.layers]
+    taken = set()  # the "<i>" of every name "<stem><i>_...": one pass, not one per candidate i
+    for x in spec.layers:
+        if x.name.startswith(stem):
+            head, underscore, _ = x.name[len(stem):].partition("_")
+            if underscore:
+                taken.add(head)
     i = 1
-    while any(n.startswith(f"{stem}{i}_") for n in names):
+    while str(i) in taken:
         i += 1
     return f"{stem}{i}"
 

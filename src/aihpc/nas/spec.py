@@ -35,6 +35,7 @@ This module does not import torch; :class:`aihpc.nas.build.SpecNet` builds a spe
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import re
 from collections.abc import Mapping
@@ -73,6 +74,8 @@ LAYER_TYPES: tuple[str, ...] = tuple(_TYPE_FIELDS)
 _MULTI_INPUT = ("add", "concat")
 _OPTIONAL_FIELDS = ("out_channels", "kernel_size", "stride", "padding", "groups",
                     "bias", "out_features", "p")
+# single-input layers whose output has their input's shape (bn: if it is (C, H, W))
+_SAME_SHAPE = frozenset(("bn", "relu", "dropout"))
 _NAME_RE = re.compile(r"[A-Za-z0-9_]+\Z")
 
 
@@ -154,11 +157,24 @@ class Layer:
         return value
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: name, type, inputs, then the type's fields in a fixed order."""
-        out: dict[str, Any] = {"name": self.name, "type": self.type, "inputs": list(self.inputs)}
-        for key in _TYPE_FIELDS[self.type]:
-            out[key] = getattr(self, key)
-        return out
+        """JSON-ready dict: name, type, inputs, then the type's fields in a fixed order.
+
+        A new dict each call (callers may change it), copied from one made once:
+        the master turns every proposed spec into a dict.
+        """
+        if "_dict" not in self.__dict__:
+            out: dict[str, Any] = {"name": self.name, "type": self.type, "inputs": None}
+            for key in _TYPE_FIELDS[self.type]:
+                out[key] = getattr(self, key)
+            object.__setattr__(self, "_dict", out)
+        return {**self.__dict__["_dict"], "inputs": list(self.inputs)}
+
+    def canonical_json(self) -> str:
+        """:meth:`to_dict` as canonical JSON (keys sorted, no whitespace, ASCII): this layer's
+        part of :meth:`ArchSpec.content_hash`, made once (a layer never changes)."""
+        if "_canonical_json" not in self.__dict__:
+            object.__setattr__(self, "_canonical_json", _canonical(self.to_dict()))
+        return self.__dict__["_canonical_json"]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Layer:
@@ -226,7 +242,13 @@ class ArchSpec:
         shapes: dict[str, Shape] = {INPUT: self.input_shape}
         for name in order:
             layer = by_name[name]
-            shapes[name] = _infer_shape(layer, [shapes[i] for i in layer.inputs], layer.inputs)
+            inputs = layer.inputs
+            if len(inputs) == 1 and layer.type in _SAME_SHAPE:  # most layers: no checks but the rank
+                shape = shapes[inputs[0]]
+                if len(shape) == 3 or layer.type != "bn":
+                    shapes[name] = shape
+                    continue
+            shapes[name] = _infer_shape(layer, [shapes[i] for i in inputs], inputs)
         if self.output not in by_name:
             raise SpecError(f"output {self.output!r} is not a layer of the spec")
         if shapes[self.output] != (self.num_classes,):
@@ -266,6 +288,11 @@ class ArchSpec:
     def num_params(self) -> int:
         """Number of trainable parameters, computed analytically (BN running
         statistics are buffers, not parameters)."""
+        if "_num_params" not in self.__dict__:  # a spec never changes
+            object.__setattr__(self, "_num_params", self._count_params())
+        return self.__dict__["_num_params"]
+
+    def _count_params(self) -> int:
         total = 0
         for layer in self.layers:
             in_shape = self._shapes[layer.inputs[0]]  # type: ignore[attr-defined]
@@ -351,32 +378,49 @@ class ArchSpec:
         and Python versions; it changes only when the spec or the format
         version changes."""
         if "_content_hash" not in self.__dict__:  # a spec never changes, so neither does its hash
-            canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"),
-                                   ensure_ascii=True, allow_nan=False)
+            # the canonical JSON of to_dict() put together from its sorted keys, each layer's part
+            # made once: a child shares most of its Layer objects with its parent
+            layers = ",".join(layer.canonical_json() for layer in self.layers)
+            canonical = (f'{{"input_shape":{_canonical(list(self.input_shape))},"layers":[{layers}],'
+                         f'"num_classes":{_canonical(self.num_classes)},"output":{_canonical(self.output)},'
+                         f'"version":{_canonical(self.version)}}}')
             object.__setattr__(self, "_content_hash", hashlib.sha256(canonical.encode("ascii")).hexdigest())
         return self.__dict__["_content_hash"]
 
 
+def _canonical(value: Any) -> str:
+    """JSON with keys sorted, no whitespace, ASCII only, no NaN: the form content_hash digests."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
 def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> list[str]:
-    """Kahn's algorithm, taking ready layers in file order; SpecError on a cycle."""
-    pending = {x.name: len({i for i in x.inputs if i != INPUT}) for x in layers}
-    users: dict[str, list[str]] = {x.name: [] for x in layers}
-    for x in layers:
-        for src in {i for i in x.inputs if i != INPUT}:
-            users[src].append(x.name)
+    """Kahn's algorithm, taking the ready layer that comes first in file order; SpecError on a cycle.
+
+    The ready layers are a heap of file positions: the master validates every
+    child it plans, so this runs thousands of times a second.
+    """
     position = {x.name: k for k, x in enumerate(layers)}
-    ready = sorted((n for n, c in pending.items() if c == 0), key=position.__getitem__)
+    if all(i == INPUT or position[i] < k for k, x in enumerate(layers) for i in x.inputs):
+        return list(position)  # file order is topological, so Kahn's algorithm would keep it
+    pending = [0] * len(layers)
+    users: list[list[int]] = [[] for _ in layers]
+    for k, x in enumerate(layers):
+        sources = set(x.inputs)
+        sources.discard(INPUT)
+        pending[k] = len(sources)
+        for src in sources:
+            users[position[src]].append(k)
+    ready = [k for k, count in enumerate(pending) if count == 0]  # ascending: already a heap
     order: list[str] = []
     while ready:
-        name = ready.pop(0)
-        order.append(name)
-        for user in users[name]:
+        k = heapq.heappop(ready)
+        order.append(layers[k].name)
+        for user in users[k]:
             pending[user] -= 1
             if pending[user] == 0:
-                ready.append(user)
-                ready.sort(key=position.__getitem__)
+                heapq.heappush(ready, user)
     if len(order) < len(layers):
-        stuck = {n for n, c in pending.items() if c > 0}
+        stuck = {layers[k].name for k, c in enumerate(pending) if c > 0}
         path = [next(x.name for x in layers if x.name in stuck)]
         while True:  # walk backwards through stuck inputs until a name repeats
             nxt = next(i for i in by_name[path[-1]].inputs if i in stuck)
@@ -389,15 +433,19 @@ def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> 
     return order
 
 
+def _where(layer: Layer) -> str:
+    """How an error message names a layer (made only when there is an error)."""
+    return f"layer {layer.name!r} ({layer.type})"
+
+
 def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -> Shape:
     """Output shape of ``layer`` given its input shapes; SpecError on a mismatch."""
-    where = f"layer {layer.name!r} ({layer.type})"
     kind = layer.type
     first = in_shapes[0]
     if kind in ("conv", "bn", "maxpool", "avgpool", "global_avgpool") and len(first) != 3:
-        raise SpecError(f"{where} needs a (C, H, W) input, got {first} from {names[0]!r}")
+        raise SpecError(f"{_where(layer)} needs a (C, H, W) input, got {first} from {names[0]!r}")
     if kind == "dense" and len(first) != 1:
-        raise SpecError(f"{where} needs a flat (F,) input, got {first} from {names[0]!r}; "
+        raise SpecError(f"{_where(layer)} needs a flat (F,) input, got {first} from {names[0]!r}; "
                         f"add a global_avgpool before it")
     if kind in ("bn", "relu", "dropout"):
         return first
@@ -408,13 +456,13 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
     if kind == "add":
         for shape, name in zip(in_shapes[1:], names[1:]):
             if shape != first:
-                raise SpecError(f"{where}: input shapes differ: {names[0]!r} {first} "
+                raise SpecError(f"{_where(layer)}: input shapes differ: {names[0]!r} {first} "
                                 f"vs {name!r} {shape}")
         return first
     if kind == "concat":
         for shape, name in zip(in_shapes[1:], names[1:]):
             if len(shape) != len(first) or shape[1:] != first[1:]:
-                raise SpecError(f"{where}: inputs must agree in all but the channel dimension: "
+                raise SpecError(f"{_where(layer)}: inputs must agree in all but the channel dimension: "
                                 f"{names[0]!r} {first} vs {name!r} {shape}")
         return (sum(s[0] for s in in_shapes),) + first[1:]
     # conv, maxpool, avgpool
@@ -423,12 +471,12 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
     out_c = c
     if kind == "conv":
         if c % layer.groups:
-            raise SpecError(f"{where}: input channels {c} from {names[0]!r} are not divisible "
+            raise SpecError(f"{_where(layer)}: input channels {c} from {names[0]!r} are not divisible "
                             f"by groups {layer.groups}")
         out_c = layer.out_channels
     out_h = (h + 2 * pad - k) // s + 1
     out_w = (w + 2 * pad - k) // s + 1
     if out_h < 1 or out_w < 1:
-        raise SpecError(f"{where}: spatial size shrinks to {max(out_h, 0)}x{max(out_w, 0)} "
+        raise SpecError(f"{_where(layer)}: spatial size shrinks to {max(out_h, 0)}x{max(out_w, 0)} "
                         f"(input {h}x{w}, kernel {k}, stride {s}, padding {pad})")
     return (out_c, out_h, out_w)
