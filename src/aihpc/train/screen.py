@@ -48,7 +48,7 @@ def screen_children(task: ScreenTask) -> ScreenResult:
                             proxies=proxies, ops=ops, chosen=chosen, batch=len(y), device=device.type)
     except Exception as exc:  # e.g. a candidate too big for the device: the master trains one unscreened
         return ScreenResult(task.screen_id, "failed", worker, t_start, time.time(),
-                            reason=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+                            reason=f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
 
 
 def _score(task: ScreenTask, device: torch.device, x: torch.Tensor,
