@@ -377,7 +377,7 @@ class Master:
             first = self._new_trial_task((parent, spec, recipe, how))
             self.pending.insert(0, first)
             trial_id = first.trial_id
-        record = screening.row(task, result, [how for _, _, how in children], trial_id)
+        record = screening.row(task, result, [(spec.content_hash(), how) for spec, _, how in children], trial_id)
         self.store.add_screening(record)
         self.ops += record["ops"]
         self.observer.screening(record)

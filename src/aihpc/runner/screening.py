@@ -42,15 +42,13 @@ def outcome(future, task: ScreenTask, now: float) -> ScreenResult:
         return ScreenResult(task.screen_id, "failed", "lost", now, now, reason=f"{type(exc).__name__}: {exc}")
 
 
-def row(task: ScreenTask, result: ScreenResult, morphs: list[str], trial: int | None) -> dict[str, Any]:
-    """The store's record of one screening."""
-    from aihpc.nas.spec import ArchSpec
-
+def row(task: ScreenTask, result: ScreenResult, children: list[tuple[str, str]], trial: int | None) -> dict[str, Any]:
+    """The store's record of one screening; ``children``: each candidate's (architecture hash, morphs)."""
     ok = result.status == "ok"
     candidates = []
-    for i, (arch, how) in enumerate(zip(task.candidates, morphs, strict=True)):
+    for i, (arch, (arch_hash, how)) in enumerate(zip(task.candidates, children, strict=True)):
         candidates.append({
-            "arch": arch, "arch_hash": ArchSpec.from_dict(arch).content_hash(), "morph": how,
+            "arch": arch, "arch_hash": arch_hash, "morph": how,
             "predicted": result.predicted[i] if ok else None,
             "proxies": {k: (v if math.isfinite(v) else None) for k, v in result.proxies[i].items()} if ok else None,
             "ops": result.ops[i] if ok else 0,
