@@ -98,9 +98,10 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
         found.add(f"proxy screening {sid} is in the MLPerf log but not in the store")
     for sid in sorted(set(logged) & set(stored)):
         event, row = logged[sid], stored[sid]
-        if event.get("value") != row["ops"] or (event.get("metadata") or {}).get("trial_id") != row["trial"]:
+        trial = (event.get("metadata") or {}).get("trial_id")
+        if event.get("value") != row["ops"] or trial != row["trial"]:
             found.add(f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for trial "
-                      f"{(event.get('metadata') or {}).get('trial_id')!r}, the store {row['ops']!r} for {row['trial']!r}")
+                      f"{trial!r}, the store {row['ops']!r} for {row['trial']!r}")
 
 
 def _check_times(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:

@@ -255,7 +255,9 @@ class RunStore:
     def total_ops(self) -> int:
         """Operations of every epoch and every proxy screening: the score's numerator."""
         epochs = self.db.execute("SELECT COALESCE(SUM(ops_train + ops_eval), 0) FROM epochs").fetchone()[0]
-        return int(epochs) + sum(s["ops"] for s in self.screenings())
+        if not self._has_table("screenings"):
+            return int(epochs)
+        return int(epochs) + int(self.db.execute("SELECT COALESCE(SUM(ops), 0) FROM screenings").fetchone()[0])
 
     # -- proxy screenings -------------------------------------------------------------
     def add_screening(self, row: dict[str, Any]) -> None:
@@ -270,7 +272,7 @@ class RunStore:
 
     def screenings(self) -> list[dict[str, Any]]:
         """Screening rows by id, ``candidates`` decoded; none in a store written before screening existed."""
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'screenings'").fetchone():
+        if not self._has_table("screenings"):
             return []
         out = []
         for r in self.db.execute("SELECT * FROM screenings ORDER BY id"):
@@ -289,7 +291,7 @@ class RunStore:
     # -- digest chain -----------------------------------------------------------------
     def chain_head(self) -> tuple[str, int]:
         """The chain's last value and its number of links (GENESIS and 0 for none, or a store older than the chain)."""
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chain'").fetchone():
+        if not self._has_table("chain"):
             return GENESIS, 0
         row = self.db.execute("SELECT chain_sha256, seq FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
         return (row[0], int(row[1])) if row else (GENESIS, 0)
@@ -301,11 +303,16 @@ class RunStore:
         """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's checks."""
         if table not in {t for t, _ in _RECORD_ROWS.values()}:
             raise ValueError(f"no chained table {table!r}")
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone():
+        if not self._has_table(table):
             return []  # a table newer than the store (screenings)
         return [dict(r) for r in self.db.execute(f"SELECT * FROM {table}")]  # noqa: S608 - checked name
 
     # -- internals --------------------------------------------------------------------
+    def _has_table(self, name: str) -> bool:
+        """Whether the store has table ``name`` (a store written by an older aihpc may lack newer ones)."""
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() \
+            is not None
+
     def _write(self, sql: str, args: tuple, link: tuple[str, tuple | None] | None = None) -> sqlite3.Cursor:
         """Execute one write; with ``link`` (kind, key of the row; None: the row just inserted),
         append the row's link to the digest chain in the same transaction."""
