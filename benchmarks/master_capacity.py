@@ -26,6 +26,7 @@ From the sustained rate R (epoch results per second) and a trial-epoch
 length T, the master saturates at about R x T workers.
 
     python benchmarks/master_capacity.py [--slots 64] [--epoch-seconds 8] [--minutes 5] [--warmup 100]
+                                         [--hpo-processes 2]
 """
 
 from __future__ import annotations
@@ -133,7 +134,8 @@ class Capacity:
     trials: int  # timed new trials
 
 
-def measure(slots: int, epoch_seconds: float, minutes: float, dataset: str, warmup: int) -> Capacity:
+def measure(slots: int, epoch_seconds: float, minutes: float, dataset: str, warmup: int,
+            hpo_processes: int = RunConfig.hpo_processes) -> Capacity:
     """The master's rates over a whole virtual run, after ``warmup`` trials.
 
     The warm-up trials (the hyperparameter search's process starting, TPE's
@@ -141,7 +143,8 @@ def measure(slots: int, epoch_seconds: float, minutes: float, dataset: str, warm
     """
     from aihpc.runner.run import inspect_data, with_default_workload
 
-    config = RunConfig(dataset=dataset, minutes=minutes, report_seconds=1e9)  # default epochs 2..8, patience 2
+    config = RunConfig(dataset=dataset, minutes=minutes, report_seconds=1e9,
+                       hpo_processes=hpo_processes)  # default epochs 2..8, patience 2
     config = with_default_workload(config, "cpu")
     info = inspect_data(config, "cpu")
     clock = VirtualClock(time.time())
@@ -176,12 +179,14 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=5.0, help="virtual length of the run")
     ap.add_argument("--warmup", type=int, default=100, help="trials run before the clock starts")
     ap.add_argument("--dataset", default="digits", help="sets the seed network's size")
+    ap.add_argument("--hpo-processes", type=int, default=RunConfig.hpo_processes,
+                    help="TPE processes (a run's hpo_processes)")
     args = ap.parse_args()
-    c = measure(args.slots, args.epoch_seconds, args.minutes, args.dataset, args.warmup)
+    c = measure(args.slots, args.epoch_seconds, args.minutes, args.dataset, args.warmup, args.hpo_processes)
     print(f"master: {c.results_per_second:.1f} epoch results per second with {c.trials_per_second:.1f} "
           f"new trials per second ({c.epochs} epochs of {c.trials} trials, {c.epochs / c.trials:.2f} epochs "
           f"a trial, after {args.warmup} untimed; a {args.minutes:g}-minute run of {args.slots} workers at "
-          f"{args.epoch_seconds:g}-s epochs; {args.dataset} seed network)")
+          f"{args.epoch_seconds:g}-s epochs; {args.dataset} seed network; {args.hpo_processes} TPE process(es))")
     for t in (2.5, 8.0, 60.0):
         print(f"  epochs of {t:>5.1f} s: saturates at about {c.results_per_second * t:,.0f} workers")
 

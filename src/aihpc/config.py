@@ -21,6 +21,7 @@ OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
 DEVICES = ("auto", "cpu", "cuda")
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
+MAX_HPO_PROCESSES = 16  # TPE processes of the master (each near one core when the search is busy)
 MAX_SCREEN = 16  # candidates one screening may score (each costs about a training step of a minibatch)
 
 
@@ -54,6 +55,7 @@ class RunConfig:
     strategy: str = "evolution"
     population: int = 16
     tournament: int = 4
+    hpo_processes: int = 2  # processes drawing TPE suggestions side by side (benchmarks/master_capacity.py)
     screen: int = 0  # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
     epochs_min: int = 2
     epochs_max: int = 8
@@ -79,6 +81,8 @@ class RunConfig:
         _check(self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}", self.strategy)
         _check(self.population >= 2, "population must be >= 2", self.population)
         _check(1 <= self.tournament <= self.population, "tournament must be in [1, population]", self.tournament)
+        _check(1 <= self.hpo_processes <= MAX_HPO_PROCESSES, f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
+               self.hpo_processes)
         _check(self.screen == 0 or 2 <= self.screen <= MAX_SCREEN, f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
                self.screen)
         _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)

@@ -115,16 +115,16 @@ def test_search_process_end_to_end():
         assert len(numbers) == 3 * PREFETCH_MIN and resumed not in numbers
         for depth, ahead in ((10, 10), (1, 9), (10**6, PREFETCH_MAX)):  # depth follows the slots, bounded
             hpo.ask(depth=depth)
-            assert hpo._drawn - hpo._received == ahead
+            assert hpo._children[0].drawn - hpo._children[0].received == ahead
         hpo.tell(resumed, 0.7)
         with pytest.raises(ValueError, match="was never asked, or was told already"):
             hpo.tell(resumed, 0.7)
-        maps = Path(f"/proc/{hpo._process.pid}/maps")
+        maps = Path(f"/proc/{hpo._children[0].process.pid}/maps")
         if maps.exists():
             assert "libtorch" not in maps.read_text()  # the child never imports torch
     finally:
         hpo.close()
-    assert not hpo._process.is_alive()
+    assert not hpo._children[0].process.is_alive()
     with pytest.raises(AihpcError, match="closed"):
         hpo.ask()
     hpo.close()  # twice is fine
@@ -134,7 +134,7 @@ def test_killed_search_process_is_a_clear_error():
     hpo = HyperparameterSearch(seed=0, batch_sizes=[32], optimizer="adamw", schedule="step")
     try:
         hpo.ask()
-        os.kill(hpo._process.pid, signal.SIGKILL)
+        os.kill(hpo._children[0].process.pid, signal.SIGKILL)
         with pytest.raises(AihpcError, match=r"^the hyperparameter search process \(pid \d+\) was killed by signal 9$"):
             for _ in range(PREFETCH_MIN + 2):  # suggestions already in the pipe may still be read
                 hpo.ask()
@@ -150,3 +150,35 @@ def test_an_error_in_the_search_process_is_reported():
             hpo.ask()
     finally:
         hpo.close()
+
+
+def test_streams_of_one_seed_differ_and_each_repeats():
+    def first_lrs(stream: int) -> list[float]:
+        study = WindowedStudy(0, search_space([32, 64], "sgd"), 128, stream)
+        return [study.ask()[1]["lr"] for _ in range(5)]
+
+    assert first_lrs(1) == first_lrs(1)
+    assert first_lrs(1) != first_lrs(0)
+
+
+def test_two_search_processes_take_turns_and_share_every_result():
+    hpo = HyperparameterSearch(seed=0, batch_sizes=[32, 64], optimizer="sgd", schedule="cosine", window=8, processes=2)
+    first, second = hpo._children
+    try:
+        hpo.restore({**_params(0.01), "optimizer": "sgd", "schedule": "cosine"}, 0.6)  # to both
+        asked = [hpo.ask(depth=10) for _ in range(12)]
+        assert [hpo._tokens[n][0] for n, _ in asked] == [first, second] * 6  # in turn
+        for child in (first, second):
+            assert child.drawn - child.received == 5  # depth 10, shared
+        assert [p["lr"] for _, p in asked[0::2]] != [p["lr"] for _, p in asked[1::2]]  # different streams
+        for number, params in asked:  # the owner gets a tell, the other child the finished trial
+            hpo.tell(number, _accuracy(params))
+        assert {n for n, _ in asked} == set(range(12)) and not hpo._tokens
+        hpo.ask()
+        os.kill(second.process.pid, signal.SIGKILL)
+        with pytest.raises(AihpcError, match=r"^the hyperparameter search process \(pid \d+\) was killed by signal 9$"):
+            for _ in range(2 * PREFETCH_MIN + 4):
+                hpo.ask()
+    finally:
+        hpo.close()
+    assert not first.process.is_alive() and not second.process.is_alive()

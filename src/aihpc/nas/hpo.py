@@ -9,8 +9,9 @@ trials, 12 ms at 1,000, ~50 ms at 5,000), so two things keep TPE affordable:
 * :class:`WindowedStudy` bounds the study the sampler sees: past a limit it is
   rebuilt from the best and the most recent finished trials, so an ask costs
   the same at trial 100 and at trial 100,000;
-* :class:`HyperparameterSearch` runs that study in a child process which draws
-  a few suggestions ahead, so the master's ``ask`` is a read from a pipe.
+* :class:`HyperparameterSearch` runs that study in child processes which draw
+  suggestions ahead, so the master's ``ask`` is a read from a pipe; with
+  several, TPE's asks run side by side (``RunConfig.hpo_processes``).
 
 On resume the study is rebuilt from the store's finished trials
 (:meth:`HyperparameterSearch.restore`), so nothing needs pickling.
@@ -97,7 +98,7 @@ class WindowedStudy:
     sequence of calls; single-threaded.
     """
 
-    def __init__(self, seed: int, distributions: dict[str, Any], window: int = WINDOW) -> None:
+    def __init__(self, seed: int, distributions: dict[str, Any], window: int = WINDOW, stream: int = 0) -> None:
         import optuna
 
         if window < 2:
@@ -105,6 +106,7 @@ class WindowedStudy:
         optuna.logging.set_verbosity(logging.WARNING)
         self._optuna = optuna
         self.seed = seed
+        self.stream = stream  # several studies of one seed (one per search process) draw different numbers
         self.distributions = distributions
         # rebuilt on reaching this many trials (running ones included), every
         # 32 to 64 asks: a rebuild (128 frozen trials added, ~12 ms) costs ~0.3 ms
@@ -188,7 +190,8 @@ class WindowedStudy:
         optuna = self._optuna
         # random.Random seeds from a string through SHA-512: distinct seeds per
         # (seed, generation), within the 32 bits numpy's RandomState takes
-        seed = random.Random(f"{self.seed}/{self.generation}").getrandbits(32)
+        name = f"{self.seed}/{self.generation}" if self.stream == 0 else f"{self.seed}/{self.stream}/{self.generation}"
+        seed = random.Random(name).getrandbits(32)
         sampler = optuna.samplers.TPESampler(
             seed=seed,
             n_startup_trials=8,
@@ -208,21 +211,25 @@ class WindowedStudy:
 
 
 class HyperparameterSearch:
-    """TPE suggestions for the master, from a :class:`WindowedStudy` in a child process.
+    """TPE suggestions for the master, from :class:`WindowedStudy` instances in child processes.
 
-    The child ("spawn": the master has torch threads, and the child never
+    Each child ("spawn": the master has torch threads, and the child never
     imports torch) keeps suggestions drawn ahead (``depth``, see
-    :data:`PREFETCH_MIN`), so :meth:`ask` normally returns in microseconds.  The master's trial numbers
-    are assigned here, so a trial resumed from an earlier segment gets one
+    :data:`PREFETCH_MIN`), so :meth:`ask` normally returns in microseconds.
+    With ``processes`` > 1 the master asks the children in turn and tells
+    every child every result (its own trials as tells, the others' as
+    finished trials), so each study learns from all of them while their
+    asks, TPE's cost, run side by side.  The master's trial numbers are
+    assigned here, so a trial resumed from an earlier segment gets one
     without a round trip.  Protocol, one tuple per message:
 
     * master -> child: ``("draw", n)`` draw n more suggestions; ``("tell",
       token, accuracy)``; ``("add", params, accuracy)`` a trial finished
-      elsewhere (restored, or resumed then told); ``("close",)``;
+      elsewhere (restored, resumed then told, or another child's); ``("close",)``;
     * child -> master: ``("suggestion", token, params)``; ``("error", text)``
       before the child exits on an exception.
 
-    The child draws nothing before the first ask, so the trials restored before
+    A child draws nothing before the first ask, so the trials restored before
     it shape the first suggestions.  Suggestions depend on when tells reach the
     child, so unlike :class:`WindowedStudy` the sequence is not reproducible.
     A dead or silent child raises :class:`~aihpc.errors.AihpcError`.
@@ -231,67 +238,63 @@ class HyperparameterSearch:
     the child (as ``__mp_main__``): it must keep its work under ``if __name__
     == "__main__"``, and should not import torch at the top (the ``aihpc``
     console script and the benchmarks do neither).  :meth:`close` stops the
-    child; so does dropping the object, or the master's exit.
+    children; so does dropping the object, or the master's exit.
     """
 
     def __init__(self, seed: int, batch_sizes: Sequence[int], optimizer: str, schedule: str, *,
-                 window: int = WINDOW) -> None:  # fmt: skip
+                 window: int = WINDOW, processes: int = 1) -> None:  # fmt: skip
+        if processes < 1:
+            raise ValueError(f"processes must be >= 1, got {processes}")
         self.distributions: dict[str, Any] = search_space(batch_sizes, optimizer)
         self.fixed = {"optimizer": optimizer, "schedule": schedule}
-        context = multiprocessing.get_context("spawn")
-        self._conn, child_end = context.Pipe()
-        self._process = context.Process(
-            target=_serve, args=(child_end, seed, list(batch_sizes), optimizer, window),
-            name="aihpc-hpo", daemon=True,
-        )  # fmt: skip
-        self._process.start()  # now, so the child's start overlaps the master's own
-        child_end.close()
-        # a poll object made once: Connection.poll builds a selector per call (~70 us against ~10 us)
-        self._readable = select.poll()
-        self._readable.register(self._conn.fileno(), select.POLLIN)
-        self._stop = weakref.finalize(self, _stop_child, self._process, self._conn)
-        self._drawn = self._received = 0  # suggestions asked of the child, and read from it
+        # started now, so the children's start overlaps the master's own
+        self._children = [_Child(seed, stream, list(batch_sizes), optimizer, window) for stream in range(processes)]
+        self._turn = 0  # the child the next ask reads from
         self._next_number = 0
-        self._tokens: dict[int, int] = {}  # number -> child's token, for asked trials
+        self._tokens: dict[int, tuple[_Child, int, dict[str, Any]]] = {}  # number -> (child, token, params)
         self._resumed: dict[int, dict[str, Any]] = {}  # number -> params, for resumed trials
 
     def ask(self, depth: int = PREFETCH_MIN) -> tuple[int, dict[str, Any]]:
         """A new trial number and its hyperparameters (plus the fixed ones).
 
-        ``depth``: how many suggestions the child should keep drawn ahead
+        ``depth``: how many suggestions the children should keep drawn ahead
         (the master's epochs in flight), bounded by :data:`PREFETCH_MIN` and
-        :data:`PREFETCH_MAX`.
+        :data:`PREFETCH_MAX`, and shared between the children.
         """
         depth = min(max(depth, PREFETCH_MIN), PREFETCH_MAX)
+        child = self._children[self._turn]
+        self._turn = (self._turn + 1) % len(self._children)
         # ask for the replacements first, so the child draws them while this one is read
-        short = depth + 1 - (self._drawn - self._received)
+        short = -(-depth // len(self._children)) + 1 - (child.drawn - child.received)
         if short > 0:
-            self._send(("draw", short))
-            self._drawn += short
-        _, token, params = self._receive()
-        self._received += 1
+            child.send(("draw", short))
+            child.drawn += short
+        _, token, params = child.receive()
+        child.received += 1
         number = self._new_number()
-        self._tokens[number] = token
+        self._tokens[number] = (child, token, params)
         return number, {**params, **self.fixed}
 
     def tell(self, number: int, accuracy: float | None) -> None:
         """Report a trial's best validation accuracy; ``None`` for a failed trial."""
         accuracy = None if accuracy is None else float(accuracy)
         if number in self._tokens:
-            self._send(("tell", self._tokens.pop(number), accuracy))
+            owner, token, params = self._tokens.pop(number)
+            for child in self._children:
+                child.send(("tell", token, accuracy) if child is owner else ("add", params, accuracy))
         elif number in self._resumed:
-            self._send(("add", self._resumed.pop(number), accuracy))
+            self._broadcast(("add", self._resumed.pop(number), accuracy))
         else:
             raise ValueError(f"trial number {number} was never asked, or was told already")
 
     def restore(self, params: dict[str, Any], accuracy: float | None) -> None:
         """Re-add a trial finished in an earlier segment of the run."""
-        self._send(("add", self._values(params), None if accuracy is None else float(accuracy)))
+        self._broadcast(("add", self._values(params), None if accuracy is None else float(accuracy)))
 
     def resume(self, params: dict[str, Any]) -> int:
         """A number for a trial that was running when a master died; it keeps its old parameters.
 
-        The child learns of it only when it is told (as a frozen trial), so
+        The children learn of it only when it is told (as a frozen trial), so
         constant liar does not count it as running meanwhile.
         """
         number = self._new_number()
@@ -299,8 +302,13 @@ class HyperparameterSearch:
         return number
 
     def close(self) -> None:
-        """Stop the child (waits for it to exit); later calls raise.  Safe to call twice."""
-        self._stop()
+        """Stop the children (waits for them to exit); later calls raise.  Safe to call twice."""
+        for child in self._children:
+            child.stop()
+
+    def _broadcast(self, message: tuple[Any, ...]) -> None:
+        for child in self._children:
+            child.send(message)
 
     def _new_number(self) -> int:
         number = self._next_number
@@ -313,26 +321,45 @@ class HyperparameterSearch:
             raise ValueError(f"hyperparameters {missing} missing from {sorted(params)}")
         return {name: params[name] for name in self.distributions}
 
-    def _send(self, message: tuple[Any, ...]) -> None:
-        if not self._stop.alive:
+
+class _Child:
+    """One search process: its pipe, and how many suggestions were asked of it and read from it."""
+
+    def __init__(self, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child_end = context.Pipe()
+        self.process = context.Process(
+            target=_serve, args=(child_end, seed, stream, batch_sizes, optimizer, window),
+            name=f"aihpc-hpo-{stream}", daemon=True,
+        )  # fmt: skip
+        self.process.start()
+        child_end.close()
+        # a poll object made once: Connection.poll builds a selector per call (~70 us against ~10 us)
+        self._readable = select.poll()
+        self._readable.register(self.conn.fileno(), select.POLLIN)
+        self.stop = weakref.finalize(self, _stop_child, self.process, self.conn)
+        self.drawn = self.received = 0
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        if not self.stop.alive:
             raise AihpcError("the hyperparameter search is closed")
         try:
-            self._conn.send(message)
+            self.conn.send(message)
         except OSError:
             raise self._death() from None
 
-    def _receive(self) -> tuple[Any, ...]:
+    def receive(self) -> tuple[Any, ...]:
         """The child's next message, waiting at most REPLY_TIMEOUT_S; errors become AihpcError."""
-        if not self._stop.alive:
+        if not self.stop.alive:
             raise AihpcError("the hyperparameter search is closed")
         deadline = time.monotonic() + REPLY_TIMEOUT_S
         while not self._readable.poll(POLL_S * 1000):  # a closed pipe (POLLHUP) ends the wait too
-            if not self._process.is_alive():
+            if not self.process.is_alive():
                 raise self._death()
             if time.monotonic() > deadline:
                 raise AihpcError(f"the hyperparameter search process sent nothing for {REPLY_TIMEOUT_S:.0f} s")
         try:
-            message = self._conn.recv()
+            message = self.conn.recv()
         except (EOFError, OSError):
             raise self._death() from None
         if message[0] == "error":
@@ -342,21 +369,21 @@ class HyperparameterSearch:
     def _death(self) -> AihpcError:
         """The error for a child that is gone: its own last words if it sent any, else how it ended."""
         try:
-            while self._conn.poll():
-                message = self._conn.recv()
+            while self.conn.poll():
+                message = self.conn.recv()
                 if message[0] == "error":
                     return AihpcError(f"the hyperparameter search process failed: {message[1]}")
         except (EOFError, OSError):
             pass
-        self._process.join(timeout=POLL_S)
-        code = self._process.exitcode
+        self.process.join(timeout=POLL_S)
+        code = self.process.exitcode
         if code is None:
             how = "closed its end of the pipe"
         elif code < 0:
             how = f"was killed by signal {-code}"
         else:
             how = f"exited with code {code}"
-        return AihpcError(f"the hyperparameter search process (pid {self._process.pid}) {how}")
+        return AihpcError(f"the hyperparameter search process (pid {self.process.pid}) {how}")
 
 
 def _stop_child(process: Any, conn: Any) -> None:
@@ -372,7 +399,7 @@ def _stop_child(process: Any, conn: Any) -> None:
     conn.close()
 
 
-def _serve(conn: Any, seed: int, batch_sizes: list[int], optimizer: str, window: int) -> None:
+def _serve(conn: Any, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int) -> None:
     """The child's loop: handle every waiting message, then draw a suggestion if one is owed.
 
     Messages first, so every tell that has arrived is in the study before the
@@ -380,7 +407,7 @@ def _serve(conn: Any, seed: int, batch_sizes: list[int], optimizer: str, window:
     the pipe closes (the master exited).
     """
     try:
-        core = WindowedStudy(seed, search_space(batch_sizes, optimizer), window)
+        core = WindowedStudy(seed, search_space(batch_sizes, optimizer), window, stream)
         readable = select.poll()  # made once: Connection.poll builds a selector per call (~70 us)
         readable.register(conn.fileno(), select.POLLIN)
         owed = 0

@@ -84,7 +84,8 @@ class Master:
         self.max_params = data_info["max_params"]
         # None: no architecture search (strategy "none"), every trial retrains the seed network
         self.strategy = make_strategy(config.strategy, config.population, config.tournament)
-        self.hpo = HyperparameterSearch(config.seed, config.batch_sizes, config.optimizer, config.schedule)
+        self.hpo = HyperparameterSearch(config.seed, config.batch_sizes, config.optimizer, config.schedule,
+                                        processes=config.hpo_processes)
         self.rng = random.Random(config.seed)
         self.running: dict[int, Trial] = {}
         self.finished: list[Any] = []  # Candidates, oldest first
