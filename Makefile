@@ -23,13 +23,15 @@ run: $(VENV)/.installed
 
 # The SLURM tests need Debian's slurm and munge packages, the browser test of
 # the report Debian's chromium (both installed here when running as root);
-# where they cannot be installed those tests skip, saying why.
+# where they cannot be installed those tests skip, saying why.  Tests run in
+# one process per core (pytest-xdist); the whole timed runs, one xdist group,
+# one at a time.
 test: $(VENV)/.installed
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \
 		scripts/install-browser.sh || echo "Chromium not installed: the browser test of the report will skip"; \
 	fi
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadgroup
 
 clean:
 	rm -rf $(VENV) src/*.egg-info .pytest_cache

@@ -32,6 +32,8 @@ def test_unknown_keys_list_the_valid_ones(tmp_path):
         ({"scheduler": "localhost"}, "scheduler must be an address like tcp://HOST:PORT, got 'localhost'"),
         ({"batch_system": "sge"}, "batch_system must be one of slurm, pbs, lsf, got 'sge'"),
         ({"batch_system": "slurm", "scheduler": "tcp://h:1"}, "give batch_system (slurm) or scheduler, not both"),
+        ({"peak_seconds": 0}, "peak_seconds must be a finite number > 0, got 0"),
+        ({"peak_seconds": float("inf")}, "peak_seconds must be a finite number > 0, got inf"),
         ({"hpo_processes": 0}, "hpo_processes must be in [1, 16], got 0"),
         ({"worker_memory": "lots"}, "worker_memory must be a size like '4GiB', got 'lots'"),
     ],

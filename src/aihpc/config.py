@@ -8,6 +8,7 @@ with the list of valid ones; every check names the rule and the bad value.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class RunConfig:
     compile: bool | None = None  # torch.compile each trial's model; None: the device's default (aihpc.train.trainer.COMPILE_AUTO)
     max_attempts: int = 3
     report_seconds: float = 30.0
+    peak_seconds: float = 3.0  # each worker's timed matmuls for the peak, before the run and after it (all at once)
 
     def __post_init__(self) -> None:
         _check(self.minutes > 0, "minutes must be > 0", self.minutes)
@@ -81,6 +83,8 @@ class RunConfig:
         _check(self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}", self.strategy)
         _check(self.population >= 2, "population must be >= 2", self.population)
         _check(1 <= self.tournament <= self.population, "tournament must be in [1, population]", self.tournament)
+        _check(math.isfinite(self.peak_seconds) and self.peak_seconds > 0, "peak_seconds must be a finite number > 0",
+               self.peak_seconds)
         _check(1 <= self.hpo_processes <= MAX_HPO_PROCESSES, f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
                self.hpo_processes)
         _check(self.screen == 0 or 2 <= self.screen <= MAX_SCREEN, f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",

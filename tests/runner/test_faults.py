@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# whole timed runs: under pytest-xdist (make test) one at a time, so that two runs never share the cores
+pytestmark = pytest.mark.xdist_group("runs")
+
 
 @pytest.mark.slow
 def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path: Path) -> None:
@@ -26,7 +29,7 @@ def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path
     # the 48 s budget leaves room for that.
     cfg = tmp_path / "run.toml"
     cfg.write_text(
-        'dataset = "synthetic"\nbatch_sizes = [512]\nmax_attempts = 2\nepochs_min = 1\nepochs_max = 1\n'
+        'dataset = "synthetic"\nbatch_sizes = [512]\nmax_attempts = 2\nepochs_min = 1\nepochs_max = 1\npeak_seconds = 0.5\n'
         "[data_options]\nnum_samples = 1200\nimage_size = 64\n"
     )
     run_dir = tmp_path / "run"
@@ -60,7 +63,7 @@ def test_disk_full_is_one_clear_line_and_the_store_stays_readable(tmp_path: Path
     # 3-minute budget is never reached.  (At 512 KiB the log filled in 45 s,
     # before a busy machine finished a first epoch.)
     cfg = tmp_path / "run.toml"
-    cfg.write_text('dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64]\nworkers = 2\n')
+    cfg.write_text('dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64]\nworkers = 2\npeak_seconds = 0.5\n')
     run_dir = tmp_path / "run"
     cmd = f"ulimit -f 1024 && exec {sys.executable} -m aihpc run --minutes 3 --config {cfg} --out {run_dir} --no-live"
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=240)

@@ -71,7 +71,7 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     layout = local_layout(1, 1, "cpu")
     executor = local_executor(layout)
     try:
-        run.record_peak_after(store, executor, layout)
+        run.record_peak_after(store, executor, layout, 0.5)
     finally:
         executor.close()
         store.close()

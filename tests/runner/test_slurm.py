@@ -21,6 +21,9 @@ import pytest
 from aihpc.errors import ConfigError
 from aihpc.runner import jobqueue, slurm
 
+# whole timed runs: under pytest-xdist (make test) one at a time, so that two runs never share the cores
+pytestmark = pytest.mark.xdist_group("runs")
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "slurm"
 HOST = socket.gethostname().split(".")[0]
 
@@ -201,7 +204,7 @@ def test_runner_context_under_srun(slurm_up, tmp_path):
 
 QUICK_TOML = (
     'dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64, 128]\n'
-    "report_seconds = 5.0\nmin_accuracy = 0.3\n"
+    "report_seconds = 5.0\nmin_accuracy = 0.3\npeak_seconds = 0.5\n"
 )
 
 

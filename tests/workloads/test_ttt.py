@@ -13,6 +13,9 @@ from aihpc.results.mlperf import RULES_DIR, check_compliance
 from aihpc.workloads import get, names
 from aihpc.workloads.ttt import aggregate, olympic_mean
 
+# whole timed runs: under pytest-xdist (make test) one at a time, so that two runs never share the cores
+pytestmark = pytest.mark.xdist_group("runs")
+
 
 def test_olympic_mean_drops_one_fastest_and_one_slowest():
     assert olympic_mean([10.0, 1.0, 4.0, 5.0, 6.0]) == pytest.approx(5.0)  # (4 + 5 + 6) / 3

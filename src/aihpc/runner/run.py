@@ -28,12 +28,13 @@ DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
 # 250 TFLOP/s, against 2-3 ms to launch some 500 kernels at ~5 µs each).
 DEFAULT_BATCH_SIZES = {"cpu": (32, 64, 128), "cuda": (128, 256, 512)}
 
-# Matmul peak: seconds each worker measures (all at once), before the run
-# and after it; a drift between the two past PEAK_DRIFT is flagged.
-PEAK_SECONDS = 3.0
+# The matmul peak is measured by every worker at once (config.peak_seconds),
+# before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
 PEAK_DRIFT = 0.10
-# How long the peak after the run waits for workers the run lost to come back.
-AFTER_WAIT_SECONDS = 60.0
+# How long the peak after the run waits for workers the run lost to come back:
+# a Dask nanny restarts a killed worker within 3-10 s (importing torch), and a
+# worker job the batch system lost takes minutes, longer than any wait here.
+AFTER_WAIT_SECONDS = 30.0
 
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
@@ -206,7 +207,7 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
         master = Master(config, store, executor, data_info, layout, Observers(console, mlperf))
         with console:
             score = master.run()
-        record_peak_after(store, executor, layout)
+        record_peak_after(store, executor, layout, config.peak_seconds)
         results = build_results(store, score)
         write_json(run_dir / "results.json", results)
         mlperf.run_stop("success" if score["valid"] else "aborted", chain_sha256=results["integrity"]["chain_sha256"])
@@ -241,7 +242,7 @@ def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, dev
     store.set_meta("environment", environment)
     store.set_meta("data", data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    peak = measure_run_peak(executor, layout)
+    peak = measure_run_peak(executor, layout, config.peak_seconds)
     store.set_meta("peak", peak)
     store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
     mlperf.staging_start()
@@ -284,7 +285,7 @@ def open_executor(config: RunConfig, layout, run_dir: Path, client):
     return executor
 
 
-def measure_run_peak(executor, layout) -> dict[str, Any]:
+def measure_run_peak(executor, layout, seconds: float) -> dict[str, Any]:
     """The matmul peak of the devices the run uses, measured the way the run uses them.
 
     Every worker measures at once, with its own device and torch threads, in
@@ -294,7 +295,7 @@ def measure_run_peak(executor, layout) -> dict[str, Any]:
     in the run, which one worker alone, times the workers, would hide.
     """
     threads = layout.threads if layout else None
-    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads)
+    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads, seconds)
     return {
         "device": per_worker[0]["device"],
         "dtype": per_worker[0]["dtype"],
@@ -330,7 +331,7 @@ def worker_stage(ref, device: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0, "bytes": sum(t.nbytes for t in tensors)}
 
 
-def record_peak_after(store: RunStore, executor, layout) -> None:
+def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None:
     """Measure the peak again after the run; keep it, and its drift, beside the one before.
 
     It is measured on as many workers as before, so that the totals compare:
@@ -347,7 +348,7 @@ def record_peak_after(store: RunStore, executor, layout) -> None:
         store.set_meta("peak", {**before, "after": None, "drift": None,
                                 "drift_warning": f"the peak was not measured again after the run: {exc}"})
         return
-    store.set_meta("peak", {**before, **peak_drift(before, measure_run_peak(executor, layout))})
+    store.set_meta("peak", {**before, **peak_drift(before, measure_run_peak(executor, layout, seconds))})
 
 
 def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -360,7 +361,7 @@ def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {"after": after, "drift": drift, "drift_warning": warning}
 
 
-def worker_peak(device: str, threads: int | None) -> dict[str, Any]:
+def worker_peak(device: str, threads: int | None, seconds: float) -> dict[str, Any]:
     """Runs on a worker: its matmul peak in the dtype the trainer uses there."""
     import torch
 
@@ -370,7 +371,7 @@ def worker_peak(device: str, threads: int | None) -> dict[str, Any]:
     if threads:
         torch.set_num_threads(threads)
     dev = resolve_device(device)
-    return measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=PEAK_SECONDS).to_dict()
+    return measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=seconds).to_dict()
 
 
 def _platform(environment: dict[str, Any], device: str) -> str:
