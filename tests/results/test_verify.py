@@ -18,8 +18,8 @@ from conftest import FIXTURES, aihpc
 
 # Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each, cached
 # within the process): over 5 s for any one of these tests alone.  One xdist group keeps them in one
-# process under pytest-xdist (make test), which also runs the fresh run's test apart from other whole runs.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("runs")]
+# process under pytest-xdist (make test).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("verify")]
 
 
 def _results(run_dir: Path) -> dict:

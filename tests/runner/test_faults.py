@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-# whole timed runs: under pytest-xdist (make test) one at a time, so that two runs never share the cores
-pytestmark = pytest.mark.xdist_group("runs")
+# whole timed runs that fail on purpose: under pytest-xdist (make test) one at a time, in a group of their
+# own beside the other runs' ("runs"), so that the whole runs split between the cores
+pytestmark = pytest.mark.xdist_group("faults")
 
 
 @pytest.mark.slow

@@ -18,7 +18,8 @@ import pytest
 
 from aihpc.results.mlperf import check_compliance
 
-# whole timed runs: under pytest-xdist (make test) one at a time, so that two runs never share the cores
+# whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other groups
+# of whole runs (faults, slurm, verify) may run beside them, on the other core
 pytestmark = pytest.mark.xdist_group("runs")
 
 # A small, quick search: digits, short trials.

@@ -21,8 +21,9 @@ import pytest
 from aihpc.errors import ConfigError
 from aihpc.runner import jobqueue, slurm
 
-# whole timed runs: under pytest-xdist (make test) one at a time, so that two runs never share the cores
-pytestmark = pytest.mark.xdist_group("runs")
+# The one-node cluster's jobs and runs: under pytest-xdist (make test) one test at a time, in a group of
+# their own beside the local runs' ("runs"), so that the two kinds of whole run split between the cores.
+pytestmark = pytest.mark.xdist_group("slurm")
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "slurm"
 HOST = socket.gethostname().split(".")[0]

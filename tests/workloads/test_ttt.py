@@ -13,7 +13,8 @@ from aihpc.results.mlperf import RULES_DIR, check_compliance
 from aihpc.workloads import get, names
 from aihpc.workloads.ttt import aggregate, olympic_mean
 
-# whole timed runs: under pytest-xdist (make test) one at a time, so that two runs never share the cores
+# whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other groups
+# of whole runs (faults, slurm, verify) may run beside them, on the other core
 pytestmark = pytest.mark.xdist_group("runs")
 
 
