@@ -16,7 +16,7 @@ median and 90th percentile of the master-side ``ask`` time over the
 backend is then paced at ``--paced-rate`` asks a second, below the child's
 rate, to show what an ask costs the master when a suggestion is ready.
 
-    python benchmarks/tpe_ask.py [--trials 10000] [--in-flight 64] [--window 128]
+    python benchmarks/tpe_ask.py [--trials 10000] [--in-flight 64] [--window 128] [--processes 2]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import math
 import statistics
 import time
 
+from aihpc.config import RunConfig
 from aihpc.nas.hpo import WINDOW, HyperparameterSearch, WindowedStudy, search_space
 
 MARKS = (100, 1_000, 5_000, 10_000)
@@ -57,12 +58,11 @@ class CoreBackend:
 
 
 class ProcessBackend:
-    """The master's view: HyperparameterSearch with its child process."""
+    """The master's view: HyperparameterSearch with its child processes."""
 
-    name = "process (HyperparameterSearch)"
-
-    def __init__(self, window: int) -> None:
-        self._search = HyperparameterSearch(0, BATCH_SIZES, "sgd", "cosine", window=window)
+    def __init__(self, window: int, processes: int) -> None:
+        self.name = f"process (HyperparameterSearch, {processes} process(es))"
+        self._search = HyperparameterSearch(0, BATCH_SIZES, "sgd", "cosine", window=window, processes=processes)
 
     def ask(self):
         return self._search.ask()
@@ -121,16 +121,17 @@ def main() -> None:
     ap.add_argument("--paced-rate", type=float, default=100.0, help="asks per second in the paced run")
     ap.add_argument("--paced-asks", type=int, default=1_000)
     ap.add_argument("--backends", default="core,process", help="which to run, comma-separated")
+    ap.add_argument("--processes", type=int, default=RunConfig.hpo_processes, help="the process backend's children")
     args = ap.parse_args()
     print(f"window {args.window}, {args.in_flight} trials in flight, tell per ask")
-    backends = {"core": CoreBackend, "process": ProcessBackend}
+    backends = {"core": lambda: CoreBackend(args.window), "process": lambda: ProcessBackend(args.window, args.processes)}
     for key in args.backends.split(","):
-        backend = backends[key](args.window)
+        backend = backends[key]()
         durations, ends = drive(backend, args.trials, args.in_flight)
         backend.close()
         report(backend.name, durations, ends, args.batch)
     if "process" in args.backends.split(",") and args.paced_asks > 0:
-        backend = ProcessBackend(args.window)
+        backend = ProcessBackend(args.window, args.processes)
         durations, ends = drive(backend, args.paced_asks, args.in_flight, args.paced_rate)
         backend.close()
         deciles = statistics.quantiles(durations, n=100)
