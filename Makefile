@@ -24,8 +24,8 @@ run: $(VENV)/.installed
 # The SLURM tests need Debian's slurm and munge packages, the browser test of
 # the report Debian's chromium (both installed here when running as root);
 # where they cannot be installed those tests skip, saying why.  Tests run in
-# one process per core (pytest-xdist); the whole timed runs, one xdist group,
-# one at a time.
+# one process per core (pytest-xdist); whole timed runs are in xdist groups
+# (runs, faults, slurm, verify), each group's tests one at a time.
 test: $(VENV)/.installed
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \

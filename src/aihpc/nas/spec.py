@@ -447,7 +447,7 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
     if kind == "dense" and len(first) != 1:
         raise SpecError(f"{_where(layer)} needs a flat (F,) input, got {first} from {names[0]!r}; "
                         f"add a global_avgpool before it")
-    if kind in ("bn", "relu", "dropout"):
+    if kind in _SAME_SHAPE:
         return first
     if kind == "global_avgpool":
         return (first[0],)
