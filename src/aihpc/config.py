@@ -21,6 +21,7 @@ STRATEGIES = ("evolution", "random", "none")
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
 DEVICES = ("auto", "cpu", "cuda")
+STAGING = ("auto", "device", "stream")  # aihpc.train.staging's tiers
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
 MAX_HPO_PROCESSES = 16  # TPE processes of the master (each near one core when the search is busy)
 MAX_SCREEN = 16  # candidates one screening may score (each costs about a training step of a minibatch)
@@ -38,6 +39,8 @@ class RunConfig:
     data_path: str | None = None
     # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
     data_options: dict[str, Any] = field(default_factory=dict)
+    staging: str = "auto"  # where workers stage the data: "device" (whole, on it), "stream" (a local file, read through a DataLoader)
+    stage_dir: str | None = None  # node-local folder of the "stream" tier (None: the system's temporary folder)
     workers: int | None = None  # None: one per GPU, or cores split on CPU
     threads_per_worker: int | None = None  # None: cores / workers
     scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
@@ -78,6 +81,7 @@ class RunConfig:
             "threads_per_worker must be >= 1",
             self.threads_per_worker,
         )
+        _check(self.staging in STAGING, f"staging must be one of {', '.join(STAGING)}", self.staging)
         _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
         _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
         _check(self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}", self.strategy)

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from aihpc.config import RunConfig
 from aihpc.runner.run import with_default_workload, worker_stage
+from aihpc.train.staging import stage
 from aihpc.train.task import DataRef
-from aihpc.train.inputs import device_tensors
 
 
 def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():
     config = with_default_workload(RunConfig(dataset="synthetic", data_options={"num_samples": 600}), "cpu")
     ref = DataRef.of(config)
-    # the reference the master puts in every task: its options sorted, the run's seed
+    # the reference the master puts in every task: its options sorted, the run's seed, how to stage
     assert ref.options == tuple(sorted(config.data_options.items())) and ref.seed == config.seed
-    staged = worker_stage(ref, "cpu")
-    x_train, y_train, x_val, y_val = device_tensors(ref, "cpu")
-    assert staged["bytes"] == sum(t.nbytes for t in (x_train, y_train, x_val, y_val))
-    assert x_train.shape[0] + x_val.shape[0] == 600 and x_train.shape[1:] == (3, 16, 16)
-    hits = device_tensors.cache_info().hits
-    device_tensors(ref, "cpu")  # as the trainer asks for it: str(torch.device("cpu"))
-    assert device_tensors.cache_info().hits == hits + 1
+    assert (ref.staging, ref.stage_dir) == ("auto", None)
+    record = worker_stage(ref, "cpu")
+    staged = stage(ref, "cpu")  # as the trainer asks for it: str(torch.device("cpu"))
+    assert record["tier"] == "device" and record["dtype"] == "float32"
+    assert record["bytes"] == sum(t.nbytes for s in (staged.train, staged.val) for t in (s.x, s.y))
+    assert len(staged.train) + len(staged.val) == 600 and staged.train.x.shape[1:] == (3, 16, 16)
+    assert stage(ref, "cpu") is staged  # kept: staged once per worker
 
 
 def test_batch_sizes_are_sized_to_the_device_unless_given():

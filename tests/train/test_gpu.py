@@ -54,7 +54,36 @@ def test_cuda_events_time_queued_work_with_one_wait():
     wall = time.perf_counter() - t0
     # 20 x 2 x 4096^3 = 2.7 TFLOP: the events see the kernels' time, up to the wall time it all took
     assert 0 < seconds <= wall and timer.pending == 0
-    assert launched < wall  # the host did not wait inside the phases
+    # the host queued all 20 phases in a fraction of the kernels' time: had a phase's end waited for
+    # its kernels, launching would have taken as long as they ran
+    assert launched < 0.25 * seconds, (launched, seconds)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_the_training_loop_waits_for_the_gpu_once_in_check_every_steps(tmp_path):
+    """Counts the host's waits for the GPU in a real epoch's steps (CUDA's sync debug mode warns on each)."""
+    import warnings
+
+    from aihpc.train import trainer
+
+    device = torch.device("cuda", 0)
+    task = _gpu_task(tmp_path, 4096)  # batch 128: 32 steps of the ResNet-50 seed
+    setup = trainer.prepare(task, device, trainer.SINGLE)
+    trainer.train_steps(task, setup, timer_for(device), trainer.SINGLE)  # warm-up: cuDNN's autotuning
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            progress = trainer.train_steps(task, setup, timer_for(device), trainer.SINGLE)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    waits = [w for w in caught if "synchroniz" in str(w.message)]
+    steps = 4096 // 128
+    assert progress.status == "ok" and progress.seen == steps * 128
+    # a check at steps 0, 16 and 31 and the sums read at the end; a wait in every step would make 32 or more
+    assert 1 <= len(waits) <= steps // trainer.CHECK_EVERY["cuda"] + 3, [str(w.message) for w in waits]
 
 
 @pytest.mark.gpu

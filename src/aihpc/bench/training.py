@@ -270,11 +270,14 @@ def _train_epoch(run: _Run, batch: int, seed: int, epoch: int) -> tuple[float, f
 
 def _evaluate(run: _Run, batch: int) -> tuple[float, float]:
     """(validation accuracy, seconds it took) over the whole validation split."""
+    from aihpc.train.feed import eval_batches
+    from aihpc.train.staging import StagedSplit
     from aihpc.train.trainer import evaluate
 
     _sync(run.device)
     start = time.perf_counter()
-    _, accuracy, _ = evaluate(run.model, run.x_val, run.y_val, batch, contextlib.nullcontext(), math.inf)
+    batches = eval_batches(StagedSplit(run.x_val, run.y_val), batch, 0, 1, run.device)
+    _, accuracy, _ = evaluate(run.model, batches, contextlib.nullcontext(), math.inf)
     _sync(run.device)
     return accuracy, time.perf_counter() - start
 

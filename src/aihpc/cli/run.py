@@ -10,6 +10,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minutes", type=float, help="time budget of the search (default 5)")
     p.add_argument("--dataset", help="digits, synthetic (default), imagefolder or npz")
     p.add_argument("--data-path", help="folder or file for imagefolder / npz")
+    p.add_argument("--staging", choices=["auto", "device", "stream"],
+                   help="where workers stage the data: whole on the device, or streamed from a node-local file "
+                        "(default auto: on the device if it fits in half its free memory)")
+    p.add_argument("--stage-dir", help="node-local folder for streamed data (default: the temporary folder)")
     p.add_argument("--workers", type=int, help="number of workers (default: one per GPU, or cores split on CPU)")
     p.add_argument("--threads-per-worker", type=int, help="torch threads per worker")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://HOST:PORT")
@@ -49,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # flags that set a configuration key of the same name (flags override the TOML file)
 CONFIG_FLAGS = (
-    "minutes", "dataset", "data_path", "workers", "threads_per_worker", "scheduler", "device", "seed",
+    "minutes", "dataset", "data_path", "staging", "stage_dir", "workers", "threads_per_worker", "scheduler", "device", "seed",
     "min_accuracy", "strategy", "screen", "max_params", "compile", "procs_per_trial", "batch_system", "nodes",
     "gpus_per_node", "partition", "walltime", "worker_memory", "tls", "interface",
 )  # fmt: skip

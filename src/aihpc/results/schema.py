@@ -65,6 +65,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "environment": store.meta("environment"),
         "peak": store.meta("peak"),
         "layout": store.meta("layout"),
+        "staging": store.meta("staging"),
         "score": score,
         "segments": [{"t_start": a - t0, "t_end": b - t0} for a, b in segments],
         "timeline": store.timeline(),

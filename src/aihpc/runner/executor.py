@@ -34,6 +34,9 @@ WORKER_CONFIG = {
     # goes back to the kernel, and training runs 2.5x slower (measured: 26 vs
     # 65 GOPS for one worker thread).  Keep glibc's default.
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    # a worker streaming its data (aihpc.train.feed) starts DataLoader processes,
+    # and a daemonic process may not have children
+    "distributed.worker.daemon": False,
 }
 
 
@@ -107,6 +110,14 @@ class DaskExecutor:
         futures = [self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False)
                    for w in workers]
         return self.client.gather(futures)
+
+    def workers_per_host(self) -> dict[str, int]:
+        """For each worker alive now (by address), how many workers share its host."""
+        from collections import Counter
+
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        hosts = Counter(w["host"] for w in workers.values())
+        return {address: hosts[w["host"]] for address, w in workers.items()}
 
     def submit(self, fn, task: Any, key: str):
         return self.client.submit(fn, task, key=key, pure=False)

@@ -307,28 +307,43 @@ def measure_run_peak(executor, layout, seconds: float) -> dict[str, Any]:
 
 
 def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
-    """Every worker loads the data set onto its device before the run's clock starts.
+    """Every worker stages the data set (:mod:`aihpc.train.staging`) before the run's clock starts.
 
     MLPerf HPC times data staging apart from the run (since HPC v3.0 it need
     not be in the run's time); here it is generating or reading the data
-    set and copying it to the device, which each worker caches for all its
-    epochs.  Returns the slowest worker's seconds and the bytes staged.
+    set into the tier each worker chose (on its device, or a node-local
+    file it streams from), which it keeps for all its epochs.  Returns the
+    slowest worker's seconds, the bytes staged, and each worker's record.
     """
     from aihpc.train.task import DataRef
 
-    per_worker = executor.run_on_each(worker_stage, DataRef.of(config), layout.device if layout else "auto")
+    device = layout.device if layout else "auto"
+    per_worker = executor.run_on_each(worker_stage, DataRef.of(config), device, executor.workers_per_host())
     return {"seconds": max(w["seconds"] for w in per_worker), "bytes": sum(w["bytes"] for w in per_worker),
-            "workers": len(per_worker)}  # fmt: skip
+            "workers": len(per_worker), "tiers": sorted({w["tier"] for w in per_worker}),
+            "per_worker": per_worker}  # fmt: skip
 
 
-def worker_stage(ref, device: str) -> dict[str, Any]:
-    """Runs on a worker: its device's copy of the data set, made now and kept for the epochs."""
-    from aihpc.train.inputs import device_tensors
-    from aihpc.train.trainer import resolve_device
+def worker_stage(ref, device: str, sharing: dict[str, int] | None = None) -> dict[str, Any]:
+    """Runs on a worker: its staged copy of the data set, made now and kept for the epochs.
 
-    t0 = time.perf_counter()
-    tensors = device_tensors(ref, str(resolve_device(device)))
-    return {"seconds": time.perf_counter() - t0, "bytes": sum(t.nbytes for t in tensors)}
+    ``sharing``: for each worker's address, the workers on its host (they
+    share its memory when staging on the CPU).
+    """
+    from aihpc.train.staging import stage
+    from aihpc.train.trainer import resolve_device, worker_name
+
+    share = (sharing or {}).get(_worker_address(), 1)
+    return {"worker": worker_name(), **stage(ref, str(resolve_device(device)), share=share).record()}
+
+
+def _worker_address() -> str | None:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
 
 
 def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None:

@@ -113,6 +113,11 @@ def runner_context(
     certificate made for this step; it travels to the other ranks inside the
     scheduler file, which only this user can read (mode 0600).
     """
+    import dask
+
+    from aihpc.runner.executor import WORKER_CONFIG
+
+    dask.config.set(WORKER_CONFIG)  # the nannies here start the workers: the same settings as ours elsewhere
     task = current_task()
     path = Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
     env = _worker_env(task)

@@ -34,6 +34,11 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
     warning = (results.get("peak") or {}).get("drift_warning")
     if warning:
         lines.append(f"  warning          {warning}")
+    staging = results.get("staging")
+    if staging:
+        lines.append(f"  data staging     {staging['seconds']:.1f} s before the clock, "
+                     f"{format_si(staging['bytes'], 'B')} on {staging['workers']} workers"
+                     + (f" ({', '.join(staging['tiers'])})" if staging.get("tiers") else ""))
     lines.append(
         f"  trials           {s['trials_completed']} completed, {s['trials_failed']} failed, "
         f"{s['trials_diverged']} diverged, {len(results['trials'])} in all"

@@ -128,7 +128,7 @@ def _read_task(folder: Path) -> tuple[EpochTask, str, float]:
     meta = json.loads((folder / "task.json").read_text())
     fields: dict[str, Any] = meta["task"]
     data = fields["data"]
-    fields["data"] = DataRef(data["name"], data["path"], tuple(tuple(o) for o in data["options"]), data["seed"])
+    fields["data"] = DataRef.from_dict(data)
     fields["start"] = _ref(fields["start"])
     if fields["morph"] is not None:
         fields["morph"] = Morph(**{**fields["morph"], "parent_weights": _ref(fields["morph"]["parent_weights"])})

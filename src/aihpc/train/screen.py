@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from aihpc.train.inputs import device_tensors
+from aihpc.train.staging import stage
 from aihpc.train.task import DataRef, ScreenResult, ScreenTask
 from aihpc.train.trainer import resolve_device, worker_name
 
@@ -80,10 +80,10 @@ def minibatch(ref: DataRef, device: str, seed: int) -> tuple[torch.Tensor, torch
     """The proxies' minibatch: ``PROXY_BATCH`` training samples drawn with ``seed`` (float32 on ``device``)."""
     from aihpc.recommend.scoring import PROXY_BATCH
 
-    x_train, y_train = device_tensors(ref, device)[:2]
+    train = stage(ref, device).train
     g = torch.Generator().manual_seed(seed)
-    idx = torch.randperm(len(y_train), generator=g)[:PROXY_BATCH].to(x_train.device)
-    return x_train[idx].float(), y_train[idx]
+    idx = torch.randperm(len(train), generator=g)[:PROXY_BATCH].to(train.x.device)
+    return train.x[idx].float().to(device), train.y[idx].to(device)
 
 
 @functools.lru_cache(maxsize=4)
@@ -95,10 +95,10 @@ def task_complexity(ref: DataRef, device: str):
     """
     from aihpc.recommend.complexity import MAX_SAMPLES, measure, stratified_sample
 
-    x_train, y_train = device_tensors(ref, device)[:2]
-    labels = y_train.cpu().numpy()
+    train = stage(ref, device).train
+    labels = train.y.cpu().numpy()
     idx = stratified_sample(labels, MAX_SAMPLES, ref.seed)
-    sample = x_train[torch.as_tensor(idx, device=x_train.device)].float().cpu().numpy()
+    sample = train.x[torch.as_tensor(idx, device=train.x.device)].float().cpu().numpy()
     return measure(sample, labels[idx], seed=ref.seed, name=ref.name, num_samples=len(labels))
 
 

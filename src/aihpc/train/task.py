@@ -22,12 +22,19 @@ from typing import Any
 
 @dataclass(frozen=True)
 class DataRef:
-    """Which data set to train on; the worker loads (and caches) it."""
+    """Which data set to train on, and how a worker stages it (:mod:`aihpc.train.staging`); the worker caches it.
+
+    ``staging`` is the tier (``auto``, ``device`` or ``stream``);
+    ``stage_dir`` the node-local folder of the stream tier (None: the
+    system's temporary folder).
+    """
 
     name: str
     path: str | None = None
     options: tuple[tuple[str, Any], ...] = ()
     seed: int = 0
+    staging: str = "auto"
+    stage_dir: str | None = None
 
     def options_dict(self) -> dict[str, Any]:
         return dict(self.options)
@@ -36,7 +43,12 @@ class DataRef:
     def of(cls, config: Any) -> DataRef:
         """The data set of a run's configuration, as every task names it (the workers' cache key)."""
         return cls(name=config.dataset, path=config.data_path, options=tuple(sorted(config.data_options.items())),
-                   seed=config.seed)
+                   seed=config.seed, staging=config.staging, stage_dir=config.stage_dir)
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> DataRef:
+        """The reference from ``dataclasses.asdict`` of one (e.g. read back from JSON)."""
+        return cls(**{**fields, "options": tuple(tuple(o) for o in fields["options"])})
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,24 @@
 which also trains data-parallel, is :mod:`aihpc.train.worker`).
 
 An epoch reads as four named steps: :func:`prepare` (model, optimizer,
-data), :func:`train_steps`, :func:`validate`, and :func:`snapshot` (the weights
-written to the run's weight directory, see :mod:`aihpc.train.weights`).
+data), :func:`train_steps`, :func:`snapshot` (the weights written to the
+run's weight directory by a background thread while the next step runs,
+see :mod:`aihpc.train.weights`) and :func:`validate`.
 Phases are timed by events read once per epoch (:mod:`aihpc.train.timing`;
-nothing waits for the device inside the training loop): ``data`` (batch
-selection on the device), ``forward`` (model and loss), ``backward``,
+nothing waits for the device inside the training loop): ``data`` (the wait
+for the next batch: gathered on the device, or streamed, see
+:mod:`aihpc.train.feed`), ``forward`` (model and loss), ``backward``,
 ``optimizer`` (the step), ``eval`` (validation forward passes), ``compile``
 (the first pass through a freshly ``torch.compile``-d model, compilation
 included) and ``other`` (model build, weight loading, operation counting,
-serialisation).
+and any wait for the weight file).
+
+Every batch a trial trains on has the same shape, so that cuDNN's autotuner
+(and a compiled model) sees one shape per architecture: training leaves out
+the epoch's last, partial batch (its samples are neither trained on nor
+counted; the order changes every epoch, so no sample is always left out),
+and on a GPU the last evaluation batch is padded to full size (only real
+samples are scored).
 
 A worker keeps the model and optimizer of the epoch it last finished on its
 device (:class:`Resident`); the next epoch of the same trial, if it comes to
@@ -30,10 +39,13 @@ deadline counts as far as it went; nothing is counted twice.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import socket
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,10 +54,12 @@ import torch
 import torch.nn.functional as F
 
 from aihpc.nas.build import SpecNet
-from aihpc.train.inputs import device_tensors, ops_per_sample
+from aihpc.train import feed
+from aihpc.train.inputs import ops_per_sample
+from aihpc.train.staging import Staged, stage
 from aihpc.train.task import EpochResult, EpochTask, WeightsRef
 from aihpc.train.timing import PhaseTimer, timer_for
-from aihpc.train.weights import file_name, save, starting_state
+from aihpc.train.weights import SnapshotWriter, file_name, starting_state
 
 # torch.compile when the task leaves it open (compile=None), by device kind.
 # CPU: off.  Each new architecture pays a compilation: the digits seed's
@@ -100,13 +114,15 @@ class Setup:
     model: torch.nn.Module  # the bare model (its state is what the epoch returns)
     step_model: torch.nn.Module  # what the steps call: compiled and/or wrapped for data parallelism
     optimizer: torch.optim.Optimizer
-    data: tuple[torch.Tensor, ...]  # x_train, y_train, x_val, y_val on the device
+    data: Staged  # the data set as this worker staged it
+    device: torch.device
     batch: int
     train_ops: float  # operations per training sample
     eval_ops: float  # operations per evaluation sample
     num_params: int
     autocast: Any
-    compiled: bool  # step_model is torch.compile-d: batches keep one shape
+    compiled: bool  # step_model is torch.compile-d
+    pad_eval: bool  # evaluation batches padded to full size (one shape: GPU, compiled)
     fresh: set[str]  # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
 
 
@@ -125,6 +141,7 @@ class Resident:
 
 
 _RESIDENT: Resident | None = None
+_WRITER = SnapshotWriter()  # this worker's background writer of weight files
 
 
 @dataclass
@@ -160,10 +177,14 @@ def _train_epoch(task: EpochTask, worker: str, t_start: float, group: Group, dev
         setup = prepare(task, device, group)
     progress = train_steps(task, setup, timer, group)
     metrics = train_metrics(task, progress)
+    writing = None
+    if progress.status in ("ok", "deadline"):  # the weights are final: written while validation runs
+        with timer("other"):
+            writing = snapshot(task, setup, group)
     if progress.status == "ok":
         progress.status = validate(task, setup, timer, group, metrics)
     with timer("other"):
-        weights = snapshot(task, setup, group) if progress.status in ("ok", "deadline") else None
+        weights = writing.result() if writing is not None else None
     keep_resident(setup, device, group, weights)
     phase_seconds = timer.seconds()  # the epoch's one wait for the device's timing events
     ops_train = round(setup.train_ops * progress.seen)
@@ -220,14 +241,10 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     batch = int(hp["batch_size"])
     dropout = float(hp.get("dropout", 0.0))
     state, opt_state = starting_state(task)
-    torch.manual_seed(task.seed)
-    model = SpecNet(spec)
-    if state is not None:
-        model.load_state_dict(state, strict=True)
+    model = build_model(spec, state, task.seed, device)
     _set_dropout(model, dropout)
     train_ops, eval_ops = ops_per_sample(spec, batch, dropout)
     gpu = device.type == "cuda"
-    model = model.to(device)
     if gpu:
         model = model.to(memory_format=torch.channels_last)
         # a trial's batches all have one shape: cuDNN times its algorithms once per shape and keeps the fastest
@@ -245,42 +262,65 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
         model=model,
         step_model=group.wrap(step_model),
         optimizer=optimizer,
-        data=device_tensors(task.data, str(device)),
+        data=stage(task.data, str(device)),
+        device=device,
         batch=batch,
         train_ops=train_ops,
         eval_ops=eval_ops,
         num_params=sum(p.numel() for p in model.parameters()),
         autocast=torch.autocast("cuda", dtype=torch.bfloat16) if gpu else contextlib.nullcontext(),
         compiled=compiled,
+        pad_eval=compiled or gpu,
         fresh={"train", "eval"} if compiled else set(),
     )
 
 
-def snapshot(task: EpochTask, setup: Setup, group: Group) -> WeightsRef | None:
-    """Write the weights and optimizer state the epoch ends with (rank 0 alone); returns their reference."""
+def build_model(spec, state: dict[str, Any] | None, seed: int, device: torch.device) -> torch.nn.Module:
+    """The trial's network on ``device``, built once.
+
+    With weights to start from, it is built on the meta device (nothing
+    allocated or initialised) and takes the weights' tensors as its own.
+    A fresh network is initialised on the host from ``seed``, so that it is
+    the same on every device (a child of a parent without weights replays
+    that initialisation, :func:`aihpc.train.weights.morphed_state`).
+    """
+    if state is None:
+        torch.manual_seed(seed)
+        return SpecNet(spec).to(device)
+    with torch.device("meta"):
+        model = SpecNet(spec)
+    model.load_state_dict(state, strict=True, assign=True)
+    return model.to(device)
+
+
+def snapshot(task: EpochTask, setup: Setup, group: Group) -> Future[WeightsRef] | None:
+    """Start writing the weights and optimizer state the epoch ends with (rank 0 alone).
+
+    Returns the write's future (its result is the file's reference); the
+    state is copied before this returns, so training may go on.
+    """
     if group.rank != 0:
         return None
-    model = {k: v.detach().cpu() for k, v in setup.model.state_dict().items()}
     name = file_name(task.trial_id, task.epoch, task.attempt)
-    return save(Path(task.weights_dir), name, model, _cpu(setup.optimizer.state_dict()))
+    return _WRITER.start(Path(task.weights_dir), name, setup.model.state_dict(), setup.optimizer.state_dict())
 
 
 def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) -> Progress:
     """The epoch's training steps, in a seeded order; stops at the deadline or a non-finite loss.
 
     Losses and correct predictions are summed on the device and read back
-    every ``CHECK_EVERY`` steps only.  A compiled model trains on full
-    batches only (one shape, one compilation); the samples of the last,
-    partial batch are then neither trained on nor counted.
+    every ``CHECK_EVERY`` steps only.  Every step trains a full batch (one
+    shape): the samples of the last, partial batch are neither trained on
+    nor counted, unless the split is smaller than one batch.
     """
-    x_train, y_train = setup.data[0], setup.data[1]
-    batch, model, optimizer = setup.batch, setup.step_model, setup.optimizer
-    n = x_train.shape[0]
-    steps = n // batch if setup.compiled else math.ceil(n / batch)
+    batch, model, optimizer, device = setup.batch, setup.step_model, setup.optimizer, setup.device
+    n = len(setup.data.train)
+    steps = max(1, n // batch)
     gen = torch.Generator().manual_seed(task.seed * 1_000_003 + task.epoch)
-    order = torch.randperm(n, generator=gen).to(x_train.device)  # one copy per epoch, none per step
-    check_every = CHECK_EVERY.get(x_train.device.type, 1)
-    sums = torch.zeros(2, dtype=torch.float64, device=x_train.device)  # loss × samples, correct predictions
+    order = torch.randperm(n, generator=gen)
+    batches = feed.train_batches(setup.data.train, order, batch, steps, group.rank, group.world, device)
+    check_every = CHECK_EVERY.get(device.type, 1)
+    sums = torch.zeros(2, dtype=torch.float64, device=device)  # loss × samples, correct predictions
     progress = Progress()
     model.train()
     for i in range(steps):
@@ -288,14 +328,12 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
         if (check or group.world == 1) and group.any(time.time() >= task.deadline):
             progress.status = "deadline"
             break
-        idx = order[i * batch : (i + 1) * batch]
-        global_batch = idx.shape[0]
-        if global_batch < group.world:  # a last batch too small to give every rank a sample
-            break
         phase = _phases(setup, "train")
         with timer(phase("data")):
-            idx = idx[group.rank :: group.world]
-            xb, yb = _channels_last(x_train[idx]), y_train[idx]
+            xb, yb, global_batch = next(batches)
+            xb = _channels_last(xb)
+        if global_batch < group.world:  # a batch too small to give every rank a sample
+            break
         with timer(phase("forward")):
             set_lr(optimizer, task.hparams, task.epochs, (task.epoch - 1) + i / steps)
             with setup.autocast:
@@ -339,13 +377,14 @@ def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
 
 def validate(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, metrics: dict[str, Any]) -> str:
     """Evaluate on the validation split into ``metrics``; "deadline" if it was cut short, else "ok"."""
-    x_val, y_val = setup.data[2], setup.data[3]
+    val = setup.data.val
     first = _phases(setup, "eval")("eval")
     setup.fresh.discard("eval")
-    val_loss, val_acc, val_seen = evaluate(setup.step_model, x_val, y_val, setup.batch, setup.autocast,
-                                           task.deadline, group, timer=timer, first_phase=first,
-                                           pad=setup.compiled)  # fmt: skip
-    complete = val_seen == x_val.shape[0]
+    batches = feed.eval_batches(val, setup.batch, group.rank, group.world, setup.device)
+    full = len(range(group.rank, setup.batch, group.world)) if setup.pad_eval else None
+    val_loss, val_acc, val_seen = evaluate(setup.step_model, batches, setup.autocast, task.deadline, group,
+                                           timer=timer, first_phase=first, pad_to=full)  # fmt: skip
+    complete = val_seen == len(val)
     metrics.update(
         val_loss=val_loss if complete else None,
         val_accuracy=val_acc if complete else None,
@@ -355,38 +394,41 @@ def validate(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, met
 
 
 @torch.no_grad()
-def evaluate(model, x, y, batch: int, autocast, deadline: float, group: Group = SINGLE, *,
+def evaluate(model, batches: Iterator[feed.Batch], autocast, deadline: float, group: Group = SINGLE, *,
              timer: PhaseTimer | None = None, first_phase: str = "eval",
-             pad: bool = False) -> tuple[float, float, int]:  # fmt: skip
-    """Mean loss, accuracy and samples seen on (x, y), over all ranks; stops at the deadline.
+             pad_to: int | None = None) -> tuple[float, float, int]:  # fmt: skip
+    """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), over all ranks.
 
-    With a ``timer`` each batch is timed as ``eval`` (the first as
-    ``first_phase``).  ``pad`` (for a compiled model): every batch is copied
-    into a new full-size one, the last padded with zeros, so that one
-    compilation serves all; only real samples are scored.
+    Stops at the deadline.  With a ``timer`` each batch is timed as
+    ``eval`` (the first as ``first_phase``).  ``pad_to`` (a GPU's or a
+    compiled model's batch size on this rank): every batch is copied into a
+    new one of that size, the last padded with zeros, so that every call has
+    one shape and one layout (strides); only real samples are scored.
     """
     model.eval()
-    full = len(range(group.rank, batch, group.world))
-    sums = torch.zeros(2, dtype=torch.float64, device=x.device)  # loss, correct predictions
+    sums = None  # loss, correct predictions (on the batches' device)
     seen = 0
-    for k, i in enumerate(range(0, x.shape[0], batch)):
+    for k in itertools.count():
         if group.any(time.time() >= deadline):
             break
         with timer(first_phase if k == 0 else "eval") if timer else contextlib.nullcontext():
-            xb = x[i : i + batch][group.rank :: group.world]
-            yb = y[i : i + batch][group.rank :: group.world]
+            item = next(batches, None)
+            if item is None:
+                break
+            xb, yb, _ = item
             n = yb.shape[0]
-            if pad:  # a fresh full-size batch: one shape and one layout (strides) for every call
-                padded = xb.new_zeros((full, *xb.shape[1:]))
+            if pad_to is not None:
+                padded = xb.new_zeros((pad_to, *xb.shape[1:]))
                 padded[:n] = xb
                 xb = padded
             with autocast:
                 logits = model(_channels_last(xb))[:n]
             loss = F.cross_entropy(logits.float(), yb, reduction="sum")
-            sums += torch.stack((loss.double(), (logits.argmax(1) == yb).sum().double()))
+            batch_sums = torch.stack((loss.double(), (logits.argmax(1) == yb).sum().double()))
+            sums = batch_sums if sums is None else sums + batch_sums
         seen += n
     model.train()
-    loss_sum, correct, seen = group.sum(*sums.tolist(), seen)
+    loss_sum, correct, seen = group.sum(*(sums.tolist() if sums is not None else (0.0, 0.0)), seen)
     correct, seen = int(correct), int(seen)
     if seen == 0:
         return float("nan"), 0.0, 0
@@ -439,16 +481,6 @@ def _set_dropout(model: torch.nn.Module, p: float) -> None:
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = p
-
-
-def _cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_cpu(v) for v in obj)
-    return obj
 
 
 def _channels_last(x: torch.Tensor) -> torch.Tensor:

@@ -13,20 +13,30 @@ worker sees (on a cluster: the shared scratch or home file system).
 
 A file holds ``{"model": state_dict, "optimizer": state_dict | None}``,
 saved with ``torch.save`` on the CPU and loaded with ``weights_only=True``.
+
+Writing does not stall training (:class:`SnapshotWriter`): the state is
+copied to host memory at once (into pinned memory on a GPU, queued behind
+the training steps, so the host does not wait for it), and a background
+thread serialises, hashes and writes the file while the epoch's validation
+runs; the epoch returns its result only once the file is written, so every
+epoch the master commits has its file, with the same SHA-256 check, and
+``--resume`` is exact.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import random
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from aihpc.errors import StorageError
-from aihpc.fileio import atomic_write
+from aihpc.fileio import atomic_path
 from aihpc.train.task import EpochTask, Morph, WeightsRef
 
 
@@ -35,12 +45,81 @@ def file_name(trial_id: int, epoch: int, attempt: int) -> str:
 
 
 def save(directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None) -> WeightsRef:
-    """Write one weight file atomically; returns its reference."""
-    buf = io.BytesIO()
-    torch.save({"model": model, "optimizer": optimizer}, buf)
-    data = buf.getvalue()
-    atomic_write(Path(directory) / name, data)
-    return WeightsRef(name, hashlib.sha256(data).hexdigest())
+    """Write one weight file atomically, hashing the bytes as they are written; returns its reference."""
+    with atomic_path(Path(directory) / name) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            out = _HashingWriter(f)
+            torch.save({"model": model, "optimizer": optimizer}, out)
+    return WeightsRef(name, out.sha256.hexdigest())
+
+
+class _HashingWriter:
+    """A file's ``write``, passing every byte through SHA-256 on the way (no second copy of the file in memory)."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+        self.sha256 = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+class SnapshotWriter:
+    """Writes weight files in a background thread, from host copies made when the write starts.
+
+    :meth:`start` copies the state at once and returns a future of the
+    file's :class:`WeightsRef`; the caller may then change the model, and
+    must take the result before it trusts the file exists.  One write at a
+    time: a write starts only after the one before it has finished.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="aihpc-weights")
+        self._last: Future | None = None
+
+    def start(self, directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None) -> Future:
+        if self._last is not None:
+            self._last.exception()  # the last write is over (its error went to its own caller)
+        copied = torch.cuda.Event() if _on_gpu(model) else None
+        host_model, host_optimizer = host_copy(model), host_copy(optimizer)
+        if copied is not None:
+            copied.record()  # after the copies, on the stream that queued them
+        self._last = self._pool.submit(self._write, directory, name, host_model, host_optimizer, copied)
+        return self._last
+
+    @staticmethod
+    def _write(directory: Path, name: str, model, optimizer, copied) -> WeightsRef:
+        if copied is not None:
+            copied.synchronize()  # the copies to pinned memory have landed
+        return save(directory, name, model, optimizer)
+
+
+def host_copy(obj: Any) -> Any:
+    """``obj`` (nested dicts, lists, tuples of tensors) with every tensor copied to host memory.
+
+    A GPU tensor goes to pinned memory without waiting (the copy is queued
+    on the current stream: synchronise before reading it); a CPU tensor is
+    cloned, since the model it belongs to trains on.
+    """
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        if t.is_cuda:
+            return torch.empty_like(t, device="cpu", pin_memory=True).copy_(t, non_blocking=True)
+        return t.clone()
+    if isinstance(obj, dict):
+        return {k: host_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(host_copy(v) for v in obj)
+    return obj
+
+
+def _on_gpu(state: dict[str, Any]) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_cuda for t in state.values())
 
 
 def load(directory: Path, ref: WeightsRef) -> tuple[dict[str, Any], dict[str, Any] | None]:
