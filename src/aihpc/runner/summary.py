@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aihpc.energy.run import energy_text
 from aihpc.report.fmt import format_si
 
 
@@ -34,6 +35,7 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
     warning = (results.get("peak") or {}).get("drift_warning")
     if warning:
         lines.append(f"  warning          {warning}")
+    lines += energy_lines(results.get("energy"))
     lines.append(
         f"  trials           {s['trials_completed']} completed, {s['trials_failed']} failed, "
         f"{s['trials_diverged']} diverged, {len(results['trials'])} in all"
@@ -47,4 +49,14 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
         lines.append(f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} epochs)")
     lines.append(f"  results          {run_dir / 'results.json'}")
     lines.append(f"  report           aihpc report {run_dir}")
+    return lines
+
+
+def energy_lines(energy: dict[str, Any] | None) -> list[str]:
+    """The run's energy in one line (or why it was not measured), then each device measured."""
+    lines = [f"  energy           {energy_text(energy)}"]
+    for d in (energy or {}).get("devices") or []:
+        if d.get("joules") is not None:
+            lines.append(f"    {d['host']} {d['device']:<16} {format_si(d['joules'], 'J')}, "
+                         f"{format_si(d['watts'], 'W')} ({d['source']}, {d['samples']} samples)")
     return lines
