@@ -400,3 +400,31 @@ def test_peak_section_of_many_workers_shows_min_median_max(tmp_path: Path) -> No
     assert ("<tr><th>per worker, 9 workers (min / median / max)</th>"
             "<td>10.0 GFLOP/s / 50.0 GFLOP/s / 90.0 GFLOP/s</td></tr>") in section
     assert "part of the total" not in section
+
+
+def test_energy_card_and_section_show_gops_per_watt_or_why_not(tmp_path: Path) -> None:
+    from aihpc.energy.run import energy_results, unmeasured_block
+
+    results = _fixture()
+    block = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [
+        {"device": "GPU 00000000:19:00.0 (NVIDIA H100)", "host": "gpu1", "source": "nvml", "joules": 36000.0,
+         "seconds": 120.0, "watts": 300.0, "samples": 241, "max_interval_s": 0.52, "wraps": 0, "resets": 0},
+        {"device": "CPU packages", "host": "gpu1", "source": "rapl", "reason": "no RAPL: /x does not exist"}]}
+    # the fixture's 4.877e11 operations over 36 kJ: 1.355e7 operations per joule, 0.0135 GOPS/W
+    results["energy"] = energy_results(block, results["score"]["ops"])
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    header = page[:page.index("<h2>Environment</h2>")]
+    gops = results["score"]["ops"] / 36000.0 / 1e9
+    assert f'<div class="value ">{gops:.3g}</div>' in header and "36.0 kJ at 300 W average" in header
+    section = page[page.index("<h2>Energy</h2>"):page.index("<h2>Configuration</h2>")]
+    assert "gpu1 GPU 00000000:19:00.0 (NVIDIA H100) (nvml)</th><td>36.0 kJ, 300 W average, 241 samples" in section
+    assert "<th>gpu1 CPU packages (rapl)</th><td>not measured: no RAPL: /x does not exist</td>" in section
+    assert f"= {gops:.3g} GOPS/W" in section
+
+    results["energy"] = energy_results(unmeasured_block("no RAPL: /sys/class/powercap does not exist"), 1.0)
+    (tmp_path / "none").mkdir()
+    page = write_report(_run_dir(tmp_path / "none", results)).read_text()
+    assert "not measured: no RAPL: /sys/class/powercap does not exist" in page
+    (tmp_path / "old").mkdir()
+    old = write_report(_run_dir(tmp_path / "old")).read_text()  # results_v1.json: no energy key
+    assert "energy not measured: results written before aihpc measured energy" in old

@@ -33,9 +33,9 @@ ENV = {"hostname": "node1", "cpu_model": "Test CPU", "cpu_logical_cores": 8, "gp
 
 def results_doc(score: float, *, workers: int = 2, minutes: float = 1.0, dataset: str = "digits", seed: int = 0,
                 best: float = 0.9, min_accuracy: float = 0.5, version: int = 2, aihpc_version: str = "0.1.0",
-                environment: dict | None = None) -> dict:
-    """A results.json of ``aihpc run`` with the fields compare and rank read."""
-    return {
+                environment: dict | None = None, energy: dict | None = None) -> dict:
+    """A results.json of ``aihpc run`` with the fields compare and rank read (``energy`` only where given)."""
+    return ({"energy": energy} if energy is not None else {}) | {
         "schema_version": version, "aihpc_version": aihpc_version, "run_id": f"run-{seed}",
         "config": {"dataset": dataset, "data_options": {}, "minutes": minutes, "workers": workers,
                    "strategy": "evolution", "seed": seed, "min_accuracy": min_accuracy},
@@ -155,7 +155,7 @@ def test_rank_orders_by_score_with_valid_flops(tmp_path: Path) -> None:
     assert table[0].startswith("| rank | result | machine | config |")
     assert table[1].startswith("| 1 | fast-but-poor | node1: Test CPU, 8 cores | 4 workers")
     assert "| 1.31 GOPS |" in table[1]
-    assert all(line.endswith("| unchecked |") for line in table[1:])
+    assert all(line.endswith("| unchecked | not measured | not measured | n/a |") for line in table[1:])
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("<tr>") == 4 and "http" not in page
 
@@ -171,3 +171,39 @@ def test_rank_bad_input_is_one_line(tmp_path: Path) -> None:
     proc = aihpc("rank", str(empty))
     assert proc.returncode == 2 and proc.stderr == f"aihpc rank: error: no results under {empty} " \
                                                    "(no results.json, no result file with a score)\n"
+
+
+# 2 packages and DRAM of one host, metered for 60 s: 6 kJ + 3 kJ + 0.6 kJ
+METERED = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [
+    {"device": "package-0", "host": "node1", "source": "rapl", "joules": 6000.0, "seconds": 60.0, "watts": 100.0,
+     "samples": 121, "max_interval_s": 0.51, "wraps": 1, "resets": 0, "reason": None},
+    {"device": "package-0/dram", "host": "node1", "source": "rapl", "joules": 600.0, "seconds": 60.0, "watts": 10.0,
+     "samples": 121, "max_interval_s": 0.51, "wraps": 0, "resets": 0, "reason": None},
+    {"device": "package-1", "host": "node1", "source": "rapl", "joules": 3000.0, "seconds": 60.0, "watts": 50.0,
+     "samples": 121, "max_interval_s": 0.51, "wraps": 0, "resets": 0, "reason": None}]}
+NO_RAPL = "no RAPL: /sys/class/powercap does not exist (no powercap in this kernel, or not exposed to this host)"
+
+
+def test_compare_and_rank_show_energy_or_why_not(tmp_path: Path) -> None:
+    from aihpc.energy.run import energy_results, unmeasured_block
+
+    # 1.2e9 OPS for 60 s = 7.2e10 operations over 9.6 kJ: 7.5e6 operations per joule, 0.0075 GOPS/W
+    metered = energy_results(METERED, ops=7.2e10)
+    assert metered["total"]["joules"] == 9600.0 and metered["total"]["watts"] == 160.0
+    assert metered["total"]["ops_per_joule"] == pytest.approx(7.5e6)
+    a = write(tmp_path / "a", results_doc(1.2e9, energy=metered))
+    b = write(tmp_path / "b", results_doc(1.0e9, seed=1, energy=energy_results(unmeasured_block(NO_RAPL), 6e10)))
+    c = write(tmp_path / "c", results_doc(0.5e9, seed=2))  # written before energy was measured
+    proc = aihpc("compare", str(a), str(b), str(c))
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.splitlines()
+    assert rows[0].endswith("valid  energy        power         GOPS/W")
+    assert rows[1].split()[-5:] == ["9.60", "kJ", "160", "W", "0.0075"]
+    assert rows[2].endswith("not measured  not measured  n/a")
+    assert f"energy of #2: not measured: {NO_RAPL}" in rows
+    assert "energy of #3: not measured: results written before aihpc measured energy" in rows
+    ranked = aihpc("rank", str(tmp_path), "--no-verify")
+    assert ranked.returncode == 0, ranked.stderr
+    table = [line for line in ranked.stdout.splitlines() if line.startswith("| ")]
+    assert table[1].startswith("| 1 | a |") and table[1].endswith("| 9.60 kJ | 160 W | 0.0075 |")
+    assert f"- energy of rank 2: not measured: {NO_RAPL}" in ranked.stdout

@@ -90,11 +90,29 @@ def _check_results(run_dir: Path) -> dict:
                 e["val_samples"] * t["ops_per_sample"]["eval"]
             )
             assert e["ops"] == ops
+    _check_energy(results)
     env = results["environment"]
     assert env["torch_version"] and "git_commit" in env and "hostname" in env
     ok, output = check_compliance(run_dir / "mlperf.log")
     assert ok, output
     return results
+
+
+def _check_energy(results: dict) -> None:
+    """This VM has no RAPL and no GPU: the energy block is null with the reason, never an estimate."""
+    energy = results["energy"]
+    assert set(energy) == {"devices", "complete", "reason", "interval_s", "total"}
+    if Path("/sys/class/powercap").exists() or results["environment"].get("gpus"):
+        return  # a machine with counters: the figures are checked in tests/energy
+    total = energy["total"]
+    assert (total["joules"], total["watts"], total["ops_per_joule"], total["gops_per_watt"]) == (None,) * 4
+    assert energy["complete"] is False and energy["reason"]
+    if "resumed" not in energy["reason"]:
+        assert energy["devices"] == [{
+            "device": "CPU packages", "host": results["environment"]["hostname"], "source": "rapl", "joules": None,
+            "seconds": None, "watts": None, "samples": 0, "max_interval_s": None, "wraps": 0, "resets": 0,
+            "reason": "no RAPL: /sys/class/powercap does not exist (no powercap in this kernel, or not exposed to "
+                      "this host)"}]
 
 
 @pytest.mark.slow
@@ -104,6 +122,8 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "score" in proc.stdout and "VALID" in proc.stdout
     results = _check_results(run_dir)
+    energy = [line for line in proc.stdout.splitlines() if line.startswith("  energy ")]
+    assert energy == [f"  energy           not measured: {results['energy']['reason']}"]  # one line, with the reason
     done = [t for t in results["trials"] if t["status"] in ("completed", "early_stopped")]
     assert done, [t["status"] for t in results["trials"]]
     assert results["score"]["valid"] and results["score"]["best_accuracy"] >= 0.3

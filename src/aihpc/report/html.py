@@ -14,6 +14,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from aihpc.energy.run import energy_text
 from aihpc.report.fmt import (
     NA,
     as_number,
@@ -123,6 +124,7 @@ def _header(results: dict[str, Any]) -> str:
         _card("Wall time", format_seconds(score.get("wall_seconds"))),
         _card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
         _card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
+        _energy_card(results.get("energy")),
     ]
     return (f"<h1>aihpc run report</h1><p class=\"sub\">run <code>{esc(run_id)}</code> · "
             f"aihpc {esc(version)}</p><div class=\"cards\">{''.join(cards)}</div>")
@@ -214,6 +216,41 @@ def _peaks(results: dict[str, Any]) -> str:
         rows.append(("drift", format_fraction(peak.get("drift"))))
     if peak.get("drift_warning"):
         rows.append(("warning", str(peak["drift_warning"])))
+    return _kv_table(rows)
+
+
+def _energy_card(energy: Any) -> str:
+    """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides by."""
+    total = energy.get("total") if isinstance(energy, dict) and isinstance(energy.get("total"), dict) else {}
+    gops = as_number(total.get("gops_per_watt"))
+    if as_number(total.get("joules")) is None:
+        reason = energy.get("reason") if isinstance(energy, dict) else "results written before aihpc measured energy"
+        return _card("Energy", "not measured", str(reason or "no reason recorded"))
+    note = f"{format_si(total['joules'], 'J')} at {format_si(total.get('watts'), 'W')} average"
+    return _card("GOPS/W", NA if gops is None else f"{gops:.3g}", note)
+
+
+def _energy(results: dict[str, Any]) -> str:
+    """Every device's measured energy (or why not), and the total the GOPS/W divides by."""
+    energy = results.get("energy")
+    if not isinstance(energy, dict):
+        return _no_data("energy not measured: results written before aihpc measured energy")
+    rows = []
+    for d in energy.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        where = f"{d.get('host', '?')} {d.get('device', '?')} ({d.get('source', '?')})"
+        if as_number(d.get("joules")) is None:
+            rows.append((where, f"not measured: {d.get('reason')}"))
+        else:
+            rows.append((where, f"{format_si(d['joules'], 'J')}, {format_si(d.get('watts'), 'W')} average, "
+                                f"{format_value(d.get('samples'))} samples, longest gap "
+                                f"{format_seconds(d.get('max_interval_s'))}"))
+    total = energy.get("total") if isinstance(energy.get("total"), dict) else {}
+    rows.append(("total", energy_text(energy)))
+    if as_number(total.get("ops_per_joule")) is not None:
+        rows.append(("operations per joule", f"{format_si(total['ops_per_joule'], 'OP/J')} "
+                                             f"= {total['gops_per_watt']:.3g} GOPS/W"))
     return _kv_table(rows)
 
 
@@ -359,6 +396,7 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
         _header(results),
         '<div class="grid2"><div><h2>Environment</h2>', _environment(results),
         "<h2>Measured peak</h2>", _peaks(results),
+        "<h2>Energy</h2>", _energy(results),
         "</div><div><h2>Configuration</h2>", _configuration(results), "</div></div>",
         _plots(images),
         "<h2>Best trial</h2>", _best_architecture(results),

@@ -59,6 +59,10 @@ class Entry:
     best_accuracy: float | None = None
     target_accuracy: float | None = None
     valid: bool | None = None
+    joules: float | None = None  # energy measured over the run, all devices (aihpc.energy.run)
+    watts: float | None = None
+    gops_per_watt: float | None = None  # 1e-9 x operations per joule; None unless every training device was metered
+    energy_note: str | None = None  # what was not measured, and why
 
     def metric(self) -> float | None:
         return getattr(self, SCORED_KINDS[self.kind].metric)
@@ -98,7 +102,27 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
         score=score.get("ops_per_second"), error_percent=score.get("error_percent"),
         regulated_score=score.get("regulated_score"), peak_fraction=score.get("peak_fraction"),
         best_accuracy=score.get("best_accuracy"), target_accuracy=score.get("min_accuracy"), valid=score.get("valid"),
+        **energy_fields(doc.get("energy")),
     )  # fmt: skip
+
+
+def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
+    """An Entry's energy fields from results.json's ``energy`` (absent before aihpc measured energy)."""
+    if not isinstance(energy, dict):
+        return {"energy_note": "results written before aihpc measured energy"}
+    total = energy.get("total") or {}
+    return {"joules": total.get("joules"), "watts": total.get("watts"), "gops_per_watt": total.get("gops_per_watt"),
+            "energy_note": energy.get("reason")}
+
+
+def energy_notes(entries: list[Entry], label: str = "#") -> list[str]:
+    """One line per entry whose energy was not (all) measured: ``energy of #2: not measured: REASON``."""
+    notes = []
+    for number, e in enumerate(entries, start=1):
+        if e.energy_note:
+            what = "not measured" if e.joules is None else "partly measured; not measured"
+            notes.append(f"energy of {label}{number}: {what}: {e.energy_note}")
+    return notes
 
 
 # kind -> how to read it.  A new kind with a score: one line here.
@@ -206,7 +230,7 @@ def welch_p_value(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
 
 # -- output ------------------------------------------------------------------------------
 COLUMNS = ("#", "result", "machine", "config", "data set", "budget", "score", "error", "regulated",
-           "share of peak", "time-to-train", "valid")
+           "share of peak", "time-to-train", "valid", "energy", "power", "GOPS/W")
 
 
 def entry_cells(number: int, e: Entry) -> list[str]:
@@ -215,7 +239,17 @@ def entry_cells(number: int, e: Entry) -> list[str]:
     valid = "n/a" if e.valid is None else ("yes" if e.valid else "NO")
     return [str(number), e.source, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
             format_percent(e.error_percent), format_si(e.regulated_score, "OPS"), format_fraction(e.peak_fraction),
-            format_seconds(e.time_to_train_s), valid]
+            format_seconds(e.time_to_train_s), valid, *energy_cells(e)]
+
+
+def energy_cells(e: Entry) -> list[str]:
+    """Joules, average watts and GOPS/W of an entry, ``not measured`` where they are not known."""
+    from aihpc.report.fmt import format_si
+
+    if e.joules is None:
+        return ["not measured", "not measured", "n/a"]
+    return [format_si(e.joules, "J"), format_si(e.watts, "W"),
+            "n/a" if e.gops_per_watt is None else f"{e.gops_per_watt:.3g}"]
 
 
 def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str]) -> str:
@@ -230,6 +264,7 @@ def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str
             members = ", ".join(f"#{n}" for n in g.members)
             lines.append(f"  {g.label}  {members}  n={len(g.values)}  {_metric_text(metric, g.mean)}{spread}{test}")
         lines.append(SIGNIFICANCE_RULE.format(metric=metric))
+    lines += energy_notes(entries)
     lines += flags
     return "\n".join(lines)
 

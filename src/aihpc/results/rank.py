@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aihpc.errors import AihpcError, ConfigError
-from aihpc.results.compare import SCORED_KINDS, Entry, check_like_for_like, load_entry
+from aihpc.results.compare import SCORED_KINDS, Entry, check_like_for_like, energy_cells, energy_notes, load_entry
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
 COLUMNS = ("rank", "result", "machine", "config", "data set", "budget", "score", "Valid FLOPS", "error",
-           "share of peak", "verified")
+           "share of peak", "verified", "energy", "power", "GOPS/W")
 
 
 def valid_flops(flops: float | None, achieved: float | None, target: float | None,
@@ -111,17 +111,20 @@ def cells(row: RankRow, directory: Path) -> list[str]:
     name = str(source.relative_to(directory)) if source.is_relative_to(directory) else str(source)
     return [str(row.rank), name, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
             format_si(row.valid_flops, "OPS"), format_percent(e.error_percent), format_fraction(e.peak_fraction),
-            row.verified]
+            row.verified, *energy_cells(e)]
 
 
-def notes(target: float | None) -> list[str]:
+def notes(target: float | None, rows: list[RankRow] = ()) -> list[str]:
     goal = f"{target:g} for every entry" if target is not None else "each run's min_accuracy"
-    return [
+    energy = energy_notes([row.entry for row in rows], label="rank ")
+    return energy + [
         "score: operations per second over the whole run (AIPerf); error: 100 - best validation accuracy in %.",
         f"Valid FLOPS (HPC AI500, Jiang et al. 2021): score x (best accuracy / target)^{VALID_FLOPS_EXPONENT} "
         f"where the accuracy is below the target, else the score; target: {goal}.",
         "verified: yes = `aihpc verify` passed; no = it found mismatches; "
         "unchecked = not a run directory, or a run store without a digest chain.",
+        "energy: joules measured over the run (NVML per GPU, RAPL per CPU package and DRAM) and their average "
+        "power; GOPS/W: operations per joule / 1e9, given only when every device that trained was measured.",
     ]
 
 
@@ -130,7 +133,7 @@ def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> s
              "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, directory)) + " |")
-    lines += [""] + [f"- {n}" for n in notes(target)]
+    lines += [""] + [f"- {n}" for n in notes(target, rows)]
     return "\n".join(lines)
 
 
@@ -139,7 +142,7 @@ def to_html(rows: list[RankRow], directory: Path, target: float | None) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     body = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
                      for row in rows)
-    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes(target))
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes(target, rows))
     title = html.escape(f"aihpc rank: {len(rows)} results under {directory}")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

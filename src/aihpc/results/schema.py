@@ -6,6 +6,9 @@ sorted when written.  All ``t_*`` and ``t`` values are seconds since the
 run's start; operations are counted analytically (see aihpc.counting).
 ``integrity`` (added in aihpc 0.1, no version change: a new field) holds the
 head of the run store's digest chain when the file was written.
+``energy`` (no version change: a new field; absent in older files, null
+where the run did not meter) is the run's measured energy, per device and in
+total, with operations per joule (see aihpc.energy.run).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc import __version__
+from aihpc.energy.run import energy_results
 from aihpc.fileio import atomic_write
 
 SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
@@ -67,6 +71,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "layout": store.meta("layout"),
         "staging": store.meta("staging"),
         "score": score,
+        "energy": energy_results(store.meta("energy"), score["ops"]),
         "segments": [{"t_start": a - t0, "t_end": b - t0} for a, b in segments],
         "timeline": store.timeline(),
         "workers": workers_out,

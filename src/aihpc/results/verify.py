@@ -246,8 +246,8 @@ def check_results(store, score: dict[str, Any], results: dict[str, Any]) -> tupl
 
     found = Found("results")
     expected = build_results(store, score)
-    for key in ("run_id", "config", "data", "environment", "peak", "layout", "segments", "workers", "timeline",
-                "screenings"):
+    for key in ("run_id", "config", "data", "environment", "peak", "layout", "energy", "segments", "workers",
+                "timeline", "screenings"):
         if key in results and not same(results[key], expected[key]):
             path, got, want = next(diffs(results[key], expected[key], key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")

@@ -204,9 +204,11 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
             mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
         else:
             initialise(config, store, executor, mlperf, layout, device, data_info)
+        meters = start_meters(store, executor, layout, device, resume)
         master = Master(config, store, executor, data_info, layout, Observers(console, mlperf))
         with console:
             score = master.run()
+        record_energy(store, executor, meters, config.procs_per_trial)
         record_peak_after(store, executor, layout, config.peak_seconds)
         results = build_results(store, score)
         write_json(run_dir / "results.json", results)
@@ -344,6 +346,39 @@ def _worker_address() -> str | None:
         return get_worker().address
     except (ImportError, ValueError):
         return None
+
+
+# Why a resumed run has no energy: the meters of the segments before it died with their master.
+RESUMED_ENERGY = ("the run was stopped and resumed: the meters of its earlier segments ended with them, "
+                  "so the run's energy is not known")
+
+
+def start_meters(store: RunStore, executor, layout, device: str, resume: bool):
+    """Start every worker's energy meter as the run's clock starts (see aihpc.energy.run); None on a resume."""
+    from aihpc.energy.run import start_energy, unmeasured_block
+
+    if resume:
+        store.set_meta("energy", unmeasured_block(RESUMED_ENERGY))
+        return None
+    return start_energy(executor, f"{store.meta('run_id')}-{secrets.token_hex(4)}",
+                        layout.device if layout else "auto", device)
+
+
+def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> None:
+    """Stop the meters and keep their block in the store (results.json's ``energy`` is built from it).
+
+    Energy is measured beside the score: whatever fails here becomes the
+    block's reason, and the run goes on to write its results.
+    """
+    from aihpc.energy.run import finish_energy, unmeasured_block
+
+    if meters is None:
+        return
+    try:
+        block = finish_energy(executor, meters, procs_per_trial)
+    except Exception as exc:
+        block = unmeasured_block(f"the energy meters could not be gathered: {type(exc).__name__}: {exc}")
+    store.set_meta("energy", block)
 
 
 def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aihpc.energy.run import energy_text
 from aihpc.report.fmt import format_si
 
 
@@ -34,11 +35,8 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
     warning = (results.get("peak") or {}).get("drift_warning")
     if warning:
         lines.append(f"  warning          {warning}")
-    staging = results.get("staging")
-    if staging:
-        lines.append(f"  data staging     {staging['seconds']:.1f} s before the clock, "
-                     f"{format_si(staging['bytes'], 'B')} on {staging['workers']} workers"
-                     + (f" ({', '.join(staging['tiers'])})" if staging.get("tiers") else ""))
+    lines += staging_lines(results.get("staging"))
+    lines += energy_lines(results.get("energy"))
     lines.append(
         f"  trials           {s['trials_completed']} completed, {s['trials_failed']} failed, "
         f"{s['trials_diverged']} diverged, {len(results['trials'])} in all"
@@ -52,4 +50,23 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
         lines.append(f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} epochs)")
     lines.append(f"  results          {run_dir / 'results.json'}")
     lines.append(f"  report           aihpc report {run_dir}")
+    return lines
+
+
+def staging_lines(staging: dict[str, Any] | None) -> list[str]:
+    """How long the workers took to stage the data, how much, and to which tiers (none for older runs)."""
+    if not staging:
+        return []
+    tiers = f" ({', '.join(staging['tiers'])})" if staging.get("tiers") else ""
+    return [f"  data staging     {staging['seconds']:.1f} s before the clock, "
+            f"{format_si(staging['bytes'], 'B')} on {staging['workers']} workers{tiers}"]
+
+
+def energy_lines(energy: dict[str, Any] | None) -> list[str]:
+    """The run's energy in one line (or why it was not measured), then each device measured."""
+    lines = [f"  energy           {energy_text(energy)}"]
+    for d in (energy or {}).get("devices") or []:
+        if d.get("joules") is not None:
+            lines.append(f"    {d['host']} {d['device']:<16} {format_si(d['joules'], 'J')}, "
+                         f"{format_si(d['watts'], 'W')} ({d['source']}, {d['samples']} samples)")
     return lines

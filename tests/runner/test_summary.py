@@ -1,0 +1,34 @@
+"""The run summary's energy lines: one line for the run, then each device measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aihpc.energy.run import energy_results
+from aihpc.runner.summary import energy_lines, summary_lines
+
+BLOCK = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [
+    {"device": "package-0", "host": "node1", "source": "rapl", "joules": 4500.0, "seconds": 30.0, "watts": 150.0,
+     "samples": 61, "max_interval_s": 0.5, "wraps": 0, "resets": 0, "reason": None},
+    {"device": "package-0/dram", "host": "node1", "source": "rapl", "joules": 300.0, "seconds": 30.0, "watts": 10.0,
+     "samples": 61, "max_interval_s": 0.5, "wraps": 0, "resets": 0, "reason": None}]}
+
+
+def test_measured_energy_gives_joules_watts_and_gops_per_watt() -> None:
+    # 9.6e12 operations over 4.8 kJ: 2e9 operations per joule = 2 GOPS/W
+    assert energy_lines(energy_results(BLOCK, ops=9.6e12)) == [
+        "  energy           4.80 kJ, 160 W average (rapl), 2 GOPS/W",
+        "    node1 package-0        4.50 kJ, 150 W (rapl, 61 samples)",
+        "    node1 package-0/dram   300 J, 10.0 W (rapl, 61 samples)",
+    ]
+
+
+def test_summary_of_older_results_says_energy_was_not_measured() -> None:
+    results = {"run_id": "r", "score": {"valid": True, "invalid_reason": None, "ops_per_second": 1e9,
+                                        "regulated_score": 1e9, "error_percent": 10.0, "best_accuracy": 0.9,
+                                        "ops": 1e10, "wall_seconds": 10.0, "trials_completed": 1, "trials_failed": 0,
+                                        "trials_diverged": 0},
+               "trials": [], "workers": []}
+    lines = summary_lines(results, Path("run"))
+    assert [line for line in lines if "energy" in line] == [
+        "  energy           not measured: this run's aihpc did not measure energy"]
