@@ -118,7 +118,7 @@ def pip(python: str, *args: str, env: dict | None = None) -> subprocess.Complete
 
 def pip_failure(proc: subprocess.CompletedProcess) -> str:
     """pip's error in a few words: the requirement it found no wheel for, else its last ERROR line."""
-    missing = re.findall(r"No matching distribution found for (\S+)", proc.stderr)
+    missing = re.findall(r"No matching distribution found for ([^;\s]+)", proc.stderr)
     if missing:
         return f"no wheel of {missing[-1]}"
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
@@ -151,8 +151,9 @@ def make_wheelhouse(dest: Path, python_version: str, platform_name: str, torch: 
     for wheel in wheels:
         name, version = wheel.name.split("-")[:2]
         print(f"  {name} {version}  ({wheel.stat().st_size / 1e6:.1f} MB)")
+    has_torch = any(p.name.startswith("torch-") for p in wheels)
     print(f"wheelhouse: {len(wheels)} wheels, {size / 1e6:.0f} MB in {dest}/"
-          + ("" if torch else "; no torch (a GPU node brings its own; TORCH=2.13.0 adds one)"))
+          + ("" if has_torch else "; no torch (a GPU node brings its own; TORCH=2.13.0 adds one)"))
 
 
 # ---------------------------------------------------------------- installing from it
@@ -171,28 +172,39 @@ def this_torch() -> str | None:
         return "(unknown version)"
 
 
+def target_environment(venv: Path) -> tuple[str, str]:
+    """The Python to install into, and where that is in words; makes ``venv`` where it is the answer.
+
+    A venv made from a virtual environment's interpreter sees only the base
+    interpreter's packages, not that environment's (its torch among them), so
+    a virtual environment gets aihpc itself; any other interpreter gets a new
+    venv that sees its packages, as ``make install`` makes.
+    """
+    if in_virtual_env():
+        return sys.executable, f"the virtual environment {sys.prefix}"
+    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                          capture_output=True, text=True)
+    if made.returncode:
+        raise OfflineError(f"creating the venv {venv} failed: {(made.stderr.strip().splitlines() or ['?'])[-1]}")
+    return str(venv / "bin" / "python"), f"{venv} (a venv that sees {sys.executable}'s packages)"
+
+
 def install(wheelhouse: Path, venv: Path, extras: list[str]) -> None:
     if not wheelhouse.is_dir():
         raise OfflineError(f"wheelhouse {wheelhouse} does not exist: make it with `make wheelhouse` "
                            "on a machine with network access, and copy it here")
-    ours = sorted(wheelhouse.glob("aihpc-*.whl"))
+    ours = list(wheelhouse.glob("aihpc-*.whl"))
     if not ours:
         raise OfflineError(f"wheelhouse {wheelhouse} has no aihpc wheel: make it with `make wheelhouse`")
+    aihpc_wheel = max(ours, key=lambda p: p.stat().st_mtime)  # the latest build, where there are several
     torch = this_torch()
     if torch is None and not list(wheelhouse.glob("torch-*.whl")):
         raise OfflineError(f"{sys.executable} has no torch and wheelhouse {wheelhouse} has none: use a Python "
                            "that has torch (PYTHON=...), or make the wheelhouse with TORCH=2.13.0")
-    if in_virtual_env():
-        python, where = sys.executable, f"the virtual environment {sys.prefix}"
-    else:
-        made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                              capture_output=True, text=True)
-        if made.returncode:
-            raise OfflineError(f"creating the venv {venv} failed: {pip_failure(made)}")
-        python, where = str(venv / "bin" / "python"), f"{venv} (a venv that sees {sys.executable}'s packages)"
+    python, where = target_environment(venv)
     print(f"install-offline: into {where}; torch "
           + (f"{torch} kept" if torch else f"from {wheelhouse}"), flush=True)
-    wheel = str(ours[-1]) + (f"[{','.join(extras)}]" if extras else "")
+    wheel = str(aihpc_wheel) + (f"[{','.join(extras)}]" if extras else "")
     # from the wheelhouse only: no index, and no pip configuration adding other places to look
     env = {k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")}
     env["PIP_CONFIG_FILE"] = os.devnull
@@ -202,9 +214,9 @@ def install(wheelhouse: Path, venv: Path, extras: list[str]) -> None:
         raise OfflineError(f"{pip_failure(done)} in wheelhouse {wheelhouse} for CPython "
                            f"{sys.version_info[0]}.{sys.version_info[1]} on {this_platform()}")
     # the same aihpc version already installed counts as satisfied: put this wheel's code in place
-    again = pip(python, "install", *offline, "--no-deps", "--force-reinstall", str(ours[-1]), env=env)
+    again = pip(python, "install", *offline, "--no-deps", "--force-reinstall", str(aihpc_wheel), env=env)
     if again.returncode:
-        raise OfflineError(f"reinstalling {ours[-1].name} failed: {pip_failure(again)}")
+        raise OfflineError(f"reinstalling {aihpc_wheel.name} failed: {pip_failure(again)}")
     installed = [line for line in done.stdout.splitlines() if line.startswith("Successfully installed")]
     print(f"install-offline: {installed[-1] if installed else 'nothing new besides aihpc'}")
     print(f"install-offline: run it with {Path(python).parent / 'aihpc'} run")
