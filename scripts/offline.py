@@ -36,8 +36,10 @@ import importlib.util
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -125,6 +127,22 @@ def pip_failure(proc: subprocess.CompletedProcess) -> str:
     return (errors[-1] if errors else (proc.stderr.strip().splitlines() or ["exit code %d" % proc.returncode])[-1])
 
 
+def build_aihpc_wheel(dest: Path) -> None:
+    """``pip wheel --no-deps`` of a copy of what the build reads (pyproject.toml, README.md, src/).
+
+    setuptools leaves build/ and *.egg-info in the tree it builds, and a stale
+    build/lib (holding a module since deleted) would go into the next wheel.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "aihpc"
+        shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(ROOT / name, source / name)
+        built = pip(sys.executable, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dest.resolve()), str(source))
+    if built.returncode:
+        raise OfflineError(f"building aihpc's wheel failed: {pip_failure(built)}")
+
+
 def make_wheelhouse(dest: Path, python_version: str, platform_name: str, torch: str | None,
                     extras: list[str]) -> None:
     if not re.fullmatch(r"3\.\d+", python_version):
@@ -136,9 +154,7 @@ def make_wheelhouse(dest: Path, python_version: str, platform_name: str, torch: 
     dest.mkdir(parents=True, exist_ok=True)
     print(f"wheelhouse: aihpc and {len(reqs)} requirements for CPython {python_version} on {platform_name} "
           f"into {dest}/ ...", flush=True)
-    built = pip(sys.executable, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dest), str(ROOT))
-    if built.returncode:
-        raise OfflineError(f"building aihpc's wheel failed: {pip_failure(built)}")
+    build_aihpc_wheel(dest)
     target = ["--python-version", python_version, "--implementation", "cp"]
     for tag in tags:
         target += ["--platform", tag]
