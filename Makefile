@@ -8,7 +8,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test install clean
+# Compute nodes without network access (README: "On compute nodes without network access"):
+#   make wheelhouse        on a machine with network: every wheel aihpc needs into $(WHEELHOUSE)/,
+#                          for PY_VERSION and PLATFORM (default: this machine's); TORCH=2.13.0 adds
+#                          torch, EXTRAS=test,onnx the extras
+#   make install-offline   on the node: installs from $(WHEELHOUSE)/ only, keeping an existing torch
+WHEELHOUSE ?= wheelhouse
+
+.PHONY: run test install clean wheelhouse install-offline
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -32,6 +39,14 @@ test: $(VENV)/.installed
 		scripts/install-browser.sh || echo "Chromium not installed: the browser test of the report will skip"; \
 	fi
 	$(PY) -m pytest -n auto --dist loadgroup
+
+wheelhouse:
+	@$(PYTHON) scripts/offline.py wheelhouse --dest "$(WHEELHOUSE)" \
+		$(if $(PY_VERSION),--python-version "$(PY_VERSION)") $(if $(PLATFORM),--platform "$(PLATFORM)") \
+		$(if $(TORCH),--torch "$(TORCH)") $(if $(EXTRAS),--extras "$(EXTRAS)")
+
+install-offline:
+	@$(PYTHON) scripts/offline.py install --wheelhouse "$(WHEELHOUSE)" --venv "$(VENV)" $(if $(EXTRAS),--extras "$(EXTRAS)")
 
 clean:
 	rm -rf $(VENV) src/*.egg-info .pytest_cache
