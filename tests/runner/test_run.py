@@ -92,6 +92,14 @@ def _check_results(run_dir: Path) -> dict:
             assert e["ops"] == ops
     env = results["environment"]
     assert env["torch_version"] and "git_commit" in env and "hostname" in env
+    # each worker's peak is the sum of its processes' (one each, or procs_per_trial), all measured at once
+    procs = results["config"]["procs_per_trial"]
+    for p in peak["per_worker"]:
+        assert len(p["parts"]) == procs and p["flops_per_s"] == pytest.approx(sum(q["flops_per_s"] for q in p["parts"]))
+    # the worker-to-device mapping: every worker, its host, a device per process (the CPU here)
+    mapping = results["devices"]["workers"]
+    assert sorted(w["worker"] for w in mapping) == sorted(str(p["worker"]) for p in peak["per_worker"])
+    assert all(w["host"] == env["hostname"] and w["devices"] == [{"device": "cpu"}] * procs for w in mapping)
     ok, output = check_compliance(run_dir / "mlperf.log")
     assert ok, output
     return results

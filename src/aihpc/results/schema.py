@@ -5,7 +5,9 @@ old files are kept as test fixtures (tests/report/fixtures).  Keys are
 sorted when written.  All ``t_*`` and ``t`` values are seconds since the
 run's start; operations are counted analytically (see aihpc.counting).
 ``integrity`` (added in aihpc 0.1, no version change: a new field) holds the
-head of the run store's digest chain when the file was written.
+head of the run store's digest chain when the file was written.  ``devices``
+(a new field, no version change) maps each worker to its host and devices;
+``peak.per_worker[*].parts`` holds the peaks of a worker's processes.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "environment": store.meta("environment"),
         "peak": store.meta("peak"),
         "layout": store.meta("layout"),
+        "devices": store.meta("devices"),  # which device(s) each worker trains on (aihpc.train.devices)
         "score": score,
         "segments": [{"t_start": a - t0, "t_end": b - t0} for a, b in segments],
         "timeline": store.timeline(),

@@ -17,6 +17,7 @@ from typing import Any
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
 from aihpc.runner.master import Master
+from aihpc.runner.placement import place_workers
 from aihpc.runner.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 
 # Largest network a child may grow to, by device kind, when max_params is not set
@@ -199,6 +200,7 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
     executor = None
     try:
         executor = open_executor(config, layout, run_dir, client)
+        store.set_meta("devices", place_workers(executor, layout.device if layout else "auto", config.procs_per_trial))
         if resume:
             done = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
             mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
@@ -242,7 +244,7 @@ def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, dev
     store.set_meta("environment", environment)
     store.set_meta("data", data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    peak = measure_run_peak(executor, layout, config.peak_seconds)
+    peak = measure_run_peak(executor, layout, config.peak_seconds, config.procs_per_trial)
     store.set_meta("peak", peak)
     store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
     mlperf.staging_start()
@@ -258,7 +260,7 @@ def choose_layout(config: RunConfig, client):
     from aihpc.runner.executor import allocation_layout, batch_layout, local_layout
 
     if client is not None:
-        return allocation_layout()
+        return allocation_layout(config.procs_per_trial)
     if config.scheduler:
         return None  # the scheduler's workers are what they are
     if config.batch_system:
@@ -285,22 +287,25 @@ def open_executor(config: RunConfig, layout, run_dir: Path, client):
     return executor
 
 
-def measure_run_peak(executor, layout, seconds: float) -> dict[str, Any]:
+def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> dict[str, Any]:
     """The matmul peak of the devices the run uses, measured the way the run uses them.
 
     Every worker measures at once, with its own device and torch threads, in
     the dtype it trains in (float32 on CPU, bfloat16 — the trainer's
     autocast dtype — on GPU); the total is the sum.  Workers that share a
     machine's cores or memory bandwidth slow each other down here as they do
-    in the run, which one worker alone, times the workers, would hide.
+    in the run, which one worker alone, times the workers, would hide.  With
+    ``procs`` processes per trial, each worker's peak is that of its ``procs``
+    rank processes (GPUs) measuring at once, its ``parts``.
     """
     threads = layout.threads if layout else None
-    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads, seconds)
+    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads, seconds, procs)
     return {
         "device": per_worker[0]["device"],
         "dtype": per_worker[0]["dtype"],
         "per_worker": per_worker,
         "workers": len(per_worker),
+        "procs_per_worker": procs,
         "total_flops_per_s": sum(p["flops_per_s"] for p in per_worker),
         "spread": max(p["spread"] for p in per_worker),
     }
@@ -348,7 +353,8 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
         store.set_meta("peak", {**before, "after": None, "drift": None,
                                 "drift_warning": f"the peak was not measured again after the run: {exc}"})
         return
-    store.set_meta("peak", {**before, **peak_drift(before, measure_run_peak(executor, layout, seconds))})
+    after = measure_run_peak(executor, layout, seconds, before.get("procs_per_worker", 1))
+    store.set_meta("peak", {**before, **peak_drift(before, after)})
 
 
 def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -361,17 +367,29 @@ def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {"after": after, "drift": drift, "drift_warning": warning}
 
 
-def worker_peak(device: str, threads: int | None, seconds: float) -> dict[str, Any]:
-    """Runs on a worker: its matmul peak in the dtype the trainer uses there."""
+def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1) -> dict[str, Any]:
+    """Runs on a worker: its matmul peak in the dtype the trainer uses there, the sum of its processes' ``parts``.
+
+    One process (``procs = 1``): the worker's own.  Several: its rank pool's
+    processes, each on its own device, all measuring at once.
+    """
     import torch
 
     from aihpc.roofline.peak import measure_peak
-    from aihpc.train.trainer import resolve_device
+    from aihpc.train.devices import resolve_device, worker_name
 
-    if threads:
-        torch.set_num_threads(threads)
-    dev = resolve_device(device)
-    return measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=seconds).to_dict()
+    if procs > 1:
+        from aihpc.train.distributed import rank_peaks
+
+        parts = rank_peaks(device, procs, threads, seconds)
+    else:
+        if threads:
+            torch.set_num_threads(threads)
+        dev = resolve_device(device)
+        parts = [measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=seconds).to_dict()]
+    return {"worker": worker_name(), "device": parts[0]["device"], "dtype": parts[0]["dtype"],
+            "flops_per_s": sum(p["flops_per_s"] for p in parts), "spread": max(p["spread"] for p in parts),
+            "parts": parts}  # fmt: skip
 
 
 def _platform(environment: dict[str, Any], device: str) -> str:
