@@ -23,6 +23,7 @@ import pytest
 from aihpc.data import load_dataset
 from aihpc.train import distributed
 from aihpc.train.distributed import close_pool, pool_ranks
+from aihpc.train.task import DataRef
 from aihpc.train.worker import run_epoch
 
 from test_trainer import HP, _task
@@ -85,8 +86,6 @@ def test_a_rank_killed_mid_epoch_fails_that_epoch_and_the_next_gets_a_new_pool(t
     pids = [r["pid"] for r in pool_ranks()]
     # a long epoch (24,000 synthetic 8x8 images in batches of 32: tens of seconds)
     options = {"num_samples": 30000, "num_classes": 10, "channels": 1, "image_size": 8}
-    from aihpc.train.task import DataRef
-
     long = _task(tmp_path, procs=2, trial_id=1, data=DataRef("synthetic", options=tuple(sorted(options.items()))),
                  hparams={**HP, "batch_size": 32})  # fmt: skip
     killer = threading.Timer(2.0, os.kill, (pids[1], signal.SIGKILL))
@@ -148,3 +147,16 @@ def test_every_rank_measures_its_peak_at_once():
     assert peak["spread"] == max(p["spread"] for p in peak["parts"])
     assert [p["device"] for p in peak["parts"]] == ["cpu", "cpu"] and peak["dtype"] == "float32"
     assert len({r["pid"] for r in pool_ranks()}) == 2  # measured by the pool's two processes
+
+
+def test_ranks_stage_the_data_before_the_first_epoch_which_then_loads_nothing(tmp_path):
+    from aihpc.train.distributed import rank_stage
+
+    data = load_dataset("digits")
+    staged = rank_stage(DataRef("digits"), "cpu", 2)
+    # float32 images of 8x8 and int64 labels, train and validation: the whole set on each rank
+    assert [s["bytes"] for s in staged] == [(data.num_train + data.num_val) * (64 * 4 + 8)] * 2
+    assert [r["data_loads"] for r in pool_ranks()] == [1, 1]
+    r = run_epoch(_task(tmp_path, procs=2))
+    assert r.status == "ok", r.reason
+    assert [x["data_loads"] for x in pool_ranks()] == [1, 1]  # the staged copy was used

@@ -179,19 +179,24 @@ class RankPool:
                 sel.register(p.stdout, selectors.EVENT_READ, rank)
             while len(answers) < len(self.procs):
                 for key, _ in sel.select():
-                    rank, line = key.data, key.fileobj.readline()
-                    answer = json.loads(line) if line else None
+                    rank, answer = key.data, _decode(key.fileobj.readline())
                     if answer is None or "error" in answer:
                         raise self._failure(rank, answer)
                     answers[rank] = answer
                     sel.unregister(key.fileobj)
         return [answers[r] for r in range(len(self.procs))]
 
+    def kill(self) -> None:
+        """End every rank at once (a peer of a failed rank may be stuck in a collective)."""
+        self._stop(kill=True)
+        for log in self.logs:
+            log.close()
+
     def _failure(self, rank: int, answer: dict[str, Any] | None) -> RankFailure:
         """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last line)."""
         self._stop(kill=True)
         log = self._log(rank)
-        self.close()
+        self.kill()
         if answer is not None:
             return RankFailure(f"rank {rank} of {len(self.procs)} failed: {answer['error']}", answer.get("traceback"))
         code = self.procs[rank].returncode
@@ -253,9 +258,19 @@ def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
         pool = rank_pool(key)
         try:
             return pool.ask(request)
-        except RankFailure:
+        except BaseException:  # a rank failed (the pool is killed already), or this worker is stopping
+            pool.kill()
             _POOL = None
             raise
+
+
+def _decode(line: str) -> dict[str, Any] | None:
+    """A rank's answer; None for end of file (it died) or a line cut short by its death."""
+    try:
+        answer = json.loads(line) if line else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochResult:
