@@ -100,6 +100,7 @@ def _check_results(run_dir: Path) -> dict:
     mapping = results["devices"]["workers"]
     assert sorted(w["worker"] for w in mapping) == sorted(str(p["worker"]) for p in peak["per_worker"])
     assert all(w["host"] == env["hostname"] and w["devices"] == [{"device": "cpu"}] * procs for w in mapping)
+    assert sorted(w["slot"] for w in mapping) == list(range(len(mapping)))  # one host, one set of GPUs: numbered
     ok, output = check_compliance(run_dir / "mlperf.log")
     assert ok, output
     return results

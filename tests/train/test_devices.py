@@ -47,7 +47,7 @@ def test_the_master_numbers_workers_sharing_gpus_by_host_and_name():
 
 def test_on_cpu_every_rank_trains_on_the_cpu_and_a_slot_changes_nothing():
     try:
-        devices.assign(3)
+        devices.assign(3, 2)
         record = devices.describe("cpu", procs=2)
         assert record["slot"] == 3 and record["host"] == socket.gethostname()
         assert record["visible"] == os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -57,6 +57,8 @@ def test_on_cpu_every_rank_trains_on_the_cpu_and_a_slot_changes_nothing():
         devices.assign(None)
     with pytest.raises(ConfigError, match="a worker's device slot must be >= 0, got -1"):
         devices.assign(-1)
+    with pytest.raises(ConfigError, match="GPUs per slot must be >= 1, got 0"):
+        devices.assign(1, 0)
 
 
 def test_local_gpu_cluster_starts_each_worker_with_its_gpus():

@@ -119,7 +119,8 @@ def _system_options(system: str, cores: int, gpus: int, directives: Sequence[str
     from dask_jobqueue import LSFCluster, PBSCluster, SLURMCluster
 
     if system == "slurm":
-        return SLURMCluster, {"job_cpu": cores, "job_extra_directives": [*directives, *([f"--gres=gpu:{gpus}"] if gpus else [])]}
+        gres = [f"--gres=gpu:{gpus}"] if gpus else []
+        return SLURMCluster, {"job_cpu": cores, "job_extra_directives": [*directives, *gres]}
     if system == "pbs":
         spec = f"select=1:ncpus={cores}" + (f":ngpus={gpus}" if gpus else "")
         return PBSCluster, {"resource_spec": spec, "job_extra_directives": list(directives)}

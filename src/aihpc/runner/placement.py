@@ -27,11 +27,12 @@ class DeviceSlots(WorkerPlugin):
 
     name = "aihpc-device-slots"
 
-    def __init__(self, slots: dict[str, int]) -> None:
+    def __init__(self, slots: dict[str, int], per_slot: int) -> None:
         self.slots = dict(slots)
+        self.per_slot = per_slot
 
     def setup(self, worker) -> None:
-        assign(self.slots.get(str(worker.name)))
+        assign(self.slots.get(str(worker.name)), self.per_slot)
 
 
 def place_workers(executor, kind: str, procs: int) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def place_workers(executor, kind: str, procs: int) -> dict[str, Any]:
     """
     identities = {ident.pop("worker"): ident for ident in executor.run_on_each(_identity)}
     slots = host_slots(identities)
-    executor.register_plugin(DeviceSlots(slots))
+    executor.register_plugin(DeviceSlots(slots, procs))
     records = sorted(executor.run_on_each(_describe, kind, procs), key=lambda r: str(r["worker"]))
     return {"rule": RULE, "procs_per_worker": procs, "workers": records}
 

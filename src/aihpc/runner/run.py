@@ -235,7 +235,8 @@ def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, dev
         org="aihpc",
         platform=_platform(environment, device),
         number_of_nodes=config.nodes if config.batch_system else 1,
-        accelerators_per_node=(layout.workers // max(config.nodes, 1)) if device == "cuda" and layout else 0,
+        accelerators_per_node=(layout.workers * layout.procs // max(config.nodes, 1))
+        if device == "cuda" and layout else 0,  # every GPU of a node: workers x their processes
     )
     mlperf.cache_clear(False)
     mlperf.init_start()

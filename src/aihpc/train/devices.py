@@ -34,16 +34,20 @@ import torch
 
 from aihpc.errors import ConfigError
 
-# The slot the master assigned this worker process (see the module's docstring); None: none (slot 0).
+# The slot the master assigned this worker process (see the module's docstring; None: none, slot 0),
+# and the GPUs per slot (the run's processes per trial).
 _SLOT: int | None = None
+_PER_SLOT = 1
 
 
-def assign(slot: int | None) -> None:
-    """Runs on a worker: the master's slot for it (None: no assignment, slot 0)."""
-    global _SLOT
+def assign(slot: int | None, per_slot: int = 1) -> None:
+    """Runs on a worker: the master's slot for it (None: no assignment, slot 0), of ``per_slot`` GPUs each."""
+    global _SLOT, _PER_SLOT
     if slot is not None and slot < 0:
         raise ConfigError(f"a worker's device slot must be >= 0, got {slot}")
-    _SLOT = slot
+    if per_slot < 1:
+        raise ConfigError(f"GPUs per slot must be >= 1, got {per_slot}")
+    _SLOT, _PER_SLOT = slot, per_slot
 
 
 def assigned_slot() -> int | None:
@@ -53,14 +57,16 @@ def assigned_slot() -> int | None:
 def gpu_indices(procs: int = 1) -> tuple[int, ...]:
     """The torch indices of the GPUs this worker's ``procs`` processes train on, rank by rank.
 
-    ``slot*procs + k`` for rank ``k``; past the GPUs visible it wraps around
-    (several workers then share a GPU, as results.json's ``devices`` shows).
+    ``slot*P + k`` for rank ``k`` (P: the GPUs per slot the master sent;
+    the worker's own single-process work, a screening, takes its first GPU);
+    past the GPUs visible it wraps around (several workers then share a GPU,
+    as results.json's ``devices`` shows).
     """
     count = torch.cuda.device_count()
     if count == 0:
         raise ConfigError("a GPU was asked for but CUDA sees none (CUDA_VISIBLE_DEVICES="
                           f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
-    first = (_SLOT or 0) * procs
+    first = (_SLOT or 0) * _PER_SLOT
     return tuple((first + k) % count for k in range(procs))
 
 
