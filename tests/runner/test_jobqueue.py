@@ -75,3 +75,30 @@ def test_missing_submit_command_is_a_config_error(system, command, monkeypatch, 
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no batch system's tools
     with pytest.raises(ConfigError, match=re.escape(command)):
         jobqueue_cluster(system, 1, cores_per_worker=1, memory_per_worker="1GiB")
+
+
+@pytest.mark.parametrize("system, gpus", [("slurm", "#SBATCH --gres=gpu:2"), ("pbs", "ngpus=2"),
+                                          ("lsf", '#BSUB -gpu "num=2"')])  # fmt: skip
+def test_a_worker_of_two_gpu_trials_books_two_gpus(system, gpus):
+    from aihpc.config import RunConfig
+    from aihpc.runner.executor import batch_layout
+
+    config = RunConfig.from_dict({"batch_system": system, "nodes": 2, "gpus_per_node": 4, "procs_per_trial": 2})
+    layout = batch_layout(config)
+    assert (layout.workers, layout.procs, layout.device) == (4, 2, "cuda")  # 2 nodes x 4 GPUs / 2 per worker
+    cluster = jobqueue_cluster(system, 0, cores_per_worker=2, memory_per_worker="8GiB", gpus_per_worker=layout.procs,
+                               tls=False)  # fmt: skip
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    assert gpus in script
+
+
+def test_gpus_per_node_must_be_a_multiple_of_gpus_per_trial():
+    from aihpc.config import RunConfig
+    from aihpc.runner.executor import batch_layout
+
+    config = RunConfig.from_dict({"batch_system": "slurm", "nodes": 1, "gpus_per_node": 3, "procs_per_trial": 2})
+    with pytest.raises(ConfigError, match=re.escape("gpus_per_node must be a multiple of gpus_per_trial (2), got 3")):
+        batch_layout(config)

@@ -120,6 +120,14 @@ def test_worker_env_pins_one_gpu_per_local_task(monkeypatch):
     assert slurm._worker_env(task) == {"OMP_NUM_THREADS": "8"}
 
 
+def test_worker_env_gives_a_two_gpu_worker_two_gpus(monkeypatch):
+    task = slurm.SlurmTask("1", rank=3, ntasks=4, local_id=1, nodes=2, cpus_per_task=8)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert slurm._worker_env(task, 2) == {"OMP_NUM_THREADS": "8", "CUDA_VISIBLE_DEVICES": "2,3"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")  # srun --gpus-per-task=2 already bound them
+    assert slurm._worker_env(task, 2) == {"OMP_NUM_THREADS": "8"}
+
+
 def test_default_scheduler_file_names_job_and_step(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SLURM_STEP_ID", "3")

@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     if config.batch_system == "slurm" and in_allocation():
         # Under srun every task runs this: rank 0 gets a client and runs the
         # master; every other rank serves one worker and exits in runner_context.
-        with runner_context(interface=config.interface, tls=config.tls is not False) as client:
+        with runner_context(interface=config.interface, tls=config.tls is not False,
+                            gpus_per_worker=config.procs_per_trial) as client:
             results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console, client=client)
     else:
         results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)

@@ -42,7 +42,7 @@ def start_meter(key: str, device: str, rapl_readers: list[str], powercap_root: s
     Returns what is metered and what cannot be, with the reasons.
     """
     from aihpc.energy.rapl import POWERCAP_ROOT
-    from aihpc.train.trainer import resolve_device
+    from aihpc.train.devices import resolve_device
 
     host, address = socket.gethostname(), worker_address()
     counters, unmeasured = [], []

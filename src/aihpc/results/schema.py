@@ -9,6 +9,9 @@ head of the run store's digest chain when the file was written.
 ``energy`` (no version change: a new field; absent in older files, null
 where the run did not meter) is the run's measured energy, per device and in
 total, with operations per joule (see aihpc.energy.run).
+``devices``
+(a new field, no version change) maps each worker to its host and devices;
+``peak.per_worker[*].parts`` holds the peaks of a worker's processes.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "peak": store.meta("peak"),
         "layout": store.meta("layout"),
         "staging": store.meta("staging"),
+        "devices": store.meta("devices"),  # which device(s) each worker trains on (aihpc.train.devices)
         "score": score,
         "energy": energy_results(store.meta("energy"), score["ops"]),
         "segments": [{"t_start": a - t0, "t_end": b - t0} for a, b in segments],

@@ -42,11 +42,12 @@ WORKER_CONFIG = {
 
 @dataclass(frozen=True)
 class Layout:
-    """How many workers, with how many torch threads each, on which device kind."""
+    """How many workers, with how many torch threads each, on which device kind, with how many processes."""
 
     workers: int
-    threads: int
+    threads: int  # per process
     device: str  # "cpu" or "cuda"
+    procs: int = 1  # processes (GPUs on GPU) per worker: a trial's data-parallel ranks
 
 
 def local_layout(workers: int | None, threads: int | None, device: str, procs: int = 1) -> Layout:
@@ -68,13 +69,13 @@ def local_layout(workers: int | None, threads: int | None, device: str, procs: i
         if procs > gpus:
             raise ConfigError(f"gpus_per_trial must be <= the {gpus} GPUs of this machine, got {procs}")
         n = workers or gpus // procs
-        return Layout(n, threads or max(1, cores // (n * procs)), "cuda")
+        return Layout(n, threads or max(1, cores // (n * procs)), "cuda", procs)
     if workers is None:
         per = threads or (1 if cores <= 4 else 4)
         n = max(1, cores // (per * procs))
     else:
         n = workers
-    return Layout(n, threads or max(1, cores // (n * procs)), "cpu")
+    return Layout(n, threads or max(1, cores // (n * procs)), "cpu", procs)
 
 
 class DaskExecutor:
@@ -119,6 +120,10 @@ class DaskExecutor:
         hosts = Counter(w["host"] for w in workers.values())
         return {address: hosts[w["host"]] for address, w in workers.items()}
 
+    def register_plugin(self, plugin) -> None:
+        """Install a Dask worker plugin on every worker, now and on any that joins or restarts later."""
+        self.client.register_plugin(plugin)
+
     def submit(self, fn, task: Any, key: str):
         return self.client.submit(fn, task, key=key, pure=False)
 
@@ -146,26 +151,49 @@ class DaskExecutor:
 
 
 def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
-    """A LocalCluster on this machine, bound to loopback, one process per worker.
+    """A cluster on this machine, bound to loopback, one process per worker.
 
     ``memory``: each worker's limit (Dask's nanny restarts a worker that
     goes past 95 % of it); default an equal share of the machine's memory.
+    On GPUs each worker is started with its own ``CUDA_VISIBLE_DEVICES``
+    (:func:`local_gpu_cluster`); on CPU a plain ``LocalCluster``.
     """
     import dask
     from distributed import Client, LocalCluster
 
     dask.config.set(WORKER_CONFIG)
-    cluster = LocalCluster(
-        n_workers=layout.workers,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-        worker_class="distributed.Nanny",
-        memory_limit=memory or "auto",
-    )
+    if layout.device == "cuda":
+        from aihpc.train.devices import visible_gpus
+
+        cluster = local_gpu_cluster(layout, visible_gpus(), memory)
+    else:
+        cluster = LocalCluster(
+            n_workers=layout.workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+            worker_class="distributed.Nanny",
+            memory_limit=memory or "auto",
+        )
     return DaskExecutor(Client(cluster), cluster)
+
+
+def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None):
+    """A ``SpecCluster`` of ``layout.workers`` nannies on loopback, named 0, 1, ..., as LocalCluster names them,
+    worker i seeing GPUs ``gpus[i*P : i*P+P]`` (P = ``layout.procs``;
+    :func:`aihpc.train.devices.local_worker_envs`)."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    from aihpc.train.devices import local_worker_envs
+
+    envs = local_worker_envs(layout.workers, layout.procs, gpus)
+    options = {"nthreads": 1, "host": "127.0.0.1", "memory_limit": memory or "auto", "silence_logs": logging.ERROR}
+    workers = {i: {"cls": Nanny, "options": {**options, "name": i, "env": env}} for i, env in enumerate(envs)}
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
+                                               "dashboard_address": ":0"}}  # fmt: skip
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="aihpc-local-gpus")
 
 
 def remote_executor(address: str) -> DaskExecutor:
@@ -190,9 +218,9 @@ def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
     cluster = jobqueue_cluster(
         config.batch_system,
         layout.workers,
-        cores_per_worker=layout.threads,
+        cores_per_worker=layout.threads * layout.procs,
         memory_per_worker=config.worker_memory or "4GiB",
-        gpus_per_worker=1 if config.gpus_per_node else 0,
+        gpus_per_worker=layout.procs if config.gpus_per_node else 0,  # a trial's GPUs
         queue=config.partition,
         walltime=config.walltime,
         interface=config.interface,
@@ -203,18 +231,21 @@ def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
     return DaskExecutor(Client(cluster), cluster)
 
 
-def allocation_layout() -> Layout:
-    """Workers of a run inside a SLURM allocation: one per task, its CPUs as torch threads."""
+def allocation_layout(procs: int = 1) -> Layout:
+    """Workers of a run inside a SLURM allocation: one per task, its CPUs as torch threads, ``procs`` processes."""
     import torch
 
     from aihpc.runner.slurm import current_task
 
     task = current_task()
-    return Layout(task.ntasks, task.cpus_per_task, "cuda" if torch.cuda.is_available() else "cpu")
+    return Layout(task.ntasks, task.cpus_per_task, "cuda" if torch.cuda.is_available() else "cpu", procs)
 
 
 def batch_layout(config) -> Layout:
-    """Workers as batch jobs: one per GPU (``nodes × gpus_per_node``), or one per node on CPU."""
-    gpus = config.gpus_per_node
-    workers = config.workers or config.nodes * max(gpus, 1)
-    return Layout(workers, config.threads_per_worker or 1, "cuda" if gpus else "cpu")
+    """Workers as batch jobs: one per ``procs_per_trial`` GPUs (``nodes × gpus_per_node / procs_per_trial``),
+    or one per node on CPU."""
+    gpus, procs = config.gpus_per_node, config.procs_per_trial
+    if gpus and gpus % procs:
+        raise ConfigError(f"gpus_per_node must be a multiple of gpus_per_trial ({procs}), got {gpus}")
+    workers = config.workers or config.nodes * max(gpus // procs, 1)
+    return Layout(workers, config.threads_per_worker or 1, "cuda" if gpus else "cpu", procs)

@@ -2,15 +2,16 @@
 
 The master and the Dask scheduler run here; every worker is its own batch
 job (one Dask worker per job, one Dask thread, ``cores_per_worker`` CPUs
-booked for torch's threads, optionally one GPU).  The three systems differ
-only in how a job books CPUs and a GPU:
+booked for torch's threads, optionally ``gpus_per_worker`` GPUs: a trial's
+data-parallel processes, one GPU each).  The three systems differ only in
+how a job books CPUs and GPUs (here for G GPUs):
 
 =======  ===============================  ============================
 system   CPUs                             GPU
 =======  ===============================  ============================
-slurm    ``--cpus-per-task``              ``--gres=gpu:1``
-pbs      ``select=1:ncpus=N``             ``:ngpus=1`` (PBS Pro)
-lsf      ``-n N``                         ``-gpu "num=1"``
+slurm    ``--cpus-per-task``              ``--gres=gpu:G``
+pbs      ``select=1:ncpus=N``             ``:ngpus=G`` (PBS Pro)
+lsf      ``-n N``                         ``-gpu "num=G"``
 =======  ===============================  ============================
 
 The worker jobs must reach the scheduler: by default it listens on all
@@ -117,11 +118,12 @@ def jobqueue_cluster(
 
 
 def _system_options(system: str, cores: int, gpus: int, directives: Sequence[str]) -> tuple[type, dict[str, Any]]:
-    """The cluster class of ``system`` and how its jobs book CPUs and a GPU (the table above)."""
+    """The cluster class of ``system`` and how its jobs book CPUs and ``gpus`` GPUs (the table above)."""
     from dask_jobqueue import LSFCluster, PBSCluster, SLURMCluster
 
     if system == "slurm":
-        return SLURMCluster, {"job_cpu": cores, "job_extra_directives": [*directives, *(["--gres=gpu:1"] if gpus else [])]}
+        gres = [f"--gres=gpu:{gpus}"] if gpus else []
+        return SLURMCluster, {"job_cpu": cores, "job_extra_directives": [*directives, *gres]}
     if system == "pbs":
         spec = f"select=1:ncpus={cores}" + (f":ngpus={gpus}" if gpus else "")
         return PBSCluster, {"resource_spec": spec, "job_extra_directives": list(directives)}

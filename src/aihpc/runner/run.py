@@ -17,6 +17,7 @@ from typing import Any
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
 from aihpc.runner.master import Master
+from aihpc.runner.placement import place_workers
 from aihpc.runner.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 
 # Largest network a child may grow to, by device kind, when max_params is not set
@@ -202,6 +203,7 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
     executor = None
     try:
         executor = open_executor(config, layout, run_dir, client)
+        store.set_meta("devices", place_workers(executor, layout.device if layout else "auto", config.procs_per_trial))
         if resume:
             done = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
             mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
@@ -238,7 +240,8 @@ def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, dev
         org="aihpc",
         platform=_platform(environment, device),
         number_of_nodes=config.nodes if config.batch_system else 1,
-        accelerators_per_node=(layout.workers // max(config.nodes, 1)) if device == "cuda" and layout else 0,
+        accelerators_per_node=(layout.workers * layout.procs // max(config.nodes, 1))
+        if device == "cuda" and layout else 0,  # every GPU of a node: workers x their processes
     )
     mlperf.cache_clear(False)
     mlperf.init_start()
@@ -247,7 +250,7 @@ def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, dev
     store.set_meta("environment", environment)
     store.set_meta("data", data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    peak = measure_run_peak(executor, layout, config.peak_seconds)
+    peak = measure_run_peak(executor, layout, config.peak_seconds, config.procs_per_trial)
     store.set_meta("peak", peak)
     store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
     mlperf.staging_start()
@@ -263,7 +266,7 @@ def choose_layout(config: RunConfig, client):
     from aihpc.runner.executor import allocation_layout, batch_layout, local_layout
 
     if client is not None:
-        return allocation_layout()
+        return allocation_layout(config.procs_per_trial)
     if config.scheduler:
         return None  # the scheduler's workers are what they are
     if config.batch_system:
@@ -290,22 +293,25 @@ def open_executor(config: RunConfig, layout, run_dir: Path, client):
     return executor
 
 
-def measure_run_peak(executor, layout, seconds: float) -> dict[str, Any]:
+def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> dict[str, Any]:
     """The matmul peak of the devices the run uses, measured the way the run uses them.
 
     Every worker measures at once, with its own device and torch threads, in
     the dtype it trains in (float32 on CPU, bfloat16 — the trainer's
     autocast dtype — on GPU); the total is the sum.  Workers that share a
     machine's cores or memory bandwidth slow each other down here as they do
-    in the run, which one worker alone, times the workers, would hide.
+    in the run, which one worker alone, times the workers, would hide.  With
+    ``procs`` processes per trial, each worker's peak is that of its ``procs``
+    rank processes (GPUs) measuring at once, its ``parts``.
     """
     threads = layout.threads if layout else None
-    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads, seconds)
+    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads, seconds, procs)
     return {
         "device": per_worker[0]["device"],
         "dtype": per_worker[0]["dtype"],
         "per_worker": per_worker,
         "workers": len(per_worker),
+        "procs_per_worker": procs,
         "total_flops_per_s": sum(p["flops_per_s"] for p in per_worker),
         "spread": max(p["spread"] for p in per_worker),
     }
@@ -323,20 +329,31 @@ def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
     from aihpc.train.task import DataRef
 
     device = layout.device if layout else "auto"
-    per_worker = executor.run_on_each(worker_stage, DataRef.of(config), device, executor.workers_per_host())
+    per_worker = executor.run_on_each(worker_stage, DataRef.of(config), device, executor.workers_per_host(),
+                                      config.procs_per_trial)  # fmt: skip
     return {"seconds": max(w["seconds"] for w in per_worker), "bytes": sum(w["bytes"] for w in per_worker),
             "workers": len(per_worker), "tiers": sorted({w["tier"] for w in per_worker}),
             "per_worker": per_worker}  # fmt: skip
 
 
-def worker_stage(ref, device: str, sharing: dict[str, int] | None = None) -> dict[str, Any]:
+def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs: int = 1) -> dict[str, Any]:
     """Runs on a worker: its staged copy of the data set, made now and kept for the epochs.
 
     ``sharing``: for each worker's address, the workers on its host (they
-    share its memory when staging on the CPU).
+    share its memory when staging on the CPU).  With ``procs > 1`` the
+    worker's data-parallel ranks, which train its epochs, each stage their
+    own copy (the slowest rank's seconds, all ranks' bytes).
     """
+    from aihpc.train.devices import resolve_device, worker_name
+
+    if procs > 1:
+        from aihpc.train.distributed import rank_stage
+
+        ranks = rank_stage(ref, device, procs)
+        return {"worker": worker_name(), "tier": ranks[0]["tier"], "dtype": ranks[0]["dtype"],
+                "seconds": max(r["seconds"] for r in ranks), "bytes": sum(r["bytes"] for r in ranks),
+                "ranks": ranks}  # fmt: skip
     from aihpc.train.staging import stage
-    from aihpc.train.trainer import resolve_device, worker_name
 
     share = (sharing or {}).get(_worker_address(), 1)
     return {"worker": worker_name(), **stage(ref, str(resolve_device(device)), share=share).record()}
@@ -401,7 +418,8 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
         store.set_meta("peak", {**before, "after": None, "drift": None,
                                 "drift_warning": f"the peak was not measured again after the run: {exc}"})
         return
-    store.set_meta("peak", {**before, **peak_drift(before, measure_run_peak(executor, layout, seconds))})
+    after = measure_run_peak(executor, layout, seconds, before.get("procs_per_worker", 1))
+    store.set_meta("peak", {**before, **peak_drift(before, after)})
 
 
 def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -414,17 +432,29 @@ def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {"after": after, "drift": drift, "drift_warning": warning}
 
 
-def worker_peak(device: str, threads: int | None, seconds: float) -> dict[str, Any]:
-    """Runs on a worker: its matmul peak in the dtype the trainer uses there."""
+def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1) -> dict[str, Any]:
+    """Runs on a worker: its matmul peak in the dtype the trainer uses there, the sum of its processes' ``parts``.
+
+    One process (``procs = 1``): the worker's own.  Several: its rank pool's
+    processes, each on its own device, all measuring at once.
+    """
     import torch
 
     from aihpc.roofline.peak import measure_peak
-    from aihpc.train.trainer import resolve_device
+    from aihpc.train.devices import resolve_device, worker_name
 
-    if threads:
-        torch.set_num_threads(threads)
-    dev = resolve_device(device)
-    return measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=seconds).to_dict()
+    if procs > 1:
+        from aihpc.train.distributed import rank_peaks
+
+        parts = rank_peaks(device, procs, threads, seconds)
+    else:
+        if threads:
+            torch.set_num_threads(threads)
+        dev = resolve_device(device)
+        parts = [measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=seconds).to_dict()]
+    return {"worker": worker_name(), "device": parts[0]["device"], "dtype": parts[0]["dtype"],
+            "flops_per_s": sum(p["flops_per_s"] for p in parts), "spread": max(p["spread"] for p in parts),
+            "parts": parts}  # fmt: skip
 
 
 def _platform(environment: dict[str, Any], device: str) -> str:

@@ -91,6 +91,7 @@ def runner_context(
     worker_on_rank0: bool = True,
     timeout: float = 300.0,
     tls: bool = True,
+    gpus_per_worker: int = 1,
 ) -> Iterator[Client]:
     """Run the Dask cluster across the tasks of an ``srun`` step; rank 0 gets a client.
 
@@ -105,10 +106,10 @@ def runner_context(
     thread) until the scheduler shuts down, then exits the process with
     status 0 -- the body of the ``with`` never runs there.
 
-    A task that sees several GPUs (``CUDA_VISIBLE_DEVICES="0,1,2,3"``, as with
-    ``srun --gpus-per-node=4``) gives its worker the one at index
-    ``SLURM_LOCALID`` (mod the count); with ``--gpus-per-task=1`` SLURM has
-    already done that.  ``timeout`` (seconds) bounds how long a worker waits
+    A task that sees more GPUs than ``gpus_per_worker`` (``CUDA_VISIBLE_DEVICES="0,1,2,3"``, as with
+    ``srun --gpus-per-node=4``) gives its worker ``gpus_per_worker`` of them,
+    from index ``SLURM_LOCALID * gpus_per_worker`` (mod the count); with
+    ``--gpus-per-task`` SLURM has already done that.  ``timeout`` (seconds) bounds how long a worker waits
     for the scheduler file.  ``tls``: scheduler and workers talk TLS with a
     certificate made for this step; it travels to the other ranks inside the
     scheduler file, which only this user can read (mode 0600).
@@ -120,7 +121,7 @@ def runner_context(
     dask.config.set(WORKER_CONFIG)  # the nannies here start the workers: the same settings as ours elsewhere
     task = current_task()
     path = Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
-    env = _worker_env(task)
+    env = _worker_env(task, gpus_per_worker)
     if task.rank != 0:
         _serve_worker(task, path, env, interface, local_directory, timeout)
         raise SystemExit(0)
@@ -188,13 +189,14 @@ def _rank0_cluster(task: SlurmTask, env: dict[str, str], interface: str | None,
     return cluster, security
 
 
-def _worker_env(task: SlurmTask) -> dict[str, str]:
-    """Environment for this task's worker: one GPU of several, torch threads = CPUs per task."""
+def _worker_env(task: SlurmTask, gpus_per_worker: int = 1) -> dict[str, str]:
+    """Environment for this task's worker: ``gpus_per_worker`` GPUs of more, torch threads = CPUs per task."""
     env = {"OMP_NUM_THREADS": str(task.cpus_per_task)}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     devices = [d for d in visible.split(",") if d.strip()]
-    if len(devices) > 1:
-        env["CUDA_VISIBLE_DEVICES"] = devices[task.local_id % len(devices)]
+    if len(devices) > gpus_per_worker:
+        first = task.local_id * gpus_per_worker
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[(first + k) % len(devices)] for k in range(gpus_per_worker))
     return env
 
 

@@ -1,37 +1,66 @@
 """Data-parallel trials: one epoch trained by several processes with ``torch.distributed``.
 
-A worker whose task asks for ``procs > 1`` launches that many processes the
-way ``torchrun`` does (``MASTER_ADDR``/``MASTER_PORT``, ``RANK``,
-``LOCAL_RANK``, ``WORLD_SIZE`` in the environment), each running
-``python -m aihpc.train.distributed TASK_DIR``.  They join one process group
-— NCCL on GPUs, gloo on CPU — wrap the model in ``DistributedDataParallel``
-and split every global batch between them (:func:`aihpc.train.trainer.train_epoch`).
-Rank 0 writes the epoch's weights file and its result, which the worker
-returns as if it had trained alone.  Operations are counted once, from the global samples
-processed, never once per rank.
+A worker whose task asks for ``procs > 1`` keeps a *rank pool*: that many
+processes (``python -m aihpc.train.distributed``), started the way
+``torchrun`` starts them (``MASTER_ADDR``/``MASTER_PORT``, ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE`` in the environment), which join one process
+group — NCCL on GPUs, gloo on CPU — once, and then train epoch after epoch,
+trial after trial.  Each epoch they wrap the model in
+``DistributedDataParallel`` and split every global batch between them
+(:func:`aihpc.train.trainer.train_epoch`).  Rank 0 writes the epoch's
+weights file; its result is the worker's, as if it had trained alone.
+Operations are counted once, from the global samples processed, never once
+per rank.
 
-The task and the result travel as JSON (no pickle); the weights are
-already files, which every rank reads itself.
+Lifecycle.  A worker has at most one pool, keyed by :class:`PoolKey` (the
+number of processes, the device kind and the GPUs): a task with another key
+closes it and starts a new one.  Because the ranks live on, each stages the
+data set once (the trainer caches it per process) and keeps the trial's
+model and optimizer between epochs exactly as a single-process worker does
+(``take_resident``/``keep_resident``: only for a task that starts from the
+very weight file the last epoch wrote).
+
+Channel.  The worker writes one JSON line per request to every rank's
+standard input; each rank answers with one JSON line on its standard output
+(the ranks' own prints go to their standard error).  Requests: ``epoch``
+(rank 0 answers with the :class:`EpochResult`), ``peak`` (every rank
+measures its device's matmul peak at the same moment), ``stage`` (every rank
+loads the data set).  Nothing is pickled; the weights are files.
+
+Failures.  A rank that raises answers with its error and exits; a rank that
+dies answers nothing (end of file).  Either way the pool is closed at once
+(every rank killed: a peer of a dead rank may hang in a collective) and the
+request fails with one line, ``rank R of N failed: ...``; the next task
+starts a new pool.  A rank reads end of file when its worker exits, and a
+thread in it watches for its worker to disappear, so no rank outlives its
+worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import selectors
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from pathlib import Path
-from typing import Any
+import traceback
+from typing import IO, Any
 
 import torch
 import torch.distributed as dist
 
+from aihpc.train.devices import device_kind, gpu_indices
 from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
-from aihpc.train.trainer import Group, worker_index, train_epoch
+from aihpc.train.trainer import Group, train_epoch
+
+# Bytes for the weight reference rank 0 broadcasts after each epoch (JSON of name and digest).
+_REF_BYTES = 512
 
 
 class ProcessGroup(Group):
@@ -58,90 +87,297 @@ class ProcessGroup(Group):
         dist.all_reduce(t)
         return tuple(t.tolist())
 
+    def first(self, weights: WeightsRef | None) -> WeightsRef | None:
+        buf = torch.zeros(_REF_BYTES, dtype=torch.uint8, device=self.device)
+        if self.rank == 0 and weights is not None:
+            data = json.dumps([weights.name, weights.digest]).encode()
+            if len(data) > _REF_BYTES:
+                raise ValueError(f"a weight file's name must be under {_REF_BYTES - 80} bytes, got {weights.name!r}")
+            buf[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+        dist.broadcast(buf, 0)
+        data = bytes(buf.cpu().tolist()).rstrip(b"\0")
+        return WeightsRef(*json.loads(data)) if data else None
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolKey:
+    """What a rank pool is for: ``procs`` processes on ``kind`` ("cpu" or "cuda"), rank r on ``gpus[r]``."""
+
+    procs: int
+    kind: str
+    gpus: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, device: str, procs: int) -> PoolKey:
+        kind = device_kind(device)
+        return cls(procs, kind, gpu_indices(procs) if kind == "cuda" else ())
+
+
+class RankFailure(Exception):
+    """A rank of the pool raised or died; ``reason`` is one line, ``detail`` its traceback or log tail."""
+
+    def __init__(self, reason: str, detail: str | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class RankPool:
+    """``key.procs`` rank processes of this worker, alive from start to :meth:`close`."""
+
+    def __init__(self, key: PoolKey) -> None:
+        self.key = key
+        self.logs: list[IO[str]] = []
+        self.procs: list[subprocess.Popen] = []
+        self.last: list[dict[str, Any]] = []  # the ranks' last answers
+        port = _free_port()
+        try:
+            for rank in range(key.procs):
+                self.logs.append(tempfile.TemporaryFile("w+", prefix=f"aihpc-rank{rank}-"))
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "aihpc.train.distributed"], env=self._env(rank, port),
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.logs[-1], text=True,
+                ))  # fmt: skip
+        except BaseException:
+            self.close()
+            raise
+
+    def _env(self, rank: int, port: int) -> dict[str, str]:
+        return {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(self.key.procs),
+            "AIHPC_RANK_DEVICE": self.key.kind if self.key.kind == "cpu" else f"cuda:{self.key.gpus[rank]}",
+        }
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.procs)
+
+    def ask(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Send ``request`` to every rank; their answers in rank order.  RankFailure closes the pool."""
+        line = json.dumps(request) + "\n"
+        for p in self.procs:
+            try:
+                p.stdin.write(line)
+                p.stdin.flush()
+            except OSError:  # a dead rank: its end of file below says which
+                pass
+        self.last = self._answers()
+        return self.last
+
+    def _answers(self) -> list[dict[str, Any]]:
+        answers: dict[int, dict[str, Any]] = {}
+        with selectors.DefaultSelector() as sel:
+            for rank, p in enumerate(self.procs):
+                sel.register(p.stdout, selectors.EVENT_READ, rank)
+            while len(answers) < len(self.procs):
+                for key, _ in sel.select():
+                    rank, answer = key.data, _decode(key.fileobj.readline())
+                    if answer is None or "error" in answer:
+                        raise self._failure(rank, answer)
+                    answers[rank] = answer
+                    sel.unregister(key.fileobj)
+        return [answers[r] for r in range(len(self.procs))]
+
+    def kill(self) -> None:
+        """End every rank at once (a peer of a failed rank may be stuck in a collective)."""
+        self._stop(kill=True)
+        for log in self.logs:
+            log.close()
+
+    def _failure(self, rank: int, answer: dict[str, Any] | None) -> RankFailure:
+        """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last line)."""
+        self._stop(kill=True)
+        log = self._log(rank)
+        self.kill()
+        if answer is not None:
+            return RankFailure(f"rank {rank} of {len(self.procs)} failed: {answer['error']}", answer.get("traceback"))
+        code = self.procs[rank].returncode
+        lines = log.strip().splitlines()
+        reason = f"killed by signal {-code}" if code < 0 else (lines[-1] if lines else f"exit code {code}")
+        return RankFailure(f"rank {rank} of {len(self.procs)} failed: {reason}", log or None)
+
+    def _log(self, rank: int) -> str:
+        self.logs[rank].seek(0)
+        return self.logs[rank].read()[-20_000:]
+
+    def close(self) -> None:
+        """End every rank (end of input: each leaves the group and exits; killed after 10 s)."""
+        self._stop(kill=False)
+        for log in self.logs:
+            log.close()
+
+    def _stop(self, kill: bool) -> None:
+        for p in self.procs:
+            with contextlib.suppress(OSError):
+                p.kill() if kill else p.stdin.close()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+_POOL: RankPool | None = None
+_LOCK = threading.Lock()  # one request at a time on a worker's pool
+
+
+def rank_pool(key: PoolKey) -> RankPool:
+    """This worker's pool for ``key``: the running one, or a new one (closing another key's, or a broken one)."""
+    global _POOL
+    if _POOL is not None and (_POOL.key != key or not _POOL.alive()):
+        _POOL.close()
+        _POOL = None
+    if _POOL is None:
+        _POOL = RankPool(key)
+    return _POOL
+
+
+def close_pool() -> None:
+    """Close this worker's pool, if any.  (A worker that exits needs not: its ranks read end of
+    input then, or see it gone, and exit.)"""
+    global _POOL
+    with _LOCK:
+        if _POOL is not None:
+            _POOL.close()
+            _POOL = None
+
+
+def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """``request`` answered by the pool for ``key``; a failed pool is forgotten (the next request starts one)."""
+    global _POOL
+    with _LOCK:
+        pool = rank_pool(key)
+        try:
+            return pool.ask(request)
+        except BaseException:  # a rank failed (the pool is killed already), or this worker is stopping
+            pool.kill()
+            _POOL = None
+            raise
+
+
+def _decode(line: str) -> dict[str, Any] | None:
+    """A rank's answer; None for end of file (it died) or a line cut short by its death."""
+    try:
+        answer = json.loads(line) if line else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
 
 def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochResult:
-    """Train ``task`` in ``task.procs`` processes on this node; rank 0's result is the epoch's."""
-    with tempfile.TemporaryDirectory(prefix="aihpc-ddp-") as tmp:
-        folder = Path(tmp)
-        _write_task(folder, task, worker, t_start)
-        port = _free_port()
-        procs = []
-        for rank in range(task.procs):
-            env = {
-                **os.environ,
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "RANK": str(rank),
-                "LOCAL_RANK": str(rank),
-                "WORLD_SIZE": str(task.procs),
-                # local workers share the node's GPUs: worker i's ranks take GPUs i*procs ...
-                "AIHPC_GPU_OFFSET": str(worker_index() * task.procs),
-            }
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "aihpc.train.distributed", str(folder)],
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        errors = [p.communicate()[1] for p in procs]
-        failed = [(rank, p.returncode, err) for rank, (p, err) in enumerate(zip(procs, errors)) if p.returncode]
-        if failed:
-            rank, code, err = failed[0]
-            last = (err.strip().splitlines() or [f"exit code {code}"])[-1]
-            return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(),
-                               reason=f"rank {rank} of {task.procs} failed: {last}", traceback=err)  # fmt: skip
-        return _read_result(folder)
-
-
-def _rank_main(folder: Path) -> None:
-    task, worker, t_start = _read_task(folder)
-    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    if task.device != "cpu" and torch.cuda.is_available():
-        offset = int(os.environ.get("AIHPC_GPU_OFFSET", "0"))
-        device = torch.device("cuda", (offset + local) % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-        backend = "nccl"
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend=backend)
+    """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the epoch's."""
+    request = {"op": "epoch", "task": dataclasses.asdict(task), "worker": worker, "t_start": t_start}
     try:
-        result = train_epoch(task, worker, t_start, ProcessGroup(device), device)
-        if rank == 0:
-            _write_result(folder, result)
-        # rank 0 alone writes the weights and the result: the others wait, since a
-        # group torn down while a peer still works can abort it ("terminate called")
-        dist.barrier()
+        answers = _ask(PoolKey.of(task.device, task.procs), request)
+    except RankFailure as failure:
+        return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(),
+                           reason=failure.reason, traceback=failure.detail)  # fmt: skip
+    fields = answers[0]["result"]
+    return EpochResult(**{**fields, "weights": _ref(fields["weights"])})
+
+
+def rank_peaks(device: str, procs: int, threads: int | None, seconds: float) -> list[dict[str, Any]]:
+    """Every rank's matmul peak, measured at the same moment on its own device; in rank order."""
+    request = {"op": "peak", "threads": threads, "seconds": seconds}
+    return [a["peak"] for a in _ask(PoolKey.of(device, procs), request)]
+
+
+def rank_stage(ref: DataRef, device: str, procs: int) -> list[dict[str, Any]]:
+    """Every rank loads the data set onto its device now (kept for its epochs): seconds and bytes per rank."""
+    request = {"op": "stage", "data": dataclasses.asdict(ref)}
+    return [a["staged"] for a in _ask(PoolKey.of(device, procs), request)]
+
+
+def pool_ranks() -> list[dict[str, Any]]:
+    """The ranks of this worker's pool as they last answered (pid, requests served, data sets loaded)."""
+    pool = _POOL
+    return [] if pool is None else list(pool.last)
+
+
+# -- inside a rank process -----------------------------------------------------------------
+def _rank_main() -> None:
+    channel = os.fdopen(os.dup(1), "w")  # answers only; stray prints go to standard error
+    os.dup2(2, 1)
+    _exit_with_parent()
+    device = torch.device(os.environ["AIHPC_RANK_DEVICE"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    group, served = ProcessGroup(device), 0
+    try:
+        for line in sys.stdin:
+            try:
+                answer = _serve(json.loads(line), group, device)
+            except BaseException as exc:  # the worker closes the pool: leave at once, peers may hang
+                first = (str(exc).splitlines() or [""])[0]
+                channel.write(json.dumps({"error": f"{type(exc).__name__}: {first}",
+                                          "traceback": traceback.format_exc()}) + "\n")  # fmt: skip
+                channel.flush()
+                os._exit(1)
+            served += 1
+            channel.write(json.dumps({**answer, "pid": os.getpid(), "served": served, "data_loads": _data_loads()})
+                          + "\n")
+            channel.flush()
     finally:
         dist.destroy_process_group()
 
 
-# -- the task and the result on disk, as JSON (the weights are already files) -------------
-def _write_task(folder: Path, task: EpochTask, worker: str, t_start: float) -> None:
-    meta = {"task": dataclasses.asdict(task), "worker": worker, "t_start": t_start}
-    (folder / "task.json").write_text(json.dumps(meta))
+def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -> dict[str, Any]:
+    op = request["op"]
+    if op == "epoch":
+        result = train_epoch(_task(request["task"]), request["worker"], request["t_start"], group, device)
+        return {"result": dataclasses.asdict(result)} if group.rank == 0 else {}
+    if op == "peak":
+        from aihpc.roofline.peak import measure_peak
+
+        if request["threads"]:
+            torch.set_num_threads(request["threads"])
+        dist.barrier()  # all ranks measure at once, sharing the machine as they do when training
+        dtype = "bfloat16" if device.type == "cuda" else "float32"
+        return {"peak": measure_peak(device, dtype, seconds=request["seconds"]).to_dict()}
+    if op == "stage":
+        from aihpc.train.staging import stage
+
+        return {"staged": stage(DataRef.from_dict(request["data"]), str(device)).record()}
+    raise ValueError(f"rank request op must be epoch, peak or stage, got {op!r}")
 
 
-def _read_task(folder: Path) -> tuple[EpochTask, str, float]:
-    meta = json.loads((folder / "task.json").read_text())
-    fields: dict[str, Any] = meta["task"]
-    data = fields["data"]
-    fields["data"] = DataRef.from_dict(data)
+def _data_loads() -> int:
+    """Data sets this rank has staged so far (:func:`aihpc.train.staging.stage`'s misses in this process)."""
+    from aihpc.train.staging import loads
+
+    return loads()
+
+
+def _exit_with_parent() -> None:
+    """End this rank when its worker is gone (re-parented), even in the middle of an epoch."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="aihpc-parent-watch", daemon=True).start()
+
+
+# -- the task as JSON (the weights are files) ----------------------------------------------
+def _task(fields: dict[str, Any]) -> EpochTask:
+    fields = dict(fields)
+    fields["data"] = DataRef.from_dict(fields["data"])
     fields["start"] = _ref(fields["start"])
     if fields["morph"] is not None:
         fields["morph"] = Morph(**{**fields["morph"], "parent_weights": _ref(fields["morph"]["parent_weights"])})
-    return EpochTask(**fields), meta["worker"], meta["t_start"]
-
-
-def _write_result(folder: Path, result: EpochResult) -> None:
-    (folder / "result.json").write_text(json.dumps(dataclasses.asdict(result)))
-
-
-def _read_result(folder: Path) -> EpochResult:
-    fields = json.loads((folder / "result.json").read_text())
-    return EpochResult(**{**fields, "weights": _ref(fields["weights"])})
+    return EpochTask(**fields)
 
 
 def _ref(fields: dict[str, str] | None) -> WeightsRef | None:
@@ -155,4 +391,4 @@ def _free_port() -> int:
 
 
 if __name__ == "__main__":
-    _rank_main(Path(sys.argv[1]))
+    _rank_main()

@@ -30,7 +30,7 @@ import torch
 
 from aihpc.train.staging import stage
 from aihpc.train.task import DataRef, ScreenResult, ScreenTask
-from aihpc.train.trainer import resolve_device, worker_name
+from aihpc.train.devices import resolve_device, worker_name
 
 
 def screen_children(task: ScreenTask) -> ScreenResult:

@@ -68,6 +68,7 @@ CHUNK_BYTES = 32 * 2**20
 CACHED = 2
 
 _STAGED: OrderedDict[tuple[DataRef, str], Staged] = OrderedDict()
+_LOADS = 0  # data sets staged by this process (misses of stage's cache)
 _DIR_PREFIX = "aihpc-stage-"
 
 
@@ -119,6 +120,7 @@ def stage(ref: DataRef, device: str, share: int = 1, threads: int | None = None)
     choice); ``threads``: the staging pool's threads (default torch's).
     Both apply to the first call only: later calls return what it staged.
     """
+    global _LOADS
     key = (ref, str(device))
     if key in _STAGED:
         _STAGED.move_to_end(key)
@@ -127,7 +129,13 @@ def stage(ref: DataRef, device: str, share: int = 1, threads: int | None = None)
         _STAGED.popitem(last=False)
     staged = _stage(ref, torch.device(device), share, threads or torch.get_num_threads())
     _STAGED[key] = staged
+    _LOADS += 1
     return staged
+
+
+def loads() -> int:
+    """How many data sets this process has staged (each :func:`stage` that was not already cached)."""
+    return _LOADS
 
 
 def _stage(ref: DataRef, device: torch.device, share: int, threads: int) -> Staged:

@@ -41,8 +41,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import os
-import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -55,6 +53,7 @@ import torch.nn.functional as F
 
 from aihpc.nas.build import SpecNet
 from aihpc.train import feed
+from aihpc.train.devices import resolve_device
 from aihpc.train.inputs import ops_per_sample
 from aihpc.train.staging import Staged, stage
 from aihpc.train.task import EpochResult, EpochTask, WeightsRef
@@ -102,6 +101,10 @@ class Group:
 
     def sum(self, *values: float) -> tuple[float, ...]:
         return values
+
+    def first(self, weights: WeightsRef | None) -> WeightsRef | None:
+        """Rank 0's ``weights`` on every rank."""
+        return weights
 
 
 SINGLE = Group()
@@ -214,12 +217,13 @@ def take_resident(task: EpochTask, device: torch.device, compiled: bool, group: 
     """The kept model and optimizer if ``task`` starts from the weights they hold, else None.
 
     Taken, not shared: an epoch that fails leaves nothing kept, so a retry
-    never starts from a half-trained model.  Data-parallel ranks are fresh
-    processes every epoch and keep nothing.
+    never starts from a half-trained model.  Data-parallel ranks (a worker's
+    rank pool, :mod:`aihpc.train.distributed`) each keep theirs, under the
+    reference rank 0 wrote, so all of them decide alike.
     """
     global _RESIDENT
     kept, _RESIDENT = _RESIDENT, None
-    if kept is None or group.world > 1 or task.start is None or task.start != kept.weights:
+    if kept is None or task.start is None or task.start != kept.weights:
         return None
     if kept.device != str(device) or kept.setup.compiled != compiled:
         return None
@@ -228,7 +232,8 @@ def take_resident(task: EpochTask, device: torch.device, compiled: bool, group: 
 
 def keep_resident(setup: Setup, device: torch.device, group: Group, weights: WeightsRef | None) -> None:
     global _RESIDENT
-    if weights is not None and group.world == 1:
+    weights = group.first(weights)  # rank 0 alone wrote them: every rank keeps its state under their name
+    if weights is not None:
         _RESIDENT = Resident(weights, str(device), setup)
 
 
@@ -464,19 +469,6 @@ def set_lr(optimizer: torch.optim.Optimizer, hp: dict[str, Any], epochs: int, pr
         group["lr"] = lr
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto``: this worker's GPU if there is one, else the CPU.
-
-    A worker sees its GPUs through ``CUDA_VISIBLE_DEVICES``; local workers
-    share the node's GPUs by worker index.
-    """
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' was asked for but CUDA is not available")
-    return torch.device("cuda", worker_index() % torch.cuda.device_count())
-
-
 def _set_dropout(model: torch.nn.Module, p: float) -> None:
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
@@ -486,20 +478,3 @@ def _set_dropout(model: torch.nn.Module, p: float) -> None:
 def _channels_last(x: torch.Tensor) -> torch.Tensor:
     """Images in the memory layout convolutions run fastest in on GPUs (a no-op on CPU)."""
     return x.contiguous(memory_format=torch.channels_last) if x.is_cuda else x
-
-
-def worker_name() -> str:
-    """This worker's Dask name, or host:pid outside Dask."""
-    try:
-        from distributed import get_worker
-
-        return str(get_worker().name)
-    except (ImportError, ValueError):
-        return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def worker_index() -> int:
-    try:
-        return int(worker_name().rsplit("-", 1)[-1])
-    except ValueError:
-        return 0

@@ -13,7 +13,8 @@ import traceback
 import torch
 
 from aihpc.train.task import EpochResult, EpochTask
-from aihpc.train.trainer import train_epoch, worker_name
+from aihpc.train.devices import worker_name
+from aihpc.train.trainer import train_epoch
 
 
 def run_epoch(task: EpochTask) -> EpochResult:

@@ -1,0 +1,54 @@
+"""Consecutive data-parallel epochs of one trial (2 processes, gloo on CPU): wall time, and the setup ("other") phase.
+
+    PYTHONPATH=src python benchmarks/rank_epochs.py [digits|synthetic] [--epochs 3]
+
+Prints one JSON line per epoch.  The first epoch starts the worker's rank
+pool (two processes importing torch) and stages the data set in each; the
+following ones run in the same processes, from the kept model, so their
+``other`` phase (model build, weight load, data) is near zero.  The weight
+digests are those the per-epoch processes of aihpc before the rank pool
+gave for the same task (measured: identical for 3 epochs of both sets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+
+from aihpc.nas.seeds import seed_spec
+from aihpc.train.task import DataRef, EpochTask
+from aihpc.train.worker import run_epoch
+
+HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
+      "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
+# the CPU default workload of aihpc run (runner.run.DEFAULT_SYNTHETIC["cpu"])
+SYNTHETIC = {"num_samples": 12000, "num_classes": 50, "channels": 3, "image_size": 16, "difficulty": 0.6}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", choices=("digits", "synthetic"), default="digits")
+    parser.add_argument("--epochs", type=int, default=3)
+    args = parser.parse_args()
+    if args.data == "digits":
+        data, spec = DataRef("digits"), seed_spec((1, 8, 8), 10)
+    else:
+        data, spec = DataRef("synthetic", options=tuple(sorted(SYNTHETIC.items()))), seed_spec((3, 16, 16), 50)
+    weights_dir, start = tempfile.mkdtemp(prefix="aihpc-rank-epochs-"), None
+    for epoch in range(1, args.epochs + 1):
+        task = EpochTask(trial_id=0, epoch=epoch, epochs=args.epochs, arch=spec.to_dict(), hparams=HP, data=data,
+                         deadline=time.time() + 3600, seed=3, weights_dir=weights_dir, start=start, device="cpu",
+                         threads=1, procs=2)  # fmt: skip
+        t0 = time.perf_counter()
+        result = run_epoch(task)
+        start = result.weights
+        print(json.dumps({"epoch": epoch, "status": result.status, "wall_seconds": round(time.perf_counter() - t0, 2),
+                          "other_seconds": round(result.phase_seconds.get("other", 0.0), 3),
+                          "digest": result.weights.digest[:12] if result.weights else None,
+                          "val_loss": result.metrics.get("val_loss")}), flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
