@@ -66,7 +66,8 @@ def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_fi
     # the kept model: no model build, weight read or data load in the second epoch's "other" phase
     assert second.phase_seconds["other"] < first.phase_seconds["other"]
     data = load_dataset("digits")
-    assert second.metrics["train_samples"] == data.num_train and second.metrics["val_samples"] == data.num_val
+    # full batches of 100 only: the last, partial one is left out
+    assert second.metrics["train_samples"] == data.num_train // 100 * 100 and second.metrics["val_samples"] == data.num_val
     assert second.ops == first.ops  # the same network and samples: the same count, made once
     # the same second epoch in a fresh pool, rebuilt from the first epoch's weight file (as on another worker)
     close_pool()

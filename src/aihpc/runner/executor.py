@@ -6,7 +6,7 @@ interface; or any running scheduler given by address (``--scheduler
 tcp://HOST:PORT``), whose workers may be on other nodes.
 
 Each worker runs one task at a time (one Dask thread); torch's own threads are
-set by the task.  See :data:`WORKER_CONFIG` for the Dask settings we change
+set by the task.  See :mod:`aihpc.runner.dask_settings` for the Dask settings we change
 and why.  Dask's automatic retry of tasks whose worker died is turned
 off (``allowed-failures = 0``) for clusters we start, so the master sees the
 failure at once and requeues the epoch itself, with a bounded number of
@@ -23,21 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aihpc.errors import ConfigError
-
-
-# Dask settings for the clusters aihpc starts.
-WORKER_CONFIG = {
-    # the master requeues a lost epoch itself, with a bounded number of attempts
-    "distributed.scheduler.allowed-failures": 0,
-    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers to return
-    # memory to the OS early; with PyTorch on CPU every tensor allocation then
-    # goes back to the kernel, and training runs 2.5x slower (measured: 26 vs
-    # 65 GOPS for one worker thread).  Keep glibc's default.
-    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-    # a worker streaming its data (aihpc.train.feed) starts DataLoader processes,
-    # and a daemonic process may not have children
-    "distributed.worker.daemon": False,
-}
+from aihpc.runner.dask_settings import use_worker_config
 
 
 @dataclass(frozen=True)
@@ -158,10 +144,9 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
     On GPUs each worker is started with its own ``CUDA_VISIBLE_DEVICES``
     (:func:`local_gpu_cluster`); on CPU a plain ``LocalCluster``.
     """
-    import dask
     from distributed import Client, LocalCluster
 
-    dask.config.set(WORKER_CONFIG)
+    use_worker_config()
     if layout.device == "cuda":
         from aihpc.train.devices import visible_gpus
 
@@ -209,10 +194,9 @@ def remote_executor(address: str) -> DaskExecutor:
 
 def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
     """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``."""
-    import dask
     from distributed import Client
 
-    dask.config.set(WORKER_CONFIG)
+    use_worker_config()
     from aihpc.runner.jobqueue import jobqueue_cluster
 
     cluster = jobqueue_cluster(

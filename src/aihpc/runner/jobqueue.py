@@ -38,18 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import ConfigError
+from aihpc.runner.dask_settings import JOB_PROLOGUE
 
 SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}
-
-# Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536 unless the
-# variable is already set, which makes PyTorch on CPU 2.5x slower (see
-# aihpc.runner.executor.WORKER_CONFIG).  Jobs set a 128 MiB trim threshold and
-# a 32 MiB mmap threshold (the ceiling of glibc's dynamic one), so tensors stay
-# in the heap: measured as fast as glibc's defaults (65 vs 66 GOPS per thread).
-MALLOC_PROLOGUE = ["export MALLOC_TRIM_THRESHOLD_=134217728", "export MALLOC_MMAP_THRESHOLD_=33554432"]
-# A worker that streams its data starts DataLoader processes, which a daemonic
-# worker process may not (executor.WORKER_CONFIG says the same to local workers).
-DASK_PROLOGUE = ["export DASK_DISTRIBUTED__WORKER__DAEMON=False"]
 
 # SLURM's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _WALLTIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
@@ -101,7 +92,7 @@ def jobqueue_cluster(
         queue=queue,
         walltime=walltime,
         python=sys.executable,  # so this environment must be on a path every node sees
-        job_script_prologue=[f"export OMP_NUM_THREADS={cores_per_worker}", *MALLOC_PROLOGUE, *DASK_PROLOGUE],
+        job_script_prologue=[f"export OMP_NUM_THREADS={cores_per_worker}", *JOB_PROLOGUE],
         log_directory=str(Path(log_directory).resolve()) if log_directory is not None else None,
         security=security,
         protocol="tls://" if security else None,

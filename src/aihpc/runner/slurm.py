@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError
 from aihpc.fileio import atomic_write
+from aihpc.runner.dask_settings import use_worker_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from distributed import Client
@@ -114,11 +115,7 @@ def runner_context(
     certificate made for this step; it travels to the other ranks inside the
     scheduler file, which only this user can read (mode 0600).
     """
-    import dask
-
-    from aihpc.runner.executor import WORKER_CONFIG
-
-    dask.config.set(WORKER_CONFIG)  # the nannies here start the workers: the same settings as ours elsewhere
+    use_worker_config()  # the nannies here start the workers: the settings of every cluster aihpc starts
     task = current_task()
     path = Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
     env = _worker_env(task, gpus_per_worker)
