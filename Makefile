@@ -32,7 +32,7 @@ run: $(VENV)/.installed
 # the report Debian's chromium (both installed here when running as root);
 # where they cannot be installed those tests skip, saying why.  Tests run in
 # one process per core (pytest-xdist); whole timed runs are in xdist groups
-# (runs, faults, slurm, verify), each group's tests one at a time.
+# (runs, faults, slurm, verify, large, install, ranks), each group's tests one at a time.
 test: $(VENV)/.installed
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \

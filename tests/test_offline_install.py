@@ -112,7 +112,7 @@ def _in_node(node: Path, code: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("runs")  # ends in a whole timed run: one at a time with the others
+@pytest.mark.xdist_group("install")  # mostly pip; its own group, so it runs beside the groups of whole runs
 def test_wheelhouse_then_install_offline_then_run(tmp_path: Path) -> None:
     if not _pypi_reachable():
         pytest.skip("PyPI cannot be reached from here: the wheelhouse cannot be made")

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("runs")]
+# its own xdist group: whole runs on large data, beside (not after) the other groups of whole runs
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("large")]
 
 GIB = 2**30
 
