@@ -73,8 +73,8 @@ WORKER_WAIT_SECONDS = 600.0
 #   of work at 250 TFLOP/s against about a millisecond of launches.
 # * 128 px rather than 224: the data set lives on the GPU (bf16: 4.9 GB) and
 #   is generated on the host, 0.95 ms per 3x128x128 image on one core here
-#   and by the worker's threads side by side (benchmarks/staging.py: 85 s on
-#   2 loaded cores for all 50,000, 0.5 GiB of host memory beside the staged
+#   and by the worker's threads side by side (benchmarks/staging.py: 27 s on
+#   2 cores for all 50,000, 0.33 GiB of host memory beside the staged
 #   tensors), before the run's clock starts, as MLPerf HPC allows; 224 px
 #   would triple both for the same number of samples.  Per sample, both the
 #   generation and the training scale with the pixels, so the image size
@@ -82,7 +82,7 @@ WORKER_WAIT_SECONDS = 600.0
 # * An epoch is then 40,000 × 8.01 + 10,000 × 2.68 GFLOP = 347 TFLOP, about
 #   1.4 s at 250 TFLOP/s: a 5-minute run trains ~150-200 epochs, i.e. tens of
 #   trials of 2-8 epochs.  Per epoch the worker also writes the weights (23.7
-#   M parameters + momentum, 181 MiB): 0.61 s written synchronously on this
+#   M parameters + momentum, 181 MiB): 0.43 s written synchronously on this
 #   project's CPU, so it is written by a background thread during validation
 #   (benchmarks/weight_writer.py; the copies to pinned memory are queued).
 # * The ceiling is unknown (too large for the oracle); whether the first
