@@ -28,3 +28,18 @@ def test_batch_sizes_are_sized_to_the_device_unless_given():
     assert with_default_workload(RunConfig(batch_sizes=(8,)), "cuda").batch_sizes == (8,)
     assert with_default_workload(RunConfig(), "cuda").data_options["image_size"] == 128
     assert with_default_workload(RunConfig(), "cpu").data_options["image_size"] == 16
+
+
+def test_a_stage_dir_that_cannot_be_made_is_one_line_from_the_master(tmp_path):
+    """The worker's DataError comes back as a value: one line and exit 2, no worker traceback in the log."""
+    import subprocess
+    import sys
+
+    (tmp_path / "run.toml").write_text('dataset = "digits"\nworkers = 1\npeak_seconds = 0.5\nstaging = "stream"\n'
+                                       'stage_dir = "/proc/no-such-folder"\n')
+    proc = subprocess.run([sys.executable, "-m", "aihpc", "run", "--config", str(tmp_path / "run.toml"), "--out",
+                           str(tmp_path / "run"), "--minutes", "0.1", "--no-live"],
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("aihpc run: error: worker 0 could not stage the data: "
+                                   "cannot stage data to /proc/no-such-folder: No such file or directory")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.config import RunConfig
-from aihpc.errors import ConfigError, StorageError
+from aihpc.errors import ConfigError, DataError, StorageError
 from aihpc.runner.master import Master
 from aihpc.runner.placement import place_workers
 from aihpc.runner.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
@@ -331,6 +331,9 @@ def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
     device = layout.device if layout else "auto"
     per_worker = executor.run_on_each(worker_stage, DataRef.of(config), device, executor.workers_per_host(),
                                       config.procs_per_trial)  # fmt: skip
+    failed = [w for w in per_worker if "error" in w]
+    if failed:
+        raise DataError(f"worker {failed[0]['worker']} could not stage the data: {failed[0]['error']}")
     return {"seconds": max(w["seconds"] for w in per_worker), "bytes": sum(w["bytes"] for w in per_worker),
             "workers": len(per_worker), "tiers": sorted({w["tier"] for w in per_worker}),
             "per_worker": per_worker}  # fmt: skip
@@ -342,7 +345,8 @@ def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs:
     ``sharing``: for each worker's address, the workers on its host (they
     share its memory when staging on the CPU).  With ``procs > 1`` the
     worker's data-parallel ranks, which train its epochs, each stage their
-    own copy (the slowest rank's seconds, all ranks' bytes).
+    own copy (the slowest rank's seconds, all ranks' bytes).  A data set
+    that cannot be staged comes back as ``error``, for the master to raise.
     """
     from aihpc.train.devices import resolve_device, worker_name
 
@@ -356,7 +360,10 @@ def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs:
     from aihpc.train.staging import stage
 
     share = (sharing or {}).get(_worker_address(), 1)
-    return {"worker": worker_name(), **stage(ref, str(resolve_device(device)), share=share).record()}
+    try:
+        return {"worker": worker_name(), **stage(ref, str(resolve_device(device)), share=share).record()}
+    except DataError as exc:  # the master says it in one line (raised here, Dask would log a traceback)
+        return {"worker": worker_name(), "error": str(exc)}
 
 
 def _worker_address() -> str | None:
