@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from aihpc.errors import ConfigError, StorageError
 
@@ -38,13 +38,20 @@ def atomic_path(path: Path) -> Iterator[Path]:
             tmp.unlink(missing_ok=True)
 
 
-def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
-    """Write ``data`` (text as UTF-8) to ``path`` atomically, created with permissions ``mode``."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+@contextlib.contextmanager
+def atomic_open(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """A binary file to write that replaces ``path`` when the block ends (:func:`atomic_path`), created with ``mode``."""
     with atomic_path(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with os.fdopen(fd, "wb") as f:
-            f.write(raw)
+            yield f
+
+
+def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically, created with permissions ``mode``."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_open(path, mode) as f:
+        f.write(raw)
 
 
 def read_json(path: Path, what: str) -> Any:

@@ -15,19 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.energy.meter import DeviceEnergy, Sampler
+from aihpc.train.devices import worker_address
 
 _METERS: dict[str, tuple[Sampler, list[DeviceEnergy]]] = {}  # run key -> (sampler, devices not measurable)
 _LOCK = threading.Lock()
-
-
-def worker_address() -> str:
-    """This Dask worker's address; ``local`` outside a worker (a test, the master)."""
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return "local"
 
 
 def worker_identity() -> dict[str, str]:

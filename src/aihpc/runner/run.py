@@ -348,7 +348,7 @@ def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs:
     own copy (the slowest rank's seconds, all ranks' bytes).  A data set
     that cannot be staged comes back as ``error``, for the master to raise.
     """
-    from aihpc.train.devices import resolve_device, worker_name
+    from aihpc.train.devices import resolve_device, worker_address, worker_name
 
     if procs > 1:
         from aihpc.train.distributed import rank_stage
@@ -359,20 +359,11 @@ def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs:
                 "ranks": ranks}  # fmt: skip
     from aihpc.train.staging import stage
 
-    share = (sharing or {}).get(_worker_address(), 1)
+    share = (sharing or {}).get(worker_address(), 1)
     try:
         return {"worker": worker_name(), **stage(ref, str(resolve_device(device)), share=share).record()}
     except DataError as exc:  # the master says it in one line (raised here, Dask would log a traceback)
         return {"worker": worker_name(), "error": str(exc)}
-
-
-def _worker_address() -> str | None:
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return None
 
 
 # Why a resumed run has no energy: the meters of the segments before it died with their master.
@@ -448,7 +439,7 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
     import torch
 
     from aihpc.roofline.peak import measure_peak
-    from aihpc.train.devices import resolve_device, worker_name
+    from aihpc.train.devices import resolve_device, training_dtype, worker_name
 
     if procs > 1:
         from aihpc.train.distributed import rank_peaks
@@ -458,7 +449,7 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
         if threads:
             torch.set_num_threads(threads)
         dev = resolve_device(device)
-        parts = [measure_peak(dev, "bfloat16" if dev.type == "cuda" else "float32", seconds=seconds).to_dict()]
+        parts = [measure_peak(dev, training_dtype(dev), seconds=seconds).to_dict()]
     return {"worker": worker_name(), "device": parts[0]["device"], "dtype": parts[0]["dtype"],
             "flops_per_s": sum(p["flops_per_s"] for p in parts), "spread": max(p["spread"] for p in parts),
             "parts": parts}  # fmt: skip

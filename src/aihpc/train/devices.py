@@ -136,6 +136,24 @@ def _device_record(device: torch.device) -> dict[str, Any]:
             "pci_bus_id": pci}  # fmt: skip
 
 
+def training_dtype(device: torch.device) -> torch.dtype:
+    """The dtype a worker computes in on ``device``: bfloat16 on a GPU (the trainer's autocast), float32 elsewhere.
+
+    The data are staged in it, and the run's peak is measured in it.
+    """
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def worker_address() -> str:
+    """This Dask worker's address; ``local`` outside a worker (a test, the master)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return "local"
+
+
 def worker_name() -> str:
     """This worker's Dask name, or host:pid outside Dask."""
     try:

@@ -55,7 +55,7 @@ from typing import IO, Any
 import torch
 import torch.distributed as dist
 
-from aihpc.train.devices import device_kind, gpu_indices
+from aihpc.train.devices import device_kind, gpu_indices, training_dtype
 from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
 from aihpc.train.trainer import Group, train_epoch
 
@@ -342,8 +342,7 @@ def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -
         if request["threads"]:
             torch.set_num_threads(request["threads"])
         dist.barrier()  # all ranks measure at once, sharing the machine as they do when training
-        dtype = "bfloat16" if device.type == "cuda" else "float32"
-        return {"peak": measure_peak(device, dtype, seconds=request["seconds"]).to_dict()}
+        return {"peak": measure_peak(device, training_dtype(device), seconds=request["seconds"]).to_dict()}
     if op == "stage":
         from aihpc.train.staging import stage
 

@@ -54,6 +54,7 @@ import torch
 
 from aihpc.config import STAGING
 from aihpc.errors import DataError
+from aihpc.train.devices import training_dtype
 from aihpc.train.task import DataRef
 
 #: Share of the device's free memory (or of the host's available memory, on the
@@ -100,17 +101,16 @@ class Staged:
     val: StagedSplit
     tier: str  # "device" or "stream"
     seconds: float  # wall time of the staging
-    nbytes: int  # bytes of images and labels staged
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of images and labels staged."""
+        return sum(s.x.nbytes + s.y.nbytes for s in (self.train, self.val))
 
     def record(self) -> dict[str, Any]:
         """What results.json keeps of one worker's staging."""
         return {"tier": self.tier, "seconds": self.seconds, "bytes": self.nbytes,
                 "dtype": str(self.train.x.dtype).removeprefix("torch.")}  # fmt: skip
-
-
-def staging_dtype(device: torch.device) -> torch.dtype:
-    """bfloat16 on a GPU (what autocast feeds the first convolution), float32 elsewhere."""
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def stage(ref: DataRef, device: str, share: int = 1, threads: int | None = None) -> Staged:
@@ -143,15 +143,14 @@ def _stage(ref: DataRef, device: torch.device, share: int, threads: int) -> Stag
 
     t0 = time.perf_counter()
     data = load_dataset(ref.name, path=ref.path, seed=ref.seed, **ref.options_dict())
-    dtype = staging_dtype(device)
+    dtype = training_dtype(device)
     splits = (data.train, data.val)
     image_bytes = sum(len(s) * math.prod(s.sample_shape) for s in splits) * dtype.itemsize
     tier = choose_tier(ref.staging, image_bytes, device, share)
     folder = stage_folder(ref, image_bytes) if tier == "stream" else None
     staged = [stage_split(s, device, dtype, threads, folder / name if folder else None)
               for s, name in zip(splits, ("train", "val"))]  # fmt: skip
-    nbytes = sum(s.x.nbytes + s.y.nbytes for s in staged)
-    return Staged(staged[0], staged[1], tier, time.perf_counter() - t0, nbytes)
+    return Staged(staged[0], staged[1], tier, time.perf_counter() - t0)
 
 
 def choose_tier(mode: str, image_bytes: int, device: torch.device, share: int = 1) -> str:

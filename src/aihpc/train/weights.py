@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import random
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 import torch
 
 from aihpc.errors import StorageError
-from aihpc.fileio import atomic_path
+from aihpc.fileio import atomic_open
 from aihpc.train.task import EpochTask, Morph, WeightsRef
 
 
@@ -46,11 +45,9 @@ def file_name(trial_id: int, epoch: int, attempt: int) -> str:
 
 def save(directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None) -> WeightsRef:
     """Write one weight file atomically, hashing the bytes as they are written; returns its reference."""
-    with atomic_path(Path(directory) / name) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            out = _HashingWriter(f)
-            torch.save({"model": model, "optimizer": optimizer}, out)
+    with atomic_open(Path(directory) / name) as f:
+        out = _HashingWriter(f)
+        torch.save({"model": model, "optimizer": optimizer}, out)
     return WeightsRef(name, out.sha256.hexdigest())
 
 
