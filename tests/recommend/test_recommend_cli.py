@@ -29,6 +29,11 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys):
     _bad(capsys, ["recommend", "validate", "--seeds", "1", *out], "--seeds must be >= 2")
     _bad(capsys, ["recommend", "--dataset", "digits", "--matcher", str(tmp_path / "none.json"), *out],
          "matcher file not found")
+    _bad(capsys, ["recommend", "--dataset", "digits", "--data-option", "image_size", *out],
+         "--data-option must be KEY=VALUE, got 'image_size'")
+    _bad(capsys, ["recommend", "--dataset", "synthetic", "--data-option", "colour=2", *out], "colour")
+    _bad(capsys, ["recommend", "calibrate", "--workers", "0", *out], "--workers must be >= 1, got 0")
+    _bad(capsys, ["recommend", "validate", "--calibration", str(tmp_path / "none.json"), *out], "not found")
     assert not (tmp_path / "r.json").exists()
 
 
@@ -67,18 +72,61 @@ def test_recommend_ranks_a_candidates_file_and_writes_its_result(tmp_path, capsy
     assert all(c["ops_per_sample"] > 0 and c["params"] > 0 for c in data["candidates"])
 
 
+def _imagefolder(root, side=16, per_class=100):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for k, colour in enumerate(([255, 40, 40], [40, 40, 255], [40, 200, 40])):
+        (root / f"class{k}").mkdir(parents=True)
+        for i in range(per_class):
+            img = rng.integers(0, 120, (side, side, 3)).astype(np.uint8)
+            r, c = rng.integers(0, side - 6, 2)
+            img[r:r + 6, c:c + 6] = colour
+            Image.fromarray(img).save(root / f"class{k}" / f"{i}.png")
+    return str(root)
+
+
+@pytest.mark.slow
+def test_an_imagefolder_in_the_domain_gets_predictions_with_intervals(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["recommend", "--dataset", "imagefolder", "--data-path", _imagefolder(tmp_path / "img"),
+                 "--data-option", "image_size=16", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "domain: inside the calibrated domain" in text and "80% interval" in text
+    data = json.loads(out.read_text())["data"]
+    assert data["method"] == "matcher" and data["in_domain"] and data["complexity"]["dimension"] == 768
+    for c in data["candidates"]:
+        low, high = c["interval"]
+        assert 1 / 3 <= low <= c["predicted_accuracy"] <= high <= 1
+
+
+@pytest.mark.slow
+def test_a_task_outside_the_domain_is_said_in_one_line_and_ranked_by_synflow(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["recommend", "--dataset", "synthetic", "--data-option", "image_size=64",
+                 "--data-option", "num_samples=300", "--out", str(out)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "domain:" in line]
+    assert len(lines) == 1 and "outside the calibrated domain: " in lines[0]
+    assert "input values C*H*W 12288 not in 64..3072" in lines[0]
+    data = json.loads(out.read_text())["data"]
+    assert data["method"] == "synflow" and not data["in_domain"]
+    assert all(c["predicted_accuracy"] is None and c["interval"] is None for c in data["candidates"])
+    best = max(data["candidates"], key=lambda c: c["proxies"]["synflow"])
+    assert data["choice"] == best["name"] and best["rank"] == 1
+
+
 @pytest.mark.slow
 def test_validate_fast_then_rejudged_from_its_file(tmp_path, capsys):
     out = tmp_path / "v.json"
-    assert main(["recommend", "validate", "--fast", "--out", str(out)]) == 0
+    assert main(["recommend", "validate", "--fast", "--workers", "1", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "seed-to-seed agreement" in text and "most parameters" in text
+    assert "leave one family out" in text and "most parameters" in text and "80 % intervals" in text
     data = json.loads(out.read_text())["data"]
-    assert [r["candidate_set"] for r in data["reports"]] == ["small", "matched"]
-    assert all(len(c["accuracy"]) == 3 for o in data["observations"] for c in o["candidates"])
+    assert {s["candidate_set"] for s in data["validation"]["scores"]} == {"small", "matched"}
+    assert all(len(c["accuracy"]) == 2 for o in data["observations"] for c in o["candidates"])
     again = tmp_path / "v2.json"
     assert main(["recommend", "validate", "--observations", str(out), "--out", str(again)]) == 0
-    assert json.loads(again.read_text())["data"]["reports"] == data["reports"]
+    assert json.loads(again.read_text())["data"]["validation"] == data["validation"]
 
 
 def test_the_report_renders_the_recommend_result_kinds():
@@ -86,13 +134,15 @@ def test_the_report_renders_the_recommend_result_kinds():
     from aihpc.results.files import result_document
 
     docs = [result_document("recommend", {"complexity": {"f1": 1.5, "n3": 0.02}, "choice": "c2",
+                                          "method": "matcher", "domain": "inside the calibrated domain",
                                           "candidates": [{"name": "c2", "rank": 1, "params": 10,
-                                                          "predicted_accuracy": 0.9, "ops_per_sample": 1e6}]},
+                                                          "predicted_accuracy": 0.9, "interval": [0.8, 0.95],
+                                                          "ops_per_sample": 1e6}]},
                             environment={}),
-            result_document("recommend-validation", {"reports": [{"candidate_set": "small", "seed_tau": 0.81,
-                                                                  "predictors": [{"name": "matcher", "tau": 0.5,
-                                                                                  "tau_ci": [0.25, 0.75]}]}]},
+            result_document("recommend-validation", {"validation": {"coverage": {"small": 0.81}, "scores": [
+                {"candidate_set": "small", "predictor": "recommender", "tau": 0.5, "regret": 0.01},
+                {"candidate_set": "small", "predictor": "recommender", "tau": 0.7, "regret": 0.03}]}},
                             environment={})]
     page = render_page(docs, "t")
-    assert "Model recommendation" in page and "c2" in page
-    assert "+0.50 [+0.25, +0.75]" in page and "+0.81" in page
+    assert "Model recommendation" in page and "c2" in page and "80.0% .. 95.0%" in page
+    assert "+0.60" in page and "3.0%" in page and "small 81 %" in page

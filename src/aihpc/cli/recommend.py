@@ -2,17 +2,20 @@
 
 Three forms:
 
-* ``aihpc recommend --dataset D [--data-path P] [--candidates small|matched|zoo|FILE]
-  [--budget-ops N] [--margin M]`` measures the task's complexity and each
-  candidate's zero-cost proxies, predicts accuracy with the fitted matcher
-  and prints the ranked table and the recommendation (the cheapest
-  candidate predicted within the margin of the best).  Trains nothing.
-* ``aihpc recommend calibrate [--seed S] [--steps N] [--matcher-out FILE]``
-  trains the candidates briefly on the calibration tasks and fits the
-  matcher (the shipped one was made by this command, see its provenance).
-* ``aihpc recommend validate [--seeds 3] [--fast]`` judges the matcher on
-  held-out tasks (Kendall tau, Spearman rho with bootstrap intervals,
-  accuracy lost, baselines, seed agreement).
+* ``aihpc recommend --dataset D [--data-path P] [--data-option K=V ...]
+  [--candidates small|matched|zoo|FILE] [--budget-ops N] [--margin M]``
+  measures the task's complexity and each candidate's zero-cost proxies,
+  checks that the task lies in the matcher's calibrated domain, predicts
+  accuracy with an interval (or, outside the domain, ranks by synflow
+  alone) and prints the ranked table and the recommendation.  Trains nothing.
+* ``aihpc recommend calibrate [--seed S] [--steps N] [--workers W]
+  [--observations FILE] [--matcher-out FILE]`` trains the candidates
+  briefly on the calibration tasks and fits the matcher (the shipped one
+  was made by this command, see its provenance); with ``--observations``
+  it refits from a saved calibration result without training.
+* ``aihpc recommend validate [--seeds 2] [--workers W] [--fast]`` judges the
+  recommender on held-out tasks of every family, refitted without that
+  family (Kendall tau, regret of the pick, baselines, interval coverage).
 
 Bad input (a data set too small or with one class, candidates that do not
 fit, a candidates file that does not parse) is one line and exit 2.
@@ -22,6 +25,7 @@ Only the standard library is imported at module level.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -44,28 +48,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="data set name (digits, synthetic, npz, imagefolder)")
     parser.add_argument("--data-path", metavar="P", type=Path, default=None,
                         help="data set path (npz, imagefolder)")
+    parser.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the data set's reader, e.g. image_size=32 or channels=1 "
+                             "(repeatable; VALUE is read as JSON where it parses, else as text)")
     parser.add_argument("--candidates", default="small", metavar="SET|FILE",
                         help="small (default; sizes differ widely), matched (about one size), zoo, "
                              "or a JSON candidates file")
     parser.add_argument("--budget-ops", type=float, default=None, metavar="N",
                         help="only candidates needing at most N training operations per sample")
+    parser.add_argument("--matcher", type=Path, default=None, metavar="FILE",
+                        help="a fitted matcher file (default: the one shipped with aihpc)")
     _common(parser, "recommend.json", form=False)
     sub = parser.add_subparsers(dest="form", metavar="{calibrate,validate}", required=False)
     cal = sub.add_parser("calibrate", help="fit the matcher on briefly trained candidates")
     cal.add_argument("--steps", type=int, default=None, help="training steps per candidate (default 100)")
     cal.add_argument("--seeds", type=int, default=1, help="training seeds per candidate (default 1)")
+    cal.add_argument("--observations", type=Path, default=None, metavar="FILE",
+                     help="refit from the observations of a recommend-calibration result file; trains nothing")
+    _workers(cal)
     cal.add_argument("--matcher-out", type=Path, default=Path("recommend-matcher.json"), metavar="FILE",
                      help="where to write the fitted matcher (default recommend-matcher.json)")
     _common(cal, "recommend-calibration.json")
     val = sub.add_parser("validate", help="judge the matcher on held-out tasks against baselines")
     val.add_argument("--steps", type=int, default=None, help="training steps per candidate (default 100)")
-    val.add_argument("--seeds", type=int, default=3, help="training seeds per candidate (default 3, >= 2)")
+    val.add_argument("--seeds", type=int, default=2, help="training seeds per candidate (default 2, >= 2)")
+    val.add_argument("--calibration", type=Path, default=None, metavar="FILE",
+                     help="the recommend-calibration result whose observations are refitted without "
+                          "each family (default: the calibration shipped with aihpc)")
     val.add_argument("--observations", type=Path, default=None, metavar="FILE",
-                     help="judge the observations saved in a recommend-validation result file "
-                          "again (e.g. with another --matcher); trains nothing")
+                     help="judge the held-out observations saved in a recommend-validation result file "
+                          "again (e.g. with another --calibration or --margin); trains nothing")
     val.add_argument("--fast", action="store_true",
                      help="a seconds-long smoke run: one task, 3 candidates per set, 5 steps")
+    _workers(val)
     _common(val, "recommend-validation.json")
+
+
+def _workers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="tasks observed at once, one process and torch thread each "
+                             "(default: up to 2, the CPUs here)")
+
+
+def _data_options(items: list[str]) -> dict:
+    """``KEY=VALUE`` pairs as a dict; VALUE is JSON where it parses (32, 0.5, [16, 16]), else text."""
+    import json
+
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--data-option must be KEY=VALUE, got {item!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except ValueError:
+            options[key.strip()] = value
+    return options
 
 
 def _common(parser: argparse.ArgumentParser, default_out: str, form: bool = True) -> None:
@@ -75,9 +113,7 @@ def _common(parser: argparse.ArgumentParser, default_out: str, form: bool = True
     default = argparse.SUPPRESS if form else None
     parser.add_argument("--seed", type=int, default=default, help="seed (default 0; validate: 100)")
     parser.add_argument("--margin", type=float, default=default,
-                        help="accuracy a cheaper pick may give up against the best prediction (default 0.02)")
-    parser.add_argument("--matcher", type=Path, default=default, metavar="FILE",
-                        help="a fitted matcher file (default: the one shipped with aihpc)")
+                        help="accuracy a cheaper pick may give up against the best prediction (default 0.01)")
     parser.add_argument("--out", metavar="FILE", type=Path, default=default,
                         help=f"the versioned JSON result file (default: {default_out})")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if form else False,
@@ -85,9 +121,9 @@ def _common(parser: argparse.ArgumentParser, default_out: str, form: bool = True
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name in ("steps", "seeds", "seed"):
+    for name in ("steps", "seeds", "seed", "workers"):
         value = getattr(args, name, None)
-        low = {"steps": 1, "seeds": 2 if args.form == "validate" else 1, "seed": 0}[name]
+        low = {"steps": 1, "seeds": 2 if args.form == "validate" else 1, "seed": 0, "workers": 1}[name]
         if value is not None and value < low:
             raise ConfigError(f"--{name} must be >= {low}, got {value}")
     if args.margin is not None and not 0 <= args.margin <= 1:
@@ -122,7 +158,7 @@ def _recommend(args: argparse.Namespace) -> int:
 
     seed = 0 if args.seed is None else args.seed
     matcher = matching.load(args.matcher)
-    task = from_dataset(args.dataset, args.data_path, seed=seed)
+    task = from_dataset(args.dataset, args.data_path, seed=seed, **_data_options(args.data_option))
     candidates = resolve(args.candidates, task.input_shape, task.num_classes)
     rec = rank(task, candidates, matcher,
                margin=MARGIN if args.margin is None else args.margin, budget_ops=args.budget_ops, seed=seed)
@@ -137,23 +173,46 @@ def _calibrate(args: argparse.Namespace) -> int:
     import json
 
     from aihpc.fileio import atomic_write
-    from aihpc.recommend.calibrate import calibrate
+    from aihpc.recommend.calibrate import calibrate, fit_observations
     from aihpc.recommend.tasks import STEPS
 
-    command = "aihpc recommend calibrate " + " ".join(shlex.quote(a) for a in _form_argv())
-    matcher, observations = calibrate(seed=0 if args.seed is None else args.seed,
-                                      steps=args.steps or STEPS, seeds=args.seeds, command=command,
-                                      progress=None if args.json else _progress)
     if args.matcher_out.parent and not args.matcher_out.parent.is_dir():
         raise ConfigError(f"cannot write {args.matcher_out}: directory {args.matcher_out.parent} "
                           f"does not exist")
+    command = "aihpc recommend calibrate " + " ".join(shlex.quote(a) for a in _form_argv())
+    if args.observations is not None:
+        observations = _observations(args.observations, "recommend-calibration")
+        provenance = dict(_read(args.observations, "recommend-calibration")["matcher"]["provenance"])
+        provenance["refit"] = command
+        matcher = fit_observations(observations, provenance)
+    else:
+        matcher, observations = calibrate(seed=0 if args.seed is None else args.seed,
+                                          steps=args.steps or STEPS, seeds=args.seeds, workers=args.workers,
+                                          command=command, progress=None if args.json else _progress)
     atomic_write(args.matcher_out, json.dumps(matcher.to_dict(), indent=2, sort_keys=True) + "\n")
-    cv = matcher.provenance["cv_mae_by_alpha"]
-    table = (f"matcher: {matcher.provenance['rows']} rows from {len(matcher.provenance['tasks'])} tasks, "
-             f"ridge alpha {matcher.alpha:g} (leave-one-task-out MAE "
-             f"{100 * cv[str(matcher.alpha)]:.1f} accuracy points)\nmatcher file: {args.matcher_out}")
+    prov, (within, between), (low, high) = matcher.provenance, matcher.alpha, matcher.residuals
+    table = (f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of {len(prov['families'])} families; "
+             f"leave one family out: within-task penalty {within:g} (Kendall tau "
+             f"{prov['cv_tau_by_within_alpha'][str(within)]:+.2f}), between-task penalty {between:g} (mean "
+             f"absolute error {100 * prov['cv_mae_by_between_alpha'][str(between)]:.1f} accuracy points); "
+             f"logit residuals {low:+.2f}..{high:+.2f} give the 80 % interval\nmatcher file: {args.matcher_out}")
     return emit(args, "recommend-calibration", {"matcher": matcher.to_dict(),
                                                 "observations": [o.to_dict() for o in observations]}, table)
+
+
+def _read(path: Path, kind: str) -> dict:
+    from aihpc.results.files import read_result
+
+    return read_result(path, kind)["data"]
+
+
+def _observations(path: Path, kind: str) -> list:
+    from aihpc.recommend.study import observation_from_dict
+
+    observations = [observation_from_dict(o) for o in _read(path, kind).get("observations", [])]
+    if not observations:
+        raise ConfigError(f"{path} holds no observations")
+    return observations
 
 
 def _form_argv() -> list[str]:
@@ -161,33 +220,32 @@ def _form_argv() -> list[str]:
     return argv[argv.index("calibrate") + 1:] if "calibrate" in argv else []
 
 
+def _calibration(args: argparse.Namespace) -> list:
+    """The calibration observations the validation refits (a file, or the shipped ones)."""
+    if args.calibration is not None:
+        return _observations(args.calibration, "recommend-calibration")
+    from aihpc.recommend.study import shipped_calibration
+
+    return shipped_calibration()
+
+
 def _validate(args: argparse.Namespace) -> int:
-    from aihpc.recommend import matcher as matching
+    from aihpc.recommend.families import validation_tasks
     from aihpc.recommend.ranking import MARGIN
-    from aihpc.recommend.tasks import STEPS, from_dataset
-    from aihpc.recommend.validate import format_reports, rejudge, validate
+    from aihpc.recommend.tasks import STEPS
+    from aihpc.recommend.validate import format_validation, rejudge, validate
 
-    matcher = matching.load(args.matcher)
     margin = MARGIN if args.margin is None else args.margin
-    seed = 100 if args.seed is None else args.seed
+    calibration = _calibration(args)
     if args.observations is not None:
-        reports, observations = _rejudge(args, matcher, margin, seed, rejudge)
+        held_out = _observations(args.observations, "recommend-validation")
+        steps = int(_read(args.observations, "recommend-validation")["validation"]["steps"])
+        result = rejudge(calibration, held_out, margin=margin, steps=steps)
     else:
-        fast = dict(tasks=[from_dataset("digits", seed=0)], limit=3, steps=5) if args.fast else {}
+        fast = dict(specs=validation_tasks()[:1], limit=3, steps=5) if args.fast else {}
         steps = args.steps or fast.pop("steps", STEPS)
-        reports, observations = validate(matcher, seeds=args.seeds, steps=steps, base_seed=seed,
-                                         margin=margin, progress=None if args.json else _progress, **fast)
-    data = {"reports": [r.to_dict() for r in reports], "observations": [o.to_dict() for o in observations]}
-    return emit(args, "recommend-validation", data, format_reports(reports))
-
-
-def _rejudge(args: argparse.Namespace, matcher, margin: float, seed: int, rejudge):
-    from aihpc.recommend.study import observation_from_dict
-    from aihpc.results.files import read_result
-
-    doc = read_result(args.observations, "recommend-validation")
-    observations = [observation_from_dict(o) for o in doc["data"].get("observations", [])]
-    if not observations:
-        raise ConfigError(f"{args.observations} holds no observations")
-    steps = int(doc["data"]["reports"][0]["steps"]) if doc["data"].get("reports") else args.steps
-    return rejudge(observations, matcher, margin=margin, seed=seed, steps=steps), observations
+        result, held_out = validate(calibration, seeds=args.seeds, steps=steps,
+                                    base_seed=100 if args.seed is None else args.seed, margin=margin,
+                                    workers=args.workers, progress=None if args.json else _progress, **fast)
+    data = {"validation": result.to_dict(), "observations": [o.to_dict() for o in held_out]}
+    return emit(args, "recommend-validation", data, format_validation(result))

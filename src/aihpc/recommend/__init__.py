@@ -6,12 +6,17 @@ measures).
   T2, a random-convolution linear probe), on a bounded sample;
 * :mod:`~aihpc.recommend.proxies` -- how capable each untrained candidate is
   (snip, grad_norm, synflow, jacob_cov, NASWOT) on one minibatch;
-* :mod:`~aihpc.recommend.matcher` -- a ridge regression, fitted by
-  :mod:`~aihpc.recommend.calibrate` and shipped as ``data/matcher.json``,
-  from both to the accuracy a short training reaches;
-* :mod:`~aihpc.recommend.ranking` -- rank and pick the cheapest candidate
-  within a margin of the best; :mod:`~aihpc.recommend.validate` judges it
-  on held-out tasks.
+* :mod:`~aihpc.recommend.matcher` -- a regularised logistic model from both
+  to the accuracy a short training reaches, bounded to [chance, 1], with an
+  80 % interval; fitted by :mod:`~aihpc.recommend.calibrate` on the task
+  families of :mod:`~aihpc.recommend.families` and shipped as
+  ``data/matcher.json`` beside the observations it was fitted on;
+* :mod:`~aihpc.recommend.domain` -- whether a task lies inside what was
+  calibrated;
+* :mod:`~aihpc.recommend.ranking` -- rank and pick (inside the domain: the
+  cheapest candidate whose interval is within a margin of the best
+  prediction; outside: synflow alone); :mod:`~aihpc.recommend.validate`
+  judges it on held-out tasks of each family, refitted without that family.
 
 ``aihpc recommend`` is the command line (:mod:`aihpc.cli.recommend`).
 """

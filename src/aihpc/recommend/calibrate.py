@@ -2,10 +2,13 @@
 
 Every candidate of both sets (:data:`aihpc.recommend.study.SETS`) is
 scored (complexity + proxies) and trained for a fixed number of steps on
-each calibration task (:func:`aihpc.recommend.tasks.calibration_tasks`);
-the matcher (:func:`aihpc.recommend.matcher.fit`) then learns how the
-features predict the accuracy reached.  Everything is seeded: the same
-``seed`` and ``steps`` give the same matcher on the same software.
+each calibration task (:func:`aihpc.recommend.families.calibration_tasks`),
+``workers`` tasks at a time; the matcher (:func:`aihpc.recommend.matcher.fit`)
+then learns how the features predict the accuracy reached, its penalty and
+interval cross-validated over the task families.  Everything is seeded:
+the same ``seed`` and ``steps`` give the same observations and the same
+matcher on the same software, whatever the number of workers.
+:func:`fit_observations` refits from saved observations without training.
 """
 
 from __future__ import annotations
@@ -14,36 +17,48 @@ from collections.abc import Callable
 
 import numpy as np
 
+from aihpc.errors import ConfigError
+from aihpc.recommend.families import calibration_tasks
 from aihpc.recommend.matcher import Matcher, features, fit
-from aihpc.recommend.study import SETS, Observation, observe
-from aihpc.recommend.tasks import STEPS, calibration_tasks
+from aihpc.recommend.study import SETS, Observation, observe_all
+from aihpc.recommend.tasks import STEPS
 
 
-def design(observations: list[Observation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Feature rows, mean accuracies and task ids (for cross-validation) of the observations."""
-    rows, targets, groups = [], [], []
-    names = sorted({o.task for o in observations})
-    for o in observations:
+def design(observations: list[Observation]) -> tuple[np.ndarray, ...]:
+    """Feature rows, mean accuracies, class counts, family ids and observation (task) ids."""
+    rows, targets, classes, groups, tasks = [], [], [], [], []
+    names = sorted({o.family for o in observations})
+    for k, o in enumerate(observations):
         for s, acc in zip(o.scores, o.accuracy):
             rows.append(features(o.complexity, s))
             targets.append(float(np.mean(acc)))
-            groups.append(names.index(o.task))
-    return np.stack(rows), np.asarray(targets), np.asarray(groups)
+            classes.append(o.complexity.num_classes)
+            groups.append(names.index(o.family))
+            tasks.append(k)
+    return tuple(np.asarray(v) for v in (np.stack(rows), targets, classes, groups, tasks))
 
 
-def calibrate(*, seed: int = 0, steps: int = STEPS, seeds: int = 1, command: str = "",
+def fit_observations(observations: list[Observation], provenance: dict) -> Matcher:
+    """The matcher fitted on ``observations`` (at least two families, for cross-validation)."""
+    families = sorted({o.family for o in observations})
+    if len(families) < 2:
+        raise ConfigError(f"calibration needs observations of >= 2 task families, got {families}")
+    x, t, classes, groups, tasks = design(observations)
+    provenance = {**provenance, "families": families, "tasks": sorted({o.task for o in observations}),
+                  "rows": int(len(t))}
+    return fit(x, t, classes, groups, tasks, provenance)
+
+
+def calibrate(*, seed: int = 0, steps: int = STEPS, seeds: int = 1, workers: int = 1, command: str = "",
               progress: Callable[[str], None] | None = None) -> tuple[Matcher, list[Observation]]:
     """Observe every calibration task with both candidate sets, then fit the matcher."""
     import torch
 
     import aihpc
 
-    observations = [observe(task, name, seeds=seeds, steps=steps, base_seed=seed, progress=progress)
-                    for task in calibration_tasks() for name in SETS]
-    x, t, groups = design(observations)
+    observations = observe_all(calibration_tasks(), seeds=seeds, steps=steps, base_seed=seed,
+                               workers=workers, progress=progress)
     provenance = {"command": command, "seed": seed, "steps": steps, "seeds": seeds,
-                  "tasks": sorted({o.task for o in observations}), "candidate_sets": list(SETS),
-                  "rows": int(len(t)), "aihpc_version": aihpc.__version__,
+                  "candidate_sets": list(SETS), "aihpc_version": aihpc.__version__,
                   "torch_version": torch.__version__}
-    matcher, _ = fit(x, t, groups, provenance)
-    return matcher, observations
+    return fit_observations(observations, provenance), observations

@@ -15,6 +15,7 @@ import numpy as np
 
 from aihpc.recommend.candidates import Candidate, builtin
 from aihpc.recommend.complexity import Complexity
+from aihpc.recommend.families import TaskSpec
 from aihpc.recommend.scoring import CandidateScore, score_candidates, task_complexity
 from aihpc.recommend.tasks import STEPS, Task, train_briefly
 
@@ -31,9 +32,12 @@ class Observation:
     complexity: Complexity
     scores: tuple[CandidateScore, ...]
     accuracy: np.ndarray  # (candidates, seeds)
+    family: str = ""
+    input_shape: tuple[int, int, int] = (0, 0, 0)
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "candidate_set": self.candidate_set,
+        return {"task": self.task, "family": self.family, "input_shape": list(self.input_shape),
+                "candidate_set": self.candidate_set,
                 "complexity": self.complexity.to_dict(),
                 "candidates": [{**s.to_dict(), "accuracy": [float(a) for a in acc]}
                                for s, acc in zip(self.scores, self.accuracy)]}
@@ -51,13 +55,14 @@ def observation_from_dict(d: dict) -> Observation:
                        for c in d["candidates"])
         acc = np.array([[float(a) for a in c["accuracy"]] for c in d["candidates"]])
         return Observation(str(d["task"]), str(d["candidate_set"]), Complexity(**d["complexity"]),
-                           scores, acc)
+                           scores, acc, str(d.get("family", "")),
+                           tuple(int(v) for v in d.get("input_shape", (0, 0, 0))))  # type: ignore[arg-type]
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"malformed observation in the result file ({exc!r})") from None
 
 
 def observe(task: Task, set_name: str, *, seeds: int, steps: int = STEPS, base_seed: int = 0,
-            limit: int | None = None,
+            limit: int | None = None, family: str = "",
             progress: Callable[[str], None] | None = None) -> Observation:
     """Score and train every candidate of ``set_name`` (the first ``limit``) on ``task``."""
     candidates: list[Candidate] = builtin(set_name, task.input_shape, task.num_classes)[:limit]
@@ -70,4 +75,52 @@ def observe(task: Task, set_name: str, *, seeds: int, steps: int = STEPS, base_s
         if progress is not None:
             progress(f"{task.name} / {set_name} / {c.name}: accuracy "
                      f"{', '.join(f'{a:.3f}' for a in acc[i])}")
-    return Observation(task.name, set_name, cx, tuple(scores), acc)
+    return Observation(task.name, set_name, cx, tuple(scores), acc, family, task.input_shape)
+
+
+def _observe_spec(spec: TaskSpec, sets: tuple[str, ...], seeds: int, steps: int, base_seed: int,
+                  limit: int | None, threads: int) -> list[Observation]:
+    """Build one task and observe every candidate set on it (in a worker process)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    task = spec.build()
+    return [observe(task, name, seeds=seeds, steps=steps, base_seed=base_seed, limit=limit,
+                    family=spec.family) for name in sets]
+
+
+def observe_all(specs: list[TaskSpec], *, seeds: int, steps: int = STEPS, base_seed: int = 0,
+                limit: int | None = None, workers: int = 1, sets: tuple[str, ...] = SETS,
+                progress: Callable[[str], None] | None = None) -> list[Observation]:
+    """Observe every candidate set on every task, ``workers`` tasks at a time (one torch thread
+    each); the largest inputs first.  The observations are in the order of ``specs`` and do not
+    depend on ``workers`` (every training is seeded on its own)."""
+    import time
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    start, done = time.perf_counter(), {}
+    order = sorted(range(len(specs)), key=lambda i: -specs[i].cost)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_observe_spec, specs[i], sets, seeds, steps, base_seed, limit, 1): i
+                   for i in order}
+        for future in as_completed(futures):
+            i = futures[future]
+            done[i] = future.result()
+            if progress is not None:
+                progress(f"{len(done)}/{len(specs)} tasks: {specs[i].name} ({specs[i].family}) observed, "
+                         f"{time.perf_counter() - start:.0f} s")
+    return [o for i in range(len(specs)) for o in done[i]]
+
+
+#: The result of the ``calibrate`` run that made the shipped matcher: its observations.
+SHIPPED_CALIBRATION = "calibration.json"
+
+
+def shipped_calibration() -> list[Observation]:
+    """The observations the shipped matcher was fitted on (validation refits them)."""
+    import json
+    from importlib import resources
+
+    text = resources.files("aihpc.recommend").joinpath("data", SHIPPED_CALIBRATION).read_text(encoding="utf-8")
+    return [observation_from_dict(o) for o in json.loads(text)["data"]["observations"]]

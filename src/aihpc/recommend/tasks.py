@@ -3,10 +3,9 @@
 A :class:`Task` holds normalised train/val tensors.  :func:`from_dataset`
 loads any :mod:`aihpc.data` set by name, keeping at most ``max_train``
 training samples (class-stratified), so a large data set costs no more than
-a small one.  :func:`calibration_tasks` and :func:`validation_tasks` build
-the two disjoint task families the matcher is fitted and judged on: digits,
-class subsets, added noise, fewer samples, label noise, and synthetic tasks
-of graded difficulty, all 1x8x8.
+a small one.  :func:`relabel`, :func:`noisy`, :func:`fewer` and :func:`label_noise`
+derive variants of a task (:mod:`aihpc.recommend.families` builds the
+calibration and validation tasks with them).
 
 :func:`train_briefly` is a plain loop, not :mod:`aihpc.train.trainer`
 (which trains whole epochs of a NAS trial with phase timing, weight files
@@ -67,7 +66,7 @@ def from_dataset(name: str, path=None, *, seed: int = 0, max_train: int = MAX_TR
     return Task(name, x_tr, y_tr, x_va, y_va, int(data.num_classes), int(len(data.train)))
 
 
-def _relabel(task: Task, keep: list[int], name: str) -> Task:
+def relabel(task: Task, keep: list[int], name: str) -> Task:
     lut = torch.full((task.num_classes,), -1, dtype=torch.int64)
     lut[torch.tensor(keep)] = torch.arange(len(keep))
     mtr, mva = lut[task.y_train] >= 0, lut[task.y_val] >= 0
@@ -75,58 +74,25 @@ def _relabel(task: Task, keep: list[int], name: str) -> Task:
                 lut[task.y_val[mva]], len(keep), int(mtr.sum()))
 
 
-def _noisy(task: Task, sigma: float, seed: int, name: str) -> Task:
+def noisy(task: Task, sigma: float, seed: int, name: str) -> Task:
     g = torch.Generator().manual_seed(seed)
     return Task(name, task.x_train + sigma * torch.randn(task.x_train.shape, generator=g),
                 task.y_train, task.x_val + sigma * torch.randn(task.x_val.shape, generator=g),
                 task.y_val, task.num_classes, task.num_samples)
 
 
-def _fewer(task: Task, fraction: float, seed: int, name: str) -> Task:
+def fewer(task: Task, fraction: float, seed: int, name: str) -> Task:
     pos = stratified_sample(task.y_train.numpy(), int(len(task.y_train) * fraction), seed)
     idx = torch.from_numpy(pos)
     return Task(name, task.x_train[idx], task.y_train[idx], task.x_val, task.y_val,
                 task.num_classes, len(pos))
 
 
-def _label_noise(task: Task, rate: float, seed: int, name: str) -> Task:
+def label_noise(task: Task, rate: float, seed: int, name: str) -> Task:
     g = torch.Generator().manual_seed(seed)
     flip = torch.rand(len(task.y_train), generator=g) < rate
     y = torch.where(flip, torch.randint(task.num_classes, task.y_train.shape, generator=g), task.y_train)
     return Task(name, task.x_train, y, task.x_val, task.y_val, task.num_classes, task.num_samples)
-
-
-def _synthetic(difficulty: float, classes: int, seed: int) -> Task:
-    task = from_dataset("synthetic", seed=seed, num_samples=1800, num_classes=classes, channels=1,
-                        image_size=8, difficulty=difficulty)
-    return Task(f"synthetic_d{difficulty:g}_k{classes}", task.x_train, task.y_train, task.x_val,
-                task.y_val, task.num_classes, task.num_samples)
-
-
-def calibration_tasks() -> list[Task]:
-    """The tasks the matcher is fitted on (none of them is in :func:`validation_tasks`)."""
-    digits = from_dataset("digits", seed=1)
-    return [
-        _relabel(digits, [0, 1, 2, 3, 4], "digits_0to4"),
-        _noisy(digits, 0.8, 11, "digits_noise0.8"),
-        _fewer(digits, 0.2, 12, "digits_20pct"),
-        _label_noise(digits, 0.3, 13, "digits_labelnoise0.3"),
-        _noisy(_relabel(digits, [5, 6, 7, 8, 9], "d"), 2.0, 14, "digits_5to9_noise2"),
-        _synthetic(0.2, 10, 21),
-        _synthetic(0.5, 5, 22),
-        _synthetic(0.8, 10, 23),
-    ]
-
-
-def validation_tasks() -> list[Task]:
-    """Held-out tasks: other noise levels, subsets, difficulties and seeds than calibration's."""
-    digits = from_dataset("digits", seed=0)
-    return [
-        digits,
-        _noisy(digits, 1.4, 31, "digits_noise1.4"),
-        _relabel(digits, [3, 5, 8, 9], "digits_3589"),
-        _synthetic(0.65, 10, 41),
-    ]
 
 
 def train_briefly(model: torch.nn.Module, task: Task, seed: int, steps: int = STEPS,

@@ -152,15 +152,23 @@ def _profile(data: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _interval(r: dict[str, Any]) -> str:
+    lo, hi = (r.get("interval") or [None, None])[:2]
+    return "" if lo is None else f"{format_fraction(lo)} .. {format_fraction(hi)}"
+
+
 def _recommend(data: dict[str, Any]) -> str:
     cx = data.get("complexity") or {}
     cands = sorted([c for c in data.get("candidates") or [] if isinstance(c, dict)],
                    key=lambda c: c.get("rank") or 0)
     return (_kv_table([(k, format_value(cx.get(k))) for k in ("f1", "n1", "n3", "t2", "probe_error")]
-                      + [("recommendation", format_value(data.get("choice")))])
+                      + [("domain", format_value(data.get("domain"))),
+                         ("ranked by", format_value(data.get("method"))),
+                         ("recommendation", format_value(data.get("choice")))])
             + _table(cands, [("rank", lambda r: format_value(r.get("rank"))),
                              ("candidate", lambda r: format_value(r.get("name"))),
                              ("predicted accuracy", lambda r: format_fraction(r.get("predicted_accuracy"))),
+                             ("80 % interval", _interval),
                              ("parameters", lambda r: format_value(r.get("params"))),
                              ("train ops/sample", lambda r: format_si(r.get("ops_per_sample")))]))
 
@@ -169,27 +177,31 @@ def _two(x: Any) -> str:
     return f"{x:+.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else format_value(x)
 
 
-def _ci(p: dict[str, Any], key: str) -> str:
-    lo, hi = (p.get(f"{key}_ci") or [None, None])[:2]
-    return f"{_two(p.get(key))} [{_two(lo)}, {_two(hi)}]"
-
-
 def _recommend_validation(data: dict[str, Any]) -> str:
-    parts = []
-    for r in data.get("reports") or []:
-        parts.append(f"<p>candidate set {esc(r.get('candidate_set'))}: seed-to-seed tau "
-                     f"{esc(_two(r.get('seed_tau')))}, rho {esc(_two(r.get('seed_rho')))}</p>")
-        parts.append(_table(r.get("predictors") or [], [
-            ("predictor", lambda p: format_value(p.get("name"))),
-            ("Kendall tau [95% CI]", lambda p: _ci(p, "tau")),
-            ("Spearman rho [95% CI]", lambda p: _ci(p, "rho")),
-            ("accuracy lost", lambda p: format_fraction(p.get("lost")))]))
-    return "".join(parts) or _no_data()
+    from statistics import mean, median
+
+    v = data.get("validation") or {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in v.get("scores") or []:
+        if isinstance(s, dict):
+            groups.setdefault((str(s.get("candidate_set")), str(s.get("predictor"))), []).append(s)
+    rows = [{"set": k[0], "predictor": k[1], "tau": mean(float(s["tau"]) for s in ss),
+             "median": median(float(s["regret"]) for s in ss), "worst": max(float(s["regret"]) for s in ss)}
+            for k, ss in groups.items()]
+    if not rows:
+        return _no_data()
+    cover = ", ".join(f"{esc(k)} {100 * c:.0f} %" for k, c in (v.get("coverage") or {}).items())
+    return (f"<p>leave one family out; 80 % intervals hold the truth: {cover}</p>"
+            + _table(rows, [("candidate set", lambda r: format_value(r["set"])),
+                            ("predictor", lambda r: format_value(r["predictor"])),
+                            ("Kendall tau", lambda r: _two(r["tau"])),
+                            ("regret, median", lambda r: format_fraction(r["median"])),
+                            ("regret, worst", lambda r: format_fraction(r["worst"]))]))
 
 
 def _recommend_calibration(data: dict[str, Any]) -> str:
     prov = (data.get("matcher") or {}).get("provenance") or {}
-    return _kv_table([(k, format_value(prov.get(k))) for k in ("command", "seed", "steps", "rows")])
+    return _kv_table([(k, format_value(prov.get(k))) for k in ("command", "seed", "steps", "rows", "families")])
 
 
 RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {

@@ -53,7 +53,7 @@ def screen_children(task: ScreenTask) -> ScreenResult:
 
 def _score(task: ScreenTask, device: torch.device, x: torch.Tensor,
            y: torch.Tensor) -> tuple[list[float], list[dict[str, float]], list[int]]:
-    """(raw matcher prediction, proxies, operations) of every candidate, in order."""
+    """(the matcher's predicted accuracy, proxies, operations) of every candidate, in order."""
     from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
     from aihpc.recommend.matcher import features
@@ -70,7 +70,8 @@ def _score(task: ScreenTask, device: torch.device, x: torch.Tensor,
         spent, per_sample = proxy_ops(model, len(y), spec.input_shape)
         candidate = CandidateScore(name="child", source="spec", detail="", params=spec.num_params(),
                                    ops_per_sample=per_sample, proxies=scores)
-        predicted.append(float(_matcher().raw(features(complexity, candidate))[0]))
+        prediction = _matcher().predict(features(complexity, candidate), complexity.num_classes)
+        predicted.append(float(prediction.accuracy[0]))
         proxies.append(scores)
         ops.append(spent)
     return predicted, proxies, ops
