@@ -186,3 +186,24 @@ def test_kendall_tau_matches_scipy_with_ties_and_in_batches():
     assert kendall_tau(np.ones(4), np.arange(4.0)) == 0.0
     assert kendall_tau(np.array([-np.inf, -np.inf, 1.0]), np.arange(3.0)) == pytest.approx(
         kendalltau([0, 0, 1], [0, 1, 2]).statistic)
+
+
+def test_judge_scores_every_predictor_per_task_and_summarises():
+    from dataclasses import replace
+
+    from aihpc.recommend.study import shipped_calibration
+    from aihpc.recommend.validate import RECOMMENDER, judge, summary
+
+    o = shipped_calibration()[0]
+    params = np.array([s.params for s in o.scores], float)
+    truth = 0.5 + 0.4 * rankdata(params) / len(params)  # bigger is better, exactly
+    held = replace(o, accuracy=np.stack([truth, truth], axis=1))
+    v = judge([held], {o.family: M.load()}, margin=0.0)
+    by = {s.predictor: s for s in v.scores}
+    assert set(by) >= {RECOMMENDER, "most parameters", "most operations", "synflow alone", "proxies' vote"}
+    assert by["most parameters"].tau == pytest.approx(1.0) and by["most parameters"].regret == 0.0
+    d = decide(o.complexity, list(o.scores), M.load(), 0.0)
+    assert by[RECOMMENDER].regret == pytest.approx(truth.max() - truth[d.pick])
+    assert v.seed_tau[o.candidate_set] == pytest.approx(1.0) and 0.0 <= v.coverage[o.candidate_set] <= 1.0
+    row = next(r for r in summary(v) if r[1] == "most parameters")
+    assert row == (o.candidate_set, "most parameters", pytest.approx(1.0), 0.0, 0.0, 1)

@@ -240,7 +240,3 @@ def validation_tasks() -> list[TaskSpec]:
         _synth(1, 8, 10, 1800, 0.65, 45), _synth(3, 16, 30, 4000, 0.85, 46), _synth(3, 32, 10, 10000, 0.9, 47),
         _photos(16, (2, 2), 100, 48), _photos(32, (1, 3), 150, 49),
     ]
-
-
-def by_name(specs: list[TaskSpec]) -> dict[str, TaskSpec]:
-    return {s.name: s for s in specs}

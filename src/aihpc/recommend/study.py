@@ -62,8 +62,7 @@ def observation_from_dict(d: dict) -> Observation:
 
 
 def observe(task: Task, set_name: str, *, seeds: int, steps: int = STEPS, base_seed: int = 0,
-            limit: int | None = None, family: str = "",
-            progress: Callable[[str], None] | None = None) -> Observation:
+            limit: int | None = None, family: str = "") -> Observation:
     """Score and train every candidate of ``set_name`` (the first ``limit``) on ``task``."""
     candidates: list[Candidate] = builtin(set_name, task.input_shape, task.num_classes)[:limit]
     cx = task_complexity(task, base_seed)
@@ -72,18 +71,15 @@ def observe(task: Task, set_name: str, *, seeds: int, steps: int = STEPS, base_s
     for i, c in enumerate(candidates):
         for s in range(seeds):
             acc[i, s] = train_briefly(c.build(base_seed + s), task, base_seed + s, steps=steps)
-        if progress is not None:
-            progress(f"{task.name} / {set_name} / {c.name}: accuracy "
-                     f"{', '.join(f'{a:.3f}' for a in acc[i])}")
     return Observation(task.name, set_name, cx, tuple(scores), acc, family, task.input_shape)
 
 
 def _observe_spec(spec: TaskSpec, sets: tuple[str, ...], seeds: int, steps: int, base_seed: int,
-                  limit: int | None, threads: int) -> list[Observation]:
-    """Build one task and observe every candidate set on it (in a worker process)."""
+                  limit: int | None) -> list[Observation]:
+    """Build one task and observe every candidate set on it (in a worker process, one torch thread)."""
     import torch
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
     task = spec.build()
     return [observe(task, name, seeds=seeds, steps=steps, base_seed=base_seed, limit=limit,
                     family=spec.family) for name in sets]
@@ -102,7 +98,7 @@ def observe_all(specs: list[TaskSpec], *, seeds: int, steps: int = STEPS, base_s
     start, done = time.perf_counter(), {}
     order = sorted(range(len(specs)), key=lambda i: -specs[i].cost)
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_observe_spec, specs[i], sets, seeds, steps, base_seed, limit, 1): i
+        futures = {pool.submit(_observe_spec, specs[i], sets, seeds, steps, base_seed, limit): i
                    for i in order}
         for future in as_completed(futures):
             i = futures[future]

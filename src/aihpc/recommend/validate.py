@@ -33,9 +33,9 @@ from aihpc.recommend.calibrate import fit_observations
 from aihpc.recommend.families import TaskSpec, validation_tasks
 from aihpc.recommend.matcher import Matcher
 from aihpc.recommend.proxies import PROXIES
-from aihpc.recommend.stats import kendall_tau
 from aihpc.recommend.ranking import FALLBACK, MARGIN, decide
-from aihpc.recommend.study import SETS, Observation, observe_all
+from aihpc.recommend.stats import kendall_tau
+from aihpc.recommend.study import Observation, observe_all
 from aihpc.recommend.tasks import STEPS
 
 RECOMMENDER = "recommender"
@@ -178,6 +178,3 @@ def format_validation(v: Validation) -> str:
               + (f" ({', '.join(v.out_of_domain)})" if v.out_of_domain else "")]
     return "\n".join(lines)
 
-
-__all__ = ["SETS", "Validation", "TaskScore", "format_validation", "judge",
-           "leave_one_family_out", "rejudge", "summary", "validate"]
