@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,9 +59,7 @@ class TaskSpec:
     recipe: Callable[[], Task]
 
     def build(self) -> Task:
-        task = self.recipe()
-        return Task(self.name, task.x_train, task.y_train, task.x_val, task.y_val,
-                    task.num_classes, task.num_samples)
+        return replace(self.recipe(), name=self.name)
 
     @property
     def cost(self) -> int:

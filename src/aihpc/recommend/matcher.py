@@ -92,6 +92,11 @@ def _sigmoid(eta: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * eta))
 
 
+def modelled_accuracy(eta: np.ndarray, chance: float | np.ndarray) -> np.ndarray:
+    """The modelled accuracy: ``chance + (1 - chance) * sigmoid(eta)``."""
+    return chance + (1 - chance) * _sigmoid(eta)
+
+
 def logit(y: np.ndarray) -> np.ndarray:
     """The logit of fractions, clipped to [EPS, 1 - EPS] first."""
     y = np.clip(y, EPS, 1 - EPS)
@@ -144,11 +149,8 @@ class Matcher:
         """Predicted accuracy in [1 / classes, 1] with its 80 % interval."""
         chance = 1.0 / classes
         eta = self.eta(x)
-
-        def acc(e: np.ndarray) -> np.ndarray:
-            return chance + (1 - chance) * _sigmoid(e)
-
-        return Prediction(acc(eta), acc(eta + self.residuals[0]), acc(eta + self.residuals[1]), eta, chance)
+        return Prediction(modelled_accuracy(eta, chance), modelled_accuracy(eta + self.residuals[0], chance),
+                          modelled_accuracy(eta + self.residuals[1], chance), eta, chance)
 
     def to_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, "features": list(FEATURES), "mean": list(self.mean),
@@ -197,13 +199,6 @@ def _newton(a: np.ndarray, y: np.ndarray, penalty: np.ndarray, iterations: int =
         if np.max(np.abs(step)) < 1e-10:
             break
     return w
-
-
-def logistic_ridge(z: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
-    """Coefficients and intercept of the L2-penalised logistic fit of fractions ``y``
-    (:func:`_newton`; the intercept is not penalised)."""
-    w = _newton(np.hstack([z, np.ones((len(y), 1))]), y, np.array([alpha] * z.shape[1] + [0.0]))
-    return w[:-1], float(w[-1])
 
 
 def fraction(accuracy: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -269,7 +264,7 @@ def fit(x: np.ndarray, accuracy: np.ndarray, classes: np.ndarray, groups: np.nda
     taus = {a: _within_task_tau(_cross_validate(z, y, groups, tasks, (a, 1.0)), y, tasks) for a in ALPHAS}
     within = max(ALPHAS, key=lambda a: (taus[a], a))
     etas = {a: _cross_validate(z, y, groups, tasks, (within, a)) for a in ALPHAS}
-    mae = {a: float(np.mean(np.abs(chance + (1 - chance) * _sigmoid(e) - accuracy))) for a, e in etas.items()}
+    mae = {a: float(np.mean(np.abs(modelled_accuracy(e, chance) - accuracy))) for a, e in etas.items()}
     between = min(ALPHAS, key=lambda a: (mae[a], -a))
     bound = logit(np.array(1.0))
     residuals = logit(y) - np.clip(etas[between], -bound, bound)

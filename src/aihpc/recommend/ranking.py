@@ -91,8 +91,13 @@ class Recommendation:
                 "candidates": [r.to_dict() for r in self.ranked]}
 
 
+def in_budget(score: CandidateScore, budget_ops: float | None) -> bool:
+    """Whether the candidate needs at most ``budget_ops`` training operations per sample (None: any)."""
+    return budget_ops is None or score.ops_per_sample <= budget_ops
+
+
 def _within_budget(scores: list[CandidateScore], budget_ops: float | None) -> list[int]:
-    ok = [i for i, s in enumerate(scores) if budget_ops is None or s.ops_per_sample <= budget_ops]
+    ok = [i for i, s in enumerate(scores) if in_budget(s, budget_ops)]
     if not ok:
         cheapest = min(s.ops_per_sample for s in scores)
         raise ConfigError(f"no candidate within --budget-ops {budget_ops:g}: the cheapest needs "
@@ -110,14 +115,14 @@ def choose(scores: list[CandidateScore], prediction: Prediction, margin: float =
     return min(near, key=lambda i: (scores[i].ops_per_sample, -prediction.eta[i], i))
 
 
-def fallback_values(scores: list[CandidateScore]) -> np.ndarray:
-    """The :data:`FALLBACK` proxy of each candidate (larger = better; a failed one, NaN, is last)."""
-    return np.nan_to_num(np.array([s.proxies[FALLBACK] for s in scores], dtype=float), nan=-np.inf)
+def proxy_values(scores: list[CandidateScore], proxy: str) -> np.ndarray:
+    """One proxy of each candidate (larger = better; a failed one, NaN, becomes -inf: last)."""
+    return np.nan_to_num(np.array([s.proxies[proxy] for s in scores], dtype=float), nan=-np.inf)
 
 
 def choose_by_fallback(scores: list[CandidateScore], budget_ops: float | None = None) -> int:
     """Index of the candidate with the largest :data:`FALLBACK` proxy within budget (ties: the cheaper)."""
-    values = fallback_values(scores)
+    values = proxy_values(scores, FALLBACK)
     return min(_within_budget(scores, budget_ops), key=lambda i: (-values[i], scores[i].ops_per_sample, i))
 
 
@@ -144,7 +149,7 @@ def decide(cx: Complexity, scores: list[CandidateScore], matcher: Matcher, margi
     rows = np.stack([features(cx, s) for s in scores])
     outside = tuple(check(matcher, rows, [s.name for s in scores]))
     if outside:
-        return Decision(FALLBACK, outside, None, fallback_values(scores), choose_by_fallback(scores, budget_ops))
+        return Decision(FALLBACK, outside, None, proxy_values(scores, FALLBACK), choose_by_fallback(scores, budget_ops))
     pred = matcher.predict(rows, cx.num_classes)
     return Decision("matcher", outside, pred, pred.eta, choose(scores, pred, margin, budget_ops))
 
@@ -162,7 +167,7 @@ def rank(task: Task, candidates: list[Candidate], matcher: Matcher, *, margin: f
         return None if p is None else float(getattr(p, field)[i])
 
     ranked = tuple(Ranked(scores[i], at("accuracy", i), at("low", i), at("high", i), r + 1,
-                          budget_ops is None or scores[i].ops_per_sample <= budget_ops)
+                          in_budget(scores[i], budget_ops))
                    for r, i in enumerate(d.order(scores)))
     return Recommendation(task.name, cx, ranked, scores[d.pick].name, d.method, d.outside, margin,
                           budget_ops, time.perf_counter() - start)

@@ -1,8 +1,15 @@
-"""Kendall's tau-b, for the matcher's cross-validation and the validation tables."""
+"""Pair signs and Kendall's tau-b, for the matcher's cross-validation and the validation tables."""
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def pair_signs(v: np.ndarray) -> np.ndarray:
+    """sign(v_i - v_j) along the last axis, shape (..., n, n); -inf values tie with each other."""
+    v = np.asarray(v, float)
+    with np.errstate(invalid="ignore"):  # -inf - -inf: a tie
+        return np.nan_to_num(np.sign(v[..., :, None] - v[..., None, :]))
 
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -12,9 +19,6 @@ def kendall_tau(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     pair differences (Kendall 1945, ties corrected).  A side without any
     order (all ties) gives 0, not NaN; -inf values tie with each other.
     """
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    with np.errstate(invalid="ignore"):  # -inf - -inf: a tie
-        sa = np.nan_to_num(np.sign(a[..., :, None] - a[..., None, :]))
-        sb = np.nan_to_num(np.sign(b[..., :, None] - b[..., None, :]))
+    sa, sb = pair_signs(a), pair_signs(b)
     den = np.sqrt((sa * sa).sum((-1, -2)) * (sb * sb).sum((-1, -2)))
     return np.divide((sa * sb).sum((-1, -2)), den, out=np.zeros(den.shape), where=den > 0)

@@ -33,8 +33,8 @@ from aihpc.recommend.calibrate import fit_observations
 from aihpc.recommend.families import TaskSpec, validation_tasks
 from aihpc.recommend.matcher import Matcher
 from aihpc.recommend.proxies import PROXIES
-from aihpc.recommend.ranking import FALLBACK, MARGIN, decide
-from aihpc.recommend.stats import kendall_tau
+from aihpc.recommend.ranking import FALLBACK, MARGIN, decide, proxy_values
+from aihpc.recommend.stats import kendall_tau, pair_signs
 from aihpc.recommend.study import Observation, observe_all
 from aihpc.recommend.tasks import STEPS
 
@@ -79,9 +79,7 @@ def vote(scores: list) -> np.ndarray:
     ties share their average rank; a proxy that failed, NaN, ranks last)."""
     ranks = []
     for proxy in PROXIES:
-        v = np.nan_to_num(np.array([s.proxies[proxy] for s in scores], dtype=float), nan=-np.inf)
-        with np.errstate(invalid="ignore"):  # -inf - -inf: a tie
-            sign = np.nan_to_num(np.sign(v[:, None] - v[None, :]))
+        sign = pair_signs(proxy_values(scores, proxy))
         ranks.append(1 + (sign < 0).sum(1) + ((sign == 0).sum(1) - 1) / 2)
     return np.mean(ranks, axis=0)
 
@@ -92,7 +90,7 @@ def baselines(o: Observation) -> dict[str, tuple[np.ndarray, int]]:
     ops = np.array([s.ops_per_sample for s in scores], float)
     values = {"most parameters": np.array([s.params for s in scores], float), "most operations": ops}
     for proxy in PROXIES:
-        values[f"{proxy} alone"] = np.nan_to_num(np.array([s.proxies[proxy] for s in scores]), nan=-np.inf)
+        values[f"{proxy} alone"] = proxy_values(scores, proxy)
     values["proxies' vote"] = -vote(scores)
     return {name: (v, min(range(len(v)), key=lambda i: (-v[i], ops[i], i))) for name, v in values.items()}
 
