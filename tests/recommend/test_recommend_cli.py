@@ -34,6 +34,14 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys):
     _bad(capsys, ["recommend", "--dataset", "synthetic", "--data-option", "colour=2", *out], "colour")
     _bad(capsys, ["recommend", "calibrate", "--workers", "0", *out], "--workers must be >= 1, got 0")
     _bad(capsys, ["recommend", "validate", "--calibration", str(tmp_path / "none.json"), *out], "not found")
+    from aihpc.recommend.study import shipped_calibration
+    from aihpc.results.files import result_document, write_result
+
+    no_steps = tmp_path / "v.json"  # held-out observations whose validation block is missing
+    write_result(no_steps, result_document("recommend-validation", {
+        "observations": [o.to_dict() for o in shipped_calibration()[:1]]}))
+    _bad(capsys, ["recommend", "validate", "--observations", str(no_steps), *out],
+         "its validation gives no step count (got None)")
     assert not (tmp_path / "r.json").exists()
 
 

@@ -181,8 +181,8 @@ def _calibrate(args: argparse.Namespace) -> int:
                           f"does not exist")
     command = "aihpc recommend calibrate " + " ".join(shlex.quote(a) for a in _form_argv())
     if args.observations is not None:
-        observations = _observations(args.observations, "recommend-calibration")
-        provenance = dict(_read(args.observations, "recommend-calibration")["matcher"]["provenance"])
+        data, observations = _observations(args.observations, "recommend-calibration")
+        provenance = dict((data.get("matcher") or {}).get("provenance") or {})
         provenance["refit"] = command
         matcher = fit_observations(observations, provenance)
     else:
@@ -200,19 +200,16 @@ def _calibrate(args: argparse.Namespace) -> int:
                                                 "observations": [o.to_dict() for o in observations]}, table)
 
 
-def _read(path: Path, kind: str) -> dict:
+def _observations(path: Path, kind: str) -> tuple[dict, list]:
+    """The data of a ``kind`` result file, read once, and the observations it holds."""
+    from aihpc.recommend.study import observation_from_dict
     from aihpc.results.files import read_result
 
-    return read_result(path, kind)["data"]
-
-
-def _observations(path: Path, kind: str) -> list:
-    from aihpc.recommend.study import observation_from_dict
-
-    observations = [observation_from_dict(o) for o in _read(path, kind).get("observations", [])]
+    data = read_result(path, kind)["data"]
+    observations = [observation_from_dict(o) for o in data.get("observations", [])]
     if not observations:
         raise ConfigError(f"{path} holds no observations")
-    return observations
+    return data, observations
 
 
 def _form_argv() -> list[str]:
@@ -223,7 +220,7 @@ def _form_argv() -> list[str]:
 def _calibration(args: argparse.Namespace) -> list:
     """The calibration observations the validation refits (a file, or the shipped ones)."""
     if args.calibration is not None:
-        return _observations(args.calibration, "recommend-calibration")
+        return _observations(args.calibration, "recommend-calibration")[1]
     from aihpc.recommend.study import shipped_calibration
 
     return shipped_calibration()
@@ -238,8 +235,10 @@ def _validate(args: argparse.Namespace) -> int:
     margin = MARGIN if args.margin is None else args.margin
     calibration = _calibration(args)
     if args.observations is not None:
-        held_out = _observations(args.observations, "recommend-validation")
-        steps = int(_read(args.observations, "recommend-validation")["validation"]["steps"])
+        data, held_out = _observations(args.observations, "recommend-validation")
+        steps = (data.get("validation") or {}).get("steps")
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise ConfigError(f"{args.observations}: its validation gives no step count (got {steps!r})")
         result = rejudge(calibration, held_out, margin=margin, steps=steps)
     else:
         fast = dict(specs=validation_tasks()[:1], limit=3, steps=5) if args.fast else {}
