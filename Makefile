@@ -15,7 +15,7 @@ PY     := $(VENV)/bin/python
 #   make install-offline   on the node: installs from $(WHEELHOUSE)/ only, keeping an existing torch
 WHEELHOUSE ?= wheelhouse
 
-.PHONY: run test install clean wheelhouse install-offline
+.PHONY: run test lint install clean wheelhouse install-offline
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -33,7 +33,13 @@ run: $(VENV)/.installed
 # where they cannot be installed those tests skip, saying why.  Tests run in
 # one process per core (pytest-xdist); whole timed runs are in xdist groups
 # (runs, faults, slurm, verify, large, install, ranks), each group's tests one at a time.
-test: $(VENV)/.installed
+# The linter, the formatter's check and the type checker, on src/ (configured in pyproject.toml).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check src
+	$(VENV)/bin/ruff format --check src
+	$(VENV)/bin/mypy
+
+test: lint
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \
 		scripts/install-browser.sh || echo "Chromium not installed: the browser test of the report will skip"; \

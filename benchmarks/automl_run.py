@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from aihpc.results.analysis import utilisation
+from analysis import utilisation
 
 from aihpc_runs import run_aihpc
 

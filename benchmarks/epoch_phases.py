@@ -19,7 +19,7 @@ import time
 from aihpc.data import load_dataset
 from aihpc.nas.seeds import seed_spec
 from aihpc.runner.run import DEFAULT_SYNTHETIC
-from aihpc.train.task import DataRef, EpochTask
+from aihpc.records.task import DataRef, EpochTask
 from aihpc.train.worker import run_epoch
 
 

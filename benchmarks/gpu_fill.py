@@ -63,7 +63,7 @@ def main() -> int:
 
 
 def report_run(results: dict, run_dir: Path) -> None:
-    from aihpc.results.analysis import utilisation
+    from analysis import utilisation
 
     s = results["score"]
     u = utilisation(results)
@@ -82,7 +82,7 @@ def report_run(results: dict, run_dir: Path) -> None:
         for phase, seconds in t["phase_seconds"].items():
             totals[phase] = totals.get(phase, 0.0) + seconds
     print("per epoch         " + ", ".join(f"{p} {v / max(epochs, 1):.3f} s" for p, v in totals.items()))
-    from aihpc.runner.store import read_meta
+    from aihpc.records.store import read_meta
 
     staging = read_meta(run_dir / "aihpc.sqlite", "staging")
     if staging:
@@ -112,7 +112,7 @@ def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
     from aihpc.data import load_dataset
     from aihpc.nas.seeds import seed_spec
     from aihpc.runner.run import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
-    from aihpc.train.task import DataRef, EpochTask
+    from aihpc.records.task import DataRef, EpochTask
 
     options = {**DEFAULT_SYNTHETIC["cuda"], "num_samples": samples}
     data = load_dataset("synthetic", seed=0, **options)

@@ -40,8 +40,8 @@ from pathlib import Path
 
 from aihpc.config import RunConfig
 from aihpc.runner.master import Master
-from aihpc.runner.store import RunStore
-from aihpc.train.task import EpochResult, WeightsRef
+from aihpc.records.store import RunStore
+from aihpc.records.task import EpochResult, WeightsRef
 
 
 class VirtualClock:

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from aihpc.nas.seeds import seed_spec
-from aihpc.train.task import DataRef, EpochTask
+from aihpc.records.task import DataRef, EpochTask
 from aihpc.train.worker import run_epoch
 
 HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,

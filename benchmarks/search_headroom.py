@@ -20,7 +20,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from aihpc.results.analysis import best_accuracy_at
+from analysis import best_accuracy_at
 
 from aihpc_runs import run_aihpc
 

@@ -45,7 +45,7 @@ def sync_snapshot(task, setup, group):
 def epoch_task(weights_dir: str, samples: int):
     from aihpc.nas.seeds import seed_spec
     from aihpc.runner.run import DEFAULT_SYNTHETIC
-    from aihpc.train.task import DataRef, EpochTask
+    from aihpc.records.task import DataRef, EpochTask
 
     options = {**DEFAULT_SYNTHETIC["cpu"], "num_samples": samples}
     spec = seed_spec((options["channels"], options["image_size"], options["image_size"]), options["num_classes"])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.runner.store import RunStore
+from aihpc.records.store import RunStore
 
 CASES = [
     # -- aihpc run: configuration values

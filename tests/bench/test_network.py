@@ -21,7 +21,7 @@ from aihpc.counting import count_ops
 from aihpc.errors import ConfigError, ModelError
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
-from aihpc.results.files import read_result, result_document, write_result
+from aihpc.records.files import read_result, result_document, write_result
 from aihpc.roofline.bandwidth import measure_bandwidth
 from aihpc.roofline.model import Roofline
 from aihpc.roofline.peak import measure_peak

@@ -16,7 +16,7 @@ from aihpc.bench import operators as ops
 from aihpc.bench.op_catalogue import CATALOGUE, Function, OpCase, build_case, check_case, errors, register, unregister
 from aihpc.bench.timing import Timing
 from aihpc.errors import ConfigError
-from aihpc.results.files import result_document, write_result
+from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline
 
 CPU = torch.device("cpu")

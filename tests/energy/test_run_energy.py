@@ -11,12 +11,11 @@ from aihpc.energy.meter import DeviceEnergy
 from aihpc.energy.run import (
     EnergySession,
     coverage,
-    energy_results,
-    energy_text,
     finish_energy,
     start_energy,
     unmeasured_block,
 )
+from aihpc.records.energy import energy_results, energy_text
 
 from test_rapl import MAX_UJ, write, zone
 

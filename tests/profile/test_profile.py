@@ -32,7 +32,7 @@ from aihpc.profile import (
     profile_workload,
 )
 from aihpc.profile.sweep import run_sweep
-from aihpc.results.files import read_result
+from aihpc.records.files import read_result
 
 CPU = torch.device("cpu")
 F32 = 4  # bytes per float32

@@ -35,7 +35,7 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys):
     _bad(capsys, ["recommend", "calibrate", "--workers", "0", *out], "--workers must be >= 1, got 0")
     _bad(capsys, ["recommend", "validate", "--calibration", str(tmp_path / "none.json"), *out], "not found")
     from aihpc.recommend.study import shipped_calibration
-    from aihpc.results.files import result_document, write_result
+    from aihpc.records.files import result_document, write_result
 
     no_steps = tmp_path / "v.json"  # held-out observations whose validation block is missing
     write_result(no_steps, result_document("recommend-validation", {
@@ -139,7 +139,7 @@ def test_validate_fast_then_rejudged_from_its_file(tmp_path, capsys):
 
 def test_the_report_renders_the_recommend_result_kinds():
     from aihpc.report.documents import render_page
-    from aihpc.results.files import result_document
+    from aihpc.records.files import result_document
 
     docs = [result_document("recommend", {"complexity": {"f1": 1.5, "n3": 0.02}, "choice": "c2",
                                           "method": "matcher", "domain": "inside the calibrated domain",

@@ -17,7 +17,7 @@ import pytest
 from aihpc.cli import main
 from aihpc.errors import ConfigError
 from aihpc.report import load_results, write_report
-from aihpc.report.fmt import format_fraction, format_seconds, format_si
+from aihpc.fmt import format_fraction, format_seconds, format_si
 from aihpc.report.html import best_trial
 from aihpc.report.plots import phase_totals, plot_timeline, tick_label, trial_spans
 
@@ -403,7 +403,8 @@ def test_peak_section_of_many_workers_shows_min_median_max(tmp_path: Path) -> No
 
 
 def test_energy_card_and_section_show_gops_per_watt_or_why_not(tmp_path: Path) -> None:
-    from aihpc.energy.run import energy_results, unmeasured_block
+    from aihpc.energy.run import unmeasured_block
+    from aihpc.records.energy import energy_results
 
     results = _fixture()
     block = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import ConfigError
-from aihpc.results.files import result_document, write_result
+from aihpc.records.files import result_document, write_result
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint

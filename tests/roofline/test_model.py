@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import ConfigError
-from aihpc.results.files import result_document, write_result
+from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline, RooflinePoint, load_or_measure, measure_roofline
 
 # 100 GFLOP/s float32, 400 GFLOP/s bfloat16, 20 GB/s: ridges at 5 and 20 FLOP/byte.

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from aihpc.results.files import result_document, write_result
+from aihpc.records.files import result_document, write_result
 from aihpc.roofline.machine import machine_dtypes
 
 ELEMENTS = 65536

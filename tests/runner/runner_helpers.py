@@ -84,7 +84,7 @@ def scripted_epoch(accuracy, lost=lambda task: False):
 
     from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
-    from aihpc.train.task import EpochResult
+    from aihpc.records.task import EpochResult
     from aihpc.train.weights import file_name, save, starting_state
 
     def run(task):

@@ -10,7 +10,7 @@ import pytest
 from aihpc.config import RunConfig
 from aihpc.nas.build import SpecNet
 from aihpc.runner.master import Master
-from aihpc.runner.store import RunStore
+from aihpc.records.store import RunStore
 
 from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
 

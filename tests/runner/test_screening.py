@@ -13,8 +13,8 @@ from aihpc.nas.build import SpecNet
 from aihpc.nas.spec import ArchSpec
 from aihpc.recommend.proxies import proxy_ops
 from aihpc.runner.master import Master
-from aihpc.runner.store import RunStore
-from aihpc.train.task import DataRef, ScreenTask
+from aihpc.records.store import RunStore
+from aihpc.records.task import DataRef, ScreenTask
 
 from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
 

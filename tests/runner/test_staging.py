@@ -5,7 +5,7 @@ from __future__ import annotations
 from aihpc.config import RunConfig
 from aihpc.runner.run import with_default_workload, worker_stage
 from aihpc.train.staging import stage
-from aihpc.train.task import DataRef
+from aihpc.records.task import DataRef
 
 
 def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():

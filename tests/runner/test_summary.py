@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aihpc.energy.run import energy_results
+from aihpc.records.energy import energy_results
 from aihpc.runner.summary import energy_lines, summary_lines
 
 BLOCK = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [

@@ -17,7 +17,7 @@ import torch
 
 from aihpc.nas.seeds import seed_spec
 from aihpc.runner.run import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
-from aihpc.train.task import DataRef, EpochTask
+from aihpc.records.task import DataRef, EpochTask
 from aihpc.train.timing import timer_for
 from aihpc.train.worker import run_epoch
 

@@ -21,9 +21,9 @@ import psutil
 import pytest
 
 from aihpc.data import load_dataset
-from aihpc.train import distributed
-from aihpc.train.distributed import close_pool, pool_ranks
-from aihpc.train.task import DataRef
+from aihpc.train import ranks
+from aihpc.train.ranks import close_pool, pool_ranks
+from aihpc.records.task import DataRef
 from aihpc.train.worker import run_epoch
 
 from test_trainer import HP, _task
@@ -111,7 +111,7 @@ def test_an_error_in_the_ranks_fails_the_epoch_in_one_line(tmp_path):
     r = run_epoch(_task(tmp_path, arch=bad, procs=2))
     assert r.status == "failed" and r.reason.startswith("rank ") and " of 2 failed: " in r.reason
     assert "nowhere" in r.reason and "\n" not in r.reason and "Traceback" in r.traceback
-    assert distributed._POOL is None  # closed; the next task starts a new one
+    assert ranks._POOL is None  # closed; the next task starts a new one
 
 
 def test_ranks_end_with_their_worker(tmp_path):
@@ -120,7 +120,7 @@ def test_ranks_end_with_their_worker(tmp_path):
         import json, sys, time
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         from test_trainer import _task
-        from aihpc.train.distributed import pool_ranks
+        from aihpc.train.ranks import pool_ranks
         from aihpc.train.worker import run_epoch
         r = run_epoch(_task({str(tmp_path)!r}, procs=2))
         print(json.dumps({{"status": r.status, "pids": [x["pid"] for x in pool_ranks()]}}), flush=True)
@@ -151,7 +151,7 @@ def test_every_rank_measures_its_peak_at_once():
 
 
 def test_ranks_stage_the_data_before_the_first_epoch_which_then_loads_nothing(tmp_path):
-    from aihpc.train.distributed import rank_stage
+    from aihpc.train.ranks import rank_stage
 
     data = load_dataset("digits")
     staged = rank_stage(DataRef("digits"), "cpu", 2)

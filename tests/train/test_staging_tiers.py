@@ -17,7 +17,7 @@ from aihpc.errors import DataError
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.train import feed, staging
-from aihpc.train.task import DataRef, EpochTask
+from aihpc.records.task import DataRef, EpochTask
 from aihpc.train.trainer import build_model
 from aihpc.train.weights import SnapshotWriter, load
 from aihpc.train.worker import run_epoch

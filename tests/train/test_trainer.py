@@ -12,7 +12,7 @@ from aihpc.counting import count_ops
 from aihpc.data import load_dataset
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
-from aihpc.train.task import DataRef, EpochTask
+from aihpc.records.task import DataRef, EpochTask
 from aihpc.train.trainer import learning_rate
 from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch

@@ -1,6 +1,6 @@
 """Options and output shared by the commands that write a result file (bench, profile, roofline).
 
-Each writes a versioned JSON document (:mod:`aihpc.results.files`) to
+Each writes a versioned JSON document (:mod:`aihpc.records.files`) to
 ``--out`` and prints a readable table, or, with ``--json``, the document.
 """
 
@@ -20,7 +20,7 @@ def add_output_arguments(parser: argparse.ArgumentParser, default_out: str) -> N
 
 def emit(args: argparse.Namespace, kind: str, data: dict[str, Any], table: str) -> int:
     """Write ``data`` as a ``kind`` result to ``args.out``; print ``table`` (or, with ``--json``, the document)."""
-    from aihpc.results.files import result_document, write_result
+    from aihpc.records.files import result_document, write_result
 
     doc = result_document(kind, data)
     write_result(args.out, doc)

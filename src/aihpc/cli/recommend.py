@@ -203,7 +203,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _observations(path: Path, kind: str) -> tuple[dict, list]:
     """The data of a ``kind`` result file, read once, and the observations it holds."""
     from aihpc.recommend.study import observation_from_dict
-    from aihpc.results.files import read_result
+    from aihpc.records.files import read_result
 
     data = read_result(path, kind)["data"]
     observations = [observation_from_dict(o) for o in data.get("observations", [])]

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from aihpc.errors import ConfigError
-    from aihpc.results.files import result_document, write_result
+    from aihpc.records.files import result_document, write_result
     from aihpc.workloads import ttt
 
     plan = _plan(args)

@@ -4,7 +4,7 @@ Prints one line per check (ok, failed, unchecked) and every mismatch, named
 by trial and epoch; ``--json`` prints the same as JSON.  Exit status: 0 when
 the run verifies (also when its store predates the digest chain: integrity
 "unchecked"), 1 when anything does not agree, 2 when RUN_DIR is not a
-finished run.  See :mod:`aihpc.results.verify` for what each check does.
+finished run.  See :mod:`aihpc.verify.recount` for what each check does.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.results.verify import verify_run
+    from aihpc.verify.recount import verify_run
 
     result = verify_run(args.run_dir)
     if args.json:

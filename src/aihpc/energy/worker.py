@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.energy.meter import DeviceEnergy, Sampler
-from aihpc.train.devices import worker_address
+from aihpc.devices import worker_address
 
 _METERS: dict[str, tuple[Sampler, list[DeviceEnergy]]] = {}  # run key -> (sampler, devices not measurable)
 _LOCK = threading.Lock()
@@ -33,7 +33,7 @@ def start_meter(key: str, device: str, rapl_readers: list[str], powercap_root: s
     Returns what is metered and what cannot be, with the reasons.
     """
     from aihpc.energy.rapl import POWERCAP_ROOT
-    from aihpc.train.devices import resolve_device
+    from aihpc.devices import resolve_device
 
     host, address = socket.gethostname(), worker_address()
     counters, unmeasured = [], []

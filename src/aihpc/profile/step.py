@@ -131,7 +131,7 @@ class StepConfig:
 
 def resolve_device(name: str) -> torch.device:
     """``cpu``, ``cuda``, ``cuda:N`` or ``auto``; ConfigError naming the value if unusable here."""
-    from aihpc.train.devices import resolve_device as trainer_device
+    from aihpc.devices import resolve_device as trainer_device
 
     index = name[5:] if name.startswith("cuda:") else None
     if name not in ("cpu", "auto", "cuda") and not (index and index.isdigit()):

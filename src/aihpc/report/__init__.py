@@ -17,7 +17,7 @@ from typing import Any
 
 from aihpc.errors import ConfigError
 from aihpc.fileio import atomic_write, read_json
-from aihpc.results.files import read_result
+from aihpc.records.files import read_result
 
 #: The ``schema_version`` values of results.json this module reads.
 SUPPORTED_SCHEMA_VERSIONS = (1, 2)
@@ -107,7 +107,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
 
 def _is_result_document(path: Path) -> bool:
     """A JSON file in a run directory that a bench, profile or roofline command wrote (by its ``kind``)."""
-    from aihpc.results.files import KINDS
+    from aihpc.records.files import KINDS
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
 """Report sections for the explaining commands' result files (bench, profile, roofline).
 
-:func:`render_sections` turns result documents (:mod:`aihpc.results.files`)
+:func:`render_sections` turns result documents (:mod:`aihpc.records.files`)
 into HTML sections, one per document, in the order given; each kind has its
 renderer, and a field a document lacks shows as "n/a" rather than failing.
 :func:`render_page` wraps sections in a page of their own (``aihpc report
@@ -14,7 +14,7 @@ import base64
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aihpc.report.fmt import format_fraction, format_seconds, format_si, format_value
+from aihpc.fmt import format_fraction, format_seconds, format_si, format_value
 from aihpc.report.html import _CSS, _kv_table, _no_data, esc
 
 Column = tuple[str, Callable[[dict[str, Any]], str]]

@@ -14,8 +14,8 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from aihpc.energy.run import energy_text
-from aihpc.report.fmt import (
+from aihpc.records.energy import energy_text
+from aihpc.fmt import (
     NA,
     as_number,
     format_fraction,

@@ -19,7 +19,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from aihpc.report.fmt import NA, as_number, format_fraction, format_value
+from aihpc.fmt import NA, as_number, format_fraction, format_value
 
 #: The morphism kinds the search makes (aihpc.nas.morphism), with their plot colours.
 MORPH_COLORS = {"seed": "#212121", "deepen": "#1e88e5", "widen": "#43a047", "skip": "#fb8c00"}

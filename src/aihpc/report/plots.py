@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from aihpc.report.fmt import as_number, format_si
+from aihpc.fmt import as_number, format_si
 from aihpc.report.lineage import Lineage, build_lineage, morph_color
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError
-from aihpc.report.fmt import format_si
+from aihpc.fmt import format_si
 from aihpc.roofline.model import Roofline, RooflinePoint
 
 POINT_KINDS = ("bench-operators", "bench-network")
@@ -160,7 +160,7 @@ def read_points(path: Path) -> PointsFile:
     A missing or malformed file, a file of another kind, or a bad point is a
     one-line ConfigError naming the file (and the point's index).
     """
-    from aihpc.results.files import read_result
+    from aihpc.records.files import read_result
 
     doc = read_result(path)
     if doc["kind"] not in POINT_KINDS:

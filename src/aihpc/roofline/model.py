@@ -125,7 +125,7 @@ def load_or_measure(path: Path | str | None, device: str, dtypes: tuple[str, ...
     """
     if path is None:
         return measure_roofline(device, dtypes, seconds=seconds)
-    from aihpc.results.files import read_result
+    from aihpc.records.files import read_result
 
     data = read_result(Path(path), "roofline")["data"]
     if not isinstance(data.get("roofline"), dict):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aihpc.fileio import atomic_write
-from aihpc.report.fmt import format_si
+from aihpc.fmt import format_si
 from aihpc.roofline.model import Roofline
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from aihpc.report.fmt import format_si
+from aihpc.fmt import format_si
 
 
 def progress_line(s: dict[str, Any]) -> str:

@@ -148,7 +148,7 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
 
     use_worker_config()
     if layout.device == "cuda":
-        from aihpc.train.devices import visible_gpus
+        from aihpc.devices import visible_gpus
 
         cluster = local_gpu_cluster(layout, visible_gpus(), memory)
     else:
@@ -168,10 +168,10 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
 def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None):
     """A ``SpecCluster`` of ``layout.workers`` nannies on loopback, named 0, 1, ..., as LocalCluster names them,
     worker i seeing GPUs ``gpus[i*P : i*P+P]`` (P = ``layout.procs``;
-    :func:`aihpc.train.devices.local_worker_envs`)."""
+    :func:`aihpc.devices.local_worker_envs`)."""
     from distributed import Nanny, Scheduler, SpecCluster
 
-    from aihpc.train.devices import local_worker_envs
+    from aihpc.devices import local_worker_envs
 
     envs = local_worker_envs(layout.workers, layout.procs, gpus)
     options = {"nthreads": 1, "host": "127.0.0.1", "memory_limit": memory or "auto", "silence_logs": logging.ERROR}

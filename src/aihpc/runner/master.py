@@ -32,9 +32,9 @@ from typing import Any
 
 from aihpc.config import RunConfig
 from aihpc.runner import screening
-from aihpc.runner.score import active_seconds, compute_score, wall_seconds
-from aihpc.runner.store import RunStore
-from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
+from aihpc.records.score import active_seconds, compute_score, wall_seconds
+from aihpc.records.store import RunStore
+from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated

@@ -1,8 +1,8 @@
-"""The master's side of the worker-to-device rule (:mod:`aihpc.train.devices`): slots sent, the mapping recorded.
+"""The master's side of the worker-to-device rule (:mod:`aihpc.devices`): slots sent, the mapping recorded.
 
 Once the workers are up, the master asks each one its host and the GPUs it
 is given (``CUDA_VISIBLE_DEVICES``), gives every worker its slot among the
-workers of its host that see the same GPUs (:func:`aihpc.train.devices.host_slots`),
+workers of its host that see the same GPUs (:func:`aihpc.devices.host_slots`),
 and sends the slots to the workers as a Dask worker plugin: it reaches
 every worker now, and a worker its nanny restarts under the same name, before
 it runs a task.  Then each worker describes the devices its processes
@@ -15,7 +15,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from aihpc.train.devices import assign, describe, host_slots, identity, worker_name
+from aihpc.devices import assign, describe, host_slots, identity, worker_name
 
 RULE = ("a worker trains on the GPUs its CUDA_VISIBLE_DEVICES gives it; with P per trial, its processes take "
         "slot*P .. slot*P+P-1 of them, slot being its index by name among the workers of its host "

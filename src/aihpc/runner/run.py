@@ -18,7 +18,7 @@ from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, DataError, StorageError
 from aihpc.runner.master import Master
 from aihpc.runner.placement import place_workers
-from aihpc.runner.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
+from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 
 # Largest network a child may grow to, by device kind, when max_params is not set
 # (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).
@@ -180,8 +180,8 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
     ``client``: a Dask client of workers started elsewhere (inside a SLURM
     allocation); otherwise the executor is made from the configuration.
     """
-    from aihpc.results.mlperf import MLPerfLog
-    from aihpc.results.schema import build_results, write_json
+    from aihpc.records.mlperf import MLPerfLog
+    from aihpc.records.schema import build_results, write_json
     from aihpc.runner.observer import Observers
 
     store = None
@@ -233,7 +233,7 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
 def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, device: str,
                data_info: dict[str, Any]) -> None:
     """MLPerf's init phase of a new run: record the machine and the data, measure the peak."""
-    from aihpc.results.environment import collect
+    from aihpc.records.environment import collect
 
     environment = collect()
     mlperf.submission_info(
@@ -326,7 +326,7 @@ def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
     file it streams from), which it keeps for all its epochs.  Returns the
     slowest worker's seconds, the bytes staged, and each worker's record.
     """
-    from aihpc.train.task import DataRef
+    from aihpc.records.task import DataRef
 
     device = layout.device if layout else "auto"
     per_worker = executor.run_on_each(worker_stage, DataRef.of(config), device, executor.workers_per_host(),
@@ -348,10 +348,10 @@ def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs:
     own copy (the slowest rank's seconds, all ranks' bytes).  A data set
     that cannot be staged comes back as ``error``, for the master to raise.
     """
-    from aihpc.train.devices import resolve_device, worker_address, worker_name
+    from aihpc.devices import resolve_device, worker_address, worker_name
 
     if procs > 1:
-        from aihpc.train.distributed import rank_stage
+        from aihpc.train.ranks import rank_stage
 
         ranks = rank_stage(ref, device, procs)
         return {"worker": worker_name(), "tier": ranks[0]["tier"], "dtype": ranks[0]["dtype"],
@@ -439,10 +439,10 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
     import torch
 
     from aihpc.roofline.peak import measure_peak
-    from aihpc.train.devices import resolve_device, training_dtype, worker_name
+    from aihpc.devices import resolve_device, training_dtype, worker_name
 
     if procs > 1:
-        from aihpc.train.distributed import rank_peaks
+        from aihpc.train.ranks import rank_peaks
 
         parts = rank_peaks(device, procs, threads, seconds)
     else:

@@ -2,7 +2,7 @@
 
 When a new child is due, the master morphs K different children of one
 parent (chosen by the strategy, as for any child) and sends their
-architectures to a worker in one :class:`~aihpc.train.task.ScreenTask`;
+architectures to a worker in one :class:`~aihpc.records.task.ScreenTask`;
 :mod:`aihpc.train.screen` scores them untrained, with the zero-cost proxies
 and the recommender's matcher.  When the scores come back, the candidate
 with the highest predicted accuracy becomes the new trial; the others are
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from aihpc.train.task import ScreenResult, ScreenTask
+from aihpc.records.task import ScreenResult, ScreenTask
 
 MLPERF_KEY = "aihpc_screening"
 

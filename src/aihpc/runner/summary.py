@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aihpc.energy.run import energy_text
-from aihpc.report.fmt import format_si
+from aihpc.records.energy import energy_text
+from aihpc.fmt import format_si
 
 
 def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:

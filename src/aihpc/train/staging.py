@@ -54,8 +54,8 @@ import torch
 
 from aihpc.config import STAGING
 from aihpc.errors import DataError
-from aihpc.train.devices import training_dtype
-from aihpc.train.task import DataRef
+from aihpc.devices import training_dtype
+from aihpc.records.task import DataRef
 
 #: Share of the device's free memory (or of the host's available memory, on the
 #: CPU) the ``device`` tier may fill.  The rest is the model's: a ResNet-50 step

@@ -53,10 +53,10 @@ import torch.nn.functional as F
 
 from aihpc.nas.build import SpecNet
 from aihpc.train import feed
-from aihpc.train.devices import resolve_device
+from aihpc.devices import resolve_device
 from aihpc.train.inputs import ops_per_sample
 from aihpc.train.staging import Staged, stage
-from aihpc.train.task import EpochResult, EpochTask, WeightsRef
+from aihpc.records.task import EpochResult, EpochTask, WeightsRef
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, file_name, starting_state
 
@@ -86,7 +86,7 @@ CHECK_EVERY = {"cpu": 1, "cuda": 16}
 class Group:
     """The processes training one trial together; a single process by default.
 
-    Subclassed by :class:`aihpc.train.distributed.ProcessGroup`.  Every
+    Subclassed by :class:`aihpc.train.ranks.ProcessGroup`.  Every
     method is a collective: all ranks call it, in the same order.
     """
 
@@ -218,7 +218,7 @@ def take_resident(task: EpochTask, device: torch.device, compiled: bool, group: 
 
     Taken, not shared: an epoch that fails leaves nothing kept, so a retry
     never starts from a half-trained model.  Data-parallel ranks (a worker's
-    rank pool, :mod:`aihpc.train.distributed`) each keep theirs, under the
+    rank pool, :mod:`aihpc.train.ranks`) each keep theirs, under the
     reference rank 0 wrote, so all of them decide alike.
     """
     global _RESIDENT

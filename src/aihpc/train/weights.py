@@ -4,7 +4,7 @@ A worker writes the weights its epoch ends with to the run's weight
 directory, ``trial<T>-epoch<E>-try<A>.pt`` — a file per attempt, so a lost
 attempt that still finishes can never overwrite the one the master
 committed — atomically, and returns the file's name and SHA-256 digest (a
-:class:`~aihpc.train.task.WeightsRef`).  Whoever reads a file checks the
+:class:`~aihpc.records.task.WeightsRef`).  Whoever reads a file checks the
 digest first: a file changed or cut short since is an error that names it,
 never weights silently trained from.  The master keeps only the references;
 it never reads or writes weights, so its work per epoch does not grow with
@@ -36,7 +36,7 @@ import torch
 
 from aihpc.errors import StorageError
 from aihpc.fileio import atomic_open
-from aihpc.train.task import EpochTask, Morph, WeightsRef
+from aihpc.records.task import EpochTask, Morph, WeightsRef
 
 
 def file_name(trial_id: int, epoch: int, attempt: int) -> str:

@@ -1,7 +1,7 @@
 """The function every worker runs: one epoch of one trial, alone or data-parallel.
 
 The entry point has its own module so that the trainer (one process's epoch)
-and :mod:`aihpc.train.distributed` (several processes' epoch, which calls the
+and :mod:`aihpc.train.ranks` (several processes' epoch, which calls the
 trainer in each) never import each other.
 """
 
@@ -12,8 +12,8 @@ import traceback
 
 import torch
 
-from aihpc.train.task import EpochResult, EpochTask
-from aihpc.train.devices import worker_name
+from aihpc.records.task import EpochResult, EpochTask
+from aihpc.devices import worker_name
 from aihpc.train.trainer import train_epoch
 
 
@@ -21,13 +21,13 @@ def run_epoch(task: EpochTask) -> EpochResult:
     """Train ``task`` for one epoch; never raises for a failing trial.
 
     With ``task.procs > 1`` the epoch trains data-parallel in that many
-    processes (see :mod:`aihpc.train.distributed`).
+    processes (see :mod:`aihpc.train.ranks`).
     """
     t_start = time.time()
     worker = worker_name()
     try:
         if task.procs > 1:
-            from aihpc.train.distributed import run_epoch_parallel
+            from aihpc.train.ranks import run_epoch_parallel
 
             return run_epoch_parallel(task, worker, t_start)
         return train_epoch(task, worker, t_start)

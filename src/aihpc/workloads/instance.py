@@ -1,7 +1,7 @@
 """One time-to-train instance, as MLPerf HPC runs it: stage, initialise, train to the target.
 
 :func:`run_instance` runs on a Dask worker (or in-process) and writes one
-MLPerf log (``:::MLLOG`` lines, :class:`aihpc.results.mlperf.MLPerfLog`)::
+MLPerf log (``:::MLLOG`` lines, :class:`aihpc.records.mlperf.MLPerfLog`)::
 
     submission_* number_of_nodes accelerators_per_node cache_clear
     init_start
@@ -120,7 +120,7 @@ def run_instance(task: InstanceTask) -> InstanceResult:
     """Stage, initialise and train one model to the target; see the module docstring."""
     import torch
 
-    from aihpc.results.mlperf import MLPerfLog
+    from aihpc.records.mlperf import MLPerfLog
     from aihpc.workloads import get
 
     if task.threads:

@@ -5,7 +5,7 @@ once, each on its own Dask worker (the executors of ``aihpc run``:
 :mod:`aihpc.runner.executor`), each from its own seed, each writing its own
 MLPerf log (:mod:`aihpc.workloads.instance`), which is then checked by
 MLPerf's compliance checker with our rules
-(``results/mlperf_rules/<benchmark>.yaml``).
+(``records/mlperf_rules/<benchmark>.yaml``).
 
 Aggregates (Farrell et al., "MLPerf HPC", 2021, section 4):
 
@@ -183,7 +183,7 @@ def _finite(value: float) -> float | None:
 
 def check_logs(rounds: list[list[InstanceResult]], benchmark: str) -> tuple[dict[str, bool], dict[str, str]]:
     """Run MLPerf's compliance checker on every instance's log with the benchmark's rules."""
-    from aihpc.results.mlperf import RULES_DIR, check_compliance
+    from aihpc.records.mlperf import RULES_DIR, check_compliance
 
     ok, output = {}, {}
     for r in (r for instances in rounds for r in instances):

@@ -13,7 +13,7 @@ stop, so downtime of a killed master counts as time with no operations.
 
 Integrity: every committed trial, epoch, segment and meta record also
 appends a link to a SHA-256 digest chain, in the same transaction (see
-:mod:`aihpc.runner.chain`); ``aihpc verify`` checks the rows against it.
+:mod:`aihpc.records.chain`); ``aihpc verify`` checks the rows against it.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import StorageError
-from aihpc.runner.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
-from aihpc.train.task import Morph, WeightsRef
+from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
+from aihpc.records.task import Morph, WeightsRef
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -213,7 +213,7 @@ class RunStore:
 
     # -- epochs -----------------------------------------------------------------------
     def add_epoch(self, result, attempt: int) -> None:
-        """Record one finished :class:`~aihpc.train.task.EpochResult`, with the reference to its weights."""
+        """Record one finished :class:`~aihpc.records.task.EpochResult`, with the reference to its weights."""
         weights = result.weights
         self._write(
             "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aihpc.errors import AihpcError, ConfigError
-from aihpc.results.compare import SCORED_KINDS, Entry, check_like_for_like, energy_cells, energy_notes, load_entry
+from aihpc.compare import SCORED_KINDS, Entry, check_like_for_like, energy_cells, energy_notes, load_entry
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
 COLUMNS = ("rank", "result", "machine", "config", "data set", "budget", "score", "Valid FLOPS", "error",
@@ -92,7 +92,7 @@ def build_ranking(directory: Path, verify: bool = True,
 
 def verification(path: Path) -> str:
     """yes / no / unchecked: ``aihpc verify`` on the run directory holding ``path``."""
-    from aihpc.results.verify import verify_run
+    from aihpc.verify.recount import verify_run
 
     if path.name != "results.json" or not (path.parent / "aihpc.sqlite").is_file():
         return "unchecked"
@@ -103,7 +103,7 @@ def verification(path: Path) -> str:
 
 
 def cells(row: RankRow, directory: Path) -> list[str]:
-    from aihpc.report.fmt import format_fraction, format_percent, format_si
+    from aihpc.fmt import format_fraction, format_percent, format_si
 
     e = row.entry
     source = Path(e.source)

@@ -3,7 +3,7 @@
 Each command writes one JSON document (keys sorted, written atomically)::
 
     {"kind": "bench-operators", "schema_version": 1, "created_utc": "...",
-     "environment": {...aihpc.results.environment.collect()...},
+     "environment": {...aihpc.records.environment.collect()...},
      "data": {...the command's own results...}}
 
 ``kind`` says which command wrote it (one of :data:`KINDS`), so ``aihpc
@@ -30,7 +30,7 @@ KINDS = ("bench-operators", "bench-network", "bench-training", "bench-distribute
 
 def result_document(kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None) -> dict[str, Any]:
     """The versioned document for ``data``; ``environment`` defaults to this machine's."""
-    from aihpc.results.environment import collect
+    from aihpc.records.environment import collect
 
     if kind not in KINDS:
         raise ValueError(f"unknown result kind {kind!r}; known: {', '.join(KINDS)}")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.results.mlperf import check_compliance
-from aihpc.results.verify import verify_run
-from aihpc.runner.chain import GENESIS, chain_digest, record_digest
+from aihpc.records.mlperf import check_compliance
+from aihpc.verify.recount import verify_run
+from aihpc.records.chain import GENESIS, chain_digest, record_digest
 
-from conftest import FIXTURES, aihpc
+from fixture_run import FIXTURES, aihpc
 
 # Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each, cached
 # within the process): over 5 s for any one of these tests alone.  One xdist group keeps them in one
@@ -62,7 +62,7 @@ def test_an_untouched_run_verifies_and_stays_untouched(finished_run: Path) -> No
 
 
 def test_the_chain_is_sha256_over_the_records_as_stored(finished_run: Path) -> None:
-    """The chain recomputed here, independently of aihpc.results.verify, from the raw tables."""
+    """The chain recomputed here, independently of aihpc.verify.recount, from the raw tables."""
     with contextlib.closing(sqlite3.connect(f"file:{finished_run / 'aihpc.sqlite'}?mode=ro&immutable=1",
                                             uri=True)) as con:
         con.row_factory = sqlite3.Row

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import ConfigError
-from aihpc.results.compare import (
+from aihpc.compare import (
     Entry,
     check_like_for_like,
     group_repeats,
     load_entry,
     welch_p_value,
 )
-from aihpc.results.rank import build_ranking, valid_flops
+from aihpc.rank import build_ranking, valid_flops
 
-from conftest import aihpc
+from fixture_run import aihpc
 
 # Wikipedia, "Welch's t-test", Examples 1 and 2 (published: t = -2.46, df = 24.99, p = 0.021;
 # t = -1.57, df = 9.90, p = 0.149).
@@ -185,7 +185,8 @@ NO_RAPL = "no RAPL: /sys/class/powercap does not exist (no powercap in this kern
 
 
 def test_compare_and_rank_show_energy_or_why_not(tmp_path: Path) -> None:
-    from aihpc.energy.run import energy_results, unmeasured_block
+    from aihpc.energy.run import unmeasured_block
+    from aihpc.records.energy import energy_results
 
     # 1.2e9 OPS for 60 s = 7.2e10 operations over 9.6 kJ: 7.5e6 operations per joule, 0.0075 GOPS/W
     metered = energy_results(METERED, ops=7.2e10)

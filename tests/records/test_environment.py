@@ -1,4 +1,4 @@
-"""Tests for aihpc.results.environment.collect."""
+"""Tests for aihpc.records.environment.collect."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import aihpc
-from aihpc.results import environment
-from aihpc.results.environment import collect, git_state
+from aihpc.records import environment
+from aihpc.records.environment import collect, git_state
 
 REPO = Path(aihpc.__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The worker-to-device rule (aihpc.train.devices) and the master's side of it (aihpc.runner.placement), without a GPU."""
+"""The worker-to-device rule (aihpc.devices) and the master's side of it (aihpc.runner.placement), without a GPU."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from aihpc.errors import ConfigError
-from aihpc.train import devices
-from aihpc.train.devices import host_slots, local_worker_envs
+from aihpc import devices
+from aihpc.devices import host_slots, local_worker_envs
 
 
 def test_local_gpu_workers_each_get_their_own_gpus():

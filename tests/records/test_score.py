@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from aihpc.runner.score import active_seconds, compute_score, wall_seconds
+from aihpc.records.score import active_seconds, compute_score, wall_seconds
 
 
 def test_score_against_a_hand_computation():
@@ -61,7 +61,7 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     # the peak before, and the results say so instead of failing the run.
     import aihpc.runner.run as run
     from aihpc.runner.executor import local_executor, local_layout
-    from aihpc.runner.store import RunStore
+    from aihpc.records.store import RunStore
 
     monkeypatch.setattr(run, "AFTER_WAIT_SECONDS", 0.5)
     environ = dict(os.environ)  # Dask's nanny sets OMP_NUM_THREADS=1 & co. in this very process

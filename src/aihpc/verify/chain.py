@@ -1,6 +1,6 @@
 """The integrity check of ``aihpc verify``: the run store's rows against its digest chain.
 
-See :mod:`aihpc.runner.chain` for how the chain is written and what it proves.
+See :mod:`aihpc.records.chain` for how the chain is written and what it proves.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aihpc.results.checks import Check, Found, Mismatch
-from aihpc.runner.chain import GENESIS, chain_digest, record_digest, record_key
+from aihpc.verify.checks import Check, Found, Mismatch
+from aihpc.records.chain import GENESIS, chain_digest, record_digest, record_key
 
 CHAIN_FORMAT = 3  # the first store format with a digest chain
 AFTER_RESULTS = {("meta", "finished")}  # the links a run commits after writing results.json
@@ -72,7 +72,7 @@ def _records(store) -> dict[tuple[str, str], str]:
 def _check_head(links: list[dict[str, Any]], results: dict[str, Any], log_path: Path, found: Found) -> None:
     """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and only
     the links a run commits after its results follow it."""
-    from aihpc.results.logcheck import read_events
+    from aihpc.verify.mlperf_log import read_events
 
     recorded = results.get("integrity")
     if not isinstance(recorded, dict):

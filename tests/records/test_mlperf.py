@@ -1,4 +1,4 @@
-"""Tests for aihpc.results.mlperf: the MLPerf log writer and our compliance rules."""
+"""Tests for aihpc.records.mlperf: the MLPerf log writer and our compliance rules."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import yaml
 
 import mlperf_logging.compliance_checker as checker_pkg
 from aihpc.errors import ConfigError
-from aihpc.results import mlperf
-from aihpc.results.mlperf import BENCHMARK, RULES_DIR, RULES_FILE, MLPerfLog, check_compliance
+from aihpc.records import mlperf
+from aihpc.records.mlperf import BENCHMARK, RULES_DIR, RULES_FILE, MLPerfLog, check_compliance
 
 T0 = 1_700_000_000_000  # ms since the epoch; fixed so tests are reproducible
 ACCURACIES = [0.21, 0.35, 0.30, 0.52, 0.49, 0.61]

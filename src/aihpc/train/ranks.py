@@ -1,7 +1,7 @@
 """Data-parallel trials: one epoch trained by several processes with ``torch.distributed``.
 
 A worker whose task asks for ``procs > 1`` keeps a *rank pool*: that many
-processes (``python -m aihpc.train.distributed``), started the way
+processes (``python -m aihpc.train.ranks``), started the way
 ``torchrun`` starts them (``MASTER_ADDR``/``MASTER_PORT``, ``RANK``,
 ``LOCAL_RANK``, ``WORLD_SIZE`` in the environment), which join one process
 group — NCCL on GPUs, gloo on CPU — once, and then train epoch after epoch,
@@ -55,8 +55,8 @@ from typing import IO, Any
 import torch
 import torch.distributed as dist
 
-from aihpc.train.devices import device_kind, gpu_indices, training_dtype
-from aihpc.train.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
+from aihpc.devices import device_kind, gpu_indices, training_dtype
+from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
 from aihpc.train.trainer import Group, train_epoch
 
 # Bytes for the weight reference rank 0 broadcasts after each epoch (JSON of name and digest).
@@ -135,7 +135,7 @@ class RankPool:
             for rank in range(key.procs):
                 self.logs.append(tempfile.TemporaryFile("w+", prefix=f"aihpc-rank{rank}-"))
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "aihpc.train.distributed"], env=self._env(rank, port),
+                    [sys.executable, "-m", "aihpc.train.ranks"], env=self._env(rank, port),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.logs[-1], text=True,
                 ))  # fmt: skip
         except BaseException:

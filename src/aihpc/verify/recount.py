@@ -12,15 +12,15 @@ operations
     sample counts must fit the data set.
 score
     The score recomputed from the store (operations, the segments' times,
-    the best accuracy) with :func:`aihpc.runner.score.compute_score`, against
+    the best accuracy) with :func:`aihpc.records.score.compute_score`, against
     results.json's.
 results
-    results.json rebuilt from the store (:func:`aihpc.results.schema.build_results`)
+    results.json rebuilt from the store (:func:`aihpc.records.schema.build_results`)
     and compared field by field, trial by trial.
 mlperf
-    The MLPerf log against results.json and the store (:mod:`aihpc.results.logcheck`).
+    The MLPerf log against results.json and the store (:mod:`aihpc.verify.mlperf_log`).
 integrity
-    The store's rows against its digest chain (:mod:`aihpc.runner.chain`),
+    The store's rows against its digest chain (:mod:`aihpc.records.chain`),
     and the chain's head against results.json and the MLPerf log.  A store
     written before the chain existed (format < 3) is reported "no digest
     chain: integrity not checked", not failed.
@@ -39,7 +39,7 @@ from typing import Any
 
 from aihpc.errors import AihpcError, ConfigError, StorageError
 from aihpc.fileio import read_json
-from aihpc.results.checks import Check, Found, Mismatch, Verification, diffs, same
+from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
 RESULTS_VERSIONS = (1, 2)  # results.json schema versions this module reads
 MAX_DIFFS = 5  # differing fields named per trial before "and N more"
@@ -47,7 +47,7 @@ MAX_DIFFS = 5  # differing fields named per trial before "and N more"
 
 def open_run(run_dir: Path):
     """The run's store (read-only) and its results.json; ConfigError, one line, if it is not a finished run."""
-    from aihpc.runner.store import RunStore
+    from aihpc.records.store import RunStore
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -86,8 +86,8 @@ def verify_run(run_dir: Path) -> Verification:
     A store damaged so that its rows cannot be read (malformed JSON in a
     column, a table dropped) is a StorageError: there is nothing to compare.
     """
-    from aihpc.results.logcheck import check_mlperf
-    from aihpc.results.verify_chain import check_chain
+    from aihpc.verify.mlperf_log import check_mlperf
+    from aihpc.verify.chain import check_chain
 
     store, results = open_run(run_dir)
     try:
@@ -207,7 +207,7 @@ def _check_epoch_ops(trial_id: int, e: dict[str, Any], counts: tuple[float, floa
 # -- score -------------------------------------------------------------------------------
 def recomputed_score(store) -> dict[str, Any]:
     """The score from the store's operations, segment times and accuracies (not from results.json)."""
-    from aihpc.runner.score import compute_score, wall_seconds
+    from aihpc.records.score import compute_score, wall_seconds
 
     config, data = store.meta("config") or {}, store.meta("data") or {}
     accs = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
@@ -242,7 +242,7 @@ def check_score(score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, 
 # -- results.json ------------------------------------------------------------------------
 def check_results(store, score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
     """results.json against the one the store rebuilds, section by section and trial by trial."""
-    from aihpc.results.schema import build_results
+    from aihpc.records.schema import build_results
 
     found = Found("results")
     expected = build_results(store, score)

@@ -2,7 +2,7 @@
 
 Each input is read into an :class:`Entry` by the reader of its *kind*
 (:data:`SCORED_KINDS`): ``run`` is results.json of ``aihpc run``; a versioned
-result document of :mod:`aihpc.results.files` names its kind in ``kind``.
+result document of :mod:`aihpc.records.files` names its kind in ``kind``.
 Adding a kind that carries a score (e.g. ``train_to_target``) is one entry
 in that table: a function from the document to an Entry, and which of its
 figures is the one to test and whether higher is better.  A kind not in the
@@ -234,7 +234,7 @@ COLUMNS = ("#", "result", "machine", "config", "data set", "budget", "score", "e
 
 
 def entry_cells(number: int, e: Entry) -> list[str]:
-    from aihpc.report.fmt import format_fraction, format_percent, format_seconds, format_si
+    from aihpc.fmt import format_fraction, format_percent, format_seconds, format_si
 
     valid = "n/a" if e.valid is None else ("yes" if e.valid else "NO")
     return [str(number), e.source, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
@@ -244,7 +244,7 @@ def entry_cells(number: int, e: Entry) -> list[str]:
 
 def energy_cells(e: Entry) -> list[str]:
     """Joules, average watts and GOPS/W of an entry, ``not measured`` where they are not known."""
-    from aihpc.report.fmt import format_si
+    from aihpc.fmt import format_si
 
     if e.joules is None:
         return ["not measured", "not measured", "n/a"]
@@ -270,7 +270,7 @@ def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str
 
 
 def _metric_text(metric: str, value: float) -> str:
-    from aihpc.report.fmt import format_seconds, format_si
+    from aihpc.fmt import format_seconds, format_si
 
     return format_seconds(value) if metric == "time_to_train_s" else format_si(value, "OPS")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc import __version__
-from aihpc.energy.run import energy_results
+from aihpc.records.energy import energy_results
 from aihpc.fileio import atomic_write
 
 SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
@@ -73,7 +73,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "peak": store.meta("peak"),
         "layout": store.meta("layout"),
         "staging": store.meta("staging"),
-        "devices": store.meta("devices"),  # which device(s) each worker trains on (aihpc.train.devices)
+        "devices": store.meta("devices"),  # which device(s) each worker trains on (aihpc.devices)
         "score": score,
         "energy": energy_results(store.meta("energy"), score["ops"]),
         "segments": [{"t_start": a - t0, "t_end": b - t0} for a, b in segments],
@@ -86,7 +86,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
 
 
 def integrity(store) -> dict[str, Any]:
-    """The head of the store's digest chain as results.json is written (see aihpc.runner.chain)."""
+    """The head of the store's digest chain as results.json is written (see aihpc.records.chain)."""
     head, links = store.chain_head()
     return {"chain_sha256": head, "links": links}
 

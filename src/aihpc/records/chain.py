@@ -9,7 +9,7 @@ segment, a meta value — the store also appends one *link* in the same transact
                                                                      link's previous is GENESIS)
 
 A link names what it covers (``kind`` and ``key``, e.g. ``epoch`` ``3/2``:
-trial 3, epoch 2).  ``aihpc verify`` (:mod:`aihpc.results.verify`) rebuilds
+trial 3, epoch 2).  ``aihpc verify`` (:mod:`aihpc.verify.recount`) rebuilds
 each record from the rows as they are now, and the chain from the links:
 
 - an edited row no longer hashes to its link's ``record_sha256``;

@@ -1,6 +1,6 @@
 """The MLPerf-log check of ``aihpc verify``: does ``mlperf.log`` tell the same run as results.json?
 
-The log (see :mod:`aihpc.results.mlperf`) holds one block per finished
+The log (see :mod:`aihpc.records.mlperf`) holds one block per finished
 trial-epoch, whose ``eval_accuracy`` event carries ``trial_id``,
 ``trial_epoch`` and ``trial_accuracy``, with the epoch's start and stop in
 milliseconds.  Checked:
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import StorageError
-from aihpc.results.checks import Check, Found, Mismatch, same
+from aihpc.verify.checks import Check, Found, Mismatch, same
 
 PREFIX = ":::MLLOG "
 SLACK_MS = 1000  # the master's segments start just after run_start and end before run_stop

@@ -1,4 +1,4 @@
-"""Tests for aihpc.results.files: versioned result documents of bench, profile and roofline."""
+"""Tests for aihpc.records.files: versioned result documents of bench, profile and roofline."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import ConfigError, StorageError
-from aihpc.results.files import KINDS, SCHEMA_VERSION, read_result, result_document, write_result
+from aihpc.records.files import KINDS, SCHEMA_VERSION, read_result, result_document, write_result
 
 ENV = {"hostname": "node1", "torch_version": "2.x"}
 

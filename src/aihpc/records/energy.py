@@ -1,0 +1,43 @@
+"""results.json's ``energy``: the block the master stored, with its total and operations per joule.
+
+The meters themselves are :mod:`aihpc.energy`; this is the record they leave,
+rebuilt by ``aihpc verify`` from the store like the rest of results.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GIGA = 1e9
+
+
+def energy_results(block: dict[str, Any] | None, ops: float) -> dict[str, Any] | None:
+    """results.json's ``energy``: the stored block with its total and operations per joule; None if absent."""
+    if block is None:
+        return None
+    measured = [d for d in block["devices"] if d.get("joules") is not None]
+    joules = sum(d["joules"] for d in measured) if measured else None
+    watts = sum(d["watts"] for d in measured if d.get("watts") is not None) if measured else None
+    per_joule = ops / joules if joules and block["complete"] else None
+    total = {"joules": joules, "watts": watts, "seconds": max((d["seconds"] for d in measured), default=None),
+             "sources": sorted({d["source"] for d in measured}), "ops_per_joule": per_joule,
+             "gops_per_watt": per_joule / GIGA if per_joule is not None else None}
+    return {**block, "total": total}
+
+
+def energy_text(energy: dict[str, Any] | None) -> str:
+    """One line: ``12.3 kJ, 41.0 W (rapl), 0.52 GOPS/W`` and what was not measured; or ``not measured: REASON``."""
+    from aihpc.fmt import format_si
+
+    if not energy:
+        return "not measured: this run's aihpc did not measure energy"
+    total = energy.get("total") or {}
+    if total.get("joules") is None:
+        return f"not measured: {energy.get('reason') or 'no reason recorded'}"
+    text = (f"{format_si(total['joules'], 'J')}, {format_si(total.get('watts'), 'W')} average "
+            f"({', '.join(total.get('sources') or [])})")
+    gops = total.get("gops_per_watt")
+    text += f", {gops:.3g} GOPS/W" if gops is not None else ", GOPS/W not given"
+    if energy.get("reason"):
+        text += f"; not measured: {energy['reason']}"
+    return text
