@@ -24,17 +24,23 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from aihpc.errors import ConfigError
 from aihpc.fileio import read_json
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
-SIGNIFICANCE_RULE = ("significance: Welch's t-test (two-sided) on {metric} of each group of repeated runs "
-                     "against group A; ** p < 0.01, * p < 0.05, n.s. otherwise; needs >= 2 runs in both groups")
-UNGROUPED_CONFIG = ("seed", "report_seconds")  # settings that do not make a run a different configuration
+SIGNIFICANCE_RULE = (
+    "significance: Welch's t-test (two-sided) on {metric} of each group of repeated runs "
+    "against group A; ** p < 0.01, * p < 0.05, n.s. otherwise; needs >= 2 runs in both groups"
+)
+UNGROUPED_CONFIG = (
+    "seed",
+    "report_seconds",
+)  # settings that do not make a run a different configuration
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,9 @@ class Entry:
     valid: bool | None = None
     joules: float | None = None  # energy measured over the run, all devices (aihpc.energy.run)
     watts: float | None = None
-    gops_per_watt: float | None = None  # 1e-9 x operations per joule; None unless every training device was metered
+    gops_per_watt: float | None = (
+        None  # 1e-9 x operations per joule; None unless every training device was metered
+    )
     energy_note: str | None = None  # what was not measured, and why
 
     def metric(self) -> float | None:
@@ -82,7 +90,9 @@ def machine_name(environment: dict[str, Any] | None) -> str:
     if gpus:
         what = f"{len(gpus)}x {gpus[0].get('name', 'GPU')}"
     else:
-        what = f"{env.get('cpu_model') or 'unknown CPU'}, {env.get('cpu_logical_cores') or '?'} cores"
+        what = (
+            f"{env.get('cpu_model') or 'unknown CPU'}, {env.get('cpu_logical_cores') or '?'} cores"
+        )
     return f"{env.get('hostname') or '?'}: {what}"
 
 
@@ -94,16 +104,26 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
     workers = (doc.get("layout") or {}).get("workers") or config.get("workers")
     key = {k: v for k, v in sorted(config.items()) if k not in UNGROUPED_CONFIG}
     return Entry(
-        source=str(path), kind="run", schema_version=doc["schema_version"], aihpc_version=doc.get("aihpc_version"),
-        workload="aihpc_automl", dataset=dataset, budget=f"{config.get('minutes')} min",
+        source=str(path),
+        kind="run",
+        schema_version=doc["schema_version"],
+        aihpc_version=doc.get("aihpc_version"),
+        workload="aihpc_automl",
+        dataset=dataset,
+        budget=f"{config.get('minutes')} min",
         config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "
-               f"seed {config.get('seed')}",
-        config_key=repr(key), machine=machine_name(doc.get("environment")),
-        score=score.get("ops_per_second"), error_percent=score.get("error_percent"),
-        regulated_score=score.get("regulated_score"), peak_fraction=score.get("peak_fraction"),
-        best_accuracy=score.get("best_accuracy"), target_accuracy=score.get("min_accuracy"), valid=score.get("valid"),
+        f"seed {config.get('seed')}",
+        config_key=repr(key),
+        machine=machine_name(doc.get("environment")),
+        score=score.get("ops_per_second"),
+        error_percent=score.get("error_percent"),
+        regulated_score=score.get("regulated_score"),
+        peak_fraction=score.get("peak_fraction"),
+        best_accuracy=score.get("best_accuracy"),
+        target_accuracy=score.get("min_accuracy"),
+        valid=score.get("valid"),
         **energy_fields(doc.get("energy")),
-    )  # fmt: skip
+    )
 
 
 def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
@@ -111,8 +131,12 @@ def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(energy, dict):
         return {"energy_note": "results written before aihpc measured energy"}
     total = energy.get("total") or {}
-    return {"joules": total.get("joules"), "watts": total.get("watts"), "gops_per_watt": total.get("gops_per_watt"),
-            "energy_note": energy.get("reason")}
+    return {
+        "joules": total.get("joules"),
+        "watts": total.get("watts"),
+        "gops_per_watt": total.get("gops_per_watt"),
+        "energy_note": energy.get("reason"),
+    }
 
 
 def energy_notes(entries: list[Entry], label: str = "#") -> list[str]:
@@ -138,10 +162,14 @@ def load_entry(path: Path) -> Entry:
     doc = read_json(file, "result file")
     if not isinstance(doc, dict):
         raise ConfigError(f"not an aihpc result: {file} (a JSON object expected)")
-    kind = doc.get("kind", "run" if isinstance(doc.get("score"), dict) and "trials" in doc else None)
+    kind = doc.get(
+        "kind", "run" if isinstance(doc.get("score"), dict) and "trials" in doc else None
+    )
     if kind not in SCORED_KINDS:
-        raise ConfigError(f"cannot compare {file}: result kind {kind!r} carries no score "
-                          f"(comparable kinds: {', '.join(SCORED_KINDS)})")
+        raise ConfigError(
+            f"cannot compare {file}: result kind {kind!r} carries no score "
+            f"(comparable kinds: {', '.join(SCORED_KINDS)})"
+        )
     if not isinstance(doc.get("schema_version"), int):
         raise ConfigError(f"{file} has no schema_version")
     return SCORED_KINDS[kind].read(doc, file)
@@ -149,12 +177,20 @@ def load_entry(path: Path) -> Entry:
 
 def check_like_for_like(entries: list[Entry], strict: bool = False) -> list[str]:
     """ConfigError for results that cannot be compared; the differences to flag otherwise."""
-    for field, what in (("workload", "workloads"), ("kind", "kinds of result"), ("schema_version", "schema versions")):
+    for field, what in (
+        ("workload", "workloads"),
+        ("kind", "kinds of result"),
+        ("schema_version", "schema versions"),
+    ):
         values = _distinct(entries, field)
         if len(values) > 1:
             raise ConfigError(f"cannot compare results of different {what}: {_listing(values)}")
     flags = []
-    for field, what in (("dataset", "data sets"), ("budget", "budgets"), ("aihpc_version", "aihpc versions")):
+    for field, what in (
+        ("dataset", "data sets"),
+        ("budget", "budgets"),
+        ("aihpc_version", "aihpc versions"),
+    ):
         values = _distinct(entries, field)
         if len(values) > 1:
             flags.append(f"not like for like: different {what}: {_listing(values)}")
@@ -171,7 +207,9 @@ def _distinct(entries: list[Entry], field: str) -> dict[Any, list[int]]:
 
 
 def _listing(values: dict[Any, list[int]]) -> str:
-    return "; ".join(f"{value} (#{', #'.join(map(str, numbers))})" for value, numbers in values.items())
+    return "; ".join(
+        f"{value} (#{', #'.join(map(str, numbers))})" for value, numbers in values.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -197,11 +235,15 @@ def group_repeats(entries: list[Entry]) -> list[Group]:
     """Inputs grouped by configuration and machine, in input order; Welch's test of each group against the first."""
     keys: dict[tuple, list[int]] = {}
     for number, e in enumerate(entries, start=1):
-        keys.setdefault((e.workload, e.dataset, e.budget, e.config_key, e.machine), []).append(number)
+        keys.setdefault((e.workload, e.dataset, e.budget, e.config_key, e.machine), []).append(
+            number
+        )
     groups = []
     for index, numbers in enumerate(keys.values()):
         values = tuple(v for n in numbers if (v := entries[n - 1].metric()) is not None)
-        groups.append(Group(chr(ord("A") + index) if index < 26 else f"G{index}", tuple(numbers), values))
+        groups.append(
+            Group(chr(ord("A") + index) if index < 26 else f"G{index}", tuple(numbers), values)
+        )
     if not groups:
         return groups
     first = groups[0]
@@ -229,17 +271,44 @@ def welch_p_value(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
 
 
 # -- output ------------------------------------------------------------------------------
-COLUMNS = ("#", "result", "machine", "config", "data set", "budget", "score", "error", "regulated",
-           "share of peak", "time-to-train", "valid", "energy", "power", "GOPS/W")
+COLUMNS = (
+    "#",
+    "result",
+    "machine",
+    "config",
+    "data set",
+    "budget",
+    "score",
+    "error",
+    "regulated",
+    "share of peak",
+    "time-to-train",
+    "valid",
+    "energy",
+    "power",
+    "GOPS/W",
+)
 
 
 def entry_cells(number: int, e: Entry) -> list[str]:
     from aihpc.fmt import format_fraction, format_percent, format_seconds, format_si
 
     valid = "n/a" if e.valid is None else ("yes" if e.valid else "NO")
-    return [str(number), e.source, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
-            format_percent(e.error_percent), format_si(e.regulated_score, "OPS"), format_fraction(e.peak_fraction),
-            format_seconds(e.time_to_train_s), valid, *energy_cells(e)]
+    return [
+        str(number),
+        e.source,
+        e.machine,
+        e.config,
+        e.dataset,
+        e.budget,
+        format_si(e.score, "OPS"),
+        format_percent(e.error_percent),
+        format_si(e.regulated_score, "OPS"),
+        format_fraction(e.peak_fraction),
+        format_seconds(e.time_to_train_s),
+        valid,
+        *energy_cells(e),
+    ]
 
 
 def energy_cells(e: Entry) -> list[str]:
@@ -248,8 +317,11 @@ def energy_cells(e: Entry) -> list[str]:
 
     if e.joules is None:
         return ["not measured", "not measured", "n/a"]
-    return [format_si(e.joules, "J"), format_si(e.watts, "W"),
-            "n/a" if e.gops_per_watt is None else f"{e.gops_per_watt:.3g}"]
+    return [
+        format_si(e.joules, "J"),
+        format_si(e.watts, "W"),
+        "n/a" if e.gops_per_watt is None else f"{e.gops_per_watt:.3g}",
+    ]
 
 
 def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str]) -> str:
@@ -257,12 +329,17 @@ def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str
     lines = [text_table(COLUMNS, [entry_cells(n, e) for n, e in enumerate(entries, start=1)])]
     metric = SCORED_KINDS[entries[0].kind].metric
     if any(len(g.members) > 1 for g in groups):
-        lines += ["", f"groups (same configuration and machine; {metric} as mean ± standard deviation):"]
+        lines += [
+            "",
+            f"groups (same configuration and machine; {metric} as mean ± standard deviation):",
+        ]
         for g in groups:
             spread = "" if g.stdev is None else f" ± {_metric_text(metric, g.stdev)}"
             test = f"  p = {g.p_value:.3g} {g.marker}" if g.p_value is not None else ""
             members = ", ".join(f"#{n}" for n in g.members)
-            lines.append(f"  {g.label}  {members}  n={len(g.values)}  {_metric_text(metric, g.mean)}{spread}{test}")
+            lines.append(
+                f"  {g.label}  {members}  n={len(g.values)}  {_metric_text(metric, g.mean)}{spread}{test}"
+            )
         lines.append(SIGNIFICANCE_RULE.format(metric=metric))
     lines += energy_notes(entries)
     lines += flags
@@ -278,5 +355,7 @@ def _metric_text(metric: str, value: float) -> str:
 def text_table(headers: tuple[str, ...], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    out += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
     return "\n".join(out)

@@ -24,7 +24,9 @@ DEVICES = ("auto", "cpu", "cuda")
 STAGING = ("auto", "device", "stream")  # aihpc.train.staging's tiers
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
 MAX_HPO_PROCESSES = 16  # TPE processes of the master (each near one core when the search is busy)
-MAX_SCREEN = 16  # candidates one screening may score (each costs about a training step of a minibatch)
+MAX_SCREEN = (
+    16  # candidates one screening may score (each costs about a training step of a minibatch)
+)
 
 
 @dataclass(frozen=True)
@@ -40,18 +42,26 @@ class RunConfig:
     # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
     data_options: dict[str, Any] = field(default_factory=dict)
     staging: str = "auto"  # where workers stage the data: "device" (whole, on it), "stream" (a local file, read through a DataLoader)
-    stage_dir: str | None = None  # node-local folder of the "stream" tier (None: the system's temporary folder)
+    stage_dir: str | None = (
+        None  # node-local folder of the "stream" tier (None: the system's temporary folder)
+    )
     workers: int | None = None  # None: one per GPU, or cores split on CPU
     threads_per_worker: int | None = None  # None: cores / workers
     scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
-    batch_system: str | None = None  # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
+    batch_system: str | None = (
+        None  # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
+    )
     nodes: int = 1  # batch: nodes to spread workers over
     gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
     partition: str | None = None  # batch: partition / queue (default: the system's default)
     walltime: str = "01:00:00"  # batch: time limit of each worker job
-    worker_memory: str | None = None  # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
+    worker_memory: str | None = (
+        None  # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
+    )
     tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
-    interface: str | None = None  # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
+    interface: str | None = (
+        None  # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
+    )
     procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
     device: str = "auto"
     seed: int = 0
@@ -59,19 +69,29 @@ class RunConfig:
     strategy: str = "evolution"
     population: int = 16
     tournament: int = 4
-    hpo_processes: int = 2  # processes drawing TPE suggestions side by side (benchmarks/master_capacity.py)
-    screen: int = 0  # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
+    hpo_processes: int = (
+        2  # processes drawing TPE suggestions side by side (benchmarks/master_capacity.py)
+    )
+    screen: int = (
+        0  # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
+    )
     epochs_min: int = 2
     epochs_max: int = 8
     patience: int = 2
     max_params: int | None = None  # None: sized to the device
     optimizer: str = "sgd"
     schedule: str = "cosine"
-    batch_sizes: tuple[int, ...] | None = None  # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
-    compile: bool | None = None  # torch.compile each trial's model; None: the device's default (aihpc.train.trainer.COMPILE_AUTO)
+    batch_sizes: tuple[int, ...] | None = (
+        None  # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
+    )
+    compile: bool | None = (
+        None  # torch.compile each trial's model; None: the device's default (aihpc.train.trainer.COMPILE_AUTO)
+    )
     max_attempts: int = 3
     report_seconds: float = 30.0
-    peak_seconds: float = 3.0  # each worker's timed matmuls for the peak, before the run and after it (all at once)
+    peak_seconds: float = (
+        3.0  # each worker's timed matmuls for the peak, before the run and after it (all at once)
+    )
 
     def __post_init__(self) -> None:
         _check(self.minutes > 0, "minutes must be > 0", self.minutes)
@@ -81,40 +101,83 @@ class RunConfig:
             "threads_per_worker must be >= 1",
             self.threads_per_worker,
         )
-        _check(self.staging in STAGING, f"staging must be one of {', '.join(STAGING)}", self.staging)
+        _check(
+            self.staging in STAGING, f"staging must be one of {', '.join(STAGING)}", self.staging
+        )
         _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
         _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
-        _check(self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}", self.strategy)
-        _check(self.population >= 2, "population must be >= 2", self.population)
-        _check(1 <= self.tournament <= self.population, "tournament must be in [1, population]", self.tournament)
-        _check(math.isfinite(self.peak_seconds) and self.peak_seconds > 0, "peak_seconds must be a finite number > 0",
-               self.peak_seconds)
-        _check(1 <= self.hpo_processes <= MAX_HPO_PROCESSES, f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
-               self.hpo_processes)
-        _check(self.screen == 0 or 2 <= self.screen <= MAX_SCREEN, f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
-               self.screen)
-        _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
-        _check(self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max)
-        _check(self.patience >= 1, "patience must be >= 1", self.patience)
-        _check(self.max_params is None or self.max_params >= 1000, "max_params must be >= 1000", self.max_params)
-        _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}", self.optimizer)
-        _check(self.schedule in SCHEDULES, f"schedule must be one of {', '.join(SCHEDULES)}", self.schedule)
         _check(
-            self.batch_sizes is None or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
+            self.strategy in STRATEGIES,
+            f"strategy must be one of {', '.join(STRATEGIES)}",
+            self.strategy,
+        )
+        _check(self.population >= 2, "population must be >= 2", self.population)
+        _check(
+            1 <= self.tournament <= self.population,
+            "tournament must be in [1, population]",
+            self.tournament,
+        )
+        _check(
+            math.isfinite(self.peak_seconds) and self.peak_seconds > 0,
+            "peak_seconds must be a finite number > 0",
+            self.peak_seconds,
+        )
+        _check(
+            1 <= self.hpo_processes <= MAX_HPO_PROCESSES,
+            f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
+            self.hpo_processes,
+        )
+        _check(
+            self.screen == 0 or 2 <= self.screen <= MAX_SCREEN,
+            f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
+            self.screen,
+        )
+        _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
+        _check(
+            self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max
+        )
+        _check(self.patience >= 1, "patience must be >= 1", self.patience)
+        _check(
+            self.max_params is None or self.max_params >= 1000,
+            "max_params must be >= 1000",
+            self.max_params,
+        )
+        _check(
+            self.optimizer in OPTIMIZERS,
+            f"optimizer must be one of {', '.join(OPTIMIZERS)}",
+            self.optimizer,
+        )
+        _check(
+            self.schedule in SCHEDULES,
+            f"schedule must be one of {', '.join(SCHEDULES)}",
+            self.schedule,
+        )
+        _check(
+            self.batch_sizes is None
+            or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
             "batch_sizes must be a non-empty list of integers >= 1",
             list(self.batch_sizes or ()),
         )
         _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
         _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
         _check(self.nodes >= 1, "nodes must be >= 1", self.nodes)
-        _check(self.worker_memory is None or _is_size(self.worker_memory),
-               "worker_memory must be a size like '4GiB'", self.worker_memory)
+        _check(
+            self.worker_memory is None or _is_size(self.worker_memory),
+            "worker_memory must be a size like '4GiB'",
+            self.worker_memory,
+        )
         _check(self.gpus_per_node >= 0, "gpus_per_node must be >= 0", self.gpus_per_node)
         _check(self.procs_per_trial >= 1, "procs_per_trial must be >= 1", self.procs_per_trial)
-        _check(self.batch_system in (None, *BATCH_SYSTEMS), f"batch_system must be one of {', '.join(BATCH_SYSTEMS)}",
-               self.batch_system)
-        _check(not (self.batch_system and self.scheduler),
-               f"give batch_system ({self.batch_system}) or scheduler, not both", self.scheduler)
+        _check(
+            self.batch_system in (None, *BATCH_SYSTEMS),
+            f"batch_system must be one of {', '.join(BATCH_SYSTEMS)}",
+            self.batch_system,
+        )
+        _check(
+            not (self.batch_system and self.scheduler),
+            f"give batch_system ({self.batch_system}) or scheduler, not both",
+            self.scheduler,
+        )
         _check(
             self.scheduler is None or "://" in self.scheduler,
             "scheduler must be an address like tcp://HOST:PORT",
@@ -195,8 +258,10 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
         return value
     if kind is dict and isinstance(value, dict):
         return dict(value)
-    if kind is tuple and isinstance(value, (list, tuple)) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
+    if (
+        kind is tuple
+        and isinstance(value, (list, tuple))
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
         return tuple(value)
     raise ConfigError(f"{name} must be of type {kind.__name__}, got {value!r}")

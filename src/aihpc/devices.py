@@ -64,8 +64,10 @@ def gpu_indices(procs: int = 1) -> tuple[int, ...]:
     """
     count = torch.cuda.device_count()
     if count == 0:
-        raise ConfigError("a GPU was asked for but CUDA sees none (CUDA_VISIBLE_DEVICES="
-                          f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        raise ConfigError(
+            "a GPU was asked for but CUDA sees none (CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+        )
     first = (_SLOT or 0) * _PER_SLOT
     return tuple((first + k) % count for k in range(procs))
 
@@ -97,9 +99,14 @@ def visible_gpus() -> list[str]:
 def local_worker_envs(workers: int, per_worker: int, gpus: Sequence[str]) -> list[dict[str, str]]:
     """The environment of each of ``workers`` local GPU workers: worker i sees ``gpus[i*P : i*P+P]``."""
     if workers * per_worker > len(gpus):
-        raise ConfigError(f"{workers} workers of {per_worker} GPUs need {workers * per_worker} GPUs, "
-                          f"got {len(gpus)} ({','.join(gpus) or 'none'})")
-    return [{"CUDA_VISIBLE_DEVICES": ",".join(gpus[i * per_worker : (i + 1) * per_worker])} for i in range(workers)]
+        raise ConfigError(
+            f"{workers} workers of {per_worker} GPUs need {workers * per_worker} GPUs, "
+            f"got {len(gpus)} ({','.join(gpus) or 'none'})"
+        )
+    return [
+        {"CUDA_VISIBLE_DEVICES": ",".join(gpus[i * per_worker : (i + 1) * per_worker])}
+        for i in range(workers)
+    ]
 
 
 def identity() -> dict[str, str | None]:
@@ -116,7 +123,9 @@ def host_slots(identities: Mapping[str, Mapping[str, str | None]]) -> dict[str, 
     groups: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
     for name, ident in identities.items():
         groups[(ident["host"], ident["visible"])].append(name)
-    return {name: i for names in groups.values() for i, name in enumerate(sorted(names, key=_natural))}
+    return {
+        name: i for names in groups.values() for i, name in enumerate(sorted(names, key=_natural))
+    }
 
 
 def describe(kind: str, procs: int = 1) -> dict[str, Any]:
@@ -130,10 +139,18 @@ def _device_record(device: torch.device) -> dict[str, Any]:
         return {"device": str(device)}
     props = torch.cuda.get_device_properties(device)
     bus = getattr(props, "pci_bus_id", None)  # fields newer torch builds have
-    pci = (f"{props.pci_domain_id:04x}:{bus:02x}:{props.pci_device_id:02x}.0" if bus is not None else None)
+    pci = (
+        f"{props.pci_domain_id:04x}:{bus:02x}:{props.pci_device_id:02x}.0"
+        if bus is not None
+        else None
+    )
     uuid = getattr(props, "uuid", None)
-    return {"device": str(device), "name": props.name, "uuid": f"GPU-{uuid}" if uuid is not None else None,
-            "pci_bus_id": pci}  # fmt: skip
+    return {
+        "device": str(device),
+        "name": props.name,
+        "uuid": f"GPU-{uuid}" if uuid is not None else None,
+        "pci_bus_id": pci,
+    }
 
 
 def training_dtype(device: torch.device) -> torch.dtype:

@@ -69,8 +69,10 @@ def parse_sequence_length(text: str) -> tuple[int]:
     Raises :class:`ConfigError` naming ``text`` unless it is one integer >= 1.
     """
     if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
-        raise ConfigError(f"input shape of a tokens model must be its sequence length T >= 1, "
-                          f"e.g. 35, got {text!r}")
+        raise ConfigError(
+            f"input shape of a tokens model must be its sequence length T >= 1, "
+            f"e.g. 35, got {text!r}"
+        )
     return (int(text),)
 
 
@@ -85,7 +87,9 @@ def onnx_opset(path: str | os.PathLike[str]) -> int:
     raise ModelError(f"ONNX file {path} imports no ai.onnx opset")
 
 
-def _check_arguments(input_shape: tuple[int, ...], batch: int, opset: int | None, vocab: int | None) -> None:
+def _check_arguments(
+    input_shape: tuple[int, ...], batch: int, opset: int | None, vocab: int | None
+) -> None:
     rank, what = (3, "three integers (C, H, W)") if vocab is None else (1, "one integer (T,)")
     shape_ok = (
         isinstance(input_shape, tuple)
@@ -98,7 +102,9 @@ def _check_arguments(input_shape: tuple[int, ...], batch: int, opset: int | None
         raise ConfigError(f"vocab must be an integer >= 1, got {vocab!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ConfigError(f"batch must be an integer >= 1, got {batch!r}")
-    if opset is not None and (isinstance(opset, bool) or not isinstance(opset, int) or opset < MIN_OPSET):
+    if opset is not None and (
+        isinstance(opset, bool) or not isinstance(opset, int) or opset < MIN_OPSET
+    ):
         raise ConfigError(f"opset must be an integer >= {MIN_OPSET}, got {opset!r}")
 
 
@@ -110,10 +116,14 @@ def _prepare_target(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
-        raise ConfigError(f"cannot create output directory {path.parent}: "
-                          "a component of it is a file, not a directory") from exc
+        raise ConfigError(
+            f"cannot create output directory {path.parent}: "
+            "a component of it is a file, not a directory"
+        ) from exc
     except OSError as exc:
-        raise ConfigError(f"cannot create output directory {path.parent}: {exc.strerror or exc}") from exc
+        raise ConfigError(
+            f"cannot create output directory {path.parent}: {exc.strerror or exc}"
+        ) from exc
 
 
 @contextlib.contextmanager
@@ -127,8 +137,9 @@ def _quiet_exporter() -> Iterator[None]:
             for category, pattern in _NOISE:
                 warnings.filterwarnings("ignore", message=pattern, category=category)
             # nn.LSTM's own input-size checks read traced sizes; the shapes are fixed by the trace.
-            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
-                                    module=r"torch\.nn\.modules\.rnn")
+            warnings.filterwarnings(
+                "ignore", category=torch.jit.TracerWarning, module=r"torch\.nn\.modules\.rnn"
+            )
             yield
     finally:
         logger.setLevel(level)
@@ -179,8 +190,11 @@ def export_onnx(
     model.eval()
     try:
         device = _model_device(model)
-        example = (torch.randn(batch, *input_shape, device=device) if vocab is None
-                   else torch.randint(vocab, (batch, *input_shape), device=device))
+        example = (
+            torch.randn(batch, *input_shape, device=device)
+            if vocab is None
+            else torch.randint(vocab, (batch, *input_shape), device=device)
+        )
         try:
             with torch.no_grad():
                 model(example)
@@ -199,22 +213,38 @@ def export_onnx(
     return target
 
 
-def _write_onnx(model: nn.Module, example: torch.Tensor, file: Path, opset: int | None, dynamo: bool,
-                rows: str = "batch") -> None:  # fmt: skip
+def _write_onnx(
+    model: nn.Module,
+    example: torch.Tensor,
+    file: Path,
+    opset: int | None,
+    dynamo: bool,
+    rows: str = "batch",
+) -> None:
     """Trace ``model`` on ``example`` into ``file``, its batch dimension symbolic
     (the logits' first dimension named ``rows``)."""
     with _quiet_exporter():
         if dynamo:
             torch.onnx.export(
-                model, (example,), str(file), dynamo=True, verbose=False,
-                input_names=["input"], output_names=["logits"],
+                model,
+                (example,),
+                str(file),
+                dynamo=True,
+                verbose=False,
+                input_names=["input"],
+                output_names=["logits"],
                 dynamic_shapes=({0: torch.export.Dim("batch")},),
-                opset_version=opset, external_data=False,
+                opset_version=opset,
+                external_data=False,
             )
         else:
             torch.onnx.export(
-                model, (example,), str(file), dynamo=False,
-                input_names=["input"], output_names=["logits"],
+                model,
+                (example,),
+                str(file),
+                dynamo=False,
+                input_names=["input"],
+                output_names=["logits"],
                 dynamic_axes={"input": {0: "batch"}, "logits": {0: rows}},
                 opset_version=opset,
             )
@@ -230,4 +260,6 @@ def _validate_onnx(file: Path, opset: int | None) -> None:
         raise ModelError(f"exported ONNX model failed validation: {exc}") from exc
     written = onnx_opset(file)
     if opset is not None and written != opset:
-        raise ConfigError(f"opset {opset} is not supported by this exporter (it wrote opset {written})")
+        raise ConfigError(
+            f"opset {opset} is not supported by this exporter (it wrote opset {written})"
+        )

@@ -32,7 +32,9 @@ def atomic_path(path: Path) -> Iterator[Path]:
         yield tmp
         os.replace(tmp, path)
     except OSError as exc:
-        raise StorageError(f"cannot write {path}: {' '.join((exc.strerror or str(exc)).split())}") from None
+        raise StorageError(
+            f"cannot write {path}: {' '.join((exc.strerror or str(exc)).split())}"
+        ) from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
@@ -70,4 +72,6 @@ def read_json(path: Path, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what} is not valid JSON: {path} (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise ConfigError(
+            f"{what} is not valid JSON: {path} (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None

@@ -25,16 +25,38 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from aihpc.compare import (
+    SCORED_KINDS,
+    Entry,
+    check_like_for_like,
+    energy_cells,
+    energy_notes,
+    load_entry,
+)
 from aihpc.errors import AihpcError, ConfigError
-from aihpc.compare import SCORED_KINDS, Entry, check_like_for_like, energy_cells, energy_notes, load_entry
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
-COLUMNS = ("rank", "result", "machine", "config", "data set", "budget", "score", "Valid FLOPS", "error",
-           "share of peak", "verified", "energy", "power", "GOPS/W")
+COLUMNS = (
+    "rank",
+    "result",
+    "machine",
+    "config",
+    "data set",
+    "budget",
+    "score",
+    "Valid FLOPS",
+    "error",
+    "share of peak",
+    "verified",
+    "energy",
+    "power",
+    "GOPS/W",
+)
 
 
-def valid_flops(flops: float | None, achieved: float | None, target: float | None,
-                n: int = VALID_FLOPS_EXPONENT) -> float | None:
+def valid_flops(
+    flops: float | None, achieved: float | None, target: float | None, n: int = VALID_FLOPS_EXPONENT
+) -> float | None:
     """HPC AI500's Valid FLOPS (see the module docstring); None where the score is unknown."""
     if flops is None:
         return None
@@ -71,22 +93,37 @@ def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
     return found, skipped
 
 
-def build_ranking(directory: Path, verify: bool = True,
-                  target: float | None = None) -> tuple[list[RankRow], list[Path]]:
+def build_ranking(
+    directory: Path, verify: bool = True, target: float | None = None
+) -> tuple[list[RankRow], list[Path]]:
     """The ranked rows of every result under ``directory``, best first; and the files skipped."""
     paths, skipped = find_results(Path(directory))
     if not paths:
-        raise ConfigError(f"no results under {directory} (no results.json, no result file with a score)")
+        raise ConfigError(
+            f"no results under {directory} (no results.json, no result file with a score)"
+        )
     entries = [load_entry(p) for p in paths]
     check_like_for_like(entries)
     kind = SCORED_KINDS[entries[0].kind]
-    scored = sorted(entries, key=lambda e: (e.metric() is None, -(e.metric() or 0) if kind.higher_is_better
-                                           else (e.metric() or 0)))
+    scored = sorted(
+        entries,
+        key=lambda e: (
+            e.metric() is None,
+            -(e.metric() or 0) if kind.higher_is_better else (e.metric() or 0),
+        ),
+    )
     rows = []
     for number, e in enumerate(scored, start=1):
         goal = target if target is not None else e.target_accuracy
-        rows.append(RankRow(number, e, valid_flops(e.score, e.best_accuracy, goal), goal,
-                            verification(Path(e.source)) if verify else "unchecked"))
+        rows.append(
+            RankRow(
+                number,
+                e,
+                valid_flops(e.score, e.best_accuracy, goal),
+                goal,
+                verification(Path(e.source)) if verify else "unchecked",
+            )
+        )
     return rows, skipped
 
 
@@ -109,9 +146,20 @@ def cells(row: RankRow, directory: Path) -> list[str]:
     source = Path(e.source)
     source = source.parent if source.name == "results.json" else source  # a run by its directory
     name = str(source.relative_to(directory)) if source.is_relative_to(directory) else str(source)
-    return [str(row.rank), name, e.machine, e.config, e.dataset, e.budget, format_si(e.score, "OPS"),
-            format_si(row.valid_flops, "OPS"), format_percent(e.error_percent), format_fraction(e.peak_fraction),
-            row.verified, *energy_cells(e)]
+    return [
+        str(row.rank),
+        name,
+        e.machine,
+        e.config,
+        e.dataset,
+        e.budget,
+        format_si(e.score, "OPS"),
+        format_si(row.valid_flops, "OPS"),
+        format_percent(e.error_percent),
+        format_fraction(e.peak_fraction),
+        row.verified,
+        *energy_cells(e),
+    ]
 
 
 def notes(target: float | None, rows: list[RankRow] = ()) -> list[str]:
@@ -129,8 +177,12 @@ def notes(target: float | None, rows: list[RankRow] = ()) -> list[str]:
 
 
 def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> str:
-    lines = [f"# aihpc rank: {len(rows)} results under {directory}", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+    lines = [
+        f"# aihpc rank: {len(rows)} results under {directory}",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join("---" for _ in COLUMNS) + "|",
+    ]
     for row in rows:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, directory)) + " |")
     lines += [""] + [f"- {n}" for n in notes(target, rows)]
@@ -140,12 +192,14 @@ def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> s
 def to_html(rows: list[RankRow], directory: Path, target: float | None) -> str:
     """A self-contained HTML page of the list (inline CSS, no external references)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
-                     for row in rows)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
+        for row in rows
+    )
     items = "".join(f"<li>{html.escape(n)}</li>" for n in notes(target, rows))
     title = html.escape(f"aihpc rank: {len(rows)} results under {directory}")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{title}</title><style>"
         "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
         "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}"

@@ -83,7 +83,6 @@ COLLECTIVE_TIMEOUT_S = 300
 """A rank waiting this long on a collective gives up (a peer died or hangs)."""
 
 
-
 def ring_allreduce_bytes(gradient_bytes: int, procs: int) -> float:
     """Bytes each rank sends in a ring all-reduce of ``gradient_bytes``: ``2 (N - 1) / N * bytes``.
 
@@ -131,12 +130,16 @@ class DistributedConfig:
             raise ConfigError("device 'cuda' was asked for but this machine has no CUDA GPU")
         if self.device == "cuda" or (self.device == "auto" and gpus > 0):
             if self.procs > gpus:
-                raise ConfigError(f"procs must be at most the {gpus} GPU(s) of this machine, got {self.procs}")
+                raise ConfigError(
+                    f"procs must be at most the {gpus} GPU(s) of this machine, got {self.procs}"
+                )
             return "cuda", "nccl"
         cores = available_cores()
         if self.procs > cores:
-            raise ConfigError(f"procs must be at most the {cores} cores this process may run on "
-                              f"(os.sched_getaffinity), got {self.procs}")  # fmt: skip
+            raise ConfigError(
+                f"procs must be at most the {cores} cores this process may run on "
+                f"(os.sched_getaffinity), got {self.procs}"
+            )
         return "cpu", "gloo"
 
 
@@ -202,44 +205,76 @@ class DistributedOutcome:
         """The result data documented in the module docstring."""
         c = self.config
         return {
-            "procs": c.procs, "backend": self.backend, "device": self.device, "model": c.model,
-            "batch_per_rank": c.batch, "steps": c.steps, "warmup": c.warmup,
-            "threads_per_rank": self.threads_per_rank, "single": asdict(self.single),
-            "parallel": asdict(self.parallel), "scaling_efficiency": self.scaling_efficiency,
-            "allreduce_share": self.allreduce_share, "volume": asdict(self.volume),
-        }  # fmt: skip
+            "procs": c.procs,
+            "backend": self.backend,
+            "device": self.device,
+            "model": c.model,
+            "batch_per_rank": c.batch,
+            "steps": c.steps,
+            "warmup": c.warmup,
+            "threads_per_rank": self.threads_per_rank,
+            "single": asdict(self.single),
+            "parallel": asdict(self.parallel),
+            "scaling_efficiency": self.scaling_efficiency,
+            "allreduce_share": self.allreduce_share,
+            "volume": asdict(self.volume),
+        }
 
 
 def step_times(samples: list[list[float]], procs: int, batch: int) -> StepTimes:
     """Medians of per-step ``[ddp step s, compute s, all-reduce s]`` rows (the slowest rank's each)."""
     ddp, compute, comm = (statistics.median(column) for column in zip(*samples))
-    quartiles = statistics.quantiles([row[0] for row in samples], n=4) if len(samples) > 1 else [ddp] * 3
+    quartiles = (
+        statistics.quantiles([row[0] for row in samples], n=4) if len(samples) > 1 else [ddp] * 3
+    )
     iqr = quartiles[2] - quartiles[0]
     spread = iqr / ddp if ddp > 0 else float("inf")
     warning = None
     if spread > SPREAD_WARNING:
-        warning = (f"{procs} process(es): the step times spread over {spread:.0%} of the median "
-                   f"(> {SPREAD_WARNING:.0%}); the machine was busy")  # fmt: skip
-    return StepTimes(procs=procs, step_s=ddp, step_spread=spread, throughput=procs * batch / ddp,
-                     compute_s=compute, allreduce_s=comm, overlap_s=compute + comm - ddp, warning=warning)
+        warning = (
+            f"{procs} process(es): the step times spread over {spread:.0%} of the median "
+            f"(> {SPREAD_WARNING:.0%}); the machine was busy"
+        )
+    return StepTimes(
+        procs=procs,
+        step_s=ddp,
+        step_spread=spread,
+        throughput=procs * batch / ddp,
+        compute_s=compute,
+        allreduce_s=comm,
+        overlap_s=compute + comm - ddp,
+        warning=warning,
+    )
 
 
-def bench_distributed(config: DistributedConfig, progress: Callable[[str], None] | None = None) -> DistributedOutcome:
+def bench_distributed(
+    config: DistributedConfig, progress: Callable[[str], None] | None = None
+) -> DistributedOutcome:
     """Run the baseline and the ``procs``-rank run; ``progress`` gets a line before and after each."""
     device, backend = config.backend()
     threads = max(1, available_cores() // config.procs)
     say = progress or (lambda line: None)
     reports: dict[int, RankReport] = {}
     for procs in sorted({1, config.procs}):
-        say(f"{procs} process(es), {config.model}, batch {config.batch} per rank, {backend}: "
-            f"{config.warmup} warm-up and {config.steps} timed steps of each kind")  # fmt: skip
+        say(
+            f"{procs} process(es), {config.model}, batch {config.batch} per rank, {backend}: "
+            f"{config.warmup} warm-up and {config.steps} timed steps of each kind"
+        )
         reports[procs] = launch(config, procs, threads, backend)
-        say(f"{procs} process(es): DDP step {statistics.median(r[0] for r in reports[procs].times):.4f} s")
+        say(
+            f"{procs} process(es): DDP step {statistics.median(r[0] for r in reports[procs].times):.4f} s"
+        )
     single = step_times(reports[1].times, 1, config.batch)
     parallel = step_times(reports[config.procs].times, config.procs, config.batch)
-    return DistributedOutcome(config=config, device=device, backend=backend, threads_per_rank=threads,
-                              single=single, parallel=parallel,
-                              volume=_volume(reports[config.procs], config.procs, backend))  # fmt: skip
+    return DistributedOutcome(
+        config=config,
+        device=device,
+        backend=backend,
+        threads_per_rank=threads,
+        single=single,
+        parallel=parallel,
+        volume=_volume(reports[config.procs], config.procs, backend),
+    )
 
 
 def _volume(report: RankReport, procs: int, backend: str) -> Volume:
@@ -254,17 +289,34 @@ def _volume(report: RankReport, procs: int, backend: str) -> Volume:
     elif measured is not None:
         how = "tcp_info: payload bytes sent by each rank's own TCP sockets"
     else:
-        measured, how = lo, "loopback: bytes sent over lo (headers, ACKs and other traffic included) / ranks"
+        measured, how = (
+            lo,
+            "loopback: bytes sent over lo (headers, ACKs and other traffic included) / ranks",
+        )
     ratio = measured / computed if measured is not None and computed > 0 else None
-    return Volume(gradient_bytes=grad, ring_bytes_per_rank_computed=computed, bytes_per_rank_measured=measured,
-                  ratio=ratio, measured_by=how, loopback_bytes_per_rank=lo, calls=VOLUME_CALLS)  # fmt: skip
+    return Volume(
+        gradient_bytes=grad,
+        ring_bytes_per_rank_computed=computed,
+        bytes_per_rank_measured=measured,
+        ratio=ratio,
+        measured_by=how,
+        loopback_bytes_per_rank=lo,
+        calls=VOLUME_CALLS,
+    )
 
 
 # -- the parent: launch the ranks like torchrun, wait, read rank 0's report --------------------
 def launch(config: DistributedConfig, procs: int, threads: int, backend: str) -> RankReport:
     """Run ``procs`` ranks of the benchmark; rank 0's report (AihpcError naming a rank that failed)."""
-    spec = {"model": config.model, "batch": config.batch, "steps": config.steps, "warmup": config.warmup,
-            "threads": threads, "backend": backend, "volume_calls": VOLUME_CALLS}  # fmt: skip
+    spec = {
+        "model": config.model,
+        "batch": config.batch,
+        "steps": config.steps,
+        "warmup": config.warmup,
+        "threads": threads,
+        "backend": backend,
+        "volume_calls": VOLUME_CALLS,
+    }
     with tempfile.TemporaryDirectory(prefix="aihpc-bench-ddp-") as tmp:
         folder = Path(tmp)
         (folder / "config.json").write_text(json.dumps(spec))
@@ -273,9 +325,14 @@ def launch(config: DistributedConfig, procs: int, threads: int, backend: str) ->
         try:
             for rank in range(procs):
                 with open(folder / f"rank{rank}.err", "w") as err:
-                    ranks.append(subprocess.Popen([sys.executable, "-m", "aihpc.bench.distributed_rank", str(folder)],
-                                                  env=_rank_env(rank, procs, port, threads),
-                                                  stdout=subprocess.DEVNULL, stderr=err))  # fmt: skip
+                    ranks.append(
+                        subprocess.Popen(
+                            [sys.executable, "-m", "aihpc.bench.distributed_rank", str(folder)],
+                            env=_rank_env(rank, procs, port, threads),
+                            stdout=subprocess.DEVNULL,
+                            stderr=err,
+                        )
+                    )
             _wait_ranks(ranks, folder)
         finally:
             for p in ranks:  # only ours, and only if still running (interrupted, or a peer failed)
@@ -286,9 +343,18 @@ def launch(config: DistributedConfig, procs: int, threads: int, backend: str) ->
 
 
 def _rank_env(rank: int, procs: int, port: int, threads: int) -> dict[str, str]:
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-           "LOCAL_RANK": str(rank), "WORLD_SIZE": str(procs), "OMP_NUM_THREADS": str(threads)}  # fmt: skip
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this node: gloo talks over loopback
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(procs),
+        "OMP_NUM_THREADS": str(threads),
+    }
+    env.setdefault(
+        "GLOO_SOCKET_IFNAME", "lo"
+    )  # all ranks are on this node: gloo talks over loopback
     return env
 
 
@@ -320,28 +386,44 @@ def format_table(outcome: DistributedOutcome) -> str:
     """Both runs side by side, then efficiency, all-reduce share and the communication volume."""
     c, one, par, v = outcome.config, outcome.single, outcome.parallel, outcome.volume
     n_procs = f"{c.procs} process{'es' if c.procs > 1 else ''}"
-    rows = [("step s (DDP, median)", "{:.4f}", "step_s"), ("step spread (IQR/median)", "{:.0%}", "step_spread"),
-            ("throughput samples/s", "{:.1f}", "throughput"), ("compute s (no_sync)", "{:.4f}", "compute_s"),
-            ("all-reduce s (apart)", "{:.4f}", "allreduce_s"), ("overlap s (hidden by DDP)", "{:.4f}", "overlap_s")]
-    lines = [f"bench distributed: {c.model}, batch {c.batch} per rank, {c.steps} timed steps "
-             f"({c.warmup} warm-up), {outcome.backend} on {outcome.device}, {outcome.threads_per_rank} "
-             f"thread(s) per rank",
-             f"{'':26}  {'1 process':>12}  {n_procs:>12}"]  # fmt: skip
+    rows = [
+        ("step s (DDP, median)", "{:.4f}", "step_s"),
+        ("step spread (IQR/median)", "{:.0%}", "step_spread"),
+        ("throughput samples/s", "{:.1f}", "throughput"),
+        ("compute s (no_sync)", "{:.4f}", "compute_s"),
+        ("all-reduce s (apart)", "{:.4f}", "allreduce_s"),
+        ("overlap s (hidden by DDP)", "{:.4f}", "overlap_s"),
+    ]
+    lines = [
+        f"bench distributed: {c.model}, batch {c.batch} per rank, {c.steps} timed steps "
+        f"({c.warmup} warm-up), {outcome.backend} on {outcome.device}, {outcome.threads_per_rank} "
+        f"thread(s) per rank",
+        f"{'':26}  {'1 process':>12}  {n_procs:>12}",
+    ]
     for label, fmt, name in rows:
-        lines.append(f"{label:26}  {fmt.format(getattr(one, name)):>12}  {fmt.format(getattr(par, name)):>12}")
-    lines.append(f"scaling efficiency: {outcome.scaling_efficiency:.3f} "
-                 f"(throughput of {c.procs} / ({c.procs} x throughput of 1))")
+        lines.append(
+            f"{label:26}  {fmt.format(getattr(one, name)):>12}  {fmt.format(getattr(par, name)):>12}"
+        )
+    lines.append(
+        f"scaling efficiency: {outcome.scaling_efficiency:.3f} "
+        f"(throughput of {c.procs} / ({c.procs} x throughput of 1))"
+    )
     lines.append(f"all-reduce share of the step: {outcome.allreduce_share:.1%} ({n_procs})")
-    lines.append(f"gradients: {v.gradient_bytes:,} B; ring all-reduce 2(N-1)/N x gradients = "
-                 f"{v.ring_bytes_per_rank_computed:,.0f} B sent per rank and call (computed)")
+    lines.append(
+        f"gradients: {v.gradient_bytes:,} B; ring all-reduce 2(N-1)/N x gradients = "
+        f"{v.ring_bytes_per_rank_computed:,.0f} B sent per rank and call (computed)"
+    )
     if v.bytes_per_rank_measured is not None:
-        lines.append(f"measured: {v.bytes_per_rank_measured:,.0f} B per rank and call, ratio {v.ratio:.4f} "
-                     f"({v.measured_by}; {v.calls} calls)")
+        lines.append(
+            f"measured: {v.bytes_per_rank_measured:,.0f} B per rank and call, ratio {v.ratio:.4f} "
+            f"({v.measured_by}; {v.calls} calls)"
+        )
     else:
         lines.append(f"measured: {v.measured_by}")
     if v.loopback_bytes_per_rank is not None:
-        lines.append(f"loopback counter: {v.loopback_bytes_per_rank:,.0f} B per rank and call "
-                     f"(TCP/IP headers, ACKs and other traffic over lo included)")
+        lines.append(
+            f"loopback counter: {v.loopback_bytes_per_rank:,.0f} B per rank and call "
+            f"(TCP/IP headers, ACKs and other traffic over lo included)"
+        )
     lines += [f"warning: {w}" for w in dict.fromkeys(t.warning for t in (one, par) if t.warning)]
     return "\n".join(lines)
-

@@ -122,7 +122,9 @@ def _timed_steps(r: _Replica, steps: int, warmup: int, world: int) -> list[list[
         _split_step(r, world)
     lo, hi = r.flat.data_ptr(), r.flat.data_ptr() + r.flat.numel() * r.flat.element_size()
     if any(not lo <= p.grad.data_ptr() < hi for p in r.ddp.module.parameters() if p.requires_grad):
-        raise RuntimeError("a gradient left the flat buffer: the split step would all-reduce stale values")
+        raise RuntimeError(
+            "a gradient left the flat buffer: the split step would all-reduce stale values"
+        )
     rows = []
     for _ in range(steps):
         ddp = _ddp_step(r)
@@ -141,7 +143,9 @@ def _tcp_bytes_sent() -> int | None:
         try:
             if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
                 continue
-            s = socket.socket(fileno=os.dup(int(fd)))  # a duplicate: closing it leaves gloo's socket open
+            s = socket.socket(
+                fileno=os.dup(int(fd))
+            )  # a duplicate: closing it leaves gloo's socket open
         except OSError:
             continue
         with s:
@@ -194,8 +198,10 @@ def _rank_main(folder: Path) -> None:
     dist.init_process_group(spec["backend"], timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     try:
         replica = _build_replica(spec["model"], spec["batch"], device, rank)
-        report: dict[str, Any] = {"times": _timed_steps(replica, spec["steps"], spec["warmup"], world),
-                                  "gradient_bytes": replica.flat.numel() * replica.flat.element_size()}
+        report: dict[str, Any] = {
+            "times": _timed_steps(replica, spec["steps"], spec["warmup"], world),
+            "gradient_bytes": replica.flat.numel() * replica.flat.element_size(),
+        }
         if world > 1 and spec["backend"] == "gloo":
             report.update(_measure_volume(replica, spec["volume_calls"], world))
         if rank == 0:
@@ -203,7 +209,6 @@ def _rank_main(folder: Path) -> None:
         dist.barrier()  # a group torn down while a peer still works can abort it
     finally:
         dist.destroy_process_group()
-
 
 
 if __name__ == "__main__":

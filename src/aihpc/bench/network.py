@@ -89,8 +89,15 @@ from aihpc.bench.timing import Timing, measure
 from aihpc.errors import ConfigError, ModelError
 from aihpc.roofline.model import Roofline
 
-__all__ = ["MODES", "NetworkResult", "bench_network", "check_dtype", "check_fits", "memory_guard",
-           "reported_modules"]
+__all__ = [
+    "MODES",
+    "NetworkResult",
+    "bench_network",
+    "check_dtype",
+    "check_fits",
+    "memory_guard",
+    "reported_modules",
+]
 
 MODES = ("inference", "training")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -114,9 +121,15 @@ class Phase:
         rate = self.ops / self.seconds if self.seconds > 0 else None
         intensity = self.ops / self.bytes if self.bytes > 0 else None
         share = roofline.share(rate, intensity, dtype) if rate is not None and intensity else None
-        return {"ops": self.ops, "seconds": self.seconds, "share": self.seconds / step_seconds,
-                "flops_per_s": rate, "bytes": self.bytes, "intensity": intensity,
-                "roofline_share": share}
+        return {
+            "ops": self.ops,
+            "seconds": self.seconds,
+            "share": self.seconds / step_seconds,
+            "flops_per_s": rate,
+            "bytes": self.bytes,
+            "intensity": intensity,
+            "roofline_share": share,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,7 +146,11 @@ class LayerResult:
         return self.forward if self.backward is None else self.forward + self.backward
 
     def to_dict(self, roofline: Roofline, dtype: str, step_seconds: float) -> dict[str, Any]:
-        row = {"name": self.name, "type": self.type, **self.total.to_dict(roofline, dtype, step_seconds)}
+        row = {
+            "name": self.name,
+            "type": self.type,
+            **self.total.to_dict(roofline, dtype, step_seconds),
+        }
         if self.backward is not None:
             row["forward"] = self.forward.to_dict(roofline, dtype, step_seconds)
             row["backward"] = self.backward.to_dict(roofline, dtype, step_seconds)
@@ -156,16 +173,31 @@ class ModeResult:
         step = self.timing.median
         rate = self.ops / step
         peak = roofline.peaks.get(dtype)
-        operators = [{"type": t, "seconds": s, "ops": n, "flops_per_s": n / s if s > 0 else None}
-                     for t, s, n in self.operators]
-        operators.append({"type": OTHER, "seconds": step - sum(s for _, s, _ in self.operators),
-                          "ops": 0, "flops_per_s": None})
-        return {"seconds": step, "spread": self.timing.spread, "warning": self.timing.warning,
-                "profiled_seconds": self.profiled_seconds, "profiled_steps": self.profiled_steps,
-                "ops": self.ops, "flops_per_s": rate, "peak_share": rate / peak if peak else None,
-                "other_seconds": step - sum(layer.total.seconds for layer in self.layers),
-                "layers": [layer.to_dict(roofline, dtype, step) for layer in self.layers],
-                "operators": operators}
+        operators = [
+            {"type": t, "seconds": s, "ops": n, "flops_per_s": n / s if s > 0 else None}
+            for t, s, n in self.operators
+        ]
+        operators.append(
+            {
+                "type": OTHER,
+                "seconds": step - sum(s for _, s, _ in self.operators),
+                "ops": 0,
+                "flops_per_s": None,
+            }
+        )
+        return {
+            "seconds": step,
+            "spread": self.timing.spread,
+            "warning": self.timing.warning,
+            "profiled_seconds": self.profiled_seconds,
+            "profiled_steps": self.profiled_steps,
+            "ops": self.ops,
+            "flops_per_s": rate,
+            "peak_share": rate / peak if peak else None,
+            "other_seconds": step - sum(layer.total.seconds for layer in self.layers),
+            "layers": [layer.to_dict(roofline, dtype, step) for layer in self.layers],
+            "operators": operators,
+        }
 
 
 def check_dtype(name: str, device: torch.device) -> torch.dtype:
@@ -182,8 +214,11 @@ def check_dtype(name: str, device: torch.device) -> torch.dtype:
 def _allocation_failure(exc: BaseException) -> bool:
     """Whether ``exc`` says an allocation failed (CPU allocator, CUDA caching allocator, Python)."""
     text = str(exc)
-    return (isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in text
-            or "out of memory" in text.lower())  # fmt: skip
+    return (
+        isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+        or "can't allocate memory" in text
+        or "out of memory" in text.lower()
+    )
 
 
 @contextlib.contextmanager
@@ -197,19 +232,30 @@ def memory_guard(what: str, device: torch.device) -> Iterator[None]:
             raise
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        raise ConfigError(f"{what} does not fit in the memory of {device} (an allocation failed)") from None
+        raise ConfigError(
+            f"{what} does not fit in the memory of {device} (an allocation failed)"
+        ) from None
 
 
 def reported_modules(model: nn.Module, depth: int | None) -> dict[str, nn.Module]:
     """The reported modules, in model order: ``"(model)"`` and every module at most ``depth`` levels down."""
     if depth is not None and depth < 0:
         raise ConfigError(f"depth must be >= 0, got {depth}")
-    return {name or MODEL: m for name, m in model.named_modules()
-            if depth is None or (name.count(".") + 1 if name else 0) <= depth}
+    return {
+        name or MODEL: m
+        for name, m in model.named_modules()
+        if depth is None or (name.count(".") + 1 if name else 0) <= depth
+    }
 
 
-def check_fits(model: nn.Module, example: torch.Tensor, modes: tuple[str, ...], device: torch.device,
-               dtype: str = "float32", measured: Any = None) -> None:  # fmt: skip
+def check_fits(
+    model: nn.Module,
+    example: torch.Tensor,
+    modes: tuple[str, ...],
+    device: torch.device,
+    dtype: str = "float32",
+    measured: Any = None,
+) -> None:
     """ConfigError unless a step fits in the free memory of ``device``, estimated on the meta
     device (``example`` may be a meta tensor; ``measured``: a ``network_trace.traffic`` of it):
     the input plus twice the largest op output for inference; the input, every forward op
@@ -219,22 +265,36 @@ def check_fits(model: nn.Module, example: torch.Tensor, modes: tuple[str, ...], 
     import psutil
 
     if measured is None:
-        measured = trace.traffic(model, example, reported_modules(model, None), check_dtype(dtype, device))
+        measured = trace.traffic(
+            model, example, reported_modules(model, None), check_dtype(dtype, device)
+        )
     data = example.numel() * example.element_size()
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     need = data + 2 * measured.largest
     if "training" in modes:
         need = max(need, data + measured.outputs + params + measured.largest)
-    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else psutil.virtual_memory().available
+    free = (
+        torch.cuda.mem_get_info(device)[0]
+        if device.type == "cuda"
+        else psutil.virtual_memory().available
+    )
     if need > free:
         shape = "x".join(map(str, example.shape))
-        raise ConfigError(f"batch {shape} needs about {need / 2**30:.1f} GiB, more than the "
-                          f"{free / 2**30:.1f} GiB free on {device}")
+        raise ConfigError(
+            f"batch {shape} needs about {need / 2**30:.1f} GiB, more than the "
+            f"{free / 2**30:.1f} GiB free on {device}"
+        )
 
 
-def _step(model: nn.Module, example: torch.Tensor, training: bool, autocast: Callable[[], Any],
-          target: torch.Tensor) -> Callable[[], None]:  # fmt: skip
+def _step(
+    model: nn.Module,
+    example: torch.Tensor,
+    training: bool,
+    autocast: Callable[[], Any],
+    target: torch.Tensor,
+) -> Callable[[], None]:
     """One step as a no-argument callable: an inference forward, or forward + loss + backward."""
+
     def infer() -> None:
         with torch.no_grad(), autocast():
             model(example)
@@ -250,15 +310,29 @@ def _step(model: nn.Module, example: torch.Tensor, training: bool, autocast: Cal
     return train if training else infer
 
 
-def _layers(modules: dict[str, nn.Module], ops: dict[tuple[str, str], int], moved: dict[str, int],
-            seconds: dict[tuple[str, str], float], training: bool) -> tuple[LayerResult, ...]:
+def _layers(
+    modules: dict[str, nn.Module],
+    ops: dict[tuple[str, str], int],
+    moved: dict[str, int],
+    seconds: dict[tuple[str, str], float],
+    training: bool,
+) -> tuple[LayerResult, ...]:
     """The rows in model order: each reported module's own operations, seconds and bytes
     (a container only when it has operations of its own), then the loss in training."""
     rows = []
     for name in [*modules, *([LOSS] if training else [])]:
-        forward = Phase(ops.get((name, "forward"), 0), seconds.get((name, "forward"), 0.0), moved.get(name, 0))
-        backward = (Phase(ops.get((name, "backward"), 0), seconds.get((name, "backward"), 0.0),
-                          2 * moved.get(name, 0)) if training else None)  # fmt: skip
+        forward = Phase(
+            ops.get((name, "forward"), 0), seconds.get((name, "forward"), 0.0), moved.get(name, 0)
+        )
+        backward = (
+            Phase(
+                ops.get((name, "backward"), 0),
+                seconds.get((name, "backward"), 0.0),
+                2 * moved.get(name, 0),
+            )
+            if training
+            else None
+        )
         kind = "CrossEntropyLoss" if name == LOSS else type(modules[name]).__name__
         row = LayerResult(name, kind, forward, backward)
         container = name == MODEL or any(n.startswith(name + ".") for n in modules)
@@ -267,24 +341,35 @@ def _layers(modules: dict[str, nn.Module], ops: dict[tuple[str, str], int], move
     return tuple(rows)
 
 
-def _operators(families: dict[str, float],
-               by_operator: dict[str, dict[str, int]]) -> tuple[tuple[str, float, int], ...]:  # fmt: skip
+def _operators(
+    families: dict[str, float], by_operator: dict[str, dict[str, int]]
+) -> tuple[tuple[str, float, int], ...]:
     """(family, seconds per step, counted operations), slowest first."""
     names = dict.fromkeys([*families, *by_operator])
     rows = [(n, families.get(n, 0.0), sum(by_operator.get(n, {}).values())) for n in names]
     return tuple(sorted(rows, key=lambda r: (-r[1], -r[2], r[0])))
 
 
-def _run_mode(model: nn.Module, example: torch.Tensor, training: bool, modules: dict[str, nn.Module],
-              moved: dict[str, int], autocast: Callable[[], Any], target: torch.Tensor,
-              device: torch.device, profile_seconds: float) -> ModeResult:  # fmt: skip
+def _run_mode(
+    model: nn.Module,
+    example: torch.Tensor,
+    training: bool,
+    modules: dict[str, nn.Module],
+    moved: dict[str, int],
+    autocast: Callable[[], Any],
+    target: torch.Tensor,
+    device: torch.device,
+    profile_seconds: float,
+) -> ModeResult:
     """Count, time and profile one mode."""
     from aihpc.counting import count_ops
 
     count = count_ops(model, example, train=training)
     ops = trace.row_ops(model, example, modules, training)
     if sum(ops.values()) != count.total:  # pragma: no cover - the two counts use the same formulas
-        raise RuntimeError(f"per-layer operations {sum(ops.values())} != counted step {count.total}")
+        raise RuntimeError(
+            f"per-layer operations {sum(ops.values())} != counted step {count.total}"
+        )
     model.train(training)
     step = _step(model, example, training, autocast, target)
     mode = "training" if training else "inference"
@@ -310,12 +395,28 @@ class NetworkResult:
 
     def to_dict(self) -> dict[str, Any]:
         modes = {m: r.to_dict(self.roofline, self.dtype) for m, r in self.modes.items()}
-        points = [{"label": f"{m}:{row['name']}", "dtype": self.dtype, "intensity": row["intensity"],
-                   "flops_per_s": row["flops_per_s"]}
-                  for m, d in modes.items() for row in d["layers"] if row["flops_per_s"] and row["intensity"]]
-        return {"device": self.device, "dtype": self.dtype, "batch": self.batch,
-                "input_shape": list(self.input_shape), "depth": self.depth, "threads": self.threads,
-                "roofline": self.roofline.to_dict(), "modes": modes, "points": points}
+        points = [
+            {
+                "label": f"{m}:{row['name']}",
+                "dtype": self.dtype,
+                "intensity": row["intensity"],
+                "flops_per_s": row["flops_per_s"],
+            }
+            for m, d in modes.items()
+            for row in d["layers"]
+            if row["flops_per_s"] and row["intensity"]
+        ]
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "batch": self.batch,
+            "input_shape": list(self.input_shape),
+            "depth": self.depth,
+            "threads": self.threads,
+            "roofline": self.roofline.to_dict(),
+            "modes": modes,
+            "points": points,
+        }
 
 
 def _validate(model: nn.Module, example: torch.Tensor, autocast: Callable[[], Any]) -> torch.Tensor:
@@ -334,14 +435,24 @@ def _validate(model: nn.Module, example: torch.Tensor, autocast: Callable[[], An
     finally:
         model.train(was_training)
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
-        raise ModelError(f"{type(model).__name__} must return 2-D logits (rows, classes), got "
-                         f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}")
+        raise ModelError(
+            f"{type(model).__name__} must return 2-D logits (rows, classes), got "
+            f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}"
+        )
     return logits
 
 
-def bench_network(model: nn.Module, example: torch.Tensor, *, modes: tuple[str, ...] = MODES,
-                  device: torch.device, dtype: str = "float32", roofline: Roofline,
-                  depth: int | None = None, profile_seconds: float = PROFILE_SECONDS) -> NetworkResult:  # fmt: skip
+def bench_network(
+    model: nn.Module,
+    example: torch.Tensor,
+    *,
+    modes: tuple[str, ...] = MODES,
+    device: torch.device,
+    dtype: str = "float32",
+    roofline: Roofline,
+    depth: int | None = None,
+    profile_seconds: float = PROFILE_SECONDS,
+) -> NetworkResult:
     """Time ``model`` on the batch ``example`` (batch first) in each of ``modes`` on ``device``.
 
     ``dtype`` "float32", or "bfloat16" / "float16" through autocast; the
@@ -359,7 +470,9 @@ def bench_network(model: nn.Module, example: torch.Tensor, *, modes: tuple[str, 
     compute = check_dtype(dtype, device)
 
     def autocast() -> Any:
-        return torch.autocast(device_type=device.type, dtype=compute, enabled=compute != torch.float32)
+        return torch.autocast(
+            device_type=device.type, dtype=compute, enabled=compute != torch.float32
+        )
 
     modules = reported_modules(model, depth)
     measured = trace.traffic(model, example, modules, compute)
@@ -370,8 +483,28 @@ def bench_network(model: nn.Module, example: torch.Tensor, *, modes: tuple[str, 
         example = example.to(device)
         logits = _validate(model, example, autocast)
         target = torch.randint(logits.shape[1], (logits.shape[0],), device=device)
-        results = {m: _run_mode(model, example, m == "training", modules, moved, autocast, target, device,
-                                profile_seconds) for m in MODES if m in modes}  # fmt: skip
-    return NetworkResult(device=str(device), dtype=dtype, batch=int(example.shape[0]),
-                         input_shape=tuple(example.shape[1:]), depth=depth,
-                         threads=torch.get_num_threads(), roofline=roofline, modes=results)
+        results = {
+            m: _run_mode(
+                model,
+                example,
+                m == "training",
+                modules,
+                moved,
+                autocast,
+                target,
+                device,
+                profile_seconds,
+            )
+            for m in MODES
+            if m in modes
+        }
+    return NetworkResult(
+        device=str(device),
+        dtype=dtype,
+        batch=int(example.shape[0]),
+        input_shape=tuple(example.shape[1:]),
+        depth=depth,
+        threads=torch.get_num_threads(),
+        roofline=roofline,
+        modes=results,
+    )

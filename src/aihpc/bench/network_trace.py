@@ -34,7 +34,7 @@ import os
 import statistics
 import sys
 from collections.abc import Callable, Collection, Iterator
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import torch
@@ -57,13 +57,19 @@ _BACKWARD = "autograd::engine::evaluate_function: "
 
 
 @contextlib.contextmanager
-def _hooks(modules: dict[str, nn.Module], pre: Callable[..., Any], post: Callable[..., Any]) -> Iterator[None]:
+def _hooks(
+    modules: dict[str, nn.Module], pre: Callable[..., Any], post: Callable[..., Any]
+) -> Iterator[None]:
     """``pre(name, inputs)`` and ``post(name, output)`` around every reported module's forward
     (their return values are dropped: a hook returning a value would replace the module's)."""
     handles = []
     for name, module in modules.items():
-        handles.append(module.register_forward_pre_hook(lambda m, a, n=name: None if pre(n, a) else None))
-        handles.append(module.register_forward_hook(lambda m, a, o, n=name: None if post(n, o) else None))
+        handles.append(
+            module.register_forward_pre_hook(lambda m, a, n=name: None if pre(n, a) else None)
+        )
+        handles.append(
+            module.register_forward_hook(lambda m, a, o, n=name: None if post(n, o) else None)
+        )
     try:
         yield
     finally:
@@ -71,16 +77,25 @@ def _hooks(modules: dict[str, nn.Module], pre: Callable[..., Any], post: Callabl
             handle.remove()
 
 
-def _meta_copy(model: nn.Module, modules: dict[str, nn.Module], example: torch.Tensor,
-               dtype: torch.dtype) -> tuple[nn.Module, dict[str, nn.Module], torch.Tensor]:  # fmt: skip
+def _meta_copy(
+    model: nn.Module, modules: dict[str, nn.Module], example: torch.Tensor, dtype: torch.dtype
+) -> tuple[nn.Module, dict[str, nn.Module], torch.Tensor]:
     """A meta-device copy of ``model`` in ``dtype`` (floating tensors), its reported modules and input."""
     memo: dict[int, Any] = {id(t): torch.empty_like(t, device="meta") for t in model.buffers()}
-    memo.update({id(p): nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
-                 for p in model.parameters()})  # fmt: skip
+    memo.update(
+        {
+            id(p): nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+            for p in model.parameters()
+        }
+    )
     net = copy.deepcopy(model, memo).to(dtype)
     copies = dict(net.named_modules())
     x = torch.empty_like(example, device="meta")
-    return net, {n: copies["" if n == MODEL else n] for n in modules}, x.to(dtype) if x.is_floating_point() else x
+    return (
+        net,
+        {n: copies["" if n == MODEL else n] for n in modules},
+        x.to(dtype) if x.is_floating_point() else x,
+    )
 
 
 @contextlib.contextmanager
@@ -91,7 +106,9 @@ def _model_errors(model: nn.Module, example: torch.Tensor) -> Iterator[None]:
     except (RuntimeError, IndexError, NotImplementedError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         shape = "x".join(map(str, example.shape))
-        raise ModelError(f"{type(model).__name__} fails on input {shape} (on the meta device): {first}") from None
+        raise ModelError(
+            f"{type(model).__name__} fails on input {shape} (on the meta device): {first}"
+        ) from None
 
 
 class _Traffic(TorchDispatchMode):
@@ -109,7 +126,9 @@ class _Traffic(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if getattr(func, "is_view", False):
             return out
-        seen: dict[int, int] = {}  # storage (its C++ address: meta tensors all have data_ptr 0) -> bytes
+        seen: dict[
+            int, int
+        ] = {}  # storage (its C++ address: meta tensors all have data_ptr 0) -> bytes
         for t in pytree.tree_leaves((args, kwargs or {})):
             if isinstance(t, torch.Tensor):
                 seen[t.untyped_storage()._cdata] = t.numel() * t.element_size()
@@ -123,7 +142,11 @@ class _Traffic(TorchDispatchMode):
 
 
 def _tensor_bytes(value: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+    return sum(
+        t.numel() * t.element_size()
+        for t in pytree.tree_leaves(value)
+        if isinstance(t, torch.Tensor)
+    )
 
 
 def nearest_reported_ancestor(name: str, names: Collection[str]) -> str | None:
@@ -135,7 +158,9 @@ def nearest_reported_ancestor(name: str, names: Collection[str]) -> str | None:
     return None
 
 
-def traffic(model: nn.Module, example: torch.Tensor, modules: dict[str, nn.Module], dtype: torch.dtype) -> _Traffic:
+def traffic(
+    model: nn.Module, example: torch.Tensor, modules: dict[str, nn.Module], dtype: torch.dtype
+) -> _Traffic:
     """:class:`_Traffic` of one eval-mode forward and cross-entropy of a meta copy of ``model`` in
     ``dtype``; a module row's bytes are then capped at its inputs, outputs and own parameters."""
     net, reported, x = _meta_copy(model, modules, example, dtype)
@@ -181,8 +206,11 @@ class _RowOps(FlopCounterMode):
         if func_packet in self.flop_registry:
             n = int(self.flop_registry[func_packet](*args, **kwargs, out_val=out))
             node = torch._C._current_autograd_node()
-            key = ((self.stack[-1], "forward") if node is None
-                   else (self.nodes.get(node._sequence_nr(), OTHER), "backward"))  # fmt: skip
+            key = (
+                (self.stack[-1], "forward")
+                if node is None
+                else (self.nodes.get(node._sequence_nr(), OTHER), "backward")
+            )
             self.ops[key] = self.ops.get(key, 0) + n
         return out
 
@@ -196,7 +224,9 @@ class _ClaimNodes(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        pending = [t.grad_fn for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn]
+        pending = [
+            t.grad_fn for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn
+        ]
         while pending:  # new nodes lie between the output and nodes already claimed
             node = pending.pop()
             if node._sequence_nr() in self.nodes or type(node).__name__ == "AccumulateGrad":
@@ -206,20 +236,28 @@ class _ClaimNodes(TorchFunctionMode):
         return out
 
 
-def row_ops(model: nn.Module, example: torch.Tensor, modules: dict[str, nn.Module],
-            training: bool) -> dict[tuple[str, str], int]:  # fmt: skip
+def row_ops(
+    model: nn.Module, example: torch.Tensor, modules: dict[str, nn.Module], training: bool
+) -> dict[tuple[str, str], int]:
     """(row, "forward" | "backward") -> operations of one step (see the module docstring)."""
     net, reported, x = _meta_copy(model, modules, example, torch.float32)
     net.train(training)
     stack: list[str] = [OTHER]
     nodes: dict[int, str] = {}
     counter = _RowOps(stack, nodes)
-    with _model_errors(model, example), _hooks(reported, lambda n, _: stack.append(n), lambda *_: stack.pop()), \
-            counter, _ClaimNodes(stack, nodes), torch.enable_grad() if training else torch.no_grad():  # fmt: skip
+    with (
+        _model_errors(model, example),
+        _hooks(reported, lambda n, _: stack.append(n), lambda *_: stack.pop()),
+        counter,
+        _ClaimNodes(stack, nodes),
+        torch.enable_grad() if training else torch.no_grad(),
+    ):
         logits = net(x)
         if training:
             stack.append(LOSS)
-            F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long, device="meta")).backward()
+            F.cross_entropy(
+                logits, torch.zeros(logits.shape[0], dtype=torch.long, device="meta")
+            ).backward()
     return counter.ops
 
 
@@ -237,7 +275,7 @@ def _layer_ranges(modules: dict[str, nn.Module]) -> Iterator[None]:
         yield
 
 
-@lru_cache(maxsize=None)
+@cache
 def _known_family(event_name: str) -> str | None:
     """``"aten::addmm"`` -> its ``count_ops`` family, or None if the counter does not know the op."""
     from torch.utils.flop_counter import flop_registry
@@ -250,7 +288,9 @@ def _known_family(event_name: str) -> str | None:
         packet = getattr(torch.ops.aten, event_name[6:], None)
     except (AttributeError, RuntimeError):
         return None
-    if packet is None or not (packet in FORMULAS or packet in KNOWN_ZERO or packet in flop_registry):
+    if packet is None or not (
+        packet in FORMULAS or packet in KNOWN_ZERO or packet in flop_registry
+    ):
         return None
     return family(packet)
 
@@ -274,10 +314,17 @@ class _Attribution:
         families: dict[str, list[float]] = {}
         for e in ordered:
             step = max(0, bisect.bisect_right(starts, e.time_range.start) - 1)
-            seconds = (e.self_device_time_total if device_type == "cuda" else e.self_cpu_time_total) / 1e6
+            seconds = (
+                e.self_device_time_total if device_type == "cuda" else e.self_cpu_time_total
+            ) / 1e6
             s = self._scope(e)
-            key = (OTHER, "") if s is None else (s[1], "forward") if s[0] == "range" else \
-                (seq_rows.get(s[1], OTHER), "backward")  # fmt: skip
+            key = (
+                (OTHER, "")
+                if s is None
+                else (s[1], "forward")
+                if s[0] == "range"
+                else (seq_rows.get(s[1], OTHER), "backward")
+            )
             rows.setdefault(key, [0.0] * len(bounds))[step] += seconds
             if e.name.startswith("aten::"):
                 families.setdefault(self._family(e), [0.0] * len(bounds))[step] += seconds
@@ -294,7 +341,7 @@ class _Attribution:
         s = self.scope[id(e)] if e is not None else None
         for x in reversed(chain):
             if x.name.startswith(RANGE):
-                s = ("range", x.name[len(RANGE):])
+                s = ("range", x.name[len(RANGE) :])
             elif x.name.startswith(_BACKWARD):
                 s = ("backward", x.sequence_nr)
             self.scope[id(x)] = s
@@ -319,13 +366,21 @@ class _Attribution:
         return fam
 
 
-def profile_layers(step: Callable[[], None], modules: dict[str, nn.Module], device: torch.device,
-                   step_seconds: float, seconds: float) -> _Attribution:  # fmt: skip
+def profile_layers(
+    step: Callable[[], None],
+    modules: dict[str, nn.Module],
+    device: torch.device,
+    step_seconds: float,
+    seconds: float,
+) -> _Attribution:
     """Profile about ``seconds`` of steps (1 to :data:`MAX_PROFILED`), each in a range of its own."""
     from torch.profiler import ProfilerActivity, profile
 
     steps = max(1, min(MAX_PROFILED, math.ceil(seconds / max(step_seconds, 1e-9))))
-    prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else []))
+    prof = profile(
+        activities=[ProfilerActivity.CPU]
+        + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    )
     with _layer_ranges(modules):
         with _quiet_fd2():
             prof.start()

@@ -76,7 +76,9 @@ class OpCase:
     def __post_init__(self) -> None:
         for label, shape in (("quick", self.quick), ("full", self.full), ("check", self.check)):
             if not shape or any(not isinstance(v, int) or v < 1 for v in shape.values()):
-                raise ConfigError(f"{self.name}: {label} shape must be positive integers, got {dict(shape)}")
+                raise ConfigError(
+                    f"{self.name}: {label} shape must be positive integers, got {dict(shape)}"
+                )
         if not (list(self.quick) == list(self.full) == list(self.check)):
             raise ConfigError(f"{self.name}: quick, full and check shapes must name the same sizes")
 
@@ -244,9 +246,17 @@ def _conv_builder(kernel: int, stride: int, depthwise: bool) -> Builder:
 
     def build(s: Mapping[str, int], dtype: torch.dtype, device: torch.device) -> Built:
         cout = s["cin"] if depthwise else s["cout"]
-        conv = nn.Conv2d(s["cin"], cout, kernel, stride=stride, padding=(kernel // 2, kernel // 2),
-                         groups=s["cin"] if depthwise else 1)
-        return _place(conv, dtype, device), (_randn(dtype, device, s["batch"], s["cin"], s["hw"], s["hw"]),)
+        conv = nn.Conv2d(
+            s["cin"],
+            cout,
+            kernel,
+            stride=stride,
+            padding=(kernel // 2, kernel // 2),
+            groups=s["cin"] if depthwise else 1,
+        )
+        return _place(conv, dtype, device), (
+            _randn(dtype, device, s["batch"], s["cin"], s["hw"], s["hw"]),
+        )
 
     return build
 
@@ -255,7 +265,9 @@ def _image_builder(make: Callable[[Mapping[str, int]], nn.Module]) -> Builder:
     """A module made from the shape, on one (batch, channels, hw, hw) input."""
 
     def build(s: Mapping[str, int], dtype: torch.dtype, device: torch.device) -> Built:
-        return _place(make(s), dtype, device), (_randn(dtype, device, s["batch"], s["channels"], s["hw"], s["hw"]),)
+        return _place(make(s), dtype, device), (
+            _randn(dtype, device, s["batch"], s["channels"], s["hw"], s["hw"]),
+        )
 
     return build
 
@@ -264,7 +276,9 @@ def _elements_builder(fn: Callable[..., Tensor], arity: int) -> Builder:
     """``fn`` on ``arity`` tensors of (batch, features)."""
 
     def build(s: Mapping[str, int], dtype: torch.dtype, device: torch.device) -> Built:
-        return Function(fn), tuple(_randn(dtype, device, s["batch"], s["features"]) for _ in range(arity))
+        return Function(fn), tuple(
+            _randn(dtype, device, s["batch"], s["features"]) for _ in range(arity)
+        )
 
     return build
 
@@ -280,56 +294,157 @@ def _build_cross_entropy(s: Mapping[str, int], dtype: torch.dtype, device: torch
 
 def _build_attention(s: Mapping[str, int], dtype: torch.dtype, device: torch.device) -> Built:
     size = (s["batch"], s["heads"], s["length"], s["head_dim"])
-    return Function(F.scaled_dot_product_attention), tuple(_randn(dtype, device, *size) for _ in range(3))
+    return Function(F.scaled_dot_product_attention), tuple(
+        _randn(dtype, device, *size) for _ in range(3)
+    )
 
 
 def _build_lstm(s: Mapping[str, int], dtype: torch.dtype, device: torch.device) -> Built:
     b, n, hidden = s["batch"], s["inputs"], s["hidden"]
-    inputs = (_randn(dtype, device, b, n), _randn(dtype, device, b, hidden), _randn(dtype, device, b, hidden))
+    inputs = (
+        _randn(dtype, device, b, n),
+        _randn(dtype, device, b, hidden),
+        _randn(dtype, device, b, hidden),
+    )
     return _place(LSTMStep(n, hidden), dtype, device), inputs
 
 
 def _register_catalogue() -> None:  # noqa: PLR0915 - one table, read top to bottom
-    conv = {"quick": dict(batch=2, cin=16, hw=14, cout=16), "check": dict(batch=2, cin=3, hw=5, cout=4)}
+    conv = {
+        "quick": dict(batch=2, cin=16, hw=14, cout=16),
+        "check": dict(batch=2, cin=3, hw=5, cout=4),
+    }
     for name, k, s, dw, full, note in (
         ("conv1x1", 1, 1, False, dict(batch=8, cin=128, hw=28, cout=128), "pointwise"),
         ("conv3x3", 3, 1, False, dict(batch=8, cin=64, hw=28, cout=64), ""),
         ("conv3x3_s2", 3, 2, False, dict(batch=8, cin=32, hw=56, cout=64), "stride 2"),
-        ("conv3x3_dw", 3, 1, True, dict(batch=8, cin=128, hw=28, cout=128), "depthwise (groups = channels)"),
+        (
+            "conv3x3_dw",
+            3,
+            1,
+            True,
+            dict(batch=8, cin=128, hw=28, cout=128),
+            "depthwise (groups = channels)",
+        ),
     ):
-        register(OpCase(name, "convolution", _conv_builder(k, s, dw), conv2d_reference,
-                        conv["quick"], full, conv["check"], note))
-    register(OpCase("matmul", "matmul", _build_matmul, lambda m, x: x @ m.weight,
-                    dict(m=64, k=128, n=64), dict(m=512, k=1024, n=512), dict(m=3, k=4, n=5), "(m, k) @ (k, n)"))
+        register(
+            OpCase(
+                name,
+                "convolution",
+                _conv_builder(k, s, dw),
+                conv2d_reference,
+                conv["quick"],
+                full,
+                conv["check"],
+                note,
+            )
+        )
+    register(
+        OpCase(
+            "matmul",
+            "matmul",
+            _build_matmul,
+            lambda m, x: x @ m.weight,
+            dict(m=64, k=128, n=64),
+            dict(m=512, k=1024, n=512),
+            dict(m=3, k=4, n=5),
+            "(m, k) @ (k, n)",
+        )
+    )
     img = {"quick": dict(batch=2, channels=16, hw=16), "check": dict(batch=2, channels=2, hw=6)}
     full = dict(batch=8, channels=64, hw=56)
     for name, family, make, ref, note in (
-        ("batch_norm", "normalisation", lambda s: nn.BatchNorm2d(s["channels"]), batch_norm_reference,
-         "training mode: batch statistics"),
-        ("max_pool3x3_s2", "pooling", lambda s: nn.MaxPool2d(3, 2, 1), max_pool_reference, "padding 1"),
+        (
+            "batch_norm",
+            "normalisation",
+            lambda s: nn.BatchNorm2d(s["channels"]),
+            batch_norm_reference,
+            "training mode: batch statistics",
+        ),
+        (
+            "max_pool3x3_s2",
+            "pooling",
+            lambda s: nn.MaxPool2d(3, 2, 1),
+            max_pool_reference,
+            "padding 1",
+        ),
         ("avg_pool2x2", "pooling", lambda s: nn.AvgPool2d(2, 2), avg_pool_reference, ""),
     ):
-        register(OpCase(name, family, _image_builder(make), ref, img["quick"], full, img["check"], note))
-    vec = {"quick": dict(batch=64, features=1024), "full": dict(batch=1024, features=4096),
-           "check": dict(batch=3, features=5)}
+        register(
+            OpCase(name, family, _image_builder(make), ref, img["quick"], full, img["check"], note)
+        )
+    vec = {
+        "quick": dict(batch=64, features=1024),
+        "full": dict(batch=1024, features=4096),
+        "check": dict(batch=3, features=5),
+    }
     for name, family, fn, ref in (
         ("relu", "activation", torch.relu, lambda m, x: torch.where(x > 0, x, torch.zeros_like(x))),
-        ("gelu", "activation", F.gelu, lambda m, x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))),
+        (
+            "gelu",
+            "activation",
+            F.gelu,
+            lambda m, x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0))),
+        ),
         ("silu", "activation", F.silu, lambda m, x: x * _sigmoid(x)),
         ("softmax", "softmax", lambda x: torch.softmax(x, -1), lambda m, x: softmax_reference(x)),
     ):
-        register(OpCase(name, family, _elements_builder(fn, 1), ref, vec["quick"], vec["full"], vec["check"]))
-    register(OpCase("cross_entropy", "softmax", _build_cross_entropy, cross_entropy_reference,
-                    dict(batch=32, classes=100), dict(batch=256, classes=1000), dict(batch=3, classes=4),
-                    "log-softmax + NLL, mean over the batch"))
-    register(OpCase("sdpa", "attention", _build_attention, attention_reference,
-                    dict(batch=2, heads=4, length=64, head_dim=32), dict(batch=4, heads=8, length=256, head_dim=64),
-                    dict(batch=1, heads=2, length=4, head_dim=3), "scaled_dot_product_attention, no mask"))
-    register(OpCase("lstm_cell", "recurrent", _build_lstm, lstm_reference,
-                    dict(batch=16, inputs=128, hidden=128), dict(batch=64, inputs=512, hidden=512),
-                    dict(batch=2, inputs=3, hidden=2), "one step; backward from h'"))
-    for name, fn, ref in (("add", torch.add, lambda m, x, y: x + y), ("mul", torch.mul, lambda m, x, y: x * y)):
-        register(OpCase(name, "elementwise", _elements_builder(fn, 2), ref, vec["quick"], vec["full"], vec["check"]))
+        register(
+            OpCase(
+                name, family, _elements_builder(fn, 1), ref, vec["quick"], vec["full"], vec["check"]
+            )
+        )
+    register(
+        OpCase(
+            "cross_entropy",
+            "softmax",
+            _build_cross_entropy,
+            cross_entropy_reference,
+            dict(batch=32, classes=100),
+            dict(batch=256, classes=1000),
+            dict(batch=3, classes=4),
+            "log-softmax + NLL, mean over the batch",
+        )
+    )
+    register(
+        OpCase(
+            "sdpa",
+            "attention",
+            _build_attention,
+            attention_reference,
+            dict(batch=2, heads=4, length=64, head_dim=32),
+            dict(batch=4, heads=8, length=256, head_dim=64),
+            dict(batch=1, heads=2, length=4, head_dim=3),
+            "scaled_dot_product_attention, no mask",
+        )
+    )
+    register(
+        OpCase(
+            "lstm_cell",
+            "recurrent",
+            _build_lstm,
+            lstm_reference,
+            dict(batch=16, inputs=128, hidden=128),
+            dict(batch=64, inputs=512, hidden=512),
+            dict(batch=2, inputs=3, hidden=2),
+            "one step; backward from h'",
+        )
+    )
+    for name, fn, ref in (
+        ("add", torch.add, lambda m, x, y: x + y),
+        ("mul", torch.mul, lambda m, x, y: x * y),
+    ):
+        register(
+            OpCase(
+                name,
+                "elementwise",
+                _elements_builder(fn, 2),
+                ref,
+                vec["quick"],
+                vec["full"],
+                vec["check"],
+            )
+        )
 
 
 # ---------------------------- checking a case against its reference
@@ -359,7 +474,9 @@ class CaseCheck:
         """Why the case fails, one phrase each (empty when it passes)."""
         found = []
         if not self.l2 <= FLOAT64_TOLERANCE:
-            found.append(f"float64 output differs from the reference (L2 {self.l2:.1e} > {FLOAT64_TOLERANCE:.0e})")
+            found.append(
+                f"float64 output differs from the reference (L2 {self.l2:.1e} > {FLOAT64_TOLERANCE:.0e})"
+            )
         if not self.grad_l2 <= FLOAT64_TOLERANCE:
             found.append(f"float64 gradient differs from the reference's (L2 {self.grad_l2:.1e})")
         if not self.gradcheck:
@@ -375,7 +492,9 @@ def seeded(device: torch.device, seed: int = SEED) -> Iterator[None]:
         yield
 
 
-def build_case(case: OpCase, shape: dict[str, int], dtype: torch.dtype, device: torch.device) -> Built:
+def build_case(
+    case: OpCase, shape: dict[str, int], dtype: torch.dtype, device: torch.device
+) -> Built:
     """The case's module and inputs at ``shape``, seeded with :data:`SEED`."""
     with seeded(device):
         return case.build(shape, dtype, device)
@@ -396,8 +515,12 @@ def differentiated(module: nn.Module, leaves: Sequence[Tensor]) -> list[Tensor]:
     return [x for x in leaves if x.requires_grad] + list(module.parameters())
 
 
-def evaluate(fn: Callable[..., Output], module: nn.Module, inputs: Sequence[Tensor],
-             grad_output: Tensor | None) -> tuple[tuple[Tensor, ...], tuple[Tensor | None, ...], Tensor]:  # fmt: skip
+def evaluate(
+    fn: Callable[..., Output],
+    module: nn.Module,
+    inputs: Sequence[Tensor],
+    grad_output: Tensor | None,
+) -> tuple[tuple[Tensor, ...], tuple[Tensor | None, ...], Tensor]:
     """Outputs of ``fn(module, *inputs)`` and the gradients of the first (for ``grad_output``,
     seeded random when None) w.r.t. the floating inputs and the parameters, and that gradient."""
     leaves = as_leaves(inputs)
@@ -408,7 +531,9 @@ def evaluate(fn: Callable[..., Output], module: nn.Module, inputs: Sequence[Tens
     wrt = differentiated(module, leaves)
     if not outputs[0].requires_grad:
         return outputs, (None,) * len(wrt), grad_output
-    grads = torch.autograd.grad(outputs[0], wrt, grad_output.to(outputs[0].dtype), allow_unused=True)
+    grads = torch.autograd.grad(
+        outputs[0], wrt, grad_output.to(outputs[0].dtype), allow_unused=True
+    )
     return outputs, tuple(grads), grad_output
 
 
@@ -444,13 +569,14 @@ def _gradcheck(module: nn.Module, inputs: Sequence[Tensor]) -> bool:
     names = [n for n, _ in module.named_parameters()]
     floating = [i for i, x in enumerate(inputs) if x.is_floating_point()]
     tensors = tuple(inputs[i].detach().requires_grad_() for i in floating) + tuple(
-        p.detach().requires_grad_() for p in module.parameters())
+        p.detach().requires_grad_() for p in module.parameters()
+    )
 
     def fn(*values: Tensor) -> Output:
         args = list(inputs)
         for i, value in zip(floating, values, strict=False):
             args[i] = value
-        params = dict(zip(names, values[len(floating):], strict=True))
+        params = dict(zip(names, values[len(floating) :], strict=True))
         return torch.func.functional_call(module, params, tuple(args))
 
     return bool(torch.autograd.gradcheck(fn, tensors, raise_exception=False, **GRADCHECK))

@@ -92,14 +92,31 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from aihpc.bench.op_catalogue import (FLOAT64_TOLERANCE, GRADCHECK, SEED, CaseCheck, OpCase, as_leaves, as_tuple,
-                                      build_case, call_module, check_case, differentiated, errors, evaluate,
-                                      seeded)  # fmt: skip
+from aihpc.bench.op_catalogue import (
+    FLOAT64_TOLERANCE,
+    GRADCHECK,
+    SEED,
+    CaseCheck,
+    OpCase,
+    as_leaves,
+    as_tuple,
+    build_case,
+    call_module,
+    check_case,
+    differentiated,
+    errors,
+    evaluate,
+    seeded,
+)
 from aihpc.bench.timing import Timing, measure
 from aihpc.errors import ConfigError
 from aihpc.roofline.model import Roofline
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 """The dtypes Level 0 runs, by name."""
 
 TOLERANCES: dict[str, float] = {
@@ -117,6 +134,7 @@ TOLERANCES: dict[str, float] = {
     "bfloat16": 2e-2,
     "float16": 4e-3,
 }
+
 
 @dataclass(frozen=True)
 class TimingPlan:
@@ -195,20 +213,33 @@ class OperatorRow:
     uncounted: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "family": self.family, "note": self.note, "shape": dict(self.shape),
-                "dtype": self.dtype, "validation": self.validation.to_dict(),
-                "forward": self.forward.to_dict() if self.forward else None,
-                "forward_backward": self.forward_backward.to_dict() if self.forward_backward else None,
-                "uncounted": dict(self.uncounted)}  # fmt: skip
+        return {
+            "name": self.name,
+            "family": self.family,
+            "note": self.note,
+            "shape": dict(self.shape),
+            "dtype": self.dtype,
+            "validation": self.validation.to_dict(),
+            "forward": self.forward.to_dict() if self.forward else None,
+            "forward_backward": self.forward_backward.to_dict() if self.forward_backward else None,
+            "uncounted": dict(self.uncounted),
+        }
 
     def points(self) -> list[dict[str, Any]]:
         """The roofline points of the timed passes (for ``aihpc roofline --points``)."""
         found = []
         for label, result in (("fwd", self.forward), ("fwd+bwd", self.forward_backward)):
             if result is not None:
-                found.append({"label": f"{self.name} {label}", "name": self.name, "pass": label,
-                              "dtype": self.dtype, "intensity": result.intensity,
-                              "flops_per_s": result.flops_per_s})
+                found.append(
+                    {
+                        "label": f"{self.name} {label}",
+                        "name": self.name,
+                        "pass": label,
+                        "dtype": self.dtype,
+                        "intensity": result.intensity,
+                        "flops_per_s": result.flops_per_s,
+                    }
+                )
         return found
 
 
@@ -230,12 +261,20 @@ class OperatorsResult:
         return list(dict.fromkeys(r.name for r in self.rows if not r.validation.passed))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "dtypes": list(self.dtypes), "quick": self.quick, "scale": self.scale,
-                "roofline": self.roofline.to_dict() if self.roofline else None,
-                "tolerances": dict(TOLERANCES), "float64_tolerance": FLOAT64_TOLERANCE,
-                "gradcheck": dict(GRADCHECK), "rows": [r.to_dict() for r in self.rows],
-                "points": [p for r in self.rows for p in r.points()],
-                "seconds": self.seconds, "failed": self.failed}  # fmt: skip
+        return {
+            "device": self.device,
+            "dtypes": list(self.dtypes),
+            "quick": self.quick,
+            "scale": self.scale,
+            "roofline": self.roofline.to_dict() if self.roofline else None,
+            "tolerances": dict(TOLERANCES),
+            "float64_tolerance": FLOAT64_TOLERANCE,
+            "gradcheck": dict(GRADCHECK),
+            "rows": [r.to_dict() for r in self.rows],
+            "points": [p for r in self.rows for p in r.points()],
+            "seconds": self.seconds,
+            "failed": self.failed,
+        }
 
 
 # ------------------------------------------------------------ device, dtypes
@@ -270,8 +309,9 @@ def resolve_dtypes(requested: Iterable[str] | None, device: str) -> tuple[str, .
     return tuple(names)
 
 
-def validate(case: OpCase, module: nn.Module, inputs: Sequence[Tensor], dtype: str,
-             check: CaseCheck) -> tuple[Validation, tuple[Tensor, ...]]:  # fmt: skip
+def validate(
+    case: OpCase, module: nn.Module, inputs: Sequence[Tensor], dtype: str, check: CaseCheck
+) -> tuple[Validation, tuple[Tensor, ...]]:
     """The row's :class:`Validation` and the candidate's outputs (at the dtype)."""
     outputs, grads, grad_output = evaluate(call_module, module, inputs, None)
     module64 = copy.deepcopy(module).to(torch.float64)
@@ -286,10 +326,17 @@ def validate(case: OpCase, module: nn.Module, inputs: Sequence[Tensor], dtype: s
     if not grad_l2 <= tolerance:
         problems.append(f"{dtype} gradient L2 error {grad_l2:.1e} > {tolerance:.0e}")
     validation = Validation(
-        status="failed" if problems else "passed", reason="; ".join(problems) or None,
-        l2=_finite(l2), max_abs=_finite(max_abs), grad_l2=_finite(grad_l2), grad_max_abs=_finite(grad_max_abs),
-        gradcheck=check.gradcheck, float64_l2=_finite(check.l2), float64_grad_l2=_finite(check.grad_l2),
-        tolerance=tolerance)  # fmt: skip
+        status="failed" if problems else "passed",
+        reason="; ".join(problems) or None,
+        l2=_finite(l2),
+        max_abs=_finite(max_abs),
+        grad_l2=_finite(grad_l2),
+        grad_max_abs=_finite(grad_max_abs),
+        gradcheck=check.gradcheck,
+        float64_l2=_finite(check.l2),
+        float64_grad_l2=_finite(check.grad_l2),
+        tolerance=tolerance,
+    )
     return validation, outputs
 
 
@@ -321,7 +368,9 @@ def tensor_bytes(tensors: Iterable[Tensor | None]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
-def traffic(module: nn.Module, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> tuple[int, int]:
+def traffic(
+    module: nn.Module, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+) -> tuple[int, int]:
     """``(forward bytes, forward+backward bytes)``, the convention of the module docstring."""
     params = list(module.parameters())
     forward = tensor_bytes(inputs) + tensor_bytes(params) + tensor_bytes(outputs)
@@ -329,22 +378,37 @@ def traffic(module: nn.Module, inputs: Sequence[Tensor], outputs: Sequence[Tenso
     return forward, forward + tensor_bytes(outputs[:1]) + gradients
 
 
-def pass_result(ops: int, nbytes: int, timing: Timing, roofline: Roofline | None, dtype: str) -> PassResult:
+def pass_result(
+    ops: int, nbytes: int, timing: Timing, roofline: Roofline | None, dtype: str
+) -> PassResult:
     """Rates of one pass: ops / median seconds, bytes / median seconds, ops / bytes, roofline share."""
     seconds = timing.median
     warning = timing.warning
     if timing.blocks < MIN_BLOCKS:
-        warning = (f"only {timing.blocks} timed block(s) fit in max_run_time: the spread is not measured"
-                   + (f"; {warning}" if warning else ""))
+        warning = (
+            f"only {timing.blocks} timed block(s) fit in max_run_time: the spread is not measured"
+            + (f"; {warning}" if warning else "")
+        )
     flops = ops / seconds if seconds > 0 else math.inf
     intensity = ops / nbytes if nbytes else math.inf
     share = roofline.share(flops, intensity, dtype) if roofline is not None else None
-    return PassResult(seconds=seconds, spread=_finite(timing.spread), warning=warning, calls=timing.calls,
-                      ops=ops, bytes=nbytes, flops_per_s=flops, bytes_per_s=nbytes / seconds if seconds > 0 else 0.0,
-                      intensity=intensity, roofline_share=_finite(share))  # fmt: skip
+    return PassResult(
+        seconds=seconds,
+        spread=_finite(timing.spread),
+        warning=warning,
+        calls=timing.calls,
+        ops=ops,
+        bytes=nbytes,
+        flops_per_s=flops,
+        bytes_per_s=nbytes / seconds if seconds > 0 else 0.0,
+        intensity=intensity,
+        roofline_share=_finite(share),
+    )
 
 
-def time_passes(module: nn.Module, inputs: Sequence[Tensor], plan: TimingPlan, label: str) -> tuple[Timing, Timing]:
+def time_passes(
+    module: nn.Module, inputs: Sequence[Tensor], plan: TimingPlan, label: str
+) -> tuple[Timing, Timing]:
     """Median seconds of the forward alone and of forward+backward (module docstring)."""
     leaves = as_leaves(inputs)
     wrt = differentiated(module, leaves)
@@ -359,17 +423,25 @@ def time_passes(module: nn.Module, inputs: Sequence[Tensor], plan: TimingPlan, l
         torch.autograd.grad(as_tuple(module(*leaves))[0], wrt, grad_output, allow_unused=True)
 
     kwargs = asdict(plan)
-    return (measure(forward, label=f"{label} fwd", **kwargs),
-            measure(forward_backward, label=f"{label} fwd+bwd", **kwargs))
+    return (
+        measure(forward, label=f"{label} fwd", **kwargs),
+        measure(forward_backward, label=f"{label} fwd+bwd", **kwargs),
+    )
 
 
 # ------------------------------------------------------------------- rows
-_MEMORY_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
+_MEMORY_WORDS = (
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "not enough memory",
+)
 
 
 def _is_memory_error(exc: BaseException) -> bool:
     return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
-        isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _MEMORY_WORDS))
+        isinstance(exc, RuntimeError) and any(w in str(exc).lower() for w in _MEMORY_WORDS)
+    )
 
 
 def _first_line(exc: BaseException, limit: int = 200) -> str:
@@ -386,16 +458,25 @@ def memory_guard(case: OpCase, shape: dict[str, int], dtype: str, device: str) -
         if not _is_memory_error(exc):
             raise
         sizes = " ".join(f"{k}={v}" for k, v in shape.items())
-        raise ConfigError(f"operator {case.name} at {sizes} in {dtype} does not fit in the memory of "
-                          f"{device}: {_first_line(exc)}") from None  # fmt: skip
+        raise ConfigError(
+            f"operator {case.name} at {sizes} in {dtype} does not fit in the memory of "
+            f"{device}: {_first_line(exc)}"
+        ) from None
 
 
 Counts = tuple[int, int, dict[str, int]]
 
 
-def run_row(case: OpCase, dtype: str, device: torch.device, shape: dict[str, int], check: CaseCheck,
-            roofline: Roofline | None, plan: TimingPlan,
-            counts: dict[str, Counts] | None = None) -> OperatorRow:  # fmt: skip
+def run_row(
+    case: OpCase,
+    dtype: str,
+    device: torch.device,
+    shape: dict[str, int],
+    check: CaseCheck,
+    roofline: Roofline | None,
+    plan: TimingPlan,
+    counts: dict[str, Counts] | None = None,
+) -> OperatorRow:
     """Build, validate and, if the operator is right, count and time one (operator, dtype).
 
     ``counts`` caches :func:`count_case` by operator name (counts do not depend on the dtype).
@@ -416,16 +497,30 @@ def run_row(case: OpCase, dtype: str, device: torch.device, shape: dict[str, int
     ops_forward, ops_total, uncounted = counts[case.name]
     bytes_forward, bytes_total = traffic(module, inputs, outputs)
     t_forward, t_total = time_passes(module, inputs, plan, f"{case.name} {dtype}")
-    return replace(row, forward=pass_result(ops_forward, bytes_forward, t_forward, roofline, dtype),
-                   forward_backward=pass_result(ops_total, bytes_total, t_total, roofline, dtype),
-                   uncounted=uncounted)
+    return replace(
+        row,
+        forward=pass_result(ops_forward, bytes_forward, t_forward, roofline, dtype),
+        forward_backward=pass_result(ops_total, bytes_total, t_total, roofline, dtype),
+        uncounted=uncounted,
+    )
 
 
 def _raised_validation(dtype: str, check: CaseCheck, exc: BaseException) -> Validation:
-    reason = "; ".join([*check.problems(), f"the operator raised {type(exc).__name__}: {_first_line(exc)}"])
-    return Validation(status="failed", reason=reason, l2=None, max_abs=None, grad_l2=None, grad_max_abs=None,
-                      gradcheck=check.gradcheck, float64_l2=_finite(check.l2),
-                      float64_grad_l2=_finite(check.grad_l2), tolerance=TOLERANCES[dtype])  # fmt: skip
+    reason = "; ".join(
+        [*check.problems(), f"the operator raised {type(exc).__name__}: {_first_line(exc)}"]
+    )
+    return Validation(
+        status="failed",
+        reason=reason,
+        l2=None,
+        max_abs=None,
+        grad_l2=None,
+        grad_max_abs=None,
+        gradcheck=check.gradcheck,
+        float64_l2=_finite(check.l2),
+        float64_grad_l2=_finite(check.grad_l2),
+        tolerance=TOLERANCES[dtype],
+    )
 
 
 def describe(row: OperatorRow) -> str:
@@ -433,8 +528,10 @@ def describe(row: OperatorRow) -> str:
     head = f"{row.name} {row.dtype}"
     if row.forward is None or row.forward_backward is None:
         return f"{head}: FAILED ({row.validation.reason})"
-    return (f"{head}: passed, fwd {row.forward.seconds * 1e3:.3g} ms, "
-            f"fwd+bwd {row.forward_backward.seconds * 1e3:.3g} ms")
+    return (
+        f"{head}: passed, fwd {row.forward.seconds * 1e3:.3g} ms, "
+        f"fwd+bwd {row.forward_backward.seconds * 1e3:.3g} ms"
+    )
 
 
 @contextlib.contextmanager
@@ -455,9 +552,16 @@ def ieee_float32() -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = cudnn
 
 
-def run_operators(cases: Sequence[OpCase], dtypes: Sequence[str], device: str, roofline: Roofline | None, *,
-                  quick: bool = False, scale: int = 1,
-                  progress: Callable[[str], None] | None = None) -> OperatorsResult:  # fmt: skip
+def run_operators(
+    cases: Sequence[OpCase],
+    dtypes: Sequence[str],
+    device: str,
+    roofline: Roofline | None,
+    *,
+    quick: bool = False,
+    scale: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> OperatorsResult:
     """Validate, count and time every case in every dtype on ``device`` (rows case-major),
     float32 as IEEE float32 (:func:`ieee_float32`).
 
@@ -480,5 +584,12 @@ def run_operators(cases: Sequence[OpCase], dtypes: Sequence[str], device: str, r
                     rows.append(run_row(case, dtype, dev, shape, check, roofline, plan, counts))
                 if progress is not None:
                     progress(f"[{len(rows)}/{len(cases) * len(dtypes)}] {describe(rows[-1])}")
-    return OperatorsResult(device=str(device), dtypes=tuple(dtypes), roofline=roofline, rows=tuple(rows),
-                           seconds=time.perf_counter() - start, quick=quick, scale=scale)  # fmt: skip
+    return OperatorsResult(
+        device=str(device),
+        dtypes=tuple(dtypes),
+        roofline=roofline,
+        rows=tuple(rows),
+        seconds=time.perf_counter() - start,
+        quick=quick,
+        scale=scale,
+    )

@@ -40,8 +40,15 @@ class Timing:
         return asdict(self)
 
 
-def measure(fn: Callable[[], Any], *, warmup_s: float = 0.05, min_run_time: float = 0.2,
-            max_run_time: float = 2.0, threshold: float = 0.1, label: str = "") -> Timing:  # fmt: skip
+def measure(
+    fn: Callable[[], Any],
+    *,
+    warmup_s: float = 0.05,
+    min_run_time: float = 0.2,
+    max_run_time: float = 2.0,
+    threshold: float = 0.1,
+    label: str = "",
+) -> Timing:
     """Time ``fn()`` (no arguments; returns are ignored); at least one warm-up call runs."""
     import torch
     from torch.utils import benchmark
@@ -53,13 +60,25 @@ def measure(fn: Callable[[], Any], *, warmup_s: float = 0.05, min_run_time: floa
             break
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads(), label=label)
-    m = timer.adaptive_autorange(threshold=threshold, min_run_time=min_run_time, max_run_time=max_run_time)
+    timer = benchmark.Timer(
+        stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads(), label=label
+    )
+    m = timer.adaptive_autorange(
+        threshold=threshold, min_run_time=min_run_time, max_run_time=max_run_time
+    )
     median, iqr = float(m.median), float(m.iqr)
     spread = iqr / median if median > 0 else float("inf")
     warning = None
     if spread > SPREAD_WARNING:
-        warning = (f"{label or 'timing'}: the timed blocks spread over {spread:.0%} of the median "
-                   f"(> {SPREAD_WARNING:.0%}); the machine was busy or the clocks changed")
-    return Timing(median=median, iqr=iqr, spread=spread, blocks=len(m.times),
-                  calls=len(m.times) * int(m.number_per_run), warning=warning)
+        warning = (
+            f"{label or 'timing'}: the timed blocks spread over {spread:.0%} of the median "
+            f"(> {SPREAD_WARNING:.0%}); the machine was busy or the clocks changed"
+        )
+    return Timing(
+        median=median,
+        iqr=iqr,
+        spread=spread,
+        blocks=len(m.times),
+        calls=len(m.times) * int(m.number_per_run),
+        warning=warning,
+    )

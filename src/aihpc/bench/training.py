@@ -92,7 +92,9 @@ class TrainingConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, (int, float)) or not 0.0 < self.target <= 1.0:
-            raise ConfigError(f"target must be a validation accuracy in (0, 1], got {self.target!r}")
+            raise ConfigError(
+                f"target must be a validation accuracy in (0, 1], got {self.target!r}"
+            )
         for name, minimum in (("max_epochs", 1), ("batch", 2), ("seed", 0), ("threads", 1)):
             value = getattr(self, name)
             if name == "threads" and value is None:
@@ -151,16 +153,30 @@ class TrainingOutcome:
         """The result data documented in the module docstring."""
         c = self.config
         return {
-            "model": c.model, "dataset": c.dataset, "target": c.target, "reached": self.reached,
-            "stop_reason": self.stop_reason, "time_to_target_s": self.time_to_target_s,
+            "model": c.model,
+            "dataset": c.dataset,
+            "target": c.target,
+            "reached": self.reached,
+            "stop_reason": self.stop_reason,
+            "time_to_target_s": self.time_to_target_s,
             "epochs": [vars(p).copy() for p in self.curve],
-            "throughput_samples_per_s": self.throughput, "device": self.device, "batch": c.batch,
-            "lr": c.lr, "momentum": MOMENTUM, "seed": c.seed, "max_epochs": c.max_epochs,
-            "minutes": c.minutes, "threads": self.threads, "parameters": self.parameters,
-            "train_samples": self.train_samples, "val_samples": self.val_samples,
+            "throughput_samples_per_s": self.throughput,
+            "device": self.device,
+            "batch": c.batch,
+            "lr": c.lr,
+            "momentum": MOMENTUM,
+            "seed": c.seed,
+            "max_epochs": c.max_epochs,
+            "minutes": c.minutes,
+            "threads": self.threads,
+            "parameters": self.parameters,
+            "train_samples": self.train_samples,
+            "val_samples": self.val_samples,
             "best_val_accuracy": max((p.val_accuracy for p in self.curve), default=0.0),
-            "train_s": self.train_s, "eval_s": sum(p.eval_s for p in self.curve), "wall_s": self.wall_s,
-        }  # fmt: skip
+            "train_s": self.train_s,
+            "eval_s": sum(p.eval_s for p in self.curve),
+            "wall_s": self.wall_s,
+        }
 
 
 def bench_device(name: str) -> torch.device:
@@ -175,14 +191,18 @@ def bench_device(name: str) -> torch.device:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         index = device.index or 0
         if index >= count:
-            raise ConfigError(f"device {name!r} was asked for but this machine has {count} CUDA GPU(s)")
+            raise ConfigError(
+                f"device {name!r} was asked for but this machine has {count} CUDA GPU(s)"
+            )
         return torch.device("cuda", index)
     if device.type != "cpu":
         raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {name!r}")
     return device
 
 
-def check_fit(model: str, input_shape: tuple[int, ...], num_classes: int, batch: int, source: str) -> None:
+def check_fit(
+    model: str, input_shape: tuple[int, ...], num_classes: int, batch: int, source: str
+) -> None:
     """ConfigError unless zoo ``model`` maps ``batch`` images of ``input_shape`` to ``num_classes`` logits.
 
     The model is built and run on the meta device (no memory, no arithmetic),
@@ -202,10 +222,14 @@ def check_fit(model: str, input_shape: tuple[int, ...], num_classes: int, batch:
             logits = net(torch.empty((batch, *input_shape)))
     except (RuntimeError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"model {model!r} cannot take the {shape} images of {source}: {reason}") from None
+        raise ConfigError(
+            f"model {model!r} cannot take the {shape} images of {source}: {reason}"
+        ) from None
     if tuple(logits.shape) != (batch, num_classes):
-        raise ConfigError(f"model {model!r} gives logits of shape {tuple(logits.shape)} on the {shape} "
-                          f"images of {source}, not ({batch}, {num_classes})")
+        raise ConfigError(
+            f"model {model!r} gives logits of shape {tuple(logits.shape)} on the {shape} "
+            f"images of {source}, not ({batch}, {num_classes})"
+        )
 
 
 @dataclass
@@ -234,10 +258,14 @@ def _prepare(config: TrainingConfig, device: torch.device) -> _Run:
     x_train, y_train = data.tensors("train")
     x_val, y_val = data.tensors("val")
     if x_train.shape[0] < config.batch:
-        raise ConfigError(f"batch must be at most the {x_train.shape[0]} training samples of "
-                          f"{config.dataset!r}, got {config.batch}")
+        raise ConfigError(
+            f"batch must be at most the {x_train.shape[0]} training samples of "
+            f"{config.dataset!r}, got {config.batch}"
+        )
     torch.manual_seed(config.seed)
-    model = models.create(config.model, num_classes=data.num_classes, in_channels=data.input_shape[0]).to(device)
+    model = models.create(
+        config.model, num_classes=data.num_classes, in_channels=data.input_shape[0]
+    ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=MOMENTUM)
     tensors = (t.to(device) for t in (x_train, y_train.long(), x_val, y_val.long()))
     return _Run(model, optimizer, *tensors, device=device)
@@ -251,7 +279,9 @@ def _sync(device: torch.device) -> None:
 def _train_epoch(run: _Run, batch: int, seed: int, epoch: int) -> tuple[float, float, int]:
     """One epoch in a seeded order: (training seconds, mean loss, samples); the last partial batch dropped."""
     n = run.x_train.shape[0]
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch)).to(run.device)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch)).to(
+        run.device
+    )
     run.model.train()
     _sync(run.device)
     start = time.perf_counter()
@@ -295,7 +325,9 @@ def _stop_reason(config: TrainingConfig, point: EpochPoint, wall_s: float) -> st
     return None
 
 
-def time_to_target(config: TrainingConfig, progress: Callable[[str], None] | None = None) -> TrainingOutcome:
+def time_to_target(
+    config: TrainingConfig, progress: Callable[[str], None] | None = None
+) -> TrainingOutcome:
     """Train until the target or the budget (module docstring); ``progress`` gets one line per epoch.
 
     ``config.threads`` applies for the run only; PyTorch's thread count is restored afterwards.
@@ -309,7 +341,9 @@ def time_to_target(config: TrainingConfig, progress: Callable[[str], None] | Non
         torch.set_num_threads(previous)
 
 
-def _train_to_target(config: TrainingConfig, progress: Callable[[str], None] | None) -> TrainingOutcome:
+def _train_to_target(
+    config: TrainingConfig, progress: Callable[[str], None] | None
+) -> TrainingOutcome:
     """The loop of :func:`time_to_target`: epochs until a stop reason."""
     device = bench_device(config.device)
     run = _prepare(config, device)
@@ -321,20 +355,31 @@ def _train_to_target(config: TrainingConfig, progress: Callable[[str], None] | N
         seconds, loss, samples = _train_epoch(run, config.batch, config.seed, epoch)
         accuracy, eval_s = _evaluate(run, config.batch)
         train_s += seconds
-        point = EpochPoint(epoch=epoch, seconds=train_s, eval_s=eval_s,
-                           train_loss=loss if math.isfinite(loss) else None,
-                           val_accuracy=accuracy, samples=samples, samples_per_s=samples / seconds)  # fmt: skip
+        point = EpochPoint(
+            epoch=epoch,
+            seconds=train_s,
+            eval_s=eval_s,
+            train_loss=loss if math.isfinite(loss) else None,
+            val_accuracy=accuracy,
+            samples=samples,
+            samples_per_s=samples / seconds,
+        )
         curve.append(point)
         reason = _stop_reason(config, point, time.perf_counter() - wall_start)
         if progress is not None:
             progress(f"epoch {epoch}: {train_s:.2f} s of training, val accuracy {accuracy:.4f}")
     return TrainingOutcome(
-        config=config, reached=reason == "target reached", stop_reason=reason, curve=tuple(curve),
-        device=str(device), threads=torch.get_num_threads(),
+        config=config,
+        reached=reason == "target reached",
+        stop_reason=reason,
+        curve=tuple(curve),
+        device=str(device),
+        threads=torch.get_num_threads(),
         parameters=sum(p.numel() for p in run.model.parameters()),
-        train_samples=run.x_train.shape[0], val_samples=run.x_val.shape[0],
+        train_samples=run.x_train.shape[0],
+        val_samples=run.x_val.shape[0],
         wall_s=time.perf_counter() - wall_start,
-    )  # fmt: skip
+    )
 
 
 def format_table(outcome: TrainingOutcome) -> str:
@@ -347,15 +392,23 @@ def format_table(outcome: TrainingOutcome) -> str:
     ]
     for p in outcome.curve:
         loss = f"{p.train_loss:10.4f}" if p.train_loss is not None else f"{'nan':>10}"
-        lines.append(f"{p.epoch:5d}  {p.seconds:9.3f}  {p.eval_s:7.3f}  {loss}  "
-                     f"{p.val_accuracy:7.4f}  {p.samples_per_s:10.0f}")  # fmt: skip
+        lines.append(
+            f"{p.epoch:5d}  {p.seconds:9.3f}  {p.eval_s:7.3f}  {loss}  "
+            f"{p.val_accuracy:7.4f}  {p.samples_per_s:10.0f}"
+        )
     last, best = outcome.curve[-1], max(p.val_accuracy for p in outcome.curve)
     if outcome.reached:
-        lines.append(f"TARGET REACHED: val accuracy {last.val_accuracy:.4f} >= {c.target:g} after "
-                     f"{last.epoch} epoch(s), {last.seconds:.3f} s of training "
-                     f"({outcome.wall_s:.3f} s with evaluation)")  # fmt: skip
+        lines.append(
+            f"TARGET REACHED: val accuracy {last.val_accuracy:.4f} >= {c.target:g} after "
+            f"{last.epoch} epoch(s), {last.seconds:.3f} s of training "
+            f"({outcome.wall_s:.3f} s with evaluation)"
+        )
     else:
-        lines.append(f"TARGET NOT REACHED ({outcome.stop_reason}): best val accuracy {best:.4f} < {c.target:g} "
-                     f"after {last.epoch} epoch(s), {last.seconds:.3f} s of training")  # fmt: skip
-    lines.append(f"throughput: {outcome.throughput:.0f} samples/s over {outcome.train_s:.3f} s of training")
+        lines.append(
+            f"TARGET NOT REACHED ({outcome.stop_reason}): best val accuracy {best:.4f} < {c.target:g} "
+            f"after {last.epoch} epoch(s), {last.seconds:.3f} s of training"
+        )
+    lines.append(
+        f"throughput: {outcome.throughput:.0f} samples/s over {outcome.train_s:.3f} s of training"
+    )
     return "\n".join(lines)

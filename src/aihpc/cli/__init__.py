@@ -18,20 +18,47 @@ import sys
 
 # name -> (module, one-line help).  Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("aihpc.cli.run", "run the AutoML benchmark and score the machine in operations per second"),
+    "run": (
+        "aihpc.cli.run",
+        "run the AutoML benchmark and score the machine in operations per second",
+    ),
     "scaling": ("aihpc.cli.scaling", "weak scaling: the benchmark at several worker counts"),
     "models": ("aihpc.cli.models", "list the model zoo with input sizes and parameter counts"),
     "export": ("aihpc.cli.export", "export a zoo model or an architecture spec to ONNX"),
     "report": ("aihpc.cli.report", "write a run's self-contained HTML report"),
     "count": ("aihpc.cli.count", "count the operations of a model's forward / training step"),
-    "bench": ("aihpc.cli.bench", "Deep500's four levels: operators, network, training, distributed"),
-    "profile": ("aihpc.cli.profile", "characterise a training step: phases, operator types, memory, sweeps"),
-    "roofline": ("aihpc.cli.roofline", "measure the machine's roofs (matmul peaks, memory bandwidth)"),
-    "compare": ("aihpc.cli.compare", "results side by side: like with like, significance where runs repeat"),
-    "rank": ("aihpc.cli.rank", "a ranked list of machines from result files (Markdown, HTML), with Valid FLOPS"),
-    "verify": ("aihpc.cli.verify", "recompute a run's operations and score; check its files agree and are unaltered"),
-    "recommend": ("aihpc.cli.recommend", "recommend a CNN for a data set without training it (calibrate, validate)"),
-    "train-to-target": ("aihpc.cli.train_to_target", "MLPerf HPC time to train on a science workload (CosmoFlow, DeepCAM)"),
+    "bench": (
+        "aihpc.cli.bench",
+        "Deep500's four levels: operators, network, training, distributed",
+    ),
+    "profile": (
+        "aihpc.cli.profile",
+        "characterise a training step: phases, operator types, memory, sweeps",
+    ),
+    "roofline": (
+        "aihpc.cli.roofline",
+        "measure the machine's roofs (matmul peaks, memory bandwidth)",
+    ),
+    "compare": (
+        "aihpc.cli.compare",
+        "results side by side: like with like, significance where runs repeat",
+    ),
+    "rank": (
+        "aihpc.cli.rank",
+        "a ranked list of machines from result files (Markdown, HTML), with Valid FLOPS",
+    ),
+    "verify": (
+        "aihpc.cli.verify",
+        "recompute a run's operations and score; check its files agree and are unaltered",
+    ),
+    "recommend": (
+        "aihpc.cli.recommend",
+        "recommend a CNN for a data set without training it (calibrate, validate)",
+    ),
+    "train-to-target": (
+        "aihpc.cli.train_to_target",
+        "MLPerf HPC time to train on a science workload (CosmoFlow, DeepCAM)",
+    ),
 }
 
 
@@ -74,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"aihpc {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader left (`aihpc models | head -1`): stop quietly, as `cat` does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+    except (
+        BrokenPipeError
+    ):  # the reader left (`aihpc models | head -1`): stop quietly, as `cat` does
+        os.dup2(
+            os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
+        )  # so the exit's flush cannot fail again
         return 141  # 128 + SIGPIPE

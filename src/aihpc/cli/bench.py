@@ -12,17 +12,29 @@ import importlib
 
 # level -> (module, one-line help)
 LEVELS: dict[str, tuple[str, str]] = {
-    "operators": ("aihpc.cli.bench_operators",
-                  "Level 0: single operators, forward and backward, validated, on the roofline"),
-    "network": ("aihpc.cli.bench_network", "Level 1: a network's time per layer and per operator type"),
-    "training": ("aihpc.cli.bench_training", "Level 2: time to a target accuracy, with the convergence curve"),
-    "distributed": ("aihpc.cli.bench_distributed",
-                    "Level 3: data-parallel training against one process, all-reduce measured apart"),
+    "operators": (
+        "aihpc.cli.bench_operators",
+        "Level 0: single operators, forward and backward, validated, on the roofline",
+    ),
+    "network": (
+        "aihpc.cli.bench_network",
+        "Level 1: a network's time per layer and per operator type",
+    ),
+    "training": (
+        "aihpc.cli.bench_training",
+        "Level 2: time to a target accuracy, with the convergence curve",
+    ),
+    "distributed": (
+        "aihpc.cli.bench_distributed",
+        "Level 3: data-parallel training against one process, all-reduce measured apart",
+    ),
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="level", metavar="LEVEL", parser_class=type(parser), required=True)
+    sub = parser.add_subparsers(
+        dest="level", metavar="LEVEL", parser_class=type(parser), required=True
+    )
     for name, (module_name, help_text) in LEVELS.items():
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -17,12 +17,22 @@ from aihpc.cli.output import add_output_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--procs", type=int, required=True, help="processes (ranks) of the data-parallel run")
-    parser.add_argument("--model", metavar="NAME", default="resnet20", help="a model of the zoo (default resnet20)")
-    parser.add_argument("--batch", type=int, default=32, help="batch size per process (weak scaling; default 32)")
+    parser.add_argument(
+        "--procs", type=int, required=True, help="processes (ranks) of the data-parallel run"
+    )
+    parser.add_argument(
+        "--model", metavar="NAME", default="resnet20", help="a model of the zoo (default resnet20)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=32, help="batch size per process (weak scaling; default 32)"
+    )
     parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps before them (default 3)")
-    parser.add_argument("--device", default="auto", help="cpu (gloo), cuda (NCCL) or auto (default)")
+    parser.add_argument(
+        "--warmup", type=int, default=3, help="untimed warm-up steps before them (default 3)"
+    )
+    parser.add_argument(
+        "--device", default="auto", help="cpu (gloo), cuda (NCCL) or auto (default)"
+    )
     add_output_arguments(parser, "bench-distributed.json")
 
 
@@ -34,10 +44,18 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.cli.output import emit
     from aihpc.errors import ConfigError
 
-    config = DistributedConfig(procs=args.procs, model=args.model, batch=args.batch, steps=args.steps,
-                               warmup=args.warmup, device=args.device)  # fmt: skip
+    config = DistributedConfig(
+        procs=args.procs,
+        model=args.model,
+        batch=args.batch,
+        steps=args.steps,
+        warmup=args.warmup,
+        device=args.device,
+    )
     config.backend()  # procs, model and device checked before the output path and the launch
     if not args.out.parent.is_dir():
         raise ConfigError(f"cannot write {args.out}: directory {args.out.parent} does not exist")
-    outcome = bench_distributed(config, progress=lambda line: print(f"bench distributed: {line}", file=sys.stderr))
+    outcome = bench_distributed(
+        config, progress=lambda line: print(f"bench distributed: {line}", file=sys.stderr)
+    )
     return emit(args, "bench-distributed", outcome.to_dict(), format_table(outcome))

@@ -30,21 +30,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", metavar="NAME", help="a model of the zoo (see `aihpc models`)")
     source.add_argument("--spec", metavar="SPEC.json", type=Path, help="an architecture spec file")
-    parser.add_argument("--input", metavar="CxHxW", default=None,
-                        help="input shape of one sample, or T for a tokens model (default: the model's)")
+    parser.add_argument(
+        "--input",
+        metavar="CxHxW",
+        default=None,
+        help="input shape of one sample, or T for a tokens model (default: the model's)",
+    )
     parser.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
-    parser.add_argument("--mode", choices=("inference", "training", "both"), default="both",
-                        help="forward only in eval mode, forward+backward in train mode, or both (default)")
+    parser.add_argument(
+        "--mode",
+        choices=("inference", "training", "both"),
+        default="both",
+        help="forward only in eval mode, forward+backward in train mode, or both (default)",
+    )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16 (autocast)")
-    parser.add_argument("--depth", type=int, default=None, metavar="N",
-                        help="report modules at most N levels below the model (default: every module)")
-    parser.add_argument("--profile-seconds", type=float, default=1.0, metavar="S",
-                        help="profiled time per mode; per-layer times are medians over its steps "
-                             "(1 to 10 steps; default 1)")
-    parser.add_argument("--top", type=int, default=10, help="layers shown in the table, slowest first (default 10)")
-    parser.add_argument("--roofline", metavar="FILE", type=Path, default=None,
-                        help="the peaks of `aihpc roofline` to use instead of measuring them now")
+    parser.add_argument(
+        "--dtype", default="float32", help="float32 (default), bfloat16 or float16 (autocast)"
+    )
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        metavar="N",
+        help="report modules at most N levels below the model (default: every module)",
+    )
+    parser.add_argument(
+        "--profile-seconds",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="profiled time per mode; per-layer times are medians over its steps "
+        "(1 to 10 steps; default 1)",
+    )
+    parser.add_argument(
+        "--top", type=int, default=10, help="layers shown in the table, slowest first (default 10)"
+    )
+    parser.add_argument(
+        "--roofline",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="the peaks of `aihpc roofline` to use instead of measuring them now",
+    )
     add_output_arguments(parser, "bench-network.json")
 
 
@@ -63,7 +90,11 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable[[Any], Any], dict[st
         size = (args.batch, *(shape or spec.input_shape))
         from aihpc.nas.build import SpecNet
 
-        return SpecNet(spec), lambda device: torch.randn(size, device=device), {"model": None, "spec": str(args.spec)}
+        return (
+            SpecNet(spec),
+            lambda device: torch.randn(size, device=device),
+            {"model": None, "spec": str(args.spec)},
+        )
     from aihpc import models
 
     meta = models.info(args.model)
@@ -72,8 +103,11 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable[[Any], Any], dict[st
         model = models.create(args.model)
     else:
         model = models.create(args.model, in_channels=shape[0])
-    return (model, lambda device: models.example_input(args.model, args.batch, shape, device=device),
-            {"model": args.model, "spec": None})
+    return (
+        model,
+        lambda device: models.example_input(args.model, args.batch, shape, device=device),
+        {"model": args.model, "spec": None},
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,20 +122,30 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"profile-seconds must be > 0, got {args.profile_seconds}")
 
     from aihpc.bench.network import MODES, bench_network, check_dtype, check_fits, memory_guard
-    from aihpc.roofline.peak import resolve_device
     from aihpc.cli.output import emit
     from aihpc.roofline.model import load_or_measure
+    from aihpc.roofline.peak import resolve_device
 
     device = resolve_device(args.device)
     check_dtype(args.dtype, device)
     modes = MODES if args.mode == "both" else (args.mode,)
     model, make_example, label = _build(args)
-    check_fits(model, make_example("meta"), modes, device, args.dtype)  # before anything big is allocated
+    check_fits(
+        model, make_example("meta"), modes, device, args.dtype
+    )  # before anything big is allocated
     with memory_guard(f"input batch {args.batch}x{args.input or 'default'}", device):
         example = make_example(device)
     roofline = load_or_measure(args.roofline, str(device), (args.dtype,))
-    result = bench_network(model, example, modes=modes, device=device, dtype=args.dtype,
-                           roofline=roofline, depth=args.depth, profile_seconds=args.profile_seconds)
+    result = bench_network(
+        model,
+        example,
+        modes=modes,
+        device=device,
+        dtype=args.dtype,
+        roofline=roofline,
+        depth=args.depth,
+        profile_seconds=args.profile_seconds,
+    )
     data = {**label, **result.to_dict()}
     return emit(args, "bench-network", data, format_table(data, args.top))
 
@@ -116,34 +160,81 @@ def _percent(value: float | None) -> str:
 
 def _layout(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))]).rstrip()
-             for r in rows]
+    lines = [
+        "  ".join(
+            [r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))]
+        ).rstrip()
+        for r in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
 
 def _mode_table(name: str, mode: dict[str, Any], top: int) -> list[str]:
     training = name == "training"
-    head = ["layer", "type", "ms", *(["fwd ms", "bwd ms"] if training else []), "share", "GFLOP",
-            "GFLOP/s", "of roof"]
+    head = [
+        "layer",
+        "type",
+        "ms",
+        *(["fwd ms", "bwd ms"] if training else []),
+        "share",
+        "GFLOP",
+        "GFLOP/s",
+        "of roof",
+    ]
     rows = [head]
     for layer in sorted(mode["layers"], key=lambda r: -r["seconds"])[:top]:
-        split = ([_number(layer["forward"]["seconds"], 1e-3), _number(layer["backward"]["seconds"], 1e-3)]
-                 if training else [])
-        rows.append([layer["name"], layer["type"], _number(layer["seconds"], 1e-3), *split,
-                     _percent(layer["share"]), _number(layer["ops"], 1e9, 3),
-                     _number(layer["flops_per_s"], 1e9), _percent(layer["roofline_share"])])
+        split = (
+            [
+                _number(layer["forward"]["seconds"], 1e-3),
+                _number(layer["backward"]["seconds"], 1e-3),
+            ]
+            if training
+            else []
+        )
+        rows.append(
+            [
+                layer["name"],
+                layer["type"],
+                _number(layer["seconds"], 1e-3),
+                *split,
+                _percent(layer["share"]),
+                _number(layer["ops"], 1e9, 3),
+                _number(layer["flops_per_s"], 1e9),
+                _percent(layer["roofline_share"]),
+            ]
+        )
     other = mode["other_seconds"]
-    rows.append(["other", "", _number(other, 1e-3), *(["", ""] if training else []),
-                 _percent(other / mode["seconds"]), "", "", ""])
+    rows.append(
+        [
+            "other",
+            "",
+            _number(other, 1e-3),
+            *(["", ""] if training else []),
+            _percent(other / mode["seconds"]),
+            "",
+            "",
+            "",
+        ]
+    )
     ops = [["operator type", "ms", "share", "GFLOP", "GFLOP/s"]]
-    for op in mode["operators"][:top] + ([mode["operators"][-1]] if len(mode["operators"]) > top else []):
-        ops.append([op["type"], _number(op["seconds"], 1e-3), _percent(op["seconds"] / mode["seconds"]),
-                    _number(op["ops"], 1e9, 3) if op["ops"] else "", _number(op["flops_per_s"], 1e9)
-                    if op["flops_per_s"] else ""])
-    title = (f"{name}: {mode['seconds'] * 1e3:.2f} ms per step (spread {mode['spread']:.0%}; profiled "
-             f"{mode['profiled_seconds'] * 1e3:.2f} ms), {mode['ops'] / 1e9:.3f} GFLOP, "
-             f"{_number(mode['flops_per_s'], 1e9)} GFLOP/s = {_percent(mode['peak_share'])} of peak")
+    for op in mode["operators"][:top] + (
+        [mode["operators"][-1]] if len(mode["operators"]) > top else []
+    ):
+        ops.append(
+            [
+                op["type"],
+                _number(op["seconds"], 1e-3),
+                _percent(op["seconds"] / mode["seconds"]),
+                _number(op["ops"], 1e9, 3) if op["ops"] else "",
+                _number(op["flops_per_s"], 1e9) if op["flops_per_s"] else "",
+            ]
+        )
+    title = (
+        f"{name}: {mode['seconds'] * 1e3:.2f} ms per step (spread {mode['spread']:.0%}; profiled "
+        f"{mode['profiled_seconds'] * 1e3:.2f} ms), {mode['ops'] / 1e9:.3f} GFLOP, "
+        f"{_number(mode['flops_per_s'], 1e9)} GFLOP/s = {_percent(mode['peak_share'])} of peak"
+    )
     lines = [title, *(_layout(rows)), "", *_layout(ops)]
     return lines + ([f"warning: {mode['warning']}"] if mode["warning"] else [])
 
@@ -154,8 +245,10 @@ def format_table(data: dict[str, Any], top: int = 10) -> str:
     source = data["model"] or data["spec"]
     shape = "x".join(map(str, [data["batch"], *data["input_shape"]]))
     peak = data["roofline"]["peaks"].get(data["dtype"])
-    lines = [f"{source}: input {shape}, {data['device']}, {data['dtype']}, {data['threads']} threads, "
-             f"peak {_number(peak, 1e9, 1)} GFLOP/s"]
+    lines = [
+        f"{source}: input {shape}, {data['device']}, {data['dtype']}, {data['threads']} threads, "
+        f"peak {_number(peak, 1e9, 1)} GFLOP/s"
+    ]
     for name, mode in data["modes"].items():
         lines += ["", *_mode_table(name, mode, top)]
     return "\n".join(lines)

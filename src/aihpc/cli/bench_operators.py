@@ -31,15 +31,35 @@ from aihpc.errors import ConfigError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument("--dtype", action="append", metavar="DTYPE",
-                        help="float32, bfloat16 or float16; repeat for several (default: every dtype the device supports)")
-    parser.add_argument("--ops", metavar="NAMES", default=None,
-                        help="comma-separated operator names (default: all; `--ops list` lists them)")
-    parser.add_argument("--quick", action="store_true", help="small shapes and short timings (a smoke test)")
-    parser.add_argument("--scale", type=int, default=1, metavar="N",
-                        help="multiply the batch size of every shape by N (default 1; e.g. larger on a GPU)")
-    parser.add_argument("--roofline", metavar="FILE", type=Path, default=None,
-                        help="the peaks of `aihpc roofline` to use instead of measuring them now")
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        metavar="DTYPE",
+        help="float32, bfloat16 or float16; repeat for several (default: every dtype the device supports)",
+    )
+    parser.add_argument(
+        "--ops",
+        metavar="NAMES",
+        default=None,
+        help="comma-separated operator names (default: all; `--ops list` lists them)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small shapes and short timings (a smoke test)"
+    )
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        metavar="N",
+        help="multiply the batch size of every shape by N (default 1; e.g. larger on a GPU)",
+    )
+    parser.add_argument(
+        "--roofline",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="the peaks of `aihpc roofline` to use instead of measuring them now",
+    )
     add_output_arguments(parser, "bench-operators.json")
 
 
@@ -52,7 +72,9 @@ def _list_operators() -> int:
 
     for case in CATALOGUE.values():
         sizes = " ".join(f"{k}={v}" for k, v in case.full.items())
-        print(f"{case.name:<16} {case.family:<14} {sizes}" + (f"  ({case.note})" if case.note else ""))
+        print(
+            f"{case.name:<16} {case.family:<14} {sizes}" + (f"  ({case.note})" if case.note else "")
+        )
     return 0
 
 
@@ -71,21 +93,29 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.roofline.model import load_or_measure
     from aihpc.roofline.peak import resolve_device
 
-    cases = select(None if args.ops is None else [n.strip() for n in args.ops.split(",") if n.strip()])
+    cases = select(
+        None if args.ops is None else [n.strip() for n in args.ops.split(",") if n.strip()]
+    )
     device = str(resolve_device(args.device))
     dtypes = operators.resolve_dtypes(args.dtype, device)
     if args.roofline is None:
-        _progress(f"measuring the roofline of {device} ({', '.join(dtypes)}; matmul peaks, triad bandwidth)")
+        _progress(
+            f"measuring the roofline of {device} ({', '.join(dtypes)}; matmul peaks, triad bandwidth)"
+        )
     roofline = load_or_measure(args.roofline, device, dtypes, seconds=0.2 if args.quick else 0.5)
-    result = operators.run_operators(cases, dtypes, device, roofline, quick=args.quick, scale=args.scale,
-                                     progress=_progress)
+    result = operators.run_operators(
+        cases, dtypes, device, roofline, quick=args.quick, scale=args.scale, progress=_progress
+    )
     data = result.to_dict()
     data["seconds"] = time.perf_counter() - start
     data["sweep_seconds"] = result.seconds
     emit(args, "bench-operators", data, format_table(data))
     if result.failed:
-        print(f"aihpc bench operators: {len(result.failed)} operator(s) failed validation and were not timed: "
-              f"{', '.join(result.failed)} (details in {args.out})", file=sys.stderr)
+        print(
+            f"aihpc bench operators: {len(result.failed)} operator(s) failed validation and were not timed: "
+            f"{', '.join(result.failed)} (details in {args.out})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -116,9 +146,21 @@ def _err(x: float | None) -> str:
 def _cells(row: dict[str, Any]) -> list[str]:
     v, f, fb = row["validation"], row["forward"], row["forward_backward"]
     star = bool(row.get("uncounted"))
-    return [row["name"], row["dtype"], "ok" if v["status"] == "passed" else "FAILED", _err(v["l2"]),
-            _err(v["max_abs"]), _err(v["grad_l2"]), _ms(f), _rate(f, "flops_per_s", star), _rate(f, "bytes_per_s"),
-            _share(f), _ms(fb), _rate(fb, "flops_per_s", star), _share(fb)]  # fmt: skip
+    return [
+        row["name"],
+        row["dtype"],
+        "ok" if v["status"] == "passed" else "FAILED",
+        _err(v["l2"]),
+        _err(v["max_abs"]),
+        _err(v["grad_l2"]),
+        _ms(f),
+        _rate(f, "flops_per_s", star),
+        _rate(f, "bytes_per_s"),
+        _share(f),
+        _ms(fb),
+        _rate(fb, "flops_per_s", star),
+        _share(fb),
+    ]
 
 
 def _roofline_line(data: dict[str, Any]) -> str:
@@ -131,21 +173,50 @@ def _roofline_line(data: dict[str, Any]) -> str:
 
 def format_table(data: dict[str, Any]) -> str:
     """The readable table of a ``bench-operators`` result's ``data`` (one line per row), with notes."""
-    head = ["operator", "dtype", "valid", "L2 err", "max err", "grad L2", "fwd ms", "GFLOP/s", "GB/s", "roof",
-            "fwd+bwd ms", "GFLOP/s", "roof"]  # fmt: skip
+    head = [
+        "operator",
+        "dtype",
+        "valid",
+        "L2 err",
+        "max err",
+        "grad L2",
+        "fwd ms",
+        "GFLOP/s",
+        "GB/s",
+        "roof",
+        "fwd+bwd ms",
+        "GFLOP/s",
+        "roof",
+    ]
     body = [_cells(r) for r in data["rows"]]
     widths = [max(len(str(c)) for c in col) for col in zip(head, *body, strict=True)]
-    lines = [f"Level 0 operators on {data['device']}" + (" (quick)" if data.get("quick") else ""),
-             _roofline_line(data), ""]  # fmt: skip
+    lines = [
+        f"Level 0 operators on {data['device']}" + (" (quick)" if data.get("quick") else ""),
+        _roofline_line(data),
+        "",
+    ]
     for cells in (head, *body):  # names left-aligned, numbers right-aligned
-        padded = (c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        padded = (
+            c.ljust(w) if i < 3 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
         lines.append("  ".join(padded))
-    notes = [f"FAILED {r['name']} {r['dtype']}: {r['validation']['reason']}"
-             for r in data["rows"] if r["validation"]["status"] != "passed"]
+    notes = [
+        f"FAILED {r['name']} {r['dtype']}: {r['validation']['reason']}"
+        for r in data["rows"]
+        if r["validation"]["status"] != "passed"
+    ]
     uncounted = {r["name"]: r["uncounted"] for r in data["rows"] if r.get("uncounted")}
-    notes += [f"* {name}: uncounted ops {ops} (its GFLOP/s are a lower bound)" for name, ops in uncounted.items()]
-    if any(p and p.get("warning") for r in data["rows"] for p in (r["forward"], r["forward_backward"])):
+    notes += [
+        f"* {name}: uncounted ops {ops} (its GFLOP/s are a lower bound)"
+        for name, ops in uncounted.items()
+    ]
+    if any(
+        p and p.get("warning") for r in data["rows"] for p in (r["forward"], r["forward_backward"])
+    ):
         notes.append("! the timing's spread is wide or unmeasured: see 'warning' in the JSON")
-    notes.append(f"errors: relative L2 and max |error| against float64; {len(data['rows'])} rows in "
-                 f"{data['seconds']:.1f} s")
+    notes.append(
+        f"errors: relative L2 and max |error| against float64; {len(data['rows'])} rows in "
+        f"{data['seconds']:.1f} s"
+    )
     return "\n".join([*lines, "", *notes])

@@ -18,17 +18,37 @@ from aihpc.cli.output import add_output_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", metavar="NAME", required=True, help="a model of the zoo (see `aihpc models`)")
-    parser.add_argument("--dataset", default="digits", help="a data set aihpc knows (default digits)")
-    parser.add_argument("--data-path", type=Path, default=None, help="where the data set lives, if it needs one")
-    parser.add_argument("--target", type=float, required=True, metavar="ACC", help="target validation accuracy in (0, 1]")
+    parser.add_argument(
+        "--model", metavar="NAME", required=True, help="a model of the zoo (see `aihpc models`)"
+    )
+    parser.add_argument(
+        "--dataset", default="digits", help="a data set aihpc knows (default digits)"
+    )
+    parser.add_argument(
+        "--data-path", type=Path, default=None, help="where the data set lives, if it needs one"
+    )
+    parser.add_argument(
+        "--target",
+        type=float,
+        required=True,
+        metavar="ACC",
+        help="target validation accuracy in (0, 1]",
+    )
     parser.add_argument("--max-epochs", type=int, default=50, help="budget in epochs (default 50)")
-    parser.add_argument("--minutes", type=float, default=10.0, help="budget in wall-clock minutes (default 10)")
+    parser.add_argument(
+        "--minutes", type=float, default=10.0, help="budget in wall-clock minutes (default 10)"
+    )
     parser.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
-    parser.add_argument("--lr", type=float, default=0.05, help="learning rate of SGD with momentum (default 0.05)")
+    parser.add_argument(
+        "--lr", type=float, default=0.05, help="learning rate of SGD with momentum (default 0.05)"
+    )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the data order (default 0)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads of PyTorch (default: its own choice)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the weights and the data order (default 0)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads of PyTorch (default: its own choice)"
+    )
     add_output_arguments(parser, "bench-training.json")
 
 
@@ -41,12 +61,21 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.errors import ConfigError
 
     config = TrainingConfig(
-        model=args.model, target=args.target, dataset=args.dataset,
+        model=args.model,
+        target=args.target,
+        dataset=args.dataset,
         data_path=str(args.data_path) if args.data_path is not None else None,
-        max_epochs=args.max_epochs, minutes=args.minutes, batch=args.batch, lr=args.lr,
-        device=args.device, seed=args.seed, threads=args.threads,
-    )  # fmt: skip
+        max_epochs=args.max_epochs,
+        minutes=args.minutes,
+        batch=args.batch,
+        lr=args.lr,
+        device=args.device,
+        seed=args.seed,
+        threads=args.threads,
+    )
     if not args.out.parent.is_dir():  # fail before training, not after
         raise ConfigError(f"cannot write {args.out}: directory {args.out.parent} does not exist")
-    outcome = time_to_target(config, progress=lambda line: print(f"bench training: {line}", file=sys.stderr))
+    outcome = time_to_target(
+        config, progress=lambda line: print(f"bench training: {line}", file=sys.stderr)
+    )
     return emit(args, "bench-training", outcome.to_dict(), format_table(outcome))

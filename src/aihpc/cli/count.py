@@ -29,8 +29,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
     """``"3x224x224"`` -> ``(3, 224, 224)``: positive integers joined by ``x``."""
     parts = text.strip().lower().split("x")
     if not text.strip() or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise ConfigError("--input must be positive integers joined by 'x' "
-                          f"(e.g. 3x224x224), got {text!r}")
+        raise ConfigError(
+            f"--input must be positive integers joined by 'x' (e.g. 3x224x224), got {text!r}"
+        )
     return tuple(int(p) for p in parts)
 
 
@@ -38,20 +39,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the options of ``aihpc count``."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", metavar="NAME", help="a model of the zoo (see `aihpc models`)")
-    source.add_argument("--spec", metavar="SPEC.json", type=Path,
-                        help="an architecture spec file (as written by the NAS)")
-    parser.add_argument("--input", metavar="CxHxW", default=None,
-                        help="input shape of one sample, or T for a tokens model (default: the "
-                             "model's / spec's)")
+    source.add_argument(
+        "--spec",
+        metavar="SPEC.json",
+        type=Path,
+        help="an architecture spec file (as written by the NAS)",
+    )
+    parser.add_argument(
+        "--input",
+        metavar="CxHxW",
+        default=None,
+        help="input shape of one sample, or T for a tokens model (default: the model's / spec's)",
+    )
     parser.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
-    parser.add_argument("--train", action="store_true",
-                        help="count a training step: forward + cross-entropy + backward")
-    parser.add_argument("--num-classes", type=int, default=None, metavar="K",
-                        help="number of classes of a zoo model (default: the model's)")
-    parser.add_argument("--by", choices=("operator", "module"), default="operator",
-                        help="table rows: operator types (default) or modules")
-    parser.add_argument("--depth", type=int, default=1, metavar="N",
-                        help="with --by module: show modules up to N levels deep (default 1)")
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="count a training step: forward + cross-entropy + backward",
+    )
+    parser.add_argument(
+        "--num-classes",
+        type=int,
+        default=None,
+        metavar="K",
+        help="number of classes of a zoo model (default: the model's)",
+    )
+    parser.add_argument(
+        "--by",
+        choices=("operator", "module"),
+        default="operator",
+        help="table rows: operator types (default) or modules",
+    )
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --by module: show modules up to N levels deep (default 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -79,8 +104,7 @@ def _build(args: argparse.Namespace) -> tuple[Any, tuple[int, ...], str]:
         def factory() -> Any:
             if info.input_kind == "tokens":
                 return models.create(args.model, num_classes=args.num_classes)
-            return models.create(args.model, num_classes=args.num_classes,
-                                 in_channels=shape[0])
+            return models.create(args.model, num_classes=args.num_classes, in_channels=shape[0])
 
         label = args.model
     try:
@@ -110,18 +134,23 @@ def run(args: argparse.Namespace) -> int:
         from aihpc import models
 
         if models.info(args.model).input_kind == "tokens":  # int64 token ids (batch, T)
-            example = models.example_input(args.model, args.batch, shape, device="meta",
-                                           num_classes=args.num_classes)
+            example = models.example_input(
+                args.model, args.batch, shape, device="meta", num_classes=args.num_classes
+            )
     count = count_ops(model, example, train=args.train)
     parameters = sum(p.numel() for p in model.parameters())
     if args.json:
-        doc = {"model": args.model, "spec": str(args.spec) if args.spec else None,
-               "input_shape": list(shape), "parameters": parameters,
-               "torch_version": torch.__version__, **count.to_dict()}
+        doc = {
+            "model": args.model,
+            "spec": str(args.spec) if args.spec else None,
+            "input_shape": list(shape),
+            "parameters": parameters,
+            "torch_version": torch.__version__,
+            **count.to_dict(),
+        }
         print(json.dumps(doc, indent=2))
         return 0
     mode = "training step" if args.train else "inference"
     title = f"{label}: input {args.batch}x{'x'.join(map(str, shape))}, {mode}"
-    print(format_count(count, by=args.by, depth=args.depth, title=title,
-                       parameters=parameters))
+    print(format_count(count, by=args.by, depth=args.depth, title=title, parameters=parameters))
     return 0

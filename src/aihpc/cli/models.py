@@ -11,8 +11,9 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true",
-                        help="print a JSON list of objects instead of a table")
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON list of objects instead of a table"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,15 +24,17 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for name in models.names():
         meta = models.info(name)
-        rows.append({
-            "name": meta.name,
-            "family": meta.family,
-            "input_kind": meta.input_kind,
-            "input_shape": list(meta.input_shape),
-            "num_classes": meta.num_classes,
-            "parameters": models.parameter_count(name),
-            "description": meta.description,
-        })
+        rows.append(
+            {
+                "name": meta.name,
+                "family": meta.family,
+                "input_kind": meta.input_kind,
+                "input_shape": list(meta.input_shape),
+                "num_classes": meta.num_classes,
+                "parameters": models.parameter_count(name),
+                "description": meta.description,
+            }
+        )
 
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -41,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="aihpc model zoo", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table = Table(
+        title="aihpc model zoo", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+    )
     table.add_column("name", style="bold", no_wrap=True)
     table.add_column("family", no_wrap=True)
     table.add_column("input", no_wrap=True)
@@ -52,7 +57,13 @@ def run(args: argparse.Namespace) -> int:
         shape = "x".join(map(str, row["input_shape"]))
         if row["input_kind"] == "tokens":
             shape = f"{shape} tokens"
-        table.add_row(row["name"], row["family"], shape,
-                      str(row["num_classes"]), f"{row['parameters'] / 1e6:.2f}", row["description"])
+        table.add_row(
+            row["name"],
+            row["family"],
+            shape,
+            str(row["num_classes"]),
+            f"{row['parameters'] / 1e6:.2f}",
+            row["description"],
+        )
     Console(soft_wrap=False).print(table)
     return 0

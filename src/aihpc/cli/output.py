@@ -13,9 +13,16 @@ from typing import Any
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:
-    parser.add_argument("--out", metavar="FILE", type=Path, default=Path(default_out),
-                        help=f"the versioned JSON result file (default: {default_out})")
-    parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        type=Path,
+        default=Path(default_out),
+        help=f"the versioned JSON result file (default: {default_out})",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the JSON document instead of the table"
+    )
 
 
 def emit(args: argparse.Namespace, kind: str, data: dict[str, Any], table: str) -> int:

@@ -16,22 +16,47 @@ from aihpc.cli.output import add_output_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", metavar="NAME", required=True, help="a model of the zoo (see `aihpc models`)")
+    parser.add_argument(
+        "--model", metavar="NAME", required=True, help="a model of the zoo (see `aihpc models`)"
+    )
     parser.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
-    parser.add_argument("--input", metavar="SHAPE", default=None,
-                        help="one sample's shape: CxHxW for images, the sequence length for sequence models")
-    parser.add_argument("--steps", type=int, default=3, help="profiled training steps after one warm-up (default 3)")
-    parser.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
-                        help="SGD with momentum 0.9 (default) or AdamW")
+    parser.add_argument(
+        "--input",
+        metavar="SHAPE",
+        default=None,
+        help="one sample's shape: CxHxW for images, the sequence length for sequence models",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=3, help="profiled training steps after one warm-up (default 3)"
+    )
+    parser.add_argument(
+        "--optimizer",
+        choices=("sgd", "adamw"),
+        default="sgd",
+        help="SGD with momentum 0.9 (default) or AdamW",
+    )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument("--sweep", choices=("none", "resolution", "batch", "seq-len"), default="none",
-                        help="also measure time and memory against one input dimension")
-    parser.add_argument("--values", metavar="N,N,...", default=None,
-                        help="the sweep's values (default: around the configured one: 1/4, 1/2, 1, 2 times "
-                             "for batch and seq-len; 1/2, 3/4, 1, 5/4 times for resolution)")
-    parser.add_argument("--plots", metavar="DIR", type=Path, default=None,
-                        help="write the sweep's plots (PNG: time and peak memory against the value) into this "
-                             "existing directory")
+    parser.add_argument(
+        "--sweep",
+        choices=("none", "resolution", "batch", "seq-len"),
+        default="none",
+        help="also measure time and memory against one input dimension",
+    )
+    parser.add_argument(
+        "--values",
+        metavar="N,N,...",
+        default=None,
+        help="the sweep's values (default: around the configured one: 1/4, 1/2, 1, 2 times "
+        "for batch and seq-len; 1/2, 3/4, 1, 5/4 times for resolution)",
+    )
+    parser.add_argument(
+        "--plots",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="write the sweep's plots (PNG: time and peak memory against the value) into this "
+        "existing directory",
+    )
     add_output_arguments(parser, "profile.json")
 
 
@@ -40,8 +65,10 @@ def _check_destinations(args: argparse.Namespace) -> None:
     from aihpc.errors import ConfigError, StorageError
 
     if args.sweep == "none" and (args.values is not None or args.plots is not None):
-        raise ConfigError(f"--{'values' if args.values is not None else 'plots'} needs --sweep "
-                          "resolution, batch or seq-len")  # fmt: skip
+        raise ConfigError(
+            f"--{'values' if args.values is not None else 'plots'} needs --sweep "
+            "resolution, batch or seq-len"
+        )
     parent = Path(args.out).parent
     if not parent.is_dir():
         raise StorageError(f"cannot write {args.out}: directory {parent} does not exist")
@@ -57,19 +84,31 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.cli.count import parse_shape
     from aihpc.cli.output import emit
     from aihpc.fileio import atomic_write
-    from aihpc.profile import StepConfig, characterise, format_profile, parse_values, plot_names, plot_sweep
+    from aihpc.profile import (
+        StepConfig,
+        characterise,
+        format_profile,
+        parse_values,
+        plot_names,
+        plot_sweep,
+    )
     from aihpc.profile.step import resolve_device
 
     _check_destinations(args)
     shape = parse_shape(args.input) if args.input is not None else None
     device = resolve_device(args.device)
-    config = StepConfig.for_model(args.model, args.batch, shape, steps=args.steps, optimizer=args.optimizer)
+    config = StepConfig.for_model(
+        args.model, args.batch, shape, steps=args.steps, optimizer=args.optimizer
+    )
     sweep = None if args.sweep == "none" else args.sweep
     values = parse_values(args.values) if args.values is not None else None
     profile = characterise(config, device, sweep, values, progress=_progress)
     plots: dict[Path, bytes] = {}
     if args.plots is not None and profile.sweep is not None:
-        pngs, names = plot_sweep(profile.sweep, config.model), plot_names(profile.sweep, config.model)
+        pngs, names = (
+            plot_sweep(profile.sweep, config.model),
+            plot_names(profile.sweep, config.model),
+        )
         plots = {Path(args.plots) / names[kind]: png for kind, png in pngs.items()}
     table = format_profile(profile) + "".join(f"\nplot: {path}" for path in plots)
     code = emit(args, "profile", profile.to_dict(), table)

@@ -12,11 +12,21 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", type=Path, help="a folder of run directories and result files")
-    parser.add_argument("--html", metavar="FILE", type=Path, default=None, help="also write the list as HTML")
-    parser.add_argument("--target", type=float, default=None,
-                        help="one target accuracy for Valid FLOPS (default: each run's min_accuracy)")
-    parser.add_argument("--no-verify", action="store_true", help="do not verify the runs (verified: unchecked)")
+    parser.add_argument(
+        "directory", metavar="DIR", type=Path, help="a folder of run directories and result files"
+    )
+    parser.add_argument(
+        "--html", metavar="FILE", type=Path, default=None, help="also write the list as HTML"
+    )
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        help="one target accuracy for Valid FLOPS (default: each run's min_accuracy)",
+    )
+    parser.add_argument(
+        "--no-verify", action="store_true", help="do not verify the runs (verified: unchecked)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,56 +38,115 @@ from aihpc.errors import ConfigError
 #: thread and 51 s with two under load: small kernels gain nothing from a
 #: second thread and lose much when the other core is busy.
 THREADS = 1
-DEFAULT_OUT = {None: "recommend.json", "calibrate": "recommend-calibration.json",
-               "validate": "recommend-validation.json"}
+DEFAULT_OUT = {
+    None: "recommend.json",
+    "calibrate": "recommend-calibration.json",
+    "validate": "recommend-validation.json",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the options of ``aihpc recommend`` and its ``calibrate``/``validate`` forms."""
-    parser.add_argument("--dataset", metavar="NAME",
-                        help="data set name (digits, synthetic, npz, imagefolder)")
-    parser.add_argument("--data-path", metavar="P", type=Path, default=None,
-                        help="data set path (npz, imagefolder)")
-    parser.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the data set's reader, e.g. image_size=32 or channels=1 "
-                             "(repeatable; VALUE is read as JSON where it parses, else as text)")
-    parser.add_argument("--candidates", default="small", metavar="SET|FILE",
-                        help="small (default; sizes differ widely), matched (about one size), zoo, "
-                             "or a JSON candidates file")
-    parser.add_argument("--budget-ops", type=float, default=None, metavar="N",
-                        help="only candidates needing at most N training operations per sample")
-    parser.add_argument("--matcher", type=Path, default=None, metavar="FILE",
-                        help="a fitted matcher file (default: the one shipped with aihpc)")
+    parser.add_argument(
+        "--dataset", metavar="NAME", help="data set name (digits, synthetic, npz, imagefolder)"
+    )
+    parser.add_argument(
+        "--data-path", metavar="P", type=Path, default=None, help="data set path (npz, imagefolder)"
+    )
+    parser.add_argument(
+        "--data-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the data set's reader, e.g. image_size=32 or channels=1 "
+        "(repeatable; VALUE is read as JSON where it parses, else as text)",
+    )
+    parser.add_argument(
+        "--candidates",
+        default="small",
+        metavar="SET|FILE",
+        help="small (default; sizes differ widely), matched (about one size), zoo, "
+        "or a JSON candidates file",
+    )
+    parser.add_argument(
+        "--budget-ops",
+        type=float,
+        default=None,
+        metavar="N",
+        help="only candidates needing at most N training operations per sample",
+    )
+    parser.add_argument(
+        "--matcher",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a fitted matcher file (default: the one shipped with aihpc)",
+    )
     _common(parser, "recommend.json", form=False)
     sub = parser.add_subparsers(dest="form", metavar="{calibrate,validate}", required=False)
     cal = sub.add_parser("calibrate", help="fit the matcher on briefly trained candidates")
-    cal.add_argument("--steps", type=int, default=None, help="training steps per candidate (default 100)")
-    cal.add_argument("--seeds", type=int, default=1, help="training seeds per candidate (default 1)")
-    cal.add_argument("--observations", type=Path, default=None, metavar="FILE",
-                     help="refit from the observations of a recommend-calibration result file; trains nothing")
+    cal.add_argument(
+        "--steps", type=int, default=None, help="training steps per candidate (default 100)"
+    )
+    cal.add_argument(
+        "--seeds", type=int, default=1, help="training seeds per candidate (default 1)"
+    )
+    cal.add_argument(
+        "--observations",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="refit from the observations of a recommend-calibration result file; trains nothing",
+    )
     _workers(cal)
-    cal.add_argument("--matcher-out", type=Path, default=Path("recommend-matcher.json"), metavar="FILE",
-                     help="where to write the fitted matcher (default recommend-matcher.json)")
+    cal.add_argument(
+        "--matcher-out",
+        type=Path,
+        default=Path("recommend-matcher.json"),
+        metavar="FILE",
+        help="where to write the fitted matcher (default recommend-matcher.json)",
+    )
     _common(cal, "recommend-calibration.json")
     val = sub.add_parser("validate", help="judge the matcher on held-out tasks against baselines")
-    val.add_argument("--steps", type=int, default=None, help="training steps per candidate (default 100)")
-    val.add_argument("--seeds", type=int, default=2, help="training seeds per candidate (default 2, >= 2)")
-    val.add_argument("--calibration", type=Path, default=None, metavar="FILE",
-                     help="the recommend-calibration result whose observations are refitted without "
-                          "each family (default: the calibration shipped with aihpc)")
-    val.add_argument("--observations", type=Path, default=None, metavar="FILE",
-                     help="judge the held-out observations saved in a recommend-validation result file "
-                          "again (e.g. with another --calibration or --margin); trains nothing")
-    val.add_argument("--fast", action="store_true",
-                     help="a seconds-long smoke run: one task, 3 candidates per set, 5 steps")
+    val.add_argument(
+        "--steps", type=int, default=None, help="training steps per candidate (default 100)"
+    )
+    val.add_argument(
+        "--seeds", type=int, default=2, help="training seeds per candidate (default 2, >= 2)"
+    )
+    val.add_argument(
+        "--calibration",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the recommend-calibration result whose observations are refitted without "
+        "each family (default: the calibration shipped with aihpc)",
+    )
+    val.add_argument(
+        "--observations",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="judge the held-out observations saved in a recommend-validation result file "
+        "again (e.g. with another --calibration or --margin); trains nothing",
+    )
+    val.add_argument(
+        "--fast",
+        action="store_true",
+        help="a seconds-long smoke run: one task, 3 candidates per set, 5 steps",
+    )
     _workers(val)
     _common(val, "recommend-validation.json")
 
 
 def _workers(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                        help="tasks observed at once, one process and torch thread each "
-                             "(default: up to 2, the CPUs here)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="tasks observed at once, one process and torch thread each "
+        "(default: up to 2, the CPUs here)",
+    )
 
 
 def _data_options(items: list[str]) -> dict:
@@ -112,18 +171,33 @@ def _common(parser: argparse.ArgumentParser, default_out: str, form: bool = True
     overwrite the parent's)."""
     default = argparse.SUPPRESS if form else None
     parser.add_argument("--seed", type=int, default=default, help="seed (default 0; validate: 100)")
-    parser.add_argument("--margin", type=float, default=default,
-                        help="accuracy a cheaper pick may give up against the best prediction (default 0.01)")
-    parser.add_argument("--out", metavar="FILE", type=Path, default=default,
-                        help=f"the versioned JSON result file (default: {default_out})")
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if form else False,
-                        help="print the JSON document instead of the table")
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=default,
+        help="accuracy a cheaper pick may give up against the best prediction (default 0.01)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        type=Path,
+        default=default,
+        help=f"the versioned JSON result file (default: {default_out})",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if form else False,
+        help="print the JSON document instead of the table",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
     for name in ("steps", "seeds", "seed", "workers"):
         value = getattr(args, name, None)
-        low = {"steps": 1, "seeds": 2 if args.form == "validate" else 1, "seed": 0, "workers": 1}[name]
+        low = {"steps": 1, "seeds": 2 if args.form == "validate" else 1, "seed": 0, "workers": 1}[
+            name
+        ]
         if value is not None and value < low:
             raise ConfigError(f"--{name} must be >= {low}, got {value}")
     if args.margin is not None and not 0 <= args.margin <= 1:
@@ -160,8 +234,14 @@ def _recommend(args: argparse.Namespace) -> int:
     matcher = matching.load(args.matcher)
     task = from_dataset(args.dataset, args.data_path, seed=seed, **_data_options(args.data_option))
     candidates = resolve(args.candidates, task.input_shape, task.num_classes)
-    rec = rank(task, candidates, matcher,
-               margin=MARGIN if args.margin is None else args.margin, budget_ops=args.budget_ops, seed=seed)
+    rec = rank(
+        task,
+        candidates,
+        matcher,
+        margin=MARGIN if args.margin is None else args.margin,
+        budget_ops=args.budget_ops,
+        seed=seed,
+    )
     return emit(args, "recommend", rec.to_dict(), format_recommendation(rec))
 
 
@@ -177,8 +257,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     from aihpc.recommend.tasks import STEPS
 
     if args.matcher_out.parent and not args.matcher_out.parent.is_dir():
-        raise ConfigError(f"cannot write {args.matcher_out}: directory {args.matcher_out.parent} "
-                          f"does not exist")
+        raise ConfigError(
+            f"cannot write {args.matcher_out}: directory {args.matcher_out.parent} does not exist"
+        )
     command = "aihpc recommend calibrate " + " ".join(shlex.quote(a) for a in _form_argv())
     if args.observations is not None:
         data, observations = _observations(args.observations, "recommend-calibration")
@@ -186,18 +267,29 @@ def _calibrate(args: argparse.Namespace) -> int:
         provenance["refit"] = command
         matcher = fit_observations(observations, provenance)
     else:
-        matcher, observations = calibrate(seed=0 if args.seed is None else args.seed,
-                                          steps=args.steps or STEPS, seeds=args.seeds, workers=args.workers,
-                                          command=command, progress=None if args.json else _progress)
+        matcher, observations = calibrate(
+            seed=0 if args.seed is None else args.seed,
+            steps=args.steps or STEPS,
+            seeds=args.seeds,
+            workers=args.workers,
+            command=command,
+            progress=None if args.json else _progress,
+        )
     atomic_write(args.matcher_out, json.dumps(matcher.to_dict(), indent=2, sort_keys=True) + "\n")
     prov, (within, between), (low, high) = matcher.provenance, matcher.alpha, matcher.residuals
-    table = (f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of {len(prov['families'])} families; "
-             f"leave one family out: within-task penalty {within:g} (Kendall tau "
-             f"{prov['cv_tau_by_within_alpha'][str(within)]:+.2f}), between-task penalty {between:g} (mean "
-             f"absolute error {100 * prov['cv_mae_by_between_alpha'][str(between)]:.1f} accuracy points); "
-             f"logit residuals {low:+.2f}..{high:+.2f} give the 80 % interval\nmatcher file: {args.matcher_out}")
-    return emit(args, "recommend-calibration", {"matcher": matcher.to_dict(),
-                                                "observations": [o.to_dict() for o in observations]}, table)
+    table = (
+        f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of {len(prov['families'])} families; "
+        f"leave one family out: within-task penalty {within:g} (Kendall tau "
+        f"{prov['cv_tau_by_within_alpha'][str(within)]:+.2f}), between-task penalty {between:g} (mean "
+        f"absolute error {100 * prov['cv_mae_by_between_alpha'][str(between)]:.1f} accuracy points); "
+        f"logit residuals {low:+.2f}..{high:+.2f} give the 80 % interval\nmatcher file: {args.matcher_out}"
+    )
+    return emit(
+        args,
+        "recommend-calibration",
+        {"matcher": matcher.to_dict(), "observations": [o.to_dict() for o in observations]},
+        table,
+    )
 
 
 def _observations(path: Path, kind: str) -> tuple[dict, list]:
@@ -214,7 +306,7 @@ def _observations(path: Path, kind: str) -> tuple[dict, list]:
 
 def _form_argv() -> list[str]:
     argv = sys.argv[1:]
-    return argv[argv.index("calibrate") + 1:] if "calibrate" in argv else []
+    return argv[argv.index("calibrate") + 1 :] if "calibrate" in argv else []
 
 
 def _calibration(args: argparse.Namespace) -> list:
@@ -238,13 +330,22 @@ def _validate(args: argparse.Namespace) -> int:
         data, held_out = _observations(args.observations, "recommend-validation")
         steps = (data.get("validation") or {}).get("steps")
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-            raise ConfigError(f"{args.observations}: its validation gives no step count (got {steps!r})")
+            raise ConfigError(
+                f"{args.observations}: its validation gives no step count (got {steps!r})"
+            )
         result = rejudge(calibration, held_out, margin=margin, steps=steps)
     else:
         fast = dict(specs=validation_tasks()[:1], limit=3, steps=5) if args.fast else {}
         steps = args.steps or fast.pop("steps", STEPS)
-        result, held_out = validate(calibration, seeds=args.seeds, steps=steps,
-                                    base_seed=100 if args.seed is None else args.seed, margin=margin,
-                                    workers=args.workers, progress=None if args.json else _progress, **fast)
+        result, held_out = validate(
+            calibration,
+            seeds=args.seeds,
+            steps=steps,
+            base_seed=100 if args.seed is None else args.seed,
+            margin=margin,
+            workers=args.workers,
+            progress=None if args.json else _progress,
+            **fast,
+        )
     data = {"validation": result.to_dict(), "observations": [o.to_dict() for o in held_out]}
     return emit(args, "recommend-validation", data, format_validation(result))

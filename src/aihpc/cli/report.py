@@ -16,11 +16,20 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``RUN_DIR`` and ``--out``."""
-    parser.add_argument("run_dir", metavar="RUN_DIR|FILE", type=Path,
-                        help="a run directory holding results.json (written by `aihpc run`), "
-                             "or a result file of `aihpc bench`, `profile` or `roofline`")
-    parser.add_argument("--out", metavar="FILE", type=Path, default=None,
-                        help="where to write the HTML (default: RUN_DIR/report.html or FILE.html)")
+    parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR|FILE",
+        type=Path,
+        help="a run directory holding results.json (written by `aihpc run`), "
+        "or a result file of `aihpc bench`, `profile` or `roofline`",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="where to write the HTML (default: RUN_DIR/report.html or FILE.html)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,18 +11,38 @@ from aihpc.cli.output import add_output_arguments
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument("--dtype", action="append", metavar="DTYPE",
-                        help="matmul peak dtypes (float64, float32, tf32 on CUDA, bfloat16, float16); repeat for "
-                             "several (default: float32 and bfloat16 on CPU; float32, tf32, bfloat16, float16 on CUDA)")
-    parser.add_argument("--seconds", type=float, default=2.0,
-                        help="timed seconds per measurement: each peak and each bandwidth kernel (default 2)")
-    parser.add_argument("--elements", type=int, default=None,
-                        help="float64 elements per STREAM array (default: 2**25 on CPU, 2**28 on CUDA, doubled "
-                             "until each array is 4x the last-level cache); smaller arrays measure cache, not memory")
-    parser.add_argument("--points", metavar="FILE", type=Path, action="append", default=[],
-                        help="a `bench operators` or `bench network` result whose kernels to place on the roofline; "
-                             "repeat for several")
-    parser.add_argument("--plot", metavar="FILE.png", type=Path, default=None, help="write the roofline plot here")
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        metavar="DTYPE",
+        help="matmul peak dtypes (float64, float32, tf32 on CUDA, bfloat16, float16); repeat for "
+        "several (default: float32 and bfloat16 on CPU; float32, tf32, bfloat16, float16 on CUDA)",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=2.0,
+        help="timed seconds per measurement: each peak and each bandwidth kernel (default 2)",
+    )
+    parser.add_argument(
+        "--elements",
+        type=int,
+        default=None,
+        help="float64 elements per STREAM array (default: 2**25 on CPU, 2**28 on CUDA, doubled "
+        "until each array is 4x the last-level cache); smaller arrays measure cache, not memory",
+    )
+    parser.add_argument(
+        "--points",
+        metavar="FILE",
+        type=Path,
+        action="append",
+        default=[],
+        help="a `bench operators` or `bench network` result whose kernels to place on the roofline; "
+        "repeat for several",
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", type=Path, default=None, help="write the roofline plot here"
+    )
     add_output_arguments(parser, "roofline.json")
 
 
@@ -46,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         _check_writable(args.plot, "--plot")
     point_files = [machine.read_points(path) for path in args.points]
     device = str(resolve_device(args.device))
-    dtypes = machine.check_dtypes(device, args.dtype) if args.dtype else machine.machine_dtypes(device)
+    dtypes = (
+        machine.check_dtypes(device, args.dtype) if args.dtype else machine.machine_dtypes(device)
+    )
     for points_file in point_files:
         points_file.check_device(device)
     points = [p for points_file in point_files for p in points_file.points]

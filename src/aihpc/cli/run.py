@@ -10,53 +10,133 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minutes", type=float, help="time budget of the search (default 5)")
     p.add_argument("--dataset", help="digits, synthetic (default), imagefolder or npz")
     p.add_argument("--data-path", help="folder or file for imagefolder / npz")
-    p.add_argument("--staging", choices=["auto", "device", "stream"],
-                   help="where workers stage the data: whole on the device, or streamed from a node-local file "
-                        "(default auto: on the device if it fits in half its free memory)")
-    p.add_argument("--stage-dir", help="node-local folder for streamed data (default: the temporary folder)")
-    p.add_argument("--workers", type=int, help="number of workers (default: one per GPU, or cores split on CPU)")
+    p.add_argument(
+        "--staging",
+        choices=["auto", "device", "stream"],
+        help="where workers stage the data: whole on the device, or streamed from a node-local file "
+        "(default auto: on the device if it fits in half its free memory)",
+    )
+    p.add_argument(
+        "--stage-dir", help="node-local folder for streamed data (default: the temporary folder)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="number of workers (default: one per GPU, or cores split on CPU)",
+    )
     p.add_argument("--threads-per-worker", type=int, help="torch threads per worker")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://HOST:PORT")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where workers train (default auto)")
+    p.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], help="where workers train (default auto)"
+    )
     p.add_argument("--seed", type=int, help="seed of the search, the data split and initialisation")
-    p.add_argument("--min-accuracy", type=float, help="best accuracy below which the run is invalid")
-    p.add_argument("--strategy", help="parent selection: evolution (default), random, or none (no architecture search)")
+    p.add_argument(
+        "--min-accuracy", type=float, help="best accuracy below which the run is invalid"
+    )
+    p.add_argument(
+        "--strategy",
+        help="parent selection: evolution (default), random, or none (no architecture search)",
+    )
     p.add_argument("--max-params", type=int, help="largest network a child may grow to")
-    p.add_argument("--screen", type=int, metavar="K",
-                   help="proxy screening: morph K children per new trial, score them untrained with zero-cost "
-                        "proxies and the recommender's matcher, train the best (default 0: off)")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile each trial's model (default: off; see trainer.COMPILE_AUTO)")
-    p.add_argument("--procs-per-trial", type=int, help="processes training each trial data-parallel (gloo on CPU)")
-    p.add_argument("--gpus-per-trial", type=int, dest="procs_per_trial",
-                   help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial")
+    p.add_argument(
+        "--screen",
+        type=int,
+        metavar="K",
+        help="proxy screening: morph K children per new trial, score them untrained with zero-cost "
+        "proxies and the recommender's matcher, train the best (default 0: off)",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile each trial's model (default: off; see trainer.COMPILE_AUTO)",
+    )
+    p.add_argument(
+        "--procs-per-trial",
+        type=int,
+        help="processes training each trial data-parallel (gloo on CPU)",
+    )
+    p.add_argument(
+        "--gpus-per-trial",
+        type=int,
+        dest="procs_per_trial",
+        help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial",
+    )
     batch = p.add_argument_group("batch systems (SLURM, PBS, LSF)")
     which = batch.add_mutually_exclusive_group()
-    which.add_argument("--slurm", dest="batch_system", action="store_const", const="slurm",
-                       help="workers as SLURM jobs; inside an allocation (srun), its tasks are the workers")
-    which.add_argument("--pbs", dest="batch_system", action="store_const", const="pbs", help="workers as PBS jobs")
-    which.add_argument("--lsf", dest="batch_system", action="store_const", const="lsf", help="workers as LSF jobs")
+    which.add_argument(
+        "--slurm",
+        dest="batch_system",
+        action="store_const",
+        const="slurm",
+        help="workers as SLURM jobs; inside an allocation (srun), its tasks are the workers",
+    )
+    which.add_argument(
+        "--pbs", dest="batch_system", action="store_const", const="pbs", help="workers as PBS jobs"
+    )
+    which.add_argument(
+        "--lsf", dest="batch_system", action="store_const", const="lsf", help="workers as LSF jobs"
+    )
     batch.add_argument("--nodes", type=int, help="nodes to spread the workers over (default 1)")
-    batch.add_argument("--gpus-per-node", type=int, help="GPUs per node, one worker each (default 0: CPU)")
+    batch.add_argument(
+        "--gpus-per-node", type=int, help="GPUs per node, one worker each (default 0: CPU)"
+    )
     batch.add_argument("--partition", help="partition (SLURM) or queue (PBS, LSF)")
-    batch.add_argument("--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00")
+    batch.add_argument(
+        "--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00"
+    )
     batch.add_argument("--worker-memory", help="memory limit of each worker, e.g. 8GiB")
-    batch.add_argument("--interface", help="network interface of scheduler and workers, e.g. ib0 (default: all)")
-    batch.add_argument("--tls", action=argparse.BooleanOptionalAction, default=None,
-                       help="TLS between scheduler and workers (default: on for batch jobs)")
-    p.add_argument("--config", metavar="TOML", help="read settings from a TOML file (flags override it)")
+    batch.add_argument(
+        "--interface", help="network interface of scheduler and workers, e.g. ib0 (default: all)"
+    )
+    batch.add_argument(
+        "--tls",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="TLS between scheduler and workers (default: on for batch jobs)",
+    )
+    p.add_argument(
+        "--config", metavar="TOML", help="read settings from a TOML file (flags override it)"
+    )
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<id>)")
-    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR, keeping every finished trial")
-    p.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
-                   help="live console view (default: when stdout is a terminal)")
+    p.add_argument(
+        "--resume", metavar="DIR", help="continue the run in DIR, keeping every finished trial"
+    )
+    p.add_argument(
+        "--live",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="live console view (default: when stdout is a terminal)",
+    )
 
 
 # flags that set a configuration key of the same name (flags override the TOML file)
 CONFIG_FLAGS = (
-    "minutes", "dataset", "data_path", "staging", "stage_dir", "workers", "threads_per_worker", "scheduler", "device", "seed",
-    "min_accuracy", "strategy", "screen", "max_params", "compile", "procs_per_trial", "batch_system", "nodes",
-    "gpus_per_node", "partition", "walltime", "worker_memory", "tls", "interface",
-)  # fmt: skip
+    "minutes",
+    "dataset",
+    "data_path",
+    "staging",
+    "stage_dir",
+    "workers",
+    "threads_per_worker",
+    "scheduler",
+    "device",
+    "seed",
+    "min_accuracy",
+    "strategy",
+    "screen",
+    "max_params",
+    "compile",
+    "procs_per_trial",
+    "batch_system",
+    "nodes",
+    "gpus_per_node",
+    "partition",
+    "walltime",
+    "worker_memory",
+    "tls",
+    "interface",
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,9 +158,14 @@ def run(args: argparse.Namespace) -> int:
     if config.batch_system == "slurm" and in_allocation():
         # Under srun every task runs this: rank 0 gets a client and runs the
         # master; every other rank serves one worker and exits in runner_context.
-        with runner_context(interface=config.interface, tls=config.tls is not False,
-                            gpus_per_worker=config.procs_per_trial) as client:
-            results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console, client=client)
+        with runner_context(
+            interface=config.interface,
+            tls=config.tls is not False,
+            gpus_per_worker=config.procs_per_trial,
+        ) as client:
+            results = run_benchmark(
+                config, run_dir, resume=bool(args.resume), console=console, client=client
+            )
     else:
         results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)
     for line in summary_lines(results, run_dir):

@@ -18,26 +18,62 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", required=True, help="cosmoflow or deepcam")
-    p.add_argument("--runs", type=int, default=5, help="rounds one after another (default 5; olympic mean needs >= 3)")
-    p.add_argument("--instances", type=int, default=1, help="models trained at once per round (default 1)")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=5,
+        help="rounds one after another (default 5; olympic mean needs >= 3)",
+    )
+    p.add_argument(
+        "--instances", type=int, default=1, help="models trained at once per round (default 1)"
+    )
     p.add_argument("--size", help="workload size: small (default, the reference) or tiny")
-    p.add_argument("--target", type=float, help="quality target (default: the workload's reference target)")
+    p.add_argument(
+        "--target", type=float, help="quality target (default: the workload's reference target)"
+    )
     p.add_argument("--max-epochs", type=int, help="epoch budget per model (default: the size's)")
-    p.add_argument("--max-minutes", type=float, default=10.0, help="time budget per model (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the data and the models (default 0)")
-    p.add_argument("--data-dir", type=Path, help="existing data (DIR/train, DIR/validation) instead of generated")
-    p.add_argument("--stage-dir", help="node-local folder to stage the data to (default: a temporary folder)")
-    p.add_argument("--threads-per-worker", type=int, help="torch threads per instance (default: cores / instances)")
+    p.add_argument(
+        "--max-minutes", type=float, default=10.0, help="time budget per model (default 10)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the data and the models (default 0)"
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="existing data (DIR/train, DIR/validation) instead of generated",
+    )
+    p.add_argument(
+        "--stage-dir", help="node-local folder to stage the data to (default: a temporary folder)"
+    )
+    p.add_argument(
+        "--threads-per-worker",
+        type=int,
+        help="torch threads per instance (default: cores / instances)",
+    )
     p.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://HOST:PORT")
-    p.add_argument("--in-process", action="store_true", help="no Dask workers: run the instances here, one by one")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="no Dask workers: run the instances here, one by one",
+    )
     batch = p.add_argument_group("batch systems")
-    batch.add_argument("--slurm", dest="batch_system", action="store_const", const="slurm",
-                       help="workers as SLURM jobs (dask-jobqueue), one per instance")
+    batch.add_argument(
+        "--slurm",
+        dest="batch_system",
+        action="store_const",
+        const="slurm",
+        help="workers as SLURM jobs (dask-jobqueue), one per instance",
+    )
     batch.add_argument("--partition", help="SLURM partition")
-    batch.add_argument("--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00")
+    batch.add_argument(
+        "--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00"
+    )
     batch.add_argument("--worker-memory", help="memory limit of each worker, e.g. 8GiB")
     p.add_argument("--out", type=Path, help="output folder (default runs/ttt-<workload>-<time>)")
-    p.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    p.add_argument(
+        "--json", action="store_true", help="print the JSON document instead of the table"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
         compliance.update(ok)
         failures.update({k: v for k, v in output.items() if not ok[k]})
         summary = ttt.summarise(plan, rounds, compliance)
-        summary.update(generation_s=generated, data_dir=str(plan.data_dir), compliance_output=failures)
+        summary.update(
+            generation_s=generated, data_dir=str(plan.data_dir), compliance_output=failures
+        )
         saved["doc"] = result_document("train-to-target", summary)
         write_result(plan.out_dir / "ttt.json", saved["doc"])
 
@@ -100,27 +138,52 @@ def _plan(args: argparse.Namespace):
 
     workload = get(args.workload)
     size = workload.size(args.size)
-    for name, value, low in (("runs", args.runs, 1), ("instances", args.instances, 1),
-                             ("max-epochs", args.max_epochs, 1), ("threads-per-worker", args.threads_per_worker, 1)):
+    for name, value, low in (
+        ("runs", args.runs, 1),
+        ("instances", args.instances, 1),
+        ("max-epochs", args.max_epochs, 1),
+        ("threads-per-worker", args.threads_per_worker, 1),
+    ):
         if value is not None and value < low:
             raise ConfigError(f"--{name} must be >= {low}, got {value}")
     if not args.max_minutes > 0:
         raise ConfigError(f"--max-minutes must be > 0, got {args.max_minutes}")
     target = workload.target if args.target is None else args.target
     if not target > 0 or (workload.higher_is_better and target > 1):
-        raise ConfigError(f"--target must be a {workload.metric.upper()} in "
-                          f"{'(0, 1]' if workload.higher_is_better else '(0, inf)'}, got {target}")
+        raise ConfigError(
+            f"--target must be a {workload.metric.upper()} in "
+            f"{'(0, 1]' if workload.higher_is_better else '(0, inf)'}, got {target}"
+        )
     if args.data_dir is not None and not args.data_dir.is_dir():
-        raise ConfigError(f"--data-dir must be a folder with train/ and validation/, got {str(args.data_dir)!r}")
-    out = args.out or Path("runs") / f"ttt-{args.workload}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        raise ConfigError(
+            f"--data-dir must be a folder with train/ and validation/, got {str(args.data_dir)!r}"
+        )
+    out = (
+        args.out
+        or Path("runs")
+        / f"ttt-{args.workload}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    )
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"output folder {out} is not empty; choose another --out")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     threads = args.threads_per_worker or max(1, cores // args.instances)
-    return Plan(workload=args.workload, size=args.size or workload.default_size, runs=args.runs,
-                instances=args.instances, target=target, max_epochs=args.max_epochs or size.max_epochs,
-                max_seconds=60.0 * args.max_minutes, seed=args.seed, data_dir=args.data_dir or out / "data",
-                out_dir=out, stage_root=args.stage_dir, threads=threads, platform=_platform())
+    return Plan(
+        workload=args.workload,
+        size=args.size or workload.default_size,
+        runs=args.runs,
+        instances=args.instances,
+        target=target,
+        max_epochs=args.max_epochs or size.max_epochs,
+        max_seconds=60.0 * args.max_minutes,
+        seed=args.seed,
+        data_dir=args.data_dir or out / "data",
+        out_dir=out,
+        stage_root=args.stage_dir,
+        threads=threads,
+        platform=_platform(),
+    )
 
 
 def _platform() -> str:
@@ -149,10 +212,22 @@ def _executor(args: argparse.Namespace, plan):
     if args.scheduler:
         executor = remote_executor(args.scheduler)
     elif args.batch_system:
-        config = RunConfig.from_dict({k: v for k, v in {
-            "batch_system": args.batch_system, "partition": args.partition, "walltime": args.walltime,
-            "worker_memory": args.worker_memory}.items() if v is not None}, source="flags")
-        executor = batch_executor(Layout(plan.instances, plan.threads or 1, "cpu"), config, plan.out_dir)
+        config = RunConfig.from_dict(
+            {
+                k: v
+                for k, v in {
+                    "batch_system": args.batch_system,
+                    "partition": args.partition,
+                    "walltime": args.walltime,
+                    "worker_memory": args.worker_memory,
+                }.items()
+                if v is not None
+            },
+            source="flags",
+        )
+        executor = batch_executor(
+            Layout(plan.instances, plan.threads or 1, "cpu"), config, plan.out_dir
+        )
     else:
         executor = local_executor(Layout(plan.instances, plan.threads or 1, "cpu"))
     try:
@@ -169,20 +244,28 @@ def _num(value: float | None) -> str:
 
 def _table(s: dict, out_dir: Path) -> str:
     sense = ">=" if s["higher_is_better"] else "<="
-    lines = [f"{s['workload']} ({s['benchmark']}, size {s['size']}, {s['division']} division): "
-             f"target {s['metric'].upper()} {sense} {s['target']}",
-             f"{'run':>3} {'inst':>4} {'reached':>7} {'epochs':>6} {s['metric']:>8} {'staging s':>9} "
-             f"{'time to train s':>15} {'GOPS':>7} {'compliant':>9}"]
+    lines = [
+        f"{s['workload']} ({s['benchmark']}, size {s['size']}, {s['division']} division): "
+        f"target {s['metric'].upper()} {sense} {s['target']}",
+        f"{'run':>3} {'inst':>4} {'reached':>7} {'epochs':>6} {s['metric']:>8} {'staging s':>9} "
+        f"{'time to train s':>15} {'GOPS':>7} {'compliant':>9}",
+    ]
     for r in s["runs"]:
         for i in r["instances"]:
             gops = (i["ops_per_s"] or 0) / 1e9
-            lines.append(f"{i['run']:>3} {i['instance']:>4} {str(i['reached']):>7} {i['epochs']:>6} "
-                         f"{_num(i['quality']):>8} {i['staging_s']:>9.2f} {i['time_to_train_s']:>15.1f} "
-                         f"{gops:>7.2f} {str(i['compliant']):>9}")
-    lines.append(f"time to train: {s['time_to_train_s']:.1f} s ({s['time_to_train_aggregate']}); "
-                 f"staging {s['staging_s']:.2f} s per instance, timed apart")
+            lines.append(
+                f"{i['run']:>3} {i['instance']:>4} {str(i['reached']):>7} {i['epochs']:>6} "
+                f"{_num(i['quality']):>8} {i['staging_s']:>9.2f} {i['time_to_train_s']:>15.1f} "
+                f"{gops:>7.2f} {str(i['compliant']):>9}"
+            )
+    lines.append(
+        f"time to train: {s['time_to_train_s']:.1f} s ({s['time_to_train_aggregate']}); "
+        f"staging {s['staging_s']:.2f} s per instance, timed apart"
+    )
     if s["instances"] > 1:
-        lines.append(f"throughput: {s['models_per_minute']:.3f} models per minute with {s['instances']} "
-                     f"instances ({s['models_per_minute_aggregate']})")
+        lines.append(
+            f"throughput: {s['models_per_minute']:.3f} models per minute with {s['instances']} "
+            f"instances ({s['models_per_minute_aggregate']})"
+        )
     lines.append(f"results: {out_dir / 'ttt.json'}; MLPerf logs: {out_dir}/mlperf_r*_i*.log")
     return "\n".join(lines)

@@ -15,7 +15,9 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="a run directory written by `aihpc run`")
+    parser.add_argument(
+        "run_dir", metavar="RUN_DIR", type=Path, help="a run directory written by `aihpc run`"
+    )
     parser.add_argument("--json", action="store_true", help="print the verification as JSON")
 
 
@@ -31,8 +33,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(result) -> str:
-    verdict = {"yes": "VERIFIED", "no": f"NOT VERIFIED ({len(result.mismatches)} mismatches)",
-               "unchecked": "VERIFIED, integrity unchecked"}[result.status]
+    verdict = {
+        "yes": "VERIFIED",
+        "no": f"NOT VERIFIED ({len(result.mismatches)} mismatches)",
+        "unchecked": "VERIFIED, integrity unchecked",
+    }[result.status]
     lines = [f"aihpc verify {result.run_dir}: {verdict}"]
     width = max(len(c.name) for c in result.checks)
     for check in result.checks:

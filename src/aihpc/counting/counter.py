@@ -59,21 +59,30 @@ class OpCount:
 
     def __post_init__(self) -> None:
         if self.total != self.forward + self.backward:
-            raise ValueError(f"total {self.total} != forward {self.forward} + "
-                             f"backward {self.backward}")
+            raise ValueError(
+                f"total {self.total} != forward {self.forward} + backward {self.backward}"
+            )
 
     def per_sample(self) -> dict[str, float]:
         """forward, backward, total and conv_linear_macs divided by the batch size."""
         b = self.batch_size
-        return {"forward": self.forward / b, "backward": self.backward / b,
-                "total": self.total / b, "conv_linear_macs": self.conv_linear_macs / b}
+        return {
+            "forward": self.forward / b,
+            "backward": self.backward / b,
+            "total": self.total / b,
+            "conv_linear_macs": self.conv_linear_macs / b,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable copy of every field (plus ``per_sample``)."""
         return {
-            "forward": self.forward, "backward": self.backward, "total": self.total,
-            "conv_linear_macs": self.conv_linear_macs, "batch_size": self.batch_size,
-            "train": self.train, "per_sample": self.per_sample(),
+            "forward": self.forward,
+            "backward": self.backward,
+            "total": self.total,
+            "conv_linear_macs": self.conv_linear_macs,
+            "batch_size": self.batch_size,
+            "train": self.train,
+            "per_sample": self.per_sample(),
             "by_operator": {k: dict(v) for k, v in self.by_operator.items()},
             "by_module": {k: dict(v) for k, v in self.by_module.items()},
             "uncounted": dict(self.uncounted),
@@ -150,8 +159,10 @@ def _main_output(out: Any) -> torch.Tensor:
         return out
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
-    raise ModelError("to count training the model must return a tensor (or a tuple/list "
-                     f"whose first item is one), got {type(out).__name__}")
+    raise ModelError(
+        "to count training the model must return a tensor (or a tuple/list "
+        f"whose first item is one), got {type(out).__name__}"
+    )
 
 
 def _to_device(t: torch.Tensor, device: str) -> torch.Tensor:
@@ -173,11 +184,15 @@ def _prepare_inputs(example_inputs: Any, device: str) -> tuple[torch.Tensor, ...
             t = torch.empty(shape, device="meta")
             return (t if device == "meta" else torch.randn(shape, device=device),)
     else:
-        raise ConfigError("example_inputs must be a tensor, a non-empty sequence of tensors "
-                          f"or a shape, got {type(example_inputs).__name__}")
+        raise ConfigError(
+            "example_inputs must be a tensor, a non-empty sequence of tensors "
+            f"or a shape, got {type(example_inputs).__name__}"
+        )
     if not all(isinstance(v, torch.Tensor) for v in items):
-        raise ConfigError("example_inputs must be all tensors or all ints (a shape), got "
-                          f"{[type(v).__name__ for v in items]}")
+        raise ConfigError(
+            "example_inputs must be all tensors or all ints (a shape), got "
+            f"{[type(v).__name__ for v in items]}"
+        )
     inputs = tuple(_to_device(v, device) for v in items)
     if inputs[0].dim() > 0 and inputs[0].shape[0] < 1:
         raise ConfigError(f"batch must be >= 1, got {inputs[0].shape[0]}")
@@ -191,9 +206,12 @@ def _copy_model(model: nn.Module, device: str) -> nn.Module:
     if device == "meta":
         for p in model.parameters():
             if nn.parameter.is_lazy(p):
-                raise ModelError("lazy modules must be initialised (run one forward) before counting")
-            memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"),
-                                       requires_grad=p.requires_grad)
+                raise ModelError(
+                    "lazy modules must be initialised (run one forward) before counting"
+                )
+            memo[id(p)] = nn.Parameter(
+                torch.empty_like(p, device="meta"), requires_grad=p.requires_grad
+            )
         for b in model.buffers():
             memo[id(b)] = torch.empty_like(b, device="meta")
     try:
@@ -209,7 +227,7 @@ def _module_key(name: str) -> str | None:
     if name == prefix:
         return MODEL_KEY
     if name.startswith(prefix + "."):
-        return name[len(prefix) + 1:]
+        return name[len(prefix) + 1 :]
     if name == "_Step.loss":
         return LOSS_KEY
     return None
@@ -220,9 +238,15 @@ def _split(before: dict[Any, int], after: dict[Any, int]) -> dict[Any, tuple[int
     return {k: (before.get(k, 0), after.get(k, 0) - before.get(k, 0)) for k in keys}
 
 
-def count_ops(model: nn.Module, example_inputs: Any, train: bool = True,
-              loss: str = "cross_entropy", target: torch.Tensor | None = None, *,
-              device: str = "meta") -> OpCount:
+def count_ops(
+    model: nn.Module,
+    example_inputs: Any,
+    train: bool = True,
+    loss: str = "cross_entropy",
+    target: torch.Tensor | None = None,
+    *,
+    device: str = "meta",
+) -> OpCount:
     """Count the operations of one step of ``model`` on ``example_inputs``.
 
     ``example_inputs``: a tensor, a sequence of tensors (positional inputs) or
@@ -249,13 +273,15 @@ def count_ops(model: nn.Module, example_inputs: Any, train: bool = True,
         raise ConfigError(f"target must be a tensor or None, got {type(target).__name__}")
     net = _copy_model(model, device)
     net.train(train)
-    step = _Step(net, loss if train else None,
-                 _to_device(target, device) if target is not None else None)
+    step = _Step(
+        net, loss if train else None, _to_device(target, device) if target is not None else None
+    )
 
     tally = _MacTally()
     recorder = _OpRecorder()
-    counter = FlopCounterMode(display=False,
-                              custom_mapping={p: tally.wrap(f) for p, f in FORMULAS.items()})
+    counter = FlopCounterMode(
+        display=False, custom_mapping={p: tally.wrap(f) for p, f in FORMULAS.items()}
+    )
     try:
         with recorder, counter:
             with torch.enable_grad() if train else torch.no_grad():
@@ -265,26 +291,40 @@ def count_ops(model: nn.Module, example_inputs: Any, train: bool = True,
             if train and isinstance(value, torch.Tensor) and value.requires_grad:
                 value.backward()
     except (RuntimeError, ValueError, NotImplementedError) as exc:
-        hint = (" (a model whose control flow depends on tensor values cannot run on the meta "
-                "device; try device='cpu')" if device == "meta" else "")
-        raise ModelError(f"{type(model).__name__} failed while being counted: "
-                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                         f"{hint}") from exc
+        hint = (
+            " (a model whose control flow depends on tensor values cannot run on the meta "
+            "device; try device='cpu')"
+            if device == "meta"
+            else ""
+        )
+        raise ModelError(
+            f"{type(model).__name__} failed while being counted: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            f"{hint}"
+        ) from exc
     all_counts = counter.get_flop_counts()
     return _assemble(net, forward_counts, all_counts, recorder, counter, batch, train, macs)
 
 
-def _assemble(net: nn.Module, fwd: dict[str, dict[Any, int]], both: dict[str, dict[Any, int]],
-              recorder: _OpRecorder, counter: FlopCounterMode, batch: int, train: bool,
-              macs: int) -> OpCount:
+def _assemble(
+    net: nn.Module,
+    fwd: dict[str, dict[Any, int]],
+    both: dict[str, dict[Any, int]],
+    recorder: _OpRecorder,
+    counter: FlopCounterMode,
+    batch: int,
+    train: bool,
+    macs: int,
+) -> OpCount:
     by_operator: dict[str, dict[str, int]] = {}
     for packet, (f, b) in _split(fwd.get("Global", {}), both.get("Global", {})).items():
         if f or b:
             row = by_operator.setdefault(family(packet), {"forward": 0, "backward": 0})
             row["forward"] += f
             row["backward"] += b
-    by_operator = dict(sorted(by_operator.items(),
-                              key=lambda kv: -(kv[1]["forward"] + kv[1]["backward"])))
+    by_operator = dict(
+        sorted(by_operator.items(), key=lambda kv: -(kv[1]["forward"] + kv[1]["backward"]))
+    )
 
     module_totals: dict[str, tuple[int, int]] = {}
     for name in both:
@@ -302,12 +342,25 @@ def _assemble(net: nn.Module, fwd: dict[str, dict[Any, int]], both: dict[str, di
         module_totals[LOSS_KEY] = (module_totals[LOSS_KEY][0], backward - model_backward)
     order = [MODEL_KEY, *(n for n, _ in net.named_modules() if n), LOSS_KEY]
     rank = {name: i for i, name in enumerate(order)}
-    by_module = {k: {"forward": f, "backward": b} for k, (f, b) in
-                 sorted(module_totals.items(), key=lambda kv: rank.get(kv[0], len(rank)))}
+    by_module = {
+        k: {"forward": f, "backward": b}
+        for k, (f, b) in sorted(module_totals.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+    }
 
     registered = counter.flop_registry
-    uncounted = {op_name(p): n for p, n in sorted(recorder.calls.items(), key=lambda kv: str(kv[0]))
-                 if p not in registered and p not in KNOWN_ZERO}
-    return OpCount(forward=forward, backward=backward, total=forward + backward,
-                   by_operator=by_operator, by_module=by_module, uncounted=uncounted,
-                   batch_size=batch, train=train, conv_linear_macs=macs)
+    uncounted = {
+        op_name(p): n
+        for p, n in sorted(recorder.calls.items(), key=lambda kv: str(kv[0]))
+        if p not in registered and p not in KNOWN_ZERO
+    }
+    return OpCount(
+        forward=forward,
+        backward=backward,
+        total=forward + backward,
+        by_operator=by_operator,
+        by_module=by_module,
+        uncounted=uncounted,
+        batch_size=batch,
+        train=train,
+        conv_linear_macs=macs,
+    )

@@ -20,9 +20,33 @@ _reg = TABLE.register
 # and each "special function" (exp, log, sqrt, rsqrt, reciprocal, tanh, erf,
 # sin, cos, pow), counted as one operation like an FMA-less FLOP.
 _UNARY_1 = [
-    "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
-    "rsqrt", "reciprocal", "tanh", "erf", "erfc", "sin", "cos", "sign", "floor",
-    "ceil", "round", "trunc", "pow", "logical_not", "isnan", "isinf", "isneginf",
+    "neg",
+    "abs",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "tanh",
+    "erf",
+    "erfc",
+    "sin",
+    "cos",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "pow",
+    "logical_not",
+    "isnan",
+    "isinf",
+    "isneginf",
 ]
 for _name in _UNARY_1:
     TABLE.constant([_name, _name + "_"], _name, 1)
@@ -31,8 +55,22 @@ for _name in _UNARY_1:
 TABLE.constant(["relu", "relu_"], "relu", 1)
 
 _BINARY_1 = [
-    "mul", "maximum", "minimum", "fmax", "fmin", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or", "logical_xor", "remainder", "fmod",
+    "mul",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "remainder",
+    "fmod",
 ]
 for _name in _BINARY_1:
     TABLE.constant([_name, _name + "_"], _name, 1)
@@ -111,7 +149,9 @@ TABLE.constant(["hardsigmoid_backward"], "hardsigmoid", 5)
 
 
 @_reg(["gelu", "gelu_"], "gelu")
-def gelu_ops(x: Any, *args: Any, out_shape: Any = None, approximate: str = "none", **kw: Any) -> int:
+def gelu_ops(
+    x: Any, *args: Any, out_shape: Any = None, approximate: str = "none", **kw: Any
+) -> int:
     """Exact: 0.5 * x * (1 + erf(x / sqrt 2)): mul, erf, add, mul, mul = 5.
 
     tanh: 0.5 * x * (1 + tanh(c * (x + 0.044715 x^3))): x*x, *x, *0.044715,
@@ -123,8 +163,9 @@ def gelu_ops(x: Any, *args: Any, out_shape: Any = None, approximate: str = "none
 
 
 @_reg(["gelu_backward"], "gelu")
-def gelu_backward_ops(g: Any, x: Any, *args: Any, out_shape: Any = None,
-                      approximate: str = "none", **kw: Any) -> int:
+def gelu_backward_ops(
+    g: Any, x: Any, *args: Any, out_shape: Any = None, approximate: str = "none", **kw: Any
+) -> int:
     """Exact: g * (Phi(x) + x * phi(x)); Phi = 0.5 (1 + erf(x/sqrt 2)) (4),
     phi = exp(-x^2 / 2) / sqrt(2 pi) (x*x, *-0.5, exp, *c = 4), x*phi, add, *g
     -> 11.  tanh: t = tanh(inner) (6, as forward); 0.5 (1 + t) (2);
@@ -212,16 +253,18 @@ def log_softmax_ops(x: Any, dim: int, *args: Any, out_shape: Any = None, **kw: A
 
 
 @_reg(["_softmax_backward_data"], "softmax")
-def softmax_backward_ops(g: Any, y: Any, dim: int, *args: Any, out_shape: Any = None,
-                         **kw: Any) -> int:
+def softmax_backward_ops(
+    g: Any, y: Any, dim: int, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """dx = y * (g - sum(g * y)): mul (n), row sum (n - r), sub (n), mul (n) = 4n - r."""
     n, r = _softmax_sizes(y, dim)
     return 4 * n - r
 
 
 @_reg(["_log_softmax_backward_data"], "log_softmax")
-def log_softmax_backward_ops(g: Any, y: Any, dim: int, *args: Any, out_shape: Any = None,
-                             **kw: Any) -> int:
+def log_softmax_backward_ops(
+    g: Any, y: Any, dim: int, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """dx = g - exp(y) * sum(g): row sum (n - r), exp (n), mul (n), sub (n) = 4n - r."""
     n, r = _softmax_sizes(y, dim)
     return 4 * n - r
@@ -232,8 +275,9 @@ _REDUCTION_NONE, _REDUCTION_MEAN, _REDUCTION_SUM = 0, 1, 2
 
 
 @_reg(["nll_loss_forward", "nll_loss2d_forward"], "nll_loss")
-def nll_loss_ops(x: Any, target: Any, weight: Any, reduction: int, *args: Any,
-                 out_shape: Any = None, **kw: Any) -> int:
+def nll_loss_ops(
+    x: Any, target: Any, weight: Any, reduction: int, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """Per target t: -x[t] (1, the gather itself is free); sum: + (T - 1) adds;
     mean: + 1 division -> none T, sum 2T - 1, mean 2T.  A class ``weight``
     adds a multiply per target (T) and, for mean, the weight sum (T - 1)."""
@@ -245,8 +289,16 @@ def nll_loss_ops(x: Any, target: Any, weight: Any, reduction: int, *args: Any,
 
 
 @_reg(["nll_loss_backward", "nll_loss2d_backward"], "nll_loss")
-def nll_loss_backward_ops(g: Any, x: Any, target: Any, weight: Any, reduction: int,
-                          *args: Any, out_shape: Any = None, **kw: Any) -> int:
+def nll_loss_backward_ops(
+    g: Any,
+    x: Any,
+    target: Any,
+    weight: Any,
+    reduction: int,
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """grad_input is zero except at the targets, which get -g (T negations);
     mean first divides g by the total weight (+1); a class weight multiplies
     each (+T).  The zero fill is free."""
@@ -256,8 +308,14 @@ def nll_loss_backward_ops(g: Any, x: Any, target: Any, weight: Any, reduction: i
 
 
 @_reg(["mse_loss"], "mse_loss")
-def mse_loss_ops(x: Any, target: Any, reduction: int = _REDUCTION_MEAN, *args: Any,
-                 out_shape: Any = None, **kw: Any) -> int:
+def mse_loss_ops(
+    x: Any,
+    target: Any,
+    reduction: int = _REDUCTION_MEAN,
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """(x - y)^2: sub, mul (2n); sum adds n - 1; mean one more division ->
     none 2n, sum 3n - 1, mean 3n."""
     n = numel(x)
@@ -265,12 +323,15 @@ def mse_loss_ops(x: Any, target: Any, reduction: int = _REDUCTION_MEAN, *args: A
 
 
 @_reg(["mse_loss_backward"], "mse_loss")
-def mse_loss_backward_ops(g: Any, x: Any, target: Any, reduction: int, *args: Any,
-                          out_shape: Any = None, **kw: Any) -> int:
+def mse_loss_backward_ops(
+    g: Any, x: Any, target: Any, reduction: int, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """Reduced: s = 2 g (/ n for mean) is 1-2 scalar ops, then (x - y) * s:
     2n -> mean 2n + 2, sum 2n + 1.  none: (x - y) * 2 * g = 3n."""
     n = numel(x)
-    return {_REDUCTION_NONE: 3 * n, _REDUCTION_SUM: 2 * n + 1, _REDUCTION_MEAN: 2 * n + 2}[reduction]
+    return {_REDUCTION_NONE: 3 * n, _REDUCTION_SUM: 2 * n + 1, _REDUCTION_MEAN: 2 * n + 2}[
+        reduction
+    ]
 
 
 # ------------------------------------------------------------ dropout
@@ -280,8 +341,9 @@ TABLE.constant(["bernoulli", "bernoulli_"], "dropout", 1)
 
 
 @_reg(["native_dropout"], "dropout")
-def native_dropout_ops(x: Any, p: float, train: Any = True, *, out_shape: Any = None,
-                       **kw: Any) -> int:
+def native_dropout_ops(
+    x: Any, p: float, train: Any = True, *, out_shape: Any = None, **kw: Any
+) -> int:
     """Training: mask compare (n), x * mask (n), * 1/(1-p) (n) = 3n; eval: 0."""
     return 3 * numel(x) if train or train is None else 0
 

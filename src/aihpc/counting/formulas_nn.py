@@ -80,22 +80,25 @@ def _shifted(macs_fn: Any) -> Any:
 
 
 @_reg(["addmm"], "addmm", macs=_shifted(mm_macs))
-def addmm_ops(bias: Any, a: Any, b: Any, *, out_shape: Any = None, beta: Any = 1,
-              alpha: Any = 1, **kw: Any) -> int:
+def addmm_ops(
+    bias: Any, a: Any, b: Any, *, out_shape: Any = None, beta: Any = 1, alpha: Any = 1, **kw: Any
+) -> int:
     """beta*bias + alpha*(a @ b): 2 per MAC plus the bias add (1 per output)."""
     return 2 * mm_macs(a, b) + _add_term(out_shape, beta, alpha)
 
 
 @_reg(["baddbmm"], "baddbmm", macs=_shifted(bmm_macs))
-def baddbmm_ops(bias: Any, a: Any, b: Any, *, out_shape: Any = None, beta: Any = 1,
-                alpha: Any = 1, **kw: Any) -> int:
+def baddbmm_ops(
+    bias: Any, a: Any, b: Any, *, out_shape: Any = None, beta: Any = 1, alpha: Any = 1, **kw: Any
+) -> int:
     """Batched addmm: 2 per MAC plus the add (1 per output)."""
     return 2 * bmm_macs(a, b) + _add_term(out_shape, beta, alpha)
 
 
 @_reg(["addmv"], "addmv", macs=_shifted(mv_macs))
-def addmv_ops(bias: Any, a: Any, v: Any, *, out_shape: Any = None, beta: Any = 1,
-              alpha: Any = 1, **kw: Any) -> int:
+def addmv_ops(
+    bias: Any, a: Any, v: Any, *, out_shape: Any = None, beta: Any = 1, alpha: Any = 1, **kw: Any
+) -> int:
     """2 per MAC plus the add (1 per output)."""
     return 2 * mv_macs(a, v) + _add_term(out_shape, beta, alpha)
 
@@ -112,24 +115,57 @@ def _conv_macs(x: Any, w: Any, out: Any, transposed: bool) -> int:
     return batch * numel(spatial) * numel(w)
 
 
-def conv_macs(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
-              transposed: bool, *args: Any, out_shape: Any = None, **kw: Any) -> int:
+def conv_macs(
+    x: Any,
+    w: Any,
+    bias: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """MACs of one convolution call (see :func:`_conv_macs`)."""
     return _conv_macs(x, w, first_shape(out_shape), bool(transposed))
 
 
 @_reg(["convolution", "_convolution"], "convolution", macs=conv_macs)
-def conv_ops(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
-             transposed: bool, *args: Any, out_shape: Any = None, **kw: Any) -> int:
+def conv_ops(
+    x: Any,
+    w: Any,
+    bias: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """2 per MAC, plus one add per output element for the bias."""
     out = first_shape(out_shape)
     return 2 * _conv_macs(x, w, out, bool(transposed)) + (numel(out) if bias is not None else 0)
 
 
 @_reg(["convolution_backward"], "convolution")
-def conv_backward_ops(g: Any, x: Any, w: Any, bias_sizes: Any, stride: Any, padding: Any,
-                      dilation: Any, transposed: bool, output_padding: Any, groups: int,
-                      output_mask: Sequence[bool], *, out_shape: Any = None, **kw: Any) -> int:
+def conv_backward_ops(
+    g: Any,
+    x: Any,
+    w: Any,
+    bias_sizes: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+    output_mask: Sequence[bool],
+    *,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """Each forward product x[i] * w[j] feeding y[o] appears once in
     grad_input (g[o] * w[j]) and once in grad_weight (g[o] * x[i]), so each of
     the two costs exactly the forward MACs; they are counted only when
@@ -182,10 +218,19 @@ def bn_backward(x: Any, weight: Any, training: bool, mask: Sequence[bool]) -> in
     return ops
 
 
-@_reg(["native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm",
-       "_native_batch_norm_legit", "_native_batch_norm_legit_functional"], "batch_norm")
-def batch_norm_ops(x: Any, weight: Any, bias: Any, *args: Any, out_shape: Any = None,
-                   **kw: Any) -> int:
+@_reg(
+    [
+        "native_batch_norm",
+        "cudnn_batch_norm",
+        "miopen_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_functional",
+    ],
+    "batch_norm",
+)
+def batch_norm_ops(
+    x: Any, weight: Any, bias: Any, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """(x, w, b, running_mean, running_var, training, ...) or, for the
     ``no_stats`` overload, (x, w, b, training, ...)."""
     if isinstance(args[0], bool):  # _native_batch_norm_legit.no_stats
@@ -195,8 +240,9 @@ def batch_norm_ops(x: Any, weight: Any, bias: Any, *args: Any, out_shape: Any = 
 
 
 @_reg(["_native_batch_norm_legit_no_training", "_batch_norm_no_update"], "batch_norm")
-def batch_norm_eval_ops(x: Any, weight: Any, bias: Any, running_mean: Any, *args: Any,
-                        out_shape: Any = None, **kw: Any) -> int:
+def batch_norm_eval_ops(
+    x: Any, weight: Any, bias: Any, running_mean: Any, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """Normalisation with running statistics (batch statistics if there are none)."""
     if running_mean is None:
         return bn_forward(x, weight, bias, True, running=False)
@@ -204,33 +250,57 @@ def batch_norm_eval_ops(x: Any, weight: Any, bias: Any, running_mean: Any, *args
 
 
 @_reg(["_batch_norm_with_update"], "batch_norm")
-def batch_norm_update_ops(x: Any, weight: Any, bias: Any, *args: Any, out_shape: Any = None,
-                          **kw: Any) -> int:
+def batch_norm_update_ops(
+    x: Any, weight: Any, bias: Any, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """Training normalisation that updates running statistics."""
     return bn_forward(x, weight, bias, True, running=True)
 
 
 @_reg(["native_batch_norm_backward"], "batch_norm")
-def batch_norm_backward_ops(g: Any, x: Any, weight: Any, running_mean: Any, running_var: Any,
-                            save_mean: Any, save_invstd: Any, train: bool, eps: float,
-                            output_mask: Sequence[bool], *, out_shape: Any = None,
-                            **kw: Any) -> int:
+def batch_norm_backward_ops(
+    g: Any,
+    x: Any,
+    weight: Any,
+    running_mean: Any,
+    running_var: Any,
+    save_mean: Any,
+    save_invstd: Any,
+    train: bool,
+    eps: float,
+    output_mask: Sequence[bool],
+    *,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """See :func:`bn_backward`."""
     return bn_backward(x, weight, bool(train), output_mask)
 
 
 @_reg(["batch_norm_backward"], "batch_norm")
-def batch_norm_backward2_ops(g: Any, x: Any, weight: Any, running_mean: Any,
-                             running_var: Any, save_mean: Any, save_var: Any, update: bool,
-                             eps: float, output_mask: Sequence[bool], *args: Any,
-                             out_shape: Any = None, **kw: Any) -> int:
+def batch_norm_backward2_ops(
+    g: Any,
+    x: Any,
+    weight: Any,
+    running_mean: Any,
+    running_var: Any,
+    save_mean: Any,
+    save_var: Any,
+    update: bool,
+    eps: float,
+    output_mask: Sequence[bool],
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """See :func:`bn_backward` (``update`` is true in training)."""
     return bn_backward(x, weight, bool(update) or running_mean is None, output_mask)
 
 
 @_reg(["cudnn_batch_norm_backward", "miopen_batch_norm_backward"], "batch_norm")
-def batch_norm_backward_gpu_ops(x: Any, g: Any, weight: Any, *args: Any,
-                                out_shape: Any = None, **kw: Any) -> int:
+def batch_norm_backward_gpu_ops(
+    x: Any, g: Any, weight: Any, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
     """Vendor kernels: training mode, all three gradients."""
     return bn_backward(x, weight, True, (True, True, True))
 
@@ -242,8 +312,7 @@ def _row_norm_forward(n: int, rows: int, has_w: bool, has_b: bool) -> int:
     return 6 * n + 2 * rows + (n if has_w else 0) + (n if has_b else 0)
 
 
-def _row_norm_backward(n: int, rows: int, params: int, has_w: bool,
-                       mask: Sequence[bool]) -> int:
+def _row_norm_backward(n: int, rows: int, params: int, has_w: bool, mask: Sequence[bool]) -> int:
     """dx = rstd * (gw - mean(gw) - xhat * mean(gw*xhat)) with gw = g * w (n[w]):
     xhat (2n), row sums (n - R, 2n - R), 2R for the /D, 4n -> 9n + n[w].
     dw = sum over rows of g * xhat: 2n - P (+2n for xhat if dx was not needed);
@@ -257,38 +326,78 @@ def _row_norm_backward(n: int, rows: int, params: int, has_w: bool,
 
 
 @_reg(["native_layer_norm"], "layer_norm")
-def layer_norm_ops(x: Any, normalized_shape: Any, weight: Any, bias: Any, *args: Any,
-                   out_shape: Any = None, **kw: Any) -> int:
+def layer_norm_ops(
+    x: Any,
+    normalized_shape: Any,
+    weight: Any,
+    bias: Any,
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """See :func:`_row_norm_forward`; rows = numel / prod(normalized_shape)."""
     n, d = numel(x), numel(normalized_shape)
     return _row_norm_forward(n, n // d if d else 0, weight is not None, bias is not None)
 
 
 @_reg(["native_layer_norm_backward"], "layer_norm")
-def layer_norm_backward_ops(g: Any, x: Any, normalized_shape: Any, mean: Any, rstd: Any,
-                            weight: Any, bias: Any, output_mask: Sequence[bool], *,
-                            out_shape: Any = None, **kw: Any) -> int:
+def layer_norm_backward_ops(
+    g: Any,
+    x: Any,
+    normalized_shape: Any,
+    mean: Any,
+    rstd: Any,
+    weight: Any,
+    bias: Any,
+    output_mask: Sequence[bool],
+    *,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """See :func:`_row_norm_backward`."""
     n, d = numel(x), numel(normalized_shape)
     return _row_norm_backward(n, n // d if d else 0, d, weight is not None, output_mask)
 
 
 @_reg(["native_group_norm"], "group_norm")
-def group_norm_ops(x: Any, weight: Any, bias: Any, batch: int, channels: int, hw: int,
-                   groups: int, *args: Any, out_shape: Any = None, **kw: Any) -> int:
+def group_norm_ops(
+    x: Any,
+    weight: Any,
+    bias: Any,
+    batch: int,
+    channels: int,
+    hw: int,
+    groups: int,
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """As layer norm with R = N * groups rows."""
-    return _row_norm_forward(numel(x), int(batch) * int(groups), weight is not None,
-                             bias is not None)
+    return _row_norm_forward(
+        numel(x), int(batch) * int(groups), weight is not None, bias is not None
+    )
 
 
 @_reg(["native_group_norm_backward"], "group_norm")
-def group_norm_backward_ops(g: Any, x: Any, mean: Any, rstd: Any, weight: Any, batch: int,
-                            channels: int, hw: int, groups: int,
-                            output_mask: Sequence[bool], *, out_shape: Any = None,
-                            **kw: Any) -> int:
+def group_norm_backward_ops(
+    g: Any,
+    x: Any,
+    mean: Any,
+    rstd: Any,
+    weight: Any,
+    batch: int,
+    channels: int,
+    hw: int,
+    groups: int,
+    output_mask: Sequence[bool],
+    *,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """As layer norm with R = N * groups rows and C affine parameters."""
-    return _row_norm_backward(numel(x), int(batch) * int(groups), int(channels),
-                              weight is not None, output_mask)
+    return _row_norm_backward(
+        numel(x), int(batch) * int(groups), int(channels), weight is not None, output_mask
+    )
 
 
 # ------------------------------------------------------------ pooling
@@ -310,8 +419,7 @@ def _avg_pool(nd: int) -> Any:
 
 
 def _avg_pool_backward(nd: int) -> Any:
-    def fn(g: Any, x: Any, kernel_size: Any, *args: Any, out_shape: Any = None,
-           **kw: Any) -> int:
+    def fn(g: Any, x: Any, kernel_size: Any, *args: Any, out_shape: Any = None, **kw: Any) -> int:
         """Each output gradient is divided by k (1) and added to k inputs (k)."""
         return numel(g) * (math.prod(ntuple(kernel_size, nd)) + 1)
 
@@ -325,8 +433,9 @@ def scatter_add_ops(g: Any, *args: Any, out_shape: Any = None, **kw: Any) -> int
 
 for _nd in (2, 3):
     _reg([f"max_pool{_nd}d_with_indices", f"max_pool{_nd}d"], f"max_pool{_nd}d")(_max_pool(_nd))
-    _reg([f"max_pool{_nd}d_with_indices_backward", f"max_pool{_nd}d_backward"],
-         f"max_pool{_nd}d")(scatter_add_ops)
+    _reg([f"max_pool{_nd}d_with_indices_backward", f"max_pool{_nd}d_backward"], f"max_pool{_nd}d")(
+        scatter_add_ops
+    )
     _reg([f"avg_pool{_nd}d"], f"avg_pool{_nd}d")(_avg_pool(_nd))
     _reg([f"avg_pool{_nd}d_backward"], f"avg_pool{_nd}d")(_avg_pool_backward(_nd))
 _reg(["max_pool1d"], "max_pool1d")(_max_pool(1))
@@ -338,8 +447,9 @@ def adaptive_window_total(in_sizes: Sequence[int], out_sizes: Sequence[int]) -> 
     total = 1
     for size_in, size_out in zip(in_sizes, out_sizes):
         size_in, size_out = int(size_in), int(size_out)
-        total *= sum(-((-(i + 1) * size_in) // size_out) - (i * size_in) // size_out
-                     for i in range(size_out))
+        total *= sum(
+            -((-(i + 1) * size_in) // size_out) - (i * size_in) // size_out for i in range(size_out)
+        )
     return total
 
 
@@ -374,10 +484,12 @@ def _adaptive_max(nd: int) -> Any:
 
 
 for _nd in (2, 3):
-    _reg([f"_adaptive_avg_pool{_nd}d", f"adaptive_avg_pool{_nd}d"],
-         f"adaptive_avg_pool{_nd}d")(_adaptive_avg(_nd))
+    _reg([f"_adaptive_avg_pool{_nd}d", f"adaptive_avg_pool{_nd}d"], f"adaptive_avg_pool{_nd}d")(
+        _adaptive_avg(_nd)
+    )
     _reg([f"_adaptive_avg_pool{_nd}d_backward"], f"adaptive_avg_pool{_nd}d")(
-        _adaptive_avg_backward(_nd))
+        _adaptive_avg_backward(_nd)
+    )
     _reg([f"adaptive_max_pool{_nd}d"], f"adaptive_max_pool{_nd}d")(_adaptive_max(_nd))
     _reg([f"adaptive_max_pool{_nd}d_backward"], f"adaptive_max_pool{_nd}d")(scatter_add_ops)
 
@@ -398,8 +510,17 @@ def attention_macs(q: Any, k: Any, v: Any, *args: Any, **kw: Any) -> int:
 
 
 @_reg(["_scaled_dot_product_flash_attention_for_cpu"], "attention", macs=attention_macs)
-def cpu_attention_ops(q: Any, k: Any, v: Any, dropout_p: float = 0.0, is_causal: bool = False,
-                      *, attn_mask: Any = None, out_shape: Any = None, **kw: Any) -> int:
+def cpu_attention_ops(
+    q: Any,
+    k: Any,
+    v: Any,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    attn_mask: Any = None,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """The fused CPU kernel, counted like the math path that runs on the meta
     device: scale q and k by sqrt(scale) (numel q + numel k), the two matmuls
     (2 per MAC), mask add (n, when causal or masked), safe softmax (6n - 2r),
@@ -411,9 +532,18 @@ def cpu_attention_ops(q: Any, k: Any, v: Any, dropout_p: float = 0.0, is_causal:
 
 
 @_reg(["_scaled_dot_product_flash_attention_for_cpu_backward"], "attention")
-def cpu_attention_backward_ops(g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
-                               dropout_p: float = 0.0, *args: Any, out_shape: Any = None,
-                               **kw: Any) -> int:
+def cpu_attention_backward_ops(
+    g: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    lse: Any,
+    dropout_p: float = 0.0,
+    *args: Any,
+    out_shape: Any = None,
+    **kw: Any,
+) -> int:
     """Four matmuls (dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: twice
     the forward MACs), softmax backward (4n - r), the sqrt(scale) factor on dq
     and dk (numel q + numel k), dropout mask (n, when p > 0)."""
@@ -427,8 +557,10 @@ def cpu_attention_backward_ops(g: Any, q: Any, k: Any, v: Any, out: Any, lse: An
 # zero); their backward scatter-adds one gradient element each.
 _reg(["embedding_dense_backward", "embedding_backward"], "embedding")(scatter_add_ops)
 for _nd in (1, 2, 3):
-    _reg([f"upsample_nearest{_nd}d_backward", f"_upsample_nearest_exact{_nd}d_backward"],
-         f"upsample_nearest{_nd}d")(scatter_add_ops)
+    _reg(
+        [f"upsample_nearest{_nd}d_backward", f"_upsample_nearest_exact{_nd}d_backward"],
+        f"upsample_nearest{_nd}d",
+    )(scatter_add_ops)
 
 
 @_reg(["upsample_bilinear2d"], "upsample_bilinear2d")

@@ -28,8 +28,13 @@ def _rows(count: OpCount, by: str, depth: int | None) -> tuple[str, list[tuple[s
     return "module", rows
 
 
-def format_count(count: OpCount, by: str = "operator", depth: int | None = None,
-                 title: str = "", parameters: int | None = None) -> str:
+def format_count(
+    count: OpCount,
+    by: str = "operator",
+    depth: int | None = None,
+    title: str = "",
+    parameters: int | None = None,
+) -> str:
     """An aligned table: one row per operator type (or module up to ``depth``
     levels below the model, by_module being inclusive of sub-modules) with
     forward / backward / total operations, then the totals, conv+linear MACs,
@@ -51,10 +56,14 @@ def format_count(count: OpCount, by: str = "operator", depth: int | None = None,
     mode = "training step (forward + loss + backward)" if count.train else "inference (eval mode)"
     per = count.per_sample()
     lines.append("")
-    lines.append(f"{mode}, batch {count.batch_size}: {human(count.total, 'OPs')} "
-                 f"({count.total:,} operations; {human(per['total'], 'OPs')} per sample)")
-    lines.append(f"conv+linear MACs (forward): {human(count.conv_linear_macs, 'MACs')} "
-                 f"({human(per['conv_linear_macs'], 'MACs')} per sample)")
+    lines.append(
+        f"{mode}, batch {count.batch_size}: {human(count.total, 'OPs')} "
+        f"({count.total:,} operations; {human(per['total'], 'OPs')} per sample)"
+    )
+    lines.append(
+        f"conv+linear MACs (forward): {human(count.conv_linear_macs, 'MACs')} "
+        f"({human(per['conv_linear_macs'], 'MACs')} per sample)"
+    )
     if parameters is not None:
         lines.append(f"parameters: {parameters:,} ({human(parameters)})")
     if count.uncounted:

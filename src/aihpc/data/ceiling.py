@@ -60,7 +60,9 @@ CONFIDENCE = 0.95
 class Ceiling:
     """The ceiling estimate of a data set, as recorded in results.json."""
 
-    oracle_accuracy: float  # accuracy of the model-aware classifier on ``samples`` validation samples
+    oracle_accuracy: (
+        float  # accuracy of the model-aware classifier on ``samples`` validation samples
+    )
     low: float  # lower end of the Clopper-Pearson interval of ``oracle_accuracy``
     high: float  # upper end
     samples: int
@@ -78,8 +80,12 @@ def synthetic_ceiling(data, max_samples: int = MAX_SAMPLES) -> Ceiling:
     split = data.val
     generator = getattr(split, "generator", None)
     if data.name != "synthetic" or generator is None:
-        raise DataError(f"a ceiling can be estimated only for the synthetic data set, got {data.name!r}")
-    n = min(len(split), int(max_samples), max(MIN_SAMPLES, int(BUDGET / _cost_per_sample(generator))))
+        raise DataError(
+            f"a ceiling can be estimated only for the synthetic data set, got {data.name!r}"
+        )
+    n = min(
+        len(split), int(max_samples), max(MIN_SAMPLES, int(BUDGET / _cost_per_sample(generator)))
+    )
     positions = np.arange(n, dtype=np.int64)
     predicted = oracle_predict(generator, split.raw(positions))
     correct = int((predicted == split.label(positions)).sum())
@@ -105,8 +111,11 @@ def task_description(data) -> dict:
     if data.name != "synthetic" or generator is None:
         return {"description": data.describe(), "generator": None, "ceiling": None}
     affordable = MIN_SAMPLES * _cost_per_sample(generator) <= MAX_COST
-    return {"description": data.describe(), "generator": generator.describe(),
-            "ceiling": synthetic_ceiling(data).to_dict() if affordable else None}
+    return {
+        "description": data.describe(),
+        "generator": generator.describe(),
+        "ceiling": synthetic_ceiling(data).to_dict() if affordable else None,
+    }
 
 
 def _cost_per_sample(generator) -> float:
@@ -151,8 +160,13 @@ def oracle_predict(generator, raw: np.ndarray, top: int = TOP) -> np.ndarray:
     return best
 
 
-def _keep_better(best_rss: np.ndarray, best: np.ndarray, rss: np.ndarray, label: np.ndarray,
-                 admissible: np.ndarray) -> None:
+def _keep_better(
+    best_rss: np.ndarray,
+    best: np.ndarray,
+    rss: np.ndarray,
+    label: np.ndarray,
+    admissible: np.ndarray,
+) -> None:
     better = admissible & (rss < best_rss)
     best_rss[better] = rss[better]
     best[better] = label[better]
@@ -164,5 +178,9 @@ def clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[flo
 
     alpha = 1.0 - confidence
     low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
-    high = 1.0 if successes == trials else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    high = (
+        1.0
+        if successes == trials
+        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    )
     return low, high

@@ -67,8 +67,15 @@ DEFAULT_SIZE = 224
 def _pil_errors() -> tuple[type[BaseException], ...]:
     from PIL import Image
 
-    return (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error,
-            Image.DecompressionBombError)
+    return (
+        OSError,
+        ValueError,
+        SyntaxError,
+        EOFError,
+        struct.error,
+        zlib.error,
+        Image.DecompressionBombError,
+    )
 
 
 def _list_images(folder: Path) -> list[Path]:
@@ -224,7 +231,9 @@ def _scan(
     return files, labels, sizes
 
 
-def _checked_options(path, options: dict[str, Any]) -> tuple[Path, int, str, int, int, tuple[int, int] | None]:
+def _checked_options(
+    path, options: dict[str, Any]
+) -> tuple[Path, int, str, int, int, tuple[int, int] | None]:
     """The folder and the options of :func:`load`, checked: (root, channels, verify, stats_samples,
     workers, image size or None); ConfigError or DataError naming the bad value."""
     check_options("imagefolder", options, OPTIONS)
@@ -265,10 +274,10 @@ def load(
                 raise DataError(
                     f"val class folder {folder} has no matching folder in {root / 'train'}"
                 )
-        tr = _scan([(f.name, f) for f in train_folders], index, full, skip_corrupt, workers,
-                   skipped)
-        va = _scan([(f.name, f) for f in val_folders], index, full, skip_corrupt, workers,
-                   skipped)
+        tr = _scan(
+            [(f.name, f) for f in train_folders], index, full, skip_corrupt, workers, skipped
+        )
+        va = _scan([(f.name, f) for f in val_folders], index, full, skip_corrupt, workers, skipped)
         sizes = tr[2] + va[2]
     else:
         folders = _class_folders(root)

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 SAMPLE_INTERVAL_S = 0.5  # MLPerf power: at least 1 sample/s
 
@@ -82,8 +83,19 @@ class DeviceEnergy:
         return cls(device=device, host=host, source=source, reason=reason)
 
 
-_DEFAULTS = {"device": "?", "host": "?", "source": "?", "joules": None, "seconds": None, "watts": None,
-             "samples": 0, "max_interval_s": None, "wraps": 0, "resets": 0, "reason": None}
+_DEFAULTS = {
+    "device": "?",
+    "host": "?",
+    "source": "?",
+    "joules": None,
+    "seconds": None,
+    "watts": None,
+    "samples": 0,
+    "max_interval_s": None,
+    "wraps": 0,
+    "resets": 0,
+    "reason": None,
+}
 
 
 def counter_delta(before: float, now: float, wrap_j: float | None) -> tuple[float, str | None]:
@@ -125,11 +137,22 @@ class Accumulator:
     def record(self, device: str, host: str, source: str) -> DeviceEnergy:
         """The device's energy so far; unmeasured (with the reason) with fewer than two readings."""
         if self._last is None or self.samples < 2:
-            return DeviceEnergy.unmeasured(device, host, source, f"only {self.samples} reading(s) of the counter")
+            return DeviceEnergy.unmeasured(
+                device, host, source, f"only {self.samples} reading(s) of the counter"
+            )
         seconds = self._last[0] - self._first_t
-        return DeviceEnergy(device=device, host=host, source=source, joules=self.joules, seconds=seconds,
-                            watts=self.joules / seconds if seconds > 0 else None, samples=self.samples,
-                            max_interval_s=self.max_interval_s, wraps=self.wraps, resets=self.resets)
+        return DeviceEnergy(
+            device=device,
+            host=host,
+            source=source,
+            joules=self.joules,
+            seconds=seconds,
+            watts=self.joules / seconds if seconds > 0 else None,
+            samples=self.samples,
+            max_interval_s=self.max_interval_s,
+            wraps=self.wraps,
+            resets=self.resets,
+        )
 
 
 def replay(readings: list[tuple[float, float]], wrap_j: float | None) -> Accumulator:
@@ -148,8 +171,12 @@ class Sampler:
     counter, in the order given.
     """
 
-    def __init__(self, counters: list[EnergyCounter], interval_s: float = SAMPLE_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        counters: list[EnergyCounter],
+        interval_s: float = SAMPLE_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.counters = list(counters)
         self.interval_s = interval_s
         self.clock = clock
@@ -167,8 +194,12 @@ class Sampler:
         self._stop.set()
         self._thread.join()
         self._sample()
-        return [self._failed_record(i, c) if i in self._failed else self._accs[i].record(c.device, c.host, c.source)
-                for i, c in enumerate(self.counters)]
+        return [
+            self._failed_record(i, c)
+            if i in self._failed
+            else self._accs[i].record(c.device, c.host, c.source)
+            for i, c in enumerate(self.counters)
+        ]
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -180,7 +211,9 @@ class Sampler:
                 continue
             try:
                 value = counter.read()
-            except Exception as exc:  # a counter that stops reading ends its measurement, not the run
+            except (
+                Exception
+            ) as exc:  # a counter that stops reading ends its measurement, not the run
                 self._failed[i] = f"reading the counter failed: {type(exc).__name__}: {exc}"
                 continue
             self._accs[i].add(self.clock(), value)

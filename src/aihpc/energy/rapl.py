@@ -55,7 +55,10 @@ def find_zones(root: Path = POWERCAP_ROOT) -> tuple[list[RaplZone], str | None]:
     give a total that is neither the node's nor a package's.
     """
     if not root.is_dir():
-        return [], f"no RAPL: {root} does not exist (no powercap in this kernel, or not exposed to this host)"
+        return (
+            [],
+            f"no RAPL: {root} does not exist (no powercap in this kernel, or not exposed to this host)",
+        )
     zones = []
     for path in sorted(root.iterdir(), key=lambda p: _zone_order(p.name)):
         match = _ZONE.match(path.name)
@@ -67,7 +70,10 @@ def find_zones(root: Path = POWERCAP_ROOT) -> tuple[list[RaplZone], str | None]:
                 int((path / "energy_uj").read_text())
                 zones.append(zone)
         except PermissionError:
-            return [], f"RAPL {path / 'energy_uj'} is not readable: permission denied (root only on this kernel)"
+            return (
+                [],
+                f"RAPL {path / 'energy_uj'} is not readable: permission denied (root only on this kernel)",
+            )
         except (OSError, ValueError) as exc:
             return [], f"RAPL zone {path} cannot be read: {getattr(exc, 'strerror', None) or exc}"
     if not zones:
@@ -96,7 +102,9 @@ def _counted_zone(root: Path, path: Path, match: re.Match) -> RaplZone | None:
     return RaplZone(path, name, int((path / "max_energy_range_uj").read_text()))
 
 
-def rapl_counters(root: Path = POWERCAP_ROOT, host: str | None = None) -> tuple[list[RaplCounter], str | None]:
+def rapl_counters(
+    root: Path = POWERCAP_ROOT, host: str | None = None
+) -> tuple[list[RaplCounter], str | None]:
     """One counter per counted zone of this host, or ``([], reason)``."""
     zones, reason = find_zones(root)
     host = host or socket.gethostname()

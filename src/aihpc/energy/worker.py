@@ -14,10 +14,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aihpc.energy.meter import DeviceEnergy, Sampler
 from aihpc.devices import worker_address
+from aihpc.energy.meter import DeviceEnergy, Sampler
 
-_METERS: dict[str, tuple[Sampler, list[DeviceEnergy]]] = {}  # run key -> (sampler, devices not measurable)
+_METERS: dict[
+    str, tuple[Sampler, list[DeviceEnergy]]
+] = {}  # run key -> (sampler, devices not measurable)
 _LOCK = threading.Lock()
 
 
@@ -26,14 +28,16 @@ def worker_identity() -> dict[str, str]:
     return {"worker": worker_address(), "host": socket.gethostname()}
 
 
-def start_meter(key: str, device: str, rapl_readers: list[str], powercap_root: str | None = None) -> dict[str, Any]:
+def start_meter(
+    key: str, device: str, rapl_readers: list[str], powercap_root: str | None = None
+) -> dict[str, Any]:
     """Runs on a worker: start metering its GPU (if it trains on one) and RAPL if it is in ``rapl_readers``.
 
     ``device``: the run's device setting, resolved as the trainer resolves it.
     Returns what is metered and what cannot be, with the reasons.
     """
-    from aihpc.energy.rapl import POWERCAP_ROOT
     from aihpc.devices import resolve_device
+    from aihpc.energy.rapl import POWERCAP_ROOT
 
     host, address = socket.gethostname(), worker_address()
     counters, unmeasured = [], []
@@ -43,11 +47,17 @@ def start_meter(key: str, device: str, rapl_readers: list[str], powercap_root: s
 
         counter, reason = gpu_counter(torch_device, host)
         if counter is None:
-            unmeasured.append(DeviceEnergy.unmeasured(f"GPU {torch_device} of worker {address}", host, "nvml", reason))
+            unmeasured.append(
+                DeviceEnergy.unmeasured(
+                    f"GPU {torch_device} of worker {address}", host, "nvml", reason
+                )
+            )
         else:
             counters.append(counter)
     if address in rapl_readers:
-        _add_rapl(counters, unmeasured, Path(powercap_root) if powercap_root else POWERCAP_ROOT, host)
+        _add_rapl(
+            counters, unmeasured, Path(powercap_root) if powercap_root else POWERCAP_ROOT, host
+        )
     with _LOCK:
         if key in _METERS:  # a start repeated on the same worker keeps the first meter
             counters, unmeasured = _METERS[key][0].counters, _METERS[key][1]
@@ -56,9 +66,15 @@ def start_meter(key: str, device: str, rapl_readers: list[str], powercap_root: s
     return _started(address, host, counters, unmeasured)
 
 
-def _started(address: str, host: str, counters: list, unmeasured: list[DeviceEnergy]) -> dict[str, Any]:
-    return {"worker": address, "host": host, "metered": [{"device": c.device, "source": c.source} for c in counters],
-            "unmeasured": [d.to_dict() for d in unmeasured]}
+def _started(
+    address: str, host: str, counters: list, unmeasured: list[DeviceEnergy]
+) -> dict[str, Any]:
+    return {
+        "worker": address,
+        "host": host,
+        "metered": [{"device": c.device, "source": c.source} for c in counters],
+        "unmeasured": [d.to_dict() for d in unmeasured],
+    }
 
 
 def _add_rapl(counters: list, unmeasured: list[DeviceEnergy], root, host: str) -> None:
@@ -76,12 +92,21 @@ def stop_meter(key: str) -> dict[str, Any]:
     with _LOCK:
         entry = _METERS.pop(key, None)
     if entry is None:
-        return {"worker": address, "host": host, "devices": None,
-                "reason": f"worker {address} has no meter: it restarted during the run, and its readings were lost"}
+        return {
+            "worker": address,
+            "host": host,
+            "devices": None,
+            "reason": f"worker {address} has no meter: it restarted during the run, and its readings were lost",
+        }
     sampler, unmeasured = entry
     devices = sampler.stop()
     for counter in sampler.counters:
         close = getattr(counter, "close", None)
         if close is not None:
             close()
-    return {"worker": address, "host": host, "devices": [d.to_dict() for d in devices + unmeasured], "reason": None}
+    return {
+        "worker": address,
+        "host": host,
+        "devices": [d.to_dict() for d in devices + unmeasured],
+        "reason": None,
+    }

@@ -41,8 +41,16 @@ from aihpc.models.small import digits_cnn
 from aihpc.models.transformer import transformer_small
 from aihpc.models.vgg import vgg11, vgg16, vgg_small
 
-__all__ = ["INPUT_KINDS", "ModelInfo", "create", "example_input", "info", "names", "num_parameters",
-           "parameter_count"]
+__all__ = [
+    "INPUT_KINDS",
+    "ModelInfo",
+    "create",
+    "example_input",
+    "info",
+    "names",
+    "num_parameters",
+    "parameter_count",
+]
 
 #: What a model takes: images (N, C, H, W) float32, or token ids (N, T) int64.
 INPUT_KINDS = ("image", "tokens")
@@ -79,33 +87,49 @@ _CIFAR = (3, 32, 32)
 _REGISTRY: dict[str, tuple[ModelInfo, Builder]] = {
     m.name: (m, b)
     for m, b in [
-        (ModelInfo("resnet18", "resnet", _IMAGENET, 1000,
-                   "ResNet-18 (torchvision layout)"), resnet18),
-        (ModelInfo("resnet34", "resnet", _IMAGENET, 1000,
-                   "ResNet-34 (torchvision layout)"), resnet34),
-        (ModelInfo("resnet50", "resnet", _IMAGENET, 1000,
-                   "ResNet-50 v1.5 (torchvision layout)"), resnet50),
-        (ModelInfo("vgg11", "vgg", _IMAGENET, 1000,
-                   "VGG-11, no BN (torchvision layout)"), vgg11),
-        (ModelInfo("vgg16", "vgg", _IMAGENET, 1000,
-                   "VGG-16, no BN (torchvision layout)"), vgg16),
-        (ModelInfo("mobilenet_v2", "mobilenet", _IMAGENET, 1000,
-                   "MobileNetV2 1.0 (torchvision layout)"), mobilenet_v2),
-        (ModelInfo("alexnet", "alexnet", _IMAGENET, 1000,
-                   "AlexNet (torchvision layout)"), alexnet),
-        (ModelInfo("resnet20", "resnet", _CIFAR, 10,
-                   "CIFAR ResNet-20 of He et al."), resnet20),
-        (ModelInfo("vgg_small", "vgg", _CIFAR, 10,
-                   "Small BN VGG for 32x32"), vgg_small),
-        (ModelInfo("mobilenet_v2_small", "mobilenet", _CIFAR, 10,
-                   "MobileNetV2 0.5 for 32x32"),
-         mobilenet_v2_small),
-        (ModelInfo("digits_cnn", "cnn", (1, 8, 8), 10,
-                   "Tiny CNN for 8x8 digits"), digits_cnn),
-        (ModelInfo("lstm_lm", "lstm", (35,), 10_000,
-                   "2-layer LSTM language model", "tokens"), lstm_lm),
-        (ModelInfo("transformer_small", "transformer", (128,), 10_000,
-                   "4-layer causal Transformer LM", "tokens"), transformer_small),
+        (
+            ModelInfo("resnet18", "resnet", _IMAGENET, 1000, "ResNet-18 (torchvision layout)"),
+            resnet18,
+        ),
+        (
+            ModelInfo("resnet34", "resnet", _IMAGENET, 1000, "ResNet-34 (torchvision layout)"),
+            resnet34,
+        ),
+        (
+            ModelInfo("resnet50", "resnet", _IMAGENET, 1000, "ResNet-50 v1.5 (torchvision layout)"),
+            resnet50,
+        ),
+        (ModelInfo("vgg11", "vgg", _IMAGENET, 1000, "VGG-11, no BN (torchvision layout)"), vgg11),
+        (ModelInfo("vgg16", "vgg", _IMAGENET, 1000, "VGG-16, no BN (torchvision layout)"), vgg16),
+        (
+            ModelInfo(
+                "mobilenet_v2", "mobilenet", _IMAGENET, 1000, "MobileNetV2 1.0 (torchvision layout)"
+            ),
+            mobilenet_v2,
+        ),
+        (ModelInfo("alexnet", "alexnet", _IMAGENET, 1000, "AlexNet (torchvision layout)"), alexnet),
+        (ModelInfo("resnet20", "resnet", _CIFAR, 10, "CIFAR ResNet-20 of He et al."), resnet20),
+        (ModelInfo("vgg_small", "vgg", _CIFAR, 10, "Small BN VGG for 32x32"), vgg_small),
+        (
+            ModelInfo("mobilenet_v2_small", "mobilenet", _CIFAR, 10, "MobileNetV2 0.5 for 32x32"),
+            mobilenet_v2_small,
+        ),
+        (ModelInfo("digits_cnn", "cnn", (1, 8, 8), 10, "Tiny CNN for 8x8 digits"), digits_cnn),
+        (
+            ModelInfo("lstm_lm", "lstm", (35,), 10_000, "2-layer LSTM language model", "tokens"),
+            lstm_lm,
+        ),
+        (
+            ModelInfo(
+                "transformer_small",
+                "transformer",
+                (128,),
+                10_000,
+                "4-layer causal Transformer LM",
+                "tokens",
+            ),
+            transformer_small,
+        ),
     ]
 }
 
@@ -120,9 +144,7 @@ def info(name: str) -> ModelInfo:
     try:
         return _REGISTRY[name][0]
     except KeyError:
-        raise ModelError(
-            f"unknown model {name!r}; valid names: {', '.join(names())}"
-        ) from None
+        raise ModelError(f"unknown model {name!r}; valid names: {', '.join(names())}") from None
 
 
 def create(name: str, num_classes: int | None = None, in_channels: int | None = None) -> nn.Module:
@@ -138,8 +160,10 @@ def create(name: str, num_classes: int | None = None, in_channels: int | None = 
     classes = meta.num_classes if num_classes is None else num_classes
     if meta.input_kind == "tokens":
         if in_channels is not None:
-            raise ModelError(f"in_channels does not apply to {name!r}, whose input is token ids "
-                             f"(N, T), got in_channels={in_channels!r}")
+            raise ModelError(
+                f"in_channels does not apply to {name!r}, whose input is token ids "
+                f"(N, T), got in_channels={in_channels!r}"
+            )
         _check_size("num_classes", classes)
         return _REGISTRY[name][1](classes)
     channels = meta.input_shape[0] if in_channels is None else in_channels
@@ -158,7 +182,9 @@ def num_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def parameter_count(name: str, num_classes: int | None = None, in_channels: int | None = None) -> int:
+def parameter_count(
+    name: str, num_classes: int | None = None, in_channels: int | None = None
+) -> int:
     """Parameter count of model ``name`` as :func:`create` would build it.
 
     The model is built on PyTorch's ``meta`` device (no memory is allocated
@@ -169,8 +195,14 @@ def parameter_count(name: str, num_classes: int | None = None, in_channels: int 
     return num_parameters(model)
 
 
-def example_input(name: str, batch_size: int, shape: tuple[int, ...] | None = None,
-                  device: str | torch.device = "cpu", *, num_classes: int | None = None) -> torch.Tensor:  # fmt: skip
+def example_input(
+    name: str,
+    batch_size: int,
+    shape: tuple[int, ...] | None = None,
+    device: str | torch.device = "cpu",
+    *,
+    num_classes: int | None = None,
+) -> torch.Tensor:
     """A random input batch for model ``name``, batch first.
 
     Image models: ``(batch_size, C, H, W)`` float32 standard normal values.
@@ -190,7 +222,9 @@ def example_input(name: str, batch_size: int, shape: tuple[int, ...] | None = No
     if meta.input_kind == "image":
         return torch.randn((batch_size, *shape), device=device)
     if len(shape) != 1:
-        raise ModelError(f"{name!r} takes token ids: its shape is (sequence length,), got {shape!r}")
+        raise ModelError(
+            f"{name!r} takes token ids: its shape is (sequence length,), got {shape!r}"
+        )
     vocab = meta.num_classes if num_classes is None else num_classes
     _check_size("num_classes", vocab)
     return torch.randint(vocab, (batch_size, *shape), dtype=torch.int64, device=device)

@@ -39,17 +39,27 @@ class LSTMLanguageModel(nn.Module):
     bias zero, the LSTM PyTorch's default (uniform in +-1/sqrt(hidden)).
     """
 
-    def __init__(self, vocab: int = VOCAB, embedding: int = 200, hidden: int = 200, layers: int = 2,
-                 dropout: float = 0.2, tie_weights: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        vocab: int = VOCAB,
+        embedding: int = 200,
+        hidden: int = 200,
+        layers: int = 2,
+        dropout: float = 0.2,
+        tie_weights: bool = False,
+    ) -> None:
         super().__init__()
         self.encoder = nn.Embedding(vocab, embedding)
         self.drop = nn.Dropout(dropout)
-        self.rnn = nn.LSTM(embedding, hidden, layers, dropout=dropout if layers > 1 else 0.0,
-                           batch_first=True)  # fmt: skip
+        self.rnn = nn.LSTM(
+            embedding, hidden, layers, dropout=dropout if layers > 1 else 0.0, batch_first=True
+        )
         self.decoder = nn.Linear(hidden, vocab)
         if tie_weights:
             if hidden != embedding:
-                raise ModelError(f"tied weights need hidden == embedding, got {hidden} and {embedding}")
+                raise ModelError(
+                    f"tied weights need hidden == embedding, got {hidden} and {embedding}"
+                )
             self.decoder.weight = self.encoder.weight
         nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
         nn.init.zeros_(self.decoder.bias)

@@ -50,11 +50,13 @@ def make_divisible(value: float, divisor: int = 8) -> int:
 class ConvBNReLU6(nn.Sequential):
     """Conv (no bias, 'same' padding for odd kernels) + BatchNorm + ReLU6."""
 
-    def __init__(self, inp: int, oup: int, kernel_size: int = 3, stride: int = 1,
-                 groups: int = 1) -> None:
+    def __init__(
+        self, inp: int, oup: int, kernel_size: int = 3, stride: int = 1, groups: int = 1
+    ) -> None:
         super().__init__(
-            nn.Conv2d(inp, oup, kernel_size, stride, (kernel_size - 1) // 2,
-                      groups=groups, bias=False),
+            nn.Conv2d(
+                inp, oup, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False
+            ),
             nn.BatchNorm2d(oup),
             nn.ReLU6(inplace=True),
         )
@@ -87,9 +89,16 @@ class MobileNetV2(nn.Module):
     """MobileNetV2: stem conv, inverted-residual stages, 1x1 conv to
     ``last_channel``, global average pool, dropout, linear."""
 
-    def __init__(self, num_classes: int = 1000, in_channels: int = 3, width_mult: float = 1.0,
-                 setting: Sequence[tuple[int, int, int, int]] = IMAGENET_SETTING,
-                 stem_stride: int = 2, last_channel: int = 1280, dropout: float = 0.2) -> None:
+    def __init__(
+        self,
+        num_classes: int = 1000,
+        in_channels: int = 3,
+        width_mult: float = 1.0,
+        setting: Sequence[tuple[int, int, int, int]] = IMAGENET_SETTING,
+        stem_stride: int = 2,
+        last_channel: int = 1280,
+        dropout: float = 0.2,
+    ) -> None:
         super().__init__()
         channels = make_divisible(32 * width_mult)
         self.last_channel = make_divisible(last_channel * max(1.0, width_mult))
@@ -101,8 +110,9 @@ class MobileNetV2(nn.Module):
                 channels = out
         layers.append(ConvBNReLU6(channels, self.last_channel, kernel_size=1))
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Dropout(p=dropout),
-                                        nn.Linear(self.last_channel, num_classes))
+        self.classifier = nn.Sequential(
+            nn.Dropout(p=dropout), nn.Linear(self.last_channel, num_classes)
+        )
         init_vgg_style(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -118,5 +128,11 @@ def mobilenet_v2(num_classes: int = 1000, in_channels: int = 3) -> MobileNetV2:
 def mobilenet_v2_small(num_classes: int = 10, in_channels: int = 3) -> MobileNetV2:
     """MobileNetV2 at width 0.5 for 32x32 inputs: stride-1 stem and 24-channel
     stage, 640-channel head."""
-    return MobileNetV2(num_classes, in_channels, width_mult=0.5, setting=CIFAR_SETTING,
-                       stem_stride=1, last_channel=640)
+    return MobileNetV2(
+        num_classes,
+        in_channels,
+        width_mult=0.5,
+        setting=CIFAR_SETTING,
+        stem_stride=1,
+        last_channel=640,
+    )

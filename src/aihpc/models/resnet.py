@@ -32,8 +32,9 @@ class BasicBlock(nn.Module):
 
     expansion = 1
 
-    def __init__(self, inplanes: int, planes: int, stride: int = 1,
-                 downsample: nn.Module | None = None) -> None:
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.conv1 = conv3x3(inplanes, planes, stride)
         self.bn1 = nn.BatchNorm2d(planes)
@@ -54,8 +55,9 @@ class Bottleneck(nn.Module):
 
     expansion = 4
 
-    def __init__(self, inplanes: int, planes: int, stride: int = 1,
-                 downsample: nn.Module | None = None) -> None:
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.conv1 = conv1x1(inplanes, planes)
         self.bn1 = nn.BatchNorm2d(planes)
@@ -78,8 +80,13 @@ class ResNet(nn.Module):
     """ImageNet-style ResNet: 7x7/2 stem, 3x3/2 max pool, four stages
     (64, 128, 256, 512 planes), global average pool, linear classifier."""
 
-    def __init__(self, block: type[BasicBlock] | type[Bottleneck], layers: Sequence[int],
-                 num_classes: int = 1000, in_channels: int = 3) -> None:
+    def __init__(
+        self,
+        block: type[BasicBlock] | type[Bottleneck],
+        layers: Sequence[int],
+        num_classes: int = 1000,
+        in_channels: int = 3,
+    ) -> None:
         super().__init__()
         self.inplanes = 64
         self.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
@@ -94,8 +101,9 @@ class ResNet(nn.Module):
         self.fc = nn.Linear(512 * block.expansion, num_classes)
         init_conv_bn(self)
 
-    def _make_layer(self, block: type[BasicBlock] | type[Bottleneck], planes: int,
-                    blocks: int, stride: int = 1) -> nn.Sequential:
+    def _make_layer(
+        self, block: type[BasicBlock] | type[Bottleneck], planes: int, blocks: int, stride: int = 1
+    ) -> nn.Sequential:
         downsample = None
         if stride != 1 or self.inplanes != planes * block.expansion:
             downsample = nn.Sequential(

@@ -97,8 +97,14 @@ class TransformerLM(nn.Module):
     (``attn.proj``, ``mlp.fc2``) std ``0.02 / sqrt(2 layers)``.
     """
 
-    def __init__(self, vocab: int = VOCAB, d_model: int = 256, heads: int = 4, layers: int = 4,
-                 context: int = CONTEXT) -> None:  # fmt: skip
+    def __init__(
+        self,
+        vocab: int = VOCAB,
+        d_model: int = 256,
+        heads: int = 4,
+        layers: int = 4,
+        context: int = CONTEXT,
+    ) -> None:
         super().__init__()
         self.context = context
         self.tok_emb = nn.Embedding(vocab, d_model)
@@ -110,14 +116,20 @@ class TransformerLM(nn.Module):
             if name.endswith("bias"):
                 nn.init.zeros_(p)
             elif p.dim() == 2:
-                std = 0.02 / math.sqrt(2 * layers) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
+                std = (
+                    0.02 / math.sqrt(2 * layers)
+                    if name.endswith(("proj.weight", "fc2.weight"))
+                    else 0.02
+                )
                 nn.init.normal_(p, mean=0.0, std=std)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``(N, T)`` int64 token ids -> ``(N * T, vocab)`` logits; ModelError if ``T > context``."""
         t = tokens.shape[1]
         if not torch.jit.is_tracing() and t > self.context:  # traced: T is fixed by the example
-            raise ModelError(f"sequence length must be <= the model's context {self.context}, got {t}")
+            raise ModelError(
+                f"sequence length must be <= the model's context {self.context}, got {t}"
+            )
         positions = torch.arange(t, device=tokens.device)
         x = self.tok_emb(tokens) + self.pos_emb(positions)
         logits = self.head(self.ln_f(self.blocks(x)))

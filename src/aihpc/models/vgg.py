@@ -18,8 +18,26 @@ from aihpc.models.resnet import init_conv_bn
 # Layer configurations: an int is a 3x3 conv with that many filters, "M" a 2x2 max pool.
 CFGS: dict[str, list[int | str]] = {
     "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
-    "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
-              512, 512, 512, "M", 512, 512, 512, "M"],
+    "vgg16": [
+        64,
+        64,
+        "M",
+        128,
+        128,
+        "M",
+        256,
+        256,
+        256,
+        "M",
+        512,
+        512,
+        512,
+        "M",
+        512,
+        512,
+        512,
+        "M",
+    ],
     "vgg_small": [32, 32, "M", 64, 64, "M", 128, 128, "M"],
 }
 
@@ -57,8 +75,14 @@ class VGG(nn.Module):
     """torchvision's VGG: features, 7x7 adaptive average pool, and a
     4096-4096-classes classifier with ReLU and dropout 0.5."""
 
-    def __init__(self, cfg: Sequence[int | str], num_classes: int = 1000,
-                 in_channels: int = 3, batch_norm: bool = False, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        cfg: Sequence[int | str],
+        num_classes: int = 1000,
+        in_channels: int = 3,
+        batch_norm: bool = False,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
         self.features = make_features(cfg, in_channels, batch_norm)
         self.avgpool = nn.AdaptiveAvgPool2d((7, 7))

@@ -17,13 +17,19 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "ArchSpec": "aihpc.nas.spec", "Layer": "aihpc.nas.spec", "BN_EPS": "aihpc.nas.spec",
-    "FORMAT_VERSION": "aihpc.nas.spec", "INPUT": "aihpc.nas.spec",
+    "ArchSpec": "aihpc.nas.spec",
+    "Layer": "aihpc.nas.spec",
+    "BN_EPS": "aihpc.nas.spec",
+    "FORMAT_VERSION": "aihpc.nas.spec",
+    "INPUT": "aihpc.nas.spec",
     "LAYER_TYPES": "aihpc.nas.spec",
-    "SpecNet": "aihpc.nas.build", "state_shapes": "aihpc.nas.build",
+    "SpecNet": "aihpc.nas.build",
+    "state_shapes": "aihpc.nas.build",
     "seed_spec": "aihpc.nas.seeds",
-    "add_skip": "aihpc.nas.morphism", "deepen": "aihpc.nas.morphism",
-    "random_morph": "aihpc.nas.morphism", "widen": "aihpc.nas.morphism",
+    "add_skip": "aihpc.nas.morphism",
+    "deepen": "aihpc.nas.morphism",
+    "random_morph": "aihpc.nas.morphism",
+    "widen": "aihpc.nas.morphism",
 }
 __all__ = sorted(_EXPORTS)
 

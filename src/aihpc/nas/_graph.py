@@ -25,17 +25,23 @@ def check_state(spec: ArchSpec, state: Mapping[str, torch.Tensor]) -> None:
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise MorphError("state dict does not match the spec: "
-                         f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
-                         f"unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
+        raise MorphError(
+            "state dict does not match the spec: "
+            f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )
     for key, shape in expected.items():
         value = state[key]
         if not isinstance(value, torch.Tensor):
-            raise MorphError(f"state dict does not match the spec: {key!r} is a "
-                             f"{type(value).__name__}, not a tensor")
+            raise MorphError(
+                f"state dict does not match the spec: {key!r} is a "
+                f"{type(value).__name__}, not a tensor"
+            )
         if tuple(value.shape) != shape:
-            raise MorphError(f"state dict does not match the spec: {key!r} has shape "
-                             f"{tuple(value.shape)}, the spec needs {shape}")
+            raise MorphError(
+                f"state dict does not match the spec: {key!r} has shape "
+                f"{tuple(value.shape)}, the spec needs {shape}"
+            )
 
 
 def clone_state(state: Mapping[str, torch.Tensor]) -> StateDict:
@@ -65,7 +71,7 @@ def fresh_prefix(spec: ArchSpec, stem: str) -> str:
     taken = set()  # the "<i>" of every name "<stem><i>_...": one pass, not one per candidate i
     for x in spec.layers:
         if x.name.startswith(stem):
-            head, underscore, _ = x.name[len(stem):].partition("_")
+            head, underscore, _ = x.name[len(stem) :].partition("_")
             if underscore:
                 taken.add(head)
     i = 1
@@ -124,8 +130,12 @@ def rewired(layers: Iterable[Layer], old: str, new: str) -> list[Layer]:
 def child_spec(parent: ArchSpec, layers: list[Layer], output: str, op: str) -> ArchSpec:
     """A new spec like ``parent``; an invalid result is reported as MorphError."""
     try:
-        return ArchSpec(input_shape=parent.input_shape, num_classes=parent.num_classes,
-                        layers=tuple(layers), output=output)
+        return ArchSpec(
+            input_shape=parent.input_shape,
+            num_classes=parent.num_classes,
+            layers=tuple(layers),
+            output=output,
+        )
     except SpecError as exc:
         raise MorphError(f"{op}: the morphed spec is invalid: {exc}") from None
 

@@ -20,9 +20,15 @@ def _make_module(layer: Layer, in_shape: Shape) -> nn.Module | None:
     """The torch module for one layer, or None for stateless functional ops."""
     lt = layer.type
     if lt == "conv":
-        return nn.Conv2d(in_shape[0], layer.out_channels, layer.kernel_size,
-                         stride=layer.stride, padding=layer.padding,
-                         groups=layer.groups, bias=layer.bias)
+        return nn.Conv2d(
+            in_shape[0],
+            layer.out_channels,
+            layer.kernel_size,
+            stride=layer.stride,
+            padding=layer.padding,
+            groups=layer.groups,
+            bias=layer.bias,
+        )
     if lt == "bn":
         return nn.BatchNorm2d(in_shape[0], eps=BN_EPS, momentum=0.1)
     if lt == "relu":
@@ -57,8 +63,10 @@ class SpecNet(nn.ModuleDict):
         for name in order:
             layer = spec.layer(name)
             if hasattr(self, name):
-                raise SpecError(f"layer name {name!r} clashes with an attribute of the built "
-                                f"module; rename the layer")
+                raise SpecError(
+                    f"layer name {name!r} clashes with an attribute of the built "
+                    f"module; rename the layer"
+                )
             module = _make_module(layer, shapes[layer.inputs[0]])
             if module is not None:
                 self.add_module(name, module)
@@ -70,8 +78,9 @@ class SpecNet(nn.ModuleDict):
         plan = []
         for step, name in enumerate(order):
             layer = spec.layer(name)
-            free = tuple(sorted({s for s in layer.inputs if last_use[s] == step
-                                 and s != spec.output}))
+            free = tuple(
+                sorted({s for s in layer.inputs if last_use[s] == step and s != spec.output})
+            )
             plan.append((name, layer.type, layer.inputs, free))
         self._plan: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = tuple(plan)
         self._output = spec.output

@@ -98,7 +98,9 @@ class WindowedStudy:
     sequence of calls; single-threaded.
     """
 
-    def __init__(self, seed: int, distributions: dict[str, Any], window: int = WINDOW, stream: int = 0) -> None:
+    def __init__(
+        self, seed: int, distributions: dict[str, Any], window: int = WINDOW, stream: int = 0
+    ) -> None:
         import optuna
 
         if window < 2:
@@ -106,7 +108,9 @@ class WindowedStudy:
         optuna.logging.set_verbosity(logging.WARNING)
         self._optuna = optuna
         self.seed = seed
-        self.stream = stream  # several studies of one seed (one per search process) draw different numbers
+        self.stream = (
+            stream  # several studies of one seed (one per search process) draw different numbers
+        )
         self.distributions = distributions
         # rebuilt on reaching this many trials (running ones included), every
         # 32 to 64 asks: a rebuild (128 frozen trials added, ~12 ms) costs ~0.3 ms
@@ -114,7 +118,9 @@ class WindowedStudy:
         self.limit = window + window // 2
         self.generation = 0  # how many times the study has been rebuilt
         # finished trials as Optuna FrozenTrials, made once and re-added at every rebuild
-        self._recent: deque[tuple[int, Any]] = deque(maxlen=window - window // 2)  # (sequence, trial)
+        self._recent: deque[tuple[int, Any]] = deque(
+            maxlen=window - window // 2
+        )  # (sequence, trial)
         self._best: list[tuple[float, int, Any]] = []  # (accuracy, sequence, trial), a min-heap
         self._best_size = window // 2
         self._asked: dict[int, _Asked] = {}
@@ -190,7 +196,11 @@ class WindowedStudy:
         optuna = self._optuna
         # random.Random seeds from a string through SHA-512: distinct seeds per
         # (seed, generation), within the 32 bits numpy's RandomState takes
-        name = f"{self.seed}/{self.generation}" if self.stream == 0 else f"{self.seed}/{self.stream}/{self.generation}"
+        name = (
+            f"{self.seed}/{self.generation}"
+            if self.stream == 0
+            else f"{self.seed}/{self.stream}/{self.generation}"
+        )
         seed = random.Random(name).getrandbits(32)
         sampler = optuna.samplers.TPESampler(
             seed=seed,
@@ -207,7 +217,9 @@ class WindowedStudy:
         return study
 
     def _frozen(self, params: dict[str, Any], accuracy: float) -> Any:
-        return self._optuna.trial.create_trial(params=params, distributions=self.distributions, value=accuracy)
+        return self._optuna.trial.create_trial(
+            params=params, distributions=self.distributions, value=accuracy
+        )
 
 
 class HyperparameterSearch:
@@ -241,17 +253,30 @@ class HyperparameterSearch:
     children; so does dropping the object, or the master's exit.
     """
 
-    def __init__(self, seed: int, batch_sizes: Sequence[int], optimizer: str, schedule: str, *,
-                 window: int = WINDOW, processes: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        seed: int,
+        batch_sizes: Sequence[int],
+        optimizer: str,
+        schedule: str,
+        *,
+        window: int = WINDOW,
+        processes: int = 1,
+    ) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
         self.distributions: dict[str, Any] = search_space(batch_sizes, optimizer)
         self.fixed = {"optimizer": optimizer, "schedule": schedule}
         # started now, so the children's start overlaps the master's own
-        self._children = [_Child(seed, stream, list(batch_sizes), optimizer, window) for stream in range(processes)]
+        self._children = [
+            _Child(seed, stream, list(batch_sizes), optimizer, window)
+            for stream in range(processes)
+        ]
         self._turn = 0  # the child the next ask reads from
         self._next_number = 0
-        self._tokens: dict[int, tuple[_Child, int, dict[str, Any]]] = {}  # number -> (child, token, params)
+        self._tokens: dict[
+            int, tuple[_Child, int, dict[str, Any]]
+        ] = {}  # number -> (child, token, params)
         self._resumed: dict[int, dict[str, Any]] = {}  # number -> params, for resumed trials
 
     def ask(self, depth: int = PREFETCH_MIN) -> tuple[int, dict[str, Any]]:
@@ -281,7 +306,9 @@ class HyperparameterSearch:
         if number in self._tokens:
             owner, token, params = self._tokens.pop(number)
             for child in self._children:
-                child.send(("tell", token, accuracy) if child is owner else ("add", params, accuracy))
+                child.send(
+                    ("tell", token, accuracy) if child is owner else ("add", params, accuracy)
+                )
         elif number in self._resumed:
             self._broadcast(("add", self._resumed.pop(number), accuracy))
         else:
@@ -289,7 +316,9 @@ class HyperparameterSearch:
 
     def restore(self, params: dict[str, Any], accuracy: float | None) -> None:
         """Re-add a trial finished in an earlier segment of the run."""
-        self._broadcast(("add", self._values(params), None if accuracy is None else float(accuracy)))
+        self._broadcast(
+            ("add", self._values(params), None if accuracy is None else float(accuracy))
+        )
 
     def resume(self, params: dict[str, Any]) -> int:
         """A number for a trial that was running when a master died; it keeps its old parameters.
@@ -325,13 +354,17 @@ class HyperparameterSearch:
 class _Child:
     """One search process: its pipe, and how many suggestions were asked of it and read from it."""
 
-    def __init__(self, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int) -> None:
+    def __init__(
+        self, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self.conn, child_end = context.Pipe()
         self.process = context.Process(
-            target=_serve, args=(child_end, seed, stream, batch_sizes, optimizer, window),
-            name=f"aihpc-hpo-{stream}", daemon=True,
-        )  # fmt: skip
+            target=_serve,
+            args=(child_end, seed, stream, batch_sizes, optimizer, window),
+            name=f"aihpc-hpo-{stream}",
+            daemon=True,
+        )
         self.process.start()
         child_end.close()
         # a poll object made once: Connection.poll builds a selector per call (~70 us against ~10 us)
@@ -357,7 +390,9 @@ class _Child:
             if not self.process.is_alive():
                 raise self._death()
             if time.monotonic() > deadline:
-                raise AihpcError(f"the hyperparameter search process sent nothing for {REPLY_TIMEOUT_S:.0f} s")
+                raise AihpcError(
+                    f"the hyperparameter search process sent nothing for {REPLY_TIMEOUT_S:.0f} s"
+                )
         try:
             message = self.conn.recv()
         except (EOFError, OSError):
@@ -399,7 +434,9 @@ def _stop_child(process: Any, conn: Any) -> None:
     conn.close()
 
 
-def _serve(conn: Any, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int) -> None:
+def _serve(
+    conn: Any, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
+) -> None:
     """The child's loop: handle every waiting message, then draw a suggestion if one is owed.
 
     Messages first, so every tell that has arrived is in the study before the

@@ -27,9 +27,20 @@ from collections.abc import Mapping
 import torch
 
 from aihpc.errors import MorphError
-from aihpc.nas._graph import (Plan, StateDict, check_state, child_spec, clone_state,
-                              descendants, float_kind, fresh_prefix, get_layer, insert_after,
-                              nonnegative, rewired)
+from aihpc.nas._graph import (
+    Plan,
+    StateDict,
+    check_state,
+    child_spec,
+    clone_state,
+    descendants,
+    float_kind,
+    fresh_prefix,
+    get_layer,
+    insert_after,
+    nonnegative,
+    rewired,
+)
 from aihpc.nas.spec import BN_EPS, INPUT, ArchSpec, Layer
 from aihpc.nas.widening import plan_widen, widen
 
@@ -47,30 +58,45 @@ WIDTH_MULTIPLE = 16
 def plan_deepen(spec: ArchSpec, after: str, kernel_size: int = 3) -> Plan:
     """Plan :func:`deepen` without touching weights."""
     if after == INPUT:
-        raise MorphError(f"deepen: cannot deepen after {INPUT!r}: the network input may be "
-                         f"negative")
+        raise MorphError(
+            f"deepen: cannot deepen after {INPUT!r}: the network input may be negative"
+        )
     layer = get_layer(spec, after, "deepen")
     k = kernel_size
     if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k % 2 == 0:
         raise MorphError(f"deepen: kernel_size must be an odd integer >= 1, got {k!r}")
     if not nonnegative(spec, after):
-        raise MorphError(f"deepen: the output of layer {after!r} ({layer.type}) may be negative, "
-                         f"so a ReLU after it is not the identity; deepen after a relu (or "
-                         f"pooling, dropout, add or concat of relu outputs)")
+        raise MorphError(
+            f"deepen: the output of layer {after!r} ({layer.type}) may be negative, "
+            f"so a ReLU after it is not the identity; deepen after a relu (or "
+            f"pooling, dropout, add or concat of relu outputs)"
+        )
     shape = spec.shapes()[after]
     p = fresh_prefix(spec, "deep")
     last = f"{p}_relu"
     if len(shape) == 3:
         width = shape[0]
-        new = [Layer(f"{p}_conv", "conv", (after,), out_channels=width, kernel_size=k,
-                     stride=1, padding=k // 2, bias=False),
-               Layer(f"{p}_bn", "bn", (f"{p}_conv",)),
-               Layer(last, "relu", (f"{p}_bn",))]
+        new = [
+            Layer(
+                f"{p}_conv",
+                "conv",
+                (after,),
+                out_channels=width,
+                kernel_size=k,
+                stride=1,
+                padding=k // 2,
+                bias=False,
+            ),
+            Layer(f"{p}_bn", "bn", (f"{p}_conv",)),
+            Layer(last, "relu", (f"{p}_bn",)),
+        ]
         what = f"conv{k}x{k}-bn-relu"
     else:
         width = shape[0]
-        new = [Layer(f"{p}_dense", "dense", (after,), out_features=width),
-               Layer(last, "relu", (f"{p}_dense",))]
+        new = [
+            Layer(f"{p}_dense", "dense", (after,), out_features=width),
+            Layer(last, "relu", (f"{p}_dense",)),
+        ]
         what = "dense-relu"
     layers = insert_after(rewired(spec.layers, after, last), [after], new)
     child = child_spec(spec, layers, last if spec.output == after else spec.output, "deepen")
@@ -87,8 +113,9 @@ def plan_deepen(spec: ArchSpec, after: str, kernel_size: int = 3) -> Plan:
             out[f"{p}_bn.weight"] = torch.ones(width, dtype=dtype, device=device)
             out[f"{p}_bn.bias"] = torch.zeros(width, dtype=dtype, device=device)
             out[f"{p}_bn.running_mean"] = torch.zeros(width, dtype=dtype, device=device)
-            out[f"{p}_bn.running_var"] = torch.full((width,), 1.0 - BN_EPS, dtype=dtype,
-                                                    device=device)
+            out[f"{p}_bn.running_var"] = torch.full(
+                (width,), 1.0 - BN_EPS, dtype=dtype, device=device
+            )
             out[f"{p}_bn.num_batches_tracked"] = torch.tensor(0, dtype=torch.long, device=device)
         else:
             out[f"{p}_dense.weight"] = torch.eye(width, dtype=dtype, device=device)
@@ -98,8 +125,9 @@ def plan_deepen(spec: ArchSpec, after: str, kernel_size: int = 3) -> Plan:
     return child, apply, f"deepen after {after} ({what})"
 
 
-def deepen(spec: ArchSpec, state: Mapping[str, torch.Tensor], after: str,
-           kernel_size: int = 3) -> tuple[ArchSpec, StateDict]:
+def deepen(
+    spec: ArchSpec, state: Mapping[str, torch.Tensor], after: str, kernel_size: int = 3
+) -> tuple[ArchSpec, StateDict]:
     """Net2DeeperNet: insert an identity block after layer ``after``; every
     former consumer of ``after`` (and the output, if it was ``after``) now
     reads the block's relu.
@@ -144,19 +172,33 @@ def plan_skip(spec: ArchSpec, src: str, dst: str) -> Plan:
         raise MorphError(f"add_skip: dst must be a layer, not {INPUT!r}")
     get_layer(spec, dst, "add_skip")
     if src in descendants(spec, dst):
-        raise MorphError(f"add_skip: layer {src!r} depends on {dst!r}; a connection from it "
-                         f"to {dst!r} would create a cycle")
+        raise MorphError(
+            f"add_skip: layer {src!r} depends on {dst!r}; a connection from it "
+            f"to {dst!r} would create a cycle"
+        )
     shapes = spec.shapes()
     ss, ds = shapes[src], shapes[dst]
     if not _skip_compatible(ss, ds):
-        raise MorphError(f"add_skip: cannot connect {src!r} {ss} to {dst!r} {ds}: no strided "
-                         f"1x1 conv maps one shape onto the other")
+        raise MorphError(
+            f"add_skip: cannot connect {src!r} {ss} to {dst!r} {ds}: no strided "
+            f"1x1 conv maps one shape onto the other"
+        )
     p = fresh_prefix(spec, "skip")
     new: list[Layer] = []
     if len(ds) == 3:
         stride = _match_stride(ss[1:], ds[1:])
-        new.append(Layer(f"{p}_conv", "conv", (src,), out_channels=ds[0], kernel_size=1,
-                         stride=stride, padding=0, bias=False))
+        new.append(
+            Layer(
+                f"{p}_conv",
+                "conv",
+                (src,),
+                out_channels=ds[0],
+                kernel_size=1,
+                stride=stride,
+                padding=0,
+                bias=False,
+            )
+        )
         what = f"zero conv1x1 stride {stride}"
     else:
         x = src
@@ -183,8 +225,9 @@ def plan_skip(spec: ArchSpec, src: str, dst: str) -> Plan:
     return child, apply, f"skip {src} -> {dst} ({what})"
 
 
-def add_skip(spec: ArchSpec, state: Mapping[str, torch.Tensor], src: str,
-             dst: str) -> tuple[ArchSpec, StateDict]:
+def add_skip(
+    spec: ArchSpec, state: Mapping[str, torch.Tensor], src: str, dst: str
+) -> tuple[ArchSpec, StateDict]:
     """Add a connection from ``src`` (a layer or ``"input"``) to the output of
     layer ``dst``: ``dst``'s consumers (and the output, if it was ``dst``) now
     read ``add(dst, branch(src))``, where the branch is zero-initialised, so
@@ -219,15 +262,22 @@ def _propose(kind: str, spec: ArchSpec, rng: random.Random) -> Plan:
     dst = rng.choice([x.name for x in spec.layers])
     shapes = spec.shapes()
     later = descendants(spec, dst)
-    sources = [n for n in (INPUT, *(x.name for x in spec.layers))
-               if n not in later and _skip_compatible(shapes[n], shapes[dst])]
+    sources = [
+        n
+        for n in (INPUT, *(x.name for x in spec.layers))
+        if n not in later and _skip_compatible(shapes[n], shapes[dst])
+    ]
     if not sources:
         raise MorphError(f"add_skip: no compatible source for {dst!r}")
     return plan_skip(spec, rng.choice(sources), dst)
 
 
-def random_morph(spec: ArchSpec, state: Mapping[str, torch.Tensor], rng: random.Random,
-                 max_params: int | None = None) -> tuple[ArchSpec, StateDict, str]:
+def random_morph(
+    spec: ArchSpec,
+    state: Mapping[str, torch.Tensor],
+    rng: random.Random,
+    max_params: int | None = None,
+) -> tuple[ArchSpec, StateDict, str]:
     """Apply one random function-preserving morphism drawn from ``rng``.
 
     The morphism is :func:`random_plan`'s; returns ``(child_spec,
@@ -256,13 +306,15 @@ def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = Non
     no candidate fits (the message names ``max_params`` and the smallest
     child's parameter count).
     """
-    if max_params is not None and (isinstance(max_params, bool)
-                                   or not isinstance(max_params, int) or max_params < 1):
+    if max_params is not None and (
+        isinstance(max_params, bool) or not isinstance(max_params, int) or max_params < 1
+    ):
         raise MorphError(f"random_morph: max_params must be an integer >= 1, got {max_params!r}")
     n_parent = spec.num_params()
     if max_params is not None and n_parent > max_params:
-        raise MorphError(f"random_morph: the parent has {n_parent} parameters, more than "
-                         f"max_params={max_params}")
+        raise MorphError(
+            f"random_morph: the parent has {n_parent} parameters, more than max_params={max_params}"
+        )
     smallest: int | None = None
     for _ in range(_ATTEMPTS):
         kind = rng.choice(("widen", "deepen", "skip"))
@@ -276,7 +328,9 @@ def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = Non
             continue
         return plan
     if smallest is not None:
-        raise MorphError(f"random_morph: no morphism keeps the network within "
-                         f"max_params={max_params}: the smallest child tried has {smallest} "
-                         f"parameters (parent: {n_parent})")
+        raise MorphError(
+            f"random_morph: no morphism keeps the network within "
+            f"max_params={max_params}: the smallest child tried has {smallest} "
+            f"parameters (parent: {n_parent})"
+        )
     raise MorphError(f"random_morph: no applicable morphism found in {_ATTEMPTS} attempts")

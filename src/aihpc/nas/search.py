@@ -47,7 +47,9 @@ class Strategy(ABC):
 class AgingEvolution(Strategy):
     def __init__(self, population: int, tournament: int) -> None:
         if not 1 <= tournament <= population:
-            raise ConfigError(f"tournament must be in [1, population={population}], got {tournament}")
+            raise ConfigError(
+                f"tournament must be in [1, population={population}], got {tournament}"
+            )
         self.population = population
         self.tournament = tournament
 

@@ -28,12 +28,28 @@ SIZES = ("auto", "tiny", "cifar", "resnet50")
 
 
 def _conv(name: str, src: str, out: int, k: int, stride: int = 1) -> Layer:
-    return Layer(name, "conv", (src,), out_channels=out, kernel_size=k, stride=stride,
-                 padding=k // 2, bias=False)
+    return Layer(
+        name,
+        "conv",
+        (src,),
+        out_channels=out,
+        kernel_size=k,
+        stride=stride,
+        padding=k // 2,
+        bias=False,
+    )
 
 
-def _conv_bn(layers: list[Layer], prefix: str, src: str, out: int, k: int,
-             stride: int = 1, index: str = "", relu: bool = True) -> str:
+def _conv_bn(
+    layers: list[Layer],
+    prefix: str,
+    src: str,
+    out: int,
+    k: int,
+    stride: int = 1,
+    index: str = "",
+    relu: bool = True,
+) -> str:
     """Append conv-bn(-relu) named ``<prefix>conv<index>`` etc.; return the last name."""
     layers.append(_conv(f"{prefix}conv{index}", src, out, k, stride))
     layers.append(Layer(f"{prefix}bn{index}", "bn", (f"{prefix}conv{index}",)))
@@ -43,8 +59,15 @@ def _conv_bn(layers: list[Layer], prefix: str, src: str, out: int, k: int,
     return f"{prefix}relu{index}"
 
 
-def _block(layers: list[Layer], prefix: str, src: str, in_ch: int, planes: int,
-           stride: int, bottleneck: bool) -> tuple[str, int]:
+def _block(
+    layers: list[Layer],
+    prefix: str,
+    src: str,
+    in_ch: int,
+    planes: int,
+    stride: int,
+    bottleneck: bool,
+) -> tuple[str, int]:
     """Append one residual block reading ``src``; return (output name, channels)."""
     if bottleneck:
         out_ch = planes * 4
@@ -63,8 +86,14 @@ def _block(layers: list[Layer], prefix: str, src: str, in_ch: int, planes: int,
     return f"{prefix}relu", out_ch
 
 
-def _resnet(input_shape: tuple[int, int, int], num_classes: int, planes: list[int],
-            blocks: list[int], bottleneck: bool, imagenet_stem: bool) -> ArchSpec:
+def _resnet(
+    input_shape: tuple[int, int, int],
+    num_classes: int,
+    planes: list[int],
+    blocks: list[int],
+    bottleneck: bool,
+    imagenet_stem: bool,
+) -> ArchSpec:
     layers: list[Layer] = []
     if imagenet_stem:
         x = _conv_bn(layers, "", INPUT, 64, 7, 2, index="1")
@@ -82,12 +111,19 @@ def _resnet(input_shape: tuple[int, int, int], num_classes: int, planes: list[in
     # hyperparameter sets the rate while it trains (aihpc.train.trainer).
     layers.append(Layer("dropout", "dropout", ("avgpool",), p=0.0))
     layers.append(Layer("fc", "dense", ("dropout",), out_features=num_classes))
-    return ArchSpec(input_shape=input_shape, num_classes=num_classes, layers=tuple(layers),
-                    output="fc")
+    return ArchSpec(
+        input_shape=input_shape, num_classes=num_classes, layers=tuple(layers), output="fc"
+    )
 
 
-def seed_spec(input_shape: tuple[int, int, int], num_classes: int, size: str = "auto", *,
-              width: int | None = None, blocks: int | None = None) -> ArchSpec:
+def seed_spec(
+    input_shape: tuple[int, int, int],
+    num_classes: int,
+    size: str = "auto",
+    *,
+    width: int | None = None,
+    blocks: int | None = None,
+) -> ArchSpec:
     """A ResNet-style seed for ``(C, H, W)`` inputs and ``num_classes`` classes.
 
     ``size`` is one of :data:`SIZES`; ``width`` (base channels) and ``blocks``
@@ -113,13 +149,31 @@ def seed_spec(input_shape: tuple[int, int, int], num_classes: int, size: str = "
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpecError(f"seed {key} must be an integer >= 1, got {value!r}")
     if size == "resnet50":
-        return _resnet(shape, num_classes, [64, 128, 256, 512], [3, 4, 6, 3],  # type: ignore[arg-type]
-                       bottleneck=True, imagenet_stem=True)
+        return _resnet(
+            shape,
+            num_classes,
+            [64, 128, 256, 512],
+            [3, 4, 6, 3],  # type: ignore[arg-type]
+            bottleneck=True,
+            imagenet_stem=True,
+        )
     base = width if width is not None else 16
     if size == "tiny":
         n = blocks if blocks is not None else 2
-        return _resnet(shape, num_classes, [base, 2 * base], [n, n],  # type: ignore[arg-type]
-                       bottleneck=False, imagenet_stem=False)
+        return _resnet(
+            shape,
+            num_classes,
+            [base, 2 * base],
+            [n, n],  # type: ignore[arg-type]
+            bottleneck=False,
+            imagenet_stem=False,
+        )
     n = blocks if blocks is not None else 3
-    return _resnet(shape, num_classes, [base, 2 * base, 4 * base], [n, n, n],  # type: ignore[arg-type]
-                   bottleneck=False, imagenet_stem=False)
+    return _resnet(
+        shape,
+        num_classes,
+        [base, 2 * base, 4 * base],
+        [n, n, n],  # type: ignore[arg-type]
+        bottleneck=False,
+        imagenet_stem=False,
+    )

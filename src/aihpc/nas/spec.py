@@ -57,8 +57,14 @@ Shape = tuple[int, ...]
 # type -> ordered {field: default}; a default of _REQUIRED means "must be given".
 _REQUIRED = object()
 _TYPE_FIELDS: dict[str, dict[str, Any]] = {
-    "conv": {"out_channels": _REQUIRED, "kernel_size": _REQUIRED, "stride": 1,
-             "padding": 0, "groups": 1, "bias": True},
+    "conv": {
+        "out_channels": _REQUIRED,
+        "kernel_size": _REQUIRED,
+        "stride": 1,
+        "padding": 0,
+        "groups": 1,
+        "bias": True,
+    },
     "bn": {},
     "relu": {},
     "add": {},
@@ -72,8 +78,16 @@ _TYPE_FIELDS: dict[str, dict[str, Any]] = {
 #: The layer types a spec may use.
 LAYER_TYPES: tuple[str, ...] = tuple(_TYPE_FIELDS)
 _MULTI_INPUT = ("add", "concat")
-_OPTIONAL_FIELDS = ("out_channels", "kernel_size", "stride", "padding", "groups",
-                    "bias", "out_features", "p")
+_OPTIONAL_FIELDS = (
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "groups",
+    "bias",
+    "out_features",
+    "p",
+)
 # single-input layers whose output has their input's shape (bn: if it is (C, H, W))
 _SAME_SHAPE = frozenset(("bn", "relu", "dropout"))
 _NAME_RE = re.compile(r"[A-Za-z0-9_]+\Z")
@@ -108,12 +122,15 @@ class Layer:
         if name == INPUT:
             raise SpecError(f"layer name {INPUT!r} is reserved for the network input")
         if self.type not in _TYPE_FIELDS:
-            raise SpecError(f"layer {name!r}: unknown type {self.type!r} "
-                            f"(known: {', '.join(LAYER_TYPES)})")
-        if not isinstance(self.inputs, (list, tuple)) or not all(isinstance(i, str)
-                                                                 for i in self.inputs):
-            raise SpecError(f"layer {name!r}: inputs must be a list of layer names, "
-                            f"got {self.inputs!r}")
+            raise SpecError(
+                f"layer {name!r}: unknown type {self.type!r} (known: {', '.join(LAYER_TYPES)})"
+            )
+        if not isinstance(self.inputs, (list, tuple)) or not all(
+            isinstance(i, str) for i in self.inputs
+        ):
+            raise SpecError(
+                f"layer {name!r}: inputs must be a list of layer names, got {self.inputs!r}"
+            )
         object.__setattr__(self, "inputs", tuple(self.inputs))
         n_in = len(self.inputs)
         if self.type in _MULTI_INPUT and n_in < 2:
@@ -134,11 +151,15 @@ class Layer:
                 value = self.kernel_size if (key == "stride" and default is None) else default
             object.__setattr__(self, key, self._checked(key, value))
         if self.type in ("maxpool", "avgpool") and 2 * self.padding > self.kernel_size:
-            raise SpecError(f"layer {name!r} ({self.type}): padding must be <= kernel_size/2, "
-                            f"got padding {self.padding} with kernel_size {self.kernel_size}")
+            raise SpecError(
+                f"layer {name!r} ({self.type}): padding must be <= kernel_size/2, "
+                f"got padding {self.padding} with kernel_size {self.kernel_size}"
+            )
         if self.type == "conv" and self.out_channels % self.groups:
-            raise SpecError(f"layer {name!r} (conv): out_channels {self.out_channels} "
-                            f"is not divisible by groups {self.groups}")
+            raise SpecError(
+                f"layer {name!r} (conv): out_channels {self.out_channels} "
+                f"is not divisible by groups {self.groups}"
+            )
 
     def _checked(self, key: str, value: Any) -> Any:
         where = f"layer {self.name!r} ({self.type}): {key}"
@@ -147,8 +168,11 @@ class Layer:
                 raise SpecError(f"{where} must be true or false, got {value!r}")
             return value
         if key == "p":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0.0 <= value < 1.0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0.0 <= value < 1.0
+            ):
                 raise SpecError(f"{where} must be a number in [0, 1), got {value!r}")
             return float(value)
         minimum = 0 if key == "padding" else 1
@@ -210,16 +234,22 @@ class ArchSpec:
     def __post_init__(self) -> None:
         shape = tuple(self.input_shape) if isinstance(self.input_shape, (list, tuple)) else ()
         if len(shape) != 3 or not all(_is_int(v) and v >= 1 for v in shape):
-            raise SpecError(f"input_shape must be 3 positive integers (C, H, W), "
-                            f"got {self.input_shape!r}")
+            raise SpecError(
+                f"input_shape must be 3 positive integers (C, H, W), got {self.input_shape!r}"
+            )
         object.__setattr__(self, "input_shape", shape)
         if not _is_int(self.num_classes) or self.num_classes < 1:
             raise SpecError(f"num_classes must be an integer >= 1, got {self.num_classes!r}")
         if self.version != FORMAT_VERSION:
-            raise SpecError(f"unsupported spec format version {self.version!r} "
-                            f"(this aihpc reads version {FORMAT_VERSION})")
-        if not isinstance(self.layers, (list, tuple)) or not self.layers \
-                or not all(isinstance(x, Layer) for x in self.layers):
+            raise SpecError(
+                f"unsupported spec format version {self.version!r} "
+                f"(this aihpc reads version {FORMAT_VERSION})"
+            )
+        if (
+            not isinstance(self.layers, (list, tuple))
+            or not self.layers
+            or not all(isinstance(x, Layer) for x in self.layers)
+        ):
             raise SpecError("layers must be a non-empty list of Layer objects")
         object.__setattr__(self, "layers", tuple(self.layers))
         if not isinstance(self.output, str):
@@ -243,7 +273,9 @@ class ArchSpec:
         for name in order:
             layer = by_name[name]
             inputs = layer.inputs
-            if len(inputs) == 1 and layer.type in _SAME_SHAPE:  # most layers: no checks but the rank
+            if (
+                len(inputs) == 1 and layer.type in _SAME_SHAPE
+            ):  # most layers: no checks but the rank
                 shape = shapes[inputs[0]]
                 if len(shape) == 3 or layer.type != "bn":
                     shapes[name] = shape
@@ -252,8 +284,10 @@ class ArchSpec:
         if self.output not in by_name:
             raise SpecError(f"output {self.output!r} is not a layer of the spec")
         if shapes[self.output] != (self.num_classes,):
-            raise SpecError(f"output layer {self.output!r} has shape {shapes[self.output]}, "
-                            f"expected ({self.num_classes},) for num_classes={self.num_classes}")
+            raise SpecError(
+                f"output layer {self.output!r} has shape {shapes[self.output]}, "
+                f"expected ({self.num_classes},) for num_classes={self.num_classes}"
+            )
         live = {self.output}
         for name in reversed(order):
             if name in live:
@@ -303,15 +337,21 @@ class ArchSpec:
             elif layer.type == "bn":
                 total += 2 * in_shape[0]
             elif layer.type == "dense":
-                total += layer.out_features * in_shape[0] + (layer.out_features if layer.bias else 0)
+                total += layer.out_features * in_shape[0] + (
+                    layer.out_features if layer.bias else 0
+                )
         return total
 
     # ----------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with a fixed key order."""
-        return {"version": self.version, "input_shape": list(self.input_shape),
-                "num_classes": self.num_classes, "output": self.output,
-                "layers": [x.to_dict() for x in self.layers]}
+        return {
+            "version": self.version,
+            "input_shape": list(self.input_shape),
+            "num_classes": self.num_classes,
+            "output": self.output,
+            "layers": [x.to_dict() for x in self.layers],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ArchSpec:
@@ -326,13 +366,20 @@ class ArchSpec:
         if unknown:
             raise SpecError(f"spec has unknown field(s) {', '.join(unknown)}")
         if not isinstance(data["layers"], list):
-            raise SpecError(f"spec field 'layers' must be a list, got {type(data['layers']).__name__}")
+            raise SpecError(
+                f"spec field 'layers' must be a list, got {type(data['layers']).__name__}"
+            )
         if not isinstance(data["input_shape"], list):
-            raise SpecError(f"input_shape must be a list of 3 integers, got {data['input_shape']!r}")
-        return cls(input_shape=tuple(data["input_shape"]),  # type: ignore[arg-type]
-                   num_classes=data["num_classes"],
-                   layers=tuple(Layer.from_dict(x) for x in data["layers"]),
-                   output=data["output"], version=data["version"])
+            raise SpecError(
+                f"input_shape must be a list of 3 integers, got {data['input_shape']!r}"
+            )
+        return cls(
+            input_shape=tuple(data["input_shape"]),  # type: ignore[arg-type]
+            num_classes=data["num_classes"],
+            layers=tuple(Layer.from_dict(x) for x in data["layers"]),
+            output=data["output"],
+            version=data["version"],
+        )
 
     def to_json(self) -> str:
         """Readable JSON, one layer per line; ``from_json(to_json(s)) == s`` and
@@ -381,16 +428,22 @@ class ArchSpec:
             # the canonical JSON of to_dict() put together from its sorted keys, each layer's part
             # made once: a child shares most of its Layer objects with its parent
             layers = ",".join(layer.canonical_json() for layer in self.layers)
-            canonical = (f'{{"input_shape":{_canonical(list(self.input_shape))},"layers":[{layers}],'
-                         f'"num_classes":{_canonical(self.num_classes)},"output":{_canonical(self.output)},'
-                         f'"version":{_canonical(self.version)}}}')
-            object.__setattr__(self, "_content_hash", hashlib.sha256(canonical.encode("ascii")).hexdigest())
+            canonical = (
+                f'{{"input_shape":{_canonical(list(self.input_shape))},"layers":[{layers}],'
+                f'"num_classes":{_canonical(self.num_classes)},"output":{_canonical(self.output)},'
+                f'"version":{_canonical(self.version)}}}'
+            )
+            object.__setattr__(
+                self, "_content_hash", hashlib.sha256(canonical.encode("ascii")).hexdigest()
+            )
         return self.__dict__["_content_hash"]
 
 
 def _canonical(value: Any) -> str:
     """JSON with keys sorted, no whitespace, ASCII only, no NaN: the form content_hash digests."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
 
 
 def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> list[str]:
@@ -425,11 +478,12 @@ def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> 
         while True:  # walk backwards through stuck inputs until a name repeats
             nxt = next(i for i in by_name[path[-1]].inputs if i in stuck)
             if nxt in path:
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 break
             path.append(nxt)
-        raise SpecError(f"layer {cycle[0]!r} is part of a cycle: "
-                        + " <- ".join(repr(n) for n in cycle))
+        raise SpecError(
+            f"layer {cycle[0]!r} is part of a cycle: " + " <- ".join(repr(n) for n in cycle)
+        )
     return order
 
 
@@ -445,8 +499,10 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
     if kind in ("conv", "bn", "maxpool", "avgpool", "global_avgpool") and len(first) != 3:
         raise SpecError(f"{_where(layer)} needs a (C, H, W) input, got {first} from {names[0]!r}")
     if kind == "dense" and len(first) != 1:
-        raise SpecError(f"{_where(layer)} needs a flat (F,) input, got {first} from {names[0]!r}; "
-                        f"add a global_avgpool before it")
+        raise SpecError(
+            f"{_where(layer)} needs a flat (F,) input, got {first} from {names[0]!r}; "
+            f"add a global_avgpool before it"
+        )
     if kind in _SAME_SHAPE:
         return first
     if kind == "global_avgpool":
@@ -456,14 +512,18 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
     if kind == "add":
         for shape, name in zip(in_shapes[1:], names[1:]):
             if shape != first:
-                raise SpecError(f"{_where(layer)}: input shapes differ: {names[0]!r} {first} "
-                                f"vs {name!r} {shape}")
+                raise SpecError(
+                    f"{_where(layer)}: input shapes differ: {names[0]!r} {first} "
+                    f"vs {name!r} {shape}"
+                )
         return first
     if kind == "concat":
         for shape, name in zip(in_shapes[1:], names[1:]):
             if len(shape) != len(first) or shape[1:] != first[1:]:
-                raise SpecError(f"{_where(layer)}: inputs must agree in all but the channel dimension: "
-                                f"{names[0]!r} {first} vs {name!r} {shape}")
+                raise SpecError(
+                    f"{_where(layer)}: inputs must agree in all but the channel dimension: "
+                    f"{names[0]!r} {first} vs {name!r} {shape}"
+                )
         return (sum(s[0] for s in in_shapes),) + first[1:]
     # conv, maxpool, avgpool
     c, h, w = first
@@ -471,12 +531,16 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
     out_c = c
     if kind == "conv":
         if c % layer.groups:
-            raise SpecError(f"{_where(layer)}: input channels {c} from {names[0]!r} are not divisible "
-                            f"by groups {layer.groups}")
+            raise SpecError(
+                f"{_where(layer)}: input channels {c} from {names[0]!r} are not divisible "
+                f"by groups {layer.groups}"
+            )
         out_c = layer.out_channels
     out_h = (h + 2 * pad - k) // s + 1
     out_w = (w + 2 * pad - k) // s + 1
     if out_h < 1 or out_w < 1:
-        raise SpecError(f"{_where(layer)}: spatial size shrinks to {max(out_h, 0)}x{max(out_w, 0)} "
-                        f"(input {h}x{w}, kernel {k}, stride {s}, padding {pad})")
+        raise SpecError(
+            f"{_where(layer)}: spatial size shrinks to {max(out_h, 0)}x{max(out_w, 0)} "
+            f"(input {h}x{w}, kernel {k}, stride {s}, padding {pad})"
+        )
     return (out_c, out_h, out_w)

@@ -56,8 +56,12 @@ def channel_spaces(spec: ArchSpec) -> dict[str, str]:
     return {n: find(n) for n in parent}
 
 
-def _concat_map(layer: Layer, maps: dict[str, list[int]], rep: dict[str, str],
-                shapes: dict[str, tuple[int, ...]]) -> list[int]:
+def _concat_map(
+    layer: Layer,
+    maps: dict[str, list[int]],
+    rep: dict[str, str],
+    shapes: dict[str, tuple[int, ...]],
+) -> list[int]:
     """The replication map of a concat's output given its inputs' maps."""
     out: list[int] = []
     offset = 0
@@ -72,12 +76,15 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
     """Plan :func:`widen` without touching weights (draws the map from ``rng``)."""
     target = get_layer(spec, name, "widen")
     if target.type not in ("conv", "dense"):
-        raise MorphError(f"widen: layer {name!r} is a {target.type}; only conv and dense "
-                         f"layers can be widened")
+        raise MorphError(
+            f"widen: layer {name!r} is a {target.type}; only conv and dense layers can be widened"
+        )
     old = int(target.out_channels if target.type == "conv" else target.out_features)  # type: ignore[arg-type]
     if isinstance(new_width, bool) or not isinstance(new_width, int) or new_width <= old:
-        raise MorphError(f"widen: new_width must be > the current width {old} of layer "
-                         f"{name!r}, got {new_width!r}")
+        raise MorphError(
+            f"widen: new_width must be > the current width {old} of layer "
+            f"{name!r}, got {new_width!r}"
+        )
     rep = channel_spaces(spec)
     units = list(range(old)) + [rng.randrange(old) for _ in range(new_width - old)]
     maps = _channel_maps(spec, rep, name, units)
@@ -95,10 +102,16 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
     child = child_spec(spec, layers, spec.output, "widen")
     others = [x for x in widened if x != name]
     tied = f" (tied: {', '.join(others)})" if others else ""
-    return child, partial(_replicate_units, spec, rep, maps), f"widen {name} {old}->{new_width}{tied}"
+    return (
+        child,
+        partial(_replicate_units, spec, rep, maps),
+        f"widen {name} {old}->{new_width}{tied}",
+    )
 
 
-def _channel_maps(spec: ArchSpec, rep: dict[str, str], name: str, units: list[int]) -> dict[str, list[int]]:
+def _channel_maps(
+    spec: ArchSpec, rep: dict[str, str], name: str, units: list[int]
+) -> dict[str, list[int]]:
     """For each channel space that widening ``name`` reaches: new unit -> old unit it copies.
 
     ``name``'s space gets ``units``; concats fed by a widened space get the
@@ -120,25 +133,40 @@ def _channel_maps(spec: ArchSpec, rep: dict[str, str], name: str, units: list[in
         if r not in maps:
             continue
         if tensor == INPUT:
-            raise MorphError(f"widen: cannot widen {name!r}: its channels are tied through "
-                             f"an add to the network input")
+            raise MorphError(
+                f"widen: cannot widen {name!r}: its channels are tied through "
+                f"an add to the network input"
+            )
         if tensor == spec.output:
-            raise MorphError(f"widen: cannot widen {name!r}: it would change the width of "
-                             f"the network output {spec.output!r}")
+            raise MorphError(
+                f"widen: cannot widen {name!r}: it would change the width of "
+                f"the network output {spec.output!r}"
+            )
         layer = spec.layer(tensor)
         if layer.type == "concat" and _concat_map(layer, maps, rep, shapes) != maps[r]:
-            raise MorphError(f"widen: cannot widen {name!r}: its channels are tied through an "
-                             f"add to concat {tensor!r}, which cannot replicate them the same way")
+            raise MorphError(
+                f"widen: cannot widen {name!r}: its channels are tied through an "
+                f"add to concat {tensor!r}, which cannot replicate them the same way"
+            )
     for layer in spec.layers:
-        if layer.type == "conv" and layer.groups != 1 and (
-                rep[layer.name] in maps or rep[layer.inputs[0]] in maps):
-            raise MorphError(f"widen: cannot widen {name!r}: grouped conv {layer.name!r} "
-                             f"(groups={layer.groups}) would be affected")
+        if (
+            layer.type == "conv"
+            and layer.groups != 1
+            and (rep[layer.name] in maps or rep[layer.inputs[0]] in maps)
+        ):
+            raise MorphError(
+                f"widen: cannot widen {name!r}: grouped conv {layer.name!r} "
+                f"(groups={layer.groups}) would be affected"
+            )
     return maps
 
 
-def _replicate_units(spec: ArchSpec, rep: dict[str, str], maps: dict[str, list[int]],
-                     state: Mapping[str, torch.Tensor]) -> StateDict:
+def _replicate_units(
+    spec: ArchSpec,
+    rep: dict[str, str],
+    maps: dict[str, list[int]],
+    state: Mapping[str, torch.Tensor],
+) -> StateDict:
     """The parent's ``state`` with every widened unit copied and each copy's outgoing weights
     divided by its number of copies (Net2WiderNet), so the child computes the same function."""
     new = clone_state(state)
@@ -166,8 +194,13 @@ def _replicate_units(spec: ArchSpec, rep: dict[str, str], maps: dict[str, list[i
     return new
 
 
-def widen(spec: ArchSpec, state: Mapping[str, torch.Tensor], layer: str, new_width: int,
-          rng: random.Random) -> tuple[ArchSpec, StateDict]:
+def widen(
+    spec: ArchSpec,
+    state: Mapping[str, torch.Tensor],
+    layer: str,
+    new_width: int,
+    rng: random.Random,
+) -> tuple[ArchSpec, StateDict]:
     """Net2WiderNet: give conv/dense ``layer`` ``new_width`` output units by
     replicating randomly chosen existing ones (drawn from ``rng``); see the
     module docstring for how the change propagates through the DAG and what

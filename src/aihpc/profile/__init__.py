@@ -51,13 +51,38 @@ from __future__ import annotations
 
 from aihpc.profile.characterise import Profile, characterise, measure_point, profile_workload
 from aihpc.profile.memory import ActivationMeter, MemoryBreakdown, check_fits
-from aihpc.profile.step import OPTIMIZERS, PHASES, StepConfig, StepTiming, Workload, build_workload, resolve_device
+from aihpc.profile.step import (
+    OPTIMIZERS,
+    PHASES,
+    StepConfig,
+    StepTiming,
+    Workload,
+    build_workload,
+    resolve_device,
+)
 from aihpc.profile.sweep import DIMENSIONS, Sweep, parse_values, plan_sweep, plot_names, plot_sweep
 from aihpc.profile.table import format_profile
 
 __all__ = [
-    "DIMENSIONS", "OPTIMIZERS", "PHASES", "ActivationMeter", "MemoryBreakdown", "Profile", "StepConfig",
-    "StepTiming", "Sweep", "Workload", "build_workload", "characterise", "check_fits", "format_profile",
-    "measure_point", "parse_values", "plan_sweep", "plot_names", "plot_sweep", "profile_workload",
+    "DIMENSIONS",
+    "OPTIMIZERS",
+    "PHASES",
+    "ActivationMeter",
+    "MemoryBreakdown",
+    "Profile",
+    "StepConfig",
+    "StepTiming",
+    "Sweep",
+    "Workload",
+    "build_workload",
+    "characterise",
+    "check_fits",
+    "format_profile",
+    "measure_point",
+    "parse_values",
+    "plan_sweep",
+    "plot_names",
+    "plot_sweep",
+    "profile_workload",
     "resolve_device",
-]  # fmt: skip
+]

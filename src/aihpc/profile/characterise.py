@@ -32,7 +32,15 @@ from aihpc.profile.memory import (
     resident_bytes,
     transient_peak,
 )
-from aihpc.profile.step import StepConfig, StepTiming, Workload, build_workload, run_profiled, run_step, step_timing
+from aihpc.profile.step import (
+    StepConfig,
+    StepTiming,
+    Workload,
+    build_workload,
+    run_profiled,
+    run_step,
+    step_timing,
+)
 from aihpc.profile.sweep import Sweep, plan_sweep, run_sweep
 
 
@@ -55,20 +63,32 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         t = self.timing
         return {
-            "model": self.config.model, "input_kind": self.config.input_kind,
-            "input_shape": list(self.config.input_shape), "batch": self.config.batch,
-            "device": self.device, "optimizer": self.config.optimizer, "steps": self.config.steps,
+            "model": self.config.model,
+            "input_kind": self.config.input_kind,
+            "input_shape": list(self.config.input_shape),
+            "batch": self.config.batch,
+            "device": self.device,
+            "optimizer": self.config.optimizer,
+            "steps": self.config.steps,
             "phases": {p.name: {"seconds": p.seconds, "share": p.share} for p in t.phases},
-            "step_seconds": t.median, "step_seconds_each": list(t.step_seconds),
+            "step_seconds": t.median,
+            "step_seconds_each": list(t.step_seconds),
             "step_spread": t.spread,
-            "operators": [{"type": o.type, "seconds": o.seconds, "share": o.share, "calls": o.calls}
-                          for o in t.operators],
-            "ops": {"forward": self.ops.forward, "backward": self.ops.backward, "total": self.ops.total,
-                    "conv_linear_macs": self.ops.conv_linear_macs, "uncounted": dict(self.ops.uncounted)},
+            "operators": [
+                {"type": o.type, "seconds": o.seconds, "share": o.share, "calls": o.calls}
+                for o in t.operators
+            ],
+            "ops": {
+                "forward": self.ops.forward,
+                "backward": self.ops.backward,
+                "total": self.ops.total,
+                "conv_linear_macs": self.ops.conv_linear_macs,
+                "uncounted": dict(self.ops.uncounted),
+            },
             "flops_per_s": self.flops_per_s,
             "memory": self.memory.to_dict(),
             "sweep": None if self.sweep is None else self.sweep.to_dict(),
-        }  # fmt: skip
+        }
 
 
 def _profiled_steps(w: Workload, steps: int) -> tuple[StepTiming, int]:
@@ -80,7 +100,11 @@ def _profiled_steps(w: Workload, steps: int) -> tuple[StepTiming, int]:
         torch.cuda.reset_peak_memory_stats(w.device)
     prof = run_profiled(w, steps)
     timing = step_timing(prof, steps, w.device)
-    peak = torch.cuda.max_memory_allocated(w.device) if cuda else resident + transient_peak(prof, w.device)
+    peak = (
+        torch.cuda.max_memory_allocated(w.device)
+        if cuda
+        else resident + transient_peak(prof, w.device)
+    )
     return timing, int(peak)
 
 
@@ -106,15 +130,24 @@ def profile_workload(w: Workload, steps: int) -> tuple[StepTiming, MemoryBreakdo
     with ActivationMeter(w.model) as meter:
         run_step(w, 0)
     timing, peak = _profiled_steps(w, steps)
-    memory = MemoryBreakdown(peak_bytes=peak, parameters=parameter_bytes(w.model),
-                             gradients=gradient_bytes(w.model), optimizer_state=optimizer_state_bytes(w.optimizer),
-                             activations=meter.bytes, method=peak_method(w.device))  # fmt: skip
+    memory = MemoryBreakdown(
+        peak_bytes=peak,
+        parameters=parameter_bytes(w.model),
+        gradients=gradient_bytes(w.model),
+        optimizer_state=optimizer_state_bytes(w.optimizer),
+        activations=meter.bytes,
+        method=peak_method(w.device),
+    )
     return timing, memory
 
 
-def characterise(config: StepConfig, device: torch.device, sweep: str | None = None,
-                 values: tuple[int, ...] | None = None,
-                 progress: Callable[[str], None] | None = None) -> Profile:  # fmt: skip
+def characterise(
+    config: StepConfig,
+    device: torch.device,
+    sweep: str | None = None,
+    values: tuple[int, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Profile:
     """Profile ``config`` on ``device`` and, with ``sweep`` (a dimension), sweep it;
     ``progress`` gets a line after the profile and after each sweep value.
 
@@ -135,7 +168,9 @@ def characterise(config: StepConfig, device: torch.device, sweep: str | None = N
     swept = None
     if sweep is not None:
         if progress is not None:
-            progress(f"{describe(config)}: {timing.median:.4g} s/step, peak {memory.peak_bytes / 2**20:,.1f} MiB; "
-                     f"sweeping {sweep} over {len(plan)} values")  # fmt: skip
+            progress(
+                f"{describe(config)}: {timing.median:.4g} s/step, peak {memory.peak_bytes / 2**20:,.1f} MiB; "
+                f"sweeping {sweep} over {len(plan)} values"
+            )
         swept = run_sweep(plan, sweep, lambda point: measure_point(point, device), progress)
     return Profile(config, str(device), timing, memory, ops, swept)

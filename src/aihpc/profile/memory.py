@@ -109,7 +109,9 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
 def resident_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Bytes that outlive a step: parameters, buffers, gradients and optimizer state, each storage once."""
     grads = (p.grad for p in model.parameters() if p.grad is not None)
-    return unique_bytes([*model.parameters(), *model.buffers(), *grads, *_state_tensors(dict(optimizer.state))])
+    return unique_bytes(
+        [*model.parameters(), *model.buffers(), *grads, *_state_tensors(dict(optimizer.state))]
+    )
 
 
 class ActivationMeter:
@@ -177,7 +179,13 @@ class MemoryBreakdown:
 
     @property
     def other(self) -> int:
-        return self.peak_bytes - self.parameters - self.gradients - self.optimizer_state - self.activations
+        return (
+            self.peak_bytes
+            - self.parameters
+            - self.gradients
+            - self.optimizer_state
+            - self.activations
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "other": self.other}
@@ -215,7 +223,9 @@ def required_bytes(config: StepConfig, device: torch.device) -> int:
         with meter:
             F.cross_entropy(model(x), y)
     except (RuntimeError, ValueError, IndexError) as exc:
-        raise ConfigError(f"input {config.shape_text} does not fit {config.model}: {_first_line(exc)}") from None
+        raise ConfigError(
+            f"input {config.shape_text} does not fit {config.model}: {_first_line(exc)}"
+        ) from None
     params = parameter_bytes(model)
     state = params * (2 if config.optimizer == "adamw" else 1)
     batch = x.nbytes + y.nbytes
@@ -227,7 +237,9 @@ def available_bytes(device: torch.device) -> int:
     """Free memory on ``device``: the GPU's free bytes, or the host's available memory."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return int(free) + int(torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+        return int(free) + int(
+            torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        )
     import psutil
 
     return int(psutil.virtual_memory().available)
@@ -237,15 +249,18 @@ def check_fits(config: StepConfig, device: torch.device) -> None:
     """ConfigError, one line, if a training step of ``config`` cannot fit ``device``'s free memory."""
     need, free = required_bytes(config, device), available_bytes(device)
     if need > free:
-        raise ConfigError(f"{describe(config)} does not fit in {device.type} memory: a training step needs at "
-                          f"least {need / GIB:.2f} GiB (parameters, gradients, optimizer state, activations, "
-                          f"data), {free / GIB:.2f} GiB is free")  # fmt: skip
+        raise ConfigError(
+            f"{describe(config)} does not fit in {device.type} memory: a training step needs at "
+            f"least {need / GIB:.2f} GiB (parameters, gradients, optimizer state, activations, "
+            f"data), {free / GIB:.2f} GiB is free"
+        )
 
 
 def _is_allocation_failure(exc: RuntimeError) -> bool:
     text = str(exc).lower()
     return isinstance(exc, torch.OutOfMemoryError) or any(
-        s in text for s in ("can't allocate memory", "out of memory", "not enough memory"))
+        s in text for s in ("can't allocate memory", "out of memory", "not enough memory")
+    )
 
 
 @contextlib.contextmanager

@@ -59,17 +59,28 @@ _PHASE_PREFIX = "phase:"
 
 #: Kernels the dispatcher reaches below the ops the counter knows, mapped to the counter's op type.
 _KERNEL_TYPES = {
-    "conv1d": "convolution", "conv2d": "convolution", "conv3d": "convolution",
-    "mkldnn_convolution": "convolution", "cudnn_convolution": "convolution",
-    "_convolution_mode": "convolution", "_nnpack_spatial_convolution": "convolution",
-    "_slow_conv2d_forward": "convolution", "_slow_conv2d_backward": "convolution",
-    "slow_conv_dilated2d": "convolution", "_conv_depthwise2d": "convolution",
-    "mkldnn_convolution_backward": "convolution", "cudnn_convolution_backward": "convolution",
-    "batch_norm": "batch_norm", "_batch_norm_impl_index": "batch_norm",
+    "conv1d": "convolution",
+    "conv2d": "convolution",
+    "conv3d": "convolution",
+    "mkldnn_convolution": "convolution",
+    "cudnn_convolution": "convolution",
+    "_convolution_mode": "convolution",
+    "_nnpack_spatial_convolution": "convolution",
+    "_slow_conv2d_forward": "convolution",
+    "_slow_conv2d_backward": "convolution",
+    "slow_conv_dilated2d": "convolution",
+    "_conv_depthwise2d": "convolution",
+    "mkldnn_convolution_backward": "convolution",
+    "cudnn_convolution_backward": "convolution",
+    "batch_norm": "batch_norm",
+    "_batch_norm_impl_index": "batch_norm",
     "_batch_norm_impl_index_backward": "batch_norm",
-    "lstm": "lstm", "mkldnn_rnn_layer": "lstm", "mkldnn_rnn_layer_backward": "lstm",
-    "_thnn_fused_lstm_cell": "lstm", "_thnn_fused_lstm_cell_backward_impl": "lstm",
-}  # fmt: skip
+    "lstm": "lstm",
+    "mkldnn_rnn_layer": "lstm",
+    "mkldnn_rnn_layer_backward": "lstm",
+    "_thnn_fused_lstm_cell": "lstm",
+    "_thnn_fused_lstm_cell_backward_impl": "lstm",
+}
 
 
 def input_kind(model: str) -> str:
@@ -101,17 +112,24 @@ class StepConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
         if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+            raise ConfigError(
+                f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"
+            )
         rank = 3 if kind == "image" else 1
         shape = self.input_shape
-        if len(shape) != rank or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
+        if len(shape) != rank or any(
+            isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
+        ):
             form = "CxHxW" if kind == "image" else "T (the sequence length)"
-            raise ConfigError(f"input shape of {self.model} ({kind} model) must be {form}, "
-                              f"got {'x'.join(map(str, shape)) or 'nothing'}")  # fmt: skip
+            raise ConfigError(
+                f"input shape of {self.model} ({kind} model) must be {form}, "
+                f"got {'x'.join(map(str, shape)) or 'nothing'}"
+            )
 
     @classmethod
-    def for_model(cls, model: str, batch: int, input_shape: tuple[int, ...] | None = None,
-                  **options: Any) -> StepConfig:  # fmt: skip
+    def for_model(
+        cls, model: str, batch: int, input_shape: tuple[int, ...] | None = None, **options: Any
+    ) -> StepConfig:
         """A config whose ``input_shape`` defaults to the model's own."""
         shape = tuple(models.info(model).input_shape) if input_shape is None else tuple(input_shape)
         return cls(model=model, batch=batch, input_shape=shape, **options)
@@ -143,7 +161,9 @@ def resolve_device(name: str) -> torch.device:
     if index is None:
         return trainer_device(name)
     if int(index) >= torch.cuda.device_count():
-        raise ConfigError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        raise ConfigError(
+            f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
     return torch.device("cuda", int(index))
 
 
@@ -170,15 +190,25 @@ class Workload:
     device: torch.device
 
     @classmethod
-    def from_parts(cls, model: nn.Module, optimizer_name: str, inputs: torch.Tensor, targets: torch.Tensor,
-                   batch: int, device: torch.device, seed: int = 0) -> Workload:  # fmt: skip
+    def from_parts(
+        cls,
+        model: nn.Module,
+        optimizer_name: str,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        batch: int,
+        device: torch.device,
+        seed: int = 0,
+    ) -> Workload:
         """A workload for any model (already on ``device``) and host data set."""
         gen = torch.Generator().manual_seed(seed)
         order = torch.randperm(inputs.shape[0], generator=gen).split(batch)
         if device.type == "cuda":
             inputs, targets = inputs.pin_memory(), targets.pin_memory()
         model.train()
-        return cls(model, make_optimizer(model, optimizer_name), inputs, targets, tuple(order), device)
+        return cls(
+            model, make_optimizer(model, optimizer_name), inputs, targets, tuple(order), device
+        )
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -187,7 +217,10 @@ class Workload:
 
 def in_channels(config: StepConfig) -> int | None:
     """The first layer's channels for ``models.create``: the input's where they differ from the model's, else None."""
-    if config.input_kind == "image" and config.input_shape[0] != models.info(config.model).input_shape[0]:
+    if (
+        config.input_kind == "image"
+        and config.input_shape[0] != models.info(config.model).input_shape[0]
+    ):
         return config.input_shape[0]
     return None
 
@@ -201,7 +234,9 @@ def build_workload(config: StepConfig, device: torch.device) -> Workload:
     inputs = models.example_input(config.model, samples, config.input_shape)
     rows = 1 if config.input_kind == "image" else config.input_shape[0]
     targets = torch.randint(meta.num_classes, (samples, rows))
-    return Workload.from_parts(model, config.optimizer, inputs, targets, config.batch, device, config.seed)
+    return Workload.from_parts(
+        model, config.optimizer, inputs, targets, config.batch, device, config.seed
+    )
 
 
 def run_step(w: Workload, index: int) -> None:
@@ -249,7 +284,9 @@ def _kineto_notes_dropped() -> Iterator[None]:
 def run_profiled(w: Workload, steps: int, first: int = 1) -> profile:
     """Steps ``first .. first + steps - 1`` of ``w`` under a profiler recording
     memory events (and CUDA kernels on a GPU); returns the stopped profiler."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if w.device.type == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + (
+        [ProfilerActivity.CUDA] if w.device.type == "cuda" else []
+    )
     prof = profile(activities=activities, profile_memory=True)
     with _kineto_notes_dropped():
         prof.start()
@@ -353,12 +390,20 @@ def step_timing(prof: profile, steps: int, device: torch.device) -> StepTiming:
     if len(step_seconds) != steps:
         raise RuntimeError(f"the profiler recorded {len(step_seconds)} steps, expected {steps}")
     mean_step = statistics.fmean(step_seconds)
-    phases = tuple(PhaseTime(name, sum(ranges[_PHASE_PREFIX + name]) / steps,
-                             sum(ranges[_PHASE_PREFIX + name]) / steps / mean_step) for name in PHASES)
+    phases = tuple(
+        PhaseTime(
+            name,
+            sum(ranges[_PHASE_PREFIX + name]) / steps,
+            sum(ranges[_PHASE_PREFIX + name]) / steps / mean_step,
+        )
+        for name in PHASES
+    )
     return StepTiming(step_seconds, phases, _operator_times(prof, steps, mean_step, device))
 
 
-def _operator_times(prof: profile, steps: int, mean_step: float, device: torch.device) -> tuple[OperatorTime, ...]:
+def _operator_times(
+    prof: profile, steps: int, mean_step: float, device: torch.device
+) -> tuple[OperatorTime, ...]:
     seconds: dict[str, float] = defaultdict(float)
     roots: dict[str, set[int]] = defaultdict(set)
     for event in prof.events():

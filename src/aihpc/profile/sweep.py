@@ -41,8 +41,11 @@ AXIS_LABELS = {
     "batch": "batch size",
     "seq-len": "sequence length (tokens)",
 }
-_DEFAULT_FACTORS = {"batch": (0.25, 0.5, 1.0, 2.0), "seq-len": (0.25, 0.5, 1.0, 2.0),
-                    "resolution": (0.5, 0.75, 1.0, 1.25)}  # fmt: skip
+_DEFAULT_FACTORS = {
+    "batch": (0.25, 0.5, 1.0, 2.0),
+    "seq-len": (0.25, 0.5, 1.0, 2.0),
+    "resolution": (0.5, 0.75, 1.0, 1.25),
+}
 MIB = 2**20
 DPI = 100
 
@@ -51,7 +54,9 @@ def parse_values(text: str) -> tuple[int, ...]:
     """``"8,16,32"`` -> ``(8, 16, 32)``: positive integers, sorted, each once."""
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise ConfigError(f"--values must be positive integers separated by commas (e.g. 8,16,32), got {text!r}")
+        raise ConfigError(
+            f"--values must be positive integers separated by commas (e.g. 8,16,32), got {text!r}"
+        )
     return tuple(sorted({int(p) for p in parts}))
 
 
@@ -85,10 +90,14 @@ def check_dimension(config: StepConfig, dimension: str) -> None:
     if dimension == "resolution" and kind != "image":
         raise ConfigError(f"sweep 'resolution' needs an image model; {config.model} takes {kind}")
     if dimension == "seq-len" and kind != "tokens":
-        raise ConfigError(f"sweep 'seq-len' needs a sequence (tokens) model; {config.model} takes {kind}s")
+        raise ConfigError(
+            f"sweep 'seq-len' needs a sequence (tokens) model; {config.model} takes {kind}s"
+        )
 
 
-def plan_sweep(config: StepConfig, dimension: str, values: tuple[int, ...] | None = None) -> tuple[StepConfig, ...]:
+def plan_sweep(
+    config: StepConfig, dimension: str, values: tuple[int, ...] | None = None
+) -> tuple[StepConfig, ...]:
     """The validated config of each value (the defaults when ``values`` is None), smallest first."""
     check_dimension(config, dimension)
     chosen = default_values(config, dimension) if values is None else tuple(sorted(set(values)))
@@ -118,17 +127,26 @@ class Sweep:
         return tuple(r.value for r in self.rows)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dimension": self.dimension, "values": list(self.values),
-                "rows": [{"value": r.value, "step_seconds": r.step_seconds, "peak_bytes": r.peak_bytes}
-                         for r in self.rows]}  # fmt: skip
+        return {
+            "dimension": self.dimension,
+            "values": list(self.values),
+            "rows": [
+                {"value": r.value, "step_seconds": r.step_seconds, "peak_bytes": r.peak_bytes}
+                for r in self.rows
+            ],
+        }
 
 
 Measure = Callable[[StepConfig], tuple[float, int]]
 """A config -> (median seconds per step, peak bytes)."""
 
 
-def run_sweep(plan: tuple[StepConfig, ...], dimension: str, measure: Measure,
-              progress: Callable[[str], None] | None = None) -> Sweep:  # fmt: skip
+def run_sweep(
+    plan: tuple[StepConfig, ...],
+    dimension: str,
+    measure: Measure,
+    progress: Callable[[str], None] | None = None,
+) -> Sweep:
     """Measure every planned config in order; ``progress`` gets one line per value."""
     rows = []
     for i, config in enumerate(plan, 1):
@@ -136,8 +154,10 @@ def run_sweep(plan: tuple[StepConfig, ...], dimension: str, measure: Measure,
         seconds, peak = measure(config)
         rows.append(SweepRow(value, seconds, peak))
         if progress is not None:
-            progress(f"sweep {dimension} {value} ({i}/{len(plan)}): {seconds:.4g} s/step, "
-                     f"peak {peak / MIB:,.1f} MiB")  # fmt: skip
+            progress(
+                f"sweep {dimension} {value} ({i}/{len(plan)}): {seconds:.4g} s/step, "
+                f"peak {peak / MIB:,.1f} MiB"
+            )
     return Sweep(dimension, tuple(rows))
 
 
@@ -169,11 +189,21 @@ def _line_plot(sweep: Sweep, ys: list[float], ylabel: str, title: str, color: st
 def plot_sweep(sweep: Sweep, model: str) -> dict[str, bytes]:
     """PNG bytes of ``"time"`` (seconds per step) and ``"memory"`` (peak MiB) against the swept value."""
     return {
-        "time": _line_plot(sweep, [r.step_seconds for r in sweep.rows], "seconds per training step (median)",
-                           f"{model}: time per step against {sweep.dimension}", "#1e88e5"),
-        "memory": _line_plot(sweep, [r.peak_bytes / MIB for r in sweep.rows], "peak memory (MiB)",
-                             f"{model}: peak memory against {sweep.dimension}", "#43a047"),
-    }  # fmt: skip
+        "time": _line_plot(
+            sweep,
+            [r.step_seconds for r in sweep.rows],
+            "seconds per training step (median)",
+            f"{model}: time per step against {sweep.dimension}",
+            "#1e88e5",
+        ),
+        "memory": _line_plot(
+            sweep,
+            [r.peak_bytes / MIB for r in sweep.rows],
+            "peak memory (MiB)",
+            f"{model}: peak memory against {sweep.dimension}",
+            "#43a047",
+        ),
+    }
 
 
 def plot_names(sweep: Sweep, model: str) -> dict[str, str]:

@@ -17,8 +17,13 @@ OPERATOR_ROWS = 12
 def _align(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     """Left-align the first column, right-align the others."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
-            for r in rows]  # fmt: skip
+    return [
+        indent
+        + "  ".join(
+            [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        ).rstrip()
+        for r in rows
+    ]
 
 
 def _seconds(s: float) -> str:
@@ -37,20 +42,33 @@ def _phases(p: Profile) -> list[str]:
 def _operators(p: Profile) -> list[str]:
     ops = p.timing.operators
     rows = [("operator type", "s/step", "share", "calls/step")]
-    rows += [(o.type, _seconds(o.seconds), f"{100 * o.share:.1f}%", f"{o.calls:g}") for o in ops[:OPERATOR_ROWS]]
+    rows += [
+        (o.type, _seconds(o.seconds), f"{100 * o.share:.1f}%", f"{o.calls:g}")
+        for o in ops[:OPERATOR_ROWS]
+    ]
     rest = ops[OPERATOR_ROWS:]
     if rest:
         s = sum(o.seconds for o in rest)
-        rows.append((f"({len(rest)} more types)", _seconds(s), f"{100 * s / p.timing.mean:.1f}%", ""))
+        rows.append(
+            (f"({len(rest)} more types)", _seconds(s), f"{100 * s / p.timing.mean:.1f}%", "")
+        )
     outside = p.timing.mean - sum(o.seconds for o in ops)
-    rows.append(("(outside aten ops)", _seconds(outside), f"{100 * outside / p.timing.mean:.1f}%", ""))
+    rows.append(
+        ("(outside aten ops)", _seconds(outside), f"{100 * outside / p.timing.mean:.1f}%", "")
+    )
     return _align(rows)
 
 
 def _memory(p: Profile) -> list[str]:
     m = p.memory
-    parts = [("parameters", m.parameters), ("gradients", m.gradients), ("optimizer state", m.optimizer_state),
-             ("activations", m.activations), ("other", m.other), ("peak", m.peak_bytes)]  # fmt: skip
+    parts = [
+        ("parameters", m.parameters),
+        ("gradients", m.gradients),
+        ("optimizer state", m.optimizer_state),
+        ("activations", m.activations),
+        ("other", m.other),
+        ("peak", m.peak_bytes),
+    ]
     rows = [("memory at the peak", "MiB", "share")]
     rows += [(name, f"{b / MIB:,.1f}", f"{100 * b / m.peak_bytes:.1f}%") for name, b in parts]
     return [*_align(rows), f"peak measured as: {m.method}"]
@@ -73,8 +91,10 @@ def format_profile(p: Profile) -> str:
         f"{c.steps} profiled step{'s' if c.steps > 1 else ''} after 1 warm-up",
         f"step: {_seconds(t.median)} s (median; {_seconds(min(t.step_seconds))}-{_seconds(max(t.step_seconds))} s); "
         f"{human(p.ops.total, 'OPs')} counted (forward + loss + backward) -> {human(p.flops_per_s, 'OP/s')}",
-    ]  # fmt: skip
+    ]
     if t.spread > SPREAD_WARNING:
-        head.append(f"warning: the steps' times spread over {100 * t.spread:.0f}% of the median "
-                    "(a busy machine?); more --steps give a steadier median")  # fmt: skip
+        head.append(
+            f"warning: the steps' times spread over {100 * t.spread:.0f}% of the median "
+            "(a busy machine?); more --steps give a steadier median"
+        )
     return "\n".join([*head, "", *_phases(p), "", *_operators(p), "", *_memory(p), *_sweep(p)])

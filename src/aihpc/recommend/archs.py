@@ -37,8 +37,17 @@ class Template:
         for i in range(self.depth):
             out = width
             block_in = src
-            layers.append(Layer(name=f"conv{i}", type="conv", inputs=(src,), out_channels=out,
-                                kernel_size=self.kernel, padding=self.kernel // 2, bias=not self.bn))
+            layers.append(
+                Layer(
+                    name=f"conv{i}",
+                    type="conv",
+                    inputs=(src,),
+                    out_channels=out,
+                    kernel_size=self.kernel,
+                    padding=self.kernel // 2,
+                    bias=not self.bn,
+                )
+            )
             src = f"conv{i}"
             if self.bn:
                 layers.append(Layer(name=f"bn{i}", type="bn", inputs=(src,)))
@@ -53,8 +62,12 @@ class Template:
                 src, side, width = f"pool{i}", side // 2, width * self.growth
         layers.append(Layer(name="gap", type="global_avgpool", inputs=(src,)))
         layers.append(Layer(name="fc", type="dense", inputs=("gap",), out_features=num_classes))
-        return ArchSpec(input_shape=tuple(input_shape), num_classes=num_classes,
-                        layers=tuple(layers), output="fc")
+        return ArchSpec(
+            input_shape=tuple(input_shape),
+            num_classes=num_classes,
+            layers=tuple(layers),
+            output="fc",
+        )
 
 
 #: The ``small`` set: (template, width) of widely differing size.
@@ -86,16 +99,20 @@ MATCHED: tuple[Template, ...] = (
 )
 
 
-def wide_range_specs(input_shape: tuple[int, int, int], num_classes: int) -> list[tuple[str, ArchSpec]]:
+def wide_range_specs(
+    input_shape: tuple[int, int, int], num_classes: int
+) -> list[tuple[str, ArchSpec]]:
     """The ``small`` set at this input and class count."""
     return [(t.name, t.spec(input_shape, num_classes, w)) for t, w in WIDE_RANGE]
 
 
-def matched_specs(input_shape: tuple[int, int, int], num_classes: int,
-                  target: int = 12_000) -> list[tuple[str, ArchSpec]]:
+def matched_specs(
+    input_shape: tuple[int, int, int], num_classes: int, target: int = 12_000
+) -> list[tuple[str, ArchSpec]]:
     """The ``matched`` set: each template at the width whose parameter count is nearest ``target``."""
     out = []
     for t in MATCHED:
+
         def size(w: int) -> int:
             return t.spec(input_shape, num_classes, w).num_params()
 

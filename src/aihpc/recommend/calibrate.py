@@ -44,21 +44,44 @@ def fit_observations(observations: list[Observation], provenance: dict) -> Match
     if len(families) < 2:
         raise ConfigError(f"calibration needs observations of >= 2 task families, got {families}")
     x, t, classes, groups, tasks = design(observations)
-    provenance = {**provenance, "families": families, "tasks": sorted({o.task for o in observations}),
-                  "rows": int(len(t))}
+    provenance = {
+        **provenance,
+        "families": families,
+        "tasks": sorted({o.task for o in observations}),
+        "rows": int(len(t)),
+    }
     return fit(x, t, classes, groups, tasks, provenance)
 
 
-def calibrate(*, seed: int = 0, steps: int = STEPS, seeds: int = 1, workers: int = 1, command: str = "",
-              progress: Callable[[str], None] | None = None) -> tuple[Matcher, list[Observation]]:
+def calibrate(
+    *,
+    seed: int = 0,
+    steps: int = STEPS,
+    seeds: int = 1,
+    workers: int = 1,
+    command: str = "",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Matcher, list[Observation]]:
     """Observe every calibration task with both candidate sets, then fit the matcher."""
     import torch
 
     import aihpc
 
-    observations = observe_all(calibration_tasks(), seeds=seeds, steps=steps, base_seed=seed,
-                               workers=workers, progress=progress)
-    provenance = {"command": command, "seed": seed, "steps": steps, "seeds": seeds,
-                  "candidate_sets": list(SETS), "aihpc_version": aihpc.__version__,
-                  "torch_version": torch.__version__}
+    observations = observe_all(
+        calibration_tasks(),
+        seeds=seeds,
+        steps=steps,
+        base_seed=seed,
+        workers=workers,
+        progress=progress,
+    )
+    provenance = {
+        "command": command,
+        "seed": seed,
+        "steps": steps,
+        "seeds": seeds,
+        "candidate_sets": list(SETS),
+        "aihpc_version": aihpc.__version__,
+        "torch_version": torch.__version__,
+    }
     return fit_observations(observations, provenance), observations

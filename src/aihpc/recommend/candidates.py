@@ -58,7 +58,9 @@ class Candidate:
 def _spec_candidate(name: str, spec, source: str = "spec", detail: str = "") -> Candidate:
     from aihpc.nas.build import SpecNet
 
-    return Candidate(name, source, functools.partial(SpecNet, spec), detail or f"{spec.num_params()} params")
+    return Candidate(
+        name, source, functools.partial(SpecNet, spec), detail or f"{spec.num_params()} params"
+    )
 
 
 def _zoo_candidate(name: str, shape: tuple[int, int, int], classes: int) -> Candidate:
@@ -67,8 +69,12 @@ def _zoo_candidate(name: str, shape: tuple[int, int, int], classes: int) -> Cand
     info = models.info(name)
     if info.input_kind != "image":
         raise ConfigError(f"candidate zoo model {name!r} takes token ids, not images")
-    return Candidate(name, "zoo", lambda: models.create(name, num_classes=classes,
-                                                        in_channels=shape[0]), info.description)
+    return Candidate(
+        name,
+        "zoo",
+        lambda: models.create(name, num_classes=classes, in_channels=shape[0]),
+        info.description,
+    )
 
 
 def builtin(kind: str, shape: tuple[int, int, int], classes: int) -> list[Candidate]:
@@ -81,8 +87,12 @@ def builtin(kind: str, shape: tuple[int, int, int], classes: int) -> list[Candid
         return [_spec_candidate(n, s) for n, s in matched_specs(shape, classes)]
     from aihpc import models
 
-    return [_zoo_candidate(n, shape, classes) for n in models.names()
-            if models.info(n).input_kind == "image" and min(models.info(n).input_shape[1:]) < ZOO_MAX_SIDE]
+    return [
+        _zoo_candidate(n, shape, classes)
+        for n in models.names()
+        if models.info(n).input_kind == "image"
+        and min(models.info(n).input_shape[1:]) < ZOO_MAX_SIDE
+    ]
 
 
 def _load_spec(path: Path, shape, classes):
@@ -90,9 +100,11 @@ def _load_spec(path: Path, shape, classes):
 
     spec = ArchSpec.load(path)
     if tuple(spec.input_shape) != tuple(shape) or spec.num_classes != classes:
-        raise ConfigError(f"candidate spec {str(path)!r} takes input {_fmt(spec.input_shape)} with "
-                          f"{spec.num_classes} classes; the data set gives {_fmt(shape)} with "
-                          f"{classes} classes")
+        raise ConfigError(
+            f"candidate spec {str(path)!r} takes input {_fmt(spec.input_shape)} with "
+            f"{spec.num_classes} classes; the data set gives {_fmt(shape)} with "
+            f"{classes} classes"
+        )
     return spec
 
 
@@ -101,13 +113,22 @@ def _children(entry: dict, base: Path, shape, classes) -> list[Candidate]:
     from aihpc.nas.seeds import seed_spec
 
     parent_ref = entry["children_of"]
-    parent = (seed_spec(tuple(shape), classes) if parent_ref == "seed"
-              else _load_spec(base / str(parent_ref), shape, classes))
+    parent = (
+        seed_spec(tuple(shape), classes)
+        if parent_ref == "seed"
+        else _load_spec(base / str(parent_ref), shape, classes)
+    )
     count, seed = entry.get("count", 4), entry.get("seed", 0)
     for key, value in (("count", count), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "count" else 0):
-            raise ConfigError(f"candidates file: children_of {key} must be an integer >= "
-                              f"{1 if key == 'count' else 0}, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < (1 if key == "count" else 0)
+        ):
+            raise ConfigError(
+                f"candidates file: children_of {key} must be an integer >= "
+                f"{1 if key == 'count' else 0}, got {value!r}"
+            )
     rng = random.Random(seed)
     out = []
     for i in range(count):
@@ -118,19 +139,29 @@ def _children(entry: dict, base: Path, shape, classes) -> list[Candidate]:
 
 def _entry(entry: Any, base: Path, shape, classes) -> list[Candidate]:
     if not isinstance(entry, dict) or len(set(entry) & {"zoo", "spec", "children_of"}) != 1:
-        raise ConfigError(f"candidates file: each entry must be an object with exactly one of "
-                          f"'zoo', 'spec', 'children_of', got {json.dumps(entry)[:80]}")
-    known = {"zoo": {"zoo"}, "spec": {"spec", "name"}, "children_of": {"children_of", "count", "seed"}}
+        raise ConfigError(
+            f"candidates file: each entry must be an object with exactly one of "
+            f"'zoo', 'spec', 'children_of', got {json.dumps(entry)[:80]}"
+        )
+    known = {
+        "zoo": {"zoo"},
+        "spec": {"spec", "name"},
+        "children_of": {"children_of", "count", "seed"},
+    }
     kind = next(k for k in known if k in entry)
     unknown = sorted(set(entry) - known[kind])
     if unknown:
-        raise ConfigError(f"candidates file: unknown key(s) {', '.join(unknown)} in a {kind!r} entry; "
-                          f"valid: {', '.join(sorted(known[kind]))}")
+        raise ConfigError(
+            f"candidates file: unknown key(s) {', '.join(unknown)} in a {kind!r} entry; "
+            f"valid: {', '.join(sorted(known[kind]))}"
+        )
     if kind == "zoo":
         return [_zoo_candidate(str(entry["zoo"]), shape, classes)]
     if kind == "spec":
         path = base / str(entry["spec"])
-        return [_spec_candidate(str(entry.get("name", path.stem)), _load_spec(path, shape, classes))]
+        return [
+            _spec_candidate(str(entry.get("name", path.stem)), _load_spec(path, shape, classes))
+        ]
     return _children(entry, base, shape, classes)
 
 
@@ -141,13 +172,17 @@ def from_file(path: Path, shape, classes) -> list[Candidate]:
     doc = read_json(Path(path), "candidates file")
     entries = doc.get("candidates") if isinstance(doc, dict) else doc
     if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"candidates file {str(path)!r} must hold a non-empty list of entries "
-                          f"(or {{\"candidates\": [...]}})")
+        raise ConfigError(
+            f"candidates file {str(path)!r} must hold a non-empty list of entries "
+            f'(or {{"candidates": [...]}})'
+        )
     out = [c for e in entries for c in _entry(e, Path(path).parent, shape, classes)]
     names = [c.name for c in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise ConfigError(f"candidates file {str(path)!r}: duplicate candidate name(s) {', '.join(dup)}")
+        raise ConfigError(
+            f"candidates file {str(path)!r}: duplicate candidate name(s) {', '.join(dup)}"
+        )
     return out
 
 
@@ -164,8 +199,9 @@ def resolve(choice: str, shape: tuple[int, int, int], classes: int) -> list[Cand
     elif Path(choice).suffix.lower() == ".json" or Path(choice).exists():
         found = from_file(Path(choice), shape, classes)
     else:
-        raise ConfigError(f"--candidates must be one of {', '.join(BUILTIN)} or a JSON file, "
-                          f"got {choice!r}")
+        raise ConfigError(
+            f"--candidates must be one of {', '.join(BUILTIN)} or a JSON file, got {choice!r}"
+        )
     for c in found:
         check_fits(c, shape, classes)
     return found
@@ -180,11 +216,14 @@ def check_fits(candidate: Candidate, shape: tuple[int, int, int], classes: int) 
             out = candidate.factory()(torch.empty((2, *shape)))
     except (RuntimeError, ValueError, IndexError, AihpcError) as exc:
         reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"candidate {candidate.name!r} does not fit input {_fmt(shape)}: "
-                          f"{reason}") from None
+        raise ConfigError(
+            f"candidate {candidate.name!r} does not fit input {_fmt(shape)}: {reason}"
+        ) from None
     if tuple(out.shape) != (2, classes):
-        raise ConfigError(f"candidate {candidate.name!r} gives output {tuple(out.shape[1:])} for input "
-                          f"{_fmt(shape)}, not ({classes},) logits")
+        raise ConfigError(
+            f"candidate {candidate.name!r} gives output {tuple(out.shape[1:])} for input "
+            f"{_fmt(shape)}, not ({classes},) logits"
+        )
 
 
 def _fits(candidate: Candidate, shape, classes) -> bool:

@@ -74,15 +74,20 @@ def check_task(labels: np.ndarray, name: str = "data set") -> None:
     labels = np.asarray(labels)
     classes, counts = np.unique(labels, return_counts=True)
     if labels.shape[0] < MIN_SAMPLES:
-        raise DataError(f"{name} has {labels.shape[0]} training samples; recommending needs "
-                        f">= {MIN_SAMPLES}")
+        raise DataError(
+            f"{name} has {labels.shape[0]} training samples; recommending needs >= {MIN_SAMPLES}"
+        )
     if classes.shape[0] < 2:
-        raise DataError(f"{name} has one class ({classes[0] if classes.size else 'none'}); "
-                        f"recommending needs >= 2")
+        raise DataError(
+            f"{name} has one class ({classes[0] if classes.size else 'none'}); "
+            f"recommending needs >= 2"
+        )
     if counts.min() < MIN_PER_CLASS:
         k = int(classes[np.argmin(counts)])
-        raise DataError(f"{name}: class {k} has {int(counts.min())} training sample(s); "
-                        f"recommending needs >= {MIN_PER_CLASS} per class")
+        raise DataError(
+            f"{name}: class {k} has {int(counts.min())} training sample(s); "
+            f"recommending needs >= {MIN_PER_CLASS} per class"
+        )
 
 
 def stratified_sample(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
@@ -185,8 +190,9 @@ def random_conv_features(x: np.ndarray, filters: int = PROBE_FILTERS, seed: int 
     return out.flatten(1).double().numpy()
 
 
-def ridge_cv_error(feats: np.ndarray, y: np.ndarray, folds: int = 3, alpha: float = 1.0,
-                   seed: int = 0) -> float:
+def ridge_cv_error(
+    feats: np.ndarray, y: np.ndarray, folds: int = 3, alpha: float = 1.0, seed: int = 0
+) -> float:
     """1 - k-fold CV accuracy of ridge regression on one-hot targets (argmax decides).
 
     Features are standardised on each training fold; the fit is the closed
@@ -218,8 +224,15 @@ def probe_error(x: np.ndarray, y: np.ndarray, seed: int = 0) -> float:
     return ridge_cv_error(random_conv_features(x, seed=seed), y, folds=folds, seed=seed)
 
 
-def measure(x: np.ndarray, y: np.ndarray, *, max_samples: int = MAX_SAMPLES, seed: int = 0,
-            name: str = "data set", num_samples: int | None = None) -> Complexity:
+def measure(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    max_samples: int = MAX_SAMPLES,
+    seed: int = 0,
+    name: str = "data set",
+    num_samples: int | None = None,
+) -> Complexity:
     """All measures of images ``x`` (N, C, H, W) with labels ``y`` (N,), on a bounded sample.
 
     ``num_samples``: training samples of the whole data set, for T2, when
@@ -233,7 +246,13 @@ def measure(x: np.ndarray, y: np.ndarray, *, max_samples: int = MAX_SAMPLES, see
     flat = xs.reshape(len(ys), -1)
     dim = flat.shape[1]
     return Complexity(
-        f1=fisher_f1(flat, ys), n1=boundary_n1(flat, ys), n3=nn_error_n3(flat, ys),
-        t2=float((num_samples or y.shape[0]) / dim), probe_error=probe_error(xs, ys, seed=seed),
-        num_samples=int(num_samples or y.shape[0]), sample_size=int(len(ys)),
-        num_classes=int(np.unique(y).shape[0]), dimension=int(dim))
+        f1=fisher_f1(flat, ys),
+        n1=boundary_n1(flat, ys),
+        n3=nn_error_n3(flat, ys),
+        t2=float((num_samples or y.shape[0]) / dim),
+        probe_error=probe_error(xs, ys, seed=seed),
+        num_samples=int(num_samples or y.shape[0]),
+        sample_size=int(len(ys)),
+        num_classes=int(np.unique(y).shape[0]),
+        dimension=int(dim),
+    )

@@ -25,13 +25,13 @@ _SHOWN = {
     "probe_error": ("random-feature probe error", lambda v: f"{v:.2f}"),
     "n3": ("1-NN error N3", lambda v: f"{v:.2f}"),
     "n1": ("boundary fraction N1", lambda v: f"{v:.2f}"),
-    "log_f1": ("Fisher ratio F1", lambda v: f"{10 ** v - 1:.3g}"),
-    "log_t2": ("samples per input value T2", lambda v: f"{10 ** v:.3g}"),
-    "log_dimension": ("input values C*H*W", lambda v: f"{10 ** v:.0f}"),
-    "log_classes": ("classes", lambda v: f"{10 ** v:.0f}"),
-    "log_params": ("parameters", lambda v: f"{10 ** v:.3g}"),
-    "log_ops": ("training ops per sample", lambda v: f"{10 ** v:.3g}"),
-    "log_ops_per_value": ("training ops per input value", lambda v: f"{10 ** v:.3g}"),
+    "log_f1": ("Fisher ratio F1", lambda v: f"{10**v - 1:.3g}"),
+    "log_t2": ("samples per input value T2", lambda v: f"{10**v:.3g}"),
+    "log_dimension": ("input values C*H*W", lambda v: f"{10**v:.0f}"),
+    "log_classes": ("classes", lambda v: f"{10**v:.0f}"),
+    "log_params": ("parameters", lambda v: f"{10**v:.3g}"),
+    "log_ops": ("training ops per sample", lambda v: f"{10**v:.3g}"),
+    "log_ops_per_value": ("training ops per input value", lambda v: f"{10**v:.3g}"),
     "log_synflow": ("log10 synflow", lambda v: f"{v:.3g}"),
     "log_snip": ("log10 snip", lambda v: f"{v:.3g}"),
     "log_grad_norm": ("log10 grad_norm", lambda v: f"{v:.3g}"),
@@ -56,8 +56,13 @@ class Outside:
         return f"{words}{who} {show(self.value)} not in {show(self.low)}..{show(self.high)}"
 
     def to_dict(self) -> dict:
-        return {"feature": self.feature, "value": self.value, "low": self.low, "high": self.high,
-                "candidate": self.candidate}
+        return {
+            "feature": self.feature,
+            "value": self.value,
+            "low": self.low,
+            "high": self.high,
+            "candidate": self.candidate,
+        }
 
 
 def check(matcher: Matcher, rows: np.ndarray, names: list[str]) -> list[Outside]:
@@ -71,8 +76,12 @@ def check(matcher: Matcher, rows: np.ndarray, names: list[str]) -> list[Outside]
         bad = np.flatnonzero((rows[:, j] < lo - pad) | (rows[:, j] > hi + pad))
         if feature in TASK_FEATURES:
             bad = bad[:1]
-        out += [Outside(feature, float(rows[i, j]), lo, hi,
-                        None if feature in TASK_FEATURES else names[i]) for i in bad]
+        out += [
+            Outside(
+                feature, float(rows[i, j]), lo, hi, None if feature in TASK_FEATURES else names[i]
+            )
+            for i in bad
+        ]
     return out
 
 
@@ -81,4 +90,4 @@ def describe(outside: list[Outside], limit: int = 3) -> str:
     if not outside:
         return "inside the calibrated domain (every task and candidate feature within its range)"
     more = f", and {len(outside) - limit} more" if len(outside) > limit else ""
-    return ("outside the calibrated domain: " + "; ".join(map(str, outside[:limit])) + more)
+    return "outside the calibrated domain: " + "; ".join(map(str, outside[:limit])) + more

@@ -94,27 +94,43 @@ def _base_digits(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return images, labels, train
 
 
-def _place(images: np.ndarray, side: int, channels: int, noise: float, rng: np.random.Generator) -> np.ndarray:
+def _place(
+    images: np.ndarray, side: int, channels: int, noise: float, rng: np.random.Generator
+) -> np.ndarray:
     """Each 8x8 digit scaled to 60-80 % of ``side`` at a random place; colours if 3 channels."""
     out = np.empty((len(images), channels, side, side), dtype=np.float32)
     for i, img in enumerate(images):
         size = int(rng.integers(int(0.6 * side), int(0.8 * side) + 1))
-        glyph = F.interpolate(torch.from_numpy(img)[None, None], size=(size, size), mode="bilinear",
-                              align_corners=False)[0, 0].numpy()
+        glyph = F.interpolate(
+            torch.from_numpy(img)[None, None],
+            size=(size, size),
+            mode="bilinear",
+            align_corners=False,
+        )[0, 0].numpy()
         mask = np.zeros((side, side), dtype=np.float32)
         top, left = rng.integers(0, side - size + 1, size=2)
-        mask[top:top + size, left:left + size] = glyph
+        mask[top : top + size, left : left + size] = glyph
         if channels == 1:
             fg, bg = np.ones(1, np.float32), np.zeros(1, np.float32)
         else:  # a random stroke and background colour, at least 0.5 apart
             fg = rng.random(3).astype(np.float32)
-            bg = np.clip(fg + rng.choice([-1, 1], 3) * rng.uniform(0.5, 1.0, 3), 0, 1).astype(np.float32)
+            bg = np.clip(fg + rng.choice([-1, 1], 3) * rng.uniform(0.5, 1.0, 3), 0, 1).astype(
+                np.float32
+            )
         out[i] = bg[:, None, None] + (fg - bg)[:, None, None] * mask[None]
     return out + noise * rng.standard_normal(out.shape).astype(np.float32)
 
 
-def _draw(images, labels, pool: np.ndarray, count: int, side: int, channels: int, noise: float,
-          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _draw(
+    images,
+    labels,
+    pool: np.ndarray,
+    count: int,
+    side: int,
+    channels: int,
+    noise: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
     pick = rng.choice(pool, size=count, replace=count > len(pool))
     return _place(images[pick], side, channels, noise, rng), labels[pick]
 
@@ -126,16 +142,32 @@ def _via_npz(x_tr, y_tr, x_va, y_va, seed: int) -> Task:
         return from_dataset("npz", path, seed=seed)
 
 
-def _placed_digits(side: int, channels: int, samples: int, noise: float, seed: int,
-                   classes: tuple[int, ...] = tuple(range(10))) -> Task:
+def _placed_digits(
+    side: int,
+    channels: int,
+    samples: int,
+    noise: float,
+    seed: int,
+    classes: tuple[int, ...] = tuple(range(10)),
+) -> Task:
     images, labels, train = _base_digits(seed)
     keep = np.isin(labels, classes)
     lut = np.full(10, -1)
     lut[list(classes)] = np.arange(len(classes))
     rng = np.random.default_rng(seed + 1)
-    x_tr, y_tr = _draw(images, lut[labels], np.flatnonzero(train & keep), samples, side, channels, noise, rng)
-    x_va, y_va = _draw(images, lut[labels], np.flatnonzero(~train & keep), max(200, samples // 4), side,
-                       channels, noise, rng)
+    x_tr, y_tr = _draw(
+        images, lut[labels], np.flatnonzero(train & keep), samples, side, channels, noise, rng
+    )
+    x_va, y_va = _draw(
+        images,
+        lut[labels],
+        np.flatnonzero(~train & keep),
+        max(200, samples // 4),
+        side,
+        channels,
+        noise,
+        rng,
+    )
     return _via_npz(x_tr, y_tr, x_va, y_va, seed)
 
 
@@ -153,13 +185,15 @@ def _photo_patches(side: int, grid: tuple[int, int], per_class: int, seed: int) 
             h, w = photo.shape[0] // grid[0], photo.shape[1] // grid[1]
             for r in range(grid[0]):
                 for c in range(grid[1]):
-                    cell = photo[r * h:(r + 1) * h, c * w:(c + 1) * w]
+                    cell = photo[r * h : (r + 1) * h, c * w : (c + 1) * w]
                     for split, count in (("train", per_class), ("val", max(10, per_class // 4))):
                         folder = root / split / f"c{label:03d}"
                         folder.mkdir(parents=True)
                         for i in range(count):
                             crop = _crop(cell, split, rng)
-                            Image.fromarray(crop).resize((side, side), Image.BILINEAR).save(folder / f"{i}.png")
+                            Image.fromarray(crop).resize((side, side), Image.BILINEAR).save(
+                                folder / f"{i}.png"
+                            )
                     label += 1
         return from_dataset("imagefolder", root, seed=seed, image_size=side)
 
@@ -172,12 +206,21 @@ def _crop(cell: np.ndarray, split: str, rng: np.random.Generator) -> np.ndarray:
     lo, hi = (cut, w - size) if split == "val" else (0, cut - size)
     left = int(rng.integers(min(lo, hi), max(lo, hi) + 1))
     top = int(rng.integers(0, h - size + 1))
-    return np.ascontiguousarray(cell[top:top + size, left:left + size])
+    return np.ascontiguousarray(cell[top : top + size, left : left + size])
 
 
-def _synthetic(side: int, channels: int, classes: int, samples: int, difficulty: float, seed: int) -> Task:
-    return from_dataset("synthetic", seed=seed, num_samples=samples, num_classes=classes,
-                        channels=channels, image_size=side, difficulty=difficulty)
+def _synthetic(
+    side: int, channels: int, classes: int, samples: int, difficulty: float, seed: int
+) -> Task:
+    return from_dataset(
+        "synthetic",
+        seed=seed,
+        num_samples=samples,
+        num_classes=classes,
+        channels=channels,
+        image_size=side,
+        difficulty=difficulty,
+    )
 
 
 def _spec(family: str, name: str, shape: tuple[int, int, int], fn, **kw) -> TaskSpec:
@@ -185,56 +228,117 @@ def _spec(family: str, name: str, shape: tuple[int, int, int], fn, **kw) -> Task
 
 
 def _digits_specs(seed: int, variants: list[tuple[str, dict]]) -> list[TaskSpec]:
-    return [_spec("digits", name, (1, 8, 8), _digits_variant, kind=kind, seed=seed, **how)
-            for name, (kind, how) in variants]
+    return [
+        _spec("digits", name, (1, 8, 8), _digits_variant, kind=kind, seed=seed, **how)
+        for name, (kind, how) in variants
+    ]
 
 
-def _placed(channels: int, side: int, samples: int, noise: float, seed: int, classes=tuple(range(10))) -> TaskSpec:
+def _placed(
+    channels: int, side: int, samples: int, noise: float, seed: int, classes=tuple(range(10))
+) -> TaskSpec:
     family = "digits-placed" if channels == 1 else "digits-colour"
     sub = "" if len(classes) == 10 else "_k" + "".join(map(str, classes))
-    return _spec(family, f"{family}_{side}_n{samples}_s{noise:g}{sub}", (channels, side, side),
-                 _placed_digits, side=side, channels=channels, samples=samples, noise=noise, seed=seed,
-                 classes=tuple(classes))
+    return _spec(
+        family,
+        f"{family}_{side}_n{samples}_s{noise:g}{sub}",
+        (channels, side, side),
+        _placed_digits,
+        side=side,
+        channels=channels,
+        samples=samples,
+        noise=noise,
+        seed=seed,
+        classes=tuple(classes),
+    )
 
 
-def _synth(channels: int, side: int, classes: int, samples: int, difficulty: float, seed: int) -> TaskSpec:
-    return _spec("synthetic", f"synthetic_{channels}x{side}_k{classes}_n{samples}_d{difficulty:g}",
-                 (channels, side, side), _synthetic, side=side, channels=channels, classes=classes,
-                 samples=samples, difficulty=difficulty, seed=seed)
+def _synth(
+    channels: int, side: int, classes: int, samples: int, difficulty: float, seed: int
+) -> TaskSpec:
+    return _spec(
+        "synthetic",
+        f"synthetic_{channels}x{side}_k{classes}_n{samples}_d{difficulty:g}",
+        (channels, side, side),
+        _synthetic,
+        side=side,
+        channels=channels,
+        classes=classes,
+        samples=samples,
+        difficulty=difficulty,
+        seed=seed,
+    )
 
 
 def _photos(side: int, grid: tuple[int, int], per_class: int, seed: int) -> TaskSpec:
-    return _spec("photos", f"photos_{side}_k{2 * grid[0] * grid[1]}_n{per_class}", (3, side, side),
-                 _photo_patches, side=side, grid=grid, per_class=per_class, seed=seed)
+    return _spec(
+        "photos",
+        f"photos_{side}_k{2 * grid[0] * grid[1]}_n{per_class}",
+        (3, side, side),
+        _photo_patches,
+        side=side,
+        grid=grid,
+        per_class=per_class,
+        seed=seed,
+    )
 
 
 def calibration_tasks() -> list[TaskSpec]:
     """The tasks the matcher is fitted on (none of them is in :func:`validation_tasks`)."""
     return [
-        *_digits_specs(1, [("digits_0to4", ("plain", {"classes": (0, 1, 2, 3, 4)})),
-                           ("digits_noise0.8", ("noise", {"sigma": 0.8})),
-                           ("digits_20pct", ("fewer", {"fraction": 0.2})),
-                           ("digits_labelnoise0.3", ("label_noise", {"rate": 0.3})),
-                           ("digits_5to9_noise2", ("noise", {"sigma": 2.0, "classes": (5, 6, 7, 8, 9)}))]),
-        _placed(1, 16, 3000, 0.1, 1), _placed(1, 16, 600, 0.5, 2), _placed(1, 32, 4000, 0.3, 3),
+        *_digits_specs(
+            1,
+            [
+                ("digits_0to4", ("plain", {"classes": (0, 1, 2, 3, 4)})),
+                ("digits_noise0.8", ("noise", {"sigma": 0.8})),
+                ("digits_20pct", ("fewer", {"fraction": 0.2})),
+                ("digits_labelnoise0.3", ("label_noise", {"rate": 0.3})),
+                ("digits_5to9_noise2", ("noise", {"sigma": 2.0, "classes": (5, 6, 7, 8, 9)})),
+            ],
+        ),
+        _placed(1, 16, 3000, 0.1, 1),
+        _placed(1, 16, 600, 0.5, 2),
+        _placed(1, 32, 4000, 0.3, 3),
         _placed(1, 32, 1000, 0.2, 4, classes=(0, 1, 2, 3, 4)),
-        _placed(3, 16, 3000, 0.1, 5), _placed(3, 16, 800, 0.4, 6, classes=(3, 5, 8, 9)),
-        _placed(3, 32, 3000, 0.2, 7), _placed(3, 32, 1200, 0.5, 8), _placed(3, 32, 300, 0.3, 9),
-        _synth(1, 8, 10, 1800, 0.2, 21), _synth(3, 8, 2, 400, 0.7, 22), _synth(1, 16, 20, 500, 0.8, 23),
-        _synth(3, 16, 100, 30000, 0.85, 24), _synth(3, 16, 5, 3000, 0.9, 25), _synth(1, 32, 10, 2000, 0.8, 26),
-        _synth(3, 32, 10, 20000, 0.95, 27), _synth(3, 32, 50, 5000, 0.9, 28),
-        _photos(16, (1, 3), 150, 31), _photos(16, (3, 4), 60, 32), _photos(32, (1, 2), 300, 33),
-        _photos(32, (2, 3), 100, 34), _photos(16, (2, 2), 25, 35),
+        _placed(3, 16, 3000, 0.1, 5),
+        _placed(3, 16, 800, 0.4, 6, classes=(3, 5, 8, 9)),
+        _placed(3, 32, 3000, 0.2, 7),
+        _placed(3, 32, 1200, 0.5, 8),
+        _placed(3, 32, 300, 0.3, 9),
+        _synth(1, 8, 10, 1800, 0.2, 21),
+        _synth(3, 8, 2, 400, 0.7, 22),
+        _synth(1, 16, 20, 500, 0.8, 23),
+        _synth(3, 16, 100, 30000, 0.85, 24),
+        _synth(3, 16, 5, 3000, 0.9, 25),
+        _synth(1, 32, 10, 2000, 0.8, 26),
+        _synth(3, 32, 10, 20000, 0.95, 27),
+        _synth(3, 32, 50, 5000, 0.9, 28),
+        _photos(16, (1, 3), 150, 31),
+        _photos(16, (3, 4), 60, 32),
+        _photos(32, (1, 2), 300, 33),
+        _photos(32, (2, 3), 100, 34),
+        _photos(16, (2, 2), 25, 35),
     ]
 
 
 def validation_tasks() -> list[TaskSpec]:
     """Held-out tasks of every family: other sizes, noise, subsets, difficulties and seeds."""
     return [
-        *_digits_specs(0, [("digits", ("plain", {})), ("digits_noise1.4", ("noise", {"sigma": 1.4})),
-                           ("digits_3589", ("plain", {"classes": (3, 5, 8, 9)}))]),
-        _placed(1, 16, 1500, 0.3, 41), _placed(1, 32, 2000, 0.1, 42),
-        _placed(3, 16, 2000, 0.2, 43), _placed(3, 32, 2000, 0.3, 44),
-        _synth(1, 8, 10, 1800, 0.65, 45), _synth(3, 16, 30, 4000, 0.85, 46), _synth(3, 32, 10, 10000, 0.9, 47),
-        _photos(16, (2, 2), 100, 48), _photos(32, (1, 3), 150, 49),
+        *_digits_specs(
+            0,
+            [
+                ("digits", ("plain", {})),
+                ("digits_noise1.4", ("noise", {"sigma": 1.4})),
+                ("digits_3589", ("plain", {"classes": (3, 5, 8, 9)})),
+            ],
+        ),
+        _placed(1, 16, 1500, 0.3, 41),
+        _placed(1, 32, 2000, 0.1, 42),
+        _placed(3, 16, 2000, 0.2, 43),
+        _placed(3, 32, 2000, 0.3, 44),
+        _synth(1, 8, 10, 1800, 0.65, 45),
+        _synth(3, 16, 30, 4000, 0.85, 46),
+        _synth(3, 32, 10, 10000, 0.9, 47),
+        _photos(16, (2, 2), 100, 48),
+        _photos(32, (1, 3), 150, 49),
     ]

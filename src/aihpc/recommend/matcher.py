@@ -58,9 +58,19 @@ from aihpc.recommend.stats import kendall_tau
 
 FORMAT_VERSION = 2
 TASK_FEATURES = ("probe_error", "n3", "n1", "log_f1", "log_t2", "log_dimension", "log_classes")
-CANDIDATE_FEATURES = ("log_params", "log_ops", "log_ops_per_value", "log_synflow", "log_snip",
-                      "log_grad_norm", "jacob_cov", "naswot")
-FEATURES = TASK_FEATURES + CANDIDATE_FEATURES + tuple(f"{c}*probe_error" for c in CANDIDATE_FEATURES)
+CANDIDATE_FEATURES = (
+    "log_params",
+    "log_ops",
+    "log_ops_per_value",
+    "log_synflow",
+    "log_snip",
+    "log_grad_norm",
+    "jacob_cov",
+    "naswot",
+)
+FEATURES = (
+    TASK_FEATURES + CANDIDATE_FEATURES + tuple(f"{c}*probe_error" for c in CANDIDATE_FEATURES)
+)
 ALPHAS = (0.1, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0)
 #: The penalty on the per-task intercepts of the within-task stage (small: they are free levels).
 TASK_PENALTY = 1e-3
@@ -80,11 +90,25 @@ def features(task: Complexity, cand: CandidateScore) -> np.ndarray:
     p = cand.proxies
     jc = p["jacob_cov"] if math.isfinite(p["jacob_cov"]) else 0.0
     nw = p["naswot"] / PROXY_BATCH if math.isfinite(p["naswot"]) else 0.0
-    t = [task.probe_error, task.n3, task.n1, math.log10(1 + task.f1), math.log10(task.t2),
-         math.log10(task.dimension), math.log10(task.num_classes)]
-    c = [_log(cand.params), _log(cand.ops_per_sample), _log(cand.ops_per_sample / task.dimension),
-         _log(p["synflow"]), _log(p["snip"]), _log(p["grad_norm"]), math.copysign(math.log10(1 + abs(jc)), jc),
-         nw]
+    t = [
+        task.probe_error,
+        task.n3,
+        task.n1,
+        math.log10(1 + task.f1),
+        math.log10(task.t2),
+        math.log10(task.dimension),
+        math.log10(task.num_classes),
+    ]
+    c = [
+        _log(cand.params),
+        _log(cand.ops_per_sample),
+        _log(cand.ops_per_sample / task.dimension),
+        _log(p["synflow"]),
+        _log(p["snip"]),
+        _log(p["grad_norm"]),
+        math.copysign(math.log10(1 + abs(jc)), jc),
+        nw,
+    ]
     return np.asarray(t + c + [v * task.probe_error for v in c], dtype=np.float64)
 
 
@@ -149,30 +173,56 @@ class Matcher:
         """Predicted accuracy in [1 / classes, 1] with its 80 % interval."""
         chance = 1.0 / classes
         eta = self.eta(x)
-        return Prediction(modelled_accuracy(eta, chance), modelled_accuracy(eta + self.residuals[0], chance),
-                          modelled_accuracy(eta + self.residuals[1], chance), eta, chance)
+        return Prediction(
+            modelled_accuracy(eta, chance),
+            modelled_accuracy(eta + self.residuals[0], chance),
+            modelled_accuracy(eta + self.residuals[1], chance),
+            eta,
+            chance,
+        )
 
     def to_dict(self) -> dict:
-        return {"format_version": FORMAT_VERSION, "features": list(FEATURES), "mean": list(self.mean),
-                "scale": list(self.scale), "coef": list(self.coef), "intercept": self.intercept,
-                "alpha": list(self.alpha), "residuals": list(self.residuals), "lower": list(self.lower),
-                "upper": list(self.upper), "provenance": self.provenance}
+        return {
+            "format_version": FORMAT_VERSION,
+            "features": list(FEATURES),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "coef": list(self.coef),
+            "intercept": self.intercept,
+            "alpha": list(self.alpha),
+            "residuals": list(self.residuals),
+            "lower": list(self.lower),
+            "upper": list(self.upper),
+            "provenance": self.provenance,
+        }
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "matcher") -> Matcher:
         if not isinstance(d, dict) or d.get("format_version") != FORMAT_VERSION:
             raise ConfigError(f"{where}: not a matcher of format_version {FORMAT_VERSION}")
         if tuple(d.get("features", ())) != FEATURES:
-            raise ConfigError(f"{where}: its features differ from this aihpc's ({', '.join(FEATURES)})")
+            raise ConfigError(
+                f"{where}: its features differ from this aihpc's ({', '.join(FEATURES)})"
+            )
         try:
-            floats = {k: tuple(map(float, d[k]))
-                      for k in ("mean", "scale", "coef", "alpha", "residuals", "lower", "upper")}
+            floats = {
+                k: tuple(map(float, d[k]))
+                for k in ("mean", "scale", "coef", "alpha", "residuals", "lower", "upper")
+            }
             lengths = {k: len(v) for k, v in floats.items()}
             if lengths != {**{k: len(FEATURES) for k in lengths}, "alpha": 2, "residuals": 2}:
                 raise ValueError(f"lengths {lengths}")
-            return cls(floats["mean"], floats["scale"], floats["coef"], float(d["intercept"]),
-                       floats["alpha"], floats["residuals"], floats["lower"], floats["upper"],  # type: ignore[arg-type]
-                       dict(d.get("provenance", {})))
+            return cls(
+                floats["mean"],
+                floats["scale"],
+                floats["coef"],
+                float(d["intercept"]),
+                floats["alpha"],
+                floats["residuals"],
+                floats["lower"],
+                floats["upper"],  # type: ignore[arg-type]
+                dict(d.get("provenance", {})),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: malformed matcher ({exc})") from None
 
@@ -193,8 +243,10 @@ def _newton(a: np.ndarray, y: np.ndarray, penalty: np.ndarray, iterations: int =
     w = np.zeros(a.shape[1])
     for _ in range(iterations):
         s = _sigmoid(a @ w)
-        step = np.linalg.solve(a.T @ (a * (s * (1 - s))[:, None]) + np.diag(penalty) + 1e-9 * np.eye(len(w)),
-                               a.T @ (s - y) + penalty * w)
+        step = np.linalg.solve(
+            a.T @ (a * (s * (1 - s))[:, None]) + np.diag(penalty) + 1e-9 * np.eye(len(w)),
+            a.T @ (s - y) + penalty * w,
+        )
         w -= step
         if np.max(np.abs(step)) < 1e-10:
             break
@@ -207,7 +259,9 @@ def fraction(accuracy: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return np.clip((np.asarray(accuracy) - chance) / (1 - chance), 0.0, 1.0)
 
 
-def two_stage(z: np.ndarray, y: np.ndarray, tasks: np.ndarray, alpha: tuple[float, float]) -> tuple[np.ndarray, float]:
+def two_stage(
+    z: np.ndarray, y: np.ndarray, tasks: np.ndarray, alpha: tuple[float, float]
+) -> tuple[np.ndarray, float]:
     """Coefficients (over all of :data:`FEATURES`) and intercept of the two-stage fit.
 
     1. Within tasks: the logistic fit (:func:`_newton`) on the candidate
@@ -221,17 +275,18 @@ def two_stage(z: np.ndarray, y: np.ndarray, tasks: np.ndarray, alpha: tuple[floa
     ids, index = np.unique(tasks, return_inverse=True)
     a = np.hstack([z[:, cand], np.eye(len(ids))[index]])
     w = _newton(a, y, np.array([alpha[0]] * int(cand.sum()) + [TASK_PENALTY] * len(ids)))
-    levels = w[int(cand.sum()):]
+    levels = w[int(cand.sum()) :]
     zt = np.stack([z[index == k][0, ~cand] for k in range(len(ids))])
     zc = zt - zt.mean(0)
     v = np.linalg.solve(zc.T @ zc + alpha[1] * np.eye(zt.shape[1]), zc.T @ (levels - levels.mean()))
     coef = np.zeros(len(FEATURES))
-    coef[cand], coef[~cand] = w[:int(cand.sum())], v
+    coef[cand], coef[~cand] = w[: int(cand.sum())], v
     return coef, float(levels.mean() - zt.mean(0) @ v)
 
 
-def _cross_validate(z: np.ndarray, y: np.ndarray, groups: np.ndarray, tasks: np.ndarray,
-                    alpha: tuple[float, float]) -> np.ndarray:
+def _cross_validate(
+    z: np.ndarray, y: np.ndarray, groups: np.ndarray, tasks: np.ndarray, alpha: tuple[float, float]
+) -> np.ndarray:
     """Every row's logit-scale prediction from a fit without its group."""
     out = np.empty(len(y))
     for g in np.unique(groups):
@@ -246,8 +301,14 @@ def _within_task_tau(eta: np.ndarray, y: np.ndarray, tasks: np.ndarray) -> float
     return float(np.mean([kendall_tau(eta[tasks == k], y[tasks == k]) for k in np.unique(tasks)]))
 
 
-def fit(x: np.ndarray, accuracy: np.ndarray, classes: np.ndarray, groups: np.ndarray, tasks: np.ndarray,
-        provenance: dict) -> Matcher:
+def fit(
+    x: np.ndarray,
+    accuracy: np.ndarray,
+    classes: np.ndarray,
+    groups: np.ndarray,
+    tasks: np.ndarray,
+    provenance: dict,
+) -> Matcher:
     """Fit on rows ``x`` with accuracies and class counts; ``tasks`` (ids) for the within-task
     stage, ``groups`` (families) for cross-validation and the interval's residuals.
 
@@ -261,16 +322,32 @@ def fit(x: np.ndarray, accuracy: np.ndarray, classes: np.ndarray, groups: np.nda
     z = (x - mean) / scale
     y = fraction(accuracy, classes)
     chance = 1.0 / np.asarray(classes, dtype=np.float64)
-    taus = {a: _within_task_tau(_cross_validate(z, y, groups, tasks, (a, 1.0)), y, tasks) for a in ALPHAS}
+    taus = {
+        a: _within_task_tau(_cross_validate(z, y, groups, tasks, (a, 1.0)), y, tasks)
+        for a in ALPHAS
+    }
     within = max(ALPHAS, key=lambda a: (taus[a], a))
     etas = {a: _cross_validate(z, y, groups, tasks, (within, a)) for a in ALPHAS}
-    mae = {a: float(np.mean(np.abs(modelled_accuracy(e, chance) - accuracy))) for a, e in etas.items()}
+    mae = {
+        a: float(np.mean(np.abs(modelled_accuracy(e, chance) - accuracy))) for a, e in etas.items()
+    }
     between = min(ALPHAS, key=lambda a: (mae[a], -a))
     bound = logit(np.array(1.0))
     residuals = logit(y) - np.clip(etas[between], -bound, bound)
     low, high = np.percentile(residuals, INTERVAL)
     coef, icpt = two_stage(z, y, tasks, (within, between))
-    return Matcher(tuple(mean.tolist()), tuple(scale.tolist()), tuple(coef.tolist()), icpt, (within, between),
-                   (float(low), float(high)), tuple(x.min(0).tolist()), tuple(x.max(0).tolist()),
-                   {**provenance, "cv_tau_by_within_alpha": {str(a): v for a, v in taus.items()},
-                    "cv_mae_by_between_alpha": {str(a): v for a, v in mae.items()}})
+    return Matcher(
+        tuple(mean.tolist()),
+        tuple(scale.tolist()),
+        tuple(coef.tolist()),
+        icpt,
+        (within, between),
+        (float(low), float(high)),
+        tuple(x.min(0).tolist()),
+        tuple(x.max(0).tolist()),
+        {
+            **provenance,
+            "cv_tau_by_within_alpha": {str(a): v for a, v in taus.items()},
+            "cv_mae_by_between_alpha": {str(a): v for a, v in mae.items()},
+        },
+    )

@@ -41,7 +41,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["PROXIES", "grad_norm", "jacob_cov", "naswot", "proxy_ops", "score_all", "snip", "synflow"]
+__all__ = [
+    "PROXIES",
+    "grad_norm",
+    "jacob_cov",
+    "naswot",
+    "proxy_ops",
+    "score_all",
+    "snip",
+    "synflow",
+]
 
 
 def _weighted_layers(model: nn.Module) -> list[nn.Module]:
@@ -60,16 +69,26 @@ def grad_norm(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """Sum over conv/linear layers of the Frobenius norm of dL/dW."""
     net = _loss_gradients(model, x, y)
     with torch.no_grad():
-        return float(sum(m.weight.grad.double().norm() for m in _weighted_layers(net)
-                         if m.weight.grad is not None))
+        return float(
+            sum(
+                m.weight.grad.double().norm()
+                for m in _weighted_layers(net)
+                if m.weight.grad is not None
+            )
+        )
 
 
 def snip(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """Sum over conv/linear weights of |dL/dw * w|."""
     net = _loss_gradients(model, x, y)
     with torch.no_grad():
-        return float(sum((m.weight.grad.double() * m.weight.double()).abs().sum()
-                         for m in _weighted_layers(net) if m.weight.grad is not None))
+        return float(
+            sum(
+                (m.weight.grad.double() * m.weight.double()).abs().sum()
+                for m in _weighted_layers(net)
+                if m.weight.grad is not None
+            )
+        )
 
 
 def synflow(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> float:
@@ -82,8 +101,13 @@ def synflow(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) ->
     ones = torch.ones((1, *x.shape[1:]), dtype=torch.float64, device=x.device)
     net(ones).sum().backward()
     with torch.no_grad():
-        return float(sum((m.weight.grad * m.weight).abs().sum()
-                         for m in _weighted_layers(net) if m.weight.grad is not None))
+        return float(
+            sum(
+                (m.weight.grad * m.weight).abs().sum()
+                for m in _weighted_layers(net)
+                if m.weight.grad is not None
+            )
+        )
 
 
 def jacob_cov(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> float:
@@ -110,8 +134,9 @@ def naswot(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> 
     def hook(_module: nn.Module, _inputs: object, output: torch.Tensor) -> None:
         codes.append((output.detach() > 0).reshape(output.shape[0], -1).double())
 
-    handles = [m.register_forward_hook(hook) for m in net.modules()
-               if isinstance(m, (nn.ReLU, nn.ReLU6))]
+    handles = [
+        m.register_forward_hook(hook) for m in net.modules() if isinstance(m, (nn.ReLU, nn.ReLU6))
+    ]
     with torch.no_grad():
         net(x)
     for h in handles:
@@ -125,12 +150,17 @@ def naswot(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> 
 
 #: name -> proxy function, in the order the tables show them.
 PROXIES: dict[str, Callable[[nn.Module, torch.Tensor, torch.Tensor], float]] = {
-    "snip": snip, "grad_norm": grad_norm, "synflow": synflow,
-    "jacob_cov": jacob_cov, "naswot": naswot,
+    "snip": snip,
+    "grad_norm": grad_norm,
+    "synflow": synflow,
+    "jacob_cov": jacob_cov,
+    "naswot": naswot,
 }
 
 
-def score_all(model: nn.Module, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -> dict[str, float]:
+def score_all(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, seed: int = 0
+) -> dict[str, float]:
     """Every proxy of :data:`PROXIES` on one minibatch; torch's RNG seeded before each (dropout)."""
     out = {}
     for name, fn in PROXIES.items():

@@ -60,9 +60,13 @@ class Ranked:
     within_budget: bool
 
     def to_dict(self) -> dict:
-        return {**self.score.to_dict(), "predicted_accuracy": self.predicted, "interval": (
-            None if self.low is None else [self.low, self.high]), "rank": self.rank,
-                "within_budget": self.within_budget}
+        return {
+            **self.score.to_dict(),
+            "predicted_accuracy": self.predicted,
+            "interval": (None if self.low is None else [self.low, self.high]),
+            "rank": self.rank,
+            "within_budget": self.within_budget,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,11 +88,19 @@ class Recommendation:
         return describe(list(self.outside))
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "complexity": self.complexity.to_dict(), "choice": self.choice,
-                "method": self.method, "domain": self.domain, "in_domain": not self.outside,
-                "outside": [o.to_dict() for o in self.outside], "margin": self.margin,
-                "budget_ops": self.budget_ops, "seconds": self.seconds,
-                "candidates": [r.to_dict() for r in self.ranked]}
+        return {
+            "task": self.task,
+            "complexity": self.complexity.to_dict(),
+            "choice": self.choice,
+            "method": self.method,
+            "domain": self.domain,
+            "in_domain": not self.outside,
+            "outside": [o.to_dict() for o in self.outside],
+            "margin": self.margin,
+            "budget_ops": self.budget_ops,
+            "seconds": self.seconds,
+            "candidates": [r.to_dict() for r in self.ranked],
+        }
 
 
 def in_budget(score: CandidateScore, budget_ops: float | None) -> bool:
@@ -100,13 +112,19 @@ def _within_budget(scores: list[CandidateScore], budget_ops: float | None) -> li
     ok = [i for i, s in enumerate(scores) if in_budget(s, budget_ops)]
     if not ok:
         cheapest = min(s.ops_per_sample for s in scores)
-        raise ConfigError(f"no candidate within --budget-ops {budget_ops:g}: the cheapest needs "
-                          f"{cheapest:.4g} training operations per sample")
+        raise ConfigError(
+            f"no candidate within --budget-ops {budget_ops:g}: the cheapest needs "
+            f"{cheapest:.4g} training operations per sample"
+        )
     return ok
 
 
-def choose(scores: list[CandidateScore], prediction: Prediction, margin: float = MARGIN,
-           budget_ops: float | None = None) -> int:
+def choose(
+    scores: list[CandidateScore],
+    prediction: Prediction,
+    margin: float = MARGIN,
+    budget_ops: float | None = None,
+) -> int:
     """Index of the cheapest candidate within ``margin`` of the best prediction at any task
     level, among those within budget (see the module docstring)."""
     ok = _within_budget(scores, budget_ops)
@@ -123,7 +141,9 @@ def proxy_values(scores: list[CandidateScore], proxy: str) -> np.ndarray:
 def choose_by_fallback(scores: list[CandidateScore], budget_ops: float | None = None) -> int:
     """Index of the candidate with the largest :data:`FALLBACK` proxy within budget (ties: the cheaper)."""
     values = proxy_values(scores, FALLBACK)
-    return min(_within_budget(scores, budget_ops), key=lambda i: (-values[i], scores[i].ops_per_sample, i))
+    return min(
+        _within_budget(scores, budget_ops), key=lambda i: (-values[i], scores[i].ops_per_sample, i)
+    )
 
 
 @dataclass(frozen=True)
@@ -140,22 +160,42 @@ class Decision:
 
     def order(self, scores: list[CandidateScore]) -> list[int]:
         """Candidate indices, best first (ties: the cheaper)."""
-        return sorted(range(len(scores)), key=lambda i: (-self.values[i], scores[i].ops_per_sample, i))
+        return sorted(
+            range(len(scores)), key=lambda i: (-self.values[i], scores[i].ops_per_sample, i)
+        )
 
 
-def decide(cx: Complexity, scores: list[CandidateScore], matcher: Matcher, margin: float = MARGIN,
-           budget_ops: float | None = None) -> Decision:
+def decide(
+    cx: Complexity,
+    scores: list[CandidateScore],
+    matcher: Matcher,
+    margin: float = MARGIN,
+    budget_ops: float | None = None,
+) -> Decision:
     """Check the domain, then predict and choose, or rank by the fallback proxy and choose."""
     rows = np.stack([features(cx, s) for s in scores])
     outside = tuple(check(matcher, rows, [s.name for s in scores]))
     if outside:
-        return Decision(FALLBACK, outside, None, proxy_values(scores, FALLBACK), choose_by_fallback(scores, budget_ops))
+        return Decision(
+            FALLBACK,
+            outside,
+            None,
+            proxy_values(scores, FALLBACK),
+            choose_by_fallback(scores, budget_ops),
+        )
     pred = matcher.predict(rows, cx.num_classes)
     return Decision("matcher", outside, pred, pred.eta, choose(scores, pred, margin, budget_ops))
 
 
-def rank(task: Task, candidates: list[Candidate], matcher: Matcher, *, margin: float = MARGIN,
-         budget_ops: float | None = None, seed: int = 0) -> Recommendation:
+def rank(
+    task: Task,
+    candidates: list[Candidate],
+    matcher: Matcher,
+    *,
+    margin: float = MARGIN,
+    budget_ops: float | None = None,
+    seed: int = 0,
+) -> Recommendation:
     """Measure the task and the candidates, predict (or fall back), rank, and choose; nothing is trained."""
     start = time.perf_counter()
     cx = task_complexity(task, seed)
@@ -166,8 +206,25 @@ def rank(task: Task, candidates: list[Candidate], matcher: Matcher, *, margin: f
     def at(field: str, i: int) -> float | None:
         return None if p is None else float(getattr(p, field)[i])
 
-    ranked = tuple(Ranked(scores[i], at("accuracy", i), at("low", i), at("high", i), r + 1,
-                          in_budget(scores[i], budget_ops))
-                   for r, i in enumerate(d.order(scores)))
-    return Recommendation(task.name, cx, ranked, scores[d.pick].name, d.method, d.outside, margin,
-                          budget_ops, time.perf_counter() - start)
+    ranked = tuple(
+        Ranked(
+            scores[i],
+            at("accuracy", i),
+            at("low", i),
+            at("high", i),
+            r + 1,
+            in_budget(scores[i], budget_ops),
+        )
+        for r, i in enumerate(d.order(scores))
+    )
+    return Recommendation(
+        task.name,
+        cx,
+        ranked,
+        scores[d.pick].name,
+        d.method,
+        d.outside,
+        margin,
+        budget_ops,
+        time.perf_counter() - start,
+    )

@@ -34,15 +34,25 @@ class CandidateScore:
     proxies: dict[str, float]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "source": self.source, "detail": self.detail,
-                "params": self.params, "ops_per_sample": self.ops_per_sample,
-                "proxies": {k: (v if math.isfinite(v) else None) for k, v in self.proxies.items()}}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "detail": self.detail,
+            "params": self.params,
+            "ops_per_sample": self.ops_per_sample,
+            "proxies": {k: (v if math.isfinite(v) else None) for k, v in self.proxies.items()},
+        }
 
 
 def task_complexity(task: Task, seed: int = 0) -> Complexity:
     """The complexity measures of the task's training split (bounded sample)."""
-    return measure(task.x_train.numpy(), task.y_train.numpy(), seed=seed, name=task.name,
-                   num_samples=task.num_samples)
+    return measure(
+        task.x_train.numpy(),
+        task.y_train.numpy(),
+        seed=seed,
+        name=task.name,
+        num_samples=task.num_samples,
+    )
 
 
 def proxy_batch(task: Task, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,15 +69,22 @@ def ops_per_sample(model: torch.nn.Module, shape: tuple[int, ...]) -> float:
     return count_ops(model, (2, *shape), train=True).total / 2
 
 
-def score_candidates(task: Task, candidates: list[Candidate], seed: int = 0) -> list[CandidateScore]:
+def score_candidates(
+    task: Task, candidates: list[Candidate], seed: int = 0
+) -> list[CandidateScore]:
     """Parameters, operations and proxies of every candidate (models built with ``seed``)."""
     x, y = proxy_batch(task, seed)
     out = []
     for c in candidates:
         model = c.build(seed)
-        out.append(CandidateScore(
-            name=c.name, source=c.source, detail=c.detail,
-            params=int(sum(p.numel() for p in model.parameters())),
-            ops_per_sample=float(ops_per_sample(model, task.input_shape)),
-            proxies=score_all(model, x, y, seed)))
+        out.append(
+            CandidateScore(
+                name=c.name,
+                source=c.source,
+                detail=c.detail,
+                params=int(sum(p.numel() for p in model.parameters())),
+                ops_per_sample=float(ops_per_sample(model, task.input_shape)),
+                proxies=score_all(model, x, y, seed),
+            )
+        )
     return out

@@ -36,11 +36,17 @@ class Observation:
     input_shape: tuple[int, int, int] = (0, 0, 0)
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "family": self.family, "input_shape": list(self.input_shape),
-                "candidate_set": self.candidate_set,
-                "complexity": self.complexity.to_dict(),
-                "candidates": [{**s.to_dict(), "accuracy": [float(a) for a in acc]}
-                               for s, acc in zip(self.scores, self.accuracy)]}
+        return {
+            "task": self.task,
+            "family": self.family,
+            "input_shape": list(self.input_shape),
+            "candidate_set": self.candidate_set,
+            "complexity": self.complexity.to_dict(),
+            "candidates": [
+                {**s.to_dict(), "accuracy": [float(a) for a in acc]}
+                for s, acc in zip(self.scores, self.accuracy)
+            ],
+        }
 
 
 def observation_from_dict(d: dict) -> Observation:
@@ -48,21 +54,41 @@ def observation_from_dict(d: dict) -> Observation:
     from aihpc.errors import ConfigError
 
     try:
-        scores = tuple(CandidateScore(c["name"], c["source"], c["detail"], int(c["params"]),
-                                      float(c["ops_per_sample"]),
-                                      {k: float("nan") if v is None else float(v)
-                                       for k, v in c["proxies"].items()})
-                       for c in d["candidates"])
+        scores = tuple(
+            CandidateScore(
+                c["name"],
+                c["source"],
+                c["detail"],
+                int(c["params"]),
+                float(c["ops_per_sample"]),
+                {k: float("nan") if v is None else float(v) for k, v in c["proxies"].items()},
+            )
+            for c in d["candidates"]
+        )
         acc = np.array([[float(a) for a in c["accuracy"]] for c in d["candidates"]])
-        return Observation(str(d["task"]), str(d["candidate_set"]), Complexity(**d["complexity"]),
-                           scores, acc, str(d.get("family", "")),
-                           tuple(int(v) for v in d.get("input_shape", (0, 0, 0))))  # type: ignore[arg-type]
+        return Observation(
+            str(d["task"]),
+            str(d["candidate_set"]),
+            Complexity(**d["complexity"]),
+            scores,
+            acc,
+            str(d.get("family", "")),
+            tuple(int(v) for v in d.get("input_shape", (0, 0, 0))),
+        )  # type: ignore[arg-type]
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"malformed observation in the result file ({exc!r})") from None
 
 
-def observe(task: Task, set_name: str, *, seeds: int, steps: int = STEPS, base_seed: int = 0,
-            limit: int | None = None, family: str = "") -> Observation:
+def observe(
+    task: Task,
+    set_name: str,
+    *,
+    seeds: int,
+    steps: int = STEPS,
+    base_seed: int = 0,
+    limit: int | None = None,
+    family: str = "",
+) -> Observation:
     """Score and train every candidate of ``set_name`` (the first ``limit``) on ``task``."""
     candidates: list[Candidate] = builtin(set_name, task.input_shape, task.num_classes)[:limit]
     cx = task_complexity(task, base_seed)
@@ -74,20 +100,39 @@ def observe(task: Task, set_name: str, *, seeds: int, steps: int = STEPS, base_s
     return Observation(task.name, set_name, cx, tuple(scores), acc, family, task.input_shape)
 
 
-def _observe_spec(spec: TaskSpec, sets: tuple[str, ...], seeds: int, steps: int, base_seed: int,
-                  limit: int | None) -> list[Observation]:
+def _observe_spec(
+    spec: TaskSpec, sets: tuple[str, ...], seeds: int, steps: int, base_seed: int, limit: int | None
+) -> list[Observation]:
     """Build one task and observe every candidate set on it (in a worker process, one torch thread)."""
     import torch
 
     torch.set_num_threads(1)
     task = spec.build()
-    return [observe(task, name, seeds=seeds, steps=steps, base_seed=base_seed, limit=limit,
-                    family=spec.family) for name in sets]
+    return [
+        observe(
+            task,
+            name,
+            seeds=seeds,
+            steps=steps,
+            base_seed=base_seed,
+            limit=limit,
+            family=spec.family,
+        )
+        for name in sets
+    ]
 
 
-def observe_all(specs: list[TaskSpec], *, seeds: int, steps: int = STEPS, base_seed: int = 0,
-                limit: int | None = None, workers: int = 1, sets: tuple[str, ...] = SETS,
-                progress: Callable[[str], None] | None = None) -> list[Observation]:
+def observe_all(
+    specs: list[TaskSpec],
+    *,
+    seeds: int,
+    steps: int = STEPS,
+    base_seed: int = 0,
+    limit: int | None = None,
+    workers: int = 1,
+    sets: tuple[str, ...] = SETS,
+    progress: Callable[[str], None] | None = None,
+) -> list[Observation]:
     """Observe every candidate set on every task, ``workers`` tasks at a time (one torch thread
     each); the largest inputs first.  The observations are in the order of ``specs`` and do not
     depend on ``workers`` (every training is seeded on its own)."""
@@ -98,14 +143,18 @@ def observe_all(specs: list[TaskSpec], *, seeds: int, steps: int = STEPS, base_s
     start, done = time.perf_counter(), {}
     order = sorted(range(len(specs)), key=lambda i: -specs[i].cost)
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_observe_spec, specs[i], sets, seeds, steps, base_seed, limit): i
-                   for i in order}
+        futures = {
+            pool.submit(_observe_spec, specs[i], sets, seeds, steps, base_seed, limit): i
+            for i in order
+        }
         for future in as_completed(futures):
             i = futures[future]
             done[i] = future.result()
             if progress is not None:
-                progress(f"{len(done)}/{len(specs)} tasks: {specs[i].name} ({specs[i].family}) observed, "
-                         f"{time.perf_counter() - start:.0f} s")
+                progress(
+                    f"{len(done)}/{len(specs)} tasks: {specs[i].name} ({specs[i].family}) observed, "
+                    f"{time.perf_counter() - start:.0f} s"
+                )
     return [o for i in range(len(specs)) for o in done[i]]
 
 
@@ -118,5 +167,9 @@ def shipped_calibration() -> list[Observation]:
     import json
     from importlib import resources
 
-    text = resources.files("aihpc.recommend").joinpath("data", SHIPPED_CALIBRATION).read_text(encoding="utf-8")
+    text = (
+        resources.files("aihpc.recommend")
+        .joinpath("data", SHIPPED_CALIBRATION)
+        .read_text(encoding="utf-8")
+    )
     return [observation_from_dict(o) for o in json.loads(text)["data"]["observations"]]

@@ -54,8 +54,9 @@ def _sample(split, limit: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return split.normalizer(x), torch.from_numpy(labels[pos])
 
 
-def from_dataset(name: str, path=None, *, seed: int = 0, max_train: int = MAX_TRAIN,
-                 **options) -> Task:
+def from_dataset(
+    name: str, path=None, *, seed: int = 0, max_train: int = MAX_TRAIN, **options
+) -> Task:
     """Load data set ``name`` through :func:`aihpc.data.load_dataset`; DataError if unusable."""
     from aihpc.data import load_dataset
 
@@ -70,33 +71,61 @@ def relabel(task: Task, keep: list[int], name: str) -> Task:
     lut = torch.full((task.num_classes,), -1, dtype=torch.int64)
     lut[torch.tensor(keep)] = torch.arange(len(keep))
     mtr, mva = lut[task.y_train] >= 0, lut[task.y_val] >= 0
-    return Task(name, task.x_train[mtr], lut[task.y_train[mtr]], task.x_val[mva],
-                lut[task.y_val[mva]], len(keep), int(mtr.sum()))
+    return Task(
+        name,
+        task.x_train[mtr],
+        lut[task.y_train[mtr]],
+        task.x_val[mva],
+        lut[task.y_val[mva]],
+        len(keep),
+        int(mtr.sum()),
+    )
 
 
 def noisy(task: Task, sigma: float, seed: int, name: str) -> Task:
     g = torch.Generator().manual_seed(seed)
-    return Task(name, task.x_train + sigma * torch.randn(task.x_train.shape, generator=g),
-                task.y_train, task.x_val + sigma * torch.randn(task.x_val.shape, generator=g),
-                task.y_val, task.num_classes, task.num_samples)
+    return Task(
+        name,
+        task.x_train + sigma * torch.randn(task.x_train.shape, generator=g),
+        task.y_train,
+        task.x_val + sigma * torch.randn(task.x_val.shape, generator=g),
+        task.y_val,
+        task.num_classes,
+        task.num_samples,
+    )
 
 
 def fewer(task: Task, fraction: float, seed: int, name: str) -> Task:
     pos = stratified_sample(task.y_train.numpy(), int(len(task.y_train) * fraction), seed)
     idx = torch.from_numpy(pos)
-    return Task(name, task.x_train[idx], task.y_train[idx], task.x_val, task.y_val,
-                task.num_classes, len(pos))
+    return Task(
+        name,
+        task.x_train[idx],
+        task.y_train[idx],
+        task.x_val,
+        task.y_val,
+        task.num_classes,
+        len(pos),
+    )
 
 
 def label_noise(task: Task, rate: float, seed: int, name: str) -> Task:
     g = torch.Generator().manual_seed(seed)
     flip = torch.rand(len(task.y_train), generator=g) < rate
-    y = torch.where(flip, torch.randint(task.num_classes, task.y_train.shape, generator=g), task.y_train)
+    y = torch.where(
+        flip, torch.randint(task.num_classes, task.y_train.shape, generator=g), task.y_train
+    )
     return Task(name, task.x_train, y, task.x_val, task.y_val, task.num_classes, task.num_samples)
 
 
-def train_briefly(model: torch.nn.Module, task: Task, seed: int, steps: int = STEPS,
-                  batch: int = BATCH, lr: float = LR) -> float:
+def train_briefly(
+    model: torch.nn.Module,
+    task: Task,
+    seed: int,
+    steps: int = STEPS,
+    batch: int = BATCH,
+    lr: float = LR,
+) -> float:
     """Adam for ``steps`` steps on seeded minibatches; return the validation accuracy."""
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -107,12 +136,14 @@ def train_briefly(model: torch.nn.Module, task: Task, seed: int, steps: int = ST
     for _ in range(steps):
         if at + batch > n:
             order, at = torch.randperm(n, generator=g), 0
-        idx = order[at:at + batch]
+        idx = order[at : at + batch]
         at += batch
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(task.x_train[idx]), task.y_train[idx]).backward()
         opt.step()
     model.eval()
     with torch.no_grad():
-        pred = torch.cat([model(task.x_val[i:i + 512]).argmax(1) for i in range(0, len(task.y_val), 512)])
+        pred = torch.cat(
+            [model(task.x_val[i : i + 512]).argmax(1) for i in range(0, len(task.y_val), 512)]
+        )
     return float((pred == task.y_val).double().mean())

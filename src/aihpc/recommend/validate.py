@@ -88,19 +88,30 @@ def baselines(o: Observation) -> dict[str, tuple[np.ndarray, int]]:
     """Every baseline's values (larger = better) and its pick (the top; ties: the cheaper)."""
     scores = list(o.scores)
     ops = np.array([s.ops_per_sample for s in scores], float)
-    values = {"most parameters": np.array([s.params for s in scores], float), "most operations": ops}
+    values = {
+        "most parameters": np.array([s.params for s in scores], float),
+        "most operations": ops,
+    }
     for proxy in PROXIES:
         values[f"{proxy} alone"] = proxy_values(scores, proxy)
     values["proxies' vote"] = -vote(scores)
-    return {name: (v, min(range(len(v)), key=lambda i: (-v[i], ops[i], i))) for name, v in values.items()}
+    return {
+        name: (v, min(range(len(v)), key=lambda i: (-v[i], ops[i], i)))
+        for name, v in values.items()
+    }
 
 
 def _shape(o: Observation) -> str:
     return "x".join(map(str, o.input_shape))
 
 
-def judge(held_out: list[Observation], matchers: dict[str, Matcher], *, margin: float = MARGIN,
-          steps: int = STEPS) -> Validation:
+def judge(
+    held_out: list[Observation],
+    matchers: dict[str, Matcher],
+    *,
+    margin: float = MARGIN,
+    steps: int = STEPS,
+) -> Validation:
     """Judge held-out observations; ``matchers[family]`` is the one fitted without that family."""
     scores, inside, outside, seed_tau = [], {}, [], {}
     for o in held_out:
@@ -108,71 +119,137 @@ def judge(held_out: list[Observation], matchers: dict[str, Matcher], *, margin: 
         d = decide(o.complexity, list(o.scores), matchers[o.family], margin)
         entries = {RECOMMENDER: (d.values, d.pick), **baselines(o)}
         for name, (values, pick) in entries.items():
-            scores.append(TaskScore(o.candidate_set, o.task, o.family, _shape(o), name,
-                                    _tau(values, truth), float(truth.max() - truth[pick])))
+            scores.append(
+                TaskScore(
+                    o.candidate_set,
+                    o.task,
+                    o.family,
+                    _shape(o),
+                    name,
+                    _tau(values, truth),
+                    float(truth.max() - truth[pick]),
+                )
+            )
         if d.prediction is None:
             outside.append(f"{o.candidate_set}/{o.task}")
         else:
             hit = (truth >= d.prediction.low - 1e-12) & (truth <= d.prediction.high + 1e-12)
             inside.setdefault(o.candidate_set, []).extend(hit.tolist())
         seeds = o.accuracy.shape[1]
-        pairs = [_tau(o.accuracy[:, i], o.accuracy[:, j]) for i in range(seeds) for j in range(i + 1, seeds)]
+        pairs = [
+            _tau(o.accuracy[:, i], o.accuracy[:, j])
+            for i in range(seeds)
+            for j in range(i + 1, seeds)
+        ]
         seed_tau.setdefault(o.candidate_set, []).extend(pairs)
-    return Validation(tuple(scores), {k: float(np.mean(v)) for k, v in inside.items()}, tuple(outside),
-                      {k: float(np.mean(v)) if v else float("nan") for k, v in seed_tau.items()},
-                      int(held_out[0].accuracy.shape[1]), steps, margin)
+    return Validation(
+        tuple(scores),
+        {k: float(np.mean(v)) for k, v in inside.items()},
+        tuple(outside),
+        {k: float(np.mean(v)) if v else float("nan") for k, v in seed_tau.items()},
+        int(held_out[0].accuracy.shape[1]),
+        steps,
+        margin,
+    )
 
 
-def leave_one_family_out(calibration: list[Observation], families: set[str], provenance: dict) -> dict[str, Matcher]:
+def leave_one_family_out(
+    calibration: list[Observation], families: set[str], provenance: dict
+) -> dict[str, Matcher]:
     """For each family, the matcher fitted on the calibration observations of the others."""
-    return {f: fit_observations([o for o in calibration if o.family != f],
-                                {**provenance, "left_out": f}) for f in sorted(families)}
+    return {
+        f: fit_observations(
+            [o for o in calibration if o.family != f], {**provenance, "left_out": f}
+        )
+        for f in sorted(families)
+    }
 
 
-def validate(calibration: list[Observation], *, seeds: int = 2, steps: int = STEPS, base_seed: int = 100,
-             specs: list[TaskSpec] | None = None, limit: int | None = None, margin: float = MARGIN,
-             workers: int = 1,
-             progress: Callable[[str], None] | None = None) -> tuple[Validation, list[Observation]]:
+def validate(
+    calibration: list[Observation],
+    *,
+    seeds: int = 2,
+    steps: int = STEPS,
+    base_seed: int = 100,
+    specs: list[TaskSpec] | None = None,
+    limit: int | None = None,
+    margin: float = MARGIN,
+    workers: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Validation, list[Observation]]:
     """Observe both candidate sets on the held-out tasks and judge the left-one-family-out matchers."""
     specs = validation_tasks() if specs is None else specs
-    held_out = observe_all(specs, seeds=seeds, steps=steps, base_seed=base_seed, limit=limit,
-                           workers=workers, progress=progress)
+    held_out = observe_all(
+        specs,
+        seeds=seeds,
+        steps=steps,
+        base_seed=base_seed,
+        limit=limit,
+        workers=workers,
+        progress=progress,
+    )
     return rejudge(calibration, held_out, margin=margin, steps=steps), held_out
 
 
-def rejudge(calibration: list[Observation], held_out: list[Observation], *, margin: float = MARGIN,
-            steps: int = STEPS) -> Validation:
+def rejudge(
+    calibration: list[Observation],
+    held_out: list[Observation],
+    *,
+    margin: float = MARGIN,
+    steps: int = STEPS,
+) -> Validation:
     """Judge saved held-out observations again (another calibration or margin): nothing is trained."""
     matchers = leave_one_family_out(calibration, {o.family for o in held_out}, {})
     return judge(held_out, matchers, margin=margin, steps=steps)
 
 
-def summary(v: Validation, by: str = "candidate_set") -> list[tuple[str, str, float, float, float, int]]:
+def summary(
+    v: Validation, by: str = "candidate_set"
+) -> list[tuple[str, str, float, float, float, int]]:
     """(group, predictor, mean tau, median regret, worst regret, tasks) per ``by`` value and predictor."""
     groups: dict[tuple[str, str], list[TaskScore]] = {}
     for s in v.scores:
-        groups.setdefault((getattr(s, by) if by != "set+shape" else f"{s.candidate_set} {s.shape}",
-                           s.predictor), []).append(s)
-    return [(g, p, float(np.mean([s.tau for s in ss])), float(np.median([s.regret for s in ss])),
-             float(np.max([s.regret for s in ss])), len(ss)) for (g, p), ss in groups.items()]
+        groups.setdefault(
+            (getattr(s, by) if by != "set+shape" else f"{s.candidate_set} {s.shape}", s.predictor),
+            [],
+        ).append(s)
+    return [
+        (
+            g,
+            p,
+            float(np.mean([s.tau for s in ss])),
+            float(np.median([s.regret for s in ss])),
+            float(np.max([s.regret for s in ss])),
+            len(ss),
+        )
+        for (g, p), ss in groups.items()
+    ]
 
 
 def format_validation(v: Validation) -> str:
     """The validation tables: per candidate set, then the recommender and the baselines per input shape."""
-    lines = [f"leave one family out: {v.seeds} seeds, {v.steps} steps, margin {v.margin:g}; regret in "
-             f"accuracy points (best trained minus the pick)", "",
-             f"{'set':<8} {'predictor':<18} {'tau':>6} {'regret median':>14} {'worst':>7} {'tasks':>6}"]
+    lines = [
+        f"leave one family out: {v.seeds} seeds, {v.steps} steps, margin {v.margin:g}; regret in "
+        f"accuracy points (best trained minus the pick)",
+        "",
+        f"{'set':<8} {'predictor':<18} {'tau':>6} {'regret median':>14} {'worst':>7} {'tasks':>6}",
+    ]
     for g, p, tau, med, worst, n in summary(v):
         lines.append(f"{g:<8} {p:<18} {tau:>+6.2f} {100 * med:>14.1f} {100 * worst:>7.1f} {n:>6}")
-    lines += ["", f"{'set and input':<18} {'predictor':<18} {'tau':>6} {'regret median':>14} {'worst':>7}"]
+    lines += [
+        "",
+        f"{'set and input':<18} {'predictor':<18} {'tau':>6} {'regret median':>14} {'worst':>7}",
+    ]
     for g, p, tau, med, worst, _ in sorted(summary(v, "set+shape")):
         if p in (RECOMMENDER, "most parameters", f"{FALLBACK} alone"):
             lines.append(f"{g:<18} {p:<18} {tau:>+6.2f} {100 * med:>14.1f} {100 * worst:>7.1f}")
     cover = ", ".join(f"{k} {100 * c:.0f} %" for k, c in v.coverage.items())
     agree = ", ".join(f"{k} {t:+.2f}" for k, t in v.seed_tau.items())
-    lines += ["", f"80 % intervals hold the truth: {cover}; seed-to-seed tau: {agree}",
-              f"ranked by {FALLBACK} (outside the domain): {len(v.out_of_domain)} of "
-              f"{len({(s.candidate_set, s.task) for s in v.scores})}"
-              + (f" ({', '.join(v.out_of_domain)})" if v.out_of_domain else "")]
+    lines += [
+        "",
+        f"80 % intervals hold the truth: {cover}; seed-to-seed tau: {agree}",
+        f"ranked by {FALLBACK} (outside the domain): {len(v.out_of_domain)} of "
+        f"{len({(s.candidate_set, s.task) for s in v.scores})}"
+        + (f" ({', '.join(v.out_of_domain)})" if v.out_of_domain else ""),
+    ]
     return "\n".join(lines)
-

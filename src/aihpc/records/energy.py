@@ -19,9 +19,14 @@ def energy_results(block: dict[str, Any] | None, ops: float) -> dict[str, Any] |
     joules = sum(d["joules"] for d in measured) if measured else None
     watts = sum(d["watts"] for d in measured if d.get("watts") is not None) if measured else None
     per_joule = ops / joules if joules and block["complete"] else None
-    total = {"joules": joules, "watts": watts, "seconds": max((d["seconds"] for d in measured), default=None),
-             "sources": sorted({d["source"] for d in measured}), "ops_per_joule": per_joule,
-             "gops_per_watt": per_joule / GIGA if per_joule is not None else None}
+    total = {
+        "joules": joules,
+        "watts": watts,
+        "seconds": max((d["seconds"] for d in measured), default=None),
+        "sources": sorted({d["source"] for d in measured}),
+        "ops_per_joule": per_joule,
+        "gops_per_watt": per_joule / GIGA if per_joule is not None else None,
+    }
     return {**block, "total": total}
 
 
@@ -34,8 +39,10 @@ def energy_text(energy: dict[str, Any] | None) -> str:
     total = energy.get("total") or {}
     if total.get("joules") is None:
         return f"not measured: {energy.get('reason') or 'no reason recorded'}"
-    text = (f"{format_si(total['joules'], 'J')}, {format_si(total.get('watts'), 'W')} average "
-            f"({', '.join(total.get('sources') or [])})")
+    text = (
+        f"{format_si(total['joules'], 'J')}, {format_si(total.get('watts'), 'W')} average "
+        f"({', '.join(total.get('sources') or [])})"
+    )
     gops = total.get("gops_per_watt")
     text += f", {gops:.3g} GOPS/W" if gops is not None else ", GOPS/W not given"
     if energy.get("reason"):

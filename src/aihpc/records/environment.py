@@ -142,7 +142,9 @@ def _git(args: list[str], cwd: Path, deadline: float) -> tuple[int, str] | None:
 def _run(cmd: list[str], timeout: float, **kwargs: Any) -> tuple[int, str] | None:
     """(returncode, stdout) of ``cmd``, or None when it cannot run or times out."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.returncode, proc.stdout
@@ -153,7 +155,9 @@ def nvidia_driver_version() -> str | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    result = _run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S)
+    result = _run(
+        [exe, "--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S
+    )
     if result is None:
         return None
     code, out = result

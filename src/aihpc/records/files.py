@@ -23,12 +23,23 @@ from aihpc.errors import ConfigError, StorageError
 from aihpc.fileio import atomic_write, read_json
 
 SCHEMA_VERSION = 1
-KINDS = ("bench-operators", "bench-network", "bench-training", "bench-distributed", "profile", "roofline",
-         "recommend", "recommend-calibration", "recommend-validation",
-         "train-to-target")
+KINDS = (
+    "bench-operators",
+    "bench-network",
+    "bench-training",
+    "bench-distributed",
+    "profile",
+    "roofline",
+    "recommend",
+    "recommend-calibration",
+    "recommend-validation",
+    "train-to-target",
+)
 
 
-def result_document(kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None) -> dict[str, Any]:
+def result_document(
+    kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The versioned document for ``data``; ``environment`` defaults to this machine's."""
     from aihpc.records.environment import collect
 
@@ -63,10 +74,14 @@ def read_result(path: Path, kind: str | None = None) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
         raise ConfigError(f"not an aihpc result file (no 'data' object): {path}")
     if doc.get("kind") not in KINDS:
-        raise ConfigError(f"unknown result kind {doc.get('kind')!r} in {path}; known: {', '.join(KINDS)}")
+        raise ConfigError(
+            f"unknown result kind {doc.get('kind')!r} in {path}; known: {', '.join(KINDS)}"
+        )
     if kind is not None and doc["kind"] != kind:
         raise ConfigError(f"{path} holds {doc['kind']} results, not {kind}")
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ConfigError(f"unsupported schema_version {doc.get('schema_version')!r} in {path} "
-                          f"(this aihpc reads {SCHEMA_VERSION})")
+        raise ConfigError(
+            f"unsupported schema_version {doc.get('schema_version')!r} in {path} "
+            f"(this aihpc reads {SCHEMA_VERSION})"
+        )
     return doc

@@ -90,10 +90,18 @@ RUN_STATUSES = (constants.SUCCESS, constants.ABORTED)
 
 _ONCE = frozenset(
     {
-        constants.SUBMISSION_BENCHMARK, constants.SUBMISSION_ORG, constants.SUBMISSION_PLATFORM,
-        constants.SUBMISSION_DIVISION, constants.SUBMISSION_STATUS, "number_of_nodes",
-        "accelerators_per_node", constants.INIT_STOP, constants.RUN_START, constants.RUN_STOP,
-        constants.TRAIN_SAMPLES, constants.EVAL_SAMPLES,
+        constants.SUBMISSION_BENCHMARK,
+        constants.SUBMISSION_ORG,
+        constants.SUBMISSION_PLATFORM,
+        constants.SUBMISSION_DIVISION,
+        constants.SUBMISSION_STATUS,
+        "number_of_nodes",
+        "accelerators_per_node",
+        constants.INIT_STOP,
+        constants.RUN_START,
+        constants.RUN_STOP,
+        constants.TRAIN_SAMPLES,
+        constants.EVAL_SAMPLES,
     }
 )
 _THIS_FILE = __file__
@@ -125,7 +133,9 @@ class MLPerfLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handler = logging.FileHandler(self.path, mode="a" if append else "w", encoding="utf-8")
         except OSError as exc:
-            raise StorageError(f"cannot open MLPerf log {str(self.path)!r}: {exc.strerror}") from None
+            raise StorageError(
+                f"cannot open MLPerf log {str(self.path)!r}: {exc.strerror}"
+            ) from None
         handler.setFormatter(logging.Formatter("%(message)s"))
         # A private Logger (not logging.getLogger): no entry in the global
         # registry, no parent, so nothing leaks to or from other loggers.
@@ -216,8 +226,9 @@ class MLPerfLog:
         """Start of the timed run (the search); exactly once."""
         self._emit("start", constants.RUN_START, None, metadata, time_ms)
 
-    def run_stop(self, status: str = "success", *, time_ms: int | None = None,
-                 **metadata: Any) -> None:
+    def run_stop(
+        self, status: str = "success", *, time_ms: int | None = None, **metadata: Any
+    ) -> None:
         """End of the timed run; ``status`` is "success" or "aborted"; exactly once."""
         if status not in RUN_STATUSES:
             raise ValueError(f"run status must be one of {list(RUN_STATUSES)}, got {status!r}")
@@ -232,7 +243,9 @@ class MLPerfLog:
             self._in_run("epoch_start")
             _check_int("epoch", epoch, 1, ValueError)
             if epoch <= self._last_epoch:
-                raise ValueError(f"epoch must be > {self._last_epoch} (the last epoch), got {epoch}")
+                raise ValueError(
+                    f"epoch must be > {self._last_epoch} (the last epoch), got {epoch}"
+                )
             if self._open_epoch is not None:
                 raise ValueError(f"epoch {self._open_epoch} must be stopped before epoch {epoch}")
             self._emit("start", constants.EPOCH_START, None, _with_epoch(metadata, epoch), time_ms)
@@ -243,7 +256,9 @@ class MLPerfLog:
         with self._lock:
             self._in_run("epoch_stop")
             if epoch != self._open_epoch or isinstance(epoch, bool):
-                raise ValueError(f"epoch_stop must name the open epoch {self._open_epoch}, got {epoch!r}")
+                raise ValueError(
+                    f"epoch_stop must name the open epoch {self._open_epoch}, got {epoch!r}"
+                )
             self._emit("end", constants.EPOCH_STOP, None, _with_epoch(metadata, epoch), time_ms)
             self._open_epoch = None
 
@@ -268,23 +283,35 @@ class MLPerfLog:
             self._emit("end", constants.EVAL_STOP, None, _with_epoch(metadata, epoch), time_ms)
             self._open_eval = None
 
-    def eval_accuracy(self, value: float, epoch: int, *, time_ms: int | None = None,
-                      **metadata: Any) -> None:
+    def eval_accuracy(
+        self, value: float, epoch: int, *, time_ms: int | None = None, **metadata: Any
+    ) -> None:
         """Best accuracy found so far (fraction in [0, 1], never decreasing) at ``epoch``."""
         with self._lock:
             self._in_run("eval_accuracy")
             self._check_eval_epoch(epoch)
             if epoch <= self._last_eval_epoch:
-                raise ValueError(f"eval_accuracy epoch must be > {self._last_eval_epoch}, got {epoch}")
+                raise ValueError(
+                    f"eval_accuracy epoch must be > {self._last_eval_epoch}, got {epoch}"
+                )
             value = _plain(value, "eval_accuracy")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0.0 <= value <= 1.0
+            ):
                 raise ValueError(f"eval_accuracy must be a number in [0, 1], got {value!r}")
             if self._best_accuracy is not None and value < self._best_accuracy:
                 raise ValueError(
                     f"eval_accuracy is the best so far and must be >= {self._best_accuracy}, got {value}"
                 )
-            self._emit("event", constants.EVAL_ACCURACY, float(value), _with_epoch(metadata, epoch),
-                       time_ms)
+            self._emit(
+                "event",
+                constants.EVAL_ACCURACY,
+                float(value),
+                _with_epoch(metadata, epoch),
+                time_ms,
+            )
             self._last_eval_epoch, self._best_accuracy = epoch, float(value)
 
     def trial_epoch(
@@ -306,7 +333,11 @@ class MLPerfLog:
         if start_ms is not None and stop_ms is not None and stop_ms < start_ms:
             raise ValueError(f"stop_ms must be >= start_ms ({start_ms}), got {stop_ms}")
         accuracy = _plain(accuracy, "accuracy")
-        if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not 0.0 <= accuracy <= 1.0:
+        if (
+            isinstance(accuracy, bool)
+            or not isinstance(accuracy, (int, float))
+            or not 0.0 <= accuracy <= 1.0
+        ):
             raise ValueError(f"accuracy must be a number in [0, 1], got {accuracy!r}")
         with self._lock:
             best = max(float(accuracy), self._best_accuracy or 0.0)
@@ -314,7 +345,9 @@ class MLPerfLog:
             self.epoch_stop(epoch, time_ms=stop_ms, **metadata)
             self.eval_start(epoch, time_ms=stop_ms, **metadata)
             self.eval_stop(epoch, time_ms=stop_ms, **metadata)
-            self.eval_accuracy(best, epoch, time_ms=stop_ms, trial_accuracy=float(accuracy), **metadata)
+            self.eval_accuracy(
+                best, epoch, time_ms=stop_ms, trial_accuracy=float(accuracy), **metadata
+            )
         return best
 
     def resumed(self, last_epoch: int, best_accuracy: float | None) -> None:
@@ -336,8 +369,14 @@ class MLPerfLog:
         return self._best_accuracy
 
     # --------------------------------------------------------------- generic
-    def event(self, key: str, value: Any = None, metadata: Mapping[str, Any] | None = None,
-              *, time_ms: int | None = None) -> None:
+    def event(
+        self,
+        key: str,
+        value: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        time_ms: int | None = None,
+    ) -> None:
         """Log any point-in-time event (no rule checks beyond JSON-ability)."""
         if not isinstance(key, str) or not key:
             raise ValueError(f"event key must be a non-empty string, got {key!r}")
@@ -359,12 +398,20 @@ class MLPerfLog:
     def __enter__(self) -> MLPerfLog:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         """Close; if an exception leaves a started run unstopped, log run_stop "aborted" first."""
         try:
-            if (exc_type is not None and not self.closed and constants.RUN_START in self._seen
-                    and constants.RUN_STOP not in self._seen):
+            if (
+                exc_type is not None
+                and not self.closed
+                and constants.RUN_START in self._seen
+                and constants.RUN_STOP not in self._seen
+            ):
                 self.run_stop(constants.ABORTED, error=exc_type.__name__)
         finally:
             self.close()
@@ -381,8 +428,16 @@ class MLPerfLog:
                 f"eval epoch must be <= {self._last_epoch} (the last epoch started), got {epoch}"
             )
 
-    def _emit(self, kind: str, key: str, value: Any = None, metadata: Mapping[str, Any] | None = None,
-              time_ms: int | None = None, *, check_once: bool = True) -> None:
+    def _emit(
+        self,
+        kind: str,
+        key: str,
+        value: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        time_ms: int | None = None,
+        *,
+        check_once: bool = True,
+    ) -> None:
         """Write one MLLOG line; ``kind`` is "start", "end" or "event"."""
         value = _plain(value, key)
         meta = {str(k): _plain(v, f"{key} metadata {k}") for k, v in (metadata or {}).items()}
@@ -398,7 +453,9 @@ class MLPerfLog:
                 raise ValueError(f"MLPerf log {str(self.path)!r} is closed")
             if check_once and key in _ONCE and key in self._seen:
                 raise ValueError(f"{key} may be logged only once")
-            log = {"start": self._mllog.start, "end": self._mllog.end, "event": self._mllog.event}[kind]
+            log = {"start": self._mllog.start, "end": self._mllog.end, "event": self._mllog.event}[
+                kind
+            ]
             log(key=key, value=value, metadata=meta or None, time_ms=time_ms, stack_offset=offset)
             if check_once:  # raw event() calls do not count towards the run's lifecycle
                 self._seen.add(key)
@@ -430,16 +487,24 @@ def check_compliance(
         raise ConfigError(f"compliance rules file must exist, got {str(rules)!r}")
     with tempfile.TemporaryDirectory(prefix="aihpc-mlperf-check-") as tmp:
         cmd = [
-            sys.executable, "-m", "mlperf_logging.compliance_checker",
-            "--usage", CHECKER_USAGE, "--ruleset", CHECKER_RULESET,
-            "--config", str(rules_path),
-            "--log_output", str(Path(tmp) / "compliance_checker.log"),
+            sys.executable,
+            "-m",
+            "mlperf_logging.compliance_checker",
+            "--usage",
+            CHECKER_USAGE,
+            "--ruleset",
+            CHECKER_RULESET,
+            "--config",
+            str(rules_path),
+            "--log_output",
+            str(Path(tmp) / "compliance_checker.log"),
             *(["--werror"] if werror else []),
             str(log),
         ]
         try:
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True,
-                                  timeout=timeout_s, check=False)
+            proc = subprocess.run(
+                cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout_s, check=False
+            )
         except subprocess.TimeoutExpired:
             return False, f"compliance checker timed out after {timeout_s} s: {' '.join(cmd)}"
     output = proc.stdout + proc.stderr

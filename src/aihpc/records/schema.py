@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from aihpc import __version__
-from aihpc.records.energy import energy_results
 from aihpc.fileio import atomic_write
+from aihpc.records.energy import energy_results
 
 SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
 
@@ -34,7 +34,9 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
     t0 = segments[0][0] if segments else 0.0
     wall = score["wall_seconds"]
     trials = []
-    per_worker: dict[str, dict[str, float]] = defaultdict(lambda: {"busy_seconds": 0.0, "epochs": 0})
+    per_worker: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"busy_seconds": 0.0, "epochs": 0}
+    )
     counts: dict[str, int] = defaultdict(int)
     for row in store.trials():
         epochs = store.epochs(row["id"])
@@ -94,8 +96,12 @@ def integrity(store) -> dict[str, Any]:
 def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
     """One proxy screening of results.json (see aihpc.runner.screening); candidates without their architectures
     (the chosen one is its trial's), times relative to ``t0``."""
-    return {**row, "t_start": row["t_start"] - t0, "t_end": row["t_end"] - t0,
-            "candidates": [{k: v for k, v in c.items() if k != "arch"} for c in row["candidates"]]}
+    return {
+        **row,
+        "t_start": row["t_start"] - t0,
+        "t_end": row["t_end"] - t0,
+        "candidates": [{k: v for k, v in c.items() if k != "arch"} for c in row["candidates"]],
+    }
 
 
 def trial_record(row: dict[str, Any], epochs: list[dict[str, Any]], t0: float) -> dict[str, Any]:

@@ -102,8 +102,10 @@ _RECORD_ROWS = {
     "meta": ("meta", "key = ?"),
 }
 # kind of record -> the query that reads it back as stored (a primary-key lookup)
-_RECORD_SQL = {kind: f"SELECT {', '.join(RECORD_COLUMNS[kind])} FROM {table} WHERE {where}"  # noqa: S608 - constants
-               for kind, (table, where) in _RECORD_ROWS.items()}
+_RECORD_SQL = {
+    kind: f"SELECT {', '.join(RECORD_COLUMNS[kind])} FROM {table} WHERE {where}"  # noqa: S608 - constants
+    for kind, (table, where) in _RECORD_ROWS.items()
+}
 
 # Trial states: 'running' until the master decides; then one of these.
 FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
@@ -128,7 +130,9 @@ class RunStore:
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise StorageError(f"cannot write run directory {self.run_dir}: {_reason(exc)}") from None
+            raise StorageError(
+                f"cannot write run directory {self.run_dir}: {_reason(exc)}"
+            ) from None
         self.db.row_factory = sqlite3.Row
         self._head = self.chain_head()[0]
 
@@ -150,8 +154,11 @@ class RunStore:
 
     # -- meta -------------------------------------------------------------------------
     def set_meta(self, key: str, value: Any) -> None:
-        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)),
-                    link=("meta", (key,)))
+        self._write(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            (key, json.dumps(value, sort_keys=True)),
+            link=("meta", (key,)),
+        )
 
     def meta(self, key: str, default: Any = None) -> Any:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -159,14 +166,23 @@ class RunStore:
 
     # -- segments ---------------------------------------------------------------------
     def open_segment(self, start: float) -> int:
-        return self._write("INSERT INTO segments (start, stop) VALUES (?, ?)", (start, start),
-                           link=("segment", None)).lastrowid
+        return self._write(
+            "INSERT INTO segments (start, stop) VALUES (?, ?)",
+            (start, start),
+            link=("segment", None),
+        ).lastrowid
 
     def touch_segment(self, segment: int, now: float) -> None:
-        self._write("UPDATE segments SET stop = ? WHERE id = ?", (now, segment), link=("segment", (segment,)))
+        self._write(
+            "UPDATE segments SET stop = ? WHERE id = ?",
+            (now, segment),
+            link=("segment", (segment,)),
+        )
 
     def segments(self) -> list[tuple[float, float]]:
-        return [(r[0], r[1]) for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")]
+        return [
+            (r[0], r[1]) for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")
+        ]
 
     # -- trials -----------------------------------------------------------------------
     def add_trial(self, trial: dict[str, Any]) -> None:
@@ -189,17 +205,29 @@ class RunStore:
             link=("trial", (trial["id"],)),
         )
 
-    def finish_trial(self, trial_id: int, status: str, t_end: float, reason: str | None = None,
-                     traceback: str | None = None) -> None:
+    def finish_trial(
+        self,
+        trial_id: int,
+        status: str,
+        t_end: float,
+        reason: str | None = None,
+        traceback: str | None = None,
+    ) -> None:
         """Close a trial; a failed one keeps its one-line ``reason`` and its full ``traceback``."""
         if status not in FINISHED:
             raise ValueError(f"unknown trial status {status!r}")
-        self._write("UPDATE trials SET status = ?, t_end = ?, reason = ?, traceback = ? WHERE id = ?",
-                    (status, t_end, reason, traceback, trial_id), link=("finish", (trial_id,)))
+        self._write(
+            "UPDATE trials SET status = ?, t_end = ?, reason = ?, traceback = ? WHERE id = ?",
+            (status, t_end, reason, traceback, trial_id),
+            link=("finish", (trial_id,)),
+        )
 
     def add_attempt(self, trial_id: int) -> None:
-        self._write("UPDATE trials SET attempts = attempts + 1 WHERE id = ?", (trial_id,),
-                    link=("attempt", (trial_id,)))
+        self._write(
+            "UPDATE trials SET attempts = attempts + 1 WHERE id = ?",
+            (trial_id,),
+            link=("attempt", (trial_id,)),
+        )
 
     def trials(self) -> list[dict[str, Any]]:
         out = []
@@ -254,10 +282,14 @@ class RunStore:
 
     def total_ops(self) -> int:
         """Operations of every epoch and every proxy screening: the score's numerator."""
-        epochs = self.db.execute("SELECT COALESCE(SUM(ops_train + ops_eval), 0) FROM epochs").fetchone()[0]
+        epochs = self.db.execute(
+            "SELECT COALESCE(SUM(ops_train + ops_eval), 0) FROM epochs"
+        ).fetchone()[0]
         if not self._has_table("screenings"):
             return int(epochs)
-        return int(epochs) + int(self.db.execute("SELECT COALESCE(SUM(ops), 0) FROM screenings").fetchone()[0])
+        return int(epochs) + int(
+            self.db.execute("SELECT COALESCE(SUM(ops), 0) FROM screenings").fetchone()[0]
+        )
 
     # -- proxy screenings -------------------------------------------------------------
     def add_screening(self, row: dict[str, Any]) -> None:
@@ -265,8 +297,20 @@ class RunStore:
         operations), which was chosen and the trial it became (None: none was started)."""
         self._write(
             "INSERT INTO screenings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row["id"], row["parent"], row["trial"], row["status"], row["worker"], row["t_start"], row["t_end"],
-             row["batch"], row["ops"], row["chosen"], json.dumps(row["candidates"], sort_keys=True), row["reason"]),
+            (
+                row["id"],
+                row["parent"],
+                row["trial"],
+                row["status"],
+                row["worker"],
+                row["t_start"],
+                row["t_end"],
+                row["batch"],
+                row["ops"],
+                row["chosen"],
+                json.dumps(row["candidates"], sort_keys=True),
+                row["reason"],
+            ),
             link=("screening", (row["id"],)),
         )
 
@@ -293,7 +337,9 @@ class RunStore:
         """The chain's last value and its number of links (GENESIS and 0 for none, or a store older than the chain)."""
         if not self._has_table("chain"):
             return GENESIS, 0
-        row = self.db.execute("SELECT chain_sha256, seq FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+        row = self.db.execute(
+            "SELECT chain_sha256, seq FROM chain ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
         return (row[0], int(row[1])) if row else (GENESIS, 0)
 
     def chain(self) -> list[dict[str, Any]]:
@@ -310,10 +356,16 @@ class RunStore:
     # -- internals --------------------------------------------------------------------
     def _has_table(self, name: str) -> bool:
         """Whether the store has table ``name`` (a store written by an older aihpc may lack newer ones)."""
-        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() \
+        return (
+            self.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            ).fetchone()
             is not None
+        )
 
-    def _write(self, sql: str, args: tuple, link: tuple[str, tuple | None] | None = None) -> sqlite3.Cursor:
+    def _write(
+        self, sql: str, args: tuple, link: tuple[str, tuple | None] | None = None
+    ) -> sqlite3.Cursor:
         """Execute one write; with ``link`` (kind, key of the row; None: the row just inserted),
         append the row's link to the digest chain in the same transaction."""
         try:
@@ -325,22 +377,28 @@ class RunStore:
                 head = self._link(link[0], link[1] if link[1] is not None else (cursor.lastrowid,))
                 self.db.execute("COMMIT")
             except BaseException:
-                if self.db.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+                if (
+                    self.db.in_transaction
+                ):  # SQLite has already rolled back after some errors (a full disk)
                     with contextlib.suppress(sqlite3.Error):
                         self.db.execute("ROLLBACK")
                 raise
             self._head = head
             return cursor
         except sqlite3.OperationalError as exc:
-            raise StorageError(f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}") from None
+            raise StorageError(
+                f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}"
+            ) from None
 
     def _link(self, kind: str, key: tuple) -> str:
         """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the new head."""
         row = self.db.execute(_RECORD_SQL[kind], key).fetchone()
         record = record_digest(kind, dict(zip(RECORD_COLUMNS[kind], row, strict=True)))
         head = chain_digest(self._head, record)
-        self.db.execute("INSERT INTO chain (kind, key, record_sha256, chain_sha256) VALUES (?, ?, ?, ?)",
-                        (kind, "/".join(str(k) for k in key), record, head))
+        self.db.execute(
+            "INSERT INTO chain (kind, key, record_sha256, chain_sha256) VALUES (?, ?, ?, ?)",
+            (kind, "/".join(str(k) for k in key), record, head),
+        )
         return head
 
 

@@ -42,8 +42,14 @@ class DataRef:
     @classmethod
     def of(cls, config: Any) -> DataRef:
         """The data set of a run's configuration, as every task names it (the workers' cache key)."""
-        return cls(name=config.dataset, path=config.data_path, options=tuple(sorted(config.data_options.items())),
-                   seed=config.seed, staging=config.staging, stage_dir=config.stage_dir)
+        return cls(
+            name=config.dataset,
+            path=config.data_path,
+            options=tuple(sorted(config.data_options.items())),
+            seed=config.seed,
+            staging=config.staging,
+            stage_dir=config.stage_dir,
+        )
 
     @classmethod
     def from_dict(cls, fields: dict[str, Any]) -> DataRef:
@@ -103,7 +109,9 @@ class EpochTask:
     device: str = "auto"
     threads: int | None = None
     procs: int = 1  # processes (GPUs) training this epoch data-parallel
-    compile: bool | None = None  # torch.compile the model; None: the device's default (trainer.COMPILE_AUTO)
+    compile: bool | None = (
+        None  # torch.compile the model; None: the device's default (trainer.COMPILE_AUTO)
+    )
     attempt: int = 1
 
 
@@ -140,7 +148,6 @@ class EpochResult:
     @property
     def ops(self) -> int:
         return self.ops_train + self.ops_eval
-
 
 
 @dataclass(frozen=True)

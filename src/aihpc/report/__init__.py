@@ -25,12 +25,24 @@ SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
 
-__all__ = ["RESULTS_FILE", "REPORT_FILE", "SUPPORTED_SCHEMA_VERSIONS", "load_results", "write_report"]
+__all__ = [
+    "RESULTS_FILE",
+    "REPORT_FILE",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "load_results",
+    "write_report",
+]
 
 # top-level key -> the JSON type it must have when present
 _SHAPES: dict[str, type] = {
-    "config": dict, "environment": dict, "peak": dict, "score": dict,
-    "timeline": list, "workers": list, "trials": list, "segments": list,
+    "config": dict,
+    "environment": dict,
+    "peak": dict,
+    "score": dict,
+    "timeline": list,
+    "workers": list,
+    "trials": list,
+    "segments": list,
 }
 
 
@@ -45,11 +57,15 @@ def load_results(path: Path) -> dict[str, Any]:
     path = Path(path)
     results = read_json(path, "results file")
     if not isinstance(results, dict):
-        raise ConfigError(f"results file must hold a JSON object, got {type(results).__name__}: {path}")
+        raise ConfigError(
+            f"results file must hold a JSON object, got {type(results).__name__}: {path}"
+        )
     version = results.get("schema_version")
     if isinstance(version, bool) or version not in SUPPORTED_SCHEMA_VERSIONS:
         supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
-        raise ConfigError(f"unsupported results schema_version {version!r} in {path} (supported: {supported})")
+        raise ConfigError(
+            f"unsupported results schema_version {version!r} in {path} (supported: {supported})"
+        )
     for key, kind in _SHAPES.items():
         value = results.get(key)
         if value is not None and not isinstance(value, kind):
@@ -59,7 +75,9 @@ def load_results(path: Path) -> dict[str, Any]:
             )
     for index, trial in enumerate(results.get("trials") or []):
         if not isinstance(trial, dict):
-            raise ConfigError(f"results trials[{index}] must be a JSON object, got {type(trial).__name__}: {path}")
+            raise ConfigError(
+                f"results trials[{index}] must be a JSON object, got {type(trial).__name__}: {path}"
+            )
     return _upgrade(results)
 
 

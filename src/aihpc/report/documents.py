@@ -31,7 +31,9 @@ def _table(rows: Sequence[Any], columns: Sequence[Column], limit: int = 200) -> 
     if not rows:
         return _no_data()
     head = "".join(f"<th>{esc(title)}</th>" for title, _ in columns)
-    body = "".join("<tr>" + "".join(f"<td>{esc(cell(r))}</td>" for _, cell in columns) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc(cell(r))}</td>" for _, cell in columns) + "</tr>" for r in rows
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -43,16 +45,31 @@ def _image(png: bytes | None, caption: str) -> str:
 
 
 def _roofline(data: dict[str, Any]) -> str:
-    rows = [(f"matmul peak, {dtype}", f"{format_si(_get(p, 'flops_per_s'), 'FLOP/s')} "
-             f"(spread {format_fraction(_get(p, 'spread'))})")
-            for dtype, p in sorted((data.get("peaks") or {}).items())]
-    rows += [(f"memory bandwidth, {kernel}", f"{format_si(_get(b, 'bytes_per_s'), 'B/s')} "
-              f"(spread {format_fraction(_get(b, 'spread'))})")
-             for kernel, b in sorted((data.get("bandwidth") or {}).items())]
-    rows += [(f"ridge point, {dtype}", f"{format_value(v)} FLOP/byte") for dtype, v in sorted((data.get("ridge") or {}).items())]
+    rows = [
+        (
+            f"matmul peak, {dtype}",
+            f"{format_si(_get(p, 'flops_per_s'), 'FLOP/s')} "
+            f"(spread {format_fraction(_get(p, 'spread'))})",
+        )
+        for dtype, p in sorted((data.get("peaks") or {}).items())
+    ]
+    rows += [
+        (
+            f"memory bandwidth, {kernel}",
+            f"{format_si(_get(b, 'bytes_per_s'), 'B/s')} "
+            f"(spread {format_fraction(_get(b, 'spread'))})",
+        )
+        for kernel, b in sorted((data.get("bandwidth") or {}).items())
+    ]
+    rows += [
+        (f"ridge point, {dtype}", f"{format_value(v)} FLOP/byte")
+        for dtype, v in sorted((data.get("ridge") or {}).items())
+    ]
     from aihpc.roofline.plot import roofline_png
 
-    return _kv_table(rows) + _image(roofline_png(data), "Roofline: measured roofs and the kernels placed under them")
+    return _kv_table(rows) + _image(
+        roofline_png(data), "Roofline: measured roofs and the kernels placed under them"
+    )
 
 
 def _pass(row: dict[str, Any], pass_name: str, field: str, unit: str = "") -> str:
@@ -77,7 +94,11 @@ def _operators(data: dict[str, Any]) -> str:
         ("fwd+bwd FLOP/s", lambda r: _pass(r, "forward_backward", "flops_per_s", "FLOP/s")),
     ]
     failed = data.get("failed") or []
-    note = f"<p>Failed validation (not timed): {esc(', '.join(map(str, failed)))}</p>" if failed else ""
+    note = (
+        f"<p>Failed validation (not timed): {esc(', '.join(map(str, failed)))}</p>"
+        if failed
+        else ""
+    )
     return note + _table(data.get("rows") or [], columns)
 
 
@@ -86,69 +107,135 @@ def _network(data: dict[str, Any]) -> str:
     for mode, m in sorted((data.get("modes") or {}).items()):
         if not isinstance(m, dict):
             continue
-        layers = sorted((x for x in m.get("layers") or [] if isinstance(x, dict)),
-                        key=lambda x: -(x.get("seconds") or 0))[:15]
-        parts.append(f"<h3>{esc(mode)}: {esc(format_seconds(m.get('seconds')))} a step, "
-                     f"{esc(format_si(m.get('flops_per_s'), 'FLOP/s'))}</h3>")
-        parts.append(_table(layers, [
-            ("layer", lambda r: format_value(r.get("name"))), ("type", lambda r: format_value(r.get("type"))),
-            ("time", lambda r: format_seconds(r.get("seconds"))), ("ops", lambda r: format_si(r.get("ops"))),
-            ("FLOP/s", lambda r: format_si(r.get("flops_per_s"), "FLOP/s")),
-            ("share of roof", lambda r: format_fraction(r.get("roofline_share")) if r.get("roofline_share") is not None else "unknown"),
-        ]))
-        parts.append(_table(m.get("operators") or [], [
-            ("operator type", lambda r: format_value(r.get("type"))),
-            ("time", lambda r: format_seconds(r.get("seconds"))), ("ops", lambda r: format_si(r.get("ops"))),
-        ]))
+        layers = sorted(
+            (x for x in m.get("layers") or [] if isinstance(x, dict)),
+            key=lambda x: -(x.get("seconds") or 0),
+        )[:15]
+        parts.append(
+            f"<h3>{esc(mode)}: {esc(format_seconds(m.get('seconds')))} a step, "
+            f"{esc(format_si(m.get('flops_per_s'), 'FLOP/s'))}</h3>"
+        )
+        parts.append(
+            _table(
+                layers,
+                [
+                    ("layer", lambda r: format_value(r.get("name"))),
+                    ("type", lambda r: format_value(r.get("type"))),
+                    ("time", lambda r: format_seconds(r.get("seconds"))),
+                    ("ops", lambda r: format_si(r.get("ops"))),
+                    ("FLOP/s", lambda r: format_si(r.get("flops_per_s"), "FLOP/s")),
+                    (
+                        "share of roof",
+                        lambda r: (
+                            format_fraction(r.get("roofline_share"))
+                            if r.get("roofline_share") is not None
+                            else "unknown"
+                        ),
+                    ),
+                ],
+            )
+        )
+        parts.append(
+            _table(
+                m.get("operators") or [],
+                [
+                    ("operator type", lambda r: format_value(r.get("type"))),
+                    ("time", lambda r: format_seconds(r.get("seconds"))),
+                    ("ops", lambda r: format_si(r.get("ops"))),
+                ],
+            )
+        )
     return "".join(parts) or _no_data()
 
 
 def _training(data: dict[str, Any]) -> str:
-    outcome = [("model", format_value(data.get("model"))), ("data set", format_value(data.get("dataset"))),
-               ("target", format_value(data.get("target"))), ("outcome", format_value(data.get("stop_reason"))),
-               ("time to target", format_seconds(data.get("time_to_target_s"))),
-               ("throughput", format_si(data.get("throughput_samples_per_s"), "samples/s"))]
-    curve = _table(data.get("epochs") or [], [
-        ("epoch", lambda r: format_value(r.get("epoch"))), ("seconds", lambda r: format_seconds(r.get("seconds"))),
-        ("train loss", lambda r: format_value(r.get("train_loss"))),
-        ("val accuracy", lambda r: format_fraction(r.get("val_accuracy"), 2)),
-    ])
+    outcome = [
+        ("model", format_value(data.get("model"))),
+        ("data set", format_value(data.get("dataset"))),
+        ("target", format_value(data.get("target"))),
+        ("outcome", format_value(data.get("stop_reason"))),
+        ("time to target", format_seconds(data.get("time_to_target_s"))),
+        ("throughput", format_si(data.get("throughput_samples_per_s"), "samples/s")),
+    ]
+    curve = _table(
+        data.get("epochs") or [],
+        [
+            ("epoch", lambda r: format_value(r.get("epoch"))),
+            ("seconds", lambda r: format_seconds(r.get("seconds"))),
+            ("train loss", lambda r: format_value(r.get("train_loss"))),
+            ("val accuracy", lambda r: format_fraction(r.get("val_accuracy"), 2)),
+        ],
+    )
     return _kv_table(outcome) + curve
 
 
 def _distributed(data: dict[str, Any]) -> str:
     par = data.get("parallel") or {}
     vol = data.get("volume") or {}
-    rows = [("processes", format_value(data.get("procs"))), ("backend", format_value(data.get("backend"))),
-            ("model", format_value(data.get("model"))),
-            ("scaling efficiency", format_fraction(data.get("scaling_efficiency"))),
-            ("step", format_seconds(par.get("step_s"))), ("all-reduce", format_seconds(par.get("allreduce_s"))),
-            ("all-reduce share of step", format_fraction(data.get("allreduce_share"))),
-            ("overlapped with backward", format_seconds(par.get("overlap_s"))),
-            ("ring volume per rank, computed", format_si(vol.get("ring_bytes_per_rank_computed"), "B")),
-            ("bytes sent per rank, measured", format_si(vol.get("bytes_per_rank_measured"), "B"))]
+    rows = [
+        ("processes", format_value(data.get("procs"))),
+        ("backend", format_value(data.get("backend"))),
+        ("model", format_value(data.get("model"))),
+        ("scaling efficiency", format_fraction(data.get("scaling_efficiency"))),
+        ("step", format_seconds(par.get("step_s"))),
+        ("all-reduce", format_seconds(par.get("allreduce_s"))),
+        ("all-reduce share of step", format_fraction(data.get("allreduce_share"))),
+        ("overlapped with backward", format_seconds(par.get("overlap_s"))),
+        ("ring volume per rank, computed", format_si(vol.get("ring_bytes_per_rank_computed"), "B")),
+        ("bytes sent per rank, measured", format_si(vol.get("bytes_per_rank_measured"), "B")),
+    ]
     return _kv_table(rows)
 
 
 def _profile(data: dict[str, Any]) -> str:
-    phases = [{"phase": k, **v} for k, v in (data.get("phases") or {}).items() if isinstance(v, dict)]
+    phases = [
+        {"phase": k, **v} for k, v in (data.get("phases") or {}).items() if isinstance(v, dict)
+    ]
     memory = data.get("memory") or {}
     parts = [
-        _table(phases, [("phase", lambda r: format_value(r.get("phase"))),
-                        ("time", lambda r: format_seconds(r.get("seconds"))),
-                        ("share", lambda r: format_fraction(r.get("share")))]),
-        _kv_table([(k, format_si(memory.get(k), "B")) for k in
-                   ("parameters", "gradients", "optimizer_state", "activations", "other", "peak_bytes")]),
-        _table(data.get("operators") or [], [("operator type", lambda r: format_value(r.get("type"))),
-                                             ("time", lambda r: format_seconds(r.get("seconds"))),
-                                             ("share", lambda r: format_fraction(r.get("share")))], limit=20),
+        _table(
+            phases,
+            [
+                ("phase", lambda r: format_value(r.get("phase"))),
+                ("time", lambda r: format_seconds(r.get("seconds"))),
+                ("share", lambda r: format_fraction(r.get("share"))),
+            ],
+        ),
+        _kv_table(
+            [
+                (k, format_si(memory.get(k), "B"))
+                for k in (
+                    "parameters",
+                    "gradients",
+                    "optimizer_state",
+                    "activations",
+                    "other",
+                    "peak_bytes",
+                )
+            ]
+        ),
+        _table(
+            data.get("operators") or [],
+            [
+                ("operator type", lambda r: format_value(r.get("type"))),
+                ("time", lambda r: format_seconds(r.get("seconds"))),
+                ("share", lambda r: format_fraction(r.get("share"))),
+            ],
+            limit=20,
+        ),
     ]
     sweep = data.get("sweep")
     if isinstance(sweep, dict):
-        parts.append(_table(sweep.get("rows") or [], [
-            (format_value(sweep.get("dimension")), lambda r: format_value(r.get("value"))),
-            ("step time", lambda r: format_seconds(r.get("step_seconds"))),
-            ("peak memory", lambda r: format_si(r.get("peak_bytes"), "B"))]))
+        parts.append(
+            _table(
+                sweep.get("rows") or [],
+                [
+                    (format_value(sweep.get("dimension")), lambda r: format_value(r.get("value"))),
+                    ("step time", lambda r: format_seconds(r.get("step_seconds"))),
+                    ("peak memory", lambda r: format_si(r.get("peak_bytes"), "B")),
+                ],
+            )
+        )
     return "".join(parts)
 
 
@@ -159,22 +246,34 @@ def _interval(r: dict[str, Any]) -> str:
 
 def _recommend(data: dict[str, Any]) -> str:
     cx = data.get("complexity") or {}
-    cands = sorted([c for c in data.get("candidates") or [] if isinstance(c, dict)],
-                   key=lambda c: c.get("rank") or 0)
-    return (_kv_table([(k, format_value(cx.get(k))) for k in ("f1", "n1", "n3", "t2", "probe_error")]
-                      + [("domain", format_value(data.get("domain"))),
-                         ("ranked by", format_value(data.get("method"))),
-                         ("recommendation", format_value(data.get("choice")))])
-            + _table(cands, [("rank", lambda r: format_value(r.get("rank"))),
-                             ("candidate", lambda r: format_value(r.get("name"))),
-                             ("predicted accuracy", lambda r: format_fraction(r.get("predicted_accuracy"))),
-                             ("80 % interval", _interval),
-                             ("parameters", lambda r: format_value(r.get("params"))),
-                             ("train ops/sample", lambda r: format_si(r.get("ops_per_sample")))]))
+    cands = sorted(
+        [c for c in data.get("candidates") or [] if isinstance(c, dict)],
+        key=lambda c: c.get("rank") or 0,
+    )
+    return _kv_table(
+        [(k, format_value(cx.get(k))) for k in ("f1", "n1", "n3", "t2", "probe_error")]
+        + [
+            ("domain", format_value(data.get("domain"))),
+            ("ranked by", format_value(data.get("method"))),
+            ("recommendation", format_value(data.get("choice"))),
+        ]
+    ) + _table(
+        cands,
+        [
+            ("rank", lambda r: format_value(r.get("rank"))),
+            ("candidate", lambda r: format_value(r.get("name"))),
+            ("predicted accuracy", lambda r: format_fraction(r.get("predicted_accuracy"))),
+            ("80 % interval", _interval),
+            ("parameters", lambda r: format_value(r.get("params"))),
+            ("train ops/sample", lambda r: format_si(r.get("ops_per_sample"))),
+        ],
+    )
 
 
 def _two(x: Any) -> str:
-    return f"{x:+.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else format_value(x)
+    return (
+        f"{x:+.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else format_value(x)
+    )
 
 
 def _recommend_validation(data: dict[str, Any]) -> str:
@@ -185,23 +284,36 @@ def _recommend_validation(data: dict[str, Any]) -> str:
     for s in v.get("scores") or []:
         if isinstance(s, dict):
             groups.setdefault((str(s.get("candidate_set")), str(s.get("predictor"))), []).append(s)
-    rows = [{"set": k[0], "predictor": k[1], "tau": mean(float(s["tau"]) for s in ss),
-             "median": median(float(s["regret"]) for s in ss), "worst": max(float(s["regret"]) for s in ss)}
-            for k, ss in groups.items()]
+    rows = [
+        {
+            "set": k[0],
+            "predictor": k[1],
+            "tau": mean(float(s["tau"]) for s in ss),
+            "median": median(float(s["regret"]) for s in ss),
+            "worst": max(float(s["regret"]) for s in ss),
+        }
+        for k, ss in groups.items()
+    ]
     if not rows:
         return _no_data()
     cover = ", ".join(f"{esc(k)} {100 * c:.0f} %" for k, c in (v.get("coverage") or {}).items())
-    return (f"<p>leave one family out; 80 % intervals hold the truth: {cover}</p>"
-            + _table(rows, [("candidate set", lambda r: format_value(r["set"])),
-                            ("predictor", lambda r: format_value(r["predictor"])),
-                            ("Kendall tau", lambda r: _two(r["tau"])),
-                            ("regret, median", lambda r: format_fraction(r["median"])),
-                            ("regret, worst", lambda r: format_fraction(r["worst"]))]))
+    return f"<p>leave one family out; 80 % intervals hold the truth: {cover}</p>" + _table(
+        rows,
+        [
+            ("candidate set", lambda r: format_value(r["set"])),
+            ("predictor", lambda r: format_value(r["predictor"])),
+            ("Kendall tau", lambda r: _two(r["tau"])),
+            ("regret, median", lambda r: format_fraction(r["median"])),
+            ("regret, worst", lambda r: format_fraction(r["worst"])),
+        ],
+    )
 
 
 def _recommend_calibration(data: dict[str, Any]) -> str:
     prov = (data.get("matcher") or {}).get("provenance") or {}
-    return _kv_table([(k, format_value(prov.get(k))) for k in ("command", "seed", "steps", "rows", "families")])
+    return _kv_table(
+        [(k, format_value(prov.get(k))) for k in ("command", "seed", "steps", "rows", "families")]
+    )
 
 
 RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
@@ -224,12 +336,16 @@ def render_sections(documents: Sequence[dict[str, Any]]) -> str:
         title, render = RENDERERS[doc["kind"]]
         env = doc.get("environment") or {}
         where = " on ".join(str(x) for x in (doc["data"].get("device"), env.get("hostname")) if x)
-        parts.append(f"<h2>{esc(title)}</h2><p class=\"sub\">{esc(where)}, {esc(doc.get('created_utc', ''))}</p>")
+        parts.append(
+            f'<h2>{esc(title)}</h2><p class="sub">{esc(where)}, {esc(doc.get("created_utc", ""))}</p>'
+        )
         parts.append(render(doc["data"]))
     return "".join(parts)
 
 
 def render_page(documents: Sequence[dict[str, Any]], title: str) -> str:
     """A page of its own for result documents."""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>{render_sections(documents)}</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>{render_sections(documents)}</body></html>\n"
+    )

@@ -14,7 +14,6 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from aihpc.records.energy import energy_text
 from aihpc.fmt import (
     NA,
     as_number,
@@ -24,16 +23,31 @@ from aihpc.fmt import (
     format_si,
     format_value,
 )
+from aihpc.records.energy import energy_text
 from aihpc.report.lineage import build_lineage, lineage_html
 
 #: (plot key, title, caption) in page order.
 PLOT_SECTIONS = (
-    ("timeline", "Score and accuracy over time",
-     "Operations per second so far and the best validation accuracy reached, sampled during the run."),
-    ("ops", "Operations per trial", "All counted operations (training + evaluation) of each trial."),
-    ("workers", "Worker timeline",
-     "Each bar is one trial on one worker, from start to end; gaps are idle time."),
-    ("phases", "Phase breakdown", "Seconds spent in each phase, summed over all trials and per trial."),
+    (
+        "timeline",
+        "Score and accuracy over time",
+        "Operations per second so far and the best validation accuracy reached, sampled during the run.",
+    ),
+    (
+        "ops",
+        "Operations per trial",
+        "All counted operations (training + evaluation) of each trial.",
+    ),
+    (
+        "workers",
+        "Worker timeline",
+        "Each bar is one trial on one worker, from start to end; gaps are idle time.",
+    ),
+    (
+        "phases",
+        "Phase breakdown",
+        "Seconds spent in each phase, summed over all trials and per trial.",
+    ),
 )
 
 _CSS = """
@@ -87,8 +101,10 @@ def _kv_table(rows: list[tuple[str, str]]) -> str:
 
 def _card(label: str, value: str, note: str = "", css: str = "", value_css: str = "") -> str:
     note_html = f'<div class="note">{esc(note)}</div>' if note else ""
-    return (f'<div class="card {css}"><div class="label">{esc(label)}</div>'
-            f'<div class="value {value_css}">{esc(value)}</div>{note_html}</div>')
+    return (
+        f'<div class="card {css}"><div class="label">{esc(label)}</div>'
+        f'<div class="value {value_css}">{esc(value)}</div>{note_html}</div>'
+    )
 
 
 # --------------------------------------------------------------------------- sections
@@ -110,24 +126,43 @@ def _header(results: dict[str, Any]) -> str:
     min_acc = as_number(score.get("min_accuracy"))
     peak = as_number(score.get("peak_flops_per_s"))
     peak_note = _peak_note(results, peak)
-    counts = [f"{score[k]} {label}" for k, label in
-              (("trials_completed", "completed"), ("trials_failed", "failed"), ("trials_diverged", "diverged"))
-              if score.get(k) is not None]
+    counts = [
+        f"{score[k]} {label}"
+        for k, label in (
+            ("trials_completed", "completed"),
+            ("trials_failed", "failed"),
+            ("trials_diverged", "diverged"),
+        )
+        if score.get(k) is not None
+    ]
     cards = [
-        _card("Score", format_si(score.get("ops_per_second"), "OPS"),
-              f"{format_si(score.get('ops'))} operations in {format_seconds(score.get('wall_seconds'))}", "main"),
-        _card("Regulated score", format_si(score.get("regulated_score"), "OPS"), "OPS × |ln(1 − accuracy)|"),
+        _card(
+            "Score",
+            format_si(score.get("ops_per_second"), "OPS"),
+            f"{format_si(score.get('ops'))} operations in {format_seconds(score.get('wall_seconds'))}",
+            "main",
+        ),
+        _card(
+            "Regulated score",
+            format_si(score.get("regulated_score"), "OPS"),
+            "OPS × |ln(1 − accuracy)|",
+        ),
         _card("Error", format_percent(score.get("error_percent"))),
-        _card("Best accuracy", format_fraction(score.get("best_accuracy"), 2),
-              " · ".join(_accuracy_notes(results, min_acc))),
+        _card(
+            "Best accuracy",
+            format_fraction(score.get("best_accuracy"), 2),
+            " · ".join(_accuracy_notes(results, min_acc)),
+        ),
         _card("Result", validity, validity_note, value_css=validity_css),
         _card("Wall time", format_seconds(score.get("wall_seconds"))),
         _card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
         _card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
         _energy_card(results.get("energy")),
     ]
-    return (f"<h1>aihpc run report</h1><p class=\"sub\">run <code>{esc(run_id)}</code> · "
-            f"aihpc {esc(version)}</p><div class=\"cards\">{''.join(cards)}</div>")
+    return (
+        f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run_id)}</code> · '
+        f'aihpc {esc(version)}</p><div class="cards">{"".join(cards)}</div>'
+    )
 
 
 def _peak_note(results: dict[str, Any], used: float | None) -> str:
@@ -173,7 +208,9 @@ def _environment(results: dict[str, Any]) -> str:
         return _no_data("no environment recorded")
     commit = env.get("git_commit")
     dirty = env.get("git_dirty")
-    commit_text = format_value(commit) + (" (dirty)" if dirty else " (clean)" if dirty is False else "")
+    commit_text = format_value(commit) + (
+        " (dirty)" if dirty else " (clean)" if dirty is False else ""
+    )
     main = [
         ("host", format_value(env.get("hostname"))),
         ("CPU", format_value(env.get("cpu_model"))),
@@ -198,14 +235,24 @@ def _peaks(results: dict[str, Any]) -> str:
     peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
     total = as_number(peak.get("total_flops_per_s"))
     if total is None:  # results of early versions: one entry per dtype
-        rows = [(" on ".join(str(x) for x in (entry.get("dtype", name), entry.get("device")) if x),
-                 format_si(entry.get("flops_per_s"), "FLOP/s"))
-                for name, entry in sorted(peak.items()) if isinstance(entry, dict)]
+        rows = [
+            (
+                " on ".join(str(x) for x in (entry.get("dtype", name), entry.get("device")) if x),
+                format_si(entry.get("flops_per_s"), "FLOP/s"),
+            )
+            for name, entry in sorted(peak.items())
+            if isinstance(entry, dict)
+        ]
         rows += _share_rows(results, None)
         return _kv_table(rows) if rows else _no_data("no peak measured")
     what = " on ".join(str(x) for x in (peak.get("dtype"), peak.get("device")) if x) or "matmul"
-    rows = [(f"total: {what}, {format_value(peak.get('workers'))} workers at once, before the run "
-             "(the share of peak uses this)", format_si(total, "FLOP/s"))]
+    rows = [
+        (
+            f"total: {what}, {format_value(peak.get('workers'))} workers at once, before the run "
+            "(the share of peak uses this)",
+            format_si(total, "FLOP/s"),
+        )
+    ]
     rows += _worker_rows(peak)
     if as_number(peak.get("spread")) is not None:
         rows.append(("largest spread of a worker's repeats", format_fraction(peak.get("spread"))))
@@ -221,10 +268,18 @@ def _peaks(results: dict[str, Any]) -> str:
 
 def _energy_card(energy: Any) -> str:
     """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides by."""
-    total = energy.get("total") if isinstance(energy, dict) and isinstance(energy.get("total"), dict) else {}
+    total = (
+        energy.get("total")
+        if isinstance(energy, dict) and isinstance(energy.get("total"), dict)
+        else {}
+    )
     gops = as_number(total.get("gops_per_watt"))
     if as_number(total.get("joules")) is None:
-        reason = energy.get("reason") if isinstance(energy, dict) else "results written before aihpc measured energy"
+        reason = (
+            energy.get("reason")
+            if isinstance(energy, dict)
+            else "results written before aihpc measured energy"
+        )
         return _card("Energy", "not measured", str(reason or "no reason recorded"))
     note = f"{format_si(total['joules'], 'J')} at {format_si(total.get('watts'), 'W')} average"
     return _card("GOPS/W", NA if gops is None else f"{gops:.3g}", note)
@@ -243,26 +298,47 @@ def _energy(results: dict[str, Any]) -> str:
         if as_number(d.get("joules")) is None:
             rows.append((where, f"not measured: {d.get('reason')}"))
         else:
-            rows.append((where, f"{format_si(d['joules'], 'J')}, {format_si(d.get('watts'), 'W')} average, "
-                                f"{format_value(d.get('samples'))} samples, longest gap "
-                                f"{format_seconds(d.get('max_interval_s'))}"))
+            rows.append(
+                (
+                    where,
+                    f"{format_si(d['joules'], 'J')}, {format_si(d.get('watts'), 'W')} average, "
+                    f"{format_value(d.get('samples'))} samples, longest gap "
+                    f"{format_seconds(d.get('max_interval_s'))}",
+                )
+            )
     total = energy.get("total") if isinstance(energy.get("total"), dict) else {}
     rows.append(("total", energy_text(energy)))
     if as_number(total.get("ops_per_joule")) is not None:
-        rows.append(("operations per joule", f"{format_si(total['ops_per_joule'], 'OP/J')} "
-                                             f"= {total['gops_per_watt']:.3g} GOPS/W"))
+        rows.append(
+            (
+                "operations per joule",
+                f"{format_si(total['ops_per_joule'], 'OP/J')} "
+                f"= {total['gops_per_watt']:.3g} GOPS/W",
+            )
+        )
     return _kv_table(rows)
 
 
 def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
     """Each worker's part of the total (measured at the same time); min / median / max beyond 8 workers."""
-    values = [as_number(w.get("flops_per_s")) for w in peak.get("per_worker") or [] if isinstance(w, dict)]
+    values = [
+        as_number(w.get("flops_per_s")) for w in peak.get("per_worker") or [] if isinstance(w, dict)
+    ]
     values = [v for v in values if v is not None]
     if len(values) <= 8:
-        return [(f"worker {n} of {len(values)}, part of the total", format_si(v, "FLOP/s"))
-                for n, v in enumerate(values, 1)]
-    return [(f"per worker, {len(values)} workers (min / median / max)",
-             " / ".join(format_si(v, "FLOP/s") for v in (min(values), statistics.median(values), max(values))))]
+        return [
+            (f"worker {n} of {len(values)}, part of the total", format_si(v, "FLOP/s"))
+            for n, v in enumerate(values, 1)
+        ]
+    return [
+        (
+            f"per worker, {len(values)} workers (min / median / max)",
+            " / ".join(
+                format_si(v, "FLOP/s")
+                for v in (min(values), statistics.median(values), max(values))
+            ),
+        )
+    ]
 
 
 def _share_rows(results: dict[str, Any], total: float | None) -> list[tuple[str, str]]:
@@ -271,11 +347,21 @@ def _share_rows(results: dict[str, Any], total: float | None) -> list[tuple[str,
     used = as_number(score.get("peak_flops_per_s"))
     if used is None or as_number(score.get("peak_fraction")) is None:
         return []
-    rows = [("share of peak", f"{format_si(score.get('ops_per_second'), 'OPS')} ÷ {format_si(used, 'FLOP/s')}"
-             f" = {format_fraction(score.get('peak_fraction'))}")]
+    rows = [
+        (
+            "share of peak",
+            f"{format_si(score.get('ops_per_second'), 'OPS')} ÷ {format_si(used, 'FLOP/s')}"
+            f" = {format_fraction(score.get('peak_fraction'))}",
+        )
+    ]
     if total is not None and abs(used - total) > 1e-9 * total:
-        rows.append(("warning", f"the score's share of peak used {format_si(used, 'FLOP/s')}, "
-                                f"not the measured total {format_si(total, 'FLOP/s')}"))
+        rows.append(
+            (
+                "warning",
+                f"the score's share of peak used {format_si(used, 'FLOP/s')}, "
+                f"not the measured total {format_si(total, 'FLOP/s')}",
+            )
+        )
     return rows
 
 
@@ -286,8 +372,10 @@ def _plots(images: dict[str, bytes | None]) -> str:
         parts.append(f"<h2>{esc(title)}</h2>")
         if png:
             data = base64.b64encode(png).decode("ascii")
-            parts.append(f'<figure><img src="data:image/png;base64,{data}" alt="{esc(title)}">'
-                         f"<figcaption>{esc(caption)}</figcaption></figure>")
+            parts.append(
+                f'<figure><img src="data:image/png;base64,{data}" alt="{esc(title)}">'
+                f"<figcaption>{esc(caption)}</figcaption></figure>"
+            )
         else:
             parts.append(_no_data(f"no data for this plot ({caption[0].lower() + caption[1:]})"))
     return "".join(parts)
@@ -295,7 +383,9 @@ def _plots(images: dict[str, bytes | None]) -> str:
 
 def _trial_list(results: dict[str, Any]) -> list[dict[str, Any]]:
     trials = [t for t in results.get("trials") or [] if isinstance(t, dict)]
-    return sorted(trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0))
+    return sorted(
+        trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0)
+    )
 
 
 def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
@@ -308,7 +398,9 @@ def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
 
 def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
     """(layer count, "conv × 3, linear × 1") from an ArchSpec dict; tolerant of its exact shape."""
-    layers = next((arch[k] for k in ("layers", "nodes", "blocks") if isinstance(arch.get(k), list)), None)
+    layers = next(
+        (arch[k] for k in ("layers", "nodes", "blocks") if isinstance(arch.get(k), list)), None
+    )
     if layers is None:
         return None, NA
     kinds = []
@@ -332,7 +424,10 @@ def _best_architecture(results: dict[str, Any]) -> str:
         ("best val accuracy", format_fraction(best.get("best_val_accuracy"), 2)),
         ("layers", format_value(count)),
         ("layer types", kinds),
-        ("parameters", format_si(best.get("num_params")) + f" ({format_value(best.get('num_params'))})"),
+        (
+            "parameters",
+            format_si(best.get("num_params")) + f" ({format_value(best.get('num_params'))})",
+        ),
         ("architecture hash", format_value(best.get("arch_hash"))),
         ("lineage (seed → best)", " → ".join(str(i) for i in build_lineage(results).ancestry)),
         ("hyperparameters", format_value(best.get("hparams") or {})),
@@ -346,8 +441,19 @@ def _trials_table(results: dict[str, Any]) -> str:
     trials = _trial_list(results)
     if not trials:
         return _no_data("no trials ran")
-    head = ("id", "parent", "morph", "params", "status", "best val acc", "epochs", "ops", "seconds",
-            "worker", "hyperparameters")
+    head = (
+        "id",
+        "parent",
+        "morph",
+        "params",
+        "status",
+        "best val acc",
+        "epochs",
+        "ops",
+        "seconds",
+        "worker",
+        "hyperparameters",
+    )
     rows = []
     for t in trials:
         status = str(t.get("status", NA))
@@ -356,7 +462,9 @@ def _trials_table(results: dict[str, Any]) -> str:
         if reason:
             status_html += f"<br><small>{esc(reason)}</small>"
         if t.get("traceback"):
-            status_html += f"<details><summary>traceback</summary><pre>{esc(t['traceback'])}</pre></details>"
+            status_html += (
+                f"<details><summary>traceback</summary><pre>{esc(t['traceback'])}</pre></details>"
+            )
         start, end = as_number(t.get("t_start")), as_number(t.get("t_end"))
         seconds = end - start if start is not None and end is not None else None
         epochs = t.get("epochs") if isinstance(t.get("epochs"), list) else []
@@ -382,9 +490,11 @@ def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
     figure = ""
     if png:
         data = base64.b64encode(png).decode("ascii")
-        figure = (f'<figure><img src="data:image/png;base64,{data}" alt="Search lineage">'
-                  "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it was "
-                  "morphed from and coloured by the morphism that made it.</figcaption></figure>")
+        figure = (
+            f'<figure><img src="data:image/png;base64,{data}" alt="Search lineage">'
+            "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it was "
+            "morphed from and coloured by the morphism that made it.</figcaption></figure>"
+        )
     return figure + lineage_html(build_lineage(results))
 
 
@@ -392,18 +502,30 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
     """The full report page for ``results`` with ``images`` (plot key -> PNG bytes or None);
     ``extra``: more sections (HTML) after the trials."""
     title = f"aihpc report {results.get('run_id', '')}".strip()
-    body = "".join([
-        _header(results),
-        '<div class="grid2"><div><h2>Environment</h2>', _environment(results),
-        "<h2>Measured peak</h2>", _peaks(results),
-        "<h2>Energy</h2>", _energy(results),
-        "</div><div><h2>Configuration</h2>", _configuration(results), "</div></div>",
-        _plots(images),
-        "<h2>Best trial</h2>", _best_architecture(results),
-        '<h2 id="lineage">Search lineage</h2>', _lineage_section(results, images.get("lineage")),
-        "<h2>Trials</h2>", _trials_table(results),
-        extra,
-    ])
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{esc(title)}</title><style>{_CSS}</style></head>"
-            f"<body>{body}</body></html>\n")
+    body = "".join(
+        [
+            _header(results),
+            '<div class="grid2"><div><h2>Environment</h2>',
+            _environment(results),
+            "<h2>Measured peak</h2>",
+            _peaks(results),
+            "<h2>Energy</h2>",
+            _energy(results),
+            "</div><div><h2>Configuration</h2>",
+            _configuration(results),
+            "</div></div>",
+            _plots(images),
+            "<h2>Best trial</h2>",
+            _best_architecture(results),
+            '<h2 id="lineage">Search lineage</h2>',
+            _lineage_section(results, images.get("lineage")),
+            "<h2>Trials</h2>",
+            _trials_table(results),
+            extra,
+        ]
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )

@@ -78,10 +78,16 @@ def _is_id(value: Any) -> bool:
 
 def build_lineage(results: dict[str, Any]) -> Lineage:
     """The search tree of ``results["trials"]``; the best trial is the most accurate (lowest id on ties)."""
-    trials = {t["id"]: t for t in results.get("trials") or [] if isinstance(t, dict) and _is_id(t.get("id"))}
+    trials = {
+        t["id"]: t
+        for t in results.get("trials") or []
+        if isinstance(t, dict) and _is_id(t.get("id"))
+    }
     ids = sorted(trials, key=_sort_key)
     parent_of = {i: trials[i].get("parent") for i in ids}
-    parent_of = {i: p if _is_id(p) and p in trials and p != i else None for i, p in parent_of.items()}
+    parent_of = {
+        i: p if _is_id(p) and p in trials and p != i else None for i, p in parent_of.items()
+    }
     _break_cycles(ids, parent_of)
     children: dict[Any, list[Any]] = {i: [] for i in ids}
     for i in ids:
@@ -90,9 +96,15 @@ def build_lineage(results: dict[str, Any]) -> Lineage:
     nodes = {}
     for i in ids:
         t = trials[i]
-        nodes[i] = LineageNode(id=i, parent=parent_of[i], morph=format_value(t.get("morph")),
-                               kind=morph_kind(t.get("morph")), accuracy=as_number(t.get("best_val_accuracy")),
-                               status=str(t.get("status", NA)), children=tuple(children[i]))
+        nodes[i] = LineageNode(
+            id=i,
+            parent=parent_of[i],
+            morph=format_value(t.get("morph")),
+            kind=morph_kind(t.get("morph")),
+            accuracy=as_number(t.get("best_val_accuracy")),
+            status=str(t.get("status", NA)),
+            children=tuple(children[i]),
+        )
     scored = [i for i in ids if nodes[i].accuracy is not None]
     ancestry: list[Any] = []
     if scored:
@@ -100,7 +112,11 @@ def build_lineage(results: dict[str, Any]) -> Lineage:
         while current is not None:
             ancestry.append(current)
             current = parent_of[current]
-    return Lineage(nodes=nodes, roots=tuple(i for i in ids if parent_of[i] is None), ancestry=tuple(ancestry[::-1]))
+    return Lineage(
+        nodes=nodes,
+        roots=tuple(i for i in ids if parent_of[i] is None),
+        ancestry=tuple(ancestry[::-1]),
+    )
 
 
 def _break_cycles(ids: list[Any], parent_of: dict[Any, Any]) -> None:
@@ -115,7 +131,7 @@ def _break_cycles(ids: list[Any], parent_of: dict[Any, Any]) -> None:
             on_path.add(current)
             current = parent_of[current]
         if current is not None and current in on_path:  # a cycle: cut it at its lowest id
-            cycle = path[path.index(current):]
+            cycle = path[path.index(current) :]
             parent_of[min(cycle, key=_sort_key)] = None
         settled.update(path)
 
@@ -151,11 +167,17 @@ def _label(lineage: Lineage, node: LineageNode) -> str:
     best = lineage.ancestry[-1] if lineage.ancestry else None
     star = " ★" if node.id == best else ""
     origin = f" <small>from #{_esc(node.parent)}</small>" if node.parent is not None else ""
-    status = "" if node.status in ("completed", "early_stopped") else f" <small>({_esc(node.status)})</small>"
+    status = (
+        ""
+        if node.status in ("completed", "early_stopped")
+        else f" <small>({_esc(node.status)})</small>"
+    )
     css = ' class="onpath"' if node.id in lineage.ancestry else ""
-    return (f'<span{css} title="{_esc(node.morph)}">#{_esc(node.id)}{star} '
-            f'<span class="mk" style="color:{morph_color(node.kind)}">{_esc(node.kind)}</span> '
-            f"{_esc(_acc(node))}</span>{origin}{status}")
+    return (
+        f'<span{css} title="{_esc(node.morph)}">#{_esc(node.id)}{star} '
+        f'<span class="mk" style="color:{morph_color(node.kind)}">{_esc(node.kind)}</span> '
+        f"{_esc(_acc(node))}</span>{origin}{status}"
+    )
 
 
 def _branch(lineage: Lineage, start: Any, depth: int) -> str:
@@ -182,17 +204,23 @@ def _fold(lineage: Lineage, start: Any, depth: int) -> str:
     count, best = subtree_stats(lineage, start)
     if count == 1:
         return _branch(lineage, start, depth)
-    best_text = f", best {_esc(_acc(lineage.nodes[best]))} (#{_esc(best)})" if best is not None else ""
+    best_text = (
+        f", best {_esc(_acc(lineage.nodes[best]))} (#{_esc(best)})" if best is not None else ""
+    )
     opened = " open" if start in lineage.ancestry else ""
-    return (f"<details{opened}><summary>branch from #{_esc(start)}: {count} trials{best_text}</summary>"
-            f"{_branch(lineage, start, depth)}</details>")
+    return (
+        f"<details{opened}><summary>branch from #{_esc(start)}: {count} trials{best_text}</summary>"
+        f"{_branch(lineage, start, depth)}</details>"
+    )
 
 
 def _ancestry_table(lineage: Lineage) -> str:
     if not lineage.ancestry:
         return '<p class="nodata">no trial reached a validation accuracy</p>'
-    head = "".join(f"<th>{h}</th>" for h in ("step", "trial", "from", "morphism", "status", "best val acc",
-                                             "change"))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("step", "trial", "from", "morphism", "status", "best val acc", "change")
+    )
     rows = []
     for step, trial_id in enumerate(lineage.ancestry):
         node = lineage.nodes[trial_id]
@@ -200,8 +228,15 @@ def _ancestry_table(lineage: Lineage) -> str:
         change = NA
         if parent is not None and parent.accuracy is not None and node.accuracy is not None:
             change = f"{100 * (node.accuracy - parent.accuracy):+.2f} points"
-        cells = [str(step), f"#{node.id}", f"#{parent.id}" if parent else "—", node.morph, node.status,
-                 _acc(node), change]
+        cells = [
+            str(step),
+            f"#{node.id}",
+            f"#{parent.id}" if parent else "—",
+            node.morph,
+            node.status,
+            _acc(node),
+            change,
+        ]
         rows.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
     return f'<table class="ancestry"><tr>{head}</tr>{"".join(rows)}</table>'
 
@@ -211,14 +246,21 @@ def lineage_html(lineage: Lineage) -> str:
     if not lineage.nodes:
         return '<p class="nodata">no trials ran</p>'
     roots = list(lineage.roots)
-    shown = [r for r in roots if r in lineage.ancestry] + [r for r in roots if r not in lineage.ancestry]
+    shown = [r for r in roots if r in lineage.ancestry] + [
+        r for r in roots if r not in lineage.ancestry
+    ]
     rest = shown[MAX_OPEN_ROOTS:]
     tree = "".join(_branch(lineage, r, 0) for r in shown[:MAX_OPEN_ROOTS])
     if rest:
         inner = "".join(_fold(lineage, r, 1) for r in rest)
-        tree += f"<details><summary>{len(rest)} more trials without a parent</summary>{inner}</details>"
-    return ("<h3>Ancestry of the best trial</h3>" + _ancestry_table(lineage)
-            + '<h3>Search tree</h3><p class="sub">Each trial with its morphism and best validation accuracy; '
-              "a trial's only child follows it in the same list, branches open where a trial has several "
-              "children (folded unless they lead to the best trial ★).</p>"
-            + f'<div class="lineage-tree">{tree}</div>')
+        tree += (
+            f"<details><summary>{len(rest)} more trials without a parent</summary>{inner}</details>"
+        )
+    return (
+        "<h3>Ancestry of the best trial</h3>"
+        + _ancestry_table(lineage)
+        + '<h3>Search tree</h3><p class="sub">Each trial with its morphism and best validation accuracy; '
+        "a trial's only child follows it in the same list, branches open where a trial has several "
+        "children (folded unless they lead to the best trial ★).</p>"
+        + f'<div class="lineage-tree">{tree}</div>'
+    )

@@ -96,7 +96,9 @@ def tick_label(value: float, unit: str = "") -> str:
 def _trials(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Trials that are dicts, sorted by id (trials without a numeric id last)."""
     trials = [t for t in results.get("trials") or [] if isinstance(t, dict)]
-    return sorted(trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0))
+    return sorted(
+        trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0)
+    )
 
 
 def _edge_width(bars: int) -> float:
@@ -108,7 +110,9 @@ def _trial_label(trial: dict[str, Any]) -> str:
     return str(trial.get("id", "?"))
 
 
-def _status_legend(ax: Axes, statuses: list[str], extra: list[Any] | None = None, **kwargs: Any) -> None:
+def _status_legend(
+    ax: Axes, statuses: list[str], extra: list[Any] | None = None, **kwargs: Any
+) -> None:
     from matplotlib.patches import Patch
 
     present = set(statuses)
@@ -133,9 +137,7 @@ def _thin_ticks(ax: Axes, positions: list[int], labels: list[str], max_labels: i
 def plot_timeline(results: dict[str, Any]) -> bytes | None:
     """Score (ops/s) and best accuracy against run time, two panels sharing x."""
     points = [p for p in results.get("timeline") or [] if isinstance(p, dict)]
-    score_pts = [
-        (as_number(p.get("t")), as_number(p.get("ops_per_second"))) for p in points
-    ]
+    score_pts = [(as_number(p.get("t")), as_number(p.get("ops_per_second"))) for p in points]
     score_pts = [(t, v) for t, v in score_pts if t is not None and v is not None]
     acc_pts = [(as_number(p.get("t")), as_number(p.get("best_accuracy"))) for p in points]
     acc_pts = [(t, v) for t, v in acc_pts if t is not None and v is not None]
@@ -148,7 +150,9 @@ def plot_timeline(results: dict[str, Any]) -> bytes | None:
         ax_score.plot(ts, vs, marker="o", markersize=3, color="#1e88e5")
         ax_score.set_ylim(bottom=0)
     else:
-        ax_score.text(0.5, 0.5, "no score data", ha="center", va="center", transform=ax_score.transAxes)
+        ax_score.text(
+            0.5, 0.5, "no score data", ha="center", va="center", transform=ax_score.transAxes
+        )
     _si_axis(ax_score.yaxis, "OPS")
     ax_score.set_ylabel("score (operations / s)")
     ax_score.set_title("Score and best accuracy over the run")
@@ -156,14 +160,28 @@ def plot_timeline(results: dict[str, Any]) -> bytes | None:
 
     if acc_pts:
         ts, vs = zip(*sorted(acc_pts))
-        ax_acc.step(ts, [100 * v for v in vs], where="post", marker="o", markersize=3, color="#2e7d32",
-                    label="best accuracy")
+        ax_acc.step(
+            ts,
+            [100 * v for v in vs],
+            where="post",
+            marker="o",
+            markersize=3,
+            color="#2e7d32",
+            label="best accuracy",
+        )
     else:
-        ax_acc.text(0.5, 0.5, "no accuracy data", ha="center", va="center", transform=ax_acc.transAxes)
+        ax_acc.text(
+            0.5, 0.5, "no accuracy data", ha="center", va="center", transform=ax_acc.transAxes
+        )
     min_acc = as_number((results.get("score") or {}).get("min_accuracy"))
     if min_acc is not None:
-        ax_acc.axhline(100 * min_acc, color="#c62828", linestyle="--", linewidth=1,
-                       label=f"min accuracy {100 * min_acc:.0f}%")
+        ax_acc.axhline(
+            100 * min_acc,
+            color="#c62828",
+            linestyle="--",
+            linewidth=1,
+            label=f"min accuracy {100 * min_acc:.0f}%",
+        )
     if acc_pts or min_acc is not None:
         ax_acc.legend(fontsize="small", loc="lower right")
     ax_acc.set_ylabel("best accuracy (%)")
@@ -183,8 +201,13 @@ def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
     positions = list(range(len(trials)))
     fig = _figure(9, 3.8)
     ax = fig.subplots()
-    ax.bar(positions, heights, color=[status_color(s) for s in statuses], edgecolor="white",
-           linewidth=_edge_width(len(trials)))
+    ax.bar(
+        positions,
+        heights,
+        color=[status_color(s) for s in statuses],
+        edgecolor="white",
+        linewidth=_edge_width(len(trials)),
+    )
     positive = [h for h in heights if h > 0]
     if positive and max(positive) / min(positive) > 100:
         ax.set_yscale("log")
@@ -259,12 +282,27 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
         for start, end, trial in rows:
             status = str(trial.get("status", "unknown"))
             statuses.append(status)
-            ax.barh(row, end - start, left=start, height=0.6, color=status_color(status),
-                    edgecolor="white", linewidth=0.8)
+            ax.barh(
+                row,
+                end - start,
+                left=start,
+                height=0.6,
+                color=status_color(status),
+                edgecolor="white",
+                linewidth=0.8,
+            )
             # Label only bars wide enough for the text (axes ~ 75% of the 900 px figure).
             if (end - start) / x_max * 0.75 * 9 * DPI > 7 * len(f"#{_trial_label(trial)}") + 6:
-                ax.text((start + end) / 2, row, f"#{_trial_label(trial)}", ha="center", va="center",
-                        color="white", fontsize="small", fontweight="bold")
+                ax.text(
+                    (start + end) / 2,
+                    row,
+                    f"#{_trial_label(trial)}",
+                    ha="center",
+                    va="center",
+                    color="white",
+                    fontsize="small",
+                    fontweight="bold",
+                )
         busy = busy_given.get(name)
         if busy is None:
             busy = sum(end - start for start, end, _ in rows) / x_max
@@ -277,22 +315,34 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
         ax.axvline(wall, color="black", linewidth=0.8, linestyle=":")
     down = master_down(results)
     for start, end in down:
-        ax.axvspan(start, end, facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", linewidth=0, zorder=0)
+        ax.axvspan(
+            start, end, facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", linewidth=0, zorder=0
+        )
     ax.set_xlabel("time since run start (s)")
     ax.set_title("Worker timeline (gaps are idle time)")
     ax.grid(axis="x", alpha=0.3)
-    extra = [Patch(facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", label="master down")] if down else []
+    extra = (
+        [Patch(facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", label="master down")]
+        if down
+        else []
+    )
     _status_legend(ax, statuses, extra, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig)
 
 
 def master_down(results: dict[str, Any]) -> list[tuple[float, float]]:
     """The gaps between the run's segments (the master was down), oldest first."""
-    segments = [(as_number(g.get("t_start")), as_number(g.get("t_end")))
-                for g in results.get("segments") or [] if isinstance(g, dict)]
+    segments = [
+        (as_number(g.get("t_start")), as_number(g.get("t_end")))
+        for g in results.get("segments") or []
+        if isinstance(g, dict)
+    ]
     segments = sorted((a, b) for a, b in segments if a is not None and b is not None)
-    return [(prev_end, next_start) for (_, prev_end), (next_start, _) in zip(segments, segments[1:])
-            if next_start > prev_end]
+    return [
+        (prev_end, next_start)
+        for (_, prev_end), (next_start, _) in zip(segments, segments[1:])
+        if next_start > prev_end
+    ]
 
 
 def phase_totals(results: dict[str, Any]) -> dict[str, float]:
@@ -324,8 +374,14 @@ def plot_phases(results: dict[str, Any]) -> bytes | None:
         value = totals[phase]
         ax_all.bar(0, value, bottom=bottom, color=colors[phase], width=0.6, label=phase)
         if value / grand > 0.06:
-            ax_all.text(0, bottom + value / 2, f"{100 * value / grand:.0f}%", ha="center", va="center",
-                        fontsize="small")
+            ax_all.text(
+                0,
+                bottom + value / 2,
+                f"{100 * value / grand:.0f}%",
+                ha="center",
+                va="center",
+                fontsize="small",
+            )
         bottom += value
     ax_all.set_xticks([0])
     ax_all.set_xticklabels(["all trials"])
@@ -337,16 +393,29 @@ def plot_phases(results: dict[str, Any]) -> bytes | None:
     bottoms = [0.0] * len(trials)
     for phase in phases:
         values = [as_number(t["phase_seconds"].get(phase)) or 0.0 for t in trials]
-        ax_trials.bar(positions, values, bottom=bottoms, color=colors[phase], label=phase,
-                      edgecolor="white", linewidth=_edge_width(len(trials)) * 0.6)
+        ax_trials.bar(
+            positions,
+            values,
+            bottom=bottoms,
+            color=colors[phase],
+            label=phase,
+            edgecolor="white",
+            linewidth=_edge_width(len(trials)) * 0.6,
+        )
         bottoms = [b + v for b, v in zip(bottoms, values)]
     _thin_ticks(ax_trials, positions, [_trial_label(t) for t in trials], max_labels=15)
     ax_trials.set_xlabel("trial id")
     ax_trials.set_title("Per trial")
     ax_trials.grid(axis="y", alpha=0.3)
     handles, names = ax_all.get_legend_handles_labels()
-    ax_trials.legend(handles[::-1], names[::-1], title="phase", fontsize="small",
-                     loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax_trials.legend(
+        handles[::-1],
+        names[::-1],
+        title="phase",
+        fontsize="small",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+    )
     fig.suptitle("Where the time went (phase seconds)")
     return _png(fig)
 
@@ -372,25 +441,52 @@ def plot_lineage(lineage: Lineage) -> bytes | None:
 
     fig = _figure(9, 4.8)
     ax = fig.subplots()
-    edges = [[(x[n.parent], y[n.parent]), (x[i], y[i])] for i, n in lineage.nodes.items() if n.parent is not None]
+    edges = [
+        [(x[n.parent], y[n.parent]), (x[i], y[i])]
+        for i, n in lineage.nodes.items()
+        if n.parent is not None
+    ]
     ax.add_collection(LineCollection(edges, colors="#bdbdbd", linewidths=0.8, zorder=1))
     path = lineage.ancestry
     ax.plot([x[i] for i in path], [y[i] for i in path], color="#212121", linewidth=2.2, zorder=2)
     size = 36 if len(ids) <= 60 else 14
     groups: dict[tuple[str, str], list[Any]] = {}
     for i, node in lineage.nodes.items():
-        groups.setdefault((node.kind.split("+")[0], "o" if node.accuracy is not None else "x"), []).append(i)
+        groups.setdefault(
+            (node.kind.split("+")[0], "o" if node.accuracy is not None else "x"), []
+        ).append(i)
     for (kind, marker), members in groups.items():
-        ax.scatter([x[i] for i in members], [y[i] for i in members], s=size, marker=marker,
-                   color=morph_color(kind), zorder=3, linewidths=1.2 if marker == "x" else 0.5,
-                   edgecolors="white" if marker == "o" else None)
+        ax.scatter(
+            [x[i] for i in members],
+            [y[i] for i in members],
+            s=size,
+            marker=marker,
+            color=morph_color(kind),
+            zorder=3,
+            linewidths=1.2 if marker == "x" else 0.5,
+            edgecolors="white" if marker == "o" else None,
+        )
     kinds = {kind: morph_color(kind) for kind, _ in groups}
     if path:
-        ax.scatter([x[path[-1]]], [y[path[-1]]], s=220, marker="*", color="#fdd835", edgecolors="#212121",
-                   zorder=4)
+        ax.scatter(
+            [x[path[-1]]],
+            [y[path[-1]]],
+            s=220,
+            marker="*",
+            color="#fdd835",
+            edgecolors="#212121",
+            zorder=4,
+        )
         for i in path[-12:]:
-            ax.annotate(f"#{i}", (x[i], y[i]), textcoords="offset points", xytext=(0, 7), ha="center",
-                        fontsize="small", zorder=5)
+            ax.annotate(
+                f"#{i}",
+                (x[i], y[i]),
+                textcoords="offset points",
+                xytext=(0, 7),
+                ha="center",
+                fontsize="small",
+                zorder=5,
+            )
     ax.set_ylim(floor - 0.04 * max(high - low, 1.0), high + 0.1 * max(high - low, 1.0))
     ax.autoscale(axis="x")
     ax.set_xlabel("trial id (order of creation)")
@@ -400,6 +496,14 @@ def plot_lineage(lineage: Lineage) -> bytes | None:
     handles = [Line2D([], [], marker="o", linestyle="", color=c, label=k) for k, c in kinds.items()]
     handles += [Line2D([], [], color="#212121", linewidth=2.2, label="best's ancestry")]
     if any(n.accuracy is None for n in lineage.nodes.values()):
-        handles.append(Line2D([], [], marker="x", linestyle="", color="#616161", label="no accuracy"))
-    ax.legend(handles=handles, title="made by", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        handles.append(
+            Line2D([], [], marker="x", linestyle="", color="#616161", label="no accuracy")
+        )
+    ax.legend(
+        handles=handles,
+        title="made by",
+        fontsize="small",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+    )
     return _png(fig)

@@ -99,7 +99,9 @@ def bytes_per_call(kernel: str, elements: int) -> int:
     return KERNELS[kernel] * ELEMENT_BYTES * elements
 
 
-def stream_step(kernel: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> Callable[[], None]:
+def stream_step(
+    kernel: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor
+) -> Callable[[], None]:
     """One call of STREAM ``kernel`` on the arrays: copy ``c = a``, triad ``a = b + SCALAR * c``.
 
     Both write in place into preallocated arrays (no temporaries), one pass each.
@@ -120,8 +122,13 @@ def _check_kernel(kernel: str) -> None:
         raise ConfigError(f"bandwidth kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
 
 
-def measure_bandwidth(device: str | torch.device = "cpu", kernel: str = "triad", elements: int | None = None,
-                      seconds: float = 1.0, repeats: int = 5) -> BandwidthResult:  # fmt: skip
+def measure_bandwidth(
+    device: str | torch.device = "cpu",
+    kernel: str = "triad",
+    elements: int | None = None,
+    seconds: float = 1.0,
+    repeats: int = 5,
+) -> BandwidthResult:
     """Measure STREAM ``kernel`` ("copy" or "triad") in float64 on ``device``.
 
     ``elements`` per array (default :func:`default_elements`); ``seconds`` of
@@ -135,8 +142,12 @@ def measure_bandwidth(device: str | torch.device = "cpu", kernel: str = "triad",
     moved = bytes_per_call(kernel, n)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
-            or seconds <= 0:  # fmt: skip
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or seconds <= 0
+    ):
         raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
     a, b, c = _allocate(kernel, n, dev)
     step = stream_step(kernel, a, b, c)
@@ -145,10 +156,21 @@ def measure_bandwidth(device: str | torch.device = "cpu", kernel: str = "triad",
     median, lo, hi, spread, warning = summarise(rates, unit="bytes/s", subject="bandwidth")
     cache = last_level_cache_bytes(dev)
     warnings = [w for w in (warning, _size_warning(n, cache)) if w]
-    return BandwidthResult(device=str(dev), kernel=kernel, elements=n, bytes_per_call=moved, bytes_per_s=median,
-                           min_bytes_per_s=lo, max_bytes_per_s=hi, spread=spread, repeats=tuple(rates),
-                           calls_per_repeat=calls, threads=int(torch.get_num_threads()), cache_bytes=cache,
-                           warning="; ".join(warnings) or None)  # fmt: skip
+    return BandwidthResult(
+        device=str(dev),
+        kernel=kernel,
+        elements=n,
+        bytes_per_call=moved,
+        bytes_per_s=median,
+        min_bytes_per_s=lo,
+        max_bytes_per_s=hi,
+        spread=spread,
+        repeats=tuple(rates),
+        calls_per_repeat=calls,
+        threads=int(torch.get_num_threads()),
+        cache_bytes=cache,
+        warning="; ".join(warnings) or None,
+    )
 
 
 def default_elements(device: str | torch.device = "cpu") -> int:
@@ -203,21 +225,31 @@ def _parse_cache_size(text: str) -> int:
     return int(text)
 
 
-def _allocate(kernel: str, n: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _allocate(
+    kernel: str, n: int, dev: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """a, b, c filled with :data:`_INITIAL`; copy needs only a and c (b is an empty placeholder)."""
     need = (0, 2) if kernel == "copy" else (0, 1, 2)
     try:
-        arrays = [torch.full((n,) if i in need else (0,), v, dtype=torch.float64, device=dev)
-                  for i, v in enumerate(_INITIAL)]  # fmt: skip
-    except (RuntimeError, MemoryError) as exc:  # CPU allocations raise RuntimeError; CUDA OutOfMemoryError
+        arrays = [
+            torch.full((n,) if i in need else (0,), v, dtype=torch.float64, device=dev)
+            for i, v in enumerate(_INITIAL)
+        ]
+    except (
+        RuntimeError,
+        MemoryError,
+    ) as exc:  # CPU allocations raise RuntimeError; CUDA OutOfMemoryError
         total = len(need) * n * ELEMENT_BYTES
-        raise ConfigError(f"cannot allocate {len(need)} arrays of {n} float64 ({total / 2**30:.1f} GiB) "
-                          f"on {dev}: {str(exc).splitlines()[0]}") from None  # fmt: skip
+        raise ConfigError(
+            f"cannot allocate {len(need)} arrays of {n} float64 ({total / 2**30:.1f} GiB) "
+            f"on {dev}: {str(exc).splitlines()[0]}"
+        ) from None
     return arrays[0], arrays[1], arrays[2]
 
 
-def _time_calls(step: Callable[[], None], dev: torch.device, moved: int, seconds: float,
-                repeats: int) -> tuple[list[float], int]:  # fmt: skip
+def _time_calls(
+    step: Callable[[], None], dev: torch.device, moved: int, seconds: float, repeats: int
+) -> tuple[list[float], int]:
     """Per-repeat bytes/s of ``step`` and the calls per repeat (calibrated on one call after a warm-up)."""
 
     def sync() -> None:
@@ -245,11 +277,15 @@ def _time_calls(step: Callable[[], None], dev: torch.device, moved: int, seconds
 def _check_result(kernel: str, target: torch.Tensor) -> None:
     """STREAM's validation: every element of the written array holds the expected value."""
     if not bool((target == _EXPECTED[kernel]).all()):
-        raise RuntimeError(f"STREAM {kernel} wrote wrong values (expected {_EXPECTED[kernel]} everywhere)")
+        raise RuntimeError(
+            f"STREAM {kernel} wrote wrong values (expected {_EXPECTED[kernel]} everywhere)"
+        )
 
 
 def _size_warning(n: int, cache: int | None) -> str | None:
     if cache is None or n * ELEMENT_BYTES >= 4 * cache:
         return None
-    return (f"arrays of {n * ELEMENT_BYTES / 2**20:.3g} MiB are under 4x the {cache / 2**20:.3g} MiB "
-            "last-level cache (STREAM's rule): the rate may include cache hits")  # fmt: skip
+    return (
+        f"arrays of {n * ELEMENT_BYTES / 2**20:.3g} MiB are under 4x the {cache / 2**20:.3g} MiB "
+        "last-level cache (STREAM's rule): the rate may include cache hits"
+    )

@@ -57,7 +57,10 @@ def machine_dtypes(device: str) -> tuple[str, ...]:
 
     names = default_dtypes(device)
     if device == "cpu":
-        names = (*names, *(d for d in ("bfloat16", "float16") if d not in names and _cpu_matmul_works(d)))
+        names = (
+            *names,
+            *(d for d in ("bfloat16", "float16") if d not in names and _cpu_matmul_works(d)),
+        )
     return names
 
 
@@ -75,14 +78,23 @@ def check_dtypes(device: str, dtypes: Sequence[str]) -> tuple[str, ...]:
 
 def check_seconds(seconds: float) -> float:
     """``seconds`` if it is a finite number > 0, else a one-line ConfigError."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
-            or seconds <= 0:  # fmt: skip
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or seconds <= 0
+    ):
         raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
     return float(seconds)
 
 
-def measure_machine(device: str, dtypes: Sequence[str], seconds: float = 2.0, elements: int | None = None,
-                    progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
+def measure_machine(
+    device: str,
+    dtypes: Sequence[str],
+    seconds: float = 2.0,
+    elements: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Measure the roofs of ``device`` (a :func:`aihpc.roofline.peak.resolve_device`, as a string) into a result ``data`` dict.
 
     One matmul peak per dtype, then STREAM copy and triad over ``elements``
@@ -106,21 +118,27 @@ def measure_machine(device: str, dtypes: Sequence[str], seconds: float = 2.0, el
     bandwidth: dict[str, BandwidthResult] = {}
     for i, kernel in enumerate(("copy", "triad"), len(names) + 1):
         mib = n * 8 / 2**20
-        say(f"[{i}/{steps}] STREAM {kernel} bandwidth on {device} ({n} float64 = {mib:.4g} MiB per array, {seconds:g} s)")
+        say(
+            f"[{i}/{steps}] STREAM {kernel} bandwidth on {device} ({n} float64 = {mib:.4g} MiB per array, {seconds:g} s)"
+        )
         bandwidth[kernel] = measure_bandwidth(device, kernel, elements=n, seconds=seconds)
     return machine_data(device, seconds, peaks, bandwidth)
 
 
-def machine_data(device: str, seconds: float, peaks: dict[str, PeakResult],
-                 bandwidth: dict[str, BandwidthResult]) -> dict[str, Any]:  # fmt: skip
+def machine_data(
+    device: str, seconds: float, peaks: dict[str, PeakResult], bandwidth: dict[str, BandwidthResult]
+) -> dict[str, Any]:
     """The result ``data`` dict (module docstring) of measured ``peaks`` and ``bandwidth``.
 
     The memory roof is ``bandwidth["triad"]`` (None without it); the warnings
     of every measurement are collected, each prefixed with what it concerns.
     """
     triad = bandwidth.get("triad")
-    roofline = Roofline(device=device, peaks={d: r.flops_per_s for d, r in peaks.items()},
-                        bandwidth=None if triad is None else triad.bytes_per_s)  # fmt: skip
+    roofline = Roofline(
+        device=device,
+        peaks={d: r.flops_per_s for d, r in peaks.items()},
+        bandwidth=None if triad is None else triad.bytes_per_s,
+    )
     warnings = [f"{d} peak: {r.warning}" for d, r in peaks.items() if r.warning]
     warnings += [f"{k} bandwidth: {r.warning}" for k, r in bandwidth.items() if r.warning]
     return {
@@ -151,7 +169,9 @@ class PointsFile:
     def check_device(self, device: str) -> None:
         """ConfigError when the kernels were timed on another device type: a GPU's say nothing under a CPU's roofs."""
         if self.device is not None and self.device.split(":")[0] != device.split(":")[0]:
-            raise ConfigError(f"{self.path} holds kernels measured on {self.device}, not on {device}")
+            raise ConfigError(
+                f"{self.path} holds kernels measured on {self.device}, not on {device}"
+            )
 
 
 def read_points(path: Path) -> PointsFile:
@@ -168,8 +188,10 @@ def read_points(path: Path) -> PointsFile:
     data = doc["data"]
     if not isinstance(data.get("points"), list):
         raise ConfigError(f"{path} holds no list of points (data.points)")
-    points = tuple(RooflinePoint.from_dict(point, f"{path}: points[{i}]", doc["kind"])
-                   for i, point in enumerate(data["points"]))  # fmt: skip
+    points = tuple(
+        RooflinePoint.from_dict(point, f"{path}: points[{i}]", doc["kind"])
+        for i, point in enumerate(data["points"])
+    )
     device = data.get("device") if isinstance(data.get("device"), str) else None
     return PointsFile(path=Path(path), kind=doc["kind"], device=device, points=points)
 
@@ -183,7 +205,9 @@ def add_points(data: dict[str, Any], points: Sequence[RooflinePoint]) -> dict[st
     roofline = Roofline.from_dict(data["roofline"])
     data["points"].extend(p.to_dict(roofline) for p in points)
     for dtype in sorted({p.dtype for p in points} - set(roofline.peaks)):
-        data["warnings"].append(f"no {dtype} peak was measured: {dtype} points have no roof (unknown)")
+        data["warnings"].append(
+            f"no {dtype} peak was measured: {dtype} points have no roof (unknown)"
+        )
     return data
 
 
@@ -192,10 +216,14 @@ def format_table(data: dict[str, Any]) -> str:
     lines = [f"roofline of {data['device']}", "", f"{'roof':<22}{'rate':>16}{'spread':>9}  detail"]
     for dtype, r in data["peaks"].items():
         detail = f"{r['size']}x{r['size']} matmul, {r['threads']} threads"
-        lines.append(_row(f"matmul {dtype}", format_si(r["flops_per_s"], "FLOP/s"), r["spread"], detail))
+        lines.append(
+            _row(f"matmul {dtype}", format_si(r["flops_per_s"], "FLOP/s"), r["spread"], detail)
+        )
     for kernel, r in data["bandwidth"].items():
         detail = f"{r['elements']} float64 per array, {r['bytes_per_call'] // r['elements']} bytes per element"
-        lines.append(_row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), r["spread"], detail))
+        lines.append(
+            _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), r["spread"], detail)
+        )
     lines += ["", "ridge (triad memory roof meets the compute roof):"]
     for dtype, ridge in data["ridge"].items():
         lines.append(f"  {dtype:<10} {_unknown(ridge, lambda v: f'{v:.3g} FLOP/byte')}")
@@ -213,8 +241,10 @@ def _points_table(points: list[dict[str, Any]]) -> list[str]:
     for p in points:
         share = _unknown(p["share"], lambda v: f"{v:.0%}")
         bound = _unknown(p["attainable_flops_per_s"], lambda v: format_si(v, "FLOP/s"))
-        rows.append(f"{p['label']:<{width}}  {p['dtype']:<9}{p['intensity']:>11.3g}"
-                    f"{format_si(p['flops_per_s'], 'FLOP/s'):>16}{bound:>16}{share:>9}  {p['source']}")  # fmt: skip
+        rows.append(
+            f"{p['label']:<{width}}  {p['dtype']:<9}{p['intensity']:>11.3g}"
+            f"{format_si(p['flops_per_s'], 'FLOP/s'):>16}{bound:>16}{share:>9}  {p['source']}"
+        )
     return rows
 
 

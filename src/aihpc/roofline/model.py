@@ -62,10 +62,15 @@ class Roofline:
         try:
             peaks = {str(k): _positive(v, f"peak of {k}") for k, v in data["peaks"].items()}
             bandwidth = data.get("bandwidth")
-            return cls(device=str(data["device"]), peaks=peaks,
-                       bandwidth=None if bandwidth is None else _positive(bandwidth, "bandwidth"))  # fmt: skip
+            return cls(
+                device=str(data["device"]),
+                peaks=peaks,
+                bandwidth=None if bandwidth is None else _positive(bandwidth, "bandwidth"),
+            )
         except (KeyError, TypeError, AttributeError) as exc:
-            raise ConfigError(f"malformed roofline (needs device, peaks, bandwidth): {exc!r}") from None
+            raise ConfigError(
+                f"malformed roofline (needs device, peaks, bandwidth): {exc!r}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -87,26 +92,44 @@ class RooflinePoint:
     def from_dict(cls, data: Any, where: str, source: str | None = None) -> RooflinePoint:
         """A point from ``{"label", "dtype", "intensity", "flops_per_s"}``; ``where`` names it in errors."""
         if not isinstance(data, dict):
-            raise ConfigError(f"{where} must be an object with label, dtype, intensity, flops_per_s, got {data!r}")
+            raise ConfigError(
+                f"{where} must be an object with label, dtype, intensity, flops_per_s, got {data!r}"
+            )
         for key in ("label", "dtype"):
             if not isinstance(data.get(key), str):
                 raise ConfigError(f"{where}.{key} must be a string, got {data.get(key)!r}")
-        numbers = [_non_negative(data.get(key), f"{where}.{key}") for key in ("intensity", "flops_per_s")]
-        return cls(label=data["label"], dtype=data["dtype"], intensity=numbers[0], flops_per_s=numbers[1],
-                   source=source)  # fmt: skip
+        numbers = [
+            _non_negative(data.get(key), f"{where}.{key}") for key in ("intensity", "flops_per_s")
+        ]
+        return cls(
+            label=data["label"],
+            dtype=data["dtype"],
+            intensity=numbers[0],
+            flops_per_s=numbers[1],
+            source=source,
+        )
 
     def to_dict(self, roofline: Roofline | None = None) -> dict[str, Any]:
         """The fields; with ``roofline``, also ``attainable_flops_per_s`` and ``share`` (None where unknown)."""
-        d: dict[str, Any] = {"label": self.label, "dtype": self.dtype, "intensity": self.intensity,
-                             "flops_per_s": self.flops_per_s, "source": self.source}  # fmt: skip
+        d: dict[str, Any] = {
+            "label": self.label,
+            "dtype": self.dtype,
+            "intensity": self.intensity,
+            "flops_per_s": self.flops_per_s,
+            "source": self.source,
+        }
         if roofline is not None:
             d["attainable_flops_per_s"] = roofline.attainable(self.intensity, self.dtype)
             d["share"] = roofline.share(self.flops_per_s, self.intensity, self.dtype)
         return d
 
 
-def measure_roofline(device: str = "cpu", dtypes: tuple[str, ...] = ("float32",), seconds: float = 1.0,
-                     elements: int | None = None) -> Roofline:  # fmt: skip
+def measure_roofline(
+    device: str = "cpu",
+    dtypes: tuple[str, ...] = ("float32",),
+    seconds: float = 1.0,
+    elements: int | None = None,
+) -> Roofline:
     """Measure the compute roofs (matmul, per dtype) and the memory roof (triad) of ``device``."""
     from aihpc.roofline.bandwidth import measure_bandwidth
     from aihpc.roofline.peak import measure_peak
@@ -116,8 +139,9 @@ def measure_roofline(device: str = "cpu", dtypes: tuple[str, ...] = ("float32",)
     return Roofline(device=str(device), peaks=peaks, bandwidth=bandwidth)
 
 
-def load_or_measure(path: Path | str | None, device: str, dtypes: tuple[str, ...],
-                    seconds: float = 0.5) -> Roofline:  # fmt: skip
+def load_or_measure(
+    path: Path | str | None, device: str, dtypes: tuple[str, ...], seconds: float = 0.5
+) -> Roofline:
     """The roofline saved by ``aihpc roofline`` at ``path`` (``data.roofline``), or one measured now.
 
     A saved roofline of another device type is refused (one line); a dtype
@@ -140,7 +164,12 @@ def load_or_measure(path: Path | str | None, device: str, dtypes: tuple[str, ...
 
 
 def _non_negative(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 

@@ -193,8 +193,15 @@ def _check_timing(seconds: float, warmup: float | None, repeats: int) -> float:
     return warmup
 
 
-def _time_matmuls(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, dev: torch.device, seconds: float,
-                  warmup: float, repeats: int) -> tuple[list[float], int]:  # fmt: skip
+def _time_matmuls(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    dev: torch.device,
+    seconds: float,
+    warmup: float,
+    repeats: int,
+) -> tuple[list[float], int]:
     """Seconds of each of ``repeats`` timed repeats, and the matmuls each held.
 
     The warm-up runs matmuls until ``warmup`` seconds have passed (at least

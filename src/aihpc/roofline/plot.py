@@ -93,31 +93,58 @@ def _draw_roofs(ax: Axes, roof: Roofline, colors: dict[str, str], lo: float, hi:
     bandwidth, top = roof.bandwidth, max(roof.peaks.values(), default=None)
     if bandwidth is not None:
         knee = hi if top is None else min(hi, max(lo, top / bandwidth))
-        ax.plot([lo, knee], [lo * bandwidth, knee * bandwidth], color=_MEMORY_COLOR, linewidth=2,
-                label=f"memory (STREAM triad) {format_si(bandwidth, 'B/s')}")  # fmt: skip
+        ax.plot(
+            [lo, knee],
+            [lo * bandwidth, knee * bandwidth],
+            color=_MEMORY_COLOR,
+            linewidth=2,
+            label=f"memory (STREAM triad) {format_si(bandwidth, 'B/s')}",
+        )
     for dtype, peak in sorted(roof.peaks.items(), key=lambda kv: -kv[1]):
         ridge = roof.ridge(dtype)
         start = lo if ridge is None else min(hi, max(lo, ridge))
-        ax.plot([start, hi], [peak, peak], color=colors[dtype], linewidth=2,
-                label=f"{dtype} matmul peak {format_si(peak, 'FLOP/s')}")  # fmt: skip
+        ax.plot(
+            [start, hi],
+            [peak, peak],
+            color=colors[dtype],
+            linewidth=2,
+            label=f"{dtype} matmul peak {format_si(peak, 'FLOP/s')}",
+        )
         if ridge is not None and lo <= ridge <= hi:
             ax.plot([ridge], [peak], marker="|", markersize=10, color=colors[dtype])
 
 
-def _draw_points(ax: Axes, points: list[dict[str, Any]], colors: dict[str, str], roofed: set[str]) -> None:
+def _draw_points(
+    ax: Axes, points: list[dict[str, Any]], colors: dict[str, str], roofed: set[str]
+) -> None:
     """Kernels as markers, one legend entry per (dtype, source); labels while there are few."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in points:
         groups.setdefault((p["dtype"], str(p.get("source"))), []).append(p)
     for (dtype, source), group in groups.items():
-        label = f"{dtype} {SOURCE_NAMES.get(source, source)}" + ("" if dtype in roofed else " (no measured peak)")
-        ax.scatter([p["intensity"] for p in group], [p["flops_per_s"] for p in group], s=36, zorder=3,
-                   color=colors[dtype], marker=SOURCE_MARKERS.get(source, _OTHER_MARKER),
-                   edgecolors="black", linewidths=0.5, label=label)  # fmt: skip
+        label = f"{dtype} {SOURCE_NAMES.get(source, source)}" + (
+            "" if dtype in roofed else " (no measured peak)"
+        )
+        ax.scatter(
+            [p["intensity"] for p in group],
+            [p["flops_per_s"] for p in group],
+            s=36,
+            zorder=3,
+            color=colors[dtype],
+            marker=SOURCE_MARKERS.get(source, _OTHER_MARKER),
+            edgecolors="black",
+            linewidths=0.5,
+            label=label,
+        )
     if len(points) <= _MAX_LABELS:
         for p in points:
-            ax.annotate(p["label"], (p["intensity"], p["flops_per_s"]), xytext=(4, 3),
-                        textcoords="offset points", fontsize=7)  # fmt: skip
+            ax.annotate(
+                p["label"],
+                (p["intensity"], p["flops_per_s"]),
+                xytext=(4, 3),
+                textcoords="offset points",
+                fontsize=7,
+            )
 
 
 def _x_range(roof: Roofline, points: list[dict[str, Any]]) -> tuple[float, float]:
@@ -125,7 +152,9 @@ def _x_range(roof: Roofline, points: list[dict[str, Any]]) -> tuple[float, float
     xs = [r for r in (roof.ridge(d) for d in roof.peaks) if r] + [p["intensity"] for p in points]
     if not xs:
         return 1e-2, 1e3
-    return 10.0 ** (math.floor(math.log10(min(xs))) - 1), 10.0 ** (math.ceil(math.log10(max(xs))) + 1)
+    return 10.0 ** (math.floor(math.log10(min(xs))) - 1), 10.0 ** (
+        math.ceil(math.log10(max(xs))) + 1
+    )
 
 
 def _dtype_colors(dtypes: list[str]) -> dict[str, str]:

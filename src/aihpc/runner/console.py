@@ -35,7 +35,9 @@ class Console:
             from rich.console import Console as RichConsole
             from rich.live import Live
 
-            self._live = Live(console=RichConsole(file=self.stream), refresh_per_second=2, transient=True)
+            self._live = Live(
+                console=RichConsole(file=self.stream), refresh_per_second=2, transient=True
+            )
             self._live.__enter__()
         return self
 

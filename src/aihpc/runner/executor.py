@@ -46,14 +46,18 @@ def local_layout(workers: int | None, threads: int | None, device: str, procs: i
     """
     import torch
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     use_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if use_gpu:
         if not torch.cuda.is_available():
             raise ConfigError("device is 'cuda' but no CUDA GPU is available, got device='cuda'")
         gpus = torch.cuda.device_count()
         if procs > gpus:
-            raise ConfigError(f"gpus_per_trial must be <= the {gpus} GPUs of this machine, got {procs}")
+            raise ConfigError(
+                f"gpus_per_trial must be <= the {gpus} GPUs of this machine, got {procs}"
+            )
         n = workers or gpus // procs
         return Layout(n, threads or max(1, cores // (n * procs)), "cuda", procs)
     if workers is None:
@@ -85,7 +89,9 @@ class DaskExecutor:
         try:
             self.client.wait_for_workers(n, timeout=timeout)
         except TimeoutError:
-            raise ConfigError(f"no {n} Dask worker(s) joined within {timeout:.0f} s (have {self.slots()})") from None
+            raise ConfigError(
+                f"no {n} Dask worker(s) joined within {timeout:.0f} s (have {self.slots()})"
+            ) from None
 
     def run_on_each(self, fn, *args: Any) -> list[Any]:
         """Run ``fn(*args)`` on every worker alive now, all at once; their results in worker order.
@@ -94,8 +100,10 @@ class DaskExecutor:
         as the run's epochs do (e.g. to measure the devices under full load).
         """
         workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
-        futures = [self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False)
-                   for w in workers]
+        futures = [
+            self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False)
+            for w in workers
+        ]
         return self.client.gather(futures)
 
     def workers_per_host(self) -> dict[str, int]:
@@ -174,11 +182,23 @@ def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None
     from aihpc.devices import local_worker_envs
 
     envs = local_worker_envs(layout.workers, layout.procs, gpus)
-    options = {"nthreads": 1, "host": "127.0.0.1", "memory_limit": memory or "auto", "silence_logs": logging.ERROR}
-    workers = {i: {"cls": Nanny, "options": {**options, "name": i, "env": env}} for i, env in enumerate(envs)}
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
-                                               "dashboard_address": ":0"}}  # fmt: skip
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="aihpc-local-gpus")
+    options = {
+        "nthreads": 1,
+        "host": "127.0.0.1",
+        "memory_limit": memory or "auto",
+        "silence_logs": logging.ERROR,
+    }
+    workers = {
+        i: {"cls": Nanny, "options": {**options, "name": i, "env": env}}
+        for i, env in enumerate(envs)
+    }
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": ":0"},
+    }
+    return SpecCluster(
+        workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="aihpc-local-gpus"
+    )
 
 
 def remote_executor(address: str) -> DaskExecutor:
@@ -222,7 +242,9 @@ def allocation_layout(procs: int = 1) -> Layout:
     from aihpc.runner.slurm import current_task
 
     task = current_task()
-    return Layout(task.ntasks, task.cpus_per_task, "cuda" if torch.cuda.is_available() else "cpu", procs)
+    return Layout(
+        task.ntasks, task.cpus_per_task, "cuda" if torch.cuda.is_available() else "cpu", procs
+    )
 
 
 def batch_layout(config) -> Layout:
@@ -230,6 +252,8 @@ def batch_layout(config) -> Layout:
     or one per node on CPU."""
     gpus, procs = config.gpus_per_node, config.procs_per_trial
     if gpus and gpus % procs:
-        raise ConfigError(f"gpus_per_node must be a multiple of gpus_per_trial ({procs}), got {gpus}")
+        raise ConfigError(
+            f"gpus_per_node must be a multiple of gpus_per_trial ({procs}), got {gpus}"
+        )
     workers = config.workers or config.nodes * max(gpus // procs, 1)
     return Layout(workers, config.threads_per_worker or 1, "cuda" if gpus else "cpu", procs)

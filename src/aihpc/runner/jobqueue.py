@@ -78,7 +78,15 @@ def jobqueue_cluster(
     """
     if workers < 0:
         raise ConfigError(f"workers must be >= 0, got {workers}")
-    _check(system, cores_per_worker, memory_per_worker, gpus_per_worker, walltime, extra_directives, interface)
+    _check(
+        system,
+        cores_per_worker,
+        memory_per_worker,
+        gpus_per_worker,
+        walltime,
+        extra_directives,
+        interface,
+    )
     if workers and system == "slurm":
         check_slurm(queue)
     elif workers and shutil.which(SUBMIT[system]) is None:
@@ -96,7 +104,9 @@ def jobqueue_cluster(
         log_directory=str(Path(log_directory).resolve()) if log_directory is not None else None,
         security=security,
         protocol="tls://" if security else None,
-        shared_temp_directory=str(shared_temp_directory) if shared_temp_directory is not None else None,
+        shared_temp_directory=str(shared_temp_directory)
+        if shared_temp_directory is not None
+        else None,
         interface=interface,
         scheduler_options={"dashboard": False, "dashboard_address": ":0"},
         job_name="aihpc-worker",
@@ -108,7 +118,9 @@ def jobqueue_cluster(
     return cluster
 
 
-def _system_options(system: str, cores: int, gpus: int, directives: Sequence[str]) -> tuple[type, dict[str, Any]]:
+def _system_options(
+    system: str, cores: int, gpus: int, directives: Sequence[str]
+) -> tuple[type, dict[str, Any]]:
     """The cluster class of ``system`` and how its jobs book CPUs and ``gpus`` GPUs (the table above)."""
     from dask_jobqueue import LSFCluster, PBSCluster, SLURMCluster
 
@@ -119,7 +131,11 @@ def _system_options(system: str, cores: int, gpus: int, directives: Sequence[str
         spec = f"select=1:ncpus={cores}" + (f":ngpus={gpus}" if gpus else "")
         return PBSCluster, {"resource_spec": spec, "job_extra_directives": list(directives)}
     gpu = [f'-gpu "num={gpus}"'] if gpus else []
-    return LSFCluster, {"ncpus": cores, "job_extra_directives": [*directives, *gpu], "use_stdin": True}
+    return LSFCluster, {
+        "ncpus": cores,
+        "job_extra_directives": [*directives, *gpu],
+        "use_stdin": True,
+    }
 
 
 def run_security(tls: bool, shared_temp_directory: str | os.PathLike[str] | None):
@@ -141,19 +157,25 @@ def check_slurm(partition: str | None = None) -> None:
     """ConfigError unless ``sbatch`` exists, the controller answers and ``partition`` (if given) exists."""
     for tool in ("sbatch", "scancel", "squeue"):
         if shutil.which(tool) is None:
-            raise ConfigError(f"SLURM's {tool} is not on PATH; is this a SLURM login node? "
-                              f"(PATH={os.environ.get('PATH', '')})")
+            raise ConfigError(
+                f"SLURM's {tool} is not on PATH; is this a SLURM login node? "
+                f"(PATH={os.environ.get('PATH', '')})"
+            )
     command = ["scontrol", "show", "partition"] + ([partition] if partition else [])
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(f"cannot query the SLURM controller with '{' '.join(command)}': {exc}") from None
+        raise ConfigError(
+            f"cannot query the SLURM controller with '{' '.join(command)}': {exc}"
+        ) from None
     if result.returncode != 0:
         message = (result.stderr or result.stdout).strip().splitlines()
         first = message[0] if message else f"exit code {result.returncode}"
         if partition and "not found" in first:
             known = _partitions()
-            raise ConfigError(f"SLURM partition must exist, got {partition!r} (known: {', '.join(known) or 'none'})")
+            raise ConfigError(
+                f"SLURM partition must exist, got {partition!r} (known: {', '.join(known) or 'none'})"
+            )
         raise ConfigError(f"SLURM controller did not answer '{' '.join(command)}': {first}")
 
 
@@ -175,8 +197,15 @@ def _partitions() -> list[str]:
     return [p.rstrip("*") for p in result.stdout.split()] if result.returncode == 0 else []
 
 
-def _check(system: str, cores: int, memory: str, gpus: int, walltime: str, directives: Sequence[str],
-           interface: str | None) -> None:
+def _check(
+    system: str,
+    cores: int,
+    memory: str,
+    gpus: int,
+    walltime: str,
+    directives: Sequence[str],
+    interface: str | None,
+) -> None:
     """ConfigError for any argument of :func:`jobqueue_cluster` that cannot work (nothing is started)."""
     from dask.utils import parse_bytes
 
@@ -196,8 +225,12 @@ def _check(system: str, cores: int, memory: str, gpus: int, walltime: str, direc
         raise ConfigError(f"walltime must be SLURM's [D-]HH:MM:SS (or minutes), got {walltime!r}")
     for directive in directives:
         if not directive.strip() or "\n" in directive:
-            raise ConfigError(f"extra batch directives are single options like '--qos=short', got {directive!r}")
+            raise ConfigError(
+                f"extra batch directives are single options like '--qos=short', got {directive!r}"
+            )
         if system == "slurm" and not directive.startswith("-"):
-            raise ConfigError(f"extra SLURM directives are sbatch options like '--qos=short', got {directive!r}")
+            raise ConfigError(
+                f"extra SLURM directives are sbatch options like '--qos=short', got {directive!r}"
+            )
     if interface and not has_interface(interface):
         raise ConfigError(f"network interface must exist on this host, got {interface!r}")

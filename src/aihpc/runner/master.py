@@ -31,14 +31,16 @@ from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
-from aihpc.runner import screening
 from aihpc.records.score import active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
+from aihpc.runner import screening
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
-GRACE_SECONDS = 60.0  # how long in-flight epochs may run past the deadline before they are cancelled
+GRACE_SECONDS = (
+    60.0  # how long in-flight epochs may run past the deadline before they are cancelled
+)
 TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined
 
 
@@ -66,8 +68,16 @@ class Trial:
 class Master:
     """Runs one benchmark run (or resumes one) in ``store``'s run directory."""
 
-    def __init__(self, config: RunConfig, store: RunStore, executor, data_info: dict[str, Any], layout, observer,
-                 clock=time.time) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        store: RunStore,
+        executor,
+        data_info: dict[str, Any],
+        layout,
+        observer,
+        clock=time.time,
+    ) -> None:
         from aihpc.nas.hpo import HyperparameterSearch
         from aihpc.nas.search import make_strategy
 
@@ -84,8 +94,13 @@ class Master:
         self.max_params = data_info["max_params"]
         # None: no architecture search (strategy "none"), every trial retrains the seed network
         self.strategy = make_strategy(config.strategy, config.population, config.tournament)
-        self.hpo = HyperparameterSearch(config.seed, config.batch_sizes, config.optimizer, config.schedule,
-                                        processes=config.hpo_processes)
+        self.hpo = HyperparameterSearch(
+            config.seed,
+            config.batch_sizes,
+            config.optimizer,
+            config.schedule,
+            processes=config.hpo_processes,
+        )
         self.rng = random.Random(config.seed)
         self.running: dict[int, Trial] = {}
         self.finished: list[Any] = []  # Candidates, oldest first
@@ -98,10 +113,14 @@ class Master:
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
         self.best_accuracy: float | None = None
-        self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)  # durations of recent full epochs
+        self.epoch_seconds: deque[float] = deque(
+            maxlen=EPOCH_HISTORY
+        )  # durations of recent full epochs
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
         self.in_flight: dict[Any, EpochTask | ScreenTask] = {}
-        self.screens: dict[int, tuple[int, list[tuple[Any, Morph, str]]]] = {}  # screening id -> parent, children
+        self.screens: dict[
+            int, tuple[int, list[tuple[Any, Morph, str]]]
+        ] = {}  # screening id -> parent, children
         self.next_screen = len(store.screenings())
         self.slots = 0  # the executor's task slots at the last fill
 
@@ -127,7 +146,9 @@ class Master:
         while True:
             now = self.clock()
             if now < self.deadline:
-                if done or now - last_fill >= TICK_SECONDS:  # workers may also join (or restart) at any time
+                if (
+                    done or now - last_fill >= TICK_SECONDS
+                ):  # workers may also join (or restart) at any time
                     self._fill_slots()
                     last_fill = now
             elif not self.in_flight or now >= stop_by:
@@ -166,7 +187,9 @@ class Master:
             return self.executor.submit(screen_children, task, f"screen{task.screen_id}")
         from aihpc.train.worker import run_epoch
 
-        return self.executor.submit(run_epoch, task, f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}")
+        return self.executor.submit(
+            run_epoch, task, f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}"
+        )
 
     # -- proposals --------------------------------------------------------------------
     def _new_work(self) -> EpochTask | ScreenTask:
@@ -177,22 +200,39 @@ class Master:
 
     def _screen_task(self) -> ScreenTask:
         parent, children = self._children(self.config.screen)
-        self.seen_hashes.update(spec.content_hash() for spec, _, _ in children)  # none is proposed again
+        self.seen_hashes.update(
+            spec.content_hash() for spec, _, _ in children
+        )  # none is proposed again
         screen_id, self.next_screen = self.next_screen, self.next_screen + 1
         self.screens[screen_id] = (parent, children)
-        return ScreenTask(screen_id=screen_id, parent=parent, candidates=tuple(s.to_dict() for s, _, _ in children),
-                          data=self.data, seed=screening.screen_seed(self.config.seed, screen_id),
-                          device=self.layout.device if self.layout else "auto",
-                          threads=self.layout.threads if self.layout else None)
+        return ScreenTask(
+            screen_id=screen_id,
+            parent=parent,
+            candidates=tuple(s.to_dict() for s, _, _ in children),
+            data=self.data,
+            seed=screening.screen_seed(self.config.seed, screen_id),
+            device=self.layout.device if self.layout else "auto",
+            threads=self.layout.threads if self.layout else None,
+        )
 
     def _new_trial_task(self, child: tuple[int, Any, Morph, str] | None = None) -> EpochTask:
         trial = self._propose(child)
         self.running[trial.id] = trial
-        self.store.add_trial({
-            "id": trial.id, "parent": trial.parent, "arch_hash": trial.arch_hash, "arch": trial.arch,
-            "morph": trial.morph, "recipe": trial.recipe, "hparams": trial.hparams, "hpo_number": trial.hpo_number,
-            "budget": trial.budget, "num_params": trial.num_params, "t_created": self.clock(),
-        })
+        self.store.add_trial(
+            {
+                "id": trial.id,
+                "parent": trial.parent,
+                "arch_hash": trial.arch_hash,
+                "arch": trial.arch,
+                "morph": trial.morph,
+                "recipe": trial.recipe,
+                "hparams": trial.hparams,
+                "hpo_number": trial.hpo_number,
+                "budget": trial.budget,
+                "num_params": trial.num_params,
+                "t_created": self.clock(),
+            }
+        )
         return self._task(trial, attempt=1)
 
     def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> Trial:
@@ -203,7 +243,9 @@ class Master:
         self.next_id += 1
         number, hparams = self.hpo.ask(depth=self.slots)
         budget = self._budget()
-        if child is None and (trial_id == 0 or self.strategy is None):  # "none": every trial the seed, afresh
+        if child is None and (
+            trial_id == 0 or self.strategy is None
+        ):  # "none": every trial the seed, afresh
             spec = seed_spec(self.input_shape, self.num_classes)
             parent, morph, recipe = None, "seed", None
         else:
@@ -242,7 +284,9 @@ class Master:
 
         last_error = None
         for attempt in range(MORPH_TRIES):
-            chosen = self.strategy.choose(self.finished, self.rng) if attempt < MORPH_TRIES - 1 else None
+            chosen = (
+                self.strategy.choose(self.finished, self.rng) if attempt < MORPH_TRIES - 1 else None
+            )
             parent = chosen.trial_id if chosen is not None else 0
             taken: set[str] = set()
             try:
@@ -266,8 +310,14 @@ class Master:
             arch_hash = spec.content_hash()
             if arch_hash not in self.seen_hashes and arch_hash not in taken:
                 taken.add(arch_hash)
-                recipe = Morph(self.archs[parent], self.parent_weights.get(parent), self._seed(parent),
-                               seed, steps, self.max_params)  # fmt: skip
+                recipe = Morph(
+                    self.archs[parent],
+                    self.parent_weights.get(parent),
+                    self._seed(parent),
+                    seed,
+                    steps,
+                    self.max_params,
+                )
                 return spec, recipe, "; ".join(morphs)
         raise MorphError(f"{MORPH_TRIES} morphs of trial {parent} gave no new architecture")
 
@@ -334,11 +384,17 @@ class Master:
             reason = f"{type(exc).__name__}: {exc}".strip()
             self.store.add_attempt(trial.id)
             if task.attempt < self.config.max_attempts:
-                self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({reason}); requeued")
+                self.observer.event(
+                    f"trial {trial.id} epoch {task.epoch} lost ({reason}); requeued"
+                )
                 self.pending.append(self._task(trial, attempt=task.attempt + 1))
             else:
-                self._finish(trial, "failed", f"{task.attempt} attempts failed; last: {reason}",
-                             "".join(format_exception(exc)))
+                self._finish(
+                    trial,
+                    "failed",
+                    f"{task.attempt} attempts failed; last: {reason}",
+                    "".join(format_exception(exc)),
+                )
             return
         self.store.add_epoch(result, task.attempt)
         self.ops += result.ops
@@ -378,7 +434,9 @@ class Master:
             first = self._new_trial_task((parent, spec, recipe, how))
             self.pending.insert(0, first)
             trial_id = first.trial_id
-        record = screening.row(task, result, [(spec.content_hash(), how) for spec, _, how in children], trial_id)
+        record = screening.row(
+            task, result, [(spec.content_hash(), how) for spec, _, how in children], trial_id
+        )
         self.store.add_screening(record)
         self.ops += record["ops"]
         self.observer.screening(record)
@@ -393,7 +451,9 @@ class Master:
         if old is not None and trial.weights != old:
             Path(self.weights_dir, old.name).unlink(missing_ok=True)
 
-    def _finish(self, trial: Trial, status: str, reason: str | None, traceback: str | None = None) -> None:
+    def _finish(
+        self, trial: Trial, status: str, reason: str | None, traceback: str | None = None
+    ) -> None:
         from aihpc.nas.search import Candidate
 
         self.running.pop(trial.id, None)
@@ -422,7 +482,9 @@ class Master:
             epochs = self.store.epochs(row["id"])
             accs = [e["metrics"]["val_accuracy"] for e in epochs if e["status"] == "ok"]
             best = max(accs) if accs else None
-            weights = next((e["weights"] for e in reversed(epochs) if e["weights"] is not None), None)
+            weights = next(
+                (e["weights"] for e in reversed(epochs) if e["weights"] is not None), None
+            )
             self.next_id = max(self.next_id, row["id"] + 1)
             self.seen_hashes.add(row["arch_hash"])
             self.archs[row["id"]] = row["arch"]
@@ -439,13 +501,23 @@ class Master:
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
 
-    def _resumed_trial(self, row: dict[str, Any], accs: list[float], weights: WeightsRef | None) -> Trial:
+    def _resumed_trial(
+        self, row: dict[str, Any], accs: list[float], weights: WeightsRef | None
+    ) -> Trial:
         """A trial that was running when the previous master died, after ``len(accs)`` finished epochs."""
         recipe = None
         if row["recipe"] is not None:
             saved = row["recipe"]
-            parent_weights = WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
-            recipe = Morph(**{**saved, "parent_arch": self.archs[row["parent"]], "parent_weights": parent_weights})
+            parent_weights = (
+                WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
+            )
+            recipe = Morph(
+                **{
+                    **saved,
+                    "parent_arch": self.archs[row["parent"]],
+                    "parent_weights": parent_weights,
+                }
+            )
         return Trial(
             id=row["id"],
             parent=row["parent"],

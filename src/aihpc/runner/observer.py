@@ -41,5 +41,7 @@ class Observers:
         key, value, metadata = event(record)
         self.mlperf.event(key, value, metadata)
         if record["status"] != "ok":
-            self.console.event(f"screening {record['id']} failed ({record['reason']}); its first candidate "
-                               "is trained unscreened")
+            self.console.event(
+                f"screening {record['id']} failed ({record['reason']}); its first candidate "
+                "is trained unscreened"
+            )

@@ -17,9 +17,11 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from aihpc.devices import assign, describe, host_slots, identity, worker_name
 
-RULE = ("a worker trains on the GPUs its CUDA_VISIBLE_DEVICES gives it; with P per trial, its processes take "
-        "slot*P .. slot*P+P-1 of them, slot being its index by name among the workers of its host "
-        "that see the same GPUs")  # fmt: skip
+RULE = (
+    "a worker trains on the GPUs its CUDA_VISIBLE_DEVICES gives it; with P per trial, its processes take "
+    "slot*P .. slot*P+P-1 of them, slot being its index by name among the workers of its host "
+    "that see the same GPUs"
+)
 
 
 class DeviceSlots(WorkerPlugin):

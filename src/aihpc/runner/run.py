@@ -16,9 +16,9 @@ from typing import Any
 
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, DataError, StorageError
+from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 from aihpc.runner.master import Master
 from aihpc.runner.placement import place_workers
-from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 
 # Largest network a child may grow to, by device kind, when max_params is not set
 # (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).
@@ -88,8 +88,20 @@ WORKER_WAIT_SECONDS = 600.0
 # * The ceiling is unknown (too large for the oracle); whether the first
 #   trials pass min_accuracy 0.5 (50x chance) within 5 minutes must be measured.
 DEFAULT_SYNTHETIC = {
-    "cpu": {"num_samples": 12000, "num_classes": 50, "channels": 3, "image_size": 16, "difficulty": 0.6},
-    "cuda": {"num_samples": 50000, "num_classes": 100, "channels": 3, "image_size": 128, "difficulty": 0.6},
+    "cpu": {
+        "num_samples": 12000,
+        "num_classes": 50,
+        "channels": 3,
+        "image_size": 16,
+        "difficulty": 0.6,
+    },
+    "cuda": {
+        "num_samples": 50000,
+        "num_classes": 100,
+        "channels": 3,
+        "image_size": 128,
+        "difficulty": 0.6,
+    },
 }
 
 
@@ -105,14 +117,20 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
     if resume:
         check_resumable(run_dir)
     if not resume and state != "new":
-        raise ConfigError(f"run directory {run_dir} is not empty; use --resume {run_dir} or another --out")
+        raise ConfigError(
+            f"run directory {run_dir} is not empty; use --resume {run_dir} or another --out"
+        )
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StorageError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+        raise StorageError(
+            f"cannot create run directory {run_dir}: {exc.strerror or exc}"
+        ) from None
     store = RunStore(run_dir)
     if resume:
-        return RunConfig.from_dict(store.meta("config"), source=str(run_dir / "aihpc.sqlite")), store
+        return RunConfig.from_dict(
+            store.meta("config"), source=str(run_dir / "aihpc.sqlite")
+        ), store
     store.set_meta("config", config.to_dict())
     store.set_meta("run_id", run_dir.name)
     store.set_meta("store_format", STORE_FORMAT)
@@ -126,18 +144,28 @@ def check_resumable(run_dir: Path) -> None:
     """
     db = run_dir / "aihpc.sqlite"
     try:
-        config, finished, layout = read_meta(db, "config"), read_meta(db, "finished"), read_meta(db, "store_format")
+        config, finished, layout = (
+            read_meta(db, "config"),
+            read_meta(db, "finished"),
+            read_meta(db, "store_format"),
+        )
     except StorageError as exc:
         raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
     if config is None:
-        raise ConfigError(f"cannot resume {run_dir}: its store {db} holds no run configuration "
-                          "(the run never started, or the file is not an aihpc run store)")
+        raise ConfigError(
+            f"cannot resume {run_dir}: its store {db} holds no run configuration "
+            "(the run never started, or the file is not an aihpc run store)"
+        )
     if finished:
-        raise ConfigError(f"cannot resume {run_dir}: the run has finished (its results are in "
-                          f"{run_dir / 'results.json'}); --resume continues only a run that was stopped")
+        raise ConfigError(
+            f"cannot resume {run_dir}: the run has finished (its results are in "
+            f"{run_dir / 'results.json'}); --resume continues only a run that was stopped"
+        )
     if layout != STORE_FORMAT:
-        raise ConfigError(f"cannot resume {run_dir}: its store has format {layout or 1}, written by an older "
-                          f"aihpc; this one resumes format {STORE_FORMAT} only")
+        raise ConfigError(
+            f"cannot resume {run_dir}: its store has format {layout or 1}, written by an older "
+            f"aihpc; this one resumes format {STORE_FORMAT} only"
+        )
 
 
 def with_default_workload(config: RunConfig, device: str) -> RunConfig:
@@ -154,13 +182,17 @@ def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
     """Load the data set once in the master: checks it exists and gives its shape."""
     from aihpc.data import load_dataset
 
-    data = load_dataset(config.dataset, path=config.data_path, seed=config.seed, **config.data_options)
+    data = load_dataset(
+        config.dataset, path=config.data_path, seed=config.seed, **config.data_options
+    )
     from aihpc.nas.seeds import seed_spec
 
     seed_params = seed_spec(data.input_shape, data.num_classes).num_params()
     max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
     if seed_params > max_params:
-        raise ConfigError(f"max_params must be at least the seed network's {seed_params} parameters, got {max_params}")
+        raise ConfigError(
+            f"max_params must be at least the seed network's {seed_params} parameters, got {max_params}"
+        )
     from aihpc.data.ceiling import task_description
 
     return {
@@ -174,7 +206,9 @@ def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
     }
 
 
-def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, client=None) -> dict[str, Any]:
+def run_benchmark(
+    config: RunConfig, run_dir: Path, resume: bool, console, client=None
+) -> dict[str, Any]:
     """Run (or resume) the benchmark in ``run_dir``; returns results.json's content.
 
     ``client``: a Dask client of workers started elsewhere (inside a SLURM
@@ -192,7 +226,9 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
         device = layout.device if layout else ("cuda" if config.device == "cuda" else "cpu")
         if not resume:
             config = with_default_workload(config, device)
-        data_info = inspect_data(config, device)  # before a new run directory is made: bad data costs nothing
+        data_info = inspect_data(
+            config, device
+        )  # before a new run directory is made: bad data costs nothing
     except BaseException:
         if store is not None:
             store.close()
@@ -203,7 +239,10 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
     executor = None
     try:
         executor = open_executor(config, layout, run_dir, client)
-        store.set_meta("devices", place_workers(executor, layout.device if layout else "auto", config.procs_per_trial))
+        store.set_meta(
+            "devices",
+            place_workers(executor, layout.device if layout else "auto", config.procs_per_trial),
+        )
         if resume:
             done = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
             mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
@@ -217,7 +256,10 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
         record_peak_after(store, executor, layout, config.peak_seconds)
         results = build_results(store, score)
         write_json(run_dir / "results.json", results)
-        mlperf.run_stop("success" if score["valid"] else "aborted", chain_sha256=results["integrity"]["chain_sha256"])
+        mlperf.run_stop(
+            "success" if score["valid"] else "aborted",
+            chain_sha256=results["integrity"]["chain_sha256"],
+        )
         store.set_meta("finished", True)
         return results
     finally:
@@ -225,13 +267,22 @@ def run_benchmark(config: RunConfig, run_dir: Path, resume: bool, console, clien
             if executor is not None:
                 executor.close()
         finally:
-            shutil.rmtree(run_dir / "tls", ignore_errors=True)  # the run's TLS key goes with its workers
+            shutil.rmtree(
+                run_dir / "tls", ignore_errors=True
+            )  # the run's TLS key goes with its workers
             mlperf.close()
             store.close()
 
 
-def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, device: str,
-               data_info: dict[str, Any]) -> None:
+def initialise(
+    config: RunConfig,
+    store: RunStore,
+    executor,
+    mlperf,
+    layout,
+    device: str,
+    data_info: dict[str, Any],
+) -> None:
     """MLPerf's init phase of a new run: record the machine and the data, measure the peak."""
     from aihpc.records.environment import collect
 
@@ -241,7 +292,8 @@ def initialise(config: RunConfig, store: RunStore, executor, mlperf, layout, dev
         platform=_platform(environment, device),
         number_of_nodes=config.nodes if config.batch_system else 1,
         accelerators_per_node=(layout.workers * layout.procs // max(config.nodes, 1))
-        if device == "cuda" and layout else 0,  # every GPU of a node: workers x their processes
+        if device == "cuda" and layout
+        else 0,  # every GPU of a node: workers x their processes
     )
     mlperf.cache_clear(False)
     mlperf.init_start()
@@ -271,7 +323,9 @@ def choose_layout(config: RunConfig, client):
         return None  # the scheduler's workers are what they are
     if config.batch_system:
         return batch_layout(config)
-    return local_layout(config.workers, config.threads_per_worker, config.device, config.procs_per_trial)
+    return local_layout(
+        config.workers, config.threads_per_worker, config.device, config.procs_per_trial
+    )
 
 
 def open_executor(config: RunConfig, layout, run_dir: Path, client):
@@ -305,7 +359,9 @@ def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> dict[s
     rank processes (GPUs) measuring at once, its ``parts``.
     """
     threads = layout.threads if layout else None
-    per_worker = executor.run_on_each(worker_peak, layout.device if layout else "auto", threads, seconds, procs)
+    per_worker = executor.run_on_each(
+        worker_peak, layout.device if layout else "auto", threads, seconds, procs
+    )
     return {
         "device": per_worker[0]["device"],
         "dtype": per_worker[0]["dtype"],
@@ -329,17 +385,30 @@ def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
     from aihpc.records.task import DataRef
 
     device = layout.device if layout else "auto"
-    per_worker = executor.run_on_each(worker_stage, DataRef.of(config), device, executor.workers_per_host(),
-                                      config.procs_per_trial)  # fmt: skip
+    per_worker = executor.run_on_each(
+        worker_stage,
+        DataRef.of(config),
+        device,
+        executor.workers_per_host(),
+        config.procs_per_trial,
+    )
     failed = [w for w in per_worker if "error" in w]
     if failed:
-        raise DataError(f"worker {failed[0]['worker']} could not stage the data: {failed[0]['error']}")
-    return {"seconds": max(w["seconds"] for w in per_worker), "bytes": sum(w["bytes"] for w in per_worker),
-            "workers": len(per_worker), "tiers": sorted({w["tier"] for w in per_worker}),
-            "per_worker": per_worker}  # fmt: skip
+        raise DataError(
+            f"worker {failed[0]['worker']} could not stage the data: {failed[0]['error']}"
+        )
+    return {
+        "seconds": max(w["seconds"] for w in per_worker),
+        "bytes": sum(w["bytes"] for w in per_worker),
+        "workers": len(per_worker),
+        "tiers": sorted({w["tier"] for w in per_worker}),
+        "per_worker": per_worker,
+    }
 
 
-def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs: int = 1) -> dict[str, Any]:
+def worker_stage(
+    ref, device: str, sharing: dict[str, int] | None = None, procs: int = 1
+) -> dict[str, Any]:
     """Runs on a worker: its staged copy of the data set, made now and kept for the epochs.
 
     ``sharing``: for each worker's address, the workers on its host (they
@@ -354,21 +423,33 @@ def worker_stage(ref, device: str, sharing: dict[str, int] | None = None, procs:
         from aihpc.train.ranks import rank_stage
 
         ranks = rank_stage(ref, device, procs)
-        return {"worker": worker_name(), "tier": ranks[0]["tier"], "dtype": ranks[0]["dtype"],
-                "seconds": max(r["seconds"] for r in ranks), "bytes": sum(r["bytes"] for r in ranks),
-                "ranks": ranks}  # fmt: skip
+        return {
+            "worker": worker_name(),
+            "tier": ranks[0]["tier"],
+            "dtype": ranks[0]["dtype"],
+            "seconds": max(r["seconds"] for r in ranks),
+            "bytes": sum(r["bytes"] for r in ranks),
+            "ranks": ranks,
+        }
     from aihpc.train.staging import stage
 
     share = (sharing or {}).get(worker_address(), 1)
     try:
-        return {"worker": worker_name(), **stage(ref, str(resolve_device(device)), share=share).record()}
-    except DataError as exc:  # the master says it in one line (raised here, Dask would log a traceback)
+        return {
+            "worker": worker_name(),
+            **stage(ref, str(resolve_device(device)), share=share).record(),
+        }
+    except (
+        DataError
+    ) as exc:  # the master says it in one line (raised here, Dask would log a traceback)
         return {"worker": worker_name(), "error": str(exc)}
 
 
 # Why a resumed run has no energy: the meters of the segments before it died with their master.
-RESUMED_ENERGY = ("the run was stopped and resumed: the meters of its earlier segments ended with them, "
-                  "so the run's energy is not known")
+RESUMED_ENERGY = (
+    "the run was stopped and resumed: the meters of its earlier segments ended with them, "
+    "so the run's energy is not known"
+)
 
 
 def start_meters(store: RunStore, executor, layout, device: str, resume: bool):
@@ -378,8 +459,12 @@ def start_meters(store: RunStore, executor, layout, device: str, resume: bool):
     if resume:
         store.set_meta("energy", unmeasured_block(RESUMED_ENERGY))
         return None
-    return start_energy(executor, f"{store.meta('run_id')}-{secrets.token_hex(4)}",
-                        layout.device if layout else "auto", device)
+    return start_energy(
+        executor,
+        f"{store.meta('run_id')}-{secrets.token_hex(4)}",
+        layout.device if layout else "auto",
+        device,
+    )
 
 
 def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> None:
@@ -395,7 +480,9 @@ def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> No
     try:
         block = finish_energy(executor, meters, procs_per_trial)
     except Exception as exc:
-        block = unmeasured_block(f"the energy meters could not be gathered: {type(exc).__name__}: {exc}")
+        block = unmeasured_block(
+            f"the energy meters could not be gathered: {type(exc).__name__}: {exc}"
+        )
     store.set_meta("energy", block)
 
 
@@ -413,8 +500,15 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
     try:
         executor.wait_for_workers(before["workers"], timeout=AFTER_WAIT_SECONDS)
     except ConfigError as exc:
-        store.set_meta("peak", {**before, "after": None, "drift": None,
-                                "drift_warning": f"the peak was not measured again after the run: {exc}"})
+        store.set_meta(
+            "peak",
+            {
+                **before,
+                "after": None,
+                "drift": None,
+                "drift_warning": f"the peak was not measured again after the run: {exc}",
+            },
+        )
         return
     after = measure_run_peak(executor, layout, seconds, before.get("procs_per_worker", 1))
     store.set_meta("peak", {**before, **peak_drift(before, after)})
@@ -425,8 +519,10 @@ def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     drift = after["total_flops_per_s"] / before["total_flops_per_s"] - 1.0
     warning = None
     if abs(drift) > PEAK_DRIFT:
-        warning = (f"the machine's peak changed by {100 * drift:+.1f} % during the run "
-                   f"(more than {100 * PEAK_DRIFT:.0f} %): throttling or other load; the score may not repeat")
+        warning = (
+            f"the machine's peak changed by {100 * drift:+.1f} % during the run "
+            f"(more than {100 * PEAK_DRIFT:.0f} %): throttling or other load; the score may not repeat"
+        )
     return {"after": after, "drift": drift, "drift_warning": warning}
 
 
@@ -438,8 +534,8 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
     """
     import torch
 
-    from aihpc.roofline.peak import measure_peak
     from aihpc.devices import resolve_device, training_dtype, worker_name
+    from aihpc.roofline.peak import measure_peak
 
     if procs > 1:
         from aihpc.train.ranks import rank_peaks
@@ -450,9 +546,14 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
             torch.set_num_threads(threads)
         dev = resolve_device(device)
         parts = [measure_peak(dev, training_dtype(dev), seconds=seconds).to_dict()]
-    return {"worker": worker_name(), "device": parts[0]["device"], "dtype": parts[0]["dtype"],
-            "flops_per_s": sum(p["flops_per_s"] for p in parts), "spread": max(p["spread"] for p in parts),
-            "parts": parts}  # fmt: skip
+    return {
+        "worker": worker_name(),
+        "device": parts[0]["device"],
+        "dtype": parts[0]["dtype"],
+        "flops_per_s": sum(p["flops_per_s"] for p in parts),
+        "spread": max(p["spread"] for p in parts),
+        "parts": parts,
+    }
 
 
 def _platform(environment: dict[str, Any], device: str) -> str:

@@ -21,13 +21,17 @@ def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ConfigError(f"workers must be a comma-separated list of integers, got {text!r}") from None
+        raise ConfigError(
+            f"workers must be a comma-separated list of integers, got {text!r}"
+        ) from None
     if not sizes or any(n < 1 for n in sizes):
         raise ConfigError(f"workers must be integers >= 1, got {text!r}")
     return sorted(set(sizes))
 
 
-def run_scaling(sizes: list[int], minutes: float, out: Path, extra: list[str], threads: int = 1) -> dict[str, Any]:
+def run_scaling(
+    sizes: list[int], minutes: float, out: Path, extra: list[str], threads: int = 1
+) -> dict[str, Any]:
     """Run the benchmark at each size; write ``scaling.json`` and ``scaling.png`` in ``out``."""
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -37,17 +41,35 @@ def run_scaling(sizes: list[int], minutes: float, out: Path, extra: list[str], t
     for n in sizes:
         run_dir = out / f"workers-{n}"
         cmd = [
-            sys.executable, "-m", "aihpc", "run", "--no-live",
-            "--minutes", str(minutes), "--workers", str(n), "--threads-per-worker", str(threads),
-            "--out", str(run_dir), *extra,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--no-live",
+            "--minutes",
+            str(minutes),
+            "--workers",
+            str(n),
+            "--threads-per-worker",
+            str(threads),
+            "--out",
+            str(run_dir),
+            *extra,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise ConfigError(f"the run with {n} workers failed: {last}")
         score = json.loads((run_dir / "results.json").read_text())["score"]
-        rows.append({"workers": n, "score": score["ops_per_second"], "run_dir": str(run_dir),
-                     "best_accuracy": score["best_accuracy"], "valid": score["valid"]})
+        rows.append(
+            {
+                "workers": n,
+                "score": score["ops_per_second"],
+                "run_dir": str(run_dir),
+                "best_accuracy": score["best_accuracy"],
+                "valid": score["valid"],
+            }
+        )
     base = rows[0]["score"] / rows[0]["workers"]
     for r in rows:
         r["score_per_worker"] = r["score"] / r["workers"]
@@ -66,7 +88,13 @@ def plot_scaling(result: dict[str, Any], path: Path) -> None:
     fig = Figure(figsize=(8, 3.2), dpi=100)
     ax1, ax2 = fig.subplots(1, 2)
     ax1.plot(n, [r["score"] / 1e9 for r in rows], "o-", label="measured")
-    ax1.plot(n, [rows[0]["score"] / rows[0]["workers"] * k / 1e9 for k in n], "--", color="grey", label="linear")
+    ax1.plot(
+        n,
+        [rows[0]["score"] / rows[0]["workers"] * k / 1e9 for k in n],
+        "--",
+        color="grey",
+        label="linear",
+    )
     ax1.set_xlabel("workers")
     ax1.set_ylabel("score (GOPS)")
     ax1.legend()

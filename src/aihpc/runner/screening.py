@@ -39,30 +39,61 @@ def outcome(future, task: ScreenTask, now: float) -> ScreenResult:
     try:
         return future.result()
     except Exception as exc:
-        return ScreenResult(task.screen_id, "failed", "lost", now, now, reason=f"{type(exc).__name__}: {exc}")
+        return ScreenResult(
+            task.screen_id, "failed", "lost", now, now, reason=f"{type(exc).__name__}: {exc}"
+        )
 
 
-def row(task: ScreenTask, result: ScreenResult, children: list[tuple[str, str]], trial: int | None) -> dict[str, Any]:
+def row(
+    task: ScreenTask, result: ScreenResult, children: list[tuple[str, str]], trial: int | None
+) -> dict[str, Any]:
     """The store's record of one screening; ``children``: each candidate's (architecture hash, morphs)."""
     ok = result.status == "ok"
     candidates = []
     for i, (arch, (arch_hash, how)) in enumerate(zip(task.candidates, children, strict=True)):
-        candidates.append({
-            "arch": arch, "arch_hash": arch_hash, "morph": how,
-            "predicted": result.predicted[i] if ok else None,
-            "proxies": {k: (v if math.isfinite(v) else None) for k, v in result.proxies[i].items()} if ok else None,
-            "ops": result.ops[i] if ok else 0,
-        })
-    return {"id": task.screen_id, "parent": task.parent, "trial": trial, "status": result.status,
-            "worker": result.worker, "t_start": result.t_start, "t_end": result.t_end, "batch": result.batch,
-            "ops": sum(c["ops"] for c in candidates), "chosen": result.chosen if trial is not None else None,
-            "candidates": candidates, "reason": result.reason}
+        candidates.append(
+            {
+                "arch": arch,
+                "arch_hash": arch_hash,
+                "morph": how,
+                "predicted": result.predicted[i] if ok else None,
+                "proxies": {
+                    k: (v if math.isfinite(v) else None) for k, v in result.proxies[i].items()
+                }
+                if ok
+                else None,
+                "ops": result.ops[i] if ok else 0,
+            }
+        )
+    return {
+        "id": task.screen_id,
+        "parent": task.parent,
+        "trial": trial,
+        "status": result.status,
+        "worker": result.worker,
+        "t_start": result.t_start,
+        "t_end": result.t_end,
+        "batch": result.batch,
+        "ops": sum(c["ops"] for c in candidates),
+        "chosen": result.chosen if trial is not None else None,
+        "candidates": candidates,
+        "reason": result.reason,
+    }
 
 
 def event(record: dict[str, Any]) -> tuple[str, int, dict[str, Any]]:
     """The MLPerf log's event for a screening record: key, value (its operations), metadata."""
-    return MLPERF_KEY, record["ops"], {
-        "screening_id": record["id"], "parent_trial": record["parent"], "trial_id": record["trial"],
-        "candidates": len(record["candidates"]), "chosen": record["chosen"], "status": record["status"],
-        "predicted": [c["predicted"] for c in record["candidates"]], "worker": record["worker"],
-    }
+    return (
+        MLPERF_KEY,
+        record["ops"],
+        {
+            "screening_id": record["id"],
+            "parent_trial": record["parent"],
+            "trial_id": record["trial"],
+            "candidates": len(record["candidates"]),
+            "chosen": record["chosen"],
+            "status": record["status"],
+            "predicted": [c["predicted"] for c in record["candidates"]],
+            "worker": record["worker"],
+        },
+    )

@@ -53,7 +53,9 @@ def current_task() -> SlurmTask:
     """This process's :class:`SlurmTask`; ConfigError outside a SLURM job."""
     env = os.environ
     if not in_allocation():
-        raise ConfigError("not inside a SLURM allocation: SLURM_JOB_ID is not set (use sbatch/salloc and srun)")
+        raise ConfigError(
+            "not inside a SLURM allocation: SLURM_JOB_ID is not set (use sbatch/salloc and srun)"
+        )
 
     def number(name: str, default: int) -> int:
         value = env.get(name, "")
@@ -117,7 +119,9 @@ def runner_context(
     """
     use_worker_config()  # the nannies here start the workers: the settings of every cluster aihpc starts
     task = current_task()
-    path = Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
+    path = (
+        Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
+    )
     env = _worker_env(task, gpus_per_worker)
     if task.rank != 0:
         _serve_worker(task, path, env, interface, local_directory, timeout)
@@ -131,7 +135,9 @@ def runner_context(
     try:
         info: dict[str, Any] = {"address": cluster.scheduler_address, "job_id": task.job_id}
         if tls:
-            info["tls"] = security.get_tls_config_for_role("worker")  # CA, certificate and key (PEM)
+            info["tls"] = security.get_tls_config_for_role(
+                "worker"
+            )  # CA, certificate and key (PEM)
         atomic_write(path, json.dumps(info), mode=0o600)  # a worker never reads half a file
         client = Client(cluster)
         yield client
@@ -146,8 +152,14 @@ def runner_context(
             path.unlink(missing_ok=True)
 
 
-def _rank0_cluster(task: SlurmTask, env: dict[str, str], interface: str | None,
-                   local_directory: str | os.PathLike[str] | None, worker_on_rank0: bool, tls: bool):
+def _rank0_cluster(
+    task: SlurmTask,
+    env: dict[str, str],
+    interface: str | None,
+    local_directory: str | os.PathLike[str] | None,
+    worker_on_rank0: bool,
+    tls: bool,
+):
     """Rank 0's scheduler (and, unless ``worker_on_rank0`` is False, its worker); (cluster, security).
 
     With ``tls``, scheduler and workers use a certificate made for this step.
@@ -193,7 +205,9 @@ def _worker_env(task: SlurmTask, gpus_per_worker: int = 1) -> dict[str, str]:
     devices = [d for d in visible.split(",") if d.strip()]
     if len(devices) > gpus_per_worker:
         first = task.local_id * gpus_per_worker
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[(first + k) % len(devices)] for k in range(gpus_per_worker))
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(
+            devices[(first + k) % len(devices)] for k in range(gpus_per_worker)
+        )
     return env
 
 
@@ -212,7 +226,9 @@ def _serve_worker(
     deadline = time.monotonic() + timeout
     while not path.exists():
         if time.monotonic() > deadline:
-            raise ConfigError(f"no scheduler file {path} after {timeout:.0f} s; is it on a shared path?")
+            raise ConfigError(
+                f"no scheduler file {path} after {timeout:.0f} s; is it on a shared path?"
+            )
         time.sleep(0.2)
     info = json.loads(path.read_text())
     address = info["address"]
@@ -223,8 +239,12 @@ def _serve_worker(
 
         tls = info.get("tls")
         security = (
-            Security(tls_ca_file=tls["ca_file"], tls_worker_cert=tls["cert"], tls_worker_key=tls["key"],
-                     require_encryption=True)
+            Security(
+                tls_ca_file=tls["ca_file"],
+                tls_worker_cert=tls["cert"],
+                tls_worker_key=tls["key"],
+                require_encryption=True,
+            )
             if tls
             else Security()
         )

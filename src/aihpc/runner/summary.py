@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aihpc.records.energy import energy_text
 from aihpc.fmt import format_si
+from aihpc.records.energy import energy_text
 
 
 def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
@@ -24,8 +24,10 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
     ]
     ceiling = (results.get("data") or {}).get("ceiling")
     if ceiling is not None:
-        lines.append(f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
-                     "(a classifier that knows how the data were made)")
+        lines.append(
+            f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
+            "(a classifier that knows how the data were made)"
+        )
     if s.get("peak_fraction") is not None:
         workers = (results.get("peak") or {}).get("workers")
         lines.append(
@@ -44,10 +46,14 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
     screenings = results.get("screenings") or []
     if screenings:
         share = s.get("screening_ops", 0) / s["ops"] if s["ops"] else 0.0
-        lines.append(f"  screening        {len(screenings)} proxy screenings of {len(screenings[0]['candidates'])} "
-                     f"candidates, {100 * share:.1f} % of the operations")
+        lines.append(
+            f"  screening        {len(screenings)} proxy screenings of {len(screenings[0]['candidates'])} "
+            f"candidates, {100 * share:.1f} % of the operations"
+        )
     for w in results["workers"]:
-        lines.append(f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} epochs)")
+        lines.append(
+            f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} epochs)"
+        )
     lines.append(f"  results          {run_dir / 'results.json'}")
     lines.append(f"  report           aihpc report {run_dir}")
     return lines
@@ -58,8 +64,10 @@ def staging_lines(staging: dict[str, Any] | None) -> list[str]:
     if not staging:
         return []
     tiers = f" ({', '.join(staging['tiers'])})" if staging.get("tiers") else ""
-    return [f"  data staging     {staging['seconds']:.1f} s before the clock, "
-            f"{format_si(staging['bytes'], 'B')} on {staging['workers']} workers{tiers}"]
+    return [
+        f"  data staging     {staging['seconds']:.1f} s before the clock, "
+        f"{format_si(staging['bytes'], 'B')} on {staging['workers']} workers{tiers}"
+    ]
 
 
 def energy_lines(energy: dict[str, Any] | None) -> list[str]:
@@ -67,6 +75,8 @@ def energy_lines(energy: dict[str, Any] | None) -> list[str]:
     lines = [f"  energy           {energy_text(energy)}"]
     for d in (energy or {}).get("devices") or []:
         if d.get("joules") is not None:
-            lines.append(f"    {d['host']} {d['device']:<16} {format_si(d['joules'], 'J')}, "
-                         f"{format_si(d['watts'], 'W')} ({d['source']}, {d['samples']} samples)")
+            lines.append(
+                f"    {d['host']} {d['device']:<16} {format_si(d['joules'], 'J')}, "
+                f"{format_si(d['watts'], 'W')} ({d['source']}, {d['samples']} samples)"
+            )
     return lines

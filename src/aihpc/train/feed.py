@@ -37,8 +37,15 @@ Batch = tuple[torch.Tensor, torch.Tensor, int]
 _LOADERS: dict[tuple[str, str], DataLoader] = {}
 
 
-def train_batches(split: StagedSplit, order: torch.Tensor, batch: int, steps: int, rank: int, world: int,
-                  device: torch.device) -> Iterator[Batch]:  # fmt: skip
+def train_batches(
+    split: StagedSplit,
+    order: torch.Tensor,
+    batch: int,
+    steps: int,
+    rank: int,
+    world: int,
+    device: torch.device,
+) -> Iterator[Batch]:
     """The epoch's ``steps`` batches of ``batch`` samples in ``order`` (a permutation, on the CPU)."""
     if split.streamed:
         plan = [order[i * batch : (i + 1) * batch] for i in range(steps)]
@@ -46,7 +53,9 @@ def train_batches(split: StagedSplit, order: torch.Tensor, batch: int, steps: in
     return _gathered(split, order.to(split.x.device), batch, steps, rank, world)
 
 
-def eval_batches(split: StagedSplit, batch: int, rank: int, world: int, device: torch.device) -> Iterator[Batch]:
+def eval_batches(
+    split: StagedSplit, batch: int, rank: int, world: int, device: torch.device
+) -> Iterator[Batch]:
     """The whole split in order, ``batch`` samples at a time (the last batch may be smaller)."""
     n = len(split)
     if split.streamed:
@@ -55,7 +64,9 @@ def eval_batches(split: StagedSplit, batch: int, rank: int, world: int, device: 
     return _sliced(split, batch, rank, world)
 
 
-def _gathered(split: StagedSplit, order: torch.Tensor, batch: int, steps: int, rank: int, world: int):
+def _gathered(
+    split: StagedSplit, order: torch.Tensor, batch: int, steps: int, rank: int, world: int
+):
     for i in range(steps):
         idx = order[i * batch : (i + 1) * batch]
         mine = idx[rank::world]
@@ -68,7 +79,9 @@ def _sliced(split: StagedSplit, batch: int, rank: int, world: int):
         yield xb[rank::world], yb[rank::world], int(yb.shape[0])
 
 
-def _streamed(split: StagedSplit, plan: list[torch.Tensor], rank: int, world: int, device: torch.device):
+def _streamed(
+    split: StagedSplit, plan: list[torch.Tensor], rank: int, world: int, device: torch.device
+):
     loader = loader_for(split, device)
     sampler = loader.batch_sampler
     assert isinstance(sampler, _Plan)
@@ -83,9 +96,14 @@ def loader_for(split: StagedSplit, device: torch.device) -> DataLoader:
     key = (split.path, str(device))
     if key not in _LOADERS:
         _LOADERS[key] = DataLoader(
-            _Rows(split), batch_sampler=_Plan(), collate_fn=_as_is, num_workers=loader_processes(),
-            pin_memory=device.type == "cuda", prefetch_factor=PREFETCH, persistent_workers=True,
-        )  # fmt: skip
+            _Rows(split),
+            batch_sampler=_Plan(),
+            collate_fn=_as_is,
+            num_workers=loader_processes(),
+            pin_memory=device.type == "cuda",
+            prefetch_factor=PREFETCH,
+            persistent_workers=True,
+        )
     return _LOADERS[key]
 
 

@@ -92,7 +92,9 @@ class ProcessGroup(Group):
         if self.rank == 0 and weights is not None:
             data = json.dumps([weights.name, weights.digest]).encode()
             if len(data) > _REF_BYTES:
-                raise ValueError(f"a weight file's name must be under {_REF_BYTES - 80} bytes, got {weights.name!r}")
+                raise ValueError(
+                    f"a weight file's name must be under {_REF_BYTES - 80} bytes, got {weights.name!r}"
+                )
             buf[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
         dist.broadcast(buf, 0)
         data = bytes(buf.cpu().tolist()).rstrip(b"\0")
@@ -134,10 +136,16 @@ class RankPool:
         try:
             for rank in range(key.procs):
                 self.logs.append(tempfile.TemporaryFile("w+", prefix=f"aihpc-rank{rank}-"))
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "aihpc.train.ranks"], env=self._env(rank, port),
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.logs[-1], text=True,
-                ))  # fmt: skip
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "aihpc.train.ranks"],
+                        env=self._env(rank, port),
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=self.logs[-1],
+                        text=True,
+                    )
+                )
         except BaseException:
             self.close()
             raise
@@ -150,7 +158,9 @@ class RankPool:
             "RANK": str(rank),
             "LOCAL_RANK": str(rank),
             "WORLD_SIZE": str(self.key.procs),
-            "AIHPC_RANK_DEVICE": self.key.kind if self.key.kind == "cpu" else f"cuda:{self.key.gpus[rank]}",
+            "AIHPC_RANK_DEVICE": self.key.kind
+            if self.key.kind == "cpu"
+            else f"cuda:{self.key.gpus[rank]}",
         }
 
     @property
@@ -198,10 +208,17 @@ class RankPool:
         log = self._log(rank)
         self.kill()
         if answer is not None:
-            return RankFailure(f"rank {rank} of {len(self.procs)} failed: {answer['error']}", answer.get("traceback"))
+            return RankFailure(
+                f"rank {rank} of {len(self.procs)} failed: {answer['error']}",
+                answer.get("traceback"),
+            )
         code = self.procs[rank].returncode
         lines = log.strip().splitlines()
-        reason = f"killed by signal {-code}" if code < 0 else (lines[-1] if lines else f"exit code {code}")
+        reason = (
+            f"killed by signal {-code}"
+            if code < 0
+            else (lines[-1] if lines else f"exit code {code}")
+        )
         return RankFailure(f"rank {rank} of {len(self.procs)} failed: {reason}", log or None)
 
     def _log(self, rank: int) -> str:
@@ -258,7 +275,9 @@ def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
         pool = rank_pool(key)
         try:
             return pool.ask(request)
-        except BaseException:  # a rank failed (the pool is killed already), or this worker is stopping
+        except (
+            BaseException
+        ):  # a rank failed (the pool is killed already), or this worker is stopping
             pool.kill()
             _POOL = None
             raise
@@ -275,17 +294,32 @@ def _decode(line: str) -> dict[str, Any] | None:
 
 def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochResult:
     """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the epoch's."""
-    request = {"op": "epoch", "task": dataclasses.asdict(task), "worker": worker, "t_start": t_start}
+    request = {
+        "op": "epoch",
+        "task": dataclasses.asdict(task),
+        "worker": worker,
+        "t_start": t_start,
+    }
     try:
         answers = _ask(PoolKey.of(task.device, task.procs), request)
     except RankFailure as failure:
-        return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(),
-                           reason=failure.reason, traceback=failure.detail)  # fmt: skip
+        return EpochResult(
+            task.trial_id,
+            task.epoch,
+            "failed",
+            worker,
+            t_start,
+            time.time(),
+            reason=failure.reason,
+            traceback=failure.detail,
+        )
     fields = answers[0]["result"]
     return EpochResult(**{**fields, "weights": _ref(fields["weights"])})
 
 
-def rank_peaks(device: str, procs: int, threads: int | None, seconds: float) -> list[dict[str, Any]]:
+def rank_peaks(
+    device: str, procs: int, threads: int | None, seconds: float
+) -> list[dict[str, Any]]:
     """Every rank's matmul peak, measured at the same moment on its own device; in rank order."""
     request = {"op": "peak", "threads": threads, "seconds": seconds}
     return [a["peak"] for a in _ask(PoolKey.of(device, procs), request)]
@@ -317,15 +351,28 @@ def _rank_main() -> None:
         for line in sys.stdin:
             try:
                 answer = _serve(json.loads(line), group, device)
-            except BaseException as exc:  # the worker closes the pool: leave at once, peers may hang
+            except (
+                BaseException
+            ) as exc:  # the worker closes the pool: leave at once, peers may hang
                 first = (str(exc).splitlines() or [""])[0]
-                channel.write(json.dumps({"error": f"{type(exc).__name__}: {first}",
-                                          "traceback": traceback.format_exc()}) + "\n")  # fmt: skip
+                channel.write(
+                    json.dumps(
+                        {
+                            "error": f"{type(exc).__name__}: {first}",
+                            "traceback": traceback.format_exc(),
+                        }
+                    )
+                    + "\n"
+                )
                 channel.flush()
                 os._exit(1)
             served += 1
-            channel.write(json.dumps({**answer, "pid": os.getpid(), "served": served, "data_loads": _data_loads()})
-                          + "\n")
+            channel.write(
+                json.dumps(
+                    {**answer, "pid": os.getpid(), "served": served, "data_loads": _data_loads()}
+                )
+                + "\n"
+            )
             channel.flush()
     finally:
         dist.destroy_process_group()
@@ -334,7 +381,9 @@ def _rank_main() -> None:
 def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -> dict[str, Any]:
     op = request["op"]
     if op == "epoch":
-        result = train_epoch(_task(request["task"]), request["worker"], request["t_start"], group, device)
+        result = train_epoch(
+            _task(request["task"]), request["worker"], request["t_start"], group, device
+        )
         return {"result": dataclasses.asdict(result)} if group.rank == 0 else {}
     if op == "peak":
         from aihpc.roofline.peak import measure_peak
@@ -342,7 +391,11 @@ def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -
         if request["threads"]:
             torch.set_num_threads(request["threads"])
         dist.barrier()  # all ranks measure at once, sharing the machine as they do when training
-        return {"peak": measure_peak(device, training_dtype(device), seconds=request["seconds"]).to_dict()}
+        return {
+            "peak": measure_peak(
+                device, training_dtype(device), seconds=request["seconds"]
+            ).to_dict()
+        }
     if op == "stage":
         from aihpc.train.staging import stage
 
@@ -375,7 +428,9 @@ def _task(fields: dict[str, Any]) -> EpochTask:
     fields["data"] = DataRef.from_dict(fields["data"])
     fields["start"] = _ref(fields["start"])
     if fields["morph"] is not None:
-        fields["morph"] = Morph(**{**fields["morph"], "parent_weights": _ref(fields["morph"]["parent_weights"])})
+        fields["morph"] = Morph(
+            **{**fields["morph"], "parent_weights": _ref(fields["morph"]["parent_weights"])}
+        )
     return EpochTask(**fields)
 
 

@@ -28,9 +28,9 @@ import time
 
 import torch
 
-from aihpc.train.staging import stage
-from aihpc.records.task import DataRef, ScreenResult, ScreenTask
 from aihpc.devices import resolve_device, worker_name
+from aihpc.records.task import DataRef, ScreenResult, ScreenTask
+from aihpc.train.staging import stage
 
 
 def screen_children(task: ScreenTask) -> ScreenResult:
@@ -44,15 +44,35 @@ def screen_children(task: ScreenTask) -> ScreenResult:
         x, y = minibatch(task.data, str(device), task.seed)
         predicted, proxies, ops = _score(task, device, x, y)
         chosen = max(range(len(predicted)), key=lambda i: (predicted[i], -i))
-        return ScreenResult(task.screen_id, "ok", worker, t_start, time.time(), predicted=predicted,
-                            proxies=proxies, ops=ops, chosen=chosen, batch=len(y), device=device.type)
-    except Exception as exc:  # e.g. a candidate too big for the device: the master trains one unscreened
-        return ScreenResult(task.screen_id, "failed", worker, t_start, time.time(),
-                            reason=f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
+        return ScreenResult(
+            task.screen_id,
+            "ok",
+            worker,
+            t_start,
+            time.time(),
+            predicted=predicted,
+            proxies=proxies,
+            ops=ops,
+            chosen=chosen,
+            batch=len(y),
+            device=device.type,
+        )
+    except (
+        Exception
+    ) as exc:  # e.g. a candidate too big for the device: the master trains one unscreened
+        return ScreenResult(
+            task.screen_id,
+            "failed",
+            worker,
+            t_start,
+            time.time(),
+            reason=f"{type(exc).__name__}: {exc}".strip().splitlines()[0],
+        )
 
 
-def _score(task: ScreenTask, device: torch.device, x: torch.Tensor,
-           y: torch.Tensor) -> tuple[list[float], list[dict[str, float]], list[int]]:
+def _score(
+    task: ScreenTask, device: torch.device, x: torch.Tensor, y: torch.Tensor
+) -> tuple[list[float], list[dict[str, float]], list[int]]:
     """(the matcher's predicted accuracy, proxies, operations) of every candidate, in order."""
     from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
@@ -68,8 +88,14 @@ def _score(task: ScreenTask, device: torch.device, x: torch.Tensor,
         model = SpecNet(spec).to(device)
         scores = score_all(model, x, y, task.seed)
         spent, per_sample = proxy_ops(model, len(y), spec.input_shape)
-        candidate = CandidateScore(name="child", source="spec", detail="", params=spec.num_params(),
-                                   ops_per_sample=per_sample, proxies=scores)
+        candidate = CandidateScore(
+            name="child",
+            source="spec",
+            detail="",
+            params=spec.num_params(),
+            ops_per_sample=per_sample,
+            proxies=scores,
+        )
         prediction = _matcher().predict(features(complexity, candidate), complexity.num_classes)
         predicted.append(float(prediction.accuracy[0]))
         proxies.append(scores)

@@ -53,8 +53,8 @@ import numpy as np
 import torch
 
 from aihpc.config import STAGING
-from aihpc.errors import DataError
 from aihpc.devices import training_dtype
+from aihpc.errors import DataError
 from aihpc.records.task import DataRef
 
 #: Share of the device's free memory (or of the host's available memory, on the
@@ -109,8 +109,12 @@ class Staged:
 
     def record(self) -> dict[str, Any]:
         """What results.json keeps of one worker's staging."""
-        return {"tier": self.tier, "seconds": self.seconds, "bytes": self.nbytes,
-                "dtype": str(self.train.x.dtype).removeprefix("torch.")}  # fmt: skip
+        return {
+            "tier": self.tier,
+            "seconds": self.seconds,
+            "bytes": self.nbytes,
+            "dtype": str(self.train.x.dtype).removeprefix("torch."),
+        }
 
 
 def stage(ref: DataRef, device: str, share: int = 1, threads: int | None = None) -> Staged:
@@ -148,8 +152,10 @@ def _stage(ref: DataRef, device: torch.device, share: int, threads: int) -> Stag
     image_bytes = sum(len(s) * math.prod(s.sample_shape) for s in splits) * dtype.itemsize
     tier = choose_tier(ref.staging, image_bytes, device, share)
     folder = stage_folder(ref, image_bytes) if tier == "stream" else None
-    staged = [stage_split(s, device, dtype, threads, folder / name if folder else None)
-              for s, name in zip(splits, ("train", "val"))]  # fmt: skip
+    staged = [
+        stage_split(s, device, dtype, threads, folder / name if folder else None)
+        for s, name in zip(splits, ("train", "val"))
+    ]
     return Staged(staged[0], staged[1], tier, time.perf_counter() - t0)
 
 
@@ -172,10 +178,14 @@ def device_budget(device: torch.device, share: int = 1) -> int:
     return int(psutil.virtual_memory().available * DEVICE_SHARE / max(1, share))
 
 
-def stage_split(split, device: torch.device, dtype: torch.dtype, threads: int, path: Path | None) -> StagedSplit:
+def stage_split(
+    split, device: torch.device, dtype: torch.dtype, threads: int, path: Path | None
+) -> StagedSplit:
     """One split into a tensor allocated up front: on ``device``, or (``path`` given) in a mapped file."""
     shape = (len(split), *split.sample_shape)
-    labels = torch.from_numpy(np.ascontiguousarray(split.label(np.arange(len(split), dtype=np.int64)), dtype=np.int64))
+    labels = torch.from_numpy(
+        np.ascontiguousarray(split.label(np.arange(len(split), dtype=np.int64)), dtype=np.int64)
+    )
     if path is None:
         x = torch.empty(shape, dtype=dtype, device=device)
         fill(split, x, threads)
@@ -206,7 +216,9 @@ def fill(split, out: torch.Tensor, threads: int) -> None:
             out[i:j].copy_(x)
 
 
-def bounded_map(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Sequence[Any], ahead: int) -> Iterator[Any]:
+def bounded_map(
+    pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Sequence[Any], ahead: int
+) -> Iterator[Any]:
     """``pool.map(fn, items)`` in order, with at most ``ahead`` results in flight (bounded memory)."""
     pending: list[Future] = []
     for item in items:
@@ -218,7 +230,9 @@ def bounded_map(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Seque
 
 
 # -- the stream tier's files ----------------------------------------------------------------
-def mapped_tensor(path: Path, shape: tuple[int, ...], dtype: torch.dtype, create: bool = False) -> torch.Tensor:
+def mapped_tensor(
+    path: Path, shape: tuple[int, ...], dtype: torch.dtype, create: bool = False
+) -> torch.Tensor:
     """A tensor of ``shape`` backed by the file ``path`` (shared mapping: writes go to the file)."""
     numel = math.prod(shape)
     if create:
@@ -241,8 +255,10 @@ def stage_folder(ref: DataRef, nbytes: int) -> Path:
     except OSError as exc:
         raise DataError(f"cannot stage data to {root}: {exc.strerror or exc}") from None
     if free < nbytes:
-        raise DataError(f"staging the data set needs {nbytes / 2**30:.2f} GiB in {root}, "
-                        f"which has {free / 2**30:.2f} GiB free; give stage_dir a folder with room")
+        raise DataError(
+            f"staging the data set needs {nbytes / 2**30:.2f} GiB in {root}, "
+            f"which has {free / 2**30:.2f} GiB free; give stage_dir a folder with room"
+        )
     remove_stale_folders(root)
     key = hashlib.sha256(repr(ref).encode()).hexdigest()[:12]
     folder = root / f"{_DIR_PREFIX}{os.getpid()}-{key}"

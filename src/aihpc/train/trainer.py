@@ -51,12 +51,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from aihpc.nas.build import SpecNet
-from aihpc.train import feed
 from aihpc.devices import resolve_device
+from aihpc.nas.build import SpecNet
+from aihpc.records.task import EpochResult, EpochTask, WeightsRef
+from aihpc.train import feed
 from aihpc.train.inputs import ops_per_sample
 from aihpc.train.staging import Staged, stage
-from aihpc.records.task import EpochResult, EpochTask, WeightsRef
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, file_name, starting_state
 
@@ -126,7 +126,9 @@ class Setup:
     autocast: Any
     compiled: bool  # step_model is torch.compile-d
     pad_eval: bool  # evaluation batches padded to full size (one shape: GPU, compiled)
-    fresh: set[str]  # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
+    fresh: set[
+        str
+    ]  # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
 
 
 @dataclass
@@ -158,7 +160,11 @@ class Progress:
 
 
 def train_epoch(
-    task: EpochTask, worker: str, t_start: float, group: Group = SINGLE, device: torch.device | None = None
+    task: EpochTask,
+    worker: str,
+    t_start: float,
+    group: Group = SINGLE,
+    device: torch.device | None = None,
 ) -> EpochResult:
     """One epoch in this process; with a ``group``, this rank's share of it.
 
@@ -174,14 +180,19 @@ def train_epoch(
         return _train_epoch(task, worker, t_start, group, device)
 
 
-def _train_epoch(task: EpochTask, worker: str, t_start: float, group: Group, device: torch.device) -> EpochResult:
+def _train_epoch(
+    task: EpochTask, worker: str, t_start: float, group: Group, device: torch.device
+) -> EpochResult:
     timer = timer_for(device)
     with timer("other"):
         setup = prepare(task, device, group)
     progress = train_steps(task, setup, timer, group)
     metrics = train_metrics(task, progress)
     writing = None
-    if progress.status in ("ok", "deadline"):  # the weights are final: written while validation runs
+    if progress.status in (
+        "ok",
+        "deadline",
+    ):  # the weights are final: written while validation runs
         with timer("other"):
             writing = snapshot(task, setup, group)
     if progress.status == "ok":
@@ -195,13 +206,22 @@ def _train_epoch(task: EpochTask, worker: str, t_start: float, group: Group, dev
     t_end = time.time()
     metrics.update(ops=ops_train + ops_eval, seconds=t_end - t_start)
     return EpochResult(
-        trial_id=task.trial_id, epoch=task.epoch, status=progress.status, worker=worker,
-        t_start=t_start, t_end=t_end,
+        trial_id=task.trial_id,
+        epoch=task.epoch,
+        status=progress.status,
+        worker=worker,
+        t_start=t_start,
+        t_end=t_end,
         reason="non-finite training loss" if progress.status == "diverged" else None,
-        metrics=metrics, ops_train=ops_train, ops_eval=ops_eval,
+        metrics=metrics,
+        ops_train=ops_train,
+        ops_eval=ops_eval,
         ops_per_sample={"train": setup.train_ops, "eval": setup.eval_ops},
-        phase_seconds=phase_seconds, num_params=setup.num_params, device=str(device), weights=weights,
-    )  # fmt: skip
+        phase_seconds=phase_seconds,
+        num_params=setup.num_params,
+        device=str(device),
+        weights=weights,
+    )
 
 
 def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
@@ -213,7 +233,9 @@ def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
     return setup
 
 
-def take_resident(task: EpochTask, device: torch.device, compiled: bool, group: Group) -> Setup | None:
+def take_resident(
+    task: EpochTask, device: torch.device, compiled: bool, group: Group
+) -> Setup | None:
     """The kept model and optimizer if ``task`` starts from the weights they hold, else None.
 
     Taken, not shared: an epoch that fails leaves nothing kept, so a retry
@@ -230,9 +252,13 @@ def take_resident(task: EpochTask, device: torch.device, compiled: bool, group: 
     return kept.setup
 
 
-def keep_resident(setup: Setup, device: torch.device, group: Group, weights: WeightsRef | None) -> None:
+def keep_resident(
+    setup: Setup, device: torch.device, group: Group, weights: WeightsRef | None
+) -> None:
     global _RESIDENT
-    weights = group.first(weights)  # rank 0 alone wrote them: every rank keeps its state under their name
+    weights = group.first(
+        weights
+    )  # rank 0 alone wrote them: every rank keeps its state under their name
     if weights is not None:
         _RESIDENT = Resident(weights, str(device), setup)
 
@@ -280,7 +306,9 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     )
 
 
-def build_model(spec, state: dict[str, Any] | None, seed: int, device: torch.device) -> torch.nn.Module:
+def build_model(
+    spec, state: dict[str, Any] | None, seed: int, device: torch.device
+) -> torch.nn.Module:
     """The trial's network on ``device``, built once.
 
     With weights to start from, it is built on the meta device (nothing
@@ -307,7 +335,9 @@ def snapshot(task: EpochTask, setup: Setup, group: Group) -> Future[WeightsRef] 
     if group.rank != 0:
         return None
     name = file_name(task.trial_id, task.epoch, task.attempt)
-    return _WRITER.start(Path(task.weights_dir), name, setup.model.state_dict(), setup.optimizer.state_dict())
+    return _WRITER.start(
+        Path(task.weights_dir), name, setup.model.state_dict(), setup.optimizer.state_dict()
+    )
 
 
 def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) -> Progress:
@@ -323,7 +353,9 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
     steps = max(1, n // batch)
     gen = torch.Generator().manual_seed(task.seed * 1_000_003 + task.epoch)
     order = torch.randperm(n, generator=gen)
-    batches = feed.train_batches(setup.data.train, order, batch, steps, group.rank, group.world, device)
+    batches = feed.train_batches(
+        setup.data.train, order, batch, steps, group.rank, group.world, device
+    )
     check_every = CHECK_EVERY.get(device.type, 1)
     sums = torch.zeros(2, dtype=torch.float64, device=device)  # loss × samples, correct predictions
     progress = Progress()
@@ -351,7 +383,9 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
             optimizer.step()
         setup.fresh.discard("train")
         progress.seen += global_batch
-        sums += torch.stack((loss.detach().double() * yb.shape[0], (logits.detach().argmax(1) == yb).sum().double()))
+        sums += torch.stack(
+            (loss.detach().double() * yb.shape[0], (logits.detach().argmax(1) == yb).sum().double())
+        )
         if check and group.any(not math.isfinite(float(sums[0]))):
             progress.status = "diverged"
             break
@@ -380,15 +414,25 @@ def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
     }
 
 
-def validate(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, metrics: dict[str, Any]) -> str:
+def validate(
+    task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, metrics: dict[str, Any]
+) -> str:
     """Evaluate on the validation split into ``metrics``; "deadline" if it was cut short, else "ok"."""
     val = setup.data.val
     first = _phases(setup, "eval")("eval")
     setup.fresh.discard("eval")
     batches = feed.eval_batches(val, setup.batch, group.rank, group.world, setup.device)
     full = len(range(group.rank, setup.batch, group.world)) if setup.pad_eval else None
-    val_loss, val_acc, val_seen = evaluate(setup.step_model, batches, setup.autocast, task.deadline, group,
-                                           timer=timer, first_phase=first, pad_to=full)  # fmt: skip
+    val_loss, val_acc, val_seen = evaluate(
+        setup.step_model,
+        batches,
+        setup.autocast,
+        task.deadline,
+        group,
+        timer=timer,
+        first_phase=first,
+        pad_to=full,
+    )
     complete = val_seen == len(val)
     metrics.update(
         val_loss=val_loss if complete else None,
@@ -399,9 +443,17 @@ def validate(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, met
 
 
 @torch.no_grad()
-def evaluate(model, batches: Iterator[feed.Batch], autocast, deadline: float, group: Group = SINGLE, *,
-             timer: PhaseTimer | None = None, first_phase: str = "eval",
-             pad_to: int | None = None) -> tuple[float, float, int]:  # fmt: skip
+def evaluate(
+    model,
+    batches: Iterator[feed.Batch],
+    autocast,
+    deadline: float,
+    group: Group = SINGLE,
+    *,
+    timer: PhaseTimer | None = None,
+    first_phase: str = "eval",
+    pad_to: int | None = None,
+) -> tuple[float, float, int]:
     """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), over all ranks.
 
     Stops at the deadline.  With a ``timer`` each batch is timed as
@@ -444,10 +496,15 @@ def make_optimizer(model: torch.nn.Module, hp: dict[str, Any]) -> torch.optim.Op
     name = hp.get("optimizer", "sgd")
     if name == "sgd":
         return torch.optim.SGD(
-            model.parameters(), lr=hp["lr"], momentum=hp.get("momentum", 0.9), weight_decay=hp.get("weight_decay", 0.0)
+            model.parameters(),
+            lr=hp["lr"],
+            momentum=hp.get("momentum", 0.9),
+            weight_decay=hp.get("weight_decay", 0.0),
         )
     if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=hp["lr"], weight_decay=hp.get("weight_decay", 0.0))
+        return torch.optim.AdamW(
+            model.parameters(), lr=hp["lr"], weight_decay=hp.get("weight_decay", 0.0)
+        )
     raise ValueError(f"unknown optimizer {name!r}")
 
 
@@ -463,7 +520,9 @@ def learning_rate(hp: dict[str, Any], epochs: int, progress: float) -> float:
     return hp["lr"] * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
 
 
-def set_lr(optimizer: torch.optim.Optimizer, hp: dict[str, Any], epochs: int, progress: float) -> None:
+def set_lr(
+    optimizer: torch.optim.Optimizer, hp: dict[str, Any], epochs: int, progress: float
+) -> None:
     lr = learning_rate(hp, epochs, progress)
     for group in optimizer.param_groups:
         group["lr"] = lr

@@ -43,7 +43,9 @@ def file_name(trial_id: int, epoch: int, attempt: int) -> str:
     return f"trial{trial_id}-epoch{epoch}-try{attempt}.pt"
 
 
-def save(directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None) -> WeightsRef:
+def save(
+    directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None
+) -> WeightsRef:
     """Write one weight file atomically, hashing the bytes as they are written; returns its reference."""
     with atomic_open(Path(directory) / name) as f:
         out = _HashingWriter(f)
@@ -79,14 +81,18 @@ class SnapshotWriter:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="aihpc-weights")
         self._last: Future | None = None
 
-    def start(self, directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None) -> Future:
+    def start(
+        self, directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None
+    ) -> Future:
         if self._last is not None:
             self._last.exception()  # the last write is over (its error went to its own caller)
         copied = torch.cuda.Event() if _on_gpu(model) else None
         host_model, host_optimizer = host_copy(model), host_copy(optimizer)
         if copied is not None:
             copied.record()  # after the copies, on the stream that queued them
-        self._last = self._pool.submit(self._write, directory, name, host_model, host_optimizer, copied)
+        self._last = self._pool.submit(
+            self._write, directory, name, host_model, host_optimizer, copied
+        )
         return self._last
 
     @staticmethod
@@ -128,8 +134,10 @@ def load(directory: Path, ref: WeightsRef) -> tuple[dict[str, Any], dict[str, An
         raise StorageError(f"cannot read weight file {path}: {exc.strerror or exc}") from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != ref.digest:
-        raise StorageError(f"weight file {path} has changed since it was written: SHA-256 {digest[:16]}…, "
-                           f"expected {ref.digest[:16]}…")
+        raise StorageError(
+            f"weight file {path} has changed since it was written: SHA-256 {digest[:16]}…, "
+            f"expected {ref.digest[:16]}…"
+        )
     content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     return content["model"], content["optimizer"]
 
@@ -165,6 +173,8 @@ def morphed_state(morph: Morph, arch: dict[str, Any], directory: Path) -> dict[s
         state = apply(state)
     child = ArchSpec.from_dict(arch)
     if spec.content_hash() != child.content_hash():
-        raise ValueError(f"the morph recipe gives architecture {spec.content_hash()[:12]}, "
-                         f"not the child's {child.content_hash()[:12]}")
+        raise ValueError(
+            f"the morph recipe gives architecture {spec.content_hash()[:12]}, "
+            f"not the child's {child.content_hash()[:12]}"
+        )
     return state

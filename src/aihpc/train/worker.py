@@ -12,8 +12,8 @@ import traceback
 
 import torch
 
-from aihpc.records.task import EpochResult, EpochTask
 from aihpc.devices import worker_name
+from aihpc.records.task import EpochResult, EpochTask
 from aihpc.train.trainer import train_epoch
 
 
@@ -35,5 +35,13 @@ def run_epoch(task: EpochTask) -> EpochResult:
         reason = f"out of memory: {str(exc).splitlines()[0]}"
     except Exception as exc:  # a trial's failure is data for the master, not a crash
         reason = f"{type(exc).__name__}: {exc}"
-    return EpochResult(task.trial_id, task.epoch, "failed", worker, t_start, time.time(), reason=reason,
-                       traceback=traceback.format_exc())
+    return EpochResult(
+        task.trial_id,
+        task.epoch,
+        "failed",
+        worker,
+        t_start,
+        time.time(),
+        reason=reason,
+        traceback=traceback.format_exc(),
+    )

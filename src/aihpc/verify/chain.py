@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aihpc.verify.checks import Check, Found, Mismatch
 from aihpc.records.chain import GENESIS, chain_digest, record_digest, record_key
+from aihpc.verify.checks import Check, Found, Mismatch
 
 CHAIN_FORMAT = 3  # the first store format with a digest chain
 AFTER_RESULTS = {("meta", "finished")}  # the links a run commits after writing results.json
@@ -20,8 +20,11 @@ def check_chain(store, results: dict[str, Any], log_path: Path) -> tuple[Check, 
     found = Found("integrity")
     store_format = store.meta("store_format") or 1
     if store_format < CHAIN_FORMAT:
-        return Check("integrity", "unchecked",
-                     f"no digest chain (store format {store_format}): integrity not checked"), []
+        return Check(
+            "integrity",
+            "unchecked",
+            f"no digest chain (store format {store_format}): integrity not checked",
+        ), []
     links = store.chain()
     _check_continuity(links, found)
     last = {(link["kind"], link["key"]): link for link in links}
@@ -29,23 +32,38 @@ def check_chain(store, results: dict[str, Any], log_path: Path) -> tuple[Check, 
     for (kind, key), digest in rows.items():
         link = last.get((kind, key))
         if link is None:
-            found.add(f"{_describe(kind, key)} has no link in the digest chain: added after the run",
-                      *_where(kind, key))
+            found.add(
+                f"{_describe(kind, key)} has no link in the digest chain: added after the run",
+                *_where(kind, key),
+            )
         elif link["record_sha256"] != digest:
-            found.add(f"{_describe(kind, key)} differs from the record committed during the run", *_where(kind, key))
+            found.add(
+                f"{_describe(kind, key)} differs from the record committed during the run",
+                *_where(kind, key),
+            )
     for kind, key in sorted(set(last) - set(rows)):
-        found.add(f"{_describe(kind, key)} was committed during the run and has been deleted", *_where(kind, key))
+        found.add(
+            f"{_describe(kind, key)} was committed during the run and has been deleted",
+            *_where(kind, key),
+        )
     _check_head(links, results, log_path, found)
     head = links[-1]["chain_sha256"] if links else GENESIS
-    return found.outcome(f"{len(rows)} records against a chain of {len(links)} links, head {head[:16]}"), found.items
+    return found.outcome(
+        f"{len(rows)} records against a chain of {len(links)} links, head {head[:16]}"
+    ), found.items
 
 
 def _check_continuity(links: list[dict[str, Any]], found: Found) -> None:
     previous = GENESIS
     for number, link in enumerate(links, start=1):
-        if link["seq"] != number or chain_digest(previous, link["record_sha256"]) != link["chain_sha256"]:
-            found.add(f"the chain breaks at link {number} ({link['kind']} {link['key']}): "
-                      "links were edited, removed or reordered")
+        if (
+            link["seq"] != number
+            or chain_digest(previous, link["record_sha256"]) != link["chain_sha256"]
+        ):
+            found.add(
+                f"the chain breaks at link {number} ({link['kind']} {link['key']}): "
+                "links were edited, removed or reordered"
+            )
             return
         previous = link["chain_sha256"]
 
@@ -63,13 +81,20 @@ def _records(store) -> dict[tuple[str, str], str]:
             put("finish", row)
         if row["attempts"]:
             put("attempt", row)
-    for kind, table in (("epoch", "epochs"), ("screening", "screenings"), ("segment", "segments"), ("meta", "meta")):
+    for kind, table in (
+        ("epoch", "epochs"),
+        ("screening", "screenings"),
+        ("segment", "segments"),
+        ("meta", "meta"),
+    ):
         for row in store.raw_rows(table):
             put(kind, row)
     return out
 
 
-def _check_head(links: list[dict[str, Any]], results: dict[str, Any], log_path: Path, found: Found) -> None:
+def _check_head(
+    links: list[dict[str, Any]], results: dict[str, Any], log_path: Path, found: Found
+) -> None:
     """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and only
     the links a run commits after its results follow it."""
     from aihpc.verify.mlperf_log import read_events
@@ -79,9 +104,15 @@ def _check_head(links: list[dict[str, Any]], results: dict[str, Any], log_path: 
         found.add("results.json records no chain head (integrity section missing)")
         return
     n, head = recorded.get("links"), recorded.get("chain_sha256")
-    if not isinstance(n, int) or not 0 <= n <= len(links) or (links[n - 1]["chain_sha256"] if n else GENESIS) != head:
-        found.add(f"results.json records chain head {str(head)[:16]} at link {n}; the store's chain "
-                  f"({len(links)} links) does not hold it there: links were removed or rewritten")
+    if (
+        not isinstance(n, int)
+        or not 0 <= n <= len(links)
+        or (links[n - 1]["chain_sha256"] if n else GENESIS) != head
+    ):
+        found.add(
+            f"results.json records chain head {str(head)[:16]} at link {n}; the store's chain "
+            f"({len(links)} links) does not hold it there: links were removed or rewritten"
+        )
         return
     later = {(link["kind"], link["key"]) for link in links[n:]}
     if later - AFTER_RESULTS:
@@ -91,13 +122,21 @@ def _check_head(links: list[dict[str, Any]], results: dict[str, Any], log_path: 
         stops = [e for e in read_events(log_path)[0] if e.get("key") == "run_stop"]
         logged = (stops[-1].get("metadata") or {}).get("chain_sha256") if stops else None
         if logged != head:
-            found.add(f"the MLPerf log's run_stop records chain head {str(logged)[:16]}, results.json {head[:16]}")
+            found.add(
+                f"the MLPerf log's run_stop records chain head {str(logged)[:16]}, results.json {head[:16]}"
+            )
 
 
 def _describe(kind: str, key: str) -> str:
-    return {"trial": "its trial record", "finish": "its finish record (status, end)",
-            "attempt": "its lost-attempt count", "epoch": "its epoch record",
-            "screening": f"proxy screening {key}", "segment": f"segment {key}", "meta": f"meta value {key!r}"}[kind]
+    return {
+        "trial": "its trial record",
+        "finish": "its finish record (status, end)",
+        "attempt": "its lost-attempt count",
+        "epoch": "its epoch record",
+        "screening": f"proxy screening {key}",
+        "segment": f"segment {key}",
+        "meta": f"meta value {key!r}",
+    }[kind]
 
 
 def _where(kind: str, key: str) -> tuple[int | None, int | None]:

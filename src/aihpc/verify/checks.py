@@ -17,7 +17,11 @@ class Mismatch:
     epoch: int | None = None
 
     def line(self) -> str:
-        where = "" if self.trial is None else f"trial {self.trial}" + (f" epoch {self.epoch}" if self.epoch else "")
+        where = (
+            ""
+            if self.trial is None
+            else f"trial {self.trial}" + (f" epoch {self.epoch}" if self.epoch else "")
+        )
         return f"{self.check}: {where + ': ' if where else ''}{self.what}"
 
 

@@ -37,7 +37,7 @@ def read_events(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
         if not line.strip():
             continue
         try:
-            event = json.loads(line[len(PREFIX):]) if line.startswith(PREFIX) else None
+            event = json.loads(line[len(PREFIX) :]) if line.startswith(PREFIX) else None
         except json.JSONDecodeError:
             event = None
         if isinstance(event, dict):
@@ -62,28 +62,41 @@ def check_mlperf(path: Path, store, results: dict[str, Any]) -> tuple[Check, lis
     _check_screenings(by_key, store, found)
     _check_run(by_key, store, results, found)
     logged = len(by_key.get("eval_accuracy", []))
-    return found.outcome(f"{logged} logged trial-epochs against results.json and the store"), found.items
+    return found.outcome(
+        f"{logged} logged trial-epochs against results.json and the store"
+    ), found.items
 
 
-def _check_epochs(by_key: dict[str, list[dict[str, Any]]], store, results: dict[str, Any], found: Found) -> None:
+def _check_epochs(
+    by_key: dict[str, list[dict[str, Any]]], store, results: dict[str, Any], found: Found
+) -> None:
     logged = {}
     for event in by_key.get("eval_accuracy", []):
         meta = event.get("metadata") or {}
         logged[(meta.get("trial_id"), meta.get("trial_epoch"))] = meta.get("trial_accuracy")
-    finished = {(t.get("id"), e.get("epoch")): e.get("val_accuracy")
-                for t in results.get("trials") or [] for e in t.get("epochs") or [] if e.get("status") == "ok"}
+    finished = {
+        (t.get("id"), e.get("epoch")): e.get("val_accuracy")
+        for t in results.get("trials") or []
+        for e in t.get("epochs") or []
+        if e.get("status") == "ok"
+    }
     for trial, epoch in sorted(set(finished) - set(logged), key=str):
         found.add("finished in results.json but not in the MLPerf log", trial, epoch)
     for trial, epoch in sorted(set(logged) - set(finished), key=str):
         found.add("in the MLPerf log but not a finished epoch of results.json", trial, epoch)
     for key in sorted(set(logged) & set(finished), key=str):
         if not same(logged[key], finished[key]):
-            found.add(f"accuracy {finished[key]!r} in results.json, {logged[key]!r} in the MLPerf log", *key)
+            found.add(
+                f"accuracy {finished[key]!r} in results.json, {logged[key]!r} in the MLPerf log",
+                *key,
+            )
     _check_times(by_key, store, found)
     values = [e.get("value") for e in by_key.get("eval_accuracy", [])]
     best = (results.get("score") or {}).get("best_accuracy")
     if values and not same(values[-1], best):
-        found.add(f"the log's last eval_accuracy {values[-1]!r} is not the score's best accuracy {best!r}")
+        found.add(
+            f"the log's last eval_accuracy {values[-1]!r} is not the score's best accuracy {best!r}"
+        )
 
 
 def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
@@ -100,8 +113,10 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
         event, row = logged[sid], stored[sid]
         trial = (event.get("metadata") or {}).get("trial_id")
         if event.get("value") != row["ops"] or trial != row["trial"]:
-            found.add(f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for trial "
-                      f"{trial!r}, the store {row['ops']!r} for {row['trial']!r}")
+            found.add(
+                f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for trial "
+                f"{trial!r}, the store {row['ops']!r} for {row['trial']!r}"
+            )
 
 
 def _check_times(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
@@ -112,11 +127,17 @@ def _check_times(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -
             meta = event.get("metadata") or {}
             row = rows.get((meta.get("trial_id"), meta.get("trial_epoch")))
             if row is not None and event.get("time_ms") != int(row[field] * 1000):
-                found.add(f"{key} at {event.get('time_ms')} ms in the MLPerf log; the store's {field} is "
-                          f"{int(row[field] * 1000)} ms", row["trial_id"], row["epoch"])
+                found.add(
+                    f"{key} at {event.get('time_ms')} ms in the MLPerf log; the store's {field} is "
+                    f"{int(row[field] * 1000)} ms",
+                    row["trial_id"],
+                    row["epoch"],
+                )
 
 
-def _check_run(by_key: dict[str, list[dict[str, Any]]], store, results: dict[str, Any], found: Found) -> None:
+def _check_run(
+    by_key: dict[str, list[dict[str, Any]]], store, results: dict[str, Any], found: Found
+) -> None:
     data, score = results.get("data") or {}, results.get("score") or {}
     for key, field in (("train_samples", "num_train"), ("eval_samples", "num_val")):
         values = [e.get("value") for e in by_key.get(key, [])]
@@ -124,7 +145,9 @@ def _check_run(by_key: dict[str, list[dict[str, Any]]], store, results: dict[str
             found.add(f"{key} logged {values}, results.json's data has {field} {data.get(field)!r}")
     starts, stops = by_key.get("run_start", []), by_key.get("run_stop", [])
     if len(starts) != 1 or len(stops) != 1:
-        found.add(f"{len(starts)} run_start and {len(stops)} run_stop events; a run logs one of each")
+        found.add(
+            f"{len(starts)} run_start and {len(stops)} run_stop events; a run logs one of each"
+        )
         return
     status = (stops[0].get("metadata") or {}).get("status")
     if (status == "success") != bool(score.get("valid")):
@@ -133,6 +156,11 @@ def _check_run(by_key: dict[str, list[dict[str, Any]]], store, results: dict[str
     segments = store.segments()
     if segments:
         begin, end = int(segments[0][0] * 1000), int(max(stop for _, stop in segments) * 1000)
-        if begin < starts[0].get("time_ms", 0) - SLACK_MS or end > stops[0].get("time_ms", 0) + SLACK_MS:
-            found.add(f"the run's segments ({begin}..{end} ms) do not lie between the log's run_start "
-                      f"({starts[0].get('time_ms')}) and run_stop ({stops[0].get('time_ms')})")
+        if (
+            begin < starts[0].get("time_ms", 0) - SLACK_MS
+            or end > stops[0].get("time_ms", 0) + SLACK_MS
+        ):
+            found.add(
+                f"the run's segments ({begin}..{end} ms) do not lie between the log's run_start "
+                f"({starts[0].get('time_ms')}) and run_stop ({stops[0].get('time_ms')})"
+            )

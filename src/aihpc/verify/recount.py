@@ -54,7 +54,9 @@ def open_run(run_dir: Path):
         why = "not a directory" if run_dir.exists() else "no such directory"
         raise ConfigError(f"not a run directory: {run_dir} ({why})")
     if not (run_dir / "aihpc.sqlite").is_file():
-        raise ConfigError(f"not a run directory: {run_dir} (no aihpc.sqlite, the store `aihpc run` writes)")
+        raise ConfigError(
+            f"not a run directory: {run_dir} (no aihpc.sqlite, the store `aihpc run` writes)"
+        )
     try:
         store = RunStore.read_only(run_dir)
         config = store.meta("config")
@@ -62,7 +64,9 @@ def open_run(run_dir: Path):
         raise ConfigError(f"not a run directory: {run_dir} ({exc})") from None
     try:
         if config is None:
-            raise ConfigError(f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)")
+            raise ConfigError(
+                f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)"
+            )
         return store, _read_results(run_dir / "results.json", run_dir)
     except BaseException:
         store.close()
@@ -71,12 +75,16 @@ def open_run(run_dir: Path):
 
 def _read_results(path: Path, run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
-        raise ConfigError(f"run {run_dir} has not finished (no results.json): nothing to verify yet")
+        raise ConfigError(
+            f"run {run_dir} has not finished (no results.json): nothing to verify yet"
+        )
     results = read_json(path, "results file")
     version = results.get("schema_version") if isinstance(results, dict) else None
     if version not in RESULTS_VERSIONS or isinstance(version, bool):
-        raise ConfigError(f"unsupported results schema_version {version!r} in {path} "
-                          f"(this aihpc reads {', '.join(map(str, RESULTS_VERSIONS))})")
+        raise ConfigError(
+            f"unsupported results schema_version {version!r} in {path} "
+            f"(this aihpc reads {', '.join(map(str, RESULTS_VERSIONS))})"
+        )
     return _upgrade(results)
 
 
@@ -86,8 +94,8 @@ def verify_run(run_dir: Path) -> Verification:
     A store damaged so that its rows cannot be read (malformed JSON in a
     column, a table dropped) is a StorageError: there is nothing to compare.
     """
-    from aihpc.verify.mlperf_log import check_mlperf
     from aihpc.verify.chain import check_chain
+    from aihpc.verify.mlperf_log import check_mlperf
 
     store, results = open_run(run_dir)
     try:
@@ -100,7 +108,9 @@ def verify_run(run_dir: Path) -> Verification:
             check_chain(store, results, Path(run_dir) / "mlperf.log"),
         ]
     except (json.JSONDecodeError, sqlite3.Error) as exc:
-        raise StorageError(f"run store {Path(run_dir) / 'aihpc.sqlite'} is damaged: {exc}") from None
+        raise StorageError(
+            f"run store {Path(run_dir) / 'aihpc.sqlite'} is damaged: {exc}"
+        ) from None
     finally:
         store.close()
     checks = tuple(check for check, _ in outcomes)
@@ -125,8 +135,9 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
     for sc in screenings:
         _check_screening_ops(sc, arch_hashes, found)
     also = f" and {len(screenings)} proxy screenings" if screenings else ""
-    return found.outcome(f"recomputed for {epochs} epochs of {len(trials)} trials{also} from their architectures"), \
-        found.items
+    return found.outcome(
+        f"recomputed for {epochs} epochs of {len(trials)} trials{also} from their architectures"
+    ), found.items
 
 
 def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found: Found) -> None:
@@ -144,17 +155,30 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
             found.add(f"{name}: candidate {i}'s logged architecture is not valid: {exc}")
             continue
         if spec.content_hash() != c["arch_hash"]:
-            found.add(f"{name}: candidate {i}'s architecture hashes to {spec.content_hash()[:12]}, "
-                      f"not the logged {c['arch_hash'][:12]}")
-        expected = proxy_ops(SpecNet(spec), sc["batch"], spec.input_shape)[0] if sc["status"] == "ok" else 0
+            found.add(
+                f"{name}: candidate {i}'s architecture hashes to {spec.content_hash()[:12]}, "
+                f"not the logged {c['arch_hash'][:12]}"
+            )
+        expected = (
+            proxy_ops(SpecNet(spec), sc["batch"], spec.input_shape)[0]
+            if sc["status"] == "ok"
+            else 0
+        )
         if c["ops"] != expected:
-            found.add(f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} from its "
-                      f"architecture and a minibatch of {sc['batch']}")
+            found.add(
+                f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} from its "
+                f"architecture and a minibatch of {sc['batch']}"
+            )
     if sc["ops"] != sum(c["ops"] for c in sc["candidates"]):
         found.add(f"{name}: operations logged {sc['ops']:,}, not the sum over its candidates")
-    if sc["trial"] is not None and (sc["chosen"] is None or not 0 <= sc["chosen"] < len(sc["candidates"])
-                                    or arch_hashes.get(sc["trial"]) != sc["candidates"][sc["chosen"]]["arch_hash"]):
-        found.add(f"{name}: trial {sc['trial']} is not its chosen candidate {sc['chosen']}", sc["trial"])
+    if sc["trial"] is not None and (
+        sc["chosen"] is None
+        or not 0 <= sc["chosen"] < len(sc["candidates"])
+        or arch_hashes.get(sc["trial"]) != sc["candidates"][sc["chosen"]]["arch_hash"]
+    ):
+        found.add(
+            f"{name}: trial {sc['trial']} is not its chosen candidate {sc['chosen']}", sc["trial"]
+        )
 
 
 def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | None:
@@ -168,40 +192,65 @@ def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | No
         found.add(f"its logged architecture is not valid: {exc}", trial["id"])
         return None
     if spec.content_hash() != trial["arch_hash"]:
-        found.add(f"its architecture hashes to {spec.content_hash()[:12]}, not the logged {trial['arch_hash'][:12]}",
-                  trial["id"])
+        found.add(
+            f"its architecture hashes to {spec.content_hash()[:12]}, not the logged {trial['arch_hash'][:12]}",
+            trial["id"],
+        )
     if trial["num_params"] is not None and spec.num_params() != trial["num_params"]:
-        found.add(f"its architecture has {spec.num_params()} parameters, not the logged {trial['num_params']}",
-                  trial["id"])
+        found.add(
+            f"its architecture has {spec.num_params()} parameters, not the logged {trial['num_params']}",
+            trial["id"],
+        )
     hp = trial["hparams"]
     return ops_per_sample(spec, int(hp["batch_size"]), float(hp.get("dropout", 0.0)))
 
 
-def _check_epoch_ops(trial_id: int, e: dict[str, Any], counts: tuple[float, float] | None, data: dict[str, Any],
-                     found: Found) -> None:
+def _check_epoch_ops(
+    trial_id: int,
+    e: dict[str, Any],
+    counts: tuple[float, float] | None,
+    data: dict[str, Any],
+    found: Found,
+) -> None:
     m = e["metrics"]
     train_samples, val_samples = int(m.get("train_samples") or 0), int(m.get("val_samples") or 0)
     n_train, n_val = data.get("num_train"), data.get("num_val")
     where = {"trial": trial_id, "epoch": e["epoch"]}
     if n_train is not None and not 0 <= train_samples <= n_train:
         found.add(f"{train_samples} training samples logged; the data set has {n_train}", **where)
-    complete = e["status"] != "ok" or val_samples == n_val  # a finished epoch evaluated the whole set
+    complete = (
+        e["status"] != "ok" or val_samples == n_val
+    )  # a finished epoch evaluated the whole set
     if n_val is not None and (not 0 <= val_samples <= n_val or not complete):
-        found.add(f"{val_samples} validation samples logged for a{' finished' if e['status'] == 'ok' else 'n'} "
-                  f"epoch; the validation set has {n_val}", **where)
+        found.add(
+            f"{val_samples} validation samples logged for a{' finished' if e['status'] == 'ok' else 'n'} "
+            f"epoch; the validation set has {n_val}",
+            **where,
+        )
     if m.get("ops") is not None and m["ops"] != e["ops_train"] + e["ops_eval"]:
-        found.add(f"metrics.ops {m['ops']} is not ops_train + ops_eval = {e['ops_train'] + e['ops_eval']}", **where)
+        found.add(
+            f"metrics.ops {m['ops']} is not ops_train + ops_eval = {e['ops_train'] + e['ops_eval']}",
+            **where,
+        )
     if counts is None:
         return
     train, evaluate = counts
     if e["ops_per_sample"] and e["ops_per_sample"] != {"train": train, "eval": evaluate}:
-        found.add(f"operations per sample logged {e['ops_per_sample']}, recounted "
-                  f"{{'train': {train}, 'eval': {evaluate}}}", **where)
-    for name, logged, expected in (("ops_train", e["ops_train"], round(train * train_samples)),
-                                   ("ops_eval", e["ops_eval"], round(evaluate * val_samples))):
+        found.add(
+            f"operations per sample logged {e['ops_per_sample']}, recounted "
+            f"{{'train': {train}, 'eval': {evaluate}}}",
+            **where,
+        )
+    for name, logged, expected in (
+        ("ops_train", e["ops_train"], round(train * train_samples)),
+        ("ops_eval", e["ops_eval"], round(evaluate * val_samples)),
+    ):
         if logged != expected:
-            found.add(f"{name} logged {logged:,}, recomputed {expected:,} from the architecture and "
-                      f"{train_samples if name == 'ops_train' else val_samples} samples", **where)
+            found.add(
+                f"{name} logged {logged:,}, recomputed {expected:,} from the architecture and "
+                f"{train_samples if name == 'ops_train' else val_samples} samples",
+                **where,
+            )
 
 
 # -- score -------------------------------------------------------------------------------
@@ -228,26 +277,45 @@ def check_score(score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, 
         if key not in recorded:
             found.add(f"results.json's score has no {key!r}")
         elif not same(recorded[key], expected):
-            found.add(f"{key} in results.json is {recorded[key]!r}; recomputed from the logged operations and "
-                      f"times: {expected!r}")
+            found.add(
+                f"{key} in results.json is {recorded[key]!r}; recomputed from the logged operations and "
+                f"times: {expected!r}"
+            )
     segments = results.get("segments") or []
     if segments and "wall_seconds" in recorded:
         span = segments[-1]["t_end"] - segments[0]["t_start"]
         if not same(span, recorded["wall_seconds"], rel=1e-9):
-            found.add(f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's segments {span!r}")
-    return found.outcome(f"ops, OPS, regulated score, error and share of peak from {score['ops']:,} operations "
-                         f"in {score['wall_seconds']:.2f} s"), found.items
+            found.add(
+                f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's segments {span!r}"
+            )
+    return found.outcome(
+        f"ops, OPS, regulated score, error and share of peak from {score['ops']:,} operations "
+        f"in {score['wall_seconds']:.2f} s"
+    ), found.items
 
 
 # -- results.json ------------------------------------------------------------------------
-def check_results(store, score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+def check_results(
+    store, score: dict[str, Any], results: dict[str, Any]
+) -> tuple[Check, list[Mismatch]]:
     """results.json against the one the store rebuilds, section by section and trial by trial."""
     from aihpc.records.schema import build_results
 
     found = Found("results")
     expected = build_results(store, score)
-    for key in ("run_id", "config", "data", "environment", "peak", "layout", "energy", "segments", "workers",
-                "timeline", "screenings"):
+    for key in (
+        "run_id",
+        "config",
+        "data",
+        "environment",
+        "peak",
+        "layout",
+        "energy",
+        "segments",
+        "workers",
+        "timeline",
+        "screenings",
+    ):
         if key in results and not same(results[key], expected[key]):
             path, got, want = next(diffs(results[key], expected[key], key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
@@ -260,10 +328,15 @@ def check_results(store, score: dict[str, Any], results: dict[str, Any]) -> tupl
     for trial_id in sorted(set(logged) & set(stored)):
         changed = list(diffs(logged[trial_id], stored[trial_id], ""))
         for path, got, want in changed[:MAX_DIFFS]:
-            found.add(f"results.json {path.lstrip('.')} is {_short(got)}; the run store has {_short(want)}", trial_id)
+            found.add(
+                f"results.json {path.lstrip('.')} is {_short(got)}; the run store has {_short(want)}",
+                trial_id,
+            )
         if len(changed) > MAX_DIFFS:
             found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", trial_id)
-    return found.outcome(f"{len(logged)} trials and every section rebuilt from the run store"), found.items
+    return found.outcome(
+        f"{len(logged)} trials and every section rebuilt from the run store"
+    ), found.items
 
 
 # -- helpers -----------------------------------------------------------------------------

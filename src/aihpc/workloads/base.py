@@ -92,7 +92,9 @@ class Workload(ABC):
     def size(self, name: str | None = None) -> Size:
         key = self.default_size if name is None else name
         if key not in self.sizes:
-            raise ConfigError(f"unknown size {key!r} for workload {self.name}; valid: {', '.join(self.sizes)}")
+            raise ConfigError(
+                f"unknown size {key!r} for workload {self.name}; valid: {', '.join(self.sizes)}"
+            )
         return self.sizes[key]
 
     def reached(self, value: float, target: float) -> bool:
@@ -125,7 +127,9 @@ class Workload(ABC):
     def evaluate(self, model: nn.Module, samples: Samples, batch_size: int) -> float:
         """The quality metric of ``model`` on ``samples``."""
 
-    def optimizer(self, model: nn.Module, size: Size) -> tuple[torch.optim.Optimizer, Any, dict[str, Any]]:
+    def optimizer(
+        self, model: nn.Module, size: Size
+    ) -> tuple[torch.optim.Optimizer, Any, dict[str, Any]]:
         """The optimizer, its per-epoch learning-rate schedule and the hyperparameters to log (MLPerf keys).
 
         By default Adam at ``size.lr`` with a cosine decay to 0 over the size's
@@ -133,8 +137,15 @@ class Workload(ABC):
         """
         opt = torch.optim.Adam(model.parameters(), lr=size.lr)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=size.max_epochs)
-        return opt, schedule, {"opt_name": "adam", "opt_base_learning_rate": size.lr,
-                               "opt_learning_rate_decay_schedule": f"cosine over {size.max_epochs} epochs"}
+        return (
+            opt,
+            schedule,
+            {
+                "opt_name": "adam",
+                "opt_base_learning_rate": size.lr,
+                "opt_learning_rate_decay_schedule": f"cosine over {size.max_epochs} epochs",
+            },
+        )
 
 
 def split_files(data_dir: Path, split: str, suffixes: tuple[str, ...]) -> list[Path]:
@@ -143,8 +154,10 @@ def split_files(data_dir: Path, split: str, suffixes: tuple[str, ...]) -> list[P
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     folder = Path(data_dir) / split
     if not folder.is_dir():
-        raise DataError(f"data folder {folder} does not exist (expected {data_dir}/train and "
-                        f"{data_dir}/validation, as in the MLPerf HPC reference layout)")
+        raise DataError(
+            f"data folder {folder} does not exist (expected {data_dir}/train and "
+            f"{data_dir}/validation, as in the MLPerf HPC reference layout)"
+        )
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(suffixes))
     if not files:
         raise DataError(f"no {' or '.join(suffixes)} files in {folder}")

@@ -42,6 +42,7 @@ of the sample's size, as ``prepare.py`` does).  Inputs are ``log(1 + x)``
 from __future__ import annotations
 
 from pathlib import Path
+
 import numpy as np
 import torch
 from torch import nn
@@ -57,8 +58,12 @@ K_CUTOFF = 0.35  # cycles per voxel: the field's smoothing scale, ~3 voxels
 
 def _params(u: np.ndarray) -> dict[str, np.ndarray]:
     """Physical parameters from unit parameters ``u`` (N, 4) in [-1, 1]."""
-    return {"sigma": 0.5 * 1.6 ** u[:, 0], "slope": -2.0 + 1.5 * u[:, 1], "nbar": 20.0 * 2.0 ** u[:, 2],
-            "gamma": 0.7 + 0.25 * u[:, 3]}
+    return {
+        "sigma": 0.5 * 1.6 ** u[:, 0],
+        "slope": -2.0 + 1.5 * u[:, 1],
+        "nbar": 20.0 * 2.0 ** u[:, 2],
+        "gamma": 0.7 + 0.25 * u[:, 3],
+    }
 
 
 def gaussian_fields(n: int, dim: int, slope: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -101,7 +106,9 @@ def generate_volumes(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarra
 class CosmoFlow(Workload):
     name = "cosmoflow"
     benchmark = "aihpc_cosmoflow"
-    description = "CosmoFlow-style 3D CNN: 4 cosmological parameters from 4-channel 3D volumes (MAE)"
+    description = (
+        "CosmoFlow-style 3D CNN: 4 cosmological parameters from 4-channel 3D volumes (MAE)"
+    )
     metric = "mae"
     metric_key = "eval_error"
     higher_is_better = False
@@ -120,13 +127,27 @@ class CosmoFlow(Workload):
     # Checked with `aihpc train-to-target --workload cosmoflow --runs 5`: met
     # after 8, 6, 10, 11, 11 epochs, 55-148 s (olympic mean 114 s).
     target = 0.20
-    target_note = ("MAE 0.20: chance 0.5, least squares on summary statistics 0.08; the small size "
-                   "reached 0.19 after 10 epochs and 0.13 after 14 of its 16-epoch budget on a busy 2-core CPU")
+    target_note = (
+        "MAE 0.20: chance 0.5, least squares on summary statistics 0.08; the small size "
+        "reached 0.19 after 10 epochs and 0.13 after 14 of its 16-epoch budget on a busy 2-core CPU"
+    )
     sizes = {
-        "small": Size(n_train=512, n_valid=128, batch_size=16, lr=1e-3, max_epochs=16,
-                      options={"dim": 16, "conv": 8, "layers": 3, "fc": (32, 16), "format": "hdf5"}),
-        "tiny": Size(n_train=32, n_valid=16, batch_size=8, lr=2e-3, max_epochs=4,
-                     options={"dim": 8, "conv": 4, "layers": 2, "fc": (16, 8), "format": "hdf5"}),
+        "small": Size(
+            n_train=512,
+            n_valid=128,
+            batch_size=16,
+            lr=1e-3,
+            max_epochs=16,
+            options={"dim": 16, "conv": 8, "layers": 3, "fc": (32, 16), "format": "hdf5"},
+        ),
+        "tiny": Size(
+            n_train=32,
+            n_valid=16,
+            batch_size=8,
+            lr=2e-3,
+            max_epochs=4,
+            options={"dim": 8, "conv": 4, "layers": 2, "fc": (16, 8), "format": "hdf5"},
+        ),
     }
 
     def generate(self, out_dir: Path, size: Size, seed: int) -> None:
@@ -154,7 +175,9 @@ class CosmoFlow(Workload):
                 xs.append(x)
                 ys.append(y)
         x = torch.from_numpy(np.stack(xs)).float()
-        x = torch.log1p(x).permute(0, 4, 1, 2, 3).contiguous()  # reference apply_log, channels first
+        x = (
+            torch.log1p(x).permute(0, 4, 1, 2, 3).contiguous()
+        )  # reference apply_log, channels first
         return Samples(x, torch.from_numpy(np.stack(ys)).float())
 
     def input_shape(self, size: Size) -> tuple[int, ...]:
@@ -172,10 +195,9 @@ class CosmoFlow(Workload):
         total = 0.0
         with torch.no_grad():
             for i in range(0, len(samples), batch_size):
-                pred = model(samples.x[i:i + batch_size])
-                total += float((pred - samples.y[i:i + batch_size]).abs().sum())
+                pred = model(samples.x[i : i + batch_size])
+                total += float((pred - samples.y[i : i + batch_size]).abs().sum())
         return total / (len(samples) * N_PARAMS)
-
 
 
 def read_cosmo_file(path: Path, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -185,12 +207,16 @@ def read_cosmo_file(path: Path, dim: int) -> list[tuple[np.ndarray, np.ndarray]]
         for record in read_records(path):
             feats = parse_example(record)
             if "x" not in feats or "y" not in feats or not isinstance(feats["x"], list):
-                raise DataError(f"{path}: a CosmoFlow record needs features 'x' (bytes) and 'y' (floats)")
+                raise DataError(
+                    f"{path}: a CosmoFlow record needs features 'x' (bytes) and 'y' (floats)"
+                )
             raw, y = feats["x"][0], np.asarray(feats["y"], dtype=np.float32)
-            expected = dim ** 3 * CHANNELS * 2
+            expected = dim**3 * CHANNELS * 2
             if len(raw) != expected or y.shape != (N_PARAMS,):
-                raise DataError(f"{path}: expected {expected} bytes of int16 voxels and {N_PARAMS} "
-                                f"parameters, got {len(raw)} bytes and {y.size}")
+                raise DataError(
+                    f"{path}: expected {expected} bytes of int16 voxels and {N_PARAMS} "
+                    f"parameters, got {len(raw)} bytes and {y.size}"
+                )
             out.append((np.frombuffer(raw, dtype="<i2").reshape(dim, dim, dim, CHANNELS), y))
         return out
     return _read_hdf5(path, dim)
@@ -203,18 +229,32 @@ def _read_hdf5(path: Path, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         with h5py.File(path, "r") as f:
             xkey, ykey = ("full", "unitPar") if "full" in f else ("x", "y")
             if xkey not in f or ykey not in f:
-                raise DataError(f"{path}: a CosmoFlow HDF5 file needs datasets 'full' and 'unitPar' "
-                                f"(or 'x' and 'y'), found {sorted(f.keys())}")
+                raise DataError(
+                    f"{path}: a CosmoFlow HDF5 file needs datasets 'full' and 'unitPar' "
+                    f"(or 'x' and 'y'), found {sorted(f.keys())}"
+                )
             x, y = f[xkey][...], np.asarray(f[ykey][...], dtype=np.float32).reshape(-1)
     except OSError as exc:
         raise DataError(f"cannot read HDF5 file {path}: {exc}") from None
     side = x.shape[0]
-    if x.ndim != 4 or x.shape[3] != CHANNELS or x.shape[:3] != (side,) * 3 or side % dim or y.size != N_PARAMS:
-        raise DataError(f"{path}: expected voxels (D, D, D, {CHANNELS}) with D a multiple of {dim} "
-                        f"and {N_PARAMS} parameters, got {x.shape} and {y.size}")
+    if (
+        x.ndim != 4
+        or x.shape[3] != CHANNELS
+        or x.shape[:3] != (side,) * 3
+        or side % dim
+        or y.size != N_PARAMS
+    ):
+        raise DataError(
+            f"{path}: expected voxels (D, D, D, {CHANNELS}) with D a multiple of {dim} "
+            f"and {N_PARAMS} parameters, got {x.shape} and {y.size}"
+        )
     n = side // dim
-    return [(x[a * dim:(a + 1) * dim, b * dim:(b + 1) * dim, c * dim:(c + 1) * dim], y)
-            for a in range(n) for b in range(n) for c in range(n)]
+    return [
+        (x[a * dim : (a + 1) * dim, b * dim : (b + 1) * dim, c * dim : (c + 1) * dim], y)
+        for a in range(n)
+        for b in range(n)
+        for c in range(n)
+    ]
 
 
 class CosmoFlowNet(nn.Module):
@@ -233,14 +273,23 @@ class CosmoFlowNet(nn.Module):
         blocks: list[nn.Module] = []
         channels = CHANNELS
         for i in range(layers):
-            blocks += [nn.Conv3d(channels, conv * 2 ** i, 3, padding=1, bias=False), nn.BatchNorm3d(conv * 2 ** i),
-                       nn.LeakyReLU(0.3), nn.MaxPool3d(2)]
-            channels = conv * 2 ** i
-        side = dim // 2 ** layers
+            blocks += [
+                nn.Conv3d(channels, conv * 2**i, 3, padding=1, bias=False),
+                nn.BatchNorm3d(conv * 2**i),
+                nn.LeakyReLU(0.3),
+                nn.MaxPool3d(2),
+            ]
+            channels = conv * 2**i
+        side = dim // 2**layers
         self.features = nn.Sequential(*blocks)
         self.head = nn.Sequential(
-            nn.Flatten(), nn.Linear(channels * side ** 3, fc[0]), nn.LeakyReLU(0.3),
-            nn.Linear(fc[0], fc[1]), nn.LeakyReLU(0.3), nn.Linear(fc[1], N_PARAMS), nn.Tanh(),
+            nn.Flatten(),
+            nn.Linear(channels * side**3, fc[0]),
+            nn.LeakyReLU(0.3),
+            nn.Linear(fc[0], fc[1]),
+            nn.LeakyReLU(0.3),
+            nn.Linear(fc[1], N_PARAMS),
+            nn.Tanh(),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -39,6 +39,7 @@ label counting 1; averaged over samples.
 from __future__ import annotations
 
 from pathlib import Path
+
 import numpy as np
 import torch
 from torch import nn
@@ -53,7 +54,7 @@ CHANNEL_NAMES = ("TMQ", "U850", "V850", "PSL")
 def _smooth_noise(rng: np.random.Generator, shape: tuple[int, int], scale: float) -> np.ndarray:
     """A unit-variance Gaussian random field with correlation length ~``scale`` pixels."""
     ky, kx = np.fft.fftfreq(shape[0])[:, None], np.fft.rfftfreq(shape[1])[None, :]
-    h = np.exp(-0.5 * (ky ** 2 + kx ** 2) * (2 * np.pi * scale) ** 2)
+    h = np.exp(-0.5 * (ky**2 + kx**2) * (2 * np.pi * scale) ** 2)
     field = np.fft.irfftn(np.fft.rfftn(rng.standard_normal(shape)) * h, s=shape, axes=(0, 1))
     return field / max(float(field.std()), 1e-12)
 
@@ -73,7 +74,11 @@ def generate_fields(n: int, shape: tuple[int, int], seed: int) -> tuple[np.ndarr
         lab = labels[i]
         if rng.random() < 0.8:  # an atmospheric river: a band of vapour with wind along it
             angle, strength = rng.uniform(-0.6, 0.6), rng.uniform(0.4, 1.0)
-            cx, cy, half = rng.uniform(0.2 * w, 0.8 * w), rng.uniform(0.2 * h, 0.8 * h), rng.uniform(1.5, 2.5)
+            cx, cy, half = (
+                rng.uniform(0.2 * w, 0.8 * w),
+                rng.uniform(0.2 * h, 0.8 * h),
+                rng.uniform(1.5, 2.5),
+            )
             along = (xx - cx) * np.cos(angle) + (yy - cy) * np.sin(angle)
             across = -(xx - cx) * np.sin(angle) + (yy - cy) * np.cos(angle)
             length = rng.uniform(0.3, 0.5) * w
@@ -86,16 +91,25 @@ def generate_fields(n: int, shape: tuple[int, int], seed: int) -> tuple[np.ndarr
             cx, cy, r = rng.uniform(4, w - 4), rng.uniform(4, h - 4), rng.uniform(1.8, 3.0)
             strength = rng.uniform(0.4, 1.0)
             dx, dy = xx - cx, yy - cy
-            d2 = dx ** 2 + dy ** 2
-            core = np.exp(-0.5 * d2 / r ** 2)
+            d2 = dx**2 + dy**2
+            core = np.exp(-0.5 * d2 / r**2)
             psl -= 18 * strength * core
-            swirl = 14 * strength * np.sqrt(d2) / r * np.exp(0.5 - 0.5 * d2 / r ** 2) / np.maximum(np.sqrt(d2), 1e-6)
+            swirl = (
+                14
+                * strength
+                * np.sqrt(d2)
+                / r
+                * np.exp(0.5 - 0.5 * d2 / r**2)
+                / np.maximum(np.sqrt(d2), 1e-6)
+            )
             u += -swirl * dy
             v += swirl * dx
             tmq += 12 * strength * core
             lab[d2 < (1.5 * r) ** 2] = 1
         noise = rng.standard_normal((4, h, w))
-        data[i] = np.stack([tmq + 3 * noise[0], u + 2 * noise[1], v + 2 * noise[2], psl + 2 * noise[3]], -1)
+        data[i] = np.stack(
+            [tmq + 3 * noise[0], u + 2 * noise[1], v + 2 * noise[2], psl + 2 * noise[3]], -1
+        )
     return data, labels
 
 
@@ -118,7 +132,9 @@ def iou(prediction: torch.Tensor, label: torch.Tensor, classes: int = CLASSES) -
 class DeepCAM(Workload):
     name = "deepcam"
     benchmark = "aihpc_deepcam"
-    description = "DeepCAM-style encoder-decoder: segment cyclones and rivers in 4-channel 2D fields (IOU)"
+    description = (
+        "DeepCAM-style encoder-decoder: segment cyclones and rivers in 4-channel 2D fields (IOU)"
+    )
     metric = "iou"
     metric_key = "eval_accuracy"
     higher_is_better = True
@@ -133,13 +149,27 @@ class DeepCAM(Workload):
     # `aihpc train-to-target --workload deepcam --runs 5`: met after 4, 9, 5,
     # 5, 5 epochs, 88-191 s (olympic mean 127 s).
     target = 0.82
-    target_note = ("IOU 0.82, MLPerf HPC's DeepCAM target: all-background scores 0.44; the small size "
-                   "passed 0.82 after 5 epochs and reached 0.87 by epoch 14 on a busy 2-core CPU")
+    target_note = (
+        "IOU 0.82, MLPerf HPC's DeepCAM target: all-background scores 0.44; the small size "
+        "passed 0.82 after 5 epochs and reached 0.87 by epoch 14 on a busy 2-core CPU"
+    )
     sizes = {
-        "small": Size(n_train=512, n_valid=64, batch_size=16, lr=3e-3, max_epochs=20,
-                      options={"shape": (32, 48), "width": 8}),
-        "tiny": Size(n_train=16, n_valid=8, batch_size=8, lr=3e-3, max_epochs=4,
-                     options={"shape": (16, 24), "width": 4}),
+        "small": Size(
+            n_train=512,
+            n_valid=64,
+            batch_size=16,
+            lr=3e-3,
+            max_epochs=20,
+            options={"shape": (32, 48), "width": 8},
+        ),
+        "tiny": Size(
+            n_train=16,
+            n_valid=8,
+            batch_size=8,
+            lr=3e-3,
+            max_epochs=4,
+            options={"shape": (16, 24), "width": 4},
+        ),
     }
 
     def generate(self, out_dir: Path, size: Size, seed: int) -> None:
@@ -151,7 +181,9 @@ class DeepCAM(Workload):
             folder = out_dir / split
             folder.mkdir(parents=True, exist_ok=True)
             data, labels = generate_fields(n, shape, seed * 2 + i)
-            if split == "train":  # normalisation statistics from the training set, as the reference's stats.h5
+            if (
+                split == "train"
+            ):  # normalisation statistics from the training set, as the reference's stats.h5
                 with h5py.File(out_dir / "stats.h5", "w") as f:
                     f.create_dataset("climate/minval", data=data.min(axis=(0, 1, 2)))
                     f.create_dataset("climate/maxval", data=data.max(axis=(0, 1, 2)))
@@ -168,8 +200,10 @@ class DeepCAM(Workload):
             xs.append(x)
             ys.append(y)
         x = (np.stack(xs) - shift) * scale
-        return Samples(torch.from_numpy(x).float().permute(0, 3, 1, 2).contiguous(),
-                       torch.from_numpy(np.stack(ys)).long())
+        return Samples(
+            torch.from_numpy(x).float().permute(0, 3, 1, 2).contiguous(),
+            torch.from_numpy(np.stack(ys)).long(),
+        )
 
     def input_shape(self, size: Size) -> tuple[int, ...]:
         return (len(CHANNEL_NAMES), *(int(s) for s in size.options["shape"]))
@@ -189,10 +223,9 @@ class DeepCAM(Workload):
         total = 0.0
         with torch.no_grad():
             for i in range(0, len(samples), batch_size):
-                pred = model(samples.x[i:i + batch_size]).argmax(1)
-                total += float(iou(pred, samples.y[i:i + batch_size]).sum())
+                pred = model(samples.x[i : i + batch_size]).argmax(1)
+                total += float(iou(pred, samples.y[i : i + batch_size]).sum())
         return total / len(samples)
-
 
 
 def read_stats(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -201,9 +234,14 @@ def read_stats(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
     try:
         with h5py.File(path, "r") as f:
-            lo, hi = f["climate/minval"][...].astype(np.float64), f["climate/maxval"][...].astype(np.float64)
+            lo, hi = (
+                f["climate/minval"][...].astype(np.float64),
+                f["climate/maxval"][...].astype(np.float64),
+            )
     except (OSError, KeyError) as exc:
-        raise DataError(f"cannot read DeepCAM statistics {path} (climate/minval, climate/maxval): {exc}") from None
+        raise DataError(
+            f"cannot read DeepCAM statistics {path} (climate/minval, climate/maxval): {exc}"
+        ) from None
     if lo.shape != hi.shape or lo.ndim != 1 or not np.all(hi > lo):
         raise DataError(f"{path}: minval and maxval must be per-channel vectors with max > min")
     return lo, 1.0 / (hi - lo)
@@ -217,20 +255,30 @@ def read_cam_file(path: Path, channels: int) -> tuple[np.ndarray, np.ndarray]:
         with h5py.File(path, "r") as f:
             key = "climate/labels_0" if "climate/labels_0" in f else "climate/labels"
             if "climate/data" not in f or key not in f:
-                raise DataError(f"{path}: a DeepCAM file needs datasets climate/data and climate/labels_0")
+                raise DataError(
+                    f"{path}: a DeepCAM file needs datasets climate/data and climate/labels_0"
+                )
             x, y = f["climate/data"][...], f[key][...].astype(np.int64)
     except OSError as exc:
         raise DataError(f"cannot read HDF5 file {path}: {exc}") from None
     if x.ndim != 3 or x.shape[2] != channels or y.shape != x.shape[:2]:
-        raise DataError(f"{path}: expected data (H, W, {channels}) and labels (H, W), got {x.shape} and {y.shape}")
+        raise DataError(
+            f"{path}: expected data (H, W, {channels}) and labels (H, W), got {x.shape} and {y.shape}"
+        )
     if y.min() < 0 or y.max() >= CLASSES:
         raise DataError(f"{path}: labels must lie in [0, {CLASSES - 1}], got {y.min()}..{y.max()}")
     return x, y
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
-                         nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+        nn.BatchNorm2d(cout),
+        nn.ReLU(),
+        nn.Conv2d(cout, cout, 3, padding=1, bias=False),
+        nn.BatchNorm2d(cout),
+        nn.ReLU(),
+    )
 
 
 class SegmentationNet(nn.Module):
@@ -245,7 +293,11 @@ class SegmentationNet(nn.Module):
     def __init__(self, in_channels: int, width: int) -> None:
         super().__init__()
         w = width
-        self.enc1, self.enc2, self.mid = _block(in_channels, w), _block(w, 2 * w), _block(2 * w, 4 * w)
+        self.enc1, self.enc2, self.mid = (
+            _block(in_channels, w),
+            _block(w, 2 * w),
+            _block(2 * w, 4 * w),
+        )
         self.pool = nn.MaxPool2d(2)
         self.up2, self.dec2 = nn.ConvTranspose2d(4 * w, 2 * w, 2, stride=2), _block(4 * w, 2 * w)
         self.up1, self.dec1 = nn.ConvTranspose2d(2 * w, w, 2, stride=2), _block(2 * w, w)

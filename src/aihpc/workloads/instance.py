@@ -99,8 +99,10 @@ class InstanceResult:
 
     @property
     def total_ops(self) -> int:
-        return (self.train_ops_per_sample * self.samples_trained
-                + self.eval_ops_per_sample * self.samples_evaluated)
+        return (
+            self.train_ops_per_sample * self.samples_trained
+            + self.eval_ops_per_sample * self.samples_evaluated
+        )
 
 
 def now_ms() -> int:
@@ -129,11 +131,19 @@ def run_instance(task: InstanceTask) -> InstanceResult:
     size = workload.size(task.size)
     stage_root = Path(task.stage_root) if task.stage_root else Path(tempfile.gettempdir())
     stage_root.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f"aihpc-stage-r{task.run}i{task.instance}-", dir=stage_root))
+    staged = Path(
+        tempfile.mkdtemp(prefix=f"aihpc-stage-r{task.run}i{task.instance}-", dir=stage_root)
+    )
     try:
         with MLPerfLog(task.log_path, benchmark=workload.benchmark) as log:
-            log.submission_info("aihpc", task.platform, division=task.division, status="research",
-                                number_of_nodes=task.number_of_nodes, accelerators_per_node=0)
+            log.submission_info(
+                "aihpc",
+                task.platform,
+                division=task.division,
+                status="research",
+                number_of_nodes=task.number_of_nodes,
+                accelerators_per_node=0,
+            )
             log.cache_clear(False)
             log.init_start()
             t0 = time.perf_counter()
@@ -144,14 +154,30 @@ def run_instance(task: InstanceTask) -> InstanceResult:
             torch.manual_seed(task.seed)
             model = workload.model(size)
             optimizer, schedule, hyper = workload.optimizer(model, size)
-            for key, value in {"seed": task.seed, "global_batch_size": size.batch_size, **hyper,
-                               "quality_target": task.target, "workload_size": task.size}.items():
+            for key, value in {
+                "seed": task.seed,
+                "global_batch_size": size.batch_size,
+                **hyper,
+                "quality_target": task.target,
+                "workload_size": task.size,
+            }.items():
                 log.event(key, value)
             train_ops, eval_ops = _ops_per_sample(workload, model, size)
             log.init_stop()
             _meet_peers(task)
-            return _train(task, workload, size, model, (optimizer, schedule), log, staged / "data",
-                          staging_seconds, staged_bytes, train_ops, eval_ops)
+            return _train(
+                task,
+                workload,
+                size,
+                model,
+                (optimizer, schedule),
+                log,
+                staged / "data",
+                staging_seconds,
+                staged_bytes,
+                train_ops,
+                eval_ops,
+            )
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 
@@ -165,8 +191,10 @@ def _meet_peers(task: InstanceTask) -> None:
     Event(f"{task.barrier}-{task.instance}").set()
     for i in range(task.peers):
         if not Event(f"{task.barrier}-{i}").wait(timeout=BARRIER_TIMEOUT_S):
-            raise AihpcError(f"instance {i} of run {task.run} did not finish staging and initialisation "
-                               f"within {BARRIER_TIMEOUT_S:.0f} s of instance {task.instance}")
+            raise AihpcError(
+                f"instance {i} of run {task.run} did not finish staging and initialisation "
+                f"within {BARRIER_TIMEOUT_S:.0f} s of instance {task.instance}"
+            )
 
 
 def _ops_per_sample(workload, model, size) -> tuple[int, int]:
@@ -179,14 +207,28 @@ def _ops_per_sample(workload, model, size) -> tuple[int, int]:
     return train.total, evaluation.total
 
 
-def _train(task, workload, size, model, optim, log, data_dir: Path, staging_seconds: float,
-           staged_bytes: int, train_ops: int, eval_ops: int) -> InstanceResult:
+def _train(
+    task,
+    workload,
+    size,
+    model,
+    optim,
+    log,
+    data_dir: Path,
+    staging_seconds: float,
+    staged_bytes: int,
+    train_ops: int,
+    eval_ops: int,
+) -> InstanceResult:
     import torch
 
     optimizer, schedule = optim
     start = now_ms()
     log.run_start(time_ms=start)
-    train, valid = workload.read(data_dir, "train", size), workload.read(data_dir, "validation", size)
+    train, valid = (
+        workload.read(data_dir, "train", size),
+        workload.read(data_dir, "validation", size),
+    )
     log.train_samples(len(train))
     log.eval_samples(len(valid))
     loss_fn = workload.loss(train)
@@ -199,7 +241,7 @@ def _train(task, workload, size, model, optim, log, data_dir: Path, staging_seco
         model.train()
         order = torch.randperm(len(train), generator=generator)
         for i in range(0, len(train), size.batch_size):
-            idx = order[i:i + size.batch_size]
+            idx = order[i : i + size.batch_size]
             optimizer.zero_grad(set_to_none=True)
             loss_fn(model(train.x[idx]), train.y[idx]).backward()
             optimizer.step()
@@ -218,12 +260,28 @@ def _train(task, workload, size, model, optim, log, data_dir: Path, staging_seco
         if curve[-1].seconds > task.max_seconds:
             break
     stop = now_ms()
-    log.run_stop("success" if reached else "aborted", time_ms=stop, epochs=len(curve),
-                 diverged=not math.isfinite(value))
+    log.run_stop(
+        "success" if reached else "aborted",
+        time_ms=stop,
+        epochs=len(curve),
+        diverged=not math.isfinite(value),
+    )
     return InstanceResult(
-        run=task.run, instance=task.instance, seed=task.seed, reached=reached, quality=value,
-        best=best if best is not None else value, epochs=len(curve), staging_seconds=staging_seconds,
-        staged_bytes=staged_bytes, run_start_ms=start, run_stop_ms=stop, curve=tuple(curve),
-        train_ops_per_sample=train_ops, eval_ops_per_sample=eval_ops,
-        samples_trained=len(curve) * len(train), samples_evaluated=len(curve) * len(valid),
-        log_path=task.log_path)
+        run=task.run,
+        instance=task.instance,
+        seed=task.seed,
+        reached=reached,
+        quality=value,
+        best=best if best is not None else value,
+        epochs=len(curve),
+        staging_seconds=staging_seconds,
+        staged_bytes=staged_bytes,
+        run_start_ms=start,
+        run_stop_ms=stop,
+        curve=tuple(curve),
+        train_ops_per_sample=train_ops,
+        eval_ops_per_sample=eval_ops,
+        samples_trained=len(curve) * len(train),
+        samples_evaluated=len(curve) * len(valid),
+        log_path=task.log_path,
+    )

@@ -95,9 +95,14 @@ def read_records(path: str | Path, *, verify: bool = True) -> Iterator[bytes]:
                     return
                 if len(head) < 12:
                     raise DataError(f"TFRecord file {path} ends inside a record header")
-                (length,), (length_crc,) = struct.unpack("<Q", head[:8]), struct.unpack("<I", head[8:])
+                (length,), (length_crc,) = (
+                    struct.unpack("<Q", head[:8]),
+                    struct.unpack("<I", head[8:]),
+                )
                 if masked_crc(head[:8]) != length_crc:
-                    raise DataError(f"TFRecord file {path}: bad length checksum (not a TFRecord file?)")
+                    raise DataError(
+                        f"TFRecord file {path}: bad length checksum (not a TFRecord file?)"
+                    )
                 data, tail = f.read(length), f.read(4)
                 if len(data) < length or len(tail) < 4:
                     raise DataError(f"TFRecord file {path} ends inside a record of {length} bytes")
@@ -147,13 +152,13 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, bytes | int]]:
             size = 8 if wire == 1 else 4
             if pos + size > len(buf):
                 raise DataError("truncated protobuf fixed-size field")
-            yield number, wire, buf[pos:pos + size]
+            yield number, wire, buf[pos : pos + size]
             pos += size
         elif wire == 2:
             size, pos = _varint(buf, pos)
             if pos + size > len(buf):
                 raise DataError("truncated protobuf length-delimited field")
-            yield number, wire, buf[pos:pos + size]
+            yield number, wire, buf[pos : pos + size]
             pos += size
         else:
             raise DataError(f"unsupported protobuf wire type {wire}")

@@ -38,7 +38,9 @@ OLYMPIC_MIN_RUNS = 3
 def olympic_mean(values: list[float]) -> float:
     """Mean without the single smallest and single largest value (MLPerf's olympic mean); needs >= 3."""
     if len(values) < OLYMPIC_MIN_RUNS:
-        raise ValueError(f"the olympic mean needs at least {OLYMPIC_MIN_RUNS} values, got {len(values)}")
+        raise ValueError(
+            f"the olympic mean needs at least {OLYMPIC_MIN_RUNS} values, got {len(values)}"
+        )
     ordered = sorted(values)
     return statistics.fmean(ordered[1:-1])
 
@@ -46,9 +48,12 @@ def olympic_mean(values: list[float]) -> float:
 def aggregate(values: list[float]) -> tuple[float, str]:
     """(value, how): the olympic mean of >= 3 values, else the plain mean, saying so."""
     if len(values) >= OLYMPIC_MIN_RUNS:
-        return olympic_mean(values), f"olympic mean of {len(values)} runs (fastest and slowest dropped)"
-    return statistics.fmean(values), (f"plain mean of {len(values)} run(s): the olympic mean needs at "
-                                      f"least {OLYMPIC_MIN_RUNS}")
+        return olympic_mean(
+            values
+        ), f"olympic mean of {len(values)} runs (fastest and slowest dropped)"
+    return statistics.fmean(values), (
+        f"plain mean of {len(values)} run(s): the olympic mean needs at least {OLYMPIC_MIN_RUNS}"
+    )
 
 
 @dataclass(frozen=True)
@@ -78,13 +83,26 @@ class Plan:
         return "closed" if (self.target == w.target and self.size == w.default_size) else "open"
 
     def tasks(self, run: int) -> list[InstanceTask]:
-        return [InstanceTask(
-            workload=self.workload, size=self.size, data_dir=str(self.data_dir.resolve()),
-            stage_root=self.stage_root, log_path=str((self.out_dir / f"mlperf_r{run}_i{i}.log").resolve()),
-            seed=self.seed + 1000 * run + i + 1, target=self.target, max_epochs=self.max_epochs,
-            max_seconds=self.max_seconds, threads=self.threads, run=run, instance=i,
-            division=self.division(), platform=self.platform, number_of_nodes=self.number_of_nodes,
-        ) for i in range(self.instances)]
+        return [
+            InstanceTask(
+                workload=self.workload,
+                size=self.size,
+                data_dir=str(self.data_dir.resolve()),
+                stage_root=self.stage_root,
+                log_path=str((self.out_dir / f"mlperf_r{run}_i{i}.log").resolve()),
+                seed=self.seed + 1000 * run + i + 1,
+                target=self.target,
+                max_epochs=self.max_epochs,
+                max_seconds=self.max_seconds,
+                threads=self.threads,
+                run=run,
+                instance=i,
+                division=self.division(),
+                platform=self.platform,
+                number_of_nodes=self.number_of_nodes,
+            )
+            for i in range(self.instances)
+        ]
 
 
 def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]]:
@@ -96,7 +114,9 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
     its finished runs).
     """
     results: list[list[InstanceResult]] = []
-    if executor is not None:  # import torch and the workload on every worker first, so instances start together
+    if (
+        executor is not None
+    ):  # import torch and the workload on every worker first, so instances start together
         executor.run_on_each(warm_up, plan.workload)
     for run in range(plan.runs):
         tasks = plan.tasks(run)
@@ -105,12 +125,23 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
         else:
             workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
             if len(workers) < len(tasks):
-                raise ConfigError(f"instances must be <= the {len(workers)} Dask workers, got {len(tasks)}")
-            barrier = f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"  # the instances start their runs together
-            futures = [executor.client.submit(run_instance, replace(t, barrier=barrier, peers=len(tasks)),
-                                              workers=[w], allow_other_workers=False, pure=False,
-                                              key=f"ttt-r{run}-i{t.instance}")
-                       for t, w in zip(tasks, workers)]
+                raise ConfigError(
+                    f"instances must be <= the {len(workers)} Dask workers, got {len(tasks)}"
+                )
+            barrier = (
+                f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"  # the instances start their runs together
+            )
+            futures = [
+                executor.client.submit(
+                    run_instance,
+                    replace(t, barrier=barrier, peers=len(tasks)),
+                    workers=[w],
+                    allow_other_workers=False,
+                    pure=False,
+                    key=f"ttt-r{run}-i{t.instance}",
+                )
+                for t, w in zip(tasks, workers)
+            ]
             results.append(executor.client.gather(futures))
         if on_round is not None:
             on_round(results)
@@ -128,7 +159,9 @@ def warm_up(workload: str) -> bool:
     return True
 
 
-def summarise(plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[str, bool]) -> dict[str, Any]:
+def summarise(
+    plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[str, bool]
+) -> dict[str, Any]:
     """The JSON result: every instance, and the aggregates of the module docstring."""
     from aihpc.workloads import get
 
@@ -138,26 +171,40 @@ def summarise(plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[s
         first = min(r.run_start_ms for r in instances)
         last = max(r.run_stop_ms for r in instances)
         wall = (last - first) / 1000.0
-        runs.append({
-            "instances": [_instance_dict(r, compliance) for r in instances],
-            "time_to_train_s": statistics.fmean(r.time_to_train for r in instances),
-            "wall_s": wall,
-            "models_per_minute": len(instances) / (wall / 60.0) if wall > 0 else None,
-            "ops_per_s": sum(r.total_ops for r in instances) / wall if wall > 0 else None,
-            "reached": all(r.reached for r in instances),
-        })
+        runs.append(
+            {
+                "instances": [_instance_dict(r, compliance) for r in instances],
+                "time_to_train_s": statistics.fmean(r.time_to_train for r in instances),
+                "wall_s": wall,
+                "models_per_minute": len(instances) / (wall / 60.0) if wall > 0 else None,
+                "ops_per_s": sum(r.total_ops for r in instances) / wall if wall > 0 else None,
+                "reached": all(r.reached for r in instances),
+            }
+        )
     ttt, how = aggregate([r["time_to_train_s"] for r in runs])
     throughput, how_tp = aggregate([r["models_per_minute"] for r in runs if r["models_per_minute"]])
     return {
-        "workload": plan.workload, "benchmark": workload.benchmark, "size": plan.size,
-        "metric": workload.metric, "higher_is_better": workload.higher_is_better,
-        "target": plan.target, "reference_target": workload.target, "target_note": workload.target_note,
-        "division": plan.division(), "runs": runs, "instances": plan.instances,
-        "runs_planned": plan.runs, "runs_completed": len(runs),
-        "max_epochs": plan.max_epochs, "max_seconds": plan.max_seconds, "seed": plan.seed,
-        "time_to_train_s": ttt, "time_to_train_aggregate": how,
+        "workload": plan.workload,
+        "benchmark": workload.benchmark,
+        "size": plan.size,
+        "metric": workload.metric,
+        "higher_is_better": workload.higher_is_better,
+        "target": plan.target,
+        "reference_target": workload.target,
+        "target_note": workload.target_note,
+        "division": plan.division(),
+        "runs": runs,
+        "instances": plan.instances,
+        "runs_planned": plan.runs,
+        "runs_completed": len(runs),
+        "max_epochs": plan.max_epochs,
+        "max_seconds": plan.max_seconds,
+        "seed": plan.seed,
+        "time_to_train_s": ttt,
+        "time_to_train_aggregate": how,
         "staging_s": statistics.fmean(i["staging_s"] for r in runs for i in r["instances"]),
-        "models_per_minute": throughput, "models_per_minute_aggregate": how_tp,
+        "models_per_minute": throughput,
+        "models_per_minute_aggregate": how_tp,
         "all_reached": all(r["reached"] for r in runs),
         "all_compliant": all(compliance.values()),
     }
@@ -165,14 +212,25 @@ def summarise(plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[s
 
 def _instance_dict(r: InstanceResult, compliance: dict[str, bool]) -> dict[str, Any]:
     return {
-        "run": r.run, "instance": r.instance, "seed": r.seed, "reached": r.reached,
-        "quality": _finite(r.quality), "best": _finite(r.best), "epochs": r.epochs,
-        "time_to_train_s": r.time_to_train, "staging_s": r.staging_seconds, "staged_bytes": r.staged_bytes,
-        "run_start_ms": r.run_start_ms, "run_stop_ms": r.run_stop_ms,
+        "run": r.run,
+        "instance": r.instance,
+        "seed": r.seed,
+        "reached": r.reached,
+        "quality": _finite(r.quality),
+        "best": _finite(r.best),
+        "epochs": r.epochs,
+        "time_to_train_s": r.time_to_train,
+        "staging_s": r.staging_seconds,
+        "staged_bytes": r.staged_bytes,
+        "run_start_ms": r.run_start_ms,
+        "run_stop_ms": r.run_stop_ms,
         "curve": [[p.epoch, p.seconds, _finite(p.value)] for p in r.curve],
-        "train_ops_per_sample": r.train_ops_per_sample, "eval_ops_per_sample": r.eval_ops_per_sample,
-        "total_ops": r.total_ops, "ops_per_s": r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
-        "mlperf_log": r.log_path, "compliant": compliance.get(r.log_path),
+        "train_ops_per_sample": r.train_ops_per_sample,
+        "eval_ops_per_sample": r.eval_ops_per_sample,
+        "total_ops": r.total_ops,
+        "ops_per_s": r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
+        "mlperf_log": r.log_path,
+        "compliant": compliance.get(r.log_path),
     }
 
 
@@ -181,13 +239,17 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def check_logs(rounds: list[list[InstanceResult]], benchmark: str) -> tuple[dict[str, bool], dict[str, str]]:
+def check_logs(
+    rounds: list[list[InstanceResult]], benchmark: str
+) -> tuple[dict[str, bool], dict[str, str]]:
     """Run MLPerf's compliance checker on every instance's log with the benchmark's rules."""
     from aihpc.records.mlperf import RULES_DIR, check_compliance
 
     ok, output = {}, {}
     for r in (r for instances in rounds for r in instances):
-        ok[r.log_path], output[r.log_path] = check_compliance(r.log_path, rules=RULES_DIR / f"{benchmark}.yaml")
+        ok[r.log_path], output[r.log_path] = check_compliance(
+            r.log_path, rules=RULES_DIR / f"{benchmark}.yaml"
+        )
     return ok, output
 
 
@@ -198,10 +260,12 @@ def not_reached_message(plan: Plan, summary: dict[str, Any]) -> str | None:
         return None
     worst = missed[0]
     sense = ">=" if summary["higher_is_better"] else "<="
-    return (f"target {summary['metric']} {sense} {plan.target} not reached by {len(missed)} of "
-            f"{sum(len(r['instances']) for r in summary['runs'])} instance(s) within the budget of "
-            f"{plan.max_epochs} epochs / {plan.max_seconds:.0f} s (e.g. run {worst['run']} instance "
-            f"{worst['instance']}: best {_show(worst['best'])} after {worst['epochs']} epochs)")
+    return (
+        f"target {summary['metric']} {sense} {plan.target} not reached by {len(missed)} of "
+        f"{sum(len(r['instances']) for r in summary['runs'])} instance(s) within the budget of "
+        f"{plan.max_epochs} epochs / {plan.max_seconds:.0f} s (e.g. run {worst['run']} instance "
+        f"{worst['instance']}: best {_show(worst['best'])} after {worst['epochs']} epochs)"
+    )
 
 
 def _show(value: float | None) -> str:
