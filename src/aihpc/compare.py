@@ -31,6 +31,7 @@ from typing import Any
 
 from aihpc.errors import ConfigError
 from aihpc.fileio import read_json
+from aihpc.fmt import text_table
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
 SIGNIFICANCE_RULE = (
@@ -350,12 +351,3 @@ def _metric_text(metric: str, value: float) -> str:
     from aihpc.fmt import format_seconds, format_si
 
     return format_seconds(value) if metric == "time_to_train_s" else format_si(value, "OPS")
-
-
-def text_table(headers: tuple[str, ...], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    out += [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    return "\n".join(out)

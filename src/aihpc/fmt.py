@@ -1,4 +1,4 @@
-"""Number formatting for the report: SI prefixes, durations, percentages.
+"""Number formatting below everything that formats: SI prefixes, durations, shares, plain-text tables.
 
 Every formatter accepts ``None`` (or a non-finite / non-numeric value) and then
 returns ``"n/a"``, because optional fields of ``results.json`` may be absent.
@@ -7,6 +7,7 @@ returns ``"n/a"``, because optional fields of ``results.json`` may be absent.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 NA = "n/a"
@@ -100,3 +101,13 @@ def format_value(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={format_value(v)}" for k, v in sorted(value.items()))
     return str(value)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table: columns left-aligned to their widest cell, two spaces apart."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    out += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(out)
