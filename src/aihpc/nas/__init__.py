@@ -1,5 +1,7 @@
 """Neural architecture search building blocks.
 
+* :mod:`aihpc.nas.layer` -- :class:`Layer`, one node of a spec: the layer
+  types, their fields and defaults;
 * :mod:`aihpc.nas.spec` -- :class:`ArchSpec`, a JSON-serialisable CNN DAG
   (validation, shape inference, parameter count, content hash);
 * :mod:`aihpc.nas.build` -- :class:`SpecNet`, the ``nn.Module`` of a spec;
@@ -18,11 +20,11 @@ from typing import Any
 
 _EXPORTS = {
     "ArchSpec": "aihpc.nas.spec",
-    "Layer": "aihpc.nas.spec",
-    "BN_EPS": "aihpc.nas.spec",
+    "Layer": "aihpc.nas.layer",
+    "BN_EPS": "aihpc.nas.layer",
     "FORMAT_VERSION": "aihpc.nas.spec",
-    "INPUT": "aihpc.nas.spec",
-    "LAYER_TYPES": "aihpc.nas.spec",
+    "INPUT": "aihpc.nas.layer",
+    "LAYER_TYPES": "aihpc.nas.layer",
     "SpecNet": "aihpc.nas.build",
     "state_shapes": "aihpc.nas.build",
     "seed_spec": "aihpc.nas.seeds",

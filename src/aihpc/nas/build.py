@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from aihpc.errors import SpecError
-from aihpc.nas.spec import BN_EPS, INPUT, ArchSpec, Layer, Shape
+from aihpc.nas.layer import BN_EPS, INPUT, Layer, filled
+from aihpc.nas.spec import ArchSpec, Shape
 
 
 def _make_module(layer: Layer, in_shape: Shape) -> nn.Module | None:
@@ -22,25 +23,25 @@ def _make_module(layer: Layer, in_shape: Shape) -> nn.Module | None:
     if lt == "conv":
         return nn.Conv2d(
             in_shape[0],
-            layer.out_channels,
-            layer.kernel_size,
-            stride=layer.stride,
-            padding=layer.padding,
-            groups=layer.groups,
-            bias=layer.bias,
+            filled(layer.out_channels),
+            filled(layer.kernel_size),
+            stride=filled(layer.stride),
+            padding=filled(layer.padding),
+            groups=filled(layer.groups),
+            bias=filled(layer.bias),
         )
     if lt == "bn":
         return nn.BatchNorm2d(in_shape[0], eps=BN_EPS, momentum=0.1)
     if lt == "relu":
         return nn.ReLU()  # never in place: the input may feed other layers too
     if lt == "maxpool":
-        return nn.MaxPool2d(layer.kernel_size, layer.stride, layer.padding)
+        return nn.MaxPool2d(filled(layer.kernel_size), filled(layer.stride), filled(layer.padding))
     if lt == "avgpool":
-        return nn.AvgPool2d(layer.kernel_size, layer.stride, layer.padding)
+        return nn.AvgPool2d(filled(layer.kernel_size), filled(layer.stride), filled(layer.padding))
     if lt == "dense":
-        return nn.Linear(in_shape[0], layer.out_features, bias=layer.bias)
+        return nn.Linear(in_shape[0], filled(layer.out_features), bias=filled(layer.bias))
     if lt == "dropout":
-        return nn.Dropout(layer.p)
+        return nn.Dropout(filled(layer.p))
     return None  # add, concat, global_avgpool
 
 
@@ -113,16 +114,17 @@ def state_shapes(spec: ArchSpec) -> dict[str, tuple[int, ...]]:
         c_in = shapes[layer.inputs[0]][0]
         n = layer.name
         if layer.type == "conv":
-            k = layer.kernel_size
-            out[f"{n}.weight"] = (layer.out_channels, c_in // layer.groups, k, k)
+            out_c, k = filled(layer.out_channels), filled(layer.kernel_size)
+            out[f"{n}.weight"] = (out_c, c_in // filled(layer.groups), k, k)
             if layer.bias:
-                out[f"{n}.bias"] = (layer.out_channels,)
+                out[f"{n}.bias"] = (out_c,)
         elif layer.type == "bn":
             for key in ("weight", "bias", "running_mean", "running_var"):
                 out[f"{n}.{key}"] = (c_in,)
             out[f"{n}.num_batches_tracked"] = ()
         elif layer.type == "dense":
-            out[f"{n}.weight"] = (layer.out_features, c_in)
+            out_f = filled(layer.out_features)
+            out[f"{n}.weight"] = (out_f, c_in)
             if layer.bias:
-                out[f"{n}.bias"] = (layer.out_features,)
+                out[f"{n}.bias"] = (out_f,)
     return out

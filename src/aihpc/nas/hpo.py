@@ -367,7 +367,8 @@ class _Child:
         )
         self.process.start()
         child_end.close()
-        # a poll object made once: Connection.poll builds a selector per call (~70 us against ~10 us)
+        # a poll object made once: Connection.poll builds a selector per call
+        # (~70 us against ~10 us)
         self._readable = select.poll()
         self._readable.register(self.conn.fileno(), select.POLLIN)
         self.stop = weakref.finalize(self, _stop_child, self.process, self.conn)
@@ -402,7 +403,8 @@ class _Child:
         return message
 
     def _death(self) -> AihpcError:
-        """The error for a child that is gone: its own last words if it sent any, else how it ended."""
+        """The error for a child that is gone: its own last words if it sent any, else how it
+        ended."""
         try:
             while self.conn.poll():
                 message = self.conn.recv()

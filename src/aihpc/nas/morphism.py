@@ -73,56 +73,67 @@ def plan_deepen(spec: ArchSpec, after: str, kernel_size: int = 3) -> Plan:
         )
     shape = spec.shapes()[after]
     p = fresh_prefix(spec, "deep")
-    last = f"{p}_relu"
-    if len(shape) == 3:
-        width = shape[0]
-        new = [
-            Layer(
-                f"{p}_conv",
-                "conv",
-                (after,),
-                out_channels=width,
-                kernel_size=k,
-                stride=1,
-                padding=k // 2,
-                bias=False,
-            ),
-            Layer(f"{p}_bn", "bn", (f"{p}_conv",)),
-            Layer(last, "relu", (f"{p}_bn",)),
-        ]
-        what = f"conv{k}x{k}-bn-relu"
-    else:
-        width = shape[0]
-        new = [
-            Layer(f"{p}_dense", "dense", (after,), out_features=width),
-            Layer(last, "relu", (f"{p}_dense",)),
-        ]
-        what = "dense-relu"
+    new, what = _identity_block(p, after, shape, k)
+    last = new[-1].name
     layers = insert_after(rewired(spec.layers, after, last), [after], new)
     child = child_spec(spec, layers, last if spec.output == after else spec.output, "deepen")
 
     def apply(state: Mapping[str, torch.Tensor]) -> StateDict:
         out = clone_state(state)
-        dtype, device = float_kind(state)
-        eye = torch.arange(width, device=device)
-        if len(shape) == 3:
-            w = torch.zeros(width, width, k, k, dtype=dtype, device=device)
-            w[eye, eye, k // 2, k // 2] = 1.0
-            out[f"{p}_conv.weight"] = w
-            # Eval-mode BN: (x - mean) / sqrt(var + eps) * weight + bias == x.
-            out[f"{p}_bn.weight"] = torch.ones(width, dtype=dtype, device=device)
-            out[f"{p}_bn.bias"] = torch.zeros(width, dtype=dtype, device=device)
-            out[f"{p}_bn.running_mean"] = torch.zeros(width, dtype=dtype, device=device)
-            out[f"{p}_bn.running_var"] = torch.full(
-                (width,), 1.0 - BN_EPS, dtype=dtype, device=device
-            )
-            out[f"{p}_bn.num_batches_tracked"] = torch.tensor(0, dtype=torch.long, device=device)
-        else:
-            out[f"{p}_dense.weight"] = torch.eye(width, dtype=dtype, device=device)
-            out[f"{p}_dense.bias"] = torch.zeros(width, dtype=dtype, device=device)
+        out.update(_identity_weights(p, shape, k, state))
         return out
 
     return child, apply, f"deepen after {after} ({what})"
+
+
+def _identity_block(p: str, after: str, shape: tuple[int, ...], k: int) -> tuple[list[Layer], str]:
+    """The layers (named ``p``_...) of an identity block reading ``after`` of ``shape``, ending
+    in the relu ``p``_relu: conv-bn-relu for a (C, H, W) value, dense-relu for a flat one."""
+    width = shape[0]
+    last = f"{p}_relu"
+    if len(shape) == 3:
+        conv = Layer(
+            f"{p}_conv",
+            "conv",
+            (after,),
+            out_channels=width,
+            kernel_size=k,
+            stride=1,
+            padding=k // 2,
+            bias=False,
+        )
+        new = [conv, Layer(f"{p}_bn", "bn", (f"{p}_conv",)), Layer(last, "relu", (f"{p}_bn",))]
+        return new, f"conv{k}x{k}-bn-relu"
+    new = [
+        Layer(f"{p}_dense", "dense", (after,), out_features=width),
+        Layer(last, "relu", (f"{p}_dense",)),
+    ]
+    return new, "dense-relu"
+
+
+def _identity_weights(
+    p: str, shape: tuple[int, ...], k: int, state: Mapping[str, torch.Tensor]
+) -> StateDict:
+    """The state of :func:`_identity_block`'s layers that makes the block the identity, in the
+    float dtype and on the device of ``state``."""
+    width = shape[0]
+    dtype, device = float_kind(state)
+    out: StateDict = {}
+    if len(shape) == 3:
+        eye = torch.arange(width, device=device)
+        w = torch.zeros(width, width, k, k, dtype=dtype, device=device)
+        w[eye, eye, k // 2, k // 2] = 1.0
+        out[f"{p}_conv.weight"] = w
+        # Eval-mode BN: (x - mean) / sqrt(var + eps) * weight + bias == x.
+        out[f"{p}_bn.weight"] = torch.ones(width, dtype=dtype, device=device)
+        out[f"{p}_bn.bias"] = torch.zeros(width, dtype=dtype, device=device)
+        out[f"{p}_bn.running_mean"] = torch.zeros(width, dtype=dtype, device=device)
+        out[f"{p}_bn.running_var"] = torch.full((width,), 1.0 - BN_EPS, dtype=dtype, device=device)
+        out[f"{p}_bn.num_batches_tracked"] = torch.tensor(0, dtype=torch.long, device=device)
+    else:
+        out[f"{p}_dense.weight"] = torch.eye(width, dtype=dtype, device=device)
+        out[f"{p}_dense.bias"] = torch.zeros(width, dtype=dtype, device=device)
+    return out
 
 
 def deepen(
@@ -153,7 +164,7 @@ def deepen(
 def _match_stride(src_hw: tuple[int, ...], dst_hw: tuple[int, ...]) -> int | None:
     """The smallest stride s with which a 1x1 conv maps src_hw to dst_hw, or None."""
     for s in range(1, max(src_hw) + 1):
-        if all((a - 1) // s + 1 == b for a, b in zip(src_hw, dst_hw)):
+        if all((a - 1) // s + 1 == b for a, b in zip(src_hw, dst_hw, strict=True)):
             return s
     return None
 

@@ -102,7 +102,7 @@ def _resnet(
     else:
         x = _conv_bn(layers, "", INPUT, planes[0], 3, index="1")
         ch = planes[0]
-    for stage, (p, n) in enumerate(zip(planes, blocks), start=1):
+    for stage, (p, n) in enumerate(zip(planes, blocks, strict=True), start=1):
         for j in range(n):
             stride = 2 if (stage > 1 and j == 0) else 1
             x, ch = _block(layers, f"layer{stage}_{j}_", x, ch, p, stride, bottleneck)
@@ -114,6 +114,20 @@ def _resnet(
     return ArchSpec(
         input_shape=input_shape, num_classes=num_classes, layers=tuple(layers), output="fc"
     )
+
+
+def _checked_shape(
+    size: str, input_shape: tuple[int, int, int], num_classes: int
+) -> tuple[int, int, int]:
+    """``input_shape`` as a tuple, once ``size``, it and ``num_classes`` are checked."""
+    if size not in SIZES:
+        raise SpecError(f"seed size must be one of {', '.join(SIZES)}, got {size!r}")
+    shape = tuple(input_shape)
+    if len(shape) != 3:
+        raise SpecError(f"input_shape must be (C, H, W), got {input_shape!r}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise SpecError(f"num_classes must be an integer >= 1, got {num_classes!r}")
+    return shape
 
 
 def seed_spec(
@@ -131,13 +145,7 @@ def seed_spec(
     Raises SpecError for an unknown size, bad overrides or an input too small
     for the chosen size.
     """
-    if size not in SIZES:
-        raise SpecError(f"seed size must be one of {', '.join(SIZES)}, got {size!r}")
-    shape = tuple(input_shape)
-    if len(shape) != 3:
-        raise SpecError(f"input_shape must be (C, H, W), got {input_shape!r}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise SpecError(f"num_classes must be an integer >= 1, got {num_classes!r}")
+    shape = _checked_shape(size, input_shape, num_classes)
     if size == "auto":
         side = min(shape[1], shape[2])
         size = "tiny" if side < 16 else "cifar" if side < 96 else "resnet50"
@@ -153,7 +161,7 @@ def seed_spec(
             shape,
             num_classes,
             [64, 128, 256, 512],
-            [3, 4, 6, 3],  # type: ignore[arg-type]
+            [3, 4, 6, 3],
             bottleneck=True,
             imagenet_stem=True,
         )
@@ -164,7 +172,7 @@ def seed_spec(
             shape,
             num_classes,
             [base, 2 * base],
-            [n, n],  # type: ignore[arg-type]
+            [n, n],
             bottleneck=False,
             imagenet_stem=False,
         )
@@ -173,7 +181,7 @@ def seed_spec(
         shape,
         num_classes,
         [base, 2 * base, 4 * base],
-        [n, n, n],  # type: ignore[arg-type]
+        [n, n, n],
         bottleneck=False,
         imagenet_stem=False,
     )

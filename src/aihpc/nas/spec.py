@@ -1,25 +1,10 @@
 """Architecture specs: a CNN described as a JSON-serialisable DAG of layers.
 
 An :class:`ArchSpec` is a frozen value: ``input_shape`` ``(C, H, W)``,
-``num_classes``, a tuple of :class:`Layer` and the name of the ``output``
-layer.  Each layer has a unique name (letters, digits, underscore) and a tuple
-of input names; ``"input"`` is the network input.  Layer types and their
-fields (defaults in brackets):
-
-============== ============================================================
-conv           out_channels, kernel_size, stride [1], padding [0],
-               groups [1], bias [true]        (nn.Conv2d, 4-D in and out)
-bn             --    batch norm 2d, eps 1e-5, momentum 0.1 (4-D)
-relu           --
-add            --    elementwise sum of >= 2 inputs of identical shape
-concat         --    channel concatenation of >= 2 inputs (same H, W)
-maxpool        kernel_size, stride [kernel_size], padding [0] (4-D)
-avgpool        kernel_size, stride [kernel_size], padding [0] (4-D; padded
-               zeros are counted, as in nn.AvgPool2d)
-global_avgpool --    mean over H, W: (C, H, W) -> (C,)
-dense          out_features, bias [true]      (nn.Linear, needs 1-D input)
-dropout        p [0.5], 0 <= p < 1
-============== ============================================================
+``num_classes``, a tuple of :class:`~aihpc.nas.layer.Layer` and the name of the
+``output`` layer.  Each layer has a unique name and a tuple of input names;
+``"input"`` is the network input.  The layer types and their fields are listed
+in :mod:`aihpc.nas.layer`.
 
 Shapes are per sample (no batch dimension).  Constructing an ArchSpec
 validates it completely (names, references, cycles, shapes, and that the
@@ -37,188 +22,31 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from aihpc.errors import SpecError
+from aihpc.nas.layer import BN_EPS, INPUT, LAYER_TYPES, Layer, canonical, filled, is_int
+
+__all__ = [
+    "BN_EPS",
+    "FORMAT_VERSION",
+    "INPUT",
+    "LAYER_TYPES",
+    "ArchSpec",
+    "Layer",
+    "Shape",
+]
 
 #: Version of the JSON format; bump it when the meaning of a spec changes.
 FORMAT_VERSION = 1
-#: The name by which layers refer to the network input.
-INPUT = "input"
-#: Batch-norm epsilon used by every ``bn`` layer (fixed by the format).
-BN_EPS = 1e-5
 
 Shape = tuple[int, ...]
 
-# type -> ordered {field: default}; a default of _REQUIRED means "must be given".
-_REQUIRED = object()
-_TYPE_FIELDS: dict[str, dict[str, Any]] = {
-    "conv": {
-        "out_channels": _REQUIRED,
-        "kernel_size": _REQUIRED,
-        "stride": 1,
-        "padding": 0,
-        "groups": 1,
-        "bias": True,
-    },
-    "bn": {},
-    "relu": {},
-    "add": {},
-    "concat": {},
-    "maxpool": {"kernel_size": _REQUIRED, "stride": None, "padding": 0},
-    "avgpool": {"kernel_size": _REQUIRED, "stride": None, "padding": 0},
-    "global_avgpool": {},
-    "dense": {"out_features": _REQUIRED, "bias": True},
-    "dropout": {"p": 0.5},
-}
-#: The layer types a spec may use.
-LAYER_TYPES: tuple[str, ...] = tuple(_TYPE_FIELDS)
-_MULTI_INPUT = ("add", "concat")
-_OPTIONAL_FIELDS = (
-    "out_channels",
-    "kernel_size",
-    "stride",
-    "padding",
-    "groups",
-    "bias",
-    "out_features",
-    "p",
-)
 # single-input layers whose output has their input's shape (bn: if it is (C, H, W))
 _SAME_SHAPE = frozenset(("bn", "relu", "dropout"))
-_NAME_RE = re.compile(r"[A-Za-z0-9_]+\Z")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One node of the DAG.  Fields not used by ``type`` must stay ``None``;
-    omitted optional fields get their defaults (see the module docstring), so
-    two layers that mean the same thing compare equal."""
-
-    name: str
-    type: str
-    inputs: tuple[str, ...]
-    out_channels: int | None = None
-    kernel_size: int | None = None
-    stride: int | None = None
-    padding: int | None = None
-    groups: int | None = None
-    bias: bool | None = None
-    out_features: int | None = None
-    p: float | None = None
-
-    def __post_init__(self) -> None:
-        name = self.name
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise SpecError(f"layer name must be letters, digits and underscores, got {name!r}")
-        if name == INPUT:
-            raise SpecError(f"layer name {INPUT!r} is reserved for the network input")
-        if self.type not in _TYPE_FIELDS:
-            raise SpecError(
-                f"layer {name!r}: unknown type {self.type!r} (known: {', '.join(LAYER_TYPES)})"
-            )
-        if not isinstance(self.inputs, (list, tuple)) or not all(
-            isinstance(i, str) for i in self.inputs
-        ):
-            raise SpecError(
-                f"layer {name!r}: inputs must be a list of layer names, got {self.inputs!r}"
-            )
-        object.__setattr__(self, "inputs", tuple(self.inputs))
-        n_in = len(self.inputs)
-        if self.type in _MULTI_INPUT and n_in < 2:
-            raise SpecError(f"layer {name!r} ({self.type}) needs >= 2 inputs, got {n_in}")
-        if self.type not in _MULTI_INPUT and n_in != 1:
-            raise SpecError(f"layer {name!r} ({self.type}) needs exactly 1 input, got {n_in}")
-        allowed = _TYPE_FIELDS[self.type]
-        for key in _OPTIONAL_FIELDS:
-            value = getattr(self, key)
-            if key not in allowed:
-                if value is not None:
-                    raise SpecError(f"layer {name!r} ({self.type}) takes no field {key!r}")
-                continue
-            if value is None:
-                default = allowed[key]
-                if default is _REQUIRED:
-                    raise SpecError(f"layer {name!r} ({self.type}) needs field {key!r}")
-                value = self.kernel_size if (key == "stride" and default is None) else default
-            object.__setattr__(self, key, self._checked(key, value))
-        if self.type in ("maxpool", "avgpool") and 2 * self.padding > self.kernel_size:
-            raise SpecError(
-                f"layer {name!r} ({self.type}): padding must be <= kernel_size/2, "
-                f"got padding {self.padding} with kernel_size {self.kernel_size}"
-            )
-        if self.type == "conv" and self.out_channels % self.groups:
-            raise SpecError(
-                f"layer {name!r} (conv): out_channels {self.out_channels} "
-                f"is not divisible by groups {self.groups}"
-            )
-
-    def _checked(self, key: str, value: Any) -> Any:
-        where = f"layer {self.name!r} ({self.type}): {key}"
-        if key == "bias":
-            if not isinstance(value, bool):
-                raise SpecError(f"{where} must be true or false, got {value!r}")
-            return value
-        if key == "p":
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0.0 <= value < 1.0
-            ):
-                raise SpecError(f"{where} must be a number in [0, 1), got {value!r}")
-            return float(value)
-        minimum = 0 if key == "padding" else 1
-        if not _is_int(value) or value < minimum:
-            raise SpecError(f"{where} must be an integer >= {minimum}, got {value!r}")
-        return value
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: name, type, inputs, then the type's fields in a fixed order.
-
-        A new dict each call (callers may change it), copied from one made once:
-        the master turns every proposed spec into a dict.
-        """
-        if "_dict" not in self.__dict__:
-            out: dict[str, Any] = {"name": self.name, "type": self.type, "inputs": None}
-            for key in _TYPE_FIELDS[self.type]:
-                out[key] = getattr(self, key)
-            object.__setattr__(self, "_dict", out)
-        return {**self.__dict__["_dict"], "inputs": list(self.inputs)}
-
-    def canonical_json(self) -> str:
-        """:meth:`to_dict` as canonical JSON (keys sorted, no whitespace, ASCII): this layer's
-        part of :meth:`ArchSpec.content_hash`, made once (a layer never changes)."""
-        if "_canonical_json" not in self.__dict__:
-            object.__setattr__(self, "_canonical_json", _canonical(self.to_dict()))
-        return self.__dict__["_canonical_json"]
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Layer:
-        """Inverse of :meth:`to_dict`; unknown keys raise SpecError."""
-        if not isinstance(data, Mapping):
-            raise SpecError(f"each layer must be a JSON object, got {type(data).__name__}")
-        name = data.get("name", "<unnamed>")
-        for key in ("name", "type", "inputs"):
-            if key not in data:
-                raise SpecError(f"layer {name!r}: missing field {key!r}")
-        kind = data["type"]
-        known = set(_TYPE_FIELDS.get(kind, {})) | {"name", "type", "inputs"}
-        unknown = sorted(set(data) - known)
-        if kind in _TYPE_FIELDS and unknown:
-            raise SpecError(f"layer {name!r} ({kind}): unknown field(s) {', '.join(unknown)}")
-        inputs = data["inputs"]
-        if not isinstance(inputs, list):
-            raise SpecError(f"layer {name!r}: inputs must be a list of names, got {inputs!r}")
-        extra = {k: data[k] for k in _TYPE_FIELDS.get(kind, {}) if k in data}
-        return cls(name=name, type=kind, inputs=tuple(inputs), **extra)
 
 
 @dataclass(frozen=True)
@@ -230,15 +58,19 @@ class ArchSpec:
     layers: tuple[Layer, ...]
     output: str
     version: int = FORMAT_VERSION
+    # made by validate(): the layers by name, the execution order, every layer's output shape
+    _by_name: dict[str, Layer] = field(init=False, repr=False, compare=False)
+    _order: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _shapes: dict[str, Shape] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = tuple(self.input_shape) if isinstance(self.input_shape, (list, tuple)) else ()
-        if len(shape) != 3 or not all(_is_int(v) and v >= 1 for v in shape):
+        if len(shape) != 3 or not all(is_int(v) and v >= 1 for v in shape):
             raise SpecError(
                 f"input_shape must be 3 positive integers (C, H, W), got {self.input_shape!r}"
             )
         object.__setattr__(self, "input_shape", shape)
-        if not _is_int(self.num_classes) or self.num_classes < 1:
+        if not is_int(self.num_classes) or self.num_classes < 1:
             raise SpecError(f"num_classes must be an integer >= 1, got {self.num_classes!r}")
         if self.version != FORMAT_VERSION:
             raise SpecError(
@@ -302,16 +134,16 @@ class ArchSpec:
     def shapes(self) -> dict[str, Shape]:
         """Per-sample output shape of every layer (and of ``"input"``), e.g.
         ``(C, H, W)`` for 4-D tensors and ``(F,)`` after global pooling."""
-        return dict(self._shapes)  # type: ignore[attr-defined]
+        return dict(self._shapes)
 
     def topological_order(self) -> tuple[str, ...]:
         """Layer names in execution order (stable: file order where free)."""
-        return self._order  # type: ignore[attr-defined,no-any-return]
+        return self._order
 
     def layer(self, name: str) -> Layer:
         """The layer called ``name``; SpecError if there is none."""
         try:
-            return self._by_name[name]  # type: ignore[attr-defined,no-any-return]
+            return self._by_name[name]
         except KeyError:
             raise SpecError(f"no layer named {name!r} in the spec") from None
 
@@ -329,17 +161,16 @@ class ArchSpec:
     def _count_params(self) -> int:
         total = 0
         for layer in self.layers:
-            in_shape = self._shapes[layer.inputs[0]]  # type: ignore[attr-defined]
+            in_shape = self._shapes[layer.inputs[0]]
             if layer.type == "conv":
-                k = layer.kernel_size
-                total += layer.out_channels * (in_shape[0] // layer.groups) * k * k
-                total += layer.out_channels if layer.bias else 0
+                out_c, k = filled(layer.out_channels), filled(layer.kernel_size)
+                total += out_c * (in_shape[0] // filled(layer.groups)) * k * k
+                total += out_c if layer.bias else 0
             elif layer.type == "bn":
                 total += 2 * in_shape[0]
             elif layer.type == "dense":
-                total += layer.out_features * in_shape[0] + (
-                    layer.out_features if layer.bias else 0
-                )
+                out_f = filled(layer.out_features)
+                total += out_f * in_shape[0] + (out_f if layer.bias else 0)
         return total
 
     # ----------------------------------------------------------- serialisation
@@ -358,7 +189,7 @@ class ArchSpec:
         """Inverse of :meth:`to_dict`; validates; unknown keys raise SpecError."""
         if not isinstance(data, Mapping):
             raise SpecError(f"a spec must be a JSON object, got {type(data).__name__}")
-        expected = {f.name for f in fields(cls)}
+        expected = {f.name for f in fields(cls) if f.init}
         missing = sorted(expected - set(data))
         unknown = sorted(set(data) - expected)
         if missing:
@@ -374,7 +205,7 @@ class ArchSpec:
                 f"input_shape must be a list of 3 integers, got {data['input_shape']!r}"
             )
         return cls(
-            input_shape=tuple(data["input_shape"]),  # type: ignore[arg-type]
+            input_shape=tuple(data["input_shape"]),
             num_classes=data["num_classes"],
             layers=tuple(Layer.from_dict(x) for x in data["layers"]),
             output=data["output"],
@@ -428,26 +259,20 @@ class ArchSpec:
             # the canonical JSON of to_dict() put together from its sorted keys, each layer's part
             # made once: a child shares most of its Layer objects with its parent
             layers = ",".join(layer.canonical_json() for layer in self.layers)
-            canonical = (
-                f'{{"input_shape":{_canonical(list(self.input_shape))},"layers":[{layers}],'
-                f'"num_classes":{_canonical(self.num_classes)},"output":{_canonical(self.output)},'
-                f'"version":{_canonical(self.version)}}}'
+            text = (
+                f'{{"input_shape":{canonical(list(self.input_shape))},"layers":[{layers}],'
+                f'"num_classes":{canonical(self.num_classes)},"output":{canonical(self.output)},'
+                f'"version":{canonical(self.version)}}}'
             )
             object.__setattr__(
-                self, "_content_hash", hashlib.sha256(canonical.encode("ascii")).hexdigest()
+                self, "_content_hash", hashlib.sha256(text.encode("ascii")).hexdigest()
             )
         return self.__dict__["_content_hash"]
 
 
-def _canonical(value: Any) -> str:
-    """JSON with keys sorted, no whitespace, ASCII only, no NaN: the form content_hash digests."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
-
-
 def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> list[str]:
-    """Kahn's algorithm, taking the ready layer that comes first in file order; SpecError on a cycle.
+    """Kahn's algorithm, taking the ready layer that comes first in file order; SpecError on a
+    cycle.
 
     The ready layers are a heap of file positions: the master validates every
     child it plans, so this runs thousands of times a second.
@@ -508,9 +333,9 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
     if kind == "global_avgpool":
         return (first[0],)
     if kind == "dense":
-        return (layer.out_features,)
+        return (filled(layer.out_features),)
     if kind == "add":
-        for shape, name in zip(in_shapes[1:], names[1:]):
+        for shape, name in zip(in_shapes[1:], names[1:], strict=True):
             if shape != first:
                 raise SpecError(
                     f"{_where(layer)}: input shapes differ: {names[0]!r} {first} "
@@ -518,7 +343,7 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
                 )
         return first
     if kind == "concat":
-        for shape, name in zip(in_shapes[1:], names[1:]):
+        for shape, name in zip(in_shapes[1:], names[1:], strict=True):
             if len(shape) != len(first) or shape[1:] != first[1:]:
                 raise SpecError(
                     f"{_where(layer)}: inputs must agree in all but the channel dimension: "
@@ -527,15 +352,15 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
         return (sum(s[0] for s in in_shapes),) + first[1:]
     # conv, maxpool, avgpool
     c, h, w = first
-    k, s, pad = layer.kernel_size, layer.stride, layer.padding
+    k, s, pad = filled(layer.kernel_size), filled(layer.stride), filled(layer.padding)
     out_c = c
     if kind == "conv":
-        if c % layer.groups:
+        if c % filled(layer.groups):
             raise SpecError(
                 f"{_where(layer)}: input channels {c} from {names[0]!r} are not divisible "
                 f"by groups {layer.groups}"
             )
-        out_c = layer.out_channels
+        out_c = filled(layer.out_channels)
     out_h = (h + 2 * pad - k) // s + 1
     out_w = (w + 2 * pad - k) // s + 1
     if out_h < 1 or out_w < 1:
