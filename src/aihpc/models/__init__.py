@@ -84,54 +84,52 @@ Builder = Callable[..., nn.Module]
 _IMAGENET = (3, 224, 224)
 _CIFAR = (3, 32, 32)
 
-_REGISTRY: dict[str, tuple[ModelInfo, Builder]] = {
-    m.name: (m, b)
-    for m, b in [
-        (
-            ModelInfo("resnet18", "resnet", _IMAGENET, 1000, "ResNet-18 (torchvision layout)"),
-            resnet18,
+_MODELS: list[tuple[ModelInfo, Builder]] = [
+    (
+        ModelInfo("resnet18", "resnet", _IMAGENET, 1000, "ResNet-18 (torchvision layout)"),
+        resnet18,
+    ),
+    (
+        ModelInfo("resnet34", "resnet", _IMAGENET, 1000, "ResNet-34 (torchvision layout)"),
+        resnet34,
+    ),
+    (
+        ModelInfo("resnet50", "resnet", _IMAGENET, 1000, "ResNet-50 v1.5 (torchvision layout)"),
+        resnet50,
+    ),
+    (ModelInfo("vgg11", "vgg", _IMAGENET, 1000, "VGG-11, no BN (torchvision layout)"), vgg11),
+    (ModelInfo("vgg16", "vgg", _IMAGENET, 1000, "VGG-16, no BN (torchvision layout)"), vgg16),
+    (
+        ModelInfo(
+            "mobilenet_v2", "mobilenet", _IMAGENET, 1000, "MobileNetV2 1.0 (torchvision layout)"
         ),
-        (
-            ModelInfo("resnet34", "resnet", _IMAGENET, 1000, "ResNet-34 (torchvision layout)"),
-            resnet34,
+        mobilenet_v2,
+    ),
+    (ModelInfo("alexnet", "alexnet", _IMAGENET, 1000, "AlexNet (torchvision layout)"), alexnet),
+    (ModelInfo("resnet20", "resnet", _CIFAR, 10, "CIFAR ResNet-20 of He et al."), resnet20),
+    (ModelInfo("vgg_small", "vgg", _CIFAR, 10, "Small BN VGG for 32x32"), vgg_small),
+    (
+        ModelInfo("mobilenet_v2_small", "mobilenet", _CIFAR, 10, "MobileNetV2 0.5 for 32x32"),
+        mobilenet_v2_small,
+    ),
+    (ModelInfo("digits_cnn", "cnn", (1, 8, 8), 10, "Tiny CNN for 8x8 digits"), digits_cnn),
+    (
+        ModelInfo("lstm_lm", "lstm", (35,), 10_000, "2-layer LSTM language model", "tokens"),
+        lstm_lm,
+    ),
+    (
+        ModelInfo(
+            "transformer_small",
+            "transformer",
+            (128,),
+            10_000,
+            "4-layer causal Transformer LM",
+            "tokens",
         ),
-        (
-            ModelInfo("resnet50", "resnet", _IMAGENET, 1000, "ResNet-50 v1.5 (torchvision layout)"),
-            resnet50,
-        ),
-        (ModelInfo("vgg11", "vgg", _IMAGENET, 1000, "VGG-11, no BN (torchvision layout)"), vgg11),
-        (ModelInfo("vgg16", "vgg", _IMAGENET, 1000, "VGG-16, no BN (torchvision layout)"), vgg16),
-        (
-            ModelInfo(
-                "mobilenet_v2", "mobilenet", _IMAGENET, 1000, "MobileNetV2 1.0 (torchvision layout)"
-            ),
-            mobilenet_v2,
-        ),
-        (ModelInfo("alexnet", "alexnet", _IMAGENET, 1000, "AlexNet (torchvision layout)"), alexnet),
-        (ModelInfo("resnet20", "resnet", _CIFAR, 10, "CIFAR ResNet-20 of He et al."), resnet20),
-        (ModelInfo("vgg_small", "vgg", _CIFAR, 10, "Small BN VGG for 32x32"), vgg_small),
-        (
-            ModelInfo("mobilenet_v2_small", "mobilenet", _CIFAR, 10, "MobileNetV2 0.5 for 32x32"),
-            mobilenet_v2_small,
-        ),
-        (ModelInfo("digits_cnn", "cnn", (1, 8, 8), 10, "Tiny CNN for 8x8 digits"), digits_cnn),
-        (
-            ModelInfo("lstm_lm", "lstm", (35,), 10_000, "2-layer LSTM language model", "tokens"),
-            lstm_lm,
-        ),
-        (
-            ModelInfo(
-                "transformer_small",
-                "transformer",
-                (128,),
-                10_000,
-                "4-layer causal Transformer LM",
-                "tokens",
-            ),
-            transformer_small,
-        ),
-    ]
-}
+        transformer_small,
+    ),
+]
+_REGISTRY: dict[str, tuple[ModelInfo, Builder]] = {m.name: (m, b) for m, b in _MODELS}
 
 
 def names() -> list[str]:

@@ -42,7 +42,8 @@ CONTEXT = 128
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention: one ``d -> 3d`` projection for q, k, v, one ``d -> d`` out."""
+    """Multi-head causal self-attention: one ``d -> 3d`` projection for q, k, v, one ``d -> d``
+    out."""
 
     def __init__(self, d_model: int, heads: int) -> None:
         super().__init__()
@@ -124,7 +125,8 @@ class TransformerLM(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=std)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``(N, T)`` int64 token ids -> ``(N * T, vocab)`` logits; ModelError if ``T > context``."""
+        """``(N, T)`` int64 token ids -> ``(N * T, vocab)`` logits; ModelError if
+        ``T > context``."""
         t = tokens.shape[1]
         if not torch.jit.is_tracing() and t > self.context:  # traced: T is fixed by the example
             raise ModelError(
