@@ -102,7 +102,7 @@ def stratified_split(
     rng = np.random.default_rng([int(seed), 0x5B117])
     train_parts, val_parts = [], []
     start = 0
-    for count, k in zip(counts, n_val):
+    for count, k in zip(counts, n_val, strict=True):
         members = order[start : start + count]
         start += count
         perm = rng.permutation(members)
@@ -157,13 +157,13 @@ class Normalizer:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Normalise a (C, H, W) or (N, C, H, W) float32 tensor (returns a new tensor)."""
-        if self.mean is None:
+        if self.mean is None or self.std is None:
             return x
         return (x - self.mean) / self.std
 
     def apply_(self, x: torch.Tensor) -> torch.Tensor:
         """Same as ``__call__`` (bit for bit) but in place, to spare memory on big batches."""
-        if self.mean is None:
+        if self.mean is None or self.std is None:
             return x
         return x.sub_(self.mean).div_(self.std)
 

@@ -119,7 +119,8 @@ def task_description(data) -> dict:
 
 
 def _cost_per_sample(generator) -> float:
-    """Arithmetic operations the oracle spends on one sample: projections and pairwise fits per shift."""
+    """Arithmetic operations the oracle spends on one sample: projections and pairwise fits per
+    shift."""
     c, h, w = generator.shape
     shifts = (2 * generator.margin + 1) ** 2
     return shifts * (2 * c * h * w * generator.num_classes + 60 * TOP * TOP)

@@ -126,7 +126,7 @@ def _fit(im, size: tuple[int, int]):
         return im
     scale = max(th / h0, tw / w0)
     nw, nh = max(tw, round(w0 * scale)), max(th, round(h0 * scale))
-    im = im.resize((nw, nh), Image.BILINEAR)
+    im = im.resize((nw, nh), Image.Resampling.BILINEAR)
     left, top = (nw - tw) // 2, (nh - th) // 2
     return im.crop((left, top, left + tw, top + th))
 

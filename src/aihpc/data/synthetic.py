@@ -215,7 +215,10 @@ class SyntheticGenerator:
     def describe(self) -> dict:
         """The generative model's parameters (for results.json)."""
         return {
-            "model": "prototype + distractor overlay + offset + uniform pixel noise (aihpc.data.synthetic)",
+            "model": (
+                "prototype + distractor overlay + offset + uniform pixel noise "
+                "(aihpc.data.synthetic)"
+            ),
             "num_classes": self.num_classes,
             "shape": list(self.shape),
             "difficulty": self.difficulty,
