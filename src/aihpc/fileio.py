@@ -42,7 +42,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_open(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
-    """A binary file to write that replaces ``path`` when the block ends (:func:`atomic_path`), created with ``mode``."""
+    """A binary file to write that replaces ``path`` when the block ends (:func:`atomic_path`),
+    created with ``mode``."""
     with atomic_path(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with os.fdopen(fd, "wb") as f:
