@@ -291,19 +291,24 @@ def count_ops(
             if train and isinstance(value, torch.Tensor) and value.requires_grad:
                 value.backward()
     except (RuntimeError, ValueError, NotImplementedError) as exc:
-        hint = (
-            " (a model whose control flow depends on tensor values cannot run on the meta "
-            "device; try device='cpu')"
-            if device == "meta"
-            else ""
-        )
-        raise ModelError(
-            f"{type(model).__name__} failed while being counted: "
-            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-            f"{hint}"
-        ) from exc
+        raise _failed_to_run(model, exc, device) from exc
     all_counts = counter.get_flop_counts()
     return _assemble(net, forward_counts, all_counts, recorder, counter, batch, train, macs)
+
+
+def _failed_to_run(model: nn.Module, exc: Exception, device: str) -> ModelError:
+    """The one-line error for a model that failed while being counted on ``device``."""
+    hint = (
+        " (a model whose control flow depends on tensor values cannot run on the meta "
+        "device; try device='cpu')"
+        if device == "meta"
+        else ""
+    )
+    return ModelError(
+        f"{type(model).__name__} failed while being counted: "
+        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        f"{hint}"
+    )
 
 
 def _assemble(

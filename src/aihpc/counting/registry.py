@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from aihpc.counting import formulas_basic, formulas_nn
+from aihpc.counting import formulas_basic, formulas_nn, formulas_norm
 from aihpc.counting._table import Formula, aten_packets
 
 
@@ -32,7 +32,9 @@ def _merge(*tables: dict[Any, Formula]) -> dict[Any, Formula]:
 
 
 #: aten op packet -> :class:`Formula`, for every op that does arithmetic.
-FORMULAS: dict[Any, Formula] = _merge(formulas_basic.TABLE.entries, formulas_nn.TABLE.entries)
+FORMULAS: dict[Any, Formula] = _merge(
+    formulas_basic.TABLE.entries, formulas_nn.TABLE.entries, formulas_norm.TABLE.entries
+)
 
 _ZERO_NAMES = [
     # views and shape changes
