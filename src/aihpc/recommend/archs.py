@@ -63,7 +63,7 @@ class Template:
         layers.append(Layer(name="gap", type="global_avgpool", inputs=(src,)))
         layers.append(Layer(name="fc", type="dense", inputs=("gap",), out_features=num_classes))
         return ArchSpec(
-            input_shape=tuple(input_shape),
+            input_shape=input_shape,  # ArchSpec makes it a tuple
             num_classes=num_classes,
             layers=tuple(layers),
             output="fc",
@@ -109,17 +109,25 @@ def wide_range_specs(
 def matched_specs(
     input_shape: tuple[int, int, int], num_classes: int, target: int = 12_000
 ) -> list[tuple[str, ArchSpec]]:
-    """The ``matched`` set: each template at the width whose parameter count is nearest ``target``."""
+    """The ``matched`` set: each template at the width whose parameter count is nearest
+    ``target``."""
     out = []
     for t in MATCHED:
-
-        def size(w: int) -> int:
-            return t.spec(input_shape, num_classes, w).num_params()
-
-        lo, hi = 1, 1024  # parameters grow with width: bisect for the first width >= target
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if size(mid) < target else (lo, mid)
-        best = min((max(1, lo - 1), lo), key=lambda w: abs(size(w) - target))
+        best = _nearest_width(t, input_shape, num_classes, target)
         out.append((t.name, t.spec(input_shape, num_classes, best)))
     return out
+
+
+def _nearest_width(
+    template: Template, input_shape: tuple[int, int, int], num_classes: int, target: int
+) -> int:
+    """The width at which ``template``'s parameter count is nearest ``target``."""
+
+    def size(w: int) -> int:
+        return template.spec(input_shape, num_classes, w).num_params()
+
+    lo, hi = 1, 1024  # parameters grow with width: bisect for the first width >= target
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if size(mid) < target else (lo, mid)
+    return min((max(1, lo - 1), lo), key=lambda w: abs(size(w) - target))

@@ -29,7 +29,7 @@ def design(observations: list[Observation]) -> tuple[np.ndarray, ...]:
     rows, targets, classes, groups, tasks = [], [], [], [], []
     names = sorted({o.family for o in observations})
     for k, o in enumerate(observations):
-        for s, acc in zip(o.scores, o.accuracy):
+        for s, acc in zip(o.scores, o.accuracy, strict=True):
             rows.append(features(o.complexity, s))
             targets.append(float(np.mean(acc)))
             classes.append(o.complexity.num_classes)

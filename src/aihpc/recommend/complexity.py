@@ -180,12 +180,12 @@ def random_conv_features(x: np.ndarray, filters: int = PROBE_FILTERS, seed: int 
     import torch
     import torch.nn.functional as F
 
-    x = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    images = torch.as_tensor(np.asarray(x, dtype=np.float32))
     gen = torch.Generator().manual_seed(seed)
-    c = x.shape[1]
+    c = images.shape[1]
     weight = torch.randn(filters, c, 3, 3, generator=gen) / (9 * c) ** 0.5
     with torch.no_grad():
-        out = F.relu(F.conv2d(x, weight, padding=1))
+        out = F.relu(F.conv2d(images, weight, padding=1))
         out = F.adaptive_avg_pool2d(out, (min(4, out.shape[2]), min(4, out.shape[3])))
     return out.flatten(1).double().numpy()
 

@@ -191,15 +191,16 @@ def _photo_patches(side: int, grid: tuple[int, int], per_class: int, seed: int) 
                         folder.mkdir(parents=True)
                         for i in range(count):
                             crop = _crop(cell, split, rng)
-                            Image.fromarray(crop).resize((side, side), Image.BILINEAR).save(
-                                folder / f"{i}.png"
-                            )
+                            Image.fromarray(crop).resize(
+                                (side, side), Image.Resampling.BILINEAR
+                            ).save(folder / f"{i}.png")
                     label += 1
         return from_dataset("imagefolder", root, seed=seed, image_size=side)
 
 
 def _crop(cell: np.ndarray, split: str, rng: np.random.Generator) -> np.ndarray:
-    """A random square crop of 48-96 pixels: validation from the cell's right fifth, training not."""
+    """A random square crop of 48-96 pixels: validation from the cell's right fifth, training
+    not."""
     h, w = cell.shape[:2]
     size = int(rng.integers(48, min(96, h, w // 2) + 1))
     cut = int(w * 0.8)
@@ -227,7 +228,7 @@ def _spec(family: str, name: str, shape: tuple[int, int, int], fn, **kw) -> Task
     return TaskSpec(family, name, shape, functools.partial(fn, **kw))
 
 
-def _digits_specs(seed: int, variants: list[tuple[str, dict]]) -> list[TaskSpec]:
+def _digits_specs(seed: int, variants: list[tuple[str, tuple[str, dict]]]) -> list[TaskSpec]:
     return [
         _spec("digits", name, (1, 8, 8), _digits_variant, kind=kind, seed=seed, **how)
         for name, (kind, how) in variants

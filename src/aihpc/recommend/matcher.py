@@ -217,14 +217,20 @@ class Matcher:
                 floats["scale"],
                 floats["coef"],
                 float(d["intercept"]),
-                floats["alpha"],
-                floats["residuals"],
+                _pair(floats["alpha"]),
+                _pair(floats["residuals"]),
                 floats["lower"],
-                floats["upper"],  # type: ignore[arg-type]
+                floats["upper"],
                 dict(d.get("provenance", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: malformed matcher ({exc})") from None
+
+
+def _pair(values: tuple[float, ...]) -> tuple[float, float]:
+    """A pair read from a matcher file (Matcher.from_dict has checked its length)."""
+    first, second = values
+    return first, second
 
 
 def load(path: Path | None = None) -> Matcher:

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 
-def _weighted_layers(model: nn.Module) -> list[nn.Module]:
+def _weighted_layers(model: nn.Module) -> list[nn.Conv2d | nn.Linear]:
     return [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
 
 
@@ -115,6 +115,8 @@ def jacob_cov(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) 
     net = copy.deepcopy(model).train()
     inputs = x.detach().clone().requires_grad_(True)
     net(inputs).sum().backward()
+    if inputs.grad is None:
+        raise RuntimeError(f"{type(model).__name__}'s output does not depend on its input")
     jac = inputs.grad.reshape(inputs.shape[0], -1).double().cpu().numpy()
     return float(jacobian_score(jac))
 

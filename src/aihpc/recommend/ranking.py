@@ -104,7 +104,8 @@ class Recommendation:
 
 
 def in_budget(score: CandidateScore, budget_ops: float | None) -> bool:
-    """Whether the candidate needs at most ``budget_ops`` training operations per sample (None: any)."""
+    """Whether the candidate needs at most ``budget_ops`` training operations per sample (None:
+    any)."""
     return budget_ops is None or score.ops_per_sample <= budget_ops
 
 
@@ -139,7 +140,8 @@ def proxy_values(scores: list[CandidateScore], proxy: str) -> np.ndarray:
 
 
 def choose_by_fallback(scores: list[CandidateScore], budget_ops: float | None = None) -> int:
-    """Index of the candidate with the largest :data:`FALLBACK` proxy within budget (ties: the cheaper)."""
+    """Index of the candidate with the largest :data:`FALLBACK` proxy within budget (ties: the
+    cheaper)."""
     values = proxy_values(scores, FALLBACK)
     return min(
         _within_budget(scores, budget_ops), key=lambda i: (-values[i], scores[i].ops_per_sample, i)
@@ -196,7 +198,8 @@ def rank(
     budget_ops: float | None = None,
     seed: int = 0,
 ) -> Recommendation:
-    """Measure the task and the candidates, predict (or fall back), rank, and choose; nothing is trained."""
+    """Measure the task and the candidates, predict (or fall back), rank, and choose; nothing is
+    trained."""
     start = time.perf_counter()
     cx = task_complexity(task, seed)
     scores = score_candidates(task, candidates, seed)

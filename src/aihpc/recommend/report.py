@@ -14,7 +14,8 @@ def _prediction(r) -> str:
 
 
 def format_recommendation(rec: Recommendation) -> str:
-    """Task complexity and domain, one row per candidate (best first), then the pick and its rule."""
+    """Task complexity and domain, one row per candidate (best first), then the pick and its
+    rule."""
     c = rec.complexity
     lines = [
         f"task {rec.task}: {c.num_classes} classes, {c.num_samples} training samples, "
@@ -47,16 +48,19 @@ def format_recommendation(rec: Recommendation) -> str:
             f"task level{budget}"
         )
         legend = (
-            "pred acc: the matcher's accuracy after 100 training steps, in [1/classes, 1]; the interval "
-            "held 80 % of calibration accuracies with their family left out (56-67 % of held-out "
-            "validation accuracies: README)"
+            "pred acc: the matcher's accuracy after 100 training steps, in [1/classes, 1]; "
+            "the interval held 80 % of calibration accuracies with their family left out "
+            "(56-67 % of held-out validation accuracies: README)"
         )
     else:
         rule = (
             f"the largest {rec.method}{budget}; the matcher is not used outside its domain, "
             f"{rec.method} alone ranks"
         )
-        legend = f"pred acc: none outside the domain; candidates are ranked by {rec.method} (larger = better)"
+        legend = (
+            "pred acc: none outside the domain; "
+            f"candidates are ranked by {rec.method} (larger = better)"
+        )
     lines += [
         "",
         legend,

@@ -44,7 +44,7 @@ class Observation:
             "complexity": self.complexity.to_dict(),
             "candidates": [
                 {**s.to_dict(), "accuracy": [float(a) for a in acc]}
-                for s, acc in zip(self.scores, self.accuracy)
+                for s, acc in zip(self.scores, self.accuracy, strict=True)
             ],
         }
 
@@ -66,6 +66,9 @@ def observation_from_dict(d: dict) -> Observation:
             for c in d["candidates"]
         )
         acc = np.array([[float(a) for a in c["accuracy"]] for c in d["candidates"]])
+        shape = tuple(int(v) for v in d.get("input_shape", (0, 0, 0)))
+        if len(shape) != 3:
+            raise ValueError(f"input_shape {shape} is not (C, H, W)")
         return Observation(
             str(d["task"]),
             str(d["candidate_set"]),
@@ -73,8 +76,8 @@ def observation_from_dict(d: dict) -> Observation:
             scores,
             acc,
             str(d.get("family", "")),
-            tuple(int(v) for v in d.get("input_shape", (0, 0, 0))),
-        )  # type: ignore[arg-type]
+            shape,
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"malformed observation in the result file ({exc!r})") from None
 
@@ -103,7 +106,8 @@ def observe(
 def _observe_spec(
     spec: TaskSpec, sets: tuple[str, ...], seeds: int, steps: int, base_seed: int, limit: int | None
 ) -> list[Observation]:
-    """Build one task and observe every candidate set on it (in a worker process, one torch thread)."""
+    """Build one task and observe every candidate set on it (in a worker process, one torch
+    thread)."""
     import torch
 
     torch.set_num_threads(1)
@@ -152,7 +156,8 @@ def observe_all(
             done[i] = future.result()
             if progress is not None:
                 progress(
-                    f"{len(done)}/{len(specs)} tasks: {specs[i].name} ({specs[i].family}) observed, "
+                    f"{len(done)}/{len(specs)} tasks: "
+                    f"{specs[i].name} ({specs[i].family}) observed, "
                     f"{time.perf_counter() - start:.0f} s"
                 )
     return [o for i in range(len(specs)) for o in done[i]]

@@ -113,7 +113,10 @@ def judge(
     steps: int = STEPS,
 ) -> Validation:
     """Judge held-out observations; ``matchers[family]`` is the one fitted without that family."""
-    scores, inside, outside, seed_tau = [], {}, [], {}
+    scores: list[TaskScore] = []
+    inside: dict[str, list[bool]] = {}
+    outside: list[str] = []
+    seed_tau: dict[str, list[float]] = {}
     for o in held_out:
         truth = o.accuracy.mean(axis=1)
         d = decide(o.complexity, list(o.scores), matchers[o.family], margin)
@@ -177,7 +180,8 @@ def validate(
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[Validation, list[Observation]]:
-    """Observe both candidate sets on the held-out tasks and judge the left-one-family-out matchers."""
+    """Observe both candidate sets on the held-out tasks and judge the left-one-family-out
+    matchers."""
     specs = validation_tasks() if specs is None else specs
     held_out = observe_all(
         specs,
@@ -198,7 +202,8 @@ def rejudge(
     margin: float = MARGIN,
     steps: int = STEPS,
 ) -> Validation:
-    """Judge saved held-out observations again (another calibration or margin): nothing is trained."""
+    """Judge saved held-out observations again (another calibration or margin): nothing is
+    trained."""
     matchers = leave_one_family_out(calibration, {o.family for o in held_out}, {})
     return judge(held_out, matchers, margin=margin, steps=steps)
 
@@ -206,7 +211,8 @@ def rejudge(
 def summary(
     v: Validation, by: str = "candidate_set"
 ) -> list[tuple[str, str, float, float, float, int]]:
-    """(group, predictor, mean tau, median regret, worst regret, tasks) per ``by`` value and predictor."""
+    """(group, predictor, mean tau, median regret, worst regret, tasks) per ``by`` value and
+    predictor."""
     groups: dict[tuple[str, str], list[TaskScore]] = {}
     for s in v.scores:
         groups.setdefault(
@@ -227,7 +233,8 @@ def summary(
 
 
 def format_validation(v: Validation) -> str:
-    """The validation tables: per candidate set, then the recommender and the baselines per input shape."""
+    """The validation tables: per candidate set, then the recommender and the baselines per input
+    shape."""
     lines = [
         f"leave one family out: {v.seeds} seeds, {v.steps} steps, margin {v.margin:g}; regret in "
         f"accuracy points (best trained minus the pick)",
