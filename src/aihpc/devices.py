@@ -17,6 +17,9 @@ is 0 unless the master assigned another.
   a worker's name.
 
 On the CPU none of this applies: every process trains on the CPU.
+:func:`resolve_device` is the one rule that turns a device name (``cpu``,
+``cuda``, ``cuda:N``, ``auto``) into a device, for a worker and for every
+command alike.
 :func:`describe` is the record of where a worker's processes train
 (results.json's ``devices``).
 """
@@ -72,20 +75,52 @@ def gpu_indices(procs: int = 1) -> tuple[int, ...]:
     return tuple((first + k) % count for k in range(procs))
 
 
-def device_kind(name: str) -> str:
-    """``cpu`` or ``cuda``: the kind of device a task's ``device`` names (``auto``: a GPU if there is one)."""
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
-        return "cpu"
-    if not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' was asked for but CUDA is not available")
-    return "cuda"
+DEVICE_NAMES = "cpu, cuda, cuda:N or auto"
+"""The device names every command and task accepts (:func:`resolve_device`'s rule)."""
 
 
-def resolve_device(name: str, rank: int = 0, procs: int = 1) -> torch.device:
-    """The device of rank ``rank`` of this worker's ``procs`` processes; ``auto``: a GPU if there is one."""
-    if device_kind(name) == "cpu":
+def device_kind(name: str | torch.device) -> str:
+    """``cpu`` or ``cuda``: the kind of device ``name`` asks for, by :func:`resolve_device`'s rule."""
+    return _parse(name)[0]
+
+
+def resolve_device(name: str | torch.device, rank: int = 0, procs: int = 1) -> torch.device:
+    """The device ``name`` asks for, for rank ``rank`` of this worker's ``procs`` processes.
+
+    The one rule, for every command and every worker:
+
+    * ``cpu``: the CPU;
+    * ``cuda``: this worker's own GPU for that rank, ``slot*P + rank`` of the GPUs it sees
+      (:func:`gpu_indices`); outside a worker, or with no slot assigned, GPU ``rank``;
+    * ``cuda:N``: GPU ``N`` of the GPUs this process sees;
+    * ``auto``: ``cuda`` where CUDA sees a GPU, else ``cpu``.
+
+    Anything else, or a GPU this machine lacks, is a one-line :class:`ConfigError` naming the value.
+    """
+    kind, index = _parse(name)
+    if kind == "cpu":
         return torch.device("cpu")
-    return torch.device("cuda", gpu_indices(procs)[rank])
+    if index is None:
+        return torch.device("cuda", gpu_indices(procs)[rank])
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ConfigError(f"device {str(name)!r}: this machine has {count} CUDA GPU(s)")
+    return torch.device("cuda", index)
+
+
+def _parse(name: str | torch.device) -> tuple[str, int | None]:
+    """(kind, GPU index or None) of a device name; ConfigError for a name outside the rule."""
+    text = str(name)
+    if text == "auto":
+        text = "cuda" if torch.cuda.is_available() else "cpu"
+    match = re.fullmatch(r"cpu|cuda(?::(\d+))?", text)
+    if match is None:
+        raise ConfigError(f"device must be {DEVICE_NAMES}, got {str(name)!r}")
+    if text == "cpu":
+        return "cpu", None
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device {str(name)!r} requested but CUDA is not available")
+    return "cuda", None if match[1] is None else int(match[1])
 
 
 def visible_gpus() -> list[str]:

@@ -59,6 +59,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
 
 MOMENTUM = 0.9
@@ -177,27 +178,6 @@ class TrainingOutcome:
             "eval_s": sum(p.eval_s for p in self.curve),
             "wall_s": self.wall_s,
         }
-
-
-def bench_device(name: str) -> torch.device:
-    """``auto``: the first GPU if there is one, else the CPU; ConfigError for a device not present."""
-    if name == "auto":
-        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {name!r}") from None
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        index = device.index or 0
-        if index >= count:
-            raise ConfigError(
-                f"device {name!r} was asked for but this machine has {count} CUDA GPU(s)"
-            )
-        return torch.device("cuda", index)
-    if device.type != "cpu":
-        raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {name!r}")
-    return device
 
 
 def check_fit(
@@ -345,7 +325,7 @@ def _train_to_target(
     config: TrainingConfig, progress: Callable[[str], None] | None
 ) -> TrainingOutcome:
     """The loop of :func:`time_to_target`: epochs until a stop reason."""
-    device = bench_device(config.device)
+    device = resolve_device(config.device)
     run = _prepare(config, device)
     curve: list[EpochPoint] = []
     train_s, reason = 0.0, None

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         plot_names,
         plot_sweep,
     )
-    from aihpc.profile.step import resolve_device
+    from aihpc.devices import resolve_device
 
     _check_destinations(args)
     shape = parse_shape(args.input) if args.input is not None else None

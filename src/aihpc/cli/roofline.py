@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.cli.output import emit
     from aihpc.errors import AihpcError, ConfigError
     from aihpc.roofline import machine
-    from aihpc.roofline.peak import resolve_device
+    from aihpc.devices import resolve_device
 
     seconds = machine.check_seconds(args.seconds)
     if args.elements is not None and args.elements < 1:

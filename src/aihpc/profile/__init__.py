@@ -58,7 +58,6 @@ from aihpc.profile.step import (
     StepTiming,
     Workload,
     build_workload,
-    resolve_device,
 )
 from aihpc.profile.sweep import DIMENSIONS, Sweep, parse_values, plan_sweep, plot_names, plot_sweep
 from aihpc.profile.table import format_profile
@@ -84,5 +83,4 @@ __all__ = [
     "plot_names",
     "plot_sweep",
     "profile_workload",
-    "resolve_device",
 ]

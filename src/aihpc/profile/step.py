@@ -147,26 +147,6 @@ class StepConfig:
         return replace(self, **changes)
 
 
-def resolve_device(name: str) -> torch.device:
-    """``cpu``, ``cuda``, ``cuda:N`` or ``auto``; ConfigError naming the value if unusable here."""
-    from aihpc.devices import resolve_device as trainer_device
-
-    index = name[5:] if name.startswith("cuda:") else None
-    if name not in ("cpu", "auto", "cuda") and not (index and index.isdigit()):
-        raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {name!r}")
-    if name in ("cpu", "auto"):
-        return trainer_device(name)
-    if not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} was asked for but CUDA is not available here")
-    if index is None:
-        return trainer_device(name)
-    if int(index) >= torch.cuda.device_count():
-        raise ConfigError(
-            f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
-        )
-    return torch.device("cuda", int(index))
-
-
 def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
     """SGD with momentum 0.9 (lr 0.01) or AdamW (lr 1e-3, weight decay 0.01)."""
     if name == "sgd":

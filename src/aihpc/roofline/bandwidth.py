@@ -35,8 +35,9 @@ from typing import Any
 
 import torch
 
+from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
-from aihpc.roofline.peak import _parse_device, summarise
+from aihpc.roofline.peak import summarise
 
 KERNELS: dict[str, int] = {"copy": 2, "triad": 3}
 """STREAM kernel -> arrays moved per element (reads + writes)."""
@@ -137,7 +138,7 @@ def measure_bandwidth(
     that cannot be allocated.
     """
     _check_kernel(kernel)
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     n = default_elements(dev) if elements is None else elements
     moved = bytes_per_call(kernel, n)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -179,7 +180,7 @@ def default_elements(device: str | torch.device = "cpu") -> int:
     Never more than :data:`MAX_ELEMENTS`; the cache size comes from
     :func:`last_level_cache_bytes` (the minimum is used where it is unknown).
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     n, cache = MIN_ELEMENTS[dev.type], last_level_cache_bytes(dev)
     while cache is not None and n * ELEMENT_BYTES < 4 * cache and n < MAX_ELEMENTS[dev.type]:
         n *= 2
@@ -192,7 +193,7 @@ def last_level_cache_bytes(device: str | torch.device = "cpu") -> int | None:
     CPU: the sum over the distinct highest-level data caches in Linux sysfs
     (one per socket or cluster sharing it).  CUDA: the GPU's L2.
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     if dev.type == "cuda":
         size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", None)
         return int(size) if size else None

@@ -95,7 +95,7 @@ def measure_machine(
     elements: int | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Measure the roofs of ``device`` (a :func:`aihpc.roofline.peak.resolve_device`, as a string) into a result ``data`` dict.
+    """Measure the roofs of ``device`` (a :func:`aihpc.devices.resolve_device`, as a string) into a result ``data`` dict.
 
     One matmul peak per dtype, then STREAM copy and triad over ``elements``
     float64 per array (default :func:`aihpc.roofline.bandwidth.default_elements`),

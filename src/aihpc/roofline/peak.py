@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
 
 SPREAD_WARNING = 0.10
@@ -153,7 +154,7 @@ def measure_peak(
     Raises :class:`ConfigError` for an unknown or unavailable device or dtype
     or bad numbers.
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     name = _dtype_name(dtype, dev)
     n = DEFAULT_SIZE[dev.type] if size is None else size
     flops = matmul_flops(n)
@@ -239,7 +240,7 @@ def default_dtypes(device: str | torch.device = "cpu") -> tuple[str, ...]:
     CPU: float32 only (bfloat16/float16 only when asked).  CUDA: float32,
     tf32, bfloat16 (when the GPU supports it) and float16.
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     if dev.type == "cpu":
         return ("float32",)
     names = ["float32", "tf32"]
@@ -263,36 +264,9 @@ def measure_peaks(
     names = default_dtypes(device) if dtypes is None else tuple(dtypes)
     if not names:
         raise ConfigError("dtypes must name at least one dtype, got none")
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     resolved = [_dtype_name(d, dev) for d in names]
     return {name: measure_peak(dev, name, **kwargs) for name in resolved}
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """A checked device (ConfigError naming the value); "auto" is the current CUDA device where
-    CUDA is available, else the CPU."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return _parse_device(device)
-
-
-def _parse_device(device: str | torch.device) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if dev.type not in _DEVICE_DTYPES:
-        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device {device!r} requested but CUDA is not available")
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        if index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device index must be < {torch.cuda.device_count()} (visible GPUs), got {device!r}"
-            )
-        dev = torch.device("cuda", index)
-    return dev
 
 
 def _dtype_name(dtype: torch.dtype | str, dev: torch.device) -> str:
