@@ -214,7 +214,7 @@ def _listing(values: dict[Any, list[int]]) -> str:
 
 
 @dataclass(frozen=True)
-class Group:
+class RepeatGroup:
     """Results of one configuration on one machine: the repeats."""
 
     label: str
@@ -232,7 +232,7 @@ class Group:
         return statistics.stdev(self.values) if len(self.values) > 1 else None
 
 
-def group_repeats(entries: list[Entry]) -> list[Group]:
+def group_repeats(entries: list[Entry]) -> list[RepeatGroup]:
     """Inputs grouped by configuration and machine, in input order; Welch's test of each group against the first."""
     keys: dict[tuple, list[int]] = {}
     for number, e in enumerate(entries, start=1):
@@ -243,7 +243,9 @@ def group_repeats(entries: list[Entry]) -> list[Group]:
     for index, numbers in enumerate(keys.values()):
         values = tuple(v for n in numbers if (v := entries[n - 1].metric()) is not None)
         groups.append(
-            Group(chr(ord("A") + index) if index < 26 else f"G{index}", tuple(numbers), values)
+            RepeatGroup(
+                chr(ord("A") + index) if index < 26 else f"G{index}", tuple(numbers), values
+            )
         )
     if not groups:
         return groups
@@ -251,14 +253,14 @@ def group_repeats(entries: list[Entry]) -> list[Group]:
     return [first] + [_tested(first, g) for g in groups[1:]]
 
 
-def _tested(reference: Group, group: Group) -> Group:
+def _tested(reference: RepeatGroup, group: RepeatGroup) -> RepeatGroup:
     if len(reference.values) < 2 or len(group.values) < 2:
         return group
     p = welch_p_value(reference.values, group.values)
     if p is None:
         return group
     marker = next((m for level, m in SIGNIFICANCE if p < level), "n.s.")
-    return Group(group.label, group.members, group.values, p, marker)
+    return RepeatGroup(group.label, group.members, group.values, p, marker)
 
 
 def welch_p_value(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
@@ -325,7 +327,7 @@ def energy_cells(e: Entry) -> list[str]:
     ]
 
 
-def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str]) -> str:
+def render_comparison(entries: list[Entry], groups: list[RepeatGroup], flags: list[str]) -> str:
     """The side-by-side table, the groups of repeats with their significance markers, and the flags."""
     lines = [text_table(COLUMNS, [entry_cells(n, e) for n, e in enumerate(entries, start=1)])]
     metric = SCORED_KINDS[entries[0].kind].metric

@@ -73,7 +73,7 @@ from typing import Any
 
 import torch
 
-from aihpc.bench.timing import SPREAD_WARNING
+from aihpc.bench.timing import IQR_SPREAD_WARNING
 from aihpc.errors import AihpcError, ConfigError
 
 VOLUME_CALLS = 10
@@ -230,10 +230,10 @@ def step_times(samples: list[list[float]], procs: int, batch: int) -> StepTimes:
     iqr = quartiles[2] - quartiles[0]
     spread = iqr / ddp if ddp > 0 else float("inf")
     warning = None
-    if spread > SPREAD_WARNING:
+    if spread > IQR_SPREAD_WARNING:
         warning = (
             f"{procs} process(es): the step times spread over {spread:.0%} of the median "
-            f"(> {SPREAD_WARNING:.0%}); the machine was busy"
+            f"(> {IQR_SPREAD_WARNING:.0%}); the machine was busy"
         )
     return StepTimes(
         procs=procs,

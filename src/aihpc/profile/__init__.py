@@ -56,7 +56,7 @@ from aihpc.profile.step import (
     PHASES,
     StepConfig,
     StepTiming,
-    Workload,
+    StepWorkload,
     build_workload,
 )
 from aihpc.profile.sweep import DIMENSIONS, Sweep, parse_values, plan_sweep, plot_names, plot_sweep
@@ -71,8 +71,8 @@ __all__ = [
     "Profile",
     "StepConfig",
     "StepTiming",
+    "StepWorkload",
     "Sweep",
-    "Workload",
     "build_workload",
     "characterise",
     "check_fits",

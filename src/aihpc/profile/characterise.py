@@ -35,7 +35,7 @@ from aihpc.profile.memory import (
 from aihpc.profile.step import (
     StepConfig,
     StepTiming,
-    Workload,
+    StepWorkload,
     build_workload,
     run_profiled,
     run_step,
@@ -91,7 +91,7 @@ class Profile:
         }
 
 
-def _profiled_steps(w: Workload, steps: int) -> tuple[StepTiming, int]:
+def _profiled_steps(w: StepWorkload, steps: int) -> tuple[StepTiming, int]:
     """Profile ``steps`` steps of a warmed-up workload: their timing and the peak bytes."""
     resident = resident_bytes(w.model, w.optimizer)
     cuda = w.device.type == "cuda"
@@ -125,7 +125,7 @@ def measure_point(config: StepConfig, device: torch.device) -> tuple[float, int]
     return timing.median, peak
 
 
-def profile_workload(w: Workload, steps: int) -> tuple[StepTiming, MemoryBreakdown]:
+def profile_workload(w: StepWorkload, steps: int) -> tuple[StepTiming, MemoryBreakdown]:
     """Warm-up (measuring saved activations), then ``steps`` profiled steps of any workload."""
     with ActivationMeter(w.model) as meter:
         run_step(w, 0)

@@ -51,9 +51,6 @@ OPTIMIZERS = ("sgd", "adamw")
 DATA_BATCHES = 2
 """Batches in the host-side data set (the steps cycle through them)."""
 
-SPREAD_WARNING = 0.10
-"""(slowest - fastest) / median step above which the table warns that the timing is unsteady."""
-
 STEP_RANGE = "profile:step"
 _PHASE_PREFIX = "phase:"
 
@@ -157,7 +154,7 @@ def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
 
 
 @dataclass
-class Workload:
+class StepWorkload:
     """What a profiled step trains: the model and optimizer on ``device``, and
     the host-side data set ``inputs`` (samples first) with ``targets``
     ``(samples, rows per sample)`` int64, visited batch by batch in ``order``."""
@@ -179,7 +176,7 @@ class Workload:
         batch: int,
         device: torch.device,
         seed: int = 0,
-    ) -> Workload:
+    ) -> StepWorkload:
         """A workload for any model (already on ``device``) and host data set."""
         gen = torch.Generator().manual_seed(seed)
         order = torch.randperm(inputs.shape[0], generator=gen).split(batch)
@@ -205,7 +202,7 @@ def in_channels(config: StepConfig) -> int | None:
     return None
 
 
-def build_workload(config: StepConfig, device: torch.device) -> Workload:
+def build_workload(config: StepConfig, device: torch.device) -> StepWorkload:
     """The zoo model of ``config`` on ``device``, its optimizer, and a random data set of DATA_BATCHES batches."""
     torch.manual_seed(config.seed)
     meta = models.info(config.model)
@@ -214,12 +211,12 @@ def build_workload(config: StepConfig, device: torch.device) -> Workload:
     inputs = models.example_input(config.model, samples, config.input_shape)
     rows = 1 if config.input_kind == "image" else config.input_shape[0]
     targets = torch.randint(meta.num_classes, (samples, rows))
-    return Workload.from_parts(
+    return StepWorkload.from_parts(
         model, config.optimizer, inputs, targets, config.batch, device, config.seed
     )
 
 
-def run_step(w: Workload, index: int) -> None:
+def run_step(w: StepWorkload, index: int) -> None:
     """Training step ``index`` (its batch is ``w.order[index % len]``), phase by phase."""
     with record_function(_PHASE_PREFIX + "data"):
         idx = w.order[index % len(w.order)]
@@ -261,7 +258,7 @@ def _kineto_notes_dropped() -> Iterator[None]:
                 sys.stderr.write(kept)
 
 
-def run_profiled(w: Workload, steps: int, first: int = 1) -> profile:
+def run_profiled(w: StepWorkload, steps: int, first: int = 1) -> profile:
     """Steps ``first .. first + steps - 1`` of ``w`` under a profiler recording
     memory events (and CUDA kernels on a GPU); returns the stopped profiler."""
     activities = [ProfilerActivity.CPU] + (

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from aihpc.fmt import format_si
 from aihpc.profile.characterise import Profile
-from aihpc.profile.step import SPREAD_WARNING
 from aihpc.profile.sweep import AXIS_LABELS
+from aihpc.roofline.peak import RANGE_SPREAD_WARNING
 
 MIB = 2**20
 OPERATOR_ROWS = 12
@@ -95,7 +95,7 @@ def format_profile(p: Profile) -> str:
         f"step: {_seconds(t.median)} s (median; {fastest}-{slowest} s); "
         f"{ops} counted (forward + loss + backward) -> {rate}",
     ]
-    if t.spread > SPREAD_WARNING:
+    if t.spread > RANGE_SPREAD_WARNING:
         head.append(
             f"warning: the steps' times spread over {100 * t.spread:.0f}% of the median "
             "(a busy machine?); more --steps give a steadier median"

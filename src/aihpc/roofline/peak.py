@@ -13,7 +13,7 @@ usual convention).  The procedure:
    (``torch.cuda.synchronize`` on CUDA) so queued kernels are inside the
    measured interval;
 4. report the median FLOP/s, the min/max, and the relative spread
-   ``(max - min) / median``; a spread above :data:`SPREAD_WARNING` (10 %) sets
+   ``(max - min) / median``; a spread above :data:`RANGE_SPREAD_WARNING` (10 %) sets
    :attr:`PeakResult.warning`, because the peak is then unreliable (busy
    machine, throttling, turbo changes).
 
@@ -42,8 +42,9 @@ import torch
 from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
 
-SPREAD_WARNING = 0.10
-"""Relative spread ``(max - min) / median`` above which a result carries a warning."""
+RANGE_SPREAD_WARNING = 0.10
+"""Relative range ``(max - min) / median`` of repeated measurements above which a result
+carries a warning (a peak, a bandwidth, profile's step times)."""
 
 DEFAULT_SIZE: dict[str, int] = {"cpu": 1024, "cuda": 8192}
 """Default matrix side ``n`` per device type."""
@@ -88,7 +89,7 @@ class PeakResult:
 
     ``flops_per_s`` is the median over ``repeats`` (FLOP/s of each timed
     repeat, in order); ``spread`` is ``(max - min) / median``; ``warning`` is a
-    sentence when the spread exceeds :data:`SPREAD_WARNING`, else None.
+    sentence when the spread exceeds :data:`RANGE_SPREAD_WARNING`, else None.
     """
 
     device: str
@@ -118,7 +119,7 @@ def summarise(
     """``(median, min, max, spread, warning)`` of per-repeat ``rates``.
 
     ``spread = (max - min) / median``; ``warning`` is None unless the spread
-    exceeds :data:`SPREAD_WARNING`.  ``unit`` (e.g. "FLOP/s", "bytes/s") and
+    exceeds :data:`RANGE_SPREAD_WARNING`.  ``unit`` (e.g. "FLOP/s", "bytes/s") and
     ``subject`` (e.g. "peak", "bandwidth") only word the warning.
     """
     if not rates:
@@ -127,10 +128,10 @@ def summarise(
     lo, hi = float(min(rates)), float(max(rates))
     spread = (hi - lo) / median if median > 0 else math.inf
     warning = None
-    if spread > SPREAD_WARNING:
+    if spread > RANGE_SPREAD_WARNING:
         warning = (
             f"{unit} of the {len(rates)} repeats spread over {spread:.0%} of the median "
-            f"(> {SPREAD_WARNING:.0%}): the machine was busy or its clocks changed; "
+            f"(> {RANGE_SPREAD_WARNING:.0%}): the machine was busy or its clocks changed; "
             f"treat this {subject} as unreliable"
         )
     return median, lo, hi, spread, warning
