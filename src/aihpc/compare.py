@@ -32,6 +32,7 @@ from typing import Any
 from aihpc.errors import ConfigError
 from aihpc.fileio import read_json
 from aihpc.fmt import text_table
+from aihpc.records.environment import Environment
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
 SIGNIFICANCE_RULE = (
@@ -84,19 +85,6 @@ class ScoredKind:
     higher_is_better: bool
 
 
-def machine_name(environment: dict[str, Any] | None) -> str:
-    """The machine in a few words: GPUs if any, else the CPU model and cores; then the host."""
-    env = environment or {}
-    gpus = env.get("gpus") or []
-    if gpus:
-        what = f"{len(gpus)}x {gpus[0].get('name', 'GPU')}"
-    else:
-        what = (
-            f"{env.get('cpu_model') or 'unknown CPU'}, {env.get('cpu_logical_cores') or '?'} cores"
-        )
-    return f"{env.get('hostname') or '?'}: {what}"
-
-
 def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
     """results.json of ``aihpc run``."""
     config, score, data = doc.get("config") or {}, doc.get("score") or {}, doc.get("data") or {}
@@ -115,7 +103,7 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
         config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "
         f"seed {config.get('seed')}",
         config_key=repr(key),
-        machine=machine_name(doc.get("environment")),
+        machine=Environment.from_dict(doc.get("environment") or {}).machine_name(),
         score=score.get("ops_per_second"),
         error_percent=score.get("error_percent"),
         regulated_score=score.get("regulated_score"),

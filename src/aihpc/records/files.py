@@ -3,7 +3,7 @@
 Each command writes one JSON document (keys sorted, written atomically)::
 
     {"kind": "bench-operators", "schema_version": 1, "created_utc": "...",
-     "environment": {...aihpc.records.environment.collect()...},
+     "environment": {...aihpc.records.environment.collect().to_dict()...},
      "data": {...the command's own results...}}
 
 ``kind`` says which command wrote it (one of :data:`KINDS`), so ``aihpc
@@ -51,7 +51,7 @@ def result_document(
         "kind": kind,
         "schema_version": RESULT_FILE_SCHEMA_VERSION,
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "environment": collect() if environment is None else environment,
+        "environment": collect().to_dict() if environment is None else environment,
         "data": data,
     }
 

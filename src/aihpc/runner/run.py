@@ -16,6 +16,7 @@ from typing import Any
 
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, DataError, StorageError
+from aihpc.records.environment import Environment
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 from aihpc.runner.master import Master
 from aihpc.runner.placement import place_workers
@@ -299,7 +300,7 @@ def initialise(
     mlperf.init_start()
     mlperf.train_samples(data_info["num_train"])
     mlperf.eval_samples(data_info["num_val"])
-    store.set_meta("environment", environment)
+    store.set_meta("environment", environment.to_dict())
     store.set_meta("data", data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
     peak = measure_run_peak(executor, layout, config.peak_seconds, config.procs_per_trial)
@@ -556,9 +557,9 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
     }
 
 
-def _platform(environment: dict[str, Any], device: str) -> str:
+def _platform(environment: Environment, device: str) -> str:
     """The MLPerf platform name: the GPU model on GPU machines, else the CPU model."""
-    gpus = environment.get("gpus") or []
+    gpus = environment.gpus
     if device == "cuda" and gpus:
-        return f"{len(gpus)}x {gpus[0].get('name', 'GPU')}"
-    return str(environment.get("cpu_model") or environment.get("hostname") or "unknown")
+        return f"{len(gpus)}x {gpus[0].name}"
+    return str(environment.cpu_model or environment.hostname or "unknown")
