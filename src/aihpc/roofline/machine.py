@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError
 from aihpc.fmt import format_si
+from aihpc.records.peak import PeakResult
 from aihpc.roofline.model import Roofline, RooflinePoint
 
 POINT_KINDS = ("bench-operators", "bench-network")
@@ -38,7 +39,6 @@ POINT_KINDS = ("bench-operators", "bench-network")
 
 if TYPE_CHECKING:  # pragma: no cover
     from aihpc.roofline.bandwidth import BandwidthResult
-    from aihpc.roofline.peak import PeakResult
 
 Progress = Callable[[str], None]
 """Receives one line of progress text (no newline)."""
@@ -214,13 +214,14 @@ def add_points(data: dict[str, Any], points: Sequence[RooflinePoint]) -> dict[st
 def format_table(data: dict[str, Any]) -> str:
     """The readable table of a roofline ``data`` dict: roofs, ridge points, placed kernels, warnings."""
     lines = [f"roofline of {data['device']}", "", f"{'roof':<22}{'rate':>16}{'spread':>9}  detail"]
-    for dtype, r in data["peaks"].items():
-        detail = f"{r['size']}x{r['size']} matmul, {r['threads']} threads"
-        lines.append(
-            _row(f"matmul {dtype}", format_si(r["flops_per_s"], "FLOP/s"), r["spread"], detail)
-        )
+    for dtype, record in data["peaks"].items():
+        peak = PeakResult.from_dict(record)
+        detail = f"{peak.size}x{peak.size} matmul, {peak.threads} threads"
+        rate = format_si(peak.flops_per_s, "FLOP/s")
+        lines.append(_row(f"matmul {dtype}", rate, peak.spread, detail))
     for kernel, r in data["bandwidth"].items():
-        detail = f"{r['elements']} float64 per array, {r['bytes_per_call'] // r['elements']} bytes per element"
+        element_bytes = r["bytes_per_call"] // r["elements"]
+        detail = f"{r['elements']} float64 per array, {element_bytes} bytes per element"
         lines.append(
             _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), r["spread"], detail)
         )

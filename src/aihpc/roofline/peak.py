@@ -34,13 +34,13 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
 from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
+from aihpc.records.peak import PeakResult
 
 RANGE_SPREAD_WARNING = 0.10
 """Relative range ``(max - min) / median`` of repeated measurements above which a result
@@ -81,36 +81,6 @@ def matmul_flops(n: int) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ConfigError(f"matrix size must be an integer >= 1, got {n!r}")
     return 2 * n**3
-
-
-@dataclass(frozen=True)
-class PeakResult:
-    """One measured matmul peak.
-
-    ``flops_per_s`` is the median over ``repeats`` (FLOP/s of each timed
-    repeat, in order); ``spread`` is ``(max - min) / median``; ``warning`` is a
-    sentence when the spread exceeds :data:`RANGE_SPREAD_WARNING`, else None.
-    """
-
-    device: str
-    dtype: str
-    size: int
-    flops_per_s: float
-    min_flops_per_s: float
-    max_flops_per_s: float
-    spread: float
-    repeats: tuple[float, ...]
-    matmuls_per_repeat: int
-    flops_per_matmul: int
-    threads: int
-    note: str | None
-    warning: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict of all fields (``repeats`` as a list)."""
-        d = asdict(self)
-        d["repeats"] = list(self.repeats)
-        return d
 
 
 def summarise(
