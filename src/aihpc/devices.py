@@ -172,7 +172,7 @@ def describe(kind: str, procs: int = 1) -> dict[str, Any]:
 def _device_record(device: torch.device) -> dict[str, Any]:
     if device.type != "cuda":
         return {"device": str(device)}
-    props = torch.cuda.get_device_properties(device)
+    props: Any = torch.cuda.get_device_properties(device)
     bus = getattr(props, "pci_bus_id", None)  # fields newer torch builds have
     pci = (
         f"{props.pci_domain_id:04x}:{bus:02x}:{props.pci_device_id:02x}.0"

@@ -22,6 +22,7 @@ what a list compares, and are shown in their columns.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +81,8 @@ def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
 
     if not directory.is_dir():
         raise ConfigError(f"not a directory: {directory}")
-    found, skipped = [], []
+    found: list[Path] = []
+    skipped: list[Path] = []
     for path in sorted(directory.rglob("*.json")):
         if path.name == "results.json":
             found.append(path)
@@ -162,7 +164,7 @@ def cells(row: RankRow, directory: Path) -> list[str]:
     ]
 
 
-def notes(target: float | None, rows: list[RankRow] = ()) -> list[str]:
+def notes(target: float | None, rows: Sequence[RankRow] = ()) -> list[str]:
     goal = f"{target:g} for every entry" if target is not None else "each run's min_accuracy"
     energy = energy_notes([row.entry for row in rows], label="rank ")
     return energy + [

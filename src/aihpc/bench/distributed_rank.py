@@ -66,7 +66,7 @@ def _build_replica(model_name: str, batch: int, device: torch.device, rank: int)
     return _Replica(ddp, optimizer, x, y, flat, device)
 
 
-def _no_buffer_sync() -> dict[str, bool]:
+def _no_buffer_sync() -> dict[str, Any]:
     """DDP's option not to broadcast buffers at each forward (newer PyTorch renamed it)."""
     import inspect
 

@@ -247,8 +247,15 @@ def _prepare(config: TrainingConfig, device: torch.device) -> _Run:
         config.model, num_classes=data.num_classes, in_channels=data.input_shape[0]
     ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=MOMENTUM)
-    tensors = (t.to(device) for t in (x_train, y_train.long(), x_val, y_val.long()))
-    return _Run(model, optimizer, *tensors, device=device)
+    return _Run(
+        model,
+        optimizer,
+        x_train.to(device),
+        y_train.long().to(device),
+        x_val.to(device),
+        y_val.long().to(device),
+        device,
+    )
 
 
 def _sync(device: torch.device) -> None:

@@ -76,7 +76,8 @@ class DeviceEnergy:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DeviceEnergy:
-        return cls(**{k: d.get(k, default) for k, default in _DEFAULTS.items()})
+        values: dict[str, Any] = {k: d.get(k, default) for k, default in _DEFAULTS.items()}
+        return cls(**values)
 
     @classmethod
     def unmeasured(cls, device: str, host: str, source: str, reason: str) -> DeviceEnergy:
@@ -136,7 +137,7 @@ class Accumulator:
 
     def record(self, device: str, host: str, source: str) -> DeviceEnergy:
         """The device's energy so far; unmeasured (with the reason) with fewer than two readings."""
-        if self._last is None or self.samples < 2:
+        if self._last is None or self._first_t is None or self.samples < 2:
             return DeviceEnergy.unmeasured(
                 device, host, source, f"only {self.samples} reading(s) of the counter"
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.devices import worker_address
-from aihpc.energy.meter import DeviceEnergy, Sampler
+from aihpc.energy.meter import DeviceEnergy, EnergyCounter, Sampler
 
 _METERS: dict[
     str, tuple[Sampler, list[DeviceEnergy]]
@@ -40,7 +40,8 @@ def start_meter(
     from aihpc.energy.rapl import POWERCAP_ROOT
 
     host, address = socket.gethostname(), worker_address()
-    counters, unmeasured = [], []
+    counters: list[EnergyCounter] = []
+    unmeasured: list[DeviceEnergy] = []
     torch_device = resolve_device(device)
     if torch_device.type == "cuda":
         from aihpc.energy.nvml import gpu_counter
@@ -49,7 +50,7 @@ def start_meter(
         if counter is None:
             unmeasured.append(
                 DeviceEnergy.unmeasured(
-                    f"GPU {torch_device} of worker {address}", host, "nvml", reason
+                    f"GPU {torch_device} of worker {address}", host, "nvml", str(reason)
                 )
             )
         else:

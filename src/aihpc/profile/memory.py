@@ -153,7 +153,8 @@ def transient_peak(prof: torch.profiler.profile, device: torch.device) -> int:
     from torch._C._profiler import _EventType
 
     events: list[tuple[int, int]] = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    # inside the profile's block its profiler and results are set
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
     while stack:
         event = stack.pop()
         if event.tag == _EventType.Allocation and event.extra_fields.device.type == device.type:
