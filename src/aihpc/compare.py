@@ -116,7 +116,8 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
 
 
 def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
-    """An Entry's energy fields from results.json's ``energy`` (absent before aihpc measured energy)."""
+    """An Entry's energy fields from results.json's ``energy`` (absent before aihpc measured
+    energy)."""
     if not isinstance(energy, dict):
         return {"energy_note": "results written before aihpc measured energy"}
     total = energy.get("total") or {}
@@ -129,7 +130,8 @@ def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def energy_notes(entries: list[Entry], label: str = "#") -> list[str]:
-    """One line per entry whose energy was not (all) measured: ``energy of #2: not measured: REASON``."""
+    """One line per entry whose energy was not (all) measured: ``energy of #2: not measured:
+    REASON``."""
     notes = []
     for number, e in enumerate(entries, start=1):
         if e.energy_note:
@@ -145,7 +147,8 @@ SCORED_KINDS: dict[str, ScoredKind] = {
 
 
 def load_entry(path: Path) -> Entry:
-    """The Entry of a result file, or of RUN_DIR/results.json; ConfigError (one line) if it has no score."""
+    """The Entry of a result file, or of RUN_DIR/results.json; ConfigError (one line) if it has no
+    score."""
     path = Path(path)
     file = path / "results.json" if path.is_dir() else path
     doc = read_json(file, "result file")
@@ -221,7 +224,8 @@ class RepeatGroup:
 
 
 def group_repeats(entries: list[Entry]) -> list[RepeatGroup]:
-    """Inputs grouped by configuration and machine, in input order; Welch's test of each group against the first."""
+    """Inputs grouped by configuration and machine, in input order; Welch's test of each group
+    against the first."""
     keys: dict[tuple, list[int]] = {}
     for number, e in enumerate(entries, start=1):
         keys.setdefault((e.workload, e.dataset, e.budget, e.config_key, e.machine), []).append(
@@ -252,7 +256,8 @@ def _tested(reference: RepeatGroup, group: RepeatGroup) -> RepeatGroup:
 
 
 def welch_p_value(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
-    """Two-sided p of Welch's t-test; None where both samples have no spread (the test is undefined)."""
+    """Two-sided p of Welch's t-test; None where both samples have no spread (the test is
+    undefined)."""
     from scipy import stats
 
     if statistics.pvariance(a) == 0 and statistics.pvariance(b) == 0:
@@ -316,7 +321,8 @@ def energy_cells(e: Entry) -> list[str]:
 
 
 def render_comparison(entries: list[Entry], groups: list[RepeatGroup], flags: list[str]) -> str:
-    """The side-by-side table, the groups of repeats with their significance markers, and the flags."""
+    """The side-by-side table, the groups of repeats with their significance markers, and the
+    flags."""
     lines = [text_table(COLUMNS, [entry_cells(n, e) for n, e in enumerate(entries, start=1)])]
     metric = SCORED_KINDS[entries[0].kind].metric
     if any(len(g.members) > 1 for g in groups):
@@ -329,7 +335,8 @@ def render_comparison(entries: list[Entry], groups: list[RepeatGroup], flags: li
             test = f"  p = {g.p_value:.3g} {g.marker}" if g.p_value is not None else ""
             members = ", ".join(f"#{n}" for n in g.members)
             lines.append(
-                f"  {g.label}  {members}  n={len(g.values)}  {_metric_text(metric, g.mean)}{spread}{test}"
+                f"  {g.label}  {members}  n={len(g.values)}  "
+                f"{_metric_text(metric, g.mean)}{spread}{test}"
             )
         lines.append(SIGNIFICANCE_RULE.format(metric=metric))
     lines += energy_notes(entries)

@@ -44,7 +44,8 @@ _PER_SLOT = 1
 
 
 def assign(slot: int | None, per_slot: int = 1) -> None:
-    """Runs on a worker: the master's slot for it (None: no assignment, slot 0), of ``per_slot`` GPUs each."""
+    """Runs on a worker: the master's slot for it (None: no assignment, slot 0), of ``per_slot``
+    GPUs each."""
     global _SLOT, _PER_SLOT
     if slot is not None and slot < 0:
         raise ConfigError(f"a worker's device slot must be >= 0, got {slot}")
@@ -80,7 +81,8 @@ DEVICE_NAMES = "cpu, cuda, cuda:N or auto"
 
 
 def device_kind(name: str | torch.device) -> str:
-    """``cpu`` or ``cuda``: the kind of device ``name`` asks for, by :func:`resolve_device`'s rule."""
+    """``cpu`` or ``cuda``: the kind of device ``name`` asks for, by :func:`resolve_device`'s
+    rule."""
     return _parse(name)[0]
 
 
@@ -124,7 +126,8 @@ def _parse(name: str | torch.device) -> tuple[str, int | None]:
 
 
 def visible_gpus() -> list[str]:
-    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (indices or UUIDs); all of them if unset."""
+    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (indices or UUIDs); all of them if
+    unset."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return [str(i) for i in range(torch.cuda.device_count())]
@@ -132,7 +135,8 @@ def visible_gpus() -> list[str]:
 
 
 def local_worker_envs(workers: int, per_worker: int, gpus: Sequence[str]) -> list[dict[str, str]]:
-    """The environment of each of ``workers`` local GPU workers: worker i sees ``gpus[i*P : i*P+P]``."""
+    """The environment of each of ``workers`` local GPU workers: worker i sees
+    ``gpus[i*P : i*P+P]``."""
     if workers * per_worker > len(gpus):
         raise ConfigError(
             f"{workers} workers of {per_worker} GPUs need {workers * per_worker} GPUs, "
@@ -150,7 +154,8 @@ def identity() -> dict[str, str | None]:
 
 
 def host_slots(identities: Mapping[str, Mapping[str, str | None]]) -> dict[str, int]:
-    """Each worker's slot: its index, by sorted name, among the workers of its host seeing the same GPUs.
+    """Each worker's slot: its index, by sorted name, among the workers of its host seeing the same
+    GPUs.
 
     ``identities``: worker name -> :func:`identity`.  Workers with a set of
     GPUs of their own are alone in their group (slot 0).
@@ -164,7 +169,8 @@ def host_slots(identities: Mapping[str, Mapping[str, str | None]]) -> dict[str, 
 
 
 def describe(kind: str, procs: int = 1) -> dict[str, Any]:
-    """Runs on a worker: its host, slot and, rank by rank, the device it trains on (a GPU's name, UUID, bus id)."""
+    """Runs on a worker: its host, slot and, rank by rank, the device it trains on (a GPU's name,
+    UUID, bus id)."""
     devices = [_device_record(resolve_device(kind, rank, procs)) for rank in range(procs)]
     return {**identity(), "slot": _SLOT, "devices": devices}
 
@@ -189,7 +195,8 @@ def _device_record(device: torch.device) -> dict[str, Any]:
 
 
 def training_dtype(device: torch.device) -> torch.dtype:
-    """The dtype a worker computes in on ``device``: bfloat16 on a GPU (the trainer's autocast), float32 elsewhere.
+    """The dtype a worker computes in on ``device``: bfloat16 on a GPU (the trainer's autocast),
+    float32 elsewhere.
 
     The data are staged in it, and the run's peak is measured in it.
     """

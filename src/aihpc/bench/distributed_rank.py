@@ -169,7 +169,8 @@ def _loopback_bytes_sent() -> int | None:
 
 
 def _measure_volume(r: _Replica, calls: int, world: int) -> dict[str, float | None]:
-    """Bytes per rank and call of ``calls`` all-reduces of the gradients: own sockets, and loopback."""
+    """Bytes per rank and call of ``calls`` all-reduces of the gradients: own sockets, and
+    loopback."""
     dist.barrier()
     tcp0, lo0 = _tcp_bytes_sent(), _loopback_bytes_sent()
     for _ in range(calls):

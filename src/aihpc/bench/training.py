@@ -183,7 +183,8 @@ class TrainingOutcome:
 def check_fit(
     model: str, input_shape: tuple[int, ...], num_classes: int, batch: int, source: str
 ) -> None:
-    """ConfigError unless zoo ``model`` maps ``batch`` images of ``input_shape`` to ``num_classes`` logits.
+    """ConfigError unless zoo ``model`` maps ``batch`` images of ``input_shape`` to ``num_classes``
+    logits.
 
     The model is built and run on the meta device (no memory, no arithmetic),
     in training mode, so a spatial size the model pools below 1x1 (VGG and
@@ -264,7 +265,8 @@ def _sync(device: torch.device) -> None:
 
 
 def _train_epoch(run: _Run, batch: int, seed: int, epoch: int) -> tuple[float, float, int]:
-    """One epoch in a seeded order: (training seconds, mean loss, samples); the last partial batch dropped."""
+    """One epoch in a seeded order: (training seconds, mean loss, samples); the last partial batch
+    dropped."""
     n = run.x_train.shape[0]
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch)).to(
         run.device
@@ -315,7 +317,8 @@ def _stop_reason(config: TrainingConfig, point: EpochPoint, wall_s: float) -> st
 def time_to_target(
     config: TrainingConfig, progress: Callable[[str], None] | None = None
 ) -> TrainingOutcome:
-    """Train until the target or the budget (module docstring); ``progress`` gets one line per epoch.
+    """Train until the target or the budget (module docstring); ``progress`` gets one line per
+    epoch.
 
     ``config.threads`` applies for the run only; PyTorch's thread count is restored afterwards.
     """
@@ -373,9 +376,12 @@ def format_table(outcome: TrainingOutcome) -> str:
     """The convergence curve, one row per epoch, then the outcome line and the throughput."""
     c = outcome.config
     lines = [
-        f"bench training: {c.model} on {c.dataset} ({outcome.train_samples} train, {outcome.val_samples} val), "
-        f"target val accuracy {c.target:g}, batch {c.batch}, lr {c.lr:g}, seed {c.seed}, {outcome.device}",
-        f"{'epoch':>5}  {'train s':>9}  {'eval s':>7}  {'train loss':>10}  {'val acc':>7}  {'samples/s':>10}",
+        f"bench training: {c.model} on {c.dataset} ({outcome.train_samples} train, "
+        f"{outcome.val_samples} val), "
+        f"target val accuracy {c.target:g}, batch {c.batch}, lr {c.lr:g}, seed {c.seed}, "
+        f"{outcome.device}",
+        f"{'epoch':>5}  {'train s':>9}  {'eval s':>7}  {'train loss':>10}  {'val acc':>7}  "
+        f"{'samples/s':>10}",
     ]
     for p in outcome.curve:
         loss = f"{p.train_loss:10.4f}" if p.train_loss is not None else f"{'nan':>10}"
@@ -392,7 +398,8 @@ def format_table(outcome: TrainingOutcome) -> str:
         )
     else:
         lines.append(
-            f"TARGET NOT REACHED ({outcome.stop_reason}): best val accuracy {best:.4f} < {c.target:g} "
+            f"TARGET NOT REACHED ({outcome.stop_reason}): best val accuracy {best:.4f} < "
+            f"{c.target:g} "
             f"after {last.epoch} epoch(s), {last.seconds:.3f} s of training"
         )
     lines.append(

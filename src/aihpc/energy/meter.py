@@ -100,7 +100,8 @@ _DEFAULTS = {
 
 
 def counter_delta(before: float, now: float, wrap_j: float | None) -> tuple[float, str | None]:
-    """Joules between two readings of a cumulative counter, and ``"wrap"``/``"reset"`` if it went down."""
+    """Joules between two readings of a cumulative counter, and ``"wrap"``/``"reset"`` if it went
+    down."""
     if now >= before:
         return now - before, None
     if wrap_j is not None:
@@ -109,7 +110,8 @@ def counter_delta(before: float, now: float, wrap_j: float | None) -> tuple[floa
 
 
 class Accumulator:
-    """Sums one counter's deltas, reading by reading (not thread-safe: one sampler thread feeds it)."""
+    """Sums one counter's deltas, reading by reading (not thread-safe: one sampler thread feeds
+    it)."""
 
     def __init__(self, wrap_j: float | None) -> None:
         self.wrap_j = wrap_j
@@ -165,7 +167,8 @@ def replay(readings: list[tuple[float, float]], wrap_j: float | None) -> Accumul
 
 
 class Sampler:
-    """A daemon thread reading ``counters`` every ``interval_s`` seconds from ``start()`` to ``stop()``.
+    """A daemon thread reading ``counters`` every ``interval_s`` seconds from ``start()`` to
+    ``stop()``.
 
     A counter whose read raises stops being sampled; its record then says
     why.  ``stop()`` takes a last reading and returns one DeviceEnergy per

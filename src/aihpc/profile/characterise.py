@@ -115,7 +115,8 @@ def _release(device: torch.device) -> None:
 
 
 def measure_point(config: StepConfig, device: torch.device) -> tuple[float, int]:
-    """Median seconds per step and peak bytes of ``config`` (one warm-up, ``config.steps`` profiled)."""
+    """Median seconds per step and peak bytes of ``config`` (one warm-up, ``config.steps``
+    profiled)."""
     with allocation_errors(config, device):
         w = build_workload(config, device)
         run_step(w, 0)
@@ -169,7 +170,8 @@ def characterise(
     if sweep is not None:
         if progress is not None:
             progress(
-                f"{describe(config)}: {timing.median:.4g} s/step, peak {memory.peak_bytes / 2**20:,.1f} MiB; "
+                f"{describe(config)}: {timing.median:.4g} s/step, peak "
+                f"{memory.peak_bytes / 2**20:,.1f} MiB; "
                 f"sweeping {sweep} over {len(plan)} values"
             )
         swept = run_sweep(plan, sweep, lambda point: measure_point(point, device), progress)

@@ -107,7 +107,8 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 
 def resident_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
-    """Bytes that outlive a step: parameters, buffers, gradients and optimizer state, each storage once."""
+    """Bytes that outlive a step: parameters, buffers, gradients and optimizer state, each storage
+    once."""
     grads = (p.grad for p in model.parameters() if p.grad is not None)
     return unique_bytes(
         [*model.parameters(), *model.buffers(), *grads, *_state_tensors(dict(optimizer.state))]
@@ -196,7 +197,10 @@ def peak_method(device: torch.device) -> str:
     """How ``peak_bytes`` was measured on ``device``, in words."""
     if device.type == "cuda":
         return "torch.cuda.max_memory_allocated over the profiled steps"
-    return "resident tensors + peak running sum of torch.profiler memory events over the profiled steps"
+    return (
+        "resident tensors + peak running sum of torch.profiler memory events "
+        "over the profiled steps"
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -247,7 +251,8 @@ def available_bytes(device: torch.device) -> int:
 
 
 def check_fits(config: StepConfig, device: torch.device) -> None:
-    """ConfigError, one line, if a training step of ``config`` cannot fit ``device``'s free memory."""
+    """ConfigError, one line, if a training step of ``config`` cannot fit ``device``'s free
+    memory."""
     need, free = required_bytes(config, device), available_bytes(device)
     if need > free:
         raise ConfigError(

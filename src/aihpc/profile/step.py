@@ -193,7 +193,8 @@ class StepWorkload:
 
 
 def in_channels(config: StepConfig) -> int | None:
-    """The first layer's channels for ``models.create``: the input's where they differ from the model's, else None."""
+    """The first layer's channels for ``models.create``: the input's where they differ from the
+    model's, else None."""
     if (
         config.input_kind == "image"
         and config.input_shape[0] != models.info(config.model).input_shape[0]
@@ -203,7 +204,8 @@ def in_channels(config: StepConfig) -> int | None:
 
 
 def build_workload(config: StepConfig, device: torch.device) -> StepWorkload:
-    """The zoo model of ``config`` on ``device``, its optimizer, and a random data set of DATA_BATCHES batches."""
+    """The zoo model of ``config`` on ``device``, its optimizer, and a random data set of
+    DATA_BATCHES batches."""
     torch.manual_seed(config.seed)
     meta = models.info(config.model)
     model = models.create(config.model, in_channels=in_channels(config)).to(device)
@@ -299,7 +301,8 @@ class OperatorTime:
 
 @dataclass(frozen=True)
 class StepTiming:
-    """Times of the profiled steps: each step's seconds, the phases, the op types (slowest first)."""
+    """Times of the profiled steps: each step's seconds, the phases, the op types (slowest
+    first)."""
 
     step_seconds: tuple[float, ...]
     phases: tuple[PhaseTime, ...]
@@ -321,7 +324,8 @@ class StepTiming:
 
 
 def _counted_type(name: str) -> str | None:
-    """The counter's op type of ``aten::<op>`` (or of a kernel below it), None for an op it has no formula for."""
+    """The counter's op type of ``aten::<op>`` (or of a kernel below it), None for an op it has no
+    formula for."""
     from aihpc.counting.registry import FORMULAS
 
     short = name.removeprefix("aten::")

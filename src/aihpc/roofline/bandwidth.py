@@ -93,7 +93,8 @@ class BandwidthResult:
 
 
 def bytes_per_call(kernel: str, elements: int) -> int:
-    """Bytes one call of STREAM ``kernel`` moves over ``elements`` float64: 16 N (copy), 24 N (triad)."""
+    """Bytes one call of STREAM ``kernel`` moves over ``elements`` float64: 16 N (copy), 24 N
+    (triad)."""
     _check_kernel(kernel)
     if isinstance(elements, bool) or not isinstance(elements, int) or elements < 1:
         raise ConfigError(f"elements must be an integer >= 1, got {elements!r}")
@@ -175,7 +176,8 @@ def measure_bandwidth(
 
 
 def default_elements(device: str | torch.device = "cpu") -> int:
-    """Default array length on ``device``: :data:`MIN_ELEMENTS`, doubled until 4x the last-level cache.
+    """Default array length on ``device``: :data:`MIN_ELEMENTS`, doubled until 4x the last-level
+    cache.
 
     Never more than :data:`MAX_ELEMENTS`; the cache size comes from
     :func:`last_level_cache_bytes` (the minimum is used where it is unknown).
@@ -201,7 +203,8 @@ def last_level_cache_bytes(device: str | torch.device = "cpu") -> int | None:
 
 
 def cpu_last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu")) -> int | None:
-    """Sum of the distinct highest-level CPU caches listed under ``root`` (Linux sysfs); None if none."""
+    """Sum of the distinct highest-level CPU caches listed under ``root`` (Linux sysfs); None if
+    none."""
     found: dict[tuple[int, str], int] = {}  # (level, CPUs sharing it) -> bytes
     for index in root.glob("cpu[0-9]*/cache/index[0-9]*"):
         try:
@@ -251,7 +254,8 @@ def _allocate(
 def _time_calls(
     step: Callable[[], None], dev: torch.device, moved: int, seconds: float, repeats: int
 ) -> tuple[list[float], int]:
-    """Per-repeat bytes/s of ``step`` and the calls per repeat (calibrated on one call after a warm-up)."""
+    """Per-repeat bytes/s of ``step`` and the calls per repeat (calibrated on one call after a
+    warm-up)."""
 
     def sync() -> None:
         if dev.type == "cuda":
