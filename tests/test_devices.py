@@ -75,3 +75,36 @@ def test_local_gpu_cluster_starts_each_worker_with_its_gpus():
     finally:
         cluster.close(timeout=30)
     assert sorted(seen.values()) == [(0, "0,1"), (1, "2,3")]
+
+
+@pytest.mark.parametrize("name", ["tpu", "gpu", "meta", "cpu:0", "cuda:x", ""])
+def test_a_name_outside_the_rule_is_a_one_line_config_error(name: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"device must be cpu, cuda, cuda:N or auto, got {name!r}")):
+        devices.resolve_device(name)
+
+
+def test_the_one_device_rule_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices.resolve_device("auto") == devices.resolve_device("cpu") == torch.device("cpu")
+    assert devices.resolve_device(torch.device("cpu")) == torch.device("cpu")
+    assert devices.device_kind("auto") == "cpu"
+    for name in ("cuda", "cuda:0"):
+        with pytest.raises(ConfigError, match=f"device '{name}' requested but CUDA is not available"):
+            devices.resolve_device(name)
+
+
+def test_the_one_device_rule_with_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two GPUs seen: auto and cuda are this worker's own GPU (its slot's, by rank), cuda:N is GPU N
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    try:
+        assert devices.resolve_device("auto") == devices.resolve_device("cuda") == torch.device("cuda", 0)
+        assert devices.resolve_device("cuda", rank=1, procs=2) == torch.device("cuda", 1)
+        assert devices.resolve_device("cuda:1") == torch.device("cuda", 1)
+        devices.assign(1)
+        assert devices.resolve_device("auto") == torch.device("cuda", 1)
+        assert devices.device_kind("auto") == "cuda"
+        with pytest.raises(ConfigError, match=re.escape("device 'cuda:2': this machine has 2 CUDA GPU(s)")):
+            devices.resolve_device("cuda:2")
+    finally:
+        devices.assign(None)

@@ -32,6 +32,7 @@ from typing import Any
 from aihpc.errors import ConfigError
 from aihpc.fileio import read_json
 from aihpc.fmt import text_table
+from aihpc.records.environment import Environment
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
 SIGNIFICANCE_RULE = (
@@ -84,19 +85,6 @@ class ScoredKind:
     higher_is_better: bool
 
 
-def machine_name(environment: dict[str, Any] | None) -> str:
-    """The machine in a few words: GPUs if any, else the CPU model and cores; then the host."""
-    env = environment or {}
-    gpus = env.get("gpus") or []
-    if gpus:
-        what = f"{len(gpus)}x {gpus[0].get('name', 'GPU')}"
-    else:
-        what = (
-            f"{env.get('cpu_model') or 'unknown CPU'}, {env.get('cpu_logical_cores') or '?'} cores"
-        )
-    return f"{env.get('hostname') or '?'}: {what}"
-
-
 def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
     """results.json of ``aihpc run``."""
     config, score, data = doc.get("config") or {}, doc.get("score") or {}, doc.get("data") or {}
@@ -115,7 +103,7 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
         config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "
         f"seed {config.get('seed')}",
         config_key=repr(key),
-        machine=machine_name(doc.get("environment")),
+        machine=Environment.from_dict(doc.get("environment") or {}).machine_name(),
         score=score.get("ops_per_second"),
         error_percent=score.get("error_percent"),
         regulated_score=score.get("regulated_score"),
@@ -128,7 +116,8 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
 
 
 def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
-    """An Entry's energy fields from results.json's ``energy`` (absent before aihpc measured energy)."""
+    """An Entry's energy fields from results.json's ``energy`` (absent before aihpc measured
+    energy)."""
     if not isinstance(energy, dict):
         return {"energy_note": "results written before aihpc measured energy"}
     total = energy.get("total") or {}
@@ -141,7 +130,8 @@ def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def energy_notes(entries: list[Entry], label: str = "#") -> list[str]:
-    """One line per entry whose energy was not (all) measured: ``energy of #2: not measured: REASON``."""
+    """One line per entry whose energy was not (all) measured: ``energy of #2: not measured:
+    REASON``."""
     notes = []
     for number, e in enumerate(entries, start=1):
         if e.energy_note:
@@ -157,7 +147,8 @@ SCORED_KINDS: dict[str, ScoredKind] = {
 
 
 def load_entry(path: Path) -> Entry:
-    """The Entry of a result file, or of RUN_DIR/results.json; ConfigError (one line) if it has no score."""
+    """The Entry of a result file, or of RUN_DIR/results.json; ConfigError (one line) if it has no
+    score."""
     path = Path(path)
     file = path / "results.json" if path.is_dir() else path
     doc = read_json(file, "result file")
@@ -214,7 +205,7 @@ def _listing(values: dict[Any, list[int]]) -> str:
 
 
 @dataclass(frozen=True)
-class Group:
+class RepeatGroup:
     """Results of one configuration on one machine: the repeats."""
 
     label: str
@@ -232,8 +223,9 @@ class Group:
         return statistics.stdev(self.values) if len(self.values) > 1 else None
 
 
-def group_repeats(entries: list[Entry]) -> list[Group]:
-    """Inputs grouped by configuration and machine, in input order; Welch's test of each group against the first."""
+def group_repeats(entries: list[Entry]) -> list[RepeatGroup]:
+    """Inputs grouped by configuration and machine, in input order; Welch's test of each group
+    against the first."""
     keys: dict[tuple, list[int]] = {}
     for number, e in enumerate(entries, start=1):
         keys.setdefault((e.workload, e.dataset, e.budget, e.config_key, e.machine), []).append(
@@ -243,7 +235,9 @@ def group_repeats(entries: list[Entry]) -> list[Group]:
     for index, numbers in enumerate(keys.values()):
         values = tuple(v for n in numbers if (v := entries[n - 1].metric()) is not None)
         groups.append(
-            Group(chr(ord("A") + index) if index < 26 else f"G{index}", tuple(numbers), values)
+            RepeatGroup(
+                chr(ord("A") + index) if index < 26 else f"G{index}", tuple(numbers), values
+            )
         )
     if not groups:
         return groups
@@ -251,18 +245,19 @@ def group_repeats(entries: list[Entry]) -> list[Group]:
     return [first] + [_tested(first, g) for g in groups[1:]]
 
 
-def _tested(reference: Group, group: Group) -> Group:
+def _tested(reference: RepeatGroup, group: RepeatGroup) -> RepeatGroup:
     if len(reference.values) < 2 or len(group.values) < 2:
         return group
     p = welch_p_value(reference.values, group.values)
     if p is None:
         return group
     marker = next((m for level, m in SIGNIFICANCE if p < level), "n.s.")
-    return Group(group.label, group.members, group.values, p, marker)
+    return RepeatGroup(group.label, group.members, group.values, p, marker)
 
 
 def welch_p_value(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
-    """Two-sided p of Welch's t-test; None where both samples have no spread (the test is undefined)."""
+    """Two-sided p of Welch's t-test; None where both samples have no spread (the test is
+    undefined)."""
     from scipy import stats
 
     if statistics.pvariance(a) == 0 and statistics.pvariance(b) == 0:
@@ -325,8 +320,9 @@ def energy_cells(e: Entry) -> list[str]:
     ]
 
 
-def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str]) -> str:
-    """The side-by-side table, the groups of repeats with their significance markers, and the flags."""
+def render_comparison(entries: list[Entry], groups: list[RepeatGroup], flags: list[str]) -> str:
+    """The side-by-side table, the groups of repeats with their significance markers, and the
+    flags."""
     lines = [text_table(COLUMNS, [entry_cells(n, e) for n, e in enumerate(entries, start=1)])]
     metric = SCORED_KINDS[entries[0].kind].metric
     if any(len(g.members) > 1 for g in groups):
@@ -339,7 +335,8 @@ def render_comparison(entries: list[Entry], groups: list[Group], flags: list[str
             test = f"  p = {g.p_value:.3g} {g.marker}" if g.p_value is not None else ""
             members = ", ".join(f"#{n}" for n in g.members)
             lines.append(
-                f"  {g.label}  {members}  n={len(g.values)}  {_metric_text(metric, g.mean)}{spread}{test}"
+                f"  {g.label}  {members}  n={len(g.values)}  "
+                f"{_metric_text(metric, g.mean)}{spread}{test}"
             )
         lines.append(SIGNIFICANCE_RULE.format(metric=metric))
     lines += energy_notes(entries)

@@ -17,6 +17,9 @@ is 0 unless the master assigned another.
   a worker's name.
 
 On the CPU none of this applies: every process trains on the CPU.
+:func:`resolve_device` is the one rule that turns a device name (``cpu``,
+``cuda``, ``cuda:N``, ``auto``) into a device, for a worker and for every
+command alike.
 :func:`describe` is the record of where a worker's processes train
 (results.json's ``devices``).
 """
@@ -41,7 +44,8 @@ _PER_SLOT = 1
 
 
 def assign(slot: int | None, per_slot: int = 1) -> None:
-    """Runs on a worker: the master's slot for it (None: no assignment, slot 0), of ``per_slot`` GPUs each."""
+    """Runs on a worker: the master's slot for it (None: no assignment, slot 0), of ``per_slot``
+    GPUs each."""
     global _SLOT, _PER_SLOT
     if slot is not None and slot < 0:
         raise ConfigError(f"a worker's device slot must be >= 0, got {slot}")
@@ -72,24 +76,58 @@ def gpu_indices(procs: int = 1) -> tuple[int, ...]:
     return tuple((first + k) % count for k in range(procs))
 
 
-def device_kind(name: str) -> str:
-    """``cpu`` or ``cuda``: the kind of device a task's ``device`` names (``auto``: a GPU if there is one)."""
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
-        return "cpu"
-    if not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' was asked for but CUDA is not available")
-    return "cuda"
+DEVICE_NAMES = "cpu, cuda, cuda:N or auto"
+"""The device names every command and task accepts (:func:`resolve_device`'s rule)."""
 
 
-def resolve_device(name: str, rank: int = 0, procs: int = 1) -> torch.device:
-    """The device of rank ``rank`` of this worker's ``procs`` processes; ``auto``: a GPU if there is one."""
-    if device_kind(name) == "cpu":
+def device_kind(name: str | torch.device) -> str:
+    """``cpu`` or ``cuda``: the kind of device ``name`` asks for, by :func:`resolve_device`'s
+    rule."""
+    return _parse(name)[0]
+
+
+def resolve_device(name: str | torch.device, rank: int = 0, procs: int = 1) -> torch.device:
+    """The device ``name`` asks for, for rank ``rank`` of this worker's ``procs`` processes.
+
+    The one rule, for every command and every worker:
+
+    * ``cpu``: the CPU;
+    * ``cuda``: this worker's own GPU for that rank, ``slot*P + rank`` of the GPUs it sees
+      (:func:`gpu_indices`); outside a worker, or with no slot assigned, GPU ``rank``;
+    * ``cuda:N``: GPU ``N`` of the GPUs this process sees;
+    * ``auto``: ``cuda`` where CUDA sees a GPU, else ``cpu``.
+
+    Anything else, or a GPU this machine lacks, is a one-line :class:`ConfigError` naming the value.
+    """
+    kind, index = _parse(name)
+    if kind == "cpu":
         return torch.device("cpu")
-    return torch.device("cuda", gpu_indices(procs)[rank])
+    if index is None:
+        return torch.device("cuda", gpu_indices(procs)[rank])
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ConfigError(f"device {str(name)!r}: this machine has {count} CUDA GPU(s)")
+    return torch.device("cuda", index)
+
+
+def _parse(name: str | torch.device) -> tuple[str, int | None]:
+    """(kind, GPU index or None) of a device name; ConfigError for a name outside the rule."""
+    text = str(name)
+    if text == "auto":
+        text = "cuda" if torch.cuda.is_available() else "cpu"
+    match = re.fullmatch(r"cpu|cuda(?::(\d+))?", text)
+    if match is None:
+        raise ConfigError(f"device must be {DEVICE_NAMES}, got {str(name)!r}")
+    if text == "cpu":
+        return "cpu", None
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device {str(name)!r} requested but CUDA is not available")
+    return "cuda", None if match[1] is None else int(match[1])
 
 
 def visible_gpus() -> list[str]:
-    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (indices or UUIDs); all of them if unset."""
+    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (indices or UUIDs); all of them if
+    unset."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return [str(i) for i in range(torch.cuda.device_count())]
@@ -97,7 +135,8 @@ def visible_gpus() -> list[str]:
 
 
 def local_worker_envs(workers: int, per_worker: int, gpus: Sequence[str]) -> list[dict[str, str]]:
-    """The environment of each of ``workers`` local GPU workers: worker i sees ``gpus[i*P : i*P+P]``."""
+    """The environment of each of ``workers`` local GPU workers: worker i sees
+    ``gpus[i*P : i*P+P]``."""
     if workers * per_worker > len(gpus):
         raise ConfigError(
             f"{workers} workers of {per_worker} GPUs need {workers * per_worker} GPUs, "
@@ -115,7 +154,8 @@ def identity() -> dict[str, str | None]:
 
 
 def host_slots(identities: Mapping[str, Mapping[str, str | None]]) -> dict[str, int]:
-    """Each worker's slot: its index, by sorted name, among the workers of its host seeing the same GPUs.
+    """Each worker's slot: its index, by sorted name, among the workers of its host seeing the same
+    GPUs.
 
     ``identities``: worker name -> :func:`identity`.  Workers with a set of
     GPUs of their own are alone in their group (slot 0).
@@ -129,7 +169,8 @@ def host_slots(identities: Mapping[str, Mapping[str, str | None]]) -> dict[str, 
 
 
 def describe(kind: str, procs: int = 1) -> dict[str, Any]:
-    """Runs on a worker: its host, slot and, rank by rank, the device it trains on (a GPU's name, UUID, bus id)."""
+    """Runs on a worker: its host, slot and, rank by rank, the device it trains on (a GPU's name,
+    UUID, bus id)."""
     devices = [_device_record(resolve_device(kind, rank, procs)) for rank in range(procs)]
     return {**identity(), "slot": _SLOT, "devices": devices}
 
@@ -137,7 +178,7 @@ def describe(kind: str, procs: int = 1) -> dict[str, Any]:
 def _device_record(device: torch.device) -> dict[str, Any]:
     if device.type != "cuda":
         return {"device": str(device)}
-    props = torch.cuda.get_device_properties(device)
+    props: Any = torch.cuda.get_device_properties(device)
     bus = getattr(props, "pci_bus_id", None)  # fields newer torch builds have
     pci = (
         f"{props.pci_domain_id:04x}:{bus:02x}:{props.pci_device_id:02x}.0"
@@ -154,7 +195,8 @@ def _device_record(device: torch.device) -> dict[str, Any]:
 
 
 def training_dtype(device: torch.device) -> torch.dtype:
-    """The dtype a worker computes in on ``device``: bfloat16 on a GPU (the trainer's autocast), float32 elsewhere.
+    """The dtype a worker computes in on ``device``: bfloat16 on a GPU (the trainer's autocast),
+    float32 elsewhere.
 
     The data are staged in it, and the run's peak is measured in it.
     """

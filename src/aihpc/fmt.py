@@ -1,4 +1,4 @@
-"""Number formatting below everything that formats: SI prefixes, durations, shares, plain-text tables.
+"""Number formatting below everything that formats: SI prefixes, durations, shares, plain tables.
 
 Every formatter accepts ``None`` (or a non-finite / non-numeric value) and then
 returns ``"n/a"``, because optional fields of ``results.json`` may be absent.
@@ -23,12 +23,14 @@ def as_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def format_si(value: Any, unit: str = "", digits: int = 3) -> str:
+def format_si(value: Any, unit: str = "", digits: int = 3, *, count: bool = False) -> str:
     """Format with ``digits`` significant figures and an SI prefix.
 
     ``format_si(4.12e10, "OPS") == "41.2 GOPS"``; ``format_si(512, "OPS") ==
     "512 OPS"``; ``format_si(2.1e11) == "210 G"``.  Values below 1 in magnitude
-    keep no prefix (``"0.5 OPS"``).
+    keep no prefix (``"0.500 OPS"``).  ``count=True`` is for counts: a value
+    without a prefix drops its trailing zeros (``"5 OPs"``, ``"1.5"``, not
+    ``"5.00 OPs"``, ``"1.50"``), as operation and parameter counts print.
     """
     number = as_number(value)
     if number is None:
@@ -45,6 +47,8 @@ def format_si(value: Any, unit: str = "", digits: int = 3) -> str:
         k += 1
         mantissa = number / 1000**k
     text = _significant(mantissa, digits)
+    if count and k == 0 and "." in text:
+        text = text.rstrip("0").rstrip(".")
     return f"{text} {_PREFIXES[k]}{unit}".strip()
 
 

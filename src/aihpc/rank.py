@@ -6,7 +6,8 @@ HPC AI500's *Valid FLOPS*, which discounts a score reached at a quality
 below the target (Jiang et al., "HPC AI500 V2.0: The Methodology, Tools,
 and Metrics for Benchmarking HPC AI Systems", IEEE CLUSTER 2021)::
 
-    Valid FLOPS = FLOPS × penalty,  penalty = (achieved quality / target quality)^n  if achieved < target, else 1
+    Valid FLOPS = FLOPS × penalty,
+    penalty = (achieved quality / target quality)^n  if achieved < target, else 1
 
 with n = 5 for image classification (the quality is top-1 accuracy).  The
 target is each run's own ``min_accuracy`` unless one target is given for
@@ -22,6 +23,7 @@ what a list compares, and are shown in their columns.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +82,8 @@ def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
 
     if not directory.is_dir():
         raise ConfigError(f"not a directory: {directory}")
-    found, skipped = [], []
+    found: list[Path] = []
+    skipped: list[Path] = []
     for path in sorted(directory.rglob("*.json")):
         if path.name == "results.json":
             found.append(path)
@@ -162,17 +165,21 @@ def cells(row: RankRow, directory: Path) -> list[str]:
     ]
 
 
-def notes(target: float | None, rows: list[RankRow] = ()) -> list[str]:
+def notes(target: float | None, rows: Sequence[RankRow] = ()) -> list[str]:
     goal = f"{target:g} for every entry" if target is not None else "each run's min_accuracy"
     energy = energy_notes([row.entry for row in rows], label="rank ")
     return energy + [
-        "score: operations per second over the whole run (AIPerf); error: 100 - best validation accuracy in %.",
-        f"Valid FLOPS (HPC AI500, Jiang et al. 2021): score x (best accuracy / target)^{VALID_FLOPS_EXPONENT} "
+        "score: operations per second over the whole run (AIPerf); error: 100 - best validation "
+        "accuracy in %.",
+        "Valid FLOPS (HPC AI500, Jiang et al. 2021): score x (best accuracy / "
+        f"target)^{VALID_FLOPS_EXPONENT} "
         f"where the accuracy is below the target, else the score; target: {goal}.",
         "verified: yes = `aihpc verify` passed; no = it found mismatches; "
         "unchecked = not a run directory, or a run store without a digest chain.",
-        "energy: joules measured over the run (NVML per GPU, RAPL per CPU package and DRAM) and their average "
-        "power; GOPS/W: operations per joule / 1e9, given only when every device that trained was measured.",
+        "energy: joules measured over the run (NVML per GPU, RAPL per CPU package and DRAM) and "
+        "their average "
+        "power; GOPS/W: operations per joule / 1e9, given only when every device that trained was "
+        "measured.",
     ]
 
 

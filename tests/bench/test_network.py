@@ -220,7 +220,7 @@ def test_cli_spec_from_the_nas(tmp_path: Path, roofline_file: Path) -> None:
     (["--spec", "MISSING"], "cannot read spec file"),
     (["--model", "digits_cnn", "--batch", "0"], "batch must be >= 1, got 0"),
     (["--model", "digits_cnn", "--dtype", "float64"], "dtype must be one of float32, bfloat16, float16, got 'float64'"),
-    (["--model", "digits_cnn", "--device", "tpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+    (["--model", "digits_cnn", "--device", "tpu"], "device must be cpu, cuda, cuda:N or auto, got 'tpu'"),
     (["--model", "digits_cnn", "--input", "1x100000x100000"], "needs about"),
     (["--model", "lstm_lm", "--input", "3x8x8"], "(sequence length,)"),
 ])

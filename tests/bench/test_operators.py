@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from aihpc.bench import operators as ops
-from aihpc.bench.op_catalogue import CATALOGUE, Function, OpCase, build_case, check_case, errors, register, unregister
+from aihpc.bench.op_catalogue import CATALOGUE, Function, OpCase, register, unregister
+from aihpc.bench.op_check import build_case, check_case, errors
 from aihpc.bench.timing import Timing
 from aihpc.errors import ConfigError
 from aihpc.records.files import result_document, write_result

@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from aihpc.counting import OpCount, count_ops, format_count, human
+from aihpc.counting import OpCount, count_ops, format_count
+from aihpc.fmt import format_si
 from aihpc.errors import ConfigError, ModelError
 
 
@@ -98,8 +99,9 @@ def test_opcount_helpers() -> None:
     assert "convolution" in table and "TOTAL" in table and "uncounted ops: none" in table
     assert "conv+linear MACs" in table
     assert "  0" in format_count(c, by="module", depth=1)
-    assert human(4_110_000_000) == "4.11 G" and human(512) == "512"
-    assert human(15_470_000_000, "MACs") == "15.5 GMACs"
+    assert format_si(4_110_000_000, count=True) == "4.11 G" and format_si(512, count=True) == "512"
+    assert format_si(15_470_000_000, "MACs", count=True) == "15.5 GMACs"
+    assert format_si(5, "OPs", count=True) == "5 OPs" and format_si(1.5, count=True) == "1.5"
 
 
 def test_bad_arguments() -> None:
@@ -183,5 +185,5 @@ def test_resnet50_batch256_training_time(record_property: pytest.RecordProperty)
     seconds = time.perf_counter() - start
     record_property("resnet50_b256_train_count_seconds", round(seconds, 3))
     print(f"\nresnet50 batch 256 forward+backward counted in {seconds:.2f} s: "
-          f"{human(c.total, 'OPs')}")
+          f"{format_si(c.total, 'OPs', count=True)}")
     assert c.conv_linear_macs == 256 * count_ops(model, (1, 3, 224, 224)).conv_linear_macs

@@ -22,7 +22,7 @@ from aihpc.errors import ConfigError
 from aihpc.profile import (
     PHASES,
     StepConfig,
-    Workload,
+    StepWorkload,
     characterise,
     check_fits,
     format_profile,
@@ -38,12 +38,12 @@ CPU = torch.device("cpu")
 F32 = 4  # bytes per float32
 
 
-def _mlp_workload(optimizer: str) -> Workload:
+def _mlp_workload(optimizer: str) -> StepWorkload:
     """Linear(64, 128) - ReLU - Linear(128, 10) on batches of 32 from a data set of 64 samples."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     inputs, targets = torch.randn(64, 64), torch.randint(10, (64, 1))
-    return Workload.from_parts(model, optimizer, inputs, targets, batch=32, device=CPU)
+    return StepWorkload.from_parts(model, optimizer, inputs, targets, batch=32, device=CPU)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

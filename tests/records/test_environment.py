@@ -21,7 +21,7 @@ REPO = Path(aihpc.__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def info() -> dict:
-    return collect()
+    return collect().to_dict()
 
 
 def _git_available_here() -> bool:
@@ -109,8 +109,8 @@ def test_non_git_directory_gives_none(tmp_path: Path, monkeypatch: pytest.Monkey
     # Stop git from discovering any repository above tmp_path.
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     info = collect(repo_dir=tmp_path)
-    assert info["git_commit"] is None
-    assert info["git_dirty"] is None
+    assert info.git_commit is None
+    assert info.git_dirty is None
     assert git_state(tmp_path / "does-not-exist") == (None, None)
 
 
@@ -149,3 +149,24 @@ def test_dirty_flag_follows_working_tree(tmp_path: Path, monkeypatch: pytest.Mon
 def test_git_timeout_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(environment, "GIT_TIMEOUT_S", 0.0)
     assert git_state(REPO) == (None, None)
+
+
+def test_the_record_reads_back_what_it_wrote_and_older_files() -> None:
+    from aihpc.errors import DataError
+    from aihpc.records.environment import Environment, Gpu
+
+    record = collect()
+    assert Environment.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    gpu = {"compute_capability": "9.0", "index": 0, "memory_bytes": 80 * 2**30, "multiprocessors": 132, "name": "H100"}
+    with_gpu = Environment.from_dict({**record.to_dict(), "gpus": [gpu]})
+    assert with_gpu.gpus == (Gpu(0, "H100", 80 * 2**30, "9.0", 132),) and with_gpu.to_dict()["gpus"] == [gpu]
+    assert with_gpu.machine_name() == f"{record.hostname}: 1x H100"
+    # results.json version 1 named other fields: what this version knows of it is None
+    old = Environment.from_dict({"cpu_count": 2, "cpu_model": "AMD EPYC", "hostname": "node-7", "gpus": []})
+    assert old.cpu_logical_cores is None and old.machine_name() == "node-7: AMD EPYC, ? cores"
+    with pytest.raises(DataError, match="git_commit must be 40 hex digits, got 'abc'"):
+        Environment.from_dict({"git_commit": "abc"})
+    with pytest.raises(DataError, match="compute_capability must be 'M.m', got '9'"):
+        Gpu(0, "H100", 1, "9", 1)
+    with pytest.raises(DataError, match="a GPU of the environment lacks memory_bytes"):
+        Environment.from_dict({"gpus": [{"compute_capability": "9.0", "index": 0, "name": "H100", "multiprocessors": 1}]})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import ConfigError, StorageError
-from aihpc.records.files import KINDS, SCHEMA_VERSION, read_result, result_document, write_result
+from aihpc.records.files import KINDS, RESULT_FILE_SCHEMA_VERSION, read_result, result_document, write_result
 
 ENV = {"hostname": "node1", "torch_version": "2.x"}
 
@@ -20,7 +20,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert path == tmp_path / "r.json"
     back = read_result(path, "roofline")
     assert back == doc
-    assert back["kind"] == "roofline" and back["schema_version"] == SCHEMA_VERSION == 1
+    assert back["kind"] == "roofline" and back["schema_version"] == RESULT_FILE_SCHEMA_VERSION == 1
     assert back["data"]["peaks"]["float32"] == 1.25e11
     text = path.read_text()
     assert text.endswith("\n") and list(json.loads(text)) == sorted(json.loads(text))  # keys sorted

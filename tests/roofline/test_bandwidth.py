@@ -82,7 +82,7 @@ def test_arrays_under_the_cache_rule_carry_a_warning() -> None:
         ({"elements": 8, "seconds": 0}, "seconds must be a finite number > 0, got 0"),
         ({"elements": 8, "seconds": float("inf")}, "seconds must be a finite number > 0, got inf"),
         ({"elements": 8, "repeats": 0}, "repeats must be an integer >= 1, got 0"),
-        ({"device": "tpu"}, "device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+        ({"device": "tpu"}, "device must be cpu, cuda, cuda:N or auto, got 'tpu'"),
     ],
 )
 def test_bad_arguments_are_one_line_config_errors(kwargs: dict, match: str) -> None:

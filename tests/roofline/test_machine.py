@@ -16,7 +16,8 @@ from aihpc.records.files import result_document, write_result
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
-from aihpc.roofline.peak import PeakResult, resolve_device
+from aihpc.devices import resolve_device
+from aihpc.roofline.peak import PeakResult
 
 
 def _peak(dtype: str, rate: float, warning: str | None = None) -> PeakResult:

@@ -73,7 +73,7 @@ from typing import Any
 
 import torch
 
-from aihpc.bench.timing import SPREAD_WARNING
+from aihpc.bench.timing import IQR_SPREAD_WARNING
 from aihpc.errors import AihpcError, ConfigError
 
 VOLUME_CALLS = 10
@@ -97,7 +97,8 @@ def ring_allreduce_bytes(gradient_bytes: int, procs: int) -> float:
 
 
 def available_cores() -> int:
-    """Cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where it is missing)."""
+    """Cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where it is
+    missing)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -121,7 +122,8 @@ class DistributedConfig:
             raise ConfigError(f"device must be cpu, cuda or auto, got {self.device!r}")
 
     def backend(self) -> tuple[str, str]:
-        """(device type, backend): ("cpu", "gloo") or ("cuda", "nccl"); ConfigError if the machine lacks them."""
+        """(device type, backend): ("cpu", "gloo") or ("cuda", "nccl"); ConfigError if the machine
+        lacks them."""
         from aihpc import models
 
         models.info(self.model)  # ModelError for an unknown name
@@ -222,18 +224,19 @@ class DistributedOutcome:
 
 
 def step_times(samples: list[list[float]], procs: int, batch: int) -> StepTimes:
-    """Medians of per-step ``[ddp step s, compute s, all-reduce s]`` rows (the slowest rank's each)."""
-    ddp, compute, comm = (statistics.median(column) for column in zip(*samples))
+    """Medians of per-step ``[ddp step s, compute s, all-reduce s]`` rows (the slowest rank's
+    each)."""
+    ddp, compute, comm = (statistics.median(column) for column in zip(*samples, strict=True))
     quartiles = (
         statistics.quantiles([row[0] for row in samples], n=4) if len(samples) > 1 else [ddp] * 3
     )
     iqr = quartiles[2] - quartiles[0]
     spread = iqr / ddp if ddp > 0 else float("inf")
     warning = None
-    if spread > SPREAD_WARNING:
+    if spread > IQR_SPREAD_WARNING:
         warning = (
             f"{procs} process(es): the step times spread over {spread:.0%} of the median "
-            f"(> {SPREAD_WARNING:.0%}); the machine was busy"
+            f"(> {IQR_SPREAD_WARNING:.0%}); the machine was busy"
         )
     return StepTimes(
         procs=procs,
@@ -250,7 +253,8 @@ def step_times(samples: list[list[float]], procs: int, batch: int) -> StepTimes:
 def bench_distributed(
     config: DistributedConfig, progress: Callable[[str], None] | None = None
 ) -> DistributedOutcome:
-    """Run the baseline and the ``procs``-rank run; ``progress`` gets a line before and after each."""
+    """Run the baseline and the ``procs``-rank run; ``progress`` gets a line before and after
+    each."""
     device, backend = config.backend()
     threads = max(1, available_cores() // config.procs)
     say = progress or (lambda line: None)
@@ -262,7 +266,8 @@ def bench_distributed(
         )
         reports[procs] = launch(config, procs, threads, backend)
         say(
-            f"{procs} process(es): DDP step {statistics.median(r[0] for r in reports[procs].times):.4f} s"
+            f"{procs} process(es): DDP step "
+            f"{statistics.median(r[0] for r in reports[procs].times):.4f} s"
         )
     single = step_times(reports[1].times, 1, config.batch)
     parallel = step_times(reports[config.procs].times, config.procs, config.batch)
@@ -307,7 +312,8 @@ def _volume(report: RankReport, procs: int, backend: str) -> Volume:
 
 # -- the parent: launch the ranks like torchrun, wait, read rank 0's report --------------------
 def launch(config: DistributedConfig, procs: int, threads: int, backend: str) -> RankReport:
-    """Run ``procs`` ranks of the benchmark; rank 0's report (AihpcError naming a rank that failed)."""
+    """Run ``procs`` ranks of the benchmark; rank 0's report (AihpcError naming a rank that
+    failed)."""
     spec = {
         "model": config.model,
         "batch": config.batch,
@@ -359,7 +365,8 @@ def _rank_env(rank: int, procs: int, port: int, threads: int) -> dict[str, str]:
 
 
 def _wait_ranks(ranks: list[subprocess.Popen], folder: Path) -> None:
-    """Wait for every rank; at the first failure, raise naming it with the last line of its stderr."""
+    """Wait for every rank; at the first failure, raise naming it with the last line of its
+    stderr."""
     while True:
         codes = [p.poll() for p in ranks]
         failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
@@ -402,7 +409,8 @@ def format_table(outcome: DistributedOutcome) -> str:
     ]
     for label, fmt, name in rows:
         lines.append(
-            f"{label:26}  {fmt.format(getattr(one, name)):>12}  {fmt.format(getattr(par, name)):>12}"
+            f"{label:26}  {fmt.format(getattr(one, name)):>12}  "
+            f"{fmt.format(getattr(par, name)):>12}"
         )
     lines.append(
         f"scaling efficiency: {outcome.scaling_efficiency:.3f} "

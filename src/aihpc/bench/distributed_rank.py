@@ -66,7 +66,7 @@ def _build_replica(model_name: str, batch: int, device: torch.device, rank: int)
     return _Replica(ddp, optimizer, x, y, flat, device)
 
 
-def _no_buffer_sync() -> dict[str, bool]:
+def _no_buffer_sync() -> dict[str, Any]:
     """DDP's option not to broadcast buffers at each forward (newer PyTorch renamed it)."""
     import inspect
 
@@ -169,7 +169,8 @@ def _loopback_bytes_sent() -> int | None:
 
 
 def _measure_volume(r: _Replica, calls: int, world: int) -> dict[str, float | None]:
-    """Bytes per rank and call of ``calls`` all-reduces of the gradients: own sockets, and loopback."""
+    """Bytes per rank and call of ``calls`` all-reduces of the gradients: own sockets, and
+    loopback."""
     dist.barrier()
     tcp0, lo0 = _tcp_bytes_sent(), _loopback_bytes_sent()
     for _ in range(calls):

@@ -62,7 +62,7 @@ and bytes per step of ``batch`` samples, rates in operations/s)::
          "ops", "flops_per_s", "peak_share", "other_seconds",
          "layers": [{"name", "type", "ops", "seconds", "share", "flops_per_s", "bytes",
                      "intensity", "roofline_share",
-                     "forward": {...the same...}, "backward": {...}}, ...],  # training only; model order
+                     "forward": {...the same...}, "backward": {...}}, ...],  # training; model order
          "operators": [{"type", "seconds", "ops", "flops_per_s"}, ...]}},  # slowest first
      "points": [{"label": "MODE:LAYER", "dtype", "intensity", "flops_per_s"}, ...]}
 
@@ -74,8 +74,7 @@ the aten ops' time.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +83,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from aihpc.bench import network_trace as trace
+from aihpc.bench.network_checks import (
+    allocation_failed,
+    check_dtype,
+    check_fits,
+    memory_guard,
+    reported_modules,
+)
 from aihpc.bench.network_trace import LOSS, MODEL, OTHER
 from aihpc.bench.timing import Timing, measure
 from aihpc.errors import ConfigError, ModelError
@@ -100,7 +106,6 @@ __all__ = [
 ]
 
 MODES = ("inference", "training")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PROFILE_SECONDS = 1.0
 """Profiled time per mode by default: about 10 steps of ResNet-20 at batch 8 on one CPU core
 (inference ~11 ms, training ~40 ms a step, measured), one of ResNet-50's training (~2.4 s)."""
@@ -200,92 +205,6 @@ class ModeResult:
         }
 
 
-def check_dtype(name: str, device: torch.device) -> torch.dtype:
-    """The compute dtype ``name`` (float32, or autocast to bfloat16 / float16) if ``device`` runs it."""
-    if name not in DTYPES:
-        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
-    if name == "bfloat16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError(f"dtype bfloat16 is not supported by GPU {device}, got {name!r}")
-    if name != "float32" and not torch.amp.is_autocast_available(device.type):
-        raise ConfigError(f"dtype {name} needs autocast, which {device.type} does not offer")
-    return DTYPES[name]
-
-
-def _allocation_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` says an allocation failed (CPU allocator, CUDA caching allocator, Python)."""
-    text = str(exc)
-    return (
-        isinstance(exc, (MemoryError, torch.OutOfMemoryError))
-        or "can't allocate memory" in text
-        or "out of memory" in text.lower()
-    )
-
-
-@contextlib.contextmanager
-def memory_guard(what: str, device: torch.device) -> Iterator[None]:
-    """Turn an allocation failure inside the block (also one ``count_ops`` wrapped in a
-    ModelError) into one ConfigError line naming ``what``."""
-    try:
-        yield
-    except (RuntimeError, MemoryError, ModelError) as exc:
-        if not _allocation_failure(exc):
-            raise
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-        raise ConfigError(
-            f"{what} does not fit in the memory of {device} (an allocation failed)"
-        ) from None
-
-
-def reported_modules(model: nn.Module, depth: int | None) -> dict[str, nn.Module]:
-    """The reported modules, in model order: ``"(model)"`` and every module at most ``depth`` levels down."""
-    if depth is not None and depth < 0:
-        raise ConfigError(f"depth must be >= 0, got {depth}")
-    return {
-        name or MODEL: m
-        for name, m in model.named_modules()
-        if depth is None or (name.count(".") + 1 if name else 0) <= depth
-    }
-
-
-def check_fits(
-    model: nn.Module,
-    example: torch.Tensor,
-    modes: tuple[str, ...],
-    device: torch.device,
-    dtype: str = "float32",
-    measured: Any = None,
-) -> None:
-    """ConfigError unless a step fits in the free memory of ``device``, estimated on the meta
-    device (``example`` may be a meta tensor; ``measured``: a ``network_trace.traffic`` of it):
-    the input plus twice the largest op output for inference; the input, every forward op
-    output (what backward may keep), the gradients and the largest output for training.  An
-    upper bound: an allocation the OS grants but cannot back ends the process without a word
-    (Linux's OOM killer), so refusing is the safe side."""
-    import psutil
-
-    if measured is None:
-        measured = trace.traffic(
-            model, example, reported_modules(model, None), check_dtype(dtype, device)
-        )
-    data = example.numel() * example.element_size()
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    need = data + 2 * measured.largest
-    if "training" in modes:
-        need = max(need, data + measured.outputs + params + measured.largest)
-    free = (
-        torch.cuda.mem_get_info(device)[0]
-        if device.type == "cuda"
-        else psutil.virtual_memory().available
-    )
-    if need > free:
-        shape = "x".join(map(str, example.shape))
-        raise ConfigError(
-            f"batch {shape} needs about {need / 2**30:.1f} GiB, more than the "
-            f"{free / 2**30:.1f} GiB free on {device}"
-        )
-
-
 def _step(
     model: nn.Module,
     example: torch.Tensor,
@@ -382,7 +301,8 @@ def _run_mode(
 
 @dataclass(frozen=True)
 class NetworkResult:
-    """Every mode of one network on one device and dtype; :meth:`to_dict` is the result's ``data``."""
+    """Every mode of one network on one device and dtype; :meth:`to_dict` is the result's
+    ``data``."""
 
     device: str
     dtype: str
@@ -420,14 +340,15 @@ class NetworkResult:
 
 
 def _validate(model: nn.Module, example: torch.Tensor, autocast: Callable[[], Any]) -> torch.Tensor:
-    """The logits of one eval-mode forward; ModelError if the model rejects the input or returns no 2-D logits."""
+    """The logits of one eval-mode forward; ModelError if the model rejects the input or returns
+    no 2-D logits."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad(), autocast():
             logits = model(example)
     except RuntimeError as exc:
-        if _allocation_failure(exc):
+        if allocation_failed(exc):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         shape = "x".join(map(str, example.shape))
@@ -440,6 +361,36 @@ def _validate(model: nn.Module, example: torch.Tensor, autocast: Callable[[], An
             f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}"
         )
     return logits
+
+
+def _run_modes(
+    model: nn.Module,
+    example: torch.Tensor,
+    modes: tuple[str, ...],
+    modules: dict[str, nn.Module],
+    moved: dict[str, int],
+    autocast: Callable[[], Any],
+    device: torch.device,
+    profile_seconds: float,
+) -> dict[str, ModeResult]:
+    """Each of ``modes``, in :data:`MODES` order, on the model and batch already on ``device``."""
+    logits = _validate(model, example, autocast)
+    target = torch.randint(logits.shape[1], (logits.shape[0],), device=device)
+    return {
+        m: _run_mode(
+            model,
+            example,
+            m == "training",
+            modules,
+            moved,
+            autocast,
+            target,
+            device,
+            profile_seconds,
+        )
+        for m in MODES
+        if m in modes
+    }
 
 
 def bench_network(
@@ -477,27 +428,12 @@ def bench_network(
     modules = reported_modules(model, depth)
     measured = trace.traffic(model, example, modules, compute)
     check_fits(model, example, modes, device, dtype, measured)
-    moved = measured.bytes
     with memory_guard(f"batch {'x'.join(map(str, example.shape))}", device):
         model.to(device)
         example = example.to(device)
-        logits = _validate(model, example, autocast)
-        target = torch.randint(logits.shape[1], (logits.shape[0],), device=device)
-        results = {
-            m: _run_mode(
-                model,
-                example,
-                m == "training",
-                modules,
-                moved,
-                autocast,
-                target,
-                device,
-                profile_seconds,
-            )
-            for m in MODES
-            if m in modes
-        }
+        results = _run_modes(
+            model, example, modes, modules, measured.bytes, autocast, device, profile_seconds
+        )
     return NetworkResult(
         device=str(device),
         dtype=dtype,

@@ -1,4 +1,5 @@
-"""What one step of a network does, per reported module: counted on the meta device, timed under the profiler.
+"""What one step of a network does, per reported module: counted on the meta device, timed under the
+profiler.
 
 The machinery of :mod:`aihpc.bench.network` (which documents the method and
 the data format).  A *row* is a reported module's name (``"(model)"`` for
@@ -80,7 +81,8 @@ def _hooks(
 def _meta_copy(
     model: nn.Module, modules: dict[str, nn.Module], example: torch.Tensor, dtype: torch.dtype
 ) -> tuple[nn.Module, dict[str, nn.Module], torch.Tensor]:
-    """A meta-device copy of ``model`` in ``dtype`` (floating tensors), its reported modules and input."""
+    """A meta-device copy of ``model`` in ``dtype`` (floating tensors), its reported modules and
+    input."""
     memo: dict[int, Any] = {id(t): torch.empty_like(t, device="meta") for t in model.buffers()}
     memo.update(
         {
@@ -216,7 +218,8 @@ class _RowOps(FlopCounterMode):
 
 
 class _ClaimNodes(TorchFunctionMode):
-    """Every autograd node a torch function creates -> the row on top of ``stack`` (in ``nodes``)."""
+    """Every autograd node a torch function creates -> the row on top of ``stack`` (in
+    ``nodes``)."""
 
     def __init__(self, stack: list[str], nodes: dict[int, str]) -> None:
         super().__init__()
@@ -277,7 +280,8 @@ def _layer_ranges(modules: dict[str, nn.Module]) -> Iterator[None]:
 
 @cache
 def _known_family(event_name: str) -> str | None:
-    """``"aten::addmm"`` -> its ``count_ops`` family, or None if the counter does not know the op."""
+    """``"aten::addmm"`` -> its ``count_ops`` family, or None if the counter does not know the
+    op."""
     from torch.utils.flop_counter import flop_registry
 
     from aihpc.counting.registry import FORMULAS, KNOWN_ZERO, family
@@ -373,7 +377,8 @@ def profile_layers(
     step_seconds: float,
     seconds: float,
 ) -> _Attribution:
-    """Profile about ``seconds`` of steps (1 to :data:`MAX_PROFILED`), each in a range of its own."""
+    """Profile about ``seconds`` of steps (1 to :data:`MAX_PROFILED`), each in a range of its
+    own."""
     from torch.profiler import ProfilerActivity, profile
 
     steps = max(1, min(MAX_PROFILED, math.ceil(seconds / max(step_seconds, 1e-9))))

@@ -27,12 +27,7 @@ Each :class:`OpCase` names an operator and gives
 adds one (a test injects a deliberately wrong operator this way).  Builders
 draw random values from the global RNG: :func:`build_case` seeds it.
 
-The last section checks a case against its reference in float64 at its
-``check`` shape (:func:`check_case`: outputs and gradients within
-:data:`FLOAT64_TOLERANCE`, and ``torch.autograd.gradcheck``), with the
-helpers :mod:`aihpc.bench.operators` shares to validate each dtype:
-:func:`evaluate` (outputs and gradients of a candidate or a reference) and
-:func:`errors` (relative L2 and max abs error).
+:mod:`aihpc.bench.op_check` checks a case against its reference.
 
 Adding an operator: write its builder (module + inputs at the given dtype and
 device, in training mode), its reference (float64, from the definition, not
@@ -42,10 +37,10 @@ an :class:`OpCase` with quick, full and check shapes.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -180,7 +175,7 @@ def conv2d_reference(m: nn.Conv2d, x: Tensor) -> Tensor:
     """Convolution as im2col (``F.unfold``, data movement only) and a grouped product."""
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (dh, dw) = m.kernel_size, m.stride, m.dilation
-    ph, pw = m.padding  # tuple padding, zeros mode (as built below)
+    ph, pw = cast(tuple[int, int], m.padding)  # tuple padding, zeros mode (as built below)
     ho, wo = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     g = m.groups
     cols = F.unfold(x, (kh, kw), dilation=(dh, dw), padding=(ph, pw), stride=(sh, sw))
@@ -200,15 +195,15 @@ def max_pool_reference(m: nn.MaxPool2d, x: Tensor) -> Tensor:
     first maximum in row-major window order: with ties (frequent in bfloat16 and
     float16) the gradient goes to that one element, as PyTorch's kernels route
     it (``amax`` would share it among the ties)."""
-    p = int(m.padding)
+    p = cast(int, m.padding)
     padded = F.pad(x, (p, p, p, p), value=-math.inf)
-    windows = _windows(padded, int(m.kernel_size), int(m.stride)).flatten(-2)
+    windows = _windows(padded, cast(int, m.kernel_size), cast(int, m.stride)).flatten(-2)
     return windows.gather(-1, windows.argmax(-1, keepdim=True)).squeeze(-1)
 
 
 def avg_pool_reference(m: nn.AvgPool2d, x: Tensor) -> Tensor:
     """Mean over each window (no padding)."""
-    return _windows(x, int(m.kernel_size), int(m.stride)).mean(dim=(-2, -1))
+    return _windows(x, cast(int, m.kernel_size), cast(int, m.stride)).mean(dim=(-2, -1))
 
 
 def batch_norm_reference(m: nn.BatchNorm2d, x: Tensor) -> Tensor:
@@ -232,7 +227,8 @@ def attention_reference(m: nn.Module, q: Tensor, k: Tensor, v: Tensor) -> Tensor
 
 
 def lstm_reference(m: LSTMStep, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
-    """gates = x W_ih^T + b_ih + h W_hh^T + b_hh -> (i, f, g, o); c' = s(f) c + s(i) tanh g; h' = s(o) tanh c'."""
+    """gates = x W_ih^T + b_ih + h W_hh^T + b_hh -> (i, f, g, o);
+    c' = s(f) c + s(i) tanh g; h' = s(o) tanh c'."""
     cell = m.cell
     gates = x @ cell.weight_ih.T + cell.bias_ih + h @ cell.weight_hh.T + cell.bias_hh
     i, f, g, o = gates.chunk(4, dim=1)
@@ -309,7 +305,25 @@ def _build_lstm(s: Mapping[str, int], dtype: torch.dtype, device: torch.device) 
     return _place(LSTMStep(n, hidden), dtype, device), inputs
 
 
-def _register_catalogue() -> None:  # noqa: PLR0915 - one table, read top to bottom
+_VECTOR = {
+    "quick": dict(batch=64, features=1024),
+    "full": dict(batch=1024, features=4096),
+    "check": dict(batch=3, features=5),
+}
+"""Shapes of the operators on a (batch, features) tensor: activations, softmax, add, mul."""
+
+
+def _register_catalogue() -> None:
+    """The catalogue, in display order: convolution and matmul, image, vector, sequence,
+    elementwise operators."""
+    _register_convolutions()
+    _register_image_ops()
+    _register_vector_ops()
+    _register_sequence_ops()
+    _register_elementwise()
+
+
+def _register_convolutions() -> None:
     conv = {
         "quick": dict(batch=2, cin=16, hw=14, cout=16),
         "check": dict(batch=2, cin=3, hw=5, cout=4),
@@ -351,6 +365,9 @@ def _register_catalogue() -> None:  # noqa: PLR0915 - one table, read top to bot
             "(m, k) @ (k, n)",
         )
     )
+
+
+def _register_image_ops() -> None:
     img = {"quick": dict(batch=2, channels=16, hw=16), "check": dict(batch=2, channels=2, hw=6)}
     full = dict(batch=8, channels=64, hw=56)
     for name, family, make, ref, note in (
@@ -373,11 +390,10 @@ def _register_catalogue() -> None:  # noqa: PLR0915 - one table, read top to bot
         register(
             OpCase(name, family, _image_builder(make), ref, img["quick"], full, img["check"], note)
         )
-    vec = {
-        "quick": dict(batch=64, features=1024),
-        "full": dict(batch=1024, features=4096),
-        "check": dict(batch=3, features=5),
-    }
+
+
+def _register_vector_ops() -> None:
+    vec = _VECTOR
     for name, family, fn, ref in (
         ("relu", "activation", torch.relu, lambda m, x: torch.where(x > 0, x, torch.zeros_like(x))),
         (
@@ -406,6 +422,9 @@ def _register_catalogue() -> None:  # noqa: PLR0915 - one table, read top to bot
             "log-softmax + NLL, mean over the batch",
         )
     )
+
+
+def _register_sequence_ops() -> None:
     register(
         OpCase(
             "sdpa",
@@ -430,6 +449,10 @@ def _register_catalogue() -> None:  # noqa: PLR0915 - one table, read top to bot
             "one step; backward from h'",
         )
     )
+
+
+def _register_elementwise() -> None:
+    vec = _VECTOR
     for name, fn, ref in (
         ("add", torch.add, lambda m, x, y: x + y),
         ("mul", torch.mul, lambda m, x, y: x * y),
@@ -445,166 +468,6 @@ def _register_catalogue() -> None:  # noqa: PLR0915 - one table, read top to bot
                 vec["check"],
             )
         )
-
-
-# ---------------------------- checking a case against its reference
-FLOAT64_TOLERANCE = 1e-9
-"""Candidate against reference, both float64: only summation order differs (~K x 1e-16)."""
-
-GRADCHECK: dict[str, float] = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
-"""torch.autograd.gradcheck's defaults: central differences of step eps in float64."""
-
-SEED = 0
-"""Seed of every build (and, plus one, of every output gradient), so validation numbers repeat.
-
-The output gradient must not be drawn from the same stream as the input: for
-batch norm a gradient equal to its input x lies in the span of {1, x}, which
-the backward projects out, leaving a near-zero, ill-conditioned gradient."""
-
-
-@dataclass(frozen=True)
-class CaseCheck:
-    """The float64 checks of one operator at its ``check`` shape (shared by its dtype rows)."""
-
-    gradcheck: bool
-    l2: float
-    grad_l2: float
-
-    def problems(self) -> list[str]:
-        """Why the case fails, one phrase each (empty when it passes)."""
-        found = []
-        if not self.l2 <= FLOAT64_TOLERANCE:
-            found.append(
-                f"float64 output differs from the reference (L2 {self.l2:.1e} > {FLOAT64_TOLERANCE:.0e})"
-            )
-        if not self.grad_l2 <= FLOAT64_TOLERANCE:
-            found.append(f"float64 gradient differs from the reference's (L2 {self.grad_l2:.1e})")
-        if not self.gradcheck:
-            found.append("gradcheck: backward disagrees with finite differences")
-        return found
-
-
-@contextlib.contextmanager
-def seeded(device: torch.device, seed: int = SEED) -> Iterator[None]:
-    """Inside the block the RNG (CPU, and ``device`` if CUDA) starts from ``seed``; restored after."""
-    with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
-        yield
-
-
-def build_case(
-    case: OpCase, shape: dict[str, int], dtype: torch.dtype, device: torch.device
-) -> Built:
-    """The case's module and inputs at ``shape``, seeded with :data:`SEED`."""
-    with seeded(device):
-        return case.build(shape, dtype, device)
-
-
-def as_tuple(out: Output) -> tuple[Tensor, ...]:
-    """An operator's output as a tuple (the first item is the one differentiated)."""
-    return out if isinstance(out, tuple) else (out,)
-
-
-def as_leaves(inputs: Sequence[Tensor]) -> tuple[Tensor, ...]:
-    """Floating inputs as fresh leaves that require grad; the others (targets) unchanged."""
-    return tuple(x.detach().requires_grad_() if x.is_floating_point() else x for x in inputs)
-
-
-def differentiated(module: nn.Module, leaves: Sequence[Tensor]) -> list[Tensor]:
-    """What the backward computes gradients for: the leaves that require grad, then the parameters."""
-    return [x for x in leaves if x.requires_grad] + list(module.parameters())
-
-
-def evaluate(
-    fn: Callable[..., Output],
-    module: nn.Module,
-    inputs: Sequence[Tensor],
-    grad_output: Tensor | None,
-) -> tuple[tuple[Tensor, ...], tuple[Tensor | None, ...], Tensor]:
-    """Outputs of ``fn(module, *inputs)`` and the gradients of the first (for ``grad_output``,
-    seeded random when None) w.r.t. the floating inputs and the parameters, and that gradient."""
-    leaves = as_leaves(inputs)
-    outputs = as_tuple(fn(module, *leaves))
-    if grad_output is None:
-        with seeded(outputs[0].device, SEED + 1):
-            grad_output = torch.randn_like(outputs[0])
-    wrt = differentiated(module, leaves)
-    if not outputs[0].requires_grad:
-        return outputs, (None,) * len(wrt), grad_output
-    grads = torch.autograd.grad(
-        outputs[0], wrt, grad_output.to(outputs[0].dtype), allow_unused=True
-    )
-    return outputs, tuple(grads), grad_output
-
-
-def call_module(module: nn.Module, *inputs: Tensor) -> Output:
-    """The candidate, called as :func:`evaluate` calls a reference: ``fn(module, *inputs)``."""
-    return module(*inputs)
-
-
-def errors(got: Sequence[Tensor | None], want: Sequence[Tensor | None]) -> tuple[float, float]:
-    """``(relative L2, max abs)`` of ``got`` against ``want``, worst over the pairs.
-
-    Relative L2 = ||got - want|| / ||want|| (the absolute norm where ||want|| = 0),
-    computed in float64; inf where a value is not finite or a gradient is
-    missing on one side only.  Empty pairs give (0, 0).
-    """
-    worst_l2 = worst_abs = 0.0
-    for g, w in zip(got, want, strict=True):
-        if g is None and w is None:
-            continue
-        if g is None or w is None or g.shape != w.shape:
-            return math.inf, math.inf
-        diff = g.detach().to(torch.float64) - w.detach().to(torch.float64)
-        norm = float(torch.linalg.vector_norm(w.detach().to(torch.float64)))
-        l2 = float(torch.linalg.vector_norm(diff)) / (norm if norm > 0 else 1.0)
-        biggest = float(diff.abs().max()) if diff.numel() else 0.0
-        worst_l2 = max(worst_l2, l2 if math.isfinite(l2) else math.inf)
-        worst_abs = max(worst_abs, biggest if math.isfinite(biggest) else math.inf)
-    return worst_l2, worst_abs
-
-
-def _gradcheck(module: nn.Module, inputs: Sequence[Tensor]) -> bool:
-    """gradcheck of all outputs w.r.t. the floating inputs and the parameters (float64)."""
-    names = [n for n, _ in module.named_parameters()]
-    floating = [i for i, x in enumerate(inputs) if x.is_floating_point()]
-    tensors = tuple(inputs[i].detach().requires_grad_() for i in floating) + tuple(
-        p.detach().requires_grad_() for p in module.parameters()
-    )
-
-    def fn(*values: Tensor) -> Output:
-        args = list(inputs)
-        for i, value in zip(floating, values, strict=False):
-            args[i] = value
-        params = dict(zip(names, values[len(floating) :], strict=True))
-        return torch.func.functional_call(module, params, tuple(args))
-
-    return bool(torch.autograd.gradcheck(fn, tensors, raise_exception=False, **GRADCHECK))
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """One intra-op thread inside the block.  The checks run ~1000 tiny kernels;
-    with 2 OpenMP threads on a 2-core machine that other work keeps busy, each
-    parallel region waits for a descheduled thread (a scheduler quantum, ~5-10
-    ms): a conv gradcheck measured 0.1 s idle and 12 s loaded."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def check_case(case: OpCase, device: torch.device) -> CaseCheck:
-    """Candidate against reference and gradcheck, in float64 at the ``check`` shape."""
-    with _one_thread():
-        module, inputs = build_case(case, dict(case.check), torch.float64, device)
-        outputs, grads, grad_output = evaluate(call_module, module, inputs, None)
-        refs, ref_grads, _ = evaluate(case.reference, module, inputs, grad_output)
-        l2, _ = errors(outputs, refs)
-        grad_l2, _ = errors(grads, ref_grads)
-        return CaseCheck(gradcheck=_gradcheck(module, inputs), l2=l2, grad_l2=grad_l2)
 
 
 _register_catalogue()

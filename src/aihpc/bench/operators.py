@@ -8,12 +8,12 @@ For each operator of :mod:`aihpc.bench.op_catalogue` and each dtype asked
 
    * Once per operator, in float64 at the tiny ``check`` shape: the candidate
      against its independent reference (relative L2 of every output and every
-     gradient within :data:`~aihpc.bench.op_catalogue.FLOAT64_TOLERANCE`),
+     gradient within :data:`~aihpc.bench.op_check.FLOAT64_TOLERANCE`),
      and ``torch.autograd.gradcheck`` of the candidate (its analytic
      backward against central finite differences, settings
-     :data:`~aihpc.bench.op_catalogue.GRADCHECK`) with respect to every
+     :data:`~aihpc.bench.op_check.GRADCHECK`) with respect to every
      floating input and every parameter
-     (:func:`~aihpc.bench.op_catalogue.check_case`).
+     (:func:`~aihpc.bench.op_check.check_case`).
    * Per dtype, at the timed shape: the candidate at the dtype against the
      reference in float64 on the *same* values (inputs and parameters cast
      up, so only the dtype's arithmetic differs): ``l2`` = ||y - y64|| /
@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -92,23 +91,28 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from aihpc.bench.op_catalogue import (
+from aihpc.bench.op_catalogue import OpCase
+from aihpc.bench.op_check import (
     FLOAT64_TOLERANCE,
     GRADCHECK,
-    SEED,
     CaseCheck,
-    OpCase,
-    as_leaves,
-    as_tuple,
     build_case,
     call_module,
     check_case,
-    differentiated,
     errors,
     evaluate,
-    seeded,
 )
-from aihpc.bench.timing import Timing, measure
+from aihpc.bench.op_passes import (
+    FULL_TIMING,
+    QUICK_TIMING,
+    PassResult,
+    TimingPlan,
+    count_case,
+    finite_or_none,
+    pass_result,
+    time_passes,
+    traffic,
+)
 from aihpc.errors import ConfigError
 from aihpc.roofline.model import Roofline
 
@@ -137,26 +141,6 @@ TOLERANCES: dict[str, float] = {
 
 
 @dataclass(frozen=True)
-class TimingPlan:
-    """Arguments of :func:`aihpc.bench.timing.measure` for every pass (seconds)."""
-
-    warmup_s: float
-    min_run_time: float
-    max_run_time: float
-
-
-MIN_BLOCKS = 3
-"""Fewer timed blocks than this (a call slower than max_run_time / 3) gets a warning: no spread."""
-
-QUICK_TIMING = TimingPlan(warmup_s=0.01, min_run_time=0.05, max_run_time=0.15)
-FULL_TIMING = TimingPlan(warmup_s=0.05, min_run_time=0.2, max_run_time=2.0)
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-@dataclass(frozen=True)
 class Validation:
     """Validation of one (operator, dtype); errors as in the module docstring (None: not finite)."""
 
@@ -174,25 +158,6 @@ class Validation:
     @property
     def passed(self) -> bool:
         return self.status == "passed"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class PassResult:
-    """One timed pass (forward, or forward+backward): median seconds per call and the rates."""
-
-    seconds: float
-    spread: float | None
-    warning: str | None
-    calls: int
-    ops: int
-    bytes: int
-    flops_per_s: float
-    bytes_per_s: float
-    intensity: float
-    roofline_share: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -328,105 +293,16 @@ def validate(
     validation = Validation(
         status="failed" if problems else "passed",
         reason="; ".join(problems) or None,
-        l2=_finite(l2),
-        max_abs=_finite(max_abs),
-        grad_l2=_finite(grad_l2),
-        grad_max_abs=_finite(grad_max_abs),
+        l2=finite_or_none(l2),
+        max_abs=finite_or_none(max_abs),
+        grad_l2=finite_or_none(grad_l2),
+        grad_max_abs=finite_or_none(grad_max_abs),
         gradcheck=check.gradcheck,
-        float64_l2=_finite(check.l2),
-        float64_grad_l2=_finite(check.grad_l2),
+        float64_l2=finite_or_none(check.l2),
+        float64_grad_l2=finite_or_none(check.grad_l2),
         tolerance=tolerance,
     )
     return validation, outputs
-
-
-# ------------------------------------------------------ counting and bytes
-class _Differentiated(nn.Module):
-    """The operator with its floating inputs made leaves that require grad; returns the first output."""
-
-    def __init__(self, op: nn.Module) -> None:
-        super().__init__()
-        self.op = op
-
-    def forward(self, *inputs: Tensor) -> Tensor:
-        return as_tuple(self.op(*as_leaves(inputs)))[0]
-
-
-def count_case(module: nn.Module, inputs: Sequence[Tensor]) -> tuple[int, int, dict[str, int]]:
-    """``(forward ops, forward+backward ops, uncounted)`` of the operator alone (module docstring)."""
-    from aihpc.counting import count_ops
-    from aihpc.counting.counter import LOSS_KEY
-
-    counted = count_ops(_Differentiated(module), tuple(inputs), train=True, loss="sum")
-    loss = counted.by_module.get(LOSS_KEY, {"forward": 0, "backward": 0})
-    forward = counted.forward - loss["forward"]
-    return forward, counted.total - loss["forward"] - loss["backward"], dict(counted.uncounted)
-
-
-def tensor_bytes(tensors: Iterable[Tensor | None]) -> int:
-    """Bytes of the tensors' elements (``numel * element_size``); None counts 0."""
-    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
-
-
-def traffic(
-    module: nn.Module, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
-) -> tuple[int, int]:
-    """``(forward bytes, forward+backward bytes)``, the convention of the module docstring."""
-    params = list(module.parameters())
-    forward = tensor_bytes(inputs) + tensor_bytes(params) + tensor_bytes(outputs)
-    gradients = tensor_bytes([x for x in inputs if x.is_floating_point()]) + tensor_bytes(params)
-    return forward, forward + tensor_bytes(outputs[:1]) + gradients
-
-
-def pass_result(
-    ops: int, nbytes: int, timing: Timing, roofline: Roofline | None, dtype: str
-) -> PassResult:
-    """Rates of one pass: ops / median seconds, bytes / median seconds, ops / bytes, roofline share."""
-    seconds = timing.median
-    warning = timing.warning
-    if timing.blocks < MIN_BLOCKS:
-        warning = (
-            f"only {timing.blocks} timed block(s) fit in max_run_time: the spread is not measured"
-            + (f"; {warning}" if warning else "")
-        )
-    flops = ops / seconds if seconds > 0 else math.inf
-    intensity = ops / nbytes if nbytes else math.inf
-    share = roofline.share(flops, intensity, dtype) if roofline is not None else None
-    return PassResult(
-        seconds=seconds,
-        spread=_finite(timing.spread),
-        warning=warning,
-        calls=timing.calls,
-        ops=ops,
-        bytes=nbytes,
-        flops_per_s=flops,
-        bytes_per_s=nbytes / seconds if seconds > 0 else 0.0,
-        intensity=intensity,
-        roofline_share=_finite(share),
-    )
-
-
-def time_passes(
-    module: nn.Module, inputs: Sequence[Tensor], plan: TimingPlan, label: str
-) -> tuple[Timing, Timing]:
-    """Median seconds of the forward alone and of forward+backward (module docstring)."""
-    leaves = as_leaves(inputs)
-    wrt = differentiated(module, leaves)
-    with torch.no_grad(), seeded(leaves[0].device, SEED + 1):
-        grad_output = torch.randn_like(as_tuple(module(*inputs))[0])
-
-    def forward() -> None:
-        with torch.no_grad():
-            module(*inputs)
-
-    def forward_backward() -> None:
-        torch.autograd.grad(as_tuple(module(*leaves))[0], wrt, grad_output, allow_unused=True)
-
-    kwargs = asdict(plan)
-    return (
-        measure(forward, label=f"{label} fwd", **kwargs),
-        measure(forward_backward, label=f"{label} fwd+bwd", **kwargs),
-    )
 
 
 # ------------------------------------------------------------------- rows
@@ -517,8 +393,8 @@ def _raised_validation(dtype: str, check: CaseCheck, exc: BaseException) -> Vali
         grad_l2=None,
         grad_max_abs=None,
         gradcheck=check.gradcheck,
-        float64_l2=_finite(check.l2),
-        float64_grad_l2=_finite(check.grad_l2),
+        float64_l2=finite_or_none(check.l2),
+        float64_grad_l2=finite_or_none(check.grad_l2),
         tolerance=TOLERANCES[dtype],
     )
 

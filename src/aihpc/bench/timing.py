@@ -6,7 +6,7 @@ allocate, pick kernels, fill caches), then lets ``torch.utils.benchmark``'s
 stable (interquartile range within ``threshold`` of the median) or the time
 runs out.  ``torch.utils.benchmark`` synchronises CUDA around each block, so
 queued kernels are inside the timed interval.  The spread reported is the
-IQR over the median; past :data:`SPREAD_WARNING` the timing carries a warning.
+IQR over the median; past :data:`IQR_SPREAD_WARNING` the timing carries a warning.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-SPREAD_WARNING = 0.10
+IQR_SPREAD_WARNING = 0.10
 """IQR / median above which a timing is flagged as unreliable."""
 
 
@@ -26,7 +26,7 @@ class Timing:
 
     ``spread`` is ``iqr / median``; ``blocks`` how many timed blocks,
     ``calls`` the calls they held in all; ``warning`` a sentence when the
-    spread exceeds :data:`SPREAD_WARNING` (None otherwise).
+    spread exceeds :data:`IQR_SPREAD_WARNING` (None otherwise).
     """
 
     median: float
@@ -69,10 +69,10 @@ def measure(
     median, iqr = float(m.median), float(m.iqr)
     spread = iqr / median if median > 0 else float("inf")
     warning = None
-    if spread > SPREAD_WARNING:
+    if spread > IQR_SPREAD_WARNING:
         warning = (
             f"{label or 'timing'}: the timed blocks spread over {spread:.0%} of the median "
-            f"(> {SPREAD_WARNING:.0%}); the machine was busy or the clocks changed"
+            f"(> {IQR_SPREAD_WARNING:.0%}); the machine was busy or the clocks changed"
         )
     return Timing(
         median=median,

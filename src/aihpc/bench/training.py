@@ -59,6 +59,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
 
 MOMENTUM = 0.9
@@ -179,31 +180,11 @@ class TrainingOutcome:
         }
 
 
-def bench_device(name: str) -> torch.device:
-    """``auto``: the first GPU if there is one, else the CPU; ConfigError for a device not present."""
-    if name == "auto":
-        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {name!r}") from None
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        index = device.index or 0
-        if index >= count:
-            raise ConfigError(
-                f"device {name!r} was asked for but this machine has {count} CUDA GPU(s)"
-            )
-        return torch.device("cuda", index)
-    if device.type != "cpu":
-        raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {name!r}")
-    return device
-
-
 def check_fit(
     model: str, input_shape: tuple[int, ...], num_classes: int, batch: int, source: str
 ) -> None:
-    """ConfigError unless zoo ``model`` maps ``batch`` images of ``input_shape`` to ``num_classes`` logits.
+    """ConfigError unless zoo ``model`` maps ``batch`` images of ``input_shape`` to ``num_classes``
+    logits.
 
     The model is built and run on the meta device (no memory, no arithmetic),
     in training mode, so a spatial size the model pools below 1x1 (VGG and
@@ -267,8 +248,15 @@ def _prepare(config: TrainingConfig, device: torch.device) -> _Run:
         config.model, num_classes=data.num_classes, in_channels=data.input_shape[0]
     ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=MOMENTUM)
-    tensors = (t.to(device) for t in (x_train, y_train.long(), x_val, y_val.long()))
-    return _Run(model, optimizer, *tensors, device=device)
+    return _Run(
+        model,
+        optimizer,
+        x_train.to(device),
+        y_train.long().to(device),
+        x_val.to(device),
+        y_val.long().to(device),
+        device,
+    )
 
 
 def _sync(device: torch.device) -> None:
@@ -277,7 +265,8 @@ def _sync(device: torch.device) -> None:
 
 
 def _train_epoch(run: _Run, batch: int, seed: int, epoch: int) -> tuple[float, float, int]:
-    """One epoch in a seeded order: (training seconds, mean loss, samples); the last partial batch dropped."""
+    """One epoch in a seeded order: (training seconds, mean loss, samples); the last partial batch
+    dropped."""
     n = run.x_train.shape[0]
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch)).to(
         run.device
@@ -328,7 +317,8 @@ def _stop_reason(config: TrainingConfig, point: EpochPoint, wall_s: float) -> st
 def time_to_target(
     config: TrainingConfig, progress: Callable[[str], None] | None = None
 ) -> TrainingOutcome:
-    """Train until the target or the budget (module docstring); ``progress`` gets one line per epoch.
+    """Train until the target or the budget (module docstring); ``progress`` gets one line per
+    epoch.
 
     ``config.threads`` applies for the run only; PyTorch's thread count is restored afterwards.
     """
@@ -345,7 +335,7 @@ def _train_to_target(
     config: TrainingConfig, progress: Callable[[str], None] | None
 ) -> TrainingOutcome:
     """The loop of :func:`time_to_target`: epochs until a stop reason."""
-    device = bench_device(config.device)
+    device = resolve_device(config.device)
     run = _prepare(config, device)
     curve: list[EpochPoint] = []
     train_s, reason = 0.0, None
@@ -386,9 +376,12 @@ def format_table(outcome: TrainingOutcome) -> str:
     """The convergence curve, one row per epoch, then the outcome line and the throughput."""
     c = outcome.config
     lines = [
-        f"bench training: {c.model} on {c.dataset} ({outcome.train_samples} train, {outcome.val_samples} val), "
-        f"target val accuracy {c.target:g}, batch {c.batch}, lr {c.lr:g}, seed {c.seed}, {outcome.device}",
-        f"{'epoch':>5}  {'train s':>9}  {'eval s':>7}  {'train loss':>10}  {'val acc':>7}  {'samples/s':>10}",
+        f"bench training: {c.model} on {c.dataset} ({outcome.train_samples} train, "
+        f"{outcome.val_samples} val), "
+        f"target val accuracy {c.target:g}, batch {c.batch}, lr {c.lr:g}, seed {c.seed}, "
+        f"{outcome.device}",
+        f"{'epoch':>5}  {'train s':>9}  {'eval s':>7}  {'train loss':>10}  {'val acc':>7}  "
+        f"{'samples/s':>10}",
     ]
     for p in outcome.curve:
         loss = f"{p.train_loss:10.4f}" if p.train_loss is not None else f"{'nan':>10}"
@@ -405,7 +398,8 @@ def format_table(outcome: TrainingOutcome) -> str:
         )
     else:
         lines.append(
-            f"TARGET NOT REACHED ({outcome.stop_reason}): best val accuracy {best:.4f} < {c.target:g} "
+            f"TARGET NOT REACHED ({outcome.stop_reason}): best val accuracy {best:.4f} < "
+            f"{c.target:g} "
             f"after {last.epoch} epoch(s), {last.seconds:.3f} s of training"
         )
     lines.append(

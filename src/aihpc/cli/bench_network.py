@@ -123,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
     from aihpc.bench.network import MODES, bench_network, check_dtype, check_fits, memory_guard
     from aihpc.cli.output import emit
+    from aihpc.devices import resolve_device
     from aihpc.roofline.model import load_or_measure
-    from aihpc.roofline.peak import resolve_device
 
     device = resolve_device(args.device)
     check_dtype(args.dtype, device)

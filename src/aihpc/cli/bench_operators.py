@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
     from aihpc.bench import operators
     from aihpc.bench.op_catalogue import select
+    from aihpc.devices import resolve_device
     from aihpc.roofline.model import load_or_measure
-    from aihpc.roofline.peak import resolve_device
 
     cases = select(
         None if args.ops is None else [n.strip() for n in args.ops.split(",") if n.strip()]

@@ -83,6 +83,7 @@ def _progress(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from aihpc.cli.count import parse_shape
     from aihpc.cli.output import emit
+    from aihpc.devices import resolve_device
     from aihpc.fileio import atomic_write
     from aihpc.profile import (
         StepConfig,
@@ -92,7 +93,6 @@ def run(args: argparse.Namespace) -> int:
         plot_names,
         plot_sweep,
     )
-    from aihpc.profile.step import resolve_device
 
     _check_destinations(args)
     shape = parse_shape(args.input) if args.input is not None else None

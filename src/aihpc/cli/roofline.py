@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
     result file cannot be written, so a failure leaves neither.
     """
     from aihpc.cli.output import emit
+    from aihpc.devices import resolve_device
     from aihpc.errors import AihpcError, ConfigError
     from aihpc.roofline import machine
-    from aihpc.roofline.peak import resolve_device
 
     seconds = machine.check_seconds(args.seconds)
     if args.elements is not None and args.elements < 1:

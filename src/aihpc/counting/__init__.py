@@ -55,13 +55,13 @@ Convention (what one "operation" is)
   those ops; the fused CPU kernel, if called directly, has a formula that
   mirrors that count.
 
-Public API: :func:`count_ops`, :class:`OpCount`, :func:`format_count`
-(human-readable table) and :func:`human` (SI units).
+Public API: :func:`count_ops`, :class:`OpCount` and :func:`format_count`
+(human-readable table; its numbers by :func:`aihpc.fmt.format_si`).
 """
 
 from __future__ import annotations
 
 from aihpc.counting.counter import LOSSES, OpCount, count_ops
-from aihpc.counting.table import format_count, human
+from aihpc.counting.table import format_count
 
-__all__ = ["LOSSES", "OpCount", "count_ops", "format_count", "human"]
+__all__ = ["LOSSES", "OpCount", "count_ops", "format_count"]

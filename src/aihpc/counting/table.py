@@ -3,18 +3,7 @@
 from __future__ import annotations
 
 from aihpc.counting.counter import OpCount
-
-_UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k"))
-
-
-def human(n: float, unit: str = "") -> str:
-    """``4_110_000_000`` -> ``"4.11 G"`` (three significant figures, SI prefixes)."""
-    for scale, prefix in _UNITS:
-        if abs(n) >= scale:
-            value = n / scale
-            digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
-            return f"{value:.{digits}f} {prefix}{unit}"
-    return f"{n:.0f} {unit}".rstrip() if float(n).is_integer() else f"{n:.3g} {unit}".rstrip()
+from aihpc.fmt import format_si
 
 
 def _rows(count: OpCount, by: str, depth: int | None) -> tuple[str, list[tuple[str, int, int]]]:
@@ -42,14 +31,16 @@ def format_count(
     if by not in ("operator", "module"):
         raise ValueError(f"by must be 'operator' or 'module', got {by!r}")
     head, rows = _rows(count, by, depth)
-    table = [(head, "forward", "backward", "total")]
-    table += [(name, human(f), human(b), human(f + b)) for name, f, b in rows]
-    table.append(("TOTAL", human(count.forward), human(count.backward), human(count.total)))
+    rows.append(("TOTAL", count.forward, count.backward))
+    table = [[head, "forward", "backward", "total"]]
+    table += [[name, *(format_si(n, count=True) for n in (f, b, f + b))] for name, f, b in rows]
     widths = [max(len(r[i]) for r in table) for i in range(4)]
     rule = "  ".join("-" * w for w in widths)
 
-    def fmt(r: tuple[str, str, str, str]) -> str:
-        return "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])])
+    def fmt(r: list[str]) -> str:
+        return "  ".join(
+            [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)]
+        )
 
     lines = [title] if title else []
     lines += [fmt(table[0]), rule, *(fmt(r) for r in table[1:-1]), rule, fmt(table[-1])]
@@ -57,15 +48,15 @@ def format_count(
     per = count.per_sample()
     lines.append("")
     lines.append(
-        f"{mode}, batch {count.batch_size}: {human(count.total, 'OPs')} "
-        f"({count.total:,} operations; {human(per['total'], 'OPs')} per sample)"
+        f"{mode}, batch {count.batch_size}: {format_si(count.total, 'OPs', count=True)} "
+        f"({count.total:,} operations; {format_si(per['total'], 'OPs', count=True)} per sample)"
     )
     lines.append(
-        f"conv+linear MACs (forward): {human(count.conv_linear_macs, 'MACs')} "
-        f"({human(per['conv_linear_macs'], 'MACs')} per sample)"
+        f"conv+linear MACs (forward): {format_si(count.conv_linear_macs, 'MACs', count=True)} "
+        f"({format_si(per['conv_linear_macs'], 'MACs', count=True)} per sample)"
     )
     if parameters is not None:
-        lines.append(f"parameters: {parameters:,} ({human(parameters)})")
+        lines.append(f"parameters: {parameters:,} ({format_si(parameters, count=True)})")
     if count.uncounted:
         listed = ", ".join(f"{k} x{v}" for k, v in count.uncounted.items())
         lines.append(f"UNCOUNTED ops (no formula; counted as 0): {listed}")

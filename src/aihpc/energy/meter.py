@@ -76,7 +76,8 @@ class DeviceEnergy:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DeviceEnergy:
-        return cls(**{k: d.get(k, default) for k, default in _DEFAULTS.items()})
+        values: dict[str, Any] = {k: d.get(k, default) for k, default in _DEFAULTS.items()}
+        return cls(**values)
 
     @classmethod
     def unmeasured(cls, device: str, host: str, source: str, reason: str) -> DeviceEnergy:
@@ -99,7 +100,8 @@ _DEFAULTS = {
 
 
 def counter_delta(before: float, now: float, wrap_j: float | None) -> tuple[float, str | None]:
-    """Joules between two readings of a cumulative counter, and ``"wrap"``/``"reset"`` if it went down."""
+    """Joules between two readings of a cumulative counter, and ``"wrap"``/``"reset"`` if it went
+    down."""
     if now >= before:
         return now - before, None
     if wrap_j is not None:
@@ -108,7 +110,8 @@ def counter_delta(before: float, now: float, wrap_j: float | None) -> tuple[floa
 
 
 class Accumulator:
-    """Sums one counter's deltas, reading by reading (not thread-safe: one sampler thread feeds it)."""
+    """Sums one counter's deltas, reading by reading (not thread-safe: one sampler thread feeds
+    it)."""
 
     def __init__(self, wrap_j: float | None) -> None:
         self.wrap_j = wrap_j
@@ -136,7 +139,7 @@ class Accumulator:
 
     def record(self, device: str, host: str, source: str) -> DeviceEnergy:
         """The device's energy so far; unmeasured (with the reason) with fewer than two readings."""
-        if self._last is None or self.samples < 2:
+        if self._last is None or self._first_t is None or self.samples < 2:
             return DeviceEnergy.unmeasured(
                 device, host, source, f"only {self.samples} reading(s) of the counter"
             )
@@ -164,7 +167,8 @@ def replay(readings: list[tuple[float, float]], wrap_j: float | None) -> Accumul
 
 
 class Sampler:
-    """A daemon thread reading ``counters`` every ``interval_s`` seconds from ``start()`` to ``stop()``.
+    """A daemon thread reading ``counters`` every ``interval_s`` seconds from ``start()`` to
+    ``stop()``.
 
     A counter whose read raises stops being sampled; its record then says
     why.  ``stop()`` takes a last reading and returns one DeviceEnergy per

@@ -20,7 +20,7 @@ class NvmlCounter:
     """One GPU's total energy as an :class:`aihpc.energy.meter.EnergyCounter` (joules)."""
 
     source = "nvml"
-    wrap_j = None
+    wrap_j: float | None = None
 
     def __init__(self, nvml: Any, handle: Any, device: str, host: str) -> None:
         self._nvml = nvml
@@ -40,7 +40,7 @@ def pci_bus_id(torch_device) -> str:
     """The PCI address of a CUDA device, as NVML reads it: ``DDDDDDDD:BB:DD.0`` (hex)."""
     import torch
 
-    p = torch.cuda.get_device_properties(torch_device)
+    p: Any = torch.cuda.get_device_properties(torch_device)  # the PCI fields: newer torch only
     return f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
 
 

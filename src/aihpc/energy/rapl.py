@@ -25,7 +25,8 @@ _ZONE = re.compile(r"^intel-rapl:(\d+)(?::(\d+))?$")
 
 @dataclass(frozen=True)
 class RaplZone:
-    """One counted zone: its directory, a name such as ``package-0`` or ``package-0/dram``, its wrap range in µJ."""
+    """One counted zone: its directory, a name such as ``package-0`` or ``package-0/dram``, its wrap
+    range in µJ."""
 
     path: Path
     name: str
@@ -48,7 +49,8 @@ class RaplCounter:
 
 
 def find_zones(root: Path = POWERCAP_ROOT) -> tuple[list[RaplZone], str | None]:
-    """The counted zones under ``root``, each checked readable; or ``([], reason)`` when none can be read.
+    """The counted zones under ``root``, each checked readable; or ``([], reason)`` when none can be
+    read.
 
     Zones that exist but cannot be read make the whole reading fail with
     their reason: measuring some packages of a node and not others would
@@ -57,7 +59,8 @@ def find_zones(root: Path = POWERCAP_ROOT) -> tuple[list[RaplZone], str | None]:
     if not root.is_dir():
         return (
             [],
-            f"no RAPL: {root} does not exist (no powercap in this kernel, or not exposed to this host)",
+            f"no RAPL: {root} does not exist (no powercap in this kernel, or not exposed to this "
+            "host)",
         )
     zones = []
     for path in sorted(root.iterdir(), key=lambda p: _zone_order(p.name)):
@@ -72,7 +75,8 @@ def find_zones(root: Path = POWERCAP_ROOT) -> tuple[list[RaplZone], str | None]:
         except PermissionError:
             return (
                 [],
-                f"RAPL {path / 'energy_uj'} is not readable: permission denied (root only on this kernel)",
+                f"RAPL {path / 'energy_uj'} is not readable: permission denied (root only on this "
+                "kernel)",
             )
         except (OSError, ValueError) as exc:
             return [], f"RAPL zone {path} cannot be read: {getattr(exc, 'strerror', None) or exc}"

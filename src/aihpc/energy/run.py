@@ -1,4 +1,5 @@
-"""The energy of ``aihpc run``: meters started on every worker at the run's start, gathered at its end.
+"""The energy of ``aihpc run``: meters started on every worker at the run's start, gathered at its
+end.
 
 The master keeps the gathered block in the run store's meta (``energy``), so
 that ``aihpc verify`` rebuilds results.json's ``energy`` from the store; the
@@ -36,7 +37,8 @@ class EnergySession:
 def start_energy(
     executor, key: str, device: str, device_kind: str, powercap_root: str | None = None
 ) -> EnergySession:
-    """Start a meter on every worker alive now; RAPL on the first worker (by address) of each host."""
+    """Start a meter on every worker alive now; RAPL on the first worker (by address) of each
+    host."""
     from aihpc.energy.worker import start_meter, worker_identity
 
     try:
@@ -82,7 +84,8 @@ def finish_energy(executor, session: EnergySession, procs_per_trial: int = 1) ->
 
 
 def _worker_devices(start: dict[str, Any], report: dict[str, Any] | None) -> list[DeviceEnergy]:
-    """A worker's devices at the run's end; those it metered, unmeasured with the reason, if it was lost."""
+    """A worker's devices at the run's end; those it metered, unmeasured with the reason, if it was
+    lost."""
     if report is not None and report["devices"] is not None:
         return [DeviceEnergy.from_dict(d) for d in report["devices"]]
     why = (
@@ -103,7 +106,8 @@ def coverage(
     """``complete`` when every device that trained was measured; ``reason`` names what was not."""
     missing = [f"{d.host} {d.device}: {d.reason}" for d in devices if d.joules is None]
     reset = [
-        f"{d.host} {d.device}: its counter restarted {d.resets} time(s); its joules are a lower bound"
+        f"{d.host} {d.device}: its counter restarted {d.resets} time(s); its joules are a lower "
+        "bound"
         for d in devices
         if d.resets
     ]

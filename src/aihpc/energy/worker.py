@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.devices import worker_address
-from aihpc.energy.meter import DeviceEnergy, Sampler
+from aihpc.energy.meter import DeviceEnergy, EnergyCounter, Sampler
 
 _METERS: dict[
     str, tuple[Sampler, list[DeviceEnergy]]
@@ -31,7 +31,8 @@ def worker_identity() -> dict[str, str]:
 def start_meter(
     key: str, device: str, rapl_readers: list[str], powercap_root: str | None = None
 ) -> dict[str, Any]:
-    """Runs on a worker: start metering its GPU (if it trains on one) and RAPL if it is in ``rapl_readers``.
+    """Runs on a worker: start metering its GPU (if it trains on one) and RAPL if it is in
+    ``rapl_readers``.
 
     ``device``: the run's device setting, resolved as the trainer resolves it.
     Returns what is metered and what cannot be, with the reasons.
@@ -40,7 +41,8 @@ def start_meter(
     from aihpc.energy.rapl import POWERCAP_ROOT
 
     host, address = socket.gethostname(), worker_address()
-    counters, unmeasured = [], []
+    counters: list[EnergyCounter] = []
+    unmeasured: list[DeviceEnergy] = []
     torch_device = resolve_device(device)
     if torch_device.type == "cuda":
         from aihpc.energy.nvml import gpu_counter
@@ -49,7 +51,7 @@ def start_meter(
         if counter is None:
             unmeasured.append(
                 DeviceEnergy.unmeasured(
-                    f"GPU {torch_device} of worker {address}", host, "nvml", reason
+                    f"GPU {torch_device} of worker {address}", host, "nvml", str(reason)
                 )
             )
         else:
@@ -87,7 +89,8 @@ def _add_rapl(counters: list, unmeasured: list[DeviceEnergy], root, host: str) -
 
 
 def stop_meter(key: str) -> dict[str, Any]:
-    """Runs on a worker: stop its meter; every device's energy, measured or with the reason it is not."""
+    """Runs on a worker: stop its meter; every device's energy, measured or with the reason it is
+    not."""
     host, address = socket.gethostname(), worker_address()
     with _LOCK:
         entry = _METERS.pop(key, None)
@@ -96,7 +99,8 @@ def stop_meter(key: str) -> dict[str, Any]:
             "worker": address,
             "host": host,
             "devices": None,
-            "reason": f"worker {address} has no meter: it restarted during the run, and its readings were lost",
+            "reason": f"worker {address} has no meter: it restarted during the run, "
+            "and its readings were lost",
         }
     sampler, unmeasured = entry
     devices = sampler.stop()

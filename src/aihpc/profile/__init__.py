@@ -56,9 +56,8 @@ from aihpc.profile.step import (
     PHASES,
     StepConfig,
     StepTiming,
-    Workload,
+    StepWorkload,
     build_workload,
-    resolve_device,
 )
 from aihpc.profile.sweep import DIMENSIONS, Sweep, parse_values, plan_sweep, plot_names, plot_sweep
 from aihpc.profile.table import format_profile
@@ -72,8 +71,8 @@ __all__ = [
     "Profile",
     "StepConfig",
     "StepTiming",
+    "StepWorkload",
     "Sweep",
-    "Workload",
     "build_workload",
     "characterise",
     "check_fits",
@@ -84,5 +83,4 @@ __all__ = [
     "plot_names",
     "plot_sweep",
     "profile_workload",
-    "resolve_device",
 ]

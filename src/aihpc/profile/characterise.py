@@ -35,7 +35,7 @@ from aihpc.profile.memory import (
 from aihpc.profile.step import (
     StepConfig,
     StepTiming,
-    Workload,
+    StepWorkload,
     build_workload,
     run_profiled,
     run_step,
@@ -91,7 +91,7 @@ class Profile:
         }
 
 
-def _profiled_steps(w: Workload, steps: int) -> tuple[StepTiming, int]:
+def _profiled_steps(w: StepWorkload, steps: int) -> tuple[StepTiming, int]:
     """Profile ``steps`` steps of a warmed-up workload: their timing and the peak bytes."""
     resident = resident_bytes(w.model, w.optimizer)
     cuda = w.device.type == "cuda"
@@ -115,7 +115,8 @@ def _release(device: torch.device) -> None:
 
 
 def measure_point(config: StepConfig, device: torch.device) -> tuple[float, int]:
-    """Median seconds per step and peak bytes of ``config`` (one warm-up, ``config.steps`` profiled)."""
+    """Median seconds per step and peak bytes of ``config`` (one warm-up, ``config.steps``
+    profiled)."""
     with allocation_errors(config, device):
         w = build_workload(config, device)
         run_step(w, 0)
@@ -125,7 +126,7 @@ def measure_point(config: StepConfig, device: torch.device) -> tuple[float, int]
     return timing.median, peak
 
 
-def profile_workload(w: Workload, steps: int) -> tuple[StepTiming, MemoryBreakdown]:
+def profile_workload(w: StepWorkload, steps: int) -> tuple[StepTiming, MemoryBreakdown]:
     """Warm-up (measuring saved activations), then ``steps`` profiled steps of any workload."""
     with ActivationMeter(w.model) as meter:
         run_step(w, 0)
@@ -169,7 +170,8 @@ def characterise(
     if sweep is not None:
         if progress is not None:
             progress(
-                f"{describe(config)}: {timing.median:.4g} s/step, peak {memory.peak_bytes / 2**20:,.1f} MiB; "
+                f"{describe(config)}: {timing.median:.4g} s/step, peak "
+                f"{memory.peak_bytes / 2**20:,.1f} MiB; "
                 f"sweeping {sweep} over {len(plan)} values"
             )
         swept = run_sweep(plan, sweep, lambda point: measure_point(point, device), progress)

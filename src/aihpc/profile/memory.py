@@ -107,7 +107,8 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 
 def resident_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
-    """Bytes that outlive a step: parameters, buffers, gradients and optimizer state, each storage once."""
+    """Bytes that outlive a step: parameters, buffers, gradients and optimizer state, each storage
+    once."""
     grads = (p.grad for p in model.parameters() if p.grad is not None)
     return unique_bytes(
         [*model.parameters(), *model.buffers(), *grads, *_state_tensors(dict(optimizer.state))]
@@ -153,7 +154,8 @@ def transient_peak(prof: torch.profiler.profile, device: torch.device) -> int:
     from torch._C._profiler import _EventType
 
     events: list[tuple[int, int]] = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    # inside the profile's block its profiler and results are set
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
     while stack:
         event = stack.pop()
         if event.tag == _EventType.Allocation and event.extra_fields.device.type == device.type:
@@ -195,7 +197,10 @@ def peak_method(device: torch.device) -> str:
     """How ``peak_bytes`` was measured on ``device``, in words."""
     if device.type == "cuda":
         return "torch.cuda.max_memory_allocated over the profiled steps"
-    return "resident tensors + peak running sum of torch.profiler memory events over the profiled steps"
+    return (
+        "resident tensors + peak running sum of torch.profiler memory events "
+        "over the profiled steps"
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -246,7 +251,8 @@ def available_bytes(device: torch.device) -> int:
 
 
 def check_fits(config: StepConfig, device: torch.device) -> None:
-    """ConfigError, one line, if a training step of ``config`` cannot fit ``device``'s free memory."""
+    """ConfigError, one line, if a training step of ``config`` cannot fit ``device``'s free
+    memory."""
     need, free = required_bytes(config, device), available_bytes(device)
     if need > free:
         raise ConfigError(

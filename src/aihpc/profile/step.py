@@ -51,9 +51,6 @@ OPTIMIZERS = ("sgd", "adamw")
 DATA_BATCHES = 2
 """Batches in the host-side data set (the steps cycle through them)."""
 
-SPREAD_WARNING = 0.10
-"""(slowest - fastest) / median step above which the table warns that the timing is unsteady."""
-
 STEP_RANGE = "profile:step"
 _PHASE_PREFIX = "phase:"
 
@@ -147,26 +144,6 @@ class StepConfig:
         return replace(self, **changes)
 
 
-def resolve_device(name: str) -> torch.device:
-    """``cpu``, ``cuda``, ``cuda:N`` or ``auto``; ConfigError naming the value if unusable here."""
-    from aihpc.devices import resolve_device as trainer_device
-
-    index = name[5:] if name.startswith("cuda:") else None
-    if name not in ("cpu", "auto", "cuda") and not (index and index.isdigit()):
-        raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {name!r}")
-    if name in ("cpu", "auto"):
-        return trainer_device(name)
-    if not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} was asked for but CUDA is not available here")
-    if index is None:
-        return trainer_device(name)
-    if int(index) >= torch.cuda.device_count():
-        raise ConfigError(
-            f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
-        )
-    return torch.device("cuda", int(index))
-
-
 def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
     """SGD with momentum 0.9 (lr 0.01) or AdamW (lr 1e-3, weight decay 0.01)."""
     if name == "sgd":
@@ -177,7 +154,7 @@ def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
 
 
 @dataclass
-class Workload:
+class StepWorkload:
     """What a profiled step trains: the model and optimizer on ``device``, and
     the host-side data set ``inputs`` (samples first) with ``targets``
     ``(samples, rows per sample)`` int64, visited batch by batch in ``order``."""
@@ -199,7 +176,7 @@ class Workload:
         batch: int,
         device: torch.device,
         seed: int = 0,
-    ) -> Workload:
+    ) -> StepWorkload:
         """A workload for any model (already on ``device``) and host data set."""
         gen = torch.Generator().manual_seed(seed)
         order = torch.randperm(inputs.shape[0], generator=gen).split(batch)
@@ -216,7 +193,8 @@ class Workload:
 
 
 def in_channels(config: StepConfig) -> int | None:
-    """The first layer's channels for ``models.create``: the input's where they differ from the model's, else None."""
+    """The first layer's channels for ``models.create``: the input's where they differ from the
+    model's, else None."""
     if (
         config.input_kind == "image"
         and config.input_shape[0] != models.info(config.model).input_shape[0]
@@ -225,8 +203,9 @@ def in_channels(config: StepConfig) -> int | None:
     return None
 
 
-def build_workload(config: StepConfig, device: torch.device) -> Workload:
-    """The zoo model of ``config`` on ``device``, its optimizer, and a random data set of DATA_BATCHES batches."""
+def build_workload(config: StepConfig, device: torch.device) -> StepWorkload:
+    """The zoo model of ``config`` on ``device``, its optimizer, and a random data set of
+    DATA_BATCHES batches."""
     torch.manual_seed(config.seed)
     meta = models.info(config.model)
     model = models.create(config.model, in_channels=in_channels(config)).to(device)
@@ -234,12 +213,12 @@ def build_workload(config: StepConfig, device: torch.device) -> Workload:
     inputs = models.example_input(config.model, samples, config.input_shape)
     rows = 1 if config.input_kind == "image" else config.input_shape[0]
     targets = torch.randint(meta.num_classes, (samples, rows))
-    return Workload.from_parts(
+    return StepWorkload.from_parts(
         model, config.optimizer, inputs, targets, config.batch, device, config.seed
     )
 
 
-def run_step(w: Workload, index: int) -> None:
+def run_step(w: StepWorkload, index: int) -> None:
     """Training step ``index`` (its batch is ``w.order[index % len]``), phase by phase."""
     with record_function(_PHASE_PREFIX + "data"):
         idx = w.order[index % len(w.order)]
@@ -281,7 +260,7 @@ def _kineto_notes_dropped() -> Iterator[None]:
                 sys.stderr.write(kept)
 
 
-def run_profiled(w: Workload, steps: int, first: int = 1) -> profile:
+def run_profiled(w: StepWorkload, steps: int, first: int = 1) -> profile:
     """Steps ``first .. first + steps - 1`` of ``w`` under a profiler recording
     memory events (and CUDA kernels on a GPU); returns the stopped profiler."""
     activities = [ProfilerActivity.CPU] + (
@@ -322,7 +301,8 @@ class OperatorTime:
 
 @dataclass(frozen=True)
 class StepTiming:
-    """Times of the profiled steps: each step's seconds, the phases, the op types (slowest first)."""
+    """Times of the profiled steps: each step's seconds, the phases, the op types (slowest
+    first)."""
 
     step_seconds: tuple[float, ...]
     phases: tuple[PhaseTime, ...]
@@ -344,7 +324,8 @@ class StepTiming:
 
 
 def _counted_type(name: str) -> str | None:
-    """The counter's op type of ``aten::<op>`` (or of a kernel below it), None for an op it has no formula for."""
+    """The counter's op type of ``aten::<op>`` (or of a kernel below it), None for an op it has no
+    formula for."""
     from aihpc.counting.registry import FORMULAS
 
     short = name.removeprefix("aten::")

@@ -187,7 +187,8 @@ def _line_plot(sweep: Sweep, ys: list[float], ylabel: str, title: str, color: st
 
 
 def plot_sweep(sweep: Sweep, model: str) -> dict[str, bytes]:
-    """PNG bytes of ``"time"`` (seconds per step) and ``"memory"`` (peak MiB) against the swept value."""
+    """PNG bytes of ``"time"`` (seconds per step) and ``"memory"`` (peak MiB) against the swept
+    value."""
     return {
         "time": _line_plot(
             sweep,

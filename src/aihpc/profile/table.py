@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aihpc.counting import human
+from aihpc.fmt import format_si
 from aihpc.profile.characterise import Profile
-from aihpc.profile.step import SPREAD_WARNING
 from aihpc.profile.sweep import AXIS_LABELS
+from aihpc.roofline.peak import RANGE_SPREAD_WARNING
 
 MIB = 2**20
 OPERATOR_ROWS = 12
@@ -20,7 +20,7 @@ def _align(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     return [
         indent
         + "  ".join(
-            [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+            [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)]
         ).rstrip()
         for r in rows
     ]
@@ -86,13 +86,16 @@ def _sweep(p: Profile) -> list[str]:
 def format_profile(p: Profile) -> str:
     """Header, phases, operator types, memory breakdown and (if any) the sweep, as aligned text."""
     c, t = p.config, p.timing
+    fastest, slowest = _seconds(min(t.step_seconds)), _seconds(max(t.step_seconds))
+    ops = format_si(p.ops.total, "OPs", count=True)
+    rate = format_si(p.flops_per_s, "OP/s", count=True)
     head = [
         f"profile: {c.model}, input {c.shape_text}, batch {c.batch}, {p.device}, {c.optimizer}; "
         f"{c.steps} profiled step{'s' if c.steps > 1 else ''} after 1 warm-up",
-        f"step: {_seconds(t.median)} s (median; {_seconds(min(t.step_seconds))}-{_seconds(max(t.step_seconds))} s); "
-        f"{human(p.ops.total, 'OPs')} counted (forward + loss + backward) -> {human(p.flops_per_s, 'OP/s')}",
+        f"step: {_seconds(t.median)} s (median; {fastest}-{slowest} s); "
+        f"{ops} counted (forward + loss + backward) -> {rate}",
     ]
-    if t.spread > SPREAD_WARNING:
+    if t.spread > RANGE_SPREAD_WARNING:
         head.append(
             f"warning: the steps' times spread over {100 * t.spread:.0f}% of the median "
             "(a busy machine?); more --steps give a steadier median"

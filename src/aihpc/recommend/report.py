@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aihpc.counting import human
+from aihpc.fmt import format_si
 from aihpc.recommend.proxies import PROXIES
 from aihpc.recommend.ranking import Recommendation
 
@@ -36,11 +36,13 @@ def format_recommendation(rec: Recommendation) -> str:
         mark = "*" if s.name == rec.choice else (" " if r.within_budget else "-")
         lines.append(
             f"{r.rank:>4}{mark} {s.name:<14} {_prediction(r):>27} {s.params:>9,} "
-            f"{human(s.ops_per_sample):>16}  "
+            f"{format_si(s.ops_per_sample, count=True):>16}  "
             + "  ".join(f"{s.proxies[p]:>10.4g}" for p in PROXIES)
         )
     budget = (
-        "" if rec.budget_ops is None else f", within {human(rec.budget_ops)} ops/sample ('-': over)"
+        ""
+        if rec.budget_ops is None
+        else f", within {format_si(rec.budget_ops, count=True)} ops/sample ('-': over)"
     )
     if rec.method == "matcher":
         rule = (

@@ -12,7 +12,8 @@ GIGA = 1e9
 
 
 def energy_results(block: dict[str, Any] | None, ops: float) -> dict[str, Any] | None:
-    """results.json's ``energy``: the stored block with its total and operations per joule; None if absent."""
+    """results.json's ``energy``: the stored block with its total and operations per joule; None if
+    absent."""
     if block is None:
         return None
     measured = [d for d in block["devices"] if d.get("joules") is not None]
@@ -31,7 +32,8 @@ def energy_results(block: dict[str, Any] | None, ops: float) -> dict[str, Any] |
 
 
 def energy_text(energy: dict[str, Any] | None) -> str:
-    """One line: ``12.3 kJ, 41.0 W (rapl), 0.52 GOPS/W`` and what was not measured; or ``not measured: REASON``."""
+    """One line: ``12.3 kJ, 41.0 W (rapl), 0.52 GOPS/W`` and what was not measured; or
+    ``not measured: REASON``."""
     from aihpc.fmt import format_si
 
     if not energy:

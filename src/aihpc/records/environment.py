@@ -1,8 +1,11 @@
 """Environment metadata for a results file: which machine and software ran it.
 
-:func:`collect` returns a flat, JSON-serialisable dict with sorted keys; every
-field is filled on a best-effort basis and is ``None`` where the information is
-unavailable (no GPU, no git, no ``nvidia-smi``...).  It never raises for a
+:func:`collect` returns an :class:`Environment`, a frozen record validated on
+construction whose :meth:`Environment.to_dict` is the flat, JSON-serialisable
+dict with sorted keys that results files hold; every field is filled on a
+best-effort basis and is ``None`` where the information is unavailable (no
+GPU, no git, no ``nvidia-smi``...).  :meth:`Environment.from_dict` reads that
+dict back; a key an older file lacks reads as ``None``.  It never raises for a
 missing tool; the ``git`` commands share a 2 s budget and ``nvidia-smi`` has
 2 s of its own.
 
@@ -35,12 +38,16 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
 import time
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from aihpc.errors import DataError
 
 GIT_TIMEOUT_S = 2.0
 """Total wall-clock budget, in seconds, for the git commands of one :func:`collect`."""
@@ -49,8 +56,92 @@ NVIDIA_SMI_TIMEOUT_S = 2.0
 """Wall-clock budget, in seconds, for the ``nvidia-smi`` query."""
 
 
-def collect(repo_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Return environment metadata as a JSON-serialisable dict with sorted keys.
+@dataclass(frozen=True)
+class Gpu:
+    """One visible CUDA device."""
+
+    index: int
+    name: str
+    memory_bytes: int
+    compute_capability: str  # "M.m"
+    multiprocessors: int
+
+    def __post_init__(self) -> None:
+        if self.index < 0:
+            raise DataError(f"a GPU's index must be >= 0, got {self.index}")
+        if not re.fullmatch(r"\d+\.\d+", self.compute_capability):
+            raise DataError(f"compute_capability must be 'M.m', got {self.compute_capability!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(sorted(asdict(self).items()))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Gpu:
+        missing = [f.name for f in fields(cls) if f.name not in data]
+        if missing:
+            raise DataError(f"a GPU of the environment lacks {', '.join(missing)}: {data!r}")
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The machine and software that made a result (the fields of the module docstring)."""
+
+    aihpc_version: str | None
+    cpu_logical_cores: int | None
+    cpu_model: str | None
+    cpu_physical_cores: int | None
+    cuda_version: str | None
+    cudnn_version: int | None
+    git_commit: str | None
+    git_dirty: bool | None
+    gpus: tuple[Gpu, ...]
+    hostname: str | None
+    machine: str | None
+    memory_total_bytes: int | None
+    numpy_version: str | None
+    nvidia_driver_version: str | None
+    os: str | None
+    python_implementation: str | None
+    python_version: str | None
+    torch_num_interop_threads: int | None
+    torch_num_threads: int | None
+    torch_version: str | None
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_logical_cores", "cpu_physical_cores", "torch_num_threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise DataError(f"{name} must be >= 1 or None, got {value}")
+        if self.memory_total_bytes is not None and self.memory_total_bytes < 0:
+            raise DataError(f"memory_total_bytes must be >= 0, got {self.memory_total_bytes}")
+        if self.git_commit is not None and not re.fullmatch(r"[0-9a-f]{40}", self.git_commit):
+            raise DataError(f"git_commit must be 40 hex digits, got {self.git_commit!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-serialisable dict, keys sorted, as results files hold it."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["gpus"] = [gpu.to_dict() for gpu in self.gpus]
+        return dict(sorted(values.items()))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Environment:
+        """The record of a results file's ``environment``; keys it lacks (older files) are None."""
+        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}
+        values["gpus"] = tuple(Gpu.from_dict(g) for g in data.get("gpus") or ())
+        return cls(**values)
+
+    def machine_name(self) -> str:
+        """The machine in a few words: GPUs if any, else the CPU model and cores; then the host."""
+        if self.gpus:
+            what = f"{len(self.gpus)}x {self.gpus[0].name}"
+        else:
+            what = f"{self.cpu_model or 'unknown CPU'}, {self.cpu_logical_cores or '?'} cores"
+        return f"{self.hostname or '?'}: {what}"
+
+
+def collect(repo_dir: str | os.PathLike[str] | None = None) -> Environment:
+    """This machine's environment.
 
     ``repo_dir`` is the directory whose git checkout identifies the source
     (default: the directory of the installed ``aihpc`` package).  The git
@@ -67,29 +158,28 @@ def collect(repo_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     if repo_dir is None:
         repo_dir = Path(aihpc.__file__).resolve().parent
     commit, dirty = git_state(repo_dir)
-    info: dict[str, Any] = {
-        "aihpc_version": aihpc.__version__,
-        "cpu_logical_cores": psutil.cpu_count(logical=True),
-        "cpu_model": cpu_model(),
-        "cpu_physical_cores": psutil.cpu_count(logical=False),
-        "cuda_version": torch.version.cuda,
-        "cudnn_version": _cudnn_version(torch),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "gpus": _gpus(torch),
-        "hostname": socket.gethostname(),
-        "machine": platform.machine(),
-        "memory_total_bytes": int(psutil.virtual_memory().total),
-        "numpy_version": numpy.__version__,
-        "nvidia_driver_version": nvidia_driver_version(),
-        "os": platform.platform(),
-        "python_implementation": platform.python_implementation(),
-        "python_version": platform.python_version(),
-        "torch_num_interop_threads": int(torch.get_num_interop_threads()),
-        "torch_num_threads": int(torch.get_num_threads()),
-        "torch_version": str(torch.__version__),
-    }
-    return dict(sorted(info.items()))
+    return Environment(
+        aihpc_version=aihpc.__version__,
+        cpu_logical_cores=psutil.cpu_count(logical=True),
+        cpu_model=cpu_model(),
+        cpu_physical_cores=psutil.cpu_count(logical=False),
+        cuda_version=torch.version.cuda,
+        cudnn_version=_cudnn_version(torch),
+        git_commit=commit,
+        git_dirty=dirty,
+        gpus=_gpus(torch),
+        hostname=socket.gethostname(),
+        machine=platform.machine(),
+        memory_total_bytes=int(psutil.virtual_memory().total),
+        numpy_version=numpy.__version__,
+        nvidia_driver_version=nvidia_driver_version(),
+        os=platform.platform(),
+        python_implementation=platform.python_implementation(),
+        python_version=platform.python_version(),
+        torch_num_interop_threads=int(torch.get_num_interop_threads()),
+        torch_num_threads=int(torch.get_num_threads()),
+        torch_version=str(torch.__version__),
+    )
 
 
 def cpu_model() -> str | None:
@@ -175,23 +265,23 @@ def _cudnn_version(torch: Any) -> int | None:
     return int(version) if version is not None else None
 
 
-def _gpus(torch: Any) -> list[dict[str, Any]]:
-    """One sorted-key dict per visible CUDA device; [] without CUDA."""
+def _gpus(torch: Any) -> tuple[Gpu, ...]:
+    """One record per visible CUDA device; () without CUDA."""
     try:
         if not torch.cuda.is_available():
-            return []
+            return ()
         gpus = []
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
             gpus.append(
-                {
-                    "compute_capability": f"{props.major}.{props.minor}",
-                    "index": index,
-                    "memory_bytes": int(props.total_memory),
-                    "multiprocessors": int(props.multi_processor_count),
-                    "name": str(props.name),
-                }
+                Gpu(
+                    index=index,
+                    name=str(props.name),
+                    memory_bytes=int(props.total_memory),
+                    compute_capability=f"{props.major}.{props.minor}",
+                    multiprocessors=int(props.multi_processor_count),
+                )
             )
-        return gpus
+        return tuple(gpus)
     except Exception:  # noqa: BLE001 - a broken driver must not break a results file
-        return []
+        return ()

@@ -3,7 +3,7 @@
 Each command writes one JSON document (keys sorted, written atomically)::
 
     {"kind": "bench-operators", "schema_version": 1, "created_utc": "...",
-     "environment": {...aihpc.records.environment.collect()...},
+     "environment": {...aihpc.records.environment.collect().to_dict()...},
      "data": {...the command's own results...}}
 
 ``kind`` says which command wrote it (one of :data:`KINDS`), so ``aihpc
@@ -22,7 +22,9 @@ from typing import Any
 from aihpc.errors import ConfigError, StorageError
 from aihpc.fileio import atomic_write, read_json
 
-SCHEMA_VERSION = 1
+RESULT_FILE_SCHEMA_VERSION = 1
+"""The format version of these result files (results.json's is ``RESULTS_SCHEMA_VERSION``)."""
+
 KINDS = (
     "bench-operators",
     "bench-network",
@@ -47,9 +49,9 @@ def result_document(
         raise ValueError(f"unknown result kind {kind!r}; known: {', '.join(KINDS)}")
     return {
         "kind": kind,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": RESULT_FILE_SCHEMA_VERSION,
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "environment": collect() if environment is None else environment,
+        "environment": collect().to_dict() if environment is None else environment,
         "data": data,
     }
 
@@ -79,9 +81,9 @@ def read_result(path: Path, kind: str | None = None) -> dict[str, Any]:
         )
     if kind is not None and doc["kind"] != kind:
         raise ConfigError(f"{path} holds {doc['kind']} results, not {kind}")
-    if doc.get("schema_version") != SCHEMA_VERSION:
+    if doc.get("schema_version") != RESULT_FILE_SCHEMA_VERSION:
         raise ConfigError(
             f"unsupported schema_version {doc.get('schema_version')!r} in {path} "
-            f"(this aihpc reads {SCHEMA_VERSION})"
+            f"(this aihpc reads {RESULT_FILE_SCHEMA_VERSION})"
         )
     return doc

@@ -1,6 +1,6 @@
 """results.json: the versioned, self-describing record of one run.
 
-``SCHEMA_VERSION`` changes whenever a field changes meaning or disappears;
+``RESULTS_SCHEMA_VERSION`` changes whenever a field changes meaning or disappears;
 old files are kept as test fixtures (tests/report/fixtures).  Keys are
 sorted when written.  All ``t_*`` and ``t`` values are seconds since the
 run's start; operations are counted analytically (see aihpc.counting).
@@ -25,7 +25,7 @@ from aihpc import __version__
 from aihpc.fileio import atomic_write
 from aihpc.records.energy import energy_results
 
-SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
+RESULTS_SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
 
 
 def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "screening_ops": sum(sc["ops"] for sc in screenings),
     }
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": RESULTS_SCHEMA_VERSION,
         "aihpc_version": __version__,
         "run_id": store.meta("run_id"),
         "config": store.meta("config"),

@@ -35,8 +35,9 @@ from typing import Any
 
 import torch
 
+from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
-from aihpc.roofline.peak import _parse_device, summarise
+from aihpc.roofline.peak import summarise
 
 KERNELS: dict[str, int] = {"copy": 2, "triad": 3}
 """STREAM kernel -> arrays moved per element (reads + writes)."""
@@ -92,7 +93,8 @@ class BandwidthResult:
 
 
 def bytes_per_call(kernel: str, elements: int) -> int:
-    """Bytes one call of STREAM ``kernel`` moves over ``elements`` float64: 16 N (copy), 24 N (triad)."""
+    """Bytes one call of STREAM ``kernel`` moves over ``elements`` float64: 16 N (copy), 24 N
+    (triad)."""
     _check_kernel(kernel)
     if isinstance(elements, bool) or not isinstance(elements, int) or elements < 1:
         raise ConfigError(f"elements must be an integer >= 1, got {elements!r}")
@@ -137,7 +139,7 @@ def measure_bandwidth(
     that cannot be allocated.
     """
     _check_kernel(kernel)
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     n = default_elements(dev) if elements is None else elements
     moved = bytes_per_call(kernel, n)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -174,12 +176,13 @@ def measure_bandwidth(
 
 
 def default_elements(device: str | torch.device = "cpu") -> int:
-    """Default array length on ``device``: :data:`MIN_ELEMENTS`, doubled until 4x the last-level cache.
+    """Default array length on ``device``: :data:`MIN_ELEMENTS`, doubled until 4x the last-level
+    cache.
 
     Never more than :data:`MAX_ELEMENTS`; the cache size comes from
     :func:`last_level_cache_bytes` (the minimum is used where it is unknown).
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     n, cache = MIN_ELEMENTS[dev.type], last_level_cache_bytes(dev)
     while cache is not None and n * ELEMENT_BYTES < 4 * cache and n < MAX_ELEMENTS[dev.type]:
         n *= 2
@@ -192,7 +195,7 @@ def last_level_cache_bytes(device: str | torch.device = "cpu") -> int | None:
     CPU: the sum over the distinct highest-level data caches in Linux sysfs
     (one per socket or cluster sharing it).  CUDA: the GPU's L2.
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     if dev.type == "cuda":
         size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", None)
         return int(size) if size else None
@@ -200,7 +203,8 @@ def last_level_cache_bytes(device: str | torch.device = "cpu") -> int | None:
 
 
 def cpu_last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu")) -> int | None:
-    """Sum of the distinct highest-level CPU caches listed under ``root`` (Linux sysfs); None if none."""
+    """Sum of the distinct highest-level CPU caches listed under ``root`` (Linux sysfs); None if
+    none."""
     found: dict[tuple[int, str], int] = {}  # (level, CPUs sharing it) -> bytes
     for index in root.glob("cpu[0-9]*/cache/index[0-9]*"):
         try:
@@ -250,7 +254,8 @@ def _allocate(
 def _time_calls(
     step: Callable[[], None], dev: torch.device, moved: int, seconds: float, repeats: int
 ) -> tuple[list[float], int]:
-    """Per-repeat bytes/s of ``step`` and the calls per repeat (calibrated on one call after a warm-up)."""
+    """Per-repeat bytes/s of ``step`` and the calls per repeat (calibrated on one call after a
+    warm-up)."""
 
     def sync() -> None:
         if dev.type == "cuda":

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError
 from aihpc.fmt import format_si
+from aihpc.records.peak import PeakResult
 from aihpc.roofline.model import Roofline, RooflinePoint
 
 POINT_KINDS = ("bench-operators", "bench-network")
@@ -38,7 +39,6 @@ POINT_KINDS = ("bench-operators", "bench-network")
 
 if TYPE_CHECKING:  # pragma: no cover
     from aihpc.roofline.bandwidth import BandwidthResult
-    from aihpc.roofline.peak import PeakResult
 
 Progress = Callable[[str], None]
 """Receives one line of progress text (no newline)."""
@@ -65,7 +65,8 @@ def machine_dtypes(device: str) -> tuple[str, ...]:
 
 
 def check_dtypes(device: str, dtypes: Sequence[str]) -> tuple[str, ...]:
-    """``dtypes`` checked for ``device`` (ConfigError naming a bad one), duplicates dropped, order kept."""
+    """``dtypes`` checked for ``device`` (ConfigError naming a bad one), duplicates dropped, order
+    kept."""
     import torch
 
     from aihpc.roofline.peak import _dtype_name
@@ -95,7 +96,8 @@ def measure_machine(
     elements: int | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Measure the roofs of ``device`` (a :func:`aihpc.roofline.peak.resolve_device`, as a string) into a result ``data`` dict.
+    """Measure the roofs of ``device`` (a :func:`aihpc.devices.resolve_device`, as a string) into a
+    result ``data`` dict.
 
     One matmul peak per dtype, then STREAM copy and triad over ``elements``
     float64 per array (default :func:`aihpc.roofline.bandwidth.default_elements`),
@@ -119,7 +121,8 @@ def measure_machine(
     for i, kernel in enumerate(("copy", "triad"), len(names) + 1):
         mib = n * 8 / 2**20
         say(
-            f"[{i}/{steps}] STREAM {kernel} bandwidth on {device} ({n} float64 = {mib:.4g} MiB per array, {seconds:g} s)"
+            f"[{i}/{steps}] STREAM {kernel} bandwidth on {device} ({n} float64 = {mib:.4g} MiB "
+            f"per array, {seconds:g} s)"
         )
         bandwidth[kernel] = measure_bandwidth(device, kernel, elements=n, seconds=seconds)
     return machine_data(device, seconds, peaks, bandwidth)
@@ -167,7 +170,8 @@ class PointsFile:
     points: tuple[RooflinePoint, ...]
 
     def check_device(self, device: str) -> None:
-        """ConfigError when the kernels were timed on another device type: a GPU's say nothing under a CPU's roofs."""
+        """ConfigError when the kernels were timed on another device type: a GPU's say nothing under
+        a CPU's roofs."""
         if self.device is not None and self.device.split(":")[0] != device.split(":")[0]:
             raise ConfigError(
                 f"{self.path} holds kernels measured on {self.device}, not on {device}"
@@ -197,7 +201,8 @@ def read_points(path: Path) -> PointsFile:
 
 
 def add_points(data: dict[str, Any], points: Sequence[RooflinePoint]) -> dict[str, Any]:
-    """Append ``points`` to ``data["points"]`` with their attainable FLOP/s and share; returns ``data``.
+    """Append ``points`` to ``data["points"]`` with their attainable FLOP/s and share; returns
+    ``data``.
 
     A point whose dtype has no measured peak keeps None for both, and one
     warning per such dtype says so.
@@ -212,15 +217,17 @@ def add_points(data: dict[str, Any], points: Sequence[RooflinePoint]) -> dict[st
 
 
 def format_table(data: dict[str, Any]) -> str:
-    """The readable table of a roofline ``data`` dict: roofs, ridge points, placed kernels, warnings."""
+    """The readable table of a roofline ``data`` dict: roofs, ridge points, placed kernels,
+    warnings."""
     lines = [f"roofline of {data['device']}", "", f"{'roof':<22}{'rate':>16}{'spread':>9}  detail"]
-    for dtype, r in data["peaks"].items():
-        detail = f"{r['size']}x{r['size']} matmul, {r['threads']} threads"
-        lines.append(
-            _row(f"matmul {dtype}", format_si(r["flops_per_s"], "FLOP/s"), r["spread"], detail)
-        )
+    for dtype, record in data["peaks"].items():
+        peak = PeakResult.from_dict(record)
+        detail = f"{peak.size}x{peak.size} matmul, {peak.threads} threads"
+        rate = format_si(peak.flops_per_s, "FLOP/s")
+        lines.append(_row(f"matmul {dtype}", rate, peak.spread, detail))
     for kernel, r in data["bandwidth"].items():
-        detail = f"{r['elements']} float64 per array, {r['bytes_per_call'] // r['elements']} bytes per element"
+        element_bytes = r["bytes_per_call"] // r["elements"]
+        detail = f"{r['elements']} float64 per array, {element_bytes} bytes per element"
         lines.append(
             _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), r["spread"], detail)
         )
@@ -236,7 +243,10 @@ def format_table(data: dict[str, Any]) -> str:
 
 def _points_table(points: list[dict[str, Any]]) -> list[str]:
     width = max(len("kernel"), *(len(p["label"]) for p in points))
-    head = f"{'kernel':<{width}}  {'dtype':<9}{'FLOP/byte':>11}{'achieved':>16}{'attainable':>16}{'share':>9}  source"
+    head = (
+        f"{'kernel':<{width}}  {'dtype':<9}{'FLOP/byte':>11}{'achieved':>16}"
+        f"{'attainable':>16}{'share':>9}  source"
+    )
     rows = [head]
     for p in points:
         share = _unknown(p["share"], lambda v: f"{v:.0%}")
@@ -258,7 +268,8 @@ def _unknown(value: float | None, text: Callable[[float], str]) -> str:
 
 
 def _cpu_matmul_works(dtype: str) -> bool:
-    """Whether torch multiplies ``dtype`` matrices on this CPU (a 2x2 product, exact in half precision)."""
+    """Whether torch multiplies ``dtype`` matrices on this CPU (a 2x2 product, exact in half
+    precision)."""
     import torch
 
     kind = getattr(torch, dtype)

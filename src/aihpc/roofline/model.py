@@ -24,7 +24,8 @@ from aihpc.errors import ConfigError
 
 @dataclass(frozen=True)
 class Roofline:
-    """``peaks``: dtype name -> measured matmul FLOP/s; ``bandwidth``: triad bytes/s (None if unmeasured)."""
+    """``peaks``: dtype name -> measured matmul FLOP/s; ``bandwidth``: triad bytes/s (None if
+    unmeasured)."""
 
     device: str
     peaks: dict[str, float] = field(default_factory=dict)
@@ -48,7 +49,8 @@ class Roofline:
         return None if not bound else flops_per_s / bound
 
     def ridge(self, dtype: str) -> float | None:
-        """The intensity (ops/byte) where the memory roof meets ``dtype``'s compute roof; None where unknown."""
+        """The intensity (ops/byte) where the memory roof meets ``dtype``'s compute roof; None where
+        unknown."""
         peak = self.peaks.get(dtype)
         return None if peak is None or not self.bandwidth else peak / self.bandwidth
 
@@ -90,7 +92,8 @@ class RooflinePoint:
 
     @classmethod
     def from_dict(cls, data: Any, where: str, source: str | None = None) -> RooflinePoint:
-        """A point from ``{"label", "dtype", "intensity", "flops_per_s"}``; ``where`` names it in errors."""
+        """A point from ``{"label", "dtype", "intensity", "flops_per_s"}``; ``where`` names it in
+        errors."""
         if not isinstance(data, dict):
             raise ConfigError(
                 f"{where} must be an object with label, dtype, intensity, flops_per_s, got {data!r}"
@@ -110,7 +113,8 @@ class RooflinePoint:
         )
 
     def to_dict(self, roofline: Roofline | None = None) -> dict[str, Any]:
-        """The fields; with ``roofline``, also ``attainable_flops_per_s`` and ``share`` (None where unknown)."""
+        """The fields; with ``roofline``, also ``attainable_flops_per_s`` and ``share`` (None where
+        unknown)."""
         d: dict[str, Any] = {
             "label": self.label,
             "dtype": self.dtype,
@@ -142,7 +146,8 @@ def measure_roofline(
 def load_or_measure(
     path: Path | str | None, device: str, dtypes: tuple[str, ...], seconds: float = 0.5
 ) -> Roofline:
-    """The roofline saved by ``aihpc roofline`` at ``path`` (``data.roofline``), or one measured now.
+    """The roofline saved by ``aihpc roofline`` at ``path`` (``data.roofline``), or one measured
+    now.
 
     A saved roofline of another device type is refused (one line); a dtype
     it has no peak for stays unknown (its shares print as "unknown").

@@ -13,7 +13,7 @@ usual convention).  The procedure:
    (``torch.cuda.synchronize`` on CUDA) so queued kernels are inside the
    measured interval;
 4. report the median FLOP/s, the min/max, and the relative spread
-   ``(max - min) / median``; a spread above :data:`SPREAD_WARNING` (10 %) sets
+   ``(max - min) / median``; a spread above :data:`RANGE_SPREAD_WARNING` (10 %) sets
    :attr:`PeakResult.warning`, because the peak is then unreliable (busy
    machine, throttling, turbo changes).
 
@@ -34,15 +34,17 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
+from aihpc.records.peak import PeakResult
 
-SPREAD_WARNING = 0.10
-"""Relative spread ``(max - min) / median`` above which a result carries a warning."""
+RANGE_SPREAD_WARNING = 0.10
+"""Relative range ``(max - min) / median`` of repeated measurements above which a result
+carries a warning (a peak, a bandwidth, profile's step times)."""
 
 DEFAULT_SIZE: dict[str, int] = {"cpu": 1024, "cuda": 8192}
 """Default matrix side ``n`` per device type."""
@@ -81,43 +83,13 @@ def matmul_flops(n: int) -> int:
     return 2 * n**3
 
 
-@dataclass(frozen=True)
-class PeakResult:
-    """One measured matmul peak.
-
-    ``flops_per_s`` is the median over ``repeats`` (FLOP/s of each timed
-    repeat, in order); ``spread`` is ``(max - min) / median``; ``warning`` is a
-    sentence when the spread exceeds :data:`SPREAD_WARNING`, else None.
-    """
-
-    device: str
-    dtype: str
-    size: int
-    flops_per_s: float
-    min_flops_per_s: float
-    max_flops_per_s: float
-    spread: float
-    repeats: tuple[float, ...]
-    matmuls_per_repeat: int
-    flops_per_matmul: int
-    threads: int
-    note: str | None
-    warning: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict of all fields (``repeats`` as a list)."""
-        d = asdict(self)
-        d["repeats"] = list(self.repeats)
-        return d
-
-
 def summarise(
     rates: Sequence[float], unit: str = "FLOP/s", subject: str = "peak"
 ) -> tuple[float, float, float, float, str | None]:
     """``(median, min, max, spread, warning)`` of per-repeat ``rates``.
 
     ``spread = (max - min) / median``; ``warning`` is None unless the spread
-    exceeds :data:`SPREAD_WARNING`.  ``unit`` (e.g. "FLOP/s", "bytes/s") and
+    exceeds :data:`RANGE_SPREAD_WARNING`.  ``unit`` (e.g. "FLOP/s", "bytes/s") and
     ``subject`` (e.g. "peak", "bandwidth") only word the warning.
     """
     if not rates:
@@ -126,10 +98,10 @@ def summarise(
     lo, hi = float(min(rates)), float(max(rates))
     spread = (hi - lo) / median if median > 0 else math.inf
     warning = None
-    if spread > SPREAD_WARNING:
+    if spread > RANGE_SPREAD_WARNING:
         warning = (
             f"{unit} of the {len(rates)} repeats spread over {spread:.0%} of the median "
-            f"(> {SPREAD_WARNING:.0%}): the machine was busy or its clocks changed; "
+            f"(> {RANGE_SPREAD_WARNING:.0%}): the machine was busy or its clocks changed; "
             f"treat this {subject} as unreliable"
         )
     return median, lo, hi, spread, warning
@@ -153,7 +125,7 @@ def measure_peak(
     Raises :class:`ConfigError` for an unknown or unavailable device or dtype
     or bad numbers.
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     name = _dtype_name(dtype, dev)
     n = DEFAULT_SIZE[dev.type] if size is None else size
     flops = matmul_flops(n)
@@ -239,7 +211,7 @@ def default_dtypes(device: str | torch.device = "cpu") -> tuple[str, ...]:
     CPU: float32 only (bfloat16/float16 only when asked).  CUDA: float32,
     tf32, bfloat16 (when the GPU supports it) and float16.
     """
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     if dev.type == "cpu":
         return ("float32",)
     names = ["float32", "tf32"]
@@ -263,36 +235,9 @@ def measure_peaks(
     names = default_dtypes(device) if dtypes is None else tuple(dtypes)
     if not names:
         raise ConfigError("dtypes must name at least one dtype, got none")
-    dev = _parse_device(device)
+    dev = resolve_device(device)
     resolved = [_dtype_name(d, dev) for d in names]
     return {name: measure_peak(dev, name, **kwargs) for name in resolved}
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """A checked device (ConfigError naming the value); "auto" is the current CUDA device where
-    CUDA is available, else the CPU."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return _parse_device(device)
-
-
-def _parse_device(device: str | torch.device) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if dev.type not in _DEVICE_DTYPES:
-        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device {device!r} requested but CUDA is not available")
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        if index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device index must be < {torch.cuda.device_count()} (visible GPUs), got {device!r}"
-            )
-        dev = torch.device("cuda", index)
-    return dev
 
 
 def _dtype_name(dtype: torch.dtype | str, dev: torch.device) -> str:

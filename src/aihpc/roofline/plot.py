@@ -48,14 +48,16 @@ _MAX_LABELS = 25  # more kernel labels than this overlap into noise
 
 
 def roofline_png(data: dict[str, Any]) -> bytes:
-    """The roofline plot of a roofline result's ``data`` as PNG bytes (for files and the HTML report)."""
+    """The roofline plot of a roofline result's ``data`` as PNG bytes (for files and the HTML
+    report)."""
     buffer = io.BytesIO()
     roofline_figure(data).savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
 
 
 def roofline_figure(data: dict[str, Any]) -> Figure:
-    """The roofline plot of a roofline result's ``data`` (``roofline`` and ``points``) as a matplotlib Figure."""
+    """The roofline plot of a roofline result's ``data`` (``roofline`` and ``points``) as a
+    matplotlib Figure."""
     from matplotlib.figure import Figure
 
     roof = Roofline.from_dict(data["roofline"])
@@ -89,7 +91,8 @@ def plot_roofline(data: dict[str, Any], path: Path) -> Path:
 
 
 def _draw_roofs(ax: Axes, roof: Roofline, colors: dict[str, str], lo: float, hi: float) -> None:
-    """The triad memory roof up to the highest compute roof, then each dtype's flat roof from its ridge."""
+    """The triad memory roof up to the highest compute roof, then each dtype's flat roof from its
+    ridge."""
     bandwidth, top = roof.bandwidth, max(roof.peaks.values(), default=None)
     if bandwidth is not None:
         knee = hi if top is None else min(hi, max(lo, top / bandwidth))
@@ -148,7 +151,8 @@ def _draw_points(
 
 
 def _x_range(roof: Roofline, points: list[dict[str, Any]]) -> tuple[float, float]:
-    """Decades around every ridge and kernel intensity, one spare decade each side (1e-2..1e3 if none)."""
+    """Decades around every ridge and kernel intensity, one spare decade each side (1e-2..1e3 if
+    none)."""
     xs = [r for r in (roof.ridge(d) for d in roof.peaks) if r] + [p["intensity"] for p in points]
     if not xs:
         return 1e-2, 1e3
@@ -158,7 +162,8 @@ def _x_range(roof: Roofline, points: list[dict[str, Any]]) -> tuple[float, float
 
 
 def _dtype_colors(dtypes: list[str]) -> dict[str, str]:
-    """A fixed colour per known dtype, the extra palette (cycled) for others, in order of appearance."""
+    """A fixed colour per known dtype, the extra palette (cycled) for others, in order of
+    appearance."""
     colors: dict[str, str] = {}
     extra = 0
     for dtype in dict.fromkeys(dtypes):

@@ -16,6 +16,8 @@ from typing import Any
 
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, DataError, StorageError
+from aihpc.records.environment import Environment
+from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 from aihpc.runner.master import Master
 from aihpc.runner.placement import place_workers
@@ -299,12 +301,12 @@ def initialise(
     mlperf.init_start()
     mlperf.train_samples(data_info["num_train"])
     mlperf.eval_samples(data_info["num_val"])
-    store.set_meta("environment", environment)
+    store.set_meta("environment", environment.to_dict())
     store.set_meta("data", data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
     peak = measure_run_peak(executor, layout, config.peak_seconds, config.procs_per_trial)
-    store.set_meta("peak", peak)
-    store.set_meta("peak_flops_per_s", peak["total_flops_per_s"])
+    store.set_meta("peak", peak.to_dict())
+    store.set_meta("peak_flops_per_s", peak.total_flops_per_s)
     mlperf.staging_start()
     staged = stage_data(config, executor, layout)
     store.set_meta("staging", staged)
@@ -347,7 +349,7 @@ def open_executor(config: RunConfig, layout, run_dir: Path, client):
     return executor
 
 
-def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> dict[str, Any]:
+def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> RunPeak:
     """The matmul peak of the devices the run uses, measured the way the run uses them.
 
     Every worker measures at once, with its own device and torch threads, in
@@ -362,15 +364,7 @@ def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> dict[s
     per_worker = executor.run_on_each(
         worker_peak, layout.device if layout else "auto", threads, seconds, procs
     )
-    return {
-        "device": per_worker[0]["device"],
-        "dtype": per_worker[0]["dtype"],
-        "per_worker": per_worker,
-        "workers": len(per_worker),
-        "procs_per_worker": procs,
-        "total_flops_per_s": sum(p["flops_per_s"] for p in per_worker),
-        "spread": max(p["spread"] for p in per_worker),
-    }
+    return RunPeak.of([WorkerPeak.from_dict(w) for w in per_worker], procs)
 
 
 def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
@@ -510,7 +504,7 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
             },
         )
         return
-    after = measure_run_peak(executor, layout, seconds, before.get("procs_per_worker", 1))
+    after = measure_run_peak(executor, layout, seconds, before.get("procs_per_worker", 1)).to_dict()
     store.set_meta("peak", {**before, **peak_drift(before, after)})
 
 
@@ -540,25 +534,18 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
     if procs > 1:
         from aihpc.train.ranks import rank_peaks
 
-        parts = rank_peaks(device, procs, threads, seconds)
+        parts = [PeakResult.from_dict(p) for p in rank_peaks(device, procs, threads, seconds)]
     else:
         if threads:
             torch.set_num_threads(threads)
         dev = resolve_device(device)
-        parts = [measure_peak(dev, training_dtype(dev), seconds=seconds).to_dict()]
-    return {
-        "worker": worker_name(),
-        "device": parts[0]["device"],
-        "dtype": parts[0]["dtype"],
-        "flops_per_s": sum(p["flops_per_s"] for p in parts),
-        "spread": max(p["spread"] for p in parts),
-        "parts": parts,
-    }
+        parts = [measure_peak(dev, training_dtype(dev), seconds=seconds)]
+    return WorkerPeak.of(worker_name(), parts).to_dict()
 
 
-def _platform(environment: dict[str, Any], device: str) -> str:
+def _platform(environment: Environment, device: str) -> str:
     """The MLPerf platform name: the GPU model on GPU machines, else the CPU model."""
-    gpus = environment.get("gpus") or []
+    gpus = environment.gpus
     if device == "cuda" and gpus:
-        return f"{len(gpus)}x {gpus[0].get('name', 'GPU')}"
-    return str(environment.get("cpu_model") or environment.get("hostname") or "unknown")
+        return f"{len(gpus)}x {gpus[0].name}"
+    return str(environment.cpu_model or environment.hostname or "unknown")

@@ -17,7 +17,7 @@ from aihpc.nas.build import SpecNet
 _OPS_CACHE: dict[tuple[str, int, float], tuple[float, float]] = {}
 
 
-def ops_per_sample(spec, batch: int, dropout: float) -> tuple[float, float]:
+def count_ops_per_sample(spec, batch: int, dropout: float) -> tuple[float, float]:
     """Operations per sample: (training step, evaluation forward), cached per architecture.
 
     Counted at the trial's batch size; the training step includes the loss

@@ -55,7 +55,7 @@ from aihpc.devices import resolve_device
 from aihpc.nas.build import SpecNet
 from aihpc.records.task import EpochResult, EpochTask, WeightsRef
 from aihpc.train import feed
-from aihpc.train.inputs import ops_per_sample
+from aihpc.train.inputs import count_ops_per_sample
 from aihpc.train.staging import Staged, stage
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, file_name, starting_state
@@ -274,7 +274,7 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     state, opt_state = starting_state(task)
     model = build_model(spec, state, task.seed, device)
     _set_dropout(model, dropout)
-    train_ops, eval_ops = ops_per_sample(spec, batch, dropout)
+    train_ops, eval_ops = count_ops_per_sample(spec, batch, dropout)
     gpu = device.type == "cuda"
     if gpu:
         model = model.to(memory_format=torch.channels_last)

@@ -5,7 +5,7 @@ Five checks, each naming every mismatch by trial (and epoch) where it has one:
 operations
     Every epoch's operation count recomputed from the logged architecture
     and hyperparameters (batch size, dropout), with the worker's own counter
-    (:func:`aihpc.train.trainer.ops_per_sample`), times the logged samples:
+    (:func:`aihpc.train.inputs.count_ops_per_sample`), times the logged samples:
     ``round(train ops/sample × train samples) + round(eval ops/sample × val
     samples)``, exactly as the worker credits them.  The architecture must
     hash to its logged ``arch_hash`` and have its logged parameter count; the
@@ -184,7 +184,7 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
 def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | None:
     """(train, eval) operations per sample of the trial's logged architecture, as the worker counts them."""
     from aihpc.nas.spec import ArchSpec
-    from aihpc.train.trainer import ops_per_sample
+    from aihpc.train.inputs import count_ops_per_sample
 
     try:
         spec = ArchSpec.from_dict(trial["arch"])
@@ -202,7 +202,7 @@ def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | No
             trial["id"],
         )
     hp = trial["hparams"]
-    return ops_per_sample(spec, int(hp["batch_size"]), float(hp.get("dropout", 0.0)))
+    return count_ops_per_sample(spec, int(hp["batch_size"]), float(hp.get("dropout", 0.0)))
 
 
 def _check_epoch_ops(
