@@ -13,7 +13,7 @@ from aihpc.errors import MorphError
 from aihpc.nas import ArchSpec, Layer, add_skip, deepen, random_morph, seed_spec, widen
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import _resnet
-from aihpc.nas.spec import BN_EPS
+from aihpc.nas.layer import BN_EPS
 
 ATOL = 1e-10  # single morphisms in float64: only a few roundings apart
 

@@ -9,7 +9,8 @@ import torch
 
 from aihpc.errors import MorphError, SpecError
 from aihpc.nas.build import state_shapes
-from aihpc.nas.spec import INPUT, ArchSpec, Layer
+from aihpc.nas.layer import INPUT, Layer
+from aihpc.nas.spec import ArchSpec
 
 StateDict = dict[str, torch.Tensor]
 #: A planned morphism: child spec, function parent state -> child state, description.

@@ -41,7 +41,8 @@ from aihpc.nas._graph import (
     nonnegative,
     rewired,
 )
-from aihpc.nas.spec import BN_EPS, INPUT, ArchSpec, Layer
+from aihpc.nas.layer import BN_EPS, INPUT, Layer
+from aihpc.nas.spec import ArchSpec
 from aihpc.nas.widening import plan_widen, widen
 
 __all__ = ["add_skip", "deepen", "plan_deepen", "plan_skip", "random_morph", "random_plan", "widen"]

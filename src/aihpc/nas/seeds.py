@@ -22,7 +22,8 @@ Layer names follow torchvision with ``_`` for ``.``: ``conv1``, ``bn1``,
 from __future__ import annotations
 
 from aihpc.errors import SpecError
-from aihpc.nas.spec import INPUT, ArchSpec, Layer
+from aihpc.nas.layer import INPUT, Layer
+from aihpc.nas.spec import ArchSpec
 
 SIZES = ("auto", "tiny", "cifar", "resnet50")
 

@@ -28,17 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import SpecError
-from aihpc.nas.layer import BN_EPS, INPUT, LAYER_TYPES, Layer, canonical, filled, is_int
-
-__all__ = [
-    "BN_EPS",
-    "FORMAT_VERSION",
-    "INPUT",
-    "LAYER_TYPES",
-    "ArchSpec",
-    "Layer",
-    "Shape",
-]
+from aihpc.nas.layer import INPUT, Layer, canonical, filled, is_int
 
 #: Version of the JSON format; bump it when the meaning of a spec changes.
 FORMAT_VERSION = 1

@@ -34,7 +34,8 @@ import torch
 
 from aihpc.errors import MorphError
 from aihpc.nas._graph import Plan, StateDict, check_state, child_spec, clone_state, get_layer
-from aihpc.nas.spec import INPUT, ArchSpec, Layer
+from aihpc.nas.layer import INPUT, Layer
+from aihpc.nas.spec import ArchSpec
 
 _PER_CHANNEL = ("bn", "relu", "maxpool", "avgpool", "dropout", "global_avgpool")
 

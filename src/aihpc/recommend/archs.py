@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aihpc.nas.spec import INPUT, ArchSpec, Layer
+from aihpc.nas.layer import INPUT, Layer
+from aihpc.nas.spec import ArchSpec
 
 
 @dataclass(frozen=True)
