@@ -86,7 +86,7 @@ from torch import nn
 from aihpc.bench import network_trace as trace
 from aihpc.bench.network_trace import LOSS, MODEL, OTHER
 from aihpc.bench.timing import Timing, measure
-from aihpc.errors import ConfigError, ModelError
+from aihpc.errors import ConfigError, ModelError, OutOfMemory
 from aihpc.roofline.model import Roofline
 
 __all__ = [
@@ -224,7 +224,7 @@ def _allocation_failure(exc: BaseException) -> bool:
 @contextlib.contextmanager
 def memory_guard(what: str, device: torch.device) -> Iterator[None]:
     """Turn an allocation failure inside the block (also one ``count_ops`` wrapped in a
-    ModelError) into one ConfigError line naming ``what``."""
+    ModelError) into one OutOfMemory line naming ``what``."""
     try:
         yield
     except (RuntimeError, MemoryError, ModelError) as exc:
@@ -232,7 +232,7 @@ def memory_guard(what: str, device: torch.device) -> Iterator[None]:
             raise
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        raise ConfigError(
+        raise OutOfMemory(
             f"{what} does not fit in the memory of {device} (an allocation failed)"
         ) from None
 
@@ -256,7 +256,7 @@ def check_fits(
     dtype: str = "float32",
     measured: Any = None,
 ) -> None:
-    """ConfigError unless a step fits in the free memory of ``device``, estimated on the meta
+    """OutOfMemory unless a step fits in the free memory of ``device``, estimated on the meta
     device (``example`` may be a meta tensor; ``measured``: a ``network_trace.traffic`` of it):
     the input plus twice the largest op output for inference; the input, every forward op
     output (what backward may keep), the gradients and the largest output for training.  An
@@ -280,7 +280,7 @@ def check_fits(
     )
     if need > free:
         shape = "x".join(map(str, example.shape))
-        raise ConfigError(
+        raise OutOfMemory(
             f"batch {shape} needs about {need / 2**30:.1f} GiB, more than the "
             f"{free / 2**30:.1f} GiB free on {device}"
         )

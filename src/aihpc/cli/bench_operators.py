@@ -9,11 +9,11 @@ or read from ``--roofline``).  What each figure means:
 :mod:`aihpc.bench.operators`.
 
 Progress goes to stderr, one line per (operator, dtype).  Exit status:
-0 when every operator validated; 1 when any failed validation (the results
+0 when every operator validated; 4 when any failed validation (the results
 are still written; failed rows are untimed; one line on stderr says which);
 2 for bad input (an unknown operator or dtype, a device or dtype the machine
-lacks, a shape that does not fit in memory, an unwritable ``--out``): one
-line on stderr, nothing written.  Only the standard library is imported at
+lacks, an unwritable ``--out``) and 3 for a shape that does not fit in
+memory: one line on stderr, nothing written.  Only the standard library is imported at
 module level.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.cli.output import add_output_arguments, emit
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, VerificationFailed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +79,7 @@ def _list_operators() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate and time the operators; write the result; 0, or 1 if any failed validation."""
+    """Validate and time the operators; write the result; 0, or VerificationFailed if any failed validation."""
     start = time.perf_counter()
     if args.ops is not None and args.ops.strip() == "list":
         return _list_operators()
@@ -111,12 +111,10 @@ def run(args: argparse.Namespace) -> int:
     data["sweep_seconds"] = result.seconds
     emit(args, "bench-operators", data, format_table(data))
     if result.failed:
-        print(
-            f"aihpc bench operators: {len(result.failed)} operator(s) failed validation and were not timed: "
-            f"{', '.join(result.failed)} (details in {args.out})",
-            file=sys.stderr,
+        raise VerificationFailed(
+            f"{len(result.failed)} operator(s) failed validation and were not timed: "
+            f"{', '.join(result.failed)} (details in {args.out})"
         )
-        return 1
     return 0
 
 

@@ -7,7 +7,7 @@ until the quality target, and writing an MLPerf log that is checked by
 MLPerf's compliance checker.  Prints time to train (olympic mean), staging
 time and throughput; writes ``ttt.json`` in the output folder.  A target not
 reached within the budget (``--max-epochs``, ``--max-minutes``) is reported
-in one line, exit 2, after the results are written.
+in one line, exit 4, after the results are written.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from aihpc.errors import ConfigError
+    from aihpc.errors import TargetNotReached
     from aihpc.records.files import result_document, write_result
     from aihpc.workloads import ttt
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(doc, sort_keys=True, indent=2) if args.json else _table(summary, plan.out_dir))
     missed = ttt.not_reached_message(plan, summary)
     if missed:
-        raise ConfigError(missed)
+        raise TargetNotReached(missed)
     return 0
 
 
@@ -230,6 +230,7 @@ def _executor(args: argparse.Namespace, plan):
         )
     else:
         executor = local_executor(Layout(plan.instances, plan.threads or 1, "cpu"))
+    executor.log_dir = plan.out_dir
     try:
         executor.wait_for_workers(plan.instances, timeout=600.0)
     except BaseException:

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, OutOfMemory
 
 SPREAD_WARNING = 0.10
 """Relative spread ``(max - min) / median`` above which a result carries a warning."""
@@ -319,7 +319,7 @@ def _allocate(
         out = torch.empty(n, n, dtype=dtype, device=dev)
     except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         need = 3 * n * n * torch.finfo(dtype).bits // 8
-        raise ConfigError(
+        raise OutOfMemory(
             f"size {n} needs about {need / 2**30:.1f} GiB on {dev}, which could not be "
             f"allocated ({type(exc).__name__})"
         ) from None

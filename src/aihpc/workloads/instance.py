@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aihpc.errors import AihpcError, StorageError
+from aihpc.errors import StorageError, WorkersLost
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def _meet_peers(task: InstanceTask) -> None:
     Event(f"{task.barrier}-{task.instance}").set()
     for i in range(task.peers):
         if not Event(f"{task.barrier}-{i}").wait(timeout=BARRIER_TIMEOUT_S):
-            raise AihpcError(
+            raise WorkersLost(
                 f"instance {i} of run {task.run} did not finish staging and initialisation "
                 f"within {BARRIER_TIMEOUT_S:.0f} s of instance {task.instance}"
             )

@@ -29,14 +29,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import WorkersLost
 from aihpc.workloads.instance import InstanceResult, InstanceTask, run_instance
 
 OLYMPIC_MIN_RUNS = 3
 
 
 def olympic_mean(values: list[float]) -> float:
-    """Mean without the single smallest and single largest value (MLPerf's olympic mean); needs >= 3."""
+    """Mean without the single smallest and largest value (MLPerf's olympic mean); needs >= 3."""
     if len(values) < OLYMPIC_MIN_RUNS:
         raise ValueError(
             f"the olympic mean needs at least {OLYMPIC_MIN_RUNS} values, got {len(values)}"
@@ -109,10 +109,14 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
     """Every run, one after another; the instances of a run at once, one per worker.
 
     ``executor``: a :class:`aihpc.runner.executor.DaskExecutor`, or None to run
-    the instances in this process one by one.  ``on_round(results so far)`` is
+    the instances in this process one by one.  An instance that raises on its
+    worker is one line naming the worker, its traceback in the output folder
+    (:mod:`aihpc.runner.remote`).  ``on_round(results so far)`` is
     called after each run (e.g. to save them, so a cut-short session keeps
     its finished runs).
     """
+    from aihpc.runner.remote import contained, gather
+
     results: list[list[InstanceResult]] = []
     if (
         executor is not None
@@ -125,14 +129,15 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
         else:
             workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
             if len(workers) < len(tasks):
-                raise ConfigError(
-                    f"instances must be <= the {len(workers)} Dask workers, got {len(tasks)}"
+                raise WorkersLost(
+                    f"{len(tasks)} instances need as many Dask workers, {len(workers)} are alive"
                 )
             barrier = (
                 f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"  # the instances start their runs together
             )
             futures = [
                 executor.client.submit(
+                    contained,
                     run_instance,
                     replace(t, barrier=barrier, peers=len(tasks)),
                     workers=[w],
@@ -140,9 +145,9 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
                     pure=False,
                     key=f"ttt-r{run}-i{t.instance}",
                 )
-                for t, w in zip(tasks, workers)
+                for t, w in zip(tasks, workers[: len(tasks)], strict=True)
             ]
-            results.append(executor.client.gather(futures))
+            results.append(gather(executor.client, futures, plan.out_dir))
         if on_round is not None:
             on_round(results)
     return results
