@@ -121,7 +121,7 @@ def test_two_concurrent_instances_on_dask_give_a_throughput(tmp_path: Path, caps
     code = main(["train-to-target", "--workload", "cosmoflow", "--size", "tiny", "--runs", "1", "--instances", "2",
                  "--target", "0.0001", "--max-epochs", "30", "--out", str(tmp_path / "out"), "--json"])
     out, err = capsys.readouterr()
-    assert code == 2 and "not reached by 2 of 2 instance(s)" in err
+    assert code == 4 and "not reached by 2 of 2 instance(s)" in err
     data = json.loads(out)["data"]
     run = data["runs"][0]
     a, b = run["instances"]
