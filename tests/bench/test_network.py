@@ -18,7 +18,7 @@ from aihpc.bench.network import bench_network, check_fits, reported_modules
 from aihpc.bench.network_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops
-from aihpc.errors import ConfigError, ModelError
+from aihpc.errors import ConfigError, ModelError, OutOfMemory
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.files import read_result, result_document, write_result
@@ -170,7 +170,7 @@ def test_tokens_model_and_bfloat16(roofline: Roofline) -> None:
 
 def test_check_fits_refuses_what_memory_cannot_hold() -> None:
     model = models.create("digits_cnn")
-    with pytest.raises(ConfigError, match=r"batch 4x1x100000x100000 needs about .* GiB, more than"):
+    with pytest.raises(OutOfMemory, match=r"batch 4x1x100000x100000 needs about .* GiB, more than"):
         check_fits(model, torch.empty(4, 1, 100_000, 100_000, device="meta"), ("inference",), CPU)
     check_fits(model, torch.empty(4, 1, 8, 8, device="meta"), ("inference", "training"), CPU)
 

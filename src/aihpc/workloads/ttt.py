@@ -27,9 +27,9 @@ import statistics
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from aihpc.errors import WorkersLost
+from aihpc.records.ttt import TTTInstance, TTTRun, TTTSummary
 from aihpc.workloads.instance import InstanceResult, InstanceTask, run_instance
 
 OLYMPIC_MIN_RUNS = 3
@@ -165,78 +165,90 @@ def warm_up(workload: str) -> bool:
 
 
 def summarise(
-    plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[str, bool]
-) -> dict[str, Any]:
-    """The JSON result: every instance, and the aggregates of the module docstring."""
+    plan: Plan,
+    rounds: list[list[InstanceResult]],
+    compliance: dict[str, bool],
+    generation_s: float | None = None,
+    compliance_output: dict[str, str] | None = None,
+) -> TTTSummary:
+    """The summary of the runs so far: every instance, and the aggregates of the module docstring.
+
+    ``compliance``: each log's verdict from MLPerf's checker; ``compliance_output``: the
+    checker's output for the logs that failed; ``generation_s``: the seconds the data took
+    to generate (None: it was given).
+    """
     from aihpc.workloads import get
 
     workload = get(plan.workload)
-    runs = []
-    for instances in rounds:
-        first = min(r.run_start_ms for r in instances)
-        last = max(r.run_stop_ms for r in instances)
-        wall = (last - first) / 1000.0
-        runs.append(
-            {
-                "instances": [_instance_dict(r, compliance) for r in instances],
-                "time_to_train_s": statistics.fmean(r.time_to_train for r in instances),
-                "wall_s": wall,
-                "models_per_minute": len(instances) / (wall / 60.0) if wall > 0 else None,
-                "ops_per_s": sum(r.total_ops for r in instances) / wall if wall > 0 else None,
-                "reached": all(r.reached for r in instances),
-            }
-        )
-    ttt, how = aggregate([r["time_to_train_s"] for r in runs])
-    throughput, how_tp = aggregate([r["models_per_minute"] for r in runs if r["models_per_minute"]])
-    return {
-        "workload": plan.workload,
-        "benchmark": workload.benchmark,
-        "size": plan.size,
-        "metric": workload.metric,
-        "higher_is_better": workload.higher_is_better,
-        "target": plan.target,
-        "reference_target": workload.target,
-        "target_note": workload.target_note,
-        "division": plan.division(),
-        "runs": runs,
-        "instances": plan.instances,
-        "runs_planned": plan.runs,
-        "runs_completed": len(runs),
-        "max_epochs": plan.max_epochs,
-        "max_seconds": plan.max_seconds,
-        "seed": plan.seed,
-        "time_to_train_s": ttt,
-        "time_to_train_aggregate": how,
-        "staging_s": statistics.fmean(i["staging_s"] for r in runs for i in r["instances"]),
-        "models_per_minute": throughput,
-        "models_per_minute_aggregate": how_tp,
-        "all_reached": all(r["reached"] for r in runs),
-        "all_compliant": all(compliance.values()),
-    }
+    runs = tuple(_run_record(instances, compliance) for instances in rounds)
+    ttt, how = aggregate([r.time_to_train_s for r in runs])
+    throughput, how_tp = aggregate([r.models_per_minute for r in runs if r.models_per_minute])
+    return TTTSummary(
+        workload=plan.workload,
+        benchmark=workload.benchmark,
+        size=plan.size,
+        metric=workload.metric,
+        higher_is_better=workload.higher_is_better,
+        target=plan.target,
+        reference_target=workload.target,
+        target_note=workload.target_note,
+        division=plan.division(),
+        runs=runs,
+        instances=plan.instances,
+        runs_planned=plan.runs,
+        runs_completed=len(runs),
+        max_epochs=plan.max_epochs,
+        max_seconds=plan.max_seconds,
+        seed=plan.seed,
+        time_to_train_s=ttt,
+        time_to_train_aggregate=how,
+        staging_s=statistics.fmean(i.staging_s for r in runs for i in r.instances),
+        models_per_minute=throughput,
+        models_per_minute_aggregate=how_tp,
+        all_reached=all(r.reached for r in runs),
+        all_compliant=all(compliance.values()),
+        generation_s=generation_s,
+        data_dir=str(plan.data_dir),
+        compliance_output=dict(compliance_output or {}),
+    )
 
 
-def _instance_dict(r: InstanceResult, compliance: dict[str, bool]) -> dict[str, Any]:
-    return {
-        "run": r.run,
-        "instance": r.instance,
-        "seed": r.seed,
-        "reached": r.reached,
-        "quality": _finite(r.quality),
-        "best": _finite(r.best),
-        "epochs": r.epochs,
-        "time_to_train_s": r.time_to_train,
-        "staging_s": r.staging_seconds,
-        "staged_bytes": r.staged_bytes,
-        "run_start_ms": r.run_start_ms,
-        "run_stop_ms": r.run_stop_ms,
-        "curve": [[p.epoch, p.seconds, _finite(p.value)] for p in r.curve],
-        "train_ops_per_sample": r.train_ops_per_sample,
-        "eval_ops_per_sample": r.eval_ops_per_sample,
-        "total_ops": r.total_ops,
-        "ops_per_s": r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
-        "mlperf_log": r.log_path,
-        "compliant": compliance.get(r.log_path),
-    }
+def _run_record(instances: list[InstanceResult], compliance: dict[str, bool]) -> TTTRun:
+    first = min(r.run_start_ms for r in instances)
+    last = max(r.run_stop_ms for r in instances)
+    wall = (last - first) / 1000.0
+    return TTTRun(
+        instances=tuple(_instance_record(r, compliance) for r in instances),
+        time_to_train_s=statistics.fmean(r.time_to_train for r in instances),
+        wall_s=wall,
+        models_per_minute=len(instances) / (wall / 60.0) if wall > 0 else None,
+        ops_per_s=sum(r.total_ops for r in instances) / wall if wall > 0 else None,
+        reached=all(r.reached for r in instances),
+    )
+
+
+def _instance_record(r: InstanceResult, compliance: dict[str, bool]) -> TTTInstance:
+    return TTTInstance(
+        run=r.run,
+        instance=r.instance,
+        seed=r.seed,
+        reached=r.reached,
+        quality=_finite(r.quality),
+        best=_finite(r.best),
+        epochs=r.epochs,
+        time_to_train_s=r.time_to_train,
+        staging_s=r.staging_seconds,
+        staged_bytes=r.staged_bytes,
+        run_start_ms=r.run_start_ms,
+        run_stop_ms=r.run_stop_ms,
+        curve=tuple((p.epoch, p.seconds, _finite(p.value)) for p in r.curve),
+        train_ops_per_sample=r.train_ops_per_sample,
+        eval_ops_per_sample=r.eval_ops_per_sample,
+        total_ops=r.total_ops,
+        ops_per_s=r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
+        mlperf_log=r.log_path,
+        compliant=compliance.get(r.log_path),
+    )
 
 
 def _finite(value: float) -> float | None:
@@ -258,18 +270,18 @@ def check_logs(
     return ok, output
 
 
-def not_reached_message(plan: Plan, summary: dict[str, Any]) -> str | None:
+def not_reached_message(summary: TTTSummary) -> str | None:
     """One line naming the runs that missed the target within the budget (None if all met it)."""
-    missed = [i for r in summary["runs"] for i in r["instances"] if not i["reached"]]
+    missed = summary.missed()
     if not missed:
         return None
     worst = missed[0]
-    sense = ">=" if summary["higher_is_better"] else "<="
+    sense = ">=" if summary.higher_is_better else "<="
     return (
-        f"target {summary['metric']} {sense} {plan.target} not reached by {len(missed)} of "
-        f"{sum(len(r['instances']) for r in summary['runs'])} instance(s) within the budget of "
-        f"{plan.max_epochs} epochs / {plan.max_seconds:.0f} s (e.g. run {worst['run']} instance "
-        f"{worst['instance']}: best {_show(worst['best'])} after {worst['epochs']} epochs)"
+        f"target {summary.metric} {sense} {summary.target} not reached by {len(missed)} of "
+        f"{sum(len(r.instances) for r in summary.runs)} instance(s) within the budget of "
+        f"{summary.max_epochs} epochs / {summary.max_seconds:.0f} s (e.g. run {worst.run} "
+        f"instance {worst.instance}: best {_show(worst.best)} after {worst.epochs} epochs)"
     )
 
 
