@@ -17,6 +17,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 # name -> (module, one-line help).  Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,7 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class _Parser(argparse.ArgumentParser):
     """argparse with the project's error convention: one line, exit 2."""
 
-    def error(self, message: str) -> None:  # pragma: no cover - exercised via CLI tests
+    def error(self, message: str) -> NoReturn:  # pragma: no cover - exercised via CLI tests
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
