@@ -67,7 +67,7 @@ def _params(u: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def gaussian_fields(n: int, dim: int, slope: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``n`` unit-variance Gaussian random fields (n, dim, dim, dim), P(k) ∝ k^slope exp(-(k/k_c)^2).
+    """``n`` unit-variance Gaussian random fields (n, dim, dim, dim), P(k) ∝ k^slope exp(-(k/k_c)²).
 
     White noise filtered in Fourier space by sqrt(P); the variance is that
     of the filter, mean(|H|^2) over the full grid, so each field is scaled by
@@ -88,7 +88,7 @@ def gaussian_fields(n: int, dim: int, slope: np.ndarray, rng: np.random.Generato
 
 
 def generate_volumes(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` samples: counts (n, dim, dim, dim, 4) int16 (channels last) and unitPar (n, 4) float32."""
+    """``n`` samples: counts (n, dim, dim, dim, 4) int16, channels last; unitPar (n, 4) float32."""
     rng = np.random.default_rng(seed)
     u = rng.uniform(-1.0, 1.0, size=(n, N_PARAMS))
     p = _params(u)

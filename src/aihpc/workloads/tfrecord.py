@@ -23,7 +23,8 @@ many bytes, 5 four bytes.  The messages involved (``tensorflow/core/example``)::
 
     Example  { Features features = 1; }
     Features { map<string, Feature> feature = 1; }   // map entry: key = 1, value = 2
-    Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
+    Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2;
+                       Int64List int64_list = 3; } }
     BytesList { repeated bytes value = 1; }
     FloatList { repeated float value = 1 [packed]; }  // unpacked (wire type 5) also accepted
     Int64List { repeated int64 value = 1 [packed]; }
