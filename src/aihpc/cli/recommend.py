@@ -354,17 +354,17 @@ def _validate(args: argparse.Namespace) -> int:
             )
         result = rejudge(calibration, held_out, margin=margin, steps=steps)
     else:
-        fast = dict(specs=validation_tasks()[:1], limit=3, steps=5) if args.fast else {}
-        steps = args.steps or fast.pop("steps", STEPS)
+        # --fast: one task, 3 candidates per set, 5 steps (unless --steps says otherwise)
         result, held_out = validate(
             calibration,
             seeds=args.seeds,
-            steps=steps,
+            steps=args.steps or (5 if args.fast else STEPS),
             base_seed=100 if args.seed is None else args.seed,
             margin=margin,
             workers=args.workers,
             progress=None if args.json else _progress,
-            **fast,
+            specs=validation_tasks()[:1] if args.fast else None,
+            limit=3 if args.fast else None,
         )
     data = {"validation": result.to_dict(), "observations": [o.to_dict() for o in held_out]}
     return emit(args, "recommend-validation", data, format_validation(result))

@@ -174,11 +174,11 @@ class CosmoFlow(Workload):
             for x, y in read_cosmo_file(path, dim):
                 xs.append(x)
                 ys.append(y)
-        x = torch.from_numpy(np.stack(xs)).float()
-        x = (
-            torch.log1p(x).permute(0, 4, 1, 2, 3).contiguous()
-        )  # reference apply_log, channels first
-        return Samples(x, torch.from_numpy(np.stack(ys)).float())
+        counts = torch.from_numpy(np.stack(xs)).float()
+        volumes = (
+            torch.log1p(counts).permute(0, 4, 1, 2, 3).contiguous()
+        )  # the reference's apply_log; channels first
+        return Samples(volumes, torch.from_numpy(np.stack(ys)).float())
 
     def input_shape(self, size: Size) -> tuple[int, ...]:
         return (CHANNELS, *(int(size.options["dim"]),) * 3)

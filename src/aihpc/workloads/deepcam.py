@@ -175,7 +175,8 @@ class DeepCAM(Workload):
     def generate(self, out_dir: Path, size: Size, seed: int) -> None:
         import h5py
 
-        shape = tuple(int(s) for s in size.options["shape"])
+        height, width = (int(s) for s in size.options["shape"])
+        shape = (height, width)
         out_dir = Path(out_dir)
         for i, (split, n) in enumerate((("train", size.n_train), ("validation", size.n_valid))):
             folder = out_dir / split
