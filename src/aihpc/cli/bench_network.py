@@ -121,31 +121,21 @@ def run(args: argparse.Namespace) -> int:
     if not args.profile_seconds > 0:
         raise ConfigError(f"profile-seconds must be > 0, got {args.profile_seconds}")
 
-    from aihpc.bench.network import MODES, bench_network, check_dtype, check_fits, memory_guard
+    from aihpc.bench.network_session import measure_network
     from aihpc.bench.tables import network_table
     from aihpc.cli.output import emit
-    from aihpc.roofline.model import load_or_measure
-    from aihpc.roofline.peak import resolve_device
 
-    device = resolve_device(args.device)
-    check_dtype(args.dtype, device)
-    modes = MODES if args.mode == "both" else (args.mode,)
     model, make_example, label = _build(args)
-    check_fits(
-        model, make_example("meta"), modes, device, args.dtype
-    )  # before anything big is allocated
-    with memory_guard(f"input batch {args.batch}x{args.input or 'default'}", device):
-        example = make_example(device)
-    roofline = load_or_measure(args.roofline, str(device), (args.dtype,))
-    result = bench_network(
+    data = measure_network(
         model,
-        example,
-        modes=modes,
-        device=device,
+        make_example,
+        label,
+        mode=args.mode,
+        device_name=args.device,
         dtype=args.dtype,
-        roofline=roofline,
+        roofline_file=args.roofline,
         depth=args.depth,
         profile_seconds=args.profile_seconds,
+        batch_text=f"{args.batch}x{args.input or 'default'}",
     )
-    data = {**label, **result.to_dict()}
     return emit(args, "bench-network", data, network_table(data, args.top))
