@@ -41,7 +41,9 @@ class RunConfig:
     data_path: str | None = None
     # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
     data_options: dict[str, Any] = field(default_factory=dict)
-    staging: str = "auto"  # where workers stage the data: "device" (whole, on it), "stream" (a local file, read through a DataLoader)
+    # where workers stage the data: "device" (whole, on it), "stream" (a local file, read
+    # through a DataLoader)
+    staging: str = "auto"
     stage_dir: str | None = (
         None  # node-local folder of the "stream" tier (None: the system's temporary folder)
     )
@@ -84,9 +86,8 @@ class RunConfig:
     batch_sizes: tuple[int, ...] | None = (
         None  # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
     )
-    compile: bool | None = (
-        None  # torch.compile each trial's model; None: the device's default (aihpc.train.trainer.COMPILE_AUTO)
-    )
+    # torch.compile each trial's model; None: the device's default (train.trainer.COMPILE_AUTO)
+    compile: bool | None = None
     max_attempts: int = 3
     report_seconds: float = 30.0
     peak_seconds: float = (
@@ -94,7 +95,28 @@ class RunConfig:
     )
 
     def __post_init__(self) -> None:
+        self._check_budget()
+        self._check_workers()
+        self._check_search()
+
+    def _check_budget(self) -> None:
+        """The time budget, the epochs of a trial and the run's clocks."""
         _check(self.minutes > 0, "minutes must be > 0", self.minutes)
+        _check(
+            math.isfinite(self.peak_seconds) and self.peak_seconds > 0,
+            "peak_seconds must be a finite number > 0",
+            self.peak_seconds,
+        )
+        _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
+        _check(
+            self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max
+        )
+        _check(self.patience >= 1, "patience must be >= 1", self.patience)
+        _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
+        _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
+
+    def _check_workers(self) -> None:
+        """Where the workers run: their number, device, data tier, batch system or scheduler."""
         _check(self.workers is None or self.workers >= 1, "workers must be >= 1", self.workers)
         _check(
             self.threads_per_worker is None or self.threads_per_worker >= 1,
@@ -105,61 +127,6 @@ class RunConfig:
             self.staging in STAGING, f"staging must be one of {', '.join(STAGING)}", self.staging
         )
         _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
-        _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
-        _check(
-            self.strategy in STRATEGIES,
-            f"strategy must be one of {', '.join(STRATEGIES)}",
-            self.strategy,
-        )
-        _check(self.population >= 2, "population must be >= 2", self.population)
-        _check(
-            1 <= self.tournament <= self.population,
-            "tournament must be in [1, population]",
-            self.tournament,
-        )
-        _check(
-            math.isfinite(self.peak_seconds) and self.peak_seconds > 0,
-            "peak_seconds must be a finite number > 0",
-            self.peak_seconds,
-        )
-        _check(
-            1 <= self.hpo_processes <= MAX_HPO_PROCESSES,
-            f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
-            self.hpo_processes,
-        )
-        _check(
-            self.screen == 0 or 2 <= self.screen <= MAX_SCREEN,
-            f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
-            self.screen,
-        )
-        _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
-        _check(
-            self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max
-        )
-        _check(self.patience >= 1, "patience must be >= 1", self.patience)
-        _check(
-            self.max_params is None or self.max_params >= 1000,
-            "max_params must be >= 1000",
-            self.max_params,
-        )
-        _check(
-            self.optimizer in OPTIMIZERS,
-            f"optimizer must be one of {', '.join(OPTIMIZERS)}",
-            self.optimizer,
-        )
-        _check(
-            self.schedule in SCHEDULES,
-            f"schedule must be one of {', '.join(SCHEDULES)}",
-            self.schedule,
-        )
-        _check(
-            self.batch_sizes is None
-            or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
-            "batch_sizes must be a non-empty list of integers >= 1",
-            list(self.batch_sizes or ()),
-        )
-        _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
-        _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
         _check(self.nodes >= 1, "nodes must be >= 1", self.nodes)
         _check(
             self.worker_memory is None or _is_size(self.worker_memory),
@@ -182,6 +149,52 @@ class RunConfig:
             self.scheduler is None or "://" in self.scheduler,
             "scheduler must be an address like tcp://HOST:PORT",
             self.scheduler,
+        )
+
+    def _check_search(self) -> None:
+        """The search: validity threshold, strategy, screening, networks and their training."""
+        _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
+        _check(
+            self.strategy in STRATEGIES,
+            f"strategy must be one of {', '.join(STRATEGIES)}",
+            self.strategy,
+        )
+        _check(self.population >= 2, "population must be >= 2", self.population)
+        _check(
+            1 <= self.tournament <= self.population,
+            "tournament must be in [1, population]",
+            self.tournament,
+        )
+        _check(
+            1 <= self.hpo_processes <= MAX_HPO_PROCESSES,
+            f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
+            self.hpo_processes,
+        )
+        _check(
+            self.screen == 0 or 2 <= self.screen <= MAX_SCREEN,
+            f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
+            self.screen,
+        )
+        _check(
+            self.max_params is None or self.max_params >= 1000,
+            "max_params must be >= 1000",
+            self.max_params,
+        )
+        _check(
+            self.optimizer in OPTIMIZERS,
+            f"optimizer must be one of {', '.join(OPTIMIZERS)}",
+            self.optimizer,
+        )
+        _check(
+            self.schedule in SCHEDULES,
+            f"schedule must be one of {', '.join(SCHEDULES)}",
+            self.schedule,
+        )
+        _check(
+            self.batch_sizes is None
+            or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
+            "batch_sizes must be a non-empty list of integers >= 1",
+            list(self.batch_sizes or ()),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -31,7 +32,14 @@ from torch import nn
 from aihpc.errors import ConfigError, ModelError
 from aihpc.fileio import atomic_path
 
-__all__ = ["export_onnx", "onnx_opset", "parse_input_shape", "parse_sequence_length"]
+__all__ = [
+    "Exported",
+    "export_model",
+    "export_onnx",
+    "onnx_opset",
+    "parse_input_shape",
+    "parse_sequence_length",
+]
 
 MIN_OPSET = 7
 
@@ -148,8 +156,8 @@ def _quiet_exporter() -> Iterator[None]:
 def _model_device(model: nn.Module) -> torch.device:
     for tensor in model.parameters():
         return tensor.device
-    for tensor in model.buffers():
-        return tensor.device
+    for buffer in model.buffers():
+        return buffer.device
     return torch.device("cpu")
 
 
@@ -263,3 +271,83 @@ def _validate_onnx(file: Path, opset: int | None) -> None:
         raise ConfigError(
             f"opset {opset} is not supported by this exporter (it wrote opset {written})"
         )
+
+
+@dataclass(frozen=True)
+class Exported:
+    """An ONNX file :func:`export_model` wrote: where, its opset, its input and what it holds."""
+
+    path: Path
+    opset: int
+    input_shape: tuple[int, ...]  # one sample: (C, H, W), or (T,) for a tokens model
+    source: str  # the zoo model's name or the spec file
+
+    def line(self) -> str:
+        size_mb = self.path.stat().st_size / 1e6
+        shape = "x".join(map(str, self.input_shape))
+        return (
+            f"{self.path}  {size_mb:.2f} MB  opset {self.opset}  input Nx{shape}  ({self.source})"
+        )
+
+
+def export_model(
+    output: str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    spec: str | os.PathLike[str] | None = None,
+    input_text: str | None = None,
+    num_classes: int | None = None,
+    batch: int = 1,
+    opset: int | None = None,
+    dynamo: bool = False,
+) -> Exported:
+    """Export the zoo ``model`` or the architecture ``spec`` to ``output`` (:func:`export_onnx`).
+
+    ``input_text``: one sample's shape, ``CxHxW`` (a tokens model: its sequence length T),
+    default the model's or the spec's; ``num_classes`` applies to a zoo model only.
+    """
+    if spec is not None:
+        net, shape, vocab = _spec_model(spec, input_text, num_classes)
+        source = str(spec)
+    elif model is not None:
+        net, shape, vocab = _zoo_model(model, input_text, num_classes)
+        source = model
+    else:
+        raise ConfigError("give a zoo model or an architecture spec to export, got neither")
+    path = export_onnx(net, output, shape, batch=batch, opset=opset, dynamo=dynamo, vocab=vocab)
+    return Exported(path, onnx_opset(path), shape, source)
+
+
+def _spec_model(
+    spec_file: str | os.PathLike[str], input_text: str | None, num_classes: int | None
+) -> tuple[nn.Module, tuple[int, ...], None]:
+    from aihpc.nas.build import SpecNet
+    from aihpc.nas.spec import ArchSpec
+
+    shape = parse_input_shape(input_text) if input_text is not None else None
+    if num_classes is not None:
+        raise ConfigError("--num-classes applies to --model only; a spec fixes its own classes")
+    spec = ArchSpec.load(Path(spec_file))
+    if shape is not None and shape != tuple(spec.input_shape):
+        raise ConfigError(
+            f"--input {input_text} does not match the spec's input shape "
+            f"{'x'.join(map(str, spec.input_shape))}"
+        )
+    return SpecNet(spec), tuple(spec.input_shape), None
+
+
+def _zoo_model(
+    name: str, input_text: str | None, num_classes: int | None
+) -> tuple[nn.Module, tuple[int, ...], int | None]:
+    """The zoo model, one sample's shape, and a tokens model's vocabulary (None: images)."""
+    from aihpc import models
+
+    meta = models.info(name)
+    if meta.input_kind == "tokens":
+        shape: tuple[int, ...] = (
+            parse_sequence_length(input_text) if input_text is not None else meta.input_shape
+        )
+        vocab = meta.num_classes if num_classes is None else num_classes
+        return models.create(name, num_classes=num_classes), shape, vocab
+    shape = parse_input_shape(input_text) if input_text is not None else meta.input_shape
+    return models.create(name, num_classes=num_classes, in_channels=shape[0]), shape, None

@@ -194,11 +194,12 @@ def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) ->
 
 
 def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> None:
-    """1 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a run."""
+    """4 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a run."""
     trial, epoch = _ok_epoch(run_copy)
     _sql(run_copy, "UPDATE epochs SET ops_eval = ops_eval + 1 WHERE trial_id = ? AND epoch = ?", trial, epoch)
     bad = aihpc("verify", "--json", str(run_copy))
-    assert bad.returncode == 1
+    assert bad.returncode == 4
+    assert bad.stderr.count("\n") == 1 and "does not verify: " in bad.stderr and "mismatch(es)" in bad.stderr
     report = json.loads(bad.stdout)
     assert report["status"] == "no"
     assert any(m["trial"] == trial and m["epoch"] == epoch and m["check"] == "operations"
@@ -228,6 +229,6 @@ def test_a_fresh_run_verifies(tmp_path: Path) -> None:
     with sqlite3.connect(run_dir / "aihpc.sqlite") as db:
         db.execute("UPDATE screenings SET ops = ops + 1 WHERE id = 0")
     check = aihpc("verify", str(run_dir))
-    assert check.returncode == 1
+    assert check.returncode == 4
     assert "proxy screening 0: operations logged" in check.stdout
     assert "proxy screening 0 differs from the record committed during the run" in check.stdout

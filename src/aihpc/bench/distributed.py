@@ -74,7 +74,7 @@ from typing import Any
 import torch
 
 from aihpc.bench.timing import IQR_SPREAD_WARNING
-from aihpc.errors import AihpcError, ConfigError
+from aihpc.errors import ConfigError, RunFailure
 
 VOLUME_CALLS = 10
 """All-reduces of the gradient buffer between the byte-counter readings."""
@@ -312,7 +312,7 @@ def _volume(report: RankReport, procs: int, backend: str) -> Volume:
 
 # -- the parent: launch the ranks like torchrun, wait, read rank 0's report --------------------
 def launch(config: DistributedConfig, procs: int, threads: int, backend: str) -> RankReport:
-    """Run ``procs`` ranks of the benchmark; rank 0's report (AihpcError naming a rank that
+    """Run ``procs`` ranks of the benchmark; rank 0's report (RunFailure naming a rank that
     failed)."""
     spec = {
         "model": config.model,
@@ -376,7 +376,7 @@ def _wait_ranks(ranks: list[subprocess.Popen], folder: Path) -> None:
             for line in err[-20:]:
                 print(f"rank {rank}: {line}", file=sys.stderr)
             last = err[-1] if err else f"exit code {codes[rank]}"
-            raise AihpcError(f"rank {rank} of {len(ranks)} failed: {last}")
+            raise RunFailure(f"rank {rank} of {len(ranks)} failed: {last}")
         if all(code == 0 for code in codes):
             return
         time.sleep(0.05)

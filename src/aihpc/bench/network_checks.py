@@ -15,7 +15,7 @@ from torch import nn
 
 from aihpc.bench import network_trace as trace
 from aihpc.bench.network_trace import MODEL
-from aihpc.errors import ConfigError, ModelError
+from aihpc.errors import ConfigError, ModelError, OutOfMemory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -45,7 +45,7 @@ def allocation_failed(exc: BaseException) -> bool:
 @contextlib.contextmanager
 def memory_guard(what: str, device: torch.device) -> Iterator[None]:
     """Turn an allocation failure inside the block (also one ``count_ops`` wrapped in a
-    ModelError) into one ConfigError line naming ``what``."""
+    ModelError) into one OutOfMemory line naming ``what``."""
     try:
         yield
     except (RuntimeError, MemoryError, ModelError) as exc:
@@ -53,7 +53,7 @@ def memory_guard(what: str, device: torch.device) -> Iterator[None]:
             raise
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        raise ConfigError(
+        raise OutOfMemory(
             f"{what} does not fit in the memory of {device} (an allocation failed)"
         ) from None
 
@@ -78,7 +78,7 @@ def check_fits(
     dtype: str = "float32",
     measured: Any = None,
 ) -> None:
-    """ConfigError unless a step fits in the free memory of ``device``, estimated on the meta
+    """OutOfMemory unless a step fits in the free memory of ``device``, estimated on the meta
     device (``example`` may be a meta tensor; ``measured``: a ``network_trace.traffic`` of it):
     the input plus twice the largest op output for inference; the input, every forward op
     output (what backward may keep), the gradients and the largest output for training.  An
@@ -102,7 +102,7 @@ def check_fits(
     )
     if need > free:
         shape = "x".join(map(str, example.shape))
-        raise ConfigError(
+        raise OutOfMemory(
             f"batch {shape} needs about {need / 2**30:.1f} GiB, more than the "
             f"{free / 2**30:.1f} GiB free on {device}"
         )

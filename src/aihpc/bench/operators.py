@@ -113,7 +113,7 @@ from aihpc.bench.op_passes import (
     time_passes,
     traffic,
 )
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.roofline.model import Roofline
 
 DTYPES: dict[str, torch.dtype] = {
@@ -327,14 +327,14 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
 
 @contextlib.contextmanager
 def memory_guard(case: OpCase, shape: dict[str, int], dtype: str, device: str) -> Iterator[None]:
-    """Turn an allocation failure inside the block into one ConfigError line naming the shape."""
+    """Turn an allocation failure inside the block into one OutOfMemory line naming the shape."""
     try:
         yield
     except (MemoryError, RuntimeError) as exc:
         if not _is_memory_error(exc):
             raise
         sizes = " ".join(f"{k}={v}" for k, v in shape.items())
-        raise ConfigError(
+        raise OutOfMemory(
             f"operator {case.name} at {sizes} in {dtype} does not fit in the memory of "
             f"{device}: {_first_line(exc)}"
         ) from None
@@ -443,7 +443,7 @@ def run_operators(
 
     ``dtypes`` are names of :data:`DTYPES` (check them with :func:`resolve_dtypes`);
     ``roofline`` None leaves every share unknown.  ``progress`` receives one
-    line per row.  An allocation failure raises ConfigError (one line).
+    line per row.  An allocation failure raises OutOfMemory (one line).
     """
     dev = torch.device(device)
     plan = QUICK_TIMING if quick else FULL_TIMING

@@ -6,7 +6,9 @@ the standard library at top level, so ``aihpc --help`` stays fast; heavy
 libraries (torch, numpy, ...) are imported inside ``run``.
 
 Any :class:`aihpc.errors.AihpcError` raised by a command becomes one line on
-stderr and exit code 2, without a traceback.
+stderr and the exit code of its kind (2: the user's mistake, 3: the machine
+failed, 4: the measurement fails its check), without a traceback; a bug
+keeps its traceback (exit 1).  The table of exit codes is in README.md.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 # name -> (module, one-line help).  Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -65,7 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class _Parser(argparse.ArgumentParser):
     """argparse with the project's error convention: one line, exit 2."""
 
-    def error(self, message: str) -> None:  # pragma: no cover - exercised via CLI tests
+    def error(self, message: str) -> NoReturn:  # pragma: no cover - exercised via CLI tests
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -84,27 +87,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from aihpc.errors import AihpcError
+    from aihpc.errors import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USER, AihpcError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USER
     try:
         code = int(args._module.run(args) or 0)
         sys.stdout.flush()  # a reader that left shows here, not in the interpreter's exit
         return code
     except AihpcError as exc:
         print(f"aihpc {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print(f"aihpc {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except (
         BrokenPipeError
     ):  # the reader left (`aihpc models | head -1`): stop quietly, as `cat` does
-        os.dup2(
-            os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
-        )  # so the exit's flush cannot fail again
-        return 141  # 128 + SIGPIPE
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return EXIT_PIPE

@@ -121,134 +121,21 @@ def run(args: argparse.Namespace) -> int:
     if not args.profile_seconds > 0:
         raise ConfigError(f"profile-seconds must be > 0, got {args.profile_seconds}")
 
-    from aihpc.bench.network import MODES, bench_network, check_dtype, check_fits, memory_guard
+    from aihpc.bench.network_session import measure_network
+    from aihpc.bench.tables import network_table
     from aihpc.cli.output import emit
-    from aihpc.devices import resolve_device
-    from aihpc.roofline.model import load_or_measure
 
-    device = resolve_device(args.device)
-    check_dtype(args.dtype, device)
-    modes = MODES if args.mode == "both" else (args.mode,)
     model, make_example, label = _build(args)
-    check_fits(
-        model, make_example("meta"), modes, device, args.dtype
-    )  # before anything big is allocated
-    with memory_guard(f"input batch {args.batch}x{args.input or 'default'}", device):
-        example = make_example(device)
-    roofline = load_or_measure(args.roofline, str(device), (args.dtype,))
-    result = bench_network(
+    data = measure_network(
         model,
-        example,
-        modes=modes,
-        device=device,
+        make_example,
+        label,
+        mode=args.mode,
+        device_name=args.device,
         dtype=args.dtype,
-        roofline=roofline,
+        roofline_file=args.roofline,
         depth=args.depth,
         profile_seconds=args.profile_seconds,
+        batch_text=f"{args.batch}x{args.input or 'default'}",
     )
-    data = {**label, **result.to_dict()}
-    return emit(args, "bench-network", data, format_table(data, args.top))
-
-
-def _number(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
-    return "unknown" if value is None else f"{value / scale:.{digits}f}"
-
-
-def _percent(value: float | None) -> str:
-    return "unknown" if value is None else f"{100 * value:.1f}%"
-
-
-def _layout(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(
-            [r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))]
-        ).rstrip()
-        for r in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
-
-
-def _mode_table(name: str, mode: dict[str, Any], top: int) -> list[str]:
-    training = name == "training"
-    head = [
-        "layer",
-        "type",
-        "ms",
-        *(["fwd ms", "bwd ms"] if training else []),
-        "share",
-        "GFLOP",
-        "GFLOP/s",
-        "of roof",
-    ]
-    rows = [head]
-    for layer in sorted(mode["layers"], key=lambda r: -r["seconds"])[:top]:
-        split = (
-            [
-                _number(layer["forward"]["seconds"], 1e-3),
-                _number(layer["backward"]["seconds"], 1e-3),
-            ]
-            if training
-            else []
-        )
-        rows.append(
-            [
-                layer["name"],
-                layer["type"],
-                _number(layer["seconds"], 1e-3),
-                *split,
-                _percent(layer["share"]),
-                _number(layer["ops"], 1e9, 3),
-                _number(layer["flops_per_s"], 1e9),
-                _percent(layer["roofline_share"]),
-            ]
-        )
-    other = mode["other_seconds"]
-    rows.append(
-        [
-            "other",
-            "",
-            _number(other, 1e-3),
-            *(["", ""] if training else []),
-            _percent(other / mode["seconds"]),
-            "",
-            "",
-            "",
-        ]
-    )
-    ops = [["operator type", "ms", "share", "GFLOP", "GFLOP/s"]]
-    for op in mode["operators"][:top] + (
-        [mode["operators"][-1]] if len(mode["operators"]) > top else []
-    ):
-        ops.append(
-            [
-                op["type"],
-                _number(op["seconds"], 1e-3),
-                _percent(op["seconds"] / mode["seconds"]),
-                _number(op["ops"], 1e9, 3) if op["ops"] else "",
-                _number(op["flops_per_s"], 1e9) if op["flops_per_s"] else "",
-            ]
-        )
-    title = (
-        f"{name}: {mode['seconds'] * 1e3:.2f} ms per step (spread {mode['spread']:.0%}; profiled "
-        f"{mode['profiled_seconds'] * 1e3:.2f} ms), {mode['ops'] / 1e9:.3f} GFLOP, "
-        f"{_number(mode['flops_per_s'], 1e9)} GFLOP/s = {_percent(mode['peak_share'])} of peak"
-    )
-    lines = [title, *(_layout(rows)), "", *_layout(ops)]
-    return lines + ([f"warning: {mode['warning']}"] if mode["warning"] else [])
-
-
-def format_table(data: dict[str, Any], top: int = 10) -> str:
-    """The ``top`` slowest layers of each mode (time, share of the step, counted GFLOP, GFLOP/s,
-    share of the roofline at the layer's intensity), then time by operator type."""
-    source = data["model"] or data["spec"]
-    shape = "x".join(map(str, [data["batch"], *data["input_shape"]]))
-    peak = data["roofline"]["peaks"].get(data["dtype"])
-    lines = [
-        f"{source}: input {shape}, {data['device']}, {data['dtype']}, {data['threads']} threads, "
-        f"peak {_number(peak, 1e9, 1)} GFLOP/s"
-    ]
-    for name, mode in data["modes"].items():
-        lines += ["", *_mode_table(name, mode, top)]
-    return "\n".join(lines)
+    return emit(args, "bench-network", data, network_table(data, args.top))

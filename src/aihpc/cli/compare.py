@@ -1,4 +1,4 @@
-"""``aihpc compare RESULT...``: results side by side, like with like, significance where runs repeat.
+"""``aihpc compare RESULT...``: results side by side, like with like, significance if runs repeat.
 
 RESULT: a run directory (its results.json) or a result file that carries a
 score.  Different workloads or schema versions are refused (exit 2);

@@ -49,53 +49,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.errors import ConfigError
-    from aihpc.export import export_onnx, onnx_opset, parse_input_shape, parse_sequence_length
+    from aihpc.export import export_model
 
-    vocab = None
-    if args.spec is not None:
-        shape = parse_input_shape(args.input) if args.input is not None else None
-        if args.num_classes is not None:
-            raise ConfigError("--num-classes applies to --model only; a spec fixes its own classes")
-        from aihpc.nas.build import SpecNet
-        from aihpc.nas.spec import ArchSpec
-
-        spec = ArchSpec.load(args.spec)
-        if shape is not None and shape != tuple(spec.input_shape):
-            raise ConfigError(
-                f"--input {args.input} does not match the spec's input shape "
-                f"{'x'.join(map(str, spec.input_shape))}"
-            )
-        model = SpecNet(spec)
-        shape = tuple(spec.input_shape)
-        source = args.spec
-    else:
-        from aihpc import models
-
-        meta = models.info(args.model)
-        if meta.input_kind == "tokens":
-            shape = (
-                parse_sequence_length(args.input) if args.input is not None else meta.input_shape
-            )
-            model = models.create(args.model, num_classes=args.num_classes)
-            vocab = meta.num_classes if args.num_classes is None else args.num_classes
-        else:
-            shape = parse_input_shape(args.input) if args.input is not None else meta.input_shape
-            model = models.create(args.model, num_classes=args.num_classes, in_channels=shape[0])
-        source = args.model
-
-    path = export_onnx(
-        model,
+    exported = export_model(
         args.output,
-        shape,
+        model=args.model,
+        spec=args.spec,
+        input_text=args.input,
+        num_classes=args.num_classes,
         batch=args.batch,
         opset=args.opset,
         dynamo=args.dynamo,
-        vocab=vocab,
     )
-    size_mb = path.stat().st_size / 1e6
-    print(
-        f"{path}  {size_mb:.2f} MB  opset {onnx_opset(path)}  "
-        f"input Nx{'x'.join(map(str, shape))}  ({source})"
-    )
+    print(exported.line())
     return 0

@@ -19,51 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from aihpc import models
+    from aihpc.models.listing import zoo, zoo_table
 
-    rows = []
-    for name in models.names():
-        meta = models.info(name)
-        rows.append(
-            {
-                "name": meta.name,
-                "family": meta.family,
-                "input_kind": meta.input_kind,
-                "input_shape": list(meta.input_shape),
-                "num_classes": meta.num_classes,
-                "parameters": models.parameter_count(name),
-                "description": meta.description,
-            }
-        )
-
+    entries = zoo()
     if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(
-        title="aihpc model zoo", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
-    )
-    table.add_column("name", style="bold", no_wrap=True)
-    table.add_column("family", no_wrap=True)
-    table.add_column("input", no_wrap=True)
-    table.add_column("classes", justify="right", no_wrap=True)
-    table.add_column("params M", justify="right", no_wrap=True)
-    table.add_column("description")
-    for row in rows:
-        shape = "x".join(map(str, row["input_shape"]))
-        if row["input_kind"] == "tokens":
-            shape = f"{shape} tokens"
-        table.add_row(
-            row["name"],
-            row["family"],
-            shape,
-            str(row["num_classes"]),
-            f"{row['parameters'] / 1e6:.2f}",
-            row["description"],
-        )
-    Console(soft_wrap=False).print(table)
+        print(json.dumps([e.to_dict() for e in entries], indent=2))
+    else:
+        print(zoo_table(entries))
     return 0

@@ -26,7 +26,7 @@ def add_output_arguments(parser: argparse.ArgumentParser, default_out: str) -> N
 
 
 def emit(args: argparse.Namespace, kind: str, data: dict[str, Any], table: str) -> int:
-    """Write ``data`` as a ``kind`` result to ``args.out``; print ``table`` (or, with ``--json``, the document)."""
+    """Write ``data`` as a ``kind`` result to ``args.out``; print ``table`` (or the document)."""
     from aihpc.records.files import result_document, write_result
 
     doc = result_document(kind, data)

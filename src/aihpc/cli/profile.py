@@ -1,4 +1,4 @@
-"""``aihpc profile``: characterise a training step (Deep500 BOF): phases, operator types, memory, sweeps.
+"""``aihpc profile``: a training step (Deep500 BOF): phases, operator types, memory, sweeps.
 
 Everything is checked before anything is measured (the destinations exist,
 the shapes fit the model and the memory); the JSON result and the plots are

@@ -84,7 +84,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _common(parser, "recommend.json", form=False)
     sub = parser.add_subparsers(dest="form", metavar="{calibrate,validate}", required=False)
-    cal = sub.add_parser("calibrate", help="fit the matcher on briefly trained candidates")
+    _calibrate_arguments(
+        sub.add_parser("calibrate", help="fit the matcher on briefly trained candidates")
+    )
+    _validate_arguments(
+        sub.add_parser("validate", help="judge the matcher on held-out tasks against baselines")
+    )
+
+
+def _calibrate_arguments(cal: argparse.ArgumentParser) -> None:
+    """The options of ``aihpc recommend calibrate``."""
     cal.add_argument(
         "--steps", type=int, default=None, help="training steps per candidate (default 100)"
     )
@@ -107,7 +116,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where to write the fitted matcher (default recommend-matcher.json)",
     )
     _common(cal, "recommend-calibration.json")
-    val = sub.add_parser("validate", help="judge the matcher on held-out tasks against baselines")
+
+
+def _validate_arguments(val: argparse.ArgumentParser) -> None:
+    """The options of ``aihpc recommend validate``."""
     val.add_argument(
         "--steps", type=int, default=None, help="training steps per candidate (default 100)"
     )
@@ -150,7 +162,7 @@ def _workers(parser: argparse.ArgumentParser) -> None:
 
 
 def _data_options(items: list[str]) -> dict:
-    """``KEY=VALUE`` pairs as a dict; VALUE is JSON where it parses (32, 0.5, [16, 16]), else text."""
+    """``KEY=VALUE`` pairs as a dict; VALUE is JSON where it parses (32, 0.5, [16, 16]) or text."""
     import json
 
     options = {}
@@ -260,7 +272,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"cannot write {args.matcher_out}: directory {args.matcher_out.parent} does not exist"
         )
-    command = "aihpc recommend calibrate " + " ".join(shlex.quote(a) for a in _form_argv())
+    command = _calibrate_command(args)
     if args.observations is not None:
         data, observations = _observations(args.observations, "recommend-calibration")
         provenance = dict((data.get("matcher") or {}).get("provenance") or {})
@@ -277,12 +289,14 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
     atomic_write(args.matcher_out, json.dumps(matcher.to_dict(), indent=2, sort_keys=True) + "\n")
     prov, (within, between), (low, high) = matcher.provenance, matcher.alpha, matcher.residuals
+    tau = prov["cv_tau_by_within_alpha"][str(within)]
+    mae = 100 * prov["cv_mae_by_between_alpha"][str(between)]
     table = (
-        f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of {len(prov['families'])} families; "
-        f"leave one family out: within-task penalty {within:g} (Kendall tau "
-        f"{prov['cv_tau_by_within_alpha'][str(within)]:+.2f}), between-task penalty {between:g} (mean "
-        f"absolute error {100 * prov['cv_mae_by_between_alpha'][str(between)]:.1f} accuracy points); "
-        f"logit residuals {low:+.2f}..{high:+.2f} give the 80 % interval\nmatcher file: {args.matcher_out}"
+        f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of "
+        f"{len(prov['families'])} families; leave one family out: within-task penalty "
+        f"{within:g} (Kendall tau {tau:+.2f}), between-task penalty {between:g} (mean "
+        f"absolute error {mae:.1f} accuracy points); logit residuals {low:+.2f}..{high:+.2f} "
+        f"give the 80 % interval\nmatcher file: {args.matcher_out}"
     )
     return emit(
         args,
@@ -304,9 +318,14 @@ def _observations(path: Path, kind: str) -> tuple[dict, list]:
     return data, observations
 
 
-def _form_argv() -> list[str]:
-    argv = sys.argv[1:]
-    return argv[argv.index("calibrate") + 1 :] if "calibrate" in argv else []
+def _calibrate_command(args: argparse.Namespace) -> str:
+    """The calibration as a command line, from the parsed options: the matcher's provenance."""
+    parts = ["aihpc", "recommend", "calibrate"]
+    for flag in ("seed", "steps", "seeds", "workers", "observations", "matcher_out", "out"):
+        value = getattr(args, flag)
+        if value is not None:
+            parts += [f"--{flag.replace('_', '-')}", str(value)]
+    return shlex.join(parts)
 
 
 def _calibration(args: argparse.Namespace) -> list:
@@ -335,17 +354,17 @@ def _validate(args: argparse.Namespace) -> int:
             )
         result = rejudge(calibration, held_out, margin=margin, steps=steps)
     else:
-        fast = dict(specs=validation_tasks()[:1], limit=3, steps=5) if args.fast else {}
-        steps = args.steps or fast.pop("steps", STEPS)
+        # --fast: one task, 3 candidates per set, 5 steps (unless --steps says otherwise)
         result, held_out = validate(
             calibration,
             seeds=args.seeds,
-            steps=steps,
+            steps=args.steps or (5 if args.fast else STEPS),
             base_seed=100 if args.seed is None else args.seed,
             margin=margin,
             workers=args.workers,
             progress=None if args.json else _progress,
-            **fast,
+            specs=validation_tasks()[:1] if args.fast else None,
+            limit=3 if args.fast else None,
         )
     data = {"validation": result.to_dict(), "observations": [o.to_dict() for o in held_out]}
     return emit(args, "recommend-validation", data, format_validation(result))

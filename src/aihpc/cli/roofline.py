@@ -37,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         action="append",
         default=[],
-        help="a `bench operators` or `bench network` result whose kernels to place on the roofline; "
-        "repeat for several",
+        help="a `bench operators` or `bench network` result whose kernels to place on the "
+        "roofline; repeat for several",
     )
     parser.add_argument(
         "--plot", metavar="FILE.png", type=Path, default=None, help="write the roofline plot here"

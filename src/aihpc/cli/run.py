@@ -1,4 +1,4 @@
-"""aihpc run: the AutoML benchmark (AIPerf's idea): search, train on every worker, score in OPS."""
+"""aihpc run: the AutoML benchmark (AIPerf's idea): search, train on the workers, score in OPS."""
 
 from __future__ import annotations
 
@@ -7,14 +7,34 @@ from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    _workload_arguments(p)
+    _search_arguments(p)
+    _batch_arguments(p)
+    p.add_argument(
+        "--config", metavar="TOML", help="read settings from a TOML file (flags override it)"
+    )
+    p.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<id>)")
+    p.add_argument(
+        "--resume", metavar="DIR", help="continue the run in DIR, keeping every finished trial"
+    )
+    p.add_argument(
+        "--live",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="live console view (default: when stdout is a terminal)",
+    )
+
+
+def _workload_arguments(p: argparse.ArgumentParser) -> None:
+    """The budget, the data and where the workers train."""
     p.add_argument("--minutes", type=float, help="time budget of the search (default 5)")
     p.add_argument("--dataset", help="digits, synthetic (default), imagefolder or npz")
     p.add_argument("--data-path", help="folder or file for imagefolder / npz")
     p.add_argument(
         "--staging",
         choices=["auto", "device", "stream"],
-        help="where workers stage the data: whole on the device, or streamed from a node-local file "
-        "(default auto: on the device if it fits in half its free memory)",
+        help="where workers stage the data: whole on the device, or streamed from a node-local "
+        "file (default auto: on the device if it fits in half its free memory)",
     )
     p.add_argument(
         "--stage-dir", help="node-local folder for streamed data (default: the temporary folder)"
@@ -29,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], help="where workers train (default auto)"
     )
+
+
+def _search_arguments(p: argparse.ArgumentParser) -> None:
+    """The search and how each trial trains."""
     p.add_argument("--seed", type=int, help="seed of the search, the data split and initialisation")
     p.add_argument(
         "--min-accuracy", type=float, help="best accuracy below which the run is invalid"
@@ -62,6 +86,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="procs_per_trial",
         help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial",
     )
+
+
+def _batch_arguments(p: argparse.ArgumentParser) -> None:
+    """Workers as batch jobs."""
     batch = p.add_argument_group("batch systems (SLURM, PBS, LSF)")
     which = batch.add_mutually_exclusive_group()
     which.add_argument(
@@ -94,19 +122,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="TLS between scheduler and workers (default: on for batch jobs)",
-    )
-    p.add_argument(
-        "--config", metavar="TOML", help="read settings from a TOML file (flags override it)"
-    )
-    p.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<id>)")
-    p.add_argument(
-        "--resume", metavar="DIR", help="continue the run in DIR, keeping every finished trial"
-    )
-    p.add_argument(
-        "--live",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="live console view (default: when stdout is a terminal)",
     )
 
 

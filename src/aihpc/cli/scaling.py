@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'workers':>7}  {'score':>12}  {'per worker':>12}  {'efficiency':>10}")
     for r in result["sizes"]:
         print(
-            f"{r['workers']:>7}  {r['score'] / 1e9:>8.2f} GOPS  {r['score_per_worker'] / 1e9:>8.2f} GOPS"
-            f"  {100 * r['efficiency']:>9.1f}%"
+            f"{r['workers']:>7}  {r['score'] / 1e9:>8.2f} GOPS  "
+            f"{r['score_per_worker'] / 1e9:>8.2f} GOPS  {100 * r['efficiency']:>9.1f}%"
         )
     print(f"written: {Path(args.out) / 'scaling.json'}, {Path(args.out) / 'scaling.png'}")
     return 0

@@ -7,7 +7,8 @@ until the quality target, and writing an MLPerf log that is checked by
 MLPerf's compliance checker.  Prints time to train (olympic mean), staging
 time and throughput; writes ``ttt.json`` in the output folder.  A target not
 reached within the budget (``--max-epochs``, ``--max-minutes``) is reported
-in one line, exit 2, after the results are written.
+in one line, exit 4, after the results are written.  The work is
+:func:`aihpc.workloads.session.train_to_target`'s.
 """
 
 from __future__ import annotations
@@ -76,196 +77,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+SETTINGS = (
+    "workload",
+    "runs",
+    "instances",
+    "size",
+    "target",
+    "max_epochs",
+    "max_minutes",
+    "seed",
+    "data_dir",
+    "stage_dir",
+    "threads_per_worker",
+    "scheduler",
+    "in_process",
+    "batch_system",
+    "partition",
+    "walltime",
+    "worker_memory",
+    "out",
+)
+
+
 def run(args: argparse.Namespace) -> int:
     import json
-    import time
 
-    from aihpc.errors import ConfigError
-    from aihpc.records.files import result_document, write_result
-    from aihpc.workloads import ttt
+    from aihpc.errors import TargetNotReached
+    from aihpc.workloads.session import Settings, train_to_target
 
-    plan = _plan(args)
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
-    generated = None
-    if args.data_dir is None:
-        t0 = time.perf_counter()
-        _generate(plan)
-        generated = time.perf_counter() - t0
-    compliance: dict[str, bool] = {}
-    failures: dict[str, str] = {}
-    saved: dict = {}
-
-    def save(rounds) -> None:  # after every run: check its logs, (re)write ttt.json
-        ok, output = ttt.check_logs(rounds[-1:], _workload(plan).benchmark)
-        compliance.update(ok)
-        failures.update({k: v for k, v in output.items() if not ok[k]})
-        summary = ttt.summarise(plan, rounds, compliance)
-        summary.update(
-            generation_s=generated, data_dir=str(plan.data_dir), compliance_output=failures
-        )
-        saved["doc"] = result_document("train-to-target", summary)
-        write_result(plan.out_dir / "ttt.json", saved["doc"])
-
-    executor = None if args.in_process else _executor(args, plan)
-    try:
-        ttt.run_rounds(plan, executor, on_round=save)
-    finally:
-        if executor is not None:
-            executor.close()
-    doc = saved["doc"]
-    summary = doc["data"]
-    print(json.dumps(doc, sort_keys=True, indent=2) if args.json else _table(summary, plan.out_dir))
-    missed = ttt.not_reached_message(plan, summary)
+    outcome = train_to_target(Settings(**{name: getattr(args, name) for name in SETTINGS}))
+    print(json.dumps(outcome.document, sort_keys=True, indent=2) if args.json else outcome.table())
+    missed = outcome.missed()
     if missed:
-        raise ConfigError(missed)
+        raise TargetNotReached(missed)
     return 0
-
-
-def _workload(plan):
-    from aihpc.workloads import get
-
-    return get(plan.workload)
-
-
-def _plan(args: argparse.Namespace):
-    import os
-    import secrets
-    import time
-
-    from aihpc.errors import ConfigError
-    from aihpc.workloads import get
-    from aihpc.workloads.ttt import Plan
-
-    workload = get(args.workload)
-    size = workload.size(args.size)
-    for name, value, low in (
-        ("runs", args.runs, 1),
-        ("instances", args.instances, 1),
-        ("max-epochs", args.max_epochs, 1),
-        ("threads-per-worker", args.threads_per_worker, 1),
-    ):
-        if value is not None and value < low:
-            raise ConfigError(f"--{name} must be >= {low}, got {value}")
-    if not args.max_minutes > 0:
-        raise ConfigError(f"--max-minutes must be > 0, got {args.max_minutes}")
-    target = workload.target if args.target is None else args.target
-    if not target > 0 or (workload.higher_is_better and target > 1):
-        raise ConfigError(
-            f"--target must be a {workload.metric.upper()} in "
-            f"{'(0, 1]' if workload.higher_is_better else '(0, inf)'}, got {target}"
-        )
-    if args.data_dir is not None and not args.data_dir.is_dir():
-        raise ConfigError(
-            f"--data-dir must be a folder with train/ and validation/, got {str(args.data_dir)!r}"
-        )
-    out = (
-        args.out
-        or Path("runs")
-        / f"ttt-{args.workload}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-    )
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"output folder {out} is not empty; choose another --out")
-    cores = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    )
-    threads = args.threads_per_worker or max(1, cores // args.instances)
-    return Plan(
-        workload=args.workload,
-        size=args.size or workload.default_size,
-        runs=args.runs,
-        instances=args.instances,
-        target=target,
-        max_epochs=args.max_epochs or size.max_epochs,
-        max_seconds=60.0 * args.max_minutes,
-        seed=args.seed,
-        data_dir=args.data_dir or out / "data",
-        out_dir=out,
-        stage_root=args.stage_dir,
-        threads=threads,
-        platform=_platform(),
-    )
-
-
-def _platform() -> str:
-    import platform
-
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def _generate(plan) -> None:
-    workload = _workload(plan)
-    workload.generate(plan.data_dir, workload.size(plan.size), plan.seed)
-
-
-def _executor(args: argparse.Namespace, plan):
-    """The executors of ``aihpc run``: a LocalCluster, a running scheduler, or SLURM jobs."""
-    from aihpc.config import RunConfig
-    from aihpc.runner.executor import Layout, batch_executor, local_executor, remote_executor
-
-    if args.scheduler:
-        executor = remote_executor(args.scheduler)
-    elif args.batch_system:
-        config = RunConfig.from_dict(
-            {
-                k: v
-                for k, v in {
-                    "batch_system": args.batch_system,
-                    "partition": args.partition,
-                    "walltime": args.walltime,
-                    "worker_memory": args.worker_memory,
-                }.items()
-                if v is not None
-            },
-            source="flags",
-        )
-        executor = batch_executor(
-            Layout(plan.instances, plan.threads or 1, "cpu"), config, plan.out_dir
-        )
-    else:
-        executor = local_executor(Layout(plan.instances, plan.threads or 1, "cpu"))
-    try:
-        executor.wait_for_workers(plan.instances, timeout=600.0)
-    except BaseException:
-        executor.close()
-        raise
-    return executor
-
-
-def _num(value: float | None) -> str:
-    return "nan" if value is None else f"{value:.4f}"
-
-
-def _table(s: dict, out_dir: Path) -> str:
-    sense = ">=" if s["higher_is_better"] else "<="
-    lines = [
-        f"{s['workload']} ({s['benchmark']}, size {s['size']}, {s['division']} division): "
-        f"target {s['metric'].upper()} {sense} {s['target']}",
-        f"{'run':>3} {'inst':>4} {'reached':>7} {'epochs':>6} {s['metric']:>8} {'staging s':>9} "
-        f"{'time to train s':>15} {'GOPS':>7} {'compliant':>9}",
-    ]
-    for r in s["runs"]:
-        for i in r["instances"]:
-            gops = (i["ops_per_s"] or 0) / 1e9
-            lines.append(
-                f"{i['run']:>3} {i['instance']:>4} {str(i['reached']):>7} {i['epochs']:>6} "
-                f"{_num(i['quality']):>8} {i['staging_s']:>9.2f} {i['time_to_train_s']:>15.1f} "
-                f"{gops:>7.2f} {str(i['compliant']):>9}"
-            )
-    lines.append(
-        f"time to train: {s['time_to_train_s']:.1f} s ({s['time_to_train_aggregate']}); "
-        f"staging {s['staging_s']:.2f} s per instance, timed apart"
-    )
-    if s["instances"] > 1:
-        lines.append(
-            f"throughput: {s['models_per_minute']:.3f} models per minute with {s['instances']} "
-            f"instances ({s['models_per_minute_aggregate']})"
-        )
-    lines.append(f"results: {out_dir / 'ttt.json'}; MLPerf logs: {out_dir}/mlperf_r*_i*.log")
-    return "\n".join(lines)

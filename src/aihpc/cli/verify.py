@@ -1,10 +1,11 @@
-"""``aihpc verify RUN_DIR``: recompute a run's operations and score and check its files agree and are unaltered.
+"""``aihpc verify RUN_DIR``: recompute a run's operations and score; check its files agree.
 
 Prints one line per check (ok, failed, unchecked) and every mismatch, named
 by trial and epoch; ``--json`` prints the same as JSON.  Exit status: 0 when
 the run verifies (also when its store predates the digest chain: integrity
-"unchecked"), 1 when anything does not agree, 2 when RUN_DIR is not a
-finished run.  See :mod:`aihpc.verify.recount` for what each check does.
+"unchecked"), 4 when anything does not agree (after the report, one line on
+stderr says how many mismatches), 2 when RUN_DIR is not a finished run.
+See :mod:`aihpc.verify.recount` for what each check does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aihpc.errors import VerificationFailed
     from aihpc.verify.recount import verify_run
 
     result = verify_run(args.run_dir)
@@ -29,7 +31,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), sort_keys=True, indent=2))
     else:
         print(render(result))
-    return 1 if result.status == "no" else 0
+    if result.status == "no":
+        raise VerificationFailed(
+            f"{args.run_dir} does not verify: {len(result.mismatches)} mismatch(es), "
+            f"the first: {result.mismatches[0].line()}"
+        )
+    return 0
 
 
 def render(result) -> str:

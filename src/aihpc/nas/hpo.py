@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aihpc.errors import AihpcError
+from aihpc.errors import RunFailure
 
 # Finished trials a rebuilt study holds: the WINDOW // 2 best and the
 # WINDOW // 2 most recent.  TPE splits trials into a "good" group of at most 25
@@ -244,7 +244,7 @@ class HyperparameterSearch:
     A child draws nothing before the first ask, so the trials restored before
     it shape the first suggestions.  Suggestions depend on when tells reach the
     child, so unlike :class:`WindowedStudy` the sequence is not reproducible.
-    A dead or silent child raises :class:`~aihpc.errors.AihpcError`.
+    A dead or silent child raises :class:`~aihpc.errors.RunFailure`.
 
     As with any "spawn" child, the master's main module is imported again in
     the child (as ``__mp_main__``): it must keep its work under ``if __name__
@@ -376,22 +376,22 @@ class _Child:
 
     def send(self, message: tuple[Any, ...]) -> None:
         if not self.stop.alive:
-            raise AihpcError("the hyperparameter search is closed")
+            raise RunFailure("the hyperparameter search is closed")
         try:
             self.conn.send(message)
         except OSError:
             raise self._death() from None
 
     def receive(self) -> tuple[Any, ...]:
-        """The child's next message, waiting at most REPLY_TIMEOUT_S; errors become AihpcError."""
+        """The child's next message, waiting at most REPLY_TIMEOUT_S; errors become RunFailure."""
         if not self.stop.alive:
-            raise AihpcError("the hyperparameter search is closed")
+            raise RunFailure("the hyperparameter search is closed")
         deadline = time.monotonic() + REPLY_TIMEOUT_S
         while not self._readable.poll(POLL_S * 1000):  # a closed pipe (POLLHUP) ends the wait too
             if not self.process.is_alive():
                 raise self._death()
             if time.monotonic() > deadline:
-                raise AihpcError(
+                raise RunFailure(
                     f"the hyperparameter search process sent nothing for {REPLY_TIMEOUT_S:.0f} s"
                 )
         try:
@@ -399,17 +399,17 @@ class _Child:
         except (EOFError, OSError):
             raise self._death() from None
         if message[0] == "error":
-            raise AihpcError(f"the hyperparameter search process failed: {message[1]}")
+            raise RunFailure(f"the hyperparameter search process failed: {message[1]}")
         return message
 
-    def _death(self) -> AihpcError:
+    def _death(self) -> RunFailure:
         """The error for a child that is gone: its own last words if it sent any, else how it
         ended."""
         try:
             while self.conn.poll():
                 message = self.conn.recv()
                 if message[0] == "error":
-                    return AihpcError(f"the hyperparameter search process failed: {message[1]}")
+                    return RunFailure(f"the hyperparameter search process failed: {message[1]}")
         except (EOFError, OSError):
             pass
         self.process.join(timeout=POLL_S)
@@ -420,7 +420,7 @@ class _Child:
             how = f"was killed by signal {-code}"
         else:
             how = f"exited with code {code}"
-        return AihpcError(f"the hyperparameter search process (pid {self.process.pid}) {how}")
+        return RunFailure(f"the hyperparameter search process (pid {self.process.pid}) {how}")
 
 
 def _stop_child(process: Any, conn: Any) -> None:

@@ -66,7 +66,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from aihpc import models
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.profile.step import DATA_BATCHES, StepConfig, in_channels
 
 GIB = 2**30
@@ -251,11 +251,11 @@ def available_bytes(device: torch.device) -> int:
 
 
 def check_fits(config: StepConfig, device: torch.device) -> None:
-    """ConfigError, one line, if a training step of ``config`` cannot fit ``device``'s free
+    """OutOfMemory, one line, if a training step of ``config`` cannot fit ``device``'s free
     memory."""
     need, free = required_bytes(config, device), available_bytes(device)
     if need > free:
-        raise ConfigError(
+        raise OutOfMemory(
             f"{describe(config)} does not fit in {device.type} memory: a training step needs at "
             f"least {need / GIB:.2f} GiB (parameters, gradients, optimizer state, activations, "
             f"data), {free / GIB:.2f} GiB is free"
@@ -271,7 +271,7 @@ def _is_allocation_failure(exc: RuntimeError) -> bool:
 
 @contextlib.contextmanager
 def allocation_errors(config: StepConfig, device: torch.device) -> Iterator[None]:
-    """Turn a failed allocation inside the block into one-line ConfigError naming the shape."""
+    """Turn a failed allocation inside the block into one-line OutOfMemory naming the shape."""
     try:
         yield
     except RuntimeError as exc:
@@ -282,4 +282,4 @@ def allocation_errors(config: StepConfig, device: torch.device) -> Iterator[None
         return
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    raise ConfigError(message)
+    raise OutOfMemory(message)

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from aihpc.devices import resolve_device
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.roofline.peak import summarise
 
 KERNELS: dict[str, int] = {"copy": 2, "triad": 3}
@@ -244,7 +244,7 @@ def _allocate(
         MemoryError,
     ) as exc:  # CPU allocations raise RuntimeError; CUDA OutOfMemoryError
         total = len(need) * n * ELEMENT_BYTES
-        raise ConfigError(
+        raise OutOfMemory(
             f"cannot allocate {len(need)} arrays of {n} float64 ({total / 2**30:.1f} GiB) "
             f"on {dev}: {str(exc).splitlines()[0]}"
         ) from None

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from aihpc.devices import resolve_device
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.records.peak import PeakResult
 
 RANGE_SPREAD_WARNING = 0.10
@@ -264,7 +264,7 @@ def _allocate(
         out = torch.empty(n, n, dtype=dtype, device=dev)
     except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         need = 3 * n * n * torch.finfo(dtype).bits // 8
-        raise ConfigError(
+        raise OutOfMemory(
             f"size {n} needs about {need / 2**30:.1f} GiB on {dev}, which could not be "
             f"allocated ({type(exc).__name__})"
         ) from None

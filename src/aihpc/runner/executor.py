@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, WorkersLost
 from aihpc.runner.dask_settings import use_worker_config
 
 
@@ -79,6 +81,9 @@ class DaskExecutor:
         self.client = client
         self.cluster = cluster
         self.owns_client = owns_client
+        self.log_dir: Path | None = (
+            None  # where a task's failure on a worker is logged (runner.remote)
+        )
 
     def slots(self) -> int:
         """Task slots of the workers alive now."""
@@ -89,7 +94,7 @@ class DaskExecutor:
         try:
             self.client.wait_for_workers(n, timeout=timeout)
         except TimeoutError:
-            raise ConfigError(
+            raise WorkersLost(
                 f"no {n} Dask worker(s) joined within {timeout:.0f} s (have {self.slots()})"
             ) from None
 
@@ -98,13 +103,19 @@ class DaskExecutor:
 
         Each worker runs one task at a time, so the calls run concurrently,
         as the run's epochs do (e.g. to measure the devices under full load).
+        A call that raises is one line naming its worker, its traceback in
+        ``log_dir`` (:mod:`aihpc.runner.remote`; the temporary folder if unset).
         """
+        from aihpc.runner.remote import contained, gather
+
         workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
         futures = [
-            self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False)
+            self.client.submit(
+                contained, fn, *args, workers=[w], allow_other_workers=False, pure=False
+            )
             for w in workers
         ]
-        return self.client.gather(futures)
+        return gather(self.client, futures, self.log_dir or Path(tempfile.gettempdir()))
 
     def workers_per_host(self) -> dict[str, int]:
         """For each worker alive now (by address), how many workers share its host."""
@@ -208,8 +219,10 @@ def remote_executor(address: str) -> DaskExecutor:
 
     try:
         return DaskExecutor(Client(address, timeout="20s"))
-    except (OSError, TimeoutError, ValueError) as exc:
+    except ValueError as exc:  # a malformed address
         raise ConfigError(f"cannot connect to scheduler {address}: {exc}") from None
+    except (OSError, TimeoutError) as exc:
+        raise WorkersLost(f"cannot connect to scheduler {address}: {exc}") from None
 
 
 def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, RunFailure
 from aihpc.runner.dask_settings import JOB_PROLOGUE
 
 SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}
@@ -165,7 +165,7 @@ def check_slurm(partition: str | None = None) -> None:
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(
+        raise RunFailure(
             f"cannot query the SLURM controller with '{' '.join(command)}': {exc}"
         ) from None
     if result.returncode != 0:
@@ -176,7 +176,7 @@ def check_slurm(partition: str | None = None) -> None:
             raise ConfigError(
                 f"SLURM partition must exist, got {partition!r} (known: {', '.join(known) or 'none'})"
             )
-        raise ConfigError(f"SLURM controller did not answer '{' '.join(command)}': {first}")
+        raise RunFailure(f"SLURM controller did not answer '{' '.join(command)}': {first}")
 
 
 def job_ids(cluster) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.config import RunConfig
-from aihpc.errors import ConfigError, DataError, StorageError
+from aihpc.errors import ConfigError, DataError, StorageError, WorkersLost
 from aihpc.records.environment import Environment
 from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
@@ -341,6 +341,7 @@ def open_executor(config: RunConfig, layout, run_dir: Path, client):
         executor = batch_executor(layout, config, run_dir)
     else:
         executor = local_executor(layout, config.worker_memory)
+    executor.log_dir = run_dir
     try:
         executor.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
     except BaseException:
@@ -493,7 +494,7 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
         return
     try:
         executor.wait_for_workers(before["workers"], timeout=AFTER_WAIT_SECONDS)
-    except ConfigError as exc:
+    except WorkersLost as exc:
         store.set_meta(
             "peak",
             {

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError, StorageError
+from aihpc.errors import ConfigError, StorageError, kind_of_exit
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -59,7 +59,7 @@ def run_scaling(
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ConfigError(f"the run with {n} workers failed: {last}")
+            raise kind_of_exit(proc.returncode)(f"the run with {n} workers failed: {last}")
         score = json.loads((run_dir / "results.json").read_text())["score"]
         rows.append(
             {

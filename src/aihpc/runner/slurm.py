@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, WorkersLost
 from aihpc.fileio import atomic_write
 from aihpc.runner.dask_settings import use_worker_config
 
@@ -226,7 +226,7 @@ def _serve_worker(
     deadline = time.monotonic() + timeout
     while not path.exists():
         if time.monotonic() > deadline:
-            raise ConfigError(
+            raise WorkersLost(
                 f"no scheduler file {path} after {timeout:.0f} s; is it on a shared path?"
             )
         time.sleep(0.2)

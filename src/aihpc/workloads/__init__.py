@@ -1,11 +1,11 @@
 """Science workloads in the style of MLPerf HPC, and time to train to a quality target.
 
-=============  ==============================================================  ========  =========
-name           what it is                                                      metric    benchmark
-=============  ==============================================================  ========  =========
-``cosmoflow``  3D CNN regressing 4 cosmological parameters from 3D volumes     MAE       aihpc_cosmoflow
-``deepcam``    encoder-decoder segmenting weather in multi-channel 2D fields   IOU       aihpc_deepcam
-=============  ==============================================================  ========  =========
+=============  ============================================================  ======  ===============
+name           what it is                                                    metric  benchmark
+=============  ============================================================  ======  ===============
+``cosmoflow``  3D CNN regressing 4 cosmological parameters from 3D volumes   MAE     aihpc_cosmoflow
+``deepcam``    encoder-decoder: segments weather in multi-channel 2D fields  IOU     aihpc_deepcam
+=============  ============================================================  ======  ===============
 
 Each workload module holds its model, a data generator of configurable size
 (the real data sets are terabytes), a reader for the real file format, the

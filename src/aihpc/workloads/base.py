@@ -105,7 +105,7 @@ class Workload(ABC):
 
     @abstractmethod
     def generate(self, out_dir: Path, size: Size, seed: int) -> None:
-        """Write ``size.n_train`` / ``size.n_valid`` samples under ``out_dir/train``, ``out_dir/validation``."""
+        """Write ``size.n_train`` / ``size.n_valid`` samples in out_dir/{train,validation}."""
 
     @abstractmethod
     def read(self, data_dir: Path, split: str, size: Size) -> Samples:
@@ -130,7 +130,7 @@ class Workload(ABC):
     def optimizer(
         self, model: nn.Module, size: Size
     ) -> tuple[torch.optim.Optimizer, Any, dict[str, Any]]:
-        """The optimizer, its per-epoch learning-rate schedule and the hyperparameters to log (MLPerf keys).
+        """The optimizer, its per-epoch learning-rate schedule, the hyperparameters MLPerf logs.
 
         By default Adam at ``size.lr`` with a cosine decay to 0 over the size's
         ``max_epochs`` (a budget given on the command line does not change it).

@@ -67,7 +67,7 @@ def _params(u: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def gaussian_fields(n: int, dim: int, slope: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``n`` unit-variance Gaussian random fields (n, dim, dim, dim), P(k) ∝ k^slope exp(-(k/k_c)^2).
+    """``n`` unit-variance Gaussian random fields (n, dim, dim, dim), P(k) ∝ k^slope exp(-(k/k_c)²).
 
     White noise filtered in Fourier space by sqrt(P); the variance is that
     of the filter, mean(|H|^2) over the full grid, so each field is scaled by
@@ -88,7 +88,7 @@ def gaussian_fields(n: int, dim: int, slope: np.ndarray, rng: np.random.Generato
 
 
 def generate_volumes(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` samples: counts (n, dim, dim, dim, 4) int16 (channels last) and unitPar (n, 4) float32."""
+    """``n`` samples: counts (n, dim, dim, dim, 4) int16, channels last; unitPar (n, 4) float32."""
     rng = np.random.default_rng(seed)
     u = rng.uniform(-1.0, 1.0, size=(n, N_PARAMS))
     p = _params(u)
@@ -174,11 +174,11 @@ class CosmoFlow(Workload):
             for x, y in read_cosmo_file(path, dim):
                 xs.append(x)
                 ys.append(y)
-        x = torch.from_numpy(np.stack(xs)).float()
-        x = (
-            torch.log1p(x).permute(0, 4, 1, 2, 3).contiguous()
-        )  # reference apply_log, channels first
-        return Samples(x, torch.from_numpy(np.stack(ys)).float())
+        counts = torch.from_numpy(np.stack(xs)).float()
+        volumes = (
+            torch.log1p(counts).permute(0, 4, 1, 2, 3).contiguous()
+        )  # the reference's apply_log; channels first
+        return Samples(volumes, torch.from_numpy(np.stack(ys)).float())
 
     def input_shape(self, size: Size) -> tuple[int, ...]:
         return (CHANNELS, *(int(size.options["dim"]),) * 3)

@@ -175,7 +175,8 @@ class DeepCAM(Workload):
     def generate(self, out_dir: Path, size: Size, seed: int) -> None:
         import h5py
 
-        shape = tuple(int(s) for s in size.options["shape"])
+        height, width = (int(s) for s in size.options["shape"])
+        shape = (height, width)
         out_dir = Path(out_dir)
         for i, (split, n) in enumerate((("train", size.n_train), ("validation", size.n_valid))):
             folder = out_dir / split
@@ -263,7 +264,8 @@ def read_cam_file(path: Path, channels: int) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(f"cannot read HDF5 file {path}: {exc}") from None
     if x.ndim != 3 or x.shape[2] != channels or y.shape != x.shape[:2]:
         raise DataError(
-            f"{path}: expected data (H, W, {channels}) and labels (H, W), got {x.shape} and {y.shape}"
+            f"{path}: expected data (H, W, {channels}) and labels (H, W), "
+            f"got {x.shape} and {y.shape}"
         )
     if y.min() < 0 or y.max() >= CLASSES:
         raise DataError(f"{path}: labels must lie in [0, {CLASSES - 1}], got {y.min()}..{y.max()}")

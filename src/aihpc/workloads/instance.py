@@ -33,13 +33,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from aihpc.errors import AihpcError, StorageError
+from aihpc.errors import StorageError, WorkersLost
 
 
 @dataclass(frozen=True)
 class InstanceTask:
-    """Everything one instance needs; sent to a worker.  Paths are strings (workers may be remote)."""
+    """What one instance needs, sent to a worker; paths are strings (workers may be remote)."""
 
     workload: str
     size: str
@@ -136,54 +137,65 @@ def run_instance(task: InstanceTask) -> InstanceResult:
     )
     try:
         with MLPerfLog(task.log_path, benchmark=workload.benchmark) as log:
-            log.submission_info(
-                "aihpc",
-                task.platform,
-                division=task.division,
-                status="research",
-                number_of_nodes=task.number_of_nodes,
-                accelerators_per_node=0,
-            )
-            log.cache_clear(False)
-            log.init_start()
-            t0 = time.perf_counter()
-            log.staging_start()
-            staged_bytes = stage(Path(task.data_dir), staged / "data")
-            log.staging_stop(staged_bytes=staged_bytes)
-            staging_seconds = time.perf_counter() - t0
-            torch.manual_seed(task.seed)
-            model = workload.model(size)
-            optimizer, schedule, hyper = workload.optimizer(model, size)
-            for key, value in {
-                "seed": task.seed,
-                "global_batch_size": size.batch_size,
-                **hyper,
-                "quality_target": task.target,
-                "workload_size": task.size,
-            }.items():
-                log.event(key, value)
-            train_ops, eval_ops = _ops_per_sample(workload, model, size)
-            log.init_stop()
+            init = _initialise(task, workload, size, log, staged / "data")
             _meet_peers(task)
-            return _train(
-                task,
-                workload,
-                size,
-                model,
-                (optimizer, schedule),
-                log,
-                staged / "data",
-                staging_seconds,
-                staged_bytes,
-                train_ops,
-                eval_ops,
-            )
+            return _train(task, workload, size, init, log, staged / "data")
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class _Initialised:
+    """What MLPerf's init phase leaves for the run: the model, its optimiser, the staging."""
+
+    model: Any
+    optimizer: Any
+    schedule: Any
+    staging_seconds: float
+    staged_bytes: int
+    train_ops: int  # per training sample
+    eval_ops: int  # per evaluated sample
+
+
+def _initialise(task: InstanceTask, workload, size, log, staged_data: Path) -> _Initialised:
+    """MLPerf's init phase, logged: stage the data (timed apart), build the model, count it."""
+    import torch
+
+    log.submission_info(
+        "aihpc",
+        task.platform,
+        division=task.division,
+        status="research",
+        number_of_nodes=task.number_of_nodes,
+        accelerators_per_node=0,
+    )
+    log.cache_clear(False)
+    log.init_start()
+    t0 = time.perf_counter()
+    log.staging_start()
+    staged_bytes = stage(Path(task.data_dir), staged_data)
+    log.staging_stop(staged_bytes=staged_bytes)
+    staging_seconds = time.perf_counter() - t0
+    torch.manual_seed(task.seed)
+    model = workload.model(size)
+    optimizer, schedule, hyper = workload.optimizer(model, size)
+    for key, value in {
+        "seed": task.seed,
+        "global_batch_size": size.batch_size,
+        **hyper,
+        "quality_target": task.target,
+        "workload_size": task.size,
+    }.items():
+        log.event(key, value)
+    train_ops, eval_ops = _ops_per_sample(workload, model, size)
+    log.init_stop()
+    return _Initialised(
+        model, optimizer, schedule, staging_seconds, staged_bytes, train_ops, eval_ops
+    )
+
+
 def _meet_peers(task: InstanceTask) -> None:
-    """Runs on a Dask worker: set this instance's Event of the barrier, then wait for every peer's."""
+    """Runs on a Dask worker: set this instance's Event of the barrier, then wait for the peers'."""
     if task.barrier is None:
         return
     from distributed import Event
@@ -191,7 +203,7 @@ def _meet_peers(task: InstanceTask) -> None:
     Event(f"{task.barrier}-{task.instance}").set()
     for i in range(task.peers):
         if not Event(f"{task.barrier}-{i}").wait(timeout=BARRIER_TIMEOUT_S):
-            raise AihpcError(
+            raise WorkersLost(
                 f"instance {i} of run {task.run} did not finish staging and initialisation "
                 f"within {BARRIER_TIMEOUT_S:.0f} s of instance {task.instance}"
             )
@@ -208,21 +220,10 @@ def _ops_per_sample(workload, model, size) -> tuple[int, int]:
 
 
 def _train(
-    task,
-    workload,
-    size,
-    model,
-    optim,
-    log,
-    data_dir: Path,
-    staging_seconds: float,
-    staged_bytes: int,
-    train_ops: int,
-    eval_ops: int,
+    task: InstanceTask, workload, size, init: _Initialised, log, data_dir: Path
 ) -> InstanceResult:
-    import torch
-
-    optimizer, schedule = optim
+    """MLPerf's run phase, logged: read the staged data, train epochs until the target or
+    the budget, and the instance's result."""
     start = now_ms()
     log.run_start(time_ms=start)
     train, valid = (
@@ -231,34 +232,7 @@ def _train(
     )
     log.train_samples(len(train))
     log.eval_samples(len(valid))
-    loss_fn = workload.loss(train)
-    generator = torch.Generator().manual_seed(task.seed)
-    curve: list[EpochPoint] = []
-    best, reached, value = None, False, float("nan")
-    while len(curve) < task.max_epochs and not reached:
-        epoch = len(curve) + 1
-        log.epoch_start(epoch)
-        model.train()
-        order = torch.randperm(len(train), generator=generator)
-        for i in range(0, len(train), size.batch_size):
-            idx = order[i : i + size.batch_size]
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(train.x[idx]), train.y[idx]).backward()
-            optimizer.step()
-        schedule.step()
-        log.epoch_stop(epoch)
-        log.eval_start(epoch)
-        value = workload.evaluate(model, valid, 64)
-        log.eval_stop(epoch)
-        if not math.isfinite(value):  # diverged: no quality to log (MLPerf values are finite); stop
-            curve.append(EpochPoint(epoch, (now_ms() - start) / 1000.0, value))
-            break
-        log.event(workload.metric_key, value, {"epoch_num": epoch})
-        reached = workload.reached(value, task.target)
-        best = value if workload.better(value, best) else best
-        curve.append(EpochPoint(epoch, (now_ms() - start) / 1000.0, value))
-        if curve[-1].seconds > task.max_seconds:
-            break
+    curve, best, reached, value = _epochs(task, workload, size, init, log, (train, valid), start)
     stop = now_ms()
     log.run_stop(
         "success" if reached else "aborted",
@@ -274,14 +248,53 @@ def _train(
         quality=value,
         best=best if best is not None else value,
         epochs=len(curve),
-        staging_seconds=staging_seconds,
-        staged_bytes=staged_bytes,
+        staging_seconds=init.staging_seconds,
+        staged_bytes=init.staged_bytes,
         run_start_ms=start,
         run_stop_ms=stop,
         curve=tuple(curve),
-        train_ops_per_sample=train_ops,
-        eval_ops_per_sample=eval_ops,
+        train_ops_per_sample=init.train_ops,
+        eval_ops_per_sample=init.eval_ops,
         samples_trained=len(curve) * len(train),
         samples_evaluated=len(curve) * len(valid),
         log_path=task.log_path,
     )
+
+
+def _epochs(task: InstanceTask, workload, size, init: _Initialised, log, data, start: int):
+    """Train and evaluate epoch after epoch; stop at the target, the budget or divergence.
+
+    Returns (the curve, the best metric or None, whether the target was reached, the last metric).
+    """
+    import torch
+
+    train, valid = data
+    loss_fn = workload.loss(train)
+    generator = torch.Generator().manual_seed(task.seed)
+    curve: list[EpochPoint] = []
+    best, reached, value = None, False, float("nan")
+    while len(curve) < task.max_epochs and not reached:
+        epoch = len(curve) + 1
+        log.epoch_start(epoch)
+        init.model.train()
+        order = torch.randperm(len(train), generator=generator)
+        for i in range(0, len(train), size.batch_size):
+            idx = order[i : i + size.batch_size]
+            init.optimizer.zero_grad(set_to_none=True)
+            loss_fn(init.model(train.x[idx]), train.y[idx]).backward()
+            init.optimizer.step()
+        init.schedule.step()
+        log.epoch_stop(epoch)
+        log.eval_start(epoch)
+        value = workload.evaluate(init.model, valid, 64)
+        log.eval_stop(epoch)
+        if not math.isfinite(value):  # diverged: no quality to log (MLPerf values are finite); stop
+            curve.append(EpochPoint(epoch, (now_ms() - start) / 1000.0, value))
+            break
+        log.event(workload.metric_key, value, {"epoch_num": epoch})
+        reached = workload.reached(value, task.target)
+        best = value if workload.better(value, best) else best
+        curve.append(EpochPoint(epoch, (now_ms() - start) / 1000.0, value))
+        if curve[-1].seconds > task.max_seconds:
+            break
+    return curve, best, reached, value

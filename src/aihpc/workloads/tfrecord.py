@@ -23,7 +23,8 @@ many bytes, 5 four bytes.  The messages involved (``tensorflow/core/example``)::
 
     Example  { Features features = 1; }
     Features { map<string, Feature> feature = 1; }   // map entry: key = 1, value = 2
-    Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
+    Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2;
+                       Int64List int64_list = 3; } }
     BytesList { repeated bytes value = 1; }
     FloatList { repeated float value = 1 [packed]; }  // unpacked (wire type 5) also accepted
     Int64List { repeated int64 value = 1 [packed]; }
@@ -164,26 +165,42 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, bytes | int]]:
             raise DataError(f"unsupported protobuf wire type {wire}")
 
 
+def _payload(value: bytes | int) -> bytes:
+    """A length-delimited or fixed-size field's bytes; a varint there is a malformed message."""
+    if isinstance(value, int):
+        raise DataError("malformed protobuf: a varint where bytes were expected")
+    return value
+
+
 def _feature(buf: bytes) -> list[bytes] | np.ndarray:
     """One Feature: a list of bytes, a float32 array or an int64 array."""
     for number, wire, value in _fields(buf):
-        if number == 1 and wire == 2:  # BytesList
-            return [v for n, w, v in _fields(value) if n == 1 and w == 2]
-        if number == 2 and wire == 2:  # FloatList: packed (wire 2) or one float per field (wire 5)
-            parts = [v for n, _, v in _fields(value) if n == 1]
+        if wire != 2:
+            continue
+        if number == 1:  # BytesList
+            return [_payload(v) for n, w, v in _fields(_payload(value)) if n == 1 and w == 2]
+        if number == 2:  # FloatList: packed (wire 2) or one float per field (wire 5)
+            parts = [_payload(v) for n, _, v in _fields(_payload(value)) if n == 1]
             return np.frombuffer(b"".join(parts), dtype="<f4").copy()
-        if number == 3 and wire == 2:  # Int64List: packed varints, or one varint per field
-            values: list[int] = []
-            for n, w, v in _fields(value):
-                if n == 1 and w == 2:
-                    pos = 0
-                    while pos < len(v):
-                        item, pos = _varint(v, pos)
-                        values.append(item)
-                elif n == 1 and w == 0:
-                    values.append(v)
-            return np.array(values, dtype=np.uint64).astype(np.int64)
+        if number == 3:  # Int64List: packed varints, or one varint per field
+            return np.array(_int64s(_payload(value)), dtype=np.uint64).astype(np.int64)
     return []
+
+
+def _int64s(buf: bytes) -> list[int]:
+    """An Int64List's values: packed varints (wire 2), or one varint per field (wire 0)."""
+    values: list[int] = []
+    for n, _, v in _fields(buf):
+        if n != 1:
+            continue
+        if isinstance(v, int):
+            values.append(v)
+            continue
+        pos = 0
+        while pos < len(v):
+            item, pos = _varint(v, pos)
+            values.append(item)
+    return values
 
 
 def parse_example(record: bytes) -> dict[str, list[bytes] | np.ndarray]:
@@ -192,15 +209,15 @@ def parse_example(record: bytes) -> dict[str, list[bytes] | np.ndarray]:
     for number, wire, features in _fields(record):
         if number != 1 or wire != 2:
             continue
-        for n, w, entry in _fields(features):
+        for n, w, entry in _fields(_payload(features)):
             if n != 1 or w != 2:
                 continue
             key, value = "", b""
-            for en, ew, ev in _fields(entry):
+            for en, ew, ev in _fields(_payload(entry)):
                 if en == 1 and ew == 2:
-                    key = ev.decode("utf-8")
+                    key = _payload(ev).decode("utf-8")
                 elif en == 2 and ew == 2:
-                    value = ev
+                    value = _payload(ev)
             out[key] = _feature(value)
     return out
 

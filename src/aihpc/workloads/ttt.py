@@ -27,16 +27,16 @@ import statistics
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import WorkersLost
+from aihpc.records.ttt import TTTInstance, TTTRun, TTTSummary
 from aihpc.workloads.instance import InstanceResult, InstanceTask, run_instance
 
 OLYMPIC_MIN_RUNS = 3
 
 
 def olympic_mean(values: list[float]) -> float:
-    """Mean without the single smallest and single largest value (MLPerf's olympic mean); needs >= 3."""
+    """Mean without the single smallest and largest value (MLPerf's olympic mean); needs >= 3."""
     if len(values) < OLYMPIC_MIN_RUNS:
         raise ValueError(
             f"the olympic mean needs at least {OLYMPIC_MIN_RUNS} values, got {len(values)}"
@@ -109,10 +109,14 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
     """Every run, one after another; the instances of a run at once, one per worker.
 
     ``executor``: a :class:`aihpc.runner.executor.DaskExecutor`, or None to run
-    the instances in this process one by one.  ``on_round(results so far)`` is
+    the instances in this process one by one.  An instance that raises on its
+    worker is one line naming the worker, its traceback in the output folder
+    (:mod:`aihpc.runner.remote`).  ``on_round(results so far)`` is
     called after each run (e.g. to save them, so a cut-short session keeps
     its finished runs).
     """
+    from aihpc.runner.remote import contained, gather
+
     results: list[list[InstanceResult]] = []
     if (
         executor is not None
@@ -125,14 +129,15 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
         else:
             workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
             if len(workers) < len(tasks):
-                raise ConfigError(
-                    f"instances must be <= the {len(workers)} Dask workers, got {len(tasks)}"
+                raise WorkersLost(
+                    f"{len(tasks)} instances need as many Dask workers, {len(workers)} are alive"
                 )
             barrier = (
                 f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"  # the instances start their runs together
             )
             futures = [
                 executor.client.submit(
+                    contained,
                     run_instance,
                     replace(t, barrier=barrier, peers=len(tasks)),
                     workers=[w],
@@ -140,9 +145,9 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
                     pure=False,
                     key=f"ttt-r{run}-i{t.instance}",
                 )
-                for t, w in zip(tasks, workers)
+                for t, w in zip(tasks, workers[: len(tasks)], strict=True)
             ]
-            results.append(executor.client.gather(futures))
+            results.append(gather(executor.client, futures, plan.out_dir))
         if on_round is not None:
             on_round(results)
     return results
@@ -160,78 +165,90 @@ def warm_up(workload: str) -> bool:
 
 
 def summarise(
-    plan: Plan, rounds: list[list[InstanceResult]], compliance: dict[str, bool]
-) -> dict[str, Any]:
-    """The JSON result: every instance, and the aggregates of the module docstring."""
+    plan: Plan,
+    rounds: list[list[InstanceResult]],
+    compliance: dict[str, bool],
+    generation_s: float | None = None,
+    compliance_output: dict[str, str] | None = None,
+) -> TTTSummary:
+    """The summary of the runs so far: every instance, and the aggregates of the module docstring.
+
+    ``compliance``: each log's verdict from MLPerf's checker; ``compliance_output``: the
+    checker's output for the logs that failed; ``generation_s``: the seconds the data took
+    to generate (None: it was given).
+    """
     from aihpc.workloads import get
 
     workload = get(plan.workload)
-    runs = []
-    for instances in rounds:
-        first = min(r.run_start_ms for r in instances)
-        last = max(r.run_stop_ms for r in instances)
-        wall = (last - first) / 1000.0
-        runs.append(
-            {
-                "instances": [_instance_dict(r, compliance) for r in instances],
-                "time_to_train_s": statistics.fmean(r.time_to_train for r in instances),
-                "wall_s": wall,
-                "models_per_minute": len(instances) / (wall / 60.0) if wall > 0 else None,
-                "ops_per_s": sum(r.total_ops for r in instances) / wall if wall > 0 else None,
-                "reached": all(r.reached for r in instances),
-            }
-        )
-    ttt, how = aggregate([r["time_to_train_s"] for r in runs])
-    throughput, how_tp = aggregate([r["models_per_minute"] for r in runs if r["models_per_minute"]])
-    return {
-        "workload": plan.workload,
-        "benchmark": workload.benchmark,
-        "size": plan.size,
-        "metric": workload.metric,
-        "higher_is_better": workload.higher_is_better,
-        "target": plan.target,
-        "reference_target": workload.target,
-        "target_note": workload.target_note,
-        "division": plan.division(),
-        "runs": runs,
-        "instances": plan.instances,
-        "runs_planned": plan.runs,
-        "runs_completed": len(runs),
-        "max_epochs": plan.max_epochs,
-        "max_seconds": plan.max_seconds,
-        "seed": plan.seed,
-        "time_to_train_s": ttt,
-        "time_to_train_aggregate": how,
-        "staging_s": statistics.fmean(i["staging_s"] for r in runs for i in r["instances"]),
-        "models_per_minute": throughput,
-        "models_per_minute_aggregate": how_tp,
-        "all_reached": all(r["reached"] for r in runs),
-        "all_compliant": all(compliance.values()),
-    }
+    runs = tuple(_run_record(instances, compliance) for instances in rounds)
+    ttt, how = aggregate([r.time_to_train_s for r in runs])
+    throughput, how_tp = aggregate([r.models_per_minute for r in runs if r.models_per_minute])
+    return TTTSummary(
+        workload=plan.workload,
+        benchmark=workload.benchmark,
+        size=plan.size,
+        metric=workload.metric,
+        higher_is_better=workload.higher_is_better,
+        target=plan.target,
+        reference_target=workload.target,
+        target_note=workload.target_note,
+        division=plan.division(),
+        runs=runs,
+        instances=plan.instances,
+        runs_planned=plan.runs,
+        runs_completed=len(runs),
+        max_epochs=plan.max_epochs,
+        max_seconds=plan.max_seconds,
+        seed=plan.seed,
+        time_to_train_s=ttt,
+        time_to_train_aggregate=how,
+        staging_s=statistics.fmean(i.staging_s for r in runs for i in r.instances),
+        models_per_minute=throughput,
+        models_per_minute_aggregate=how_tp,
+        all_reached=all(r.reached for r in runs),
+        all_compliant=all(compliance.values()),
+        generation_s=generation_s,
+        data_dir=str(plan.data_dir),
+        compliance_output=dict(compliance_output or {}),
+    )
 
 
-def _instance_dict(r: InstanceResult, compliance: dict[str, bool]) -> dict[str, Any]:
-    return {
-        "run": r.run,
-        "instance": r.instance,
-        "seed": r.seed,
-        "reached": r.reached,
-        "quality": _finite(r.quality),
-        "best": _finite(r.best),
-        "epochs": r.epochs,
-        "time_to_train_s": r.time_to_train,
-        "staging_s": r.staging_seconds,
-        "staged_bytes": r.staged_bytes,
-        "run_start_ms": r.run_start_ms,
-        "run_stop_ms": r.run_stop_ms,
-        "curve": [[p.epoch, p.seconds, _finite(p.value)] for p in r.curve],
-        "train_ops_per_sample": r.train_ops_per_sample,
-        "eval_ops_per_sample": r.eval_ops_per_sample,
-        "total_ops": r.total_ops,
-        "ops_per_s": r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
-        "mlperf_log": r.log_path,
-        "compliant": compliance.get(r.log_path),
-    }
+def _run_record(instances: list[InstanceResult], compliance: dict[str, bool]) -> TTTRun:
+    first = min(r.run_start_ms for r in instances)
+    last = max(r.run_stop_ms for r in instances)
+    wall = (last - first) / 1000.0
+    return TTTRun(
+        instances=tuple(_instance_record(r, compliance) for r in instances),
+        time_to_train_s=statistics.fmean(r.time_to_train for r in instances),
+        wall_s=wall,
+        models_per_minute=len(instances) / (wall / 60.0) if wall > 0 else None,
+        ops_per_s=sum(r.total_ops for r in instances) / wall if wall > 0 else None,
+        reached=all(r.reached for r in instances),
+    )
+
+
+def _instance_record(r: InstanceResult, compliance: dict[str, bool]) -> TTTInstance:
+    return TTTInstance(
+        run=r.run,
+        instance=r.instance,
+        seed=r.seed,
+        reached=r.reached,
+        quality=_finite(r.quality),
+        best=_finite(r.best),
+        epochs=r.epochs,
+        time_to_train_s=r.time_to_train,
+        staging_s=r.staging_seconds,
+        staged_bytes=r.staged_bytes,
+        run_start_ms=r.run_start_ms,
+        run_stop_ms=r.run_stop_ms,
+        curve=tuple((p.epoch, p.seconds, _finite(p.value)) for p in r.curve),
+        train_ops_per_sample=r.train_ops_per_sample,
+        eval_ops_per_sample=r.eval_ops_per_sample,
+        total_ops=r.total_ops,
+        ops_per_s=r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
+        mlperf_log=r.log_path,
+        compliant=compliance.get(r.log_path),
+    )
 
 
 def _finite(value: float) -> float | None:
@@ -253,18 +270,18 @@ def check_logs(
     return ok, output
 
 
-def not_reached_message(plan: Plan, summary: dict[str, Any]) -> str | None:
+def not_reached_message(summary: TTTSummary) -> str | None:
     """One line naming the runs that missed the target within the budget (None if all met it)."""
-    missed = [i for r in summary["runs"] for i in r["instances"] if not i["reached"]]
+    missed = summary.missed()
     if not missed:
         return None
     worst = missed[0]
-    sense = ">=" if summary["higher_is_better"] else "<="
+    sense = ">=" if summary.higher_is_better else "<="
     return (
-        f"target {summary['metric']} {sense} {plan.target} not reached by {len(missed)} of "
-        f"{sum(len(r['instances']) for r in summary['runs'])} instance(s) within the budget of "
-        f"{plan.max_epochs} epochs / {plan.max_seconds:.0f} s (e.g. run {worst['run']} instance "
-        f"{worst['instance']}: best {_show(worst['best'])} after {worst['epochs']} epochs)"
+        f"target {summary.metric} {sense} {summary.target} not reached by {len(missed)} of "
+        f"{sum(len(r.instances) for r in summary.runs)} instance(s) within the budget of "
+        f"{summary.max_epochs} epochs / {summary.max_seconds:.0f} s (e.g. run {worst.run} "
+        f"instance {worst.instance}: best {_show(worst.best)} after {worst.epochs} epochs)"
     )
 
 
