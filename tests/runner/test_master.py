@@ -38,7 +38,7 @@ def test_strategy_none_retrains_the_seed_from_fresh_weights(tmp_path: Path) -> N
     # each trial starts from its own initialisation: their first-epoch results differ
     firsts = [store.epochs(t["id"])[0]["metrics"]["train_loss"] for t in trials if store.epochs(t["id"])]
     assert len(set(firsts)) == len(firsts)
-    assert score["ops"] == store.total_ops() > 0
+    assert score.ops == store.total_ops() > 0
 
 
 def test_evolution_morphs_children_from_finished_parents(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
     assert "Traceback" in rows[1]["traceback"] and "RuntimeError: worker lost" in rows[1]["traceback"]
     assert store.epochs(1) == []  # a lost epoch records nothing, and counts no operations
     assert rows[0]["status"] == rows[2]["status"] == "completed" and rows[0]["traceback"] is None
-    assert score["ops"] == 1100 * len(store.epochs())
+    assert score.ops == 1100 * len(store.epochs())
 
 
 def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> Non
     store, _, _ = _scripted(tmp_path, lambda t, e: 0.5 + 0.01 * e, step=6.0, minutes=4.0,
                             epochs_min=1, epochs_max=4, patience=10)
     trials = store.trials()
-    start = store.segments()[0][0]
+    start = store.segments()[0].start
     expected = []
     for t in trials:
         left = start + 240.0 - t["t_created"]
@@ -117,7 +117,7 @@ def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> N
     # each epoch's file supersedes the one before: only the last is kept, and its row names it
     assert [p.name for p in store.weights_dir.iterdir()] == ["trial0-epoch6-try1.pt"]
     assert store.epochs(0)[-1]["weights"].name == "trial0-epoch6-try1.pt"
-    assert score["ops"] == 6 * 1100 and score["best_accuracy"] == 0.5
+    assert score.ops == 6 * 1100 and score.best_accuracy == 0.5
 
 
 class _MasterDies(BaseException):
@@ -186,7 +186,7 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
     store, cfg, clock = _copy(killed_run, tmp_path)
     clock.now += 100.0  # the master was down for 100 s of clock
     (first,) = store.segments()
-    assert first[1] - first[0] == 70.0  # seven tasks of 10 s, the last one touched
+    assert first.stop - first.start == 70.0  # seven tasks of 10 s, the last one touched
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(lambda t, e: 0.5))
     resumed = clock.now
     master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)

@@ -62,7 +62,7 @@ def test_the_best_predicted_child_is_trained_and_the_screening_counted(tmp_path:
     losers = {c["arch_hash"] for sc in screenings for i, c in enumerate(sc["candidates"]) if i != sc["chosen"]}
     assert not losers & {t["arch_hash"] for t in trials}
     screening_ops = sum(sc["ops"] for sc in screenings)
-    assert screening_ops > 0 and score["ops"] == store.total_ops() == 3 * 1100 + screening_ops
+    assert screening_ops > 0 and score.ops == store.total_ops() == 3 * 1100 + screening_ops
     assert [r["id"] for r in observer.screenings] == [0, 1, 2]
 
 
@@ -77,7 +77,7 @@ def test_a_failed_screening_trains_its_first_candidate_unscreened(tmp_path: Path
     sc = store.screenings()[0]
     assert sc["status"] == "failed" and sc["reason"] == "RuntimeError: no proxies today" and sc["ops"] == 0
     assert sc["chosen"] == 0 and store.trials()[1]["arch_hash"] == sc["candidates"][0]["arch_hash"]
-    assert score["ops"] == 3 * 1100
+    assert score.ops == 3 * 1100
 
 
 def test_screening_is_off_by_default_and_bounded() -> None:

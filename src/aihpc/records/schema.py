@@ -24,15 +24,16 @@ from typing import Any
 from aihpc import __version__
 from aihpc.fileio import atomic_write
 from aihpc.records.energy import energy_results
+from aihpc.records.score import Score
 
 SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
 
 
-def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
+def build_results(store, score: Score) -> dict[str, Any]:
     """Assemble results.json from the run store (the single source of truth)."""
     segments = store.segments()
-    t0 = segments[0][0] if segments else 0.0
-    wall = score["wall_seconds"]
+    t0 = segments[0].start if segments else 0.0
+    wall = score.wall_seconds
     trials = []
     per_worker: dict[str, dict[str, float]] = defaultdict(
         lambda: {"busy_seconds": 0.0, "epochs": 0}
@@ -58,8 +59,8 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         }
         for name, w in sorted(per_worker.items())
     ]
-    score = {
-        **score,
+    score_block = {
+        **score.to_dict(),
         "trials_completed": counts["completed"] + counts["early_stopped"],
         "trials_failed": counts["failed"],
         "trials_diverged": counts["diverged"],
@@ -76,9 +77,9 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "layout": store.meta("layout"),
         "staging": store.meta("staging"),
         "devices": store.meta("devices"),  # which device(s) each worker trains on (aihpc.devices)
-        "score": score,
-        "energy": energy_results(store.meta("energy"), score["ops"]),
-        "segments": [{"t_start": a - t0, "t_end": b - t0} for a, b in segments],
+        "score": score_block,
+        "energy": energy_results(store.meta("energy"), score.ops),
+        "segments": [s.to_dict(t0) for s in segments],
         "timeline": store.timeline(),
         "workers": workers_out,
         "trials": trials,

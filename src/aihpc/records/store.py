@@ -26,6 +26,7 @@ from typing import Any
 
 from aihpc.errors import StorageError
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
+from aihpc.records.score import Segment
 from aihpc.records.task import Morph, WeightsRef
 
 SCHEMA = """
@@ -179,9 +180,10 @@ class RunStore:
             link=("segment", (segment,)),
         )
 
-    def segments(self) -> list[tuple[float, float]]:
+    def segments(self) -> list[Segment]:
         return [
-            (r[0], r[1]) for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")
+            Segment(start=r[0], stop=r[1])
+            for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")
         ]
 
     # -- trials -----------------------------------------------------------------------

@@ -31,7 +31,7 @@ from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
-from aihpc.records.score import active_seconds, compute_score, wall_seconds
+from aihpc.records.score import Score, active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
 from aihpc.runner import screening
@@ -125,20 +125,20 @@ class Master:
         self.slots = 0  # the executor's task slots at the last fill
 
     # -- the loop -----------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Score:
         """Run (or resume) the search until the deadline; returns the score."""
         try:
             return self._search()
         finally:
             self.hpo.close()  # the hyperparameter search's process
 
-    def _search(self) -> dict[str, Any]:
+    def _search(self) -> Score:
         now = self.clock()
         self.segment = self.store.open_segment(now)
         segments = self.store.segments()
         remaining = self.config.minutes * 60.0 - active_seconds(segments[:-1])
         self.deadline = now + max(remaining, 0.0)
-        self.run_start = segments[0][0]
+        self.run_start = segments[0].start
         self._restore()
         last_report = last_tick = last_fill = 0.0
         stop_by = self.deadline + GRACE_SECONDS
@@ -556,7 +556,7 @@ class Master:
         self.store.add_timeline(value["t"], value)
         self.observer.report(value)
 
-    def score(self, now: float) -> dict[str, Any]:
+    def score(self, now: float) -> Score:
         peak = self.store.meta("peak_flops_per_s")
         return compute_score(
             ops=self.store.total_ops(),

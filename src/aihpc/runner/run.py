@@ -257,7 +257,7 @@ def run_benchmark(
         results = build_results(store, score)
         write_json(run_dir / "results.json", results)
         mlperf.run_stop(
-            "success" if score["valid"] else "aborted",
+            "success" if score.valid else "aborted",
             chain_sha256=results["integrity"]["chain_sha256"],
         )
         store.set_meta("finished", True)

@@ -155,7 +155,8 @@ def _check_run(
         found.add(f"run_stop status {status!r} but results.json's score is {valid}")
     segments = store.segments()
     if segments:
-        begin, end = int(segments[0][0] * 1000), int(max(stop for _, stop in segments) * 1000)
+        begin = int(segments[0].start * 1000)
+        end = int(max(s.stop for s in segments) * 1000)
         if (
             begin < starts[0].get("time_ms", 0) - SLACK_MS
             or end > stops[0].get("time_ms", 0) + SLACK_MS

@@ -39,6 +39,7 @@ from typing import Any
 
 from aihpc.errors import AihpcError, ConfigError, StorageError
 from aihpc.fileio import read_json
+from aihpc.records.score import Score, compute_score, wall_seconds
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
 RESULTS_VERSIONS = (1, 2)  # results.json schema versions this module reads
@@ -254,9 +255,8 @@ def _check_epoch_ops(
 
 
 # -- score -------------------------------------------------------------------------------
-def recomputed_score(store) -> dict[str, Any]:
+def recomputed_score(store) -> Score:
     """The score from the store's operations, segment times and accuracies (not from results.json)."""
-    from aihpc.records.score import compute_score, wall_seconds
 
     config, data = store.meta("config") or {}, store.meta("data") or {}
     accs = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
@@ -270,10 +270,10 @@ def recomputed_score(store) -> dict[str, Any]:
     )
 
 
-def check_score(score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
     found = Found("score")
     recorded = results.get("score") or {}
-    for key, expected in score.items():
+    for key, expected in score.to_dict().items():
         if key not in recorded:
             found.add(f"results.json's score has no {key!r}")
         elif not same(recorded[key], expected):
@@ -289,15 +289,13 @@ def check_score(score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, 
                 f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's segments {span!r}"
             )
     return found.outcome(
-        f"ops, OPS, regulated score, error and share of peak from {score['ops']:,} operations "
-        f"in {score['wall_seconds']:.2f} s"
+        f"ops, OPS, regulated score, error and share of peak from {score.ops:,} operations "
+        f"in {score.wall_seconds:.2f} s"
     ), found.items
 
 
 # -- results.json ------------------------------------------------------------------------
-def check_results(
-    store, score: dict[str, Any], results: dict[str, Any]
-) -> tuple[Check, list[Mismatch]]:
+def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
     """results.json against the one the store rebuilds, section by section and trial by trial."""
     from aihpc.records.schema import build_results
 
