@@ -123,7 +123,7 @@ def trial_record(row: dict[str, Any], epochs: list[dict[str, Any]], t0: float) -
         "arch": row["arch"],
         "num_params": row["num_params"],
         "morph": row["morph"],
-        "hparams": row["hparams"],
+        "hparams": row["hparams"].to_dict(),
         "budget_epochs": row["budget"],
         "status": row["status"],
         "reason": row["reason"],

@@ -28,6 +28,7 @@ from aihpc.errors import StorageError
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
 from aihpc.records.score import Segment
 from aihpc.records.task import Morph, WeightsRef
+from aihpc.records.trial import Hyperparameters
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -236,7 +237,7 @@ class RunStore:
         for r in self.db.execute("SELECT * FROM trials ORDER BY id"):
             d = dict(r)
             d["arch"] = json.loads(d["arch"])
-            d["hparams"] = json.loads(d["hparams"])
+            d["hparams"] = Hyperparameters.from_dict(json.loads(d["hparams"]))
             d["recipe"] = json.loads(d["recipe"]) if d["recipe"] is not None else None
             out.append(d)
         return out

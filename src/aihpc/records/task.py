@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from aihpc.records.trial import Hyperparameters
+
 
 @dataclass(frozen=True)
 class DataRef:
@@ -99,7 +101,7 @@ class EpochTask:
     epoch: int
     epochs: int
     arch: dict[str, Any]
-    hparams: dict[str, Any]
+    hparams: Hyperparameters
     data: DataRef
     deadline: float
     seed: int

@@ -34,6 +34,7 @@ from aihpc.config import RunConfig
 from aihpc.records.score import Score, active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.runner import screening
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
@@ -53,7 +54,7 @@ class Trial:
     arch: dict[str, Any]
     arch_hash: str
     morph: str
-    hparams: dict[str, Any]
+    hparams: Hyperparameters
     hpo_number: int
     budget: int
     num_params: int
@@ -226,7 +227,7 @@ class Master:
                 "arch": trial.arch,
                 "morph": trial.morph,
                 "recipe": trial.recipe,
-                "hparams": trial.hparams,
+                "hparams": trial.hparams.to_dict(),
                 "hpo_number": trial.hpo_number,
                 "budget": trial.budget,
                 "num_params": trial.num_params,
@@ -241,7 +242,7 @@ class Master:
 
         trial_id = self.next_id
         self.next_id += 1
-        number, hparams = self.hpo.ask(depth=self.slots)
+        number, drawn = self.hpo.ask(depth=self.slots)
         budget = self._budget()
         if child is None and (
             trial_id == 0 or self.strategy is None
@@ -262,7 +263,7 @@ class Master:
             arch=arch,
             arch_hash=arch_hash,
             morph=morph,
-            hparams=hparams,
+            hparams=Hyperparameters.from_dict(drawn),
             hpo_number=number,
             budget=budget,
             num_params=spec.num_params(),
@@ -492,7 +493,7 @@ class Master:
             if best is not None and (self.best_accuracy is None or best > self.best_accuracy):
                 self.best_accuracy = best
             if row["status"] != "running":
-                self.hpo.restore(row["hparams"], best)
+                self.hpo.restore(row["hparams"].to_dict(), best)
                 if best is not None and weights is not None:
                     self.finished.append(Candidate(row["id"], best))
                     self.parent_weights[row["id"]] = weights
@@ -525,7 +526,7 @@ class Master:
             arch_hash=row["arch_hash"],
             morph=row["morph"],
             hparams=row["hparams"],
-            hpo_number=self.hpo.resume(row["hparams"]),
+            hpo_number=self.hpo.resume(row["hparams"].to_dict()),
             budget=row["budget"],
             num_params=row["num_params"],
             seed=self._seed(row["id"]),

@@ -57,6 +57,7 @@ import torch.distributed as dist
 
 from aihpc.devices import device_kind, gpu_indices, training_dtype
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.train.trainer import Group, train_epoch
 
 # Bytes for the weight reference rank 0 broadcasts after each epoch (JSON of name and digest).
@@ -426,6 +427,7 @@ def _exit_with_parent() -> None:
 def _task(fields: dict[str, Any]) -> EpochTask:
     fields = dict(fields)
     fields["data"] = DataRef.from_dict(fields["data"])
+    fields["hparams"] = Hyperparameters.from_dict(fields["hparams"])
     fields["start"] = _ref(fields["start"])
     if fields["morph"] is not None:
         fields["morph"] = Morph(

@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from aihpc.devices import resolve_device
 from aihpc.nas.build import SpecNet
 from aihpc.records.task import EpochResult, EpochTask, WeightsRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.train import feed
 from aihpc.train.inputs import ops_per_sample
 from aihpc.train.staging import Staged, stage
@@ -269,8 +270,8 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
 
     spec = ArchSpec.from_dict(task.arch)
     hp = task.hparams
-    batch = int(hp["batch_size"])
-    dropout = float(hp.get("dropout", 0.0))
+    batch = hp.batch_size
+    dropout = hp.dropout
     state, opt_state = starting_state(task)
     model = build_model(spec, state, task.seed, device)
     _set_dropout(model, dropout)
@@ -492,36 +493,28 @@ def evaluate(
     return loss_sum / seen, correct / seen, seen
 
 
-def make_optimizer(model: torch.nn.Module, hp: dict[str, Any]) -> torch.optim.Optimizer:
-    name = hp.get("optimizer", "sgd")
-    if name == "sgd":
+def make_optimizer(model: torch.nn.Module, hp: Hyperparameters) -> torch.optim.Optimizer:
+    if hp.optimizer == "sgd":
         return torch.optim.SGD(
-            model.parameters(),
-            lr=hp["lr"],
-            momentum=hp.get("momentum", 0.9),
-            weight_decay=hp.get("weight_decay", 0.0),
+            model.parameters(), lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay
         )
-    if name == "adamw":
-        return torch.optim.AdamW(
-            model.parameters(), lr=hp["lr"], weight_decay=hp.get("weight_decay", 0.0)
-        )
-    raise ValueError(f"unknown optimizer {name!r}")
+    return torch.optim.AdamW(model.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
 
 
-def learning_rate(hp: dict[str, Any], epochs: int, progress: float) -> float:
+def learning_rate(hp: Hyperparameters, epochs: int, progress: float) -> float:
     """The learning rate at ``progress`` epochs into a trial of ``epochs``.
 
     cosine: lr/2 · (1 + cos(π · progress/epochs)); step: lr, ÷10 at 50 % and
     again at 75 % of the trial.
     """
     frac = min(max(progress / epochs, 0.0), 1.0)
-    if hp.get("schedule", "cosine") == "cosine":
-        return hp["lr"] * 0.5 * (1.0 + math.cos(math.pi * frac))
-    return hp["lr"] * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
+    if hp.schedule == "cosine":
+        return hp.lr * 0.5 * (1.0 + math.cos(math.pi * frac))
+    return hp.lr * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
 
 
 def set_lr(
-    optimizer: torch.optim.Optimizer, hp: dict[str, Any], epochs: int, progress: float
+    optimizer: torch.optim.Optimizer, hp: Hyperparameters, epochs: int, progress: float
 ) -> None:
     lr = learning_rate(hp, epochs, progress)
     for group in optimizer.param_groups:

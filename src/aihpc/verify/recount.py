@@ -203,7 +203,7 @@ def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | No
             trial["id"],
         )
     hp = trial["hparams"]
-    return ops_per_sample(spec, int(hp["batch_size"]), float(hp.get("dropout", 0.0)))
+    return ops_per_sample(spec, hp.batch_size, hp.dropout)
 
 
 def _check_epoch_ops(
