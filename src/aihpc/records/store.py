@@ -26,9 +26,9 @@ from typing import Any
 
 from aihpc.errors import StorageError
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
+from aihpc.records.rows import FINISHED, EpochRow, TrialRow
 from aihpc.records.score import Segment
-from aihpc.records.task import Morph, WeightsRef
-from aihpc.records.trial import Hyperparameters
+from aihpc.records.task import Morph
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,8 +109,6 @@ _RECORD_SQL = {
     for kind, (table, where) in _RECORD_ROWS.items()
 }
 
-# Trial states: 'running' until the master decides; then one of these.
-FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
 # The layout of the tables and the weight files; a run is resumed only by an
 # aihpc that writes the same format (format 1 kept every trial's weights in
 # one file, which the master wrote; format 2 had no digest chain).
@@ -232,14 +230,14 @@ class RunStore:
             link=("attempt", (trial_id,)),
         )
 
-    def trials(self) -> list[dict[str, Any]]:
+    def trials(self) -> list[TrialRow]:
         out = []
         for r in self.db.execute("SELECT * FROM trials ORDER BY id"):
             d = dict(r)
             d["arch"] = json.loads(d["arch"])
-            d["hparams"] = Hyperparameters.from_dict(json.loads(d["hparams"]))
+            d["hparams"] = json.loads(d["hparams"])
             d["recipe"] = json.loads(d["recipe"]) if d["recipe"] is not None else None
-            out.append(d)
+            out.append(TrialRow.from_dict(d))
         return out
 
     # -- epochs -----------------------------------------------------------------------
@@ -268,7 +266,7 @@ class RunStore:
             link=("epoch", (result.trial_id, result.epoch)),
         )
 
-    def epochs(self, trial_id: int | None = None) -> list[dict[str, Any]]:
+    def epochs(self, trial_id: int | None = None) -> list[EpochRow]:
         """Epoch rows, by end time (of one trial: by epoch); ``weights`` a WeightsRef or None."""
         query, args = "SELECT * FROM epochs ORDER BY t_end", ()
         if trial_id is not None:
@@ -279,8 +277,10 @@ class RunStore:
             for key in ("metrics", "phase_seconds", "ops_per_sample"):
                 d[key] = json.loads(d[key])
             digest = d.pop("weights_digest")
-            d["weights"] = WeightsRef(d["weights"], digest) if d["weights"] is not None else None
-            out.append(d)
+            d["weights"] = (
+                {"name": d["weights"], "digest": digest} if d["weights"] is not None else None
+            )
+            out.append(EpochRow.from_dict(d))
         return out
 
     def total_ops(self) -> int:

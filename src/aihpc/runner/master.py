@@ -31,6 +31,7 @@ from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
+from aihpc.records.rows import TrialRow
 from aihpc.records.score import Score, active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
@@ -46,7 +47,7 @@ TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers 
 
 
 @dataclass
-class Trial:
+class LiveTrial:
     """The master's view of a trial in progress."""
 
     id: int
@@ -103,7 +104,7 @@ class Master:
             processes=config.hpo_processes,
         )
         self.rng = random.Random(config.seed)
-        self.running: dict[int, Trial] = {}
+        self.running: dict[int, LiveTrial] = {}
         self.finished: list[Any] = []  # Candidates, oldest first
         self.seen_hashes: set[str] = set()
         self.archs: dict[int, dict[str, Any]] = {}  # trial id -> architecture
@@ -236,7 +237,7 @@ class Master:
         )
         return self._task(trial, attempt=1)
 
-    def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> Trial:
+    def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> LiveTrial:
         """A new trial: the seed, ``child`` (parent, spec, recipe, how) if given, else a child morphed now."""
         from aihpc.nas.seeds import seed_spec
 
@@ -257,7 +258,7 @@ class Master:
         arch, arch_hash = spec.to_dict(), spec.content_hash()
         self.seen_hashes.add(arch_hash)
         self.archs[trial_id], self.specs[trial_id] = arch, spec
-        return Trial(
+        return LiveTrial(
             id=trial_id,
             parent=parent,
             arch=arch,
@@ -351,7 +352,7 @@ class Master:
             budget = min(budget, max(1, int(left / per_epoch)))
         return budget
 
-    def _task(self, trial: Trial, attempt: int) -> EpochTask:
+    def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         return EpochTask(
             trial_id=trial.id,
             epoch=trial.epochs_done + 1,
@@ -442,7 +443,7 @@ class Master:
         self.ops += record["ops"]
         self.observer.screening(record)
 
-    def _commit_weights(self, trial: Trial, weights: WeightsRef | None) -> None:
+    def _commit_weights(self, trial: LiveTrial, weights: WeightsRef | None) -> None:
         """The trial continues from ``weights``; the file they supersede is deleted.
 
         Nothing else can need it: children start only from finished trials,
@@ -453,7 +454,7 @@ class Master:
             Path(self.weights_dir, old.name).unlink(missing_ok=True)
 
     def _finish(
-        self, trial: Trial, status: str, reason: str | None, traceback: str | None = None
+        self, trial: LiveTrial, status: str, reason: str | None, traceback: str | None = None
     ) -> None:
         from aihpc.nas.search import Candidate
 
@@ -480,56 +481,54 @@ class Master:
 
         self.ops = self.store.total_ops()
         for row in self.store.trials():
-            epochs = self.store.epochs(row["id"])
-            accs = [e["metrics"]["val_accuracy"] for e in epochs if e["status"] == "ok"]
+            epochs = self.store.epochs(row.id)
+            accs = [e.metrics["val_accuracy"] for e in epochs if e.status == "ok"]
             best = max(accs) if accs else None
-            weights = next(
-                (e["weights"] for e in reversed(epochs) if e["weights"] is not None), None
-            )
-            self.next_id = max(self.next_id, row["id"] + 1)
-            self.seen_hashes.add(row["arch_hash"])
-            self.archs[row["id"]] = row["arch"]
+            weights = next((e.weights for e in reversed(epochs) if e.weights is not None), None)
+            self.next_id = max(self.next_id, row.id + 1)
+            self.seen_hashes.add(row.arch_hash)
+            self.archs[row.id] = row.arch
             self.epoch_counter += len(accs)
             if best is not None and (self.best_accuracy is None or best > self.best_accuracy):
                 self.best_accuracy = best
-            if row["status"] != "running":
-                self.hpo.restore(row["hparams"].to_dict(), best)
+            if row.status != "running":
+                self.hpo.restore(row.hparams.to_dict(), best)
                 if best is not None and weights is not None:
-                    self.finished.append(Candidate(row["id"], best))
-                    self.parent_weights[row["id"]] = weights
+                    self.finished.append(Candidate(row.id, best))
+                    self.parent_weights[row.id] = weights
                 continue
             trial = self._resumed_trial(row, accs, weights)
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
 
     def _resumed_trial(
-        self, row: dict[str, Any], accs: list[float], weights: WeightsRef | None
-    ) -> Trial:
+        self, row: TrialRow, accs: list[float], weights: WeightsRef | None
+    ) -> LiveTrial:
         """A trial that was running when the previous master died, after ``len(accs)`` finished epochs."""
         recipe = None
-        if row["recipe"] is not None:
-            saved = row["recipe"]
+        if row.recipe is not None:
+            saved = row.recipe
             parent_weights = (
                 WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
             )
             recipe = Morph(
                 **{
                     **saved,
-                    "parent_arch": self.archs[row["parent"]],
+                    "parent_arch": self.archs[row.parent],
                     "parent_weights": parent_weights,
                 }
             )
-        return Trial(
-            id=row["id"],
-            parent=row["parent"],
-            arch=row["arch"],
-            arch_hash=row["arch_hash"],
-            morph=row["morph"],
-            hparams=row["hparams"],
-            hpo_number=self.hpo.resume(row["hparams"].to_dict()),
-            budget=row["budget"],
-            num_params=row["num_params"],
-            seed=self._seed(row["id"]),
+        return LiveTrial(
+            id=row.id,
+            parent=row.parent,
+            arch=row.arch,
+            arch_hash=row.arch_hash,
+            morph=row.morph,
+            hparams=row.hparams,
+            hpo_number=self.hpo.resume(row.hparams.to_dict()),
+            budget=row.budget,
+            num_params=row.num_params,
+            seed=self._seed(row.id),
             recipe=recipe,
             epochs_done=len(accs),
             best_accuracy=max(accs) if accs else None,

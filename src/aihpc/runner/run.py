@@ -244,7 +244,7 @@ def run_benchmark(
             place_workers(executor, layout.device if layout else "auto", config.procs_per_trial),
         )
         if resume:
-            done = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
+            done = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
             mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
         else:
             initialise(config, store, executor, mlperf, layout, device, data_info)

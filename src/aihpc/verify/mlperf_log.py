@@ -121,17 +121,17 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
 
 def _check_times(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
     """Each logged epoch interval is its store row's (t_start, t_end), in whole milliseconds."""
-    rows = {(e["trial_id"], e["epoch"]): e for e in store.epochs() if e["status"] == "ok"}
+    rows = {(e.trial_id, e.epoch): e for e in store.epochs() if e.status == "ok"}
     for key, field in (("epoch_start", "t_start"), ("epoch_stop", "t_end")):
         for event in by_key.get(key, []):
             meta = event.get("metadata") or {}
             row = rows.get((meta.get("trial_id"), meta.get("trial_epoch")))
-            if row is not None and event.get("time_ms") != int(row[field] * 1000):
+            if row is not None and event.get("time_ms") != int(getattr(row, field) * 1000):
                 found.add(
                     f"{key} at {event.get('time_ms')} ms in the MLPerf log; the store's {field} is "
-                    f"{int(row[field] * 1000)} ms",
-                    row["trial_id"],
-                    row["epoch"],
+                    f"{int(getattr(row, field) * 1000)} ms",
+                    row.trial_id,
+                    row.epoch,
                 )
 
 
