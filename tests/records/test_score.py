@@ -68,7 +68,7 @@ def test_wall_clock_counts_downtime_budget_does_not():
 
 
 def test_peak_drift_is_flagged_past_ten_percent():
-    from aihpc.runner.run import PEAK_DRIFT, peak_drift
+    from aihpc.runner.measure import PEAK_DRIFT, peak_drift
 
     before = {"total_flops_per_s": 100e9}
     steady = peak_drift(before, {"total_flops_per_s": 95e9})
@@ -83,11 +83,11 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     # The run began on 2 workers; 1 is alive at the end (the other killed and
     # not back in time): the peak after is not measured on fewer workers than
     # the peak before, and the results say so instead of failing the run.
-    import aihpc.runner.run as run
-    from aihpc.runner.executor import local_executor, local_layout
+    import aihpc.runner.measure as measure
     from aihpc.records.store import RunStore
+    from aihpc.runner.executor import local_executor, local_layout
 
-    monkeypatch.setattr(run, "AFTER_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(measure, "AFTER_WAIT_SECONDS", 0.5)
     environ = dict(os.environ)  # Dask's nanny sets OMP_NUM_THREADS=1 & co. in this very process
     store = RunStore(tmp_path)
     before = {"total_flops_per_s": 2e9, "workers": 2, "per_worker": []}
@@ -95,7 +95,7 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     layout = local_layout(1, 1, "cpu")
     executor = local_executor(layout)
     try:
-        run.record_peak_after(store, executor, layout, 0.5)
+        measure.record_peak_after(store, executor, layout, 0.5)
     finally:
         executor.close()
         store.close()

@@ -14,7 +14,7 @@ from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.task import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
-from aihpc.train.trainer import learning_rate
+from aihpc.train.optim import learning_rate
 from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch
 

@@ -3,13 +3,12 @@
 :func:`render_html` turns the parsed ``results.json`` and the PNG bytes of the
 plots into one HTML document: inline CSS, images as base64 ``data:`` URIs, no
 scripts, fonts or links, so it opens offline.  Every string taken from the
-results goes through :func:`esc` (``html.escape``).
+results goes through :func:`aihpc.report.markup.esc` (``html.escape``).
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import statistics
 from collections import Counter
 from typing import Any
@@ -25,6 +24,7 @@ from aihpc.fmt import (
 )
 from aihpc.records.energy import energy_text
 from aihpc.report.lineage import build_lineage, lineage_html
+from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 
 #: (plot key, title, caption) in page order.
 PLOT_SECTIONS = (
@@ -49,63 +49,6 @@ PLOT_SECTIONS = (
         "Seconds spent in each phase, summed over all trials and per trial.",
     ),
 )
-
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
-       max-width: 1100px; padding: 1.5em; color: #212121; background: #fafafa; }
-h1 { margin-bottom: 0.1em; } h2 { border-bottom: 2px solid #e0e0e0; padding-bottom: 0.2em; margin-top: 1.6em; }
-.sub { color: #616161; margin-top: 0; }
-.cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
-.card { background: white; border: 1px solid #e0e0e0; border-radius: 6px; padding: 0.6em 1em; min-width: 9em; }
-.card .label { font-size: 0.8em; color: #757575; text-transform: uppercase; letter-spacing: 0.04em; }
-.card .value { font-size: 1.5em; font-weight: 600; }
-.card .note { font-size: 0.8em; color: #616161; }
-.card.main .value { font-size: 2em; color: #0d47a1; }
-.valid { color: #2e7d32; } .invalid { color: #c62828; }
-table { border-collapse: collapse; background: white; font-size: 0.88em; margin: 0.5em 0; }
-th, td { border: 1px solid #e0e0e0; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f5f5f5; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.kv th { width: 12em; }
-.grid2 { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
-figure { margin: 0.5em 0; } figure img { max-width: 100%; border: 1px solid #e0e0e0; background: white; }
-figcaption { color: #616161; font-size: 0.88em; }
-.nodata { color: #9e9e9e; font-style: italic; }
-.status { font-weight: 600; }
-.st-completed { color: #2e7d32; } .st-early_stopped { color: #1e88e5; } .st-deadline { color: #8d6e63; }
-.st-diverged { color: #f57c00; } .st-failed { color: #c62828; }
-code { font-size: 0.9em; word-break: break-all; }
-ul.tree { list-style: none; margin: 0.1em 0 0.1em 0.3em; padding-left: 0.8em; border-left: 1px solid #e0e0e0; }
-ul.tree li { margin: 0.1em 0; } .lineage-tree { font-size: 0.88em; }
-.onpath { font-weight: 600; } .mk { font-weight: 600; }
-details > summary { cursor: pointer; color: #424242; }
-"""
-
-
-def esc(value: Any) -> str:
-    """HTML-escaped text of any value (quotes included)."""
-    return html.escape(str(value), quote=True)
-
-
-def _no_data(text: str = "no data") -> str:
-    return f'<p class="nodata">{esc(text)}</p>'
-
-
-def _kv_table(rows: list[tuple[str, str]]) -> str:
-    """Two-column table; both columns are escaped here."""
-    if not rows:
-        return _no_data()
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    return f'<table class="kv">{body}</table>'
-
-
-def _card(label: str, value: str, note: str = "", css: str = "", value_css: str = "") -> str:
-    note_html = f'<div class="note">{esc(note)}</div>' if note else ""
-    return (
-        f'<div class="card {css}"><div class="label">{esc(label)}</div>'
-        f'<div class="value {value_css}">{esc(value)}</div>{note_html}</div>'
-    )
-
 
 # --------------------------------------------------------------------------- sections
 
@@ -136,28 +79,28 @@ def _header(results: dict[str, Any]) -> str:
         if score.get(k) is not None
     ]
     cards = [
-        _card(
+        card(
             "Score",
             format_si(score.get("ops_per_second"), "OPS"),
             f"{format_si(score.get('ops'))} operations in {format_seconds(score.get('wall_seconds'))}",
             "main",
         ),
-        _card(
+        card(
             "Regulated score",
             format_si(score.get("regulated_score"), "OPS"),
             "OPS × |ln(1 − accuracy)|",
         ),
-        _card("Error", format_percent(score.get("error_percent"))),
-        _card(
+        card("Error", format_percent(score.get("error_percent"))),
+        card(
             "Best accuracy",
             format_fraction(score.get("best_accuracy"), 2),
             " · ".join(_accuracy_notes(results, min_acc)),
         ),
-        _card("Result", validity, validity_note, value_css=validity_css),
-        _card("Wall time", format_seconds(score.get("wall_seconds"))),
-        _card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
-        _card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
-        _energy_card(results.get("energy")),
+        card("Result", validity, validity_note, value_css=validity_css),
+        card("Wall time", format_seconds(score.get("wall_seconds"))),
+        card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
+        card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
+        _energycard(results.get("energy")),
     ]
     return (
         f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run_id)}</code> · '
@@ -205,7 +148,7 @@ def _gpu_text(gpus: Any) -> str:
 def _environment(results: dict[str, Any]) -> str:
     env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
     if not env:
-        return _no_data("no environment recorded")
+        return no_data("no environment recorded")
     commit = env.get("git_commit")
     dirty = env.get("git_dirty")
     commit_text = format_value(commit) + (
@@ -220,14 +163,14 @@ def _environment(results: dict[str, Any]) -> str:
     ]
     shown = {"hostname", "cpu_model", "gpus", "torch_version", "git_commit", "git_dirty"}
     rest = [(str(k), format_value(v)) for k, v in sorted(env.items()) if k not in shown]
-    return _kv_table(main + rest)
+    return kv_table(main + rest)
 
 
 def _configuration(results: dict[str, Any]) -> str:
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
     if not config:
-        return _no_data("no configuration recorded")
-    return _kv_table([(str(k), format_value(v)) for k, v in sorted(config.items())])
+        return no_data("no configuration recorded")
+    return kv_table([(str(k), format_value(v)) for k, v in sorted(config.items())])
 
 
 def _peaks(results: dict[str, Any]) -> str:
@@ -244,7 +187,7 @@ def _peaks(results: dict[str, Any]) -> str:
             if isinstance(entry, dict)
         ]
         rows += _share_rows(results, None)
-        return _kv_table(rows) if rows else _no_data("no peak measured")
+        return kv_table(rows) if rows else no_data("no peak measured")
     what = " on ".join(str(x) for x in (peak.get("dtype"), peak.get("device")) if x) or "matmul"
     rows = [
         (
@@ -263,10 +206,10 @@ def _peaks(results: dict[str, Any]) -> str:
         rows.append(("drift", format_fraction(peak.get("drift"))))
     if peak.get("drift_warning"):
         rows.append(("warning", str(peak["drift_warning"])))
-    return _kv_table(rows)
+    return kv_table(rows)
 
 
-def _energy_card(energy: Any) -> str:
+def _energycard(energy: Any) -> str:
     """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides by."""
     total = (
         energy.get("total")
@@ -280,16 +223,16 @@ def _energy_card(energy: Any) -> str:
             if isinstance(energy, dict)
             else "results written before aihpc measured energy"
         )
-        return _card("Energy", "not measured", str(reason or "no reason recorded"))
+        return card("Energy", "not measured", str(reason or "no reason recorded"))
     note = f"{format_si(total['joules'], 'J')} at {format_si(total.get('watts'), 'W')} average"
-    return _card("GOPS/W", NA if gops is None else f"{gops:.3g}", note)
+    return card("GOPS/W", NA if gops is None else f"{gops:.3g}", note)
 
 
 def _energy(results: dict[str, Any]) -> str:
     """Every device's measured energy (or why not), and the total the GOPS/W divides by."""
     energy = results.get("energy")
     if not isinstance(energy, dict):
-        return _no_data("energy not measured: results written before aihpc measured energy")
+        return no_data("energy not measured: results written before aihpc measured energy")
     rows = []
     for d in energy.get("devices") or []:
         if not isinstance(d, dict):
@@ -316,7 +259,7 @@ def _energy(results: dict[str, Any]) -> str:
                 f"= {total['gops_per_watt']:.3g} GOPS/W",
             )
         )
-    return _kv_table(rows)
+    return kv_table(rows)
 
 
 def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
@@ -377,7 +320,7 @@ def _plots(images: dict[str, bytes | None]) -> str:
                 f"<figcaption>{esc(caption)}</figcaption></figure>"
             )
         else:
-            parts.append(_no_data(f"no data for this plot ({caption[0].lower() + caption[1:]})"))
+            parts.append(no_data(f"no data for this plot ({caption[0].lower() + caption[1:]})"))
     return "".join(parts)
 
 
@@ -416,7 +359,7 @@ def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
 def _best_architecture(results: dict[str, Any]) -> str:
     best = best_trial(results)
     if best is None:
-        return _no_data("no trial reached a validation accuracy")
+        return no_data("no trial reached a validation accuracy")
     arch = best.get("arch") if isinstance(best.get("arch"), dict) else {}
     count, kinds = _layer_summary(arch)
     rows = [
@@ -434,13 +377,13 @@ def _best_architecture(results: dict[str, Any]) -> str:
     ]
     layer_keys = {"layers", "nodes", "blocks"}
     rows += [(f"arch.{k}", format_value(v)) for k, v in sorted(arch.items()) if k not in layer_keys]
-    return _kv_table(rows)
+    return kv_table(rows)
 
 
 def _trials_table(results: dict[str, Any]) -> str:
     trials = _trial_list(results)
     if not trials:
-        return _no_data("no trials ran")
+        return no_data("no trials ran")
     head = (
         "id",
         "parent",
@@ -526,6 +469,6 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
     )
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{esc(title)}</title><style>{_CSS}</style></head>"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head>"
         f"<body>{body}</body></html>\n"
     )

@@ -2,8 +2,8 @@
 
 :func:`build_lineage` turns the ``trials`` of results.json (each with its
 ``parent``, ``morph`` and ``best_val_accuracy``) into a :class:`Lineage` of
-frozen :class:`LineageNode`; :func:`plot_lineage` draws it (trial id across,
-accuracy up, a line from each parent to its child, the best trial's ancestry
+frozen :class:`LineageNode`; :func:`aihpc.report.lineage_plot.plot_lineage`
+draws it (trial id across, accuracy up, a line from each parent to its child, the best trial's ancestry
 in bold) and :func:`lineage_html` writes the ancestry of the best trial in
 full and the rest of the tree as collapsed ``<details>`` branches, so a run of
 a few hundred trials stays readable.  A chain of only children is listed flat;

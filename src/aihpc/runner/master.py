@@ -22,49 +22,25 @@ and counts → result → store → score.  Nothing downstream calls back upstre
 from __future__ import annotations
 
 import random
-import statistics
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
-from aihpc.records.rows import TrialRow
 from aihpc.records.score import Score, active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner import screening
+from aihpc.runner.trials import LiveTrial, epoch_budget, progress, resumed_trial
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
-GRACE_SECONDS = (
-    60.0  # how long in-flight epochs may run past the deadline before they are cancelled
-)
+# how long in-flight epochs may run past the deadline before they are cancelled
+GRACE_SECONDS = 60.0
 TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined
-
-
-@dataclass
-class LiveTrial:
-    """The master's view of a trial in progress."""
-
-    id: int
-    parent: int | None
-    arch: dict[str, Any]
-    arch_hash: str
-    morph: str
-    hparams: Hyperparameters
-    hpo_number: int
-    budget: int
-    num_params: int
-    seed: int
-    recipe: Morph | None = None  # how a child's first epoch makes its starting weights
-    epochs_done: int = 0
-    best_accuracy: float | None = None
-    best_epoch: int = 0
-    weights: WeightsRef | None = None  # the weights of the last epoch committed
 
 
 class Master:
@@ -238,13 +214,13 @@ class Master:
         return self._task(trial, attempt=1)
 
     def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> LiveTrial:
-        """A new trial: the seed, ``child`` (parent, spec, recipe, how) if given, else a child morphed now."""
+        """A new trial: the seed, ``child`` (parent, spec, recipe, how), or a child morphed now."""
         from aihpc.nas.seeds import seed_spec
 
         trial_id = self.next_id
         self.next_id += 1
         number, drawn = self.hpo.ask(depth=self.slots)
-        budget = self._budget()
+        budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
         if child is None and (
             trial_id == 0 or self.strategy is None
         ):  # "none": every trial the seed, afresh
@@ -273,7 +249,9 @@ class Master:
         )
 
     def _children(self, k: int) -> tuple[int, list[tuple[Any, Morph, str]]]:
-        """``k`` new architectures morphed from one parent the strategy chooses: (parent, [(spec, recipe, how)]).
+        """``k`` new architectures morphed from one parent the strategy chooses.
+
+        Returns (parent, [(spec, recipe, how)]).
 
         Only architectures are morphed here; a recipe lets the worker make the
         same morphisms on the parent's weights.  Before any trial has
@@ -298,7 +276,10 @@ class Master:
         raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
 
     def _morph(self, parent: int, taken: set[str]) -> tuple[Any, Morph, str]:
-        """One child of ``parent`` whose architecture is neither tried nor in ``taken`` (to which it is added)."""
+        """One child of ``parent`` whose architecture is neither tried nor in ``taken``.
+
+        The child's architecture is added to ``taken``.
+        """
         from aihpc.errors import MorphError
         from aihpc.nas.morphism import random_plan
 
@@ -333,24 +314,6 @@ class Master:
     def _seed(self, trial_id: int) -> int:
         """The seed of a trial's initialisation and data order, from the run's seed."""
         return self.config.seed * 7919 + trial_id
-
-    def _budget(self) -> int:
-        """Epochs for a new trial: from epochs_min early in the run up to epochs_max at its end,
-        but never more than fit in the time left.
-
-        A trial's learning rate decays over its budget, so one that the
-        deadline cuts short is never evaluated at the end of its schedule.
-        What fits is the time left over the median of the last
-        ``EPOCH_HISTORY`` epochs' durations (at least one epoch).
-        """
-        c = self.config
-        left = self.deadline - self.clock()
-        progress = min(max(1.0 - left / (c.minutes * 60.0), 0.0), 1.0)
-        budget = min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
-        per_epoch = statistics.median(self.epoch_seconds) if self.epoch_seconds else 0.0
-        if per_epoch > 0:
-            budget = min(budget, max(1, int(left / per_epoch)))
-        return budget
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         return EpochTask(
@@ -427,7 +390,10 @@ class Master:
             self.pending.insert(0, self._task(trial, attempt=1))
 
     def _collect_screening(self, future, task: ScreenTask) -> None:
-        """Start the trial of the best-scored candidate (the first if the screening failed); record it."""
+        """Start the trial of the best-scored candidate (the first if the screening failed).
+
+        The screening is recorded in the store.
+        """
         parent, children = self.screens.pop(task.screen_id)
         result = screening.outcome(future, task, self.clock())
         trial_id = None
@@ -481,10 +447,8 @@ class Master:
 
         self.ops = self.store.total_ops()
         for row in self.store.trials():
-            epochs = self.store.epochs(row.id)
-            accs = [e.metrics["val_accuracy"] for e in epochs if e.status == "ok"]
+            accs, weights = progress(self.store.epochs(row.id))
             best = max(accs) if accs else None
-            weights = next((e.weights for e in reversed(epochs) if e.weights is not None), None)
             self.next_id = max(self.next_id, row.id + 1)
             self.seen_hashes.add(row.arch_hash)
             self.archs[row.id] = row.arch
@@ -497,44 +461,11 @@ class Master:
                     self.finished.append(Candidate(row.id, best))
                     self.parent_weights[row.id] = weights
                 continue
-            trial = self._resumed_trial(row, accs, weights)
+            parent_arch = self.archs[row.parent] if row.recipe is not None else None
+            hpo_number = self.hpo.resume(row.hparams.to_dict())
+            trial = resumed_trial(row, accs, weights, parent_arch, hpo_number, self._seed(row.id))
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
-
-    def _resumed_trial(
-        self, row: TrialRow, accs: list[float], weights: WeightsRef | None
-    ) -> LiveTrial:
-        """A trial that was running when the previous master died, after ``len(accs)`` finished epochs."""
-        recipe = None
-        if row.recipe is not None:
-            saved = row.recipe
-            parent_weights = (
-                WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
-            )
-            recipe = Morph(
-                **{
-                    **saved,
-                    "parent_arch": self.archs[row.parent],
-                    "parent_weights": parent_weights,
-                }
-            )
-        return LiveTrial(
-            id=row.id,
-            parent=row.parent,
-            arch=row.arch,
-            arch_hash=row.arch_hash,
-            morph=row.morph,
-            hparams=row.hparams,
-            hpo_number=self.hpo.resume(row.hparams.to_dict()),
-            budget=row.budget,
-            num_params=row.num_params,
-            seed=self._seed(row.id),
-            recipe=recipe,
-            epochs_done=len(accs),
-            best_accuracy=max(accs) if accs else None,
-            best_epoch=accs.index(max(accs)) + 1 if accs else 0,
-            weights=weights,
-        )
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:

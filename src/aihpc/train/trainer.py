@@ -54,9 +54,9 @@ import torch.nn.functional as F
 from aihpc.devices import resolve_device
 from aihpc.nas.build import SpecNet
 from aihpc.records.task import EpochResult, EpochTask, WeightsRef
-from aihpc.records.trial import Hyperparameters
 from aihpc.train import feed
 from aihpc.train.inputs import ops_per_sample
+from aihpc.train.optim import make_optimizer, set_dropout, set_lr
 from aihpc.train.staging import Staged, stage
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, file_name, starting_state
@@ -274,7 +274,7 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     dropout = hp.dropout
     state, opt_state = starting_state(task)
     model = build_model(spec, state, task.seed, device)
-    _set_dropout(model, dropout)
+    set_dropout(model, dropout)
     train_ops, eval_ops = ops_per_sample(spec, batch, dropout)
     gpu = device.type == "cuda"
     if gpu:
@@ -491,40 +491,6 @@ def evaluate(
     if seen == 0:
         return float("nan"), 0.0, 0
     return loss_sum / seen, correct / seen, seen
-
-
-def make_optimizer(model: torch.nn.Module, hp: Hyperparameters) -> torch.optim.Optimizer:
-    if hp.optimizer == "sgd":
-        return torch.optim.SGD(
-            model.parameters(), lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay
-        )
-    return torch.optim.AdamW(model.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
-
-
-def learning_rate(hp: Hyperparameters, epochs: int, progress: float) -> float:
-    """The learning rate at ``progress`` epochs into a trial of ``epochs``.
-
-    cosine: lr/2 · (1 + cos(π · progress/epochs)); step: lr, ÷10 at 50 % and
-    again at 75 % of the trial.
-    """
-    frac = min(max(progress / epochs, 0.0), 1.0)
-    if hp.schedule == "cosine":
-        return hp.lr * 0.5 * (1.0 + math.cos(math.pi * frac))
-    return hp.lr * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
-
-
-def set_lr(
-    optimizer: torch.optim.Optimizer, hp: Hyperparameters, epochs: int, progress: float
-) -> None:
-    lr = learning_rate(hp, epochs, progress)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-
-
-def _set_dropout(model: torch.nn.Module, p: float) -> None:
-    for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
-            m.p = p
 
 
 def _channels_last(x: torch.Tensor) -> torch.Tensor:
