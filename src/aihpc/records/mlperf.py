@@ -2,7 +2,8 @@
 
 :class:`MLPerfLog` writes one ``:::MLLOG {json}`` line per event to its own
 file through mlperf-logging's ``mllog``;
-:func:`aihpc.records.mlperf_check.check_compliance` runs the MLPerf compliance checker (HPC ruleset 3.0.0) on such a file with our rules
+:func:`aihpc.records.mlperf_check.check_compliance` runs the MLPerf compliance checker (HPC ruleset
+3.0.0) on such a file with our rules
 (``mlperf_rules/aihpc_automl.yaml``, which chains to a copy of the HPC 3.0.0
 ``common.yaml``; see that file's header).
 
@@ -62,7 +63,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from mlperf_logging.mllog import constants
@@ -292,7 +293,8 @@ class MLPerfLog:
                 raise ValueError(f"eval_accuracy must be a number in [0, 1], got {value!r}")
             if self._best_accuracy is not None and value < self._best_accuracy:
                 raise ValueError(
-                    f"eval_accuracy is the best so far and must be >= {self._best_accuracy}, got {value}"
+                    f"eval_accuracy is the best so far and must be >= {self._best_accuracy}, got "
+                    f"{value}"
                 )
             self._emit(
                 "event",
@@ -434,7 +436,8 @@ class MLPerfLog:
             _check_int("time_ms", time_ms, 0, ValueError)
         # mllog records the file/line of the frame `stack_offset` levels above
         # the call into it: skip every frame of this module.
-        frame, offset = sys._getframe(0), 1
+        frame: FrameType | None = sys._getframe(0)
+        offset = 1
         while frame is not None and frame.f_code.co_filename == _THIS_FILE:
             frame, offset = frame.f_back, offset + 1
         with self._lock:

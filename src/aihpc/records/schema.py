@@ -96,7 +96,8 @@ def integrity(store) -> dict[str, Any]:
 
 
 def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
-    """One proxy screening of results.json (see aihpc.runner.screening); candidates without their architectures
+    """One proxy screening of results.json (see aihpc.runner.screening); candidates without their
+    architectures
     (the chosen one is its trial's), times relative to ``t0``."""
     return {
         **row,
@@ -130,7 +131,7 @@ def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, 
         "reason": row.reason,
         "traceback": row.traceback,
         "attempts": row.attempts,
-        "worker": max(workers, key=workers.get) if workers else None,
+        "worker": max(workers, key=lambda w: workers[w]) if workers else None,
         "t_start": (epochs[0].t_start - t0) if epochs else None,
         "t_end": (max(e.t_end for e in epochs) - t0) if epochs else None,
         "epochs": [

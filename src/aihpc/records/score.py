@@ -98,7 +98,8 @@ def compute_score(
 
 @dataclass(frozen=True)
 class Segment:
-    """One stretch a master ran, in seconds since the epoch: opened as it starts, stopped as it ends."""
+    """One stretch a master ran, in seconds since the epoch: opened as it starts, stopped as it
+    ends."""
 
     start: float
     stop: float
@@ -110,7 +111,8 @@ class Segment:
             )
 
     def to_dict(self, t0: float = 0.0) -> dict[str, float]:
-        """results.json's form: ``t_start`` and ``t_end`` in seconds since ``t0`` (the run's start)."""
+        """results.json's form: ``t_start`` and ``t_end`` in seconds since ``t0`` (the run's
+        start)."""
         return {"t_start": self.start - t0, "t_end": self.stop - t0}
 
     @classmethod

@@ -166,11 +166,13 @@ class RunStore:
 
     # -- segments ---------------------------------------------------------------------
     def open_segment(self, start: float) -> int:
-        return self._write(
+        segment = self._write(
             "INSERT INTO segments (start, stop) VALUES (?, ?)",
             (start, start),
             link=("segment", None),
         ).lastrowid
+        assert segment is not None  # an INSERT's row id
+        return segment
 
     def touch_segment(self, segment: int, now: float) -> None:
         self._write(
@@ -188,7 +190,8 @@ class RunStore:
     # -- trials -----------------------------------------------------------------------
     def add_trial(self, trial: dict[str, Any]) -> None:
         self._write(
-            "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, status,"
+            "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, "
+            "status,"
             " num_params, recipe, t_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
             (
                 trial["id"],
@@ -242,7 +245,8 @@ class RunStore:
 
     # -- epochs -----------------------------------------------------------------------
     def add_epoch(self, result, attempt: int) -> None:
-        """Record one finished :class:`~aihpc.records.task.EpochResult`, with the reference to its weights."""
+        """Record one finished :class:`~aihpc.records.task.EpochResult`, with the reference to its
+        weights."""
         weights = result.weights
         self._write(
             "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -268,7 +272,7 @@ class RunStore:
 
     def epochs(self, trial_id: int | None = None) -> list[EpochRow]:
         """Epoch rows, by end time (of one trial: by epoch); ``weights`` a WeightsRef or None."""
-        query, args = "SELECT * FROM epochs ORDER BY t_end", ()
+        query, args = "SELECT * FROM epochs ORDER BY t_end", tuple[int, ...]()
         if trial_id is not None:
             query, args = "SELECT * FROM epochs WHERE trial_id = ? ORDER BY epoch", (trial_id,)
         out = []
@@ -318,7 +322,8 @@ class RunStore:
         )
 
     def screenings(self) -> list[dict[str, Any]]:
-        """Screening rows by id, ``candidates`` decoded; none in a store written before screening existed."""
+        """Screening rows by id, ``candidates`` decoded; none in a store written before screening
+        existed."""
         if not self._has_table("screenings"):
             return []
         out = []
@@ -337,7 +342,8 @@ class RunStore:
 
     # -- digest chain -----------------------------------------------------------------
     def chain_head(self) -> tuple[str, int]:
-        """The chain's last value and its number of links (GENESIS and 0 for none, or a store older than the chain)."""
+        """The chain's last value and its number of links (GENESIS and 0 for none, or a store older
+        than the chain)."""
         if not self._has_table("chain"):
             return GENESIS, 0
         row = self.db.execute(
@@ -349,7 +355,8 @@ class RunStore:
         return [dict(r) for r in self.db.execute("SELECT * FROM chain ORDER BY seq")]
 
     def raw_rows(self, table: str) -> list[dict[str, Any]]:
-        """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's checks."""
+        """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's
+        checks."""
         if table not in {t for t, _ in _RECORD_ROWS.values()}:
             raise ValueError(f"no chained table {table!r}")
         if not self._has_table(table):
@@ -358,7 +365,8 @@ class RunStore:
 
     # -- internals --------------------------------------------------------------------
     def _has_table(self, name: str) -> bool:
-        """Whether the store has table ``name`` (a store written by an older aihpc may lack newer ones)."""
+        """Whether the store has table ``name`` (a store written by an older aihpc may lack newer
+        ones)."""
         return (
             self.db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
@@ -394,7 +402,8 @@ class RunStore:
             ) from None
 
     def _link(self, kind: str, key: tuple) -> str:
-        """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the new head."""
+        """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the
+        new head."""
         row = self.db.execute(_RECORD_SQL[kind], key).fetchone()
         record = record_digest(kind, dict(zip(RECORD_COLUMNS[kind], row, strict=True)))
         head = chain_digest(self._head, record)
@@ -441,7 +450,8 @@ def read_meta(db: Path, key: str) -> Any:
 
 
 def _open_read_only(db: Path) -> sqlite3.Connection:
-    """``db`` opened read-only (immutable when it has no write-ahead log, so no files appear beside it)."""
+    """``db`` opened read-only (immutable when it has no write-ahead log, so no files appear beside
+    it)."""
     immutable = "&immutable=1" if not Path(f"{db}-wal").exists() else ""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro{immutable}", uri=True)

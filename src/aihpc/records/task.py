@@ -24,7 +24,8 @@ from aihpc.records.trial import Hyperparameters
 
 @dataclass(frozen=True)
 class DataRef:
-    """Which data set to train on, and how a worker stages it (:mod:`aihpc.train.staging`); the worker caches it.
+    """Which data set to train on, and how a worker stages it (:mod:`aihpc.train.staging`); the
+    worker caches it.
 
     ``staging`` is the tier (``auto``, ``device`` or ``stream``);
     ``stage_dir`` the node-local folder of the stream tier (None: the
@@ -43,7 +44,8 @@ class DataRef:
 
     @classmethod
     def of(cls, config: Any) -> DataRef:
-        """The data set of a run's configuration, as every task names it (the workers' cache key)."""
+        """The data set of a run's configuration, as every task names it (the workers' cache
+        key)."""
         return cls(
             name=config.dataset,
             path=config.data_path,

@@ -1,4 +1,5 @@
-"""A trial's records: its hyperparameters, and its rows and its epochs' rows as the store holds them."""
+"""A trial's records: its hyperparameters, and its rows and its epochs' rows as the store holds
+them."""
 
 from __future__ import annotations
 

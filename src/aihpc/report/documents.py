@@ -41,7 +41,10 @@ def _image(png: bytes | None, caption: str) -> str:
     if not png:
         return ""
     data = base64.b64encode(png).decode("ascii")
-    return f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}"><figcaption>{esc(caption)}</figcaption></figure>'
+    return (
+        f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{esc(caption)}</figcaption></figure>"
+    )
 
 
 def _roofline(data: dict[str, Any]) -> str:
@@ -337,7 +340,8 @@ def render_sections(documents: Sequence[dict[str, Any]]) -> str:
         env = doc.get("environment") or {}
         where = " on ".join(str(x) for x in (doc["data"].get("device"), env.get("hostname")) if x)
         parts.append(
-            f'<h2>{esc(title)}</h2><p class="sub">{esc(where)}, {esc(doc.get("created_utc", ""))}</p>'
+            f'<h2>{esc(title)}</h2><p class="sub">{esc(where)}, '
+            f"{esc(doc.get('created_utc', ''))}</p>"
         )
         parts.append(render(doc["data"]))
     return "".join(parts)

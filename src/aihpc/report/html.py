@@ -31,7 +31,8 @@ PLOT_SECTIONS = (
     (
         "timeline",
         "Score and accuracy over time",
-        "Operations per second so far and the best validation accuracy reached, sampled during the run.",
+        "Operations per second so far and the best validation accuracy reached, sampled during the "
+        "run.",
     ),
     (
         "ops",
@@ -53,8 +54,14 @@ PLOT_SECTIONS = (
 # --------------------------------------------------------------------------- sections
 
 
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` where it is a dict (a section of results.json), else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _header(results: dict[str, Any]) -> str:
-    score = results.get("score") if isinstance(results.get("score"), dict) else {}
+    score = _section(results, "score")
     run_id = results.get("run_id", NA)
     version = results.get("aihpc_version", NA)
     valid = score.get("valid")
@@ -82,7 +89,8 @@ def _header(results: dict[str, Any]) -> str:
         card(
             "Score",
             format_si(score.get("ops_per_second"), "OPS"),
-            f"{format_si(score.get('ops'))} operations in {format_seconds(score.get('wall_seconds'))}",
+            f"{format_si(score.get('ops'))} operations in "
+            f"{format_seconds(score.get('wall_seconds'))}",
             "main",
         ),
         card(
@@ -112,10 +120,13 @@ def _peak_note(results: dict[str, Any], used: float | None) -> str:
     """What the share of peak divides by: the total peak of all workers measured at once."""
     if used is None:
         return "no peak measured"
-    peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
+    peak = _section(results, "peak")
     workers = peak.get("workers")
     if as_number(peak.get("total_flops_per_s")) is not None and as_number(workers) is not None:
-        return f"of {format_si(used, 'FLOP/s')}, the total measured peak of {format_value(workers)} workers at once"
+        return (
+            f"of {format_si(used, 'FLOP/s')}, the total measured peak of "
+            f"{format_value(workers)} workers at once"
+        )
     return f"of {format_si(used, 'FLOP/s')} measured peak"
 
 
@@ -146,7 +157,7 @@ def _gpu_text(gpus: Any) -> str:
 
 
 def _environment(results: dict[str, Any]) -> str:
-    env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
+    env = _section(results, "environment")
     if not env:
         return no_data("no environment recorded")
     commit = env.get("git_commit")
@@ -167,15 +178,16 @@ def _environment(results: dict[str, Any]) -> str:
 
 
 def _configuration(results: dict[str, Any]) -> str:
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    config = _section(results, "config")
     if not config:
         return no_data("no configuration recorded")
     return kv_table([(str(k), format_value(v)) for k, v in sorted(config.items())])
 
 
 def _peaks(results: dict[str, Any]) -> str:
-    """The total peak the share of peak uses (and each worker's part of it), before and after the run."""
-    peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
+    """The total peak the share of peak uses (and each worker's part of it), before and after the
+    run."""
+    peak = _section(results, "peak")
     total = as_number(peak.get("total_flops_per_s"))
     if total is None:  # results of early versions: one entry per dtype
         rows = [
@@ -200,7 +212,7 @@ def _peaks(results: dict[str, Any]) -> str:
     if as_number(peak.get("spread")) is not None:
         rows.append(("largest spread of a worker's repeats", format_fraction(peak.get("spread"))))
     rows += _share_rows(results, total)
-    after = peak.get("after") if isinstance(peak.get("after"), dict) else {}
+    after = _section(peak, "after")
     if as_number(after.get("total_flops_per_s")) is not None:
         rows.append(("total after the run", format_si(after.get("total_flops_per_s"), "FLOP/s")))
         rows.append(("drift", format_fraction(peak.get("drift"))))
@@ -210,12 +222,9 @@ def _peaks(results: dict[str, Any]) -> str:
 
 
 def _energycard(energy: Any) -> str:
-    """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides by."""
-    total = (
-        energy.get("total")
-        if isinstance(energy, dict) and isinstance(energy.get("total"), dict)
-        else {}
-    )
+    """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides
+    by."""
+    total = _section(energy, "total") if isinstance(energy, dict) else {}
     gops = as_number(total.get("gops_per_watt"))
     if as_number(total.get("joules")) is None:
         reason = (
@@ -249,7 +258,7 @@ def _energy(results: dict[str, Any]) -> str:
                     f"{format_seconds(d.get('max_interval_s'))}",
                 )
             )
-    total = energy.get("total") if isinstance(energy.get("total"), dict) else {}
+    total = _section(energy, "total")
     rows.append(("total", energy_text(energy)))
     if as_number(total.get("ops_per_joule")) is not None:
         rows.append(
@@ -263,11 +272,12 @@ def _energy(results: dict[str, Any]) -> str:
 
 
 def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
-    """Each worker's part of the total (measured at the same time); min / median / max beyond 8 workers."""
-    values = [
+    """Each worker's part of the total (measured at the same time); min / median / max beyond 8
+    workers."""
+    measured = [
         as_number(w.get("flops_per_s")) for w in peak.get("per_worker") or [] if isinstance(w, dict)
     ]
-    values = [v for v in values if v is not None]
+    values = [v for v in measured if v is not None]
     if len(values) <= 8:
         return [
             (f"worker {n} of {len(values)}, part of the total", format_si(v, "FLOP/s"))
@@ -285,8 +295,9 @@ def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _share_rows(results: dict[str, Any], total: float | None) -> list[tuple[str, str]]:
-    """How the share of peak is computed, and a warning if the score used another peak than the total."""
-    score = results.get("score") if isinstance(results.get("score"), dict) else {}
+    """How the share of peak is computed, and a warning if the score used another peak than the
+    total."""
+    score = _section(results, "score")
     used = as_number(score.get("peak_flops_per_s"))
     if used is None or as_number(score.get("peak_fraction")) is None:
         return []
@@ -360,7 +371,7 @@ def _best_architecture(results: dict[str, Any]) -> str:
     best = best_trial(results)
     if best is None:
         return no_data("no trial reached a validation accuracy")
-    arch = best.get("arch") if isinstance(best.get("arch"), dict) else {}
+    arch = _section(best, "arch")
     count, kinds = _layer_summary(arch)
     rows = [
         ("trial", format_value(best.get("id"))),
@@ -410,10 +421,11 @@ def _trials_table(results: dict[str, Any]) -> str:
             )
         start, end = as_number(t.get("t_start")), as_number(t.get("t_end"))
         seconds = end - start if start is not None and end is not None else None
-        epochs = t.get("epochs") if isinstance(t.get("epochs"), list) else []
+        logged = t.get("epochs")
+        epochs = logged if isinstance(logged, list) else []
         cells = [
             f'<td class="num">{esc(format_value(t.get("id")))}</td>',
-            f'<td class="num">{esc(format_value(t.get("parent")) if t.get("parent") is not None else "—")}</td>',
+            f'<td class="num">{esc(_parent(t))}</td>',
             f"<td>{esc(format_value(t.get('morph')))}</td>",
             f'<td class="num">{esc(format_si(t.get("num_params")))}</td>',
             f"<td>{status_html}</td>",
@@ -429,13 +441,20 @@ def _trials_table(results: dict[str, Any]) -> str:
     return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
 
 
+def _parent(trial: dict[str, Any]) -> str:
+    """A trial's parent id, or a dash for a seed."""
+    parent = trial.get("parent")
+    return format_value(parent) if parent is not None else "—"
+
+
 def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
     figure = ""
     if png:
         data = base64.b64encode(png).decode("ascii")
         figure = (
             f'<figure><img src="data:image/png;base64,{data}" alt="Search lineage">'
-            "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it was "
+            "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it "
+            "was "
             "morphed from and coloured by the morphism that made it.</figcaption></figure>"
         )
     return figure + lineage_html(build_lineage(results))

@@ -78,7 +78,7 @@ def _points(ax: Axes, lineage: Lineage, x: dict[Any, float], y: dict[Any, float]
     return {kind: morph_color(kind) for kind, _ in groups}
 
 
-def _mark_best(ax: Axes, path: list[Any], x: dict[Any, float], y: dict[Any, float]) -> None:
+def _mark_best(ax: Axes, path: tuple[Any, ...], x: dict[Any, float], y: dict[Any, float]) -> None:
     """A star on the best trial, and the ids of its last 12 ancestors."""
     ax.scatter(
         [x[path[-1]]],

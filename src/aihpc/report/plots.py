@@ -334,12 +334,12 @@ def _worker_row(
 
 def master_down(results: dict[str, Any]) -> list[tuple[float, float]]:
     """The gaps between the run's segments (the master was down), oldest first."""
-    segments = [
+    bounds = [
         (as_number(g.get("t_start")), as_number(g.get("t_end")))
         for g in results.get("segments") or []
         if isinstance(g, dict)
     ]
-    segments = sorted((a, b) for a, b in segments if a is not None and b is not None)
+    segments = sorted((a, b) for a, b in bounds if a is not None and b is not None)
     return [
         (prev_end, next_start)
         for (_, prev_end), (next_start, _) in itertools.pairwise(segments)

@@ -461,9 +461,8 @@ class Master:
                     self.finished.append(Candidate(row.id, best))
                     self.parent_weights[row.id] = weights
                 continue
-            parent_arch = self.archs[row.parent] if row.recipe is not None else None
             hpo_number = self.hpo.resume(row.hparams.to_dict())
-            trial = resumed_trial(row, accs, weights, parent_arch, hpo_number, self._seed(row.id))
+            trial = resumed_trial(row, accs, weights, self.archs, hpo_number, self._seed(row.id))
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
 

@@ -24,7 +24,7 @@ class LiveTrial:
     hparams: Hyperparameters
     hpo_number: int
     budget: int
-    num_params: int
+    num_params: int | None  # None in a store row that never recorded it
     seed: int
     recipe: Morph | None = None  # how a child's first epoch makes its starting weights
     epochs_done: int = 0
@@ -62,14 +62,14 @@ def resumed_trial(
     row: TrialRow,
     accs: list[float],
     weights: WeightsRef | None,
-    parent_arch: dict[str, Any] | None,
+    archs: dict[int, dict[str, Any]],
     hpo_number: int,
     seed: int,
 ) -> LiveTrial:
     """A trial that was running when the previous master died, after ``len(accs)`` finished epochs.
 
-    ``parent_arch``: the parent's architecture, for a child whose first epoch is
-    still to be made from its recipe.
+    ``archs``: the architectures of the trials so far by id, where a child whose
+    first epoch is still to be made from its recipe finds its parent's.
     """
     return LiveTrial(
         id=row.id,
@@ -82,7 +82,7 @@ def resumed_trial(
         budget=row.budget,
         num_params=row.num_params,
         seed=seed,
-        recipe=_recipe(row.recipe, parent_arch) if row.recipe is not None else None,
+        recipe=_recipe(row.recipe, row.parent, archs) if row.recipe is not None else None,
         epochs_done=len(accs),
         best_accuracy=max(accs) if accs else None,
         best_epoch=accs.index(max(accs)) + 1 if accs else 0,
@@ -90,7 +90,8 @@ def resumed_trial(
     )
 
 
-def _recipe(saved: dict[str, Any], parent_arch: dict[str, Any] | None) -> Morph:
+def _recipe(saved: dict[str, Any], parent: int | None, archs: dict[int, dict[str, Any]]) -> Morph:
     """A child's morph recipe as the store keeps it, with its parent's architecture."""
     parent_weights = WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
+    parent_arch = archs[parent] if parent is not None else None
     return Morph(**{**saved, "parent_arch": parent_arch, "parent_weights": parent_weights})

@@ -1,4 +1,5 @@
-"""What a trial's hyperparameters set in training: the optimizer, the learning-rate schedule, dropout."""
+"""What a trial's hyperparameters set in training: the optimizer, the learning-rate schedule,
+dropout."""
 
 from __future__ import annotations
 

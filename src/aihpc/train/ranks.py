@@ -94,7 +94,8 @@ class ProcessGroup(Group):
             data = json.dumps([weights.name, weights.digest]).encode()
             if len(data) > _REF_BYTES:
                 raise ValueError(
-                    f"a weight file's name must be under {_REF_BYTES - 80} bytes, got {weights.name!r}"
+                    f"a weight file's name must be under {_REF_BYTES - 80} bytes, got "
+                    f"{weights.name!r}"
                 )
             buf[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
         dist.broadcast(buf, 0)
@@ -104,7 +105,8 @@ class ProcessGroup(Group):
 
 @dataclasses.dataclass(frozen=True)
 class PoolKey:
-    """What a rank pool is for: ``procs`` processes on ``kind`` ("cpu" or "cuda"), rank r on ``gpus[r]``."""
+    """What a rank pool is for: ``procs`` processes on ``kind`` ("cpu" or "cuda"), rank r on
+    ``gpus[r]``."""
 
     procs: int
     kind: str
@@ -117,7 +119,8 @@ class PoolKey:
 
 
 class RankFailure(Exception):
-    """A rank of the pool raised or died; ``reason`` is one line, ``detail`` its traceback or log tail."""
+    """A rank of the pool raised or died; ``reason`` is one line, ``detail`` its traceback or log
+    tail."""
 
     def __init__(self, reason: str, detail: str | None) -> None:
         super().__init__(reason)
@@ -172,7 +175,8 @@ class RankPool:
         return all(p.poll() is None for p in self.procs)
 
     def ask(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        """Send ``request`` to every rank; their answers in rank order.  RankFailure closes the pool."""
+        """Send ``request`` to every rank; their answers in rank order.  RankFailure closes the
+        pool."""
         line = json.dumps(request) + "\n"
         for p in self.procs:
             try:
@@ -204,7 +208,8 @@ class RankPool:
             log.close()
 
     def _failure(self, rank: int, answer: dict[str, Any] | None) -> RankFailure:
-        """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last line)."""
+        """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last
+        line)."""
         self._stop(kill=True)
         log = self._log(rank)
         self.kill()
@@ -249,7 +254,8 @@ _LOCK = threading.Lock()  # one request at a time on a worker's pool
 
 
 def rank_pool(key: PoolKey) -> RankPool:
-    """This worker's pool for ``key``: the running one, or a new one (closing another key's, or a broken one)."""
+    """This worker's pool for ``key``: the running one, or a new one (closing another key's, or a
+    broken one)."""
     global _POOL
     if _POOL is not None and (_POOL.key != key or not _POOL.alive()):
         _POOL.close()
@@ -270,7 +276,8 @@ def close_pool() -> None:
 
 
 def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """``request`` answered by the pool for ``key``; a failed pool is forgotten (the next request starts one)."""
+    """``request`` answered by the pool for ``key``; a failed pool is forgotten (the next request
+    starts one)."""
     global _POOL
     with _LOCK:
         pool = rank_pool(key)
@@ -294,7 +301,8 @@ def _decode(line: str) -> dict[str, Any] | None:
 
 
 def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochResult:
-    """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the epoch's."""
+    """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the
+    epoch's."""
     request = {
         "op": "epoch",
         "task": dataclasses.asdict(task),
@@ -327,13 +335,15 @@ def rank_peaks(
 
 
 def rank_stage(ref: DataRef, device: str, procs: int) -> list[dict[str, Any]]:
-    """Every rank loads the data set onto its device now (kept for its epochs): seconds and bytes per rank."""
+    """Every rank loads the data set onto its device now (kept for its epochs): seconds and bytes
+    per rank."""
     request = {"op": "stage", "data": dataclasses.asdict(ref)}
     return [a["staged"] for a in _ask(PoolKey.of(device, procs), request)]
 
 
 def pool_ranks() -> list[dict[str, Any]]:
-    """The ranks of this worker's pool as they last answered (pid, requests served, data sets loaded)."""
+    """The ranks of this worker's pool as they last answered (pid, requests served, data sets
+    loaded)."""
     pool = _POOL
     return [] if pool is None else list(pool.last)
 
@@ -405,7 +415,8 @@ def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -
 
 
 def _data_loads() -> int:
-    """Data sets this rank has staged so far (:func:`aihpc.train.staging.stage`'s misses in this process)."""
+    """Data sets this rank has staged so far (:func:`aihpc.train.staging.stage`'s misses in this
+    process)."""
     from aihpc.train.staging import loads
 
     return loads()

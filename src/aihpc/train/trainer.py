@@ -279,7 +279,7 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     gpu = device.type == "cuda"
     if gpu:
         model = model.to(memory_format=torch.channels_last)
-        # a trial's batches all have one shape: cuDNN times its algorithms once per shape and keeps the fastest
+        # a trial's batches all have one shape: cuDNN times its algorithms once, keeps the fastest
         torch.backends.cudnn.benchmark = True
     optimizer = make_optimizer(model, hp)
     if opt_state is not None:
@@ -395,7 +395,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
 
 
 def _phases(setup: Setup, mode: str):
-    """Phase names for a pass in ``mode``: all ``compile`` on a compiled model's first pass in that mode."""
+    """Phase names for a pass in ``mode``: all ``compile`` on a compiled model's first pass."""
     if mode in setup.fresh:
         return lambda phase: "compile"
     return lambda phase: phase
@@ -418,7 +418,7 @@ def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
 def validate(
     task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, metrics: dict[str, Any]
 ) -> str:
-    """Evaluate on the validation split into ``metrics``; "deadline" if it was cut short, else "ok"."""
+    """Evaluate on the validation split into ``metrics``; "deadline" if cut short, else "ok"."""
     val = setup.data.val
     first = _phases(setup, "eval")("eval")
     setup.fresh.discard("eval")
@@ -455,7 +455,7 @@ def evaluate(
     first_phase: str = "eval",
     pad_to: int | None = None,
 ) -> tuple[float, float, int]:
-    """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), over all ranks.
+    """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), all ranks.
 
     Stops at the deadline.  With a ``timer`` each batch is timed as
     ``eval`` (the first as ``first_phase``).  ``pad_to`` (a GPU's or a
@@ -486,11 +486,13 @@ def evaluate(
             sums = batch_sums if sums is None else sums + batch_sums
         seen += n
     model.train()
-    loss_sum, correct, seen = group.sum(*(sums.tolist() if sums is not None else (0.0, 0.0)), seen)
-    correct, seen = int(correct), int(seen)
-    if seen == 0:
+    loss_sum, correct_sum, seen_sum = group.sum(
+        *(sums.tolist() if sums is not None else (0.0, 0.0)), seen
+    )
+    correct, total = int(correct_sum), int(seen_sum)
+    if total == 0:
         return float("nan"), 0.0, 0
-    return loss_sum / seen, correct / seen, seen
+    return loss_sum / total, correct / total, total
 
 
 def _channels_last(x: torch.Tensor) -> torch.Tensor:

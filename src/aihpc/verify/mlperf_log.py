@@ -109,12 +109,13 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
         found.add(f"proxy screening {sid} is in the store but not in the MLPerf log")
     for sid in sorted(set(logged) - set(stored), key=str):
         found.add(f"proxy screening {sid} is in the MLPerf log but not in the store")
-    for sid in sorted(set(logged) & set(stored)):
+    for sid in sorted(set(stored) & set(logged)):
         event, row = logged[sid], stored[sid]
         trial = (event.get("metadata") or {}).get("trial_id")
         if event.get("value") != row["ops"] or trial != row["trial"]:
             found.add(
-                f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for trial "
+                f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for "
+                "trial "
                 f"{trial!r}, the store {row['ops']!r} for {row['trial']!r}"
             )
 

@@ -48,7 +48,8 @@ MAX_DIFFS = 5  # differing fields named per trial before "and N more"
 
 
 def open_run(run_dir: Path):
-    """The run's store (read-only) and its results.json; ConfigError, one line, if it is not a finished run."""
+    """The run's store (read-only) and its results.json; ConfigError, one line, if it is not a
+    finished run."""
     from aihpc.records.store import RunStore
 
     run_dir = Path(run_dir)
@@ -143,7 +144,8 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
 
 
 def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found: Found) -> None:
-    """A screening's operations recounted from each candidate's logged architecture and minibatch size
+    """A screening's operations recounted from each candidate's logged architecture and minibatch
+    size
     (:func:`aihpc.recommend.proxies.proxy_ops`); the trial it started is its chosen candidate."""
     from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
@@ -168,7 +170,8 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
         )
         if c["ops"] != expected:
             found.add(
-                f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} from its "
+                f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} "
+                "from its "
                 f"architecture and a minibatch of {sc['batch']}"
             )
     if sc["ops"] != sum(c["ops"] for c in sc["candidates"]):
@@ -184,7 +187,8 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
 
 
 def _per_sample(trial: TrialRow, found: Found) -> tuple[float, float] | None:
-    """(train, eval) operations per sample of the trial's logged architecture, as the worker counts them."""
+    """(train, eval) operations per sample of the trial's logged architecture, as the worker counts
+    them."""
     from aihpc.nas.spec import ArchSpec
     from aihpc.train.trainer import ops_per_sample
 
@@ -195,12 +199,14 @@ def _per_sample(trial: TrialRow, found: Found) -> tuple[float, float] | None:
         return None
     if spec.content_hash() != trial.arch_hash:
         found.add(
-            f"its architecture hashes to {spec.content_hash()[:12]}, not the logged {trial.arch_hash[:12]}",
+            f"its architecture hashes to {spec.content_hash()[:12]}, not the logged "
+            f"{trial.arch_hash[:12]}",
             trial.id,
         )
     if trial.num_params is not None and spec.num_params() != trial.num_params:
         found.add(
-            f"its architecture has {spec.num_params()} parameters, not the logged {trial.num_params}",
+            f"its architecture has {spec.num_params()} parameters, not the logged "
+            f"{trial.num_params}",
             trial.id,
         )
     hp = trial.hparams
@@ -223,7 +229,8 @@ def _check_epoch_ops(
     complete = e.status != "ok" or val_samples == n_val  # a finished epoch evaluated the whole set
     if n_val is not None and (not 0 <= val_samples <= n_val or not complete):
         found.add(
-            f"{val_samples} validation samples logged for a{' finished' if e.status == 'ok' else 'n'} "
+            f"{val_samples} validation samples logged for "
+            f"a{' finished' if e.status == 'ok' else 'n'} "
             f"epoch; the validation set has {n_val}",
             **where,
         )
@@ -255,7 +262,8 @@ def _check_epoch_ops(
 
 # -- score -------------------------------------------------------------------------------
 def recomputed_score(store) -> Score:
-    """The score from the store's operations, segment times and accuracies (not from results.json)."""
+    """The score from the store's operations, segment times and accuracies (not from
+    results.json)."""
 
     config, data = store.meta("config") or {}, store.meta("data") or {}
     accs = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
@@ -277,7 +285,8 @@ def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mism
             found.add(f"results.json's score has no {key!r}")
         elif not same(recorded[key], expected):
             found.add(
-                f"{key} in results.json is {recorded[key]!r}; recomputed from the logged operations and "
+                f"{key} in results.json is {recorded[key]!r}; recomputed from the logged "
+                "operations and "
                 f"times: {expected!r}"
             )
     segments = results.get("segments") or []
@@ -285,7 +294,8 @@ def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mism
         span = segments[-1]["t_end"] - segments[0]["t_start"]
         if not same(span, recorded["wall_seconds"], rel=1e-9):
             found.add(
-                f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's segments {span!r}"
+                f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's "
+                f"segments {span!r}"
             )
     return found.outcome(
         f"ops, OPS, regulated score, error and share of peak from {score.ops:,} operations "
@@ -326,7 +336,8 @@ def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, 
         changed = list(diffs(logged[trial_id], stored[trial_id], ""))
         for path, got, want in changed[:MAX_DIFFS]:
             found.add(
-                f"results.json {path.lstrip('.')} is {_short(got)}; the run store has {_short(want)}",
+                f"results.json {path.lstrip('.')} is {_short(got)}; the run store has "
+                f"{_short(want)}",
                 trial_id,
             )
         if len(changed) > MAX_DIFFS:
