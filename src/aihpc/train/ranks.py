@@ -134,7 +134,7 @@ class RankPool:
     def __init__(self, key: PoolKey) -> None:
         self.key = key
         self.logs: list[IO[str]] = []
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[str]] = []
         self.last: list[dict[str, Any]] = []  # the ranks' last answers
         port = _free_port()
         try:
@@ -180,8 +180,9 @@ class RankPool:
         line = json.dumps(request) + "\n"
         for p in self.procs:
             try:
-                p.stdin.write(line)
-                p.stdin.flush()
+                stdin, _ = _pipes(p)
+                stdin.write(line)
+                stdin.flush()
             except OSError:  # a dead rank: its end of file below says which
                 pass
         self.last = self._answers()
@@ -191,10 +192,11 @@ class RankPool:
         answers: dict[int, dict[str, Any]] = {}
         with selectors.DefaultSelector() as sel:
             for rank, p in enumerate(self.procs):
-                sel.register(p.stdout, selectors.EVENT_READ, rank)
+                sel.register(_pipes(p)[1], selectors.EVENT_READ, rank)
             while len(answers) < len(self.procs):
                 for key, _ in sel.select():
-                    rank, answer = key.data, _decode(key.fileobj.readline())
+                    rank = key.data
+                    answer = _decode(_pipes(self.procs[rank])[1].readline())
                     if answer is None or "error" in answer:
                         raise self._failure(rank, answer)
                     answers[rank] = answer
@@ -240,7 +242,7 @@ class RankPool:
     def _stop(self, kill: bool) -> None:
         for p in self.procs:
             with contextlib.suppress(OSError):
-                p.kill() if kill else p.stdin.close()
+                p.kill() if kill else _pipes(p)[0].close()
         for p in self.procs:
             try:
                 p.wait(timeout=10)
@@ -432,6 +434,12 @@ def _exit_with_parent() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="aihpc-parent-watch", daemon=True).start()
+
+
+def _pipes(p: subprocess.Popen[str]) -> tuple[IO[str], IO[str]]:
+    """A rank process's stdin and stdout: both pipes (see RankPool.__init__)."""
+    assert p.stdin is not None and p.stdout is not None
+    return p.stdin, p.stdout
 
 
 # -- the task as JSON (the weights are files) ----------------------------------------------
