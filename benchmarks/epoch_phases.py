@@ -20,6 +20,7 @@ from aihpc.data import load_dataset
 from aihpc.nas.seeds import seed_spec
 from aihpc.runner.run import DEFAULT_SYNTHETIC
 from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.trial import Hyperparameters
 from aihpc.train.worker import run_epoch
 
 
@@ -29,7 +30,7 @@ def epoch_task(device: str, batch: int, threads: int | None, weights_dir: str, t
     spec = seed_spec(data.input_shape, data.num_classes)
     hp = {"lr": 0.05, "batch_size": batch, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
           "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
-    return EpochTask(trial_id=trial, epoch=1, epochs=2, arch=spec.to_dict(), hparams=hp,
+    return EpochTask(trial_id=trial, epoch=1, epochs=2, arch=spec.to_dict(), hparams=Hyperparameters.from_dict(hp),
                      data=DataRef("synthetic", options=tuple(sorted(options.items()))),
                      deadline=time.time() + 3600, seed=trial, weights_dir=weights_dir, device=device,
                      threads=threads)  # fmt: skip

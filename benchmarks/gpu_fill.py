@@ -103,7 +103,7 @@ def report_profile(samples: int, compiled: bool | None) -> None:
 
         second = replace(task, epoch=2, start=first.weights)
         busy, wall, steps = profiled_epoch(second)
-    print(f"profiled epoch    {samples} samples, batch {task.hparams['batch_size']}: GPU idle "
+    print(f"profiled epoch    {samples} samples, batch {task.hparams.batch_size}: GPU idle "
           f"{100 * (1 - busy / wall):.1f} % of the epoch's {wall:.2f} s, "
           f"{100 * (1 - steps['busy'] / steps['wall']):.1f} % of its training steps' {steps['wall']:.2f} s")
 
@@ -113,6 +113,7 @@ def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
     from aihpc.nas.seeds import seed_spec
     from aihpc.runner.run import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
     from aihpc.records.task import DataRef, EpochTask
+    from aihpc.records.trial import Hyperparameters
 
     options = {**DEFAULT_SYNTHETIC["cuda"], "num_samples": samples}
     data = load_dataset("synthetic", seed=0, **options)
@@ -120,7 +121,7 @@ def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
     batch = statistics.median_high(DEFAULT_BATCH_SIZES["cuda"])
     hp = {"lr": 0.1, "batch_size": batch, "weight_decay": 5e-5, "momentum": 0.9, "dropout": 0.0,
           "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
-    return EpochTask(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=hp,
+    return EpochTask(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=Hyperparameters.from_dict(hp),
                      data=DataRef("synthetic", options=tuple(sorted(options.items()))),
                      deadline=time.time() + 3600, seed=0, weights_dir=weights_dir, device="cuda",
                      compile=compiled)  # fmt: skip

@@ -19,6 +19,7 @@ import time
 
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.trial import Hyperparameters
 from aihpc.train.worker import run_epoch
 
 HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
@@ -38,7 +39,7 @@ def main() -> None:
         data, spec = DataRef("synthetic", options=tuple(sorted(SYNTHETIC.items()))), seed_spec((3, 16, 16), 50)
     weights_dir, start = tempfile.mkdtemp(prefix="aihpc-rank-epochs-"), None
     for epoch in range(1, args.epochs + 1):
-        task = EpochTask(trial_id=0, epoch=epoch, epochs=args.epochs, arch=spec.to_dict(), hparams=HP, data=data,
+        task = EpochTask(trial_id=0, epoch=epoch, epochs=args.epochs, arch=spec.to_dict(), hparams=Hyperparameters.from_dict(HP), data=data,
                          deadline=time.time() + 3600, seed=3, weights_dir=weights_dir, start=start, device="cpu",
                          threads=1, procs=2)  # fmt: skip
         t0 = time.perf_counter()

@@ -46,12 +46,13 @@ def epoch_task(weights_dir: str, samples: int):
     from aihpc.nas.seeds import seed_spec
     from aihpc.runner.run import DEFAULT_SYNTHETIC
     from aihpc.records.task import DataRef, EpochTask
+    from aihpc.records.trial import Hyperparameters
 
     options = {**DEFAULT_SYNTHETIC["cpu"], "num_samples": samples}
     spec = seed_spec((options["channels"], options["image_size"], options["image_size"]), options["num_classes"])
     hp = {"lr": 0.05, "batch_size": 64, "weight_decay": 5e-5, "momentum": 0.9, "dropout": 0.0,
           "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
-    return EpochTask(trial_id=0, epoch=1, epochs=4, arch=spec.to_dict(), hparams=hp,
+    return EpochTask(trial_id=0, epoch=1, epochs=4, arch=spec.to_dict(), hparams=Hyperparameters.from_dict(hp),
                      data=DataRef("synthetic", options=tuple(sorted(options.items()))), deadline=time.time() + 3600,
                      seed=0, weights_dir=weights_dir, threads=torch.get_num_threads(), device="cpu")  # fmt: skip
 

@@ -3,48 +3,72 @@ import os
 
 import pytest
 
-from aihpc.records.score import active_seconds, compute_score, wall_seconds
+from aihpc.records.score import Score, Segment, active_seconds, compute_score, wall_seconds
 
 
 def test_score_against_a_hand_computation():
     # 3.0e12 operations in 300 s -> 1.0e10 OPS; best accuracy 0.95 over 1000 val samples
     s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best_accuracy=0.95, val_samples=1000,
                       min_accuracy=0.5, peak_flops_per_s=4.0e10)
-    assert s["ops_per_second"] == pytest.approx(1.0e10)
-    assert s["error_percent"] == pytest.approx(5.0)
+    assert s.ops_per_second == pytest.approx(1.0e10)
+    assert s.error_percent == pytest.approx(5.0)
     # |ln(1 - 0.95)| = ln 20 = 2.995732...
-    assert s["regulated_score"] == pytest.approx(1.0e10 * 2.995732273553991)
-    assert s["peak_fraction"] == pytest.approx(0.25)
-    assert s["valid"] is True and s["invalid_reason"] is None
+    assert s.regulated_score == pytest.approx(1.0e10 * 2.995732273553991)
+    assert s.peak_fraction == pytest.approx(0.25)
+    assert s.valid is True and s.invalid_reason is None
 
 
 def test_below_minimum_accuracy_is_invalid_with_reason():
     s = compute_score(ops=10, wall_seconds=1.0, best_accuracy=0.3, val_samples=100, min_accuracy=0.5)
-    assert s["valid"] is False
-    assert "0.3000 is below the minimum 0.5000" in s["invalid_reason"]
-    assert s["peak_fraction"] is None
+    assert s.valid is False
+    assert "0.3000 is below the minimum 0.5000" in s.invalid_reason
+    assert s.peak_fraction is None
 
 
 def test_no_evaluation_is_invalid():
     s = compute_score(ops=0, wall_seconds=10.0, best_accuracy=None, val_samples=100, min_accuracy=0.0)
-    assert s["valid"] is False and s["error_percent"] == 100.0 and s["regulated_score"] == 0.0
+    assert s.valid is False and s.error_percent == 100.0 and s.regulated_score == 0.0
 
 
 def test_perfect_accuracy_is_capped_at_half_a_sample():
     s = compute_score(ops=100, wall_seconds=1.0, best_accuracy=1.0, val_samples=50, min_accuracy=0.5)
-    assert math.isfinite(s["regulated_score"])
-    assert s["regulated_score"] == pytest.approx(100 * math.log(100))  # 1 - 0.5/50 = 0.99
+    assert math.isfinite(s.regulated_score)
+    assert s.regulated_score == pytest.approx(100 * math.log(100))  # 1 - 0.5/50 = 0.99
+
+
+def test_score_round_trips_through_results_json_block():
+    s = compute_score(ops=10, wall_seconds=2.0, best_accuracy=0.9, val_samples=100, min_accuracy=0.5)
+    block = {**s.to_dict(), "trials_completed": 3, "screening_ops": 0}
+    assert len(s.to_dict()) == 11 and Score.from_dict(block) == s
+
+
+def test_score_is_validated_on_construction():
+    s = compute_score(ops=10, wall_seconds=2.0, best_accuracy=0.9, val_samples=100, min_accuracy=0.5)
+    with pytest.raises(ValueError, match="valid exactly when it has no invalid_reason"):
+        Score.from_dict({**s.to_dict(), "valid": False})
+    with pytest.raises(ValueError, match="ops must be >= 0, got -1"):
+        Score.from_dict({**s.to_dict(), "ops": -1})
+    with pytest.raises(ValueError, match=r"best_accuracy must be in \[0, 1\], got 1.5"):
+        Score.from_dict({**s.to_dict(), "best_accuracy": 1.5})
+
+
+def test_segment_is_written_relative_to_the_run_start_and_validated():
+    segment = Segment(100.0, 160.0)
+    assert segment.to_dict(t0=40.0) == {"t_start": 60.0, "t_end": 120.0}
+    assert Segment.from_dict(segment.to_dict(t0=40.0), t0=40.0) == segment
+    with pytest.raises(ValueError, match="stops at or after it starts, got 2.0..1.0"):
+        Segment(2.0, 1.0)
 
 
 def test_wall_clock_counts_downtime_budget_does_not():
-    segments = [(100.0, 160.0), (400.0, 640.0)]  # killed at 160, resumed at 400
+    segments = [Segment(100.0, 160.0), Segment(400.0, 640.0)]  # killed at 160, resumed at 400
     assert wall_seconds(segments) == 540.0
     assert active_seconds(segments) == 300.0
     assert wall_seconds([]) == 0.0
 
 
 def test_peak_drift_is_flagged_past_ten_percent():
-    from aihpc.runner.run import PEAK_DRIFT, peak_drift
+    from aihpc.runner.measure import PEAK_DRIFT, peak_drift
 
     before = {"total_flops_per_s": 100e9}
     steady = peak_drift(before, {"total_flops_per_s": 95e9})
@@ -59,11 +83,11 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     # The run began on 2 workers; 1 is alive at the end (the other killed and
     # not back in time): the peak after is not measured on fewer workers than
     # the peak before, and the results say so instead of failing the run.
-    import aihpc.runner.run as run
-    from aihpc.runner.executor import local_executor, local_layout
+    import aihpc.runner.measure as measure
     from aihpc.records.store import RunStore
+    from aihpc.runner.executor import local_executor, local_layout
 
-    monkeypatch.setattr(run, "AFTER_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(measure, "AFTER_WAIT_SECONDS", 0.5)
     environ = dict(os.environ)  # Dask's nanny sets OMP_NUM_THREADS=1 & co. in this very process
     store = RunStore(tmp_path)
     before = {"total_flops_per_s": 2e9, "workers": 2, "per_worker": []}
@@ -71,7 +95,7 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     layout = local_layout(1, 1, "cpu")
     executor = local_executor(layout)
     try:
-        run.record_peak_after(store, executor, layout, 0.5)
+        measure.record_peak_after(store, executor, layout, 0.5)
     finally:
         executor.close()
         store.close()

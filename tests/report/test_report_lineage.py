@@ -13,7 +13,7 @@ from PIL import Image
 
 from aihpc.report.html import _lineage_section
 from aihpc.report.lineage import MAX_NESTING, build_lineage, lineage_html, morph_kind, subtree_stats
-from aihpc.report.plots import plot_lineage
+from aihpc.report.lineage_plot import plot_lineage
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 

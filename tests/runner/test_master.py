@@ -33,23 +33,23 @@ def test_strategy_none_retrains_the_seed_from_fresh_weights(tmp_path: Path) -> N
     store, score = _run(tmp_path, strategy="none")
     trials = store.trials()
     assert len(trials) == 6
-    assert {t["arch_hash"] for t in trials} == {trials[0]["arch_hash"]}  # every trial is the seed network
-    assert all(t["parent"] is None and t["morph"] == "seed" for t in trials)
+    assert {t.arch_hash for t in trials} == {trials[0].arch_hash}  # every trial is the seed network
+    assert all(t.parent is None and t.morph == "seed" for t in trials)
     # each trial starts from its own initialisation: their first-epoch results differ
-    firsts = [store.epochs(t["id"])[0]["metrics"]["train_loss"] for t in trials if store.epochs(t["id"])]
+    firsts = [store.epochs(t.id)[0].metrics["train_loss"] for t in trials if store.epochs(t.id)]
     assert len(set(firsts)) == len(firsts)
-    assert score["ops"] == store.total_ops() > 0
+    assert score.ops == store.total_ops() > 0
 
 
 def test_evolution_morphs_children_from_finished_parents(tmp_path: Path) -> None:
     store, _ = _run(tmp_path, strategy="evolution")
     trials = store.trials()
     assert len(trials) == 6
-    assert trials[0]["parent"] is None and trials[0]["morph"] == "seed"
-    hashes = [t["arch_hash"] for t in trials]
+    assert trials[0].parent is None and trials[0].morph == "seed"
+    hashes = [t.arch_hash for t in trials]
     assert len(set(hashes)) == len(hashes)  # no architecture is trained twice
     for t in trials[1:]:
-        assert t["parent"] is not None and t["parent"] < t["id"] and t["morph"] != "seed"
+        assert t.parent is not None and t.parent < t.id and t.morph != "seed"
 
 
 @pytest.mark.parametrize("name", ["none", "evolution", "random"])
@@ -71,15 +71,15 @@ def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 1
 def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
     store, score, executor = _scripted(tmp_path, lambda t, e: 0.5, lost=lambda task: task.trial_id == 1,
                                        max_attempts=3)
-    rows = {t["id"]: t for t in store.trials()}
+    rows = {t.id: t for t in store.trials()}
     assert executor.keys[:5] == ["trial0-epoch1-try1", "trial1-epoch1-try1", "trial1-epoch1-try2",
                                  "trial1-epoch1-try3", "trial2-epoch1-try1"]
-    assert rows[1]["status"] == "failed" and rows[1]["attempts"] == 3
-    assert rows[1]["reason"] == "3 attempts failed; last: RuntimeError: worker lost trial 1 epoch 1"
-    assert "Traceback" in rows[1]["traceback"] and "RuntimeError: worker lost" in rows[1]["traceback"]
+    assert rows[1].status == "failed" and rows[1].attempts == 3
+    assert rows[1].reason == "3 attempts failed; last: RuntimeError: worker lost trial 1 epoch 1"
+    assert "Traceback" in rows[1].traceback and "RuntimeError: worker lost" in rows[1].traceback
     assert store.epochs(1) == []  # a lost epoch records nothing, and counts no operations
-    assert rows[0]["status"] == rows[2]["status"] == "completed" and rows[0]["traceback"] is None
-    assert score["ops"] == 1100 * len(store.epochs())
+    assert rows[0].status == rows[2].status == "completed" and rows[0].traceback is None
+    assert score.ops == 1100 * len(store.epochs())
 
 
 def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path) -> None:
@@ -87,8 +87,8 @@ def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path
     store, _, _ = _scripted(tmp_path, lambda t, e: curve[e - 1] if t == 0 else 0.1, minutes=3.0,
                             epochs_min=5, epochs_max=5, patience=2)
     first = store.trials()[0]
-    assert first["status"] == "early_stopped" and first["budget"] == 5
-    assert [e["metrics"]["val_accuracy"] for e in store.epochs(0)] == curve[:4]  # epoch 2 best; 3, 4 no better
+    assert first.status == "early_stopped" and first.budget == 5
+    assert [e.metrics["val_accuracy"] for e in store.epochs(0)] == curve[:4]  # epoch 2 best; 3, 4 no better
 
 
 def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> None:
@@ -98,13 +98,13 @@ def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> Non
     store, _, _ = _scripted(tmp_path, lambda t, e: 0.5 + 0.01 * e, step=6.0, minutes=4.0,
                             epochs_min=1, epochs_max=4, patience=10)
     trials = store.trials()
-    start = store.segments()[0][0]
+    start = store.segments()[0].start
     expected = []
     for t in trials:
-        left = start + 240.0 - t["t_created"]
+        left = start + 240.0 - t.t_created
         budget = min(4, 1 + int((1.0 - left / 240.0) * 4))
-        expected.append(budget if t["id"] == 0 else min(budget, max(1, int(left / 6.0))))
-    assert [t["budget"] for t in trials] == expected
+        expected.append(budget if t.id == 0 else min(budget, max(1, int(left / 6.0))))
+    assert [t.budget for t in trials] == expected
     assert set(expected) == {1, 2, 3, 4} and expected[0] == 1
 
 
@@ -113,11 +113,11 @@ def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> N
                                        epochs_min=100, epochs_max=100, patience=1000)
     assert len(executor.keys) == 6  # 60 s of clock at 10 s a task
     (trial,) = store.trials()
-    assert trial["status"] == "deadline" and len(store.epochs(0)) == 6
+    assert trial.status == "deadline" and len(store.epochs(0)) == 6
     # each epoch's file supersedes the one before: only the last is kept, and its row names it
     assert [p.name for p in store.weights_dir.iterdir()] == ["trial0-epoch6-try1.pt"]
-    assert store.epochs(0)[-1]["weights"].name == "trial0-epoch6-try1.pt"
-    assert score["ops"] == 6 * 1100 and score["best_accuracy"] == 0.5
+    assert store.epochs(0)[-1].weights.name == "trial0-epoch6-try1.pt"
+    assert score.ops == 6 * 1100 and score.best_accuracy == 0.5
 
 
 class _MasterDies(BaseException):
@@ -164,20 +164,20 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path,
 
     store, cfg, clock = _copy(killed_run, tmp_path)
     rows = store.trials()
-    assert [r["status"] for r in rows] == ["completed", "completed", "running"]
+    assert [r.status for r in rows] == ["completed", "completed", "running"]
     master = Master(cfg, store, InProcessExecutor(clock), DIGITS, layout=None, observer=NullObserver(), clock=clock)
     master.deadline = clock.now + 60.0  # run() sets it before restoring
     master._restore()
     assert master.next_id == 3 and master.epoch_counter == 7 and master.ops == store.total_ops()
-    assert master.seen_hashes == {r["arch_hash"] for r in rows}
+    assert master.seen_hashes == {r.arch_hash for r in rows}
     assert [c.trial_id for c in master.finished] == [0, 1]
     assert set(master.parent_weights) == {0, 1}
-    assert master.best_accuracy == max(e["metrics"]["val_accuracy"] for e in store.epochs())
+    assert master.best_accuracy == max(e.metrics["val_accuracy"] for e in store.epochs())
     (trial,) = master.running.values()
-    assert trial.id == 2 and trial.epochs_done == 1 and trial.budget == 3 and trial.hparams == rows[2]["hparams"]
+    assert trial.id == 2 and trial.epochs_done == 1 and trial.budget == 3 and trial.hparams == rows[2].hparams
     (task,) = master.pending
     assert (task.trial_id, task.epoch, task.attempt, task.morph) == (2, 2, 1, None)
-    assert task.start == store.epochs(2)[0]["weights"] and task.start.name == "trial2-epoch1-try1.pt"
+    assert task.start == store.epochs(2)[0].weights and task.start.name == "trial2-epoch1-try1.pt"
     state, optimizer = load(Path(task.weights_dir), task.start)
     assert optimizer["state"] and set(state) == set(SpecNet(master._spec(2)).state_dict())  # weights and momentum
 
@@ -186,7 +186,7 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
     store, cfg, clock = _copy(killed_run, tmp_path)
     clock.now += 100.0  # the master was down for 100 s of clock
     (first,) = store.segments()
-    assert first[1] - first[0] == 70.0  # seven tasks of 10 s, the last one touched
+    assert first.stop - first.start == 70.0  # seven tasks of 10 s, the last one touched
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(lambda t, e: 0.5))
     resumed = clock.now
     master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)
@@ -195,6 +195,6 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
     assert executor.keys[:3] == ["trial2-epoch2-try1", "trial2-epoch3-try1", "trial3-epoch1-try1"]
     assert len(executor.keys) == 5  # 50 s of budget at 10 s a task: trial 3 gets the last three
     rows = store.trials()
-    assert [r["id"] for r in rows] == [0, 1, 2, 3] and len({r["arch_hash"] for r in rows}) == 4
-    assert rows[3]["parent"] in (0, 1, 2) and rows[3]["status"] == "completed"
-    assert rows[2]["status"] == "completed" and [e["epoch"] for e in store.epochs(2)] == [1, 2, 3]
+    assert [r.id for r in rows] == [0, 1, 2, 3] and len({r.arch_hash for r in rows}) == 4
+    assert rows[3].parent in (0, 1, 2) and rows[3].status == "completed"
+    assert rows[2].status == "completed" and [e.epoch for e in store.epochs(2)] == [1, 2, 3]

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from aihpc.records.mlperf import check_compliance
+from aihpc.records.mlperf_check import check_compliance
 
 # whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other groups
 # of whole runs (faults, slurm, verify) may run beside them, on the other core

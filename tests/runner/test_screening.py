@@ -52,17 +52,17 @@ def test_the_best_predicted_child_is_trained_and_the_screening_counted(tmp_path:
         predicted = [c["predicted"] for c in sc["candidates"]]
         assert sc["chosen"] == predicted.index(max(predicted))
         chosen = sc["candidates"][sc["chosen"]]
-        assert trial["arch_hash"] == chosen["arch_hash"] and trial["morph"] == chosen["morph"]
-        assert trial["parent"] == sc["parent"]
+        assert trial.arch_hash == chosen["arch_hash"] and trial.morph == chosen["morph"]
+        assert trial.parent == sc["parent"]
         assert len({c["arch_hash"] for c in sc["candidates"]}) == 2  # siblings differ
         for c in sc["candidates"]:  # each candidate's operations are those its proxies perform
             spec = ArchSpec.from_dict(c["arch"])
             assert c["ops"] == proxy_ops(SpecNet(spec), 64, spec.input_shape)[0] > 0
     # no screened-out architecture is ever trained
     losers = {c["arch_hash"] for sc in screenings for i, c in enumerate(sc["candidates"]) if i != sc["chosen"]}
-    assert not losers & {t["arch_hash"] for t in trials}
+    assert not losers & {t.arch_hash for t in trials}
     screening_ops = sum(sc["ops"] for sc in screenings)
-    assert screening_ops > 0 and score["ops"] == store.total_ops() == 3 * 1100 + screening_ops
+    assert screening_ops > 0 and score.ops == store.total_ops() == 3 * 1100 + screening_ops
     assert [r["id"] for r in observer.screenings] == [0, 1, 2]
 
 
@@ -76,8 +76,8 @@ def test_a_failed_screening_trains_its_first_candidate_unscreened(tmp_path: Path
     store, score, _, observer = _screened_run(tmp_path, screen=2)
     sc = store.screenings()[0]
     assert sc["status"] == "failed" and sc["reason"] == "RuntimeError: no proxies today" and sc["ops"] == 0
-    assert sc["chosen"] == 0 and store.trials()[1]["arch_hash"] == sc["candidates"][0]["arch_hash"]
-    assert score["ops"] == 3 * 1100
+    assert sc["chosen"] == 0 and store.trials()[1].arch_hash == sc["candidates"][0]["arch_hash"]
+    assert score.ops == 3 * 1100
 
 
 def test_screening_is_off_by_default_and_bounded() -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from aihpc.config import RunConfig
-from aihpc.runner.run import with_default_workload, worker_stage
-from aihpc.train.staging import stage
 from aihpc.records.task import DataRef
+from aihpc.runner.measure import worker_stage
+from aihpc.runner.run import with_default_workload
+from aihpc.train.staging import stage
 
 
 def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():

@@ -18,6 +18,7 @@ import torch
 from aihpc.nas.seeds import seed_spec
 from aihpc.runner.run import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
 from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.trial import Hyperparameters
 from aihpc.train.timing import timer_for
 from aihpc.train.worker import run_epoch
 
@@ -34,7 +35,7 @@ def _gpu_task(weights_dir: Path, samples: int, **changes) -> EpochTask:
                 data=DataRef("synthetic", options=tuple(sorted(options.items()))), deadline=time.time() + 600,
                 seed=0, weights_dir=str(weights_dir), device="cuda")  # fmt: skip
     base.update(changes)
-    return EpochTask(**base)
+    return EpochTask(**{**base, "hparams": Hyperparameters.from_dict(base["hparams"])})
 
 
 @pytest.mark.gpu

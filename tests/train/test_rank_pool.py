@@ -140,7 +140,7 @@ def test_ranks_end_with_their_worker(tmp_path):
 
 
 def test_every_rank_measures_its_peak_at_once():
-    from aihpc.runner.run import worker_peak
+    from aihpc.runner.measure import worker_peak
 
     peak = worker_peak("cpu", 1, 0.3, procs=2)
     assert len(peak["parts"]) == 2 and all(p["flops_per_s"] > 0 for p in peak["parts"])

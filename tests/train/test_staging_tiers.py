@@ -18,6 +18,7 @@ from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.train import feed, staging
 from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.trial import Hyperparameters
 from aihpc.train.trainer import build_model
 from aihpc.train.weights import SnapshotWriter, load
 from aihpc.train.worker import run_epoch
@@ -98,7 +99,8 @@ def _task(tmp_path: Path, data: DataRef, **changes) -> EpochTask:
           "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
     base = dict(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=hp, data=data,
                 deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(tmp_path))  # fmt: skip
-    return EpochTask(**{**base, **changes})
+    task = {**base, **changes}
+    return EpochTask(**{**task, "hparams": Hyperparameters.from_dict(task["hparams"])})
 
 
 def test_an_epoch_streamed_through_the_loader_equals_one_gathered_on_the_device(tmp_path):

@@ -13,7 +13,8 @@ from aihpc.data import load_dataset
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.task import DataRef, EpochTask
-from aihpc.train.trainer import learning_rate
+from aihpc.records.trial import Hyperparameters
+from aihpc.train.optim import learning_rate
 from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch
 
@@ -27,7 +28,7 @@ def _task(weights_dir, **changes) -> EpochTask:
     base = dict(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=HP, data=DATA,
                 deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(weights_dir))  # fmt: skip
     base.update(changes)
-    return EpochTask(**base)
+    return EpochTask(**{**base, "hparams": Hyperparameters.from_dict(base["hparams"])})
 
 
 def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
@@ -73,12 +74,12 @@ def test_a_broken_architecture_fails_without_raising(tmp_path):
 
 
 def test_learning_rate_schedules_by_hand():
-    hp = {"lr": 0.1, "schedule": "cosine"}
+    hp = Hyperparameters(lr=0.1, batch_size=1, schedule="cosine")
     assert learning_rate(hp, 4, 0) == pytest.approx(0.1)
     assert learning_rate(hp, 4, 2) == pytest.approx(0.05)
     assert learning_rate(hp, 4, 4) == pytest.approx(0.0, abs=1e-12)
     assert learning_rate(hp, 4, 1) == pytest.approx(0.05 * (1 + math.cos(math.pi / 4)))
-    step = {"lr": 0.1, "schedule": "step"}
+    step = Hyperparameters(lr=0.1, batch_size=1, schedule="step")
     assert [learning_rate(step, 4, p) for p in (0, 1.9, 2, 3, 3.9)] == pytest.approx([0.1, 0.1, 0.01, 0.001, 0.001])
 
 

@@ -11,6 +11,7 @@ from aihpc.nas.build import SpecNet
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.task import DataRef, EpochTask, Morph, WeightsRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.train.weights import load, morphed_state, save
 from aihpc.train.worker import run_epoch
 
@@ -22,7 +23,8 @@ SEED = seed_spec((1, 8, 8), 10)
 def _task(tmp_path, **changes) -> EpochTask:
     base = dict(trial_id=0, epoch=1, epochs=2, arch=SEED.to_dict(), hparams=HP, data=DataRef("digits"),
                 deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(tmp_path))  # fmt: skip
-    return EpochTask(**{**base, **changes})
+    task = {**base, **changes}
+    return EpochTask(**{**task, "hparams": Hyperparameters.from_dict(task["hparams"])})
 
 
 def _recipe(parent_weights, steps: int = 2, seed: int = 11):

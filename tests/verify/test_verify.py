@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.records.mlperf import check_compliance
+from aihpc.records.mlperf_check import check_compliance
 from aihpc.verify.recount import verify_run
 from aihpc.records.chain import GENESIS, chain_digest, record_digest
 

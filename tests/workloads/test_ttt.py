@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from aihpc.cli import main
-from aihpc.records.mlperf import RULES_DIR, check_compliance
+from aihpc.records.mlperf_check import RULES_DIR, check_compliance
 from aihpc.workloads import get, names
 from aihpc.workloads.ttt import aggregate, olympic_mean
 

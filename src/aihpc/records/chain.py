@@ -101,7 +101,8 @@ def record_key(kind: str, record: dict[str, Any]) -> str:
 
 
 def record_digest(kind: str, row: dict[str, Any]) -> str:
-    """SHA-256 of the record's canonical JSON: its columns (see RECORD_COLUMNS), keys sorted, no spaces.
+    """SHA-256 of the record's canonical JSON: its columns (see RECORD_COLUMNS), keys sorted, no
+    spaces.
 
     Values are those stored: JSON columns as their stored text, numbers as
     SQLite returns them (a float survives JSON exactly: ``repr`` round-trips).

@@ -1,8 +1,9 @@
 """MLPerf-style logging of an aihpc AutoML run, and its compliance check.
 
 :class:`MLPerfLog` writes one ``:::MLLOG {json}`` line per event to its own
-file through mlperf-logging's ``mllog``; :func:`check_compliance` runs the
-MLPerf compliance checker (HPC ruleset 3.0.0) on such a file with our rules
+file through mlperf-logging's ``mllog``;
+:func:`aihpc.records.mlperf_check.check_compliance` runs the MLPerf compliance checker (HPC ruleset
+3.0.0) on such a file with our rules
 (``mlperf_rules/aihpc_automl.yaml``, which chains to a copy of the HPC 3.0.0
 ``common.yaml``; see that file's header).
 
@@ -58,13 +59,11 @@ import itertools
 import logging
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from mlperf_logging.mllog import constants
@@ -74,15 +73,6 @@ from aihpc.errors import ConfigError, StorageError
 
 BENCHMARK = "aihpc_automl"
 """The benchmark name our rules accept for ``submission_benchmark``."""
-
-RULES_DIR = Path(__file__).resolve().parent / "mlperf_rules"
-"""Folder of our compliance-checker rules (shipped as package data)."""
-
-RULES_FILE = RULES_DIR / "aihpc_automl.yaml"
-"""Entry point of our rules, passed to the checker's ``--config``."""
-
-CHECKER_USAGE = "hpc"
-CHECKER_RULESET = "3.0.0"
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("cloud", "onprem", "preview", "research")
@@ -303,7 +293,8 @@ class MLPerfLog:
                 raise ValueError(f"eval_accuracy must be a number in [0, 1], got {value!r}")
             if self._best_accuracy is not None and value < self._best_accuracy:
                 raise ValueError(
-                    f"eval_accuracy is the best so far and must be >= {self._best_accuracy}, got {value}"
+                    f"eval_accuracy is the best so far and must be >= {self._best_accuracy}, got "
+                    f"{value}"
                 )
             self._emit(
                 "event",
@@ -445,7 +436,8 @@ class MLPerfLog:
             _check_int("time_ms", time_ms, 0, ValueError)
         # mllog records the file/line of the frame `stack_offset` levels above
         # the call into it: skip every frame of this module.
-        frame, offset = sys._getframe(0), 1
+        frame: FrameType | None = sys._getframe(0)
+        offset = 1
         while frame is not None and frame.f_code.co_filename == _THIS_FILE:
             frame, offset = frame.f_back, offset + 1
         with self._lock:
@@ -459,57 +451,6 @@ class MLPerfLog:
             log(key=key, value=value, metadata=meta or None, time_ms=time_ms, stack_offset=offset)
             if check_once:  # raw event() calls do not count towards the run's lifecycle
                 self._seen.add(key)
-
-
-def check_compliance(
-    log_path: str | os.PathLike[str],
-    *,
-    rules: str | os.PathLike[str] | None = None,
-    werror: bool = False,
-    timeout_s: float = 120.0,
-) -> tuple[bool, str]:
-    """Run the MLPerf compliance checker on ``log_path``; return ``(ok, output)``.
-
-    Runs ``python -m mlperf_logging.compliance_checker --usage hpc --ruleset
-    3.0.0 --config RULES LOG`` in a subprocess (``RULES`` defaults to
-    :data:`RULES_FILE`, made absolute) with its own log file in a temporary
-    directory.  ``ok`` is True only when the checker exits 0 and reports
-    SUCCESS; ``output`` is its combined stdout and stderr.  ``werror`` turns
-    the checker's warnings (e.g. a once-only key repeated with equal values)
-    into failures.  Raises :class:`ConfigError` if the log or rules file is
-    missing.
-    """
-    log = Path(log_path).resolve()
-    rules_path = Path(RULES_FILE if rules is None else rules).resolve()
-    if not log.is_file():
-        raise ConfigError(f"MLPerf log file must exist, got {str(log_path)!r}")
-    if not rules_path.is_file():
-        raise ConfigError(f"compliance rules file must exist, got {str(rules)!r}")
-    with tempfile.TemporaryDirectory(prefix="aihpc-mlperf-check-") as tmp:
-        cmd = [
-            sys.executable,
-            "-m",
-            "mlperf_logging.compliance_checker",
-            "--usage",
-            CHECKER_USAGE,
-            "--ruleset",
-            CHECKER_RULESET,
-            "--config",
-            str(rules_path),
-            "--log_output",
-            str(Path(tmp) / "compliance_checker.log"),
-            *(["--werror"] if werror else []),
-            str(log),
-        ]
-        try:
-            proc = subprocess.run(
-                cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout_s, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return False, f"compliance checker timed out after {timeout_s} s: {' '.join(cmd)}"
-    output = proc.stdout + proc.stderr
-    ok = proc.returncode == 0 and "SUCCESS" in output
-    return ok, output
 
 
 # ------------------------------------------------------------------- helpers

@@ -24,27 +24,29 @@ from typing import Any
 from aihpc import __version__
 from aihpc.fileio import atomic_write
 from aihpc.records.energy import energy_results
+from aihpc.records.rows import EpochRow, TrialRow
+from aihpc.records.score import Score
 
 RESULTS_SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
 
 
-def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
+def build_results(store, score: Score) -> dict[str, Any]:
     """Assemble results.json from the run store (the single source of truth)."""
     segments = store.segments()
-    t0 = segments[0][0] if segments else 0.0
-    wall = score["wall_seconds"]
+    t0 = segments[0].start if segments else 0.0
+    wall = score.wall_seconds
     trials = []
     per_worker: dict[str, dict[str, float]] = defaultdict(
         lambda: {"busy_seconds": 0.0, "epochs": 0}
     )
     counts: dict[str, int] = defaultdict(int)
     for row in store.trials():
-        epochs = store.epochs(row["id"])
+        epochs = store.epochs(row.id)
         for e in epochs:
-            w = per_worker[e["worker"]]
-            w["busy_seconds"] += e["t_end"] - e["t_start"]
+            w = per_worker[e.worker]
+            w["busy_seconds"] += e.t_end - e.t_start
             w["epochs"] += 1
-        counts[row["status"]] += 1
+        counts[row.status] += 1
         trials.append(trial_record(row, epochs, t0))
     screenings = store.screenings()
     for sc in screenings:  # a screening keeps its worker busy like an epoch
@@ -58,8 +60,8 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         }
         for name, w in sorted(per_worker.items())
     ]
-    score = {
-        **score,
+    score_block = {
+        **score.to_dict(),
         "trials_completed": counts["completed"] + counts["early_stopped"],
         "trials_failed": counts["failed"],
         "trials_diverged": counts["diverged"],
@@ -76,9 +78,9 @@ def build_results(store, score: dict[str, Any]) -> dict[str, Any]:
         "layout": store.meta("layout"),
         "staging": store.meta("staging"),
         "devices": store.meta("devices"),  # which device(s) each worker trains on (aihpc.devices)
-        "score": score,
-        "energy": energy_results(store.meta("energy"), score["ops"]),
-        "segments": [{"t_start": a - t0, "t_end": b - t0} for a, b in segments],
+        "score": score_block,
+        "energy": energy_results(store.meta("energy"), score.ops),
+        "segments": [s.to_dict(t0) for s in segments],
         "timeline": store.timeline(),
         "workers": workers_out,
         "trials": trials,
@@ -94,7 +96,8 @@ def integrity(store) -> dict[str, Any]:
 
 
 def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
-    """One proxy screening of results.json (see aihpc.runner.screening); candidates without their architectures
+    """One proxy screening of results.json (see aihpc.runner.screening); candidates without their
+    architectures
     (the chosen one is its trial's), times relative to ``t0``."""
     return {
         **row,
@@ -104,48 +107,48 @@ def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
     }
 
 
-def trial_record(row: dict[str, Any], epochs: list[dict[str, Any]], t0: float) -> dict[str, Any]:
+def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, Any]:
     """One trial of results.json from its store row and epochs; times relative to ``t0``."""
     phases: dict[str, float] = defaultdict(float)
     workers: dict[str, int] = defaultdict(int)
     for e in epochs:
-        for k, v in e["phase_seconds"].items():
+        for k, v in e.phase_seconds.items():
             phases[k] += v
-        workers[e["worker"]] += 1
-    accs = [e["metrics"]["val_accuracy"] for e in epochs if e["status"] == "ok"]
-    ops_train = sum(e["ops_train"] for e in epochs)
-    ops_eval = sum(e["ops_eval"] for e in epochs)
+        workers[e.worker] += 1
+    accs = [e.metrics["val_accuracy"] for e in epochs if e.status == "ok"]
+    ops_train = sum(e.ops_train for e in epochs)
+    ops_eval = sum(e.ops_eval for e in epochs)
     return {
-        "id": row["id"],
-        "parent": row["parent"],
-        "arch_hash": row["arch_hash"],
-        "arch": row["arch"],
-        "num_params": row["num_params"],
-        "morph": row["morph"],
-        "hparams": row["hparams"],
-        "budget_epochs": row["budget"],
-        "status": row["status"],
-        "reason": row["reason"],
-        "traceback": row["traceback"],
-        "attempts": row["attempts"],
-        "worker": max(workers, key=workers.get) if workers else None,
-        "t_start": (epochs[0]["t_start"] - t0) if epochs else None,
-        "t_end": (max(e["t_end"] for e in epochs) - t0) if epochs else None,
+        "id": row.id,
+        "parent": row.parent,
+        "arch_hash": row.arch_hash,
+        "arch": row.arch,
+        "num_params": row.num_params,
+        "morph": row.morph,
+        "hparams": row.hparams.to_dict(),
+        "budget_epochs": row.budget,
+        "status": row.status,
+        "reason": row.reason,
+        "traceback": row.traceback,
+        "attempts": row.attempts,
+        "worker": max(workers, key=lambda w: workers[w]) if workers else None,
+        "t_start": (epochs[0].t_start - t0) if epochs else None,
+        "t_end": (max(e.t_end for e in epochs) - t0) if epochs else None,
         "epochs": [
             {
-                **e["metrics"],
-                "status": e["status"],
-                "worker": e["worker"],
-                "device": e["device"],
-                "attempt": e["attempt"],
-                "t_start": e["t_start"] - t0,
-                "t_end": e["t_end"] - t0,
+                **e.metrics,
+                "status": e.status,
+                "worker": e.worker,
+                "device": e.device,
+                "attempt": e.attempt,
+                "t_start": e.t_start - t0,
+                "t_end": e.t_end - t0,
             }
             for e in epochs
         ],
         "best_val_accuracy": max(accs) if accs else None,
         "ops": {"train": ops_train, "eval": ops_eval, "total": ops_train + ops_eval},
-        "ops_per_sample": epochs[-1]["ops_per_sample"] if epochs else None,
+        "ops_per_sample": epochs[-1].ops_per_sample if epochs else None,
         "phase_seconds": dict(phases),
     }
 

@@ -18,7 +18,49 @@ interruption can only lower a score.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Score:
+    """The score of a run: results.json's ``score`` block, less the trial tallies it adds."""
+
+    ops: int
+    wall_seconds: float
+    ops_per_second: float
+    best_accuracy: float | None
+    error_percent: float
+    regulated_score: float
+    min_accuracy: float
+    valid: bool
+    invalid_reason: str | None
+    peak_flops_per_s: float | None
+    peak_fraction: float | None
+
+    def __post_init__(self) -> None:
+        if self.ops < 0:
+            raise ValueError(f"a score's ops must be >= 0, got {self.ops!r}")
+        if self.wall_seconds < 0:
+            raise ValueError(f"a score's wall_seconds must be >= 0, got {self.wall_seconds!r}")
+        if self.best_accuracy is not None and not 0.0 <= self.best_accuracy <= 1.0:
+            raise ValueError(
+                f"a score's best_accuracy must be in [0, 1], got {self.best_accuracy!r}"
+            )
+        if self.valid != (self.invalid_reason is None):
+            raise ValueError(
+                f"a score is valid exactly when it has no invalid_reason, got valid={self.valid!r} "
+                f"with invalid_reason={self.invalid_reason!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The 11 keys of results.json's ``score`` block."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Score:
+        """The score from results.json's ``score`` block (its trial tallies are not the score's)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
 def compute_score(
@@ -28,8 +70,8 @@ def compute_score(
     val_samples: int,
     min_accuracy: float,
     peak_flops_per_s: float | None = None,
-) -> dict[str, Any]:
-    """The score dictionary written to results.json (see module docstring)."""
+) -> Score:
+    """The score of a run (see the module docstring)."""
     ops_per_second = ops / wall_seconds if wall_seconds > 0 else 0.0
     best = best_accuracy if best_accuracy is not None else 0.0
     capped = min(best, 1.0 - 0.5 / max(val_samples, 1))
@@ -39,28 +81,53 @@ def compute_score(
         reason = "no trial finished an evaluation"
     elif best < min_accuracy:
         reason = f"best accuracy {best:.4f} is below the minimum {min_accuracy:.4f}"
-    return {
-        "ops": int(ops),
-        "wall_seconds": wall_seconds,
-        "ops_per_second": ops_per_second,
-        "best_accuracy": best_accuracy,
-        "error_percent": 100.0 * (1.0 - best),
-        "regulated_score": regulated,
-        "min_accuracy": min_accuracy,
-        "valid": reason is None,
-        "invalid_reason": reason,
-        "peak_flops_per_s": peak_flops_per_s,
-        "peak_fraction": ops_per_second / peak_flops_per_s if peak_flops_per_s else None,
-    }
+    return Score(
+        ops=int(ops),
+        wall_seconds=wall_seconds,
+        ops_per_second=ops_per_second,
+        best_accuracy=best_accuracy,
+        error_percent=100.0 * (1.0 - best),
+        regulated_score=regulated,
+        min_accuracy=min_accuracy,
+        valid=reason is None,
+        invalid_reason=reason,
+        peak_flops_per_s=peak_flops_per_s,
+        peak_fraction=ops_per_second / peak_flops_per_s if peak_flops_per_s else None,
+    )
 
 
-def wall_seconds(segments: list[tuple[float, float]]) -> float:
+@dataclass(frozen=True)
+class Segment:
+    """One stretch a master ran, in seconds since the epoch: opened as it starts, stopped as it
+    ends."""
+
+    start: float
+    stop: float
+
+    def __post_init__(self) -> None:
+        if self.stop < self.start:
+            raise ValueError(
+                f"a segment stops at or after it starts, got {self.start!r}..{self.stop!r}"
+            )
+
+    def to_dict(self, t0: float = 0.0) -> dict[str, float]:
+        """results.json's form: ``t_start`` and ``t_end`` in seconds since ``t0`` (the run's
+        start)."""
+        return {"t_start": self.start - t0, "t_end": self.stop - t0}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float], t0: float = 0.0) -> Segment:
+        """The segment of results.json's ``t_start``/``t_end`` (seconds since ``t0``)."""
+        return cls(start=data["t_start"] + t0, stop=data["t_end"] + t0)
+
+
+def wall_seconds(segments: list[Segment]) -> float:
     """First start to last stop; gaps between segments (downtime) included."""
     if not segments:
         return 0.0
-    return max(stop for _, stop in segments) - segments[0][0]
+    return max(s.stop for s in segments) - segments[0].start
 
 
-def active_seconds(segments: list[tuple[float, float]]) -> float:
+def active_seconds(segments: list[Segment]) -> float:
     """Seconds a master was running: what the run's time budget counts."""
-    return sum(stop - start for start, stop in segments)
+    return sum(s.stop - s.start for s in segments)

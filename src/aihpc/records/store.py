@@ -26,7 +26,9 @@ from typing import Any
 
 from aihpc.errors import StorageError
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
-from aihpc.records.task import Morph, WeightsRef
+from aihpc.records.rows import FINISHED, EpochRow, TrialRow
+from aihpc.records.score import Segment
+from aihpc.records.task import Morph
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -107,8 +109,6 @@ _RECORD_SQL = {
     for kind, (table, where) in _RECORD_ROWS.items()
 }
 
-# Trial states: 'running' until the master decides; then one of these.
-FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
 # The layout of the tables and the weight files; a run is resumed only by an
 # aihpc that writes the same format (format 1 kept every trial's weights in
 # one file, which the master wrote; format 2 had no digest chain).
@@ -166,11 +166,13 @@ class RunStore:
 
     # -- segments ---------------------------------------------------------------------
     def open_segment(self, start: float) -> int:
-        return self._write(
+        segment = self._write(
             "INSERT INTO segments (start, stop) VALUES (?, ?)",
             (start, start),
             link=("segment", None),
         ).lastrowid
+        assert segment is not None  # an INSERT's row id
+        return segment
 
     def touch_segment(self, segment: int, now: float) -> None:
         self._write(
@@ -179,15 +181,17 @@ class RunStore:
             link=("segment", (segment,)),
         )
 
-    def segments(self) -> list[tuple[float, float]]:
+    def segments(self) -> list[Segment]:
         return [
-            (r[0], r[1]) for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")
+            Segment(start=r[0], stop=r[1])
+            for r in self.db.execute("SELECT start, stop FROM segments ORDER BY id")
         ]
 
     # -- trials -----------------------------------------------------------------------
     def add_trial(self, trial: dict[str, Any]) -> None:
         self._write(
-            "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, status,"
+            "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, "
+            "status,"
             " num_params, recipe, t_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
             (
                 trial["id"],
@@ -229,19 +233,20 @@ class RunStore:
             link=("attempt", (trial_id,)),
         )
 
-    def trials(self) -> list[dict[str, Any]]:
+    def trials(self) -> list[TrialRow]:
         out = []
         for r in self.db.execute("SELECT * FROM trials ORDER BY id"):
             d = dict(r)
             d["arch"] = json.loads(d["arch"])
             d["hparams"] = json.loads(d["hparams"])
             d["recipe"] = json.loads(d["recipe"]) if d["recipe"] is not None else None
-            out.append(d)
+            out.append(TrialRow.from_dict(d))
         return out
 
     # -- epochs -----------------------------------------------------------------------
     def add_epoch(self, result, attempt: int) -> None:
-        """Record one finished :class:`~aihpc.records.task.EpochResult`, with the reference to its weights."""
+        """Record one finished :class:`~aihpc.records.task.EpochResult`, with the reference to its
+        weights."""
         weights = result.weights
         self._write(
             "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -265,9 +270,9 @@ class RunStore:
             link=("epoch", (result.trial_id, result.epoch)),
         )
 
-    def epochs(self, trial_id: int | None = None) -> list[dict[str, Any]]:
+    def epochs(self, trial_id: int | None = None) -> list[EpochRow]:
         """Epoch rows, by end time (of one trial: by epoch); ``weights`` a WeightsRef or None."""
-        query, args = "SELECT * FROM epochs ORDER BY t_end", ()
+        query, args = "SELECT * FROM epochs ORDER BY t_end", tuple[int, ...]()
         if trial_id is not None:
             query, args = "SELECT * FROM epochs WHERE trial_id = ? ORDER BY epoch", (trial_id,)
         out = []
@@ -276,8 +281,10 @@ class RunStore:
             for key in ("metrics", "phase_seconds", "ops_per_sample"):
                 d[key] = json.loads(d[key])
             digest = d.pop("weights_digest")
-            d["weights"] = WeightsRef(d["weights"], digest) if d["weights"] is not None else None
-            out.append(d)
+            d["weights"] = (
+                {"name": d["weights"], "digest": digest} if d["weights"] is not None else None
+            )
+            out.append(EpochRow.from_dict(d))
         return out
 
     def total_ops(self) -> int:
@@ -315,7 +322,8 @@ class RunStore:
         )
 
     def screenings(self) -> list[dict[str, Any]]:
-        """Screening rows by id, ``candidates`` decoded; none in a store written before screening existed."""
+        """Screening rows by id, ``candidates`` decoded; none in a store written before screening
+        existed."""
         if not self._has_table("screenings"):
             return []
         out = []
@@ -334,7 +342,8 @@ class RunStore:
 
     # -- digest chain -----------------------------------------------------------------
     def chain_head(self) -> tuple[str, int]:
-        """The chain's last value and its number of links (GENESIS and 0 for none, or a store older than the chain)."""
+        """The chain's last value and its number of links (GENESIS and 0 for none, or a store older
+        than the chain)."""
         if not self._has_table("chain"):
             return GENESIS, 0
         row = self.db.execute(
@@ -346,7 +355,8 @@ class RunStore:
         return [dict(r) for r in self.db.execute("SELECT * FROM chain ORDER BY seq")]
 
     def raw_rows(self, table: str) -> list[dict[str, Any]]:
-        """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's checks."""
+        """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's
+        checks."""
         if table not in {t for t, _ in _RECORD_ROWS.values()}:
             raise ValueError(f"no chained table {table!r}")
         if not self._has_table(table):
@@ -355,7 +365,8 @@ class RunStore:
 
     # -- internals --------------------------------------------------------------------
     def _has_table(self, name: str) -> bool:
-        """Whether the store has table ``name`` (a store written by an older aihpc may lack newer ones)."""
+        """Whether the store has table ``name`` (a store written by an older aihpc may lack newer
+        ones)."""
         return (
             self.db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
@@ -391,7 +402,8 @@ class RunStore:
             ) from None
 
     def _link(self, kind: str, key: tuple) -> str:
-        """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the new head."""
+        """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the
+        new head."""
         row = self.db.execute(_RECORD_SQL[kind], key).fetchone()
         record = record_digest(kind, dict(zip(RECORD_COLUMNS[kind], row, strict=True)))
         head = chain_digest(self._head, record)
@@ -438,7 +450,8 @@ def read_meta(db: Path, key: str) -> Any:
 
 
 def _open_read_only(db: Path) -> sqlite3.Connection:
-    """``db`` opened read-only (immutable when it has no write-ahead log, so no files appear beside it)."""
+    """``db`` opened read-only (immutable when it has no write-ahead log, so no files appear beside
+    it)."""
     immutable = "&immutable=1" if not Path(f"{db}-wal").exists() else ""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro{immutable}", uri=True)

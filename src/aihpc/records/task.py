@@ -19,10 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from aihpc.records.trial import Hyperparameters
+
 
 @dataclass(frozen=True)
 class DataRef:
-    """Which data set to train on, and how a worker stages it (:mod:`aihpc.train.staging`); the worker caches it.
+    """Which data set to train on, and how a worker stages it (:mod:`aihpc.train.staging`); the
+    worker caches it.
 
     ``staging`` is the tier (``auto``, ``device`` or ``stream``);
     ``stage_dir`` the node-local folder of the stream tier (None: the
@@ -41,7 +44,8 @@ class DataRef:
 
     @classmethod
     def of(cls, config: Any) -> DataRef:
-        """The data set of a run's configuration, as every task names it (the workers' cache key)."""
+        """The data set of a run's configuration, as every task names it (the workers' cache
+        key)."""
         return cls(
             name=config.dataset,
             path=config.data_path,
@@ -99,7 +103,7 @@ class EpochTask:
     epoch: int
     epochs: int
     arch: dict[str, Any]
-    hparams: dict[str, Any]
+    hparams: Hyperparameters
     data: DataRef
     deadline: float
     seed: int

@@ -1,7 +1,8 @@
 """Self-contained HTML report of an ``aihpc run`` directory.
 
 :func:`write_report` reads ``RUN_DIR/results.json`` (``schema_version`` 1
-or 2, as written by ``aihpc run``; version 1 is upgraded when read), renders the plots to PNG with matplotlib's
+or 2, as written by ``aihpc run``; version 1 is upgraded when read), renders the plots to PNG with
+matplotlib's
 Agg renderer, embeds them as base64 ``data:`` URIs and writes one HTML file
 with inline CSS and no external references, so it opens offline.
 
@@ -124,7 +125,8 @@ def write_report(path: Path, out: Path | None = None) -> Path:
 
 
 def _is_result_document(path: Path) -> bool:
-    """A JSON file in a run directory that a bench, profile or roofline command wrote (by its ``kind``)."""
+    """A JSON file in a run directory that a bench, profile or roofline command wrote (by its
+    ``kind``)."""
     from aihpc.records.files import KINDS
 
     try:

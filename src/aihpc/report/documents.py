@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aihpc.fmt import format_fraction, format_seconds, format_si, format_value
-from aihpc.report.html import _CSS, _kv_table, _no_data, esc
+from aihpc.report.markup import CSS, esc, kv_table, no_data
 
 Column = tuple[str, Callable[[dict[str, Any]], str]]
 
@@ -29,7 +29,7 @@ def _get(row: Any, *keys: str) -> Any:
 def _table(rows: Sequence[Any], columns: Sequence[Column], limit: int = 200) -> str:
     rows = [r for r in rows if isinstance(r, dict)][:limit]
     if not rows:
-        return _no_data()
+        return no_data()
     head = "".join(f"<th>{esc(title)}</th>" for title, _ in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{esc(cell(r))}</td>" for _, cell in columns) + "</tr>" for r in rows
@@ -41,7 +41,10 @@ def _image(png: bytes | None, caption: str) -> str:
     if not png:
         return ""
     data = base64.b64encode(png).decode("ascii")
-    return f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}"><figcaption>{esc(caption)}</figcaption></figure>'
+    return (
+        f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{esc(caption)}</figcaption></figure>"
+    )
 
 
 def _roofline(data: dict[str, Any]) -> str:
@@ -67,7 +70,7 @@ def _roofline(data: dict[str, Any]) -> str:
     ]
     from aihpc.roofline.plot import roofline_png
 
-    return _kv_table(rows) + _image(
+    return kv_table(rows) + _image(
         roofline_png(data), "Roofline: measured roofs and the kernels placed under them"
     )
 
@@ -145,7 +148,7 @@ def _network(data: dict[str, Any]) -> str:
                 ],
             )
         )
-    return "".join(parts) or _no_data()
+    return "".join(parts) or no_data()
 
 
 def _training(data: dict[str, Any]) -> str:
@@ -166,7 +169,7 @@ def _training(data: dict[str, Any]) -> str:
             ("val accuracy", lambda r: format_fraction(r.get("val_accuracy"), 2)),
         ],
     )
-    return _kv_table(outcome) + curve
+    return kv_table(outcome) + curve
 
 
 def _distributed(data: dict[str, Any]) -> str:
@@ -184,7 +187,7 @@ def _distributed(data: dict[str, Any]) -> str:
         ("ring volume per rank, computed", format_si(vol.get("ring_bytes_per_rank_computed"), "B")),
         ("bytes sent per rank, measured", format_si(vol.get("bytes_per_rank_measured"), "B")),
     ]
-    return _kv_table(rows)
+    return kv_table(rows)
 
 
 def _profile(data: dict[str, Any]) -> str:
@@ -201,7 +204,7 @@ def _profile(data: dict[str, Any]) -> str:
                 ("share", lambda r: format_fraction(r.get("share"))),
             ],
         ),
-        _kv_table(
+        kv_table(
             [
                 (k, format_si(memory.get(k), "B"))
                 for k in (
@@ -250,7 +253,7 @@ def _recommend(data: dict[str, Any]) -> str:
         [c for c in data.get("candidates") or [] if isinstance(c, dict)],
         key=lambda c: c.get("rank") or 0,
     )
-    return _kv_table(
+    return kv_table(
         [(k, format_value(cx.get(k))) for k in ("f1", "n1", "n3", "t2", "probe_error")]
         + [
             ("domain", format_value(data.get("domain"))),
@@ -295,7 +298,7 @@ def _recommend_validation(data: dict[str, Any]) -> str:
         for k, ss in groups.items()
     ]
     if not rows:
-        return _no_data()
+        return no_data()
     cover = ", ".join(f"{esc(k)} {100 * c:.0f} %" for k, c in (v.get("coverage") or {}).items())
     return f"<p>leave one family out; 80 % intervals hold the truth: {cover}</p>" + _table(
         rows,
@@ -311,7 +314,7 @@ def _recommend_validation(data: dict[str, Any]) -> str:
 
 def _recommend_calibration(data: dict[str, Any]) -> str:
     prov = (data.get("matcher") or {}).get("provenance") or {}
-    return _kv_table(
+    return kv_table(
         [(k, format_value(prov.get(k))) for k in ("command", "seed", "steps", "rows", "families")]
     )
 
@@ -337,7 +340,8 @@ def render_sections(documents: Sequence[dict[str, Any]]) -> str:
         env = doc.get("environment") or {}
         where = " on ".join(str(x) for x in (doc["data"].get("device"), env.get("hostname")) if x)
         parts.append(
-            f'<h2>{esc(title)}</h2><p class="sub">{esc(where)}, {esc(doc.get("created_utc", ""))}</p>'
+            f'<h2>{esc(title)}</h2><p class="sub">{esc(where)}, '
+            f"{esc(doc.get('created_utc', ''))}</p>"
         )
         parts.append(render(doc["data"]))
     return "".join(parts)
@@ -347,5 +351,5 @@ def render_page(documents: Sequence[dict[str, Any]], title: str) -> str:
     """A page of its own for result documents."""
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-        f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>{render_sections(documents)}</body></html>\n"
+        f"<style>{CSS}</style></head><body><h1>{esc(title)}</h1>{render_sections(documents)}</body></html>\n"
     )

@@ -3,13 +3,12 @@
 :func:`render_html` turns the parsed ``results.json`` and the PNG bytes of the
 plots into one HTML document: inline CSS, images as base64 ``data:`` URIs, no
 scripts, fonts or links, so it opens offline.  Every string taken from the
-results goes through :func:`esc` (``html.escape``).
+results goes through :func:`aihpc.report.markup.esc` (``html.escape``).
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import statistics
 from collections import Counter
 from typing import Any
@@ -25,13 +24,15 @@ from aihpc.fmt import (
 )
 from aihpc.records.energy import energy_text
 from aihpc.report.lineage import build_lineage, lineage_html
+from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 
 #: (plot key, title, caption) in page order.
 PLOT_SECTIONS = (
     (
         "timeline",
         "Score and accuracy over time",
-        "Operations per second so far and the best validation accuracy reached, sampled during the run.",
+        "Operations per second so far and the best validation accuracy reached, sampled during the "
+        "run.",
     ),
     (
         "ops",
@@ -50,68 +51,17 @@ PLOT_SECTIONS = (
     ),
 )
 
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
-       max-width: 1100px; padding: 1.5em; color: #212121; background: #fafafa; }
-h1 { margin-bottom: 0.1em; } h2 { border-bottom: 2px solid #e0e0e0; padding-bottom: 0.2em; margin-top: 1.6em; }
-.sub { color: #616161; margin-top: 0; }
-.cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
-.card { background: white; border: 1px solid #e0e0e0; border-radius: 6px; padding: 0.6em 1em; min-width: 9em; }
-.card .label { font-size: 0.8em; color: #757575; text-transform: uppercase; letter-spacing: 0.04em; }
-.card .value { font-size: 1.5em; font-weight: 600; }
-.card .note { font-size: 0.8em; color: #616161; }
-.card.main .value { font-size: 2em; color: #0d47a1; }
-.valid { color: #2e7d32; } .invalid { color: #c62828; }
-table { border-collapse: collapse; background: white; font-size: 0.88em; margin: 0.5em 0; }
-th, td { border: 1px solid #e0e0e0; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f5f5f5; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.kv th { width: 12em; }
-.grid2 { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
-figure { margin: 0.5em 0; } figure img { max-width: 100%; border: 1px solid #e0e0e0; background: white; }
-figcaption { color: #616161; font-size: 0.88em; }
-.nodata { color: #9e9e9e; font-style: italic; }
-.status { font-weight: 600; }
-.st-completed { color: #2e7d32; } .st-early_stopped { color: #1e88e5; } .st-deadline { color: #8d6e63; }
-.st-diverged { color: #f57c00; } .st-failed { color: #c62828; }
-code { font-size: 0.9em; word-break: break-all; }
-ul.tree { list-style: none; margin: 0.1em 0 0.1em 0.3em; padding-left: 0.8em; border-left: 1px solid #e0e0e0; }
-ul.tree li { margin: 0.1em 0; } .lineage-tree { font-size: 0.88em; }
-.onpath { font-weight: 600; } .mk { font-weight: 600; }
-details > summary { cursor: pointer; color: #424242; }
-"""
-
-
-def esc(value: Any) -> str:
-    """HTML-escaped text of any value (quotes included)."""
-    return html.escape(str(value), quote=True)
-
-
-def _no_data(text: str = "no data") -> str:
-    return f'<p class="nodata">{esc(text)}</p>'
-
-
-def _kv_table(rows: list[tuple[str, str]]) -> str:
-    """Two-column table; both columns are escaped here."""
-    if not rows:
-        return _no_data()
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    return f'<table class="kv">{body}</table>'
-
-
-def _card(label: str, value: str, note: str = "", css: str = "", value_css: str = "") -> str:
-    note_html = f'<div class="note">{esc(note)}</div>' if note else ""
-    return (
-        f'<div class="card {css}"><div class="label">{esc(label)}</div>'
-        f'<div class="value {value_css}">{esc(value)}</div>{note_html}</div>'
-    )
-
-
 # --------------------------------------------------------------------------- sections
 
 
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` where it is a dict (a section of results.json), else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _header(results: dict[str, Any]) -> str:
-    score = results.get("score") if isinstance(results.get("score"), dict) else {}
+    score = _section(results, "score")
     run_id = results.get("run_id", NA)
     version = results.get("aihpc_version", NA)
     valid = score.get("valid")
@@ -136,28 +86,29 @@ def _header(results: dict[str, Any]) -> str:
         if score.get(k) is not None
     ]
     cards = [
-        _card(
+        card(
             "Score",
             format_si(score.get("ops_per_second"), "OPS"),
-            f"{format_si(score.get('ops'))} operations in {format_seconds(score.get('wall_seconds'))}",
+            f"{format_si(score.get('ops'))} operations in "
+            f"{format_seconds(score.get('wall_seconds'))}",
             "main",
         ),
-        _card(
+        card(
             "Regulated score",
             format_si(score.get("regulated_score"), "OPS"),
             "OPS × |ln(1 − accuracy)|",
         ),
-        _card("Error", format_percent(score.get("error_percent"))),
-        _card(
+        card("Error", format_percent(score.get("error_percent"))),
+        card(
             "Best accuracy",
             format_fraction(score.get("best_accuracy"), 2),
             " · ".join(_accuracy_notes(results, min_acc)),
         ),
-        _card("Result", validity, validity_note, value_css=validity_css),
-        _card("Wall time", format_seconds(score.get("wall_seconds"))),
-        _card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
-        _card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
-        _energy_card(results.get("energy")),
+        card("Result", validity, validity_note, value_css=validity_css),
+        card("Wall time", format_seconds(score.get("wall_seconds"))),
+        card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
+        card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
+        _energycard(results.get("energy")),
     ]
     return (
         f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run_id)}</code> · '
@@ -169,10 +120,13 @@ def _peak_note(results: dict[str, Any], used: float | None) -> str:
     """What the share of peak divides by: the total peak of all workers measured at once."""
     if used is None:
         return "no peak measured"
-    peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
+    peak = _section(results, "peak")
     workers = peak.get("workers")
     if as_number(peak.get("total_flops_per_s")) is not None and as_number(workers) is not None:
-        return f"of {format_si(used, 'FLOP/s')}, the total measured peak of {format_value(workers)} workers at once"
+        return (
+            f"of {format_si(used, 'FLOP/s')}, the total measured peak of "
+            f"{format_value(workers)} workers at once"
+        )
     return f"of {format_si(used, 'FLOP/s')} measured peak"
 
 
@@ -203,9 +157,9 @@ def _gpu_text(gpus: Any) -> str:
 
 
 def _environment(results: dict[str, Any]) -> str:
-    env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
+    env = _section(results, "environment")
     if not env:
-        return _no_data("no environment recorded")
+        return no_data("no environment recorded")
     commit = env.get("git_commit")
     dirty = env.get("git_dirty")
     commit_text = format_value(commit) + (
@@ -220,19 +174,20 @@ def _environment(results: dict[str, Any]) -> str:
     ]
     shown = {"hostname", "cpu_model", "gpus", "torch_version", "git_commit", "git_dirty"}
     rest = [(str(k), format_value(v)) for k, v in sorted(env.items()) if k not in shown]
-    return _kv_table(main + rest)
+    return kv_table(main + rest)
 
 
 def _configuration(results: dict[str, Any]) -> str:
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    config = _section(results, "config")
     if not config:
-        return _no_data("no configuration recorded")
-    return _kv_table([(str(k), format_value(v)) for k, v in sorted(config.items())])
+        return no_data("no configuration recorded")
+    return kv_table([(str(k), format_value(v)) for k, v in sorted(config.items())])
 
 
 def _peaks(results: dict[str, Any]) -> str:
-    """The total peak the share of peak uses (and each worker's part of it), before and after the run."""
-    peak = results.get("peak") if isinstance(results.get("peak"), dict) else {}
+    """The total peak the share of peak uses (and each worker's part of it), before and after the
+    run."""
+    peak = _section(results, "peak")
     total = as_number(peak.get("total_flops_per_s"))
     if total is None:  # results of early versions: one entry per dtype
         rows = [
@@ -244,7 +199,7 @@ def _peaks(results: dict[str, Any]) -> str:
             if isinstance(entry, dict)
         ]
         rows += _share_rows(results, None)
-        return _kv_table(rows) if rows else _no_data("no peak measured")
+        return kv_table(rows) if rows else no_data("no peak measured")
     what = " on ".join(str(x) for x in (peak.get("dtype"), peak.get("device")) if x) or "matmul"
     rows = [
         (
@@ -257,22 +212,19 @@ def _peaks(results: dict[str, Any]) -> str:
     if as_number(peak.get("spread")) is not None:
         rows.append(("largest spread of a worker's repeats", format_fraction(peak.get("spread"))))
     rows += _share_rows(results, total)
-    after = peak.get("after") if isinstance(peak.get("after"), dict) else {}
+    after = _section(peak, "after")
     if as_number(after.get("total_flops_per_s")) is not None:
         rows.append(("total after the run", format_si(after.get("total_flops_per_s"), "FLOP/s")))
         rows.append(("drift", format_fraction(peak.get("drift"))))
     if peak.get("drift_warning"):
         rows.append(("warning", str(peak["drift_warning"])))
-    return _kv_table(rows)
+    return kv_table(rows)
 
 
-def _energy_card(energy: Any) -> str:
-    """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides by."""
-    total = (
-        energy.get("total")
-        if isinstance(energy, dict) and isinstance(energy.get("total"), dict)
-        else {}
-    )
+def _energycard(energy: Any) -> str:
+    """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides
+    by."""
+    total = _section(energy, "total") if isinstance(energy, dict) else {}
     gops = as_number(total.get("gops_per_watt"))
     if as_number(total.get("joules")) is None:
         reason = (
@@ -280,16 +232,16 @@ def _energy_card(energy: Any) -> str:
             if isinstance(energy, dict)
             else "results written before aihpc measured energy"
         )
-        return _card("Energy", "not measured", str(reason or "no reason recorded"))
+        return card("Energy", "not measured", str(reason or "no reason recorded"))
     note = f"{format_si(total['joules'], 'J')} at {format_si(total.get('watts'), 'W')} average"
-    return _card("GOPS/W", NA if gops is None else f"{gops:.3g}", note)
+    return card("GOPS/W", NA if gops is None else f"{gops:.3g}", note)
 
 
 def _energy(results: dict[str, Any]) -> str:
     """Every device's measured energy (or why not), and the total the GOPS/W divides by."""
     energy = results.get("energy")
     if not isinstance(energy, dict):
-        return _no_data("energy not measured: results written before aihpc measured energy")
+        return no_data("energy not measured: results written before aihpc measured energy")
     rows = []
     for d in energy.get("devices") or []:
         if not isinstance(d, dict):
@@ -306,7 +258,7 @@ def _energy(results: dict[str, Any]) -> str:
                     f"{format_seconds(d.get('max_interval_s'))}",
                 )
             )
-    total = energy.get("total") if isinstance(energy.get("total"), dict) else {}
+    total = _section(energy, "total")
     rows.append(("total", energy_text(energy)))
     if as_number(total.get("ops_per_joule")) is not None:
         rows.append(
@@ -316,15 +268,16 @@ def _energy(results: dict[str, Any]) -> str:
                 f"= {total['gops_per_watt']:.3g} GOPS/W",
             )
         )
-    return _kv_table(rows)
+    return kv_table(rows)
 
 
 def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
-    """Each worker's part of the total (measured at the same time); min / median / max beyond 8 workers."""
-    values = [
+    """Each worker's part of the total (measured at the same time); min / median / max beyond 8
+    workers."""
+    measured = [
         as_number(w.get("flops_per_s")) for w in peak.get("per_worker") or [] if isinstance(w, dict)
     ]
-    values = [v for v in values if v is not None]
+    values = [v for v in measured if v is not None]
     if len(values) <= 8:
         return [
             (f"worker {n} of {len(values)}, part of the total", format_si(v, "FLOP/s"))
@@ -342,8 +295,9 @@ def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _share_rows(results: dict[str, Any], total: float | None) -> list[tuple[str, str]]:
-    """How the share of peak is computed, and a warning if the score used another peak than the total."""
-    score = results.get("score") if isinstance(results.get("score"), dict) else {}
+    """How the share of peak is computed, and a warning if the score used another peak than the
+    total."""
+    score = _section(results, "score")
     used = as_number(score.get("peak_flops_per_s"))
     if used is None or as_number(score.get("peak_fraction")) is None:
         return []
@@ -377,7 +331,7 @@ def _plots(images: dict[str, bytes | None]) -> str:
                 f"<figcaption>{esc(caption)}</figcaption></figure>"
             )
         else:
-            parts.append(_no_data(f"no data for this plot ({caption[0].lower() + caption[1:]})"))
+            parts.append(no_data(f"no data for this plot ({caption[0].lower() + caption[1:]})"))
     return "".join(parts)
 
 
@@ -416,8 +370,8 @@ def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
 def _best_architecture(results: dict[str, Any]) -> str:
     best = best_trial(results)
     if best is None:
-        return _no_data("no trial reached a validation accuracy")
-    arch = best.get("arch") if isinstance(best.get("arch"), dict) else {}
+        return no_data("no trial reached a validation accuracy")
+    arch = _section(best, "arch")
     count, kinds = _layer_summary(arch)
     rows = [
         ("trial", format_value(best.get("id"))),
@@ -434,13 +388,13 @@ def _best_architecture(results: dict[str, Any]) -> str:
     ]
     layer_keys = {"layers", "nodes", "blocks"}
     rows += [(f"arch.{k}", format_value(v)) for k, v in sorted(arch.items()) if k not in layer_keys]
-    return _kv_table(rows)
+    return kv_table(rows)
 
 
 def _trials_table(results: dict[str, Any]) -> str:
     trials = _trial_list(results)
     if not trials:
-        return _no_data("no trials ran")
+        return no_data("no trials ran")
     head = (
         "id",
         "parent",
@@ -467,10 +421,11 @@ def _trials_table(results: dict[str, Any]) -> str:
             )
         start, end = as_number(t.get("t_start")), as_number(t.get("t_end"))
         seconds = end - start if start is not None and end is not None else None
-        epochs = t.get("epochs") if isinstance(t.get("epochs"), list) else []
+        logged = t.get("epochs")
+        epochs = logged if isinstance(logged, list) else []
         cells = [
             f'<td class="num">{esc(format_value(t.get("id")))}</td>',
-            f'<td class="num">{esc(format_value(t.get("parent")) if t.get("parent") is not None else "—")}</td>',
+            f'<td class="num">{esc(_parent(t))}</td>',
             f"<td>{esc(format_value(t.get('morph')))}</td>",
             f'<td class="num">{esc(format_si(t.get("num_params")))}</td>',
             f"<td>{status_html}</td>",
@@ -486,13 +441,20 @@ def _trials_table(results: dict[str, Any]) -> str:
     return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
 
 
+def _parent(trial: dict[str, Any]) -> str:
+    """A trial's parent id, or a dash for a seed."""
+    parent = trial.get("parent")
+    return format_value(parent) if parent is not None else "—"
+
+
 def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
     figure = ""
     if png:
         data = base64.b64encode(png).decode("ascii")
         figure = (
             f'<figure><img src="data:image/png;base64,{data}" alt="Search lineage">'
-            "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it was "
+            "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it "
+            "was "
             "morphed from and coloured by the morphism that made it.</figcaption></figure>"
         )
     return figure + lineage_html(build_lineage(results))
@@ -526,6 +488,6 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
     )
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{esc(title)}</title><style>{_CSS}</style></head>"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head>"
         f"<body>{body}</body></html>\n"
     )

@@ -2,8 +2,9 @@
 
 :func:`build_lineage` turns the ``trials`` of results.json (each with its
 ``parent``, ``morph`` and ``best_val_accuracy``) into a :class:`Lineage` of
-frozen :class:`LineageNode`; :func:`plot_lineage` draws it (trial id across,
-accuracy up, a line from each parent to its child, the best trial's ancestry
+frozen :class:`LineageNode`; :func:`aihpc.report.lineage_plot.plot_lineage`
+draws it (trial id across, accuracy up, a line from each parent to its child, the best trial's
+ancestry
 in bold) and :func:`lineage_html` writes the ancestry of the best trial in
 full and the rest of the tree as collapsed ``<details>`` branches, so a run of
 a few hundred trials stays readable.  A chain of only children is listed flat;
@@ -77,7 +78,8 @@ def _is_id(value: Any) -> bool:
 
 
 def build_lineage(results: dict[str, Any]) -> Lineage:
-    """The search tree of ``results["trials"]``; the best trial is the most accurate (lowest id on ties)."""
+    """The search tree of ``results["trials"]``; the best trial is the most accurate (lowest id on
+    ties)."""
     trials = {
         t["id"]: t
         for t in results.get("trials") or []
@@ -163,7 +165,8 @@ def _acc(node: LineageNode) -> str:
 
 
 def _label(lineage: Lineage, node: LineageNode) -> str:
-    """``#7 widen 97.22% from #3`` with the full morphism as the tooltip; bold on the best's ancestry."""
+    """``#7 widen 97.22% from #3`` with the full morphism as the tooltip; bold on the best's
+    ancestry."""
     best = lineage.ancestry[-1] if lineage.ancestry else None
     star = " ★" if node.id == best else ""
     origin = f" <small>from #{_esc(node.parent)}</small>" if node.parent is not None else ""
@@ -200,7 +203,8 @@ def _branch(lineage: Lineage, start: Any, depth: int) -> str:
 
 
 def _fold(lineage: Lineage, start: Any, depth: int) -> str:
-    """The branch from ``start``: open on the best's ancestry, else folded under a one-line summary."""
+    """The branch from ``start``: open on the best's ancestry, else folded under a one-line
+    summary."""
     count, best = subtree_stats(lineage, start)
     if count == 1:
         return _branch(lineage, start, depth)
@@ -259,7 +263,8 @@ def lineage_html(lineage: Lineage) -> str:
     return (
         "<h3>Ancestry of the best trial</h3>"
         + _ancestry_table(lineage)
-        + '<h3>Search tree</h3><p class="sub">Each trial with its morphism and best validation accuracy; '
+        + '<h3>Search tree</h3><p class="sub">Each trial with its morphism and best validation '
+        "accuracy; "
         "a trial's only child follows it in the same list, branches open where a trial has several "
         "children (folded unless they lead to the best trial ★).</p>"
         + f'<div class="lineage-tree">{tree}</div>'

@@ -12,15 +12,16 @@ then shows a "no data" note instead of an image).
 
 from __future__ import annotations
 
-import io
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from aihpc.fmt import as_number, format_si
-from aihpc.report.lineage import Lineage, build_lineage, morph_color
+from aihpc.report.figure import DPI, figure, png
+from aihpc.report.lineage import build_lineage
+from aihpc.report.lineage_plot import plot_lineage
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 #: Phases of ``phase_seconds`` in the order they are stacked.
 PHASES = ("data", "forward", "backward", "optimizer", "eval", "compile", "other")
@@ -44,8 +45,6 @@ _PHASE_COLORS = {
 }
 _EXTRA_PHASE_COLORS = ("#6d4c41", "#00897b", "#d81b60", "#546e7a")
 
-DPI = 100
-
 
 def status_color(status: Any) -> str:
     """Hex colour used for a trial status (grey for unknown statuses)."""
@@ -64,18 +63,6 @@ def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _figure(width: float, height: float) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-
-
-def _png(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-    return buffer.getvalue()
 
 
 def _si_axis(axis: Any, unit: str) -> None:
@@ -143,10 +130,10 @@ def plot_timeline(results: dict[str, Any]) -> bytes | None:
     acc_pts = [(t, v) for t, v in acc_pts if t is not None and v is not None]
     if not score_pts and not acc_pts:
         return None
-    fig = _figure(9, 5.4)
+    fig = figure(9, 5.4)
     ax_score, ax_acc = fig.subplots(2, 1, sharex=True)
     if score_pts:
-        ts, vs = zip(*sorted(score_pts))
+        ts, vs = zip(*sorted(score_pts), strict=True)
         ax_score.plot(ts, vs, marker="o", markersize=3, color="#1e88e5")
         ax_score.set_ylim(bottom=0)
     else:
@@ -159,7 +146,7 @@ def plot_timeline(results: dict[str, Any]) -> bytes | None:
     ax_score.grid(alpha=0.3)
 
     if acc_pts:
-        ts, vs = zip(*sorted(acc_pts))
+        ts, vs = zip(*sorted(acc_pts), strict=True)
         ax_acc.step(
             ts,
             [100 * v for v in vs],
@@ -188,7 +175,7 @@ def plot_timeline(results: dict[str, Any]) -> bytes | None:
     ax_acc.set_xlabel("time since run start (s)")
     ax_acc.set_xlim(left=0)
     ax_acc.grid(alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
@@ -199,7 +186,7 @@ def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
     heights = [as_number((t.get("ops") or {}).get("total")) or 0.0 for t in trials]
     statuses = [str(t.get("status", "unknown")) for t in trials]
     positions = list(range(len(trials)))
-    fig = _figure(9, 3.8)
+    fig = figure(9, 3.8)
     ax = fig.subplots()
     ax.bar(
         positions,
@@ -218,7 +205,7 @@ def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
     ax.set_title("Operations per trial")
     ax.grid(axis="y", alpha=0.3)
     _status_legend(ax, statuses, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _png(fig)
+    return png(fig)
 
 
 def trial_spans(trial: dict[str, Any]) -> list[tuple[str, float, float]]:
@@ -260,10 +247,7 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
     """
     from matplotlib.patches import Patch
 
-    spans: dict[str, list[tuple[float, float, dict[str, Any]]]] = {}
-    for trial in _trials(results):
-        for worker, start, end in trial_spans(trial):
-            spans.setdefault(worker, []).append((start, end, trial))
+    spans = _worker_spans(results)
     listed = [w for w in results.get("workers") or [] if isinstance(w, dict)]
     names = list(dict.fromkeys([str(w.get("name", "?")) for w in listed] + list(spans)))
     if not spans:
@@ -273,36 +257,13 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
     x_max = max(wall or 0.0, t_max) or 1.0
     busy_given = {str(w.get("name", "?")): as_number(w.get("busy_fraction")) for w in listed}
 
-    fig = _figure(9, 1.4 + 0.55 * len(names))
+    fig = figure(9, 1.4 + 0.55 * len(names))
     ax = fig.subplots()
     labels = []
     statuses = []
     for row, name in enumerate(names):
         rows = spans.get(name, [])
-        for start, end, trial in rows:
-            status = str(trial.get("status", "unknown"))
-            statuses.append(status)
-            ax.barh(
-                row,
-                end - start,
-                left=start,
-                height=0.6,
-                color=status_color(status),
-                edgecolor="white",
-                linewidth=0.8,
-            )
-            # Label only bars wide enough for the text (axes ~ 75% of the 900 px figure).
-            if (end - start) / x_max * 0.75 * 9 * DPI > 7 * len(f"#{_trial_label(trial)}") + 6:
-                ax.text(
-                    (start + end) / 2,
-                    row,
-                    f"#{_trial_label(trial)}",
-                    ha="center",
-                    va="center",
-                    color="white",
-                    fontsize="small",
-                    fontweight="bold",
-                )
+        statuses += _worker_row(ax, row, rows, x_max)
         busy = busy_given.get(name)
         if busy is None:
             busy = sum(end - start for start, end, _ in rows) / x_max
@@ -327,20 +288,61 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
         else []
     )
     _status_legend(ax, statuses, extra, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _png(fig)
+    return png(fig)
+
+
+def _worker_spans(results: dict[str, Any]) -> dict[str, list[tuple[float, float, dict[str, Any]]]]:
+    """Each worker's (start, end, trial) bars, from :func:`trial_spans`."""
+    spans: dict[str, list[tuple[float, float, dict[str, Any]]]] = {}
+    for trial in _trials(results):
+        for worker, start, end in trial_spans(trial):
+            spans.setdefault(worker, []).append((start, end, trial))
+    return spans
+
+
+def _worker_row(
+    ax: Axes, row: int, rows: list[tuple[float, float, dict[str, Any]]], x_max: float
+) -> list[str]:
+    """One worker's bars, labelled where wide enough; returns their statuses."""
+    statuses = []
+    for start, end, trial in rows:
+        status = str(trial.get("status", "unknown"))
+        statuses.append(status)
+        ax.barh(
+            row,
+            end - start,
+            left=start,
+            height=0.6,
+            color=status_color(status),
+            edgecolor="white",
+            linewidth=0.8,
+        )
+        # Label only bars wide enough for the text (axes ~ 75% of the 900 px figure).
+        if (end - start) / x_max * 0.75 * 9 * DPI > 7 * len(f"#{_trial_label(trial)}") + 6:
+            ax.text(
+                (start + end) / 2,
+                row,
+                f"#{_trial_label(trial)}",
+                ha="center",
+                va="center",
+                color="white",
+                fontsize="small",
+                fontweight="bold",
+            )
+    return statuses
 
 
 def master_down(results: dict[str, Any]) -> list[tuple[float, float]]:
     """The gaps between the run's segments (the master was down), oldest first."""
-    segments = [
+    bounds = [
         (as_number(g.get("t_start")), as_number(g.get("t_end")))
         for g in results.get("segments") or []
         if isinstance(g, dict)
     ]
-    segments = sorted((a, b) for a, b in segments if a is not None and b is not None)
+    segments = sorted((a, b) for a, b in bounds if a is not None and b is not None)
     return [
         (prev_end, next_start)
-        for (_, prev_end), (next_start, _) in zip(segments, segments[1:])
+        for (_, prev_end), (next_start, _) in itertools.pairwise(segments)
         if next_start > prev_end
     ]
 
@@ -366,47 +368,10 @@ def plot_phases(results: dict[str, Any]) -> bytes | None:
     colors = {p: _PHASE_COLORS.get(p) or next(extra) for p in phases}
     trials = [t for t in _trials(results) if isinstance(t.get("phase_seconds"), dict)]
 
-    fig = _figure(9, 4.2)
+    fig = figure(9, 4.2)
     ax_all, ax_trials = fig.subplots(1, 2, width_ratios=[1, 5])
-    grand = sum(totals.values())
-    bottom = 0.0
-    for phase in phases:
-        value = totals[phase]
-        ax_all.bar(0, value, bottom=bottom, color=colors[phase], width=0.6, label=phase)
-        if value / grand > 0.06:
-            ax_all.text(
-                0,
-                bottom + value / 2,
-                f"{100 * value / grand:.0f}%",
-                ha="center",
-                va="center",
-                fontsize="small",
-            )
-        bottom += value
-    ax_all.set_xticks([0])
-    ax_all.set_xticklabels(["all trials"])
-    ax_all.set_xlim(-0.6, 0.6)
-    ax_all.set_ylabel("seconds")
-    ax_all.set_title("Overall")
-
-    positions = list(range(len(trials)))
-    bottoms = [0.0] * len(trials)
-    for phase in phases:
-        values = [as_number(t["phase_seconds"].get(phase)) or 0.0 for t in trials]
-        ax_trials.bar(
-            positions,
-            values,
-            bottom=bottoms,
-            color=colors[phase],
-            label=phase,
-            edgecolor="white",
-            linewidth=_edge_width(len(trials)) * 0.6,
-        )
-        bottoms = [b + v for b, v in zip(bottoms, values)]
-    _thin_ticks(ax_trials, positions, [_trial_label(t) for t in trials], max_labels=15)
-    ax_trials.set_xlabel("trial id")
-    ax_trials.set_title("Per trial")
-    ax_trials.grid(axis="y", alpha=0.3)
+    _phases_overall(ax_all, totals, colors)
+    _phases_per_trial(ax_trials, trials, colors)
     handles, names = ax_all.get_legend_handles_labels()
     ax_trials.legend(
         handles[::-1],
@@ -417,93 +382,49 @@ def plot_phases(results: dict[str, Any]) -> bytes | None:
         bbox_to_anchor=(1.01, 1.0),
     )
     fig.suptitle("Where the time went (phase seconds)")
-    return _png(fig)
+    return png(fig)
 
 
-def plot_lineage(lineage: Lineage) -> bytes | None:
-    """The search tree over trial ids: accuracy up, a grey line from each parent to its child,
-    points coloured by the morphism that made the trial, the best trial's ancestry in bold.
-
-    Trials without an accuracy (failed, cut short) sit as crosses on the bottom edge.
-    """
-    from matplotlib.collections import LineCollection
-    from matplotlib.lines import Line2D
-
-    ids = list(lineage.nodes)
-    if not ids:
-        return None
-    numeric = all(as_number(i) is not None for i in ids)
-    x = {i: (as_number(i) if numeric else float(n)) or 0.0 for n, i in enumerate(ids)}
-    accs = [100 * n.accuracy for n in lineage.nodes.values() if n.accuracy is not None]
-    low, high = (min(accs), max(accs)) if accs else (0.0, 100.0)
-    floor = low - 0.08 * max(high - low, 1.0)
-    y = {i: 100 * n.accuracy if n.accuracy is not None else floor for i, n in lineage.nodes.items()}
-
-    fig = _figure(9, 4.8)
-    ax = fig.subplots()
-    edges = [
-        [(x[n.parent], y[n.parent]), (x[i], y[i])]
-        for i, n in lineage.nodes.items()
-        if n.parent is not None
-    ]
-    ax.add_collection(LineCollection(edges, colors="#bdbdbd", linewidths=0.8, zorder=1))
-    path = lineage.ancestry
-    ax.plot([x[i] for i in path], [y[i] for i in path], color="#212121", linewidth=2.2, zorder=2)
-    size = 36 if len(ids) <= 60 else 14
-    groups: dict[tuple[str, str], list[Any]] = {}
-    for i, node in lineage.nodes.items():
-        groups.setdefault(
-            (node.kind.split("+")[0], "o" if node.accuracy is not None else "x"), []
-        ).append(i)
-    for (kind, marker), members in groups.items():
-        ax.scatter(
-            [x[i] for i in members],
-            [y[i] for i in members],
-            s=size,
-            marker=marker,
-            color=morph_color(kind),
-            zorder=3,
-            linewidths=1.2 if marker == "x" else 0.5,
-            edgecolors="white" if marker == "o" else None,
-        )
-    kinds = {kind: morph_color(kind) for kind, _ in groups}
-    if path:
-        ax.scatter(
-            [x[path[-1]]],
-            [y[path[-1]]],
-            s=220,
-            marker="*",
-            color="#fdd835",
-            edgecolors="#212121",
-            zorder=4,
-        )
-        for i in path[-12:]:
-            ax.annotate(
-                f"#{i}",
-                (x[i], y[i]),
-                textcoords="offset points",
-                xytext=(0, 7),
+def _phases_overall(ax: Axes, totals: dict[str, float], colors: dict[str, str]) -> None:
+    """One bar of every trial's phase seconds stacked, each share above 6 % labelled."""
+    grand = sum(totals.values())
+    bottom = 0.0
+    for phase, value in totals.items():
+        ax.bar(0, value, bottom=bottom, color=colors[phase], width=0.6, label=phase)
+        if value / grand > 0.06:
+            ax.text(
+                0,
+                bottom + value / 2,
+                f"{100 * value / grand:.0f}%",
                 ha="center",
+                va="center",
                 fontsize="small",
-                zorder=5,
             )
-    ax.set_ylim(floor - 0.04 * max(high - low, 1.0), high + 0.1 * max(high - low, 1.0))
-    ax.autoscale(axis="x")
-    ax.set_xlabel("trial id (order of creation)")
-    ax.set_ylabel("best validation accuracy (%)")
-    ax.set_title("Search lineage: parent → child, by morphism (bold: the best trial's ancestry)")
-    ax.grid(alpha=0.3)
-    handles = [Line2D([], [], marker="o", linestyle="", color=c, label=k) for k, c in kinds.items()]
-    handles += [Line2D([], [], color="#212121", linewidth=2.2, label="best's ancestry")]
-    if any(n.accuracy is None for n in lineage.nodes.values()):
-        handles.append(
-            Line2D([], [], marker="x", linestyle="", color="#616161", label="no accuracy")
+        bottom += value
+    ax.set_xticks([0])
+    ax.set_xticklabels(["all trials"])
+    ax.set_xlim(-0.6, 0.6)
+    ax.set_ylabel("seconds")
+    ax.set_title("Overall")
+
+
+def _phases_per_trial(ax: Axes, trials: list[dict[str, Any]], colors: dict[str, str]) -> None:
+    """A bar per trial of its phase seconds stacked, in the phases' order of ``colors``."""
+    positions = list(range(len(trials)))
+    bottoms = [0.0] * len(trials)
+    for phase, color in colors.items():
+        values = [as_number(t["phase_seconds"].get(phase)) or 0.0 for t in trials]
+        ax.bar(
+            positions,
+            values,
+            bottom=bottoms,
+            color=color,
+            label=phase,
+            edgecolor="white",
+            linewidth=_edge_width(len(trials)) * 0.6,
         )
-    ax.legend(
-        handles=handles,
-        title="made by",
-        fontsize="small",
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-    )
-    return _png(fig)
+        bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
+    _thin_ticks(ax, positions, [_trial_label(t) for t in trials], max_labels=15)
+    ax.set_xlabel("trial id")
+    ax.set_title("Per trial")
+    ax.grid(axis="y", alpha=0.3)

@@ -17,7 +17,8 @@ from aihpc.fmt import format_si
 def progress_line(s: dict[str, Any]) -> str:
     best = f"{100 * s['best_accuracy']:.2f}%" if s["best_accuracy"] is not None else "-"
     return (
-        f"[{s['t']:7.1f}s] score {format_si(s['ops_per_second'], 'OPS')}  ops {format_si(s['ops'])}  best {best}  "
+        f"[{s['t']:7.1f}s] score {format_si(s['ops_per_second'], 'OPS')}  ops "
+        f"{format_si(s['ops'])}  best {best}  "
         f"trials done {s['trials_done']} running {s['running']}  left {s['time_left']:.0f}s"
     )
 
@@ -28,17 +29,16 @@ class Console:
     def __init__(self, live: bool | None = None, stream=None) -> None:
         self.stream = stream or sys.stdout
         self.live_mode = self.stream.isatty() if live is None else live
-        self._live = None
+        self._live: Any = None  # a rich Live while the console is entered in live mode
 
     def __enter__(self) -> Console:
         if self.live_mode:
             from rich.console import Console as RichConsole
             from rich.live import Live
 
-            self._live = Live(
-                console=RichConsole(file=self.stream), refresh_per_second=2, transient=True
-            )
-            self._live.__enter__()
+            live = Live(console=RichConsole(file=self.stream), refresh_per_second=2, transient=True)
+            live.__enter__()
+            self._live = live
         return self
 
     def __exit__(self, *exc) -> None:

@@ -30,7 +30,8 @@ from aihpc.runner.dask_settings import use_worker_config
 
 @dataclass(frozen=True)
 class Layout:
-    """How many workers, with how many torch threads each, on which device kind, with how many processes."""
+    """How many workers, with how many torch threads each, on which device kind, with how many
+    processes."""
 
     workers: int
     threads: int  # per process
@@ -126,7 +127,8 @@ class DaskExecutor:
         return {address: hosts[w["host"]] for address, w in workers.items()}
 
     def register_plugin(self, plugin) -> None:
-        """Install a Dask worker plugin on every worker, now and on any that joins or restarts later."""
+        """Install a Dask worker plugin on every worker, now and on any that joins or restarts
+        later."""
         self.client.register_plugin(plugin)
 
     def submit(self, fn, task: Any, key: str):
@@ -185,8 +187,8 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
 
 
 def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None):
-    """A ``SpecCluster`` of ``layout.workers`` nannies on loopback, named 0, 1, ..., as LocalCluster names them,
-    worker i seeing GPUs ``gpus[i*P : i*P+P]`` (P = ``layout.procs``;
+    """A ``SpecCluster`` of ``layout.workers`` nannies on loopback, named 0, 1, ..., as
+    LocalCluster names them, worker i seeing GPUs ``gpus[i*P : i*P+P]`` (P = ``layout.procs``;
     :func:`aihpc.devices.local_worker_envs`)."""
     from distributed import Nanny, Scheduler, SpecCluster
 
@@ -249,7 +251,8 @@ def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
 
 
 def allocation_layout(procs: int = 1) -> Layout:
-    """Workers of a run inside a SLURM allocation: one per task, its CPUs as torch threads, ``procs`` processes."""
+    """Workers of a run inside a SLURM allocation: one per task, its CPUs as torch threads,
+    ``procs`` processes."""
     import torch
 
     from aihpc.runner.slurm import current_task
@@ -261,8 +264,8 @@ def allocation_layout(procs: int = 1) -> Layout:
 
 
 def batch_layout(config) -> Layout:
-    """Workers as batch jobs: one per ``procs_per_trial`` GPUs (``nodes × gpus_per_node / procs_per_trial``),
-    or one per node on CPU."""
+    """Workers as batch jobs: one per ``procs_per_trial`` GPUs
+    (``nodes × gpus_per_node / procs_per_trial``), or one per node on CPU."""
     gpus, procs = config.gpus_per_node, config.procs_per_trial
     if gpus and gpus % procs:
         raise ConfigError(

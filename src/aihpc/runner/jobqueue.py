@@ -60,7 +60,7 @@ def jobqueue_cluster(
     tls: bool = True,
     shared_temp_directory: str | os.PathLike[str] | None = None,
 ):
-    """A dask-jobqueue cluster for ``system`` ("slurm", "pbs" or "lsf") with ``workers`` jobs submitted.
+    """A dask-jobqueue cluster for ``system`` (slurm, pbs or lsf) with ``workers`` jobs submitted.
 
     ``workers = 0`` builds the cluster and submits nothing (to read its
     ``job_script()``); otherwise the submit command (and for SLURM the
@@ -76,10 +76,10 @@ def jobqueue_cluster(
     ``shared_temp_directory`` (readable by this user only, seen by every
     node) receives the workers' copy of the TLS key.
     """
-    if workers < 0:
-        raise ConfigError(f"workers must be >= 0, got {workers}")
     _check(
         system,
+        workers,
+        queue,
         cores_per_worker,
         memory_per_worker,
         gpus_per_worker,
@@ -87,29 +87,16 @@ def jobqueue_cluster(
         extra_directives,
         interface,
     )
-    if workers and system == "slurm":
-        check_slurm(queue)
-    elif workers and shutil.which(SUBMIT[system]) is None:
-        raise ConfigError(f"{system.upper()} needs '{SUBMIT[system]}' on PATH, and it is not there")
     security = run_security(tls, shared_temp_directory)
     cls, own = _system_options(system, cores_per_worker, gpus_per_worker, extra_directives)
     cluster = cls(
-        cores=1,  # Dask threads per job: one trial at a time
-        processes=1,
         memory=memory_per_worker,
         queue=queue,
         walltime=walltime,
-        python=sys.executable,  # so this environment must be on a path every node sees
-        job_script_prologue=[f"export OMP_NUM_THREADS={cores_per_worker}", *JOB_PROLOGUE],
-        log_directory=str(Path(log_directory).resolve()) if log_directory is not None else None,
         security=security,
         protocol="tls://" if security else None,
-        shared_temp_directory=str(shared_temp_directory)
-        if shared_temp_directory is not None
-        else None,
         interface=interface,
-        scheduler_options={"dashboard": False, "dashboard_address": ":0"},
-        job_name="aihpc-worker",
+        **_job_options(cores_per_worker, log_directory, shared_temp_directory),
         name=system,  # worker names: slurm-0, pbs-1, ...
         **own,
     )
@@ -121,7 +108,7 @@ def jobqueue_cluster(
 def _system_options(
     system: str, cores: int, gpus: int, directives: Sequence[str]
 ) -> tuple[type, dict[str, Any]]:
-    """The cluster class of ``system`` and how its jobs book CPUs and ``gpus`` GPUs (the table above)."""
+    """The cluster class of ``system``, and how its jobs book CPUs and ``gpus`` GPUs (see above)."""
     from dask_jobqueue import LSFCluster, PBSCluster, SLURMCluster
 
     if system == "slurm":
@@ -154,7 +141,7 @@ def run_security(tls: bool, shared_temp_directory: str | os.PathLike[str] | None
 
 
 def check_slurm(partition: str | None = None) -> None:
-    """ConfigError unless ``sbatch`` exists, the controller answers and ``partition`` (if given) exists."""
+    """ConfigError unless ``sbatch`` exists, the controller answers, and ``partition`` exists."""
     for tool in ("sbatch", "scancel", "squeue"):
         if shutil.which(tool) is None:
             raise ConfigError(
@@ -174,13 +161,14 @@ def check_slurm(partition: str | None = None) -> None:
         if partition and "not found" in first:
             known = _partitions()
             raise ConfigError(
-                f"SLURM partition must exist, got {partition!r} (known: {', '.join(known) or 'none'})"
+                f"SLURM partition must exist, got {partition!r} "
+                f"(known: {', '.join(known) or 'none'})"
             )
         raise RunFailure(f"SLURM controller did not answer '{' '.join(command)}': {first}")
 
 
 def job_ids(cluster) -> list[str]:
-    """The batch job ids of the cluster's submitted worker jobs, in worker order (numeric ids sorted)."""
+    """The batch job ids of the cluster's submitted worker jobs, in worker order (numeric sort)."""
     ids = [str(job.job_id) for job in cluster.workers.values() if getattr(job, "job_id", None)]
     return sorted(ids, key=lambda j: (len(j), j))
 
@@ -197,8 +185,32 @@ def _partitions() -> list[str]:
     return [p.rstrip("*") for p in result.stdout.split()] if result.returncode == 0 else []
 
 
+def _job_options(
+    cores_per_worker: int,
+    log_directory: str | os.PathLike[str] | None,
+    shared_temp_directory: str | os.PathLike[str] | None,
+) -> dict[str, Any]:
+    """What every aihpc worker job is, whatever the batch system: one Dask thread running one
+    trial at a time on ``cores_per_worker`` torch threads, this Python, its output and TLS key
+    where given."""
+    return {
+        "cores": 1,  # Dask threads per job: one trial at a time
+        "processes": 1,
+        "python": sys.executable,  # so this environment must be on a path every node sees
+        "job_script_prologue": [f"export OMP_NUM_THREADS={cores_per_worker}", *JOB_PROLOGUE],
+        "scheduler_options": {"dashboard": False, "dashboard_address": ":0"},
+        "job_name": "aihpc-worker",
+        "log_directory": str(Path(log_directory).resolve()) if log_directory is not None else None,
+        "shared_temp_directory": (
+            str(shared_temp_directory) if shared_temp_directory is not None else None
+        ),
+    }
+
+
 def _check(
     system: str,
+    workers: int,
+    queue: str | None,
     cores: int,
     memory: str,
     gpus: int,
@@ -206,9 +218,12 @@ def _check(
     directives: Sequence[str],
     interface: str | None,
 ) -> None:
-    """ConfigError for any argument of :func:`jobqueue_cluster` that cannot work (nothing is started)."""
+    """ConfigError for any argument of :func:`jobqueue_cluster` that cannot work, and for a
+    batch system that cannot take the jobs (nothing is started)."""
     from dask.utils import parse_bytes
 
+    if workers < 0:
+        raise ConfigError(f"workers must be >= 0, got {workers}")
     if system not in SUBMIT:
         raise ConfigError(f"batch system must be one of {', '.join(SUBMIT)}, got {system!r}")
     if cores < 1:
@@ -234,3 +249,7 @@ def _check(
             )
     if interface and not has_interface(interface):
         raise ConfigError(f"network interface must exist on this host, got {interface!r}")
+    if workers and system == "slurm":
+        check_slurm(queue)
+    elif workers and shutil.which(SUBMIT[system]) is None:
+        raise ConfigError(f"{system.upper()} needs '{SUBMIT[system]}' on PATH, and it is not there")

@@ -22,47 +22,25 @@ and counts → result → store → score.  Nothing downstream calls back upstre
 from __future__ import annotations
 
 import random
-import statistics
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
-from aihpc.records.score import active_seconds, compute_score, wall_seconds
+from aihpc.records.score import Score, active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.runner import screening
+from aihpc.runner.trials import LiveTrial, epoch_budget, progress, resumed_trial
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
-GRACE_SECONDS = (
-    60.0  # how long in-flight epochs may run past the deadline before they are cancelled
-)
+# how long in-flight epochs may run past the deadline before they are cancelled
+GRACE_SECONDS = 60.0
 TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined
-
-
-@dataclass
-class Trial:
-    """The master's view of a trial in progress."""
-
-    id: int
-    parent: int | None
-    arch: dict[str, Any]
-    arch_hash: str
-    morph: str
-    hparams: dict[str, Any]
-    hpo_number: int
-    budget: int
-    num_params: int
-    seed: int
-    recipe: Morph | None = None  # how a child's first epoch makes its starting weights
-    epochs_done: int = 0
-    best_accuracy: float | None = None
-    best_epoch: int = 0
-    weights: WeightsRef | None = None  # the weights of the last epoch committed
 
 
 class Master:
@@ -94,6 +72,8 @@ class Master:
         self.max_params = data_info["max_params"]
         # None: no architecture search (strategy "none"), every trial retrains the seed network
         self.strategy = make_strategy(config.strategy, config.population, config.tournament)
+        # aihpc.runner.run sizes batch_sizes to the device before a master starts
+        assert config.batch_sizes is not None, "batch_sizes must be set before the master starts"
         self.hpo = HyperparameterSearch(
             config.seed,
             config.batch_sizes,
@@ -102,7 +82,7 @@ class Master:
             processes=config.hpo_processes,
         )
         self.rng = random.Random(config.seed)
-        self.running: dict[int, Trial] = {}
+        self.running: dict[int, LiveTrial] = {}
         self.finished: list[Any] = []  # Candidates, oldest first
         self.seen_hashes: set[str] = set()
         self.archs: dict[int, dict[str, Any]] = {}  # trial id -> architecture
@@ -125,20 +105,20 @@ class Master:
         self.slots = 0  # the executor's task slots at the last fill
 
     # -- the loop -----------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Score:
         """Run (or resume) the search until the deadline; returns the score."""
         try:
             return self._search()
         finally:
             self.hpo.close()  # the hyperparameter search's process
 
-    def _search(self) -> dict[str, Any]:
+    def _search(self) -> Score:
         now = self.clock()
         self.segment = self.store.open_segment(now)
         segments = self.store.segments()
         remaining = self.config.minutes * 60.0 - active_seconds(segments[:-1])
         self.deadline = now + max(remaining, 0.0)
-        self.run_start = segments[0][0]
+        self.run_start = segments[0].start
         self._restore()
         last_report = last_tick = last_fill = 0.0
         stop_by = self.deadline + GRACE_SECONDS
@@ -226,7 +206,7 @@ class Master:
                 "arch": trial.arch,
                 "morph": trial.morph,
                 "recipe": trial.recipe,
-                "hparams": trial.hparams,
+                "hparams": trial.hparams.to_dict(),
                 "hpo_number": trial.hpo_number,
                 "budget": trial.budget,
                 "num_params": trial.num_params,
@@ -235,14 +215,14 @@ class Master:
         )
         return self._task(trial, attempt=1)
 
-    def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> Trial:
-        """A new trial: the seed, ``child`` (parent, spec, recipe, how) if given, else a child morphed now."""
+    def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> LiveTrial:
+        """A new trial: the seed, ``child`` (parent, spec, recipe, how), or a child morphed now."""
         from aihpc.nas.seeds import seed_spec
 
         trial_id = self.next_id
         self.next_id += 1
-        number, hparams = self.hpo.ask(depth=self.slots)
-        budget = self._budget()
+        number, drawn = self.hpo.ask(depth=self.slots)
+        budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
         if child is None and (
             trial_id == 0 or self.strategy is None
         ):  # "none": every trial the seed, afresh
@@ -256,13 +236,13 @@ class Master:
         arch, arch_hash = spec.to_dict(), spec.content_hash()
         self.seen_hashes.add(arch_hash)
         self.archs[trial_id], self.specs[trial_id] = arch, spec
-        return Trial(
+        return LiveTrial(
             id=trial_id,
             parent=parent,
             arch=arch,
             arch_hash=arch_hash,
             morph=morph,
-            hparams=hparams,
+            hparams=Hyperparameters.from_dict(drawn),
             hpo_number=number,
             budget=budget,
             num_params=spec.num_params(),
@@ -271,7 +251,9 @@ class Master:
         )
 
     def _children(self, k: int) -> tuple[int, list[tuple[Any, Morph, str]]]:
-        """``k`` new architectures morphed from one parent the strategy chooses: (parent, [(spec, recipe, how)]).
+        """``k`` new architectures morphed from one parent the strategy chooses.
+
+        Returns (parent, [(spec, recipe, how)]).
 
         Only architectures are morphed here; a recipe lets the worker make the
         same morphisms on the parent's weights.  Before any trial has
@@ -282,6 +264,7 @@ class Master:
         """
         from aihpc.errors import MorphError
 
+        assert self.strategy is not None, "only a run with a search strategy morphs"
         last_error = None
         for attempt in range(MORPH_TRIES):
             chosen = (
@@ -296,7 +279,10 @@ class Master:
         raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
 
     def _morph(self, parent: int, taken: set[str]) -> tuple[Any, Morph, str]:
-        """One child of ``parent`` whose architecture is neither tried nor in ``taken`` (to which it is added)."""
+        """One child of ``parent`` whose architecture is neither tried nor in ``taken``.
+
+        The child's architecture is added to ``taken``.
+        """
         from aihpc.errors import MorphError
         from aihpc.nas.morphism import random_plan
 
@@ -332,25 +318,7 @@ class Master:
         """The seed of a trial's initialisation and data order, from the run's seed."""
         return self.config.seed * 7919 + trial_id
 
-    def _budget(self) -> int:
-        """Epochs for a new trial: from epochs_min early in the run up to epochs_max at its end,
-        but never more than fit in the time left.
-
-        A trial's learning rate decays over its budget, so one that the
-        deadline cuts short is never evaluated at the end of its schedule.
-        What fits is the time left over the median of the last
-        ``EPOCH_HISTORY`` epochs' durations (at least one epoch).
-        """
-        c = self.config
-        left = self.deadline - self.clock()
-        progress = min(max(1.0 - left / (c.minutes * 60.0), 0.0), 1.0)
-        budget = min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
-        per_epoch = statistics.median(self.epoch_seconds) if self.epoch_seconds else 0.0
-        if per_epoch > 0:
-            budget = min(budget, max(1, int(left / per_epoch)))
-        return budget
-
-    def _task(self, trial: Trial, attempt: int) -> EpochTask:
+    def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         return EpochTask(
             trial_id=trial.id,
             epoch=trial.epochs_done + 1,
@@ -425,7 +393,10 @@ class Master:
             self.pending.insert(0, self._task(trial, attempt=1))
 
     def _collect_screening(self, future, task: ScreenTask) -> None:
-        """Start the trial of the best-scored candidate (the first if the screening failed); record it."""
+        """Start the trial of the best-scored candidate (the first if the screening failed).
+
+        The screening is recorded in the store.
+        """
         parent, children = self.screens.pop(task.screen_id)
         result = screening.outcome(future, task, self.clock())
         trial_id = None
@@ -441,7 +412,7 @@ class Master:
         self.ops += record["ops"]
         self.observer.screening(record)
 
-    def _commit_weights(self, trial: Trial, weights: WeightsRef | None) -> None:
+    def _commit_weights(self, trial: LiveTrial, weights: WeightsRef | None) -> None:
         """The trial continues from ``weights``; the file they supersede is deleted.
 
         Nothing else can need it: children start only from finished trials,
@@ -452,7 +423,7 @@ class Master:
             Path(self.weights_dir, old.name).unlink(missing_ok=True)
 
     def _finish(
-        self, trial: Trial, status: str, reason: str | None, traceback: str | None = None
+        self, trial: LiveTrial, status: str, reason: str | None, traceback: str | None = None
     ) -> None:
         from aihpc.nas.search import Candidate
 
@@ -479,62 +450,24 @@ class Master:
 
         self.ops = self.store.total_ops()
         for row in self.store.trials():
-            epochs = self.store.epochs(row["id"])
-            accs = [e["metrics"]["val_accuracy"] for e in epochs if e["status"] == "ok"]
+            accs, weights = progress(self.store.epochs(row.id))
             best = max(accs) if accs else None
-            weights = next(
-                (e["weights"] for e in reversed(epochs) if e["weights"] is not None), None
-            )
-            self.next_id = max(self.next_id, row["id"] + 1)
-            self.seen_hashes.add(row["arch_hash"])
-            self.archs[row["id"]] = row["arch"]
+            self.next_id = max(self.next_id, row.id + 1)
+            self.seen_hashes.add(row.arch_hash)
+            self.archs[row.id] = row.arch
             self.epoch_counter += len(accs)
             if best is not None and (self.best_accuracy is None or best > self.best_accuracy):
                 self.best_accuracy = best
-            if row["status"] != "running":
-                self.hpo.restore(row["hparams"], best)
+            if row.status != "running":
+                self.hpo.restore(row.hparams.to_dict(), best)
                 if best is not None and weights is not None:
-                    self.finished.append(Candidate(row["id"], best))
-                    self.parent_weights[row["id"]] = weights
+                    self.finished.append(Candidate(row.id, best))
+                    self.parent_weights[row.id] = weights
                 continue
-            trial = self._resumed_trial(row, accs, weights)
+            hpo_number = self.hpo.resume(row.hparams.to_dict())
+            trial = resumed_trial(row, accs, weights, self.archs, hpo_number, self._seed(row.id))
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
-
-    def _resumed_trial(
-        self, row: dict[str, Any], accs: list[float], weights: WeightsRef | None
-    ) -> Trial:
-        """A trial that was running when the previous master died, after ``len(accs)`` finished epochs."""
-        recipe = None
-        if row["recipe"] is not None:
-            saved = row["recipe"]
-            parent_weights = (
-                WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
-            )
-            recipe = Morph(
-                **{
-                    **saved,
-                    "parent_arch": self.archs[row["parent"]],
-                    "parent_weights": parent_weights,
-                }
-            )
-        return Trial(
-            id=row["id"],
-            parent=row["parent"],
-            arch=row["arch"],
-            arch_hash=row["arch_hash"],
-            morph=row["morph"],
-            hparams=row["hparams"],
-            hpo_number=self.hpo.resume(row["hparams"]),
-            budget=row["budget"],
-            num_params=row["num_params"],
-            seed=self._seed(row["id"]),
-            recipe=recipe,
-            epochs_done=len(accs),
-            best_accuracy=max(accs) if accs else None,
-            best_epoch=accs.index(max(accs)) + 1 if accs else 0,
-            weights=weights,
-        )
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:
@@ -556,7 +489,7 @@ class Master:
         self.store.add_timeline(value["t"], value)
         self.observer.report(value)
 
-    def score(self, now: float) -> dict[str, Any]:
+    def score(self, now: float) -> Score:
         peak = self.store.meta("peak_flops_per_s")
         return compute_score(
             ops=self.store.total_ops(),

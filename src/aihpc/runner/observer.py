@@ -34,7 +34,8 @@ class Observers:
         )
 
     def screening(self, record: dict[str, Any]) -> None:
-        """A proxy screening was recorded: one ``aihpc_screening`` event in the MLPerf log (and a console line
+        """A proxy screening was recorded: one ``aihpc_screening`` event in the MLPerf log (and a
+        console line
         if it failed)."""
         from aihpc.runner.screening import event
 

@@ -1,4 +1,5 @@
-"""The master's side of the worker-to-device rule (:mod:`aihpc.devices`): slots sent, the mapping recorded.
+"""The master's side of the worker-to-device rule (:mod:`aihpc.devices`): slots sent, the mapping
+recorded.
 
 Once the workers are up, the master asks each one its host and the GPUs it
 is given (``CUDA_VISIBLE_DEVICES``), gives every worker its slot among the
@@ -18,14 +19,16 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from aihpc.devices import assign, describe, host_slots, identity, worker_name
 
 RULE = (
-    "a worker trains on the GPUs its CUDA_VISIBLE_DEVICES gives it; with P per trial, its processes take "
+    "a worker trains on the GPUs its CUDA_VISIBLE_DEVICES gives it; with P per trial, its "
+    "processes take "
     "slot*P .. slot*P+P-1 of them, slot being its index by name among the workers of its host "
     "that see the same GPUs"
 )
 
 
 class DeviceSlots(WorkerPlugin):
-    """Gives each worker, by name, the slot the master chose (a worker not named gets none: slot 0)."""
+    """Gives each worker, by name, the slot the master chose (a worker not named gets none: slot
+    0)."""
 
     name = "aihpc-device-slots"
 
@@ -38,7 +41,8 @@ class DeviceSlots(WorkerPlugin):
 
 
 def place_workers(executor, kind: str, procs: int) -> dict[str, Any]:
-    """Assign the workers alive now their slots; returns the mapping, worker by worker (sorted by name).
+    """Assign the workers alive now their slots; returns the mapping, worker by worker (sorted by
+    name).
 
     ``kind`` is the tasks' device (``cpu``, ``cuda`` or ``auto``), ``procs``
     the processes per trial.

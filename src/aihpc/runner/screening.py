@@ -47,7 +47,8 @@ def outcome(future, task: ScreenTask, now: float) -> ScreenResult:
 def row(
     task: ScreenTask, result: ScreenResult, children: list[tuple[str, str]], trial: int | None
 ) -> dict[str, Any]:
-    """The store's record of one screening; ``children``: each candidate's (architecture hash, morphs)."""
+    """The store's record of one screening; ``children``: each candidate's (architecture hash,
+    morphs)."""
     ok = result.status == "ok"
     candidates = []
     for i, (arch, (arch_hash, how)) in enumerate(zip(task.candidates, children, strict=True)):

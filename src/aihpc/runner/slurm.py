@@ -109,15 +109,15 @@ def runner_context(
     thread) until the scheduler shuts down, then exits the process with
     status 0 -- the body of the ``with`` never runs there.
 
-    A task that sees more GPUs than ``gpus_per_worker`` (``CUDA_VISIBLE_DEVICES="0,1,2,3"``, as with
-    ``srun --gpus-per-node=4``) gives its worker ``gpus_per_worker`` of them,
-    from index ``SLURM_LOCALID * gpus_per_worker`` (mod the count); with
-    ``--gpus-per-task`` SLURM has already done that.  ``timeout`` (seconds) bounds how long a worker waits
-    for the scheduler file.  ``tls``: scheduler and workers talk TLS with a
-    certificate made for this step; it travels to the other ranks inside the
-    scheduler file, which only this user can read (mode 0600).
+    A task that sees more GPUs than ``gpus_per_worker``
+    (``CUDA_VISIBLE_DEVICES="0,1,2,3"``, as with ``srun --gpus-per-node=4``)
+    gives its worker ``gpus_per_worker`` of them, from index
+    ``SLURM_LOCALID * gpus_per_worker`` (mod the count); with
+    ``--gpus-per-task`` SLURM has already done that.  ``timeout`` (seconds)
+    bounds how long a worker waits for the scheduler file.  ``tls``: TLS with
+    a certificate made for this step, sent in the scheduler file (mode 0600).
     """
-    use_worker_config()  # the nannies here start the workers: the settings of every cluster aihpc starts
+    use_worker_config()  # the nannies here start the workers: every aihpc cluster's settings
     task = current_task()
     path = (
         Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
@@ -133,12 +133,9 @@ def runner_context(
     cluster, security = _rank0_cluster(task, env, interface, local_directory, worker_on_rank0, tls)
     client = None
     try:
-        info: dict[str, Any] = {"address": cluster.scheduler_address, "job_id": task.job_id}
-        if tls:
-            info["tls"] = security.get_tls_config_for_role(
-                "worker"
-            )  # CA, certificate and key (PEM)
-        atomic_write(path, json.dumps(info), mode=0o600)  # a worker never reads half a file
+        _write_scheduler_file(
+            path, cluster.scheduler_address, task.job_id, security if tls else None
+        )
         client = Client(cluster)
         yield client
     finally:
@@ -152,6 +149,15 @@ def runner_context(
             path.unlink(missing_ok=True)
 
 
+def _write_scheduler_file(path: Path, address: str, job_id: str, security) -> None:
+    """The file the other ranks' workers read: the scheduler's address and, with ``security``,
+    the workers' TLS configuration (CA, certificate and key, PEM); readable by this user only."""
+    info: dict[str, Any] = {"address": address, "job_id": job_id}
+    if security is not None:
+        info["tls"] = security.get_tls_config_for_role("worker")
+    atomic_write(path, json.dumps(info), mode=0o600)  # a worker never reads half a file
+
+
 def _rank0_cluster(
     task: SlurmTask,
     env: dict[str, str],
@@ -160,7 +166,9 @@ def _rank0_cluster(
     worker_on_rank0: bool,
     tls: bool,
 ):
-    """Rank 0's scheduler (and, unless ``worker_on_rank0`` is False, its worker); (cluster, security).
+    """Rank 0's scheduler (and, unless ``worker_on_rank0`` is False, its worker).
+
+    Returns (cluster, security).
 
     With ``tls``, scheduler and workers use a certificate made for this step.
     """
@@ -199,7 +207,7 @@ def _rank0_cluster(
 
 
 def _worker_env(task: SlurmTask, gpus_per_worker: int = 1) -> dict[str, str]:
-    """Environment for this task's worker: ``gpus_per_worker`` GPUs of more, torch threads = CPUs per task."""
+    """This task's worker's environment: ``gpus_per_worker`` GPUs, torch threads = CPUs per task."""
     env = {"OMP_NUM_THREADS": str(task.cpus_per_task)}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     devices = [d for d in visible.split(",") if d.strip()]

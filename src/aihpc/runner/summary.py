@@ -31,7 +31,8 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
     if s.get("peak_fraction") is not None:
         workers = (results.get("peak") or {}).get("workers")
         lines.append(
-            f"  share of peak    {100 * s['peak_fraction']:.1f} % of {format_si(s['peak_flops_per_s'], 'FLOP/s')}"
+            f"  share of peak    {100 * s['peak_fraction']:.1f} % of "
+            f"{format_si(s['peak_flops_per_s'], 'FLOP/s')}"
             f" (matmul peak measured on {workers} workers at once)"
         )
     warning = (results.get("peak") or {}).get("drift_warning")
@@ -47,12 +48,14 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
     if screenings:
         share = s.get("screening_ops", 0) / s["ops"] if s["ops"] else 0.0
         lines.append(
-            f"  screening        {len(screenings)} proxy screenings of {len(screenings[0]['candidates'])} "
+            f"  screening        {len(screenings)} proxy screenings of "
+            f"{len(screenings[0]['candidates'])} "
             f"candidates, {100 * share:.1f} % of the operations"
         )
     for w in results["workers"]:
         lines.append(
-            f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} epochs)"
+            f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} "
+            "epochs)"
         )
     lines.append(f"  results          {run_dir / 'results.json'}")
     lines.append(f"  report           aihpc report {run_dir}")
@@ -60,7 +63,8 @@ def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
 
 
 def staging_lines(staging: dict[str, Any] | None) -> list[str]:
-    """How long the workers took to stage the data, how much, and to which tiers (none for older runs)."""
+    """How long the workers took to stage the data, how much, and to which tiers (none for older
+    runs)."""
     if not staging:
         return []
     tiers = f" ({', '.join(staging['tiers'])})" if staging.get("tiers") else ""

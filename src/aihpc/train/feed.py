@@ -28,7 +28,8 @@ from aihpc.train.staging import StagedSplit, mapped_tensor
 
 #: Batches each loader process prepares ahead of the one being trained.
 PREFETCH = 4
-#: Most loader processes per worker (each gathers whole batches; a few keep a GPU fed from the page cache).
+#: Most loader processes per worker (each gathers whole batches; a few keep a GPU fed from the
+#: page cache).
 MAX_LOADERS = 8
 
 #: (images, labels, samples in the global batch)
@@ -46,7 +47,8 @@ def train_batches(
     world: int,
     device: torch.device,
 ) -> Iterator[Batch]:
-    """The epoch's ``steps`` batches of ``batch`` samples in ``order`` (a permutation, on the CPU)."""
+    """The epoch's ``steps`` batches of ``batch`` samples in ``order`` (a permutation, on the
+    CPU)."""
     if split.streamed:
         plan = [order[i * batch : (i + 1) * batch] for i in range(steps)]
         return _streamed(split, plan, rank, world, device)
@@ -86,7 +88,7 @@ def _streamed(
     sampler = loader.batch_sampler
     assert isinstance(sampler, _Plan)
     sampler.batches = [idx[rank::world] for idx in plan]
-    for (xb, yb), idx in zip(loader, plan):
+    for (xb, yb), idx in zip(loader, plan, strict=False):
         yield xb.to(device, non_blocking=True), yb.to(device, non_blocking=True), int(idx.shape[0])
 
 
@@ -108,7 +110,8 @@ def loader_for(split: StagedSplit, device: torch.device) -> DataLoader:
 
 
 def loader_processes() -> int:
-    """Loader processes per worker: its torch threads, at least 2 and at most :data:`MAX_LOADERS`."""
+    """Loader processes per worker: its torch threads, at least 2 and at most
+    :data:`MAX_LOADERS`."""
     return max(2, min(MAX_LOADERS, torch.get_num_threads()))
 
 

@@ -57,6 +57,7 @@ import torch.distributed as dist
 
 from aihpc.devices import device_kind, gpu_indices, training_dtype
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.train.trainer import Group, train_epoch
 
 # Bytes for the weight reference rank 0 broadcasts after each epoch (JSON of name and digest).
@@ -93,7 +94,8 @@ class ProcessGroup(Group):
             data = json.dumps([weights.name, weights.digest]).encode()
             if len(data) > _REF_BYTES:
                 raise ValueError(
-                    f"a weight file's name must be under {_REF_BYTES - 80} bytes, got {weights.name!r}"
+                    f"a weight file's name must be under {_REF_BYTES - 80} bytes, got "
+                    f"{weights.name!r}"
                 )
             buf[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
         dist.broadcast(buf, 0)
@@ -103,7 +105,8 @@ class ProcessGroup(Group):
 
 @dataclasses.dataclass(frozen=True)
 class PoolKey:
-    """What a rank pool is for: ``procs`` processes on ``kind`` ("cpu" or "cuda"), rank r on ``gpus[r]``."""
+    """What a rank pool is for: ``procs`` processes on ``kind`` ("cpu" or "cuda"), rank r on
+    ``gpus[r]``."""
 
     procs: int
     kind: str
@@ -116,7 +119,8 @@ class PoolKey:
 
 
 class RankFailure(Exception):
-    """A rank of the pool raised or died; ``reason`` is one line, ``detail`` its traceback or log tail."""
+    """A rank of the pool raised or died; ``reason`` is one line, ``detail`` its traceback or log
+    tail."""
 
     def __init__(self, reason: str, detail: str | None) -> None:
         super().__init__(reason)
@@ -130,7 +134,7 @@ class RankPool:
     def __init__(self, key: PoolKey) -> None:
         self.key = key
         self.logs: list[IO[str]] = []
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[str]] = []
         self.last: list[dict[str, Any]] = []  # the ranks' last answers
         port = _free_port()
         try:
@@ -171,12 +175,14 @@ class RankPool:
         return all(p.poll() is None for p in self.procs)
 
     def ask(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        """Send ``request`` to every rank; their answers in rank order.  RankFailure closes the pool."""
+        """Send ``request`` to every rank; their answers in rank order.  RankFailure closes the
+        pool."""
         line = json.dumps(request) + "\n"
         for p in self.procs:
             try:
-                p.stdin.write(line)
-                p.stdin.flush()
+                stdin, _ = _pipes(p)
+                stdin.write(line)
+                stdin.flush()
             except OSError:  # a dead rank: its end of file below says which
                 pass
         self.last = self._answers()
@@ -186,10 +192,11 @@ class RankPool:
         answers: dict[int, dict[str, Any]] = {}
         with selectors.DefaultSelector() as sel:
             for rank, p in enumerate(self.procs):
-                sel.register(p.stdout, selectors.EVENT_READ, rank)
+                sel.register(_pipes(p)[1], selectors.EVENT_READ, rank)
             while len(answers) < len(self.procs):
                 for key, _ in sel.select():
-                    rank, answer = key.data, _decode(key.fileobj.readline())
+                    rank = key.data
+                    answer = _decode(_pipes(self.procs[rank])[1].readline())
                     if answer is None or "error" in answer:
                         raise self._failure(rank, answer)
                     answers[rank] = answer
@@ -203,7 +210,8 @@ class RankPool:
             log.close()
 
     def _failure(self, rank: int, answer: dict[str, Any] | None) -> RankFailure:
-        """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last line)."""
+        """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last
+        line)."""
         self._stop(kill=True)
         log = self._log(rank)
         self.kill()
@@ -234,7 +242,7 @@ class RankPool:
     def _stop(self, kill: bool) -> None:
         for p in self.procs:
             with contextlib.suppress(OSError):
-                p.kill() if kill else p.stdin.close()
+                p.kill() if kill else _pipes(p)[0].close()
         for p in self.procs:
             try:
                 p.wait(timeout=10)
@@ -248,7 +256,8 @@ _LOCK = threading.Lock()  # one request at a time on a worker's pool
 
 
 def rank_pool(key: PoolKey) -> RankPool:
-    """This worker's pool for ``key``: the running one, or a new one (closing another key's, or a broken one)."""
+    """This worker's pool for ``key``: the running one, or a new one (closing another key's, or a
+    broken one)."""
     global _POOL
     if _POOL is not None and (_POOL.key != key or not _POOL.alive()):
         _POOL.close()
@@ -269,7 +278,8 @@ def close_pool() -> None:
 
 
 def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """``request`` answered by the pool for ``key``; a failed pool is forgotten (the next request starts one)."""
+    """``request`` answered by the pool for ``key``; a failed pool is forgotten (the next request
+    starts one)."""
     global _POOL
     with _LOCK:
         pool = rank_pool(key)
@@ -293,7 +303,8 @@ def _decode(line: str) -> dict[str, Any] | None:
 
 
 def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochResult:
-    """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the epoch's."""
+    """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the
+    epoch's."""
     request = {
         "op": "epoch",
         "task": dataclasses.asdict(task),
@@ -326,13 +337,15 @@ def rank_peaks(
 
 
 def rank_stage(ref: DataRef, device: str, procs: int) -> list[dict[str, Any]]:
-    """Every rank loads the data set onto its device now (kept for its epochs): seconds and bytes per rank."""
+    """Every rank loads the data set onto its device now (kept for its epochs): seconds and bytes
+    per rank."""
     request = {"op": "stage", "data": dataclasses.asdict(ref)}
     return [a["staged"] for a in _ask(PoolKey.of(device, procs), request)]
 
 
 def pool_ranks() -> list[dict[str, Any]]:
-    """The ranks of this worker's pool as they last answered (pid, requests served, data sets loaded)."""
+    """The ranks of this worker's pool as they last answered (pid, requests served, data sets
+    loaded)."""
     pool = _POOL
     return [] if pool is None else list(pool.last)
 
@@ -404,7 +417,8 @@ def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -
 
 
 def _data_loads() -> int:
-    """Data sets this rank has staged so far (:func:`aihpc.train.staging.stage`'s misses in this process)."""
+    """Data sets this rank has staged so far (:func:`aihpc.train.staging.stage`'s misses in this
+    process)."""
     from aihpc.train.staging import loads
 
     return loads()
@@ -422,10 +436,17 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="aihpc-parent-watch", daemon=True).start()
 
 
+def _pipes(p: subprocess.Popen[str]) -> tuple[IO[str], IO[str]]:
+    """A rank process's stdin and stdout: both pipes (see RankPool.__init__)."""
+    assert p.stdin is not None and p.stdout is not None
+    return p.stdin, p.stdout
+
+
 # -- the task as JSON (the weights are files) ----------------------------------------------
 def _task(fields: dict[str, Any]) -> EpochTask:
     fields = dict(fields)
     fields["data"] = DataRef.from_dict(fields["data"])
+    fields["hparams"] = Hyperparameters.from_dict(fields["hparams"])
     fields["start"] = _ref(fields["start"])
     if fields["morph"] is not None:
         fields["morph"] = Morph(

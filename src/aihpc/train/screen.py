@@ -104,7 +104,8 @@ def _score(
 
 
 def minibatch(ref: DataRef, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The proxies' minibatch: ``PROXY_BATCH`` training samples drawn with ``seed`` (float32 on ``device``)."""
+    """The proxies' minibatch: ``PROXY_BATCH`` training samples drawn with ``seed`` (float32 on
+    ``device``)."""
     from aihpc.recommend.scoring import PROXY_BATCH
 
     train = stage(ref, device).train
@@ -115,7 +116,8 @@ def minibatch(ref: DataRef, device: str, seed: int) -> tuple[torch.Tensor, torch
 
 @functools.lru_cache(maxsize=4)
 def task_complexity(ref: DataRef, device: str):
-    """The complexity measures of the training split (:func:`aihpc.recommend.complexity.measure`), once per worker.
+    """The complexity measures of the training split (:func:`aihpc.recommend.complexity.measure`),
+    once per worker.
 
     Measured on a class-stratified sample of at most ``MAX_SAMPLES`` of the
     training samples already on ``device``; only that sample goes to the CPU.

@@ -1,4 +1,5 @@
-"""Data staging: a worker's copy of the data set, in the form its epochs read, made once before the run's clock.
+"""Data staging: a worker's copy of the data set, in the form its epochs read, made once before the
+run's clock.
 
 MLPerf HPC times data staging apart from the run.  Each worker stages the
 run's data set once, keeps it for all its epochs, into one of two tiers:
@@ -138,7 +139,8 @@ def stage(ref: DataRef, device: str, share: int = 1, threads: int | None = None)
 
 
 def loads() -> int:
-    """How many data sets this process has staged (each :func:`stage` that was not already cached)."""
+    """How many data sets this process has staged (each :func:`stage` that was not already
+    cached)."""
     return _LOADS
 
 
@@ -154,13 +156,14 @@ def _stage(ref: DataRef, device: torch.device, share: int, threads: int) -> Stag
     folder = stage_folder(ref, image_bytes) if tier == "stream" else None
     staged = [
         stage_split(s, device, dtype, threads, folder / name if folder else None)
-        for s, name in zip(splits, ("train", "val"))
+        for s, name in zip(splits, ("train", "val"), strict=True)
     ]
     return Staged(staged[0], staged[1], tier, time.perf_counter() - t0)
 
 
 def choose_tier(mode: str, image_bytes: int, device: torch.device, share: int = 1) -> str:
-    """The tier for ``image_bytes`` of staged images: ``mode`` unless it is ``auto`` (module docstring)."""
+    """The tier for ``image_bytes`` of staged images: ``mode`` unless it is ``auto`` (module
+    docstring)."""
     if mode not in STAGING:
         raise DataError(f"staging must be one of {', '.join(STAGING)}, got {mode!r}")
     if mode != "auto":
@@ -169,7 +172,8 @@ def choose_tier(mode: str, image_bytes: int, device: torch.device, share: int = 
 
 
 def device_budget(device: torch.device, share: int = 1) -> int:
-    """Bytes the ``device`` tier may fill: :data:`DEVICE_SHARE` of the free device (or available host) memory."""
+    """Bytes the ``device`` tier may fill: :data:`DEVICE_SHARE` of the free device (or available
+    host) memory."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free * DEVICE_SHARE)
@@ -181,7 +185,8 @@ def device_budget(device: torch.device, share: int = 1) -> int:
 def stage_split(
     split, device: torch.device, dtype: torch.dtype, threads: int, path: Path | None
 ) -> StagedSplit:
-    """One split into a tensor allocated up front: on ``device``, or (``path`` given) in a mapped file."""
+    """One split into a tensor allocated up front: on ``device``, or (``path`` given) in a mapped
+    file."""
     shape = (len(split), *split.sample_shape)
     labels = torch.from_numpy(
         np.ascontiguousarray(split.label(np.arange(len(split), dtype=np.int64)), dtype=np.int64)
@@ -196,7 +201,8 @@ def stage_split(
 
 
 def fill(split, out: torch.Tensor, threads: int) -> None:
-    """Write ``split``'s normalised images into ``out`` (N, C, H, W; any dtype and device), chunk by chunk.
+    """Write ``split``'s normalised images into ``out`` (N, C, H, W; any dtype and device), chunk by
+    chunk.
 
     ``threads`` produce the chunks side by side; they are copied in order,
     each converted to ``out``'s dtype on the host first (half the bytes to
@@ -212,14 +218,16 @@ def fill(split, out: torch.Tensor, threads: int) -> None:
         return split.normalizer.apply_(x).to(out.dtype)
 
     with ThreadPoolExecutor(max(1, threads), thread_name_prefix="aihpc-stage") as pool:
-        for (i, j), x in zip(chunks, bounded_map(pool, produce, chunks, ahead=max(1, threads) + 1)):
+        made = bounded_map(pool, produce, chunks, ahead=max(1, threads) + 1)
+        for (i, j), x in zip(chunks, made, strict=True):
             out[i:j].copy_(x)
 
 
 def bounded_map(
     pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Sequence[Any], ahead: int
 ) -> Iterator[Any]:
-    """``pool.map(fn, items)`` in order, with at most ``ahead`` results in flight (bounded memory)."""
+    """``pool.map(fn, items)`` in order, with at most ``ahead`` results in flight (bounded
+    memory)."""
     pending: list[Future] = []
     for item in items:
         pending.append(pool.submit(fn, item))
@@ -242,7 +250,8 @@ def mapped_tensor(
 
 
 def stage_folder(ref: DataRef, nbytes: int) -> Path:
-    """This process's folder for the stream tier's files, under ``ref.stage_dir`` (or the temporary folder).
+    """This process's folder for the stream tier's files, under ``ref.stage_dir`` (or the temporary
+    folder).
 
     Checked for free space first (a DataError naming the folder and the
     sizes); removed when the process exits, and folders of processes that

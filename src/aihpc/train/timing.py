@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -36,7 +36,7 @@ class Event(Protocol):
 
     def synchronize(self) -> None: ...
 
-    def elapsed_time(self, end: Event) -> float:  # milliseconds from self to end
+    def elapsed_time(self, end: Any, /) -> float:  # milliseconds from self to end (an Event)
         ...
 
 

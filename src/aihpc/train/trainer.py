@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +56,7 @@ from aihpc.nas.build import SpecNet
 from aihpc.records.task import EpochResult, EpochTask, WeightsRef
 from aihpc.train import feed
 from aihpc.train.inputs import count_ops_per_sample
+from aihpc.train.optim import make_optimizer, set_dropout, set_lr
 from aihpc.train.staging import Staged, stage
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, file_name, starting_state
@@ -269,16 +270,17 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
 
     spec = ArchSpec.from_dict(task.arch)
     hp = task.hparams
-    batch = int(hp["batch_size"])
-    dropout = float(hp.get("dropout", 0.0))
+    batch = hp.batch_size
+    dropout = hp.dropout
     state, opt_state = starting_state(task)
     model = build_model(spec, state, task.seed, device)
-    _set_dropout(model, dropout)
+    set_dropout(model, dropout)
     train_ops, eval_ops = count_ops_per_sample(spec, batch, dropout)
     gpu = device.type == "cuda"
     if gpu:
-        model = model.to(memory_format=torch.channels_last)
-        # a trial's batches all have one shape: cuDNN times its algorithms once per shape and keeps the fastest
+        # Module.to takes memory_format (as Tensor.to does); torch's stub does not list it
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        # a trial's batches all have one shape: cuDNN times its algorithms once, keeps the fastest
         torch.backends.cudnn.benchmark = True
     optimizer = make_optimizer(model, hp)
     if opt_state is not None:
@@ -288,7 +290,8 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
         # one compiled model per worker: the last trial's code goes, and the
         # recompilation limit (every built model shares one forward) never fills
         torch._dynamo.reset()
-        step_model = torch.compile(model)
+        # a module in, an OptimizedModule (a module) out; torch's stub says only Callable
+        step_model = cast(torch.nn.Module, torch.compile(model))
     return Setup(
         model=model,
         step_model=group.wrap(step_model),
@@ -394,7 +397,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
 
 
 def _phases(setup: Setup, mode: str):
-    """Phase names for a pass in ``mode``: all ``compile`` on a compiled model's first pass in that mode."""
+    """Phase names for a pass in ``mode``: all ``compile`` on a compiled model's first pass."""
     if mode in setup.fresh:
         return lambda phase: "compile"
     return lambda phase: phase
@@ -417,7 +420,7 @@ def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
 def validate(
     task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, metrics: dict[str, Any]
 ) -> str:
-    """Evaluate on the validation split into ``metrics``; "deadline" if it was cut short, else "ok"."""
+    """Evaluate on the validation split into ``metrics``; "deadline" if cut short, else "ok"."""
     val = setup.data.val
     first = _phases(setup, "eval")("eval")
     setup.fresh.discard("eval")
@@ -454,7 +457,7 @@ def evaluate(
     first_phase: str = "eval",
     pad_to: int | None = None,
 ) -> tuple[float, float, int]:
-    """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), over all ranks.
+    """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), all ranks.
 
     Stops at the deadline.  With a ``timer`` each batch is timed as
     ``eval`` (the first as ``first_phase``).  ``pad_to`` (a GPU's or a
@@ -485,53 +488,13 @@ def evaluate(
             sums = batch_sums if sums is None else sums + batch_sums
         seen += n
     model.train()
-    loss_sum, correct, seen = group.sum(*(sums.tolist() if sums is not None else (0.0, 0.0)), seen)
-    correct, seen = int(correct), int(seen)
-    if seen == 0:
+    loss_sum, correct_sum, seen_sum = group.sum(
+        *(sums.tolist() if sums is not None else (0.0, 0.0)), seen
+    )
+    correct, total = int(correct_sum), int(seen_sum)
+    if total == 0:
         return float("nan"), 0.0, 0
-    return loss_sum / seen, correct / seen, seen
-
-
-def make_optimizer(model: torch.nn.Module, hp: dict[str, Any]) -> torch.optim.Optimizer:
-    name = hp.get("optimizer", "sgd")
-    if name == "sgd":
-        return torch.optim.SGD(
-            model.parameters(),
-            lr=hp["lr"],
-            momentum=hp.get("momentum", 0.9),
-            weight_decay=hp.get("weight_decay", 0.0),
-        )
-    if name == "adamw":
-        return torch.optim.AdamW(
-            model.parameters(), lr=hp["lr"], weight_decay=hp.get("weight_decay", 0.0)
-        )
-    raise ValueError(f"unknown optimizer {name!r}")
-
-
-def learning_rate(hp: dict[str, Any], epochs: int, progress: float) -> float:
-    """The learning rate at ``progress`` epochs into a trial of ``epochs``.
-
-    cosine: lr/2 · (1 + cos(π · progress/epochs)); step: lr, ÷10 at 50 % and
-    again at 75 % of the trial.
-    """
-    frac = min(max(progress / epochs, 0.0), 1.0)
-    if hp.get("schedule", "cosine") == "cosine":
-        return hp["lr"] * 0.5 * (1.0 + math.cos(math.pi * frac))
-    return hp["lr"] * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
-
-
-def set_lr(
-    optimizer: torch.optim.Optimizer, hp: dict[str, Any], epochs: int, progress: float
-) -> None:
-    lr = learning_rate(hp, epochs, progress)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-
-
-def _set_dropout(model: torch.nn.Module, p: float) -> None:
-    for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
-            m.p = p
+    return loss_sum / total, correct / total, total
 
 
 def _channels_last(x: torch.Tensor) -> torch.Tensor:

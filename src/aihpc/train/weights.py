@@ -46,15 +46,18 @@ def file_name(trial_id: int, epoch: int, attempt: int) -> str:
 def save(
     directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None
 ) -> WeightsRef:
-    """Write one weight file atomically, hashing the bytes as they are written; returns its reference."""
+    """Write one weight file atomically, hashing the bytes as they are written; returns its
+    reference."""
     with atomic_open(Path(directory) / name) as f:
         out = _HashingWriter(f)
-        torch.save({"model": model, "optimizer": optimizer}, out)
+        # torch.save writes to any object with write(); its stub asks for IO[bytes]
+        torch.save({"model": model, "optimizer": optimizer}, out)  # type: ignore[arg-type]
     return WeightsRef(name, out.sha256.hexdigest())
 
 
 class _HashingWriter:
-    """A file's ``write``, passing every byte through SHA-256 on the way (no second copy of the file in memory)."""
+    """A file's ``write``, passing every byte through SHA-256 on the way (no second copy of the file
+    in memory)."""
 
     def __init__(self, f) -> None:
         self.f = f
@@ -126,7 +129,8 @@ def _on_gpu(state: dict[str, Any]) -> bool:
 
 
 def load(directory: Path, ref: WeightsRef) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The (model, optimizer) state dicts of ``ref``; StorageError if missing, unreadable or changed."""
+    """The (model, optimizer) state dicts of ``ref``; StorageError if missing, unreadable or
+    changed."""
     path = Path(directory) / ref.name
     try:
         data = path.read_bytes()
@@ -143,7 +147,8 @@ def load(directory: Path, ref: WeightsRef) -> tuple[dict[str, Any], dict[str, An
 
 
 def starting_state(task: EpochTask) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The (model, optimizer) state ``task`` starts from; (None, None) for a fresh initialisation."""
+    """The (model, optimizer) state ``task`` starts from; (None, None) for a fresh
+    initialisation."""
     if task.start is not None:
         return load(Path(task.weights_dir), task.start)
     if task.morph is not None:

@@ -16,7 +16,8 @@ AFTER_RESULTS = {("meta", "finished")}  # the links a run commits after writing 
 
 
 def check_chain(store, results: dict[str, Any], log_path: Path) -> tuple[Check, list[Mismatch]]:
-    """Rows against the last link of their key; the chain continuous; its head where the run wrote it."""
+    """Rows against the last link of their key; the chain continuous; its head where the run wrote
+    it."""
     found = Found("integrity")
     store_format = store.meta("store_format") or 1
     if store_format < CHAIN_FORMAT:
@@ -95,7 +96,8 @@ def _records(store) -> dict[tuple[str, str], str]:
 def _check_head(
     links: list[dict[str, Any]], results: dict[str, Any], log_path: Path, found: Found
 ) -> None:
-    """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and only
+    """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and
+    only
     the links a run commits after its results follow it."""
     from aihpc.verify.mlperf_log import read_events
 
@@ -123,7 +125,8 @@ def _check_head(
         logged = (stops[-1].get("metadata") or {}).get("chain_sha256") if stops else None
         if logged != head:
             found.add(
-                f"the MLPerf log's run_stop records chain head {str(logged)[:16]}, results.json {head[:16]}"
+                f"the MLPerf log's run_stop records chain head {str(logged)[:16]}, results.json "
+                f"{head[:16]}"
             )
 
 

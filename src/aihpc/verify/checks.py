@@ -42,7 +42,8 @@ class Verification:
 
     @property
     def status(self) -> str:
-        """'yes' (every check passed), 'no' (a mismatch), 'unchecked' (no mismatch, but a check could not run)."""
+        """'yes' (every check passed), 'no' (a mismatch), 'unchecked' (no mismatch, but a check
+        could not run)."""
         if self.mismatches or any(c.status == "failed" for c in self.checks):
             return "no"
         return "unchecked" if any(c.status == "unchecked" for c in self.checks) else "yes"
@@ -71,7 +72,8 @@ class Found:
 
 
 def same(a: Any, b: Any, rel: float = 1e-12) -> bool:
-    """Equal JSON values; floats to ``rel`` (results.json round-trips floats exactly, so this is strict)."""
+    """Equal JSON values; floats to ``rel`` (results.json round-trips floats exactly, so this is
+    strict)."""
     if isinstance(a, float) or isinstance(b, float):
         numbers = [isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)]
         if not all(numbers):

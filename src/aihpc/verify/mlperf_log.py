@@ -109,29 +109,30 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
         found.add(f"proxy screening {sid} is in the store but not in the MLPerf log")
     for sid in sorted(set(logged) - set(stored), key=str):
         found.add(f"proxy screening {sid} is in the MLPerf log but not in the store")
-    for sid in sorted(set(logged) & set(stored)):
+    for sid in sorted(set(stored) & set(logged)):
         event, row = logged[sid], stored[sid]
         trial = (event.get("metadata") or {}).get("trial_id")
         if event.get("value") != row["ops"] or trial != row["trial"]:
             found.add(
-                f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for trial "
+                f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for "
+                "trial "
                 f"{trial!r}, the store {row['ops']!r} for {row['trial']!r}"
             )
 
 
 def _check_times(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
     """Each logged epoch interval is its store row's (t_start, t_end), in whole milliseconds."""
-    rows = {(e["trial_id"], e["epoch"]): e for e in store.epochs() if e["status"] == "ok"}
+    rows = {(e.trial_id, e.epoch): e for e in store.epochs() if e.status == "ok"}
     for key, field in (("epoch_start", "t_start"), ("epoch_stop", "t_end")):
         for event in by_key.get(key, []):
             meta = event.get("metadata") or {}
             row = rows.get((meta.get("trial_id"), meta.get("trial_epoch")))
-            if row is not None and event.get("time_ms") != int(row[field] * 1000):
+            if row is not None and event.get("time_ms") != int(getattr(row, field) * 1000):
                 found.add(
                     f"{key} at {event.get('time_ms')} ms in the MLPerf log; the store's {field} is "
-                    f"{int(row[field] * 1000)} ms",
-                    row["trial_id"],
-                    row["epoch"],
+                    f"{int(getattr(row, field) * 1000)} ms",
+                    row.trial_id,
+                    row.epoch,
                 )
 
 
@@ -155,7 +156,8 @@ def _check_run(
         found.add(f"run_stop status {status!r} but results.json's score is {valid}")
     segments = store.segments()
     if segments:
-        begin, end = int(segments[0][0] * 1000), int(max(stop for _, stop in segments) * 1000)
+        begin = int(segments[0].start * 1000)
+        end = int(max(s.stop for s in segments) * 1000)
         if (
             begin < starts[0].get("time_ms", 0) - SLACK_MS
             or end > stops[0].get("time_ms", 0) + SLACK_MS

@@ -39,6 +39,8 @@ from typing import Any
 
 from aihpc.errors import AihpcError, ConfigError, StorageError
 from aihpc.fileio import read_json
+from aihpc.records.rows import EpochRow, TrialRow
+from aihpc.records.score import Score, compute_score, wall_seconds
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
 RESULTS_VERSIONS = (1, 2)  # results.json schema versions this module reads
@@ -46,7 +48,8 @@ MAX_DIFFS = 5  # differing fields named per trial before "and N more"
 
 
 def open_run(run_dir: Path):
-    """The run's store (read-only) and its results.json; ConfigError, one line, if it is not a finished run."""
+    """The run's store (read-only) and its results.json; ConfigError, one line, if it is not a
+    finished run."""
     from aihpc.records.store import RunStore
 
     run_dir = Path(run_dir)
@@ -127,10 +130,10 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
     epochs = 0
     for trial in trials:
         counts = _per_sample(trial, found)
-        for e in store.epochs(trial["id"]):
+        for e in store.epochs(trial.id):
             epochs += 1
-            _check_epoch_ops(trial["id"], e, counts, data, found)
-    arch_hashes = {t["id"]: t["arch_hash"] for t in trials}
+            _check_epoch_ops(trial.id, e, counts, data, found)
+    arch_hashes = {t.id: t.arch_hash for t in trials}
     screenings = store.screenings()
     for sc in screenings:
         _check_screening_ops(sc, arch_hashes, found)
@@ -141,7 +144,8 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
 
 
 def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found: Found) -> None:
-    """A screening's operations recounted from each candidate's logged architecture and minibatch size
+    """A screening's operations recounted from each candidate's logged architecture and minibatch
+    size
     (:func:`aihpc.recommend.proxies.proxy_ops`); the trial it started is its chosen candidate."""
     from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
@@ -166,7 +170,8 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
         )
         if c["ops"] != expected:
             found.add(
-                f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} from its "
+                f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} "
+                "from its "
                 f"architecture and a minibatch of {sc['batch']}"
             )
     if sc["ops"] != sum(c["ops"] for c in sc["candidates"]):
@@ -181,69 +186,71 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
         )
 
 
-def _per_sample(trial: dict[str, Any], found: Found) -> tuple[float, float] | None:
-    """(train, eval) operations per sample of the trial's logged architecture, as the worker counts them."""
+def _per_sample(trial: TrialRow, found: Found) -> tuple[float, float] | None:
+    """(train, eval) operations per sample of the trial's logged architecture, as the worker counts
+    them."""
     from aihpc.nas.spec import ArchSpec
     from aihpc.train.inputs import count_ops_per_sample
 
     try:
-        spec = ArchSpec.from_dict(trial["arch"])
+        spec = ArchSpec.from_dict(trial.arch)
     except AihpcError as exc:
-        found.add(f"its logged architecture is not valid: {exc}", trial["id"])
+        found.add(f"its logged architecture is not valid: {exc}", trial.id)
         return None
-    if spec.content_hash() != trial["arch_hash"]:
+    if spec.content_hash() != trial.arch_hash:
         found.add(
-            f"its architecture hashes to {spec.content_hash()[:12]}, not the logged {trial['arch_hash'][:12]}",
-            trial["id"],
+            f"its architecture hashes to {spec.content_hash()[:12]}, not the logged "
+            f"{trial.arch_hash[:12]}",
+            trial.id,
         )
-    if trial["num_params"] is not None and spec.num_params() != trial["num_params"]:
+    if trial.num_params is not None and spec.num_params() != trial.num_params:
         found.add(
-            f"its architecture has {spec.num_params()} parameters, not the logged {trial['num_params']}",
-            trial["id"],
+            f"its architecture has {spec.num_params()} parameters, not the logged "
+            f"{trial.num_params}",
+            trial.id,
         )
-    hp = trial["hparams"]
-    return count_ops_per_sample(spec, int(hp["batch_size"]), float(hp.get("dropout", 0.0)))
+    hp = trial.hparams
+    return count_ops_per_sample(spec, hp.batch_size, hp.dropout)
 
 
 def _check_epoch_ops(
     trial_id: int,
-    e: dict[str, Any],
+    e: EpochRow,
     counts: tuple[float, float] | None,
     data: dict[str, Any],
     found: Found,
 ) -> None:
-    m = e["metrics"]
+    m = e.metrics
     train_samples, val_samples = int(m.get("train_samples") or 0), int(m.get("val_samples") or 0)
     n_train, n_val = data.get("num_train"), data.get("num_val")
-    where = {"trial": trial_id, "epoch": e["epoch"]}
+    where = {"trial": trial_id, "epoch": e.epoch}
     if n_train is not None and not 0 <= train_samples <= n_train:
         found.add(f"{train_samples} training samples logged; the data set has {n_train}", **where)
-    complete = (
-        e["status"] != "ok" or val_samples == n_val
-    )  # a finished epoch evaluated the whole set
+    complete = e.status != "ok" or val_samples == n_val  # a finished epoch evaluated the whole set
     if n_val is not None and (not 0 <= val_samples <= n_val or not complete):
         found.add(
-            f"{val_samples} validation samples logged for a{' finished' if e['status'] == 'ok' else 'n'} "
+            f"{val_samples} validation samples logged for "
+            f"a{' finished' if e.status == 'ok' else 'n'} "
             f"epoch; the validation set has {n_val}",
             **where,
         )
-    if m.get("ops") is not None and m["ops"] != e["ops_train"] + e["ops_eval"]:
+    if m.get("ops") is not None and m["ops"] != e.ops_train + e.ops_eval:
         found.add(
-            f"metrics.ops {m['ops']} is not ops_train + ops_eval = {e['ops_train'] + e['ops_eval']}",
+            f"metrics.ops {m['ops']} is not ops_train + ops_eval = {e.ops_train + e.ops_eval}",
             **where,
         )
     if counts is None:
         return
     train, evaluate = counts
-    if e["ops_per_sample"] and e["ops_per_sample"] != {"train": train, "eval": evaluate}:
+    if e.ops_per_sample and e.ops_per_sample != {"train": train, "eval": evaluate}:
         found.add(
-            f"operations per sample logged {e['ops_per_sample']}, recounted "
+            f"operations per sample logged {e.ops_per_sample}, recounted "
             f"{{'train': {train}, 'eval': {evaluate}}}",
             **where,
         )
     for name, logged, expected in (
-        ("ops_train", e["ops_train"], round(train * train_samples)),
-        ("ops_eval", e["ops_eval"], round(evaluate * val_samples)),
+        ("ops_train", e.ops_train, round(train * train_samples)),
+        ("ops_eval", e.ops_eval, round(evaluate * val_samples)),
     ):
         if logged != expected:
             found.add(
@@ -254,12 +261,12 @@ def _check_epoch_ops(
 
 
 # -- score -------------------------------------------------------------------------------
-def recomputed_score(store) -> dict[str, Any]:
-    """The score from the store's operations, segment times and accuracies (not from results.json)."""
-    from aihpc.records.score import compute_score, wall_seconds
+def recomputed_score(store) -> Score:
+    """The score from the store's operations, segment times and accuracies (not from
+    results.json)."""
 
     config, data = store.meta("config") or {}, store.meta("data") or {}
-    accs = [e["metrics"]["val_accuracy"] for e in store.epochs() if e["status"] == "ok"]
+    accs = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
     return compute_score(
         ops=store.total_ops(),
         wall_seconds=wall_seconds(store.segments()),
@@ -270,15 +277,16 @@ def recomputed_score(store) -> dict[str, Any]:
     )
 
 
-def check_score(score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
     found = Found("score")
     recorded = results.get("score") or {}
-    for key, expected in score.items():
+    for key, expected in score.to_dict().items():
         if key not in recorded:
             found.add(f"results.json's score has no {key!r}")
         elif not same(recorded[key], expected):
             found.add(
-                f"{key} in results.json is {recorded[key]!r}; recomputed from the logged operations and "
+                f"{key} in results.json is {recorded[key]!r}; recomputed from the logged "
+                "operations and "
                 f"times: {expected!r}"
             )
     segments = results.get("segments") or []
@@ -286,18 +294,17 @@ def check_score(score: dict[str, Any], results: dict[str, Any]) -> tuple[Check, 
         span = segments[-1]["t_end"] - segments[0]["t_start"]
         if not same(span, recorded["wall_seconds"], rel=1e-9):
             found.add(
-                f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's segments {span!r}"
+                f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's "
+                f"segments {span!r}"
             )
     return found.outcome(
-        f"ops, OPS, regulated score, error and share of peak from {score['ops']:,} operations "
-        f"in {score['wall_seconds']:.2f} s"
+        f"ops, OPS, regulated score, error and share of peak from {score.ops:,} operations "
+        f"in {score.wall_seconds:.2f} s"
     ), found.items
 
 
 # -- results.json ------------------------------------------------------------------------
-def check_results(
-    store, score: dict[str, Any], results: dict[str, Any]
-) -> tuple[Check, list[Mismatch]]:
+def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
     """results.json against the one the store rebuilds, section by section and trial by trial."""
     from aihpc.records.schema import build_results
 
@@ -329,7 +336,8 @@ def check_results(
         changed = list(diffs(logged[trial_id], stored[trial_id], ""))
         for path, got, want in changed[:MAX_DIFFS]:
             found.add(
-                f"results.json {path.lstrip('.')} is {_short(got)}; the run store has {_short(want)}",
+                f"results.json {path.lstrip('.')} is {_short(got)}; the run store has "
+                f"{_short(want)}",
                 trial_id,
             )
         if len(changed) > MAX_DIFFS:

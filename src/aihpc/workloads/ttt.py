@@ -260,7 +260,7 @@ def check_logs(
     rounds: list[list[InstanceResult]], benchmark: str
 ) -> tuple[dict[str, bool], dict[str, str]]:
     """Run MLPerf's compliance checker on every instance's log with the benchmark's rules."""
-    from aihpc.records.mlperf import RULES_DIR, check_compliance
+    from aihpc.records.mlperf_check import RULES_DIR, check_compliance
 
     ok, output = {}, {}
     for r in (r for instances in rounds for r in instances):

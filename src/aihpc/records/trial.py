@@ -1,0 +1,50 @@
+"""A trial's records: its hyperparameters, and its rows and its epochs' rows as the store holds
+them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from aihpc.config import OPTIMIZERS, SCHEDULES
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """One trial's hyperparameters: those the search draws (see aihpc.nas.hpo) and the fixed ones.
+
+    The defaults are the trainer's for a value not given.  ``to_dict`` is the
+    JSON kept in the store and in results.json's trials.
+    """
+
+    lr: float
+    batch_size: int
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    dropout: float = 0.0
+    optimizer: str = "sgd"
+    schedule: str = "cosine"
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0:
+            raise ValueError(f"the learning rate must be > 0, got {self.lr!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"the batch size must be >= 1, got {self.batch_size!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight decay must be >= 0, got {self.weight_decay!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}: one of {OPTIMIZERS}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}: one of {SCHEDULES}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hyperparameters:
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"no hyperparameters named {unknown}")
+        return cls(**data)

@@ -1,0 +1,226 @@
+"""The run's measurements beside its score: the peak before and after, the data staged, the energy.
+
+Each runs on every worker at once (:meth:`executor.run_on_each`); the
+functions named ``worker_*`` are the parts that run on a worker.  A failure
+to measure the peak after the run or the energy becomes a reason in the
+results, not a failed run.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from aihpc.config import RunConfig
+from aihpc.errors import DataError, WorkersLost
+from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
+from aihpc.records.store import RunStore
+
+# The matmul peak is measured by every worker at once (config.peak_seconds),
+# before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
+PEAK_DRIFT = 0.10
+# How long the peak after the run waits for workers the run lost to come back:
+# a Dask nanny restarts a killed worker within 3-10 s (importing torch), and a
+# worker job the batch system lost takes minutes, longer than any wait here.
+AFTER_WAIT_SECONDS = 30.0
+
+
+def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> RunPeak:
+    """The matmul peak of the devices the run uses, measured the way the run uses them.
+
+    Every worker measures at once, with its own device and torch threads, in
+    the dtype it trains in (float32 on CPU, bfloat16 — the trainer's
+    autocast dtype — on GPU); the total is the sum.  Workers that share a
+    machine's cores or memory bandwidth slow each other down here as they do
+    in the run, which one worker alone, times the workers, would hide.  With
+    ``procs`` processes per trial, each worker's peak is that of its ``procs``
+    rank processes (GPUs) measuring at once, its ``parts``.
+    """
+    threads = layout.threads if layout else None
+    per_worker = executor.run_on_each(
+        worker_peak, layout.device if layout else "auto", threads, seconds, procs
+    )
+    return RunPeak.of([WorkerPeak.from_dict(w) for w in per_worker], procs)
+
+
+def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
+    """Every worker stages the data set (:mod:`aihpc.train.staging`) before the run's clock starts.
+
+    MLPerf HPC times data staging apart from the run (since HPC v3.0 it need
+    not be in the run's time); here it is generating or reading the data
+    set into the tier each worker chose (on its device, or a node-local
+    file it streams from), which it keeps for all its epochs.  Returns the
+    slowest worker's seconds, the bytes staged, and each worker's record.
+    """
+    from aihpc.records.task import DataRef
+
+    device = layout.device if layout else "auto"
+    per_worker = executor.run_on_each(
+        worker_stage,
+        DataRef.of(config),
+        device,
+        executor.workers_per_host(),
+        config.procs_per_trial,
+    )
+    failed = [w for w in per_worker if "error" in w]
+    if failed:
+        raise DataError(
+            f"worker {failed[0]['worker']} could not stage the data: {failed[0]['error']}"
+        )
+    return {
+        "seconds": max(w["seconds"] for w in per_worker),
+        "bytes": sum(w["bytes"] for w in per_worker),
+        "workers": len(per_worker),
+        "tiers": sorted({w["tier"] for w in per_worker}),
+        "per_worker": per_worker,
+    }
+
+
+def worker_stage(
+    ref, device: str, sharing: dict[str, int] | None = None, procs: int = 1
+) -> dict[str, Any]:
+    """Runs on a worker: its staged copy of the data set, made now and kept for the epochs.
+
+    ``sharing``: for each worker's address, the workers on its host (they
+    share its memory when staging on the CPU).  With ``procs > 1`` the
+    worker's data-parallel ranks, which train its epochs, each stage their
+    own copy (the slowest rank's seconds, all ranks' bytes).  A data set
+    that cannot be staged comes back as ``error``, for the master to raise.
+    """
+    from aihpc.devices import resolve_device, worker_address, worker_name
+
+    if procs > 1:
+        from aihpc.train.ranks import rank_stage
+
+        ranks = rank_stage(ref, device, procs)
+        return {
+            "worker": worker_name(),
+            "tier": ranks[0]["tier"],
+            "dtype": ranks[0]["dtype"],
+            "seconds": max(r["seconds"] for r in ranks),
+            "bytes": sum(r["bytes"] for r in ranks),
+            "ranks": ranks,
+        }
+    from aihpc.train.staging import stage
+
+    share = (sharing or {}).get(worker_address(), 1)
+    try:
+        return {
+            "worker": worker_name(),
+            **stage(ref, str(resolve_device(device)), share=share).record(),
+        }
+    except (
+        DataError
+    ) as exc:  # the master says it in one line (raised here, Dask would log a traceback)
+        return {"worker": worker_name(), "error": str(exc)}
+
+
+# Why a resumed run has no energy: the meters of the segments before it died with their master.
+RESUMED_ENERGY = (
+    "the run was stopped and resumed: the meters of its earlier segments ended with them, "
+    "so the run's energy is not known"
+)
+
+
+def start_meters(store: RunStore, executor, layout, device: str, resume: bool):
+    """Start every worker's energy meter as the run's clock starts (see aihpc.energy.run).
+
+    None on a resume: the energy of a resumed run is not known (RESUMED_ENERGY).
+    """
+    from aihpc.energy.run import start_energy, unmeasured_block
+
+    if resume:
+        store.set_meta("energy", unmeasured_block(RESUMED_ENERGY))
+        return None
+    return start_energy(
+        executor,
+        f"{store.meta('run_id')}-{secrets.token_hex(4)}",
+        layout.device if layout else "auto",
+        device,
+    )
+
+
+def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> None:
+    """Stop the meters and keep their block in the store (results.json's ``energy`` comes from it).
+
+    Energy is measured beside the score: whatever fails here becomes the
+    block's reason, and the run goes on to write its results.
+    """
+    from aihpc.energy.run import finish_energy, unmeasured_block
+
+    if meters is None:
+        return
+    try:
+        block = finish_energy(executor, meters, procs_per_trial)
+    except Exception as exc:
+        block = unmeasured_block(
+            f"the energy meters could not be gathered: {type(exc).__name__}: {exc}"
+        )
+    store.set_meta("energy", block)
+
+
+def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None:
+    """Measure the peak again after the run; keep it, and its drift, beside the one before.
+
+    It is measured on as many workers as before, so that the totals compare:
+    a worker the run lost (killed, restarting) gets ``AFTER_WAIT_SECONDS`` to
+    come back; if it does not, the peak after stays unmeasured and the
+    results say why.  The run's score does not depend on it.
+    """
+    before = store.meta("peak")
+    if not before:
+        return
+    try:
+        executor.wait_for_workers(before["workers"], timeout=AFTER_WAIT_SECONDS)
+    except WorkersLost as exc:
+        store.set_meta(
+            "peak",
+            {
+                **before,
+                "after": None,
+                "drift": None,
+                "drift_warning": f"the peak was not measured again after the run: {exc}",
+            },
+        )
+        return
+    procs = before.get("procs_per_worker", 1)
+    after = measure_run_peak(executor, layout, seconds, procs).to_dict()
+    store.set_meta("peak", {**before, **peak_drift(before, after)})
+
+
+def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The peak measured after the run against the one before; a warning past ``PEAK_DRIFT``."""
+    drift = after["total_flops_per_s"] / before["total_flops_per_s"] - 1.0
+    warning = None
+    if abs(drift) > PEAK_DRIFT:
+        warning = (
+            f"the machine's peak changed by {100 * drift:+.1f} % during the run "
+            f"(more than {100 * PEAK_DRIFT:.0f} %): throttling or other load; "
+            "the score may not repeat"
+        )
+    return {"after": after, "drift": drift, "drift_warning": warning}
+
+
+def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1) -> dict[str, Any]:
+    """Runs on a worker: its matmul peak in the dtype the trainer uses there.
+
+    The sum of its processes' ``parts``.
+
+    One process (``procs = 1``): the worker's own.  Several: its rank pool's
+    processes, each on its own device, all measuring at once.
+    """
+    import torch
+
+    from aihpc.devices import resolve_device, training_dtype, worker_name
+    from aihpc.roofline.peak import measure_peak
+
+    if procs > 1:
+        from aihpc.train.ranks import rank_peaks
+
+        parts = [PeakResult.from_dict(p) for p in rank_peaks(device, procs, threads, seconds)]
+    else:
+        if threads:
+            torch.set_num_threads(threads)
+        dev = resolve_device(device)
+        parts = [measure_peak(dev, training_dtype(dev), seconds=seconds)]
+    return WorkerPeak.of(worker_name(), parts).to_dict()
