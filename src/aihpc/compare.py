@@ -69,9 +69,8 @@ class Entry:
     valid: bool | None = None
     joules: float | None = None  # energy measured over the run, all devices (aihpc.energy.run)
     watts: float | None = None
-    gops_per_watt: float | None = (
-        None  # 1e-9 x operations per joule; None unless every training device was metered
-    )
+    # 1e-9 x operations per joule; None unless every training device was metered
+    gops_per_watt: float | None = None
     energy_note: str | None = None  # what was not measured, and why
 
     def metric(self) -> float | None:

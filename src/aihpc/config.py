@@ -24,9 +24,8 @@ DEVICES = ("auto", "cpu", "cuda")
 STAGING = ("auto", "device", "stream")  # aihpc.train.staging's tiers
 BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
 MAX_HPO_PROCESSES = 16  # TPE processes of the master (each near one core when the search is busy)
-MAX_SCREEN = (
-    16  # candidates one screening may score (each costs about a training step of a minibatch)
-)
+# candidates one screening may score (each costs about a training step of a minibatch)
+MAX_SCREEN = 16
 
 
 @dataclass(frozen=True)
@@ -44,26 +43,22 @@ class RunConfig:
     # where workers stage the data: "device" (whole, on it), "stream" (a local file, read
     # through a DataLoader)
     staging: str = "auto"
-    stage_dir: str | None = (
-        None  # node-local folder of the "stream" tier (None: the system's temporary folder)
-    )
+    # node-local folder of the "stream" tier (None: the system's temporary folder)
+    stage_dir: str | None = None
     workers: int | None = None  # None: one per GPU, or cores split on CPU
     threads_per_worker: int | None = None  # None: cores / workers
     scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
-    batch_system: str | None = (
-        None  # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
-    )
+    # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
+    batch_system: str | None = None
     nodes: int = 1  # batch: nodes to spread workers over
     gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
     partition: str | None = None  # batch: partition / queue (default: the system's default)
     walltime: str = "01:00:00"  # batch: time limit of each worker job
-    worker_memory: str | None = (
-        None  # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
-    )
+    # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
+    worker_memory: str | None = None
     tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
-    interface: str | None = (
-        None  # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
-    )
+    # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
+    interface: str | None = None
     procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
     device: str = "auto"
     seed: int = 0
@@ -71,28 +66,24 @@ class RunConfig:
     strategy: str = "evolution"
     population: int = 16
     tournament: int = 4
-    hpo_processes: int = (
-        2  # processes drawing TPE suggestions side by side (benchmarks/master_capacity.py)
-    )
-    screen: int = (
-        0  # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
-    )
+    # processes drawing TPE suggestions side by side (benchmarks/master_capacity.py)
+    hpo_processes: int = 2
+    # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
+    screen: int = 0
     epochs_min: int = 2
     epochs_max: int = 8
     patience: int = 2
     max_params: int | None = None  # None: sized to the device
     optimizer: str = "sgd"
     schedule: str = "cosine"
-    batch_sizes: tuple[int, ...] | None = (
-        None  # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
-    )
+    # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
+    batch_sizes: tuple[int, ...] | None = None
     # torch.compile each trial's model; None: the device's default (train.trainer.COMPILE_AUTO)
     compile: bool | None = None
     max_attempts: int = 3
     report_seconds: float = 30.0
-    peak_seconds: float = (
-        3.0  # each worker's timed matmuls for the peak, before the run and after it (all at once)
-    )
+    # each worker's timed matmuls for the peak, before the run and after it (all at once)
+    peak_seconds: float = 3.0
 
     def __post_init__(self) -> None:
         self._check_budget()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from aihpc.errors import DataError
+
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.store import RunStore
 from aihpc.records.task import WeightsRef
@@ -38,9 +40,9 @@ def test_store_rows_are_typed_and_round_trip(rows):
 
 def test_store_rows_are_validated_on_construction(rows):
     trials, epochs = rows
-    with pytest.raises(ValueError, match="a trial's status is running or one of .*, got 'lost'"):
+    with pytest.raises(DataError, match="a trial's status is running or one of .*, got 'lost'"):
         dataclasses.replace(trials[0], status="lost")
-    with pytest.raises(ValueError, match="an epoch's number must be >= 1, got 0"):
+    with pytest.raises(DataError, match="an epoch's number must be >= 1, got 0"):
         dataclasses.replace(epochs[0], epoch=0)
-    with pytest.raises(ValueError, match="an epoch's operations must be >= 0, got -1"):
+    with pytest.raises(DataError, match="an epoch's operations must be >= 0, got -1"):
         dataclasses.replace(epochs[0], ops_train=-1)

@@ -3,6 +3,8 @@ import os
 
 import pytest
 
+from aihpc.errors import DataError
+
 from aihpc.records.score import Score, Segment, active_seconds, compute_score, wall_seconds
 
 
@@ -44,11 +46,11 @@ def test_score_round_trips_through_results_json_block():
 
 def test_score_is_validated_on_construction():
     s = compute_score(ops=10, wall_seconds=2.0, best_accuracy=0.9, val_samples=100, min_accuracy=0.5)
-    with pytest.raises(ValueError, match="valid exactly when it has no invalid_reason"):
+    with pytest.raises(DataError, match="valid exactly when it has no invalid_reason"):
         Score.from_dict({**s.to_dict(), "valid": False})
-    with pytest.raises(ValueError, match="ops must be >= 0, got -1"):
+    with pytest.raises(DataError, match="ops must be >= 0, got -1"):
         Score.from_dict({**s.to_dict(), "ops": -1})
-    with pytest.raises(ValueError, match=r"best_accuracy must be in \[0, 1\], got 1.5"):
+    with pytest.raises(DataError, match=r"best_accuracy must be in \[0, 1\], got 1.5"):
         Score.from_dict({**s.to_dict(), "best_accuracy": 1.5})
 
 
@@ -56,7 +58,7 @@ def test_segment_is_written_relative_to_the_run_start_and_validated():
     segment = Segment(100.0, 160.0)
     assert segment.to_dict(t0=40.0) == {"t_start": 60.0, "t_end": 120.0}
     assert Segment.from_dict(segment.to_dict(t0=40.0), t0=40.0) == segment
-    with pytest.raises(ValueError, match="stops at or after it starts, got 2.0..1.0"):
+    with pytest.raises(DataError, match="stops at or after it starts, got 2.0..1.0"):
         Segment(2.0, 1.0)
 
 

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from aihpc.errors import DataError
+
 from aihpc.records.trial import Hyperparameters
 
 STORED = ('{"batch_size": 128, "dropout": 0.4540407931943971, "lr": 0.0036872064985112177, '
@@ -34,5 +36,5 @@ def test_hyperparameters_not_given_are_the_trainers_defaults():
     ({"beta": 0.5}, r"no hyperparameters named \['beta'\]"),
 ])
 def test_hyperparameters_are_validated_on_construction(change, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(DataError, match=message):
         Hyperparameters.from_dict({"lr": 0.1, "batch_size": 32, **change})

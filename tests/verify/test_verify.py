@@ -103,6 +103,16 @@ def test_a_changed_accuracy_in_the_store_is_caught(run_copy: Path) -> None:
     assert any(line.startswith("score: best_accuracy in results.json is ") for line in lines), lines
 
 
+def test_a_store_row_that_breaks_its_record_s_rule_is_one_line_exit_2(run_copy: Path) -> None:
+    """An accuracy of 1.5 cannot be read as an epoch record: the store is damaged, not a traceback."""
+    trial, epoch = _ok_epoch(run_copy)
+    _sql(run_copy, "UPDATE epochs SET metrics = json_set(metrics, '$.val_accuracy', 1.5) "
+                   "WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    proc = aihpc("verify", str(run_copy))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and "is damaged: " in proc.stderr and "1.5" in proc.stderr
+
+
 def test_an_inflated_operation_count_in_the_store_is_caught(run_copy: Path) -> None:
     trial, epoch = _ok_epoch(run_copy, 0)
     _sql(run_copy, "UPDATE epochs SET ops_train = ops_train * 2 WHERE trial_id = ? AND epoch = ?", trial, epoch)

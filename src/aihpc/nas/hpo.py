@@ -108,9 +108,8 @@ class WindowedStudy:
         optuna.logging.set_verbosity(logging.WARNING)
         self._optuna = optuna
         self.seed = seed
-        self.stream = (
-            stream  # several studies of one seed (one per search process) draw different numbers
-        )
+        # several studies of one seed (one per search process) draw different numbers
+        self.stream = stream
         self.distributions = distributions
         # rebuilt on reaching this many trials (running ones included), every
         # 32 to 64 asks: a rebuild (128 frozen trials added, ~12 ms) costs ~0.3 ms

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from aihpc.errors import DataError
 from aihpc.records.task import WeightsRef
 from aihpc.records.trial import Hyperparameters
 
@@ -39,11 +40,11 @@ class TrialRow:
 
     def __post_init__(self) -> None:
         if self.status != "running" and self.status not in FINISHED:
-            raise ValueError(
+            raise DataError(
                 f"a trial's status is running or one of {FINISHED}, got {self.status!r}"
             )
         if self.attempts < 0:
-            raise ValueError(f"a trial's attempts must be >= 0, got {self.attempts!r}")
+            raise DataError(f"a trial's attempts must be >= 0, got {self.attempts!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "hparams": self.hparams.to_dict()}
@@ -74,9 +75,9 @@ class EpochRow:
 
     def __post_init__(self) -> None:
         if self.epoch < 1:
-            raise ValueError(f"an epoch's number must be >= 1, got {self.epoch!r}")
+            raise DataError(f"an epoch's number must be >= 1, got {self.epoch!r}")
         if self.ops_train < 0 or self.ops_eval < 0:
-            raise ValueError(
+            raise DataError(
                 f"an epoch's operations must be >= 0, got {self.ops_train!r} and {self.ops_eval!r}"
             )
 

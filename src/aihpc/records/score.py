@@ -21,6 +21,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from aihpc.errors import DataError
+
 
 @dataclass(frozen=True)
 class Score:
@@ -40,15 +42,15 @@ class Score:
 
     def __post_init__(self) -> None:
         if self.ops < 0:
-            raise ValueError(f"a score's ops must be >= 0, got {self.ops!r}")
+            raise DataError(f"a score's ops must be >= 0, got {self.ops!r}")
         if self.wall_seconds < 0:
-            raise ValueError(f"a score's wall_seconds must be >= 0, got {self.wall_seconds!r}")
+            raise DataError(f"a score's wall_seconds must be >= 0, got {self.wall_seconds!r}")
         if self.best_accuracy is not None and not 0.0 <= self.best_accuracy <= 1.0:
-            raise ValueError(
+            raise DataError(
                 f"a score's best_accuracy must be in [0, 1], got {self.best_accuracy!r}"
             )
         if self.valid != (self.invalid_reason is None):
-            raise ValueError(
+            raise DataError(
                 f"a score is valid exactly when it has no invalid_reason, got valid={self.valid!r} "
                 f"with invalid_reason={self.invalid_reason!r}"
             )
@@ -106,7 +108,7 @@ class Segment:
 
     def __post_init__(self) -> None:
         if self.stop < self.start:
-            raise ValueError(
+            raise DataError(
                 f"a segment stops at or after it starts, got {self.start!r}..{self.stop!r}"
             )
 

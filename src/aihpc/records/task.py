@@ -113,9 +113,8 @@ class EpochTask:
     device: str = "auto"
     threads: int | None = None
     procs: int = 1  # processes (GPUs) training this epoch data-parallel
-    compile: bool | None = (
-        None  # torch.compile the model; None: the device's default (trainer.COMPILE_AUTO)
-    )
+    # torch.compile the model; None: the device's default (trainer.COMPILE_AUTO)
+    compile: bool | None = None
     attempt: int = 1
 
 

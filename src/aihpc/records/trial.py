@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from aihpc.config import OPTIMIZERS, SCHEDULES
+from aihpc.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -27,17 +28,17 @@ class Hyperparameters:
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
-            raise ValueError(f"the learning rate must be > 0, got {self.lr!r}")
+            raise DataError(f"the learning rate must be > 0, got {self.lr!r}")
         if self.batch_size < 1:
-            raise ValueError(f"the batch size must be >= 1, got {self.batch_size!r}")
+            raise DataError(f"the batch size must be >= 1, got {self.batch_size!r}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+            raise DataError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.weight_decay < 0:
-            raise ValueError(f"weight decay must be >= 0, got {self.weight_decay!r}")
+            raise DataError(f"weight decay must be >= 0, got {self.weight_decay!r}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}: one of {OPTIMIZERS}")
+            raise DataError(f"unknown optimizer {self.optimizer!r}: one of {OPTIMIZERS}")
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}: one of {SCHEDULES}")
+            raise DataError(f"unknown schedule {self.schedule!r}: one of {SCHEDULES}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,5 +47,5 @@ class Hyperparameters:
     def from_dict(cls, data: dict[str, Any]) -> Hyperparameters:
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
-            raise ValueError(f"no hyperparameters named {unknown}")
+            raise DataError(f"no hyperparameters named {unknown}")
         return cls(**data)

@@ -82,9 +82,8 @@ class DaskExecutor:
         self.client = client
         self.cluster = cluster
         self.owns_client = owns_client
-        self.log_dir: Path | None = (
-            None  # where a task's failure on a worker is logged (runner.remote)
-        )
+        # where a task's failure on a worker is logged (runner.remote)
+        self.log_dir: Path | None = None
 
     def slots(self) -> int:
         """Task slots of the workers alive now."""

@@ -37,7 +37,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import AihpcError, ConfigError, StorageError
+from aihpc.errors import AihpcError, ConfigError, DataError, StorageError
 from aihpc.fileio import read_json
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
@@ -95,7 +95,8 @@ def verify_run(run_dir: Path) -> Verification:
     """Run every check on ``run_dir`` (see the module docstring).
 
     A store damaged so that its rows cannot be read (malformed JSON in a
-    column, a table dropped) is a StorageError: there is nothing to compare.
+    column, a table dropped, a row that breaks its record's rule, such as an
+    accuracy of 1.5) is a StorageError: there is nothing to compare.
     """
     from aihpc.verify.chain import check_chain
     from aihpc.verify.mlperf_log import check_mlperf
@@ -110,7 +111,7 @@ def verify_run(run_dir: Path) -> Verification:
             check_mlperf(Path(run_dir) / "mlperf.log", store, results),
             check_chain(store, results, Path(run_dir) / "mlperf.log"),
         ]
-    except (json.JSONDecodeError, sqlite3.Error) as exc:
+    except (json.JSONDecodeError, sqlite3.Error, DataError) as exc:
         raise StorageError(
             f"run store {Path(run_dir) / 'aihpc.sqlite'} is damaged: {exc}"
         ) from None

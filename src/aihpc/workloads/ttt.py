@@ -132,9 +132,8 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
                 raise WorkersLost(
                     f"{len(tasks)} instances need as many Dask workers, {len(workers)} are alive"
                 )
-            barrier = (
-                f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"  # the instances start their runs together
-            )
+            # the instances start their runs together
+            barrier = f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"
             futures = [
                 executor.client.submit(
                     contained,
