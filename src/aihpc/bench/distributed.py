@@ -358,9 +358,8 @@ def _rank_env(rank: int, procs: int, port: int, threads: int) -> dict[str, str]:
         "WORLD_SIZE": str(procs),
         "OMP_NUM_THREADS": str(threads),
     }
-    env.setdefault(
-        "GLOO_SOCKET_IFNAME", "lo"
-    )  # all ranks are on this node: gloo talks over loopback
+    # all ranks are on this node: gloo talks over loopback
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     return env
 
 

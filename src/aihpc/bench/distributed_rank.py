@@ -143,9 +143,8 @@ def _tcp_bytes_sent() -> int | None:
         try:
             if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
                 continue
-            s = socket.socket(
-                fileno=os.dup(int(fd))
-            )  # a duplicate: closing it leaves gloo's socket open
+            # a duplicate: closing it leaves gloo's socket open
+            s = socket.socket(fileno=os.dup(int(fd)))
         except OSError:
             continue
         with s:

@@ -128,9 +128,8 @@ class _Traffic(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if getattr(func, "is_view", False):
             return out
-        seen: dict[
-            int, int
-        ] = {}  # storage (its C++ address: meta tensors all have data_ptr 0) -> bytes
+        # storage (its C++ address: meta tensors all have data_ptr 0) -> bytes
+        seen: dict[int, int] = {}
         for t in pytree.tree_leaves((args, kwargs or {})):
             if isinstance(t, torch.Tensor):
                 seen[t.untyped_storage()._cdata] = t.numel() * t.element_size()

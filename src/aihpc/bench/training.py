@@ -289,9 +289,9 @@ def _train_epoch(run: _Run, batch: int, seed: int, epoch: int) -> tuple[float, f
 
 def _evaluate(run: _Run, batch: int) -> tuple[float, float]:
     """(validation accuracy, seconds it took) over the whole validation split."""
+    from aihpc.train.evaluation import evaluate
     from aihpc.train.feed import eval_batches
     from aihpc.train.staging import StagedSplit
-    from aihpc.train.trainer import evaluate
 
     _sync(run.device)
     start = time.perf_counter()

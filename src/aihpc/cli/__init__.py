@@ -104,9 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"aihpc {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (
-        BrokenPipeError
-    ):  # the reader left (`aihpc models | head -1`): stop quietly, as `cat` does
+    # the reader left (`aihpc models | head -1`): stop quietly, as `cat` does
+    except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush cannot fail again
         return EXIT_PIPE

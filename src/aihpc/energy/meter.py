@@ -215,9 +215,8 @@ class Sampler:
                 continue
             try:
                 value = counter.read()
-            except (
-                Exception
-            ) as exc:  # a counter that stops reading ends its measurement, not the run
+            # a counter that stops reading ends its measurement, not the run
+            except Exception as exc:
                 self._failed[i] = f"reading the counter failed: {type(exc).__name__}: {exc}"
                 continue
             self._accs[i].add(self.clock(), value)

@@ -28,9 +28,8 @@ class EnergySession:
 
     key: str
     device_kind: str  # "cuda" or "cpu": what trains
-    started: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # worker address -> start_meter's answer
+    # worker address -> start_meter's answer
+    started: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: str | None = None  # why nothing was started
 
 

@@ -117,9 +117,8 @@ class WindowedStudy:
         self.limit = window + window // 2
         self.generation = 0  # how many times the study has been rebuilt
         # finished trials as Optuna FrozenTrials, made once and re-added at every rebuild
-        self._recent: deque[tuple[int, Any]] = deque(
-            maxlen=window - window // 2
-        )  # (sequence, trial)
+        # (sequence, trial)
+        self._recent: deque[tuple[int, Any]] = deque(maxlen=window - window // 2)
         self._best: list[tuple[float, int, Any]] = []  # (accuracy, sequence, trial), a min-heap
         self._best_size = window // 2
         self._asked: dict[int, _Asked] = {}
@@ -273,9 +272,8 @@ class HyperparameterSearch:
         ]
         self._turn = 0  # the child the next ask reads from
         self._next_number = 0
-        self._tokens: dict[
-            int, tuple[_Child, int, dict[str, Any]]
-        ] = {}  # number -> (child, token, params)
+        # number -> (child, token, params)
+        self._tokens: dict[int, tuple[_Child, int, dict[str, Any]]] = {}
         self._resumed: dict[int, dict[str, Any]] = {}  # number -> params, for resumed trials
 
     def ask(self, depth: int = PREFETCH_MIN) -> tuple[int, dict[str, Any]]:

@@ -95,9 +95,8 @@ class ArchSpec:
         for name in order:
             layer = by_name[name]
             inputs = layer.inputs
-            if (
-                len(inputs) == 1 and layer.type in _SAME_SHAPE
-            ):  # most layers: no checks but the rank
+            # most layers: no checks but the rank
+            if len(inputs) == 1 and layer.type in _SAME_SHAPE:
                 shape = shapes[inputs[0]]
                 if len(shape) == 3 or layer.type != "bn":
                     shapes[name] = shape

@@ -388,9 +388,8 @@ class RunStore:
                 head = self._link(link[0], link[1] if link[1] is not None else (cursor.lastrowid,))
                 self.db.execute("COMMIT")
             except BaseException:
-                if (
-                    self.db.in_transaction
-                ):  # SQLite has already rolled back after some errors (a full disk)
+                # SQLite has already rolled back after some errors (a full disk)
+                if self.db.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         self.db.execute("ROLLBACK")
                 raise

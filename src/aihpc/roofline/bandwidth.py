@@ -239,10 +239,11 @@ def _allocate(
             torch.full((n,) if i in need else (0,), v, dtype=torch.float64, device=dev)
             for i, v in enumerate(_INITIAL)
         ]
+    # CPU allocations raise RuntimeError; CUDA OutOfMemoryError
     except (
         RuntimeError,
         MemoryError,
-    ) as exc:  # CPU allocations raise RuntimeError; CUDA OutOfMemoryError
+    ) as exc:
         total = len(need) * n * ELEMENT_BYTES
         raise OutOfMemory(
             f"cannot allocate {len(need)} arrays of {n} float64 ({total / 2**30:.1f} GiB) "

@@ -93,14 +93,12 @@ class Master:
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
         self.best_accuracy: float | None = None
-        self.epoch_seconds: deque[float] = deque(
-            maxlen=EPOCH_HISTORY
-        )  # durations of recent full epochs
+        # durations of recent full epochs
+        self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
         self.in_flight: dict[Any, EpochTask | ScreenTask] = {}
-        self.screens: dict[
-            int, tuple[int, list[tuple[Any, Morph, str]]]
-        ] = {}  # screening id -> parent, children
+        # screening id -> parent, children
+        self.screens: dict[int, tuple[int, list[tuple[Any, Morph, str]]]] = {}
         self.next_screen = len(store.screenings())
         self.slots = 0  # the executor's task slots at the last fill
 
@@ -126,9 +124,8 @@ class Master:
         while True:
             now = self.clock()
             if now < self.deadline:
-                if (
-                    done or now - last_fill >= TICK_SECONDS
-                ):  # workers may also join (or restart) at any time
+                # workers may also join (or restart) at any time
+                if done or now - last_fill >= TICK_SECONDS:
                     self._fill_slots()
                     last_fill = now
             elif not self.in_flight or now >= stop_by:
@@ -180,9 +177,8 @@ class Master:
 
     def _screen_task(self) -> ScreenTask:
         parent, children = self._children(self.config.screen)
-        self.seen_hashes.update(
-            spec.content_hash() for spec, _, _ in children
-        )  # none is proposed again
+        # none is proposed again
+        self.seen_hashes.update(spec.content_hash() for spec, _, _ in children)
         screen_id, self.next_screen = self.next_screen, self.next_screen + 1
         self.screens[screen_id] = (parent, children)
         return ScreenTask(
@@ -223,9 +219,8 @@ class Master:
         self.next_id += 1
         number, drawn = self.hpo.ask(depth=self.slots)
         budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
-        if child is None and (
-            trial_id == 0 or self.strategy is None
-        ):  # "none": every trial the seed, afresh
+        # "none": every trial the seed, afresh
+        if child is None and (trial_id == 0 or self.strategy is None):
             spec = seed_spec(self.input_shape, self.num_classes)
             parent, morph, recipe = None, "seed", None
         else:

@@ -109,9 +109,8 @@ def worker_stage(
             "worker": worker_name(),
             **stage(ref, str(resolve_device(device)), share=share).record(),
         }
-    except (
-        DataError
-    ) as exc:  # the master says it in one line (raised here, Dask would log a traceback)
+    # the master says it in one line (raised here, Dask would log a traceback)
+    except DataError as exc:
         return {"worker": worker_name(), "error": str(exc)}
 
 

@@ -241,9 +241,8 @@ def run_benchmark(
             if executor is not None:
                 executor.close()
         finally:
-            shutil.rmtree(
-                run_dir / "tls", ignore_errors=True
-            )  # the run's TLS key goes with its workers
+            # the run's TLS key goes with its workers
+            shutil.rmtree(run_dir / "tls", ignore_errors=True)
             mlperf.close()
             store.close()
 

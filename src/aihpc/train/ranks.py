@@ -58,7 +58,8 @@ import torch.distributed as dist
 from aihpc.devices import device_kind, gpu_indices, training_dtype
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
 from aihpc.records.trial import Hyperparameters
-from aihpc.train.trainer import Group, train_epoch
+from aihpc.train.group import Group
+from aihpc.train.trainer import train_epoch
 
 # Bytes for the weight reference rank 0 broadcasts after each epoch (JSON of name and digest).
 _REF_BYTES = 512
@@ -285,9 +286,8 @@ def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
         pool = rank_pool(key)
         try:
             return pool.ask(request)
-        except (
-            BaseException
-        ):  # a rank failed (the pool is killed already), or this worker is stopping
+        # a rank failed (the pool is killed already), or this worker is stopping
+        except BaseException:
             pool.kill()
             _POOL = None
             raise
@@ -364,9 +364,8 @@ def _rank_main() -> None:
         for line in sys.stdin:
             try:
                 answer = _serve(json.loads(line), group, device)
-            except (
-                BaseException
-            ) as exc:  # the worker closes the pool: leave at once, peers may hang
+            # the worker closes the pool: leave at once, peers may hang
+            except BaseException as exc:
                 first = (str(exc).splitlines() or [""])[0]
                 channel.write(
                     json.dumps(

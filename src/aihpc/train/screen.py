@@ -57,9 +57,8 @@ def screen_children(task: ScreenTask) -> ScreenResult:
             batch=len(y),
             device=device.type,
         )
-    except (
-        Exception
-    ) as exc:  # e.g. a candidate too big for the device: the master trains one unscreened
+    # e.g. a candidate too big for the device: the master trains one unscreened
+    except Exception as exc:
         return ScreenResult(
             task.screen_id,
             "failed",

@@ -39,10 +39,8 @@ deadline counts as far as it went; nothing is counted twice.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +53,8 @@ from aihpc.devices import resolve_device
 from aihpc.nas.build import SpecNet
 from aihpc.records.task import EpochResult, EpochTask, WeightsRef
 from aihpc.train import feed
+from aihpc.train.evaluation import channels_last, evaluate
+from aihpc.train.group import SINGLE, Group
 from aihpc.train.inputs import count_ops_per_sample
 from aihpc.train.optim import make_optimizer, set_dropout, set_lr
 from aihpc.train.staging import Staged, stage
@@ -84,33 +84,6 @@ COMPILE_AUTO = {"cpu": False, "cuda": False}
 CHECK_EVERY = {"cpu": 1, "cuda": 16}
 
 
-class Group:
-    """The processes training one trial together; a single process by default.
-
-    Subclassed by :class:`aihpc.train.ranks.ProcessGroup`.  Every
-    method is a collective: all ranks call it, in the same order.
-    """
-
-    rank = 0
-    world = 1
-
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        return model
-
-    def any(self, flag: bool) -> bool:
-        return flag
-
-    def sum(self, *values: float) -> tuple[float, ...]:
-        return values
-
-    def first(self, weights: WeightsRef | None) -> WeightsRef | None:
-        """Rank 0's ``weights`` on every rank."""
-        return weights
-
-
-SINGLE = Group()
-
-
 @dataclass
 class Setup:
     """Everything one epoch trains with, built from the task."""
@@ -127,9 +100,8 @@ class Setup:
     autocast: Any
     compiled: bool  # step_model is torch.compile-d
     pad_eval: bool  # evaluation batches padded to full size (one shape: GPU, compiled)
-    fresh: set[
-        str
-    ]  # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
+    # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
+    fresh: set[str]
 
 
 @dataclass
@@ -190,10 +162,11 @@ def _train_epoch(
     progress = train_steps(task, setup, timer, group)
     metrics = train_metrics(task, progress)
     writing = None
+    # the weights are final: written while validation runs
     if progress.status in (
         "ok",
         "deadline",
-    ):  # the weights are final: written while validation runs
+    ):
         with timer("other"):
             writing = snapshot(task, setup, group)
     if progress.status == "ok":
@@ -257,9 +230,8 @@ def keep_resident(
     setup: Setup, device: torch.device, group: Group, weights: WeightsRef | None
 ) -> None:
     global _RESIDENT
-    weights = group.first(
-        weights
-    )  # rank 0 alone wrote them: every rank keeps its state under their name
+    # rank 0 alone wrote them: every rank keeps its state under their name
+    weights = group.first(weights)
     if weights is not None:
         _RESIDENT = Resident(weights, str(device), setup)
 
@@ -371,7 +343,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
         phase = _phases(setup, "train")
         with timer(phase("data")):
             xb, yb, global_batch = next(batches)
-            xb = _channels_last(xb)
+            xb = channels_last(xb)
         if global_batch < group.world:  # a batch too small to give every rank a sample
             break
         with timer(phase("forward")):
@@ -443,60 +415,3 @@ def validate(
         val_samples=val_seen,
     )
     return "ok" if complete else "deadline"
-
-
-@torch.no_grad()
-def evaluate(
-    model,
-    batches: Iterator[feed.Batch],
-    autocast,
-    deadline: float,
-    group: Group = SINGLE,
-    *,
-    timer: PhaseTimer | None = None,
-    first_phase: str = "eval",
-    pad_to: int | None = None,
-) -> tuple[float, float, int]:
-    """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), all ranks.
-
-    Stops at the deadline.  With a ``timer`` each batch is timed as
-    ``eval`` (the first as ``first_phase``).  ``pad_to`` (a GPU's or a
-    compiled model's batch size on this rank): every batch is copied into a
-    new one of that size, the last padded with zeros, so that every call has
-    one shape and one layout (strides); only real samples are scored.
-    """
-    model.eval()
-    sums = None  # loss, correct predictions (on the batches' device)
-    seen = 0
-    for k in itertools.count():
-        if group.any(time.time() >= deadline):
-            break
-        with timer(first_phase if k == 0 else "eval") if timer else contextlib.nullcontext():
-            item = next(batches, None)
-            if item is None:
-                break
-            xb, yb, _ = item
-            n = yb.shape[0]
-            if pad_to is not None:
-                padded = xb.new_zeros((pad_to, *xb.shape[1:]))
-                padded[:n] = xb
-                xb = padded
-            with autocast:
-                logits = model(_channels_last(xb))[:n]
-            loss = F.cross_entropy(logits.float(), yb, reduction="sum")
-            batch_sums = torch.stack((loss.double(), (logits.argmax(1) == yb).sum().double()))
-            sums = batch_sums if sums is None else sums + batch_sums
-        seen += n
-    model.train()
-    loss_sum, correct_sum, seen_sum = group.sum(
-        *(sums.tolist() if sums is not None else (0.0, 0.0)), seen
-    )
-    correct, total = int(correct_sum), int(seen_sum)
-    if total == 0:
-        return float("nan"), 0.0, 0
-    return loss_sum / total, correct / total, total
-
-
-def _channels_last(x: torch.Tensor) -> torch.Tensor:
-    """Images in the memory layout convolutions run fastest in on GPUs (a no-op on CPU)."""
-    return x.contiguous(memory_format=torch.channels_last) if x.is_cuda else x

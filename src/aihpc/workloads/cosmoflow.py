@@ -175,9 +175,8 @@ class CosmoFlow(Workload):
                 xs.append(x)
                 ys.append(y)
         counts = torch.from_numpy(np.stack(xs)).float()
-        volumes = (
-            torch.log1p(counts).permute(0, 4, 1, 2, 3).contiguous()
-        )  # the reference's apply_log; channels first
+        # the reference's apply_log; channels first
+        volumes = torch.log1p(counts).permute(0, 4, 1, 2, 3).contiguous()
         return Samples(volumes, torch.from_numpy(np.stack(ys)).float())
 
     def input_shape(self, size: Size) -> tuple[int, ...]:

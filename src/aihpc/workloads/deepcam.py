@@ -182,9 +182,8 @@ class DeepCAM(Workload):
             folder = out_dir / split
             folder.mkdir(parents=True, exist_ok=True)
             data, labels = generate_fields(n, shape, seed * 2 + i)
-            if (
-                split == "train"
-            ):  # normalisation statistics from the training set, as the reference's stats.h5
+            # normalisation statistics from the training set, as the reference's stats.h5
+            if split == "train":
                 with h5py.File(out_dir / "stats.h5", "w") as f:
                     f.create_dataset("climate/minval", data=data.min(axis=(0, 1, 2)))
                     f.create_dataset("climate/maxval", data=data.max(axis=(0, 1, 2)))

@@ -118,9 +118,8 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
     from aihpc.runner.remote import contained, gather
 
     results: list[list[InstanceResult]] = []
-    if (
-        executor is not None
-    ):  # import torch and the workload on every worker first, so instances start together
+    # import torch and the workload on every worker first, so instances start together
+    if executor is not None:
         executor.run_on_each(warm_up, plan.workload)
     for run in range(plan.runs):
         tasks = plan.tasks(run)
