@@ -212,7 +212,15 @@ class RankPool:
 
     def _failure(self, rank: int, answer: dict[str, Any] | None) -> RankFailure:
         """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last
-        line)."""
+        line).
+
+        A rank killed by a signal is the cause wherever it is: its peers' errors
+        (a connection reset in a collective) are echoes of its death, and may
+        be read first.
+        """
+        killed = [r for r, p in enumerate(self.procs) if (p.poll() or 0) < 0]
+        if killed and rank not in killed:
+            rank, answer = killed[0], None
         self._stop(kill=True)
         log = self._log(rank)
         self.kill()
