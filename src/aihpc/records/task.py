@@ -16,6 +16,7 @@ worker replays (see :mod:`aihpc.train.weights`).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,6 +152,22 @@ class EpochResult:
     @property
     def ops(self) -> int:
         return self.ops_train + self.ops_eval
+
+    @classmethod
+    def failed(
+        cls, task: EpochTask, worker: str, t_start: float, reason: str, traceback: str | None
+    ) -> EpochResult:
+        """The result of ``task``'s epoch that raised: ``reason`` in one line, ending now."""
+        return cls(
+            task.trial_id,
+            task.epoch,
+            "failed",
+            worker,
+            t_start,
+            time.time(),
+            reason=reason,
+            traceback=traceback,
+        )
 
 
 @dataclass(frozen=True)

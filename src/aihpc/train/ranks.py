@@ -322,16 +322,7 @@ def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochRes
     try:
         answers = _ask(PoolKey.of(task.device, task.procs), request)
     except RankFailure as failure:
-        return EpochResult(
-            task.trial_id,
-            task.epoch,
-            "failed",
-            worker,
-            t_start,
-            time.time(),
-            reason=failure.reason,
-            traceback=failure.detail,
-        )
+        return EpochResult.failed(task, worker, t_start, failure.reason, failure.detail)
     fields = answers[0]["result"]
     return EpochResult(**{**fields, "weights": _ref(fields["weights"])})
 

@@ -35,13 +35,4 @@ def run_epoch(task: EpochTask) -> EpochResult:
         reason = f"out of memory: {str(exc).splitlines()[0]}"
     except Exception as exc:  # a trial's failure is data for the master, not a crash
         reason = f"{type(exc).__name__}: {exc}"
-    return EpochResult(
-        task.trial_id,
-        task.epoch,
-        "failed",
-        worker,
-        t_start,
-        time.time(),
-        reason=reason,
-        traceback=traceback.format_exc(),
-    )
+    return EpochResult.failed(task, worker, t_start, reason, traceback.format_exc())
