@@ -154,3 +154,23 @@ def test_the_report_renders_the_recommend_result_kinds():
     page = render_page(docs, "t")
     assert "Model recommendation" in page and "c2" in page and "80.0% .. 95.0%" in page
     assert "+0.60" in page and "3.0%" in page and "small 81 %" in page
+
+
+def test_calibrate_refits_the_shipped_matcher_from_its_observations(tmp_path, capsys):
+    from dataclasses import replace
+    from importlib import resources
+
+    from aihpc.recommend import matcher as matching
+
+    shipped = resources.files("aihpc.recommend").joinpath("data", "calibration.json")
+    matcher_out, out = tmp_path / "matcher.json", tmp_path / "calibration.json"
+    argv = ["recommend", "calibrate", "--observations", str(shipped), "--matcher-out", str(matcher_out),
+            "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("matcher: ") and f"matcher file: {matcher_out}" in text
+    refit, original = matching.load(matcher_out), matching.load()
+    assert replace(refit, provenance={}) == replace(original, provenance={})
+    assert f"--observations {shipped}" in refit.provenance["refit"]
+    assert refit.provenance["command"] == original.provenance["command"]
+    assert json.loads(out.read_text())["kind"] == "recommend-calibration"

@@ -16,8 +16,9 @@ import pytest
 
 from aihpc.cli import main
 from aihpc.errors import ConfigError
-from aihpc.report import load_results, write_report
 from aihpc.fmt import format_fraction, format_seconds, format_si
+from aihpc.records.results import read_results_document as load_results
+from aihpc.report import write_report
 from aihpc.report.html import best_trial
 from aihpc.report.plots import phase_totals, plot_timeline, tick_label, trial_spans
 

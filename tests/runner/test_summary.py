@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aihpc.records.energy import energy_results
+from aihpc.records.results import RunResults
 from aihpc.runner.summary import energy_lines, summary_lines
 
 BLOCK = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [
@@ -27,8 +28,9 @@ def test_summary_of_older_results_says_energy_was_not_measured() -> None:
     results = {"run_id": "r", "score": {"valid": True, "invalid_reason": None, "ops_per_second": 1e9,
                                         "regulated_score": 1e9, "error_percent": 10.0, "best_accuracy": 0.9,
                                         "ops": 1e10, "wall_seconds": 10.0, "trials_completed": 1, "trials_failed": 0,
-                                        "trials_diverged": 0},
-               "trials": [], "workers": []}
-    lines = summary_lines(results, Path("run"))
+                                        "trials_diverged": 0, "min_accuracy": 0.5, "peak_flops_per_s": None,
+                                        "peak_fraction": None},
+               "trials": [], "workers": [], "schema_version": 2}
+    lines = summary_lines(RunResults.from_dict(results), Path("run"))
     assert [line for line in lines if "energy" in line] == [
         "  energy           not measured: this run's aihpc did not measure energy"]

@@ -265,57 +265,31 @@ def _calibrate(args: argparse.Namespace) -> int:
     import json
 
     from aihpc.fileio import atomic_write
-    from aihpc.recommend.calibrate import calibrate, fit_observations
+    from aihpc.recommend.calibrate import calibrate, format_matcher, refit
     from aihpc.recommend.tasks import STEPS
 
     if args.matcher_out.parent and not args.matcher_out.parent.is_dir():
         raise ConfigError(
             f"cannot write {args.matcher_out}: directory {args.matcher_out.parent} does not exist"
         )
-    command = _calibrate_command(args)
     if args.observations is not None:
-        data, observations = _observations(args.observations, "recommend-calibration")
-        provenance = dict((data.get("matcher") or {}).get("provenance") or {})
-        provenance["refit"] = command
-        matcher = fit_observations(observations, provenance)
+        matcher, observations = refit(args.observations, _calibrate_command(args))
     else:
         matcher, observations = calibrate(
             seed=0 if args.seed is None else args.seed,
             steps=args.steps or STEPS,
             seeds=args.seeds,
             workers=args.workers,
-            command=command,
+            command=_calibrate_command(args),
             progress=None if args.json else _progress,
         )
     atomic_write(args.matcher_out, json.dumps(matcher.to_dict(), indent=2, sort_keys=True) + "\n")
-    prov, (within, between), (low, high) = matcher.provenance, matcher.alpha, matcher.residuals
-    tau = prov["cv_tau_by_within_alpha"][str(within)]
-    mae = 100 * prov["cv_mae_by_between_alpha"][str(between)]
-    table = (
-        f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of "
-        f"{len(prov['families'])} families; leave one family out: within-task penalty "
-        f"{within:g} (Kendall tau {tau:+.2f}), between-task penalty {between:g} (mean "
-        f"absolute error {mae:.1f} accuracy points); logit residuals {low:+.2f}..{high:+.2f} "
-        f"give the 80 % interval\nmatcher file: {args.matcher_out}"
-    )
     return emit(
         args,
         "recommend-calibration",
         {"matcher": matcher.to_dict(), "observations": [o.to_dict() for o in observations]},
-        table,
+        format_matcher(matcher, args.matcher_out),
     )
-
-
-def _observations(path: Path, kind: str) -> tuple[dict, list]:
-    """The data of a ``kind`` result file, read once, and the observations it holds."""
-    from aihpc.recommend.study import observation_from_dict
-    from aihpc.records.files import read_result
-
-    data = read_result(path, kind)["data"]
-    observations = [observation_from_dict(o) for o in data.get("observations", [])]
-    if not observations:
-        raise ConfigError(f"{path} holds no observations")
-    return data, observations
 
 
 def _calibrate_command(args: argparse.Namespace) -> str:
@@ -330,9 +304,10 @@ def _calibrate_command(args: argparse.Namespace) -> str:
 
 def _calibration(args: argparse.Namespace) -> list:
     """The calibration observations the validation refits (a file, or the shipped ones)."""
+    from aihpc.recommend.study import read_observations, shipped_calibration
+
     if args.calibration is not None:
-        return _observations(args.calibration, "recommend-calibration")[1]
-    from aihpc.recommend.study import shipped_calibration
+        return read_observations(args.calibration, "recommend-calibration")[1]
 
     return shipped_calibration()
 
@@ -341,18 +316,12 @@ def _validate(args: argparse.Namespace) -> int:
     from aihpc.recommend.families import validation_tasks
     from aihpc.recommend.ranking import MARGIN
     from aihpc.recommend.tasks import STEPS
-    from aihpc.recommend.validate import format_validation, rejudge, validate
+    from aihpc.recommend.validate import format_validation, rejudge_file, validate
 
     margin = MARGIN if args.margin is None else args.margin
     calibration = _calibration(args)
     if args.observations is not None:
-        data, held_out = _observations(args.observations, "recommend-validation")
-        steps = (data.get("validation") or {}).get("steps")
-        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-            raise ConfigError(
-                f"{args.observations}: its validation gives no step count (got {steps!r})"
-            )
-        result = rejudge(calibration, held_out, margin=margin, steps=steps)
+        result, held_out = rejudge_file(calibration, args.observations, margin=margin)
     else:
         # --fast: one task, 3 candidates per set, 5 steps (unless --steps says otherwise)
         result, held_out = validate(

@@ -22,21 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.errors import ConfigError
-    from aihpc.runner.scaling import parse_sizes, run_scaling
+    from aihpc.runner.scaling import format_scaling, parse_sizes, run_scaling
 
-    sizes = parse_sizes(args.workers)
-    if args.minutes <= 0:
-        raise ConfigError(f"minutes must be > 0, got {args.minutes}")
+    out = Path(args.out)
     extra = [a for a in args.run_args if a != "--"]
     result = run_scaling(
-        sizes, args.minutes, Path(args.out), extra, threads=args.threads_per_worker
+        parse_sizes(args.workers), args.minutes, out, extra, threads=args.threads_per_worker
     )
-    print(f"{'workers':>7}  {'score':>12}  {'per worker':>12}  {'efficiency':>10}")
-    for r in result["sizes"]:
-        print(
-            f"{r['workers']:>7}  {r['score'] / 1e9:>8.2f} GOPS  "
-            f"{r['score_per_worker'] / 1e9:>8.2f} GOPS  {100 * r['efficiency']:>9.1f}%"
-        )
-    print(f"written: {Path(args.out) / 'scaling.json'}, {Path(args.out) / 'scaling.png'}")
+    print(format_scaling(result, out))
     return 0

@@ -30,26 +30,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), sort_keys=True, indent=2))
     else:
-        print(render(result))
+        print(result.render())
     if result.status == "no":
         raise VerificationFailed(
             f"{args.run_dir} does not verify: {len(result.mismatches)} mismatch(es), "
             f"the first: {result.mismatches[0].line()}"
         )
     return 0
-
-
-def render(result) -> str:
-    verdict = {
-        "yes": "VERIFIED",
-        "no": f"NOT VERIFIED ({len(result.mismatches)} mismatches)",
-        "unchecked": "VERIFIED, integrity unchecked",
-    }[result.status]
-    lines = [f"aihpc verify {result.run_dir}: {verdict}"]
-    width = max(len(c.name) for c in result.checks)
-    for check in result.checks:
-        lines.append(f"  {check.name:<{width}}  {check.status:<9}  {check.detail}")
-    if result.mismatches:
-        lines.append("mismatches:")
-        lines.extend(f"  {m.line()}" for m in result.mismatches)
-    return "\n".join(lines)

@@ -14,13 +14,14 @@ matcher on the same software, whatever the number of workers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from aihpc.errors import ConfigError
 from aihpc.recommend.families import calibration_tasks
 from aihpc.recommend.matcher import Matcher, features, fit
-from aihpc.recommend.study import SETS, Observation, observe_all
+from aihpc.recommend.study import SETS, Observation, observe_all, read_observations
 from aihpc.recommend.tasks import STEPS
 
 
@@ -85,3 +86,26 @@ def calibrate(
         "torch_version": torch.__version__,
     }
     return fit_observations(observations, provenance), observations
+
+
+def refit(path: Path, command: str) -> tuple[Matcher, list[Observation]]:
+    """The matcher fitted again on the observations of a saved calibration result (no
+    training); its provenance keeps the original's and adds ``refit``: the command."""
+    data, observations = read_observations(path, "recommend-calibration")
+    provenance = dict((data.get("matcher") or {}).get("provenance") or {})
+    provenance["refit"] = command
+    return fit_observations(observations, provenance), observations
+
+
+def format_matcher(matcher: Matcher, path: Path) -> str:
+    """What a calibration found, in words: its data, penalties, their cross-validated quality."""
+    prov, (within, between), (low, high) = matcher.provenance, matcher.alpha, matcher.residuals
+    tau = prov["cv_tau_by_within_alpha"][str(within)]
+    mae = 100 * prov["cv_mae_by_between_alpha"][str(between)]
+    return (
+        f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of "
+        f"{len(prov['families'])} families; leave one family out: within-task penalty "
+        f"{within:g} (Kendall tau {tau:+.2f}), between-task penalty {between:g} (mean "
+        f"absolute error {mae:.1f} accuracy points); logit residuals {low:+.2f}..{high:+.2f} "
+        f"give the 80 % interval\nmatcher file: {path}"
+    )

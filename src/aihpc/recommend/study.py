@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from aihpc.errors import ConfigError
 from aihpc.recommend.candidates import Candidate, builtin
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.families import TaskSpec
@@ -161,6 +163,17 @@ def observe_all(
                     f"{time.perf_counter() - start:.0f} s"
                 )
     return [o for i in range(len(specs)) for o in done[i]]
+
+
+def read_observations(path: Path, kind: str) -> tuple[dict, list[Observation]]:
+    """The data of a ``kind`` result file, read once, and the observations it holds."""
+    from aihpc.records.files import read_result
+
+    data = read_result(path, kind)["data"]
+    observations = [observation_from_dict(o) for o in data.get("observations", [])]
+    if not observations:
+        raise ConfigError(f"{path} holds no observations")
+    return data, observations
 
 
 #: The result of the ``calibrate`` run that made the shipped matcher: its observations.

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
+from aihpc.errors import ConfigError
 from aihpc.recommend.calibrate import fit_observations
 from aihpc.recommend.families import TaskSpec, validation_tasks
 from aihpc.recommend.matcher import Matcher
 from aihpc.recommend.proxies import PROXIES
 from aihpc.recommend.ranking import FALLBACK, MARGIN, decide, proxy_values
 from aihpc.recommend.stats import kendall_tau, pair_signs
-from aihpc.recommend.study import Observation, observe_all
+from aihpc.recommend.study import Observation, observe_all, read_observations
 from aihpc.recommend.tasks import STEPS
 
 RECOMMENDER = "recommender"
@@ -206,6 +208,18 @@ def rejudge(
     trained."""
     matchers = leave_one_family_out(calibration, {o.family for o in held_out}, {})
     return judge(held_out, matchers, margin=margin, steps=steps)
+
+
+def rejudge_file(
+    calibration: list[Observation], path: Path, *, margin: float = MARGIN
+) -> tuple[Validation, list[Observation]]:
+    """:func:`rejudge` on the held-out observations of a saved validation result, at the step
+    count it was trained for."""
+    data, held_out = read_observations(path, "recommend-validation")
+    steps = (data.get("validation") or {}).get("steps")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ConfigError(f"{path}: its validation gives no step count (got {steps!r})")
+    return rejudge(calibration, held_out, margin=margin, steps=steps), held_out
 
 
 def summary(

@@ -17,6 +17,7 @@ from typing import Any
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
 from aihpc.records.environment import Environment
+from aihpc.records.results import RunResults
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 from aihpc.runner.master import Master
 from aihpc.runner.measure import (
@@ -212,8 +213,8 @@ def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
 
 def run_benchmark(
     config: RunConfig, run_dir: Path, resume: bool, console, client=None
-) -> dict[str, Any]:
-    """Run (or resume) the benchmark in ``run_dir``; returns results.json's content.
+) -> RunResults:
+    """Run (or resume) the benchmark in ``run_dir``; returns what it wrote in results.json.
 
     ``client``: a Dask client of workers started elsewhere (inside a SLURM
     allocation); otherwise the executor is made from the configuration.
@@ -235,7 +236,7 @@ def run_benchmark(
             chain_sha256=results["integrity"]["chain_sha256"],
         )
         store.set_meta("finished", True)
-        return results
+        return RunResults.from_dict(results)
     finally:
         try:
             if executor is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import ConfigError, StorageError, kind_of_exit
+from aihpc.records.results import read_results
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -33,11 +34,13 @@ def run_scaling(
     sizes: list[int], minutes: float, out: Path, extra: list[str], threads: int = 1
 ) -> dict[str, Any]:
     """Run the benchmark at each size; write ``scaling.json`` and ``scaling.png`` in ``out``."""
+    if minutes <= 0:
+        raise ConfigError(f"minutes must be > 0, got {minutes}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"cannot create {out}: {exc.strerror or exc}") from None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for n in sizes:
         run_dir = out / f"workers-{n}"
         cmd = [
@@ -60,14 +63,14 @@ def run_scaling(
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise kind_of_exit(proc.returncode)(f"the run with {n} workers failed: {last}")
-        score = json.loads((run_dir / "results.json").read_text())["score"]
+        score = read_results(run_dir / "results.json").score
         rows.append(
             {
                 "workers": n,
-                "score": score["ops_per_second"],
+                "score": score.ops_per_second,
                 "run_dir": str(run_dir),
-                "best_accuracy": score["best_accuracy"],
-                "valid": score["valid"],
+                "best_accuracy": score.best_accuracy,
+                "valid": score.valid,
             }
         )
     base = rows[0]["score"] / rows[0]["workers"]
@@ -78,6 +81,18 @@ def run_scaling(
     (out / "scaling.json").write_text(json.dumps(result, sort_keys=True, indent=2) + "\n")
     plot_scaling(result, out / "scaling.png")
     return result
+
+
+def format_scaling(result: dict[str, Any], out: Path) -> str:
+    """The table of :func:`run_scaling`'s result, one row per size, and the files written."""
+    lines = [f"{'workers':>7}  {'score':>12}  {'per worker':>12}  {'efficiency':>10}"]
+    for r in result["sizes"]:
+        lines.append(
+            f"{r['workers']:>7}  {r['score'] / 1e9:>8.2f} GOPS  "
+            f"{r['score_per_worker'] / 1e9:>8.2f} GOPS  {100 * r['efficiency']:>9.1f}%"
+        )
+    lines.append(f"written: {out / 'scaling.json'}, {out / 'scaling.png'}")
+    return "\n".join(lines)
 
 
 def plot_scaling(result: dict[str, Any], path: Path) -> None:

@@ -7,58 +7,63 @@ from typing import Any
 
 from aihpc.fmt import format_si
 from aihpc.records.energy import energy_text
+from aihpc.records.results import RunResults
 
 
-def summary_lines(results: dict[str, Any], run_dir: Path) -> list[str]:
-    s = results["score"]
-    best = s["best_accuracy"]
+def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
+    s, tallies, best = results.score, results.tallies, results.score.best_accuracy
     lines = [
         "",
-        f"aihpc run {results['run_id']}: {'VALID' if s['valid'] else 'INVALID'}"
-        + (f" ({s['invalid_reason']})" if s["invalid_reason"] else ""),
-        f"  score            {format_si(s['ops_per_second'], 'OPS')}",
-        f"  regulated score  {format_si(s['regulated_score'], 'OPS')}",
-        f"  error            {s['error_percent']:.2f} %"
+        f"aihpc run {results.run_id}: {'VALID' if s.valid else 'INVALID'}"
+        + (f" ({s.invalid_reason})" if s.invalid_reason else ""),
+        f"  score            {format_si(s.ops_per_second, 'OPS')}",
+        f"  regulated score  {format_si(s.regulated_score, 'OPS')}",
+        f"  error            {s.error_percent:.2f} %"
         + (f"  (best accuracy {100 * best:.2f} %)" if best is not None else ""),
-        f"  operations       {format_si(s['ops'])} in {s['wall_seconds']:.1f} s",
+        f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
     ]
-    ceiling = (results.get("data") or {}).get("ceiling")
+    ceiling = results.data.get("ceiling")
     if ceiling is not None:
         lines.append(
             f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
             "(a classifier that knows how the data were made)"
         )
-    if s.get("peak_fraction") is not None:
-        workers = (results.get("peak") or {}).get("workers")
-        lines.append(
-            f"  share of peak    {100 * s['peak_fraction']:.1f} % of "
-            f"{format_si(s['peak_flops_per_s'], 'FLOP/s')}"
-            f" (matmul peak measured on {workers} workers at once)"
-        )
-    warning = (results.get("peak") or {}).get("drift_warning")
-    if warning:
-        lines.append(f"  warning          {warning}")
-    lines += staging_lines(results.get("staging"))
-    lines += energy_lines(results.get("energy"))
+    lines += peak_lines(results)
+    lines += staging_lines(results.staging)
+    lines += energy_lines(results.energy)
     lines.append(
-        f"  trials           {s['trials_completed']} completed, {s['trials_failed']} failed, "
-        f"{s['trials_diverged']} diverged, {len(results['trials'])} in all"
+        f"  trials           {tallies.trials_completed} completed, {tallies.trials_failed} failed, "
+        f"{tallies.trials_diverged} diverged, {len(results.trials)} in all"
     )
-    screenings = results.get("screenings") or []
-    if screenings:
-        share = s.get("screening_ops", 0) / s["ops"] if s["ops"] else 0.0
+    if results.screenings:
+        share = tallies.screening_ops / s.ops if s.ops else 0.0
         lines.append(
-            f"  screening        {len(screenings)} proxy screenings of "
-            f"{len(screenings[0]['candidates'])} "
+            f"  screening        {len(results.screenings)} proxy screenings of "
+            f"{len(results.screenings[0]['candidates'])} "
             f"candidates, {100 * share:.1f} % of the operations"
         )
-    for w in results["workers"]:
+    for w in results.workers:
         lines.append(
-            f"  worker {w['name']:<10} busy {100 * w['busy_fraction']:.1f} %  ({w['epochs']} "
-            "epochs)"
+            f"  worker {w.name:<10} busy {100 * w.busy_fraction:.1f} %  ({w.epochs} epochs)"
         )
     lines.append(f"  results          {run_dir / 'results.json'}")
     lines.append(f"  report           aihpc report {run_dir}")
+    return lines
+
+
+def peak_lines(results: RunResults) -> list[str]:
+    """The score's share of the measured peak, and a warning if the peak drifted over the run."""
+    s, peak = results.score, results.peak
+    lines = []
+    if s.peak_fraction is not None and s.peak_flops_per_s is not None:
+        workers = peak.workers if peak is not None else None
+        lines.append(
+            f"  share of peak    {100 * s.peak_fraction:.1f} % of "
+            f"{format_si(s.peak_flops_per_s, 'FLOP/s')}"
+            f" (matmul peak measured on {workers} workers at once)"
+        )
+    if peak is not None and peak.drift is not None and peak.drift.warning:
+        lines.append(f"  warning          {peak.drift.warning}")
     return lines
 
 

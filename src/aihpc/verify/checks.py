@@ -36,6 +36,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Verification:
+    """The outcome of `aihpc verify` on one run: each check's and every mismatch found."""
+
     run_dir: str
     checks: tuple[Check, ...]
     mismatches: tuple[Mismatch, ...]
@@ -55,6 +57,22 @@ class Verification:
             "checks": [c.__dict__ for c in self.checks],
             "mismatches": [{**m.__dict__, "line": m.line()} for m in self.mismatches],
         }
+
+    def render(self) -> str:
+        """The verdict, one line per check, then every mismatch: what ``aihpc verify`` prints."""
+        verdict = {
+            "yes": "VERIFIED",
+            "no": f"NOT VERIFIED ({len(self.mismatches)} mismatches)",
+            "unchecked": "VERIFIED, integrity unchecked",
+        }[self.status]
+        lines = [f"aihpc verify {self.run_dir}: {verdict}"]
+        width = max(len(c.name) for c in self.checks)
+        for check in self.checks:
+            lines.append(f"  {check.name:<{width}}  {check.status:<9}  {check.detail}")
+        if self.mismatches:
+            lines.append("mismatches:")
+            lines.extend(f"  {m.line()}" for m in self.mismatches)
+        return "\n".join(lines)
 
 
 class Found:

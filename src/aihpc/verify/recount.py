@@ -38,12 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import AihpcError, ConfigError, DataError, StorageError
-from aihpc.fileio import read_json
+from aihpc.records.results import read_results_document
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
-RESULTS_VERSIONS = (1, 2)  # results.json schema versions this module reads
 MAX_DIFFS = 5  # differing fields named per trial before "and N more"
 
 
@@ -81,14 +80,7 @@ def _read_results(path: Path, run_dir: Path) -> dict[str, Any]:
         raise ConfigError(
             f"run {run_dir} has not finished (no results.json): nothing to verify yet"
         )
-    results = read_json(path, "results file")
-    version = results.get("schema_version") if isinstance(results, dict) else None
-    if version not in RESULTS_VERSIONS or isinstance(version, bool):
-        raise ConfigError(
-            f"unsupported results schema_version {version!r} in {path} "
-            f"(this aihpc reads {', '.join(map(str, RESULTS_VERSIONS))})"
-        )
-    return _upgrade(results)
+    return read_results_document(path)
 
 
 def verify_run(run_dir: Path) -> Verification:
@@ -352,12 +344,3 @@ def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, 
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _upgrade(results: dict[str, Any]) -> dict[str, Any]:
-    """results.json version 1 called a trial's parameter count ``params`` (see aihpc.report)."""
-    if results.get("schema_version") == 1:
-        for trial in results.get("trials") or []:
-            if isinstance(trial, dict) and "params" in trial:
-                trial["num_params"] = trial.pop("params")
-    return results

@@ -1,0 +1,203 @@
+"""results.json read back: one reader for every version, and the typed record of a run's result.
+
+:func:`read_results_document` is the one place results.json is parsed: it
+checks the version and the shape of each section, and upgrades an older
+version to the current one (version 1 called a trial's parameter count
+``params``).  The report renders that document as it is, tolerating what is
+absent; ``aihpc verify`` compares it with the document rebuilt from the store.
+
+:class:`RunResults` is the run's result as a record, for the code that
+computes with it (the end-of-run summary, compare, rank, scaling): the score
+with its trial tallies, the workers' busy time, the environment and the
+peak.  The per-trial, timeline and screening sections stay JSON: they are
+records of the store (:mod:`aihpc.records.rows`) laid out for reading, and
+only the report and ``aihpc verify`` read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import ConfigError, DataError
+from aihpc.fileio import read_json
+from aihpc.records.environment import Environment
+from aihpc.records.peak import RunPeak
+from aihpc.records.score import Score
+
+#: The ``schema_version`` values of results.json that this aihpc reads.
+READ_VERSIONS = (1, 2)
+
+# top-level key -> the JSON type it must have when present
+_SHAPES: dict[str, type] = {
+    "config": dict,
+    "environment": dict,
+    "peak": dict,
+    "score": dict,
+    "timeline": list,
+    "workers": list,
+    "trials": list,
+    "segments": list,
+}
+
+
+def read_results_document(path: Path) -> dict[str, Any]:
+    """results.json parsed, checked and upgraded to the current schema.
+
+    ConfigError (one line, naming the path or the version) when the file is
+    missing or unreadable, is not valid JSON, is not a JSON object, has a
+    ``schema_version`` this aihpc does not read, or a section has the wrong
+    type (``trials`` not a list, a trial not an object).
+    """
+    path = Path(path)
+    results = read_json(path, "results file")
+    if not isinstance(results, dict):
+        raise ConfigError(
+            f"results file must hold a JSON object, got {type(results).__name__}: {path}"
+        )
+    version = results.get("schema_version")
+    if isinstance(version, bool) or version not in READ_VERSIONS:
+        supported = ", ".join(str(v) for v in READ_VERSIONS)
+        raise ConfigError(
+            f"unsupported results schema_version {version!r} in {path} (supported: {supported})"
+        )
+    for key, kind in _SHAPES.items():
+        value = results.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(
+                f"results field {key!r} must be a JSON {'object' if kind is dict else 'array'}, "
+                f"got {type(value).__name__}: {path}"
+            )
+    for index, trial in enumerate(results.get("trials") or []):
+        if not isinstance(trial, dict):
+            raise ConfigError(
+                f"results trials[{index}] must be a JSON object, got {type(trial).__name__}: {path}"
+            )
+    return upgrade(results)
+
+
+def upgrade(results: dict[str, Any]) -> dict[str, Any]:
+    """The results in the current schema: version 1 called a trial's parameter count ``params``."""
+    if results["schema_version"] == 1:
+        for trial in results.get("trials") or []:
+            if "params" in trial:
+                trial["num_params"] = trial.pop("params")
+        results["schema_version"] = 2
+    return results
+
+
+@dataclass(frozen=True)
+class Tallies:
+    """What results.json's ``score`` block adds to the score: how the trials ended."""
+
+    trials_completed: int
+    trials_failed: int
+    trials_diverged: int
+    screening_ops: int  # operations of the proxy screenings, part of the score's ops
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Tallies:
+        """The tallies of a ``score`` block; ``screening_ops`` is 0 in files from before
+        screening."""
+        missing = [
+            k for k in ("trials_completed", "trials_failed", "trials_diverged") if k not in data
+        ]
+        if missing:
+            raise DataError(f"results.json's score lacks {', '.join(missing)}")
+        return cls(
+            data["trials_completed"],
+            data["trials_failed"],
+            data["trials_diverged"],
+            data.get("screening_ops", 0),
+        )
+
+
+@dataclass(frozen=True)
+class WorkerBusy:
+    """How busy one worker was over the run's wall time; ``epochs`` is None in version 1 files."""
+
+    name: str
+    busy_seconds: float
+    busy_fraction: float
+    epochs: int | None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkerBusy:
+        missing = [k for k in ("name", "busy_seconds", "busy_fraction") if k not in data]
+        if missing:
+            raise DataError(f"a worker of results.json lacks {', '.join(missing)}: {data!r}")
+        return cls(data["name"], data["busy_seconds"], data["busy_fraction"], data.get("epochs"))
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """One run's result, as results.json records it (see :mod:`aihpc.records.schema`)."""
+
+    schema_version: int
+    aihpc_version: str | None
+    run_id: str | None
+    config: dict[str, Any]  # the run's configuration, as aihpc.config.RunConfig.to_dict gives it
+    data: dict[str, Any]  # what the data set is (aihpc.data), its ceiling where known
+    environment: Environment
+    # None: not measured, or recorded in an older form that the document keeps as it is:
+    # version 1's one peak per dtype, or a peak per worker of one process (before aihpc
+    # trained a trial on several processes, procs_per_worker); the score names the peak it used
+    peak: RunPeak | None
+    layout: dict[str, Any] | None
+    staging: dict[str, Any] | None
+    energy: dict[str, Any] | None  # aihpc.records.energy.energy_results; absent before 0.1
+    score: Score
+    tallies: Tallies
+    workers: tuple[WorkerBusy, ...]
+    trials: tuple[dict[str, Any], ...]
+    screenings: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> RunResults:
+        """The record of a results.json document (of :func:`read_results_document`, or as built);
+        DataError naming what is missing or broken."""
+        score = doc.get("score")
+        if not isinstance(score, dict):
+            raise DataError("results.json has no score")
+        try:
+            base = Score.from_dict(score)
+        except KeyError as exc:
+            raise DataError(f"results.json's score lacks {exc.args[0]}") from None
+        peak = doc.get("peak")
+        if not (isinstance(peak, dict) and "procs_per_worker" in peak):
+            peak = None  # not measured, or in an older form (see RunResults.peak)
+        return cls(
+            schema_version=doc["schema_version"],
+            aihpc_version=doc.get("aihpc_version"),
+            run_id=doc.get("run_id"),
+            config=doc.get("config") or {},
+            data=doc.get("data") or {},
+            environment=Environment.from_dict(doc.get("environment") or {}),
+            peak=RunPeak.from_dict(peak)
+            if isinstance(peak, dict) and "per_worker" in peak
+            else None,
+            layout=doc.get("layout"),
+            staging=doc.get("staging"),
+            energy=doc.get("energy"),
+            score=base,
+            tallies=Tallies.from_dict(score),
+            workers=tuple(WorkerBusy.from_dict(w) for w in doc.get("workers") or ()),
+            trials=tuple(doc.get("trials") or ()),
+            screenings=tuple(doc.get("screenings") or ()),
+        )
+
+    @property
+    def workers_used(self) -> int | None:
+        """How many workers ran: the layout's count, else the configuration's (older files)."""
+        return (self.layout or {}).get("workers") or self.config.get("workers")
+
+
+def read_results(path: Path) -> RunResults:
+    """The record of the results.json at ``path`` (ConfigError or DataError, one line, if it is
+    not one)."""
+    document = read_results_document(path)
+    try:
+        return RunResults.from_dict(document)
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None

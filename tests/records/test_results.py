@@ -1,0 +1,74 @@
+"""results.json read back: the typed record of a run's result, from this version's files and
+version 1's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aihpc.errors import ConfigError, DataError
+from aihpc.records.results import RunResults, read_results, read_results_document
+from aihpc.records.score import Score
+from fixture_run import FIXTURES
+
+V1 = Path(__file__).parents[1] / "report" / "fixtures" / "results_v1.json"
+
+
+def test_a_run_reads_back_as_its_record() -> None:
+    doc = json.loads((FIXTURES / "run" / "results.json").read_text())
+    results = read_results(FIXTURES / "run" / "results.json")
+    assert results.score == Score.from_dict(doc["score"])
+    assert results.score.ops_per_second == doc["score"]["ops"] / doc["score"]["wall_seconds"]
+    assert results.tallies.trials_completed == doc["score"]["trials_completed"]
+    assert results.tallies.screening_ops == 0  # the fixture run predates proxy screening
+    assert [w.name for w in results.workers] == [w["name"] for w in doc["workers"]]
+    assert sum(w.epochs or 0 for w in results.workers) == sum(len(t["epochs"]) for t in doc["trials"])
+    assert results.peak is None  # the fixture run predates procs_per_worker: its peak's older form
+    assert results.environment.hostname == doc["environment"]["hostname"]
+    assert results.workers_used == doc["layout"]["workers"] and len(results.trials) == len(doc["trials"])
+
+
+def test_a_peak_in_the_current_form_is_read_as_the_runs_peak(tmp_path: Path) -> None:
+    from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
+
+    doc = json.loads((FIXTURES / "run" / "results.json").read_text())
+    part = PeakResult.from_dict(doc["peak"]["per_worker"][0])
+    peak = RunPeak.of([WorkerPeak.of("worker-0", [part, part])], procs_per_worker=2)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc | {"peak": peak.to_dict()}))
+    results = read_results(path)
+    assert results.peak == peak and results.peak.total_flops_per_s == 2 * part.flops_per_s
+
+
+def test_version_1_is_upgraded_and_keeps_what_it_recorded() -> None:
+    doc = read_results_document(V1)
+    assert doc["schema_version"] == 2 and all("params" not in t for t in doc["trials"])
+    results = RunResults.from_dict(doc)
+    assert results.peak is None  # version 1 kept one peak per dtype, not the run's workers'
+    assert results.score.peak_flops_per_s == 110e9  # ...which the score still names
+    assert [(w.name, w.epochs) for w in results.workers] == [("worker-0", None), ("worker-1", None)]
+    assert results.tallies.screening_ops == 0 and results.workers_used == 2
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"score": {"ops": 1}}, "score lacks wall_seconds"),
+    ({"score": None}, "has no score"),
+    ({"workers": [{"name": "w"}]}, "a worker of results.json lacks busy_seconds, busy_fraction"),
+])
+def test_a_broken_record_is_one_line_naming_the_file(tmp_path: Path, change: dict, words: str) -> None:
+    doc = json.loads((FIXTURES / "run" / "results.json").read_text()) | change
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError) as err:
+        read_results(path)
+    assert str(err.value).startswith(f"{path}: ") and words in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_version_this_aihpc_does_not_read_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"schema_version": 3}))
+    with pytest.raises(ConfigError, match=r"unsupported results schema_version 3 .*\(supported: 1, 2\)"):
+        read_results(path)
