@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from aihpc import models
-from aihpc.bench.network import bench_network, check_fits, reported_modules
+from aihpc.bench.network import bench_network
+from aihpc.bench.network_checks import check_fits, reported_modules
 from aihpc.bench.network_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 from aihpc.records.ttt import TTTInstance, TTTRun, TTTSummary
 
 
@@ -40,13 +40,13 @@ def test_the_summary_round_trips_through_its_json() -> None:
 
 
 def test_records_are_validated_on_construction() -> None:
-    with pytest.raises(ConfigError, match="run_stop_ms must be >= run_start_ms \\(1000\\), got 10"):
+    with pytest.raises(DataError, match="run_stop_ms must be >= run_start_ms \\(1000\\), got 10"):
         _instance(run_stop_ms=10)
-    with pytest.raises(ConfigError, match="epochs must be >= 0, got -1"):
+    with pytest.raises(DataError, match="epochs must be >= 0, got -1"):
         _instance(epochs=-1)
-    with pytest.raises(ConfigError, match="needs >= 1 instance, got 0"):
+    with pytest.raises(DataError, match="needs >= 1 instance, got 0"):
         TTTRun(instances=(), time_to_train_s=0.0, wall_s=0.0, models_per_minute=None, ops_per_s=None, reached=True)
-    with pytest.raises(ConfigError, match="runs_completed must be in \\[1, 2\\], got 0"):
+    with pytest.raises(DataError, match="runs_completed must be in \\[1, 2\\], got 0"):
         _summary(())
-    with pytest.raises(ConfigError, match="a TTTRun record needs wall_s"):
+    with pytest.raises(DataError, match="a TTTRun record needs wall_s"):
         TTTRun.from_dict({"instances": [], "time_to_train_s": 1.0})

@@ -95,15 +95,7 @@ from aihpc.bench.timing import Timing, measure
 from aihpc.errors import ConfigError, ModelError
 from aihpc.roofline.model import Roofline
 
-__all__ = [
-    "MODES",
-    "NetworkResult",
-    "bench_network",
-    "check_dtype",
-    "check_fits",
-    "memory_guard",
-    "reported_modules",
-]
+__all__ = ["MODES", "NetworkResult", "bench_network"]
 
 MODES = ("inference", "training")
 PROFILE_SECONDS = 1.0

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 
 # a learning curve's point: epoch, seconds since run_start, the metric (None: diverged)
 CurvePoint = tuple[int, float, float | None]
@@ -22,7 +22,7 @@ CurvePoint = tuple[int, float, float | None]
 
 def _check(rule: bool, message: str) -> None:
     if not rule:
-        raise ConfigError(message)
+        raise DataError(message)
 
 
 @dataclass(frozen=True)

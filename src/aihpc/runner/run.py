@@ -11,8 +11,9 @@ from __future__ import annotations
 import secrets
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
@@ -28,6 +29,10 @@ from aihpc.runner.measure import (
     start_meters,
 )
 from aihpc.runner.placement import place_workers
+
+if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, dask) when it starts
+    from aihpc.records.mlperf import MLPerfLog
+    from aihpc.runner.executor import Layout
 
 # Largest network a child may grow to, by device kind, when max_params is not set
 # (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).
@@ -227,9 +232,8 @@ def run_benchmark(
     executor = None
     try:
         executor = open_executor(config, layout, run_dir, client)
-        results = search_and_score(
-            config, store, executor, mlperf, layout, device, data_info, resume, console
-        )
+        run = OpenRun(config, store, executor, mlperf, layout, device, data_info)
+        results = search_and_score(run, resume, console)
         write_json(run_dir / "results.json", results)
         mlperf.run_stop(
             "success" if results["score"]["valid"] else "aborted",
@@ -273,17 +277,20 @@ def check_inputs(
     return config, store, layout, device, data_info
 
 
-def search_and_score(
-    config: RunConfig,
-    store: RunStore,
-    executor,
-    mlperf,
-    layout,
-    device: str,
-    data_info: dict[str, Any],
-    resume: bool,
-    console,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OpenRun:
+    """A run being made: what :func:`check_inputs` found and what :func:`run_benchmark` opened."""
+
+    config: RunConfig
+    store: RunStore
+    executor: Any  # an aihpc.runner.executor executor, its workers joined
+    mlperf: MLPerfLog
+    layout: Layout | None  # None: a scheduler's workers, as they are
+    device: str  # the kind of device the workers train on: cpu or cuda
+    data_info: dict[str, Any]  # the data set (inspect_data), results.json's data
+
+
+def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
     """Place the workers, measure (a new run), search until the deadline, measure again, score.
 
     Returns results.json's content, for the caller to write.
@@ -291,17 +298,18 @@ def search_and_score(
     from aihpc.records.schema import build_results
     from aihpc.runner.observer import Observers
 
+    config, store, executor, layout = run.config, run.store, run.executor, run.layout
     store.set_meta(
         "devices",
         place_workers(executor, layout.device if layout else "auto", config.procs_per_trial),
     )
     if resume:
         done = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
-        mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
+        run.mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
     else:
-        initialise(config, store, executor, mlperf, layout, device, data_info)
-    meters = start_meters(store, executor, layout, device, resume)
-    master = Master(config, store, executor, data_info, layout, Observers(console, mlperf))
+        initialise(run)
+    meters = start_meters(store, executor, layout, run.device, resume)
+    master = Master(config, store, executor, run.data_info, layout, Observers(console, run.mlperf))
     with console:
         score = master.run()
     record_energy(store, executor, meters, config.procs_per_trial)
@@ -309,39 +317,32 @@ def search_and_score(
     return build_results(store, score)
 
 
-def initialise(
-    config: RunConfig,
-    store: RunStore,
-    executor,
-    mlperf,
-    layout,
-    device: str,
-    data_info: dict[str, Any],
-) -> None:
+def initialise(run: OpenRun) -> None:
     """MLPerf's init phase of a new run: record the machine and the data, measure the peak."""
     from aihpc.records.environment import collect
 
+    config, store, layout, mlperf = run.config, run.store, run.layout, run.mlperf
     environment = collect()
     mlperf.submission_info(
         org="aihpc",
-        platform=_platform(environment, device),
+        platform=_platform(environment, run.device),
         number_of_nodes=config.nodes if config.batch_system else 1,
         accelerators_per_node=(layout.workers * layout.procs // max(config.nodes, 1))
-        if device == "cuda" and layout
+        if run.device == "cuda" and layout
         else 0,  # every GPU of a node: workers x their processes
     )
     mlperf.cache_clear(False)
     mlperf.init_start()
-    mlperf.train_samples(data_info["num_train"])
-    mlperf.eval_samples(data_info["num_val"])
+    mlperf.train_samples(run.data_info["num_train"])
+    mlperf.eval_samples(run.data_info["num_val"])
     store.set_meta("environment", environment.to_dict())
-    store.set_meta("data", data_info)
+    store.set_meta("data", run.data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    peak = measure_run_peak(executor, layout, config.peak_seconds, config.procs_per_trial)
+    peak = measure_run_peak(run.executor, layout, config.peak_seconds, config.procs_per_trial)
     store.set_meta("peak", peak.to_dict())
     store.set_meta("peak_flops_per_s", peak.total_flops_per_s)
     mlperf.staging_start()
-    staged = stage_data(config, executor, layout)
+    staged = stage_data(config, run.executor, layout)
     store.set_meta("staging", staged)
     mlperf.staging_stop(staged_bytes=staged["bytes"])
     mlperf.init_stop()
