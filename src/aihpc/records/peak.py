@@ -2,7 +2,7 @@
 
 :class:`PeakResult` is one measurement of :func:`aihpc.roofline.peak.measure_peak`
 (one device, one dtype).  A run measures every worker at once, in the dtype it
-trains in (:func:`aihpc.runner.run.measure_run_peak`): a :class:`WorkerPeak` is
+trains in (:func:`aihpc.runner.measure.measure_run_peak`): a :class:`WorkerPeak` is
 the sum of its processes' measurements (its ``parts``), the :class:`RunPeak` the
 sum over the workers.  The run store's meta ``peak`` and results.json's ``peak``
 hold :meth:`RunPeak.to_dict`, with the peak measured again after the run, its

@@ -25,7 +25,7 @@ PEAK_DRIFT = 0.10
 AFTER_WAIT_SECONDS = 30.0
 
 
-def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> RunPeak:
+def measure_run_peak(executor, layout, seconds: float, procs: int = 1, workers: int = 1) -> RunPeak:
     """The matmul peak of the devices the run uses, measured the way the run uses them.
 
     Every worker measures at once, with its own device and torch threads, in
@@ -34,12 +34,18 @@ def measure_run_peak(executor, layout, seconds: float, procs: int = 1) -> RunPea
     machine's cores or memory bandwidth slow each other down here as they do
     in the run, which one worker alone, times the workers, would hide.  With
     ``procs`` processes per trial, each worker's peak is that of its ``procs``
-    rank processes (GPUs) measuring at once, its ``parts``.
+    rank processes (GPUs) measuring at once, its ``parts``.  ``workers``: how many the run
+    placed, which the measurement waits for.
     """
+    # A worker the scheduler dropped for a moment (a heartbeat missed under load) gets
+    # AFTER_WAIT_SECONDS to come back: the peak is measured on every worker the run placed.
+    executor.wait_for_workers(workers, timeout=AFTER_WAIT_SECONDS)
     threads = layout.threads if layout else None
     per_worker = executor.run_on_each(
         worker_peak, layout.device if layout else "auto", threads, seconds, procs
     )
+    if not per_worker:
+        raise WorkersLost(f"no worker was alive to measure the peak (the run placed {workers})")
     return RunPeak.of([WorkerPeak.from_dict(w) for w in per_worker], procs)
 
 
@@ -169,8 +175,9 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
     before = store.meta("peak")
     if not before:
         return
+    procs = before.get("procs_per_worker", 1)
     try:
-        executor.wait_for_workers(before["workers"], timeout=AFTER_WAIT_SECONDS)
+        after = measure_run_peak(executor, layout, seconds, procs, before["workers"]).to_dict()
     except WorkersLost as exc:
         store.set_meta(
             "peak",
@@ -182,8 +189,6 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
             },
         )
         return
-    procs = before.get("procs_per_worker", 1)
-    after = measure_run_peak(executor, layout, seconds, procs).to_dict()
     store.set_meta("peak", {**before, **peak_drift(before, after)})
 
 

@@ -338,7 +338,10 @@ def initialise(run: OpenRun) -> None:
     store.set_meta("environment", environment.to_dict())
     store.set_meta("data", run.data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    peak = measure_run_peak(run.executor, layout, config.peak_seconds, config.procs_per_trial)
+    placed = len(store.meta("devices")["workers"])
+    peak = measure_run_peak(
+        run.executor, layout, config.peak_seconds, config.procs_per_trial, placed
+    )
     store.set_meta("peak", peak.to_dict())
     store.set_meta("peak_flops_per_s", peak.total_flops_per_s)
     mlperf.staging_start()
