@@ -27,7 +27,7 @@ def test_a_run_reads_back_as_its_record() -> None:
     assert sum(w.epochs or 0 for w in results.workers) == sum(len(t["epochs"]) for t in doc["trials"])
     assert results.peak is None  # the fixture run predates procs_per_worker: its peak's older form
     assert results.environment.hostname == doc["environment"]["hostname"]
-    assert results.workers_used == doc["layout"]["workers"] and len(results.trials) == len(doc["trials"])
+    assert results.layout == doc["layout"] and len(results.trials) == len(doc["trials"])
 
 
 def test_a_peak_in_the_current_form_is_read_as_the_runs_peak(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_version_1_is_upgraded_and_keeps_what_it_recorded() -> None:
     assert results.peak is None  # version 1 kept one peak per dtype, not the run's workers'
     assert results.score.peak_flops_per_s == 110e9  # ...which the score still names
     assert [(w.name, w.epochs) for w in results.workers] == [("worker-0", None), ("worker-1", None)]
-    assert results.tallies.screening_ops == 0 and results.workers_used == 2
+    assert results.tallies.screening_ops == 0 and results.config["workers"] == 2
 
 
 @pytest.mark.parametrize(("change", "words"), [
@@ -70,5 +70,7 @@ def test_a_broken_record_is_one_line_naming_the_file(tmp_path: Path, change: dic
 def test_a_version_this_aihpc_does_not_read_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"schema_version": 3}))
+    with pytest.raises(DataError, match="results.json has no schema_version"):
+        RunResults.from_dict({"score": {}})
     with pytest.raises(ConfigError, match=r"unsupported results schema_version 3 .*\(supported: 1, 2\)"):
         read_results(path)

@@ -146,7 +146,7 @@ class RunResults:
     peak: RunPeak | None
     layout: dict[str, Any] | None
     staging: dict[str, Any] | None
-    energy: dict[str, Any] | None  # aihpc.records.energy.energy_results; absent before 0.1
+    energy: dict[str, Any] | None  # aihpc.records.energy.energy_results; absent in older files
     score: Score
     tallies: Tallies
     workers: tuple[WorkerBusy, ...]
@@ -157,7 +157,9 @@ class RunResults:
     def from_dict(cls, doc: dict[str, Any]) -> RunResults:
         """The record of a results.json document (of :func:`read_results_document`, or as built);
         DataError naming what is missing or broken."""
-        score = doc.get("score")
+        version, score = doc.get("schema_version"), doc.get("score")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise DataError(f"results.json has no schema_version (got {version!r})")
         if not isinstance(score, dict):
             raise DataError("results.json has no score")
         try:
@@ -168,15 +170,13 @@ class RunResults:
         if not (isinstance(peak, dict) and "procs_per_worker" in peak):
             peak = None  # not measured, or in an older form (see RunResults.peak)
         return cls(
-            schema_version=doc["schema_version"],
+            schema_version=version,
             aihpc_version=doc.get("aihpc_version"),
             run_id=doc.get("run_id"),
             config=doc.get("config") or {},
             data=doc.get("data") or {},
             environment=Environment.from_dict(doc.get("environment") or {}),
-            peak=RunPeak.from_dict(peak)
-            if isinstance(peak, dict) and "per_worker" in peak
-            else None,
+            peak=None if peak is None else RunPeak.from_dict(peak),
             layout=doc.get("layout"),
             staging=doc.get("staging"),
             energy=doc.get("energy"),
@@ -186,11 +186,6 @@ class RunResults:
             trials=tuple(doc.get("trials") or ()),
             screenings=tuple(doc.get("screenings") or ()),
         )
-
-    @property
-    def workers_used(self) -> int | None:
-        """How many workers ran: the layout's count, else the configuration's (older files)."""
-        return (self.layout or {}).get("workers") or self.config.get("workers")
 
 
 def read_results(path: Path) -> RunResults:
