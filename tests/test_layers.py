@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "roofline": 4,
     "energy": 4,
     "export": 4,
+    "model_count": 4,
     "train": 5,
     "bench": 6,
     "profile": 6,

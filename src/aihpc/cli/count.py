@@ -10,17 +10,16 @@ model is counted for inference (eval mode, forward only).  A tokens model
 of the zoo (``lstm_lm``, ``transformer_small``) takes ``--input T``, its
 sequence length, and is counted on int64 token ids ``(batch, T)``.
 
-Bad arguments raise :class:`aihpc.errors.ConfigError` (one line, exit 2).
+The count itself is :func:`aihpc.model_count.count_model`.  Bad arguments raise
+:class:`aihpc.errors.ConfigError` (one line, exit 2).
 Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 from pathlib import Path
-from typing import Any
 
 from aihpc.errors import ConfigError
 
@@ -80,77 +79,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _build(args: argparse.Namespace) -> tuple[Any, tuple[int, ...], str]:
-    """The model (on the meta device when it can be built there), the input
-    shape of one sample, and a label.  A tokens model gets no ``in_channels``."""
-    import torch
-
-    if args.spec is not None:
-        from aihpc.nas.build import SpecNet
-        from aihpc.nas.spec import ArchSpec
-
-        if args.num_classes is not None:
-            raise ConfigError("--num-classes applies to --model only (a spec fixes its classes)")
-        spec = ArchSpec.load(args.spec)
-        shape = parse_shape(args.input) if args.input else tuple(spec.input_shape)
-        factory: Any = functools.partial(SpecNet, spec)
-        label = str(args.spec)
-    else:
-        from aihpc import models
-
-        info = models.info(args.model)
-        shape = parse_shape(args.input) if args.input else tuple(info.input_shape)
-
-        def factory() -> Any:
-            if info.input_kind == "tokens":
-                return models.create(args.model, num_classes=args.num_classes)
-            return models.create(args.model, num_classes=args.num_classes, in_channels=shape[0])
-
-        label = args.model
-    try:
-        with torch.device("meta"):
-            model = factory()
-    except (RuntimeError, NotImplementedError):  # a builder that needs real tensors
-        model = factory()
-    return model, shape, label
-
-
 def run(args: argparse.Namespace) -> int:
     """Count and print; return 0."""
-    if args.batch < 1:
-        raise ConfigError(f"batch must be >= 1, got {args.batch}")
     if args.depth < 0:
         raise ConfigError(f"depth must be >= 0, got {args.depth}")
-    if args.input is not None:
-        parse_shape(args.input)  # fail on a bad shape before building anything
+    shape = parse_shape(args.input) if args.input is not None else None
+    from aihpc.model_count import count_model
 
-    import torch
-
-    from aihpc.counting import count_ops, format_count
-
-    model, shape, label = _build(args)
-    example: Any = (args.batch, *shape)  # a shape: one float32 input
-    if args.model is not None:
-        from aihpc import models
-
-        if models.info(args.model).input_kind == "tokens":  # int64 token ids (batch, T)
-            example = models.example_input(
-                args.model, args.batch, shape, device="meta", num_classes=args.num_classes
-            )
-    count = count_ops(model, example, train=args.train)
-    parameters = sum(p.numel() for p in model.parameters())
+    counted = count_model(
+        model=args.model,
+        spec=args.spec,
+        shape=shape,
+        num_classes=args.num_classes,
+        batch=args.batch,
+        train=args.train,
+    )
     if args.json:
-        doc = {
-            "model": args.model,
-            "spec": str(args.spec) if args.spec else None,
-            "input_shape": list(shape),
-            "parameters": parameters,
-            "torch_version": torch.__version__,
-            **count.to_dict(),
-        }
-        print(json.dumps(doc, indent=2))
-        return 0
-    mode = "training step" if args.train else "inference"
-    title = f"{label}: input {args.batch}x{'x'.join(map(str, shape))}, {mode}"
-    print(format_count(count, by=args.by, depth=args.depth, title=title, parameters=parameters))
+        print(json.dumps(counted.to_dict(), indent=2))
+    else:
+        print(counted.render(by=args.by, depth=args.depth))
     return 0
