@@ -1,4 +1,5 @@
-"""Fixtures shared by every test directory: copies of the fixture run (see fixture_run.py)."""
+"""Fixtures shared by every test directory: copies of the fixture run (see fixture_run.py) and
+the SLURM cluster (see slurm_cluster.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import slurm_cluster
 from fixture_run import FIXTURES
 
 
@@ -20,3 +22,14 @@ def finished_run(tmp_path: Path) -> Path:
 def run_copy(tmp_path: Path) -> Path:
     """Another copy of the fixture run, to tamper with."""
     return Path(shutil.copytree(FIXTURES / "run", tmp_path / "run"))
+
+
+@pytest.fixture(scope="session")
+def slurm_up() -> slurm_cluster.Cluster:
+    """The running SLURM cluster: this host and two namespace nodes (only this host where
+    namespaces cannot be made); skips with the reason where SLURM cannot start.  Once per
+    session: the SLURM tests share one xdist group, so one process."""
+    was_up = slurm_cluster.controller_answers()
+    yield slurm_cluster.start_cluster()
+    if not was_up:
+        slurm_cluster.stop()

@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# Start a single-node SLURM cluster on THIS host, for trying and testing aihpc's
-# SLURM path.  Idempotent: run it again and it only starts what is not running.
+# Start a SLURM cluster on THIS host, for trying and testing aihpc's SLURM path:
+# one node (this host), or with --nodes N also N compute nodes in network
+# namespaces (scripts/slurm/netns.sh).  Idempotent: run it again and it only
+# starts what is not running.
 #
-#   sudo scripts/slurm/setup-cluster.sh [--no-install | --install-only]
+#   sudo scripts/slurm/setup-cluster.sh [--nodes N] [--no-install | --install-only]
+#
+# --nodes N (N >= 2): N more nodes, aihpc-n1..aihpc-nN, each a slurmd in its own
+# network and UTS namespace (its own host name and address, 10.217.0.11..),
+# joined to this host by the bridge aihpc0 (10.217.0.1), in the partition
+# "netns".  This host stays the login side (slurmctld, the master, the Dask
+# scheduler) and the node of the default partition "debug".  The machine's file
+# system is shared by all, as an NFS or Lustre mount would be on a real
+# cluster; its cores are too: each namespace node declares nproc/N CPUs.
 #
 # What it does, in order:
 #   1. installs Debian's slurmd, slurmctld, slurm-client and munge if missing
@@ -11,7 +21,8 @@
 #      `free -m` memory minus a margin) -- never over a slurm.conf it did not write;
 #   3. creates the munge key if missing, starts munged as user munge, then
 #      slurmctld and slurmd (no systemd needed: the daemons are started directly);
-#   4. waits (bounded) until `sinfo` shows the node idle.
+#   4. with --nodes N, makes the namespaces and starts a slurmd in each;
+#   5. waits (bounded) until `sinfo` shows every node idle.
 #
 # Exit 0 when the cluster is up; otherwise non-zero with ONE line on stderr
 # starting "setup-cluster: ".  scripts/slurm/stop-cluster.sh stops the daemons
@@ -30,21 +41,31 @@ STATE_DIR=/run/aihpc-slurm
 MUNGE_KEY=/etc/munge/munge.key
 MUNGE_PID=/run/munge/munged.pid
 CTLD_PID="$STATE_DIR/slurmctld.pid"
-SLURMD_PID="$STATE_DIR/slurmd.pid"
+SLURMD_PID="$STATE_DIR/slurmd-$(hostname -s).pid"
 WAIT="${AIHPC_SLURM_WAIT:-60}"
 INSTALL=1
 INSTALL_ONLY=0
+NODES=1
 
 fail() { echo "setup-cluster: $*" >&2; exit 1; }
 
-for arg in "$@"; do
-    case "$arg" in
+while [ "$#" -gt 0 ]; do
+    case "$1" in
         --no-install) INSTALL=0 ;;
         --install-only) INSTALL_ONLY=1 ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-        *) fail "unknown argument '$arg' (only --no-install or --install-only)" ;;
+        --nodes) shift; NODES="${1:-}" ;;
+        --nodes=*) NODES="${1#--nodes=}" ;;
+        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+        *) fail "unknown argument '$1' (only --nodes N, --no-install or --install-only)" ;;
     esac
+    shift
 done
+case "$NODES" in
+    ''|*[!0-9]*) fail "--nodes must be an integer >= 1, got '$NODES'" ;;
+esac
+[ "$NODES" -ge 1 ] && [ "$NODES" -le 16 ] || fail "--nodes must be in 1..16, got $NODES"
+# shellcheck source=netns.sh
+. "$(dirname "$0")/netns.sh"
 
 [ "$(id -u)" -eq 0 ] || fail "must run as root, running as uid $(id -u)"
 
@@ -62,6 +83,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
         || fail "apt-get install ${missing[*]} failed"
 fi
 [ "$INSTALL_ONLY" -eq 1 ] && exit 0
+if [ "$NODES" -gt 1 ]; then
+    command -v ip >/dev/null || fail "--nodes $NODES needs the ip command (iproute2)"
+    for tool in unshare nsenter; do
+        command -v "$tool" >/dev/null || fail "--nodes $NODES needs the $tool command (util-linux)"
+    done
+fi
 
 # ---- 2. slurm.conf -----------------------------------------------------------
 host="$(hostname -s)"
@@ -74,15 +101,29 @@ total_mb="$(free -m | awk '/^Mem:/ {print $2}')"
 margin=$(( total_mb / 20 )); [ "$margin" -lt 256 ] && margin=256
 mem=$(( total_mb - margin )); [ "$mem" -lt 256 ] && mem=256
 
-mkdir -p "$CONF_DIR" "$SPOOL/ctld" "$SPOOL/d" "$LOG_DIR" "$STATE_DIR"
+mkdir -p "$CONF_DIR" "$SPOOL/ctld" "$LOG_DIR" "$STATE_DIR"
 if [ -f "$CONF" ] && ! grep -qF "$MARKER" "$CONF"; then
     fail "$CONF exists and was not written by this script; refusing to overwrite it"
+fi
+
+# The namespace nodes reach slurmctld at the bridge's address; one node needs no address.
+controller="$host"
+node_lines=""
+if [ "$NODES" -gt 1 ]; then
+    controller="$host($NETNS_LOGIN_ADDR)"
+    node_cpus=$(( cpus / NODES )); [ "$node_cpus" -lt 1 ] && node_cpus=1
+    node_mem=$(( mem / NODES )); [ "$node_mem" -lt 256 ] && node_mem=256
+    for i in $(seq "$NODES"); do
+        node_lines="${node_lines}NodeName=$(netns_name "$i") NodeAddr=$(netns_addr "$i") CPUs=$node_cpus RealMemory=$node_mem State=UNKNOWN
+"
+    done
+    node_lines="${node_lines}PartitionName=netns Nodes=aihpc-n[1-$NODES] Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO"
 fi
 
 new_conf="$(cat <<EOF
 $MARKER for host $host; edit at your own risk.
 ClusterName=aihpc
-SlurmctldHost=$host
+SlurmctldHost=$controller
 # Daemons run as root: no slurm user to create, and slurmd must be root anyway.
 SlurmUser=root
 SlurmdUser=root
@@ -102,11 +143,12 @@ SchedulerType=sched/backfill
 # A node that was down comes back by itself once slurmd registers again.
 ReturnToService=2
 StateSaveLocation=$SPOOL/ctld
-SlurmdSpoolDir=$SPOOL/d
+SlurmdSpoolDir=$SPOOL/d-%n
 SlurmctldPidFile=$CTLD_PID
-SlurmdPidFile=$SLURMD_PID
+# %n: each node's slurmd (this host's and the namespace nodes') has its own files.
+SlurmdPidFile=$STATE_DIR/slurmd-%n.pid
 SlurmctldLogFile=$LOG_DIR/slurmctld.log
-SlurmdLogFile=$LOG_DIR/slurmd.log
+SlurmdLogFile=$LOG_DIR/slurmd-%n.log
 SlurmctldPort=6817
 SlurmdPort=6818
 # No slurmdbd: accounting storage is off, so plain \`sacct\` shows nothing;
@@ -123,6 +165,7 @@ KillWait=5
 InactiveLimit=0
 NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+$node_lines
 EOF
 )"
 conf_changed=0
@@ -155,13 +198,17 @@ if ! alive "$MUNGE_PID"; then
 fi
 munge -n | unmunge >/dev/null 2>&1 || fail "munge does not work: 'munge -n | unmunge' failed"
 
+stop_pid() {
+    local pid
+    pid="$(cat "$1" 2>/dev/null)" || return 0
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || return 0
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+}
 if [ "$conf_changed" -eq 1 ]; then
-    # A running daemon would keep the old node definition: restart both.
-    for pidfile in "$SLURMD_PID" "$CTLD_PID"; do
-        if alive "$pidfile"; then
-            pid="$(cat "$pidfile")"; kill "$pid"
-            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        fi
+    # A running daemon would keep the old node definitions: restart them all
+    # (slurmd.pid: the name before each node's slurmd had its own pid file).
+    for pidfile in "$STATE_DIR"/slurmd-*.pid "$STATE_DIR/slurmd.pid" "$CTLD_PID"; do
+        alive "$pidfile" && stop_pid "$pidfile"
     done
 fi
 if ! alive "$CTLD_PID"; then
@@ -170,23 +217,46 @@ if ! alive "$CTLD_PID"; then
     record slurmctld
 fi
 if ! alive "$SLURMD_PID"; then
-    /usr/sbin/slurmd >/dev/null 2>&1 || fail "slurmd failed to start (see $LOG_DIR/slurmd.log)"
+    mkdir -p "$SPOOL/d-$host"
+    /usr/sbin/slurmd >/dev/null 2>&1 || fail "slurmd failed to start (see $LOG_DIR/slurmd-$host.log)"
     record slurmd
 fi
 
-# ---- 4. wait for the node ----------------------------------------------------------
+# ---- 4. the namespace nodes ------------------------------------------------------------
+names=("$host")
+if [ "$NODES" -gt 1 ]; then
+    why="$(netns_bridge_up 2>&1)" || fail "cannot make the bridge $NETNS_BRIDGE: ${why:-ip failed}"
+    for i in $(seq "$NODES"); do
+        node="$(netns_name "$i")"
+        names+=("$node")
+        why="$(netns_node_up "$i" 2>&1)" || fail "cannot make node $node's namespace: ${why:-ip failed}"
+        if ! alive "$STATE_DIR/slurmd-$node.pid"; then
+            mkdir -p "$SPOOL/d-$node"
+            netns_exec "$i" /usr/sbin/slurmd >/dev/null 2>&1 \
+                || fail "slurmd of node $node failed to start (see $LOG_DIR/slurmd-$node.log)"
+        fi
+        record "node $i"
+    done
+fi
+
+# ---- 5. wait for the nodes ---------------------------------------------------------
 deadline=$(( $(date +%s) + WAIT ))
-state=""
-while [ "$(date +%s)" -lt "$deadline" ]; do
-    state="$(sinfo -h -n "$host" -o '%T' 2>/dev/null | head -n1)"
-    case "$state" in
-        idle|mixed|allocated|completing) exit 0 ;;
-        drain*|down*|fail*)
-            # A node left down by an earlier run: ReturnToService=2 only acts on
-            # registration, so resume it explicitly once.
-            scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1 ;;
-    esac
-    sleep 0.5
+for node in "${names[@]}"; do
+    state=""
+    while :; do
+        state="$(sinfo -h -n "$node" -o '%T' 2>/dev/null | head -n1)"
+        case "$state" in
+            idle|mixed|allocated|completing) break ;;
+            drain*|down*|fail*)
+                # A node left down by an earlier run: ReturnToService=2 only acts on
+                # registration, so resume it explicitly once.
+                scontrol update NodeName="$node" State=RESUME >/dev/null 2>&1 ;;
+        esac
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            reason="$(sinfo -h -n "$node" -o '%E' 2>/dev/null | head -n1)"
+            fail "node $node not idle after ${WAIT}s (state '${state:-no answer from slurmctld}'${reason:+, reason: $reason}); see $LOG_DIR/"
+        fi
+        sleep 0.5
+    done
 done
-reason="$(sinfo -h -n "$host" -o '%E' 2>/dev/null | head -n1)"
-fail "node $host not idle after ${WAIT}s (state '${state:-no answer from slurmctld}'${reason:+, reason: $reason}); see $LOG_DIR/"
+exit 0

@@ -1,23 +1,21 @@
-"""aihpc.runner.slurm against a real single-node SLURM cluster (scripts/slurm/setup-cluster.sh).
+"""aihpc.runner.slurm against a real SLURM cluster, on this host's node (tests/slurm_cluster.py).
 
 The fast tests check argument validation and srun's environment without
-SLURM.  The slow ones need root and the Debian SLURM packages already
-installed (the fixture never installs packages: it runs setup-cluster.sh
---no-install); where that fails the module's slow tests are skipped with the
-reason.  The cluster is stopped at the end unless it was already running.
+SLURM.  The slow ones run on the session's cluster (the ``slurm_up`` fixture),
+in its default partition, this host; where it cannot start they skip with
+the reason.  tests/runner/test_multinode.py runs on its namespace nodes.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+import slurm_cluster
 from aihpc.errors import ConfigError
 from aihpc.runner import jobqueue, slurm
 
@@ -25,52 +23,7 @@ from aihpc.runner import jobqueue, slurm
 # their own beside the local runs' ("runs"), so that the two kinds of whole run split between the cores.
 pytestmark = pytest.mark.xdist_group("slurm")
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "slurm"
-HOST = socket.gethostname().split(".")[0]
-
-
-def _sh(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
-
-
-def _controller_answers() -> bool:
-    try:
-        return _sh("sinfo", "-h", timeout=5).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-def _queued(ids: list[str]) -> dict[str, str]:
-    """Job id -> state for those of ``ids`` squeue still shows."""
-    out = _sh("squeue", "-h", "-o", "%i %T").stdout
-    rows = dict(line.split() for line in out.splitlines() if line.strip())
-    return {i: rows[i] for i in ids if i in rows}
-
-
-def _wait(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} not within {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def slurm_up():
-    """A running single-node cluster; skips the test with the reason when it cannot start."""
-    if os.geteuid() != 0:
-        pytest.skip(f"SLURM could not be started: setup-cluster.sh needs root, running as uid {os.geteuid()}")
-    was_up = _controller_answers()
-    try:
-        proc = _sh(str(SCRIPTS / "setup-cluster.sh"), "--no-install", timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.skip("SLURM could not be started: setup-cluster.sh ran over 120 s")
-    if proc.returncode != 0:
-        reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        pytest.skip(f"SLURM could not be started: {reason}")
-    yield HOST
-    if not was_up:
-        _sh(str(SCRIPTS / "stop-cluster.sh"), timeout=60)
+_sh, _queued, _wait = slurm_cluster.sh, slurm_cluster.queued, slurm_cluster.wait
 
 
 @pytest.fixture(scope="module")
@@ -142,13 +95,13 @@ def test_default_scheduler_file_names_job_and_step(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_sinfo_shows_this_node(slurm_up):
     rows = [line.split() for line in _sh("sinfo", "-h", "-N", "-o", "%N %P %T").stdout.splitlines()]
-    assert [slurm_up, "debug*"] in [row[:2] for row in rows]
-    assert {row[2] for row in rows if row[0] == slurm_up} <= {"idle", "mixed", "allocated", "completing"}
+    assert [slurm_up.host, "debug*"] in [row[:2] for row in rows]
+    assert {row[2] for row in rows if row[0] == slurm_up.host} <= {"idle", "mixed", "allocated", "completing"}
 
 
 @pytest.mark.slow
 def test_unknown_partition_is_a_config_error(slurm_up):
-    with pytest.raises(ConfigError, match=r"partition must exist, got 'nope' \(known: debug\)"):
+    with pytest.raises(ConfigError, match=r"partition must exist, got 'nope' \(known: debug, netns\)"):
         jobqueue.jobqueue_cluster("slurm", 1, cores_per_worker=1, memory_per_worker="1GiB", queue="nope")
 
 

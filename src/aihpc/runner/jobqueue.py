@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import ConfigError, RunFailure
-from aihpc.runner.dask_settings import JOB_PROLOGUE
+from aihpc.runner.dask_settings import JOB_PROLOGUE, check_interface
 
 SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}
 
@@ -173,13 +173,6 @@ def job_ids(cluster) -> list[str]:
     return sorted(ids, key=lambda j: (len(j), j))
 
 
-def has_interface(name: str) -> bool:
-    """Whether this host has a network interface called ``name``."""
-    import psutil
-
-    return name in psutil.net_if_addrs()
-
-
 def _partitions() -> list[str]:
     result = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=30)
     return [p.rstrip("*") for p in result.stdout.split()] if result.returncode == 0 else []
@@ -247,8 +240,8 @@ def _check(
             raise ConfigError(
                 f"extra SLURM directives are sbatch options like '--qos=short', got {directive!r}"
             )
-    if interface and not has_interface(interface):
-        raise ConfigError(f"network interface must exist on this host, got {interface!r}")
+    if interface:
+        check_interface(interface)
     if workers and system == "slurm":
         check_slurm(queue)
     elif workers and shutil.which(SUBMIT[system]) is None:

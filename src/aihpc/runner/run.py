@@ -20,6 +20,7 @@ from aihpc.errors import ConfigError, StorageError
 from aihpc.records.environment import Environment
 from aihpc.records.results import RunResults
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
+from aihpc.runner.dask_settings import check_interface
 from aihpc.runner.master import Master
 from aihpc.runner.measure import (
     measure_run_peak,
@@ -263,6 +264,8 @@ def check_inputs(
     if resume:  # the run's own configuration; flags other than --resume do not apply
         config, store = prepare(config, run_dir, resume)
     try:
+        if config.interface and client is None:
+            check_interface(config.interface)  # the login side's; a node's is checked on the node
         layout = choose_layout(config, client)
         device = layout.device if layout else ("cuda" if config.device == "cuda" else "cpu")
         if not resume:

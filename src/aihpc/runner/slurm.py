@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError, WorkersLost
 from aihpc.fileio import atomic_write
-from aihpc.runner.dask_settings import use_worker_config
+from aihpc.runner.dask_settings import check_interface, use_worker_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from distributed import Client
@@ -118,6 +118,8 @@ def runner_context(
     a certificate made for this step, sent in the scheduler file (mode 0600).
     """
     use_worker_config()  # the nannies here start the workers: every aihpc cluster's settings
+    if interface:
+        check_interface(interface)  # on this task's node: each node must have it
     task = current_task()
     path = (
         Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)

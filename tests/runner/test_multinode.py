@@ -1,0 +1,199 @@
+"""aihpc across two nodes: the namespace nodes of the session's SLURM cluster (tests/slurm_cluster.py).
+
+Each node (``aihpc-n1``, ``aihpc-n2``) is a ``slurmd`` in its own network and
+UTS namespace, with its own host name and address, reachable from this host
+(the login side: slurmctld, the master, the Dask scheduler) only over the
+bridge ``aihpc0``.  A scheduler on loopback or on the host's own address, a
+certificate for the wrong host or a port the nodes cannot reach fails here as
+it would on a real cluster.  The run directory is the machine's file system,
+as an NFS or Lustre mount would be.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import slurm_cluster
+from slurm_cluster import INTERFACE, LOGIN_ADDRESS, NODE_ADDRESSES, NODES, PARTITION, sh, wait
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+
+@pytest.fixture
+def two_nodes(slurm_up):
+    """The session's cluster, with its namespace nodes (skips with setup-cluster.sh's reason)."""
+    if not slurm_up.nodes:
+        pytest.skip(f"no namespace nodes: {slurm_up.nodes_missing}")
+    return slurm_up
+
+
+QUICK_TOML = (
+    'dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64, 128]\n'
+    "report_seconds = 5.0\nmin_accuracy = 0.3\npeak_seconds = 0.5\n"
+)
+
+
+def _batch(tmp_path: Path, script: str, *options: str, timeout: float = 120) -> str:
+    """Run ``script`` as a batch job on the namespace nodes; its output once it has ended."""
+    out = tmp_path / "job.out"
+    job = sh("sbatch", "--parsable", "-p", PARTITION, "-o", str(out), *options, "--wrap", script)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    wait(lambda: not slurm_cluster.queued([job_id]), timeout, f"job {job_id} finished")
+    return out.read_text()
+
+
+def _host_address() -> str:
+    """This host's own address on its outward interface (not the bridge's)."""
+    route = sh("ip", "-4", "-o", "route", "get", "1.1.1.1").stdout.split()
+    return route[route.index("src") + 1]
+
+
+def test_each_node_has_its_own_name_and_address_and_only_the_bridge(two_nodes, tmp_path):
+    assert two_nodes.nodes == NODES
+    rows = sh("sinfo", "-h", "-N", "-p", PARTITION, "-o", "%N %T").stdout.split("\n")
+    assert sorted(r.split()[0] for r in rows if r.strip()) == list(NODES)
+    probe = (
+        "import socket, sys\n"
+        "def reach(addr):\n"
+        "    try:\n"
+        "        socket.create_connection((addr, 6817), timeout=3).close(); return 'yes'\n"
+        "    except OSError as exc:\n"
+        "        return type(exc).__name__\n"
+        f"print('NODE', socket.gethostname(), reach({LOGIN_ADDRESS!r}), reach(sys.argv[1]))\n"
+    )
+    (tmp_path / "probe.py").write_text(probe)
+    script = (
+        f"srun sh -c 'ip -4 -o addr show {INTERFACE} | tr -s \" \" | cut -d\" \" -f4; "
+        f"{sys.executable} {tmp_path / 'probe.py'} {_host_address()}'"
+    )
+    text = _batch(tmp_path, script, "-N", "2", "-n", "2")
+    lines = sorted(line.split() for line in text.splitlines() if line.startswith("NODE"))
+    # each node reaches slurmctld over the bridge, and not at the host's own address
+    assert [line[1:3] for line in lines] == [[n, "yes"] for n in NODES], text
+    assert all(line[3] != "yes" for line in lines), text
+    addresses = sorted(line for line in text.splitlines() if line.startswith("10.217."))
+    assert addresses == sorted(f"{a}/24" for a in NODE_ADDRESSES.values()), text
+
+
+def test_aihpc_run_across_two_nodes(two_nodes, tmp_path):
+    """From the login side: a worker job on each node, TLS to the scheduler at the bridge's
+    address, VALID, and results.json names each worker's node."""
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(QUICK_TOML)
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "aihpc", "run", "--slurm", "--nodes", "2", "--partition", PARTITION,
+               "--interface", INTERFACE, "--threads-per-worker", "1", "--worker-memory", "1GiB",
+               "--minutes", "0.5", "--no-live", "--config", str(cfg), "--out", str(run_dir)]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["score"]["valid"] and results["score"]["ops"] > 0
+    hosts = {w["worker"]: w["host"] for w in results["devices"]["workers"]}
+    assert sorted(hosts.values()) == list(NODES), hosts
+    trained = {e["worker"] for t in results["trials"] for e in t["epochs"]}
+    assert trained == set(hosts), f"epochs on {trained}, workers {hosts}"
+    logs = " ".join(p.read_text() for p in (run_dir / "batch-logs").glob("*.err"))
+    assert f"tls://{LOGIN_ADDRESS}:" in logs, logs[-2000:]
+    assert "VALID" in proc.stdout
+
+
+def test_aihpc_run_inside_an_allocation_across_two_nodes(two_nodes, tmp_path):
+    """The command of examples/slurm/aihpc-run.sbatch (CPU: no GPU lines) in an sbatch job over
+    both nodes: task 0 on aihpc-n1 is the scheduler, the master and a worker, task 1 on aihpc-n2
+    joins it at node 1's bridge address."""
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(QUICK_TOML)
+    run_dir = tmp_path / "run"
+    command = (f"cd {tmp_path} && srun --kill-on-bad-exit=1 {sys.executable} -m aihpc run --slurm --no-live "
+               f"--interface {INTERFACE} --minutes 0.3 --config {cfg} --out {run_dir}")  # fmt: skip
+    log = _batch(tmp_path, command, "-N", "2", "-n", "2", "-c", "1", timeout=240)
+    assert (run_dir / "results.json").exists(), log[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["score"]["valid"] and results["layout"]["workers"] == 2, log[-3000:]
+    hosts = {w["worker"]: w["host"] for w in results["devices"]["workers"]}
+    assert hosts == {"slurm-0": NODES[0], "slurm-1": NODES[1]}
+    assert {e["worker"] for t in results["trials"] for e in t["epochs"]} == set(hosts)
+
+
+def test_a_wrong_interface_is_one_line_naming_those_that_exist(two_nodes, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "aihpc", "run", "--slurm", "--nodes", "2", "--partition", PARTITION,
+         "--interface", "nope0", "--minutes", "0.2", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "network interface must exist on this host, got 'nope0'" in proc.stderr
+    assert f"{INTERFACE}, " in proc.stderr and "lo" in proc.stderr
+    assert not (tmp_path / "run").exists()  # refused before anything was made
+
+
+def _on_node(node: int, code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Python ``code`` run in node ``node``'s network namespace (as a job's process would be)."""
+    return sh("ip", "netns", "exec", f"aihpc-n{node}", sys.executable, "-c", code, timeout=timeout)
+
+
+def test_tls_a_process_on_a_node_without_the_runs_key_cannot_connect(two_nodes, tmp_path):
+    """The scheduler of a batch run, as `aihpc run --slurm` makes it (a certificate and key for the
+    run, mutual TLS), on the bridge: from a node, the run's key connects; no key, plain TCP or
+    another run's key do not."""
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    from aihpc.runner.jobqueue import run_security
+
+    security, other = run_security(True, None), Security.temporary()
+    files = {}
+    for name, sec in (("run", security), ("other", other)):
+        for part in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
+            path = tmp_path / f"{name}-{part}.pem"
+            path.write_text(getattr(sec, part))
+            path.chmod(0o600)
+            files[name, part] = path
+    with LocalCluster(n_workers=0, protocol="tls", host=LOGIN_ADDRESS, security=security,
+                      dashboard_address=None) as cluster:  # fmt: skip
+        address = cluster.scheduler_address
+        assert address.startswith(f"tls://{LOGIN_ADDRESS}:")
+
+        def attempt(security_code: str, scheme_address: str = address) -> str:
+            code = (
+                "from distributed import Client\nfrom distributed.security import Security\n"
+                f"try:\n    Client({scheme_address!r}, timeout=5, security={security_code}).close()\n"
+                "    print('CONNECTED')\n"
+                "except Exception as exc:\n    print('REFUSED', type(exc).__name__)\n"
+            )
+            proc = _on_node(1, code)
+            return (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-300:]])[-1]
+
+        def keys(name: str) -> str:
+            return (f"Security(tls_ca_file={str(files[name, 'tls_ca_file'])!r}, "
+                    f"tls_client_cert={str(files[name, 'tls_client_cert'])!r}, "
+                    f"tls_client_key={str(files[name, 'tls_client_key'])!r}, require_encryption=True)")  # fmt: skip
+
+        assert attempt(keys("run")) == "CONNECTED"
+        assert attempt("None").startswith("REFUSED")
+        assert attempt("None", address.replace("tls://", "tcp://")).startswith("REFUSED")
+        assert attempt(keys("other")).startswith("REFUSED")
+
+
+def _left_behind() -> list[str]:
+    """What of the namespace nodes is still there: namespaces, links, slurmd processes."""
+    namespaces = [n.split()[0] for n in sh("ip", "netns", "list").stdout.splitlines() if n.startswith("aihpc-n")]
+    links = [line.split(": ")[1].split("@")[0] for line in sh("ip", "-o", "link", "show").stdout.splitlines()]
+    daemons = sh("pgrep", "-a", "-x", "slurmd|slurmctld|slurmstepd").stdout.splitlines()
+    return namespaces + [link for link in links if link.startswith("aihpc")] + daemons
+
+
+def test_stop_leaves_nothing_and_start_brings_every_node_back(two_nodes):
+    stopped = slurm_cluster.stop()
+    assert stopped.returncode == 0, stopped.stderr
+    assert _left_behind() == []
+    seconds, why = slurm_cluster.start()
+    assert why is None, why
+    rows = sh("sinfo", "-h", "-N", "-o", "%N %T").stdout.split("\n")
+    states = dict(r.split() for r in rows if r.strip())
+    assert {n: states.get(n) for n in (two_nodes.host, *NODES)} == dict.fromkeys((two_nodes.host, *NODES), "idle")
