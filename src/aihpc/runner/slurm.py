@@ -117,14 +117,7 @@ def runner_context(
     bounds how long a worker waits for the scheduler file.  ``tls``: TLS with
     a certificate made for this step, sent in the scheduler file (mode 0600).
     """
-    use_worker_config()  # the nannies here start the workers: every aihpc cluster's settings
-    if interface:
-        check_interface(interface)  # on this task's node: each node must have it
-    task = current_task()
-    path = (
-        Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
-    )
-    env = _worker_env(task, gpus_per_worker)
+    task, path, env = _task_setup(scheduler_file, interface, gpus_per_worker)
     if task.rank != 0:
         _serve_worker(task, path, env, interface, local_directory, timeout)
         raise SystemExit(0)
@@ -149,6 +142,21 @@ def runner_context(
         finally:
             cluster.close(timeout=30)
             path.unlink(missing_ok=True)
+
+
+def _task_setup(
+    scheduler_file: str | os.PathLike[str] | None, interface: str | None, gpus_per_worker: int
+) -> tuple[SlurmTask, Path, dict[str, str]]:
+    """This task: its SLURM facts, the scheduler file's path and its worker's environment; the
+    Dask settings applied and ``interface`` checked on this task's node (each node needs it)."""
+    use_worker_config()  # the nannies here start the workers: every aihpc cluster's settings
+    if interface:
+        check_interface(interface)
+    task = current_task()
+    path = (
+        Path(scheduler_file) if scheduler_file is not None else default_scheduler_file(task.job_id)
+    )
+    return task, path, _worker_env(task, gpus_per_worker)
 
 
 def _write_scheduler_file(path: Path, address: str, job_id: str, security) -> None:
