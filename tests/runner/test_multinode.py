@@ -120,6 +120,27 @@ def test_aihpc_run_inside_an_allocation_across_two_nodes(two_nodes, tmp_path):
     assert {e["worker"] for t in results["trials"] for e in t["epochs"]} == set(hosts)
 
 
+def test_aihpc_scaling_one_node_against_two(two_nodes, tmp_path):
+    """Weak scaling across nodes: 1 worker job, then 2 (one per node), each a full run; the
+    efficiency is in scaling.json.  Both nodes share this machine's cores, so it is well
+    below 1 here: the point is that the path works end to end."""
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(QUICK_TOML)
+    out = tmp_path / "scaling"
+    command = [sys.executable, "-m", "aihpc", "scaling", "--workers", "1,2", "--minutes", "0.5",
+               "--out", str(out), "--", "--slurm", "--partition", PARTITION, "--interface", INTERFACE,
+               "--worker-memory", "1GiB", "--config", str(cfg)]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sizes = json.loads((out / "scaling.json").read_text())["sizes"]
+    assert [s["workers"] for s in sizes] == [1, 2] and all(s["valid"] for s in sizes)
+    assert sizes[0]["efficiency"] == 1.0 and 0 < sizes[1]["efficiency"]
+    assert sizes[1]["efficiency"] == pytest.approx(sizes[1]["score"] / (2 * sizes[0]["score"]))
+    hosts = {n: sorted(w["host"] for w in json.loads((out / f"workers-{n}" / "results.json").read_text())
+                       ["devices"]["workers"]) for n in (1, 2)}  # fmt: skip
+    assert len(hosts[1]) == 1 and hosts[1][0] in NODES and hosts[2] == list(NODES)
+
+
 def test_a_wrong_interface_is_one_line_naming_those_that_exist(two_nodes, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "aihpc", "run", "--slurm", "--nodes", "2", "--partition", PARTITION,
