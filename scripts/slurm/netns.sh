@@ -61,7 +61,7 @@ netns_pids() { ip netns pids "$(netns_name "$1")" 2>/dev/null; }
 # The namespaces, links and addresses the functions above made (the nodes' processes must
 # be gone first: a namespace with processes in it outlives `ip netns del`).
 netns_down() {
-    local ns
+    local ns link
     for ns in $(ip netns list | awk '$1 ~ /^aihpc-n[0-9]+$/ {print $1}'); do
         ip netns del "$ns" || return 1
     done
