@@ -78,6 +78,13 @@ def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
     assert rows[1].reason == "3 attempts failed; last: RuntimeError: worker lost trial 1 epoch 1"
     assert "Traceback" in rows[1].traceback and "RuntimeError: worker lost" in rows[1].traceback
     assert store.epochs(1) == []  # a lost epoch records nothing, and counts no operations
+    # ... but the loss itself: when, which epoch and attempt, why, and whether it was sent again
+    losses = store.losses()
+    assert [(loss.trial_id, loss.epoch, loss.attempt, loss.requeued) for loss in losses] == [
+        (1, 1, 1, True), (1, 1, 2, True), (1, 1, 3, False)]
+    assert {(loss.worker, loss.address, loss.reason) for loss in losses} == {
+        (None, None, "RuntimeError: worker lost trial 1 epoch 1")}  # no KilledWorker: no worker named
+    assert [loss.t for loss in losses] == sorted(loss.t for loss in losses)
     assert rows[0].status == rows[2].status == "completed" and rows[0].traceback is None
     assert score.ops == 1100 * len(store.epochs())
 

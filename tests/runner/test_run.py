@@ -326,6 +326,11 @@ def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> 
     (lost,) = [t for t in results["trials"] if t["id"] == trial]
     assert lost["attempts"] >= 1
     assert any(e["attempt"] > 1 for e in lost["epochs"]), lost["epochs"]
+    # the loss is recorded with the worker Dask last ran the epoch on (KilledWorker names it)
+    losses = [loss for loss in results["losses"] if loss["trial_id"] == trial]
+    workers = {w["worker"] for w in results["devices"]["workers"]}
+    assert losses and losses[0]["requeued"] and str(losses[0]["worker"]) in workers, (losses, workers)
+    assert losses[0]["reason"].startswith("KilledWorker")
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""The run summary's energy lines: one line for the run, then each device measured."""
+"""The run summary's energy lines (one line for the run, then each device measured) and its lines
+for the epochs lost with their workers."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from aihpc.records.energy import energy_results
 from aihpc.records.results import RunResults
-from aihpc.runner.summary import energy_lines, summary_lines
+from aihpc.runner.summary import energy_lines, loss_lines, summary_lines
 
 BLOCK = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [
     {"device": "package-0", "host": "node1", "source": "rapl", "joules": 4500.0, "seconds": 30.0, "watts": 150.0,
@@ -34,3 +35,29 @@ def test_summary_of_older_results_says_energy_was_not_measured() -> None:
     lines = summary_lines(RunResults.from_dict(results), Path("run"))
     assert [line for line in lines if "energy" in line] == [
         "  energy           not measured: this run's aihpc did not measure energy"]
+
+
+def _loss(t: float, trial: int, worker: str | None, address: str | None, requeued: bool = True) -> dict:
+    return {"t": t, "trial_id": trial, "epoch": 2, "attempt": 1, "worker": worker, "address": address,
+            "reason": "KilledWorker: ...", "requeued": requeued}
+
+
+def test_lost_workers_are_named_by_their_host_with_the_epochs_they_took() -> None:
+    results = {"run_id": "r", "schema_version": 2, "trials": [], "workers": [],
+               "score": {"valid": True, "invalid_reason": None, "ops_per_second": 1e9, "regulated_score": 1e9,
+                         "error_percent": 10.0, "best_accuracy": 0.9, "ops": 1e10, "wall_seconds": 10.0,
+                         "trials_completed": 1, "trials_failed": 0, "trials_diverged": 0, "min_accuracy": 0.5,
+                         "peak_flops_per_s": None, "peak_fraction": None},
+               "devices": {"workers": [{"worker": "slurm-0", "host": "aihpc-n1"},
+                                       {"worker": "slurm-1", "host": "aihpc-n2"}]},
+               "losses": [_loss(41.25, 3, "slurm-1", "10.217.0.12"), _loss(41.3, 4, "slurm-1", "10.217.0.12"),
+                          _loss(70.0, 5, "w9", "10.0.0.9", requeued=False), _loss(80.0, 6, None, None)]}
+    record = RunResults.from_dict(results)
+    assert loss_lines(record) == [
+        "  lost epochs      4 lost with their workers, 3 sent again, 1 ended their trials",
+        "  worker lost      slurm-1 on aihpc-n2 at 41.2 s: trial 3 epoch 2, trial 4 epoch 2",
+        "  worker lost      w9 on 10.0.0.9 at 70.0 s: trial 5 epoch 2",  # not in devices: its address
+        "  worker lost      unnamed on an unknown host at 80.0 s: trial 6 epoch 2",
+    ]
+    assert loss_lines(RunResults.from_dict({**results, "losses": []})) == []
+    assert loss_lines(RunResults.from_dict({k: v for k, v in results.items() if k != "losses"})) == []

@@ -24,6 +24,7 @@ from aihpc.errors import ConfigError, DataError
 from aihpc.fileio import read_json
 from aihpc.records.environment import Environment
 from aihpc.records.peak import RunPeak
+from aihpc.records.rows import LostEpoch
 from aihpc.records.score import Score
 
 #: The ``schema_version`` values of results.json that this aihpc reads.
@@ -39,6 +40,7 @@ _SHAPES: dict[str, type] = {
     "workers": list,
     "trials": list,
     "segments": list,
+    "losses": list,
 }
 
 
@@ -152,6 +154,8 @@ class RunResults:
     workers: tuple[WorkerBusy, ...]
     trials: tuple[dict[str, Any], ...]
     screenings: tuple[dict[str, Any], ...]
+    devices: dict[str, Any] | None  # each worker's host and devices; absent in older files
+    losses: tuple[LostEpoch, ...]  # epochs lost with their workers; absent in older files
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> RunResults:
@@ -185,7 +189,13 @@ class RunResults:
             workers=tuple(WorkerBusy.from_dict(w) for w in doc.get("workers") or ()),
             trials=tuple(doc.get("trials") or ()),
             screenings=tuple(doc.get("screenings") or ()),
+            devices=doc.get("devices"),
+            losses=tuple(LostEpoch.from_dict(loss) for loss in doc.get("losses") or ()),
         )
+
+    def worker_hosts(self) -> dict[str, str]:
+        """Each worker's host name, by worker name (empty for files without ``devices``)."""
+        return {w["worker"]: w["host"] for w in (self.devices or {}).get("workers") or ()}
 
 
 def read_results(path: Path) -> RunResults:

@@ -88,3 +88,57 @@ class EpochRow:
     def from_dict(cls, data: dict[str, Any]) -> EpochRow:
         weights = data["weights"]
         return cls(**{**data, "weights": WeightsRef(**weights) if weights is not None else None})
+
+
+@dataclass(frozen=True)
+class LostEpoch:
+    """An epoch whose worker died or vanished while training it (a killed process, a lost node).
+
+    ``t`` is when the master learnt of it (seconds since the epoch, as every
+    store time); ``worker`` the Dask name of the worker that ran it and
+    ``address`` that worker's network host, where the failure says (None:
+    it does not); ``requeued`` whether the epoch was sent again (False: its
+    trial had used up ``max_attempts`` and failed).
+    """
+
+    t: float
+    trial_id: int
+    epoch: int
+    attempt: int
+    worker: str | None
+    address: str | None
+    reason: str
+    requeued: bool
+
+    def __post_init__(self) -> None:
+        if self.epoch < 1 or self.attempt < 1:
+            raise DataError(
+                f"a lost epoch's number and attempt must be >= 1, got {self.epoch!r} and "
+                f"{self.attempt!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LostEpoch:
+        return cls(**{**data, "requeued": bool(data["requeued"])})
+
+    @classmethod
+    def of(
+        cls, exc: BaseException, t: float, trial_id: int, epoch: int, attempt: int, requeued: bool
+    ) -> LostEpoch:
+        """The loss of epoch ``epoch`` (attempt ``attempt``) of ``trial_id`` to ``exc``, the
+        exception its future raised: Dask's ``KilledWorker`` names the worker it last ran on."""
+        last = getattr(exc, "last_worker", None)
+        name = getattr(last, "name", None)
+        return cls(
+            t=t,
+            trial_id=trial_id,
+            epoch=epoch,
+            attempt=attempt,
+            worker=str(name) if name is not None else None,
+            address=getattr(last, "host", None),
+            reason=f"{type(exc).__name__}: {exc}".strip(),
+            requeued=requeued,
+        )

@@ -12,6 +12,9 @@ total, with operations per joule (see aihpc.energy.run).
 ``devices``
 (a new field, no version change) maps each worker to its host and devices;
 ``peak.per_worker[*].parts`` holds the peaks of a worker's processes.
+``losses`` (a new field, no version change; absent in older files) lists
+the epochs lost with their workers (:class:`aihpc.records.rows.LostEpoch`),
+``t`` relative to the run's start.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ def build_results(store, score: Score) -> dict[str, Any]:
         "workers": workers_out,
         "trials": trials,
         "screenings": [screening_record(sc, t0) for sc in screenings],
+        "losses": [{**loss.to_dict(), "t": loss.t - t0} for loss in store.losses()],
         "integrity": integrity(store),
     }
 

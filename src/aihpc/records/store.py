@@ -26,7 +26,7 @@ from typing import Any
 
 from aihpc.errors import StorageError
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
-from aihpc.records.rows import FINISHED, EpochRow, TrialRow
+from aihpc.records.rows import FINISHED, EpochRow, LostEpoch, TrialRow
 from aihpc.records.score import Segment
 from aihpc.records.task import Morph
 
@@ -84,6 +84,16 @@ CREATE TABLE IF NOT EXISTS screenings (
     reason TEXT
 );
 CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS losses (
+    t REAL NOT NULL,
+    trial_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    worker TEXT,
+    address TEXT,
+    reason TEXT NOT NULL,
+    requeued INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS chain (
     seq INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -332,6 +342,24 @@ class RunStore:
             d["candidates"] = json.loads(d["candidates"])
             out.append(d)
         return out
+
+    # -- lost epochs ------------------------------------------------------------------
+    def add_loss(self, loss: LostEpoch) -> None:
+        """Record an epoch lost with its worker.  Not a link of the digest chain: the attempt it
+        cost is (:meth:`add_attempt`), and a loss adds no operations to the score."""
+        row = loss.to_dict()
+        columns = ("t", "trial_id", "epoch", "attempt", "worker", "address", "reason", "requeued")
+        self._write(
+            "INSERT INTO losses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", tuple(map(row.get, columns))
+        )
+
+    def losses(self) -> list[LostEpoch]:
+        """Lost epochs, oldest first; none in a store written before they were recorded."""
+        if not self._has_table("losses"):
+            return []
+        return [
+            LostEpoch.from_dict(dict(r)) for r in self.db.execute("SELECT * FROM losses ORDER BY t")
+        ]
 
     # -- timeline ---------------------------------------------------------------------
     def add_timeline(self, t: float, value: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from traceback import format_exception
 from typing import Any
 
 from aihpc.config import RunConfig
+from aihpc.records.rows import LostEpoch
 from aihpc.records.score import Score, active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
@@ -343,21 +344,8 @@ class Master:
             return
         try:
             result: EpochResult = future.result()
-        except Exception as exc:  # the worker died or the task was lost: requeue the epoch
-            reason = f"{type(exc).__name__}: {exc}".strip()
-            self.store.add_attempt(trial.id)
-            if task.attempt < self.config.max_attempts:
-                self.observer.event(
-                    f"trial {trial.id} epoch {task.epoch} lost ({reason}); requeued"
-                )
-                self.pending.append(self._task(trial, attempt=task.attempt + 1))
-            else:
-                self._finish(
-                    trial,
-                    "failed",
-                    f"{task.attempt} attempts failed; last: {reason}",
-                    "".join(format_exception(exc)),
-                )
+        except Exception as exc:  # the worker died or the task was lost
+            self._lost(trial, task, exc)
             return
         self.store.add_epoch(result, task.attempt)
         self.ops += result.ops
@@ -386,6 +374,20 @@ class Master:
             self._finish(trial, "early_stopped", None)
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
+
+    def _lost(self, trial: LiveTrial, task: EpochTask, exc: Exception) -> None:
+        """``task``'s worker died or vanished: the epoch is sent again, or after ``max_attempts``
+        the trial fails; either way the loss is recorded (who, when, why)."""
+        requeue = task.attempt < self.config.max_attempts
+        loss = LostEpoch.of(exc, self.clock(), trial.id, task.epoch, task.attempt, requeue)
+        self.store.add_attempt(trial.id)
+        self.store.add_loss(loss)
+        if not requeue:
+            reason = f"{task.attempt} attempts failed; last: {loss.reason}"
+            self._finish(trial, "failed", reason, "".join(format_exception(exc)))
+            return
+        self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({loss.reason}); requeued")
+        self.pending.append(self._task(trial, attempt=task.attempt + 1))
 
     def _collect_screening(self, future, task: ScreenTask) -> None:
         """Start the trial of the best-scored candidate (the first if the screening failed).

@@ -8,6 +8,7 @@ from typing import Any
 from aihpc.fmt import format_si
 from aihpc.records.energy import energy_text
 from aihpc.records.results import RunResults
+from aihpc.records.rows import LostEpoch
 
 
 def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
@@ -35,6 +36,7 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
         f"  trials           {tallies.trials_completed} completed, {tallies.trials_failed} failed, "
         f"{tallies.trials_diverged} diverged, {len(results.trials)} in all"
     )
+    lines += loss_lines(results)
     if results.screenings:
         share = tallies.screening_ops / s.ops if s.ops else 0.0
         lines.append(
@@ -64,6 +66,33 @@ def peak_lines(results: RunResults) -> list[str]:
         )
     if peak is not None and peak.drift is not None and peak.drift.warning:
         lines.append(f"  warning          {peak.drift.warning}")
+    return lines
+
+
+def loss_lines(results: RunResults) -> list[str]:
+    """The epochs lost with their workers: how many were sent again, then each worker that was
+    lost, by its host, when, and the epochs it took with it (nothing where none was lost)."""
+    if not results.losses:
+        return []
+    sent = sum(loss.requeued for loss in results.losses)
+    lines = [
+        f"  lost epochs      {len(results.losses)} lost with their workers, {sent} sent again"
+        + (
+            f", {len(results.losses) - sent} ended their trials"
+            if sent < len(results.losses)
+            else ""
+        )
+    ]
+    hosts = results.worker_hosts()
+    by_worker: dict[str | None, list[LostEpoch]] = {}
+    for loss in results.losses:
+        by_worker.setdefault(loss.worker, []).append(loss)
+    for worker, losses in by_worker.items():
+        where = hosts.get(worker or "") or losses[0].address or "an unknown host"
+        epochs = ", ".join(f"trial {loss.trial_id} epoch {loss.epoch}" for loss in losses)
+        lines.append(
+            f"  worker lost      {worker or 'unnamed'} on {where} at {losses[0].t:.1f} s: {epochs}"
+        )
     return lines
 
 

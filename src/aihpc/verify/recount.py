@@ -315,6 +315,7 @@ def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, 
         "workers",
         "timeline",
         "screenings",
+        "losses",
     ):
         if key in results and not same(results[key], expected[key]):
             path, got, want = next(diffs(results[key], expected[key], key))
