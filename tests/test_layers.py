@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "fmt": 1,
     "devices": 1,
     "config": 1,
+    "cluster": 1,
     "data": 2,
     "models": 2,
     "counting": 2,

@@ -6,12 +6,10 @@ inside a SLURM allocation (:mod:`aihpc.runner.slurm`) take
 (:mod:`aihpc.runner.jobqueue`) start their workers in a shell, so they get
 the same settings as environment variables (:data:`JOB_PROLOGUE`).  Both
 take the network interface their scheduler and workers use
-(:func:`check_interface`).
+(:func:`aihpc.cluster.check_interface`).
 """
 
 from __future__ import annotations
-
-from aihpc.errors import ConfigError
 
 WORKER_CONFIG = {
     # the master requeues a lost epoch itself, with a bounded number of attempts
@@ -43,15 +41,3 @@ def use_worker_config() -> None:
     import dask
 
     dask.config.set(WORKER_CONFIG)
-
-
-def check_interface(name: str) -> None:
-    """ConfigError, naming the interfaces this host has, unless it has one called ``name``."""
-    import psutil
-
-    names = sorted(psutil.net_if_addrs())
-    if name not in names:
-        raise ConfigError(
-            f"network interface must exist on this host, got {name!r} "
-            f"(this host has: {', '.join(names)})"
-        )

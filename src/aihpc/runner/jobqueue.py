@@ -31,14 +31,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError, RunFailure
-from aihpc.runner.dask_settings import JOB_PROLOGUE, check_interface
+from aihpc.cluster import check_interface, check_slurm
+from aihpc.errors import ConfigError
+from aihpc.runner.dask_settings import JOB_PROLOGUE
 
 SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}
 
@@ -140,42 +140,10 @@ def run_security(tls: bool, shared_temp_directory: str | os.PathLike[str] | None
     return Security.temporary()
 
 
-def check_slurm(partition: str | None = None) -> None:
-    """ConfigError unless ``sbatch`` exists, the controller answers, and ``partition`` exists."""
-    for tool in ("sbatch", "scancel", "squeue"):
-        if shutil.which(tool) is None:
-            raise ConfigError(
-                f"SLURM's {tool} is not on PATH; is this a SLURM login node? "
-                f"(PATH={os.environ.get('PATH', '')})"
-            )
-    command = ["scontrol", "show", "partition"] + ([partition] if partition else [])
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RunFailure(
-            f"cannot query the SLURM controller with '{' '.join(command)}': {exc}"
-        ) from None
-    if result.returncode != 0:
-        message = (result.stderr or result.stdout).strip().splitlines()
-        first = message[0] if message else f"exit code {result.returncode}"
-        if partition and "not found" in first:
-            known = _partitions()
-            raise ConfigError(
-                f"SLURM partition must exist, got {partition!r} "
-                f"(known: {', '.join(known) or 'none'})"
-            )
-        raise RunFailure(f"SLURM controller did not answer '{' '.join(command)}': {first}")
-
-
 def job_ids(cluster) -> list[str]:
     """The batch job ids of the cluster's submitted worker jobs, in worker order (numeric sort)."""
     ids = [str(job.job_id) for job in cluster.workers.values() if getattr(job, "job_id", None)]
     return sorted(ids, key=lambda j: (len(j), j))
-
-
-def _partitions() -> list[str]:
-    result = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=30)
-    return [p.rstrip("*") for p in result.stdout.split()] if result.returncode == 0 else []
 
 
 def _job_options(

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aihpc.cluster import check_interface
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, StorageError
 from aihpc.records.environment import Environment
 from aihpc.records.results import RunResults
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
-from aihpc.runner.dask_settings import check_interface
 from aihpc.runner.master import Master
 from aihpc.runner.measure import (
     measure_run_peak,

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aihpc.cluster import check_interface
 from aihpc.errors import ConfigError, WorkersLost
 from aihpc.fileio import atomic_write
-from aihpc.runner.dask_settings import check_interface, use_worker_config
+from aihpc.runner.dask_settings import use_worker_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from distributed import Client
