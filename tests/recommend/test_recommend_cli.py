@@ -157,7 +157,7 @@ def test_the_report_renders_the_recommend_result_kinds():
 
 
 def test_calibrate_refits_the_shipped_matcher_from_its_observations(tmp_path, capsys):
-    from dataclasses import replace
+    from dataclasses import fields
     from importlib import resources
 
     from aihpc.recommend import matcher as matching
@@ -170,7 +170,9 @@ def test_calibrate_refits_the_shipped_matcher_from_its_observations(tmp_path, ca
     text = capsys.readouterr().out
     assert text.startswith("matcher: ") and f"matcher file: {matcher_out}" in text
     refit, original = matching.load(matcher_out), matching.load()
-    assert replace(refit, provenance={}) == replace(original, provenance={})
+    for field in fields(original):  # the same fit, to rounding (numpy and BLAS builds differ in the last bits)
+        if field.name != "provenance":
+            assert getattr(refit, field.name) == pytest.approx(getattr(original, field.name), rel=1e-9, abs=1e-12)
     assert f"--observations {shipped}" in refit.provenance["refit"]
     assert refit.provenance["command"] == original.provenance["command"]
     assert json.loads(out.read_text())["kind"] == "recommend-calibration"

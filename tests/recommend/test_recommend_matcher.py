@@ -89,7 +89,7 @@ def test_two_stage_learns_the_within_task_order_apart_from_the_task_levels():
 
 
 def test_the_shipped_matcher_says_how_it_was_made_and_is_refitted_from_its_observations():
-    from dataclasses import replace
+    from dataclasses import fields
 
     from aihpc.recommend.calibrate import fit_observations
     from aihpc.recommend.study import shipped_calibration
@@ -98,7 +98,10 @@ def test_the_shipped_matcher_says_how_it_was_made_and_is_refitted_from_its_obser
     assert m.provenance["command"].startswith("aihpc recommend calibrate")
     assert len(m.provenance["families"]) == 5 and m.provenance["rows"] == len(m.provenance["tasks"]) * 20
     refit = fit_observations(shipped_calibration(), {})
-    assert replace(refit, provenance={}) == replace(m, provenance={})
+    # the same fit to rounding: numpy and BLAS builds differ in the last bits (4e-15 here)
+    for field in fields(m):
+        if field.name != "provenance":
+            assert getattr(refit, field.name) == pytest.approx(getattr(m, field.name), rel=1e-9, abs=1e-12)
 
 
 def test_features_take_logs_of_sizes_and_proxies():
