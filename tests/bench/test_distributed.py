@@ -112,5 +112,7 @@ def test_two_processes_through_the_cli(tmp_path) -> None:
     assert volume["ring_bytes_per_rank_computed"] == pytest.approx(volume["gradient_bytes"])  # 2 (2-1)/2 = 1
     assert volume["measured_by"].startswith("tcp_info")  # Linux >= 4.19
     assert 1.0 <= volume["ratio"] <= 1.0 + VOLUME_TOLERANCE
-    assert volume["loopback_bytes_per_rank"] >= volume["bytes_per_rank_measured"]  # headers and ACKs on top
+    assert volume["interface"] == "lo"  # both ranks on this node: gloo over loopback
+    assert volume["interface_bytes_per_rank"] >= volume["bytes_per_rank_measured"]  # headers and ACKs on top
+    assert data["launcher"] == "local" and data["nodes"] == 1 and len(data["hosts"]) == 2
     assert "scaling efficiency" in proc.stdout and "2 process(es)" in proc.stderr

@@ -1,13 +1,16 @@
 """Deep500 Level 3: data-parallel training with ``torch.distributed`` against one process.
 
-:func:`bench_distributed` launches ``procs`` ranks on this node as ``torchrun``
-does (``MASTER_ADDR=127.0.0.1``, a free port, ``RANK``, ``LOCAL_RANK``,
-``WORLD_SIZE``; each rank runs ``python -m aihpc.bench.distributed_rank FOLDER``),
-gloo on the CPU and NCCL on GPUs, then the same with one process for the
-baseline.  Each rank trains a zoo model in ``DistributedDataParallel`` on a
-fixed random batch of ``batch`` samples (weak scaling: the batch is per
-rank; no data loading is timed).  On the CPU each rank runs ``max(1, cores
-// procs)`` threads, the baseline too: it is one rank of the parallel run, alone.
+:func:`bench_distributed` launches ``procs`` ranks (each ``python -m
+aihpc.bench.distributed_rank FOLDER``; :mod:`aihpc.bench.distributed_launch`):
+on this node as ``torchrun`` does, or with ``--slurm`` as the tasks of one
+``srun`` over ``nodes`` nodes; gloo on the CPU and NCCL on GPUs; then the
+same with one process for the baseline.  Each rank trains a zoo model in
+``DistributedDataParallel`` on a fixed random batch of ``batch`` samples
+(weak scaling: the batch is per rank; no data loading is timed).  On this
+node each rank runs ``max(1, cores // procs)`` threads unless
+``threads_per_rank`` says otherwise, the baseline too: it is one rank of the
+parallel run, alone; with srun, ``threads_per_rank`` (default 1) CPUs are
+booked per task.
 
 After ``warmup`` untimed steps of each kind, two kinds of step alternate,
 each begun by an untimed barrier so that the ranks start together:
@@ -35,8 +38,9 @@ volume is ``2 (N - 1) / N * gradient_bytes`` per rank
 :data:`VOLUME_CALLS` all-reduces of the gradients by each rank's own TCP
 sockets' payload counter (``TCP_INFO`` ``tcpi_bytes_sent``, Linux >= 4.19;
 other processes' traffic cannot enter it) and, as a cross-check, the
-loopback interface's transmit counter over the ranks (TCP/IP headers, ACKs
-and anything else sent over ``lo`` meanwhile included).  NCCL moves data
+transmit counter of the interface gloo uses (``lo`` on one node; TCP/IP
+headers, ACKs and anything else sent over it meanwhile included), over the
+ranks.  NCCL moves data
 outside sockets: nothing is measured.  Gloo's CPU all-reduce is a ring
 (reduce-scatter, all-gather): on this machine (2 and 3 ranks, 0.4 to 44 MB)
 its payload was within 0.15 % of the ring figure, about 590 bytes per call
@@ -47,25 +51,21 @@ per step, throughput in samples/s over all ranks, bytes per rank and call::
 
     {"procs", "backend": "gloo" | "nccl", "device": "cpu" | "cuda", "model",
      "batch_per_rank", "steps", "warmup", "threads_per_rank",
+     "launcher": "local" | "srun", "nodes", "hosts": the parallel run's host of each rank,
      "single": RUN, "parallel": RUN,
      "scaling_efficiency", "allreduce_share": parallel allreduce_s / step_s,
      "volume": {"gradient_bytes", "ring_bytes_per_rank_computed",
                 "bytes_per_rank_measured" | None, "ratio": measured / computed | None,
-                "measured_by": how, "loopback_bytes_per_rank" | None, "calls"}}
+                "measured_by": how, "interface": the one gloo used | None,
+                "interface_bytes_per_rank" | None, "calls"}}
     RUN = {"procs", "step_s", "step_spread", "throughput", "compute_s",
            "allreduce_s", "overlap_s", "warning": str | None}
 """
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,8 +73,9 @@ from typing import Any
 
 import torch
 
+from aihpc.bench.distributed_launch import Launcher, RankReport, launch
 from aihpc.bench.timing import IQR_SPREAD_WARNING
-from aihpc.errors import ConfigError, RunFailure
+from aihpc.errors import ConfigError
 
 VOLUME_CALLS = 10
 """All-reduces of the gradient buffer between the byte-counter readings."""
@@ -112,6 +113,8 @@ class DistributedConfig:
     steps: int = 20
     warmup: int = 3
     device: str = "auto"
+    threads_per_rank: int | None = None  # None: cores // procs here; 1 with srun
+    launcher: Launcher = Launcher()
 
     def __post_init__(self) -> None:
         for name, minimum in (("procs", 1), ("batch", 1), ("steps", 1), ("warmup", 0)):
@@ -120,13 +123,25 @@ class DistributedConfig:
                 raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be cpu, cuda or auto, got {self.device!r}")
+        if self.threads_per_rank is not None and self.threads_per_rank < 1:
+            raise ConfigError(f"threads per rank must be >= 1, got {self.threads_per_rank}")
+        nodes = self.launcher.nodes
+        if nodes < 1 or nodes > self.procs or (nodes > 1 and not self.launcher.srun):
+            raise ConfigError(
+                f"nodes must be 1, or with --slurm between 1 and procs ({self.procs}), got {nodes}"
+            )
 
     def backend(self) -> tuple[str, str]:
         """(device type, backend): ("cpu", "gloo") or ("cuda", "nccl"); ConfigError if the machine
-        lacks them."""
+        lacks them.  With srun the nodes decide ("auto", "auto"), once SLURM is checked."""
         from aihpc import models
+        from aihpc.cluster import check_slurm
 
         models.info(self.model)  # ModelError for an unknown name
+        if self.launcher.srun:
+            check_slurm(self.launcher.partition)
+            backend = {"cpu": "gloo", "cuda": "nccl"}.get(self.device, "auto")
+            return self.device, backend
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if self.device == "cuda" and gpus == 0:
             raise ConfigError("device 'cuda' was asked for but this machine has no CUDA GPU")
@@ -168,19 +183,9 @@ class Volume:
     bytes_per_rank_measured: float | None
     ratio: float | None
     measured_by: str
-    loopback_bytes_per_rank: float | None
+    interface: str | None
+    interface_bytes_per_rank: float | None
     calls: int
-
-
-@dataclass(frozen=True)
-class RankReport:
-    """What rank 0 hands back (as JSON): per-step ``[ddp s, compute s, all-reduce s]`` (maxima over
-    the ranks), the gradient bytes, and bytes per rank and call measured (None: not measured)."""
-
-    times: list[list[float]]
-    gradient_bytes: int
-    tcp_bytes_per_rank: float | None = None
-    loopback_bytes_per_rank: float | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,7 @@ class DistributedOutcome:
     device: str
     backend: str
     threads_per_rank: int
+    hosts: tuple[str, ...]  # the parallel run's host of each rank
     single: StepTimes
     parallel: StepTimes
     volume: Volume
@@ -215,6 +221,9 @@ class DistributedOutcome:
             "steps": c.steps,
             "warmup": c.warmup,
             "threads_per_rank": self.threads_per_rank,
+            "launcher": "srun" if c.launcher.srun else "local",
+            "nodes": c.launcher.nodes,
+            "hosts": list(self.hosts),
             "single": asdict(self.single),
             "parallel": asdict(self.parallel),
             "scaling_efficiency": self.scaling_efficiency,
@@ -251,12 +260,25 @@ def step_times(samples: list[list[float]], procs: int, batch: int) -> StepTimes:
 
 
 def bench_distributed(
-    config: DistributedConfig, progress: Callable[[str], None] | None = None
+    config: DistributedConfig,
+    progress: Callable[[str], None] | None = None,
+    shared_dir: Path | None = None,
 ) -> DistributedOutcome:
     """Run the baseline and the ``procs``-rank run; ``progress`` gets a line before and after
-    each."""
-    device, backend = config.backend()
-    threads = max(1, available_cores() // config.procs)
+    each.  ``shared_dir``: where the ranks' folder goes (with srun, seen by every node)."""
+    _, backend = config.backend()
+    threads = config.threads_per_rank
+    if threads is None and not config.launcher.srun:
+        threads = max(1, available_cores() // config.procs)
+    spec = {
+        "model": config.model,
+        "batch": config.batch,
+        "steps": config.steps,
+        "warmup": config.warmup,
+        "threads": threads,
+        "device": config.device,
+        "volume_calls": VOLUME_CALLS,
+    }
     say = progress or (lambda line: None)
     reports: dict[int, RankReport] = {}
     for procs in sorted({1, config.procs}):
@@ -264,40 +286,43 @@ def bench_distributed(
             f"{procs} process(es), {config.model}, batch {config.batch} per rank, {backend}: "
             f"{config.warmup} warm-up and {config.steps} timed steps of each kind"
         )
-        reports[procs] = launch(config, procs, threads, backend)
+        reports[procs] = launch(spec, procs, config.launcher, shared_dir)
         say(
-            f"{procs} process(es): DDP step "
+            f"{procs} process(es) on {', '.join(sorted(set(reports[procs].hosts)))}: DDP step "
             f"{statistics.median(r[0] for r in reports[procs].times):.4f} s"
         )
-    single = step_times(reports[1].times, 1, config.batch)
-    parallel = step_times(reports[config.procs].times, config.procs, config.batch)
+    report = reports[config.procs]
     return DistributedOutcome(
         config=config,
-        device=device,
-        backend=backend,
-        threads_per_rank=threads,
-        single=single,
-        parallel=parallel,
-        volume=_volume(reports[config.procs], config.procs, backend),
+        device=report.device,
+        backend=report.backend,
+        threads_per_rank=report.threads,
+        hosts=tuple(report.hosts),
+        single=step_times(reports[1].times, 1, config.batch),
+        parallel=step_times(report.times, config.procs, config.batch),
+        volume=_volume(report, config.procs),
     )
 
 
-def _volume(report: RankReport, procs: int, backend: str) -> Volume:
-    """The computed ring volume against what the ranks' sockets (and the loopback) sent."""
+def _volume(report: RankReport, procs: int) -> Volume:
+    """The computed ring volume against what the ranks' sockets (and their interface) sent."""
     grad = report.gradient_bytes
     computed = ring_allreduce_bytes(grad, procs)
-    measured, lo = report.tcp_bytes_per_rank, report.loopback_bytes_per_rank
+    measured, sent = report.tcp_bytes_per_rank, report.interface_bytes_per_rank
     if procs == 1:
         how = "nothing to measure: one process sends nothing"
-    elif backend == "nccl":
+    elif report.backend == "nccl":
         how = "not measured: NCCL moves the data over NVLink/PCIe, not sockets"
     elif measured is not None:
         how = "tcp_info: payload bytes sent by each rank's own TCP sockets"
-    else:
+    elif sent is not None:
         measured, how = (
-            lo,
-            "loopback: bytes sent over lo (headers, ACKs and other traffic included) / ranks",
+            sent,
+            f"interface: bytes sent over {report.interface} (headers, ACKs and other traffic "
+            "included) / ranks",
         )
+    else:
+        how = "not measured: neither the sockets' counters nor an interface's could be read"
     ratio = measured / computed if measured is not None and computed > 0 else None
     return Volume(
         gradient_bytes=grad,
@@ -305,86 +330,10 @@ def _volume(report: RankReport, procs: int, backend: str) -> Volume:
         bytes_per_rank_measured=measured,
         ratio=ratio,
         measured_by=how,
-        loopback_bytes_per_rank=lo,
+        interface=report.interface,
+        interface_bytes_per_rank=sent,
         calls=VOLUME_CALLS,
     )
-
-
-# -- the parent: launch the ranks like torchrun, wait, read rank 0's report --------------------
-def launch(config: DistributedConfig, procs: int, threads: int, backend: str) -> RankReport:
-    """Run ``procs`` ranks of the benchmark; rank 0's report (RunFailure naming a rank that
-    failed)."""
-    spec = {
-        "model": config.model,
-        "batch": config.batch,
-        "steps": config.steps,
-        "warmup": config.warmup,
-        "threads": threads,
-        "backend": backend,
-        "volume_calls": VOLUME_CALLS,
-    }
-    with tempfile.TemporaryDirectory(prefix="aihpc-bench-ddp-") as tmp:
-        folder = Path(tmp)
-        (folder / "config.json").write_text(json.dumps(spec))
-        port = _free_port()
-        ranks = []
-        try:
-            for rank in range(procs):
-                with open(folder / f"rank{rank}.err", "w") as err:
-                    ranks.append(
-                        subprocess.Popen(
-                            [sys.executable, "-m", "aihpc.bench.distributed_rank", str(folder)],
-                            env=_rank_env(rank, procs, port, threads),
-                            stdout=subprocess.DEVNULL,
-                            stderr=err,
-                        )
-                    )
-            _wait_ranks(ranks, folder)
-        finally:
-            for p in ranks:  # only ours, and only if still running (interrupted, or a peer failed)
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        return RankReport(**json.loads((folder / "result.json").read_text()))
-
-
-def _rank_env(rank: int, procs: int, port: int, threads: int) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-        "RANK": str(rank),
-        "LOCAL_RANK": str(rank),
-        "WORLD_SIZE": str(procs),
-        "OMP_NUM_THREADS": str(threads),
-    }
-    # all ranks are on this node: gloo talks over loopback
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    return env
-
-
-def _wait_ranks(ranks: list[subprocess.Popen], folder: Path) -> None:
-    """Wait for every rank; at the first failure, raise naming it with the last line of its
-    stderr."""
-    while True:
-        codes = [p.poll() for p in ranks]
-        failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
-        if failed:
-            rank = failed[0]
-            err = (folder / f"rank{rank}.err").read_text(errors="replace").strip().splitlines()
-            for line in err[-20:]:
-                print(f"rank {rank}: {line}", file=sys.stderr)
-            last = err[-1] if err else f"exit code {codes[rank]}"
-            raise RunFailure(f"rank {rank} of {len(ranks)} failed: {last}")
-        if all(code == 0 for code in codes):
-            return
-        time.sleep(0.05)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -400,10 +349,13 @@ def format_table(outcome: DistributedOutcome) -> str:
         ("all-reduce s (apart)", "{:.4f}", "allreduce_s"),
         ("overlap s (hidden by DDP)", "{:.4f}", "overlap_s"),
     ]
+    hosts = sorted(set(outcome.hosts))
     lines = [
         f"bench distributed: {c.model}, batch {c.batch} per rank, {c.steps} timed steps "
         f"({c.warmup} warm-up), {outcome.backend} on {outcome.device}, {outcome.threads_per_rank} "
         f"thread(s) per rank",
+        f"ranks on {len(hosts)} node(s): {', '.join(hosts)}"
+        + (" (srun)" if c.launcher.srun else ""),
         f"{'':26}  {'1 process':>12}  {n_procs:>12}",
     ]
     for label, fmt, name in rows:
@@ -427,10 +379,10 @@ def format_table(outcome: DistributedOutcome) -> str:
         )
     else:
         lines.append(f"measured: {v.measured_by}")
-    if v.loopback_bytes_per_rank is not None:
+    if v.interface_bytes_per_rank is not None:
         lines.append(
-            f"loopback counter: {v.loopback_bytes_per_rank:,.0f} B per rank and call "
-            f"(TCP/IP headers, ACKs and other traffic over lo included)"
+            f"{v.interface} counter: {v.interface_bytes_per_rank:,.0f} B per rank and call "
+            f"(TCP/IP headers, ACKs and other traffic over {v.interface} included)"
         )
     lines += [f"warning: {w}" for w in dict.fromkeys(t.warning for t in (one, par) if t.warning)]
     return "\n".join(lines)

@@ -1,9 +1,12 @@
 """One rank of ``aihpc bench distributed`` (:mod:`aihpc.bench.distributed`), run as
-``python -m aihpc.bench.distributed_rank FOLDER`` with torchrun's environment.
+``python -m aihpc.bench.distributed_rank FOLDER`` with torchrun's environment or as a task of
+``srun`` (:mod:`aihpc.bench.distributed_launch`).
 
 It joins the process group, times the DDP and split steps, measures the bytes
 its sockets send around the explicit all-reduces, and (rank 0) writes the
-report to ``FOLDER/result.json``.
+report to ``FOLDER/result.json``.  Under srun (no ``MASTER_ADDR``) rank 0
+serves the rendezvous, a ``TCPStore`` on its own address, and writes that
+address to ``FOLDER/rendezvous`` for the others.
 """
 
 from __future__ import annotations
@@ -160,50 +163,128 @@ def _tcp_bytes_sent() -> int | None:
     return total if found else None
 
 
-def _loopback_bytes_sent() -> int | None:
+def _interface_bytes_sent(interface: str | None) -> int | None:
+    """Bytes ``interface`` has sent (None: unnamed or unknown); read from /proc/net/dev, which
+    shows this process's own network namespace."""
     import psutil
 
-    counters = psutil.net_io_counters(pernic=True).get("lo")
+    counters = psutil.net_io_counters(pernic=True).get(interface) if interface else None
     return counters.bytes_sent if counters is not None else None
 
 
-def _measure_volume(r: _Replica, calls: int, world: int) -> dict[str, float | None]:
-    """Bytes per rank and call of ``calls`` all-reduces of the gradients: own sockets, and
-    loopback."""
+def _measure_volume(
+    r: _Replica, calls: int, hosts: list[str], interface: str | None
+) -> dict[str, float | None]:
+    """Bytes per rank and call of ``calls`` all-reduces of the gradients: own sockets, and the
+    interface gloo uses (each rank reads its own node's counter; the sum over the ranks)."""
     dist.barrier()
-    tcp0, lo0 = _tcp_bytes_sent(), _loopback_bytes_sent()
+    tcp0, if0 = _tcp_bytes_sent(), _interface_bytes_sent(interface)
     for _ in range(calls):
         dist.all_reduce(r.flat)
     _sync(r.device)
     dist.barrier()  # every peer has received this rank's bytes: they have all been sent
-    tcp1, lo1 = _tcp_bytes_sent(), _loopback_bytes_sent()
+    tcp1, if1 = _tcp_bytes_sent(), _interface_bytes_sent(interface)
     mine = -1.0 if tcp0 is None or tcp1 is None else float(tcp1 - tcp0)
-    sent = torch.tensor([mine, float(mine < 0)], dtype=torch.float64, device=r.device)
-    dist.all_reduce(sent)  # the sum over ranks, and how many could not read their sockets
+    # this rank's share of its node's counter: ranks on one node read the same counter
+    world, here = len(hosts), hosts.count(socket.gethostname())
+    counted = -1.0 if if0 is None or if1 is None else (if1 - if0) / here
+    sent = torch.tensor(
+        [mine, float(mine < 0), counted, float(counted < 0)], dtype=torch.float64, device=r.device
+    )
+    dist.all_reduce(sent)  # sums over the ranks, and how many could not read their counters
     tcp = float(sent[0]) / (world * calls) if float(sent[1]) == 0 else None
-    lo = (lo1 - lo0) / (world * calls) if lo0 is not None and lo1 is not None else None
-    return {"tcp_bytes_per_rank": tcp, "loopback_bytes_per_rank": lo}
+    nic = float(sent[2]) / (world * calls) if float(sent[3]) == 0 else None
+    return {"tcp_bytes_per_rank": tcp, "interface_bytes_per_rank": nic}
+
+
+def _hosts() -> list[str]:
+    """Each rank's host name, by rank."""
+    hosts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(hosts, socket.gethostname())
+    return [str(h) for h in hosts]
+
+
+def _identity() -> tuple[int, int, int]:
+    """(rank, world size, local rank): torchrun's variables, else srun's."""
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", "0"))
+    return int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env["SLURM_LOCALID"])
+
+
+def _join(folder: Path, backend: str, rank: int, world: int) -> None:
+    """Join the process group: at ``MASTER_ADDR`` where the launcher set it, else through the
+    rendezvous file rank 0 writes into ``folder``."""
+    timeout = timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+    if "MASTER_ADDR" in os.environ:
+        dist.init_process_group(backend, timeout=timeout)
+        return
+    path = folder / "rendezvous"
+    if rank == 0:
+        host = _own_address()
+        # not waiting for the others here: they learn where to connect from the file below
+        store = dist.TCPStore(
+            host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
+        )
+        partial = folder / "rendezvous.part"
+        partial.write_text(f"{host} {store.port}")
+        partial.replace(path)  # the others never read half of it
+    else:
+        deadline = time.monotonic() + COLLECTIVE_TIMEOUT_S
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"rank 0 wrote no rendezvous in {path} within {COLLECTIVE_TIMEOUT_S} s"
+                )
+            time.sleep(0.1)
+        host, port = path.read_text().split()
+        store = dist.TCPStore(host, int(port), world, is_master=False, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+
+
+def _own_address() -> str:
+    """This node's address for the rendezvous: on gloo's interface where one is named."""
+    from aihpc.cluster import interface_address
+
+    interface = os.environ.get("GLOO_SOCKET_IFNAME")
+    return interface_address(interface) if interface else socket.gethostbyname(socket.gethostname())
+
+
+def _device(asked: str, local_rank: int) -> tuple[torch.device, str]:
+    """The device (aihpc's one rule for "auto") and its backend: this node's GPU ``local_rank``
+    (modulo those it sees: srun may give each task one) with NCCL, or the CPU with gloo."""
+    from aihpc.devices import resolve_device
+
+    if resolve_device(asked).type == "cpu":
+        return torch.device("cpu"), "gloo"
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device, "nccl"
 
 
 def _rank_main(folder: Path) -> None:
     """One rank: join the group, time the steps, measure the volume; rank 0 writes the report."""
     spec = json.loads((folder / "config.json").read_text())
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.set_num_threads(spec["threads"])
-    if spec["backend"] == "nccl":
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group(spec["backend"], timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    rank, world, local_rank = _identity()
+    threads = spec["threads"] or int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))
+    torch.set_num_threads(threads)
+    device, backend = _device(spec["device"], local_rank)
+    interface = os.environ.get("GLOO_SOCKET_IFNAME")
+    _join(folder, backend, rank, world)
     try:
         replica = _build_replica(spec["model"], spec["batch"], device, rank)
+        hosts = _hosts()
         report: dict[str, Any] = {
             "times": _timed_steps(replica, spec["steps"], spec["warmup"], world),
             "gradient_bytes": replica.flat.numel() * replica.flat.element_size(),
+            "hosts": hosts,
+            "device": device.type,
+            "backend": backend,
+            "threads": threads,
+            "interface": interface if backend == "gloo" else None,
         }
-        if world > 1 and spec["backend"] == "gloo":
-            report.update(_measure_volume(replica, spec["volume_calls"], world))
+        if world > 1 and backend == "gloo":
+            report.update(_measure_volume(replica, spec["volume_calls"], hosts, interface))
         if rank == 0:
             (folder / "result.json").write_text(json.dumps(report))
         dist.barrier()  # a group torn down while a peer still works can abort it

@@ -1,12 +1,13 @@
 """``aihpc bench distributed``: Level 3, data-parallel training against one process.
 
-Launches ``--procs`` ranks on this node (gloo on the CPU, NCCL on GPUs) and
-one alone, times DDP steps and, apart, compute and the gradient all-reduce,
-and checks the ring all-reduce's computed volume against the bytes the
-ranks sent (see :mod:`aihpc.bench.distributed`).  ``--procs`` below 1 or
-above the cores (GPUs with CUDA), an unknown model, or CUDA asked for on a
-machine without it: one line and exit 2, before anything is launched.
-Progress lines go to stderr.
+Launches ``--procs`` ranks (gloo on the CPU, NCCL on GPUs) and one alone,
+on this node or with ``--slurm`` as the tasks of ``srun`` over ``--nodes``
+nodes, times DDP steps and, apart, compute and the gradient all-reduce, and
+checks the ring all-reduce's computed volume against the bytes the ranks
+sent (see :mod:`aihpc.bench.distributed`).  ``--procs`` below 1 or above
+the cores (GPUs with CUDA), an unknown model, CUDA asked for on a machine
+without it, or an unknown partition: one line and exit 2, before anything
+is launched.  Progress lines go to stderr.
 """
 
 from __future__ import annotations
@@ -33,6 +34,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default="auto", help="cpu (gloo), cuda (NCCL) or auto (default)"
     )
+    parser.add_argument(
+        "--threads-per-rank",
+        type=int,
+        help="torch threads of each rank (default: the cores / procs here; 1 with --slurm)",
+    )
+    parser.add_argument(
+        "--interface", help="network interface gloo uses, e.g. ib0 (default: lo here)"
+    )
+    slurm = parser.add_argument_group("across nodes")
+    slurm.add_argument(
+        "--slurm",
+        action="store_true",
+        help="start the ranks with srun (inside an allocation: its nodes; else srun asks for "
+        "them); the output's folder must be on a file system every node sees",
+    )
+    slurm.add_argument(
+        "--nodes", type=int, default=1, help="nodes the ranks spread over (default 1)"
+    )
+    slurm.add_argument("--partition", help="SLURM partition (default: the cluster's)")
     add_output_arguments(parser, "bench-distributed.json")
 
 
@@ -41,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from aihpc.bench.distributed import DistributedConfig, bench_distributed, format_table
+    from aihpc.bench.distributed_launch import Launcher
     from aihpc.cli.output import emit
     from aihpc.errors import ConfigError
 
@@ -51,11 +72,16 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         warmup=args.warmup,
         device=args.device,
+        threads_per_rank=args.threads_per_rank,
+        launcher=Launcher(args.slurm, args.nodes, args.partition, args.interface),
     )
-    config.backend()  # procs, model and device checked before the output path and the launch
+    # procs, model, device and SLURM checked before the output path and the launch
+    config.backend()
     if not args.out.parent.is_dir():
         raise ConfigError(f"cannot write {args.out}: directory {args.out.parent} does not exist")
     outcome = bench_distributed(
-        config, progress=lambda line: print(f"bench distributed: {line}", file=sys.stderr)
+        config,
+        progress=lambda line: print(f"bench distributed: {line}", file=sys.stderr),
+        shared_dir=args.out.parent.resolve() if args.slurm else None,
     )
     return emit(args, "bench-distributed", outcome.to_dict(), format_table(outcome))
