@@ -34,8 +34,11 @@ def test_the_summary_round_trips_through_its_json() -> None:
     summary = _summary((run,))
     d = json.loads(json.dumps(summary.to_dict()))
     assert d["runs"][0]["instances"][0]["curve"] == [[1, 1.5, 0.6], [2, 3.0, None]]
-    assert len(d) == 26 and len(d["runs"][0]) == 6 and len(d["runs"][0]["instances"][0]) == 19
+    assert len(d) == 26 and len(d["runs"][0]) == 6 and len(d["runs"][0]["instances"][0]) == 20
     assert TTTSummary.from_dict(d) == summary
+    # a ttt.json from before instances named their host reads, the host unknown
+    del d["runs"][0]["instances"][0]["host"]
+    assert TTTSummary.from_dict(d).runs[0].instances[0].host is None
     assert summary.missed() == [run.instances[0]]
 
 

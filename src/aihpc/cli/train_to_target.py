@@ -71,6 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00"
     )
     batch.add_argument("--worker-memory", help="memory limit of each worker, e.g. 8GiB")
+    batch.add_argument(
+        "--interface",
+        help="network interface the scheduler and the worker jobs use, e.g. ib0 (default: all)",
+    )
     p.add_argument("--out", type=Path, help="output folder (default runs/ttt-<workload>-<time>)")
     p.add_argument(
         "--json", action="store_true", help="print the JSON document instead of the table"
@@ -95,6 +99,7 @@ SETTINGS = (
     "partition",
     "walltime",
     "worker_memory",
+    "interface",
     "out",
 )
 

@@ -48,6 +48,7 @@ class TTTInstance:
     ops_per_s: float | None
     mlperf_log: str
     compliant: bool | None  # None: not checked yet
+    host: str | None = None  # the node it trained on; None in files from before it was recorded
 
     def __post_init__(self) -> None:
         for name in ("run", "instance", "epochs", "staged_bytes", "total_ops"):
@@ -64,7 +65,7 @@ class TTTInstance:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TTTInstance:
         curve = tuple((int(e), float(s), v) for e, s, v in d["curve"])
-        return cls(**{**_known(cls, d), "curve": curve})
+        return cls(**{**_known(cls, {"host": None, **d}), "curve": curve})
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import dataclass
@@ -92,6 +93,7 @@ class InstanceResult:
     samples_trained: int
     samples_evaluated: int
     log_path: str
+    host: str  # the node it trained on
 
     @property
     def time_to_train(self) -> float:
@@ -258,6 +260,7 @@ def _train(
         samples_trained=len(curve) * len(train),
         samples_evaluated=len(curve) * len(valid),
         log_path=task.log_path,
+        host=socket.gethostname(),
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aihpc.cluster import check_interface
 from aihpc.errors import ConfigError
 from aihpc.fmt import text_table
 from aihpc.records.ttt import TTTSummary
@@ -51,6 +52,7 @@ class Settings:
     partition: str | None = None
     walltime: str | None = None
     worker_memory: str | None = None
+    interface: str | None = None  # the network the scheduler and the worker jobs use, e.g. ib0
     out: Path | None = None  # None: runs/ttt-<workload>-<time>
 
     def __post_init__(self) -> None:
@@ -65,6 +67,12 @@ class Settings:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
         if not self.max_minutes > 0:
             raise ConfigError(f"--max-minutes must be > 0, got {self.max_minutes}")
+        if self.interface is not None:
+            if self.batch_system is None:
+                raise ConfigError(
+                    f"--interface is for worker jobs (--slurm), got {self.interface!r} without"
+                )
+            check_interface(self.interface)  # before any data or folder is made
         if self.data_dir is not None and not Path(self.data_dir).is_dir():
             raise ConfigError(
                 "--data-dir must be a folder with train/ and validation/, "
@@ -135,6 +143,7 @@ def open_executor(settings: Settings, plan: Plan):
             "partition": settings.partition,
             "walltime": settings.walltime,
             "worker_memory": settings.worker_memory,
+            "interface": settings.interface,
         }
         config = RunConfig.from_dict(
             {k: v for k, v in given.items() if v is not None}, source="flags"
@@ -224,11 +233,12 @@ def _num(value: float | None) -> str:
 def table(s: TTTSummary, out_dir: Path) -> str:
     """The summary for a terminal: the target, one row per instance, the aggregates, the files."""
     sense = ">=" if s.higher_is_better else "<="
-    head = ["run", "inst", "reached", "epochs", s.metric, "staging s", "time to train s", "GOPS"]
+    head = ["run", "inst", "host", "reached", "epochs", s.metric, "staging s", "time to train s"]
     rows = [
         [
             str(i.run),
             str(i.instance),
+            i.host or "?",
             str(i.reached),
             str(i.epochs),
             _num(i.quality),
@@ -243,7 +253,7 @@ def table(s: TTTSummary, out_dir: Path) -> str:
     lines = [
         f"{s.workload} ({s.benchmark}, size {s.size}, {s.division} division): "
         f"target {s.metric.upper()} {sense} {s.target}",
-        text_table([*head, "compliant"], rows),
+        text_table([*head, "GOPS", "compliant"], rows),
         f"time to train: {s.time_to_train_s:.1f} s ({s.time_to_train_aggregate}); "
         f"staging {s.staging_s:.2f} s per instance, timed apart",
     ]

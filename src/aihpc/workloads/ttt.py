@@ -246,6 +246,7 @@ def _instance_record(r: InstanceResult, compliance: dict[str, bool]) -> TTTInsta
         ops_per_s=r.total_ops / r.time_to_train if r.time_to_train > 0 else None,
         mlperf_log=r.log_path,
         compliant=compliance.get(r.log_path),
+        host=r.host,
     )
 
 
