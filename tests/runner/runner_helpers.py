@@ -14,11 +14,26 @@ epoch durations); the master still ends the run at its own deadline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import sqlite3
 import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
+
+
+def query_store(db: Path, sql: str, *args) -> list[tuple]:
+    """``sql``'s rows in a run store as it is now (read-only, beside the running master); none
+    while the store does not exist yet."""
+    if not db.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return con.execute(sql, args).fetchall()
+    except sqlite3.Error:  # not created yet, or its tables not yet
+        return []
 
 
 class StepClock:

@@ -11,12 +11,17 @@ as an NFS or Lustre mount would be.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from runner_helpers import query_store
 
 import slurm_cluster
 from slurm_cluster import INTERFACE, LOGIN_ADDRESS, NODE_ADDRESSES, NODES, PARTITION, sh, wait
@@ -199,6 +204,135 @@ def test_tls_a_process_on_a_node_without_the_runs_key_cannot_connect(two_nodes, 
         assert attempt("None").startswith("REFUSED")
         assert attempt("None", address.replace("tls://", "tcp://")).startswith("REFUSED")
         assert attempt(keys("other")).startswith("REFUSED")
+
+
+def test_bench_distributed_with_a_rank_on_each_node(two_nodes, tmp_path):
+    """Level 3 across the nodes: srun starts rank 0 on aihpc-n1 and rank 1 on aihpc-n2, gloo talks
+    over the bridge, and the ring volume matches what each rank's sockets sent (and the bridge
+    counted: each rank reads its own node's aihpc0)."""
+    out = tmp_path / "distributed.json"
+    command = [sys.executable, "-m", "aihpc", "bench", "distributed", "--procs", "2", "--slurm", "--nodes", "2",
+               "--partition", PARTITION, "--interface", INTERFACE, "--model", "digits_cnn", "--batch", "16",
+               "--steps", "8", "--warmup", "2", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())["data"]
+    assert (data["launcher"], data["nodes"], data["backend"], data["threads_per_rank"]) == ("srun", 2, "gloo", 1)
+    assert data["hosts"] == list(NODES)  # rank 0 on the first node, rank 1 on the second
+    parallel = data["parallel"]
+    assert parallel["allreduce_s"] > 0 and parallel["compute_s"] > 0
+    volume = data["volume"]
+    assert volume["measured_by"].startswith("tcp_info") and volume["interface"] == INTERFACE
+    assert 1.0 <= volume["ratio"] <= 1.02  # as on one node (tests/bench/test_distributed.py)
+    assert volume["interface_bytes_per_rank"] >= volume["bytes_per_rank_measured"]
+    assert f"ranks on 2 node(s): {', '.join(NODES)} (srun)" in proc.stdout
+    assert not list(tmp_path.glob("aihpc-bench-ddp-*"))  # the ranks' folder is gone
+
+
+def test_a_rank_that_fails_on_a_node_is_one_line_naming_it(two_nodes, tmp_path):
+    """An interface the nodes lack: every rank fails at the rendezvous; one line, exit 3."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "aihpc", "bench", "distributed", "--procs", "2", "--slurm", "--nodes", "2",
+         "--partition", PARTITION, "--interface", "nope0", "--model", "digits_cnn", "--steps", "1",
+         "--out", str(tmp_path / "d.json")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("aihpc bench: error: rank 0 of 1 failed") and "nope0" in last, last
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_train_to_target_two_instances_one_on_each_node(two_nodes, tmp_path):
+    """--slurm --instances 2: two worker jobs of one CPU, one on each node, train at once.  A target
+    no model meets (as in tests/workloads/test_ttt.py): each trains its whole budget, exit 4."""
+    out = tmp_path / "ttt"
+    command = [sys.executable, "-m", "aihpc", "train-to-target", "--workload", "cosmoflow", "--size", "tiny",
+               "--target", "0.0001", "--max-epochs", "6", "--runs", "1", "--instances", "2",
+               "--threads-per-worker", "1", "--slurm", "--partition", PARTITION, "--interface", INTERFACE,
+               "--worker-memory", "1GiB", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert proc.returncode == 4 and "not reached by 2 of 2 instance(s)" in proc.stderr, proc.stderr[-3000:]
+    data = json.loads((out / "ttt.json").read_text())["data"]
+    (run,) = data["runs"]
+    assert sorted(i["host"] for i in run["instances"]) == list(NODES)
+    a, b = run["instances"]
+    assert a["epochs"] == b["epochs"] == 6
+    assert max(a["run_start_ms"], b["run_start_ms"]) < min(a["run_stop_ms"], b["run_stop_ms"])  # at once
+    assert data["models_per_minute"] > 0
+    logs = " ".join(p.read_text() for p in (out / "batch-logs").glob("*.err"))
+    assert f"tls://{LOGIN_ADDRESS}:" in logs, logs[-2000:]
+    assert all(node in proc.stdout for node in NODES)  # the table's host column
+
+
+def _node_down(node: int) -> None:
+    """Node ``node`` goes as a crashed node does: first its link (nothing it sends arrives any
+    more), then every process in its namespace (its slurmd, the job's step, the worker)."""
+    assert sh("ip", "link", "del", f"aihpc-v{node}").returncode == 0
+    pids = [int(p) for p in sh("ip", "netns", "pids", f"aihpc-n{node}").stdout.split()]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_node_lost_mid_run(two_nodes, tmp_path):
+    """aihpc-n2 goes down while its worker trains: the run finishes on aihpc-n1, the lost epoch is
+    sent again, every committed epoch stays, verify passes, and the summary names the lost node and
+    the epoch.  The node is brought back for the tests after this one."""
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(QUICK_TOML)
+    run_dir, db = tmp_path / "run", tmp_path / "run" / "aihpc.sqlite"
+    command = [sys.executable, "-m", "aihpc", "run", "--slurm", "--nodes", "2", "--partition", PARTITION,
+               "--interface", INTERFACE, "--threads-per-worker", "1", "--worker-memory", "1GiB",
+               "--minutes", "1.0", "--no-live", "--config", str(cfg), "--out", str(run_dir)]  # fmt: skip
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lost_worker = _wait_until_training_on(db, NODES[1], run)
+        committed = set(query_store(db, "SELECT trial_id, epoch FROM epochs WHERE status = 'ok'"))
+        t0 = query_store(db, "SELECT MIN(start) FROM segments")[0][0]
+        t_down = time.time() - t0
+        _node_down(2)
+        stdout, stderr = run.communicate(timeout=400)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        seconds, why = slurm_cluster.start()  # the node back, for the tests after this one
+        assert why is None, why
+        node_idle = lambda: sh("sinfo", "-h", "-n", NODES[1], "-o", "%T").stdout.strip() == "idle"  # noqa: E731
+        wait(node_idle, 120, f"{NODES[1]} idle again")
+    assert run.returncode == 0, stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["score"]["valid"]
+    losses = [loss for loss in results["losses"] if loss["worker"] == lost_worker]
+    assert losses and all(loss["requeued"] and loss["address"] == NODE_ADDRESSES[NODES[1]] for loss in losses)
+    epochs = {(t["id"], e["epoch"]): e for t in results["trials"] for e in t["epochs"]}
+    assert committed <= {k for k, e in epochs.items() if e["status"] == "ok"}  # no committed epoch lost
+    resent = [epochs.get((loss["trial_id"], loss["epoch"])) for loss in losses]
+    assert all(e is not None and e["attempt"] > loss["attempt"] for e, loss in zip(resent, losses, strict=True))
+    assert all(e["worker"] != lost_worker for e in resent)
+    verify = subprocess.run([sys.executable, "-m", "aihpc", "verify", str(run_dir)], capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-2000:]
+    assert f"worker lost      {lost_worker} on {NODES[1]} at" in stdout, stdout
+    print(  # the timeline, for the record (pytest -s shows it)
+        f"node-loss timeline: node down at {t_down:.1f} s, loss seen at {losses[0]['t']:.1f} s, "
+        f"epoch sent again and started at {resent[0]['t_start']:.1f} s, run ended at "
+        f"{results['score']['wall_seconds']:.1f} s; the cluster back in {seconds:.1f} s"
+    )
+
+
+def _wait_until_training_on(db: Path, host: str, run: subprocess.Popen) -> str:
+    """The name of the run's worker on ``host``, once it has committed an epoch (so it is training
+    its next one: the master keeps every worker busy)."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and run.poll() is None:
+        rows = query_store(db, "SELECT value FROM meta WHERE key = 'devices'")
+        workers = json.loads(rows[0][0])["workers"] if rows else []
+        names = [w["worker"] for w in workers if w["host"] == host]
+        if names and query_store(db, "SELECT 1 FROM epochs WHERE worker = ? AND status = 'ok'", names[0]):
+            return names[0]
+        time.sleep(0.3)
+    pytest.fail(f"no epoch committed by the worker on {host} (run exit status {run.poll()})")
 
 
 def _left_behind() -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from runner_helpers import query_store
 
 from aihpc.records.mlperf_check import check_compliance
 
@@ -152,20 +152,9 @@ POLL_SECONDS = 0.3  # how often the tests look at a running run's store and proc
 LOSS_SECONDS = 5.0  # a killed worker's epoch shows in the store as lost within this (measured: 0.3 s)
 
 
-def _query(db: Path, sql: str, *args) -> list[tuple]:
-    """``sql``'s rows in the run store as it is now; none while the store does not exist yet."""
-    if not db.exists():
-        return []
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            return con.execute(sql, args).fetchall()
-    except sqlite3.Error:  # not created yet, or its tables not yet
-        return []
-
-
 def _ok_epochs(db: Path) -> int:
     """Trial-epochs the run has finished and committed."""
-    rows = _query(db, "SELECT COUNT(*) FROM epochs WHERE status = 'ok'")
+    rows = query_store(db, "SELECT COUNT(*) FROM epochs WHERE status = 'ok'")
     return rows[0][0] if rows else 0
 
 
@@ -290,7 +279,7 @@ def _busy_worker(master: subprocess.Popen, window: float = 0.5, share: float = 0
 
 def _trials_that_lost_an_epoch(db: Path) -> list[int]:
     """Trials for which the master has recorded a lost epoch (``trials.attempts``, lost attempts)."""
-    return [row[0] for row in _query(db, "SELECT id FROM trials WHERE attempts > 0 ORDER BY id")]
+    return [row[0] for row in query_store(db, "SELECT id FROM trials WHERE attempts > 0 ORDER BY id")]
 
 
 def _kill_worker_mid_epoch(master: subprocess.Popen, db: Path, kills: int = 3) -> int:
@@ -318,7 +307,7 @@ def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> 
     trial = _kill_worker_mid_epoch(master, db)
     # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or two;
     # its row, ok or cut short by the deadline, records the attempt that finished it.
-    _wait_for(lambda: _query(db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial),
+    _wait_for(lambda: query_store(db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial),
               f"trial {trial}'s lost epoch finished on a later attempt", timeout=180, run=master)
     _, stderr = master.communicate(timeout=180)
     assert master.returncode == 0, stderr
