@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aihpc.cli import main
-from aihpc.errors import ConfigError, DataError
+from aihpc.errors import DataError
 from aihpc.fmt import format_fraction, format_seconds, format_si
 from aihpc.records.results import read_results_document as load_results
 from aihpc.report import write_report
@@ -246,7 +246,7 @@ def test_missing_results_file(tmp_path: Path) -> None:
 
 
 def test_missing_run_dir(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="run directory or result file not found"):
+    with pytest.raises(DataError, match="run directory or result file not found"):
         write_report(tmp_path / "nope")
 
 
