@@ -41,7 +41,8 @@ def interface_address(name: str) -> str:
 
 
 def check_slurm(partition: str | None = None) -> None:
-    """ConfigError unless ``sbatch`` exists, the controller answers, and ``partition`` exists."""
+    """ConfigError unless SLURM's commands are on PATH and ``partition`` exists; RunFailure if
+    the controller does not answer."""
     for tool in ("sbatch", "srun", "scancel", "squeue"):
         if shutil.which(tool) is None:
             raise ConfigError(

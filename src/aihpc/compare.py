@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 from aihpc.fileio import read_json
 from aihpc.fmt import text_table
 from aihpc.records.environment import Environment
@@ -146,23 +146,23 @@ SCORED_KINDS: dict[str, ScoredKind] = {
 
 
 def load_entry(path: Path) -> Entry:
-    """The Entry of a result file, or of RUN_DIR/results.json; ConfigError (one line) if it has no
-    score."""
+    """The Entry of a result file, or of RUN_DIR/results.json; DataError (one line) if it is not
+    one or has no score."""
     path = Path(path)
     file = path / "results.json" if path.is_dir() else path
     doc = read_json(file, "result file")
     if not isinstance(doc, dict):
-        raise ConfigError(f"not an aihpc result: {file} (a JSON object expected)")
+        raise DataError(f"not an aihpc result: {file} (a JSON object expected)")
     kind = doc.get(
         "kind", "run" if isinstance(doc.get("score"), dict) and "trials" in doc else None
     )
     if kind not in SCORED_KINDS:
-        raise ConfigError(
+        raise DataError(
             f"cannot compare {file}: result kind {kind!r} carries no score "
             f"(comparable kinds: {', '.join(SCORED_KINDS)})"
         )
     if not isinstance(doc.get("schema_version"), int):
-        raise ConfigError(f"{file} has no schema_version")
+        raise DataError(f"{file} has no schema_version")
     return SCORED_KINDS[kind].read(doc, file)
 
 

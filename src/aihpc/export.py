@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from aihpc.errors import ConfigError, ModelError
+from aihpc.errors import ConfigError, ModelError, StorageError
 from aihpc.fileio import atomic_path
 
 __all__ = [
@@ -129,7 +129,7 @@ def _prepare_target(path: Path) -> None:
             "a component of it is a file, not a directory"
         ) from exc
     except OSError as exc:
-        raise ConfigError(
+        raise StorageError(
             f"cannot create output directory {path.parent}: {exc.strerror or exc}"
         ) from exc
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from aihpc.errors import ConfigError, StorageError
+from aihpc.errors import AihpcError, DataError, StorageError
 
 
 @contextlib.contextmanager
@@ -57,22 +57,25 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         f.write(raw)
 
 
-def read_json(path: Path, what: str) -> Any:
+def read_json(path: Path, what: str, error: type[AihpcError] = DataError) -> Any:
     """The parsed JSON of ``path``; ``what`` names the file in errors (e.g. "results file").
 
-    Missing file or invalid JSON: :class:`ConfigError`; a file that cannot be
-    read: :class:`StorageError`; one line each, naming the path.
+    Missing file or invalid JSON: ``error``, :class:`DataError` for an input
+    document (a result, a matcher), :class:`~aihpc.errors.ConfigError` where
+    the caller reads a configuration file the user wrote (a candidates list);
+    a file that cannot be read: :class:`StorageError`; one line each, naming
+    the path.
     """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{what} not found: {path}") from None
+        raise error(f"{what} not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise StorageError(f"cannot read {what} {path}: {' '.join(str(exc).split())}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(
+        raise error(
             f"{what} is not valid JSON: {path} (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None

@@ -35,7 +35,7 @@ from aihpc.compare import (
     energy_notes,
     load_entry,
 )
-from aihpc.errors import AihpcError, ConfigError
+from aihpc.errors import AihpcError, DataError
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
 COLUMNS = (
@@ -81,7 +81,7 @@ def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
     import json
 
     if not directory.is_dir():
-        raise ConfigError(f"not a directory: {directory}")
+        raise DataError(f"not a directory: {directory}")
     found: list[Path] = []
     skipped: list[Path] = []
     for path in sorted(directory.rglob("*.json")):
@@ -102,7 +102,7 @@ def build_ranking(
     """The ranked rows of every result under ``directory``, best first; and the files skipped."""
     paths, skipped = find_results(Path(directory))
     if not paths:
-        raise ConfigError(
+        raise DataError(
             f"no results under {directory} (no results.json, no result file with a score)"
         )
     entries = [load_entry(p) for p in paths]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 from aihpc.recommend import matcher as M
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.domain import check, describe
@@ -62,7 +62,7 @@ def test_predictions_stay_between_chance_and_one_with_the_interval_around_them(t
     for bad, words in (({"features": ["x"]}, "features differ"), ({"format_version": 1}, "format_version 2"),
                        ({"residuals": [0.1]}, "malformed matcher"), ({"alpha": 1.0}, "malformed matcher")):
         path.write_text(json.dumps({**m.to_dict(), **bad}))
-        with pytest.raises(ConfigError, match=words):
+        with pytest.raises(DataError, match=words):
             M.load(path)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import ConfigError, StorageError
+from aihpc.errors import DataError, StorageError
 from aihpc.records.files import KINDS, RESULT_FILE_SCHEMA_VERSION, read_result, result_document, write_result
 
 ENV = {"hostname": "node1", "torch_version": "2.x"}
@@ -56,13 +56,13 @@ def _write(path: Path, doc: object) -> Path:
         ({"kind": "roofline", "data": {}}, "unsupported schema_version None in {path}"),
     ],
 )
-def test_bad_files_are_one_line_config_errors_naming_the_file(tmp_path: Path, content: object, match: str) -> None:
+def test_bad_files_are_one_line_data_errors_naming_the_file(tmp_path: Path, content: object, match: str) -> None:
     path = tmp_path / "result.json"
     if isinstance(content, str):
         path.write_text(content)
     elif content is not None:
         _write(path, content)
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(DataError) as info:
         read_result(path, "roofline")
     message = str(info.value)
     assert message.startswith(match.format(path=path)) and "\n" not in message

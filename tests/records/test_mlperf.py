@@ -13,7 +13,7 @@ import torch
 import yaml
 
 import mlperf_logging.compliance_checker as checker_pkg
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 from aihpc.records import mlperf
 from aihpc.records.mlperf import BENCHMARK, MLPerfLog
 from aihpc.records.mlperf_check import RULES_DIR, RULES_FILE, check_compliance
@@ -326,7 +326,7 @@ def test_api_enforces_epoch_and_eval_ordering(tmp_path: Path) -> None:
 
 
 def test_check_compliance_missing_files(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="log file must exist"):
+    with pytest.raises(DataError, match="log file must exist"):
         check_compliance(tmp_path / "nope.log")
     (tmp_path / "x.log").write_text("")
     with pytest.raises(ConfigError, match="rules file must exist"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import ConfigError, DataError
+from aihpc.errors import DataError
 from aihpc.records.results import RunResults, read_results, read_results_document
 from aihpc.records.score import Score
 from fixture_run import FIXTURES
@@ -72,5 +72,5 @@ def test_a_version_this_aihpc_does_not_read_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema_version": 3}))
     with pytest.raises(DataError, match="results.json has no schema_version"):
         RunResults.from_dict({"score": {}})
-    with pytest.raises(ConfigError, match=r"unsupported results schema_version 3 .*\(supported: 1, 2\)"):
+    with pytest.raises(DataError, match=r"unsupported results schema_version 3 .*\(supported: 1, 2\)"):
         read_results(path)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aihpc.cli import main
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 from aihpc.fmt import format_fraction, format_seconds, format_si
 from aihpc.records.results import read_results_document as load_results
 from aihpc.report import write_report
@@ -231,7 +231,7 @@ def test_timeline_without_accuracy_still_plots() -> None:
 # --------------------------------------------------------------------------- errors
 
 
-def _assert_one_line(exc: pytest.ExceptionInfo[ConfigError]) -> str:
+def _assert_one_line(exc: pytest.ExceptionInfo[DataError]) -> str:
     message = str(exc.value)
     assert "\n" not in message
     return message
@@ -240,13 +240,13 @@ def _assert_one_line(exc: pytest.ExceptionInfo[ConfigError]) -> str:
 def test_missing_results_file(tmp_path: Path) -> None:
     run_dir = tmp_path / "empty"
     run_dir.mkdir()
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(DataError) as exc:
         write_report(run_dir)
     assert str(run_dir / "results.json") in _assert_one_line(exc)
 
 
 def test_missing_run_dir(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="run directory or result file not found"):
+    with pytest.raises(DataError, match="run directory or result file not found"):
         write_report(tmp_path / "nope")
 
 
@@ -254,7 +254,7 @@ def test_invalid_json(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "results.json").write_text('{"schema_version": 1,\n "score": {')
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(DataError) as exc:
         load_results(run_dir / "results.json")
     message = _assert_one_line(exc)
     assert "not valid JSON" in message and str(run_dir / "results.json") in message
@@ -264,7 +264,7 @@ def test_invalid_json(tmp_path: Path) -> None:
 def test_unsupported_schema_version(tmp_path: Path, version: Any) -> None:
     results = _fixture()
     results["schema_version"] = version
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(DataError) as exc:
         write_report(_run_dir(tmp_path, results))
     assert f"schema_version {version!r}" in _assert_one_line(exc)
 
@@ -277,7 +277,7 @@ def test_unsupported_schema_version(tmp_path: Path, version: Any) -> None:
 )
 def test_wrong_section_types(tmp_path: Path, patch: dict[str, Any], fragment: str) -> None:
     results = {"schema_version": 1, **patch}
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(DataError) as exc:
         write_report(_run_dir(tmp_path, results))
     assert fragment in _assert_one_line(exc)
 
@@ -286,7 +286,7 @@ def test_top_level_not_an_object(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "results.json").write_text("[1, 2]")
-    with pytest.raises(ConfigError, match="must hold a JSON object, got list"):
+    with pytest.raises(DataError, match="must hold a JSON object, got list"):
         write_report(run_dir)
 
 
@@ -350,7 +350,7 @@ def test_worker_plot_with_restart_segments(tmp_path: Path) -> None:
     page = write_report(_run_dir(tmp_path, results)).read_text()
     assert len(IMG_RE.findall(page)) == 5
     results["segments"] = {"t_start": 0.0}
-    with pytest.raises(ConfigError, match="'segments' must be a JSON array"):
+    with pytest.raises(DataError, match="'segments' must be a JSON array"):
         (tmp_path / "b").mkdir()
         load_results(_run_dir(tmp_path / "b", results) / "results.json")
 

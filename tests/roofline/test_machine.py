@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
@@ -106,9 +106,9 @@ def test_read_points(tmp_path: Path) -> None:
 
 
 def test_read_points_refuses_other_kinds_and_missing_points(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="holds bench-training results, not bench-operators or bench-network"):
+    with pytest.raises(DataError, match="holds bench-training results, not bench-operators or bench-network"):
         machine.read_points(_bench_file(tmp_path / "t.json", "bench-training", {"points": []}))
-    with pytest.raises(ConfigError, match=r"o.json holds no list of points \(data.points\)"):
+    with pytest.raises(DataError, match=r"o.json holds no list of points \(data.points\)"):
         machine.read_points(_bench_file(tmp_path / "o.json", "bench-operators", {"ops": []}))
 
 

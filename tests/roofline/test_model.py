@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline, RooflinePoint, load_or_measure, measure_roofline
 
@@ -70,7 +70,7 @@ def test_to_dict_from_dict_round_trip_through_json() -> None:
     ],
 )
 def test_from_dict_rejects_malformed(bad: object, match: str) -> None:
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(DataError, match=match):
         Roofline.from_dict(bad)
 
 
@@ -97,7 +97,7 @@ def test_point_from_dict_and_placement() -> None:
     ],
 )
 def test_point_from_dict_names_the_bad_field(bad: object, match: str) -> None:
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(DataError, match=match):
         RooflinePoint.from_dict(bad, "ops.json: points[3]")
 
 
@@ -121,10 +121,10 @@ def test_load_or_measure_refuses_another_device(tmp_path: Path) -> None:
 def test_load_or_measure_refuses_a_broken_saved_roofline(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     write_result(path, result_document("roofline", {"roofline": {"device": "cpu"}}, environment={}))
-    with pytest.raises(ConfigError, match="broken.json: malformed roofline"):
+    with pytest.raises(DataError, match="broken.json: malformed roofline"):
         load_or_measure(path, "cpu", ("float32",))
     write_result(path, result_document("roofline", {"peaks": {}}, environment={}))
-    with pytest.raises(ConfigError, match="broken.json holds no roofline"):
+    with pytest.raises(DataError, match="broken.json holds no roofline"):
         load_or_measure(path, "cpu", ("float32",))
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 from aihpc.recommend.families import calibration_tasks
 from aihpc.recommend.matcher import Matcher, features, fit
 from aihpc.recommend.study import SETS, Observation, observe_all, read_observations
@@ -43,7 +43,7 @@ def fit_observations(observations: list[Observation], provenance: dict) -> Match
     """The matcher fitted on ``observations`` (at least two families, for cross-validation)."""
     families = sorted({o.family for o in observations})
     if len(families) < 2:
-        raise ConfigError(f"calibration needs observations of >= 2 task families, got {families}")
+        raise DataError(f"calibration needs observations of >= 2 task families, got {families}")
     x, t, classes, groups, tasks = design(observations)
     provenance = {
         **provenance,

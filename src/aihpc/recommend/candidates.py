@@ -169,7 +169,7 @@ def from_file(path: Path, shape, classes) -> list[Candidate]:
     """Candidates listed in a JSON file (see the module docstring)."""
     from aihpc.fileio import read_json
 
-    doc = read_json(Path(path), "candidates file")
+    doc = read_json(Path(path), "candidates file", ConfigError)
     entries = doc.get("candidates") if isinstance(doc, dict) else doc
     if not isinstance(entries, list) or not entries:
         raise ConfigError(

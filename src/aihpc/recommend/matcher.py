@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.scoring import PROXY_BATCH, CandidateScore
 from aihpc.recommend.stats import kendall_tau
@@ -199,9 +199,9 @@ class Matcher:
     @classmethod
     def from_dict(cls, d: dict, where: str = "matcher") -> Matcher:
         if not isinstance(d, dict) or d.get("format_version") != FORMAT_VERSION:
-            raise ConfigError(f"{where}: not a matcher of format_version {FORMAT_VERSION}")
+            raise DataError(f"{where}: not a matcher of format_version {FORMAT_VERSION}")
         if tuple(d.get("features", ())) != FEATURES:
-            raise ConfigError(
+            raise DataError(
                 f"{where}: its features differ from this aihpc's ({', '.join(FEATURES)})"
             )
         try:
@@ -224,7 +224,7 @@ class Matcher:
                 dict(d.get("provenance", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{where}: malformed matcher ({exc})") from None
+            raise DataError(f"{where}: malformed matcher ({exc})") from None
 
 
 def _pair(values: tuple[float, ...]) -> tuple[float, float]:

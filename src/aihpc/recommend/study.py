@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 from aihpc.recommend.candidates import Candidate, builtin
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.families import TaskSpec
@@ -53,8 +53,6 @@ class Observation:
 
 def observation_from_dict(d: dict) -> Observation:
     """Inverse of :meth:`Observation.to_dict` (as read back from a validation result file)."""
-    from aihpc.errors import ConfigError
-
     try:
         scores = tuple(
             CandidateScore(
@@ -81,7 +79,7 @@ def observation_from_dict(d: dict) -> Observation:
             shape,
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"malformed observation in the result file ({exc!r})") from None
+        raise DataError(f"malformed observation in the result file ({exc!r})") from None
 
 
 def observe(
@@ -172,7 +170,7 @@ def read_observations(path: Path, kind: str) -> tuple[dict, list[Observation]]:
     data = read_result(path, kind)["data"]
     observations = [observation_from_dict(o) for o in data.get("observations", [])]
     if not observations:
-        raise ConfigError(f"{path} holds no observations")
+        raise DataError(f"{path} holds no observations")
     return data, observations
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 from aihpc.recommend.calibrate import fit_observations
 from aihpc.recommend.families import TaskSpec, validation_tasks
 from aihpc.recommend.matcher import Matcher
@@ -218,7 +218,7 @@ def rejudge_file(
     data, held_out = read_observations(path, "recommend-validation")
     steps = (data.get("validation") or {}).get("steps")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ConfigError(f"{path}: its validation gives no step count (got {steps!r})")
+        raise DataError(f"{path}: its validation gives no step count (got {steps!r})")
     return rejudge(calibration, held_out, margin=margin, steps=steps), held_out
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError, StorageError
+from aihpc.errors import DataError, StorageError
 from aihpc.fileio import atomic_write, read_json
 
 RESULT_FILE_SCHEMA_VERSION = 1
@@ -68,21 +68,22 @@ def write_result(path: Path, document: dict[str, Any]) -> Path:
 def read_result(path: Path, kind: str | None = None) -> dict[str, Any]:
     """A result document read back and checked; ``kind`` given: it must be that kind.
 
-    A missing, unreadable or malformed file, an unknown kind or version, is a
-    one-line :class:`ConfigError` naming the file.
+    A missing or malformed file, an unknown kind or version, a file of another
+    kind than ``kind``, is a one-line :class:`DataError` naming the file (one
+    that cannot be read: :class:`StorageError`).
     """
     path = Path(path)
     doc = read_json(path, "result file")
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
-        raise ConfigError(f"not an aihpc result file (no 'data' object): {path}")
+        raise DataError(f"not an aihpc result file (no 'data' object): {path}")
     if doc.get("kind") not in KINDS:
-        raise ConfigError(
+        raise DataError(
             f"unknown result kind {doc.get('kind')!r} in {path}; known: {', '.join(KINDS)}"
         )
     if kind is not None and doc["kind"] != kind:
-        raise ConfigError(f"{path} holds {doc['kind']} results, not {kind}")
+        raise DataError(f"{path} holds {doc['kind']} results, not {kind}")
     if doc.get("schema_version") != RESULT_FILE_SCHEMA_VERSION:
-        raise ConfigError(
+        raise DataError(
             f"unsupported schema_version {doc.get('schema_version')!r} in {path} "
             f"(this aihpc reads {RESULT_FILE_SCHEMA_VERSION})"
         )

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 
 RULES_DIR = Path(__file__).resolve().parent / "mlperf_rules"
 """Folder of our compliance-checker rules (shipped as package data)."""
@@ -39,13 +39,14 @@ def check_compliance(
     directory.  ``ok`` is True only when the checker exits 0 and reports
     SUCCESS; ``output`` is its combined stdout and stderr.  ``werror`` turns
     the checker's warnings (e.g. a once-only key repeated with equal values)
-    into failures.  Raises :class:`ConfigError` if the log or rules file is
-    missing.
+    into failures.  Raises :class:`DataError` if the log is missing (an
+    input), :class:`ConfigError` if the rules file is (the checker's
+    configuration).
     """
     log = Path(log_path).resolve()
     rules_path = Path(RULES_FILE if rules is None else rules).resolve()
     if not log.is_file():
-        raise ConfigError(f"MLPerf log file must exist, got {str(log_path)!r}")
+        raise DataError(f"MLPerf log file must exist, got {str(log_path)!r}")
     if not rules_path.is_file():
         raise ConfigError(f"compliance rules file must exist, got {str(rules)!r}")
     with tempfile.TemporaryDirectory(prefix="aihpc-mlperf-check-") as tmp:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError, DataError
+from aihpc.errors import DataError
 from aihpc.fileio import read_json
 from aihpc.records.environment import Environment
 from aihpc.records.peak import RunPeak
@@ -47,33 +47,33 @@ _SHAPES: dict[str, type] = {
 def read_results_document(path: Path) -> dict[str, Any]:
     """results.json parsed, checked and upgraded to the current schema.
 
-    ConfigError (one line, naming the path or the version) when the file is
-    missing or unreadable, is not valid JSON, is not a JSON object, has a
-    ``schema_version`` this aihpc does not read, or a section has the wrong
-    type (``trials`` not a list, a trial not an object).
+    DataError (one line, naming the path or the version) when the file is
+    missing, is not valid JSON, is not a JSON object, has a ``schema_version``
+    this aihpc does not read, or a section has the wrong type (``trials`` not
+    a list, a trial not an object); StorageError when it cannot be read.
     """
     path = Path(path)
     results = read_json(path, "results file")
     if not isinstance(results, dict):
-        raise ConfigError(
+        raise DataError(
             f"results file must hold a JSON object, got {type(results).__name__}: {path}"
         )
     version = results.get("schema_version")
     if isinstance(version, bool) or version not in READ_VERSIONS:
         supported = ", ".join(str(v) for v in READ_VERSIONS)
-        raise ConfigError(
+        raise DataError(
             f"unsupported results schema_version {version!r} in {path} (supported: {supported})"
         )
     for key, kind in _SHAPES.items():
         value = results.get(key)
         if value is not None and not isinstance(value, kind):
-            raise ConfigError(
+            raise DataError(
                 f"results field {key!r} must be a JSON {'object' if kind is dict else 'array'}, "
                 f"got {type(value).__name__}: {path}"
             )
     for index, trial in enumerate(results.get("trials") or []):
         if not isinstance(trial, dict):
-            raise ConfigError(
+            raise DataError(
                 f"results trials[{index}] must be a JSON object, got {type(trial).__name__}: {path}"
             )
     return upgrade(results)
@@ -199,8 +199,8 @@ class RunResults:
 
 
 def read_results(path: Path) -> RunResults:
-    """The record of the results.json at ``path`` (ConfigError or DataError, one line, if it is
-    not one)."""
+    """The record of the results.json at ``path`` (DataError, one line, if it is not one;
+    StorageError if it cannot be read)."""
     document = read_results_document(path)
     try:
         return RunResults.from_dict(document)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aihpc.errors import ConfigError
+from aihpc.errors import DataError
 from aihpc.fileio import atomic_write
 from aihpc.records.files import read_result
 from aihpc.records.results import read_results_document
@@ -32,7 +32,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     for each ``aihpc bench`` / ``profile`` / ``roofline`` result file in it)
     or one such result file (a page of its own).  Writes ``out`` if given,
     else ``RUN_DIR/report.html`` or ``FILE.html`` beside the file.  Raises
-    :class:`ConfigError` if ``path`` does not exist, a directory holds neither
+    :class:`DataError` if ``path`` does not exist, a directory holds neither
     results.json nor a result file, or a file is invalid (see
     :func:`aihpc.records.results.read_results_document`).
     """
@@ -53,7 +53,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
             page = render_html(results, render_all(results), extra=render_sections(documents))
         target = Path(out) if out is not None else path / REPORT_FILE
     else:
-        raise ConfigError(f"run directory or result file not found: {path}")
+        raise DataError(f"run directory or result file not found: {path}")
     atomic_write(target, page)
     return target
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 from aihpc.fmt import format_si
 from aihpc.records.peak import PeakResult
 from aihpc.roofline.model import Roofline, RooflinePoint
@@ -182,16 +182,16 @@ def read_points(path: Path) -> PointsFile:
     """Read ``data.points`` of a ``bench operators`` or ``bench network`` result file.
 
     A missing or malformed file, a file of another kind, or a bad point is a
-    one-line ConfigError naming the file (and the point's index).
+    one-line DataError naming the file (and the point's index).
     """
     from aihpc.records.files import read_result
 
     doc = read_result(path)
     if doc["kind"] not in POINT_KINDS:
-        raise ConfigError(f"{path} holds {doc['kind']} results, not {' or '.join(POINT_KINDS)}")
+        raise DataError(f"{path} holds {doc['kind']} results, not {' or '.join(POINT_KINDS)}")
     data = doc["data"]
     if not isinstance(data.get("points"), list):
-        raise ConfigError(f"{path} holds no list of points (data.points)")
+        raise DataError(f"{path} holds no list of points (data.points)")
     points = tuple(
         RooflinePoint.from_dict(point, f"{path}: points[{i}]", doc["kind"])
         for i, point in enumerate(data["points"])

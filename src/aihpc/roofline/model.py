@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Roofline:
 
     @classmethod
     def from_dict(cls, data: Any) -> Roofline:
-        """The inverse of :meth:`to_dict`; a malformed dict is a one-line :class:`ConfigError`."""
+        """The inverse of :meth:`to_dict`; a malformed dict is a one-line :class:`DataError`."""
         try:
             peaks = {str(k): _positive(v, f"peak of {k}") for k, v in data["peaks"].items()}
             bandwidth = data.get("bandwidth")
@@ -70,7 +70,7 @@ class Roofline:
                 bandwidth=None if bandwidth is None else _positive(bandwidth, "bandwidth"),
             )
         except (KeyError, TypeError, AttributeError) as exc:
-            raise ConfigError(
+            raise DataError(
                 f"malformed roofline (needs device, peaks, bandwidth): {exc!r}"
             ) from None
 
@@ -95,12 +95,12 @@ class RooflinePoint:
         """A point from ``{"label", "dtype", "intensity", "flops_per_s"}``; ``where`` names it in
         errors."""
         if not isinstance(data, dict):
-            raise ConfigError(
+            raise DataError(
                 f"{where} must be an object with label, dtype, intensity, flops_per_s, got {data!r}"
             )
         for key in ("label", "dtype"):
             if not isinstance(data.get(key), str):
-                raise ConfigError(f"{where}.{key} must be a string, got {data.get(key)!r}")
+                raise DataError(f"{where}.{key} must be a string, got {data.get(key)!r}")
         numbers = [
             _non_negative(data.get(key), f"{where}.{key}") for key in ("intensity", "flops_per_s")
         ]
@@ -158,11 +158,11 @@ def load_or_measure(
 
     data = read_result(Path(path), "roofline")["data"]
     if not isinstance(data.get("roofline"), dict):
-        raise ConfigError(f"{path} holds no roofline (data.roofline is missing)")
+        raise DataError(f"{path} holds no roofline (data.roofline is missing)")
     try:
         saved = Roofline.from_dict(data["roofline"])
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
     if saved.device.split(":")[0] != str(device).split(":")[0]:
         raise ConfigError(f"{path} holds the roofline of {saved.device}, not of {device}")
     return saved
@@ -175,11 +175,11 @@ def _non_negative(value: Any, name: str) -> float:
         or not math.isfinite(value)
         or value < 0
     ):
-        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise DataError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 
 
 def _positive(value: Any, name: str) -> float:
     if _non_negative(value, name) == 0:
-        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+        raise DataError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.cluster import check_interface
 from aihpc.config import RunConfig
-from aihpc.errors import ConfigError, StorageError
+from aihpc.errors import ConfigError, DataError, StorageError
 from aihpc.records.environment import Environment
 from aihpc.records.results import RunResults
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
@@ -120,7 +120,7 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
     """Open (or create) the run store after checking the directory; returns the run's config."""
     state = run_dir_state(run_dir)
     if resume and state != "run":
-        raise ConfigError(f"no run to resume in {run_dir}")
+        raise DataError(f"no run to resume in {run_dir}")
     if resume:
         check_resumable(run_dir)
     if not resume and state != "new":
@@ -145,9 +145,12 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
 
 
 def check_resumable(run_dir: Path) -> None:
-    """ConfigError unless ``run_dir``'s store holds a run that was stopped before it finished.
+    """Raise unless ``run_dir``'s store holds a run that was stopped before it finished.
 
-    Read-only: a refused resume changes nothing in the run directory.
+    StorageError if the store cannot be read, DataError if it holds no run
+    configuration or is of an older format, ConfigError if the run has
+    finished (there is nothing to resume).  Read-only: a refused resume
+    changes nothing in the run directory.
     """
     db = run_dir / "aihpc.sqlite"
     try:
@@ -157,9 +160,9 @@ def check_resumable(run_dir: Path) -> None:
             read_meta(db, "store_format"),
         )
     except StorageError as exc:
-        raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
+        raise StorageError(f"cannot resume {run_dir}: {exc}") from None
     if config is None:
-        raise ConfigError(
+        raise DataError(
             f"cannot resume {run_dir}: its store {db} holds no run configuration "
             "(the run never started, or the file is not an aihpc run store)"
         )
@@ -169,7 +172,7 @@ def check_resumable(run_dir: Path) -> None:
             f"{run_dir / 'results.json'}); --resume continues only a run that was stopped"
         )
     if layout != STORE_FORMAT:
-        raise ConfigError(
+        raise DataError(
             f"cannot resume {run_dir}: its store has format {layout or 1}, written by an older "
             f"aihpc; this one resumes format {STORE_FORMAT} only"
         )

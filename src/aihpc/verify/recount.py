@@ -37,7 +37,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import AihpcError, ConfigError, DataError, StorageError
+from aihpc.errors import AihpcError, DataError, StorageError
 from aihpc.records.results import read_results_document
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
@@ -47,26 +47,26 @@ MAX_DIFFS = 5  # differing fields named per trial before "and N more"
 
 
 def open_run(run_dir: Path):
-    """The run's store (read-only) and its results.json; ConfigError, one line, if it is not a
-    finished run."""
+    """The run's store (read-only) and its results.json; DataError, one line, if it is not a
+    finished run (StorageError if its store cannot be read)."""
     from aihpc.records.store import RunStore
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         why = "not a directory" if run_dir.exists() else "no such directory"
-        raise ConfigError(f"not a run directory: {run_dir} ({why})")
+        raise DataError(f"not a run directory: {run_dir} ({why})")
     if not (run_dir / "aihpc.sqlite").is_file():
-        raise ConfigError(
+        raise DataError(
             f"not a run directory: {run_dir} (no aihpc.sqlite, the store `aihpc run` writes)"
         )
     try:
         store = RunStore.read_only(run_dir)
         config = store.meta("config")
     except (StorageError, sqlite3.Error) as exc:
-        raise ConfigError(f"not a run directory: {run_dir} ({exc})") from None
+        raise StorageError(f"not a run directory: {run_dir} ({exc})") from None
     try:
         if config is None:
-            raise ConfigError(
+            raise DataError(
                 f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)"
             )
         return store, _read_results(run_dir / "results.json", run_dir)
@@ -77,9 +77,7 @@ def open_run(run_dir: Path):
 
 def _read_results(path: Path, run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
-        raise ConfigError(
-            f"run {run_dir} has not finished (no results.json): nothing to verify yet"
-        )
+        raise DataError(f"run {run_dir} has not finished (no results.json): nothing to verify yet")
     return read_results_document(path)
 
 
