@@ -20,9 +20,10 @@ one node and on most clusters; give ``interface`` (e.g. ``"ib0"``: workers
 and scheduler use that interface) where it is not.  Scheduler and workers
 talk TLS with a certificate made for the run unless ``tls`` is false.
 
-Problems the user can fix (no submit command, no SLURM controller, an
-unknown partition, bad sizes) raise :class:`aihpc.errors.ConfigError` before
-any job is submitted.  (Workers inside a SLURM allocation:
+Problems the user can fix (no submit command, an unknown partition, bad
+sizes) raise :class:`aihpc.errors.ConfigError` before any job is submitted;
+a SLURM controller that does not answer is a
+:class:`aihpc.errors.RunFailure`.  (Workers inside a SLURM allocation:
 :mod:`aihpc.runner.slurm`.)
 """
 

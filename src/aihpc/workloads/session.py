@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.cluster import check_interface
-from aihpc.errors import ConfigError
+from aihpc.errors import ConfigError, DataError
 from aihpc.fmt import text_table
 from aihpc.records.ttt import TTTSummary
 from aihpc.workloads.ttt import Plan
@@ -74,7 +74,7 @@ class Settings:
                 )
             check_interface(self.interface)  # before any data or folder is made
         if self.data_dir is not None and not Path(self.data_dir).is_dir():
-            raise ConfigError(
+            raise DataError(
                 "--data-dir must be a folder with train/ and validation/, "
                 f"got {str(self.data_dir)!r}"
             )
