@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -79,3 +80,15 @@ def read_json(path: Path, what: str, error: type[AihpcError] = DataError) -> Any
         raise error(
             f"{what} is not valid JSON: {path} (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+
+
+def wait_for_file(path: Path, timeout: float, poll: float = 0.1) -> bool:
+    """Whether ``path`` appears within ``timeout`` seconds, looked for every ``poll`` seconds: a
+    file another process writes (with :func:`atomic_write`, so it is whole once it is there),
+    perhaps on another node of a shared file system."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
+    return True

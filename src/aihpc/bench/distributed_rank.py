@@ -27,6 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from aihpc.bench.distributed import COLLECTIVE_TIMEOUT_S
+from aihpc.fileio import atomic_write, wait_for_file
 
 _TCP_BYTES_SENT_OFFSET = 200
 """Offset of ``tcpi_bytes_sent`` (u64) in Linux's ``struct tcp_info`` (since 4.19)."""
@@ -226,17 +227,12 @@ def _join(folder: Path, backend: str, rank: int, world: int) -> None:
         store = dist.TCPStore(
             host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
         )
-        partial = folder / "rendezvous.part"
-        partial.write_text(f"{host} {store.port}")
-        partial.replace(path)  # the others never read half of it
+        atomic_write(path, f"{host} {store.port}")  # the others never read half of it
     else:
-        deadline = time.monotonic() + COLLECTIVE_TIMEOUT_S
-        while not path.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"rank 0 wrote no rendezvous in {path} within {COLLECTIVE_TIMEOUT_S} s"
-                )
-            time.sleep(0.1)
+        if not wait_for_file(path, COLLECTIVE_TIMEOUT_S):
+            raise TimeoutError(
+                f"rank 0 wrote no rendezvous in {path} within {COLLECTIVE_TIMEOUT_S} s"
+            )
         host, port = path.read_text().split()
         store = dist.TCPStore(host, int(port), world, is_master=False, timeout=timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)

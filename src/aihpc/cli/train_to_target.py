@@ -47,6 +47,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stage-dir", help="node-local folder to stage the data to (default: a temporary folder)"
     )
+    _add_worker_arguments(p)
+    p.add_argument("--out", type=Path, help="output folder (default runs/ttt-<workload>-<time>)")
+    p.add_argument(
+        "--json", action="store_true", help="print the JSON document instead of the table"
+    )
+
+
+def _add_worker_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the instances train: local workers, a running scheduler, or batch jobs."""
     p.add_argument(
         "--threads-per-worker",
         type=int,
@@ -74,10 +83,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     batch.add_argument(
         "--interface",
         help="network interface the scheduler and the worker jobs use, e.g. ib0 (default: all)",
-    )
-    p.add_argument("--out", type=Path, help="output folder (default runs/ttt-<workload>-<time>)")
-    p.add_argument(
-        "--json", action="store_true", help="print the JSON document instead of the table"
     )
 
 

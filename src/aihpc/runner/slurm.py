@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.cluster import check_interface
 from aihpc.errors import ConfigError, WorkersLost
-from aihpc.fileio import atomic_write
+from aihpc.fileio import atomic_write, wait_for_file
 from aihpc.runner.dask_settings import use_worker_config
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -240,15 +240,11 @@ def _serve_worker(
 ) -> None:
     """Run one Dask worker (under a nanny) for this rank until the scheduler closes it."""
     import asyncio
-    import time
 
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise WorkersLost(
-                f"no scheduler file {path} after {timeout:.0f} s; is it on a shared path?"
-            )
-        time.sleep(0.2)
+    if not wait_for_file(path, timeout, poll=0.2):
+        raise WorkersLost(
+            f"no scheduler file {path} after {timeout:.0f} s; is it on a shared path?"
+        )
     info = json.loads(path.read_text())
     address = info["address"]
 
