@@ -1,0 +1,14 @@
+"""One epoch of one trial, on the worker that was sent it.
+
+* :mod:`~aihpc.train.worker` -- the task every worker runs: the epoch, alone
+  (:mod:`~aihpc.train.trainer`) or data-parallel over a pool of ranks
+  (:mod:`~aihpc.train.ranks`, :mod:`~aihpc.train.group`).
+* :mod:`~aihpc.train.staging` and :mod:`~aihpc.train.feed` -- the data, staged
+  once per worker and read in batches; :mod:`~aihpc.train.inputs` -- the
+  operations per sample, counted once per architecture.
+* :mod:`~aihpc.train.optim`, :mod:`~aihpc.train.evaluation`,
+  :mod:`~aihpc.train.timing` -- the optimizer and schedule, evaluation
+  passes, phase times; :mod:`~aihpc.train.weights` -- the weight files each
+  epoch writes where it trained; :mod:`~aihpc.train.screen` -- proxy
+  screening of candidate children.
+"""
