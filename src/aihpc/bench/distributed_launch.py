@@ -77,7 +77,7 @@ def launch(
         folder = Path(tmp)
         (folder / "config.json").write_text(json.dumps(spec))
         if launcher.srun:
-            _srun(folder, procs, spec.get("threads"), launcher)
+            _srun(folder, procs, spec["threads"], launcher)
         else:
             _local(folder, procs, spec["threads"], launcher.interface)
         return RankReport(**json.loads((folder / "result.json").read_text()))
