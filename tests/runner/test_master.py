@@ -9,6 +9,7 @@ import pytest
 
 from aihpc.config import RunConfig
 from aihpc.nas.build import SpecNet
+from aihpc.nas.spec import ArchSpec
 from aihpc.runner.master import Master
 from aihpc.records.store import RunStore
 
@@ -176,9 +177,9 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path,
     master.deadline = clock.now + 60.0  # run() sets it before restoring
     master._restore()
     assert master.next_id == 3 and master.epoch_counter == 7 and master.ops == store.total_ops()
-    assert master.seen_hashes == {r.arch_hash for r in rows}
-    assert [c.trial_id for c in master.finished] == [0, 1]
-    assert set(master.parent_weights) == {0, 1}
+    assert master.proposer.seen_hashes == {r.arch_hash for r in rows}
+    assert [c.trial_id for c in master.parents.window] == [0, 1]
+    assert master.parents.files() == {store.epochs(i)[-1].weights.name for i in (0, 1)}
     assert master.best_accuracy == max(e.metrics["val_accuracy"] for e in store.epochs())
     (trial,) = master.running.values()
     assert trial.id == 2 and trial.epochs_done == 1 and trial.budget == 3 and trial.hparams == rows[2].hparams
@@ -186,7 +187,7 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path,
     assert (task.trial_id, task.epoch, task.attempt, task.morph) == (2, 2, 1, None)
     assert task.start == store.epochs(2)[0].weights and task.start.name == "trial2-epoch1-try1.pt"
     state, optimizer = load(Path(task.weights_dir), task.start)
-    assert optimizer["state"] and set(state) == set(SpecNet(master._spec(2)).state_dict())  # weights and momentum
+    assert optimizer["state"] and set(state) == set(SpecNet(ArchSpec.from_dict(trial.arch)).state_dict())  # weights and momentum
 
 
 def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, killed_run) -> None:

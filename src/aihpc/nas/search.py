@@ -11,7 +11,8 @@ parent is the most accurate of ``tournament`` members drawn at random.  It
 needs no model of the search space (AIPerf used Bayesian optimisation with an
 edit-distance kernel, which serialises the master on a Gaussian-process fit),
 costs microseconds per proposal, and works unchanged when results arrive out
-of order from many workers.  ``random`` (a uniformly chosen finished trial)
+of order from many workers.  ``random`` (a uniformly chosen trial of the same
+window of the ``population`` most recently finished)
 is the baseline any strategy should beat, and ``none`` (no architecture search:
 every trial retrains the seed network from a fresh initialisation, only its
 hyperparameters searched) the baseline that any search must beat.
@@ -62,6 +63,9 @@ class AgingEvolution(Strategy):
 
 
 class RandomParent(Strategy):
+    """A parent drawn uniformly from ``finished``: the master passes the same bounded window
+    of recent trials as for evolution, whose weights it keeps (:mod:`aihpc.runner.parents`)."""
+
     def choose(self, finished: Sequence[Candidate], rng: random.Random) -> Candidate | None:
         return rng.choice(list(finished)) if finished else None
 

@@ -28,101 +28,10 @@ from aihpc.errors import StorageError
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
 from aihpc.records.rows import FINISHED, EpochRow, LostEpoch, TrialRow
 from aihpc.records.score import Segment
+from aihpc.records.store_schema import RECORD_ROWS, RECORD_SQL, SCHEMA, STORE_FORMAT
 from aihpc.records.task import Morph
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS segments (id INTEGER PRIMARY KEY, start REAL NOT NULL, stop REAL);
-CREATE TABLE IF NOT EXISTS trials (
-    id INTEGER PRIMARY KEY,
-    parent INTEGER,
-    arch_hash TEXT NOT NULL,
-    arch TEXT NOT NULL,
-    morph TEXT NOT NULL,
-    hparams TEXT NOT NULL,
-    hpo_number INTEGER,
-    budget INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    reason TEXT,
-    num_params INTEGER,
-    recipe TEXT,
-    t_created REAL NOT NULL,
-    t_end REAL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    traceback TEXT
-);
-CREATE TABLE IF NOT EXISTS epochs (
-    trial_id INTEGER NOT NULL,
-    epoch INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    t_start REAL NOT NULL,
-    t_end REAL NOT NULL,
-    ops_train INTEGER NOT NULL,
-    ops_eval INTEGER NOT NULL,
-    metrics TEXT NOT NULL,
-    phase_seconds TEXT NOT NULL,
-    ops_per_sample TEXT NOT NULL,
-    device TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    weights TEXT,
-    weights_digest TEXT,
-    PRIMARY KEY (trial_id, epoch)
-);
-CREATE TABLE IF NOT EXISTS screenings (
-    id INTEGER PRIMARY KEY,
-    parent INTEGER NOT NULL,
-    trial INTEGER,
-    status TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    t_start REAL NOT NULL,
-    t_end REAL NOT NULL,
-    batch INTEGER NOT NULL,
-    ops INTEGER NOT NULL,
-    chosen INTEGER,
-    candidates TEXT NOT NULL,
-    reason TEXT
-);
-CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS losses (
-    t REAL NOT NULL,
-    trial_id INTEGER NOT NULL,
-    epoch INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    worker TEXT,
-    address TEXT,
-    reason TEXT NOT NULL,
-    requeued INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chain (
-    seq INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL,
-    key TEXT NOT NULL,
-    record_sha256 TEXT NOT NULL,
-    chain_sha256 TEXT NOT NULL
-);
-"""
-
-# kind of record -> (its table, the WHERE clause that finds its row)
-_RECORD_ROWS = {
-    "trial": ("trials", "id = ?"),
-    "finish": ("trials", "id = ?"),
-    "attempt": ("trials", "id = ?"),
-    "epoch": ("epochs", "trial_id = ? AND epoch = ?"),
-    "screening": ("screenings", "id = ?"),
-    "segment": ("segments", "id = ?"),
-    "meta": ("meta", "key = ?"),
-}
-# kind of record -> the query that reads it back as stored (a primary-key lookup)
-_RECORD_SQL = {
-    kind: f"SELECT {', '.join(RECORD_COLUMNS[kind])} FROM {table} WHERE {where}"  # noqa: S608 - constants
-    for kind, (table, where) in _RECORD_ROWS.items()
-}
-
-# The layout of the tables and the weight files; a run is resumed only by an
-# aihpc that writes the same format (format 1 kept every trial's weights in
-# one file, which the master wrote; format 2 had no digest chain).
-STORE_FORMAT = 3
+__all__ = ["STORE_FORMAT", "RunStore", "read_meta", "run_dir_state"]
 
 
 class RunStore:
@@ -242,6 +151,13 @@ class RunStore:
             (trial_id,),
             link=("attempt", (trial_id,)),
         )
+
+    def finish_order(self) -> list[int]:
+        """The ids of the finished trials in the order they finished (their digest-chain links)."""
+        return [
+            int(r[0])
+            for r in self.db.execute("SELECT key FROM chain WHERE kind = 'finish' ORDER BY seq")
+        ]
 
     def trials(self) -> list[TrialRow]:
         out = []
@@ -385,7 +301,7 @@ class RunStore:
     def raw_rows(self, table: str) -> list[dict[str, Any]]:
         """Every row of ``table`` exactly as stored (JSON columns as text), for the chain's
         checks."""
-        if table not in {t for t, _ in _RECORD_ROWS.values()}:
+        if table not in {t for t, _ in RECORD_ROWS.values()}:
             raise ValueError(f"no chained table {table!r}")
         if not self._has_table(table):
             return []  # a table newer than the store (screenings)
@@ -431,7 +347,7 @@ class RunStore:
     def _link(self, kind: str, key: tuple) -> str:
         """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the
         new head."""
-        row = self.db.execute(_RECORD_SQL[kind], key).fetchone()
+        row = self.db.execute(RECORD_SQL[kind], key).fetchone()
         record = record_digest(kind, dict(zip(RECORD_COLUMNS[kind], row, strict=True)))
         head = chain_digest(self._head, record)
         self.db.execute(

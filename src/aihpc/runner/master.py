@@ -21,7 +21,6 @@ and counts → result → store → score.  Nothing downstream calls back upstre
 
 from __future__ import annotations
 
-import random
 import time
 from collections import deque
 from pathlib import Path
@@ -33,11 +32,11 @@ from aihpc.records.rows import LostEpoch
 from aihpc.records.score import Score, active_seconds, compute_score, wall_seconds
 from aihpc.records.store import RunStore
 from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
-from aihpc.records.trial import Hyperparameters
 from aihpc.runner import screening
-from aihpc.runner.trials import LiveTrial, epoch_budget, progress, resumed_trial
+from aihpc.runner.parents import SEED_TRIAL, ParentPool
+from aihpc.runner.proposals import Child, Proposer
+from aihpc.runner.trials import LiveTrial, epoch_budget, progress, resumed_trial, trial_seed
 
-MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
 # how long in-flight epochs may run past the deadline before they are cancelled
 GRACE_SECONDS = 60.0
@@ -70,7 +69,6 @@ class Master:
         self.input_shape = tuple(data_info["input_shape"])
         self.num_classes = int(data_info["num_classes"])
         self.val_samples = int(data_info["num_val"])
-        self.max_params = data_info["max_params"]
         # None: no architecture search (strategy "none"), every trial retrains the seed network
         self.strategy = make_strategy(config.strategy, config.population, config.tournament)
         # aihpc.runner.run sizes batch_sizes to the device before a master starts
@@ -82,14 +80,18 @@ class Master:
             config.schedule,
             processes=config.hpo_processes,
         )
-        self.rng = random.Random(config.seed)
         self.running: dict[int, LiveTrial] = {}
-        self.finished: list[Any] = []  # Candidates, oldest first
-        self.seen_hashes: set[str] = set()
-        self.archs: dict[int, dict[str, Any]] = {}  # trial id -> architecture
-        self.specs: dict[int, Any] = {}  # trial id -> its ArchSpec, built when first needed
-        self.parent_weights: dict[int, WeightsRef] = {}  # finished trial id -> its last weights
         self.weights_dir = str(store.weights_dir.resolve())
+        self.parents = ParentPool(store.weights_dir, config.population)
+        self.proposer = Proposer(
+            config,
+            self.strategy,
+            self.hpo,
+            self.parents,
+            self.input_shape,
+            self.num_classes,
+            data_info["max_params"],
+        )
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
@@ -98,7 +100,7 @@ class Master:
         self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
         self.in_flight: dict[Any, EpochTask | ScreenTask] = {}
-        # screening id -> parent, children
+        # screening id -> parent, candidate children (spec, recipe, morphs)
         self.screens: dict[int, tuple[int, list[tuple[Any, Morph, str]]]] = {}
         self.next_screen = len(store.screenings())
         self.slots = 0  # the executor's task slots at the last fill
@@ -177,11 +179,12 @@ class Master:
         return self._new_trial_task()
 
     def _screen_task(self) -> ScreenTask:
-        parent, children = self._children(self.config.screen)
+        parent, children = self.proposer.children(self.config.screen)
         # none is proposed again
-        self.seen_hashes.update(spec.content_hash() for spec, _, _ in children)
+        self.proposer.seen_hashes.update(spec.content_hash() for spec, _, _ in children)
         screen_id, self.next_screen = self.next_screen, self.next_screen + 1
         self.screens[screen_id] = (parent, children)
+        self.parents.pin(parent)  # the chosen child's recipe names its weights
         return ScreenTask(
             screen_id=screen_id,
             parent=parent,
@@ -192,9 +195,13 @@ class Master:
             threads=self.layout.threads if self.layout else None,
         )
 
-    def _new_trial_task(self, child: tuple[int, Any, Morph, str] | None = None) -> EpochTask:
-        trial = self._propose(child)
+    def _new_trial_task(self, child: Child | None = None) -> EpochTask:
+        budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
+        trial = self.proposer.trial(self.next_id, budget, self.slots, child)
+        self.next_id += 1
         self.running[trial.id] = trial
+        if trial.needs_parent():
+            self.parents.pin(trial.parent)
         self.store.add_trial(
             {
                 "id": trial.id,
@@ -211,108 +218,6 @@ class Master:
             }
         )
         return self._task(trial, attempt=1)
-
-    def _propose(self, child: tuple[int, Any, Morph, str] | None = None) -> LiveTrial:
-        """A new trial: the seed, ``child`` (parent, spec, recipe, how), or a child morphed now."""
-        from aihpc.nas.seeds import seed_spec
-
-        trial_id = self.next_id
-        self.next_id += 1
-        number, drawn = self.hpo.ask(depth=self.slots)
-        budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
-        # "none": every trial the seed, afresh
-        if child is None and (trial_id == 0 or self.strategy is None):
-            spec = seed_spec(self.input_shape, self.num_classes)
-            parent, morph, recipe = None, "seed", None
-        else:
-            if child is None:
-                parent, children = self._children(1)
-                child = (parent, *children[0])
-            parent, spec, recipe, morph = child
-        arch, arch_hash = spec.to_dict(), spec.content_hash()
-        self.seen_hashes.add(arch_hash)
-        self.archs[trial_id], self.specs[trial_id] = arch, spec
-        return LiveTrial(
-            id=trial_id,
-            parent=parent,
-            arch=arch,
-            arch_hash=arch_hash,
-            morph=morph,
-            hparams=Hyperparameters.from_dict(drawn),
-            hpo_number=number,
-            budget=budget,
-            num_params=spec.num_params(),
-            seed=self._seed(trial_id),
-            recipe=recipe,
-        )
-
-    def _children(self, k: int) -> tuple[int, list[tuple[Any, Morph, str]]]:
-        """``k`` new architectures morphed from one parent the strategy chooses.
-
-        Returns (parent, [(spec, recipe, how)]).
-
-        Only architectures are morphed here; a recipe lets the worker make the
-        same morphisms on the parent's weights.  Before any trial has
-        finished, the parent is the seed with its initial weights.  A child
-        whose architecture was already tried (or is a sibling's) is morphed
-        again; a parent that cannot give ``k`` new children within
-        ``max_params`` is passed over for another (the seed, the smallest, last).
-        """
-        from aihpc.errors import MorphError
-
-        assert self.strategy is not None, "only a run with a search strategy morphs"
-        last_error = None
-        for attempt in range(MORPH_TRIES):
-            chosen = (
-                self.strategy.choose(self.finished, self.rng) if attempt < MORPH_TRIES - 1 else None
-            )
-            parent = chosen.trial_id if chosen is not None else 0
-            taken: set[str] = set()
-            try:
-                return parent, [self._morph(parent, taken) for _ in range(k)]
-            except MorphError as exc:
-                last_error = exc
-        raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
-
-    def _morph(self, parent: int, taken: set[str]) -> tuple[Any, Morph, str]:
-        """One child of ``parent`` whose architecture is neither tried nor in ``taken``.
-
-        The child's architecture is added to ``taken``.
-        """
-        from aihpc.errors import MorphError
-        from aihpc.nas.morphism import random_plan
-
-        seed = self.rng.getrandbits(63)
-        rng = random.Random(seed)
-        spec = self._spec(parent)
-        morphs: list[str] = []
-        for steps in range(1, MORPH_TRIES + 1):  # morph again until the architecture is new
-            spec, _, description = random_plan(spec, rng, self.max_params)
-            morphs.append(description)
-            arch_hash = spec.content_hash()
-            if arch_hash not in self.seen_hashes and arch_hash not in taken:
-                taken.add(arch_hash)
-                recipe = Morph(
-                    self.archs[parent],
-                    self.parent_weights.get(parent),
-                    self._seed(parent),
-                    seed,
-                    steps,
-                    self.max_params,
-                )
-                return spec, recipe, "; ".join(morphs)
-        raise MorphError(f"{MORPH_TRIES} morphs of trial {parent} gave no new architecture")
-
-    def _spec(self, trial_id: int):
-        if trial_id not in self.specs:
-            from aihpc.nas.spec import ArchSpec
-
-            self.specs[trial_id] = ArchSpec.from_dict(self.archs[trial_id])
-        return self.specs[trial_id]
-
-    def _seed(self, trial_id: int) -> int:
-        """The seed of a trial's initialisation and data order, from the run's seed."""
-        return self.config.seed * 7919 + trial_id
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         return EpochTask(
@@ -402,6 +307,7 @@ class Master:
             first = self._new_trial_task((parent, spec, recipe, how))
             self.pending.insert(0, first)
             trial_id = first.trial_id
+        self.parents.unpin(parent)  # the trial, if one started, holds its own pin
         record = screening.row(
             task, result, [(spec.content_hash(), how) for spec, _, how in children], trial_id
         )
@@ -413,24 +319,31 @@ class Master:
         """The trial continues from ``weights``; the file they supersede is deleted.
 
         Nothing else can need it: children start only from finished trials,
-        whose last weights are never superseded.
+        whose last weights are never superseded.  A child's first weights
+        release its parent's pin.
         """
+        needed_parent = trial.needs_parent()
         old, trial.weights = trial.weights, weights or trial.weights
         if old is not None and trial.weights != old:
             Path(self.weights_dir, old.name).unlink(missing_ok=True)
+        if needed_parent and not trial.needs_parent():
+            self.parents.unpin(trial.parent)
 
     def _finish(
         self, trial: LiveTrial, status: str, reason: str | None, traceback: str | None = None
     ) -> None:
-        from aihpc.nas.search import Candidate
-
         self.running.pop(trial.id, None)
         self.pending = [t for t in self.pending if t.trial_id != trial.id]
         self.store.finish_trial(trial.id, status, self.clock(), reason, traceback)
         self.hpo.tell(trial.hpo_number, trial.best_accuracy)
+        if trial.needs_parent():
+            self.parents.unpin(trial.parent)
         if trial.best_accuracy is not None and trial.weights is not None:
-            self.finished.append(Candidate(trial.id, trial.best_accuracy))
-            self.parent_weights[trial.id] = trial.weights
+            self.parents.finished(
+                trial.id, trial.best_accuracy, trial.arch, trial.weights, trial.spec
+            )
+        elif trial.weights is not None:  # no finished epoch: nothing can start from them
+            Path(self.weights_dir, trial.weights.name).unlink(missing_ok=True)
         if status in ("failed", "diverged"):
             self.observer.event(f"trial {trial.id} {status}: {reason}")
 
@@ -438,33 +351,43 @@ class Master:
     def _restore(self) -> None:
         """Rebuild the search's state from a store that already holds trials.
 
-        Finished trials are kept; a trial that was running when the previous
-        master died continues from its last finished epoch, with that epoch's
-        weights and optimizer state (without one, from its recipe, as a
-        child's first epoch does).
+        Finished trials are told to the hyperparameter search and given to
+        the parent pool in the order they finished, so the pool keeps what it
+        kept before; weight files that nothing names any more are deleted.  A
+        trial that was running when the previous master died continues from
+        its last finished epoch, with that epoch's weights and optimizer
+        state (without one, from its recipe, as a child's first epoch does).
         """
-        from aihpc.nas.search import Candidate
-
         self.ops = self.store.total_ops()
-        for row in self.store.trials():
+        rows = {row.id: row for row in self.store.trials()}
+        if SEED_TRIAL in rows:
+            self.parents.add_seed(rows[SEED_TRIAL].arch)
+        ended = []
+        for row in rows.values():
             accs, weights = progress(self.store.epochs(row.id))
             best = max(accs) if accs else None
             self.next_id = max(self.next_id, row.id + 1)
-            self.seen_hashes.add(row.arch_hash)
-            self.archs[row.id] = row.arch
+            self.proposer.seen_hashes.add(row.arch_hash)
             self.epoch_counter += len(accs)
             if best is not None and (self.best_accuracy is None or best > self.best_accuracy):
                 self.best_accuracy = best
             if row.status != "running":
-                self.hpo.restore(row.hparams.to_dict(), best)
-                if best is not None and weights is not None:
-                    self.finished.append(Candidate(row.id, best))
-                    self.parent_weights[row.id] = weights
+                ended.append((row, best, weights))
                 continue
             hpo_number = self.hpo.resume(row.hparams.to_dict())
-            trial = resumed_trial(row, accs, weights, self.archs, hpo_number, self._seed(row.id))
+            parent_arch = rows[row.parent].arch if row.parent is not None else None
+            seed = trial_seed(self.config.seed, row.id)
+            trial = resumed_trial(row, accs, weights, parent_arch, hpo_number, seed)
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
+            if trial.needs_parent():
+                self.parents.pin(trial.parent)
+        order = {trial_id: i for i, trial_id in enumerate(self.store.finish_order())}
+        for row, best, weights in sorted(ended, key=lambda e: (order.get(e[0].id, -1), e[0].id)):
+            self.hpo.restore(row.hparams.to_dict(), best)
+            if best is not None and weights is not None:
+                self.parents.finished(row.id, best, row.arch, weights)
+        self.parents.sweep({t.weights.name for t in self.running.values() if t.weights})
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:

@@ -31,6 +31,17 @@ class LiveTrial:
     best_accuracy: float | None = None
     best_epoch: int = 0
     weights: WeightsRef | None = None  # the weights of the last epoch committed
+    spec: Any = None  # its ArchSpec, where the master has built it
+
+    def needs_parent(self) -> bool:
+        """Whether its next epoch starts from its parent's weights (through its recipe): a
+        child whose first epoch is not yet committed."""
+        return self.recipe is not None and self.weights is None
+
+
+def trial_seed(run_seed: int, trial_id: int) -> int:
+    """The seed of a trial's initialisation and data order, from the run's seed."""
+    return run_seed * 7919 + trial_id
 
 
 def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> int:
@@ -62,14 +73,14 @@ def resumed_trial(
     row: TrialRow,
     accs: list[float],
     weights: WeightsRef | None,
-    archs: dict[int, dict[str, Any]],
+    parent_arch: dict[str, Any] | None,
     hpo_number: int,
     seed: int,
 ) -> LiveTrial:
     """A trial that was running when the previous master died, after ``len(accs)`` finished epochs.
 
-    ``archs``: the architectures of the trials so far by id, where a child whose
-    first epoch is still to be made from its recipe finds its parent's.
+    ``parent_arch``: its parent's architecture, from which a child whose first
+    epoch is still to be made from its recipe starts.
     """
     return LiveTrial(
         id=row.id,
@@ -82,7 +93,7 @@ def resumed_trial(
         budget=row.budget,
         num_params=row.num_params,
         seed=seed,
-        recipe=_recipe(row.recipe, row.parent, archs) if row.recipe is not None else None,
+        recipe=_recipe(row.recipe, parent_arch) if row.recipe is not None else None,
         epochs_done=len(accs),
         best_accuracy=max(accs) if accs else None,
         best_epoch=accs.index(max(accs)) + 1 if accs else 0,
@@ -90,8 +101,7 @@ def resumed_trial(
     )
 
 
-def _recipe(saved: dict[str, Any], parent: int | None, archs: dict[int, dict[str, Any]]) -> Morph:
+def _recipe(saved: dict[str, Any], parent_arch: dict[str, Any] | None) -> Morph:
     """A child's morph recipe as the store keeps it, with its parent's architecture."""
     parent_weights = WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
-    parent_arch = archs[parent] if parent is not None else None
     return Morph(**{**saved, "parent_arch": parent_arch, "parent_weights": parent_weights})

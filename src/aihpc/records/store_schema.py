@@ -1,0 +1,102 @@
+"""The run store's tables, the rows its digest chain covers, and the format number a resume checks.
+
+(:mod:`aihpc.records.store` reads and writes them.)
+"""
+
+from __future__ import annotations
+
+from aihpc.records.chain import RECORD_COLUMNS
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS segments (id INTEGER PRIMARY KEY, start REAL NOT NULL, stop REAL);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY,
+    parent INTEGER,
+    arch_hash TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    morph TEXT NOT NULL,
+    hparams TEXT NOT NULL,
+    hpo_number INTEGER,
+    budget INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    num_params INTEGER,
+    recipe TEXT,
+    t_created REAL NOT NULL,
+    t_end REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    traceback TEXT
+);
+CREATE TABLE IF NOT EXISTS epochs (
+    trial_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    t_start REAL NOT NULL,
+    t_end REAL NOT NULL,
+    ops_train INTEGER NOT NULL,
+    ops_eval INTEGER NOT NULL,
+    metrics TEXT NOT NULL,
+    phase_seconds TEXT NOT NULL,
+    ops_per_sample TEXT NOT NULL,
+    device TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    weights TEXT,
+    weights_digest TEXT,
+    PRIMARY KEY (trial_id, epoch)
+);
+CREATE TABLE IF NOT EXISTS screenings (
+    id INTEGER PRIMARY KEY,
+    parent INTEGER NOT NULL,
+    trial INTEGER,
+    status TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    t_start REAL NOT NULL,
+    t_end REAL NOT NULL,
+    batch INTEGER NOT NULL,
+    ops INTEGER NOT NULL,
+    chosen INTEGER,
+    candidates TEXT NOT NULL,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS timeline (t REAL NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS losses (
+    t REAL NOT NULL,
+    trial_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    worker TEXT,
+    address TEXT,
+    reason TEXT NOT NULL,
+    requeued INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chain (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    record_sha256 TEXT NOT NULL,
+    chain_sha256 TEXT NOT NULL
+);
+"""
+
+# kind of record -> (its table, the WHERE clause that finds its row)
+RECORD_ROWS = {
+    "trial": ("trials", "id = ?"),
+    "finish": ("trials", "id = ?"),
+    "attempt": ("trials", "id = ?"),
+    "epoch": ("epochs", "trial_id = ? AND epoch = ?"),
+    "screening": ("screenings", "id = ?"),
+    "segment": ("segments", "id = ?"),
+    "meta": ("meta", "key = ?"),
+}
+# kind of record -> the query that reads it back as stored (a primary-key lookup)
+RECORD_SQL = {
+    kind: f"SELECT {', '.join(RECORD_COLUMNS[kind])} FROM {table} WHERE {where}"  # noqa: S608 - constants
+    for kind, (table, where) in RECORD_ROWS.items()
+}
+
+# The layout of the tables and the weight files; a run is resumed only by an
+# aihpc that writes the same format (format 1 kept every trial's weights in
+# one file, which the master wrote; format 2 had no digest chain).
+STORE_FORMAT = 3
