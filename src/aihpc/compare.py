@@ -33,6 +33,7 @@ from aihpc.errors import ConfigError, DataError
 from aihpc.fileio import read_json
 from aihpc.fmt import text_table
 from aihpc.records.environment import Environment
+from aihpc.records.results import read_results_head
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
 SIGNIFICANCE_RULE = (
@@ -150,7 +151,8 @@ def load_entry(path: Path) -> Entry:
     one or has no score."""
     path = Path(path)
     file = path / "results.json" if path.is_dir() else path
-    doc = read_json(file, "result file")
+    # a run's results: its trials are not read
+    doc = read_results_head(file) if file.name == "results.json" else read_json(file, "result file")
     if not isinstance(doc, dict):
         raise DataError(f"not an aihpc result: {file} (a JSON object expected)")
     kind = doc.get(

@@ -44,7 +44,7 @@ def test_a_peak_in_the_current_form_is_read_as_the_runs_peak(tmp_path: Path) -> 
 
 def test_version_1_is_upgraded_and_keeps_what_it_recorded() -> None:
     doc = read_results_document(V1)
-    assert doc["schema_version"] == 2 and all("params" not in t for t in doc["trials"])
+    assert doc["schema_version"] == 3 and all("params" not in t for t in doc["trials"])
     results = RunResults.from_dict(doc)
     assert results.peak is None  # version 1 kept one peak per dtype, not the run's workers'
     assert results.score.peak_flops_per_s == 110e9  # ...which the score still names
@@ -69,8 +69,36 @@ def test_a_broken_record_is_one_line_naming_the_file(tmp_path: Path, change: dic
 
 def test_a_version_this_aihpc_does_not_read_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"schema_version": 3}))
+    path.write_text(json.dumps({"schema_version": 4}))
     with pytest.raises(DataError, match="results.json has no schema_version"):
         RunResults.from_dict({"score": {}})
-    with pytest.raises(DataError, match=r"unsupported results schema_version 3 .*\(supported: 1, 2\)"):
+    with pytest.raises(DataError, match=r"unsupported results schema_version 4 .*\(supported: 1, 2, 3\)"):
         read_results(path)
+
+
+def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> None:
+    from aihpc.records.results import read_results_head
+    from aihpc.records.schema import write_results
+
+    doc = json.loads((FIXTURES / "run" / "results.json").read_text())
+    doc["schema_version"] = 3
+    path = tmp_path / "results.json"
+    write_results(path, doc)
+    assert json.loads(path.read_text()) == doc  # one JSON document
+    assert read_results_head(path) == {**doc, "trials": []}
+    # the trials are skipped unparsed: a broken trial line does not matter to the head
+    lines = path.read_text().splitlines()
+    first_trial = lines.index('"trials":[') + 1
+    lines[first_trial] = "not JSON,"
+    path.write_text("\n".join(lines) + "\n")
+    assert read_results_head(path)["score"] == doc["score"]
+    # an older, indented file is parsed whole; its version as written
+    older = tmp_path / "older.json"
+    older.write_text((FIXTURES / "run" / "results.json").read_text())
+    assert read_results_head(older)["schema_version"] == json.loads(older.read_text())["schema_version"]
+    with pytest.raises(DataError, match="results file not found"):
+        read_results_head(tmp_path / "absent.json")
+    lines[1] = '"aihpc_version":{broken,'
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="results file line 2 is not JSON"):
+        read_results_head(path)

@@ -133,9 +133,9 @@ def test_report_from_fixture(tmp_path: Path) -> None:
     assert _fixture()["trials"][7]["arch_hash"] in best
 
 
-def test_schema_version_1_reads_as_version_2(tmp_path: Path) -> None:
+def test_schema_version_1_reads_as_version_3(tmp_path: Path) -> None:
     current = _fixture()
-    current["schema_version"] = 2
+    current["schema_version"] = 3
     for trial in current["trials"]:
         trial["num_params"] = trial.pop("params")
     assert load_results(FIXTURE) == current  # version 1 called the parameter count "params"
@@ -260,7 +260,7 @@ def test_invalid_json(tmp_path: Path) -> None:
     assert "not valid JSON" in message and str(run_dir / "results.json") in message
 
 
-@pytest.mark.parametrize("version", [3, 0, "1", None, True])
+@pytest.mark.parametrize("version", [4, 0, "1", None, True])
 def test_unsupported_schema_version(tmp_path: Path, version: Any) -> None:
     results = _fixture()
     results["schema_version"] = version

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from aihpc.records.results import trial_arch
 from runner_helpers import query_store
 
 from aihpc.records.mlperf_check import check_compliance
@@ -63,9 +65,14 @@ def quick_config(tmp_path: Path) -> Path:
 
 def _check_results(run_dir: Path) -> dict:
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["schema_version"] == 2
-    text = (run_dir / "results.json").read_text()
-    assert text == json.dumps(results, sort_keys=True, indent=2) + "\n"  # sorted keys
+    assert results["schema_version"] == 3
+    lines = (run_dir / "results.json").read_text().splitlines()
+    # a line per top-level field (sorted) and per trial
+    trials = results["trials"]
+    assert len(lines) == 2 + len(results) - 1 + len(trials) + 2 and lines[0] == "{" and lines[-1] == "}"
+    fields = [json.loads(line.split(":", 1)[0]) for line in lines[1:-1] if line.startswith('"')]
+    assert fields == sorted(results)
+    assert [json.loads(line.rstrip(",")) for line in lines[fields.index("trials") + 2 :][: len(trials)]] == trials
     score = results["score"]
     assert score["ops"] > 0 and score["ops_per_second"] > 0
     assert score["ops"] == sum(t["ops"]["total"] for t in results["trials"])
@@ -221,7 +228,8 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     results = _check_results(run_dir)
     assert results["config"]["dataset"] == "digits"  # the run's own configuration, not the defaults
-    assert {t["arch"]["input_shape"][0] for t in results["trials"]} == {1}
+    trials = {t["id"]: t for t in results["trials"]}
+    assert {trial_arch(trials, i)["input_shape"][0] for i in trials} == {1}
     kept = {(t["id"], e["epoch"]): e["ops"] for t in results["trials"] for e in t["epochs"] if e["status"] == "ok"}
     for trial_id, epoch, ops_train, ops_eval in before:
         assert kept[(trial_id, epoch)] == ops_train + ops_eval

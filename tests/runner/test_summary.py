@@ -61,3 +61,23 @@ def test_lost_workers_are_named_by_their_host_with_the_epochs_they_took() -> Non
     ]
     assert loss_lines(RunResults.from_dict({**results, "losses": []})) == []
     assert loss_lines(RunResults.from_dict({k: v for k, v in results.items() if k != "losses"})) == []
+
+
+def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
+    from aihpc.runner.summary import worker_lines
+
+    base = {"run_id": "r", "schema_version": 3, "trials": [],
+            "score": {"valid": True, "invalid_reason": None, "ops_per_second": 1e9, "regulated_score": 1e9,
+                      "error_percent": 10.0, "best_accuracy": 0.9, "ops": 1e10, "wall_seconds": 100.0,
+                      "trials_completed": 1, "trials_failed": 0, "trials_diverged": 0, "min_accuracy": 0.5,
+                      "peak_flops_per_s": None, "peak_fraction": None}}
+    few = [{"name": f"w{i}", "busy_seconds": 90.0, "busy_fraction": 0.9, "epochs": 9} for i in range(2)]
+    assert worker_lines(RunResults.from_dict({**base, "workers": few})) == [
+        "  worker w0         busy 90.0 %  (9 epochs)", "  worker w1         busy 90.0 %  (9 epochs)"]
+    many = [{"name": f"w{i}", "busy_seconds": 50.0 + i % 41, "busy_fraction": (50.0 + i % 41) / 100,
+             "epochs": 300 + i % 7} for i in range(4096)]
+    assert worker_lines(RunResults.from_dict({**base, "workers": many})) == [
+        "  workers          4096: busy 70.0 % (median), from 50.0 % (w0) to 90.0 % (w40); 300 to 306 epochs each"]
+    lines = loss_lines(RunResults.from_dict({**base, "workers": [], "losses": [
+        _loss(float(i), i, f"w{i}", None) for i in range(20)]}))
+    assert len(lines) == 1 + 8 + 1 and lines[-1] == "  worker lost      and 12 more (results.json's losses)"

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import DataError
+from aihpc.errors import DataError, StorageError
 from aihpc.fileio import read_json
+from aihpc.records.archdiff import patch
 from aihpc.records.environment import Environment
 from aihpc.records.peak import RunPeak
 from aihpc.records.rows import LostEpoch
 from aihpc.records.score import Score
 
 #: The ``schema_version`` values of results.json that this aihpc reads.
-READ_VERSIONS = (1, 2)
+READ_VERSIONS = (1, 2, 3)
 
 # top-level key -> the JSON type it must have when present
 _SHAPES: dict[str, type] = {
@@ -64,13 +65,7 @@ def read_results_document(path: Path) -> dict[str, Any]:
         raise DataError(
             f"unsupported results schema_version {version!r} in {path} (supported: {supported})"
         )
-    for key, kind in _SHAPES.items():
-        value = results.get(key)
-        if value is not None and not isinstance(value, kind):
-            raise DataError(
-                f"results field {key!r} must be a JSON {'object' if kind is dict else 'array'}, "
-                f"got {type(value).__name__}: {path}"
-            )
+    _check_shapes(results, path)
     for index, trial in enumerate(results.get("trials") or []):
         if not isinstance(trial, dict):
             raise DataError(
@@ -79,14 +74,107 @@ def read_results_document(path: Path) -> dict[str, Any]:
     return upgrade(results)
 
 
+def _check_shapes(results: dict[str, Any], path: Path) -> None:
+    for key, kind in _SHAPES.items():
+        value = results.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise DataError(
+                f"results field {key!r} must be a JSON {'object' if kind is dict else 'array'}, "
+                f"got {type(value).__name__}: {path}"
+            )
+
+
+#: The per-trial section that :func:`read_results_head` leaves unparsed.
+TRIALS = "trials"
+
+
+def read_results_head(path: Path) -> dict[str, Any]:
+    """results.json without its trials (``trials`` is an empty list), checked as by
+    :func:`read_results_document` but not upgraded (``schema_version`` as written, which
+    ``aihpc compare`` holds alike): what ``aihpc rank`` and ``aihpc compare`` read.
+
+    A file laid out by schema 3 (a line per top-level field and per trial)
+    is read line by line and its trials skipped unparsed, so the time and
+    memory do not grow with the run; an older file is parsed whole.
+    """
+    path = Path(path)
+    head = _read_head_lines(path)
+    if head is None:
+        document = read_json(path, "results file")
+        if not isinstance(document, dict):
+            raise DataError(f"results file must hold a JSON object: {path}")
+        return {**document, TRIALS: []}
+    version = head.get("schema_version")
+    if isinstance(version, bool) or version not in READ_VERSIONS:
+        raise DataError(f"unsupported results schema_version {version!r} in {path}")
+    _check_shapes(head, path)
+    return head
+
+
+def _read_head_lines(path: Path) -> dict[str, Any] | None:
+    """The top-level fields of a file in schema 3's layout, its trials skipped; None for a file
+    laid out otherwise.  DataError for a line that is not JSON; StorageError if it cannot be
+    read."""
+    import json
+
+    head: dict[str, Any] = {}
+    try:
+        with path.open("rb") as lines:
+            if lines.readline().rstrip() != b"{":
+                return None
+            for number, line in enumerate(lines, start=2):
+                if line.startswith(b'"trials":[') and not line.rstrip().endswith((b"],", b"]")):
+                    for skipped in lines:  # to the end of the section, unparsed
+                        if skipped.startswith(b"]"):
+                            break
+                    head[TRIALS] = []
+                elif line.startswith(b'"'):
+                    try:
+                        head.update(json.loads(b"{" + line.rstrip().rstrip(b",") + b"}"))
+                    except ValueError as exc:
+                        raise DataError(
+                            f"results file line {number} is not JSON: {path} ({exc})"
+                        ) from None
+                elif line.rstrip() != b"}":
+                    return None  # indented: an older layout
+    except FileNotFoundError:
+        raise DataError(f"results file not found: {path}") from None
+    except OSError as exc:
+        raise StorageError(
+            f"cannot read results file {path}: {' '.join(str(exc).split())}"
+        ) from None
+    return head
+
+
 def upgrade(results: dict[str, Any]) -> dict[str, Any]:
-    """The results in the current schema: version 1 called a trial's parameter count ``params``."""
+    """The results in the current schema: version 1 called a trial's parameter count ``params``;
+    version 2 is version 3 with every architecture in full (``arch``, which version 3 keeps for
+    trials without a parent)."""
     if results["schema_version"] == 1:
         for trial in results.get("trials") or []:
             if "params" in trial:
                 trial["num_params"] = trial.pop("params")
-        results["schema_version"] = 2
+    results["schema_version"] = 3
     return results
+
+
+def trial_arch(trials: dict[Any, dict[str, Any]], trial_id: Any) -> dict[str, Any] | None:
+    """The architecture of trial ``trial_id`` among ``trials`` (by id), rebuilt through its
+    ancestors' diffs where results.json wrote it as one (:mod:`aihpc.records.archdiff`); None
+    where the file lacks it or one of its ancestors."""
+    chain = []
+    trial = trials.get(trial_id)
+    while trial is not None and "arch" not in trial:
+        if not isinstance(trial.get("arch_diff"), dict):
+            return None
+        chain.append(trial["arch_diff"])
+        trial = trials.get(trial.get("parent"))
+    if trial is None or not isinstance(trial.get("arch"), dict):
+        return None
+    arch = trial["arch"]
+    for delta in reversed(chain):
+        arch = patch(delta, arch)
+    return arch
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,11 @@ total, with operations per joule (see aihpc.energy.run).
 ``losses`` (a new field, no version change; absent in older files) lists
 the epochs lost with their workers (:class:`aihpc.records.rows.LostEpoch`),
 ``t`` relative to the run's start.
+
+Version 3 writes a child's architecture as ``arch_diff``, the edits of its
+parent's (:mod:`aihpc.records.archdiff`), instead of ``arch`` in full (which
+only trials without a parent keep), and lays the file out one line per
+top-level field and per trial, without indentation: 2 to 3 times smaller.
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ from typing import Any
 
 from aihpc import __version__
 from aihpc.fileio import atomic_write
+from aihpc.records.archdiff import ArchBook, diff
 from aihpc.records.energy import energy_results
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score
 
-RESULTS_SCHEMA_VERSION = 2  # 2: a trial's parameter count is num_params (was params)
+# 2: a trial's parameter count is num_params (was params); 3: a child's architecture is
+# arch_diff, the edits of its parent's
+RESULTS_SCHEMA_VERSION = 3
 
 
 def build_results(store, score: Score) -> dict[str, Any]:
@@ -43,14 +51,17 @@ def build_results(store, score: Score) -> dict[str, Any]:
         lambda: {"busy_seconds": 0.0, "epochs": 0}
     )
     counts: dict[str, int] = defaultdict(int)
-    for row in store.trials():
+    rows = store.trials()
+    book = ArchBook((row.id, row.parent) for row in rows)
+    for row in rows:
         epochs = store.epochs(row.id)
         for e in epochs:
             w = per_worker[e.worker]
             w["busy_seconds"] += e.t_end - e.t_start
             w["epochs"] += 1
         counts[row.status] += 1
-        trials.append(trial_record(row, epochs, t0))
+        trials.append(trial_record(row, epochs, t0, book.parent_arch(row.parent)))
+        book.read(row.id, row.parent, row.arch)
     screenings = store.screenings()
     for sc in screenings:  # a screening keeps its worker busy like an epoch
         per_worker[sc["worker"]]["busy_seconds"] += sc["t_end"] - sc["t_start"]
@@ -111,8 +122,11 @@ def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
     }
 
 
-def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, Any]:
-    """One trial of results.json from its store row and epochs; times relative to ``t0``."""
+def trial_record(
+    row: TrialRow, epochs: list[EpochRow], t0: float, parent_arch: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One trial of results.json from its store row and epochs; times relative to ``t0``; the
+    architecture as the diff of ``parent_arch`` where it is given."""
     phases: dict[str, float] = defaultdict(float)
     workers: dict[str, int] = defaultdict(int)
     for e in epochs:
@@ -126,7 +140,11 @@ def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, 
         "id": row.id,
         "parent": row.parent,
         "arch_hash": row.arch_hash,
-        "arch": row.arch,
+        **(
+            {"arch": row.arch}
+            if parent_arch is None
+            else {"arch_diff": diff(row.arch, parent_arch)}
+        ),
         "num_params": row.num_params,
         "morph": row.morph,
         "hparams": row.hparams.to_dict(),
@@ -160,3 +178,30 @@ def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` with sorted keys, atomically (a crash leaves the old file or the new one)."""
     atomic_write(path, json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n")
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """Write results.json atomically: sorted keys, one line per top-level field and per trial.
+
+    Still one JSON document (any JSON reader takes it); a line per trial
+    keeps it greppable and lets a reader skip the trials without parsing them.
+    """
+    atomic_write(path, "".join(_results_lines(results)))
+
+
+def _results_lines(results: dict[str, Any]):
+    def dumps(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    keys = sorted(results)
+    yield "{\n"
+    for i, key in enumerate(keys):
+        end = ",\n" if i < len(keys) - 1 else "\n"
+        value = results[key]
+        if key == "trials" and value:
+            yield f"{dumps(key)}:[\n"
+            yield ",\n".join(dumps(trial) for trial in value)
+            yield f"\n]{end}"
+        else:
+            yield f"{dumps(key)}:{dumps(value)}{end}"
+    yield "}\n"

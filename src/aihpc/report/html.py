@@ -23,6 +23,7 @@ from aihpc.fmt import (
     format_value,
 )
 from aihpc.records.energy import energy_text
+from aihpc.records.results import trial_arch
 from aihpc.report.lineage import build_lineage, lineage_html
 from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 
@@ -371,7 +372,7 @@ def _best_architecture(results: dict[str, Any]) -> str:
     best = best_trial(results)
     if best is None:
         return no_data("no trial reached a validation accuracy")
-    arch = _section(best, "arch")
+    arch = trial_arch({t.get("id"): t for t in _trial_list(results)}, best.get("id")) or {}
     count, kinds = _layer_summary(arch)
     rows = [
         ("trial", format_value(best.get("id"))),

@@ -229,7 +229,7 @@ def run_benchmark(
     allocation); otherwise the executor is made from the configuration.
     """
     from aihpc.records.mlperf import MLPerfLog
-    from aihpc.records.schema import write_json
+    from aihpc.records.schema import write_results
 
     config, store, layout, device, data_info = check_inputs(config, run_dir, resume, client)
     mlperf = MLPerfLog(run_dir / "mlperf.log", append=resume)
@@ -238,7 +238,7 @@ def run_benchmark(
         executor = open_executor(config, layout, run_dir, client)
         run = OpenRun(config, store, executor, mlperf, layout, device, data_info)
         results = search_and_score(run, resume, console)
-        write_json(run_dir / "results.json", results)
+        write_results(run_dir / "results.json", results)
         mlperf.run_stop(
             "success" if results["score"]["valid"] else "aborted",
             chain_sha256=results["integrity"]["chain_sha256"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,8 @@ from aihpc.fmt import format_si
 from aihpc.records.energy import energy_text
 from aihpc.records.results import RunResults
 from aihpc.records.rows import LostEpoch
+
+LISTED = 8  # workers, lost workers and metered devices listed one a line; past it, a summary
 
 
 def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
@@ -44,10 +47,7 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
             f"{len(results.screenings[0]['candidates'])} "
             f"candidates, {100 * share:.1f} % of the operations"
         )
-    for w in results.workers:
-        lines.append(
-            f"  worker {w.name:<10} busy {100 * w.busy_fraction:.1f} %  ({w.epochs} epochs)"
-        )
+    lines += worker_lines(results)
     lines.append(f"  results          {run_dir / 'results.json'}")
     lines.append(f"  report           aihpc report {run_dir}")
     return lines
@@ -69,6 +69,27 @@ def peak_lines(results: RunResults) -> list[str]:
     return lines
 
 
+def worker_lines(results: RunResults) -> list[str]:
+    """How busy each worker was; past ``LISTED`` workers, the spread in one line (each worker's
+    figures are in results.json)."""
+    workers = results.workers
+    if len(workers) <= LISTED:
+        return [
+            f"  worker {w.name:<10} busy {100 * w.busy_fraction:.1f} %  ({w.epochs} epochs)"
+            for w in workers
+        ]
+    least = min(workers, key=lambda w: w.busy_fraction)
+    most = max(workers, key=lambda w: w.busy_fraction)
+    middle = statistics.median(w.busy_fraction for w in workers)
+    epochs = [w.epochs or 0 for w in workers]
+    return [
+        f"  workers          {len(workers)}: busy {100 * middle:.1f} % (median), from "
+        f"{100 * least.busy_fraction:.1f} % ({least.name}) to "
+        f"{100 * most.busy_fraction:.1f} % ({most.name}); "
+        f"{min(epochs)} to {max(epochs)} epochs each"
+    ]
+
+
 def loss_lines(results: RunResults) -> list[str]:
     """The epochs lost with their workers: how many were sent again, then each worker that was
     lost, by its host, when, and the epochs it took with it (nothing where none was lost)."""
@@ -87,11 +108,15 @@ def loss_lines(results: RunResults) -> list[str]:
     by_worker: dict[str | None, list[LostEpoch]] = {}
     for loss in results.losses:
         by_worker.setdefault(loss.worker, []).append(loss)
-    for worker, losses in by_worker.items():
+    for worker, losses in list(by_worker.items())[:LISTED]:
         where = hosts.get(worker or "") or losses[0].address or "an unknown host"
         epochs = ", ".join(f"trial {loss.trial_id} epoch {loss.epoch}" for loss in losses)
         lines.append(
             f"  worker lost      {worker or 'unnamed'} on {where} at {losses[0].t:.1f} s: {epochs}"
+        )
+    if len(by_worker) > LISTED:
+        lines.append(
+            f"  worker lost      and {len(by_worker) - LISTED} more (results.json's losses)"
         )
     return lines
 
@@ -111,7 +136,10 @@ def staging_lines(staging: dict[str, Any] | None) -> list[str]:
 def energy_lines(energy: dict[str, Any] | None) -> list[str]:
     """The run's energy in one line (or why it was not measured), then each device measured."""
     lines = [f"  energy           {energy_text(energy)}"]
-    for d in (energy or {}).get("devices") or []:
+    devices = (energy or {}).get("devices") or []
+    if len(devices) > LISTED:
+        return [*lines, f"    {len(devices)} devices measured (each in results.json's energy)"]
+    for d in devices:
         if d.get("joules") is not None:
             lines.append(
                 f"    {d['host']} {d['device']:<16} {format_si(d['joules'], 'J')}, "

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import AihpcError, DataError, StorageError
-from aihpc.records.results import read_results_document
+from aihpc.records.results import read_results_document, trial_arch
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
@@ -325,7 +325,10 @@ def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, 
     for trial_id in sorted(set(logged) - set(stored), key=str):
         found.add("in results.json but not in the run store", trial_id)
     for trial_id in sorted(set(logged) & set(stored)):
-        changed = list(diffs(logged[trial_id], stored[trial_id], ""))
+        got, want = logged[trial_id], stored[trial_id]
+        if ("arch" in got) != ("arch" in want):  # a file older than schema 3: architectures in full
+            got, want = _in_full(got, logged), _in_full(want, stored)
+        changed = list(diffs(got, want, ""))
         for path, got, want in changed[:MAX_DIFFS]:
             found.add(
                 f"results.json {path.lstrip('.')} is {_short(got)}; the run store has "
@@ -337,6 +340,12 @@ def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, 
     return found.outcome(
         f"{len(logged)} trials and every section rebuilt from the run store"
     ), found.items
+
+
+def _in_full(trial: dict[str, Any], trials: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    """``trial`` with its architecture in full (``arch``), however its file wrote it."""
+    rest = {k: v for k, v in trial.items() if k != "arch_diff"}
+    return {**rest, "arch": trial_arch(trials, trial.get("id"))}
 
 
 # -- helpers -----------------------------------------------------------------------------
