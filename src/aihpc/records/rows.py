@@ -37,6 +37,8 @@ class TrialRow:
     t_end: float | None
     attempts: int
     traceback: str | None
+    # the architecture as the edits of the parent's, where the store keeps it so (format 4)
+    arch_diff: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.status != "running" and self.status not in FINISHED:

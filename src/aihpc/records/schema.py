@@ -140,11 +140,7 @@ def trial_record(
         "id": row.id,
         "parent": row.parent,
         "arch_hash": row.arch_hash,
-        **(
-            {"arch": row.arch}
-            if parent_arch is None
-            else {"arch_diff": diff(row.arch, parent_arch)}
-        ),
+        **_arch_fields(row, parent_arch),
         "num_params": row.num_params,
         "morph": row.morph,
         "hparams": row.hparams.to_dict(),
@@ -173,6 +169,16 @@ def trial_record(
         "ops_per_sample": epochs[-1].ops_per_sample if epochs else None,
         "phase_seconds": dict(phases),
     }
+
+
+def _arch_fields(row: TrialRow, parent_arch: dict[str, Any] | None) -> dict[str, Any]:
+    """A trial's architecture for results.json: the store's diff of its parent's, or one made
+    now (a store from before diffs), or in full for a trial without a parent."""
+    if row.arch_diff is not None:
+        return {"arch_diff": row.arch_diff}
+    if parent_arch is not None:
+        return {"arch_diff": diff(row.arch, parent_arch)}
+    return {"arch": row.arch}
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import StorageError
+from aihpc.errors import DataError, StorageError
+from aihpc.records.archdiff import ArchBook, diff, patch
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
 from aihpc.records.rows import FINISHED, EpochRow, LostEpoch, TrialRow
 from aihpc.records.score import Segment
@@ -108,6 +110,10 @@ class RunStore:
 
     # -- trials -----------------------------------------------------------------------
     def add_trial(self, trial: dict[str, Any]) -> None:
+        """Record a new trial; with ``parent_arch`` (its parent's architecture), its own is kept as
+        the diff of that one."""
+        base = trial.get("parent_arch")
+        arch = trial["arch"] if base is None else {"arch_diff": diff(trial["arch"], base)}
         self._write(
             "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, "
             "status,"
@@ -116,7 +122,7 @@ class RunStore:
                 trial["id"],
                 trial["parent"],
                 trial["arch_hash"],
-                json.dumps(trial["arch"], sort_keys=True),
+                json.dumps(arch, sort_keys=True),
                 trial["morph"],
                 json.dumps(trial["hparams"], sort_keys=True),
                 trial["hpo_number"],
@@ -160,14 +166,29 @@ class RunStore:
         ]
 
     def trials(self) -> list[TrialRow]:
-        out = []
+        """Every trial, by id (see :meth:`iter_trials`)."""
+        return list(self.iter_trials())
+
+    def iter_trials(self) -> Iterator[TrialRow]:
+        """Every trial, by id, with its architecture in full; a parent's is kept in memory only
+        until its last child has been read."""
+        book = ArchBook(
+            (r[0], r[1]) for r in self.db.execute("SELECT id, parent FROM trials ORDER BY id")
+        )
         for r in self.db.execute("SELECT * FROM trials ORDER BY id"):
             d = dict(r)
-            d["arch"] = json.loads(d["arch"])
+            arch = json.loads(d["arch"])
+            if "arch_diff" in arch:
+                base = book.parent_arch(d["parent"])
+                if base is None:
+                    raise DataError(f"trial {d['id']}'s architecture is a diff of no parent")
+                d["arch_diff"] = arch["arch_diff"]
+                arch = patch(arch["arch_diff"], base)
+            d["arch"] = arch
             d["hparams"] = json.loads(d["hparams"])
             d["recipe"] = json.loads(d["recipe"]) if d["recipe"] is not None else None
-            out.append(TrialRow.from_dict(d))
-        return out
+            book.read(d["id"], d["parent"], arch)
+            yield TrialRow.from_dict(d)
 
     # -- epochs -----------------------------------------------------------------------
     def add_epoch(self, result, attempt: int) -> None:

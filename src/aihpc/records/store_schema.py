@@ -98,5 +98,7 @@ RECORD_SQL = {
 
 # The layout of the tables and the weight files; a run is resumed only by an
 # aihpc that writes the same format (format 1 kept every trial's weights in
-# one file, which the master wrote; format 2 had no digest chain).
-STORE_FORMAT = 3
+# one file, which the master wrote; format 2 had no digest chain; format 3 kept
+# every trial's architecture in full, where format 4 keeps a child's as
+# {"arch_diff": the edits of its parent's}, see aihpc.records.archdiff).
+STORE_FORMAT = 4

@@ -208,6 +208,7 @@ class Master:
                 "parent": trial.parent,
                 "arch_hash": trial.arch_hash,
                 "arch": trial.arch,
+                "parent_arch": trial.recipe.parent_arch if trial.recipe else None,
                 "morph": trial.morph,
                 "recipe": trial.recipe,
                 "hparams": trial.hparams.to_dict(),
