@@ -21,17 +21,13 @@ from __future__ import annotations
 
 import heapq
 import logging
-import multiprocessing
 import random
-import select
-import time
-import weakref
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aihpc.errors import RunFailure
+from aihpc.nas.hpo_process import SearchProcess
 
 # Finished trials a rebuilt study holds: the WINDOW // 2 best and the
 # WINDOW // 2 most recent.  TPE splits trials into a "good" group of at most 25
@@ -54,10 +50,6 @@ WINDOW = 128
 # Constant liar counts the buffered ones as running, so they do not repeat one
 # another.
 PREFETCH_MIN, PREFETCH_MAX = 4, 256
-# How long the master waits for the child before calling it hung; the first
-# ask also waits for the child to start (import optuna: ~0.5 s).
-REPLY_TIMEOUT_S = 60.0
-POLL_S = 1.0  # a dead child is noticed within this (a closed pipe wakes the poll at once)
 
 
 def search_space(batch_sizes: Sequence[int], optimizer: str) -> dict[str, Any]:
@@ -231,13 +223,8 @@ class HyperparameterSearch:
     finished trials), so each study learns from all of them while their
     asks, TPE's cost, run side by side.  The master's trial numbers are
     assigned here, so a trial resumed from an earlier segment gets one
-    without a round trip.  Protocol, one tuple per message:
-
-    * master -> child: ``("draw", n)`` draw n more suggestions; ``("tell",
-      token, accuracy)``; ``("add", params, accuracy)`` a trial finished
-      elsewhere (restored, resumed then told, or another child's); ``("close",)``;
-    * child -> master: ``("suggestion", token, params)``; ``("error", text)``
-      before the child exits on an exception.
+    without a round trip.  The messages to and from a child are listed in
+    :mod:`aihpc.nas.hpo_process`.
 
     A child draws nothing before the first ask, so the trials restored before
     it shape the first suggestions.  Suggestions depend on when tells reach the
@@ -267,13 +254,13 @@ class HyperparameterSearch:
         self.fixed = {"optimizer": optimizer, "schedule": schedule}
         # started now, so the children's start overlaps the master's own
         self._children = [
-            _Child(seed, stream, list(batch_sizes), optimizer, window)
+            SearchProcess(seed, stream, list(batch_sizes), optimizer, window)
             for stream in range(processes)
         ]
         self._turn = 0  # the child the next ask reads from
         self._next_number = 0
         # number -> (child, token, params)
-        self._tokens: dict[int, tuple[_Child, int, dict[str, Any]]] = {}
+        self._tokens: dict[int, tuple[SearchProcess, int, dict[str, Any]]] = {}
         self._resumed: dict[int, dict[str, Any]] = {}  # number -> params, for resumed trials
 
     def ask(self, depth: int = PREFETCH_MIN) -> tuple[int, dict[str, Any]]:
@@ -346,135 +333,3 @@ class HyperparameterSearch:
         if missing:
             raise ValueError(f"hyperparameters {missing} missing from {sorted(params)}")
         return {name: params[name] for name in self.distributions}
-
-
-class _Child:
-    """One search process: its pipe, and how many suggestions were asked of it and read from it."""
-
-    def __init__(
-        self, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
-    ) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.conn, child_end = context.Pipe()
-        self.process = context.Process(
-            target=_serve,
-            args=(child_end, seed, stream, batch_sizes, optimizer, window),
-            name=f"aihpc-hpo-{stream}",
-            daemon=True,
-        )
-        self.process.start()
-        child_end.close()
-        # a poll object made once: Connection.poll builds a selector per call
-        # (~70 us against ~10 us)
-        self._readable = select.poll()
-        self._readable.register(self.conn.fileno(), select.POLLIN)
-        self.stop = weakref.finalize(self, _stop_child, self.process, self.conn)
-        self.drawn = self.received = 0
-
-    def send(self, message: tuple[Any, ...]) -> None:
-        if not self.stop.alive:
-            raise RunFailure("the hyperparameter search is closed")
-        try:
-            self.conn.send(message)
-        except OSError:
-            raise self._death() from None
-
-    def receive(self) -> tuple[Any, ...]:
-        """The child's next message, waiting at most REPLY_TIMEOUT_S; errors become RunFailure."""
-        if not self.stop.alive:
-            raise RunFailure("the hyperparameter search is closed")
-        deadline = time.monotonic() + REPLY_TIMEOUT_S
-        while not self._readable.poll(POLL_S * 1000):  # a closed pipe (POLLHUP) ends the wait too
-            if not self.process.is_alive():
-                raise self._death()
-            if time.monotonic() > deadline:
-                raise RunFailure(
-                    f"the hyperparameter search process sent nothing for {REPLY_TIMEOUT_S:.0f} s"
-                )
-        try:
-            message = self.conn.recv()
-        except (EOFError, OSError):
-            raise self._death() from None
-        if message[0] == "error":
-            raise RunFailure(f"the hyperparameter search process failed: {message[1]}")
-        return message
-
-    def _death(self) -> RunFailure:
-        """The error for a child that is gone: its own last words if it sent any, else how it
-        ended."""
-        try:
-            while self.conn.poll():
-                message = self.conn.recv()
-                if message[0] == "error":
-                    return RunFailure(f"the hyperparameter search process failed: {message[1]}")
-        except (EOFError, OSError):
-            pass
-        self.process.join(timeout=POLL_S)
-        code = self.process.exitcode
-        if code is None:
-            how = "closed its end of the pipe"
-        elif code < 0:
-            how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with code {code}"
-        return RunFailure(f"the hyperparameter search process (pid {self.process.pid}) {how}")
-
-
-def _stop_child(process: Any, conn: Any) -> None:
-    """Ask the child to exit, then make sure it has (the finaliser of HyperparameterSearch)."""
-    try:
-        conn.send(("close",))
-    except OSError:
-        pass  # already dead
-    process.join(timeout=5.0)
-    if process.is_alive():
-        process.terminate()
-        process.join()
-    conn.close()
-
-
-def _serve(
-    conn: Any, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
-) -> None:
-    """The child's loop: handle every waiting message, then draw a suggestion if one is owed.
-
-    Messages first, so every tell that has arrived is in the study before the
-    next draw.  The child exits on ``("close",)``, or when the master's end of
-    the pipe closes (the master exited).
-    """
-    try:
-        core = WindowedStudy(seed, search_space(batch_sizes, optimizer), window, stream)
-        readable = select.poll()  # made once: Connection.poll builds a selector per call (~70 us)
-        readable.register(conn.fileno(), select.POLLIN)
-        owed = 0
-        while True:
-            if owed == 0 or readable.poll(0):
-                message = conn.recv()
-                if message[0] == "close":
-                    return
-                owed += _handle(core, message)
-            else:
-                token, params = core.ask()
-                conn.send(("suggestion", token, params))
-                owed -= 1
-    except (EOFError, OSError):
-        return  # the master is gone: nobody to report to
-    except Exception as exc:
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {' '.join(str(exc).split())}"))  # one line
-        except OSError:
-            pass  # the master is gone too
-
-
-def _handle(core: WindowedStudy, message: tuple[Any, ...]) -> int:
-    """Apply one message from the master; returns how many more suggestions it asks for."""
-    kind = message[0]
-    if kind == "draw":
-        return message[1]
-    if kind == "tell":
-        core.tell(message[1], message[2])
-    elif kind == "add":
-        core.add(message[1], message[2])
-    else:
-        raise ValueError(f"unknown message {kind!r}")
-    return 0
