@@ -25,9 +25,11 @@ import random
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aihpc.nas.hpo_process import SearchProcess
+
+T = TypeVar("T")
 
 # Finished trials a rebuilt study holds: the WINDOW // 2 best and the
 # WINDOW // 2 most recent.  TPE splits trials into a "good" group of at most 25
@@ -71,6 +73,38 @@ def search_space(batch_sizes: Sequence[int], optimizer: str) -> dict[str, Any]:
     }
 
 
+class BestAndRecent(Generic[T]):
+    """The finished trials a rebuilt study holds: the ``window // 2`` best and the
+    ``window - window // 2`` most recent (a trial may be both), so never more than ``window``.
+
+    Each is an item (an Optuna FrozenTrial in the child, params and accuracy in
+    the master) with its accuracy.  Of equal accuracies the more recent is kept.
+    """
+
+    def __init__(self, window: int) -> None:
+        self._recent: deque[tuple[int, T]] = deque(maxlen=window - window // 2)
+        self._best: list[tuple[float, int, T]] = []  # (accuracy, sequence, item), a min-heap
+        self._best_size = window // 2
+        self._added = 0  # the next item's sequence number: items added, oldest first
+
+    def add(self, accuracy: float, item: T) -> None:
+        """Keep a finished trial among the recent and, if good enough, among the best."""
+        sequence = self._added
+        self._added += 1
+        self._recent.append((sequence, item))
+        best = (accuracy, sequence, item)
+        if len(self._best) < self._best_size:
+            heapq.heappush(self._best, best)
+        elif best > self._best[0]:
+            heapq.heapreplace(self._best, best)
+
+    def items(self) -> list[T]:
+        """The kept items, oldest first."""
+        kept = dict(self._recent)
+        kept.update({sequence: item for _, sequence, item in self._best})
+        return [kept[sequence] for sequence in sorted(kept)]
+
+
 @dataclass(frozen=True)
 class _Asked:
     """A trial asked and not yet told: which study it came from, and its Optuna number there."""
@@ -109,13 +143,9 @@ class WindowedStudy:
         self.limit = window + window // 2
         self.generation = 0  # how many times the study has been rebuilt
         # finished trials as Optuna FrozenTrials, made once and re-added at every rebuild
-        # (sequence, trial)
-        self._recent: deque[tuple[int, Any]] = deque(maxlen=window - window // 2)
-        self._best: list[tuple[float, int, Any]] = []  # (accuracy, sequence, trial), a min-heap
-        self._best_size = window // 2
+        self._kept: BestAndRecent[Any] = BestAndRecent(window)
         self._asked: dict[int, _Asked] = {}
         self._next_token = 0
-        self._finished = 0  # sequence number of finished trials, oldest first
         self.study = self._new_study([])
 
     @property
@@ -141,7 +171,7 @@ class WindowedStudy:
         elif accuracy is None:
             self.study.tell(asked.optuna_number, state=self._optuna.trial.TrialState.FAIL)
         else:
-            self._remember(self.study.tell(asked.optuna_number, accuracy))
+            self._kept.add(accuracy, self.study.tell(asked.optuna_number, accuracy))
 
     def add(self, params: dict[str, Any], accuracy: float | None) -> None:
         """A trial finished elsewhere (an earlier segment, a replaced study), as a frozen trial.
@@ -153,22 +183,11 @@ class WindowedStudy:
         if accuracy is None:
             return
         trial = self._frozen(params, accuracy)
-        self._remember(trial)
+        self._kept.add(accuracy, trial)
         if self.size >= self.limit:
             self._rebuild()  # the rebuilt study holds this trial: it is the most recent
         else:
             self.study.add_trial(trial)
-
-    def _remember(self, trial: Any) -> None:
-        """Keep a finished trial among the recent and, if good enough, among the best."""
-        sequence = self._finished
-        self._finished += 1
-        self._recent.append((sequence, trial))
-        best = (trial.value, sequence, trial)
-        if len(self._best) < self._best_size:
-            heapq.heappush(self._best, best)
-        elif best > self._best[0]:
-            heapq.heapreplace(self._best, best)
 
     def _rebuild(self) -> None:
         """Replace the study with one holding only the best and the recent finished trials.
@@ -177,10 +196,8 @@ class WindowedStudy:
         them as frozen trials.  A fresh sampler, seeded from the seed and the
         generation, keeps the sequence deterministic.
         """
-        kept = dict(self._recent)
-        kept.update({sequence: trial for _, sequence, trial in self._best})
         self.generation += 1
-        self.study = self._new_study([kept[sequence] for sequence in sorted(kept)])
+        self.study = self._new_study(self._kept.items())
 
     def _new_study(self, trials: list[Any]) -> Any:
         optuna = self._optuna
