@@ -1,4 +1,4 @@
-"""A hyperparameter search process started again, as a record: validated, and read back from JSON."""
+"""A hyperparameter search process started again, as a record: validated, read back from JSON."""
 
 from __future__ import annotations
 
