@@ -31,6 +31,22 @@ REPLY_TIMEOUT_S = 60.0
 POLL_S = 1.0  # a dead child is noticed within this (a closed pipe wakes the poll at once)
 
 
+class ProcessDied(RunFailure):
+    """A search process that is gone without a word: killed, exited, closed its pipe, or silent
+    (then killed).  The master may start another; an ``("error", text)`` is a plain RunFailure.
+
+    ``how`` ends the message: ``"was killed by signal 9"``, ``"exited with code
+    1"``, ``"closed its end of the pipe"``, ``"sent nothing for 60 s and was
+    killed"``; ``t`` is when it was noticed (``time.time()``).
+    """
+
+    def __init__(self, pid: int, how: str) -> None:
+        super().__init__(f"the hyperparameter search process (pid {pid}) {how}")
+        self.pid = pid
+        self.how = how
+        self.t = time.time()
+
+
 class SearchProcess:
     """One search process: its pipe, and how many suggestions were asked of it and read from it."""
 
@@ -46,6 +62,8 @@ class SearchProcess:
             daemon=True,
         )
         self.process.start()
+        assert self.process.pid is not None  # set by start
+        self.pid: int = self.process.pid
         child_end.close()
         # a poll object made once: Connection.poll builds a selector per call
         # (~70 us against ~10 us)
@@ -63,7 +81,11 @@ class SearchProcess:
             raise self._death() from None
 
     def receive(self) -> tuple[Any, ...]:
-        """The child's next message, waiting at most REPLY_TIMEOUT_S; errors become RunFailure."""
+        """The child's next message, waiting at most REPLY_TIMEOUT_S.
+
+        A child that is gone, or sent nothing for that long (it is killed), is
+        :class:`ProcessDied`; its ``("error", text)`` a :class:`RunFailure`.
+        """
         if not self.stop.alive:
             raise RunFailure("the hyperparameter search is closed")
         deadline = time.monotonic() + REPLY_TIMEOUT_S
@@ -71,8 +93,10 @@ class SearchProcess:
             if not self.process.is_alive():
                 raise self._death()
             if time.monotonic() > deadline:
-                raise RunFailure(
-                    f"the hyperparameter search process sent nothing for {REPLY_TIMEOUT_S:.0f} s"
+                self.process.kill()  # SIGKILL: ends a stopped process too
+                self.process.join()
+                raise ProcessDied(
+                    self.pid, f"sent nothing for {REPLY_TIMEOUT_S:.0f} s and was killed"
                 )
         try:
             message = self.conn.recv()
@@ -83,8 +107,8 @@ class SearchProcess:
         return message
 
     def _death(self) -> RunFailure:
-        """The error for a child that is gone: its own last words if it sent any, else how it
-        ended."""
+        """The error for a child that is gone: its own last words if it sent any (a RunFailure),
+        else how it ended (ProcessDied)."""
         try:
             while self.conn.poll():
                 message = self.conn.recv()
@@ -100,7 +124,7 @@ class SearchProcess:
             how = f"was killed by signal {-code}"
         else:
             how = f"exited with code {code}"
-        return RunFailure(f"the hyperparameter search process (pid {self.process.pid}) {how}")
+        return ProcessDied(self.pid, how)
 
 
 def _stop_process(process: Any, conn: Any) -> None:
