@@ -15,23 +15,36 @@ trials, 12 ms at 1,000, ~50 ms at 5,000), so two things keep TPE affordable:
 
 On resume the study is rebuilt from the store's finished trials
 (:meth:`HyperparameterSearch.restore`), so nothing needs pickling.
+
+A child process is no single point of failure.  One found dead (killed, as
+by the out-of-memory killer; exited, or closed its pipe without an
+``("error", text)``), or silent for ``REPLY_TIMEOUT_S`` (then killed), is
+replaced by a new one for the same stream, told the finished trials a
+windowed study keeps (the master keeps that selection too,
+:meth:`HyperparameterSearch.history`), and the ask or tell that noticed goes
+on.  The dead child's trials still running are told to every child as
+finished elsewhere when they end.  Each restart is a
+:class:`~aihpc.records.helpers.HelperRestart` in
+:attr:`HyperparameterSearch.restarts`; past :data:`MAX_RESTARTS` in a run,
+or on a child's own error (a bug), the search raises
+:class:`~aihpc.errors.RunFailure`.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-import multiprocessing
 import random
-import select
-import time
-import weakref
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aihpc.errors import RunFailure
+from aihpc.nas.hpo_process import ProcessDied, SearchProcess
+from aihpc.records.helpers import HelperRestart
+
+T = TypeVar("T")
 
 # Finished trials a rebuilt study holds: the WINDOW // 2 best and the
 # WINDOW // 2 most recent.  TPE splits trials into a "good" group of at most 25
@@ -54,10 +67,10 @@ WINDOW = 128
 # Constant liar counts the buffered ones as running, so they do not repeat one
 # another.
 PREFETCH_MIN, PREFETCH_MAX = 4, 256
-# How long the master waits for the child before calling it hung; the first
-# ask also waits for the child to start (import optuna: ~0.5 s).
-REPLY_TIMEOUT_S = 60.0
-POLL_S = 1.0  # a dead child is noticed within this (a closed pipe wakes the poll at once)
+# Search processes a run restarts at most, all streams together: enough for a
+# few out-of-memory kills in an hour, few enough that a child dying at once
+# every time ends the run within seconds (each start imports optuna: ~0.5 s).
+MAX_RESTARTS = 5
 
 
 def search_space(batch_sizes: Sequence[int], optimizer: str) -> dict[str, Any]:
@@ -77,6 +90,38 @@ def search_space(batch_sizes: Sequence[int], optimizer: str) -> dict[str, Any]:
         "momentum": D.FloatDistribution(0.5, 0.99),
         "dropout": D.FloatDistribution(0.0, 0.5),
     }
+
+
+class BestAndRecent(Generic[T]):
+    """The finished trials a rebuilt study holds: the ``window // 2`` best and the
+    ``window - window // 2`` most recent (a trial may be both), so never more than ``window``.
+
+    Each is an item (an Optuna FrozenTrial in the child, params and accuracy in
+    the master) with its accuracy.  Of equal accuracies the more recent is kept.
+    """
+
+    def __init__(self, window: int) -> None:
+        self._recent: deque[tuple[int, T]] = deque(maxlen=window - window // 2)
+        self._best: list[tuple[float, int, T]] = []  # (accuracy, sequence, item), a min-heap
+        self._best_size = window // 2
+        self._added = 0  # the next item's sequence number: items added, oldest first
+
+    def add(self, accuracy: float, item: T) -> None:
+        """Keep a finished trial among the recent and, if good enough, among the best."""
+        sequence = self._added
+        self._added += 1
+        self._recent.append((sequence, item))
+        best = (accuracy, sequence, item)
+        if len(self._best) < self._best_size:
+            heapq.heappush(self._best, best)
+        elif best > self._best[0]:
+            heapq.heapreplace(self._best, best)
+
+    def items(self) -> list[T]:
+        """The kept items, oldest first."""
+        kept = dict(self._recent)
+        kept.update({sequence: item for _, sequence, item in self._best})
+        return [kept[sequence] for sequence in sorted(kept)]
 
 
 @dataclass(frozen=True)
@@ -117,13 +162,9 @@ class WindowedStudy:
         self.limit = window + window // 2
         self.generation = 0  # how many times the study has been rebuilt
         # finished trials as Optuna FrozenTrials, made once and re-added at every rebuild
-        # (sequence, trial)
-        self._recent: deque[tuple[int, Any]] = deque(maxlen=window - window // 2)
-        self._best: list[tuple[float, int, Any]] = []  # (accuracy, sequence, trial), a min-heap
-        self._best_size = window // 2
+        self._kept: BestAndRecent[Any] = BestAndRecent(window)
         self._asked: dict[int, _Asked] = {}
         self._next_token = 0
-        self._finished = 0  # sequence number of finished trials, oldest first
         self.study = self._new_study([])
 
     @property
@@ -149,7 +190,7 @@ class WindowedStudy:
         elif accuracy is None:
             self.study.tell(asked.optuna_number, state=self._optuna.trial.TrialState.FAIL)
         else:
-            self._remember(self.study.tell(asked.optuna_number, accuracy))
+            self._kept.add(accuracy, self.study.tell(asked.optuna_number, accuracy))
 
     def add(self, params: dict[str, Any], accuracy: float | None) -> None:
         """A trial finished elsewhere (an earlier segment, a replaced study), as a frozen trial.
@@ -161,22 +202,11 @@ class WindowedStudy:
         if accuracy is None:
             return
         trial = self._frozen(params, accuracy)
-        self._remember(trial)
+        self._kept.add(accuracy, trial)
         if self.size >= self.limit:
             self._rebuild()  # the rebuilt study holds this trial: it is the most recent
         else:
             self.study.add_trial(trial)
-
-    def _remember(self, trial: Any) -> None:
-        """Keep a finished trial among the recent and, if good enough, among the best."""
-        sequence = self._finished
-        self._finished += 1
-        self._recent.append((sequence, trial))
-        best = (trial.value, sequence, trial)
-        if len(self._best) < self._best_size:
-            heapq.heappush(self._best, best)
-        elif best > self._best[0]:
-            heapq.heapreplace(self._best, best)
 
     def _rebuild(self) -> None:
         """Replace the study with one holding only the best and the recent finished trials.
@@ -185,10 +215,8 @@ class WindowedStudy:
         them as frozen trials.  A fresh sampler, seeded from the seed and the
         generation, keeps the sequence deterministic.
         """
-        kept = dict(self._recent)
-        kept.update({sequence: trial for _, sequence, trial in self._best})
         self.generation += 1
-        self.study = self._new_study([kept[sequence] for sequence in sorted(kept)])
+        self.study = self._new_study(self._kept.items())
 
     def _new_study(self, trials: list[Any]) -> Any:
         optuna = self._optuna
@@ -231,18 +259,14 @@ class HyperparameterSearch:
     finished trials), so each study learns from all of them while their
     asks, TPE's cost, run side by side.  The master's trial numbers are
     assigned here, so a trial resumed from an earlier segment gets one
-    without a round trip.  Protocol, one tuple per message:
-
-    * master -> child: ``("draw", n)`` draw n more suggestions; ``("tell",
-      token, accuracy)``; ``("add", params, accuracy)`` a trial finished
-      elsewhere (restored, resumed then told, or another child's); ``("close",)``;
-    * child -> master: ``("suggestion", token, params)``; ``("error", text)``
-      before the child exits on an exception.
+    without a round trip.  The messages to and from a child are listed in
+    :mod:`aihpc.nas.hpo_process`.
 
     A child draws nothing before the first ask, so the trials restored before
     it shape the first suggestions.  Suggestions depend on when tells reach the
     child, so unlike :class:`WindowedStudy` the sequence is not reproducible.
-    A dead or silent child raises :class:`~aihpc.errors.RunFailure`.
+    A dead or silent child is restarted (the module docstring says how), at
+    most ``max_restarts`` times; ``restarts`` records each.
 
     As with any "spawn" child, the master's main module is imported again in
     the child (as ``__mp_main__``): it must keep its work under ``if __name__
@@ -260,39 +284,50 @@ class HyperparameterSearch:
         *,
         window: int = WINDOW,
         processes: int = 1,
+        max_restarts: int = MAX_RESTARTS,
     ) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
+        if window < 2:
+            raise ValueError(f"window must be >= 2, got {window}")
+        if max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
         self.distributions: dict[str, Any] = search_space(batch_sizes, optimizer)
         self.fixed = {"optimizer": optimizer, "schedule": schedule}
+        self.max_restarts = max_restarts
+        self.restarts: list[HelperRestart] = []  # the children started again, in order
+        self._seed, self._batch_sizes, self._optimizer = seed, list(batch_sizes), optimizer
+        self._window = window
         # started now, so the children's start overlaps the master's own
-        self._children = [
-            _Child(seed, stream, list(batch_sizes), optimizer, window)
-            for stream in range(processes)
-        ]
+        self._children = [self._start(stream) for stream in range(processes)]
         self._turn = 0  # the child the next ask reads from
         self._next_number = 0
         # number -> (child, token, params)
-        self._tokens: dict[int, tuple[_Child, int, dict[str, Any]]] = {}
-        self._resumed: dict[int, dict[str, Any]] = {}  # number -> params, for resumed trials
+        self._tokens: dict[int, tuple[SearchProcess, int, dict[str, Any]]] = {}
+        # number -> params: trials the children learn of only as finished ones, when
+        # told: resumed from an earlier segment, or drawn by a child since restarted
+        self._resumed: dict[int, dict[str, Any]] = {}
+        # what a restarted child is told: the finished trials a WindowedStudy keeps
+        self._history: BestAndRecent[tuple[dict[str, Any], float]] = BestAndRecent(window)
 
     def ask(self, depth: int = PREFETCH_MIN) -> tuple[int, dict[str, Any]]:
         """A new trial number and its hyperparameters (plus the fixed ones).
 
         ``depth``: how many suggestions the children should keep drawn ahead
         (the master's epochs in flight), bounded by :data:`PREFETCH_MIN` and
-        :data:`PREFETCH_MAX`, and shared between the children.
+        :data:`PREFETCH_MAX`, and shared between the children.  A child found
+        dead is restarted, and the new one asked.
         """
         depth = min(max(depth, PREFETCH_MIN), PREFETCH_MAX)
-        child = self._children[self._turn]
+        stream = self._turn
         self._turn = (self._turn + 1) % len(self._children)
-        # ask for the replacements first, so the child draws them while this one is read
-        short = -(-depth // len(self._children)) + 1 - (child.drawn - child.received)
-        if short > 0:
-            child.send(("draw", short))
-            child.drawn += short
-        _, token, params = child.receive()
-        child.received += 1
+        while True:
+            child = self._children[stream]
+            try:
+                token, params = self._suggestion(child, -(-depth // len(self._children)))
+                break
+            except ProcessDied as death:
+                self._restart(stream, death)
         number = self._new_number()
         self._tokens[number] = (child, token, params)
         return number, {**params, **self.fixed}
@@ -302,20 +337,15 @@ class HyperparameterSearch:
         accuracy = None if accuracy is None else float(accuracy)
         if number in self._tokens:
             owner, token, params = self._tokens.pop(number)
-            for child in self._children:
-                child.send(
-                    ("tell", token, accuracy) if child is owner else ("add", params, accuracy)
-                )
+            self._finish(params, accuracy, (owner, token))
         elif number in self._resumed:
-            self._broadcast(("add", self._resumed.pop(number), accuracy))
+            self._finish(self._resumed.pop(number), accuracy)
         else:
             raise ValueError(f"trial number {number} was never asked, or was told already")
 
     def restore(self, params: dict[str, Any], accuracy: float | None) -> None:
         """Re-add a trial finished in an earlier segment of the run."""
-        self._broadcast(
-            ("add", self._values(params), None if accuracy is None else float(accuracy))
-        )
+        self._finish(self._values(params), None if accuracy is None else float(accuracy))
 
     def resume(self, params: dict[str, Any]) -> int:
         """A number for a trial that was running when a master died; it keeps its old parameters.
@@ -327,14 +357,80 @@ class HyperparameterSearch:
         self._resumed[number] = self._values(params)
         return number
 
+    def history(self) -> list[tuple[dict[str, Any], float]]:
+        """What a restarted child is told: the finished trials (params, accuracy) a
+        :class:`WindowedStudy` of this window keeps, oldest first."""
+        return self._history.items()
+
     def close(self) -> None:
         """Stop the children (waits for them to exit); later calls raise.  Safe to call twice."""
         for child in self._children:
             child.stop()
 
-    def _broadcast(self, message: tuple[Any, ...]) -> None:
-        for child in self._children:
-            child.send(message)
+    def _start(self, stream: int) -> SearchProcess:
+        return SearchProcess(self._seed, stream, self._batch_sizes, self._optimizer, self._window)
+
+    def _suggestion(self, child: SearchProcess, share: int) -> tuple[int, dict[str, Any]]:
+        """The next suggestion of ``child`` (its token and params), which keeps ``share`` more
+        drawn."""
+        # ask for the replacements first, so the child draws them while this one is read
+        short = share + 1 - (child.drawn - child.received)
+        if short > 0:
+            child.send(("draw", short))
+            child.drawn += short
+        _, token, params = child.receive()
+        child.received += 1
+        return token, params
+
+    def _finish(
+        self,
+        params: dict[str, Any],
+        accuracy: float | None,
+        told: tuple[SearchProcess, int] | None = None,
+    ) -> None:
+        """Keep a finished trial in the history and tell every child of it: ``told``, the child
+        that drew it and its token, as a tell, the others as a finished trial."""
+        if accuracy is not None:
+            self._history.add(accuracy, (params, accuracy))
+        owner, token = told if told is not None else (None, None)
+        for stream, child in enumerate(self._children):
+            try:
+                child.send(
+                    ("tell", token, accuracy) if child is owner else ("add", params, accuracy)
+                )
+            except ProcessDied as death:
+                # the new child's history holds this trial (unless it failed: TPE needs it not)
+                self._restart(stream, death)
+
+    def _restart(self, stream: int, death: ProcessDied) -> None:
+        """Replace the dead child of ``stream`` by a new one told the history, and record it.
+
+        The trials the dead child drew that are still running are told as
+        finished elsewhere (the new child's tokens start again).  A new child
+        that dies while told is restarted too.  Past ``max_restarts`` restarts
+        in all, the death is a RunFailure.
+        """
+        while True:
+            if len(self.restarts) >= self.max_restarts:
+                raise RunFailure(
+                    f"{death}; not restarted: the run's {self.max_restarts} restarts of "
+                    f"search processes are used up"
+                ) from None
+            dead = self._children[stream]
+            if dead.process.is_alive():
+                dead.process.kill()  # it closed its pipe: of no more use
+            dead.stop()
+            for number in [n for n, (child, _, _) in self._tokens.items() if child is dead]:
+                self._resumed[number] = self._tokens.pop(number)[2]
+            child = self._children[stream] = self._start(stream)
+            history = self.history()
+            self.restarts.append(HelperRestart(death.t, stream, death.pid, death.how, len(history)))
+            try:
+                for params, accuracy in history:
+                    child.send(("add", params, accuracy))
+                return
+            except ProcessDied as again:
+                death = again
 
     def _new_number(self) -> int:
         number = self._next_number
@@ -346,135 +442,3 @@ class HyperparameterSearch:
         if missing:
             raise ValueError(f"hyperparameters {missing} missing from {sorted(params)}")
         return {name: params[name] for name in self.distributions}
-
-
-class _Child:
-    """One search process: its pipe, and how many suggestions were asked of it and read from it."""
-
-    def __init__(
-        self, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
-    ) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.conn, child_end = context.Pipe()
-        self.process = context.Process(
-            target=_serve,
-            args=(child_end, seed, stream, batch_sizes, optimizer, window),
-            name=f"aihpc-hpo-{stream}",
-            daemon=True,
-        )
-        self.process.start()
-        child_end.close()
-        # a poll object made once: Connection.poll builds a selector per call
-        # (~70 us against ~10 us)
-        self._readable = select.poll()
-        self._readable.register(self.conn.fileno(), select.POLLIN)
-        self.stop = weakref.finalize(self, _stop_child, self.process, self.conn)
-        self.drawn = self.received = 0
-
-    def send(self, message: tuple[Any, ...]) -> None:
-        if not self.stop.alive:
-            raise RunFailure("the hyperparameter search is closed")
-        try:
-            self.conn.send(message)
-        except OSError:
-            raise self._death() from None
-
-    def receive(self) -> tuple[Any, ...]:
-        """The child's next message, waiting at most REPLY_TIMEOUT_S; errors become RunFailure."""
-        if not self.stop.alive:
-            raise RunFailure("the hyperparameter search is closed")
-        deadline = time.monotonic() + REPLY_TIMEOUT_S
-        while not self._readable.poll(POLL_S * 1000):  # a closed pipe (POLLHUP) ends the wait too
-            if not self.process.is_alive():
-                raise self._death()
-            if time.monotonic() > deadline:
-                raise RunFailure(
-                    f"the hyperparameter search process sent nothing for {REPLY_TIMEOUT_S:.0f} s"
-                )
-        try:
-            message = self.conn.recv()
-        except (EOFError, OSError):
-            raise self._death() from None
-        if message[0] == "error":
-            raise RunFailure(f"the hyperparameter search process failed: {message[1]}")
-        return message
-
-    def _death(self) -> RunFailure:
-        """The error for a child that is gone: its own last words if it sent any, else how it
-        ended."""
-        try:
-            while self.conn.poll():
-                message = self.conn.recv()
-                if message[0] == "error":
-                    return RunFailure(f"the hyperparameter search process failed: {message[1]}")
-        except (EOFError, OSError):
-            pass
-        self.process.join(timeout=POLL_S)
-        code = self.process.exitcode
-        if code is None:
-            how = "closed its end of the pipe"
-        elif code < 0:
-            how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with code {code}"
-        return RunFailure(f"the hyperparameter search process (pid {self.process.pid}) {how}")
-
-
-def _stop_child(process: Any, conn: Any) -> None:
-    """Ask the child to exit, then make sure it has (the finaliser of HyperparameterSearch)."""
-    try:
-        conn.send(("close",))
-    except OSError:
-        pass  # already dead
-    process.join(timeout=5.0)
-    if process.is_alive():
-        process.terminate()
-        process.join()
-    conn.close()
-
-
-def _serve(
-    conn: Any, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
-) -> None:
-    """The child's loop: handle every waiting message, then draw a suggestion if one is owed.
-
-    Messages first, so every tell that has arrived is in the study before the
-    next draw.  The child exits on ``("close",)``, or when the master's end of
-    the pipe closes (the master exited).
-    """
-    try:
-        core = WindowedStudy(seed, search_space(batch_sizes, optimizer), window, stream)
-        readable = select.poll()  # made once: Connection.poll builds a selector per call (~70 us)
-        readable.register(conn.fileno(), select.POLLIN)
-        owed = 0
-        while True:
-            if owed == 0 or readable.poll(0):
-                message = conn.recv()
-                if message[0] == "close":
-                    return
-                owed += _handle(core, message)
-            else:
-                token, params = core.ask()
-                conn.send(("suggestion", token, params))
-                owed -= 1
-    except (EOFError, OSError):
-        return  # the master is gone: nobody to report to
-    except Exception as exc:
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {' '.join(str(exc).split())}"))  # one line
-        except OSError:
-            pass  # the master is gone too
-
-
-def _handle(core: WindowedStudy, message: tuple[Any, ...]) -> int:
-    """Apply one message from the master; returns how many more suggestions it asks for."""
-    kind = message[0]
-    if kind == "draw":
-        return message[1]
-    if kind == "tell":
-        core.tell(message[1], message[2])
-    elif kind == "add":
-        core.add(message[1], message[2])
-    else:
-        raise ValueError(f"unknown message {kind!r}")
-    return 0
