@@ -242,6 +242,34 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     assert results["score"]["wall_seconds"] == pytest.approx(segments[1]["t_end"] - segments[0]["t_start"])
 
 
+@pytest.mark.slow
+def test_a_killed_hyperparameter_search_process_is_restarted_and_the_run_goes_on(
+        tmp_path: Path, quick_config: Path) -> None:
+    """SIGKILL, as an out-of-memory killer sends it, to the search process (named aihpc-hpo-0 in ps)."""
+    run_dir, out = tmp_path / "run", tmp_path / "stdout.txt"
+    with out.open("w") as stdout:
+        master = subprocess.Popen(
+            [sys.executable, "-m", "aihpc", "run", "--minutes", "0.6", "--config", str(quick_config),
+             "--out", str(run_dir), "--no-live"], stdout=stdout, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        _wait_for(lambda: _ok_epochs(run_dir / "aihpc.sqlite") >= 2, "2 trial-epochs finished", timeout=180,
+                  run=master)  # fmt: skip
+        (search,) = [p for p in psutil.Process(master.pid).children() if p.name() == "aihpc-hpo-0"]
+        search.send_signal(signal.SIGKILL)
+        search.wait(10)
+        _, err = master.communicate(timeout=240)
+    assert master.returncode == 0, err
+    results = _check_results(run_dir)
+    (restart,) = results["helper_restarts"]
+    assert (restart["stream"], restart["pid"], restart["how"]) == (0, search.pid, "was killed by signal 9")
+    assert 0 < restart["t"] < results["score"]["wall_seconds"]
+    # the search went on: trials proposed after the restart, with hyperparameters from the new process
+    assert [t for t in results["trials"] if t["t_start"] is not None and t["t_start"] > restart["t"]]
+    text = out.read_text()
+    assert (f"helper restarted hyperparameter search process 0 (pid {search.pid}) was killed by signal 9 at "
+            f"{restart['t']:.1f} s; a new one was told {restart['history']} finished trials") in text, text
+    assert aihpc("verify", str(run_dir)).returncode == 0
+
+
 def _worker_processes(master: subprocess.Popen) -> list[psutil.Process]:
     """The Dask worker processes of a local run: the master's "spawn" children that serve a TCP port.
 

@@ -24,6 +24,7 @@ from aihpc.errors import DataError, StorageError
 from aihpc.fileio import read_json
 from aihpc.records.archdiff import patch
 from aihpc.records.environment import Environment
+from aihpc.records.helpers import HelperRestart
 from aihpc.records.peak import RunPeak
 from aihpc.records.rows import LostEpoch
 from aihpc.records.score import Score
@@ -42,6 +43,7 @@ _SHAPES: dict[str, type] = {
     "trials": list,
     "segments": list,
     "losses": list,
+    "helper_restarts": list,
 }
 
 
@@ -244,6 +246,8 @@ class RunResults:
     screenings: tuple[dict[str, Any], ...]
     devices: dict[str, Any] | None  # each worker's host and devices; absent in older files
     losses: tuple[LostEpoch, ...]  # epochs lost with their workers; absent in older files
+    # hyperparameter search processes started again; absent in older files
+    helper_restarts: tuple[HelperRestart, ...] = ()
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> RunResults:
@@ -279,6 +283,9 @@ class RunResults:
             screenings=tuple(doc.get("screenings") or ()),
             devices=doc.get("devices"),
             losses=tuple(LostEpoch.from_dict(loss) for loss in doc.get("losses") or ()),
+            helper_restarts=tuple(
+                HelperRestart.from_dict(r) for r in doc.get("helper_restarts") or ()
+            ),
         )
 
     def worker_hosts(self) -> dict[str, str]:

@@ -16,6 +16,11 @@ total, with operations per joule (see aihpc.energy.run).
 the epochs lost with their workers (:class:`aihpc.records.rows.LostEpoch`),
 ``t`` relative to the run's start.
 
+``helper_restarts`` (a new field, no version change; absent in older files)
+lists the hyperparameter search processes that died and were started again
+(:class:`aihpc.records.helpers.HelperRestart`), ``t`` relative to the run's
+start.
+
 Version 3 writes a child's architecture as ``arch_diff``, the edits of its
 parent's (:mod:`aihpc.records.archdiff`), instead of ``arch`` in full (which
 only trials without a parent keep), and lays the file out one line per
@@ -100,6 +105,7 @@ def build_results(store, score: Score) -> dict[str, Any]:
         "trials": trials,
         "screenings": [screening_record(sc, t0) for sc in screenings],
         "losses": [{**loss.to_dict(), "t": loss.t - t0} for loss in store.losses()],
+        "helper_restarts": [{**r, "t": r["t"] - t0} for r in store.meta("helper_restarts", [])],
         "integrity": integrity(store),
     }
 

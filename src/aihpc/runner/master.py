@@ -104,6 +104,7 @@ class Master:
         self.screens: dict[int, tuple[int, list[tuple[Any, Morph, str]]]] = {}
         self.next_screen = len(store.screenings())
         self.slots = 0  # the executor's task slots at the last fill
+        self.restarts_seen = 0  # the hyperparameter search's restarts recorded so far
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> Score:
@@ -136,6 +137,8 @@ class Master:
             done = self.executor.wait(self.in_flight, timeout=TICK_SECONDS)
             for future in done:
                 self._collect(future, self.in_flight.pop(future))
+            if len(self.hpo.restarts) > self.restarts_seen:
+                self._restarted()
             now = self.clock()
             if now - last_tick >= TICK_SECONDS:
                 self.store.touch_segment(self.segment, now)
@@ -148,6 +151,8 @@ class Master:
             future.cancel()
         for trial in list(self.running.values()):
             self._finish(trial, "deadline", None)
+        if len(self.hpo.restarts) > self.restarts_seen:
+            self._restarted()
         now = self.clock()
         self.store.touch_segment(self.segment, now)
         self._report(now)
@@ -294,6 +299,19 @@ class Master:
             return
         self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({loss.reason}); requeued")
         self.pending.append(self._task(trial, attempt=task.attempt + 1))
+
+    def _restarted(self) -> None:
+        """Record the hyperparameter search processes restarted since the last call (the store's
+        ``helper_restarts``, over every segment of the run), and say so."""
+        new = self.hpo.restarts[self.restarts_seen :]
+        self.restarts_seen = len(self.hpo.restarts)
+        recorded = self.store.meta("helper_restarts", [])
+        self.store.set_meta("helper_restarts", recorded + [r.to_dict() for r in new])
+        for r in new:
+            self.observer.event(
+                f"hyperparameter search process {r.stream} (pid {r.pid}) {r.how}; restarted with "
+                f"{r.history} finished trials"
+            )
 
     def _collect_screening(self, future, task: ScreenTask) -> None:
         """Start the trial of the best-scored candidate (the first if the screening failed).

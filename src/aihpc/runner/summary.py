@@ -40,6 +40,7 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
         f"{tallies.trials_diverged} diverged, {len(results.trials)} in all"
     )
     lines += loss_lines(results)
+    lines += restart_lines(results)
     if results.screenings:
         share = tallies.screening_ops / s.ops if s.ops else 0.0
         lines.append(
@@ -119,6 +120,16 @@ def loss_lines(results: RunResults) -> list[str]:
             f"  worker lost      and {len(by_worker) - LISTED} more (results.json's losses)"
         )
     return lines
+
+
+def restart_lines(results: RunResults) -> list[str]:
+    """Each hyperparameter search process that died and was started again (none where none
+    died)."""
+    return [
+        f"  helper restarted hyperparameter search process {r.stream} (pid {r.pid}) {r.how} at "
+        f"{r.t:.1f} s; a new one was told {r.history} finished trials and the run went on"
+        for r in results.helper_restarts
+    ]
 
 
 def staging_lines(staging: dict[str, Any] | None) -> list[str]:

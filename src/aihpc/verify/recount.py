@@ -314,6 +314,7 @@ def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, 
         "timeline",
         "screenings",
         "losses",
+        "helper_restarts",
     ):
         if key in results and not same(results[key], expected[key]):
             path, got, want = next(diffs(results[key], expected[key], key))
