@@ -33,7 +33,7 @@ from aihpc.errors import ConfigError, DataError
 from aihpc.fileio import read_json
 from aihpc.fmt import text_table
 from aihpc.records.environment import Environment
-from aihpc.records.results import read_results_head
+from aihpc.records.results import RESULTS_FILES, read_results_head, results_file
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
 SIGNIFICANCE_RULE = (
@@ -150,9 +150,9 @@ def load_entry(path: Path) -> Entry:
     """The Entry of a result file, or of RUN_DIR/results.json; DataError (one line) if it is not
     one or has no score."""
     path = Path(path)
-    file = path / "results.json" if path.is_dir() else path
+    file = results_file(path) if path.is_dir() else path
     # a run's results: its trials are not read
-    doc = read_results_head(file) if file.name == "results.json" else read_json(file, "result file")
+    doc = read_results_head(file) if file.name in RESULTS_FILES else read_json(file, "result file")
     if not isinstance(doc, dict):
         raise DataError(f"not an aihpc result: {file} (a JSON object expected)")
     kind = doc.get(

@@ -10,6 +10,7 @@ reader sees the old file or the new one.  A failure is a
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import time
@@ -58,8 +59,17 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         f.write(raw)
 
 
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``, decompressed when its name ends in ``.gz``."""
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return f.read()
+    return path.read_text(encoding="utf-8")
+
+
 def read_json(path: Path, what: str, error: type[AihpcError] = DataError) -> Any:
-    """The parsed JSON of ``path``; ``what`` names the file in errors (e.g. "results file").
+    """The parsed JSON of ``path`` (gzip-compressed if its name ends in ``.gz``); ``what`` names
+    the file in errors (e.g. "results file").
 
     Missing file or invalid JSON: ``error``, :class:`DataError` for an input
     document (a result, a matcher), :class:`~aihpc.errors.ConfigError` where
@@ -69,10 +79,10 @@ def read_json(path: Path, what: str, error: type[AihpcError] = DataError) -> Any
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except FileNotFoundError:
         raise error(f"{what} not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise StorageError(f"cannot read {what} {path}: {' '.join(str(exc).split())}") from None
     try:
         return json.loads(text)

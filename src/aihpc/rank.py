@@ -36,6 +36,7 @@ from aihpc.compare import (
     load_entry,
 )
 from aihpc.errors import AihpcError, DataError
+from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILES
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
 COLUMNS = (
@@ -84,8 +85,8 @@ def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
         raise DataError(f"not a directory: {directory}")
     found: list[Path] = []
     skipped: list[Path] = []
-    for path in sorted(directory.rglob("*.json")):
-        if path.name == "results.json":
+    for path in sorted([*directory.rglob("*.json"), *directory.rglob(COMPRESSED_RESULTS_FILE)]):
+        if path.name in RESULTS_FILES:
             found.append(path)
             continue
         try:
@@ -134,7 +135,7 @@ def verification(path: Path) -> str:
     """yes / no / unchecked: ``aihpc verify`` on the run directory holding ``path``."""
     from aihpc.verify.recount import verify_run
 
-    if path.name != "results.json" or not (path.parent / "aihpc.sqlite").is_file():
+    if path.name not in RESULTS_FILES or not (path.parent / "aihpc.sqlite").is_file():
         return "unchecked"
     try:
         return verify_run(path.parent).status
@@ -147,7 +148,7 @@ def cells(row: RankRow, directory: Path) -> list[str]:
 
     e = row.entry
     source = Path(e.source)
-    source = source.parent if source.name == "results.json" else source  # a run by its directory
+    source = source.parent if source.name in RESULTS_FILES else source  # a run by its directory
     name = str(source.relative_to(directory)) if source.is_relative_to(directory) else str(source)
     return [
         str(row.rank),

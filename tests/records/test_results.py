@@ -82,9 +82,8 @@ def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> 
 
     doc = json.loads((FIXTURES / "run" / "results.json").read_text())
     doc["schema_version"] = 3
-    path = tmp_path / "results.json"
-    write_results(path, doc)
-    assert json.loads(path.read_text()) == doc  # one JSON document
+    path = write_results(tmp_path, doc)
+    assert path == tmp_path / "results.json" and json.loads(path.read_text()) == doc  # one JSON document
     assert read_results_head(path) == {**doc, "trials": []}
     # the trials are skipped unparsed: a broken trial line does not matter to the head
     lines = path.read_text().splitlines()
@@ -102,3 +101,31 @@ def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> 
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match="results file line 2 is not JSON"):
         read_results_head(path)
+
+
+def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(tmp_path: Path) -> None:
+    import gzip
+    import shutil
+    import subprocess
+    import sys
+
+    from aihpc.records.results import read_results_head, results_file
+    from aihpc.records.schema import write_results
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "run", run)
+    doc = read_results_document(run / "results.json")
+    assert write_results(run, doc, compress_above=10**9) == run / "results.json"
+    plain = (run / "results.json").read_bytes()
+    written = write_results(run, doc, compress_above=len(plain) - 1)
+    assert written == run / "results.json.gz" == results_file(run) and not (run / "results.json").exists()
+    assert gzip.decompress(written.read_bytes()) == plain and written.stat().st_size < len(plain) / 4
+    assert read_results_document(written) == doc and read_results_head(written) == {**doc, "trials": []}
+    for command in (["verify", str(run)], ["report", str(run)], ["rank", str(tmp_path)],
+                    ["compare", str(run), str(run)]):
+        proc = subprocess.run([sys.executable, "-m", "aihpc", *command], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (command, proc.stderr)
+    assert "VERIFIED" in subprocess.run([sys.executable, "-m", "aihpc", "verify", str(run)], capture_output=True,
+                                        text=True, timeout=120).stdout
+    # a smaller run written again in the same directory is plain once more
+    assert write_results(run, doc) == run / "results.json" and not written.exists()

@@ -16,6 +16,7 @@ only the report and ``aihpc verify`` read them.
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,20 @@ from aihpc.records.helpers import HelperRestart
 from aihpc.records.peak import RunPeak
 from aihpc.records.rows import LostEpoch
 from aihpc.records.score import Score
+
+#: A run's results, and the name they take when written compressed (see
+#: :func:`aihpc.records.schema.write_results`).
+RESULTS_FILE, COMPRESSED_RESULTS_FILE = "results.json", "results.json.gz"
+RESULTS_FILES = (RESULTS_FILE, COMPRESSED_RESULTS_FILE)
+
+
+def results_file(run_dir: Path) -> Path:
+    """The run's results file: ``results.json``, or ``results.json.gz`` where a large run wrote
+    that instead (``results.json``'s path where neither exists, for the error that follows)."""
+    compressed = Path(run_dir) / COMPRESSED_RESULTS_FILE
+    plain = Path(run_dir) / RESULTS_FILE
+    return compressed if compressed.is_file() and not plain.is_file() else plain
+
 
 #: The ``schema_version`` values of results.json that this aihpc reads.
 READ_VERSIONS = (1, 2, 3)
@@ -121,7 +136,7 @@ def _read_head_lines(path: Path) -> dict[str, Any] | None:
 
     head: dict[str, Any] = {}
     try:
-        with path.open("rb") as lines:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb") as lines:
             if lines.readline().rstrip() != b"{":
                 return None
             for number, line in enumerate(lines, start=2):

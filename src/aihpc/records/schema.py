@@ -29,6 +29,7 @@ top-level field and per trial, without indentation: 2 to 3 times smaller.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -38,12 +39,14 @@ from aihpc import __version__
 from aihpc.fileio import atomic_write
 from aihpc.records.archdiff import ArchBook, diff
 from aihpc.records.energy import energy_results
+from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILE
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score
 
 # 2: a trial's parameter count is num_params (was params); 3: a child's architecture is
 # arch_diff, the edits of its parent's
 RESULTS_SCHEMA_VERSION = 3
+COMPRESS_ABOVE = 64 * 2**20  # bytes of results.json past which it is written as results.json.gz
 
 
 def build_results(store, score: Score) -> dict[str, Any]:
@@ -192,13 +195,26 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write(path, json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n")
 
 
-def write_results(path: Path, results: dict[str, Any]) -> None:
-    """Write results.json atomically: sorted keys, one line per top-level field and per trial.
+def write_results(
+    run_dir: Path, results: dict[str, Any], compress_above: int = COMPRESS_ABOVE
+) -> Path:
+    """Write the run's results atomically; returns the file written.
 
-    Still one JSON document (any JSON reader takes it); a line per trial
-    keeps it greppable and lets a reader skip the trials without parsing them.
+    Sorted keys, one line per top-level field and per trial: still one JSON
+    document (any JSON reader takes it), greppable, and a reader can skip
+    the trials without parsing them.  Past ``compress_above`` bytes (a run
+    of tens of thousands of trials) it is written gzip-compressed as
+    ``results.json.gz`` (about 9 times smaller; ``zcat results.json.gz | jq``)
+    instead of ``results.json``; the other name is removed, so a run
+    directory holds one of the two.
     """
-    atomic_write(path, "".join(_results_lines(results)))
+    data = "".join(_results_lines(results)).encode("utf-8")
+    name, other = RESULTS_FILE, COMPRESSED_RESULTS_FILE
+    if len(data) > compress_above:
+        data, name, other = gzip.compress(data, compresslevel=6, mtime=0), other, name
+    atomic_write(Path(run_dir) / name, data)
+    (Path(run_dir) / other).unlink(missing_ok=True)
+    return Path(run_dir) / name
 
 
 def _results_lines(results: dict[str, Any]):

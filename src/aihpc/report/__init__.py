@@ -17,9 +17,8 @@ from pathlib import Path
 from aihpc.errors import DataError
 from aihpc.fileio import atomic_write
 from aihpc.records.files import read_result
-from aihpc.records.results import read_results_document
+from aihpc.records.results import RESULTS_FILE, read_results_document, results_file
 
-RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
 
 __all__ = ["RESULTS_FILE", "REPORT_FILE", "write_report"]
@@ -46,10 +45,10 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         target = Path(out) if out is not None else path.with_suffix(".html")
     elif path.is_dir():
         documents = [read_result(f) for f in sorted(path.glob("*.json")) if _is_result_document(f)]
-        if documents and not (path / RESULTS_FILE).exists():
+        if documents and not results_file(path).exists():
             page = render_page(documents, f"aihpc {path.name}")
         else:
-            results = read_results_document(path / RESULTS_FILE)
+            results = read_results_document(results_file(path))
             page = render_html(results, render_all(results), extra=render_sections(documents))
         target = Path(out) if out is not None else path / REPORT_FILE
     else:

@@ -19,7 +19,7 @@ from aihpc.cluster import check_interface
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError, DataError, StorageError
 from aihpc.records.environment import Environment
-from aihpc.records.results import RunResults
+from aihpc.records.results import RunResults, results_file
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
 from aihpc.runner.master import Master
 from aihpc.runner.measure import (
@@ -169,7 +169,7 @@ def check_resumable(run_dir: Path) -> None:
     if finished:
         raise ConfigError(
             f"cannot resume {run_dir}: the run has finished (its results are in "
-            f"{run_dir / 'results.json'}); --resume continues only a run that was stopped"
+            f"{results_file(run_dir)}); --resume continues only a run that was stopped"
         )
     if layout != STORE_FORMAT:
         raise DataError(
@@ -238,7 +238,7 @@ def run_benchmark(
         executor = open_executor(config, layout, run_dir, client)
         run = OpenRun(config, store, executor, mlperf, layout, device, data_info)
         results = search_and_score(run, resume, console)
-        write_results(run_dir / "results.json", results)
+        write_results(run_dir, results)
         mlperf.run_stop(
             "success" if results["score"]["valid"] else "aborted",
             chain_sha256=results["integrity"]["chain_sha256"],

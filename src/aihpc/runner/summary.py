@@ -8,7 +8,7 @@ from typing import Any
 
 from aihpc.fmt import format_si
 from aihpc.records.energy import energy_text
-from aihpc.records.results import RunResults
+from aihpc.records.results import RunResults, results_file
 from aihpc.records.rows import LostEpoch
 
 LISTED = 8  # workers, lost workers and metered devices listed one a line; past it, a summary
@@ -49,7 +49,7 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
             f"candidates, {100 * share:.1f} % of the operations"
         )
     lines += worker_lines(results)
-    lines.append(f"  results          {run_dir / 'results.json'}")
+    lines.append(f"  results          {results_file(run_dir)}")
     lines.append(f"  report           aihpc report {run_dir}")
     return lines
 

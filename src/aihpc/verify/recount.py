@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import AihpcError, DataError, StorageError
-from aihpc.records.results import read_results_document, trial_arch
+from aihpc.records.results import read_results_document, results_file, trial_arch
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
@@ -69,7 +69,7 @@ def open_run(run_dir: Path):
             raise DataError(
                 f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)"
             )
-        return store, _read_results(run_dir / "results.json", run_dir)
+        return store, _read_results(results_file(run_dir), run_dir)
     except BaseException:
         store.close()
         raise
