@@ -119,7 +119,9 @@ def read_results_head(path: Path) -> dict[str, Any]:
     if head is None:
         document = read_json(path, "results file")
         if not isinstance(document, dict):
-            raise DataError(f"results file must hold a JSON object: {path}")
+            raise DataError(
+                f"results file must hold a JSON object, got {type(document).__name__}: {path}"
+            )
         return {**document, TRIALS: []}
     version = head.get("schema_version")
     if isinstance(version, bool) or version not in READ_VERSIONS:

@@ -17,7 +17,8 @@ from pathlib import Path
 from aihpc.errors import DataError
 from aihpc.fileio import atomic_write
 from aihpc.records.files import read_result
-from aihpc.records.results import RESULTS_FILE, read_results_document, results_file
+from aihpc.records.results import RESULTS_FILE, results_file
+from aihpc.report.digest import read_for_report
 
 REPORT_FILE = "report.html"
 
@@ -48,7 +49,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         if documents and not results_file(path).exists():
             page = render_page(documents, f"aihpc {path.name}")
         else:
-            results = read_results_document(results_file(path))
+            results = read_for_report(results_file(path))
             page = render_html(results, render_all(results), extra=render_sections(documents))
         target = Path(out) if out is not None else path / REPORT_FILE
     else:

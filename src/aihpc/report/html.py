@@ -24,8 +24,10 @@ from aihpc.fmt import (
 )
 from aihpc.records.energy import energy_text
 from aihpc.records.results import trial_arch
-from aihpc.report.lineage import build_lineage, lineage_html
+from aihpc.report import digest_views
+from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
 from aihpc.report.markup import CSS, card, esc, kv_table, no_data
+from aihpc.report.trials_table import trial_count, trial_list, trials_section
 
 #: (plot key, title, caption) in page order.
 PLOT_SECTIONS = (
@@ -108,7 +110,7 @@ def _header(results: dict[str, Any]) -> str:
         card("Result", validity, validity_note, value_css=validity_css),
         card("Wall time", format_seconds(score.get("wall_seconds"))),
         card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
-        card("Trials", str(len(_trial_list(results))), ", ".join(counts)),
+        card("Trials", f"{trial_count(results):,}", ", ".join(counts)),
         _energycard(results.get("energy")),
     ]
     return (
@@ -336,16 +338,9 @@ def _plots(images: dict[str, bytes | None]) -> str:
     return "".join(parts)
 
 
-def _trial_list(results: dict[str, Any]) -> list[dict[str, Any]]:
-    trials = [t for t in results.get("trials") or [] if isinstance(t, dict)]
-    return sorted(
-        trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0)
-    )
-
-
 def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
     """The trial with the highest ``best_val_accuracy`` (lowest id on ties), or ``None``."""
-    scored = [t for t in _trial_list(results) if as_number(t.get("best_val_accuracy")) is not None]
+    scored = [t for t in trial_list(results) if as_number(t.get("best_val_accuracy")) is not None]
     if not scored:
         return None
     return max(scored, key=lambda t: as_number(t.get("best_val_accuracy")) or 0.0)
@@ -372,7 +367,7 @@ def _best_architecture(results: dict[str, Any]) -> str:
     best = best_trial(results)
     if best is None:
         return no_data("no trial reached a validation accuracy")
-    arch = trial_arch({t.get("id"): t for t in _trial_list(results)}, best.get("id")) or {}
+    arch = trial_arch({t.get("id"): t for t in trial_list(results)}, best.get("id")) or {}
     count, kinds = _layer_summary(arch)
     rows = [
         ("trial", format_value(best.get("id"))),
@@ -392,62 +387,6 @@ def _best_architecture(results: dict[str, Any]) -> str:
     return kv_table(rows)
 
 
-def _trials_table(results: dict[str, Any]) -> str:
-    trials = _trial_list(results)
-    if not trials:
-        return no_data("no trials ran")
-    head = (
-        "id",
-        "parent",
-        "morph",
-        "params",
-        "status",
-        "best val acc",
-        "epochs",
-        "ops",
-        "seconds",
-        "worker",
-        "hyperparameters",
-    )
-    rows = []
-    for t in trials:
-        status = str(t.get("status", NA))
-        reason = t.get("reason")
-        status_html = f'<span class="status st-{esc(status)}">{esc(status)}</span>'
-        if reason:
-            status_html += f"<br><small>{esc(reason)}</small>"
-        if t.get("traceback"):
-            status_html += (
-                f"<details><summary>traceback</summary><pre>{esc(t['traceback'])}</pre></details>"
-            )
-        start, end = as_number(t.get("t_start")), as_number(t.get("t_end"))
-        seconds = end - start if start is not None and end is not None else None
-        logged = t.get("epochs")
-        epochs = logged if isinstance(logged, list) else []
-        cells = [
-            f'<td class="num">{esc(format_value(t.get("id")))}</td>',
-            f'<td class="num">{esc(_parent(t))}</td>',
-            f"<td>{esc(format_value(t.get('morph')))}</td>",
-            f'<td class="num">{esc(format_si(t.get("num_params")))}</td>',
-            f"<td>{status_html}</td>",
-            f'<td class="num">{esc(format_fraction(t.get("best_val_accuracy"), 2))}</td>',
-            f'<td class="num">{len(epochs)}</td>',
-            f'<td class="num">{esc(format_si((t.get("ops") or {}).get("total")))}</td>',
-            f'<td class="num">{esc(format_seconds(seconds))}</td>',
-            f"<td>{esc(format_value(t.get('worker')))}</td>",
-            f"<td><small>{esc(format_value(t.get('hparams') or {}))}</small></td>",
-        ]
-        rows.append(f"<tr>{''.join(cells)}</tr>")
-    header = "".join(f"<th>{esc(h)}</th>" for h in head)
-    return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
-
-
-def _parent(trial: dict[str, Any]) -> str:
-    """A trial's parent id, or a dash for a seed."""
-    parent = trial.get("parent")
-    return format_value(parent) if parent is not None else "—"
-
-
 def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
     figure = ""
     if png:
@@ -458,6 +397,9 @@ def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
             "was "
             "morphed from and coloured by the morphism that made it.</figcaption></figure>"
         )
+    if "digest" in results:
+        lineage = build_lineage(results)
+        return figure + digest_views.ancestry_note(results["digest"]) + ancestry_html(lineage)
     return figure + lineage_html(build_lineage(results))
 
 
@@ -483,7 +425,7 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
             '<h2 id="lineage">Search lineage</h2>',
             _lineage_section(results, images.get("lineage")),
             "<h2>Trials</h2>",
-            _trials_table(results),
+            trials_section(results),
             extra,
         ]
     )

@@ -218,7 +218,7 @@ def _fold(lineage: Lineage, start: Any, depth: int) -> str:
     )
 
 
-def _ancestry_table(lineage: Lineage) -> str:
+def ancestry_html(lineage: Lineage) -> str:
     if not lineage.ancestry:
         return '<p class="nodata">no trial reached a validation accuracy</p>'
     head = "".join(
@@ -262,7 +262,7 @@ def lineage_html(lineage: Lineage) -> str:
         )
     return (
         "<h3>Ancestry of the best trial</h3>"
-        + _ancestry_table(lineage)
+        + ancestry_html(lineage)
         + '<h3>Search tree</h3><p class="sub">Each trial with its morphism and best validation '
         "accuracy; "
         "a trial's only child follows it in the same list, branches open where a trial has several "

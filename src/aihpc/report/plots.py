@@ -16,6 +16,7 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from aihpc.fmt import as_number, format_si
+from aihpc.report import digest_views
 from aihpc.report.figure import DPI, figure, png
 from aihpc.report.lineage import build_lineage
 from aihpc.report.lineage_plot import plot_lineage
@@ -52,7 +53,17 @@ def status_color(status: Any) -> str:
 
 
 def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
-    """All plots, keyed ``timeline``, ``ops``, ``workers``, ``phases``, ``lineage``."""
+    """All plots, keyed ``timeline``, ``ops``, ``workers``, ``phases``, ``lineage``; a large run's
+    from its digest (:mod:`aihpc.report.digest_views`)."""
+    digest = results.get("digest")
+    if digest is not None:
+        return {
+            "timeline": plot_timeline(results),
+            "ops": digest_views.plot_ops(digest),
+            "workers": digest_views.plot_workers(results.get("workers") or []),
+            "phases": plot_phases(results, totals=digest["phase_seconds"]),
+            "lineage": digest_views.plot_lineage(digest, build_lineage(results).ancestry),
+        }
     return {
         "timeline": plot_timeline(results),
         "ops": plot_trial_ops(results),
@@ -358,9 +369,11 @@ def phase_totals(results: dict[str, Any]) -> dict[str, float]:
     return totals
 
 
-def plot_phases(results: dict[str, Any]) -> bytes | None:
-    """Stacked bars of ``phase_seconds``: the total over all trials, then each trial."""
-    totals = phase_totals(results)
+def plot_phases(results: dict[str, Any], totals: dict[str, float] | None = None) -> bytes | None:
+    """Stacked bars of ``phase_seconds``: the total over all trials, then each trial; given the
+    ``totals`` of a large run, the total alone."""
+    per_trial = totals is None
+    totals = phase_totals(results) if totals is None else {**dict.fromkeys(PHASES, 0.0), **totals}
     if sum(totals.values()) <= 0:
         return None
     phases = list(totals)
@@ -368,7 +381,13 @@ def plot_phases(results: dict[str, Any]) -> bytes | None:
     colors = {p: _PHASE_COLORS.get(p) or next(extra) for p in phases}
     trials = [t for t in _trials(results) if isinstance(t.get("phase_seconds"), dict)]
 
-    fig = figure(9, 4.2)
+    fig = figure(9 if per_trial else 4, 4.2)
+    if not per_trial:
+        ax_all = fig.subplots()
+        _phases_overall(ax_all, totals, colors)
+        ax_all.legend(title="phase", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.suptitle("Where the time went (phase seconds)")
+        return png(fig)
     ax_all, ax_trials = fig.subplots(1, 2, width_ratios=[1, 5])
     _phases_overall(ax_all, totals, colors)
     _phases_per_trial(ax_trials, trials, colors)

@@ -1,0 +1,119 @@
+"""The report's tables and plots of a large run, drawn from its digest (:mod:`aihpc.report.digest`).
+
+Each stands in for a view that shows every trial: a distribution table for
+the trials table, histograms for the bars per trial and the workers'
+timeline, the time by phase over all trials, and the lineage as a density
+of (trial id, accuracy) with the best trial's ancestry drawn over it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from aihpc.fmt import format_fraction, format_si
+from aihpc.report.figure import figure, png
+from aihpc.report.markup import kv_table
+
+
+def caption(results: dict[str, Any]) -> str:
+    digest = results["digest"]
+    return (
+        f'<p class="sub">{digest["trials"]:,} trials: too many to list. How they ended and '
+        "how they are distributed, then the "
+        f"{len(results.get('trials') or [])} trials kept whole (the most accurate and the best "
+        "trial's ancestry), most accurate first; every trial is in the results file.</p>"
+    )
+
+
+def _spread(values: list[float], fmt) -> str:
+    if not values:
+        return "—"
+    deciles = statistics.quantiles(values, n=10) if len(values) > 1 else [values[0]] * 9
+    return (
+        f"min {fmt(min(values))} · p10 {fmt(deciles[0])} · median {fmt(deciles[4])} · "
+        f"p90 {fmt(deciles[8])} · max {fmt(max(values))}"
+    )
+
+
+def distribution_table(digest: dict[str, Any]) -> str:
+    """How the trials ended and the spread of their accuracy, operations, parameters, epochs."""
+    accuracy = [a for a in digest["lineage"]["accuracy"] if a is not None]
+    epochs = ", ".join(f"{n:,} with {k}" for k, n in digest["epochs"].items())
+    return kv_table(
+        [
+            ("trials", f"{digest['trials']:,}"),
+            ("ended", ", ".join(f"{n:,} {s}" for s, n in sorted(digest["status"].items()))),
+            ("best val accuracy", _spread(accuracy, lambda v: format_fraction(v, 1))),
+            ("operations", _spread(digest["ops"], format_si)),
+            ("parameters", _spread(digest["params"], format_si)),
+            ("epochs", epochs),
+        ]
+    )
+
+
+def plot_ops(digest: dict[str, Any]) -> bytes | None:
+    """Histogram of the operations per trial (log-spaced bins)."""
+    values = [v for v in digest["ops"] if v > 0]
+    if not values:
+        return None
+    import numpy as np
+
+    fig = figure(9, 3.8)
+    ax = fig.subplots()
+    low, high = min(values), max(values)
+    bins = [float(b) for b in np.geomspace(low, high * 1.0001, 50)] if high > low else 10
+    ax.hist(values, bins=bins, color="#1e88e5")
+    ax.set_xscale("log" if high > 100 * low else "linear")
+    ax.set_xlabel("operations per trial")
+    ax.set_ylabel("trials")
+    ax.set_title(f"Operations per trial ({len(values):,} trials)")
+    ax.grid(axis="y", alpha=0.3)
+    return png(fig)
+
+
+def plot_workers(workers: list[dict[str, Any]]) -> bytes | None:
+    """Histogram of the workers' busy fractions."""
+    busy = [100 * w["busy_fraction"] for w in workers if isinstance(w.get("busy_fraction"), float)]
+    if not busy:
+        return None
+    fig = figure(9, 3.4)
+    ax = fig.subplots()
+    ax.hist(busy, bins=40, color="#43a047")
+    ax.set_xlabel("busy (% of the run's wall time)")
+    ax.set_ylabel("workers")
+    ax.set_title(f"How busy the {len(busy):,} workers were")
+    ax.grid(axis="y", alpha=0.3)
+    return png(fig)
+
+
+def plot_lineage(digest: dict[str, Any], ancestry: tuple[Any, ...]) -> bytes | None:
+    """Every trial's (id, best accuracy) as a density, the best trial's ancestry over it."""
+    lineage = digest["lineage"]
+    points = [
+        (i, 100 * a)
+        for i, a in zip(lineage["ids"], lineage["accuracy"], strict=True)
+        if a is not None and isinstance(i, int)
+    ]
+    if not points:
+        return None
+    accuracy = dict(points)
+    fig = figure(9, 4.8)
+    ax = fig.subplots()
+    xs, ys = zip(*points, strict=True)
+    shown = ax.hexbin(xs, ys, gridsize=(90, 40), bins="log", cmap="Greys", mincnt=1)
+    fig.colorbar(shown, ax=ax, label="trials")
+    path = [i for i in ancestry if i in accuracy]
+    ax.plot(path, [accuracy[i] for i in path], color="#e53935", linewidth=2.0, marker="o")
+    ax.set_xlabel("trial id (order of creation)")
+    ax.set_ylabel("best validation accuracy (%)")
+    ax.set_title("Search lineage: every trial (density), the best trial's ancestry (red)")
+    return png(fig)
+
+
+def ancestry_note(digest: dict[str, Any]) -> str:
+    return (
+        f'<p class="sub">The search tree of {digest["trials"]:,} trials is too large to draw '
+        "node by node: the plot shows their density, and the table the best trial's "
+        "ancestry; each trial names its parent in the results file.</p>"
+    )
