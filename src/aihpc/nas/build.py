@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -16,9 +18,13 @@ from aihpc.errors import SpecError
 from aihpc.nas.layer import BN_EPS, INPUT, Layer, filled
 from aihpc.nas.spec import ArchSpec, Shape
 
+#: The layer types without a module, computed by :func:`stateless_step`.
+STATELESS = frozenset(("add", "concat", "global_avgpool"))
 
-def _make_module(layer: Layer, in_shape: Shape) -> nn.Module | None:
-    """The torch module for one layer, or None for stateless functional ops."""
+
+def make_module(layer: Layer, in_shape: Shape) -> nn.Module | None:
+    """The torch module of one layer reading a value of shape ``in_shape`` (per sample), or
+    None for the layers :func:`stateless_step` computes (add, concat, global_avgpool)."""
     lt = layer.type
     if lt == "conv":
         return nn.Conv2d(
@@ -45,6 +51,21 @@ def _make_module(layer: Layer, in_shape: Shape) -> nn.Module | None:
     return None  # add, concat, global_avgpool
 
 
+def stateless_step(kind: str, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """What :class:`SpecNet` computes for a layer without a module: ``add`` sums its inputs
+    left to right, ``concat`` joins them along the channels, ``global_avgpool`` averages H, W."""
+    if kind == "add":
+        out = inputs[0]
+        for value in inputs[1:]:
+            out = out + value
+        return out
+    if kind == "concat":
+        return torch.cat(list(inputs), dim=1)
+    if kind == "global_avgpool":
+        return inputs[0].mean(dim=(2, 3))
+    raise AssertionError(f"layer type {kind!r} has a module")
+
+
 class SpecNet(nn.ModuleDict):
     """The network of ``spec``: ``forward(x)`` maps ``(N, *spec.input_shape)``
     to ``(N, spec.num_classes)`` logits.  Weights use PyTorch's default
@@ -68,7 +89,7 @@ class SpecNet(nn.ModuleDict):
                     f"layer name {name!r} clashes with an attribute of the built "
                     f"module; rename the layer"
                 )
-            module = _make_module(layer, shapes[layer.inputs[0]])
+            module = make_module(layer, shapes[layer.inputs[0]])
             if module is not None:
                 self.add_module(name, module)
         # Plan: (name, type, inputs, names whose last use is this step).
@@ -89,14 +110,8 @@ class SpecNet(nn.ModuleDict):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         values: dict[str, torch.Tensor] = {INPUT: x}
         for name, kind, inputs, free in self._plan:
-            if kind == "add":
-                out = values[inputs[0]]
-                for src in inputs[1:]:
-                    out = out + values[src]
-            elif kind == "concat":
-                out = torch.cat([values[src] for src in inputs], dim=1)
-            elif kind == "global_avgpool":
-                out = values[inputs[0]].mean(dim=(2, 3))
+            if kind in STATELESS:
+                out = stateless_step(kind, [values[src] for src in inputs])
             else:
                 out = self[name](values[inputs[0]])
             values[name] = out

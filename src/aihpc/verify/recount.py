@@ -4,7 +4,9 @@ Five checks, each naming every mismatch by trial (and epoch) where it has one:
 
 operations
     Every epoch's operation count recomputed from the logged architecture
-    and hyperparameters (batch size, dropout), with the worker's own counter
+    and hyperparameters (batch size, dropout), with an independent,
+    layer-by-layer implementation (:func:`aihpc.counting.layered.count_spec_per_sample`)
+    that tests hold equal to the worker's counter
     (:func:`aihpc.train.inputs.count_ops_per_sample`), times the logged samples:
     ``round(train ops/sample × train samples) + round(eval ops/sample × val
     samples)``, exactly as the worker credits them.  The architecture must
@@ -179,9 +181,9 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
 
 def _per_sample(trial: TrialRow, found: Found) -> tuple[float, float] | None:
     """(train, eval) operations per sample of the trial's logged architecture, as the worker counts
-    them."""
+    them (counted layer by layer)."""
+    from aihpc.counting.layered import count_spec_per_sample
     from aihpc.nas.spec import ArchSpec
-    from aihpc.train.inputs import count_ops_per_sample
 
     try:
         spec = ArchSpec.from_dict(trial.arch)
@@ -201,7 +203,7 @@ def _per_sample(trial: TrialRow, found: Found) -> tuple[float, float] | None:
             trial.id,
         )
     hp = trial.hparams
-    return count_ops_per_sample(spec, hp.batch_size, hp.dropout)
+    return count_spec_per_sample(spec, hp.batch_size, hp.dropout)
 
 
 def _check_epoch_ops(
