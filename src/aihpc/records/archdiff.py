@@ -18,23 +18,21 @@ parent only until its last child (:class:`ArchBook`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from aihpc.errors import DataError
 
 
-def _key(layer: dict[str, Any]) -> str:
-    return json.dumps(layer, sort_keys=True)
-
-
 def diff(arch: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """``arch`` as the edits of ``base`` (see the module docstring)."""
-    where = {_key(layer): i for i, layer in enumerate(base["layers"])}
+    # layer names are unique within an architecture: find each layer's namesake, then compare
+    where = {layer.get("name"): i for i, layer in enumerate(base["layers"])}
     layers: list[Any] = []
     for layer in arch["layers"]:
-        i = where.get(_key(layer))
+        i = where.get(layer.get("name"))
+        if i is None or base["layers"][i] != layer:
+            i = None
         if i is None:
             layers.append(layer)
         elif layers and isinstance(layers[-1], list) and layers[-1][1] == i:

@@ -119,20 +119,21 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
     """Every epoch's operations recomputed from its trial's architecture and its samples."""
     found = Found("operations")
     data = store.meta("data") or {}
-    trials = store.trials()
     epochs = 0
-    for trial in trials:
+    arch_hashes: dict[int, str] = {}
+    for trial in store.iter_trials():  # one at a time: a run may have hundreds of thousands
+        arch_hashes[trial.id] = trial.arch_hash
         counts = _per_sample(trial, found)
         for e in store.epochs(trial.id):
             epochs += 1
             _check_epoch_ops(trial.id, e, counts, data, found)
-    arch_hashes = {t.id: t.arch_hash for t in trials}
     screenings = store.screenings()
     for sc in screenings:
         _check_screening_ops(sc, arch_hashes, found)
     also = f" and {len(screenings)} proxy screenings" if screenings else ""
     return found.outcome(
-        f"recomputed for {epochs} epochs of {len(trials)} trials{also} from their architectures"
+        f"recomputed for {epochs} epochs of {len(arch_hashes)} trials{also} from their "
+        "architectures"
     ), found.items
 
 
