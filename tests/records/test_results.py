@@ -27,7 +27,7 @@ def test_a_run_reads_back_as_its_record() -> None:
     assert sum(w.epochs or 0 for w in results.workers) == sum(len(t["epochs"]) for t in doc["trials"])
     assert results.peak is None  # the fixture run predates procs_per_worker: its peak's older form
     assert results.environment.hostname == doc["environment"]["hostname"]
-    assert results.layout == doc["layout"] and len(results.trials) == len(doc["trials"])
+    assert results.layout == doc["layout"] and results.trial_count == len(doc["trials"])
 
 
 def test_a_peak_in_the_current_form_is_read_as_the_runs_peak(tmp_path: Path) -> None:
@@ -82,7 +82,8 @@ def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> 
 
     doc = json.loads((FIXTURES / "run" / "results.json").read_text())
     doc["schema_version"] = 3
-    path = write_results(tmp_path, doc)
+    path, count = write_results(tmp_path, doc)
+    assert count == len(doc["trials"])
     assert path == tmp_path / "results.json" and json.loads(path.read_text()) == doc  # one JSON document
     assert read_results_head(path) == {**doc, "trials": []}
     # the trials are skipped unparsed: a broken trial line does not matter to the head
@@ -115,9 +116,9 @@ def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(t
     run = tmp_path / "run"
     shutil.copytree(FIXTURES / "run", run)
     doc = read_results_document(run / "results.json")
-    assert write_results(run, doc, compress_above=10**9) == run / "results.json"
+    assert write_results(run, doc, compress_above=10**9) == (run / "results.json", len(doc["trials"]))
     plain = (run / "results.json").read_bytes()
-    written = write_results(run, doc, compress_above=len(plain) - 1)
+    written, _ = write_results(run, doc, compress_above=len(plain) - 1)
     assert written == run / "results.json.gz" == results_file(run) and not (run / "results.json").exists()
     assert gzip.decompress(written.read_bytes()) == plain and written.stat().st_size < len(plain) / 4
     assert read_results_document(written) == doc and read_results_head(written) == {**doc, "trials": []}
@@ -128,4 +129,4 @@ def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(t
     assert "VERIFIED" in subprocess.run([sys.executable, "-m", "aihpc", "verify", str(run)], capture_output=True,
                                         text=True, timeout=120).stdout
     # a smaller run written again in the same directory is plain once more
-    assert write_results(run, doc) == run / "results.json" and not written.exists()
+    assert write_results(run, doc)[0] == run / "results.json" and not written.exists()

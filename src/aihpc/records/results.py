@@ -259,7 +259,7 @@ class RunResults:
     score: Score
     tallies: Tallies
     workers: tuple[WorkerBusy, ...]
-    trials: tuple[dict[str, Any], ...]
+    trial_count: int  # the trials results.json lists (themselves JSON, for the report and verify)
     screenings: tuple[dict[str, Any], ...]
     devices: dict[str, Any] | None  # each worker's host and devices; absent in older files
     losses: tuple[LostEpoch, ...]  # epochs lost with their workers; absent in older files
@@ -296,7 +296,7 @@ class RunResults:
             score=base,
             tallies=Tallies.from_dict(score),
             workers=tuple(WorkerBusy.from_dict(w) for w in doc.get("workers") or ()),
-            trials=tuple(doc.get("trials") or ()),
+            trial_count=len(doc.get("trials") or ()),
             screenings=tuple(doc.get("screenings") or ()),
             devices=doc.get("devices"),
             losses=tuple(LostEpoch.from_dict(loss) for loss in doc.get("losses") or ()),

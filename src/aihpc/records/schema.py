@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from aihpc import __version__
-from aihpc.fileio import atomic_write
-from aihpc.records.archdiff import ArchBook, diff
+from aihpc.fileio import atomic_open, atomic_write
 from aihpc.records.energy import energy_results
 from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILE
 from aihpc.records.rows import EpochRow, TrialRow
@@ -50,26 +51,39 @@ COMPRESS_ABOVE = 64 * 2**20  # bytes of results.json past which it is written as
 
 
 def build_results(store, score: Score) -> dict[str, Any]:
-    """Assemble results.json from the run store (the single source of truth)."""
+    """Assemble results.json from the run store (the single source of truth), whole, in memory;
+    :func:`write_results` with :func:`results_fields` and :func:`trial_records` writes it without
+    holding the trials."""
+    fields = results_fields(store, score)
+    return {**fields, "trials": list(trial_records(store))}
+
+
+def run_start(store) -> float:
+    """The run's start (its first segment's), from which results.json counts its times."""
     segments = store.segments()
-    t0 = segments[0].start if segments else 0.0
+    return segments[0].start if segments else 0.0
+
+
+def trial_records(store) -> Iterator[dict[str, Any]]:
+    """results.json's trials, by id, made from the store one at a time."""
+    t0 = run_start(store)
+    for row in store.iter_trials():
+        yield trial_record(row, store.epochs(row.id), t0)
+
+
+def results_fields(store, score: Score) -> dict[str, Any]:
+    """Every field of results.json but its trials."""
+    segments = store.segments()
+    t0 = run_start(store)
     wall = score.wall_seconds
-    trials = []
     per_worker: dict[str, dict[str, float]] = defaultdict(
         lambda: {"busy_seconds": 0.0, "epochs": 0}
     )
-    counts: dict[str, int] = defaultdict(int)
-    rows = store.trials()
-    book = ArchBook((row.id, row.parent) for row in rows)
-    for row in rows:
-        epochs = store.epochs(row.id)
-        for e in epochs:
-            w = per_worker[e.worker]
-            w["busy_seconds"] += e.t_end - e.t_start
-            w["epochs"] += 1
-        counts[row.status] += 1
-        trials.append(trial_record(row, epochs, t0, book.parent_arch(row.parent)))
-        book.read(row.id, row.parent, row.arch)
+    for worker, seconds in store.epoch_spans():
+        w = per_worker[worker]
+        w["busy_seconds"] += seconds
+        w["epochs"] += 1
+    counts = store.status_counts()
     screenings = store.screenings()
     for sc in screenings:  # a screening keeps its worker busy like an epoch
         per_worker[sc["worker"]]["busy_seconds"] += sc["t_end"] - sc["t_start"]
@@ -84,9 +98,9 @@ def build_results(store, score: Score) -> dict[str, Any]:
     ]
     score_block = {
         **score.to_dict(),
-        "trials_completed": counts["completed"] + counts["early_stopped"],
-        "trials_failed": counts["failed"],
-        "trials_diverged": counts["diverged"],
+        "trials_completed": counts.get("completed", 0) + counts.get("early_stopped", 0),
+        "trials_failed": counts.get("failed", 0),
+        "trials_diverged": counts.get("diverged", 0),
         "screening_ops": sum(sc["ops"] for sc in screenings),
     }
     return {
@@ -105,7 +119,6 @@ def build_results(store, score: Score) -> dict[str, Any]:
         "segments": [s.to_dict(t0) for s in segments],
         "timeline": store.timeline(),
         "workers": workers_out,
-        "trials": trials,
         "screenings": [screening_record(sc, t0) for sc in screenings],
         "losses": [{**loss.to_dict(), "t": loss.t - t0} for loss in store.losses()],
         "helper_restarts": [{**r, "t": r["t"] - t0} for r in store.meta("helper_restarts", [])],
@@ -131,11 +144,9 @@ def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
     }
 
 
-def trial_record(
-    row: TrialRow, epochs: list[EpochRow], t0: float, parent_arch: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """One trial of results.json from its store row and epochs; times relative to ``t0``; the
-    architecture as the diff of ``parent_arch`` where it is given."""
+def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, Any]:
+    """One trial of results.json from its store row and epochs; times relative to ``t0``; a
+    child's architecture as the diff of its parent's."""
     phases: dict[str, float] = defaultdict(float)
     workers: dict[str, int] = defaultdict(int)
     for e in epochs:
@@ -149,7 +160,7 @@ def trial_record(
         "id": row.id,
         "parent": row.parent,
         "arch_hash": row.arch_hash,
-        **_arch_fields(row, parent_arch),
+        **({"arch": row.arch} if row.arch_diff is None else {"arch_diff": row.arch_diff}),
         "num_params": row.num_params,
         "morph": row.morph,
         "hparams": row.hparams.to_dict(),
@@ -180,56 +191,63 @@ def trial_record(
     }
 
 
-def _arch_fields(row: TrialRow, parent_arch: dict[str, Any] | None) -> dict[str, Any]:
-    """A trial's architecture for results.json: the store's diff of its parent's, or one made
-    now (a store from before diffs), or in full for a trial without a parent."""
-    if row.arch_diff is not None:
-        return {"arch_diff": row.arch_diff}
-    if parent_arch is not None:
-        return {"arch_diff": diff(row.arch, parent_arch)}
-    return {"arch": row.arch}
-
-
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` with sorted keys, atomically (a crash leaves the old file or the new one)."""
     atomic_write(path, json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n")
 
 
 def write_results(
-    run_dir: Path, results: dict[str, Any], compress_above: int = COMPRESS_ABOVE
-) -> Path:
-    """Write the run's results atomically; returns the file written.
+    run_dir: Path,
+    results: dict[str, Any],
+    trials: Iterable[dict[str, Any]] | None = None,
+    compress_above: int = COMPRESS_ABOVE,
+) -> tuple[Path, int]:
+    """Write the run's results atomically; returns the file written and how many trials it holds.
 
-    Sorted keys, one line per top-level field and per trial: still one JSON
-    document (any JSON reader takes it), greppable, and a reader can skip
-    the trials without parsing them.  Past ``compress_above`` bytes (a run
-    of tens of thousands of trials) it is written gzip-compressed as
-    ``results.json.gz`` (about 9 times smaller; ``zcat results.json.gz | jq``)
-    instead of ``results.json``; the other name is removed, so a run
-    directory holds one of the two.
+    ``trials``: the trials, written as they come (:func:`trial_records`:
+    never all in memory); None: ``results["trials"]``.  Sorted keys, one line
+    per top-level field and per trial: still one JSON document (any JSON
+    reader takes it), greppable, and a reader can skip the trials without
+    parsing them.  Past ``compress_above`` bytes (a run of tens of
+    thousands of trials) it is then compressed into ``results.json.gz``
+    (about 9 times smaller; ``zcat results.json.gz | jq``), which replaces
+    ``results.json``: a run directory holds one of the two.
     """
-    data = "".join(_results_lines(results)).encode("utf-8")
-    name, other = RESULTS_FILE, COMPRESSED_RESULTS_FILE
-    if len(data) > compress_above:
-        data, name, other = gzip.compress(data, compresslevel=6, mtime=0), other, name
-    atomic_write(Path(run_dir) / name, data)
-    (Path(run_dir) / other).unlink(missing_ok=True)
-    return Path(run_dir) / name
+    fields = {k: v for k, v in results.items() if k != "trials"}
+    rows = results.get("trials") or [] if trials is None else trials
+    plain, compressed = Path(run_dir) / RESULTS_FILE, Path(run_dir) / COMPRESSED_RESULTS_FILE
+    count = 0
+    with atomic_open(plain) as f:
+        for line, is_trial in _results_lines(fields, rows):
+            f.write(line.encode("utf-8"))
+            count += is_trial
+    if plain.stat().st_size <= compress_above:
+        compressed.unlink(missing_ok=True)
+        return plain, count
+    with atomic_open(compressed) as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as packed:
+        with plain.open("rb") as source:
+            shutil.copyfileobj(source, packed, 2**20)
+    plain.unlink()
+    return compressed, count
 
 
-def _results_lines(results: dict[str, Any]):
+def _results_lines(
+    fields: dict[str, Any], trials: Iterable[dict[str, Any]]
+) -> Iterator[tuple[str, bool]]:
+    """The file's lines, each with whether it is a trial's."""
+
     def dumps(value: Any) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
-    keys = sorted(results)
-    yield "{\n"
+    keys = sorted([*fields, "trials"])
+    yield "{\n", False
     for i, key in enumerate(keys):
         end = ",\n" if i < len(keys) - 1 else "\n"
-        value = results[key]
-        if key == "trials" and value:
-            yield f"{dumps(key)}:[\n"
-            yield ",\n".join(dumps(trial) for trial in value)
-            yield f"\n]{end}"
-        else:
-            yield f"{dumps(key)}:{dumps(value)}{end}"
-    yield "}\n"
+        if key != "trials":
+            yield f"{dumps(key)}:{dumps(fields[key])}{end}", False
+            continue
+        yield f"{dumps(key)}:[", False
+        for n, trial in enumerate(trials):
+            yield ("\n" if n == 0 else ",\n") + dumps(trial), True
+        yield f"\n]{end}", False
+    yield "}\n", False

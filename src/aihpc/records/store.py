@@ -170,20 +170,21 @@ class RunStore:
         return list(self.iter_trials())
 
     def iter_trials(self) -> Iterator[TrialRow]:
-        """Every trial, by id, with its architecture in full; a parent's is kept in memory only
-        until its last child has been read."""
+        """Every trial, by id, with its architecture in full and, for a child, as the diff of its
+        parent's; a parent's is kept in memory only until its last child has been read."""
         book = ArchBook(
             (r[0], r[1]) for r in self.db.execute("SELECT id, parent FROM trials ORDER BY id")
         )
         for r in self.db.execute("SELECT * FROM trials ORDER BY id"):
             d = dict(r)
-            arch = json.loads(d["arch"])
+            arch, base = json.loads(d["arch"]), book.parent_arch(d["parent"])
             if "arch_diff" in arch:
-                base = book.parent_arch(d["parent"])
                 if base is None:
                     raise DataError(f"trial {d['id']}'s architecture is a diff of no parent")
                 d["arch_diff"] = arch["arch_diff"]
                 arch = patch(arch["arch_diff"], base)
+            elif base is not None:  # a store from before diffs (format 3)
+                d["arch_diff"] = diff(arch, base)
             d["arch"] = arch
             d["hparams"] = json.loads(d["hparams"])
             d["recipe"] = json.loads(d["recipe"]) if d["recipe"] is not None else None
@@ -233,6 +234,16 @@ class RunStore:
             )
             out.append(EpochRow.from_dict(d))
         return out
+
+    def epoch_spans(self) -> Iterator[tuple[str, float]]:
+        """Each epoch's worker and seconds, by trial and epoch, read as they are needed."""
+        query = "SELECT worker, t_end - t_start FROM epochs ORDER BY trial_id, epoch"
+        yield from self.db.execute(query)
+
+    def status_counts(self) -> dict[str, int]:
+        """How many trials are in each state."""
+        query = "SELECT status, COUNT(*) FROM trials GROUP BY status"
+        return {status: n for status, n in self.db.execute(query)}
 
     def total_ops(self) -> int:
         """Operations of every epoch and every proxy screening: the score's numerator."""

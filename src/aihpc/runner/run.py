@@ -8,6 +8,7 @@ are up and the peak is measured (MLPerf's init phase is not timed).
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import shutil
 import time
@@ -229,7 +230,7 @@ def run_benchmark(
     allocation); otherwise the executor is made from the configuration.
     """
     from aihpc.records.mlperf import MLPerfLog
-    from aihpc.records.schema import write_results
+    from aihpc.records.schema import trial_records, write_results
 
     config, store, layout, device, data_info = check_inputs(config, run_dir, resume, client)
     mlperf = MLPerfLog(run_dir / "mlperf.log", append=resume)
@@ -237,14 +238,14 @@ def run_benchmark(
     try:
         executor = open_executor(config, layout, run_dir, client)
         run = OpenRun(config, store, executor, mlperf, layout, device, data_info)
-        results = search_and_score(run, resume, console)
-        write_results(run_dir, results)
+        fields = search_and_score(run, resume, console)
+        _, count = write_results(run_dir, fields, trial_records(store))
         mlperf.run_stop(
-            "success" if results["score"]["valid"] else "aborted",
-            chain_sha256=results["integrity"]["chain_sha256"],
+            "success" if fields["score"]["valid"] else "aborted",
+            chain_sha256=fields["integrity"]["chain_sha256"],
         )
         store.set_meta("finished", True)
-        return RunResults.from_dict(results)
+        return dataclasses.replace(RunResults.from_dict(fields), trial_count=count)
     finally:
         try:
             if executor is not None:
@@ -299,9 +300,9 @@ class OpenRun:
 def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
     """Place the workers, measure (a new run), search until the deadline, measure again, score.
 
-    Returns results.json's content, for the caller to write.
+    Returns results.json's fields but its trials, for the caller to write with them.
     """
-    from aihpc.records.schema import build_results
+    from aihpc.records.schema import results_fields
     from aihpc.runner.observer import Observers
 
     config, store, executor, layout = run.config, run.store, run.executor, run.layout
@@ -320,7 +321,7 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
         score = master.run()
     record_energy(store, executor, meters, config.procs_per_trial)
     record_peak_after(store, executor, layout, config.peak_seconds)
-    return build_results(store, score)
+    return results_fields(store, score)
 
 
 def initialise(run: OpenRun) -> None:

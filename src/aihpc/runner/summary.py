@@ -37,7 +37,7 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
     lines += energy_lines(results.energy)
     lines.append(
         f"  trials           {tallies.trials_completed} completed, {tallies.trials_failed} failed, "
-        f"{tallies.trials_diverged} diverged, {len(results.trials)} in all"
+        f"{tallies.trials_diverged} diverged, {results.trial_count} in all"
     )
     lines += loss_lines(results)
     lines += restart_lines(results)
