@@ -354,8 +354,8 @@ class SimulatedExecutor:
         if tenth <= 10 and self.clock.now >= self.v0 + tenth * self.span / 10:
             self._sample_weights()
             self._checkpoint(tenth, t)
-        if self.results % 256 == 0 and t - self._last_progress >= PROGRESS_SECONDS:
-            self._last_progress = t
+        if t - self._last_progress >= PROGRESS_SECONDS:
+            self._sample_weights()
             self._report(t)
 
     def _sample_weights(self) -> None:
@@ -394,9 +394,15 @@ class SimulatedExecutor:
         self._report(t)
 
     def snapshot(self, t: float | None = None) -> dict[str, Any]:
-        """Everything measured so far (what a stopped run leaves)."""
+        """Everything measured so far (what a stopped run leaves).
+
+        ``tenth_p50``, ``tenth_p99``: the decision latency in the tenth under way.
+        """
         t = t or time.perf_counter()
+        p50, p99 = quantiles(self.latencies[self.checkpoints[-1]["latencies"] :])
         return {
+            "tenth_p50": p50,
+            "tenth_p99": p99,
             "virtual_s": self.clock.now - self.v0,
             "results": self.results,
             "master_s": self.master_seconds(t),
@@ -410,6 +416,7 @@ class SimulatedExecutor:
         }
 
     def _report(self, t: float) -> None:
+        self._last_progress = t
         if self.on_progress is not None:
             self.on_progress(self.snapshot(t))
 

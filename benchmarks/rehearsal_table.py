@@ -64,6 +64,15 @@ def cli_cell(row: dict[str, Any], command: str) -> str:
     return f"{fmt_s(stage['seconds'])}, {extra}"
 
 
+def latency_cell(m: dict[str, Any]) -> str:
+    """The decision latency, p50 / p99: the whole run's, or a stopped run's in its last tenth."""
+    if m.get("latency_p50") is not None:
+        return f"{fmt_s(m['latency_p50'])} / {fmt_s(m['latency_p99'])}"
+    if m.get("tenth_p50") is not None:
+        return f"{fmt_s(m['tenth_p50'])} / {fmt_s(m['tenth_p99'])} (so far)"
+    return "—"
+
+
 def main_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| workers | trials | epochs (expected) | results.json | store (sqlite + WAL) | MLPerf log "
@@ -75,11 +84,7 @@ def main_table(rows: list[dict[str, Any]]) -> list[str]:
         m, f = r["master"], r["files"]
         peak, final = m.get("weights_peak") or {}, f["weights"]
         store = m.get("store_bytes") or f["store"]
-        lat = (
-            f"{fmt_s(m['latency_p50'])} / {fmt_s(m['latency_p99'])}"
-            if m.get("latency_p50") is not None
-            else "—"
-        )
+        lat = latency_cell(m)
         lines.append(
             f"| {r['workers']:,} | {fmt_n(r['trials'])} | {fmt_n(r['epochs'])} "
             f"({fmt_n(r['expected_epochs'])}) "
@@ -227,7 +232,8 @@ def plot_matplotlib(panels, path: Path) -> None:
                 ax.plot(*zip(*points, strict=True), marker="o", label=label)
         ax.set(xscale="log", yscale="log", xlabel="workers", ylabel=unit, title=title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if any(lines.values()):
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
