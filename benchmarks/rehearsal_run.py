@@ -1,0 +1,228 @@
+"""One size of benchmarks/scale_rehearsal.py: a whole ``aihpc run`` with simulated workers.
+
+Run by scale_rehearsal.py in a process of its own (its peak memory is the
+master's; a stage that runs too long is stopped by killing it):
+
+    python benchmarks/rehearsal_run.py --run-dir DIR --workers N --epoch-seconds S --minutes M
+                                       --weight-bytes B --progress FILE [--dataset digits]
+
+It does what :func:`aihpc.runner.run.run_benchmark` does, with the same
+functions (``prepare``, ``initialise``, ``place_workers``, the
+:class:`~aihpc.runner.master.Master`, ``record_peak_after``,
+``build_results``, ``write_json``, the MLPerf log's ``run_stop``,
+``summary_lines``), with three differences: the executor is
+:class:`rehearsal_executor.SimulatedExecutor`, the master runs on its
+virtual clock (so ``run_stop`` is logged at the clock's time), and no
+energy meters start (the energy block says why).  Console
+lines and the summary go to stdout (scale_rehearsal.py keeps them in a log).
+
+``--progress FILE`` is rewritten (atomically, JSON) at each stage and every
+few seconds: the stage running and since when (wall time), and all that has
+been measured, so that a stopped run still says how far it got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from master_capacity import VirtualClock
+from rehearsal_executor import SimulatedExecutor, peak_rss_bytes
+
+from aihpc.config import RunConfig
+
+# results.json's energy: the simulated workers have no meters to start
+NO_ENERGY = "a scale rehearsal (benchmarks/scale_rehearsal.py): its workers are simulated"
+
+
+class Progress:
+    """The progress file: one JSON object, replaced whole at every update."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.state = path, {"stage": "init", "stage_start": time.time()}
+        self.write()
+
+    def update(self, **values: Any) -> None:
+        self.state.update(values)
+        self.write()
+
+    def stage(self, name: str, **values: Any) -> None:
+        self.update(stage=name, stage_start=time.time(), **values)
+
+    def write(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def store_bytes(run_dir: Path) -> int:
+    """The run store on disk: the database and its write-ahead log."""
+    names = ("aihpc.sqlite", "aihpc.sqlite-wal")
+    return sum((run_dir / n).stat().st_size for n in names if (run_dir / n).exists())
+
+
+def open_run(args: argparse.Namespace, progress: Progress):
+    """Config, store, MLPerf log and simulated executor of a new run; its init phase done.
+
+    Returns (run, clock).
+    """
+    from aihpc.records.mlperf import MLPerfLog
+    from aihpc.runner.executor import Layout
+    from aihpc.runner.placement import place_workers
+    from aihpc.runner.run import OpenRun, initialise, inspect_data, prepare, with_default_workload
+
+    config = RunConfig(
+        dataset=args.dataset,
+        minutes=args.minutes,
+        workers=args.workers,
+        **({"peak_seconds": args.peak_seconds} if args.peak_seconds else {}),
+    )
+    config = with_default_workload(config, args.device)
+    data_info = inspect_data(config, args.device)
+    config, store = prepare(config, args.run_dir, resume=False)
+    clock = VirtualClock(time.time())
+    expected = args.workers * args.minutes * 60.0 / args.epoch_seconds
+    executor = SimulatedExecutor(
+        args.workers,
+        clock,
+        args.epoch_seconds,
+        args.weight_bytes,
+        data_info,
+        args.device,
+        args.sample_every or int(expected / 100) + 1,
+    )
+    progress.update(counter=executor.counter_name, expected_epochs=expected)
+    print(f"operations counted with {executor.counter_name}", flush=True)
+    mlperf = MLPerfLog(args.run_dir / "mlperf.log")
+    layout = Layout(workers=args.workers, threads=1, device=args.device)
+    run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)
+    store.set_meta("devices", place_workers(executor, layout.device, config.procs_per_trial))
+    initialise(run)
+    return run, clock
+
+
+def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str, Any]]:
+    """The master's search until the deadline, as ``search_and_score`` runs it; (score, stats)."""
+    from aihpc.energy.run import unmeasured_block
+    from aihpc.runner.console import Console
+    from aihpc.runner.master import Master
+    from aihpc.runner.measure import record_peak_after
+    from aihpc.runner.observer import Observers
+
+    config, store, executor = run.config, run.store, run.executor
+    # where a run starts its energy meters on the workers (start_meters): there are none
+    store.set_meta("energy", unmeasured_block(NO_ENERGY))
+    console = Console(live=False)
+    clock.now = time.time()  # the run's clock starts as the master does
+    master = Master(
+        config,
+        store,
+        executor,
+        run.data_info,
+        run.layout,
+        Observers(console, run.mlperf),
+        clock=clock,
+    )
+    progress.stage("master")
+
+    def report(snapshot: dict[str, Any]) -> None:
+        progress.update(master=snapshot, trials=master.next_id, epochs=master.epoch_counter)
+
+    executor.on_progress = report
+    executor.begin(clock.now + config.minutes * 60.0)
+    with console:
+        score = master.run()
+    stats = executor.finish()
+    stats.update(
+        trials=master.next_id,
+        epochs=master.epoch_counter,
+        store_bytes=store_bytes(run.store.run_dir),
+    )
+    progress.update(master=stats, trials=master.next_id, epochs=master.epoch_counter)
+    progress.stage("after")  # the peak after the run: not timed
+    record_peak_after(store, executor, run.layout, config.peak_seconds)
+    return score, stats
+
+
+def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, float]:
+    """results.json, the MLPerf log's run_stop, the summary: what ``aihpc run`` does last, timed."""
+    from aihpc.records.results import RunResults
+    from aihpc.records.schema import build_results, write_json
+    from aihpc.runner.summary import summary_lines
+
+    progress.stage("results.json")
+    t0 = time.perf_counter()
+    results = build_results(run.store, score)
+    t1 = time.perf_counter()
+    write_json(run.store.run_dir / "results.json", results)
+    t2 = time.perf_counter()
+    run.mlperf.run_stop(
+        "success" if results["score"]["valid"] else "aborted",
+        chain_sha256=results["integrity"]["chain_sha256"],
+        time_ms=int(clock.now * 1000),
+    )
+    run.store.set_meta("finished", True)
+    t3 = time.perf_counter()
+    for line in summary_lines(RunResults.from_dict(results), run.store.run_dir):
+        print(line)
+    t4 = time.perf_counter()
+    return {
+        "build_s": t1 - t0,
+        "write_s": t2 - t1,
+        "mlperf_stop_s": t3 - t2,
+        "summary_s": t4 - t3,
+        "peak_rss": peak_rss_bytes(),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", type=Path, required=True)
+    ap.add_argument("--workers", type=int, required=True)
+    ap.add_argument("--epoch-seconds", type=float, required=True)
+    ap.add_argument("--minutes", type=float, required=True)
+    ap.add_argument("--weight-bytes", type=int, required=True)
+    ap.add_argument("--progress", type=Path, required=True)
+    ap.add_argument("--dataset", default="digits")
+    ap.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="the defaults of which device kind"
+    )
+    ap.add_argument(
+        "--sample-every",
+        type=int,
+        default=0,
+        help="results between weight-directory scans (0: 1 %% of the run)",
+    )
+    ap.add_argument(
+        "--peak-seconds",
+        type=float,
+        default=0.0,
+        help="the peak's measurement (0: the run's default)",
+    )
+    args = ap.parse_args()
+    progress = Progress(args.progress)
+    run, clock = open_run(args, progress)
+    try:
+        score, _ = search(run, clock, progress)
+        timing = finish(run, score, clock, progress)
+    finally:
+        run.mlperf.close()
+        run.store.close()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    progress.stage(
+        "done",
+        results_json=timing,
+        tpe_peak_rss=children,
+        store_bytes_closed=store_bytes(args.run_dir),
+    )
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
