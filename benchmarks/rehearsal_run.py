@@ -9,7 +9,7 @@ master's; a stage that runs too long is stopped by killing it):
 It does what :func:`aihpc.runner.run.run_benchmark` does, with the same
 functions (``prepare``, ``initialise``, ``place_workers``, the
 :class:`~aihpc.runner.master.Master`, ``record_peak_after``,
-``build_results``, ``write_json``, the MLPerf log's ``run_stop``,
+``results_fields``, ``trial_records``, ``write_results``, the MLPerf log's ``run_stop``,
 ``summary_lines``), with three differences: the executor is
 :class:`rehearsal_executor.SimulatedExecutor`, the master runs on its
 virtual clock (so ``run_stop`` is logged at the clock's time), and no
@@ -68,7 +68,9 @@ def store_bytes(run_dir: Path) -> int:
 
 
 def open_run(args: argparse.Namespace, progress: Progress):
-    """Config, store, MLPerf log and simulated executor of a new run; its init phase done.
+    """Config, store, MLPerf log and simulated executor of a new run, its init phase done; or,
+    with ``--resume``, of the run in ``--run-dir`` (a master that was killed), as
+    ``aihpc run --resume`` opens it.
 
     Returns (run, clock).
     """
@@ -83,9 +85,13 @@ def open_run(args: argparse.Namespace, progress: Progress):
         workers=args.workers,
         **({"peak_seconds": args.peak_seconds} if args.peak_seconds else {}),
     )
-    config = with_default_workload(config, args.device)
-    data_info = inspect_data(config, args.device)
-    config, store = prepare(config, args.run_dir, resume=False)
+    if args.resume:
+        config, store = prepare(config, args.run_dir, resume=True)
+        data_info = inspect_data(config, args.device)
+    else:
+        config = with_default_workload(config, args.device)
+        data_info = inspect_data(config, args.device)
+        config, store = prepare(config, args.run_dir, resume=False)
     clock = VirtualClock(time.time())
     expected = args.workers * args.minutes * 60.0 / args.epoch_seconds
     executor = SimulatedExecutor(
@@ -99,11 +105,15 @@ def open_run(args: argparse.Namespace, progress: Progress):
     )
     progress.update(counter=executor.counter_name, expected_epochs=expected)
     print(f"operations counted with {executor.counter_name}", flush=True)
-    mlperf = MLPerfLog(args.run_dir / "mlperf.log")
+    mlperf = MLPerfLog(args.run_dir / "mlperf.log", append=args.resume)
     layout = Layout(workers=args.workers, threads=1, device=args.device)
     run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)
     store.set_meta("devices", place_workers(executor, layout.device, config.procs_per_trial))
-    initialise(run)
+    if args.resume:
+        done = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
+        mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
+    else:
+        initialise(run)
     return run, clock
 
 
@@ -152,24 +162,27 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
 
 def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, float]:
     """results.json, the MLPerf log's run_stop, the summary: what ``aihpc run`` does last, timed."""
+    import dataclasses
+
     from aihpc.records.results import RunResults
-    from aihpc.records.schema import build_results, write_json
+    from aihpc.records.schema import results_fields, trial_records, write_results
     from aihpc.runner.summary import summary_lines
 
     progress.stage("results.json")
     t0 = time.perf_counter()
-    results = build_results(run.store, score)
+    fields = results_fields(run.store, score)
     t1 = time.perf_counter()
-    write_json(run.store.run_dir / "results.json", results)
+    path, count = write_results(run.store.run_dir, fields, trial_records(run.store))
     t2 = time.perf_counter()
     run.mlperf.run_stop(
-        "success" if results["score"]["valid"] else "aborted",
-        chain_sha256=results["integrity"]["chain_sha256"],
+        "success" if fields["score"]["valid"] else "aborted",
+        chain_sha256=fields["integrity"]["chain_sha256"],
         time_ms=int(clock.now * 1000),
     )
     run.store.set_meta("finished", True)
     t3 = time.perf_counter()
-    for line in summary_lines(RunResults.from_dict(results), run.store.run_dir):
+    results = dataclasses.replace(RunResults.from_dict(fields), trial_count=count)
+    for line in summary_lines(results, run.store.run_dir):
         print(line)
     t4 = time.perf_counter()
     return {
@@ -178,6 +191,7 @@ def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, flo
         "mlperf_stop_s": t3 - t2,
         "summary_s": t4 - t3,
         "peak_rss": peak_rss_bytes(),
+        "results_file": path.name,
     }
 
 
@@ -190,6 +204,9 @@ def main() -> None:
     ap.add_argument("--weight-bytes", type=int, required=True)
     ap.add_argument("--progress", type=Path, required=True)
     ap.add_argument("--dataset", default="digits")
+    ap.add_argument(
+        "--resume", action="store_true", help="continue the killed run in --run-dir"
+    )
     ap.add_argument(
         "--device", choices=["cpu", "cuda"], default="cpu", help="the defaults of which device kind"
     )

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import rehearsal_table
+from aihpc.records.results import results_file
 from rehearsal_executor import pick_counter, scan_weights
 
 HERE = Path(__file__).resolve().parent
@@ -167,7 +168,7 @@ def run_files(run_dir: Path) -> dict[str, Any]:
         scan_weights(run_dir / "weights") if (run_dir / "weights").is_dir() else (0, 0, 0)
     )
     return {
-        "results_json": size("results.json"),
+        "results_json": size("results.json", "results.json.gz"),
         "store": size("aihpc.sqlite", "aihpc.sqlite-wal"),
         "mlperf_log": size("mlperf.log"),
         "report_html": size("report.html"),
@@ -216,7 +217,7 @@ def rehearse(workers: int, args: argparse.Namespace) -> dict[str, Any]:
         "stages": child_stages(state, args.stage_timeout),
     }
     for command in ("report", "verify", "rank"):
-        if (run_dir / "results.json").is_file():
+        if results_file(run_dir).is_file():
             row[command] = cli_stage(command, run_dir, args.stage_timeout)
         else:
             row[command] = {"seconds": None, "status": "not run (no results.json)", "passed": False}
