@@ -4,7 +4,7 @@
 The whole-network count (:func:`aihpc.train.inputs.count_ops_per_sample`: build
 the SpecNet on the meta device, trace it under FlopCounterMode) takes about
 100 ms per architecture, and the search never repeats one; the layered count
-(:func:`aihpc.counting.layered.count_spec_per_sample`) counts each distinct
+(:func:`aihpc.train.layered_count.count_spec_per_sample`) counts each distinct
 layer once and then only walks the architecture.
 
 Architectures are made as the search makes them: each is one ``random_plan``
@@ -35,7 +35,7 @@ import random
 import statistics
 import time
 
-from aihpc.counting.layered import count_spec_per_sample
+from aihpc.train.layered_count import count_spec_per_sample
 from aihpc.errors import MorphError
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec

@@ -63,9 +63,9 @@ PHASES = {
 def pick_counter() -> tuple[str, Callable[[Any, int, float], tuple[float, float]]]:
     """The counter the simulated workers use: the layer-by-layer one, which tests hold equal, bit
     for bit, to the worker's own (``count_ops_per_sample``, ~100 ms an architecture here)."""
-    from aihpc.counting.layered import count_spec_per_sample
+    from aihpc.train.layered_count import count_spec_per_sample
 
-    return "aihpc.counting.layered.count_spec_per_sample", count_spec_per_sample
+    return "aihpc.train.layered_count.count_spec_per_sample", count_spec_per_sample
 
 
 def train_samples(n: int, batch: int) -> int:

@@ -27,7 +27,8 @@ import statistics
 import time
 
 from aihpc.config import RunConfig
-from aihpc.nas.hpo import WINDOW, HyperparameterSearch, WindowedStudy, search_space
+from aihpc.nas.hpo import HyperparameterSearch
+from aihpc.nas.tpe_study import WINDOW, WindowedStudy, search_space
 
 MARKS = (100, 1_000, 5_000, 10_000)
 BATCH_SIZES = (32, 64, 128, 256)

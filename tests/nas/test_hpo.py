@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import AihpcError
-from aihpc.nas.hpo import PREFETCH_MAX, PREFETCH_MIN, HyperparameterSearch, WindowedStudy, search_space
+from aihpc.nas.hpo import PREFETCH_MAX, PREFETCH_MIN, HyperparameterSearch
+from aihpc.nas.tpe_study import WindowedStudy, search_space
 
 NAMES = {"lr", "batch_size", "weight_decay", "momentum", "dropout"}
 BEST_LR = 0.03

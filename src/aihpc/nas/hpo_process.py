@@ -1,7 +1,7 @@
 """The hyperparameter search's child processes: the master's end of one, and the child's loop.
 
 :class:`~aihpc.nas.hpo.HyperparameterSearch` runs each of its
-:class:`~aihpc.nas.hpo.WindowedStudy` instances in a child process
+:class:`~aihpc.nas.tpe_study.WindowedStudy` instances in a child process
 (:class:`SearchProcess`, running :func:`serve`) and talks to it through a
 pipe, one tuple per message:
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aihpc.errors import RunFailure
 
 if TYPE_CHECKING:
-    from aihpc.nas.hpo import WindowedStudy
+    from aihpc.nas.tpe_study import WindowedStudy
 
 # How long the master waits for the child before calling it hung; the first
 # ask also waits for the child to start (import optuna: ~0.5 s).
@@ -158,8 +158,7 @@ def serve(
     next draw.  The child exits on ``("close",)``, or when the master's end of
     the pipe closes (the master exited).
     """
-    # imported here, in the child: aihpc.nas.hpo imports this module
-    from aihpc.nas.hpo import WindowedStudy, search_space
+    from aihpc.nas.tpe_study import WindowedStudy, search_space
 
     name_process(f"aihpc-hpo-{stream}")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -174,8 +175,10 @@ class ArchSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ArchSpec:
-        """Inverse of :meth:`to_dict`; validates; unknown keys raise SpecError."""
+    def from_dict(cls, data: Mapping[str, Any], memo: LayerMemo | None = None) -> ArchSpec:
+        """Inverse of :meth:`to_dict`; validates; unknown keys raise SpecError.  With ``memo``, a
+        layer dict already read (the same object: a child's architecture patched from its
+        parent's shares the unchanged ones) gives the same Layer, read once."""
         if not isinstance(data, Mapping):
             raise SpecError(f"a spec must be a JSON object, got {type(data).__name__}")
         expected = {f.name for f in fields(cls) if f.init}
@@ -196,7 +199,9 @@ class ArchSpec:
         return cls(
             input_shape=tuple(data["input_shape"]),
             num_classes=data["num_classes"],
-            layers=tuple(Layer.from_dict(x) for x in data["layers"]),
+            layers=tuple(
+                memo.layer(x) if memo is not None else Layer.from_dict(x) for x in data["layers"]
+            ),
             output=data["output"],
             version=data["version"],
         )
@@ -358,3 +363,30 @@ def _infer_shape(layer: Layer, in_shapes: list[Shape], names: tuple[str, ...]) -
             f"(input {h}x{w}, kernel {k}, stride {s}, padding {pad})"
         )
     return (out_c, out_h, out_w)
+
+
+class LayerMemo:
+    """Layer objects by the dict each was read from, the ``size`` most recent.
+
+    Keyed by the dict's identity: a dict held here cannot be freed, so its
+    identity cannot pass to another object while its entry lives, and a
+    lookup also checks that the dict is the one stored.  Reading a child's
+    architecture patched from its parent's (:mod:`aihpc.records.archdiff`)
+    then reads only its new layers, and its content hash and shapes reuse
+    what the parent's Layer objects already hold.
+    """
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._layers: OrderedDict[int, tuple[Any, Layer]] = OrderedDict()
+
+    def layer(self, data: Any) -> Layer:
+        entry = self._layers.get(id(data))
+        if entry is not None and entry[0] is data:
+            self._layers.move_to_end(id(data))
+            return entry[1]
+        layer = Layer.from_dict(data)
+        self._layers[id(data)] = (data, layer)
+        if len(self._layers) > self.size:
+            self._layers.popitem(last=False)
+        return layer

@@ -23,9 +23,9 @@ from typing import Any
 
 from aihpc.errors import DataError, StorageError
 from aihpc.fileio import read_json
+from aihpc.nas.helper_restart import HelperRestart
 from aihpc.records.archdiff import patch
 from aihpc.records.environment import Environment
-from aihpc.records.helpers import HelperRestart
 from aihpc.records.peak import RunPeak
 from aihpc.records.rows import LostEpoch
 from aihpc.records.score import Score

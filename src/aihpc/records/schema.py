@@ -18,7 +18,7 @@ the epochs lost with their workers (:class:`aihpc.records.rows.LostEpoch`),
 
 ``helper_restarts`` (a new field, no version change; absent in older files)
 lists the hyperparameter search processes that died and were started again
-(:class:`aihpc.records.helpers.HelperRestart`), ``t`` relative to the run's
+(:class:`aihpc.nas.helper_restart.HelperRestart`), ``t`` relative to the run's
 start.
 
 Version 3 writes a child's architecture as ``arch_diff``, the edits of its

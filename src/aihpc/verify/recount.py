@@ -5,7 +5,7 @@ Five checks, each naming every mismatch by trial (and epoch) where it has one:
 operations
     Every epoch's operation count recomputed from the logged architecture
     and hyperparameters (batch size, dropout), with an independent,
-    layer-by-layer implementation (:func:`aihpc.counting.layered.count_spec_per_sample`)
+    layer-by-layer implementation (:func:`aihpc.train.layered_count.count_spec_per_sample`)
     that tests hold equal to the worker's counter
     (:func:`aihpc.train.inputs.count_ops_per_sample`), times the logged samples:
     ``round(train ops/sample × train samples) + round(eval ops/sample × val
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import AihpcError, DataError, StorageError
+from aihpc.nas.spec import LayerMemo
 from aihpc.records.results import read_results_document, results_file, trial_arch
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
@@ -121,9 +122,10 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
     data = store.meta("data") or {}
     epochs = 0
     arch_hashes: dict[int, str] = {}
+    memo = LayerMemo()
     for trial in store.iter_trials():  # one at a time: a run may have hundreds of thousands
         arch_hashes[trial.id] = trial.arch_hash
-        counts = _per_sample(trial, found)
+        counts = _per_sample(trial, found, memo)
         for e in store.epochs(trial.id):
             epochs += 1
             _check_epoch_ops(trial.id, e, counts, data, found)
@@ -180,14 +182,14 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
         )
 
 
-def _per_sample(trial: TrialRow, found: Found) -> tuple[float, float] | None:
+def _per_sample(trial: TrialRow, found: Found, memo: LayerMemo) -> tuple[float, float] | None:
     """(train, eval) operations per sample of the trial's logged architecture, as the worker counts
     them (counted layer by layer)."""
-    from aihpc.counting.layered import count_spec_per_sample
     from aihpc.nas.spec import ArchSpec
+    from aihpc.train.layered_count import count_spec_per_sample
 
     try:
-        spec = ArchSpec.from_dict(trial.arch)
+        spec = ArchSpec.from_dict(trial.arch, memo)
     except AihpcError as exc:
         found.add(f"its logged architecture is not valid: {exc}", trial.id)
         return None

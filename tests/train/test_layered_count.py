@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from aihpc.counting.layered import count_spec_per_sample
+from aihpc.train.layered_count import count_spec_per_sample
 from aihpc.errors import ConfigError, ModelError, MorphError
 from aihpc.nas.layer import INPUT, LAYER_TYPES, Layer
 from aihpc.nas.morphism import random_plan

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from aihpc.errors import DataError
-from aihpc.records.helpers import HelperRestart
+from aihpc.nas.helper_restart import HelperRestart
 
 RESTART = {
     "t": 1_700_000_000.5,
