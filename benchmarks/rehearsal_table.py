@@ -39,6 +39,20 @@ def master_rate(m: dict[str, Any]) -> float | None:
     return m["results"] / m["master_s"] if m.get("master_s") else None
 
 
+def rate_cell(r: dict[str, Any]) -> str:
+    """The master's rate over the run, the rate the workers need, and the rate after the first
+    tenth (which holds the start: the search's processes, the first fill of every slot)."""
+    m = r["master"]
+    marks = {c["tenth"]: c for c in m.get("checkpoints") or []}
+    text = f"{fmt_n(master_rate(m))} ({fmt_n(r['needed_results_per_s'])})"
+    if 1 in marks and 10 in marks and marks[10]["master_s"] > marks[1]["master_s"]:
+        late = (marks[10]["results"] - marks[1]["results"]) / (
+            marks[10]["master_s"] - marks[1]["master_s"]
+        )
+        text += f"; {fmt_n(late)} after tenth 1"
+    return text
+
+
 def results_json_cell(row: dict[str, Any]) -> str:
     if row["stages"].get("results.json") != "ok":
         return row["stages"].get("results.json", "—")
@@ -75,10 +89,11 @@ def latency_cell(m: dict[str, Any]) -> str:
 
 def main_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| workers | trials | epochs (expected) | results.json | store (sqlite + WAL) | MLPerf log "
-        "| weights peak: apparent, files | weights final | results.json write | report | verify "
-        "| rank | master peak RSS (TPE process) | results/s (needed) | decision p50 / p99 |",
-        "|" + "---|" * 15,
+        "| workers | virtual min | trials | epochs (expected) | results.json "
+        "| store (sqlite + WAL) | MLPerf log | weights peak: apparent, files | weights final "
+        "| results.json write | report | verify | rank | master peak RSS (TPE process) "
+        "| results/s (needed) | decision p50 / p99 |",
+        "|" + "---|" * 16,
     ]
     for r in rows:
         m, f = r["master"], r["files"]
@@ -86,14 +101,14 @@ def main_table(rows: list[dict[str, Any]]) -> list[str]:
         store = m.get("store_bytes") or f["store"]
         lat = latency_cell(m)
         lines.append(
-            f"| {r['workers']:,} | {fmt_n(r['trials'])} | {fmt_n(r['epochs'])} "
+            f"| {r['workers']:,} | {r['minutes']:g} | {fmt_n(r['trials'])} | {fmt_n(r['epochs'])} "
             f"({fmt_n(r['expected_epochs'])}) "
             f"| {fmt_bytes(f['results_json'])} | {fmt_bytes(store)} | {fmt_bytes(f['mlperf_log'])} "
             f"| {fmt_bytes(peak.get('apparent'))}, {fmt_n(peak.get('files'))} "
             f"| {fmt_bytes(final['apparent'])}, {fmt_n(final['files'])} | {results_json_cell(r)} "
             f"| {cli_cell(r, 'report')} | {cli_cell(r, 'verify')} | {cli_cell(r, 'rank')} "
             f"| {fmt_bytes(m.get('peak_rss'))} ({fmt_bytes(r.get('tpe_peak_rss'))}) "
-            f"| {fmt_n(master_rate(m))} ({fmt_n(r['needed_results_per_s'])}) | {lat} |"
+            f"| {rate_cell(r)} | {lat} |"
         )
     return lines
 
