@@ -110,8 +110,9 @@ def open_run(args: argparse.Namespace, progress: Progress):
     run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)
     store.set_meta("devices", place_workers(executor, layout.device, config.procs_per_trial))
     if args.resume:
-        done = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
-        mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
+        from aihpc.runner.observer import resume_log
+
+        resume_log(mlperf, store, args.run_dir / "mlperf.log")
     else:
         initialise(run)
     return run, clock

@@ -6,13 +6,15 @@ rules with aihpc's benchmarks and events.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from aihpc.errors import ConfigError, DataError
+from aihpc.errors import ConfigError, DataError, StorageError
 
 RULES_DIR = Path(__file__).resolve().parent / "mlperf_rules"
 """Folder of our compliance-checker rules (shipped as package data)."""
@@ -74,3 +76,27 @@ def check_compliance(
     output = proc.stdout + proc.stderr
     ok = proc.returncode == 0 and "SUCCESS" in output
     return ok, output
+
+
+PREFIX = ":::MLLOG "
+
+
+def read_events(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The log's events, and the numbers of lines that are not MLLOG events."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"cannot read MLPerf log {path}: {exc}") from None
+    events, bad = [], []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line[len(PREFIX) :]) if line.startswith(PREFIX) else None
+        except json.JSONDecodeError:
+            event = None
+        if isinstance(event, dict):
+            events.append(event)
+        else:
+            bad.append(number)
+    return events, bad

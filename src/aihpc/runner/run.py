@@ -303,7 +303,7 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
     Returns results.json's fields but its trials, for the caller to write with them.
     """
     from aihpc.records.schema import results_fields
-    from aihpc.runner.observer import Observers
+    from aihpc.runner.observer import Observers, resume_log
 
     config, store, executor, layout = run.config, run.store, run.executor, run.layout
     store.set_meta(
@@ -311,8 +311,7 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
         place_workers(executor, layout.device if layout else "auto", config.procs_per_trial),
     )
     if resume:
-        done = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
-        run.mlperf.resumed(last_epoch=len(done), best_accuracy=max(done, default=None))
+        resume_log(run.mlperf, store, store.run_dir / "mlperf.log")
     else:
         initialise(run)
     meters = start_meters(store, executor, layout, run.device, resume)

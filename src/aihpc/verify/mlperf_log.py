@@ -15,36 +15,13 @@ milliseconds.  Checked:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import StorageError
+from aihpc.records.mlperf_check import read_events
 from aihpc.verify.checks import Check, Found, Mismatch, same
 
-PREFIX = ":::MLLOG "
 SLACK_MS = 1000  # the master's segments start just after run_start and end before run_stop
-
-
-def read_events(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
-    """The log's events, and the numbers of lines that are not MLLOG events."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StorageError(f"cannot read MLPerf log {path}: {exc}") from None
-    events, bad = [], []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line[len(PREFIX) :]) if line.startswith(PREFIX) else None
-        except json.JSONDecodeError:
-            event = None
-        if isinstance(event, dict):
-            events.append(event)
-        else:
-            bad.append(number)
-    return events, bad
 
 
 def check_mlperf(path: Path, store, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
