@@ -7,7 +7,11 @@
 * :mod:`aihpc.nas.build` -- :class:`SpecNet`, the ``nn.Module`` of a spec;
 * :mod:`aihpc.nas.seeds` -- ResNet-style seed specs sized to the input;
 * :mod:`aihpc.nas.morphism` -- function-preserving morphisms (deepen, widen,
-  add_skip, random_morph) that carry a parent's weights to its child.
+  add_skip, random_morph) that carry a parent's weights to its child;
+* :mod:`aihpc.nas.search` -- the strategies that choose a parent;
+  :mod:`aihpc.nas.hpo` -- hyperparameters from TPE (:mod:`aihpc.nas.tpe_study`)
+  in child processes (:mod:`aihpc.nas.hpo_process`), restarted when they die
+  (:mod:`aihpc.nas.helper_restart`).
 
 The names below are imported lazily, so ``import aihpc.nas.<module>`` of a
 torch-free module (spec, seeds, ...) does not import torch.

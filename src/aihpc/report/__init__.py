@@ -7,6 +7,8 @@ with inline CSS and no external references, so it opens offline.
 
 Optional fields may be missing (no peak, empty timeline, no trials, a trial
 without epochs): the report then shows "no data" notes instead of failing.
+A run of more than 200 trials is reported from a digest of its trials
+(:mod:`aihpc.report.digest`).
 """
 
 from __future__ import annotations

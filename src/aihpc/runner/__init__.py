@@ -5,7 +5,9 @@
   repeats it at several worker counts.
 * :mod:`~aihpc.runner.master` -- the asynchronous search: fills every free
   worker with an epoch or a new trial, commits each result as it comes
-  (:mod:`~aihpc.runner.trials`, :mod:`~aihpc.runner.screening`).
+  (:mod:`~aihpc.runner.trials`, :mod:`~aihpc.runner.screening`); new trials
+  come from :mod:`~aihpc.runner.proposals`, and :mod:`~aihpc.runner.parents`
+  keeps the weights the search can still use, deleting the rest.
 * :mod:`~aihpc.runner.executor` -- Dask workers on this machine, at a
   running scheduler, or as batch jobs (:mod:`~aihpc.runner.jobqueue`) or
   the tasks of an allocation (:mod:`~aihpc.runner.slurm`), all with
