@@ -59,12 +59,17 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         f.write(raw)
 
 
+def open_binary(path: Path) -> BinaryIO:
+    """``path`` opened to read bytes, decompressed as it is read when its name ends in ``.gz``."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return path.open("rb")
+
+
 def read_text(path: Path) -> str:
     """The UTF-8 text of ``path``, decompressed when its name ends in ``.gz``."""
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return f.read()
-    return path.read_text(encoding="utf-8")
+    with open_binary(path) as f:
+        return f.read().decode("utf-8")
 
 
 def read_json(path: Path, what: str, error: type[AihpcError] = DataError) -> Any:

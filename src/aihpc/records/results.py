@@ -16,13 +16,12 @@ only the report and ``aihpc verify`` read them.
 
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aihpc.errors import DataError, StorageError
-from aihpc.fileio import read_json
+from aihpc.fileio import open_binary, read_json
 from aihpc.nas.helper_restart import HelperRestart
 from aihpc.records.archdiff import patch
 from aihpc.records.environment import Environment
@@ -71,17 +70,8 @@ def read_results_document(path: Path) -> dict[str, Any]:
     a list, a trial not an object); StorageError when it cannot be read.
     """
     path = Path(path)
-    results = read_json(path, "results file")
-    if not isinstance(results, dict):
-        raise DataError(
-            f"results file must hold a JSON object, got {type(results).__name__}: {path}"
-        )
-    version = results.get("schema_version")
-    if isinstance(version, bool) or version not in READ_VERSIONS:
-        supported = ", ".join(str(v) for v in READ_VERSIONS)
-        raise DataError(
-            f"unsupported results schema_version {version!r} in {path} (supported: {supported})"
-        )
+    results = _read_object(path)
+    _check_version(results, path)
     _check_shapes(results, path)
     for index, trial in enumerate(results.get("trials") or []):
         if not isinstance(trial, dict):
@@ -89,6 +79,25 @@ def read_results_document(path: Path) -> dict[str, Any]:
                 f"results trials[{index}] must be a JSON object, got {type(trial).__name__}: {path}"
             )
     return upgrade(results)
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``, parsed whole."""
+    results = read_json(path, "results file")
+    if not isinstance(results, dict):
+        raise DataError(
+            f"results file must hold a JSON object, got {type(results).__name__}: {path}"
+        )
+    return results
+
+
+def _check_version(results: dict[str, Any], path: Path) -> None:
+    version = results.get("schema_version")
+    if isinstance(version, bool) or version not in READ_VERSIONS:
+        supported = ", ".join(str(v) for v in READ_VERSIONS)
+        raise DataError(
+            f"unsupported results schema_version {version!r} in {path} (supported: {supported})"
+        )
 
 
 def _check_shapes(results: dict[str, Any], path: Path) -> None:
@@ -115,32 +124,38 @@ def read_results_head(path: Path) -> dict[str, Any]:
     memory do not grow with the run; an older file is parsed whole.
     """
     path = Path(path)
+    if not laid_out_by_line(path):
+        return {**_read_object(path), TRIALS: []}
     head = _read_head_lines(path)
-    if head is None:
-        document = read_json(path, "results file")
-        if not isinstance(document, dict):
-            raise DataError(
-                f"results file must hold a JSON object, got {type(document).__name__}: {path}"
-            )
-        return {**document, TRIALS: []}
-    version = head.get("schema_version")
-    if isinstance(version, bool) or version not in READ_VERSIONS:
-        raise DataError(f"unsupported results schema_version {version!r} in {path}")
+    _check_version(head, path)
     _check_shapes(head, path)
     return head
 
 
-def _read_head_lines(path: Path) -> dict[str, Any] | None:
-    """The top-level fields of a file in schema 3's layout, its trials skipped; None for a file
-    laid out otherwise.  DataError for a line that is not JSON; StorageError if it cannot be
-    read."""
+def laid_out_by_line(path: Path) -> bool:
+    """Whether the results file at ``path`` has schema 3's layout: a line per top-level field and
+    per trial (an older file is indented).  DataError if it is missing; StorageError if it cannot
+    be read."""
+    try:
+        with open_binary(path) as lines:
+            return lines.readline().rstrip() == b"{" and lines.readline().startswith(b'"')
+    except FileNotFoundError:
+        raise DataError(f"results file not found: {path}") from None
+    except (OSError, EOFError) as exc:
+        raise StorageError(
+            f"cannot read results file {path}: {' '.join(str(exc).split())}"
+        ) from None
+
+
+def _read_head_lines(path: Path) -> dict[str, Any]:
+    """The top-level fields of a file in schema 3's layout, its trials skipped.  DataError for a
+    line that is not JSON; StorageError if it cannot be read."""
     import json
 
     head: dict[str, Any] = {}
     try:
-        with gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb") as lines:
-            if lines.readline().rstrip() != b"{":
-                return None
+        with open_binary(path) as lines:
+            lines.readline()  # "{"
             for number, line in enumerate(lines, start=2):
                 if line.startswith(b'"trials":[') and not line.rstrip().endswith((b"],", b"]")):
                     for skipped in lines:  # to the end of the section, unparsed
@@ -154,11 +169,7 @@ def _read_head_lines(path: Path) -> dict[str, Any] | None:
                         raise DataError(
                             f"results file line {number} is not JSON: {path} ({exc})"
                         ) from None
-                elif line.rstrip() != b"}":
-                    return None  # indented: an older layout
-    except FileNotFoundError:
-        raise DataError(f"results file not found: {path}") from None
-    except OSError as exc:
+    except (OSError, EOFError) as exc:
         raise StorageError(
             f"cannot read results file {path}: {' '.join(str(exc).split())}"
         ) from None

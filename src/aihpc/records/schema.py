@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc import __version__
-from aihpc.fileio import atomic_open, atomic_write
+from aihpc.fileio import atomic_open
 from aihpc.records.energy import energy_results
 from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILE
 from aihpc.records.rows import EpochRow, TrialRow
@@ -189,11 +189,6 @@ def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, 
         "ops_per_sample": epochs[-1].ops_per_sample if epochs else None,
         "phase_seconds": dict(phases),
     }
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` with sorted keys, atomically (a crash leaves the old file or the new one)."""
-    atomic_write(path, json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n")
 
 
 def write_results(

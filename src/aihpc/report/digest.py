@@ -14,7 +14,6 @@ reported in full, as before.
 
 from __future__ import annotations
 
-import gzip
 import heapq
 import json
 from collections import Counter
@@ -23,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import DataError
+from aihpc.fileio import open_binary
 from aihpc.fmt import as_number
-from aihpc.records.results import read_results_document, read_results_head
+from aihpc.records.results import laid_out_by_line, read_results_document, read_results_head
 from aihpc.report.lineage import morph_kind
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
@@ -35,9 +35,9 @@ def read_for_report(path: Path) -> dict[str, Any]:
     """The results at ``path`` for the report: the whole document for a run of at most LISTED
     trials; else its top-level fields, ``trials`` = the kept trials (see the module docstring),
     and ``digest`` (:class:`Digest`'s ``to_dict``)."""
-    head = read_results_head(path)
-    if head.get("schema_version") != 3 or _laid_out_old(path):
+    if not laid_out_by_line(path):  # an older file: parsed whole, once
         return _digested(read_results_document(path))
+    head = read_results_head(path)
     digest = Digest()
     for trial in _stream_trials(path):
         digest.add(trial)
@@ -66,20 +66,10 @@ def _digested(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "trials": kept, "digest": digest.to_dict()}
 
 
-def _laid_out_old(path: Path) -> bool:
-    with _open(path) as lines:
-        lines.readline()
-        return lines.readline().startswith(b" ")
-
-
-def _open(path: Path):
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
-
-
 def _stream_trials(path: Path, only: set[Any] | None = None) -> Iterator[dict[str, Any]]:
     """The trials of a results file in schema 3's layout, one line at a time; with ``only``, just
     those ids (the other lines are not parsed)."""
-    with _open(path) as lines:
+    with open_binary(path) as lines:
         for line in lines:
             if line.startswith(b'"trials":['):
                 break

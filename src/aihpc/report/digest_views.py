@@ -52,7 +52,7 @@ def distribution_table(digest: dict[str, Any]) -> str:
     )
 
 
-def plot_ops(digest: dict[str, Any]) -> bytes | None:
+def ops_histogram(digest: dict[str, Any]) -> bytes | None:
     """Histogram of the operations per trial (log-spaced bins)."""
     values = [v for v in digest["ops"] if v > 0]
     if not values:
@@ -72,7 +72,7 @@ def plot_ops(digest: dict[str, Any]) -> bytes | None:
     return png(fig)
 
 
-def plot_workers(workers: list[dict[str, Any]]) -> bytes | None:
+def busy_histogram(workers: list[dict[str, Any]]) -> bytes | None:
     """Histogram of the workers' busy fractions."""
     busy = [100 * w["busy_fraction"] for w in workers if isinstance(w.get("busy_fraction"), float)]
     if not busy:
@@ -87,7 +87,7 @@ def plot_workers(workers: list[dict[str, Any]]) -> bytes | None:
     return png(fig)
 
 
-def plot_lineage(digest: dict[str, Any], ancestry: tuple[Any, ...]) -> bytes | None:
+def lineage_density(digest: dict[str, Any], ancestry: tuple[Any, ...]) -> bytes | None:
     """Every trial's (id, best accuracy) as a density, the best trial's ancestry over it."""
     lineage = digest["lineage"]
     points = [

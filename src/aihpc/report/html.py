@@ -24,7 +24,7 @@ from aihpc.fmt import (
 )
 from aihpc.records.energy import energy_text
 from aihpc.records.results import trial_arch
-from aihpc.report import digest_views
+from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
 from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 from aihpc.report.trials_table import trial_count, trial_list, trials_section
@@ -399,7 +399,7 @@ def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
         )
     if "digest" in results:
         lineage = build_lineage(results)
-        return figure + digest_views.ancestry_note(results["digest"]) + ancestry_html(lineage)
+        return figure + ancestry_note(results["digest"]) + ancestry_html(lineage)
     return figure + lineage_html(build_lineage(results))
 
 

@@ -16,7 +16,7 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from aihpc.fmt import as_number, format_si
-from aihpc.report import digest_views
+from aihpc.report.digest_views import busy_histogram, lineage_density, ops_histogram
 from aihpc.report.figure import DPI, figure, png
 from aihpc.report.lineage import build_lineage
 from aihpc.report.lineage_plot import plot_lineage
@@ -59,10 +59,10 @@ def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
     if digest is not None:
         return {
             "timeline": plot_timeline(results),
-            "ops": digest_views.plot_ops(digest),
-            "workers": digest_views.plot_workers(results.get("workers") or []),
+            "ops": ops_histogram(digest),
+            "workers": busy_histogram(results.get("workers") or []),
             "phases": plot_phases(results, totals=digest["phase_seconds"]),
-            "lineage": digest_views.plot_lineage(digest, build_lineage(results).ancestry),
+            "lineage": lineage_density(digest, build_lineage(results).ancestry),
         }
     return {
         "timeline": plot_timeline(results),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aihpc.fmt import NA, as_number, format_fraction, format_seconds, format_si, format_value
-from aihpc.report import digest_views
+from aihpc.report.digest_views import caption, distribution_table
 from aihpc.report.markup import esc, no_data
 
 
@@ -31,11 +31,7 @@ def trials_section(results: dict[str, Any]) -> str:
     kept = sorted(
         trial_list(results), key=lambda t: -(as_number(t.get("best_val_accuracy")) or -1.0)
     )
-    return (
-        digest_views.caption(results)
-        + digest_views.distribution_table(results["digest"])
-        + _trials_table(kept)
-    )
+    return caption(results) + distribution_table(results["digest"]) + _trials_table(kept)
 
 
 def _trials_table(trials: list[dict[str, Any]]) -> str:
