@@ -17,6 +17,7 @@ import socket
 import struct
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -283,9 +284,22 @@ def _rank_main(folder: Path) -> None:
             report.update(_measure_volume(replica, spec["volume_calls"], hosts, interface))
         if rank == 0:
             (folder / "result.json").write_text(json.dumps(report))
-        dist.barrier()  # a group torn down while a peer still works can abort it
-    finally:
-        dist.destroy_process_group()
+        dist.barrier()  # no rank leaves while a peer still works
+    except BaseException:
+        traceback.print_exc()  # before anything of the group is torn down, which can abort
+        _leave(1)
+    _leave(0)
+
+
+def _leave(code: int) -> None:
+    """End the rank now, without tearing down the process group or running C++'s exit-time
+    destructors.  That teardown once aborted rank 0 of a two-node run with no Python error
+    ("terminate called without an active exception", C++'s end for a thread left running),
+    failing a benchmark whose ranks had nothing left to do but exit.  Everything a rank writes
+    is written and closed by then, and its sockets close with the process."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
