@@ -43,7 +43,7 @@ from aihpc.nas.spec import ArchSpec
 from aihpc.train.inputs import count_ops_per_sample
 
 WORKLOADS = {
-    "gpu": ((3, 128, 128), 100, 60_000_000, (128, 256, 512)),
+    "gpu": ((3, 128, 128), 100, 60_000_000, (256, 512)),
     "cpu": ((3, 16, 16), 50, 2_000_000, (32, 64, 128)),
 }
 WARM_AFTER = 10  # architectures after which the layered memo is reported as warm

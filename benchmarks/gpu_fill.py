@@ -5,12 +5,14 @@ prints:
 - score (OPS) and its share of the measured bf16 matmul peak;
 - busy fraction: the share of the workers' wall time inside training and
   evaluation phases (CUDA-event timed), and the harness overhead (the rest);
-- trials and epochs, and the seconds per epoch of each phase;
+- trials and epochs (and those past ``min_accuracy``), and the seconds per epoch of each phase;
+- the energy the run measured (NVML, RAPL) and its GOPS/W;
 - GPU idle time inside an epoch, from ``torch.profiler``: one steady-state
   epoch of the default workload's seed network (the trial's second epoch, on
   a smaller copy of the default data set: ``--profile-samples``) is
   profiled, and the time no kernel runs is reported against the epoch's
-  wall time and against its training steps alone.
+  wall time and against its training steps alone, with the kernels' time by
+  operator type (``aihpc profile``'s types: where a share of peak falls short).
 
 Arguments after ``--`` go to ``aihpc run`` (e.g. ``-- --compile`` or
 ``-- --gpus-per-trial 2``).
@@ -54,7 +56,7 @@ def main() -> int:
             config = Path(tmp) / "samples.toml"
             config.write_text(f"[data_options]\nnum_samples = {args.samples}\n")
             extra += ["--config", str(config)]
-        results = run_aihpc(out, args.minutes, *extra)
+        results = run_aihpc(out, args.minutes, *extra, show=True)
         report_run(results, out)
     if not args.no_profile:  # profiled as the run trained: compiled or not
         compiled = False if "--no-compile" in args.extra else True if "--compile" in args.extra else None
@@ -76,13 +78,18 @@ def report_run(results: dict, run_dir: Path) -> None:
     print(f"busy fraction     {100 * u['work_fraction']:.1f} % of {u['worker_slots']} workers' wall time in "
           f"training and evaluation phases; harness overhead {100 * u['overhead_fraction']:.1f} % "
           f"(idle between tasks {100 * u['idle_fraction']:.1f} %)")
-    print(f"trials            {len(results['trials'])}, {epochs} epochs")
+    target = s.get("min_accuracy")
+    passing = sum(1 for t in results["trials"] if target is not None and (t.get("best_val_accuracy") or 0) >= target)
+    print(f"trials            {len(results['trials'])}, {epochs} epochs; {passing} reached min_accuracy {target}")
     totals: dict[str, float] = {}
     for t in results["trials"]:
         for phase, seconds in t["phase_seconds"].items():
             totals[phase] = totals.get(phase, 0.0) + seconds
     print("per epoch         " + ", ".join(f"{p} {v / max(epochs, 1):.3f} s" for p, v in totals.items()))
+    from aihpc.records.energy import energy_text
     from aihpc.records.store import read_meta
+
+    print(f"energy            {energy_text(results.get('energy'))}")
 
     staging = read_meta(run_dir / "aihpc.sqlite", "staging")
     if staging:
@@ -102,10 +109,14 @@ def report_profile(samples: int, compiled: bool | None) -> None:
         from dataclasses import replace
 
         second = replace(task, epoch=2, start=first.weights)
-        busy, wall, steps = profiled_epoch(second)
+        busy, wall, steps, by_type = profiled_epoch(second)
     print(f"profiled epoch    {samples} samples, batch {task.hparams.batch_size}: GPU idle "
           f"{100 * (1 - busy / wall):.1f} % of the epoch's {wall:.2f} s, "
           f"{100 * (1 - steps['busy'] / steps['wall']):.1f} % of its training steps' {steps['wall']:.2f} s")
+    total = sum(by_type.values())
+    top = sorted(by_type.items(), key=lambda kv: -kv[1])[:10]
+    print(f"GPU time by type  {total:.2f} s of kernels: "
+          + ", ".join(f"{kind} {100 * seconds / total:.1f} %" for kind, seconds in top))
 
 
 def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
@@ -127,11 +138,13 @@ def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
                      compile=compiled)  # fmt: skip
 
 
-def profiled_epoch(task) -> tuple[float, float, dict[str, float]]:
-    """(kernel-busy seconds, wall seconds) of one epoch, and the same within its training steps."""
+def profiled_epoch(task) -> tuple[float, float, dict[str, float], dict[str, float]]:
+    """(kernel-busy seconds, wall seconds) of one epoch, the same within its training steps, and
+    the kernels' seconds by operator type (``aihpc profile``'s types)."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from aihpc.profile.step import operator_type
     from aihpc.train.worker import run_epoch
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -150,7 +163,13 @@ def profiled_epoch(task) -> tuple[float, float, dict[str, float]]:
     # the training steps: from the epoch's start to the last optimizer step (eval and snapshot after it)
     last_step = max((e.time_range.end for e in steps), default=hi)
     step_busy = _union(kernels, lo, last_step)
-    return busy / 1e6, (hi - lo) / 1e6, {"busy": step_busy / 1e6, "wall": max(last_step - lo, 1) / 1e6}
+    by_type: dict[str, float] = {}
+    for e in events:
+        if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("aten::"):
+            kind = operator_type(e)[0]
+            by_type[kind] = by_type.get(kind, 0.0) + e.self_device_time_total / 1e6
+    steps_time = {"busy": step_busy / 1e6, "wall": max(last_step - lo, 1) / 1e6}
+    return busy / 1e6, (hi - lo) / 1e6, steps_time, {k: v for k, v in by_type.items() if v > 0}
 
 
 def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:

@@ -25,7 +25,7 @@ def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():
 
 def test_batch_sizes_are_sized_to_the_device_unless_given():
     assert with_default_workload(RunConfig(), "cpu").batch_sizes == (32, 64, 128)  # the CPU default, unchanged
-    assert with_default_workload(RunConfig(), "cuda").batch_sizes == (128, 256, 512)
+    assert with_default_workload(RunConfig(), "cuda").batch_sizes == (256, 512)
     assert with_default_workload(RunConfig(batch_sizes=(8,)), "cuda").batch_sizes == (8,)
     assert with_default_workload(RunConfig(), "cuda").data_options["image_size"] == 128
     assert with_default_workload(RunConfig(), "cpu").data_options["image_size"] == 16
