@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -242,3 +243,59 @@ def test_a_fresh_run_verifies(tmp_path: Path) -> None:
     assert check.returncode == 4
     assert "proxy screening 0: operations logged" in check.stdout
     assert "proxy screening 0 differs from the record committed during the run" in check.stdout
+
+
+def _trial_lines(run_dir: Path) -> tuple[list[str], int, int]:
+    """results.json's lines (schema 3's layout: a line per field and per trial), and the range of
+    its trial lines."""
+    lines = (run_dir / "results.json").read_text().splitlines(keepends=True)
+    first = lines.index('"trials":[\n') + 1
+    last = next(i for i in range(first, len(lines)) if lines[i].startswith("]"))
+    return lines, first, last
+
+
+def test_a_results_file_laid_out_by_line_is_compared_a_trial_at_a_time(run_copy: Path) -> None:
+    """The fixture's results.json rewritten in schema 3's layout (by the writer a run uses), read a
+    trial at a time: it verifies; an edited trial, one removed and two swapped are each named."""
+    from aihpc.records.schema import write_results
+
+    write_results(run_copy, _results(run_copy))
+    assert verify_run(run_copy).status == "yes"
+    lines, first, last = _trial_lines(run_copy)
+    assert last - first >= 3
+    edited = json.loads(lines[first].rstrip().rstrip(","))
+    edited["ops"]["train"] += 1
+    lines[first] = json.dumps(edited, sort_keys=True, separators=(",", ":")) + ",\n"
+    removed = json.loads(lines[first + 1].rstrip().rstrip(","))["id"]
+    del lines[first + 1]
+    (run_copy / "results.json").write_text("".join(lines))
+    found = _lines(verify_run(run_copy))
+    assert any(line.startswith(f"results: trial {edited['id']}: results.json ops.train is ") for line in found)
+    assert f"results: trial {removed}: in the run store but missing from results.json" in found
+    assert any(line.startswith(f"mlperf: trial {removed} epoch ") and "not a finished epoch of results.json" in line
+               for line in found), found
+
+    lines, first, last = _trial_lines(run_copy)
+    lines[first + 1], lines[first + 2] = lines[first + 2], lines[first + 1]
+    (run_copy / "results.json").write_text("".join(lines))
+    swapped = [json.loads(lines[first + i].rstrip().rstrip(","))["id"] for i in (1, 2)]
+    found = _lines(verify_run(run_copy))
+    assert f"results: results.json's trials are not in id order: {swapped[1]} after {swapped[0]}" in found
+
+
+def test_the_recount_in_a_second_process_finds_what_one_process_does(
+    run_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From PARALLEL_FROM_TRIALS trials the operations are recounted in a spawned process beside the
+    other checks: the same checks, and the same mismatches, as in one process."""
+    from aihpc.verify import recount
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the second process is used only with two cores or more")
+    trial, epoch = _ok_epoch(run_copy, 0)
+    _sql(run_copy, "UPDATE epochs SET ops_train = ops_train * 2 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    alone = verify_run(run_copy)
+    monkeypatch.setattr(recount, "PARALLEL_FROM_TRIALS", 1)
+    beside = verify_run(run_copy)
+    assert beside.checks == alone.checks and beside.mismatches == alone.mismatches
+    assert any(m.check == "operations" and (m.trial, m.epoch) == (trial, epoch) for m in beside.mismatches)

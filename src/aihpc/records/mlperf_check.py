@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,22 +82,21 @@ def check_compliance(
 PREFIX = ":::MLLOG "
 
 
-def read_events(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
-    """The log's events, and the numbers of lines that are not MLLOG events."""
+def iter_events(
+    path: Path, mentioning: str | None = None
+) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """Each non-blank line's number and its MLLOG event (None for a line that is not one), a line
+    at a time: memory does not grow with the log.  With ``mentioning``, only the lines that
+    contain that text are parsed and given.  StorageError if it cannot be read."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip() or (mentioning is not None and mentioning not in line):
+                    continue
+                try:
+                    event = json.loads(line[len(PREFIX) :]) if line.startswith(PREFIX) else None
+                except json.JSONDecodeError:
+                    event = None
+                yield number, event if isinstance(event, dict) else None
     except (OSError, UnicodeDecodeError) as exc:
         raise StorageError(f"cannot read MLPerf log {path}: {exc}") from None
-    events, bad = [], []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line[len(PREFIX) :]) if line.startswith(PREFIX) else None
-        except json.JSONDecodeError:
-            event = None
-        if isinstance(event, dict):
-            events.append(event)
-        else:
-            bad.append(number)
-    return events, bad

@@ -1,10 +1,12 @@
 """results.json read back: one reader for every version, and the typed record of a run's result.
 
-:func:`read_results_document` is the one place results.json is parsed: it
-checks the version and the shape of each section, and upgrades an older
-version to the current one (version 1 called a trial's parameter count
-``params``).  The report renders that document as it is, tolerating what is
-absent; ``aihpc verify`` compares it with the document rebuilt from the store.
+:func:`read_results_document` parses results.json whole: it checks the
+version and the shape of each section, and upgrades an older version to the
+current one (version 1 called a trial's parameter count ``params``).
+:func:`read_results_head` and :func:`iter_trials` read a file in schema 3's
+layout (a line per field and per trial) without holding its trials.  The
+report renders the document as it is, tolerating what is absent; ``aihpc
+verify`` compares it, trial by trial, with the one rebuilt from the store.
 
 :class:`RunResults` is the run's result as a record, for the code that
 computes with it (the end-of-run summary, compare, rank, scaling): the score
@@ -16,6 +18,8 @@ only the report and ``aihpc verify`` read them.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +136,44 @@ def read_results_head(path: Path) -> dict[str, Any]:
     return head
 
 
+def iter_trials(path: Path, only: set[Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The trials of the results file at ``path``, one at a time, by its order; with ``only``,
+    just those ids.  A file in schema 3's layout is read a line at a time (the lines of trials
+    not in ``only`` are not parsed), so memory does not grow with the run; an older file is
+    parsed whole, as :func:`read_results_document` reads it.  DataError for a trial that is not
+    JSON."""
+    if not laid_out_by_line(path):
+        trials = read_results_document(path).get(TRIALS) or []
+        yield from (t for t in trials if only is None or t.get("id") in only)
+        return
+    with open_binary(path) as lines:
+        for line in lines:
+            if line.startswith(b'"trials":['):
+                break
+        for line in lines:
+            if line.startswith(b"]"):
+                return
+            if only is not None and _line_id(line) not in only:
+                continue
+            try:
+                yield json.loads(line.rstrip().rstrip(b","))
+            except ValueError as exc:
+                raise DataError(f"a trial of {path} is not JSON: {exc}") from None
+
+
+def _line_id(line: bytes) -> int | None:
+    """A trial line's id, read without parsing the line (keys are sorted: ``"id":N,`` follows
+    ``"hparams"``)."""
+    start = line.find(b',"id":')
+    if start < 0:
+        return None
+    end = line.find(b",", start + 6)
+    try:
+        return int(line[start + 6 : end])
+    except ValueError:
+        return None
+
+
 def laid_out_by_line(path: Path) -> bool:
     """Whether the results file at ``path`` has schema 3's layout: a line per top-level field and
     per trial (an older file is indented).  DataError if it is missing; StorageError if it cannot
@@ -150,8 +192,6 @@ def laid_out_by_line(path: Path) -> bool:
 def _read_head_lines(path: Path) -> dict[str, Any]:
     """The top-level fields of a file in schema 3's layout, its trials skipped.  DataError for a
     line that is not JSON; StorageError if it cannot be read."""
-    import json
-
     head: dict[str, Any] = {}
     try:
         with open_binary(path) as lines:

@@ -220,10 +220,14 @@ class RunStore:
 
     def epochs(self, trial_id: int | None = None) -> list[EpochRow]:
         """Epoch rows, by end time (of one trial: by epoch); ``weights`` a WeightsRef or None."""
+        return list(self.iter_epochs(trial_id))
+
+    def iter_epochs(self, trial_id: int | None = None) -> Iterator[EpochRow]:
+        """:meth:`epochs` one row at a time, as they are needed: memory does not grow with the
+        run."""
         query, args = "SELECT * FROM epochs ORDER BY t_end", tuple[int, ...]()
         if trial_id is not None:
             query, args = "SELECT * FROM epochs WHERE trial_id = ? ORDER BY epoch", (trial_id,)
-        out = []
         for r in self.db.execute(query, args):
             d = dict(r)
             for key in ("metrics", "phase_seconds", "ops_per_sample"):
@@ -232,8 +236,7 @@ class RunStore:
             d["weights"] = (
                 {"name": d["weights"], "digest": digest} if d["weights"] is not None else None
             )
-            out.append(EpochRow.from_dict(d))
-        return out
+            yield EpochRow.from_dict(d)
 
     def epoch_spans(self) -> Iterator[tuple[str, float]]:
         """Each epoch's worker and seconds, by trial and epoch, read as they are needed."""

@@ -15,16 +15,17 @@ reported in full, as before.
 from __future__ import annotations
 
 import heapq
-import json
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import DataError
-from aihpc.fileio import open_binary
 from aihpc.fmt import as_number
-from aihpc.records.results import laid_out_by_line, read_results_document, read_results_head
+from aihpc.records.results import (
+    iter_trials,
+    laid_out_by_line,
+    read_results_document,
+    read_results_head,
+)
 from aihpc.report.lineage import morph_kind
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
@@ -39,13 +40,13 @@ def read_for_report(path: Path) -> dict[str, Any]:
         return _digested(read_results_document(path))
     head = read_results_head(path)
     digest = Digest()
-    for trial in _stream_trials(path):
+    for trial in iter_trials(path):
         digest.add(trial)
     if digest.count <= LISTED:
         return read_results_document(path)
     wanted = digest.ancestry()
     kept = {t["id"]: t for _, _, t in digest.best}
-    kept.update({t["id"]: t for t in _stream_trials(path, wanted - set(kept))})
+    kept.update({t["id"]: t for t in iter_trials(path, wanted - set(kept))})
     return {
         **head,
         "trials": sorted(kept.values(), key=lambda t: t["id"]),
@@ -64,37 +65,6 @@ def _digested(document: dict[str, Any]) -> dict[str, Any]:
     wanted = digest.ancestry() | {t["id"] for _, _, t in digest.best}
     kept = [t for t in trials if t.get("id") in wanted]
     return {**document, "trials": kept, "digest": digest.to_dict()}
-
-
-def _stream_trials(path: Path, only: set[Any] | None = None) -> Iterator[dict[str, Any]]:
-    """The trials of a results file in schema 3's layout, one line at a time; with ``only``, just
-    those ids (the other lines are not parsed)."""
-    with open_binary(path) as lines:
-        for line in lines:
-            if line.startswith(b'"trials":['):
-                break
-        for line in lines:
-            if line.startswith(b"]"):
-                return
-            if only is not None and _line_id(line) not in only:
-                continue
-            try:
-                yield json.loads(line.rstrip().rstrip(b","))
-            except ValueError as exc:
-                raise DataError(f"a trial of {path} is not JSON: {exc}") from None
-
-
-def _line_id(line: bytes) -> int | None:
-    """A trial line's id, read without parsing the line (keys are sorted: ``"id":N,`` follows
-    ``"hparams"``)."""
-    start = line.find(b',"id":')
-    if start < 0:
-        return None
-    end = line.find(b",", start + 6)
-    try:
-        return int(line[start + 6 : end])
-    except ValueError:
-        return None
 
 
 class Digest:

@@ -69,24 +69,28 @@ def resume_log(mlperf, store, path: Path) -> None:
     the ones the log holds; the new epochs follow them, so the log again
     holds every finished epoch once.
     """
-    from aihpc.records.mlperf_check import read_events
+    from aihpc.records.mlperf_check import iter_events
     from aihpc.runner.screening import MLPERF_KEY
 
-    events, _ = read_events(path)
-    logged = {
-        ((e.get("metadata") or {}).get("trial_id"), (e.get("metadata") or {}).get("trial_epoch"))
-        for e in events
-        if e.get("key") == "eval_accuracy"
-    }
-    screened = {
-        (e.get("metadata") or {}).get("screening_id") for e in events if e.get("key") == MLPERF_KEY
-    }
-    done = [e for e in store.epochs() if e.status == "ok"]
-    have = [e for e in done if (e.trial_id, e.epoch) in logged]
-    best = max((e.metrics["val_accuracy"] for e in have), default=None)
-    mlperf.resumed(last_epoch=len(have), best_accuracy=best)
-    missing = [e for e in done if (e.trial_id, e.epoch) not in logged]
-    for number, epoch in enumerate(missing, start=len(have) + 1):
+    logged, screened = set(), set()
+    for _, e in iter_events(path):  # a line at a time: the log of a long run is large
+        meta = (e or {}).get("metadata") or {}
+        if e and e.get("key") == "eval_accuracy":
+            logged.add((meta.get("trial_id"), meta.get("trial_epoch")))
+        elif e and e.get("key") == MLPERF_KEY:
+            screened.add(meta.get("screening_id"))
+    have, best, missing = 0, None, []
+    for e in store.iter_epochs():
+        if e.status != "ok":
+            continue
+        if (e.trial_id, e.epoch) in logged:
+            have += 1
+            accuracy = e.metrics["val_accuracy"]
+            best = accuracy if best is None else max(best, accuracy)
+        else:
+            missing.append(e)
+    mlperf.resumed(last_epoch=have, best_accuracy=best)
+    for number, epoch in enumerate(missing, start=have + 1):
         log_epoch(mlperf, number, epoch)
     for record in store.screenings():
         if record["id"] not in screened:

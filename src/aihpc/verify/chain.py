@@ -99,7 +99,7 @@ def _check_head(
     """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and
     only
     the links a run commits after its results follow it."""
-    from aihpc.verify.mlperf_log import read_events
+    from aihpc.records.mlperf_check import iter_events
 
     recorded = results.get("integrity")
     if not isinstance(recorded, dict):
@@ -121,7 +121,9 @@ def _check_head(
         extra = ", ".join(f"{k} {key}" for k, key in sorted(later - AFTER_RESULTS))
         found.add(f"records were committed after results.json was written: {extra}")
     if log_path.is_file():
-        stops = [e for e in read_events(log_path)[0] if e.get("key") == "run_stop"]
+        stops = [
+            e for _, e in iter_events(log_path, "run_stop") if e and e.get("key") == "run_stop"
+        ]
         logged = (stops[-1].get("metadata") or {}).get("chain_sha256") if stops else None
         if logged != head:
             found.add(

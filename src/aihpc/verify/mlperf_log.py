@@ -11,68 +11,113 @@ milliseconds.  Checked:
 - ``train_samples``/``eval_samples`` are the data set's sizes;
 - ``run_stop``'s status is success exactly when the score is valid, and the
   run's segments lie between ``run_start`` and ``run_stop``.
+
+The log, results.json's trials and the store's epochs are each read one at a
+time; what is kept is a few numbers per logged epoch (:class:`Log`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aihpc.records.mlperf_check import read_events
+from aihpc.records.mlperf_check import iter_events
 from aihpc.verify.checks import Check, Found, Mismatch, same
 
 SLACK_MS = 1000  # the master's segments start just after run_start and end before run_stop
+PER_EPOCH = {"eval_accuracy": 0, "epoch_start": 1, "epoch_stop": 2}  # their place in Log.epochs
+OTHER_KEYS = ("train_samples", "eval_samples", "run_start", "run_stop")  # and the screenings'
 
 
-def check_mlperf(path: Path, store, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+@dataclass
+class Log:
+    """What the check reads of the log, a line at a time: per logged (trial, epoch) its accuracy
+    and its start and stop in ms (None where not logged), the last ``eval_accuracy`` value, the
+    run's own events by key, and the lines that are not events."""
+
+    epochs: dict[tuple[Any, Any], list[Any]] = field(default_factory=dict)
+    accuracies: int = 0  # eval_accuracy events
+    last_accuracy: Any = None
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    bad: list[int] = field(default_factory=list)
+
+
+def read_log(path: Path) -> Log:
+    """The log at ``path`` as :class:`Log` holds it."""
+    from aihpc.runner.screening import MLPERF_KEY
+
+    log = Log()
+    for number, event in iter_events(path):
+        if event is None:
+            log.bad.append(number)
+            continue
+        key = str(event.get("key"))
+        if key in PER_EPOCH:
+            meta = event.get("metadata") or {}
+            slots = log.epochs.setdefault(
+                (meta.get("trial_id"), meta.get("trial_epoch")), [None] * 3
+            )
+            if key == "eval_accuracy":
+                slots[0], log.last_accuracy = meta.get("trial_accuracy"), event.get("value")
+                log.accuracies += 1
+            else:
+                slots[PER_EPOCH[key]] = event.get("time_ms")
+        elif key in OTHER_KEYS or key == MLPERF_KEY:
+            log.events.setdefault(key, []).append(event)
+    return log
+
+
+def check_mlperf(
+    path: Path, store, head: dict[str, Any], trials: Iterator[dict[str, Any]]
+) -> tuple[Check, list[Mismatch]]:
+    """The log at ``path`` against the store, results.json's fields (``head``) and its
+    ``trials`` (read one at a time)."""
     found = Found("mlperf")
     if not path.is_file():
         found.add(f"no MLPerf log at {path}")
         return found.outcome("mlperf.log missing"), found.items
-    events, bad = read_events(path)
-    for number in bad[:5]:
+    log = read_log(path)
+    for number in log.bad[:5]:
         found.add(f"line {number} of mlperf.log is not an MLLOG event")
-    by_key: dict[str, list[dict[str, Any]]] = {}
-    for event in events:
-        by_key.setdefault(str(event.get("key")), []).append(event)
-    _check_epochs(by_key, store, results, found)
-    _check_screenings(by_key, store, found)
-    _check_run(by_key, store, results, found)
-    logged = len(by_key.get("eval_accuracy", []))
+    _check_epochs(log, store, head, trials, found)
+    _check_screenings(log.events, store, found)
+    _check_run(log.events, store, head, found)
     return found.outcome(
-        f"{logged} logged trial-epochs against results.json and the store"
+        f"{log.accuracies} logged trial-epochs against results.json and the store"
     ), found.items
 
 
 def _check_epochs(
-    by_key: dict[str, list[dict[str, Any]]], store, results: dict[str, Any], found: Found
+    log: Log, store, head: dict[str, Any], trials: Iterator[dict[str, Any]], found: Found
 ) -> None:
-    logged = {}
-    for event in by_key.get("eval_accuracy", []):
-        meta = event.get("metadata") or {}
-        logged[(meta.get("trial_id"), meta.get("trial_epoch"))] = meta.get("trial_accuracy")
-    finished = {
-        (t.get("id"), e.get("epoch")): e.get("val_accuracy")
-        for t in results.get("trials") or []
-        for e in t.get("epochs") or []
-        if e.get("status") == "ok"
-    }
-    for trial, epoch in sorted(set(finished) - set(logged), key=str):
-        found.add("finished in results.json but not in the MLPerf log", trial, epoch)
-    for trial, epoch in sorted(set(logged) - set(finished), key=str):
+    """Each finished epoch of results.json is logged once, with its accuracy; nothing else is."""
+    unmatched = {key for key, slots in log.epochs.items() if slots[0] is not None}
+    for trial in trials:
+        for e in trial.get("epochs") or []:
+            if e.get("status") != "ok":
+                continue
+            key = (trial.get("id"), e.get("epoch"))
+            if key not in unmatched:
+                found.add("finished in results.json but not in the MLPerf log", *key)
+                continue
+            unmatched.discard(key)
+            logged = log.epochs[key][0]
+            if not same(logged, e.get("val_accuracy")):
+                found.add(
+                    f"accuracy {e.get('val_accuracy')!r} in results.json, {logged!r} in the MLPerf "
+                    "log",
+                    *key,
+                )
+    for trial, epoch in sorted(unmatched, key=str):
         found.add("in the MLPerf log but not a finished epoch of results.json", trial, epoch)
-    for key in sorted(set(logged) & set(finished), key=str):
-        if not same(logged[key], finished[key]):
-            found.add(
-                f"accuracy {finished[key]!r} in results.json, {logged[key]!r} in the MLPerf log",
-                *key,
-            )
-    _check_times(by_key, store, found)
-    values = [e.get("value") for e in by_key.get("eval_accuracy", [])]
-    best = (results.get("score") or {}).get("best_accuracy")
-    if values and not same(values[-1], best):
+    _check_times(log, store, found)
+    best = (head.get("score") or {}).get("best_accuracy")
+    if log.accuracies and not same(log.last_accuracy, best):
         found.add(
-            f"the log's last eval_accuracy {values[-1]!r} is not the score's best accuracy {best!r}"
+            f"the log's last eval_accuracy {log.last_accuracy!r} is not the score's best accuracy "
+            f"{best!r}"
         )
 
 
@@ -97,30 +142,34 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
             )
 
 
-def _check_times(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
+def _check_times(log: Log, store, found: Found) -> None:
     """Each logged epoch interval is its store row's (t_start, t_end), in whole milliseconds."""
-    rows = {(e.trial_id, e.epoch): e for e in store.epochs() if e.status == "ok"}
-    for key, field in (("epoch_start", "t_start"), ("epoch_stop", "t_end")):
-        for event in by_key.get(key, []):
-            meta = event.get("metadata") or {}
-            row = rows.get((meta.get("trial_id"), meta.get("trial_epoch")))
-            if row is not None and event.get("time_ms") != int(getattr(row, field) * 1000):
+    for row in store.iter_epochs():
+        slots = log.epochs.get((row.trial_id, row.epoch))
+        if row.status != "ok" or slots is None:
+            continue
+        for key, logged, stored in (
+            ("epoch_start", slots[1], row.t_start),
+            ("epoch_stop", slots[2], row.t_end),
+        ):
+            if logged is not None and logged != int(stored * 1000):
+                field_name = "t_start" if key == "epoch_start" else "t_end"
                 found.add(
-                    f"{key} at {event.get('time_ms')} ms in the MLPerf log; the store's {field} is "
-                    f"{int(getattr(row, field) * 1000)} ms",
+                    f"{key} at {logged} ms in the MLPerf log; the store's {field_name} is "
+                    f"{int(stored * 1000)} ms",
                     row.trial_id,
                     row.epoch,
                 )
 
 
 def _check_run(
-    by_key: dict[str, list[dict[str, Any]]], store, results: dict[str, Any], found: Found
+    by_key: dict[str, list[dict[str, Any]]], store, head: dict[str, Any], found: Found
 ) -> None:
-    data, score = results.get("data") or {}, results.get("score") or {}
-    for key, field in (("train_samples", "num_train"), ("eval_samples", "num_val")):
+    data, score = head.get("data") or {}, head.get("score") or {}
+    for key, size in (("train_samples", "num_train"), ("eval_samples", "num_val")):
         values = [e.get("value") for e in by_key.get(key, [])]
-        if values != [data.get(field)]:
-            found.add(f"{key} logged {values}, results.json's data has {field} {data.get(field)!r}")
+        if values != [data.get(size)]:
+            found.add(f"{key} logged {values}, results.json's data has {size} {data.get(size)!r}")
     starts, stops = by_key.get("run_start", []), by_key.get("run_stop", [])
     if len(starts) != 1 or len(stops) != 1:
         found.add(

@@ -35,23 +35,36 @@ the torch version that ran is in results.json's environment.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from aihpc.errors import AihpcError, DataError, StorageError
 from aihpc.nas.spec import LayerMemo
-from aihpc.records.results import read_results_document, results_file, trial_arch
+from aihpc.records.results import (
+    iter_trials,
+    laid_out_by_line,
+    read_results_document,
+    read_results_head,
+    results_file,
+)
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
 MAX_DIFFS = 5  # differing fields named per trial before "and N more"
+PARALLEL_FROM_TRIALS = 2_000
+"""From this many trials the operations are recounted in a second process while this one runs
+the other checks (starting it costs a few seconds: smaller runs are recounted here)."""
 
 
 def open_run(run_dir: Path):
-    """The run's store (read-only) and its results.json; DataError, one line, if it is not a
-    finished run (StorageError if its store cannot be read)."""
+    """The run's store (read-only) and results.json's fields but its trials; DataError, one line,
+    if it is not a finished run (StorageError if its store cannot be read)."""
     from aihpc.records.store import RunStore
 
     run_dir = Path(run_dir)
@@ -72,16 +85,19 @@ def open_run(run_dir: Path):
             raise DataError(
                 f"not a run directory: {run_dir} (its aihpc.sqlite holds no run configuration)"
             )
-        return store, _read_results(results_file(run_dir), run_dir)
+        return store, _read_head(results_file(run_dir), run_dir)
     except BaseException:
         store.close()
         raise
 
 
-def _read_results(path: Path, run_dir: Path) -> dict[str, Any]:
+def _read_head(path: Path, run_dir: Path) -> dict[str, Any]:
+    """results.json's fields but its trials (which the checks read one at a time)."""
     if not path.is_file():
         raise DataError(f"run {run_dir} has not finished (no results.json): nothing to verify yet")
-    return read_results_document(path)
+    if laid_out_by_line(path):
+        return read_results_head(path)
+    return {**read_results_document(path), "trials": []}
 
 
 def verify_run(run_dir: Path) -> Verification:
@@ -94,16 +110,20 @@ def verify_run(run_dir: Path) -> Verification:
     from aihpc.verify.chain import check_chain
     from aihpc.verify.mlperf_log import check_mlperf
 
-    store, results = open_run(run_dir)
+    store, head = open_run(run_dir)
+    path, log = results_file(run_dir), Path(run_dir) / "mlperf.log"
     try:
-        score = recomputed_score(store)
-        outcomes = [
-            check_operations(store),
-            check_score(score, results),
-            check_results(store, score, results),
-            check_mlperf(Path(run_dir) / "mlperf.log", store, results),
-            check_chain(store, results, Path(run_dir) / "mlperf.log"),
-        ]
+        with _second_process(store) as pool:
+            # the recount, the longest check, runs beside the others where the run is large
+            recount = pool.apply_async(_check_operations_in, (str(run_dir),)) if pool else None
+            score = recomputed_score(store)
+            rest = [
+                check_score(score, head),
+                check_results(store, score, head, iter_trials(path)),
+                check_mlperf(log, store, head, iter_trials(path)),
+                check_chain(store, head, log),
+            ]
+            outcomes = [recount.get() if recount else check_operations(store), *rest]
     except (json.JSONDecodeError, sqlite3.Error, DataError) as exc:
         raise StorageError(
             f"run store {Path(run_dir) / 'aihpc.sqlite'} is damaged: {exc}"
@@ -113,6 +133,30 @@ def verify_run(run_dir: Path) -> Verification:
     checks = tuple(check for check, _ in outcomes)
     mismatches = tuple(m for _, found in outcomes for m in found)
     return Verification(str(run_dir), checks, mismatches)
+
+
+@contextmanager
+def _second_process(store) -> Iterator[Any]:
+    """A pool of one spawned process for the recount where the run has ``PARALLEL_FROM_TRIALS``
+    trials or more and this process may use two cores; None otherwise.  Leaving it ends the
+    process, also when a check fails."""
+    trials = sum(store.status_counts().values())
+    if trials < PARALLEL_FROM_TRIALS or len(os.sched_getaffinity(0)) < 2:
+        yield None
+        return
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        yield pool
+
+
+def _check_operations_in(run_dir: str) -> tuple[Check, list[Mismatch]]:
+    """:func:`check_operations` of the run in ``run_dir``, its store opened in this process."""
+    from aihpc.records.store import RunStore
+
+    store = RunStore.read_only(Path(run_dir))
+    try:
+        return check_operations(store)
+    finally:
+        store.close()
 
 
 # -- operations --------------------------------------------------------------------------
@@ -262,7 +306,7 @@ def recomputed_score(store) -> Score:
     results.json)."""
 
     config, data = store.meta("config") or {}, store.meta("data") or {}
-    accs = [e.metrics["val_accuracy"] for e in store.epochs() if e.status == "ok"]
+    accs = (e.metrics["val_accuracy"] for e in store.iter_epochs() if e.status == "ok")
     return compute_score(
         ops=store.total_ops(),
         wall_seconds=wall_seconds(store.segments()),
@@ -300,12 +344,15 @@ def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mism
 
 
 # -- results.json ------------------------------------------------------------------------
-def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
-    """results.json against the one the store rebuilds, section by section and trial by trial."""
-    from aihpc.records.schema import build_results
+def check_results(
+    store, score: Score, head: dict[str, Any], trials: Iterator[dict[str, Any]]
+) -> tuple[Check, list[Mismatch]]:
+    """results.json against the one the store rebuilds: its fields (``head``), then its
+    ``trials`` one at a time against the store's, both by id."""
+    from aihpc.records.schema import results_fields
 
     found = Found("results")
-    expected = build_results(store, score)
+    expected = results_fields(store, score)
     for key in (
         "run_id",
         "config",
@@ -321,37 +368,61 @@ def check_results(store, score: Score, results: dict[str, Any]) -> tuple[Check, 
         "losses",
         "helper_restarts",
     ):
-        if key in results and not same(results[key], expected[key]):
-            path, got, want = next(diffs(results[key], expected[key], key))
+        if key in head and not same(head[key], expected[key]):
+            path, got, want = next(diffs(head[key], expected[key], key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
-    logged = {t.get("id"): t for t in results.get("trials") or []}
-    stored = {t["id"]: t for t in expected["trials"]}
-    for trial_id in sorted(set(stored) - set(logged), key=str):
-        found.add("in the run store but missing from results.json", trial_id)
-    for trial_id in sorted(set(logged) - set(stored), key=str):
-        found.add("in results.json but not in the run store", trial_id)
-    for trial_id in sorted(set(logged) & set(stored)):
-        got, want = logged[trial_id], stored[trial_id]
-        if ("arch" in got) != ("arch" in want):  # a file older than schema 3: architectures in full
-            got, want = _in_full(got, logged), _in_full(want, stored)
-        changed = list(diffs(got, want, ""))
-        for path, got, want in changed[:MAX_DIFFS]:
-            found.add(
-                f"results.json {path.lstrip('.')} is {_short(got)}; the run store has "
-                f"{_short(want)}",
-                trial_id,
-            )
-        if len(changed) > MAX_DIFFS:
-            found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", trial_id)
+    count = _check_trials(store, trials, found)
     return found.outcome(
-        f"{len(logged)} trials and every section rebuilt from the run store"
+        f"{count} trials and every section rebuilt from the run store"
     ), found.items
 
 
-def _in_full(trial: dict[str, Any], trials: dict[Any, dict[str, Any]]) -> dict[str, Any]:
-    """``trial`` with its architecture in full (``arch``), however its file wrote it."""
-    rest = {k: v for k, v in trial.items() if k != "arch_diff"}
-    return {**rest, "arch": trial_arch(trials, trial.get("id"))}
+def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
+    """Each trial of results.json against the store's record of it, the two read side by side in
+    id order (as results.json is written); how many trials results.json holds."""
+    from aihpc.records.schema import run_start, trial_record
+
+    t0 = run_start(store)
+    stored = (
+        (row.arch, trial_record(row, store.epochs(row.id), t0)) for row in store.iter_trials()
+    )
+    arch, want = next(stored, (None, None))
+    count, previous = 0, -1
+    for got in trials:
+        count += 1
+        trial_id = got.get("id")
+        if not isinstance(trial_id, int) or trial_id <= previous:
+            found.add(f"results.json's trials are not in id order: {trial_id!r} after {previous}")
+            return count
+        previous = trial_id
+        while want is not None and want["id"] < trial_id:
+            found.add("in the run store but missing from results.json", want["id"])
+            arch, want = next(stored, (None, None))
+        if want is None or want["id"] != trial_id:
+            found.add("in results.json but not in the run store", trial_id)
+            continue
+        _compare_trial(got, want, arch, found)
+        arch, want = next(stored, (None, None))
+    while want is not None:
+        found.add("in the run store but missing from results.json", want["id"])
+        arch, want = next(stored, (None, None))
+    return count
+
+
+def _compare_trial(got: dict[str, Any], want: dict[str, Any], arch: Any, found: Found) -> None:
+    """One trial of results.json (``got``) against the store's (``want``, whose architecture in
+    full is ``arch``): the first MAX_DIFFS differing fields, and how many more."""
+    if "arch" in got and "arch" not in want:  # a file older than schema 3: architectures in full
+        want = {**{k: v for k, v in want.items() if k != "arch_diff"}, "arch": arch}
+    changed = list(diffs(got, want, ""))
+    for path, value, stored in changed[:MAX_DIFFS]:
+        found.add(
+            f"results.json {path.lstrip('.')} is {_short(value)}; the run store has "
+            f"{_short(stored)}",
+            got["id"],
+        )
+    if len(changed) > MAX_DIFFS:
+        found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", got["id"])
 
 
 # -- helpers -----------------------------------------------------------------------------
