@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -342,3 +343,20 @@ def test_rules_are_inside_the_package() -> None:
     assert RULES_FILE.is_file() and RULES_FILE.parent == RULES_DIR
     assert RULES_DIR.parent == Path(mlperf.__file__).resolve().parent
     assert (RULES_DIR / "hpc_3.0.0_common.yaml").is_file()
+
+
+def test_a_line_is_the_one_mllog_writes(tmp_path: Path) -> None:
+    """MLPerfLog makes its lines itself: each is byte for byte mllog's encoding of the same event,
+    its file/lineno the caller's (here, this test's line)."""
+    from mlperf_logging.mllog import mllog
+
+    path = tmp_path / "one.log"
+    with MLPerfLog(path, namespace="ns") as log:
+        line = sys._getframe().f_lineno + 1
+        log.event("my_key", {"a": [1, 2.5]}, {"trial_id": 3, "file": "overridden"}, time_ms=1234)
+    expected = mllog._encode_log("ns", 1234, "POINT_IN_TIME", "my_key", {"a": [1, 2.5]},
+                                 {"file": "overridden", "lineno": line, "trial_id": 3})  # fmt: skip
+    (written,) = path.read_text().splitlines()
+    assert written == expected
+    event = json.loads(written.removeprefix(":::MLLOG "))
+    assert list(event["metadata"]) == ["file", "lineno", "trial_id"]

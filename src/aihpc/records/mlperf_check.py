@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import ConfigError, DataError, StorageError
+from aihpc.records.mlperf import LINE_PREFIX
 
 RULES_DIR = Path(__file__).resolve().parent / "mlperf_rules"
 """Folder of our compliance-checker rules (shipped as package data)."""
@@ -79,9 +80,6 @@ def check_compliance(
     return ok, output
 
 
-PREFIX = ":::MLLOG "
-
-
 def iter_events(
     path: Path, mentioning: str | None = None
 ) -> Iterator[tuple[int, dict[str, Any] | None]]:
@@ -94,7 +92,11 @@ def iter_events(
                 if not line.strip() or (mentioning is not None and mentioning not in line):
                     continue
                 try:
-                    event = json.loads(line[len(PREFIX) :]) if line.startswith(PREFIX) else None
+                    event = (
+                        json.loads(line[len(LINE_PREFIX) :])
+                        if line.startswith(LINE_PREFIX)
+                        else None
+                    )
                 except json.JSONDecodeError:
                     event = None
                 yield number, event if isinstance(event, dict) else None
