@@ -51,11 +51,9 @@ logging module, ``propagate=False``) with one file handler, so instances do not
 share output and nothing reaches the root logger; every line is flushed as it
 is written; :meth:`MLPerfLog.close` closes and removes the handler.  Each
 event's metadata also records the ``file``/``lineno`` of the calling code
-(mllog's convention), pointing at the caller of this class.  The line is
-made here rather than by ``mllog``'s logger, which finds that caller with
-``inspect.getframeinfo``: reading source files for every event, it was a
-tenth of the master's time at 4,096 workers (benchmarks/scale_rehearsal.py).
-The official checker reads what is written (the tests run it).
+(mllog's convention), pointing at the caller of this class.  Lines are made
+here: ``mllog``'s logger reads source files to find the caller of every event
+(a tenth of the master's time at 4,096 workers, benchmarks/scale_rehearsal.py).
 """
 
 from __future__ import annotations
