@@ -299,3 +299,16 @@ def test_the_recount_in_a_second_process_finds_what_one_process_does(
     beside = verify_run(run_copy)
     assert beside.checks == alone.checks and beside.mismatches == alone.mismatches
     assert any(m.check == "operations" and (m.trial, m.epoch) == (trial, epoch) for m in beside.mismatches)
+
+
+def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_results_json(run_copy: Path) -> None:
+    from aihpc.records.schema import write_results
+
+    write_results(run_copy, _results(run_copy))
+    lines, first, _ = _trial_lines(run_copy)
+    lines[first] = lines[first][: len(lines[first]) // 2] + "\n"
+    (run_copy / "results.json").write_text("".join(lines))
+    proc = aihpc("verify", str(run_copy))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and "a trial of " in proc.stderr and "results.json is not JSON" in proc.stderr
+    assert "run store" not in proc.stderr

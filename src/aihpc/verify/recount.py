@@ -119,8 +119,8 @@ def verify_run(run_dir: Path) -> Verification:
             score = recomputed_score(store)
             rest = [
                 check_score(score, head),
-                check_results(store, score, head, iter_trials(path)),
-                check_mlperf(log, store, head, iter_trials(path)),
+                check_results(store, score, head, _trials(path)),
+                check_mlperf(log, store, head, _trials(path)),
                 check_chain(store, head, log),
             ]
             outcomes = [recount.get() if recount else check_operations(store), *rest]
@@ -133,6 +133,15 @@ def verify_run(run_dir: Path) -> Verification:
     checks = tuple(check for check, _ in outcomes)
     mismatches = tuple(m for _, found in outcomes for m in found)
     return Verification(str(run_dir), checks, mismatches)
+
+
+def _trials(path: Path) -> Iterator[dict[str, Any]]:
+    """results.json's trials, one at a time; a trial that cannot be read is results.json's damage
+    (StorageError), not the store's, which is what a DataError within the checks means."""
+    try:
+        yield from iter_trials(path)
+    except DataError as exc:
+        raise StorageError(str(exc)) from None
 
 
 @contextmanager
