@@ -113,10 +113,9 @@ def report_profile(samples: int, compiled: bool | None) -> None:
     print(f"profiled epoch    {samples} samples, batch {task.hparams.batch_size}: GPU idle "
           f"{100 * (1 - busy / wall):.1f} % of the epoch's {wall:.2f} s, "
           f"{100 * (1 - steps['busy'] / steps['wall']):.1f} % of its training steps' {steps['wall']:.2f} s")
-    total = sum(by_type.values())
-    top = sorted(by_type.items(), key=lambda kv: -kv[1])[:10]
+    total = sum(row.seconds for row in by_type)
     print(f"GPU time by type  {total:.2f} s of kernels: "
-          + ", ".join(f"{kind} {100 * seconds / total:.1f} %" for kind, seconds in top))
+          + ", ".join(f"{row.type} {100 * row.seconds / total:.1f} %" for row in by_type[:10]))
 
 
 def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
@@ -138,13 +137,13 @@ def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
                      compile=compiled)  # fmt: skip
 
 
-def profiled_epoch(task) -> tuple[float, float, dict[str, float], dict[str, float]]:
+def profiled_epoch(task) -> tuple[float, float, dict[str, float], tuple]:
     """(kernel-busy seconds, wall seconds) of one epoch, the same within its training steps, and
-    the kernels' seconds by operator type (``aihpc profile``'s types)."""
+    the kernels' time by operator type, slowest first (``aihpc profile``'s rows)."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from aihpc.profile.step import operator_type
+    from aihpc.profile.step import operator_times
     from aihpc.train.worker import run_epoch
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -163,13 +162,10 @@ def profiled_epoch(task) -> tuple[float, float, dict[str, float], dict[str, floa
     # the training steps: from the epoch's start to the last optimizer step (eval and snapshot after it)
     last_step = max((e.time_range.end for e in steps), default=hi)
     step_busy = _union(kernels, lo, last_step)
-    by_type: dict[str, float] = {}
-    for e in events:
-        if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("aten::"):
-            kind = operator_type(e)[0]
-            by_type[kind] = by_type.get(kind, 0.0) + e.self_device_time_total / 1e6
+    rows = operator_times(prof, 1, (hi - lo) / 1e6, torch.device("cuda"))
+    by_type = tuple(row for row in rows if row.seconds > 0)
     steps_time = {"busy": step_busy / 1e6, "wall": max(last_step - lo, 1) / 1e6}
-    return busy / 1e6, (hi - lo) / 1e6, steps_time, {k: v for k, v in by_type.items() if v > 0}
+    return busy / 1e6, (hi - lo) / 1e6, steps_time, by_type
 
 
 def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:

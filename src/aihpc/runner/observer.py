@@ -74,10 +74,12 @@ def resume_log(mlperf, store, path: Path) -> None:
 
     logged, screened = set(), set()
     for _, e in iter_events(path):  # a line at a time: the log of a long run is large
-        meta = (e or {}).get("metadata") or {}
-        if e and e.get("key") == "eval_accuracy":
+        if e is None:
+            continue
+        meta = e.get("metadata") or {}
+        if e.get("key") == "eval_accuracy":
             logged.add((meta.get("trial_id"), meta.get("trial_epoch")))
-        elif e and e.get("key") == MLPERF_KEY:
+        elif e.get("key") == MLPERF_KEY:
             screened.add(meta.get("screening_id"))
     have, best, missing = 0, None, []
     for e in store.iter_epochs():
