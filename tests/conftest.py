@@ -3,13 +3,19 @@ the SLURM cluster (see slurm_cluster.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import slurm_cluster
 from fixture_run import FIXTURES
+
+# The verdicts `aihpc verify` records (aihpc.verify.verdicts) go to a folder of this test process,
+# not the user's cache; subprocesses inherit it.
+os.environ["AIHPC_CACHE_DIR"] = tempfile.mkdtemp(prefix="aihpc-cache-")
 
 
 @pytest.fixture

@@ -13,7 +13,9 @@ with n = 5 for image classification (the quality is top-1 accuracy).  The
 target is each run's own ``min_accuracy`` unless one target is given for
 the whole list.  Each entry also shows whether ``aihpc verify`` passed on it
 (yes), found mismatches (no), or could not check it (unchecked: a lone
-result file, or a run whose store has no digest chain).
+result file, or a run whose store has no digest chain); a verdict that
+``aihpc verify`` recorded on the same bytes is shown without checking again
+(:mod:`aihpc.verify.verdicts`).
 
 Entries of different workloads or schema versions cannot share a list
 (refused, as in ``aihpc compare``); different data sets and budgets are
@@ -132,15 +134,23 @@ def build_ranking(
 
 
 def verification(path: Path) -> str:
-    """yes / no / unchecked: ``aihpc verify`` on the run directory holding ``path``."""
+    """yes / no / unchecked: ``aihpc verify`` on the run directory holding ``path``, or the verdict
+    it recorded on the same bytes (:mod:`aihpc.verify.verdicts`)."""
+    from aihpc.verify import verdicts
     from aihpc.verify.recount import verify_run
 
     if path.name not in RESULTS_FILES or not (path.parent / "aihpc.sqlite").is_file():
         return "unchecked"
+    key = verdicts.fingerprint(path.parent)
+    status = verdicts.recorded(key)
+    if status is not None:
+        return status
     try:
-        return verify_run(path.parent).status
+        result = verify_run(path.parent)
     except AihpcError:
         return "no"
+    verdicts.record(key, result)
+    return result.status
 
 
 def cells(row: RankRow, directory: Path) -> list[str]:

@@ -5,7 +5,9 @@ by trial and epoch; ``--json`` prints the same as JSON.  Exit status: 0 when
 the run verifies (also when its store predates the digest chain: integrity
 "unchecked"), 4 when anything does not agree (after the report, one line on
 stderr says how many mismatches), 2 when RUN_DIR is not a finished run.
-See :mod:`aihpc.verify.recount` for what each check does.
+See :mod:`aihpc.verify.recount` for what each check does.  The verdict is
+also recorded outside the run directory, under the checked files' SHA-256,
+for ``aihpc rank`` (:mod:`aihpc.verify.verdicts`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from aihpc.errors import VerificationFailed
+    from aihpc.verify import verdicts
     from aihpc.verify.recount import verify_run
 
+    key = verdicts.fingerprint(args.run_dir)  # of the bytes about to be checked
     result = verify_run(args.run_dir)
+    verdicts.record(key, result)
     if args.json:
         print(json.dumps(result.to_dict(), sort_keys=True, indent=2))
     else:
