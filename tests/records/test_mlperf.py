@@ -14,7 +14,7 @@ import torch
 import yaml
 
 import mlperf_logging.compliance_checker as checker_pkg
-from aihpc.errors import ConfigError, DataError
+from aihpc.errors import ConfigError, DataError, StorageError
 from aihpc.records import mlperf
 from aihpc.records.mlperf import BENCHMARK, MLPerfLog
 from aihpc.records.mlperf_check import RULES_DIR, RULES_FILE, check_compliance
@@ -228,10 +228,33 @@ def test_close_flushes_detaches_and_is_idempotent(tmp_path: Path) -> None:
     log.event("k", {"nested": [1, 2.5, "x"]})
     assert len(read(tmp_path / "c.log")) == 1  # flushed per line, before close
     log.close()
-    assert log.closed and not log._logger.handlers
+    assert log.closed
     log.close()
     with pytest.raises(ValueError, match="closed"):
         log.event("k", 1)
+
+
+def test_a_trial_epochs_lines_are_on_disk_when_it_returns(tmp_path: Path) -> None:
+    """Its five lines are flushed once, at the end of the call, not one by one: each on disk before
+    the next call, as the master's resume relies on."""
+    log = MLPerfLog(tmp_path / "t.log")
+    log.run_start()
+    log.trial_epoch(1, 0.25, trial_id=7)
+    assert [e["key"] for e in read(tmp_path / "t.log")] == [
+        "run_start", "epoch_start", "epoch_stop", "eval_start", "eval_stop", "eval_accuracy"]
+    log.close()
+
+
+def test_a_line_that_cannot_be_written_is_a_storage_error(tmp_path: Path) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    log = MLPerfLog("/dev/full", append=True)
+    with pytest.raises(StorageError, match="cannot write MLPerf log '/dev/full': .*No space left"):
+        log.event("k", 1)
+    with pytest.raises(StorageError, match="cannot write MLPerf log"):  # the line still held
+        log.close()
+    assert log.closed
+    log.close()
 
 
 def test_append_mode_keeps_previous_lines(tmp_path: Path) -> None:

@@ -46,34 +46,33 @@ train_samples, eval_samples) are logged once.  Everything else (e.g. init
 before run) is left to the checker.  Values and metadata must be JSON values
 (numpy/torch scalars and arrays are converted with ``.tolist()``).
 
-Each instance owns a private :class:`logging.Logger` (not registered with the
-logging module, ``propagate=False``) with one file handler, so instances do not
-share output and nothing reaches the root logger; every line is flushed as it
-is written; :meth:`MLPerfLog.close` closes and removes the handler.  Each
-event's metadata also records the ``file``/``lineno`` of the calling code
-(mllog's convention), pointing at the caller of this class.  Lines are made
-here: ``mllog``'s logger reads source files to find the caller of every event
-(a tenth of the master's time at 4,096 workers, benchmarks/scale_rehearsal.py).
+Each instance writes its own file, not through the :mod:`logging` module, so
+instances do not share output and nothing reaches any logger; each call's
+lines are flushed when it returns (:meth:`MLPerfLog.trial_epoch`'s five at
+once); :meth:`MLPerfLog.close` closes the file.  Each event's metadata also
+records the ``file``/``lineno`` of the calling code (mllog's convention),
+pointing at the caller of this class.  Lines are made here: ``mllog``'s
+logger reads source files to find the caller of every event (a tenth of the
+master's time at 4,096 workers, benchmarks/scale_rehearsal.py), and a
+logging record and a flush per line were a tenth more.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import logging
-import math
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 from mlperf_logging.mllog import constants
 
 from aihpc.errors import ConfigError, StorageError
+from aihpc.records.mllog_line import mllog_line, plain_json
 
 BENCHMARK = "aihpc_automl"
 """The benchmark name our rules accept for ``submission_benchmark``."""
@@ -99,13 +98,6 @@ _ONCE = frozenset(
     }
 )
 _THIS_FILE = __file__
-_ids = itertools.count()
-LINE_PREFIX = ":::MLLOG "  # mllog's LOG_TEMPLATE, ':::MLLOG {log_json}'
-_EVENT_TYPES = {
-    "start": constants.INTERVAL_START,
-    "end": constants.INTERVAL_END,
-    "event": constants.POINT_IN_TIME,
-}
 
 
 class MLPerfLog:
@@ -131,21 +123,16 @@ class MLPerfLog:
         self.benchmark = benchmark
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handler = logging.FileHandler(self.path, mode="a" if append else "w", encoding="utf-8")
+            self._file: TextIO | None = open(  # closed by close()
+                self.path, "a" if append else "w", encoding="utf-8"
+            )
         except OSError as exc:
             raise StorageError(
                 f"cannot open MLPerf log {str(self.path)!r}: {exc.strerror}"
             ) from None
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        # A private Logger (not logging.getLogger): no entry in the global
-        # registry, no parent, so nothing leaks to or from other loggers.
-        logger = logging.Logger(f"aihpc.mlperf.{next(_ids)}", level=logging.INFO)
-        logger.propagate = False
-        logger.addHandler(handler)
-        self._handler: logging.FileHandler | None = handler
-        self._logger = logger
         self._namespace = namespace
         self._lock = threading.RLock()
+        self._holding = 0  # calls under way that flush their lines when they return
         self._seen: set[str] = set()
         self._last_epoch = 0
         self._open_epoch: int | None = None
@@ -294,7 +281,7 @@ class MLPerfLog:
                 raise ValueError(
                     f"eval_accuracy epoch must be > {self._last_eval_epoch}, got {epoch}"
                 )
-            value = _plain(value, "eval_accuracy")
+            value = plain_json(value, "eval_accuracy")
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
@@ -333,14 +320,14 @@ class MLPerfLog:
         """
         if start_ms is not None and stop_ms is not None and stop_ms < start_ms:
             raise ValueError(f"stop_ms must be >= start_ms ({start_ms}), got {stop_ms}")
-        accuracy = _plain(accuracy, "accuracy")
+        accuracy = plain_json(accuracy, "accuracy")
         if (
             isinstance(accuracy, bool)
             or not isinstance(accuracy, (int, float))
             or not 0.0 <= accuracy <= 1.0
         ):
             raise ValueError(f"accuracy must be a number in [0, 1], got {accuracy!r}")
-        with self._lock:
+        with self._lock, self._flushed_at_end():
             best = max(float(accuracy), self._best_accuracy or 0.0)
             self.epoch_start(epoch, time_ms=start_ms, **metadata)
             self.epoch_stop(epoch, time_ms=stop_ms, **metadata)
@@ -384,17 +371,19 @@ class MLPerfLog:
         self._emit("event", key, value, dict(metadata or {}), time_ms, check_once=False)
 
     def close(self) -> None:
-        """Flush and close the file and detach the handler; idempotent."""
+        """Flush and close the file; idempotent."""
         with self._lock:
-            if self._handler is None:
+            if self._file is None:
                 return
-            self._logger.removeHandler(self._handler)
-            self._handler.close()
-            self._handler = None
+            file, self._file = self._file, None
+            try:
+                file.close()  # closed also where the last flush fails
+            except OSError as exc:
+                raise StorageError(f"cannot write MLPerf log {str(self.path)!r}: {exc}") from None
 
     @property
     def closed(self) -> bool:
-        return self._handler is None
+        return self._file is None
 
     def __enter__(self) -> MLPerfLog:
         return self
@@ -418,6 +407,17 @@ class MLPerfLog:
             self.close()
 
     # -------------------------------------------------------------- internal
+    @contextmanager
+    def _flushed_at_end(self) -> Iterator[None]:
+        """The lines written inside are flushed once, when the block is left (the lock held)."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding and self._file is not None:
+                self._file.flush()
+
     def _in_run(self, what: str) -> None:
         if constants.RUN_START not in self._seen or constants.RUN_STOP in self._seen:
             raise ValueError(f"{what} must come between run_start and run_stop")
@@ -440,8 +440,8 @@ class MLPerfLog:
         check_once: bool = True,
     ) -> None:
         """Write one MLLOG line; ``kind`` is "start", "end" or "event"."""
-        value = _plain(value, key)
-        meta = {str(k): _plain(v, f"{key} metadata {k}") for k, v in (metadata or {}).items()}
+        value = plain_json(value, key)
+        meta = {str(k): plain_json(v, f"{key} metadata {k}") for k, v in (metadata or {}).items()}
         if time_ms is not None:
             _check_int("time_ms", time_ms, 0, ValueError)
         # the file/line of the calling code: the first frame outside this module
@@ -450,19 +450,18 @@ class MLPerfLog:
             frame = frame.f_back
         caller = {"file": frame.f_code.co_filename, "lineno": frame.f_lineno} if frame else {}
         with self._lock:
-            if self._handler is None:
+            if self._file is None:
                 raise ValueError(f"MLPerf log {str(self.path)!r} is closed")
             if check_once and key in _ONCE and key in self._seen:
                 raise ValueError(f"{key} may be logged only once")
-            event = {
-                "namespace": self._namespace,
-                "time_ms": time_ms if time_ms is not None else int(time.time() * 1e3),
-                "event_type": _EVENT_TYPES[kind],
-                "key": key,
-                "value": value,
-                "metadata": {**caller, **meta},
-            }
-            self._logger.info(LINE_PREFIX + json.dumps(event))
+            now = time_ms if time_ms is not None else int(time.time() * 1e3)
+            line = mllog_line(self._namespace, now, kind, key, value, {**caller, **meta})
+            try:
+                self._file.write(line)
+                if not self._holding:
+                    self._file.flush()
+            except OSError as exc:
+                raise StorageError(f"cannot write MLPerf log {str(self.path)!r}: {exc}") from None
             if check_once:  # raw event() calls do not count towards the run's lifecycle
                 self._seen.add(key)
 
@@ -475,25 +474,3 @@ def _check_int(name: str, value: Any, minimum: int, error: type[Exception]) -> N
 
 def _with_epoch(metadata: dict[str, Any], epoch: int) -> dict[str, Any]:
     return {constants.EPOCH_NUM: epoch, **metadata}
-
-
-def _plain(value: Any, where: str) -> Any:
-    """``value`` as plain JSON data (numpy/torch via ``.tolist()``); TypeError otherwise.
-
-    mllog would otherwise swallow an unencodable value and write an error line
-    instead of the event.
-    """
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where} must be finite, got {value!r}")
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v, where) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, where) for v in value]
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        return _plain(tolist(), where)
-    raise TypeError(f"{where} must be JSON data, got {type(value).__name__}: {value!r}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import ConfigError, DataError, StorageError
-from aihpc.records.mlperf import LINE_PREFIX
+from aihpc.records.mllog_line import LINE_PREFIX
 
 RULES_DIR = Path(__file__).resolve().parent / "mlperf_rules"
 """Folder of our compliance-checker rules (shipped as package data)."""
