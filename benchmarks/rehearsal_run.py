@@ -236,7 +236,7 @@ def main() -> None:
     progress.stage(
         "done",
         results_json=timing,
-        tpe_peak_rss=children,
+        tpe_peak_rss=children,  # the largest child: a TPE process or the counting process
         store_bytes_closed=store_bytes(args.run_dir),
     )
     sys.stdout.flush()

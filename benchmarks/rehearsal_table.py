@@ -91,7 +91,7 @@ def main_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| workers | virtual min | trials | epochs (expected) | results.json "
         "| store (sqlite + WAL) | MLPerf log | weights peak: apparent, files | weights final "
-        "| results.json write | report | verify | rank | master peak RSS (TPE process) "
+        "| results.json write | report | verify | rank | master peak RSS (largest helper process: TPE or counting) "
         "| results/s (needed) | decision p50 / p99 |",
         "|" + "---|" * 16,
     ]
