@@ -185,8 +185,9 @@ def notes(target: float | None, rows: Sequence[RankRow] = ()) -> list[str]:
         "Valid FLOPS (HPC AI500, Jiang et al. 2021): score x (best accuracy / "
         f"target)^{VALID_FLOPS_EXPONENT} "
         f"where the accuracy is below the target, else the score; target: {goal}.",
-        "verified: yes = `aihpc verify` passed; no = it found mismatches; "
-        "unchecked = not a run directory, or a run store without a digest chain.",
+        "verified: yes = `aihpc verify` passed, now or on the same bytes before (its recorded "
+        "verdict); no = it found mismatches; unchecked = not a run directory, or a run store "
+        "without a digest chain.",
         "energy: joules measured over the run (NVML per GPU, RAPL per CPU package and DRAM) and "
         "their average "
         "power; GOPS/W: operations per joule / 1e9, given only when every device that trained was "
