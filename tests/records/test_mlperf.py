@@ -255,6 +255,13 @@ def test_a_line_that_cannot_be_written_is_a_storage_error(tmp_path: Path) -> Non
         log.close()
     assert log.closed
     log.close()
+    # a trial-epoch's lines, flushed once at the end of the call: the same error there
+    log = MLPerfLog("/dev/full", append=True)
+    log.resumed(0, None)  # a run started earlier in the file
+    with pytest.raises(StorageError, match="cannot write MLPerf log '/dev/full': .*No space left"):
+        log.trial_epoch(1, 0.5, trial_id=1)
+    with pytest.raises(StorageError):
+        log.close()
 
 
 def test_append_mode_keeps_previous_lines(tmp_path: Path) -> None:

@@ -379,7 +379,7 @@ class MLPerfLog:
             try:
                 file.close()  # closed also where the last flush fails
             except OSError as exc:
-                raise StorageError(f"cannot write MLPerf log {str(self.path)!r}: {exc}") from None
+                raise self._cannot_write(exc) from None
 
     @property
     def closed(self) -> bool:
@@ -415,8 +415,19 @@ class MLPerfLog:
             yield
         finally:
             self._holding -= 1
-            if not self._holding and self._file is not None:
-                self._file.flush()
+            if not self._holding:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.flush()
+        except OSError as exc:
+            raise self._cannot_write(exc) from None
+
+    def _cannot_write(self, exc: OSError) -> StorageError:
+        return StorageError(f"cannot write MLPerf log {str(self.path)!r}: {exc}")
 
     def _in_run(self, what: str) -> None:
         if constants.RUN_START not in self._seen or constants.RUN_STOP in self._seen:
@@ -458,10 +469,10 @@ class MLPerfLog:
             line = mllog_line(self._namespace, now, kind, key, value, {**caller, **meta})
             try:
                 self._file.write(line)
-                if not self._holding:
-                    self._file.flush()
             except OSError as exc:
-                raise StorageError(f"cannot write MLPerf log {str(self.path)!r}: {exc}") from None
+                raise self._cannot_write(exc) from None
+            if not self._holding:
+                self._flush()
             if check_once:  # raw event() calls do not count towards the run's lifecycle
                 self._seen.add(key)
 
