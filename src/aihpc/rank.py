@@ -137,7 +137,6 @@ def verification(path: Path) -> str:
     """yes / no / unchecked: ``aihpc verify`` on the run directory holding ``path``, or the verdict
     it recorded on the same bytes (:mod:`aihpc.verify.verdicts`)."""
     from aihpc.verify import verdicts
-    from aihpc.verify.recount import verify_run
 
     if path.name not in RESULTS_FILES or not (path.parent / "aihpc.sqlite").is_file():
         return "unchecked"
@@ -146,11 +145,9 @@ def verification(path: Path) -> str:
     if status is not None:
         return status
     try:
-        result = verify_run(path.parent)
+        return verdicts.verify_and_record(path.parent, key).status
     except AihpcError:
         return "no"
-    verdicts.record(key, result)
-    return result.status
 
 
 def cells(row: RankRow, directory: Path) -> list[str]:

@@ -26,12 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from aihpc.errors import VerificationFailed
-    from aihpc.verify import verdicts
-    from aihpc.verify.recount import verify_run
+    from aihpc.verify.verdicts import verify_and_record
 
-    key = verdicts.fingerprint(args.run_dir)  # of the bytes about to be checked
-    result = verify_run(args.run_dir)
-    verdicts.record(key, result)
+    result = verify_and_record(args.run_dir)
     if args.json:
         print(json.dumps(result.to_dict(), sort_keys=True, indent=2))
     else:

@@ -69,6 +69,17 @@ def fingerprint(run_dir: Path) -> str:
     return digest.hexdigest()
 
 
+def verify_and_record(run_dir: Path, key: str | None = None) -> Verification:
+    """``aihpc verify`` on ``run_dir``, its verdict recorded under ``key``: the fingerprint of the
+    bytes it checks, taken first (here, unless the caller took it already)."""
+    from aihpc.verify.recount import verify_run
+
+    key = key or fingerprint(run_dir)
+    result = verify_run(run_dir)
+    record(key, result)
+    return result
+
+
 def recorded(key: str) -> str | None:
     """The verdict recorded under fingerprint ``key``; None where there is none to trust."""
     try:
