@@ -124,7 +124,7 @@ def scan_weights(directory: Path) -> tuple[int, int, int]:
 
 
 @contextmanager
-def tpe_paused(besides: frozenset[int] = frozenset()):
+def tpe_paused(besides: frozenset[int]):
     """The hyperparameter search's processes (this process's children but those in ``besides``)
     stopped for the duration (the workers' time)."""
     children = [p for p in multiprocessing.active_children() if p.pid not in besides]
@@ -241,7 +241,6 @@ class SimulatedExecutor:
         self.step = epoch_seconds / workers
         self.weight_bytes, self.sample_every = weight_bytes, max(1, sample_every)
         self.num_train, self.num_val = int(data_info["num_train"]), int(data_info["num_val"])
-        self.counter_name = COUNTER
         self.queue: deque[_Epoch] = deque()
         self.free = list(range(workers - 1, -1, -1))  # idle workers; pop() gives worker 0 first
         self.counts: OrderedDict[int, tuple[float, float, int]] = OrderedDict()
@@ -431,7 +430,7 @@ class SimulatedExecutor:
             "master_s": self.master_seconds(t),
             "worker_s": dict(self.seconds),
             "counted": self.counted,
-            "counter": self.counter_name,
+            "counter": COUNTER,
             "rss": rss_bytes(),
             "peak_rss": peak_rss_bytes(),
             "weights_peak": dict(self.weights_peak),

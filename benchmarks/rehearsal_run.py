@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from master_capacity import VirtualClock
-from rehearsal_executor import SimulatedExecutor, peak_rss_bytes
+from rehearsal_executor import COUNTER, SimulatedExecutor, peak_rss_bytes
 
 from aihpc.config import RunConfig
 
@@ -103,8 +103,8 @@ def open_run(args: argparse.Namespace, progress: Progress):
         args.device,
         args.sample_every or int(expected / 100) + 1,
     )
-    progress.update(counter=executor.counter_name, expected_epochs=expected)
-    print(f"operations counted with {executor.counter_name}", flush=True)
+    progress.update(counter=COUNTER, expected_epochs=expected)
+    print(f"operations counted with {COUNTER}", flush=True)
     mlperf = MLPerfLog(args.run_dir / "mlperf.log", append=args.resume)
     layout = Layout(workers=args.workers, threads=1, device=args.device)
     run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)

@@ -271,20 +271,19 @@ def main() -> None:
             raise SystemExit(f"{args.out / f'w{n}'} exists: give another --out")
     # verify records its verdict here, and rank shows it for the same bytes (aihpc.verify.verdicts)
     os.environ["AIHPC_CACHE_DIR"] = str((args.out / "cache").resolve())
-    counter = COUNTER
     meta = {
         "epoch_seconds": args.epoch_seconds,
         "minutes": args.minutes,
         "weight_bytes": args.weight_bytes,
         "dataset": args.dataset,
         "device": args.device,
-        "counter": counter,
+        "counter": COUNTER,
         "stage_timeout": args.stage_timeout,
         "cores": os.cpu_count(),
         "load_before": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
-    print(f"operations counted with {counter}", flush=True)
+    print(f"operations counted with {COUNTER}", flush=True)
     rows: list[dict[str, Any]] = []
     for n in sizes:
         t = time.perf_counter()
