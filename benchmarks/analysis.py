@@ -40,3 +40,20 @@ def best_accuracy_at(results: dict[str, Any], seconds: float) -> float | None:
     accs = [e["val_accuracy"] for t in results["trials"] for e in t["epochs"]
             if e["status"] == "ok" and e["val_accuracy"] is not None and e["t_end"] <= seconds]
     return max(accs, default=None)
+
+
+def peak_text(results: dict[str, Any]) -> list[str]:
+    """The score's share of the measured peak (with the kernel that set it) and of the nominal
+    peak, as the benchmarks print them; nothing where no peak was measured."""
+    s, peak = results["score"], results.get("peak") or {}
+    if s.get("peak_fraction") is None:
+        return []
+    kernels = ", ".join(peak.get("kernels") or ["matmul"])
+    lines = [f"share of peak     {100 * s['peak_fraction']:.1f} % of the measured "
+             f"{s['peak_flops_per_s'] / 1e9:.1f} GFLOP/s ({peak.get('dtype')} {kernels}, all workers)"]
+    if s.get("nominal_peak_fraction") is not None:
+        nominal = peak.get("nominal") or {}
+        lines.append(f"                  {100 * s['nominal_peak_fraction']:.1f} % of the nominal "
+                     f"{s['nominal_peak_flops_per_s'] / 1e9:.1f} GFLOP/s ({nominal.get('derivation')})")
+    lines += [f"warning           {w}" for w in (s.get("peak_warning"), peak.get("above_nominal")) if w]
+    return lines

@@ -208,3 +208,26 @@ def test_compare_and_rank_show_energy_or_why_not(tmp_path: Path) -> None:
     table = [line for line in ranked.stdout.splitlines() if line.startswith("| ")]
     assert table[1].startswith("| 1 | a |") and table[1].endswith("| 9.60 kJ | 160 W | 0.0075 |")
     assert f"- energy of rank 2: not measured: {NO_RAPL}" in ranked.stdout
+
+
+def test_compare_and_rank_give_the_share_of_the_measured_and_the_nominal_peak(tmp_path: Path) -> None:
+    a = results_doc(2e10, seed=0)  # 20 % of the measured 1e11 FLOP/s
+    a["score"].update(nominal_peak_flops_per_s=4e11, nominal_peak_fraction=0.05, peak_warning=None)
+    b = results_doc(1.04e11, seed=1)  # above the measured peak: flagged
+    b["score"].update(nominal_peak_flops_per_s=4e11, nominal_peak_fraction=0.26,
+                      peak_warning="the score is 104.0 % of the measured peak: ... unreliable")  # fmt: skip
+    c = results_doc(1e10, seed=2)  # written before the nominal peak was recorded
+    dirs = [write(tmp_path / name, doc) for name, doc in (("a", a), ("b", b), ("c", c))]
+    proc = aihpc("compare", *map(str, dirs))
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.splitlines()
+    assert "share of peak" in rows[0] and "of nominal" in rows[0]
+    assert "20.0%" in rows[1] and "5.0%" in rows[1]
+    assert "104.0% (unreliable peak)" in rows[2] and "26.0%" in rows[2]
+    assert "10.0%" in rows[3] and " n/a " in rows[3]
+    ranked = aihpc("rank", str(tmp_path), "--no-verify")
+    assert ranked.returncode == 0, ranked.stderr
+    table = [line for line in ranked.stdout.splitlines() if line.startswith("| ")]
+    assert "| share of peak | of nominal |" in table[0]
+    assert "| 104.0% (unreliable peak) | 26.0% |" in table[1] and "| 20.0% | 5.0% |" in table[2]
+    assert "| 10.0% | n/a |" in table[3]

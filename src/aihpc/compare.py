@@ -63,7 +63,9 @@ class Entry:
     score: float | None = None
     error_percent: float | None = None
     regulated_score: float | None = None
-    peak_fraction: float | None = None
+    peak_fraction: float | None = None  # of the measured peak
+    nominal_peak_fraction: float | None = None  # of the nominal peak (absent in older files)
+    peak_unreliable: bool = False  # the share of the measured peak passed 100 %
     time_to_train_s: float | None = None
     best_accuracy: float | None = None
     target_accuracy: float | None = None
@@ -108,6 +110,8 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
         error_percent=score.get("error_percent"),
         regulated_score=score.get("regulated_score"),
         peak_fraction=score.get("peak_fraction"),
+        nominal_peak_fraction=score.get("nominal_peak_fraction"),
+        peak_unreliable=bool(score.get("peak_warning")),
         best_accuracy=score.get("best_accuracy"),
         target_accuracy=score.get("min_accuracy"),
         valid=score.get("valid"),
@@ -279,6 +283,7 @@ COLUMNS = (
     "error",
     "regulated",
     "share of peak",
+    "of nominal",
     "time-to-train",
     "valid",
     "energy",
@@ -288,7 +293,7 @@ COLUMNS = (
 
 
 def entry_cells(number: int, e: Entry) -> list[str]:
-    from aihpc.fmt import format_fraction, format_percent, format_seconds, format_si
+    from aihpc.fmt import format_percent, format_seconds, format_si
 
     valid = "n/a" if e.valid is None else ("yes" if e.valid else "NO")
     return [
@@ -301,11 +306,22 @@ def entry_cells(number: int, e: Entry) -> list[str]:
         format_si(e.score, "OPS"),
         format_percent(e.error_percent),
         format_si(e.regulated_score, "OPS"),
-        format_fraction(e.peak_fraction),
+        *peak_cells(e),
         format_seconds(e.time_to_train_s),
         valid,
         *energy_cells(e),
     ]
+
+
+def peak_cells(e: Entry) -> list[str]:
+    """The share of the measured peak (marked where it passed 100 %: that peak is unreliable)
+    and of the nominal peak."""
+    from aihpc.fmt import format_fraction
+
+    measured = format_fraction(e.peak_fraction) + (
+        " (unreliable peak)" if e.peak_unreliable else ""
+    )
+    return [measured, format_fraction(e.nominal_peak_fraction)]
 
 
 def energy_cells(e: Entry) -> list[str]:

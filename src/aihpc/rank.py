@@ -36,6 +36,7 @@ from aihpc.compare import (
     energy_cells,
     energy_notes,
     load_entry,
+    peak_cells,
 )
 from aihpc.errors import AihpcError, DataError
 from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILES
@@ -52,6 +53,7 @@ COLUMNS = (
     "Valid FLOPS",
     "error",
     "share of peak",
+    "of nominal",
     "verified",
     "energy",
     "power",
@@ -151,7 +153,7 @@ def verification(path: Path) -> str:
 
 
 def cells(row: RankRow, directory: Path) -> list[str]:
-    from aihpc.fmt import format_fraction, format_percent, format_si
+    from aihpc.fmt import format_percent, format_si
 
     e = row.entry
     source = Path(e.source)
@@ -167,7 +169,7 @@ def cells(row: RankRow, directory: Path) -> list[str]:
         format_si(e.score, "OPS"),
         format_si(row.valid_flops, "OPS"),
         format_percent(e.error_percent),
-        format_fraction(e.peak_fraction),
+        *peak_cells(e),
         row.verified,
         *energy_cells(e),
     ]

@@ -58,7 +58,7 @@ def test_fields_and_types(info: dict) -> None:
     for key in ("cuda_version", "nvidia_driver_version", "git_commit"):
         assert info[key] is None or isinstance(info[key], str)
     assert set(info) == {*expected, "cpu_physical_cores", "cudnn_version", "cuda_version",
-                         "nvidia_driver_version", "git_commit", "git_dirty"}
+                         "nvidia_driver_version", "git_commit", "git_dirty", "cpu"}
 
 
 def test_values_match_independent_sources(info: dict) -> None:
@@ -170,3 +170,31 @@ def test_the_record_reads_back_what_it_wrote_and_older_files() -> None:
         Gpu(0, "H100", 1, "9", 1)
     with pytest.raises(DataError, match="a GPU of the environment lacks memory_bytes"):
         Environment.from_dict({"gpus": [{"compute_capability": "9.0", "index": 0, "name": "H100", "multiprocessors": 1}]})
+
+
+def test_the_processor_is_recorded_and_read_back(info: dict) -> None:
+    from aihpc.records.environment import Environment
+    from aihpc.records.processor import Processor, describe_processor
+
+    cpu = info["cpu"]
+    assert isinstance(cpu, dict) and list(cpu) == sorted(cpu)
+    again = describe_processor().to_dict()  # "cpu MHz" may move between reads on bare metal
+    assert {k: v for k, v in cpu.items() if k != "clock_mhz"} == {
+        k: v for k, v in again.items() if k != "clock_mhz"
+    }
+    record = Environment.from_dict(json.loads(json.dumps(info)))
+    assert isinstance(record.cpu, Processor) and record.cpu.to_dict() == cpu
+    assert record.to_dict()["cpu"] == cpu  # the round trip keeps it
+
+
+def test_an_older_environment_without_cpu_still_reads(info: dict) -> None:
+    from aihpc.records.environment import Environment
+
+    older = {k: v for k, v in info.items() if k != "cpu"}
+    record = Environment.from_dict(older)
+    assert record.cpu is None and record.to_dict()["cpu"] is None
+    assert record.cpu_model == info["cpu_model"]
+    partial = Environment.from_dict({**older, "cpu": {"vendor": "AuthenticAMD", "family": 26}})
+    assert partial.cpu is not None and partial.cpu.vendor == "AuthenticAMD"
+    assert partial.cpu.family == 26
+    assert partial.cpu.extensions == () and partial.cpu.clock_mhz is None

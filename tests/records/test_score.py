@@ -41,7 +41,30 @@ def test_perfect_accuracy_is_capped_at_half_a_sample():
 def test_score_round_trips_through_results_json_block():
     s = compute_score(ops=10, wall_seconds=2.0, best_accuracy=0.9, val_samples=100, min_accuracy=0.5)
     block = {**s.to_dict(), "trials_completed": 3, "screening_ops": 0}
-    assert len(s.to_dict()) == 11 and Score.from_dict(block) == s
+    assert len(s.to_dict()) == 14 and Score.from_dict(block) == s
+    older = {k: v for k, v in block.items() if k not in Score.ADDED_LATER}  # a file before them
+    assert len(older) == 13 and Score.from_dict(older) == s
+
+
+def test_the_share_of_the_nominal_peak_beside_the_measured_one():
+    s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best_accuracy=0.95, val_samples=1000,
+                      min_accuracy=0.5, peak_flops_per_s=4.0e10, nominal_peak_flops_per_s=5.0e10)
+    assert s.peak_fraction == pytest.approx(0.25) and s.nominal_peak_fraction == pytest.approx(0.2)
+    assert s.nominal_peak_flops_per_s == 5.0e10 and s.peak_warning is None
+    unknown = compute_score(ops=10, wall_seconds=1.0, best_accuracy=0.9, val_samples=10, min_accuracy=0.5,
+                            peak_flops_per_s=100.0, nominal_peak_flops_per_s=None)
+    assert unknown.nominal_peak_fraction is None and unknown.peak_fraction == pytest.approx(0.1)
+
+
+def test_a_share_of_the_measured_peak_above_100_percent_is_flagged():
+    at = compute_score(ops=100, wall_seconds=1.0, best_accuracy=0.9, val_samples=10, min_accuracy=0.5,
+                       peak_flops_per_s=100.0)
+    assert at.peak_fraction == 1.0 and at.peak_warning is None
+    over = compute_score(ops=104, wall_seconds=1.0, best_accuracy=0.9, val_samples=10, min_accuracy=0.5,
+                         peak_flops_per_s=100.0)
+    assert over.peak_warning is not None
+    assert "104.0 % of the measured peak" in over.peak_warning and "unreliable" in over.peak_warning
+    assert Score.from_dict(over.to_dict()).peak_warning == over.peak_warning
 
 
 def test_score_is_validated_on_construction():

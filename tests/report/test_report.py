@@ -374,7 +374,7 @@ def test_peak_section_shows_the_total_the_share_uses_and_its_drift(tmp_path: Pat
     assert section.count("<tr><th>worker 1 of 2, part of the total</th><td>55.0 GFLOP/s</td></tr>") == 1
     assert "<tr><th>worker 2 of 2, part of the total</th><td>55.0 GFLOP/s</td></tr>" in section
     # 4050472109.5 OPS / 110e9 FLOP/s = 0.03682 (the fixture's peak_fraction 0.0368).
-    assert "<tr><th>share of peak</th><td>4.05 GOPS ÷ 110 GFLOP/s = 3.7%</td></tr>" in section
+    assert "<tr><th>share of the measured peak</th><td>4.05 GOPS ÷ 110 GFLOP/s = 3.7%</td></tr>" in section
     assert "<tr><th>total after the run</th><td>90.0 GFLOP/s</td></tr>" in section and "-18.2%" in section
     assert "the machine&#x27;s peak changed by -18.2 % during the run" in section
     assert "used" not in section  # the score used the total: no warning

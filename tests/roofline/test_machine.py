@@ -17,13 +17,16 @@ from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
 from aihpc.devices import resolve_device
-from aihpc.roofline.peak import PeakResult
+from aihpc.records.peak import NominalPeak, PeakResult
 
 
-def _peak(dtype: str, rate: float, warning: str | None = None) -> PeakResult:
-    return PeakResult(device="cpu", dtype=dtype, size=1024, flops_per_s=rate, min_flops_per_s=0.95 * rate,
-                      max_flops_per_s=1.05 * rate, spread=0.1, repeats=(rate,), matmuls_per_repeat=4,
-                      flops_per_matmul=2 * 1024**3, threads=2, note=None, warning=warning)  # fmt: skip
+def _peak(
+    dtype: str, rate: float, warning: str | None = None, nominal: NominalPeak | None = None
+) -> PeakResult:
+    return PeakResult(device="cpu", dtype=dtype, kernel="conv3x3 128ch 8x8 batch 32", flops_per_s=rate,
+                      min_flops_per_s=0.95 * rate, max_flops_per_s=1.05 * rate, spread=0.1, repeats=(rate,),
+                      calls_per_repeat=4, flops_per_call=2 * 1024**3, threads=2, note=None, warning=warning,
+                      nominal=nominal)  # fmt: skip
 
 
 def _stream(kernel: str, rate: float) -> BandwidthResult:
@@ -36,13 +39,20 @@ def _stream(kernel: str, rate: float) -> BandwidthResult:
 @pytest.fixture
 def data() -> dict:
     """float32 at 100 GFLOP/s, bfloat16 at 400 GFLOP/s, copy 16 GB/s, triad 20 GB/s."""
-    return machine.machine_data("cpu", 2.0, {"float32": _peak("float32", 100e9),
+    nominal = NominalPeak(
+        "float32", 150e9, "2 cores x 16 float32 lanes x 2 FMA units x 2 FLOP x 1.17 GHz", None
+    )
+    return machine.machine_data("cpu", 2.0, {"float32": _peak("float32", 100e9, nominal=nominal),
                                              "bfloat16": _peak("bfloat16", 400e9, warning="busy")},
                                 {"copy": _stream("copy", 16e9), "triad": _stream("triad", 20e9)})  # fmt: skip
 
 
 def test_machine_data(data: dict) -> None:
-    assert data["roofline"] == {"device": "cpu", "peaks": {"float32": 100e9, "bfloat16": 400e9}, "bandwidth": 20e9}
+    assert data["roofline"] == {
+        "device": "cpu",
+        "peaks": {"float32": 100e9, "bfloat16": 400e9},
+        "bandwidth": 20e9,
+    }
     assert data["ridge"] == {"float32": pytest.approx(5.0), "bfloat16": pytest.approx(20.0)}
     assert data["bandwidth"]["triad"]["bytes_per_call"] == 24 * 2**26
     assert data["warnings"] == ["bfloat16 peak: busy"] and data["points"] == []
@@ -62,7 +72,10 @@ def test_add_points_places_them_and_flags_dtypes_without_a_roof(data: dict) -> N
     assert relu["attainable_flops_per_s"] == pytest.approx(5e9)  # 0.25 FLOP/byte x 20 GB/s
     assert relu["share"] == pytest.approx(0.5)
     assert ln["attainable_flops_per_s"] is None and ln["share"] is None
-    assert data["warnings"][-1] == "no float16 peak was measured: float16 points have no roof (unknown)"
+    assert (
+        data["warnings"][-1]
+        == "no float16 peak was measured: float16 points have no roof (unknown)"
+    )
 
 
 def test_table(data: dict) -> None:
@@ -72,10 +85,13 @@ def test_table(data: dict) -> None:
         "roofline of cpu",
         "",
         "roof                              rate   spread  detail",
-        "matmul float32             100 GFLOP/s    10.0%  1024x1024 matmul, 2 threads",
-        "matmul bfloat16            400 GFLOP/s    10.0%  1024x1024 matmul, 2 threads",
+        "peak float32               100 GFLOP/s    10.0%  conv3x3 128ch 8x8 batch 32, 2 threads",
+        "peak bfloat16              400 GFLOP/s    10.0%  conv3x3 128ch 8x8 batch 32, 2 threads",
         "STREAM copy                  16.0 GB/s     2.0%  67108864 float64 per array, 16 bytes per element",
         "STREAM triad                 20.0 GB/s     2.0%  67108864 float64 per array, 24 bytes per element",
+        "",
+        "nominal peaks (the hardware's figures):",
+        "  float32    150 GFLOP/s = 2 cores x 16 float32 lanes x 2 FMA units x 2 FLOP x 1.17 GHz",
         "",
         "ridge (triad memory roof meets the compute roof):",
         "  float32    5 FLOP/byte",
@@ -97,7 +113,9 @@ def _bench_file(path: Path, kind: str, data: dict) -> Path:
 
 def test_read_points(tmp_path: Path) -> None:
     pts = [{"label": "conv", "dtype": "bfloat16", "intensity": 30, "flops_per_s": 9e10, "extra": 1}]
-    f = machine.read_points(_bench_file(tmp_path / "n.json", "bench-network", {"device": "cpu", "points": pts}))
+    f = machine.read_points(
+        _bench_file(tmp_path / "n.json", "bench-network", {"device": "cpu", "points": pts})
+    )
     assert f.kind == "bench-network" and f.device == "cpu"
     assert f.points == (RooflinePoint("conv", "bfloat16", 30.0, 9e10, "bench-network"),)
     f.check_device("cpu")
@@ -106,7 +124,9 @@ def test_read_points(tmp_path: Path) -> None:
 
 
 def test_read_points_refuses_other_kinds_and_missing_points(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="holds bench-training results, not bench-operators or bench-network"):
+    with pytest.raises(
+        DataError, match="holds bench-training results, not bench-operators or bench-network"
+    ):
         machine.read_points(_bench_file(tmp_path / "t.json", "bench-training", {"points": []}))
     with pytest.raises(DataError, match=r"o.json holds no list of points \(data.points\)"):
         machine.read_points(_bench_file(tmp_path / "o.json", "bench-operators", {"ops": []}))
@@ -116,7 +136,10 @@ def test_dtypes_and_device() -> None:
     assert str(resolve_device("cpu")) == "cpu"
     assert str(resolve_device("auto")) in {"cpu", "cuda:0"}
     assert machine.machine_dtypes("cpu")[0] == "float32"
-    assert machine.check_dtypes("cpu", ["bfloat16", "float32", "bfloat16"]) == ("bfloat16", "float32")
+    assert machine.check_dtypes("cpu", ["bfloat16", "float32", "bfloat16"]) == (
+        "bfloat16",
+        "float32",
+    )
     with pytest.raises(ConfigError, match="got 'fp8'"):
         machine.check_dtypes("cpu", ["float32", "fp8"])
     with pytest.raises(ConfigError, match="at least one dtype"):
@@ -128,9 +151,13 @@ def test_dtypes_and_device() -> None:
 
 def test_measure_machine_reports_progress() -> None:
     lines: list[str] = []
-    d = machine.measure_machine("cpu", ["float32"], seconds=0.05, elements=4096, progress=lines.append)
-    assert lines == ["[1/3] float32 matmul peak on cpu (n=1024, 0.05 s)",
+    d = machine.measure_machine(
+        "cpu", ["float32"], seconds=0.05, elements=4096, progress=lines.append
+    )
+    assert lines == ["[1/3] float32 peak on cpu (the fastest of matmuls and convolutions)",
                      "[2/3] STREAM copy bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)",
                      "[3/3] STREAM triad bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)"]  # fmt: skip
     assert d["bandwidth"]["copy"]["bytes_per_call"] == 16 * 4096
-    assert d["ridge"]["float32"] == pytest.approx(d["peaks"]["float32"]["flops_per_s"] / d["roofline"]["bandwidth"])
+    assert d["ridge"]["float32"] == pytest.approx(
+        d["peaks"]["float32"]["flops_per_s"] / d["roofline"]["bandwidth"]
+    )

@@ -11,7 +11,8 @@ import torch
 
 from aihpc.errors import ConfigError
 from aihpc.roofline import peak
-from aihpc.roofline.peak import PeakResult, matmul_flops, measure_peak, measure_peaks, summarise
+from aihpc.roofline.kernels import Kernel, candidate_kernels, conv_flops, conv_kernel, matmul_kernel
+from aihpc.roofline.peak import PeakResult, matmul_flops, measure_peak, search_peak, summarise
 
 
 def _naive_matmul_op_count(n: int) -> int:
@@ -37,12 +38,12 @@ def test_matmul_flops_rejects_bad_size(bad: object) -> None:
 def test_measure_peak_cpu_plausible() -> None:
     r = measure_peak("cpu", torch.float32, size=256, seconds=0.3, repeats=4)
     assert isinstance(r, PeakResult)
-    assert r.device == "cpu" and r.dtype == "float32" and r.size == 256
+    assert r.device == "cpu" and r.dtype == "float32" and r.kernel == "matmul 256x256"
     assert len(r.repeats) == 4
     assert all(x > 1e8 for x in r.repeats)
     assert r.min_flops_per_s <= r.flops_per_s <= r.max_flops_per_s
-    assert r.flops_per_matmul == 2 * 256**3
-    assert r.matmuls_per_repeat >= 1
+    assert r.flops_per_call == 2 * 256**3
+    assert r.calls_per_repeat >= 1
     assert r.threads == torch.get_num_threads()
     assert r.spread == pytest.approx((r.max_flops_per_s - r.min_flops_per_s) / r.flops_per_s)
     assert (r.warning is None) == (r.spread <= peak.RANGE_SPREAD_WARNING)
@@ -55,7 +56,8 @@ def test_default_cpu_measurement_is_short() -> None:
     t0 = time.perf_counter()
     r = measure_peak()
     elapsed = time.perf_counter() - t0
-    assert r.size == peak.DEFAULT_SIZE["cpu"] and len(r.repeats) == 5
+    assert r.kernel == f"matmul {peak.DEFAULT_SIZE['cpu']}x{peak.DEFAULT_SIZE['cpu']}"
+    assert len(r.repeats) == 5
     assert r.flops_per_s > 1e8
     assert elapsed < 5.0, elapsed  # about 1.3 s on an idle machine
 
@@ -67,7 +69,7 @@ def test_flop_rate_from_deterministic_clock(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(peak, "_clock", lambda: next(counter) / 16)
     n = 32
     r = measure_peak("cpu", "float32", size=n, seconds=1.0, warmup=0.1, repeats=4)
-    assert r.matmuls_per_repeat == 4  # (1.0 s / 4 repeats) / (1/16 s per matmul)
+    assert r.calls_per_repeat == 4  # (1.0 s / 4 repeats) / (1/16 s per matmul)
     expected = 4 * 2 * n**3 * 16.0
     assert r.repeats == (expected,) * 4
     assert r.flops_per_s == pytest.approx(expected)
@@ -86,12 +88,8 @@ def test_summarise_median_spread_and_warning() -> None:
         summarise([])
 
 
-def test_measure_peaks_cpu_dtypes() -> None:
+def test_default_dtypes() -> None:
     assert peak.default_dtypes("cpu") == ("float32",)
-    res = measure_peaks("cpu", ["float32", torch.bfloat16], size=128, seconds=0.1, repeats=2)
-    assert list(res) == ["float32", "bfloat16"]
-    assert res["bfloat16"].dtype == "bfloat16" and len(res["bfloat16"].repeats) == 2
-    assert all(r.flops_per_s > 0 for r in res.values())
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, "int8", "tf32", "float8", 3])
@@ -113,7 +111,7 @@ def test_cuda_unavailable_is_config_error() -> None:
     with pytest.raises(ConfigError, match="'cuda' requested but CUDA is not available"):
         measure_peak("cuda")
     with pytest.raises(ConfigError, match="CUDA is not available"):
-        measure_peaks("cuda:0")
+        search_peak("cuda:0")
 
 
 @pytest.mark.parametrize(
@@ -131,16 +129,6 @@ def test_bad_numbers(kwargs: dict, match: str) -> None:
         measure_peak("cpu", **kwargs)
 
 
-def test_measure_peaks_rejects_empty_and_validates_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConfigError, match="at least one dtype"):
-        measure_peaks("cpu", [])
-    calls: list[str] = []
-    monkeypatch.setattr(peak, "measure_peak", lambda *a, **k: calls.append("x"))
-    with pytest.raises(ConfigError, match="int8"):
-        measure_peaks("cpu", ["float32", "int8"])
-    assert calls == []  # nothing measured before the bad dtype was found
-
-
 def test_precision_restored_after_measurement() -> None:
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("medium")
@@ -149,3 +137,80 @@ def test_precision_restored_after_measurement() -> None:
         assert torch.get_float32_matmul_precision() == "medium"
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+# -- the kernel search ---------------------------------------------------------------------
+def _naive_conv_op_count(channels: int, size: int, batch: int, k: int) -> int:
+    """Multiplies and adds of a textbook same-padded convolution, every tap counted (the
+    counter's convention: padding is not skipped)."""
+    return batch * channels * size * size * channels * k * k * 2
+
+
+@pytest.mark.parametrize("channels, size, batch, k", [(2, 3, 1, 3), (4, 5, 2, 1), (3, 4, 2, 3)])
+def test_conv_flops_counts_every_tap(channels: int, size: int, batch: int, k: int) -> None:
+    assert conv_flops(channels, size, batch, k) == _naive_conv_op_count(channels, size, batch, k)
+    assert conv_kernel(channels, size, batch, k).flops == conv_flops(channels, size, batch, k)
+
+
+def test_conv_kernel_flops_agree_with_the_counter() -> None:
+    from aihpc.counting import count_ops
+
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1, bias=False)
+    counted = count_ops(conv, (torch.randn(4, 16, 8, 8),), train=False).total
+    assert conv_kernel(16, 8, 4, 3).flops == counted
+
+
+def test_the_candidates_are_matmuls_and_3x3_and_1x1_convolutions() -> None:
+    for device in ("cpu", "cuda"):
+        names = [k.name for k in candidate_kernels(device)]
+        assert any(n.startswith("matmul") for n in names)
+        assert sum(n.startswith("conv3x3") for n in names) >= 3
+        assert sum(n.startswith("conv1x1") for n in names) >= 2
+        assert len(set(names)) == len(names)
+    assert all("channels-last" in k.name for k in candidate_kernels("cuda") if "conv" in k.name)
+
+
+def _fake(name: str, flops: int) -> Kernel:
+    """A kernel that claims ``flops`` per call and does a tiny matmul: faster than any real one."""
+    return Kernel(name, flops, lambda dev, dtype: matmul_kernel(8).setup(dev, dtype))
+
+
+def test_a_faster_kernel_than_matmul_wins_the_search() -> None:
+    kernels = (matmul_kernel(256), _fake("fake", 10**15), conv_kernel(16, 8, 4, 3))
+    r = search_peak("cpu", "float32", seconds=0.2, candidates=kernels)
+    assert r.kernel == "fake"
+    assert [c.kernel for c in r.candidates] == [
+        "matmul 256x256",
+        "fake",
+        "conv3x3 16ch 8x8 batch 4",
+    ]
+    fake = r.candidates[1].flops_per_s
+    assert fake == max(c.flops_per_s for c in r.candidates)
+    assert r.flops_per_s > 100 * r.candidates[0].flops_per_s  # the matmul's rate is not the peak
+    assert r.nominal is not None and r.nominal.dtype == "float32"
+    assert PeakResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+
+
+def test_the_default_search_measures_the_fastest_candidate() -> None:
+    r = search_peak("cpu", "float32", seconds=0.3)
+    names = [k.name for k in candidate_kernels("cpu")]
+    assert [c.kernel for c in r.candidates] == names
+    fastest = max(r.candidates, key=lambda c: c.flops_per_s)
+    assert r.kernel == fastest.kernel
+    assert r.flops_per_s > 1e8 and len(r.repeats) == 5
+
+
+def test_a_kernel_that_cannot_run_is_left_out_and_none_is_an_error() -> None:
+    def broken(dev: torch.device, dtype: torch.dtype):
+        raise RuntimeError("not implemented for this dtype")
+
+    r = search_peak(
+        "cpu", "float32", seconds=0.1, candidates=(Kernel("broken", 1, broken), matmul_kernel(64))
+    )
+    assert [c.kernel for c in r.candidates] == ["matmul 64x64"] and r.kernel == "matmul 64x64"
+    with pytest.raises(
+        ConfigError, match="none of the 1 kernels of the peak search runs in float32"
+    ):
+        search_peak("cpu", "float32", seconds=0.1, candidates=(Kernel("broken", 1, broken),))
+    with pytest.raises(ConfigError, match="at least one kernel"):
+        search_peak("cpu", "float32", seconds=0.1, candidates=())

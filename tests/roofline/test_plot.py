@@ -24,14 +24,16 @@ def _data(roof: Roofline = ROOF, points: list[RooflinePoint] = POINTS) -> dict:
 
 def _lines(data: dict) -> dict[str, list]:
     ax = roofline_figure(data).axes[0]
-    return {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    return {
+        line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")
+    }
 
 
 def test_one_roof_per_measured_dtype_and_the_triad_roof() -> None:
     lines = _lines(_data())
-    assert sorted(lines) == ["bfloat16 matmul peak 400 GFLOP/s", "float32 matmul peak 100 GFLOP/s",
+    assert sorted(lines) == ["bfloat16 peak 400 GFLOP/s", "float32 peak 100 GFLOP/s",
                              "memory (STREAM triad) 20.0 GB/s"]  # fmt: skip
-    f32 = lines["float32 matmul peak 100 GFLOP/s"]
+    f32 = lines["float32 peak 100 GFLOP/s"]
     assert list(f32.get_xdata())[0] == pytest.approx(5.0)  # flat from the ridge, 100e9 / 20e9
     assert set(f32.get_ydata()) == {100e9}
     memory = lines["memory (STREAM triad) 20.0 GB/s"]
@@ -63,7 +65,7 @@ def test_axes_are_log_log_and_span_the_ridges_and_points() -> None:
 
 def test_without_bandwidth_or_peaks() -> None:
     lines = _lines(_data(Roofline(device="cpu", peaks={"float32": 1e11}), []))
-    assert list(lines) == ["float32 matmul peak 100 GFLOP/s"]
+    assert list(lines) == ["float32 peak 100 GFLOP/s"]
     assert not _lines(_data(Roofline(device="cpu"), []))
 
 

@@ -81,3 +81,57 @@ def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
     lines = loss_lines(RunResults.from_dict({**base, "workers": [], "losses": [
         _loss(float(i), i, f"w{i}", None) for i in range(20)]}))
     assert len(lines) == 1 + 8 + 1 and lines[-1] == "  worker lost      and 12 more (results.json's losses)"
+
+
+def _peak_results(ops_per_second: float, nominal: dict | None) -> dict:
+    """A run whose two workers' peaks are 100 GFLOP/s each (a convolution won the search on both),
+    with ``nominal`` the nominal peak each worker's device reported."""
+    from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
+    from aihpc.records.score import compute_score
+
+    def part() -> dict:
+        return {"device": "cpu", "dtype": "float32", "kernel": "conv3x3 128ch 8x8 batch 32", "flops_per_s": 100e9,
+                "min_flops_per_s": 100e9, "max_flops_per_s": 100e9, "spread": 0.0, "repeats": [100e9],
+                "calls_per_repeat": 3, "flops_per_call": 10**9, "threads": 1, "note": None, "warning": None,
+                "candidates": [{"kernel": "matmul 1024x1024", "flops_per_s": 45e9}], "nominal": nominal}
+
+    peak = RunPeak.of([WorkerPeak.of(f"w{i}", [PeakResult.from_dict(part())]) for i in range(2)], 1)
+    total = peak.nominal.flops_per_s if peak.nominal is not None else None
+    score = compute_score(ops=int(ops_per_second * 10), wall_seconds=10.0, best_accuracy=0.9, val_samples=100,
+                          min_accuracy=0.5, peak_flops_per_s=peak.total_flops_per_s, nominal_peak_flops_per_s=total)
+    tallies = {"trials_completed": 1, "trials_failed": 0, "trials_diverged": 0}
+    return {"run_id": "r", "schema_version": 3, "trials": [], "workers": [], "peak": peak.to_dict(),
+            "score": {**score.to_dict(), **tallies}}
+
+
+def test_the_share_of_the_measured_and_the_nominal_peak() -> None:
+    from aihpc.runner.summary import peak_lines
+
+    nominal = {"dtype": "float32", "flops_per_s": 250e9, "derivation": "1 cores x 16 float32 lanes x 2 FMA units "
+               "x 2 FLOP x 3.9 GHz", "note": None}  # fmt: skip
+    assert peak_lines(RunResults.from_dict(_peak_results(80e9, nominal))) == [
+        "  share of peak    40.0 % of the measured 200 GFLOP/s (conv3x3 128ch 8x8 batch 32; 2 workers at once)",
+        "                   16.0 % of the nominal 500 GFLOP/s (2 x (1 cores x 16 float32 lanes x 2 FMA units x 2 "
+        "FLOP x 3.9 GHz))",
+    ]
+    unknown = {"dtype": "float32", "flops_per_s": None, "derivation": None, "note": "the processor reports no clock"}
+    assert peak_lines(RunResults.from_dict(_peak_results(80e9, unknown)))[1:] == [
+        "                   nominal peak not known: the processor reports no clock"]
+
+
+def test_a_share_above_100_percent_and_a_peak_above_the_nominal_are_flagged() -> None:
+    from aihpc.runner.summary import peak_lines, summary_lines
+
+    small = {"dtype": "float32", "flops_per_s": 50e9, "derivation": "by hand", "note": "the hypervisor hides the clock"}
+    results = _peak_results(230e9, small)
+    assert results["score"]["peak_warning"] and results["peak"]["above_nominal"]
+    lines = peak_lines(RunResults.from_dict(results))
+    assert lines[0].startswith("  share of peak    115.0 % of the measured 200 GFLOP/s")
+    assert lines[2] == "                   (nominal: the hypervisor hides the clock)"
+    lines = lines[:2] + lines[3:]
+    assert lines[2] == ("  warning          the score is 115.0 % of the measured peak: the run did more than the "
+                        "peak measured, so that peak is unreliable (a faster kernel than any measured, or a "
+                        "machine slowed while it was measured)")  # fmt: skip
+    assert lines[3].startswith("  warning          the measured peak is 2.00 times the nominal peak (the "
+                               "hypervisor hides the clock)")  # fmt: skip
+    assert lines[2] in summary_lines(RunResults.from_dict(results), Path("run"))

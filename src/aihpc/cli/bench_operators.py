@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.roofline is None:
         _progress(
             f"measuring the roofline of {device} ({', '.join(dtypes)}; "
-            "matmul peaks, triad bandwidth)"
+            "peaks of the fastest kernels, triad bandwidth)"
         )
     roofline = load_or_measure(args.roofline, device, dtypes, seconds=0.2 if args.quick else 0.5)
     result = operators.run_operators(

@@ -9,6 +9,7 @@ behind.  A sweep prints one progress line per value on stderr.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -48,6 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the sweep's values (default: around the configured one: 1/4, 1/2, 1, 2 times "
         "for batch and seq-len; 1/2, 3/4, 1, 5/4 times for resolution)",
+    )
+    parser.add_argument(
+        "--roofline",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="the float32 peak from this `aihpc roofline` result (default: measured after the "
+        "profile, as `aihpc roofline` measures it)",
     )
     parser.add_argument(
         "--plots",
@@ -93,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         plot_names,
         plot_sweep,
     )
+    from aihpc.roofline.machine import peak_result
 
     _check_destinations(args)
     shape = parse_shape(args.input) if args.input is not None else None
@@ -103,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     sweep = None if args.sweep == "none" else args.sweep
     values = parse_values(args.values) if args.values is not None else None
     profile = characterise(config, device, sweep, values, progress=_progress)
+    profile = dataclasses.replace(profile, peak=peak_result(args.roofline, str(device), "float32"))
     plots: dict[Path, bytes] = {}
     if args.plots is not None and profile.sweep is not None:
         pngs, names = (

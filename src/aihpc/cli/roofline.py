@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dtype",
         action="append",
         metavar="DTYPE",
-        help="matmul peak dtypes (float64, float32, tf32 on CUDA, bfloat16, float16); repeat for "
+        help="peak dtypes (float64, float32, tf32 on CUDA, bfloat16, float16); repeat for "
         "several (default: float32 and bfloat16 on CPU; float32, tf32, bfloat16, float16 on CUDA)",
     )
     parser.add_argument(

@@ -35,6 +35,8 @@ model ``lstm_lm`` and the Transformer ``transformer_small``.
      "ops": {"forward": n, "backward": n, "total": n,       # counted, forward + loss + backward
              "conv_linear_macs": n, "uncounted": {...}},
      "flops_per_s": x,                                      # ops.total / step_seconds
+     "peak": {"flops_per_s": x, "kernel": "...",            # the float32 peak (its fastest kernel)
+              "share": f, "nominal": {...}, "nominal_share": f},   # and the nominal one; or null
      "memory": {"peak_bytes": b, "parameters": b, "gradients": b, "optimizer_state": b,
                 "activations": b, "other": b, "method": "..."},
      "sweep": null | {"dimension": "batch", "values": [n, ...],

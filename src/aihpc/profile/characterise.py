@@ -42,6 +42,7 @@ from aihpc.profile.step import (
     step_timing,
 )
 from aihpc.profile.sweep import Sweep, plan_sweep, run_sweep
+from aihpc.records.peak import PeakResult
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,28 @@ class Profile:
     memory: MemoryBreakdown
     ops: OpCount
     sweep: Sweep | None = None
+    # the device's peak in float32 (what the step computes in), as every command measures it
+    peak: PeakResult | None = None
 
     @property
     def flops_per_s(self) -> float:
         """Counted operations of a step over its median seconds."""
         return self.ops.total / self.timing.median
+
+    def peak_dict(self) -> dict[str, Any] | None:
+        """The peak the step's rate is set against: measured (its fastest kernel) and nominal,
+        with the step's share of each."""
+        if self.peak is None:
+            return None
+        nominal = self.peak.nominal
+        nominal_rate = nominal.flops_per_s if nominal is not None else None
+        return {
+            "flops_per_s": self.peak.flops_per_s,
+            "kernel": self.peak.kernel,
+            "share": self.flops_per_s / self.peak.flops_per_s,
+            "nominal": None if nominal is None else nominal.to_dict(),
+            "nominal_share": self.flops_per_s / nominal_rate if nominal_rate else None,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         t = self.timing
@@ -86,6 +104,7 @@ class Profile:
                 "uncounted": dict(self.ops.uncounted),
             },
             "flops_per_s": self.flops_per_s,
+            "peak": self.peak_dict(),
             "memory": self.memory.to_dict(),
             "sweep": None if self.sweep is None else self.sweep.to_dict(),
         }

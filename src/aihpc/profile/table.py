@@ -83,6 +83,26 @@ def _sweep(p: Profile) -> list[str]:
     return ["", f"sweep over {s.dimension}:", *_align(rows)]
 
 
+def _peak(p: Profile) -> list[str]:
+    """The step's share of the measured peak (its kernel) and of the nominal peak."""
+    peak = p.peak_dict()
+    if peak is None:
+        return []
+    line = (
+        f"share of peak: {100 * peak['share']:.1f} % of the measured "
+        f"{format_si(peak['flops_per_s'], 'FLOP/s')} ({peak['kernel']})"
+    )
+    nominal = peak["nominal"]
+    if peak["nominal_share"] is not None:
+        line += (
+            f", {100 * peak['nominal_share']:.1f} % of the nominal "
+            f"{format_si(nominal['flops_per_s'], 'FLOP/s')}"
+        )
+    elif nominal is not None:
+        line += f"; nominal peak not known ({nominal['note']})"
+    return [line]
+
+
 def format_profile(p: Profile) -> str:
     """Header, phases, operator types, memory breakdown and (if any) the sweep, as aligned text."""
     c, t = p.config, p.timing
@@ -95,6 +115,7 @@ def format_profile(p: Profile) -> str:
         f"step: {_seconds(t.median)} s (median; {fastest}-{slowest} s); "
         f"{ops} counted (forward + loss + backward) -> {rate}",
     ]
+    head += _peak(p)
     if t.spread > RANGE_SPREAD_WARNING:
         head.append(
             f"warning: the steps' times spread over {100 * t.spread:.0f}% of the median "

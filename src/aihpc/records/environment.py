@@ -12,6 +12,10 @@ missing tool; the ``git`` commands share a 2 s budget and ``nvidia-smi`` has
 Fields (units in the name where there is one):
 
 ``aihpc_version``        str, ``aihpc.__version__``
+``cpu``                  dict | None, the processor in detail
+                         (:class:`aihpc.records.processor.Processor`: vendor, family/model/stepping,
+                         vector extensions, topology, caches, clock and its source, BLAS and
+                         oneDNN); None in older files
 ``cpu_logical_cores``    int | None, logical CPUs (psutil)
 ``cpu_model``            str | None, "model name" of /proc/cpuinfo, else platform.processor()
 ``cpu_physical_cores``   int | None, physical cores (psutil; None where unknown)
@@ -48,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.errors import DataError
+from aihpc.records.processor import Processor, describe_processor
 
 GIT_TIMEOUT_S = 2.0
 """Total wall-clock budget, in seconds, for the git commands of one :func:`collect`."""
@@ -88,6 +93,7 @@ class Environment:
     """The machine and software that made a result (the fields of the module docstring)."""
 
     aihpc_version: str | None
+    cpu: Processor | None
     cpu_logical_cores: int | None
     cpu_model: str | None
     cpu_physical_cores: int | None
@@ -122,6 +128,7 @@ class Environment:
         """The JSON-serialisable dict, keys sorted, as results files hold it."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["gpus"] = [gpu.to_dict() for gpu in self.gpus]
+        values["cpu"] = None if self.cpu is None else self.cpu.to_dict()
         return dict(sorted(values.items()))
 
     @classmethod
@@ -129,6 +136,8 @@ class Environment:
         """The record of a results file's ``environment``; keys it lacks (older files) are None."""
         values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}
         values["gpus"] = tuple(Gpu.from_dict(g) for g in data.get("gpus") or ())
+        cpu = data.get("cpu")
+        values["cpu"] = Processor.from_dict(cpu) if isinstance(cpu, dict) else None
         return cls(**values)
 
     def machine_name(self) -> str:
@@ -160,6 +169,7 @@ def collect(repo_dir: str | os.PathLike[str] | None = None) -> Environment:
     commit, dirty = git_state(repo_dir)
     return Environment(
         aihpc_version=aihpc.__version__,
+        cpu=_processor(),
         cpu_logical_cores=psutil.cpu_count(logical=True),
         cpu_model=cpu_model(),
         cpu_physical_cores=psutil.cpu_count(logical=False),
@@ -255,6 +265,14 @@ def nvidia_driver_version() -> str | None:
     if code != 0 or not lines or not lines[0].strip():
         return None
     return lines[0].strip()
+
+
+def _processor() -> Processor | None:
+    """:func:`describe_processor`, or None should it fail (it is not meant to)."""
+    try:
+        return describe_processor()
+    except Exception:  # noqa: BLE001 - metadata is best effort
+        return None
 
 
 def _cudnn_version(torch: Any) -> int | None:

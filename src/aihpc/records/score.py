@@ -8,7 +8,13 @@
   used here is capped there (otherwise a perfect score would be infinite).
 - valid: the best accuracy reached ``min_accuracy``; otherwise the result is
   marked invalid with the reason.
-- peak fraction: OPS / measured matrix-multiply peak of the devices used.
+- peak fraction: OPS / the measured peak of the devices used (the best of the
+  dense kernels the workload calls, :mod:`aihpc.roofline.peak`); above 1 the
+  measured peak is unreliable (the run did more than the peak said the
+  machine could), and ``peak_warning`` says so.
+- nominal peak fraction: OPS / the nominal peak of the same devices (what
+  their silicon can do, :mod:`aihpc.roofline.nominal`): what language-model
+  papers call model FLOPs utilisation.  None where the nominal peak is unknown.
 
 Wall seconds run from the first start of the run to its last stop,
 downtime of a killed master included: the clock never stops, so an
@@ -39,6 +45,13 @@ class Score:
     invalid_reason: str | None
     peak_flops_per_s: float | None
     peak_fraction: float | None
+    # added after the first results files (absent there, and not compared by verify)
+    nominal_peak_flops_per_s: float | None = None
+    nominal_peak_fraction: float | None = None
+    peak_warning: str | None = None
+
+    #: The fields results files written before them lack.
+    ADDED_LATER = ("nominal_peak_flops_per_s", "nominal_peak_fraction", "peak_warning")
 
     def __post_init__(self) -> None:
         if self.ops < 0:
@@ -56,13 +69,20 @@ class Score:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """The 11 keys of results.json's ``score`` block."""
+        """The 14 keys of results.json's ``score`` block."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Score:
-        """The score from results.json's ``score`` block (its trial tallies are not the score's)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        """The score from results.json's ``score`` block (its trial tallies are not the score's;
+        the fields of :data:`ADDED_LATER` read as None where an older file lacks them)."""
+        return cls(
+            **{
+                f.name: data[f.name]
+                for f in fields(cls)
+                if f.name in data or f.name not in cls.ADDED_LATER
+            }
+        )
 
 
 def compute_score(
@@ -72,12 +92,14 @@ def compute_score(
     val_samples: int,
     min_accuracy: float,
     peak_flops_per_s: float | None = None,
+    nominal_peak_flops_per_s: float | None = None,
 ) -> Score:
     """The score of a run (see the module docstring)."""
     ops_per_second = ops / wall_seconds if wall_seconds > 0 else 0.0
     best = best_accuracy if best_accuracy is not None else 0.0
     capped = min(best, 1.0 - 0.5 / max(val_samples, 1))
     regulated = ops_per_second * abs(math.log(1.0 - capped))
+    fraction = ops_per_second / peak_flops_per_s if peak_flops_per_s else None
     reason = None
     if best_accuracy is None:
         reason = "no trial finished an evaluation"
@@ -94,7 +116,23 @@ def compute_score(
         valid=reason is None,
         invalid_reason=reason,
         peak_flops_per_s=peak_flops_per_s,
-        peak_fraction=ops_per_second / peak_flops_per_s if peak_flops_per_s else None,
+        peak_fraction=fraction,
+        nominal_peak_flops_per_s=nominal_peak_flops_per_s,
+        nominal_peak_fraction=(
+            ops_per_second / nominal_peak_flops_per_s if nominal_peak_flops_per_s else None
+        ),
+        peak_warning=peak_warning(fraction),
+    )
+
+
+def peak_warning(fraction: float | None) -> str | None:
+    """The warning a share of the measured peak above 100 % carries (None at or below it)."""
+    if fraction is None or fraction <= 1.0:
+        return None
+    return (
+        f"the score is {100 * fraction:.1f} % of the measured peak: the run did more than the "
+        "peak measured, so that peak is unreliable (a faster kernel than any measured, or a "
+        "machine slowed while it was measured)"
     )
 
 

@@ -9,7 +9,6 @@ results goes through :func:`aihpc.report.markup.esc` (``html.escape``).
 from __future__ import annotations
 
 import base64
-import statistics
 from collections import Counter
 from typing import Any
 
@@ -24,8 +23,10 @@ from aihpc.fmt import (
 )
 from aihpc.records.energy import energy_text
 from aihpc.records.results import trial_arch
+from aihpc.report import machine
 from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
+from aihpc.report.machine import section
 from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 from aihpc.report.trials_table import trial_count, trial_list, trials_section
 
@@ -57,14 +58,8 @@ PLOT_SECTIONS = (
 # --------------------------------------------------------------------------- sections
 
 
-def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
-    """``data[key]`` where it is a dict (a section of results.json), else an empty one."""
-    value = data.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def _header(results: dict[str, Any]) -> str:
-    score = _section(results, "score")
+    score = section(results, "score")
     run_id = results.get("run_id", NA)
     version = results.get("aihpc_version", NA)
     valid = score.get("valid")
@@ -77,8 +72,6 @@ def _header(results: dict[str, Any]) -> str:
     else:
         validity, validity_css, validity_note = NA, "", ""
     min_acc = as_number(score.get("min_accuracy"))
-    peak = as_number(score.get("peak_flops_per_s"))
-    peak_note = _peak_note(results, peak)
     counts = [
         f"{score[k]} {label}"
         for k, label in (
@@ -109,7 +102,7 @@ def _header(results: dict[str, Any]) -> str:
         ),
         card("Result", validity, validity_note, value_css=validity_css),
         card("Wall time", format_seconds(score.get("wall_seconds"))),
-        card("Share of peak", format_fraction(score.get("peak_fraction")), peak_note),
+        machine.peak_card(results),
         card("Trials", f"{trial_count(results):,}", ", ".join(counts)),
         _energycard(results.get("energy")),
     ]
@@ -117,20 +110,6 @@ def _header(results: dict[str, Any]) -> str:
         f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run_id)}</code> · '
         f'aihpc {esc(version)}</p><div class="cards">{"".join(cards)}</div>'
     )
-
-
-def _peak_note(results: dict[str, Any], used: float | None) -> str:
-    """What the share of peak divides by: the total peak of all workers measured at once."""
-    if used is None:
-        return "no peak measured"
-    peak = _section(results, "peak")
-    workers = peak.get("workers")
-    if as_number(peak.get("total_flops_per_s")) is not None and as_number(workers) is not None:
-        return (
-            f"of {format_si(used, 'FLOP/s')}, the total measured peak of "
-            f"{format_value(workers)} workers at once"
-        )
-    return f"of {format_si(used, 'FLOP/s')} measured peak"
 
 
 def _accuracy_notes(results: dict[str, Any], min_acc: float | None) -> list[str]:
@@ -144,90 +123,10 @@ def _accuracy_notes(results: dict[str, Any], min_acc: float | None) -> list[str]
     return notes
 
 
-def _gpu_text(gpus: Any) -> str:
-    if not gpus:
-        return "none"
-    if not isinstance(gpus, list):
-        return format_value(gpus)
-    names = []
-    for gpu in gpus:
-        if isinstance(gpu, dict):
-            names.append(str(gpu.get("name") or format_value(gpu)))
-        else:
-            names.append(str(gpu))
-    counted = Counter(names)
-    return ", ".join(f"{n} × {name}" if n > 1 else name for name, n in counted.items())
-
-
-def _environment(results: dict[str, Any]) -> str:
-    env = _section(results, "environment")
-    if not env:
-        return no_data("no environment recorded")
-    commit = env.get("git_commit")
-    dirty = env.get("git_dirty")
-    commit_text = format_value(commit) + (
-        " (dirty)" if dirty else " (clean)" if dirty is False else ""
-    )
-    main = [
-        ("host", format_value(env.get("hostname"))),
-        ("CPU", format_value(env.get("cpu_model"))),
-        ("GPUs", _gpu_text(env.get("gpus"))),
-        ("torch", format_value(env.get("torch_version"))),
-        ("git commit", commit_text),
-    ]
-    shown = {"hostname", "cpu_model", "gpus", "torch_version", "git_commit", "git_dirty"}
-    rest = [(str(k), format_value(v)) for k, v in sorted(env.items()) if k not in shown]
-    return kv_table(main + rest)
-
-
-def _configuration(results: dict[str, Any]) -> str:
-    config = _section(results, "config")
-    if not config:
-        return no_data("no configuration recorded")
-    return kv_table([(str(k), format_value(v)) for k, v in sorted(config.items())])
-
-
-def _peaks(results: dict[str, Any]) -> str:
-    """The total peak the share of peak uses (and each worker's part of it), before and after the
-    run."""
-    peak = _section(results, "peak")
-    total = as_number(peak.get("total_flops_per_s"))
-    if total is None:  # results of early versions: one entry per dtype
-        rows = [
-            (
-                " on ".join(str(x) for x in (entry.get("dtype", name), entry.get("device")) if x),
-                format_si(entry.get("flops_per_s"), "FLOP/s"),
-            )
-            for name, entry in sorted(peak.items())
-            if isinstance(entry, dict)
-        ]
-        rows += _share_rows(results, None)
-        return kv_table(rows) if rows else no_data("no peak measured")
-    what = " on ".join(str(x) for x in (peak.get("dtype"), peak.get("device")) if x) or "matmul"
-    rows = [
-        (
-            f"total: {what}, {format_value(peak.get('workers'))} workers at once, before the run "
-            "(the share of peak uses this)",
-            format_si(total, "FLOP/s"),
-        )
-    ]
-    rows += _worker_rows(peak)
-    if as_number(peak.get("spread")) is not None:
-        rows.append(("largest spread of a worker's repeats", format_fraction(peak.get("spread"))))
-    rows += _share_rows(results, total)
-    after = _section(peak, "after")
-    if as_number(after.get("total_flops_per_s")) is not None:
-        rows.append(("total after the run", format_si(after.get("total_flops_per_s"), "FLOP/s")))
-        rows.append(("drift", format_fraction(peak.get("drift"))))
-    if peak.get("drift_warning"):
-        rows.append(("warning", str(peak["drift_warning"])))
-    return kv_table(rows)
-
-
 def _energycard(energy: Any) -> str:
     """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides
     by."""
-    total = _section(energy, "total") if isinstance(energy, dict) else {}
+    total = section(energy, "total") if isinstance(energy, dict) else {}
     gops = as_number(total.get("gops_per_watt"))
     if as_number(total.get("joules")) is None:
         reason = (
@@ -261,7 +160,7 @@ def _energy(results: dict[str, Any]) -> str:
                     f"{format_seconds(d.get('max_interval_s'))}",
                 )
             )
-    total = _section(energy, "total")
+    total = section(energy, "total")
     rows.append(("total", energy_text(energy)))
     if as_number(total.get("ops_per_joule")) is not None:
         rows.append(
@@ -272,54 +171,6 @@ def _energy(results: dict[str, Any]) -> str:
             )
         )
     return kv_table(rows)
-
-
-def _worker_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
-    """Each worker's part of the total (measured at the same time); min / median / max beyond 8
-    workers."""
-    measured = [
-        as_number(w.get("flops_per_s")) for w in peak.get("per_worker") or [] if isinstance(w, dict)
-    ]
-    values = [v for v in measured if v is not None]
-    if len(values) <= 8:
-        return [
-            (f"worker {n} of {len(values)}, part of the total", format_si(v, "FLOP/s"))
-            for n, v in enumerate(values, 1)
-        ]
-    return [
-        (
-            f"per worker, {len(values)} workers (min / median / max)",
-            " / ".join(
-                format_si(v, "FLOP/s")
-                for v in (min(values), statistics.median(values), max(values))
-            ),
-        )
-    ]
-
-
-def _share_rows(results: dict[str, Any], total: float | None) -> list[tuple[str, str]]:
-    """How the share of peak is computed, and a warning if the score used another peak than the
-    total."""
-    score = _section(results, "score")
-    used = as_number(score.get("peak_flops_per_s"))
-    if used is None or as_number(score.get("peak_fraction")) is None:
-        return []
-    rows = [
-        (
-            "share of peak",
-            f"{format_si(score.get('ops_per_second'), 'OPS')} ÷ {format_si(used, 'FLOP/s')}"
-            f" = {format_fraction(score.get('peak_fraction'))}",
-        )
-    ]
-    if total is not None and abs(used - total) > 1e-9 * total:
-        rows.append(
-            (
-                "warning",
-                f"the score's share of peak used {format_si(used, 'FLOP/s')}, "
-                f"not the measured total {format_si(total, 'FLOP/s')}",
-            )
-        )
-    return rows
 
 
 def _plots(images: dict[str, bytes | None]) -> str:
@@ -411,13 +262,13 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
         [
             _header(results),
             '<div class="grid2"><div><h2>Environment</h2>',
-            _environment(results),
+            machine.environment(results),
             "<h2>Measured peak</h2>",
-            _peaks(results),
+            machine.peaks(results),
             "<h2>Energy</h2>",
             _energy(results),
             "</div><div><h2>Configuration</h2>",
-            _configuration(results),
+            machine.configuration(results),
             "</div></div>",
             _plots(images),
             "<h2>Best trial</h2>",

@@ -1,13 +1,14 @@
 """The machine's roofs, measured together, and measured kernels placed under them.
 
-:func:`measure_machine` measures every compute roof (the matmul peak of each
-dtype, :mod:`aihpc.roofline.peak`) and both STREAM kernels (copy and triad,
+:func:`measure_machine` measures every compute roof (the peak of each dtype:
+the best of the dense kernels searched, :func:`aihpc.roofline.peak.search_peak`,
+with the hardware's nominal peak beside it) and both STREAM kernels (copy and triad,
 :mod:`aihpc.roofline.bandwidth`) on one device and returns the ``data`` of an
 ``aihpc roofline`` result file::
 
     {"device": "cpu",
      "seconds": 2.0,                                 timed seconds per measurement
-     "peaks": {dtype: PeakResult.to_dict()},         FLOP/s
+     "peaks": {dtype: PeakResult.to_dict()},         FLOP/s, the kernel that won, the nominal
      "bandwidth": {"copy": BandwidthResult.to_dict(), "triad": ...},  bytes/s
      "roofline": Roofline.to_dict(),                 the triad bandwidth is the memory roof
      "ridge": {dtype: FLOP/byte or None},
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.errors import ConfigError, DataError
 from aihpc.fmt import format_si
-from aihpc.records.peak import PeakResult
+from aihpc.records.peak import NominalPeak, PeakResult
 from aihpc.roofline.model import Roofline, RooflinePoint
 
 POINT_KINDS = ("bench-operators", "bench-network")
@@ -99,13 +100,13 @@ def measure_machine(
     """Measure the roofs of ``device`` (a :func:`aihpc.devices.resolve_device`, as a string) into a
     result ``data`` dict.
 
-    One matmul peak per dtype, then STREAM copy and triad over ``elements``
+    One peak per dtype (the kernel search), then STREAM copy and triad over ``elements``
     float64 per array (default :func:`aihpc.roofline.bandwidth.default_elements`),
     each timed for ``seconds``.  ``progress`` receives one line as each
     measurement starts.  ``points`` is empty; :func:`add_points` fills it.
     """
     from aihpc.roofline.bandwidth import default_elements, measure_bandwidth
-    from aihpc.roofline.peak import DEFAULT_SIZE, measure_peak
+    from aihpc.roofline.peak import search_peak
 
     seconds = check_seconds(seconds)
     names = check_dtypes(device, dtypes)
@@ -113,10 +114,9 @@ def measure_machine(
     say = progress or (lambda _line: None)
     steps = len(names) + 2
     peaks: dict[str, PeakResult] = {}
-    size = DEFAULT_SIZE[device.split(":")[0]]
     for i, name in enumerate(names, 1):
-        say(f"[{i}/{steps}] {name} matmul peak on {device} (n={size}, {seconds:g} s)")
-        peaks[name] = measure_peak(device, name, seconds=seconds)
+        say(f"[{i}/{steps}] {name} peak on {device} (the fastest of matmuls and convolutions)")
+        peaks[name] = search_peak(device, name, seconds=seconds)
     bandwidth: dict[str, BandwidthResult] = {}
     for i, kernel in enumerate(("copy", "triad"), len(names) + 1):
         mib = n * 8 / 2**20
@@ -154,6 +154,31 @@ def machine_data(
         "points": [],
         "warnings": warnings,
     }
+
+
+def peak_result(path: Path | None, device: str, dtype: str, seconds: float = 0.5) -> PeakResult:
+    """The peak of ``device`` in ``dtype``: from an ``aihpc roofline`` result at ``path``, or
+    searched now (:func:`aihpc.roofline.peak.search_peak`, ``seconds`` per stage).
+
+    A file of another device type, or without that dtype's peak, is a one-line error.
+    """
+    from aihpc.records.files import read_result
+    from aihpc.roofline.peak import search_peak
+
+    if path is None:
+        return search_peak(device, dtype, seconds=seconds)
+    data = read_result(Path(path), "roofline")["data"]
+    if str(data.get("device", "")).split(":")[0] != device.split(":")[0]:
+        raise ConfigError(f"{path} holds the roofline of {data.get('device')}, not of {device}")
+    record = (data.get("peaks") or {}).get(dtype)
+    if not isinstance(record, dict):
+        raise DataError(
+            f"{path} holds no {dtype} peak (measure it: aihpc roofline --dtype {dtype})"
+        )
+    try:
+        return PeakResult.from_dict(record)
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -220,17 +245,22 @@ def format_table(data: dict[str, Any]) -> str:
     """The readable table of a roofline ``data`` dict: roofs, ridge points, placed kernels,
     warnings."""
     lines = [f"roofline of {data['device']}", "", f"{'roof':<22}{'rate':>16}{'spread':>9}  detail"]
+    nominal = []
     for dtype, record in data["peaks"].items():
         peak = PeakResult.from_dict(record)
-        detail = f"{peak.size}x{peak.size} matmul, {peak.threads} threads"
+        detail = f"{peak.kernel}, {peak.threads} threads"
         rate = format_si(peak.flops_per_s, "FLOP/s")
-        lines.append(_row(f"matmul {dtype}", rate, peak.spread, detail))
+        lines.append(_row(f"peak {dtype}", rate, peak.spread, detail))
+        if peak.nominal is not None:
+            nominal.append(_nominal_line(peak.nominal))
     for kernel, r in data["bandwidth"].items():
         element_bytes = r["bytes_per_call"] // r["elements"]
         detail = f"{r['elements']} float64 per array, {element_bytes} bytes per element"
         lines.append(
             _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), r["spread"], detail)
         )
+    if nominal:
+        lines += ["", "nominal peaks (the hardware's figures):", *nominal]
     lines += ["", "ridge (triad memory roof meets the compute roof):"]
     for dtype, ridge in data["ridge"].items():
         lines.append(f"  {dtype:<10} {_unknown(ridge, lambda v: f'{v:.3g} FLOP/byte')}")
@@ -256,6 +286,15 @@ def _points_table(points: list[dict[str, Any]]) -> list[str]:
             f"{format_si(p['flops_per_s'], 'FLOP/s'):>16}{bound:>16}{share:>9}  {p['source']}"
         )
     return rows
+
+
+def _nominal_line(nominal: NominalPeak) -> str:
+    """A nominal peak: its figure and derivation, or why it is not known."""
+    if nominal.flops_per_s is None:
+        return f"  {nominal.dtype:<10} unknown: {nominal.note}"
+    line = f"  {nominal.dtype:<10} {format_si(nominal.flops_per_s, 'FLOP/s')}"
+    line += f" = {nominal.derivation}" if nominal.derivation else ""
+    return line + (f" ({nominal.note})" if nominal.note else "")
 
 
 def _row(name: str, rate: str, spread: float, detail: str) -> str:

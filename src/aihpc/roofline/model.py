@@ -2,8 +2,8 @@
 
 For a kernel of arithmetic intensity I (operations per byte moved), the
 attainable rate is ``min(peak FLOP/s, I x bandwidth)`` (Williams, Waterman and
-Patterson, 2009).  Here the compute roof is the measured matmul peak of the
-kernel's dtype and the memory roof the measured STREAM triad bandwidth
+Patterson, 2009).  Here the compute roof is the measured peak (the fastest
+dense kernel) of the kernel's dtype and the memory roof the measured STREAM triad bandwidth
 (bytes/s).  A dtype that was not measured has no roof:
 :meth:`Roofline.attainable` returns None and tables say "unknown", never a
 made-up peak.
@@ -24,8 +24,8 @@ from aihpc.errors import ConfigError, DataError
 
 @dataclass(frozen=True)
 class Roofline:
-    """``peaks``: dtype name -> measured matmul FLOP/s; ``bandwidth``: triad bytes/s (None if
-    unmeasured)."""
+    """``peaks``: dtype name -> measured peak FLOP/s (the fastest kernel); ``bandwidth``:
+    triad bytes/s (None if unmeasured)."""
 
     device: str
     peaks: dict[str, float] = field(default_factory=dict)
@@ -134,11 +134,12 @@ def measure_roofline(
     seconds: float = 1.0,
     elements: int | None = None,
 ) -> Roofline:
-    """Measure the compute roofs (matmul, per dtype) and the memory roof (triad) of ``device``."""
+    """Measure the compute roofs (per dtype, the best kernel:
+    :func:`aihpc.roofline.peak.search_peak`) and the memory roof (triad) of ``device``."""
     from aihpc.roofline.bandwidth import measure_bandwidth
-    from aihpc.roofline.peak import measure_peak
+    from aihpc.roofline.peak import search_peak
 
-    peaks = {d: measure_peak(device, d, seconds=seconds).flops_per_s for d in dtypes}
+    peaks = {d: search_peak(device, d, seconds=seconds).flops_per_s for d in dtypes}
     bandwidth = measure_bandwidth(device, "triad", elements=elements, seconds=seconds).bytes_per_s
     return Roofline(device=str(device), peaks=peaks, bandwidth=bandwidth)
 

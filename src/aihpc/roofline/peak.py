@@ -1,14 +1,20 @@
-"""Measured matrix-multiply peak of this machine, per dtype.
+"""The measured peak of this machine, per dtype: the best of the dense kernels it runs.
 
-:func:`measure_peak` times square ``n x n @ n x n`` matmuls on one device and
-reports the achieved FLOP/s, counting ``2 * n**3`` floating-point operations
-per matmul (:func:`matmul_flops`: ``n**3`` multiplies and ``n**3`` adds, the
-usual convention).  The procedure:
+:func:`search_peak` is the peak every command uses (``aihpc run``'s measured
+peak, ``aihpc roofline``, ``bench operators``, ``bench network``,
+``profile``): it times each kernel of :func:`aihpc.roofline.kernels.candidate_kernels`
+briefly (matmuls and convolutions of several shapes), then measures the
+fastest one in full with :func:`measure_kernel`, and records which kernel won,
+every candidate's rate, and the device's nominal peak
+(:mod:`aihpc.roofline.nominal`) beside it.  :func:`measure_peak` measures one
+square matmul alone.
 
-1. allocate ``a``, ``b`` and an output buffer (random normal values);
-2. warm up for ``warmup`` seconds (at least one matmul, untimed), synchronising
-   the device after each matmul; the last warm-up matmul's duration sets how
-   many matmuls one timed repeat holds (about ``seconds / repeats`` each);
+The procedure of one measurement (:func:`measure_kernel`):
+
+1. set the kernel up (inputs of random normal values);
+2. warm up for ``warmup`` seconds (at least one call, untimed), synchronising
+   the device after each call; the last warm-up call's duration sets how
+   many calls one timed repeat holds (about ``seconds / repeats`` each);
 3. time ``repeats`` repeats, each bracketed by a device synchronisation
    (``torch.cuda.synchronize`` on CUDA) so queued kernels are inside the
    measured interval;
@@ -19,12 +25,12 @@ usual convention).  The procedure:
 
 The float32 matmul precision is set for the measurement and restored after:
 "float32" means IEEE float32 (``torch.set_float32_matmul_precision("highest")``),
-"tf32" (CUDA only) means float32 tensors on TF32 tensor cores ("high").  This
-touches process-global torch state while it runs, so do not run other torch
-work concurrently in the same process.
+"tf32" (CUDA only) means float32 tensors on TF32 tensor cores ("high").  On a
+GPU, cuDNN's autotuner is on while convolutions are timed, as the trainer runs
+them.  This touches process-global torch state while it runs, so do not run
+other torch work concurrently in the same process.
 
-Default sizes: 1024 on CPU (a default CPU measurement takes about 1.3 s),
-8192 on CUDA.
+Default matmul sizes: 1024 on CPU, 8192 on CUDA.
 """
 
 from __future__ import annotations
@@ -34,13 +40,14 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from dataclasses import replace
 
 import torch
 
 from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError, OutOfMemory
-from aihpc.records.peak import PeakResult
+from aihpc.records.peak import KernelRate, NominalPeak, PeakResult
+from aihpc.roofline import kernels
 
 RANGE_SPREAD_WARNING = 0.10
 """Relative range ``(max - min) / median`` of repeated measurements above which a result
@@ -80,7 +87,7 @@ def matmul_flops(n: int) -> int:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ConfigError(f"matrix size must be an integer >= 1, got {n!r}")
-    return 2 * n**3
+    return kernels.matmul_flops(n)
 
 
 def summarise(
@@ -115,7 +122,7 @@ def measure_peak(
     warmup: float | None = None,
     repeats: int = 5,
 ) -> PeakResult:
-    """Measure the achieved square-matmul FLOP/s of ``device`` in ``dtype``.
+    """Measure the achieved square-matmul FLOP/s of ``device`` in ``dtype`` (one kernel alone).
 
     ``dtype`` is a torch dtype or one of "float64", "float32", "tf32" (CUDA
     only), "bfloat16", "float16".  ``size`` is the matrix side (default
@@ -126,31 +133,99 @@ def measure_peak(
     or bad numbers.
     """
     dev = resolve_device(device)
-    name = _dtype_name(dtype, dev)
     n = DEFAULT_SIZE[dev.type] if size is None else size
-    flops = matmul_flops(n)
+    matmul_flops(n)  # checks n
+    return measure_kernel(kernels.matmul_kernel(n), dev, dtype, seconds, warmup, repeats)
+
+
+def measure_kernel(
+    kernel: kernels.Kernel,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | str = torch.float32,
+    seconds: float = 1.0,
+    warmup: float | None = None,
+    repeats: int = 5,
+) -> PeakResult:
+    """Measure ``kernel``'s FLOP/s on ``device`` in ``dtype`` (the module docstring's procedure)."""
+    dev = resolve_device(device)
+    name = _dtype_name(dtype, dev)
     warmup = _check_timing(seconds, warmup, repeats)
     torch_dtype, precision = _DTYPES[name]
-    a, b, out = _allocate(n, torch_dtype, dev)
-    with _matmul_precision(precision):
-        rates, iters = _time_matmuls(a, b, out, dev, seconds, warmup, repeats)
-    rates = [iters * flops / max(elapsed, 1e-12) for elapsed in rates]
+    with _matmul_precision(precision), _cudnn_autotuning(dev):
+        call = _setup(kernel, dev, torch_dtype)
+        elapsed, iters = _time_calls(call, dev, seconds, warmup, repeats)
+    rates = [iters * kernel.flops / max(t, 1e-12) for t in elapsed]
     median, lo, hi, spread, warning = summarise(rates)
     return PeakResult(
         device=str(dev),
         dtype=name,
-        size=n,
+        kernel=kernel.name,
         flops_per_s=median,
         min_flops_per_s=lo,
         max_flops_per_s=hi,
         spread=spread,
         repeats=tuple(rates),
-        matmuls_per_repeat=iters,
-        flops_per_matmul=flops,
+        calls_per_repeat=iters,
+        flops_per_call=kernel.flops,
         threads=int(torch.get_num_threads()),
         note=_NOTES.get(name) if dev.type == "cuda" else None,
         warning=warning,
     )
+
+
+def search_peak(
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | str = torch.float32,
+    seconds: float = 1.0,
+    candidates: Sequence[kernels.Kernel] | None = None,
+) -> PeakResult:
+    """The peak of ``device`` in ``dtype``: the fastest of ``candidates``, measured in full.
+
+    Each candidate (default :func:`aihpc.roofline.kernels.candidate_kernels`)
+    is timed briefly, ``seconds / len(candidates)`` after one untimed call
+    (at least one timed call each); the fastest is then measured by
+    :func:`measure_kernel` for ``seconds``.  The result names the kernel,
+    lists every candidate's brief rate, and carries the device's nominal peak
+    for the dtype and its threads.
+    """
+    dev = resolve_device(device)
+    name = _dtype_name(dtype, dev)
+    warmup = _check_timing(seconds, None, 1)
+    pool = tuple(kernels.candidate_kernels(dev.type) if candidates is None else candidates)
+    if not pool:
+        raise ConfigError("a peak search needs at least one kernel, got none")
+    brief = seconds / len(pool)
+    timed = [(k, _brief_rate(k, dev, name, brief)) for k in pool]
+    runs = [(k, rate) for k, rate in timed if rate is not None]
+    if not runs:
+        raise ConfigError(
+            f"none of the {len(pool)} kernels of the peak search runs in {name} on {dev}"
+        )
+    best, _ = max(runs, key=lambda kr: kr[1].flops_per_s)
+    result = measure_kernel(best, dev, name, seconds, warmup, repeats=5)
+    return replace(result, candidates=tuple(rate for _, rate in runs), nominal=_nominal(dev, name))
+
+
+def _brief_rate(
+    kernel: kernels.Kernel, dev: torch.device, dtype: str, seconds: float
+) -> KernelRate | None:
+    """``kernel``'s rate timed briefly (one untimed call first); None where it cannot run in
+    ``dtype`` on this device (a convolution some CPUs lack in half precision, inputs too large)."""
+    try:
+        result = measure_kernel(kernel, dev, dtype, seconds, warmup=0.0, repeats=1)
+    except (RuntimeError, OutOfMemory):
+        return None
+    return KernelRate(kernel.name, result.flops_per_s)
+
+
+def _nominal(dev: torch.device, dtype: str) -> NominalPeak:
+    """The device's nominal peak in ``dtype`` for this process's threads; never raises."""
+    from aihpc.roofline.nominal import nominal_peak
+
+    try:
+        return nominal_peak(str(dev), dtype, int(torch.get_num_threads()))
+    except Exception as exc:  # noqa: BLE001 - the nominal figure is beside the measurement
+        return NominalPeak.unknown(dtype, f"could not be derived: {type(exc).__name__}: {exc}")
 
 
 def _check_timing(seconds: float, warmup: float | None, repeats: int) -> float:
@@ -165,19 +240,17 @@ def _check_timing(seconds: float, warmup: float | None, repeats: int) -> float:
     return warmup
 
 
-def _time_matmuls(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    out: torch.Tensor,
+def _time_calls(
+    call: kernels.Call,
     dev: torch.device,
     seconds: float,
     warmup: float,
     repeats: int,
 ) -> tuple[list[float], int]:
-    """Seconds of each of ``repeats`` timed repeats, and the matmuls each held.
+    """Seconds of each of ``repeats`` timed repeats of ``call``, and the calls each held.
 
-    The warm-up runs matmuls until ``warmup`` seconds have passed (at least
-    one); the last one's duration sets the matmuls per repeat.
+    The warm-up runs calls until ``warmup`` seconds have passed (at least
+    one); the last one's duration sets the calls per repeat.
     """
 
     def sync() -> None:
@@ -187,19 +260,19 @@ def _time_matmuls(
     sync()
     start = last = _clock()
     while True:
-        torch.matmul(a, b, out=out)
+        call()
         sync()
         now = _clock()
-        per_matmul, last = now - last, now
+        per_call, last = now - last, now
         if now - start >= warmup:
             break
-    iters = max(1, round(seconds / repeats / per_matmul)) if per_matmul > 0 else 1
+    iters = max(1, round(seconds / repeats / per_call)) if per_call > 0 else 1
     elapsed = []
     for _ in range(repeats):
         sync()
         t0 = _clock()
         for _ in range(iters):
-            torch.matmul(a, b, out=out)
+            call()
         sync()
         elapsed.append(_clock() - t0)
     return elapsed, iters
@@ -221,25 +294,6 @@ def default_dtypes(device: str | torch.device = "cpu") -> tuple[str, ...]:
     return tuple(names)
 
 
-def measure_peaks(
-    device: str | torch.device = "cpu",
-    dtypes: Sequence[torch.dtype | str] | None = None,
-    **kwargs: Any,
-) -> dict[str, PeakResult]:
-    """Measure :func:`measure_peak` for several dtypes; ``{dtype name: result}``.
-
-    ``dtypes`` defaults to :func:`default_dtypes`; ``kwargs`` (size, seconds,
-    warmup, repeats) apply to every dtype.  All dtypes are validated before
-    any measurement starts.
-    """
-    names = default_dtypes(device) if dtypes is None else tuple(dtypes)
-    if not names:
-        raise ConfigError("dtypes must name at least one dtype, got none")
-    dev = resolve_device(device)
-    resolved = [_dtype_name(d, dev) for d in names]
-    return {name: measure_peak(dev, name, **kwargs) for name in resolved}
-
-
 def _dtype_name(dtype: torch.dtype | str, dev: torch.device) -> str:
     allowed = _DEVICE_DTYPES[dev.type]
     if isinstance(dtype, torch.dtype):
@@ -255,20 +309,29 @@ def _dtype_name(dtype: torch.dtype | str, dev: torch.device) -> str:
     return name
 
 
-def _allocate(
-    n: int, dtype: torch.dtype, dev: torch.device
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _setup(kernel: kernels.Kernel, dev: torch.device, dtype: torch.dtype) -> kernels.Call:
+    """``kernel``'s call with its inputs allocated; OutOfMemory (one line) where they do not fit."""
     try:
-        a = torch.randn(n, n, dtype=dtype, device=dev)
-        b = torch.randn(n, n, dtype=dtype, device=dev)
-        out = torch.empty(n, n, dtype=dtype, device=dev)
+        return kernel.setup(dev, dtype)
     except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
-        need = 3 * n * n * torch.finfo(dtype).bits // 8
         raise OutOfMemory(
-            f"size {n} needs about {need / 2**30:.1f} GiB on {dev}, which could not be "
-            f"allocated ({type(exc).__name__})"
+            f"the inputs of {kernel.name} in {dtype} could not be allocated on {dev} "
+            f"({type(exc).__name__})"
         ) from None
-    return a, b, out
+
+
+@contextlib.contextmanager
+def _cudnn_autotuning(dev: torch.device) -> Iterator[None]:
+    """cuDNN's autotuner on inside the block on a GPU (as the trainer runs), then restored."""
+    if dev.type != "cuda":
+        yield
+        return
+    previous = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = previous
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@
 Log-log axes: arithmetic intensity (FLOP/byte) on x, FLOP/s on y.  The
 memory roof is the measured STREAM triad bandwidth (the line ``I x
 bandwidth``, drawn up to the highest compute roof); each measured dtype has a
-flat compute roof at its matmul peak, from its ridge point on.  A dtype with
+flat compute roof at its measured peak, from its ridge point on.  A dtype with
 no measured peak draws no roof (never an invented one); its kernels are still
 placed, marked "no measured peak" in the legend.  Kernels (``data.points``)
 are coloured by dtype and shaped by the file they came from (circle: Level-0
@@ -111,7 +111,7 @@ def _draw_roofs(ax: Axes, roof: Roofline, colors: dict[str, str], lo: float, hi:
             [peak, peak],
             color=colors[dtype],
             linewidth=2,
-            label=f"{dtype} matmul peak {format_si(peak, 'FLOP/s')}",
+            label=f"{dtype} peak {format_si(peak, 'FLOP/s')}",
         )
         if ridge is not None and lo <= ridge <= hi:
             ax.plot([ridge], [peak], marker="|", markersize=10, color=colors[dtype])

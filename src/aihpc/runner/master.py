@@ -430,6 +430,7 @@ class Master:
 
     def score(self, now: float) -> Score:
         peak = self.store.meta("peak_flops_per_s")
+        nominal = self.store.meta("nominal_peak_flops_per_s")
         return compute_score(
             ops=self.store.total_ops(),
             wall_seconds=wall_seconds(self.store.segments()),
@@ -437,4 +438,5 @@ class Master:
             val_samples=self.val_samples,
             min_accuracy=self.config.min_accuracy,
             peak_flops_per_s=peak,
+            nominal_peak_flops_per_s=nominal,
         )

@@ -16,7 +16,7 @@ from aihpc.errors import DataError, WorkersLost
 from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
 from aihpc.records.store import RunStore
 
-# The matmul peak is measured by every worker at once (config.peak_seconds),
+# The peak is measured by every worker at once (config.peak_seconds),
 # before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
 PEAK_DRIFT = 0.10
 # How long the peak after the run waits for workers the run lost to come back:
@@ -26,7 +26,7 @@ AFTER_WAIT_SECONDS = 30.0
 
 
 def measure_run_peak(executor, layout, seconds: float, procs: int = 1, workers: int = 1) -> RunPeak:
-    """The matmul peak of the devices the run uses, measured the way the run uses them.
+    """The peak of the devices the run uses, measured the way the run uses them.
 
     Every worker measures at once, with its own device and torch threads, in
     the dtype it trains in (float32 on CPU, bfloat16 — the trainer's
@@ -206,7 +206,8 @@ def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
 
 
 def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1) -> dict[str, Any]:
-    """Runs on a worker: its matmul peak in the dtype the trainer uses there.
+    """Runs on a worker: its peak in the dtype the trainer uses there (the best of the kernels
+    the workload calls, :func:`aihpc.roofline.peak.search_peak`).
 
     The sum of its processes' ``parts``.
 
@@ -216,7 +217,7 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
     import torch
 
     from aihpc.devices import resolve_device, training_dtype, worker_name
-    from aihpc.roofline.peak import measure_peak
+    from aihpc.roofline.peak import search_peak
 
     if procs > 1:
         from aihpc.train.ranks import rank_peaks
@@ -226,5 +227,5 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
         if threads:
             torch.set_num_threads(threads)
         dev = resolve_device(device)
-        parts = [measure_peak(dev, training_dtype(dev), seconds=seconds)]
+        parts = [search_peak(dev, training_dtype(dev), seconds=seconds)]
     return WorkerPeak.of(worker_name(), parts).to_dict()

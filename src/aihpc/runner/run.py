@@ -357,6 +357,8 @@ def initialise(run: OpenRun) -> None:
     )
     store.set_meta("peak", peak.to_dict())
     store.set_meta("peak_flops_per_s", peak.total_flops_per_s)
+    nominal = peak.nominal
+    store.set_meta("nominal_peak_flops_per_s", nominal.flops_per_s if nominal else None)
     mlperf.staging_start()
     staged = stage_data(config, run.executor, layout)
     store.set_meta("staging", staged)

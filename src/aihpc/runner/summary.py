@@ -55,18 +55,34 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
 
 
 def peak_lines(results: RunResults) -> list[str]:
-    """The score's share of the measured peak, and a warning if the peak drifted over the run."""
+    """The score's share of the measured peak and of the nominal one, and the peak's warnings:
+    a share above 100 %, a measured peak above the nominal one, a drift over the run."""
     s, peak = results.score, results.peak
     lines = []
     if s.peak_fraction is not None and s.peak_flops_per_s is not None:
+        kernels = f"{', '.join(peak.kernels)}; " if peak is not None else ""
         workers = peak.workers if peak is not None else None
         lines.append(
-            f"  share of peak    {100 * s.peak_fraction:.1f} % of "
-            f"{format_si(s.peak_flops_per_s, 'FLOP/s')}"
-            f" (matmul peak measured on {workers} workers at once)"
+            f"  share of peak    {100 * s.peak_fraction:.1f} % of the measured "
+            f"{format_si(s.peak_flops_per_s, 'FLOP/s')} ({kernels}{workers} workers at once)"
         )
-    if peak is not None and peak.drift is not None and peak.drift.warning:
-        lines.append(f"  warning          {peak.drift.warning}")
+    nominal = peak.nominal if peak is not None else None
+    if s.nominal_peak_fraction is not None and s.nominal_peak_flops_per_s is not None:
+        lines.append(
+            f"                   {100 * s.nominal_peak_fraction:.1f} % of the nominal "
+            f"{format_si(s.nominal_peak_flops_per_s, 'FLOP/s')}"
+            + (f" ({nominal.derivation})" if nominal is not None and nominal.derivation else "")
+        )
+        if nominal is not None and nominal.note:
+            lines.append(f"                   (nominal: {nominal.note})")
+    elif nominal is not None and nominal.flops_per_s is None:
+        lines.append(f"                   nominal peak not known: {nominal.note}")
+    warnings = [
+        s.peak_warning,
+        peak.above_nominal if peak is not None else None,
+        peak.drift.warning if peak is not None and peak.drift is not None else None,
+    ]
+    lines += [f"  warning          {w}" for w in warnings if w]
     return lines
 
 

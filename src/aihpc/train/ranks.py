@@ -397,13 +397,13 @@ def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -
         )
         return {"result": dataclasses.asdict(result)} if group.rank == 0 else {}
     if op == "peak":
-        from aihpc.roofline.peak import measure_peak
+        from aihpc.roofline.peak import search_peak
 
         if request["threads"]:
             torch.set_num_threads(request["threads"])
         dist.barrier()  # all ranks measure at once, sharing the machine as they do when training
         return {
-            "peak": measure_peak(
+            "peak": search_peak(
                 device, training_dtype(device), seconds=request["seconds"]
             ).to_dict()
         }
