@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Issue 18's GPU measurements, one step per call on a GPU node without network
+# The GPU measurements issues ask for, one step per call on a GPU node without network
 # (each step fits a 10-minute slot; output to $OUT, or ./gpu-check):
 #
 #   benchmarks/gpu_check.sh tests     install offline, then the GPU tests and the energy tests  (about 4 min)
-#   benchmarks/gpu_check.sh fill      install offline, then gpu_fill.py for 5 minutes          (about 8 min)
-#   benchmarks/gpu_check.sh compile   the same with torch.compile on                           (about 9 min)
+#   benchmarks/gpu_check.sh fill      install offline, then gpu_fill.py for 5 minutes: share of the measured
+#                                     and nominal bf16 peak, busy fraction, harness overhead, kernels by type
+#   benchmarks/gpu_check.sh compile   the same with regional compilation on (--compile: batch norm, ReLU and
+#                                     the residual add fused, a child's unchanged blocks from the cache)
 #   benchmarks/gpu_check.sh stream    the same with the data streamed (--staging stream)       (about 8 min)
+#
+# With 15 device-minutes for all tries, `fill` and `compile` each with MINUTES=4 (the run's length) fit
+# together with the install; `fill` is the "before" of issue 30's fusion, `compile` the "after".
 #
 # Every step first installs aihpc from the wheelhouse $WHEELHOUSE (default .whl)
 # with `make install-offline`, into the node's own Python environment, keeping
@@ -36,6 +41,6 @@ if [ "$step" = tests ]; then
 else
   # the run directory stays on the node (its weight files are large); its results.json comes back
   run=$(mktemp -d)/run
-  (cd benchmarks && python3 gpu_fill.py --minutes 5 --keep "$run" "${args[@]}") 2>&1 | log
+  (cd benchmarks && python3 gpu_fill.py --minutes "${MINUTES:-5}" --keep "$run" "${args[@]}") 2>&1 | log
   cp "$run/results.json" "$out/$step-results.json"
 fi

@@ -78,7 +78,7 @@ class RunConfig:
     schedule: str = "cosine"
     # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
     batch_sizes: tuple[int, ...] | None = None
-    # torch.compile each trial's model; None: the device's default (train.trainer.COMPILE_AUTO)
+    # compile each trial's model region by region (aihpc.train.regions); None: the device's default
     compile: bool | None = None
     max_attempts: int = 3
     report_seconds: float = 30.0

@@ -145,5 +145,37 @@ def test_a_compiled_model_trains_full_batches_and_counts_its_compilation_apart(t
     assert first.metrics["val_samples"] == data.num_val  # every sample scored: the last batch padded
     assert first.ops_train == round(first.ops_per_sample["train"] * first.metrics["train_samples"])
     assert first.phase_seconds["compile"] > first.phase_seconds["forward"] + first.phase_seconds["backward"]
+    from aihpc.train.regions import partition
+
+    regions = len(partition(_small_spec()))  # the convolution's chain, and the head
+    assert regions == 2 and first.metrics["regions_needed"] == 2 * regions  # in training and evaluation
+    assert first.metrics["regions_compiled"] <= 2 * regions
     second = run_epoch(_task(tmp_path, arch=arch, compile=True, epoch=2, start=first.weights))
     assert second.status == "ok" and second.phase_seconds["compile"] == 0.0  # kept: compiled once per trial
+    assert "regions_needed" not in second.metrics
+
+
+def test_a_compiled_child_compiles_only_the_regions_its_morphism_changed(tmp_path, monkeypatch):
+    """Regional compilation through the trainer (aot_eager, to be quick: what is compiled, not how
+    fast): a child of the parent this worker trained compiles its changed regions alone."""
+    import random
+
+    from aihpc.nas.morphism import random_plan
+    from aihpc.records.task import Morph
+    from aihpc.train import regions
+
+    monkeypatch.setattr(regions, "_DEFAULT", regions.RegionCache("aot_eager"))
+    parent_spec = seed_spec((1, 8, 8), 10)
+    parent = run_epoch(_task(tmp_path, compile=True))
+    assert parent.status == "ok", parent.reason
+    keys = len(regions.partition(parent_spec))
+    assert parent.metrics["regions_needed"] == 2 * keys
+    assert parent.metrics["regions_compiled"] == 2 * len({r.signature for r in regions.partition(parent_spec)})
+    child_spec, _, how = random_plan(parent_spec, random.Random(4))
+    new = {r.signature for r in regions.partition(child_spec)} - {r.signature for r in regions.partition(parent_spec)}
+    assert 0 < len(new) < len(regions.partition(child_spec)), how
+    morph = Morph(parent_spec.to_dict(), parent.weights, parent_seed=3, seed=4, steps=1, max_params=None)
+    child = run_epoch(_task(tmp_path, trial_id=1, arch=child_spec.to_dict(), morph=morph, compile=True))
+    assert child.status == "ok", child.reason
+    assert child.metrics["regions_needed"] == 2 * len(regions.partition(child_spec))
+    assert child.metrics["regions_compiled"] == 2 * len(new), how  # the unchanged regions came from the cache

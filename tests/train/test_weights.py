@@ -88,3 +88,45 @@ def test_a_childs_first_epoch_trains_from_the_recipe_and_a_wrong_recipe_fails(tm
     wrong = Morph(**{**recipe.__dict__, "seed": recipe.seed + 1})
     r = run_epoch(_task(tmp_path, trial_id=5, arch=child_spec.to_dict(), morph=wrong))
     assert r.status == "failed" and "the morph recipe gives architecture" in r.reason
+
+
+def test_a_state_this_worker_wrote_is_served_from_memory_as_a_copy(tmp_path):
+    from aihpc.train.weights import SnapshotWriter, StateCache
+
+    cache = StateCache(max_bytes=10**6)
+    writer = SnapshotWriter(cache)
+    model = {"w": torch.arange(6.0)}
+    ref = writer.start(tmp_path, "a.pt", model, {"state": {0: {"momentum_buffer": torch.ones(6)}}}).result()
+    (tmp_path / "a.pt").unlink()  # not read again: the copy in memory is the state the file held
+    kept = cache.get(ref)
+    assert kept is not None and torch.equal(kept[0]["w"], torch.arange(6.0)) and cache.hits == 1
+    kept[0]["w"].add_(100.0)  # what trains from it changes its own copy only
+    kept[1]["state"][0]["momentum_buffer"].zero_()
+    again = cache.get(ref)
+    assert torch.equal(again[0]["w"], torch.arange(6.0)) and again[1]["state"][0]["momentum_buffer"].sum() == 6
+    assert cache.get(WeightsRef("other.pt", "0" * 64)) is None and cache.misses == 1
+
+
+def test_the_state_cache_keeps_the_most_recent_within_its_bytes():
+    from aihpc.train.weights import StateCache
+
+    cache = StateCache(max_bytes=3 * 400)  # three states of 100 float32
+    refs = [WeightsRef(f"{i}.pt", str(i) * 64) for i in range(4)]
+    for ref in refs[:3]:
+        cache.put(ref, {"w": torch.zeros(100)}, None)
+    assert cache.get(refs[0]) is not None  # now the most recently used
+    cache.put(refs[3], {"w": torch.zeros(100)}, None)
+    assert cache.get(refs[1]) is None  # the least recently used went
+    assert all(cache.get(ref) is not None for ref in (refs[0], refs[2], refs[3]))
+
+
+def test_a_child_starts_from_the_parent_this_worker_trained_without_its_file(tmp_path):
+    from aihpc.train import weights
+
+    parent = run_epoch(_task(tmp_path))
+    (tmp_path / parent.weights.name).rename(tmp_path / "moved.pt")  # only the kept copy remains
+    hits = weights.STATES.hits
+    morph, child = _recipe(parent.weights)
+    r = run_epoch(_task(tmp_path, trial_id=1, arch=child.to_dict(), morph=morph))
+    assert r.status == "ok", r.reason
+    assert weights.STATES.hits == hits + 1

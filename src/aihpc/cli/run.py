@@ -73,7 +73,8 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="torch.compile each trial's model (default: off; see trainer.COMPILE_AUTO)",
+        help="compile each trial's model region by region, a child's unchanged blocks from the "
+        "cache (default: off; see trainer.COMPILE_AUTO)",
     )
     p.add_argument(
         "--procs-per-trial",

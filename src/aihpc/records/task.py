@@ -114,7 +114,7 @@ class EpochTask:
     device: str = "auto"
     threads: int | None = None
     procs: int = 1  # processes (GPUs) training this epoch data-parallel
-    # torch.compile the model; None: the device's default (trainer.COMPILE_AUTO)
+    # compile the model region by region (aihpc.train.regions); None: trainer.COMPILE_AUTO
     compile: bool | None = None
     attempt: int = 1
 

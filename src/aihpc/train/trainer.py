@@ -10,7 +10,7 @@ nothing waits for the device inside the training loop): ``data`` (the wait
 for the next batch: gathered on the device, or streamed, see
 :mod:`aihpc.train.feed`), ``forward`` (model and loss), ``backward``,
 ``optimizer`` (the step), ``eval`` (validation forward passes), ``compile``
-(the first pass through a freshly ``torch.compile``-d model, compilation
+(the first pass of a model compiled region by region, :mod:`aihpc.train.regions`, compilation
 included) and ``other`` (model build, weight loading, operation counting,
 and any wait for the weight file).
 
@@ -61,17 +61,9 @@ from aihpc.train.staging import Staged, stage
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, file_name, starting_state
 
-# torch.compile when the task leaves it open (compile=None), by device kind.
-# CPU: off.  Each new architecture pays a compilation: the digits seed's
-# training step took 203 s to compile cold and 29 s warm (inductor's C++
-# build, busy 2-core machine here), for networks that gain little from it.
-# CUDA: off until measured.  Issue 9 asks for compile on by default on GPU
-# only if measured faster, and no GPU has measured it yet.  Against it: a
-# ResNet-50 training step takes about 28 s to compile warm and about twice
-# that cold on a GPU (pytorch/benchmark PR 1547), and every trial of the
-# search is a new architecture, so each trial pays it once on its worker;
-# for it: fused BN/ReLU and fewer launches per step.  `benchmarks/gpu_fill.py`
-# with `-- --compile` and without decides; `--compile` turns it on meanwhile.
+# Regional compilation (aihpc.train.regions) when the task leaves it open (compile=None), by
+# device kind: off until measured faster over a search (benchmarks/compile_regions.py on the CPU;
+# benchmarks/gpu_fill.py -- --compile on a GPU, not yet measured); --compile turns it on.
 COMPILE_AUTO = {"cpu": False, "cuda": False}
 
 # Steps between the checks that read a value back from the device (a
@@ -98,10 +90,12 @@ class Setup:
     eval_ops: float  # operations per evaluation sample
     num_params: int
     autocast: Any
-    compiled: bool  # step_model is torch.compile-d
+    compiled: bool  # step_model runs compiled regions (aihpc.train.regions)
     pad_eval: bool  # evaluation batches padded to full size (one shape: GPU, compiled)
     # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
     fresh: set[str]
+    # a compiled model's regions compiled before its first pass (None: not compiled, or counted)
+    compiled_before: int | None = None
 
 
 @dataclass
@@ -174,6 +168,7 @@ def _train_epoch(
     with timer("other"):
         weights = writing.result() if writing is not None else None
     keep_resident(setup, device, group, weights)
+    metrics.update(compiled_regions(setup))
     phase_seconds = timer.seconds()  # the epoch's one wait for the device's timing events
     ops_train = round(setup.train_ops * progress.seen)
     ops_eval = round(setup.eval_ops * metrics["val_samples"])
@@ -236,6 +231,20 @@ def keep_resident(
         _RESIDENT = Resident(weights, str(device), setup)
 
 
+def compiled_regions(setup: Setup) -> dict[str, Any]:
+    """After a compiled model's first epoch on this worker: the regions its passes needed
+    (training and evaluation) and how many of them were compiled rather than served from the
+    cache (``regions_needed``, ``regions_compiled``; nothing otherwise)."""
+    if setup.compiled_before is None or setup.fresh:
+        return {}
+    from aihpc.train.regions import default_cache
+
+    compiled = default_cache().stats().compiled - setup.compiled_before
+    needed = 2 * len(cast(Any, setup.step_model).regions)
+    setup.compiled_before = None  # counted once, with the epoch that built the model
+    return {"regions_needed": needed, "regions_compiled": compiled}
+
+
 def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -> Setup:
     """Build the model from the task's architecture and weights, its optimizer, and the data."""
     from aihpc.nas.spec import ArchSpec
@@ -257,13 +266,14 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     optimizer = make_optimizer(model, hp)
     if opt_state is not None:
         optimizer.load_state_dict(opt_state)
-    step_model = model
+    step_model: torch.nn.Module = model
+    compiled_before = None
     if compiled:
-        # one compiled model per worker: the last trial's code goes, and the
-        # recompilation limit (every built model shares one forward) never fills
-        torch._dynamo.reset()
-        # a module in, an OptimizedModule (a module) out; torch's stub says only Callable
-        step_model = cast(torch.nn.Module, torch.compile(model))
+        from aihpc.train.regions import RegionNet, default_cache
+
+        _use_compile_cache(task)
+        compiled_before = default_cache().stats().compiled
+        step_model = RegionNet(model)  # only the regions no model compiled before compile
     return Setup(
         model=model,
         step_model=group.wrap(step_model),
@@ -278,12 +288,30 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
         compiled=compiled,
         pad_eval=compiled or gpu,
         fresh={"train", "eval"} if compiled else set(),
+        compiled_before=compiled_before,
     )
 
 
-def build_model(
-    spec, state: dict[str, Any] | None, seed: int, device: torch.device
-) -> torch.nn.Module:
+_COMPILE_CACHE: Path | None = None
+
+
+def _use_compile_cache(task: EpochTask) -> None:
+    """Point inductor's on-disk caches at one folder per node, once per worker process:
+    ``TORCHINDUCTOR_CACHE_DIR`` where set, else ``aihpc-inductor`` in the data's staging
+    folder (node-local storage) or the temporary folder, shared by the node's workers."""
+    global _COMPILE_CACHE
+    if _COMPILE_CACHE is None:
+        import os
+        import tempfile
+
+        from aihpc.train.regions import use_cache_dir
+
+        root = task.data.stage_dir or tempfile.gettempdir()
+        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or Path(root) / "aihpc-inductor"
+        _COMPILE_CACHE = use_cache_dir(folder)
+
+
+def build_model(spec, state: dict[str, Any] | None, seed: int, device: torch.device) -> SpecNet:
     """The trial's network on ``device``, built once.
 
     With weights to start from, it is built on the meta device (nothing
