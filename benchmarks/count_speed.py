@@ -1,10 +1,10 @@
 """Benchmark: operations per sample of fresh architectures, counted whole and layer by layer.
 
 ``aihpc verify`` recounts every trial's operations from its logged architecture.
-The whole-network count (:func:`aihpc.train.inputs.count_ops_per_sample`: build
+The whole-network count (:meth:`aihpc.tasks.image.ImageTask.count_per_sample`: build
 the SpecNet on the meta device, trace it under FlopCounterMode) takes about
 100 ms per architecture, and the search never repeats one; the layered count
-(:func:`aihpc.train.layered_count.count_spec_per_sample`) counts each distinct
+(:func:`aihpc.tasks.image_count.count_spec_per_sample`) counts each distinct
 layer once and then only walks the architecture.
 
 Architectures are made as the search makes them: each is one ``random_plan``
@@ -35,12 +35,14 @@ import random
 import statistics
 import time
 
-from aihpc.train.layered_count import count_spec_per_sample
 from aihpc.errors import MorphError
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.nas.spec import ArchSpec
-from aihpc.train.inputs import count_ops_per_sample
+from aihpc.tasks.image import ImageTask
+from aihpc.tasks.image_count import count_spec_per_sample
+
+count_ops_per_sample = ImageTask().count_per_sample  # the whole-network count
 
 WORKLOADS = {
     "gpu": ((3, 128, 128), 100, 60_000_000, (256, 512)),

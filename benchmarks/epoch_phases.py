@@ -18,7 +18,7 @@ import time
 
 from aihpc.data import load_dataset
 from aihpc.nas.seeds import seed_spec
-from aihpc.runner.run import DEFAULT_SYNTHETIC
+from aihpc.tasks.image import DEFAULT_SYNTHETIC
 from aihpc.records.task import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.train.worker import run_epoch

@@ -120,7 +120,7 @@ def report_profile(samples: int, compiled: bool | None) -> None:
 def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
     from aihpc.data import load_dataset
     from aihpc.nas.seeds import seed_spec
-    from aihpc.runner.run import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
+    from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
     from aihpc.records.task import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
 

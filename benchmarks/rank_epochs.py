@@ -24,7 +24,7 @@ from aihpc.train.worker import run_epoch
 
 HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
       "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
-# the CPU default workload of aihpc run (runner.run.DEFAULT_SYNTHETIC["cpu"])
+# the CPU default workload of aihpc run (tasks.image.DEFAULT_SYNTHETIC["cpu"])
 SYNTHETIC = {"num_samples": 12000, "num_classes": 50, "channels": 3, "image_size": 16, "difficulty": 0.6}
 
 

@@ -69,7 +69,7 @@ PHASES = {
 }
 
 
-COUNTER = "aihpc.train.layered_count.count_spec_per_sample"
+COUNTER = "aihpc.tasks.image_count.count_spec_per_sample"
 """The counter the simulated workers use: the layer-by-layer one, which tests hold equal, bit for
 bit, to the worker's own (``count_ops_per_sample``, ~100 ms an architecture here)."""
 
@@ -77,7 +77,7 @@ bit, to the worker's own (``count_ops_per_sample``, ~100 ms an architecture here
 def count_trial(arch: dict[str, Any], batch: int, dropout: float) -> tuple[float, float, int]:
     """(train, eval) operations per sample and the parameters of a trial, with :data:`COUNTER`."""
     from aihpc.nas.spec import ArchSpec
-    from aihpc.train.layered_count import count_spec_per_sample
+    from aihpc.tasks.image_count import count_spec_per_sample
 
     spec = ArchSpec.from_dict(arch)
     train, evaluate = count_spec_per_sample(spec, batch, dropout)

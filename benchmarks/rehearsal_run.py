@@ -112,10 +112,18 @@ def open_run(args: argparse.Namespace, progress: Progress):
     if args.resume:
         from aihpc.runner.observer import resume_log
 
-        resume_log(mlperf, store, args.run_dir / "mlperf.log")
+        metric = run_quality(config, data_info).metric
+        resume_log(mlperf, store, args.run_dir / "mlperf.log", metric)
     else:
         initialise(run)
     return run, clock
+
+
+def run_quality(config, data_info: dict[str, Any]):
+    """How the run's task judges models."""
+    from aihpc.tasks import task_of
+
+    return task_of(config.task).quality(config, data_info)
 
 
 def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str, Any]]:
@@ -125,6 +133,7 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
     from aihpc.runner.master import Master
     from aihpc.runner.measure import record_peak_after
     from aihpc.runner.observer import Observers
+    from aihpc.tasks import task_of
 
     config, store, executor = run.config, run.store, run.executor
     # where a run starts its energy meters on the workers (start_meters): there are none
@@ -137,7 +146,7 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
         executor,
         run.data_info,
         run.layout,
-        Observers(console, run.mlperf),
+        Observers(console, run.mlperf, run_quality(config, run.data_info)),
         clock=clock,
     )
     progress.stage("master")
@@ -157,7 +166,8 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
     )
     progress.update(master=stats, trials=master.next_id, epochs=master.epoch_counter)
     progress.stage("after")  # the peak after the run: not timed
-    record_peak_after(store, executor, run.layout, config.peak_seconds)
+    kinds = task_of(config.task).peak_kernels
+    record_peak_after(store, executor, run.layout, config.peak_seconds, kinds)
     return score, stats
 
 
@@ -173,7 +183,8 @@ def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, flo
     t0 = time.perf_counter()
     fields = results_fields(run.store, score)
     t1 = time.perf_counter()
-    path, count = write_results(run.store.run_dir, fields, trial_records(run.store))
+    quality = run_quality(run.config, run.data_info)
+    path, count = write_results(run.store.run_dir, fields, trial_records(run.store, quality))
     t2 = time.perf_counter()
     run.mlperf.run_stop(
         "success" if fields["score"]["valid"] else "aborted",

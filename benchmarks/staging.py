@@ -35,7 +35,7 @@ def main() -> int:
     ap.add_argument("--tier", choices=["device", "stream"], default="device")
     args = ap.parse_args()
     from aihpc.data import load_dataset
-    from aihpc.runner.run import DEFAULT_SYNTHETIC
+    from aihpc.tasks.image import DEFAULT_SYNTHETIC
     from aihpc.train import staging
 
     options = {**DEFAULT_SYNTHETIC["cuda"], **({"num_samples": args.samples} if args.samples else {})}

@@ -28,7 +28,7 @@ import time
 
 from aihpc.config import RunConfig
 from aihpc.nas.hpo import HyperparameterSearch
-from aihpc.nas.tpe_study import WINDOW, WindowedStudy, search_space
+from aihpc.nas.tpe_study import WINDOW, WindowedStudy, image_space
 
 MARKS = (100, 1_000, 5_000, 10_000)
 BATCH_SIZES = (32, 64, 128, 256)
@@ -46,7 +46,7 @@ class CoreBackend:
     name = "core (in-process)"
 
     def __init__(self, window: int) -> None:
-        self._core = WindowedStudy(0, search_space(BATCH_SIZES, "sgd"), window)
+        self._core = WindowedStudy(0, image_space(BATCH_SIZES, "sgd", "cosine").distributions(), window)
 
     def ask(self):
         return self._core.ask()
@@ -63,7 +63,7 @@ class ProcessBackend:
 
     def __init__(self, window: int, processes: int) -> None:
         self.name = f"process (HyperparameterSearch, {processes} process(es))"
-        self._search = HyperparameterSearch(0, BATCH_SIZES, "sgd", "cosine", window=window, processes=processes)
+        self._search = HyperparameterSearch(0, image_space(BATCH_SIZES, "sgd", "cosine"), window=window, processes=processes)
 
     def ask(self):
         return self._search.ask()

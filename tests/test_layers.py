@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "records": 3,
     "recommend": 4,
     "roofline": 4,
+    "tasks": 4,
     "energy": 4,
     "export": 4,
     "model_count": 4,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,8 @@ class Entry:
     time_to_train_s: float | None = None
     best_accuracy: float | None = None
     target_accuracy: float | None = None
+    best_val_loss: float | None = None  # a language model's quality (None for images)
+    max_val_loss: float | None = None  # its validity threshold
     valid: bool | None = None
     joules: float | None = None  # energy measured over the run, all devices (aihpc.energy.run)
     watts: float | None = None
@@ -93,13 +95,19 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
     options = ", ".join(f"{k}={v}" for k, v in sorted((config.get("data_options") or {}).items()))
     dataset = f"{data.get('name') or config.get('dataset')}" + (f" ({options})" if options else "")
     workers = (doc.get("layout") or {}).get("workers") or config.get("workers")
-    key = {k: v for k, v in sorted(config.items()) if k not in UNGROUPED_CONFIG}
+    # a run from before there were tasks is an image run; "task" is left out of the key with it
+    task = config.get("task") or "image"
+    key = {
+        k: v
+        for k, v in sorted(config.items())
+        if k not in UNGROUPED_CONFIG and not (k == "task" and v == "image")
+    }
     return Entry(
         source=str(path),
         kind="run",
         schema_version=doc["schema_version"],
         aihpc_version=doc.get("aihpc_version"),
-        workload="aihpc_automl",
+        workload="aihpc_automl" if task == "image" else f"aihpc_automl_{task}",
         dataset=dataset,
         budget=f"{config.get('minutes')} min",
         config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "
@@ -114,6 +122,8 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
         peak_unreliable=bool(score.get("peak_warning")),
         best_accuracy=score.get("best_accuracy"),
         target_accuracy=score.get("min_accuracy"),
+        best_val_loss=score.get("best_val_loss"),
+        max_val_loss=score.get("max_val_loss"),
         valid=score.get("valid"),
         **energy_fields(doc.get("energy")),
     )
@@ -292,8 +302,25 @@ COLUMNS = (
 )
 
 
+def columns(entries: Sequence[Entry]) -> tuple[str, ...]:
+    """The table's columns: :data:`COLUMNS`, with "val loss" for "error" where the results are
+    language models' (a table never mixes the two: different workloads)."""
+    if entries and entries[0].best_val_loss is not None:
+        return tuple("val loss" if c == "error" else c for c in COLUMNS)
+    return COLUMNS
+
+
+def quality_cell(e: Entry) -> str:
+    """An image run's error, or a language model's best validation loss (nats per token)."""
+    from aihpc.fmt import format_percent
+
+    if e.best_val_loss is not None:
+        return f"{e.best_val_loss:.4f}"
+    return format_percent(e.error_percent)
+
+
 def entry_cells(number: int, e: Entry) -> list[str]:
-    from aihpc.fmt import format_percent, format_seconds, format_si
+    from aihpc.fmt import format_seconds, format_si
 
     valid = "n/a" if e.valid is None else ("yes" if e.valid else "NO")
     return [
@@ -304,7 +331,7 @@ def entry_cells(number: int, e: Entry) -> list[str]:
         e.dataset,
         e.budget,
         format_si(e.score, "OPS"),
-        format_percent(e.error_percent),
+        quality_cell(e),
         format_si(e.regulated_score, "OPS"),
         *peak_cells(e),
         format_seconds(e.time_to_train_s),
@@ -340,7 +367,8 @@ def energy_cells(e: Entry) -> list[str]:
 def render_comparison(entries: list[Entry], groups: list[RepeatGroup], flags: list[str]) -> str:
     """The side-by-side table, the groups of repeats with their significance markers, and the
     flags."""
-    lines = [text_table(COLUMNS, [entry_cells(n, e) for n, e in enumerate(entries, start=1)])]
+    cells = [entry_cells(n, e) for n, e in enumerate(entries, start=1)]
+    lines = [text_table(columns(entries), cells)]
     metric = SCORED_KINDS[entries[0].kind].metric
     if any(len(g.members) > 1 for g in groups):
         lines += [

@@ -17,6 +17,7 @@ from typing import Any
 
 from aihpc.errors import ConfigError, StorageError
 
+TASKS = ("image", "lm")  # aihpc.tasks: image classification, language modelling
 STRATEGIES = ("evolution", "random", "none")
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
@@ -36,7 +37,8 @@ class RunConfig:
     """
 
     minutes: float = 5.0
-    dataset: str = "synthetic"
+    task: str = "image"  # what the search searches (aihpc.tasks): "image" or "lm"
+    dataset: str = "synthetic"  # the task's own synthetic data unless another is named
     data_path: str | None = None
     # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
     data_options: dict[str, Any] = field(default_factory=dict)
@@ -62,7 +64,10 @@ class RunConfig:
     procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
     device: str = "auto"
     seed: int = 0
-    min_accuracy: float = 0.5
+    min_accuracy: float = 0.5  # image task: the best accuracy of a valid run
+    # language task: the best validation loss (nats/token) of a valid run; None: the data's
+    # bigram loss (aihpc.tasks.language)
+    max_val_loss: float | None = None
     strategy: str = "evolution"
     population: int = 16
     tournament: int = 4
@@ -74,9 +79,9 @@ class RunConfig:
     epochs_max: int = 8
     patience: int = 2
     max_params: int | None = None  # None: sized to the device
-    optimizer: str = "sgd"
+    optimizer: str | None = None  # None: the task's (image: sgd; lm: adamw)
     schedule: str = "cosine"
-    # None: sized to the device (aihpc.runner.run.DEFAULT_BATCH_SIZES)
+    # None: sized to the device by the task (aihpc.tasks.image.DEFAULT_BATCH_SIZES, ...)
     batch_sizes: tuple[int, ...] | None = None
     # compile each trial's model region by region (aihpc.train.regions); None: the device's default
     compile: bool | None = None
@@ -144,7 +149,14 @@ class RunConfig:
 
     def _check_search(self) -> None:
         """The search: validity threshold, strategy, screening, networks and their training."""
+        _check(self.task in TASKS, f"task must be one of {', '.join(TASKS)}", self.task)
         _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
+        _check(
+            self.max_val_loss is None
+            or (math.isfinite(self.max_val_loss) and self.max_val_loss > 0),
+            "max_val_loss must be a finite number > 0",
+            self.max_val_loss,
+        )
         _check(
             self.strategy in STRATEGIES,
             f"strategy must be one of {', '.join(STRATEGIES)}",
@@ -172,7 +184,7 @@ class RunConfig:
             self.max_params,
         )
         _check(
-            self.optimizer in OPTIMIZERS,
+            self.optimizer is None or self.optimizer in OPTIMIZERS,
             f"optimizer must be one of {', '.join(OPTIMIZERS)}",
             self.optimizer,
         )

@@ -309,6 +309,9 @@ def export_model(
     if spec is not None:
         net, shape, vocab = _spec_model(spec, input_text, num_classes)
         source = str(spec)
+        # a language model's RMSNorm is aten::rms_norm, which only the torch.export-based
+        # exporter writes (as ONNX's RMSNormalization)
+        dynamo = dynamo or vocab is not None
     elif model is not None:
         net, shape, vocab = _zoo_model(model, input_text, num_classes)
         source = model
@@ -320,20 +323,24 @@ def export_model(
 
 def _spec_model(
     spec_file: str | os.PathLike[str], input_text: str | None, num_classes: int | None
-) -> tuple[nn.Module, tuple[int, ...], None]:
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.spec import ArchSpec
+) -> tuple[nn.Module, tuple[int, ...], int | None]:
+    """The network of a spec file (a CNN, or a language model: its tokens' vocabulary), its
+    input shape."""
+    from aihpc.nas.lm_spec import LMSpec
+    from aihpc.nas.spec_file import build_net, input_shape, load_spec
 
-    shape = parse_input_shape(input_text) if input_text is not None else None
     if num_classes is not None:
         raise ConfigError("--num-classes applies to --model only; a spec fixes its own classes")
-    spec = ArchSpec.load(Path(spec_file))
-    if shape is not None and shape != tuple(spec.input_shape):
-        raise ConfigError(
-            f"--input {input_text} does not match the spec's input shape "
-            f"{'x'.join(map(str, spec.input_shape))}"
-        )
-    return SpecNet(spec), tuple(spec.input_shape), None
+    spec = load_spec(Path(spec_file))
+    shape = input_shape(spec)
+    vocab = spec.vocab_size if isinstance(spec, LMSpec) else None
+    asked = None
+    if input_text is not None:
+        asked = parse_sequence_length(input_text) if vocab else parse_input_shape(input_text)
+    if asked is not None and asked != shape:
+        wanted = "x".join(map(str, shape))
+        raise ConfigError(f"--input {input_text} does not match the spec's input shape {wanted}")
+    return build_net(spec), shape, vocab
 
 
 def _zoo_model(

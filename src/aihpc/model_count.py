@@ -64,9 +64,13 @@ def count_model(
     training step; else inference).  ``shape``: one sample's, default the model's or spec's."""
     if batch < 1:
         raise ConfigError(f"batch must be >= 1, got {batch}")
-    net, shape, label = _build(model, spec, shape, num_classes)
+    net, shape, label, tokens = _build(model, spec, shape, num_classes)
     example: Any = (batch, *shape)  # a shape: one float32 input
-    if model is not None:
+    if tokens and spec is not None:  # a language model's spec: token ids (batch, context)
+        import torch
+
+        example = torch.zeros((batch, *shape), dtype=torch.long, device="meta")
+    elif model is not None:
         from aihpc import models
 
         if models.info(model).input_kind == "tokens":
@@ -87,26 +91,28 @@ def count_model(
 
 def _build(
     model: str | None, spec: Path | None, shape: tuple[int, ...] | None, num_classes: int | None
-) -> tuple[Any, tuple[int, ...], str]:
-    """The model (on the meta device when it can be built there), one sample's input shape and
-    a label.  A tokens model gets no ``in_channels``."""
+) -> tuple[Any, tuple[int, ...], str, bool]:
+    """The model (on the meta device when it can be built there), one sample's input shape, a
+    label, and whether it reads tokens.  A tokens model gets no ``in_channels``."""
     import torch
 
     if spec is not None:
-        from aihpc.nas.build import SpecNet
-        from aihpc.nas.spec import ArchSpec
+        from aihpc.nas.spec_file import build_net, input_shape, load_spec
 
         if num_classes is not None:
             raise ConfigError("--num-classes applies to --model only (a spec fixes its classes)")
-        arch = ArchSpec.load(spec)
-        shape = shape or tuple(arch.input_shape)
-        factory: Any = functools.partial(SpecNet, arch)
-        label = str(spec)
+        from aihpc.nas.lm_spec import LMSpec
+
+        arch = load_spec(spec)
+        shape = shape or input_shape(arch)
+        factory: Any = functools.partial(build_net, arch)
+        label, tokens = str(spec), isinstance(arch, LMSpec)
     elif model is not None:
         from aihpc import models
 
         name, info = model, models.info(model)
         sample = shape = shape or tuple(info.input_shape)
+        tokens = info.input_kind == "tokens"
 
         def factory() -> Any:
             if info.input_kind == "tokens":
@@ -121,4 +127,4 @@ def _build(
             net = factory()
     except (RuntimeError, NotImplementedError):  # a builder that needs real tensors
         net = factory()
-    return net, shape, label
+    return net, shape, label, tokens

@@ -11,9 +11,12 @@ and Metrics for Benchmarking HPC AI Systems", IEEE CLUSTER 2021)::
 
 with n = 5 for image classification (the quality is top-1 accuracy).  The
 target is each run's own ``min_accuracy`` unless one target is given for
-the whole list.  Each entry also shows whether ``aihpc verify`` passed on it
-(yes), found mismatches (no), or could not check it (unchecked: a lone
-result file, or a run whose store has no digest chain); a verdict that
+the whole list.  For language models (the quality is a validation loss,
+lower is better) the penalty is (target loss / achieved loss)^5 above the
+target, the run's ``max_val_loss`` (or ``--target``, a loss).  Each entry
+also shows whether ``aihpc verify`` passed on it (yes), found mismatches
+(no), or could not check it (unchecked: a lone result file, or a run whose
+store has no digest chain); a verdict that
 ``aihpc verify`` recorded on the same bytes is shown without checking again
 (:mod:`aihpc.verify.verdicts`).
 
@@ -37,6 +40,7 @@ from aihpc.compare import (
     energy_notes,
     load_entry,
     peak_cells,
+    quality_cell,
 )
 from aihpc.errors import AihpcError, DataError
 from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILES
@@ -122,15 +126,15 @@ def build_ranking(
     )
     rows = []
     for number, e in enumerate(scored, start=1):
-        goal = target if target is not None else e.target_accuracy
+        if e.best_val_loss is not None:  # a language model's loss: lower is better
+            goal = target if target is not None else e.max_val_loss
+            inverse = None if goal is None else 1.0 / goal
+            flops = valid_flops(e.score, 1.0 / e.best_val_loss, inverse)
+        else:
+            goal = target if target is not None else e.target_accuracy
+            flops = valid_flops(e.score, e.best_accuracy, goal)
         rows.append(
-            RankRow(
-                number,
-                e,
-                valid_flops(e.score, e.best_accuracy, goal),
-                goal,
-                verification(Path(e.source)) if verify else "unchecked",
-            )
+            RankRow(number, e, flops, goal, verification(Path(e.source)) if verify else "unchecked")
         )
     return rows, skipped
 
@@ -153,7 +157,7 @@ def verification(path: Path) -> str:
 
 
 def cells(row: RankRow, directory: Path) -> list[str]:
-    from aihpc.fmt import format_percent, format_si
+    from aihpc.fmt import format_si
 
     e = row.entry
     source = Path(e.source)
@@ -168,7 +172,7 @@ def cells(row: RankRow, directory: Path) -> list[str]:
         e.budget,
         format_si(e.score, "OPS"),
         format_si(row.valid_flops, "OPS"),
-        format_percent(e.error_percent),
+        quality_cell(e),
         *peak_cells(e),
         row.verified,
         *energy_cells(e),
@@ -194,12 +198,20 @@ def notes(target: float | None, rows: Sequence[RankRow] = ()) -> list[str]:
     ]
 
 
+def columns(rows: Sequence[RankRow]) -> tuple[str, ...]:
+    """The list's columns: :data:`COLUMNS`, with "val loss" for "error" in a list of language
+    models."""
+    if rows and rows[0].entry.best_val_loss is not None:
+        return tuple("val loss" if c == "error" else c for c in COLUMNS)
+    return COLUMNS
+
+
 def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> str:
     lines = [
         f"# aihpc rank: {len(rows)} results under {directory}",
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
+        "| " + " | ".join(columns(rows)) + " |",
+        "|" + "|".join("---" for _ in columns(rows)) + "|",
     ]
     for row in rows:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, directory)) + " |")
@@ -209,7 +221,7 @@ def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> s
 
 def to_html(rows: list[RankRow], directory: Path, target: float | None) -> str:
     """A self-contained HTML page of the list (inline CSS, no external references)."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns(rows))
     body = "\n".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
         for row in rows

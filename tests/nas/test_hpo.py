@@ -7,14 +7,14 @@ import pytest
 
 from aihpc.errors import AihpcError
 from aihpc.nas.hpo import PREFETCH_MAX, PREFETCH_MIN, HyperparameterSearch
-from aihpc.nas.tpe_study import WindowedStudy, search_space
+from aihpc.nas.tpe_study import WindowedStudy, image_space
 
 NAMES = {"lr", "batch_size", "weight_decay", "momentum", "dropout"}
 BEST_LR = 0.03
 
 
 def _core(seed: int = 0, window: int = 128, optimizer: str = "sgd") -> WindowedStudy:
-    return WindowedStudy(seed, search_space([32, 64], optimizer), window)
+    return WindowedStudy(seed, image_space([32, 64], optimizer, "cosine").distributions(), window)
 
 
 def _accuracy(params: dict) -> float:
@@ -100,7 +100,7 @@ def test_tpe_concentrates_near_the_optimum():
 
 
 def test_search_process_end_to_end():
-    hpo = HyperparameterSearch(seed=0, batch_sizes=[32, 64], optimizer="sgd", schedule="cosine", window=8)
+    hpo = HyperparameterSearch(seed=0, space=image_space([32, 64], "sgd", "cosine"), window=8)
     try:
         for i in range(10):  # an earlier segment: restored before the first ask, so TPE starts from them
             hpo.restore({**_params(10 ** (-3 + 0.25 * i)), "optimizer": "sgd", "schedule": "cosine"}, 0.5 + i / 100)
@@ -133,7 +133,7 @@ def test_search_process_end_to_end():
 
 def test_killed_search_process_past_the_restarts_is_a_clear_error():
     # a killed process is restarted (tests/nas/test_hpo_restart.py), max_restarts times in a run
-    hpo = HyperparameterSearch(seed=0, batch_sizes=[32], optimizer="adamw", schedule="step", max_restarts=0)
+    hpo = HyperparameterSearch(seed=0, space=image_space([32], "adamw", "step"), max_restarts=0)
     try:
         hpo.ask()
         os.kill(hpo._children[0].process.pid, signal.SIGKILL)
@@ -149,7 +149,7 @@ def test_killed_search_process_past_the_restarts_is_a_clear_error():
 
 
 def test_an_error_in_the_search_process_is_reported():
-    hpo = HyperparameterSearch(seed=0, batch_sizes=[32], optimizer="sgd", schedule="cosine")
+    hpo = HyperparameterSearch(seed=0, space=image_space([32], "sgd", "cosine"))
     try:
         hpo.restore(_params(batch_size=512), 0.5)  # not one of the batch sizes: the child fails on it
         with pytest.raises(AihpcError, match="the hyperparameter search process failed: ValueError: .*512"):
@@ -161,7 +161,7 @@ def test_an_error_in_the_search_process_is_reported():
 
 def test_streams_of_one_seed_differ_and_each_repeats():
     def first_lrs(stream: int) -> list[float]:
-        study = WindowedStudy(0, search_space([32, 64], "sgd"), 128, stream)
+        study = WindowedStudy(0, image_space([32, 64], "sgd", "cosine").distributions(), 128, stream)
         return [study.ask()[1]["lr"] for _ in range(5)]
 
     assert first_lrs(1) == first_lrs(1)
@@ -169,7 +169,7 @@ def test_streams_of_one_seed_differ_and_each_repeats():
 
 
 def test_two_search_processes_take_turns_and_share_every_result():
-    hpo = HyperparameterSearch(seed=0, batch_sizes=[32, 64], optimizer="sgd", schedule="cosine", window=8, processes=2)
+    hpo = HyperparameterSearch(seed=0, space=image_space([32, 64], "sgd", "cosine"), window=8, processes=2)
     first, second = hpo._children
     try:
         hpo.restore({**_params(0.01), "optimizer": "sgd", "schedule": "cosine"}, 0.6)  # to both

@@ -11,13 +11,14 @@ from aihpc.errors import RunFailure
 from aihpc.nas import hpo_process
 from aihpc.nas.hpo import PREFETCH_MIN, HyperparameterSearch
 from aihpc.nas.hpo_process import ProcessDied
+from aihpc.nas.tpe_study import image_space
 
 WINDOW = 8  # a history of the 4 best and the 4 most recent
 
 
 def _search(**options) -> HyperparameterSearch:
     return HyperparameterSearch(
-        seed=0, batch_sizes=[32, 64], optimizer="sgd", schedule="cosine", window=WINDOW, **options
+        seed=0, space=image_space([32, 64], "sgd", "cosine"), window=WINDOW, **options
     )
 
 

@@ -5,13 +5,14 @@ import pytest
 
 from aihpc.errors import DataError
 
+from aihpc.records.quality import Accuracy
 from aihpc.records.score import Score, Segment, active_seconds, compute_score, wall_seconds
 
 
 def test_score_against_a_hand_computation():
     # 3.0e12 operations in 300 s -> 1.0e10 OPS; best accuracy 0.95 over 1000 val samples
-    s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best_accuracy=0.95, val_samples=1000,
-                      min_accuracy=0.5, peak_flops_per_s=4.0e10)
+    s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best=0.95, quality=Accuracy(1000, 0.5),
+                      peak_flops_per_s=4.0e10)
     assert s.ops_per_second == pytest.approx(1.0e10)
     assert s.error_percent == pytest.approx(5.0)
     # |ln(1 - 0.95)| = ln 20 = 2.995732...
@@ -21,25 +22,25 @@ def test_score_against_a_hand_computation():
 
 
 def test_below_minimum_accuracy_is_invalid_with_reason():
-    s = compute_score(ops=10, wall_seconds=1.0, best_accuracy=0.3, val_samples=100, min_accuracy=0.5)
+    s = compute_score(ops=10, wall_seconds=1.0, best=0.3, quality=Accuracy(100, 0.5))
     assert s.valid is False
     assert "0.3000 is below the minimum 0.5000" in s.invalid_reason
     assert s.peak_fraction is None
 
 
 def test_no_evaluation_is_invalid():
-    s = compute_score(ops=0, wall_seconds=10.0, best_accuracy=None, val_samples=100, min_accuracy=0.0)
+    s = compute_score(ops=0, wall_seconds=10.0, best=None, quality=Accuracy(100, 0.0))
     assert s.valid is False and s.error_percent == 100.0 and s.regulated_score == 0.0
 
 
 def test_perfect_accuracy_is_capped_at_half_a_sample():
-    s = compute_score(ops=100, wall_seconds=1.0, best_accuracy=1.0, val_samples=50, min_accuracy=0.5)
+    s = compute_score(ops=100, wall_seconds=1.0, best=1.0, quality=Accuracy(50, 0.5))
     assert math.isfinite(s.regulated_score)
     assert s.regulated_score == pytest.approx(100 * math.log(100))  # 1 - 0.5/50 = 0.99
 
 
 def test_score_round_trips_through_results_json_block():
-    s = compute_score(ops=10, wall_seconds=2.0, best_accuracy=0.9, val_samples=100, min_accuracy=0.5)
+    s = compute_score(ops=10, wall_seconds=2.0, best=0.9, quality=Accuracy(100, 0.5))
     block = {**s.to_dict(), "trials_completed": 3, "screening_ops": 0}
     assert len(s.to_dict()) == 14 and Score.from_dict(block) == s
     older = {k: v for k, v in block.items() if k not in Score.ADDED_LATER}  # a file before them
@@ -47,20 +48,20 @@ def test_score_round_trips_through_results_json_block():
 
 
 def test_the_share_of_the_nominal_peak_beside_the_measured_one():
-    s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best_accuracy=0.95, val_samples=1000,
-                      min_accuracy=0.5, peak_flops_per_s=4.0e10, nominal_peak_flops_per_s=5.0e10)
+    s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best=0.95, quality=Accuracy(1000, 0.5),
+                      peak_flops_per_s=4.0e10, nominal_peak_flops_per_s=5.0e10)
     assert s.peak_fraction == pytest.approx(0.25) and s.nominal_peak_fraction == pytest.approx(0.2)
     assert s.nominal_peak_flops_per_s == 5.0e10 and s.peak_warning is None
-    unknown = compute_score(ops=10, wall_seconds=1.0, best_accuracy=0.9, val_samples=10, min_accuracy=0.5,
+    unknown = compute_score(ops=10, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5),
                             peak_flops_per_s=100.0, nominal_peak_flops_per_s=None)
     assert unknown.nominal_peak_fraction is None and unknown.peak_fraction == pytest.approx(0.1)
 
 
 def test_a_share_of_the_measured_peak_above_100_percent_is_flagged():
-    at = compute_score(ops=100, wall_seconds=1.0, best_accuracy=0.9, val_samples=10, min_accuracy=0.5,
+    at = compute_score(ops=100, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5),
                        peak_flops_per_s=100.0)
     assert at.peak_fraction == 1.0 and at.peak_warning is None
-    over = compute_score(ops=104, wall_seconds=1.0, best_accuracy=0.9, val_samples=10, min_accuracy=0.5,
+    over = compute_score(ops=104, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5),
                          peak_flops_per_s=100.0)
     assert over.peak_warning is not None
     assert "104.0 % of the measured peak" in over.peak_warning and "unreliable" in over.peak_warning
@@ -68,7 +69,7 @@ def test_a_share_of_the_measured_peak_above_100_percent_is_flagged():
 
 
 def test_score_is_validated_on_construction():
-    s = compute_score(ops=10, wall_seconds=2.0, best_accuracy=0.9, val_samples=100, min_accuracy=0.5)
+    s = compute_score(ops=10, wall_seconds=2.0, best=0.9, quality=Accuracy(100, 0.5))
     with pytest.raises(DataError, match="valid exactly when it has no invalid_reason"):
         Score.from_dict({**s.to_dict(), "valid": False})
     with pytest.raises(DataError, match="ops must be >= 0, got -1"):
@@ -120,7 +121,7 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     layout = local_layout(1, 1, "cpu")
     executor = local_executor(layout)
     try:
-        measure.record_peak_after(store, executor, layout, 0.5)
+        measure.record_peak_after(store, executor, layout, 0.5, ("matmul",))
     finally:
         executor.close()
         store.close()

@@ -37,6 +37,7 @@ def test_children_are_stored_as_diffs_and_read_back_in_full(tmp_path: Path) -> N
     assert "layers" in raw[0] and all(set(a) == {"arch_diff"} for a in raw[1:])
     full, stored = sum(len(json.dumps(s.to_dict())) for s in specs), sum(len(json.dumps(a)) for a in raw)
     assert stored < full / 4
+    from aihpc.records.quality import Accuracy
     from aihpc.records.schema import trial_record
 
-    assert trial_record(rows[3], [], 0.0)["arch_diff"] == rows[3].arch_diff
+    assert trial_record(rows[3], [], 0.0, Accuracy(100, 0.5))["arch_diff"] == rows[3].arch_diff

@@ -180,7 +180,7 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path,
     assert master.proposer.seen_hashes == {r.arch_hash for r in rows}
     assert [c.trial_id for c in master.parents.window] == [0, 1]
     assert master.parents.files() == {store.epochs(i)[-1].weights.name for i in (0, 1)}
-    assert master.best_accuracy == max(e.metrics["val_accuracy"] for e in store.epochs())
+    assert master.best == max(e.metrics["val_accuracy"] for e in store.epochs())
     (trial,) = master.running.values()
     assert trial.id == 2 and trial.epochs_done == 1 and trial.budget == 3 and trial.hparams == rows[2].hparams
     (task,) = master.pending

@@ -87,6 +87,7 @@ def _peak_results(ops_per_second: float, nominal: dict | None) -> dict:
     """A run whose two workers' peaks are 100 GFLOP/s each (a convolution won the search on both),
     with ``nominal`` the nominal peak each worker's device reported."""
     from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
+    from aihpc.records.quality import Accuracy
     from aihpc.records.score import compute_score
 
     def part() -> dict:
@@ -97,8 +98,8 @@ def _peak_results(ops_per_second: float, nominal: dict | None) -> dict:
 
     peak = RunPeak.of([WorkerPeak.of(f"w{i}", [PeakResult.from_dict(part())]) for i in range(2)], 1)
     total = peak.nominal.flops_per_s if peak.nominal is not None else None
-    score = compute_score(ops=int(ops_per_second * 10), wall_seconds=10.0, best_accuracy=0.9, val_samples=100,
-                          min_accuracy=0.5, peak_flops_per_s=peak.total_flops_per_s, nominal_peak_flops_per_s=total)
+    score = compute_score(ops=int(ops_per_second * 10), wall_seconds=10.0, best=0.9, quality=Accuracy(100, 0.5),
+                          peak_flops_per_s=peak.total_flops_per_s, nominal_peak_flops_per_s=total)
     tallies = {"trials_completed": 1, "trials_failed": 0, "trials_diverged": 0}
     return {"run_id": "r", "schema_version": 3, "trials": [], "workers": [], "peak": peak.to_dict(),
             "score": {**score.to_dict(), **tallies}}

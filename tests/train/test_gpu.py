@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from aihpc.nas.seeds import seed_spec
-from aihpc.runner.run import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
+from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
 from aihpc.records.task import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.train.timing import timer_for

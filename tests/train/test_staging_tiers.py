@@ -15,6 +15,7 @@ import torch
 from aihpc.data import load_dataset
 from aihpc.errors import DataError
 from aihpc.nas.build import SpecNet
+from aihpc.tasks import task_of
 from aihpc.nas.seeds import seed_spec
 from aihpc.train import feed, staging
 from aihpc.records.task import DataRef, EpochTask
@@ -140,11 +141,11 @@ def test_a_model_built_on_the_meta_device_takes_its_weights_exactly(tmp_path):
     torch.manual_seed(0)
     reference = SpecNet(spec).eval()
     state = {k: v.clone() for k, v in reference.state_dict().items()}
-    model = build_model(spec, state, seed=123, device=torch.device("cpu")).eval()
+    model = build_model(task_of("image"), spec, state, seed=123, device=torch.device("cpu")).eval()
     assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
     x = torch.randn(5, 3, 16, 16)
     torch.testing.assert_close(model(x), reference(x), rtol=0, atol=0)
-    fresh = build_model(spec, None, seed=0, device=torch.device("cpu"))  # the same seed: the same network
+    fresh = build_model(task_of("image"), spec, None, seed=0, device=torch.device("cpu"))  # the same seed: the same net
     assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), reference.state_dict().values()))
 
 

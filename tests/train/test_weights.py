@@ -12,6 +12,7 @@ from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.task import DataRef, EpochTask, Morph, WeightsRef
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks import task_of
 from aihpc.train.weights import load, morphed_state, save
 from aihpc.train.worker import run_epoch
 
@@ -74,7 +75,7 @@ def test_a_childs_start_computes_its_parents_function(tmp_path):
     ref = save(tmp_path, "parent.pt", parent.state_dict(), None)
     recipe, child_spec = _recipe(ref)
     child = SpecNet(child_spec)
-    child.load_state_dict(morphed_state(recipe, child_spec.to_dict(), tmp_path), strict=True)
+    child.load_state_dict(morphed_state(task_of("image"), recipe, child_spec.to_dict(), tmp_path), strict=True)
     x = torch.randn(16, 1, 8, 8, dtype=torch.float32)
     parent.eval(), child.eval()
     torch.testing.assert_close(child(x), parent(x), atol=1e-4, rtol=1e-4)

@@ -28,8 +28,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _workload_arguments(p: argparse.ArgumentParser) -> None:
     """The budget, the data and where the workers train."""
     p.add_argument("--minutes", type=float, help="time budget of the search (default 5)")
-    p.add_argument("--dataset", help="digits, synthetic (default), imagefolder or npz")
-    p.add_argument("--data-path", help="folder or file for imagefolder / npz")
+    p.add_argument(
+        "--task",
+        choices=["image", "lm"],
+        help="what the search searches: image (default: CNNs classifying images) or lm "
+        "(decoder-only transformer language models)",
+    )
+    p.add_argument(
+        "--dataset",
+        help="image: synthetic (default), digits, imagefolder or npz; lm: synthetic (default: a "
+        "hidden Markov language with a known floor), text or tokens",
+    )
+    p.add_argument(
+        "--data-path", help="folder or file for imagefolder / npz, or text (a folder) / tokens"
+    )
     p.add_argument(
         "--staging",
         choices=["auto", "device", "stream"],
@@ -55,7 +67,13 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
     """The search and how each trial trains."""
     p.add_argument("--seed", type=int, help="seed of the search, the data split and initialisation")
     p.add_argument(
-        "--min-accuracy", type=float, help="best accuracy below which the run is invalid"
+        "--min-accuracy", type=float, help="image: best accuracy below which the run is invalid"
+    )
+    p.add_argument(
+        "--max-val-loss",
+        type=float,
+        help="lm: best validation loss (nats/token) above which the run is invalid (default: "
+        "the data's bigram loss)",
     )
     p.add_argument(
         "--strategy",
@@ -129,6 +147,7 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
 # flags that set a configuration key of the same name (flags override the TOML file)
 CONFIG_FLAGS = (
     "minutes",
+    "task",
     "dataset",
     "data_path",
     "staging",
@@ -139,6 +158,7 @@ CONFIG_FLAGS = (
     "device",
     "seed",
     "min_accuracy",
+    "max_val_loss",
     "strategy",
     "screen",
     "max_params",

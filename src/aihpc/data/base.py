@@ -181,6 +181,7 @@ class SplitDataset(Dataset):
     labels: np.ndarray
     sample_shape: tuple[int, int, int]
     normalizer: Normalizer = Normalizer(None, None)
+    dtype = np.float32  # of raw(): what staging reads (aihpc.train.staging)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])

@@ -32,13 +32,12 @@ or on a child's own error (a bug), the search raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from aihpc.errors import RunFailure
 from aihpc.nas.helper_restart import HelperRestart
 from aihpc.nas.hpo_process import ProcessDied, SearchProcess
-from aihpc.nas.tpe_study import WINDOW, BestAndRecent, search_space
+from aihpc.nas.tpe_study import WINDOW, BestAndRecent, SearchSpace
 
 # Suggestions the child keeps drawn ahead: as many as the master has epochs
 # in flight, within these bounds.  Each one is decided before the results told
@@ -86,9 +85,7 @@ class HyperparameterSearch:
     def __init__(
         self,
         seed: int,
-        batch_sizes: Sequence[int],
-        optimizer: str,
-        schedule: str,
+        space: SearchSpace,
         *,
         window: int = WINDOW,
         processes: int = 1,
@@ -100,11 +97,11 @@ class HyperparameterSearch:
             raise ValueError(f"window must be >= 2, got {window}")
         if max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
-        self.distributions: dict[str, Any] = search_space(batch_sizes, optimizer)
-        self.fixed = {"optimizer": optimizer, "schedule": schedule}
+        self.distributions: dict[str, Any] = space.distributions()
+        self.fixed = dict(space.fixed)
         self.max_restarts = max_restarts
         self.restarts: list[HelperRestart] = []  # the children started again, in order
-        self._seed, self._batch_sizes, self._optimizer = seed, list(batch_sizes), optimizer
+        self._seed, self._space = seed, space
         self._window = window
         # started now, so the children's start overlaps the master's own
         self._children = [self._start(stream) for stream in range(processes)]
@@ -176,7 +173,7 @@ class HyperparameterSearch:
             child.stop()
 
     def _start(self, stream: int) -> SearchProcess:
-        return SearchProcess(self._seed, stream, self._batch_sizes, self._optimizer, self._window)
+        return SearchProcess(self._seed, stream, self._space, self._window)
 
     def _suggestion(self, child: SearchProcess, share: int) -> tuple[int, dict[str, Any]]:
         """The next suggestion of ``child`` (its token and params), which keeps ``share`` more

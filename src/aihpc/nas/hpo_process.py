@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aihpc.errors import RunFailure
 
 if TYPE_CHECKING:
-    from aihpc.nas.tpe_study import WindowedStudy
+    from aihpc.nas.tpe_study import SearchSpace, WindowedStudy
 
 # How long the master waits for the child before calling it hung; the first
 # ask also waits for the child to start (import optuna: ~0.5 s).
@@ -52,14 +52,12 @@ class ProcessDied(RunFailure):
 class SearchProcess:
     """One search process: its pipe, and how many suggestions were asked of it and read from it."""
 
-    def __init__(
-        self, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
-    ) -> None:
+    def __init__(self, seed: int, stream: int, space: SearchSpace, window: int) -> None:
         context = multiprocessing.get_context("spawn")
         self.conn, child_end = context.Pipe()
         self.process = context.Process(
             target=serve,
-            args=(child_end, seed, stream, batch_sizes, optimizer, window),
+            args=(child_end, seed, stream, space, window),
             name=f"aihpc-hpo-{stream}",
             daemon=True,
         )
@@ -149,21 +147,19 @@ def name_process(name: str) -> None:
         Path("/proc/self/comm").write_text(name[:15])
 
 
-def serve(
-    conn: Any, seed: int, stream: int, batch_sizes: list[int], optimizer: str, window: int
-) -> None:
+def serve(conn: Any, seed: int, stream: int, space: SearchSpace, window: int) -> None:
     """The child's loop: handle every waiting message, then draw a suggestion if one is owed.
 
     Messages first, so every tell that has arrived is in the study before the
     next draw.  The child exits on ``("close",)``, or when the master's end of
     the pipe closes (the master exited).
     """
-    from aihpc.nas.tpe_study import WindowedStudy, search_space
+    from aihpc.nas.tpe_study import WindowedStudy
 
     name_process(f"aihpc-hpo-{stream}")
 
     try:
-        core = WindowedStudy(seed, search_space(batch_sizes, optimizer), window, stream)
+        core = WindowedStudy(seed, space.distributions(), window, stream)
         readable = select.poll()  # made once: Connection.poll builds a selector per call (~70 us)
         readable.register(conn.fileno(), select.POLLIN)
         owed = 0

@@ -32,23 +32,42 @@ T = TypeVar("T")
 WINDOW = 128
 
 
-def search_space(batch_sizes: Sequence[int], optimizer: str) -> dict[str, Any]:
-    """The Optuna distributions of the searched hyperparameters.
+@dataclass(frozen=True)
+class SearchSpace:
+    """The hyperparameters a task's trials draw, as plain values (a search process, started by
+    "spawn", gets it pickled): ``floats`` (name, low, high, log-scale), ``choices`` (name,
+    values) and ``fixed`` (name, value), the last added to every suggestion as they are."""
 
-    lr log-uniform in [1e-3, 0.4] (SGD) or [1e-4, 1e-2] (AdamW); weight decay
-    log-uniform in [1e-6, 1e-2]; momentum in [0.5, 0.99]; dropout in [0, 0.5];
-    batch size one of ``batch_sizes``.
-    """
-    from optuna import distributions as D
+    floats: tuple[tuple[str, float, float, bool], ...]
+    choices: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    fixed: tuple[tuple[str, Any], ...] = ()
 
+    def distributions(self) -> dict[str, Any]:
+        """The Optuna distributions of the searched hyperparameters."""
+        from optuna import distributions as D
+
+        drawn: dict[str, Any] = {
+            name: D.FloatDistribution(low, high, log=log) for name, low, high, log in self.floats
+        }
+        drawn.update((name, D.CategoricalDistribution(list(v))) for name, v in self.choices)
+        return drawn
+
+
+def image_space(batch_sizes: Sequence[int], optimizer: str, schedule: str) -> SearchSpace:
+    """The image task's: lr log-uniform in [1e-3, 0.4] (SGD) or [1e-4, 1e-2] (AdamW); weight
+    decay log-uniform in [1e-6, 1e-2]; momentum in [0.5, 0.99]; dropout in [0, 0.5]; batch size
+    one of ``batch_sizes``; ``optimizer`` and ``schedule`` fixed."""
     lr_low, lr_high = (1e-3, 0.4) if optimizer == "sgd" else (1e-4, 1e-2)
-    return {
-        "lr": D.FloatDistribution(lr_low, lr_high, log=True),
-        "batch_size": D.CategoricalDistribution(list(batch_sizes)),
-        "weight_decay": D.FloatDistribution(1e-6, 1e-2, log=True),
-        "momentum": D.FloatDistribution(0.5, 0.99),
-        "dropout": D.FloatDistribution(0.0, 0.5),
-    }
+    return SearchSpace(
+        floats=(
+            ("lr", lr_low, lr_high, True),
+            ("weight_decay", 1e-6, 1e-2, True),
+            ("momentum", 0.5, 0.99, False),
+            ("dropout", 0.0, 0.5, False),
+        ),
+        choices=(("batch_size", tuple(batch_sizes)),),
+        fixed=(("optimizer", optimizer), ("schedule", schedule)),
+    )
 
 
 class BestAndRecent(Generic[T]):

@@ -11,6 +11,9 @@ the child lacks.  A seed network's 36 layers take ~3.6 KB; a child's diff
 ~0.2 KB.  :func:`patch` rebuilds the architecture exactly (same dict, same
 order of layers), so its content hash is the logged one.
 
+An architecture without ``layers`` (a language model's: a handful of
+fields and a short list of blocks) is written as its changed fields only.
+
 Decoding a trial needs its parent's architecture, so readers walk the trials
 in id order (a parent always has a lower id than its children) and keep a
 parent only until its last child (:class:`ArchBook`).
@@ -26,12 +29,23 @@ from aihpc.errors import DataError
 
 def diff(arch: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """``arch`` as the edits of ``base`` (see the module docstring)."""
+    out: dict[str, Any] = {k: v for k, v in arch.items() if k != "layers" and base.get(k) != v}
+    removed = sorted(k for k in base if k not in arch)
+    if removed:
+        out["removed"] = removed
+    if "layers" in arch and "layers" in base:
+        out["layers"] = _layer_edits(arch["layers"], base["layers"])
+    return out
+
+
+def _layer_edits(arch_layers: list[Any], base_layers: list[Any]) -> list[Any]:
+    """``arch_layers`` as runs of ``base_layers`` kept as they are and layers written in full."""
     # layer names are unique within an architecture: find each layer's namesake, then compare
-    where = {layer.get("name"): i for i, layer in enumerate(base["layers"])}
+    where = {layer.get("name"): i for i, layer in enumerate(base_layers)}
     layers: list[Any] = []
-    for layer in arch["layers"]:
+    for layer in arch_layers:
         i = where.get(layer.get("name"))
-        if i is None or base["layers"][i] != layer:
+        if i is None or base_layers[i] != layer:
             i = None
         if i is None:
             layers.append(layer)
@@ -39,12 +53,7 @@ def diff(arch: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
             layers[-1][1] = i + 1  # the run of unchanged layers goes on
         else:
             layers.append([i, i + 1])
-    out: dict[str, Any] = {k: v for k, v in arch.items() if k != "layers" and base.get(k) != v}
-    removed = sorted(k for k in base if k not in arch)
-    if removed:
-        out["removed"] = removed
-    out["layers"] = layers
-    return out
+    return layers
 
 
 def patch(delta: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +79,8 @@ def patch(delta: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     removed = set(delta.get("removed", ()))
     arch = {k: v for k, v in base.items() if k not in removed}
     arch.update({k: v for k, v in delta.items() if k not in ("layers", "removed")})
-    arch["layers"] = layers
+    if "layers" in base:
+        arch["layers"] = layers
     return {k: arch[k] for k in sorted(arch)}
 
 

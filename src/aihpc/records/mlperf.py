@@ -116,11 +116,15 @@ class MLPerfLog:
         *,
         namespace: str = "",
         append: bool = False,
+        higher_is_better: bool = True,
     ) -> None:
         if not isinstance(benchmark, str) or not benchmark:
             raise ConfigError(f"benchmark must be a non-empty string, got {benchmark!r}")
         self.path = Path(path)
         self.benchmark = benchmark
+        # eval_accuracy: an accuracy in [0, 1] that never falls, or (False) a loss >= 0 that never
+        # rises, as MLPerf Training logs a language model's log-perplexity under that key
+        self.higher_is_better = higher_is_better
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: TextIO | None = open(  # closed by close()
@@ -273,7 +277,8 @@ class MLPerfLog:
     def eval_accuracy(
         self, value: float, epoch: int, *, time_ms: int | None = None, **metadata: Any
     ) -> None:
-        """Best accuracy found so far (fraction in [0, 1], never decreasing) at ``epoch``."""
+        """The best quality found so far at ``epoch``: an accuracy (a fraction in [0, 1], never
+        decreasing), or with ``higher_is_better`` False a loss (>= 0, never increasing)."""
         with self._lock:
             self._in_run("eval_accuracy")
             self._check_eval_epoch(epoch)
@@ -281,17 +286,12 @@ class MLPerfLog:
                 raise ValueError(
                     f"eval_accuracy epoch must be > {self._last_eval_epoch}, got {epoch}"
                 )
-            value = plain_json(value, "eval_accuracy")
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0.0 <= value <= 1.0
-            ):
-                raise ValueError(f"eval_accuracy must be a number in [0, 1], got {value!r}")
-            if self._best_accuracy is not None and value < self._best_accuracy:
+            value = self._quality_value(plain_json(value, "eval_accuracy"), "eval_accuracy")
+            best = self._best_accuracy
+            if best is not None and (value < best if self.higher_is_better else value > best):
                 raise ValueError(
-                    f"eval_accuracy is the best so far and must be >= {self._best_accuracy}, got "
-                    f"{value}"
+                    f"eval_accuracy is the best so far and must be "
+                    f"{'>=' if self.higher_is_better else '<='} {best}, got {value}"
                 )
             self._emit(
                 "event",
@@ -302,6 +302,15 @@ class MLPerfLog:
             )
             self._last_eval_epoch, self._best_accuracy = epoch, float(value)
 
+    def _quality_value(self, value: Any, name: str) -> float:
+        """``value`` checked: a number in [0, 1] (an accuracy) or >= 0 (a loss)."""
+        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        if self.higher_is_better and not (number and 0.0 <= value <= 1.0):
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        if not self.higher_is_better and not (number and 0.0 <= value < float("inf")):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        return float(value)
+
     def trial_epoch(
         self,
         epoch: int,
@@ -311,24 +320,22 @@ class MLPerfLog:
         stop_ms: int | None = None,
         **metadata: Any,
     ) -> float:
-        """Log one finished trial-epoch as master epoch ``epoch``; return the best accuracy.
+        """Log one finished trial-epoch as master epoch ``epoch``; return the best quality.
 
         Writes epoch_start (at ``start_ms``), epoch_stop, eval_start, eval_stop
-        (at ``stop_ms``) and eval_accuracy = max(``accuracy``, best so far),
+        (at ``stop_ms``) and eval_accuracy = the better of ``accuracy`` (an
+        accuracy, or a loss: ``higher_is_better``) and the best so far,
         with ``metadata`` (e.g. ``trial_id=..., trial_epoch=...``) and
         ``trial_accuracy=accuracy`` on the eval_accuracy line.
         """
         if start_ms is not None and stop_ms is not None and stop_ms < start_ms:
             raise ValueError(f"stop_ms must be >= start_ms ({start_ms}), got {stop_ms}")
-        accuracy = plain_json(accuracy, "accuracy")
-        if (
-            isinstance(accuracy, bool)
-            or not isinstance(accuracy, (int, float))
-            or not 0.0 <= accuracy <= 1.0
-        ):
-            raise ValueError(f"accuracy must be a number in [0, 1], got {accuracy!r}")
+        accuracy = self._quality_value(plain_json(accuracy, "accuracy"), "accuracy")
         with self._lock, self._flushed_at_end():
-            best = max(float(accuracy), self._best_accuracy or 0.0)
+            best = accuracy
+            if self._best_accuracy is not None:
+                pick = max if self.higher_is_better else min
+                best = pick(accuracy, self._best_accuracy)
             self.epoch_start(epoch, time_ms=start_ms, **metadata)
             self.epoch_stop(epoch, time_ms=stop_ms, **metadata)
             self.eval_start(epoch, time_ms=stop_ms, **metadata)

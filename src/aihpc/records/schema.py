@@ -40,6 +40,7 @@ from typing import Any
 from aihpc import __version__
 from aihpc.fileio import atomic_open
 from aihpc.records.energy import energy_results
+from aihpc.records.quality import Quality
 from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILE
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score
@@ -50,12 +51,12 @@ RESULTS_SCHEMA_VERSION = 3
 COMPRESS_ABOVE = 64 * 2**20  # bytes of results.json past which it is written as results.json.gz
 
 
-def build_results(store, score: Score) -> dict[str, Any]:
+def build_results(store, score: Score, quality: Quality) -> dict[str, Any]:
     """Assemble results.json from the run store (the single source of truth), whole, in memory;
     :func:`write_results` with :func:`results_fields` and :func:`trial_records` writes it without
     holding the trials."""
     fields = results_fields(store, score)
-    return {**fields, "trials": list(trial_records(store))}
+    return {**fields, "trials": list(trial_records(store, quality))}
 
 
 def run_start(store) -> float:
@@ -64,11 +65,12 @@ def run_start(store) -> float:
     return segments[0].start if segments else 0.0
 
 
-def trial_records(store) -> Iterator[dict[str, Any]]:
-    """results.json's trials, by id, made from the store one at a time."""
+def trial_records(store, quality: Quality) -> Iterator[dict[str, Any]]:
+    """results.json's trials, by id, made from the store one at a time; each with its best value
+    of the run's ``quality``."""
     t0 = run_start(store)
     for row in store.iter_trials():
-        yield trial_record(row, store.epochs(row.id), t0)
+        yield trial_record(row, store.epochs(row.id), t0, quality)
 
 
 def results_fields(store, score: Score) -> dict[str, Any]:
@@ -123,6 +125,34 @@ def results_fields(store, score: Score) -> dict[str, Any]:
         "losses": [{**loss.to_dict(), "t": loss.t - t0} for loss in store.losses()],
         "helper_restarts": [{**r, "t": r["t"] - t0} for r in store.meta("helper_restarts", [])],
         "integrity": integrity(store),
+        **model_flops(store, score),
+    }
+
+
+#: results.json's ``model_flops``: a language model run's utilisation by PaLM's convention.
+MODEL_FLOPS_CONVENTION = (
+    "6N + 12·L·H·Q·T per trained token (PaLM, appendix B): N the parameters in matrix "
+    "products, L blocks of H heads of size Q, context T; evaluation not counted"
+)
+
+
+def model_flops(store, score: Score) -> dict[str, Any]:
+    """``{"model_flops": ...}`` where the run's epochs recorded model FLOPs (language models):
+    their total, per second of the run, and as a share of the nominal peak (the model FLOPs
+    utilisation papers report); nothing for an image run."""
+    flops = [e.metrics["model_flops"] for e in store.iter_epochs() if "model_flops" in e.metrics]
+    if not flops:
+        return {}
+    total = float(sum(flops))
+    rate = total / score.wall_seconds if score.wall_seconds > 0 else 0.0
+    nominal = score.nominal_peak_flops_per_s
+    return {
+        "model_flops": {
+            "convention": MODEL_FLOPS_CONVENTION,
+            "total": total,
+            "per_second": rate,
+            "utilisation": rate / nominal if nominal else None,
+        }
     }
 
 
@@ -144,16 +174,19 @@ def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
     }
 
 
-def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, Any]:
+def trial_record(
+    row: TrialRow, epochs: list[EpochRow], t0: float, quality: Quality
+) -> dict[str, Any]:
     """One trial of results.json from its store row and epochs; times relative to ``t0``; a
-    child's architecture as the diff of its parent's."""
+    child's architecture as the diff of its parent's; its best value of ``quality``'s metric
+    (``best_val_accuracy``, ``best_val_loss``)."""
     phases: dict[str, float] = defaultdict(float)
     workers: dict[str, int] = defaultdict(int)
     for e in epochs:
         for k, v in e.phase_seconds.items():
             phases[k] += v
         workers[e.worker] += 1
-    accs = [e.metrics["val_accuracy"] for e in epochs if e.status == "ok"]
+    values = [e.metrics[quality.metric] for e in epochs if e.status == "ok"]
     ops_train = sum(e.ops_train for e in epochs)
     ops_eval = sum(e.ops_eval for e in epochs)
     return {
@@ -184,7 +217,7 @@ def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float) -> dict[str, 
             }
             for e in epochs
         ],
-        "best_val_accuracy": max(accs) if accs else None,
+        quality.trial_key: max(values, key=quality.goodness) if values else None,
         "ops": {"train": ops_train, "eval": ops_eval, "total": ops_train + ops_eval},
         "ops_per_sample": epochs[-1].ops_per_sample if epochs else None,
         "phase_seconds": dict(phases),

@@ -1,13 +1,14 @@
 """The score, as AIPerf defines it, from what the store recorded.
 
 - OPS = all operations completed / wall seconds of the run.
-- error = 100 − best validation accuracy in %.
-- regulated score = OPS × |ln(1 − best accuracy)|: it rewards accuracy
-  logarithmically in the error, as AIPerf does.  A validation set of n
-  samples cannot tell an accuracy above 1 − 1/(2n) from 1, so the accuracy
-  used here is capped there (otherwise a perfect score would be infinite).
-- valid: the best accuracy reached ``min_accuracy``; otherwise the result is
-  marked invalid with the reason.
+- The run's quality (:mod:`aihpc.records.quality`): for images the best
+  validation accuracy, error = 100 − it in %, regulated score = OPS ×
+  |ln(1 − best accuracy)| (AIPerf's: it rewards accuracy logarithmically in
+  the error; a validation set of n samples cannot tell an accuracy above
+  1 − 1/(2n) from 1, so the accuracy is capped there), valid from
+  ``min_accuracy``; for language models the best validation loss, regulated
+  score = OPS × ln((unigram − floor) / (loss − floor)), valid up to
+  ``max_val_loss``.  An invalid result says why.
 - peak fraction: OPS / the measured peak of the devices used (the best of the
   dense kernels the workload calls, :mod:`aihpc.roofline.peak`); above 1 the
   measured peak is unreliable (the run did more than the peak said the
@@ -23,11 +24,11 @@ interruption can only lower a score.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from aihpc.errors import DataError
+from aihpc.records.quality import Quality
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,10 @@ class Score:
     ops: int
     wall_seconds: float
     ops_per_second: float
-    best_accuracy: float | None
-    error_percent: float
+    best_accuracy: float | None  # None for language models (and for images before any evaluation)
+    error_percent: float | None  # None for language models
     regulated_score: float
-    min_accuracy: float
+    min_accuracy: float | None  # None for language models
     valid: bool
     invalid_reason: str | None
     peak_flops_per_s: float | None
@@ -49,9 +50,25 @@ class Score:
     nominal_peak_flops_per_s: float | None = None
     nominal_peak_fraction: float | None = None
     peak_warning: str | None = None
+    # a language model's quality (aihpc.records.quality.Loss); absent from an image run's score
+    best_val_loss: float | None = None
+    max_val_loss: float | None = None
+    loss_floor: float | None = None
+    unigram_loss: float | None = None
+    gap_to_floor: float | None = None
+    bits_per_byte: float | None = None
 
     #: The fields results files written before them lack.
     ADDED_LATER = ("nominal_peak_flops_per_s", "nominal_peak_fraction", "peak_warning")
+    #: A language model's fields: in its score only.
+    LOSS_FIELDS = (
+        "best_val_loss",
+        "max_val_loss",
+        "loss_floor",
+        "unigram_loss",
+        "gap_to_floor",
+        "bits_per_byte",
+    )
 
     def __post_init__(self) -> None:
         if self.ops < 0:
@@ -68,19 +85,31 @@ class Score:
                 f"with invalid_reason={self.invalid_reason!r}"
             )
 
+    @property
+    def is_loss(self) -> bool:
+        """Whether this is a language model's score (a loss), not an image run's (an accuracy)."""
+        return self.max_val_loss is not None
+
     def to_dict(self) -> dict[str, Any]:
-        """The 14 keys of results.json's ``score`` block."""
-        return asdict(self)
+        """The keys of results.json's ``score`` block: 14 for an image run (the loss fields
+        left out), 20 for a language model's."""
+        values = asdict(self)
+        if not self.is_loss:
+            for name in self.LOSS_FIELDS:
+                del values[name]
+        return values
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Score:
         """The score from results.json's ``score`` block (its trial tallies are not the score's;
-        the fields of :data:`ADDED_LATER` read as None where an older file lacks them)."""
+        the fields of :data:`ADDED_LATER` and :data:`LOSS_FIELDS` read as None where a file
+        lacks them)."""
+        optional = (*cls.ADDED_LATER, *cls.LOSS_FIELDS)
         return cls(
             **{
                 f.name: data[f.name]
                 for f in fields(cls)
-                if f.name in data or f.name not in cls.ADDED_LATER
+                if f.name in data or f.name not in optional
             }
         )
 
@@ -88,31 +117,20 @@ class Score:
 def compute_score(
     ops: int,
     wall_seconds: float,
-    best_accuracy: float | None,
-    val_samples: int,
-    min_accuracy: float,
+    best: float | None,
+    quality: Quality,
     peak_flops_per_s: float | None = None,
     nominal_peak_flops_per_s: float | None = None,
 ) -> Score:
-    """The score of a run (see the module docstring)."""
+    """The score of a run whose best validation metric was ``best`` (the module docstring)."""
     ops_per_second = ops / wall_seconds if wall_seconds > 0 else 0.0
-    best = best_accuracy if best_accuracy is not None else 0.0
-    capped = min(best, 1.0 - 0.5 / max(val_samples, 1))
-    regulated = ops_per_second * abs(math.log(1.0 - capped))
     fraction = ops_per_second / peak_flops_per_s if peak_flops_per_s else None
-    reason = None
-    if best_accuracy is None:
-        reason = "no trial finished an evaluation"
-    elif best < min_accuracy:
-        reason = f"best accuracy {best:.4f} is below the minimum {min_accuracy:.4f}"
+    reason = quality.invalid_reason(best)
     return Score(
         ops=int(ops),
         wall_seconds=wall_seconds,
         ops_per_second=ops_per_second,
-        best_accuracy=best_accuracy,
-        error_percent=100.0 * (1.0 - best),
-        regulated_score=regulated,
-        min_accuracy=min_accuracy,
+        regulated_score=quality.regulated(ops_per_second, best),
         valid=reason is None,
         invalid_reason=reason,
         peak_flops_per_s=peak_flops_per_s,
@@ -122,6 +140,7 @@ def compute_score(
             ops_per_second / nominal_peak_flops_per_s if nominal_peak_flops_per_s else None
         ),
         peak_warning=peak_warning(fraction),
+        **quality.score_fields(best),
     )
 
 

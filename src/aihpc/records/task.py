@@ -30,7 +30,8 @@ class DataRef:
 
     ``staging`` is the tier (``auto``, ``device`` or ``stream``);
     ``stage_dir`` the node-local folder of the stream tier (None: the
-    system's temporary folder).
+    system's temporary folder); ``task`` the run's task (:mod:`aihpc.tasks`),
+    whose data set ``name`` is.
     """
 
     name: str
@@ -39,6 +40,7 @@ class DataRef:
     seed: int = 0
     staging: str = "auto"
     stage_dir: str | None = None
+    task: str = "image"
 
     def options_dict(self) -> dict[str, Any]:
         return dict(self.options)
@@ -54,6 +56,7 @@ class DataRef:
             seed=config.seed,
             staging=config.staging,
             stage_dir=config.stage_dir,
+            task=config.task,
         )
 
     @classmethod

@@ -25,6 +25,9 @@ class Hyperparameters:
     dropout: float = 0.0
     optimizer: str = "sgd"
     schedule: str = "cosine"
+    # the share of a trial's steps its learning rate rises over from 0 (language models; an
+    # image trial's is 0, and to_dict leaves it out then, as files from before it have none)
+    warmup: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
@@ -39,9 +42,19 @@ class Hyperparameters:
             raise DataError(f"unknown optimizer {self.optimizer!r}: one of {OPTIMIZERS}")
         if self.schedule not in SCHEDULES:
             raise DataError(f"unknown schedule {self.schedule!r}: one of {SCHEDULES}")
+        if not 0.0 <= self.warmup < 1.0:
+            raise DataError(f"warmup must be in [0, 1), got {self.warmup!r}")
+
+    def searched(self) -> dict[str, Any]:
+        """Every value, for the hyperparameter search (which draws some of them)."""
+        return asdict(self)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSON the store and results.json keep (``warmup`` left out where it is 0)."""
+        values = asdict(self)
+        if not self.warmup:
+            del values["warmup"]
+        return values
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Hyperparameters:

@@ -5,10 +5,11 @@ trials: a table row, a bar and a tree node for each would make a page no
 one can read or render.  A run with more than :data:`LISTED` trials is
 therefore reported from a digest made while its trials are read one at a
 time (never all in memory): how the trials ended, the distributions of
-their accuracy, operations, epochs and parameters, the time by phase, and
-each trial's (id, parent, accuracy, morphism) for the lineage plot.  The
-most accurate :data:`SHOWN` trials and the best trial's whole ancestry are
-kept whole, for the tables.  A run of at most :data:`LISTED` trials is
+their quality (accuracy or validation loss, :mod:`aihpc.report.quality`),
+operations, epochs and parameters, the time by phase, and each trial's (id,
+parent, quality, morphism) for the lineage plot.  The :data:`SHOWN` best
+trials (most accurate, or of lowest loss) and the best trial's whole
+ancestry are kept whole, for the tables.  A run of at most :data:`LISTED` trials is
 reported in full, as before.
 """
 
@@ -27,9 +28,10 @@ from aihpc.records.results import (
     read_results_head,
 )
 from aihpc.report.lineage import morph_kind
+from aihpc.report.quality import ReportQuality, quality_for
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
-SHOWN = 100  # the most accurate trials a digest keeps whole
+SHOWN = 100  # the best trials a digest keeps whole
 
 
 def read_for_report(path: Path) -> dict[str, Any]:
@@ -39,7 +41,7 @@ def read_for_report(path: Path) -> dict[str, Any]:
     if not laid_out_by_line(path):  # an older file: parsed whole, once
         return _digested(read_results_document(path))
     head = read_results_head(path)
-    digest = Digest()
+    digest = Digest(quality_for(head))
     for trial in iter_trials(path):
         digest.add(trial)
     if digest.count <= LISTED:
@@ -59,7 +61,7 @@ def _digested(document: dict[str, Any]) -> dict[str, Any]:
     trials = [t for t in document.get("trials") or [] if isinstance(t, dict)]
     if len(trials) <= LISTED:
         return document
-    digest = Digest()
+    digest = Digest(quality_for(document))
     for trial in trials:
         digest.add(trial)
     wanted = digest.ancestry() | {t["id"] for _, _, t in digest.best}
@@ -68,9 +70,11 @@ def _digested(document: dict[str, Any]) -> dict[str, Any]:
 
 
 class Digest:
-    """What the report needs of every trial, added one trial at a time."""
+    """What the report needs of every trial, added one trial at a time; ``quality``: the run's
+    (:func:`aihpc.report.quality.quality_for`), which ranks the trials kept whole."""
 
-    def __init__(self) -> None:
+    def __init__(self, quality: ReportQuality) -> None:
+        self.quality = quality
         self.count = 0
         self.status: Counter[str] = Counter()
         self.epochs: Counter[int] = Counter()
@@ -79,9 +83,9 @@ class Digest:
         self.params: list[float] = []
         self.ids: list[Any] = []
         self.parents: list[Any] = []
-        self.accuracy: list[float | None] = []
+        self.values: list[float | None] = []
         self.kinds: list[str] = []
-        self.best: list[tuple[float, int, dict[str, Any]]] = []  # (accuracy, -n, trial): min-heap
+        self.best: list[tuple[float, int, dict[str, Any]]] = []  # (goodness, -n, trial): min-heap
 
     def add(self, trial: dict[str, Any]) -> None:
         self.count += 1
@@ -94,20 +98,20 @@ class Digest:
             )
         self.ops.append(as_number((trial.get("ops") or {}).get("total")) or 0.0)
         self.params.append(as_number(trial.get("num_params")) or 0.0)
-        accuracy = as_number(trial.get("best_val_accuracy"))
+        value = self.quality.value(trial)
         self.ids.append(trial.get("id"))
         self.parents.append(trial.get("parent"))
-        self.accuracy.append(accuracy)
+        self.values.append(value)
         self.kinds.append(morph_kind(trial.get("morph")))
-        if accuracy is not None:
-            entry = (accuracy, -self.count, trial)
+        if value is not None:
+            entry = (self.quality.goodness(value), -self.count, trial)
             if len(self.best) < SHOWN:
                 heapq.heappush(self.best, entry)
             elif entry[:2] > self.best[0][:2]:
                 heapq.heapreplace(self.best, entry)
 
     def ancestry(self) -> set[Any]:
-        """The ids of the most accurate trial (the first on ties) and of its ancestors."""
+        """The ids of the best trial (the first on ties) and of its ancestors."""
         if not self.best:
             return set()
         parent_of = dict(zip(self.ids, self.parents, strict=True))
@@ -125,10 +129,11 @@ class Digest:
             "phase_seconds": self.phase_seconds,
             "ops": self.ops,
             "params": self.params,
+            "quality": self.quality.name,
             "lineage": {
                 "ids": self.ids,
                 "parents": self.parents,
-                "accuracy": self.accuracy,
+                "values": self.values,
                 "kinds": self.kinds,
             },
         }

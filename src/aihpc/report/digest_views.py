@@ -3,7 +3,8 @@
 Each stands in for a view that shows every trial: a distribution table for
 the trials table, histograms for the bars per trial and the workers'
 timeline, the time by phase over all trials, and the lineage as a density
-of (trial id, accuracy) with the best trial's ancestry drawn over it.
+of (trial id, quality) with the best trial's ancestry drawn over it.  The
+quality (accuracy or validation loss) is the run's :class:`ReportQuality`.
 """
 
 from __future__ import annotations
@@ -11,18 +12,19 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from aihpc.fmt import format_fraction, format_si
+from aihpc.fmt import format_si
 from aihpc.report.figure import figure, png
 from aihpc.report.markup import kv_table
+from aihpc.report.quality import ReportQuality
 
 
-def caption(results: dict[str, Any]) -> str:
+def caption(results: dict[str, Any], quality: ReportQuality) -> str:
     digest = results["digest"]
     return (
         f'<p class="sub">{digest["trials"]:,} trials: too many to list. How they ended and '
         "how they are distributed, then the "
-        f"{len(results.get('trials') or [])} trials kept whole (the most accurate and the best "
-        "trial's ancestry), most accurate first; every trial is in the results file.</p>"
+        f"{len(results.get('trials') or [])} trials kept whole (the {quality.ranked} and the "
+        f"best trial's ancestry), {quality.ranked} first; every trial is in the results file.</p>"
     )
 
 
@@ -36,15 +38,15 @@ def _spread(values: list[float], fmt) -> str:
     )
 
 
-def distribution_table(digest: dict[str, Any]) -> str:
-    """How the trials ended and the spread of their accuracy, operations, parameters, epochs."""
-    accuracy = [a for a in digest["lineage"]["accuracy"] if a is not None]
+def distribution_table(digest: dict[str, Any], quality: ReportQuality) -> str:
+    """How the trials ended and the spread of their quality, operations, parameters, epochs."""
+    values = [v for v in digest["lineage"]["values"] if v is not None]
     epochs = ", ".join(f"{n:,} with {k}" for k, n in digest["epochs"].items())
     return kv_table(
         [
             ("trials", f"{digest['trials']:,}"),
             ("ended", ", ".join(f"{n:,} {s}" for s, n in sorted(digest["status"].items()))),
-            ("best val accuracy", _spread(accuracy, lambda v: format_fraction(v, 1))),
+            (f"best val {quality.short}", _spread(values, quality.brief)),
             ("operations", _spread(digest["ops"], format_si)),
             ("parameters", _spread(digest["params"], format_si)),
             ("epochs", epochs),
@@ -87,26 +89,29 @@ def busy_histogram(workers: list[dict[str, Any]]) -> bytes | None:
     return png(fig)
 
 
-def lineage_density(digest: dict[str, Any], ancestry: tuple[Any, ...]) -> bytes | None:
-    """Every trial's (id, best accuracy) as a density, the best trial's ancestry over it."""
+def lineage_density(
+    digest: dict[str, Any], ancestry: tuple[Any, ...], quality: ReportQuality
+) -> bytes | None:
+    """Every trial's (id, best value of ``quality``) as a density, the best trial's ancestry over
+    it."""
     lineage = digest["lineage"]
     points = [
-        (i, 100 * a)
-        for i, a in zip(lineage["ids"], lineage["accuracy"], strict=True)
-        if a is not None and isinstance(i, int)
+        (i, quality.plotted(v))
+        for i, v in zip(lineage["ids"], lineage["values"], strict=True)
+        if v is not None and isinstance(i, int)
     ]
     if not points:
         return None
-    accuracy = dict(points)
+    value_of = dict(points)
     fig = figure(9, 4.8)
     ax = fig.subplots()
     xs, ys = zip(*points, strict=True)
     shown = ax.hexbin(xs, ys, gridsize=(90, 40), bins="log", cmap="Greys", mincnt=1)
     fig.colorbar(shown, ax=ax, label="trials")
-    path = [i for i in ancestry if i in accuracy]
-    ax.plot(path, [accuracy[i] for i in path], color="#e53935", linewidth=2.0, marker="o")
+    path = [i for i in ancestry if i in value_of]
+    ax.plot(path, [value_of[i] for i in path], color="#e53935", linewidth=2.0, marker="o")
     ax.set_xlabel("trial id (order of creation)")
-    ax.set_ylabel("best validation accuracy (%)")
+    ax.set_ylabel(quality.axis_label)
     ax.set_title("Search lineage: every trial (density), the best trial's ancestry (red)")
     return png(fig)
 

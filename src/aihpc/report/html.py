@@ -21,6 +21,7 @@ from aihpc.fmt import (
     format_si,
     format_value,
 )
+from aihpc.nas.lm_spec import is_lm_arch
 from aihpc.records.energy import energy_text
 from aihpc.records.results import trial_arch
 from aihpc.report import machine
@@ -28,16 +29,23 @@ from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
 from aihpc.report.machine import section
 from aihpc.report.markup import CSS, card, esc, kv_table, no_data
-from aihpc.report.trials_table import trial_count, trial_list, trials_section
+from aihpc.report.quality import LOSS, ReportQuality, loss_floor, quality_for
+from aihpc.report.trials_table import next_token_accuracy, trial_count, trial_list, trials_section
 
-#: (plot key, title, caption) in page order.
-PLOT_SECTIONS = (
-    (
+
+def plot_sections(quality: ReportQuality) -> tuple[tuple[str, str, str], ...]:
+    """(plot key, title, caption) in page order, the timeline's in the run's quality."""
+    timeline = (
         "timeline",
-        "Score and accuracy over time",
-        "Operations per second so far and the best validation accuracy reached, sampled during the "
-        "run.",
-    ),
+        f"Score and {quality.label} over time",
+        f"Operations per second so far and the best {quality.val_label} reached, sampled during "
+        "the run.",
+    )
+    return (timeline, *_OTHER_PLOTS)
+
+
+#: The plots after the timeline: (plot key, title, caption) in page order.
+_OTHER_PLOTS = (
     (
         "ops",
         "Operations per trial",
@@ -60,6 +68,7 @@ PLOT_SECTIONS = (
 
 def _header(results: dict[str, Any]) -> str:
     score = section(results, "score")
+    quality = quality_for(results)
     run_id = results.get("run_id", NA)
     version = results.get("aihpc_version", NA)
     valid = score.get("valid")
@@ -71,7 +80,6 @@ def _header(results: dict[str, Any]) -> str:
         validity_note = str(reason) if reason else "no reason given"
     else:
         validity, validity_css, validity_note = NA, "", ""
-    min_acc = as_number(score.get("min_accuracy"))
     counts = [
         f"{score[k]} {label}"
         for k, label in (
@@ -92,14 +100,9 @@ def _header(results: dict[str, Any]) -> str:
         card(
             "Regulated score",
             format_si(score.get("regulated_score"), "OPS"),
-            "OPS × |ln(1 − accuracy)|",
+            quality.regulated,
         ),
-        card("Error", format_percent(score.get("error_percent"))),
-        card(
-            "Best accuracy",
-            format_fraction(score.get("best_accuracy"), 2),
-            " · ".join(_accuracy_notes(results, min_acc)),
-        ),
+        *(_loss_cards(results) if quality is LOSS else _accuracy_cards(results)),
         card("Result", validity, validity_note, value_css=validity_css),
         card("Wall time", format_seconds(score.get("wall_seconds"))),
         machine.peak_card(results),
@@ -110,6 +113,43 @@ def _header(results: dict[str, Any]) -> str:
         f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run_id)}</code> · '
         f'aihpc {esc(version)}</p><div class="cards">{"".join(cards)}</div>'
     )
+
+
+def _accuracy_cards(results: dict[str, Any]) -> list[str]:
+    """An image run's error and best accuracy."""
+    score = section(results, "score")
+    min_acc = as_number(score.get("min_accuracy"))
+    return [
+        card("Error", format_percent(score.get("error_percent"))),
+        card(
+            "Best accuracy",
+            format_fraction(score.get("best_accuracy"), 2),
+            " · ".join(_accuracy_notes(results, min_acc)),
+        ),
+    ]
+
+
+def _loss_cards(results: dict[str, Any]) -> list[str]:
+    """A language-model run's best validation loss, beside the floor (the best loss any model can
+    reach, where known), the gap to it, bits per byte (byte-level text), the maximum of a valid
+    run, and the unigram loss the regulated score measures from."""
+    score = section(results, "score")
+    best = as_number(score.get(LOSS.best_key))
+    floor = loss_floor(results)
+    gap = as_number(score.get("gap_to_floor"))
+    if gap is None and best is not None and floor is not None:
+        gap = best - floor
+    notes = ["floor unknown" if floor is None else f"floor {floor:.4f}"]
+    if gap is not None:
+        notes.append(f"gap {gap:.4f}")
+    bits = as_number(score.get("bits_per_byte"))
+    if bits is not None:
+        notes.append(f"{bits:.3f} bits/byte")
+    for key, word in (("max_val_loss", "maximum"), ("unigram_loss", "unigram")):
+        value = as_number(score.get(key))
+        if value is not None:
+            notes.append(f"{word} {value:.4f}")
+    return [card("Best validation loss", LOSS.text(best), " · ".join(notes))]
 
 
 def _accuracy_notes(results: dict[str, Any], min_acc: float | None) -> list[str]:
@@ -173,9 +213,9 @@ def _energy(results: dict[str, Any]) -> str:
     return kv_table(rows)
 
 
-def _plots(images: dict[str, bytes | None]) -> str:
+def _plots(images: dict[str, bytes | None], quality: ReportQuality) -> str:
     parts = []
-    for key, title, caption in PLOT_SECTIONS:
+    for key, title, caption in plot_sections(quality):
         png = images.get(key)
         parts.append(f"<h2>{esc(title)}</h2>")
         if png:
@@ -190,11 +230,10 @@ def _plots(images: dict[str, bytes | None]) -> str:
 
 
 def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
-    """The trial with the highest ``best_val_accuracy`` (lowest id on ties), or ``None``."""
-    scored = [t for t in trial_list(results) if as_number(t.get("best_val_accuracy")) is not None]
-    if not scored:
-        return None
-    return max(scored, key=lambda t: as_number(t.get("best_val_accuracy")) or 0.0)
+    """The trial of the best value of the run's quality: the highest ``best_val_accuracy``, the
+    lowest ``best_val_loss`` (lowest id on ties), or ``None``."""
+    quality = quality_for(results)
+    return quality.best(trial_list(results), quality.value)
 
 
 def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
@@ -214,17 +253,46 @@ def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
     return len(layers), ", ".join(f"{kind} × {n}" for kind, n in counted.items()) or "none"
 
 
+def _cnn_rows(arch: dict[str, Any]) -> list[tuple[str, str]]:
+    """A CNN's layer count and layer types."""
+    count, kinds = _layer_summary(arch)
+    return [("layers", format_value(count)), ("layer types", kinds)]
+
+
+#: The fields of a language-model spec that :func:`_lm_rows` shows.
+_LM_SHOWN = {"blocks", "width", "context", "vocab_size", "head_dim"}
+
+
+def _lm_rows(arch: dict[str, Any]) -> list[tuple[str, str]]:
+    """A language model's blocks, width, context, vocabulary, and each block's heads and MLP
+    width (:class:`aihpc.nas.lm_spec.LMSpec`)."""
+    blocks = [b for b in arch.get("blocks") or [] if isinstance(b, dict)]
+    heads = ", ".join(format_value(b.get("heads")) for b in blocks) or NA
+    return [
+        ("blocks", format_value(len(blocks))),
+        ("width", format_value(arch.get("width"))),
+        ("context", f"{format_value(arch.get('context'))} tokens"),
+        ("vocabulary", f"{format_value(arch.get('vocab_size'))} tokens"),
+        ("heads per block", f"{heads} (head dim {format_value(arch.get('head_dim'))})"),
+        ("MLP widths", ", ".join(format_value(b.get("mlp_hidden")) for b in blocks) or NA),
+    ]
+
+
 def _best_architecture(results: dict[str, Any]) -> str:
+    quality = quality_for(results)
     best = best_trial(results)
     if best is None:
-        return no_data("no trial reached a validation accuracy")
+        return no_data(f"no trial reached a {quality.val_label}")
     arch = trial_arch({t.get("id"): t for t in trial_list(results)}, best.get("id")) or {}
-    count, kinds = _layer_summary(arch)
+    language = is_lm_arch(arch)
     rows = [
         ("trial", format_value(best.get("id"))),
-        ("best val accuracy", format_fraction(best.get("best_val_accuracy"), 2)),
-        ("layers", format_value(count)),
-        ("layer types", kinds),
+        (f"best val {quality.short}", quality.text(quality.value(best))),
+    ]
+    if quality is LOSS:
+        rows.append(("next-token acc", format_fraction(next_token_accuracy(best, quality), 1)))
+    rows += _lm_rows(arch) if language else _cnn_rows(arch)
+    rows += [
         (
             "parameters",
             format_si(best.get("num_params")) + f" ({format_value(best.get('num_params'))})",
@@ -233,8 +301,8 @@ def _best_architecture(results: dict[str, Any]) -> str:
         ("lineage (seed → best)", " → ".join(str(i) for i in build_lineage(results).ancestry)),
         ("hyperparameters", format_value(best.get("hparams") or {})),
     ]
-    layer_keys = {"layers", "nodes", "blocks"}
-    rows += [(f"arch.{k}", format_value(v)) for k, v in sorted(arch.items()) if k not in layer_keys]
+    shown = _LM_SHOWN if language else {"layers", "nodes", "blocks"}
+    rows += [(f"arch.{k}", format_value(v)) for k, v in sorted(arch.items()) if k not in shown]
     return kv_table(rows)
 
 
@@ -244,9 +312,9 @@ def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
         data = base64.b64encode(png).decode("ascii")
         figure = (
             f'<figure><img src="data:image/png;base64,{data}" alt="Search lineage">'
-            "<figcaption>Each trial at its id and best validation accuracy, joined to the trial it "
-            "was "
-            "morphed from and coloured by the morphism that made it.</figcaption></figure>"
+            f"<figcaption>Each trial at its id and best {quality_for(results).val_label}, joined "
+            "to the trial it was morphed from and coloured by the morphism that made it."
+            "</figcaption></figure>"
         )
     if "digest" in results:
         lineage = build_lineage(results)
@@ -270,7 +338,7 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
             "</div><div><h2>Configuration</h2>",
             machine.configuration(results),
             "</div></div>",
-            _plots(images),
+            _plots(images, quality_for(results)),
             "<h2>Best trial</h2>",
             _best_architecture(results),
             '<h2 id="lineage">Search lineage</h2>',

@@ -1,11 +1,11 @@
-"""The search's lineage: which trial came from which, by which morphism, with what accuracy.
+"""The search's lineage: which trial came from which, by which morphism, with what quality.
 
 :func:`build_lineage` turns the ``trials`` of results.json (each with its
-``parent``, ``morph`` and ``best_val_accuracy``) into a :class:`Lineage` of
+``parent``, ``morph`` and best value of the run's quality: ``best_val_accuracy``
+or ``best_val_loss``, :mod:`aihpc.report.quality`) into a :class:`Lineage` of
 frozen :class:`LineageNode`; :func:`aihpc.report.lineage_plot.plot_lineage`
-draws it (trial id across, accuracy up, a line from each parent to its child, the best trial's
-ancestry
-in bold) and :func:`lineage_html` writes the ancestry of the best trial in
+draws it (trial id across, the quality up, a line from each parent to its child, the best
+trial's ancestry in bold) and :func:`lineage_html` writes the ancestry of the best trial in
 full and the rest of the tree as collapsed ``<details>`` branches, so a run of
 a few hundred trials stays readable.  A chain of only children is listed flat;
 the tree nests only where a trial has several children.
@@ -17,14 +17,35 @@ so a damaged file still renders.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from aihpc.fmt import NA, as_number, format_fraction, format_value
+from aihpc.fmt import NA, as_number, format_value
+from aihpc.report.quality import ACCURACY, ReportQuality, quality_for
 
-#: The morphism kinds the search makes (aihpc.nas.morphism), with their plot colours.
-MORPH_COLORS = {"seed": "#212121", "deepen": "#1e88e5", "widen": "#43a047", "skip": "#fb8c00"}
+#: The morphism kinds the search makes, with their plot colours: a CNN's (aihpc.nas.morphism),
+#: then a language model's growth steps (aihpc.nas.lm_morphism), each like its CNN analogue.
+MORPH_COLORS = {
+    "seed": "#212121",
+    "deepen": "#1e88e5",
+    "widen": "#43a047",
+    "skip": "#fb8c00",
+    "block": "#1e88e5",
+    "mlp": "#43a047",
+    "heads": "#fb8c00",
+    "stream": "#00897b",
+    "context": "#d81b60",
+}
 _OTHER_MORPH_COLOR = "#8e24aa"
+#: A language model's growth steps by how their descriptions begin, and their kinds.
+_LM_MORPHS = (
+    (re.compile(r"add block\b"), "block"),
+    (re.compile(r"widen mlp\b"), "mlp"),
+    (re.compile(r"add \d+ heads?\b"), "heads"),
+    (re.compile(r"widen stream\b"), "stream"),
+    (re.compile(r"grow context\b"), "context"),
+)
 #: Nesting deeper than this shows a note instead (the trials table lists every trial).
 MAX_NESTING = 40
 
@@ -37,27 +58,39 @@ class LineageNode:
     parent: Any  # None for a root
     morph: str
     kind: str  # "seed", "deepen", "widen", "skip", ... ("widen+deepen" for several morphisms)
-    accuracy: float | None
+    value: float | None  # the trial's best value of the run's quality (Lineage.quality)
     status: str
     children: tuple[Any, ...]
+
+    @property
+    def accuracy(self) -> float | None:
+        """:attr:`value` by its name from before the language task (read it where the quality
+        is an accuracy)."""
+        return self.value
 
 
 @dataclass(frozen=True)
 class Lineage:
-    """The search tree: nodes by trial id, the roots, and the best trial's ancestry (root first)."""
+    """The search tree: nodes by trial id, the roots, the best trial's ancestry (root first), and
+    the quality the nodes' values are of."""
 
     nodes: dict[Any, LineageNode]
     roots: tuple[Any, ...]
     ancestry: tuple[Any, ...]
+    quality: ReportQuality = field(default=ACCURACY)
 
 
 def morph_kind(morph: Any) -> str:
-    """The kind of a morphism description: ``"widen conv1 16->32"`` -> ``"widen"``;
-    several morphisms joined by ``"; "`` give ``"widen+deepen"``; an empty one ``"?"``."""
+    """The kind of a morphism description: ``"widen conv1 16->32"`` -> ``"widen"``,
+    ``"add block 2 (4 heads, mlp 128)"`` -> ``"block"``; several morphisms joined by ``"; "``
+    give ``"widen+deepen"``; an empty one ``"?"``."""
     kinds = []
     for part in str(morph or "").split(";"):
         words = part.split()
-        if words:
+        grown = next((kind for rule, kind in _LM_MORPHS if rule.match(part.strip())), None)
+        if grown is not None:
+            kinds.append(grown)
+        elif words:
             kinds.append(next((w for w in words if w in MORPH_COLORS), words[0]))
     return "+".join(kinds) or "?"
 
@@ -78,8 +111,9 @@ def _is_id(value: Any) -> bool:
 
 
 def build_lineage(results: dict[str, Any]) -> Lineage:
-    """The search tree of ``results["trials"]``; the best trial is the most accurate (lowest id on
-    ties)."""
+    """The search tree of ``results["trials"]``; the best trial has the best value of the run's
+    quality (:func:`aihpc.report.quality.quality_for`; lowest id on ties)."""
+    quality = quality_for(results)
     trials = {
         t["id"]: t
         for t in results.get("trials") or []
@@ -103,21 +137,20 @@ def build_lineage(results: dict[str, Any]) -> Lineage:
             parent=parent_of[i],
             morph=format_value(t.get("morph")),
             kind=morph_kind(t.get("morph")),
-            accuracy=as_number(t.get("best_val_accuracy")),
+            value=quality.value(t),
             status=str(t.get("status", NA)),
             children=tuple(children[i]),
         )
-    scored = [i for i in ids if nodes[i].accuracy is not None]
     ancestry: list[Any] = []
-    if scored:
-        current = max(scored, key=lambda i: nodes[i].accuracy or 0.0)
-        while current is not None:
-            ancestry.append(current)
-            current = parent_of[current]
+    current = quality.best(ids, lambda i: nodes[i].value)
+    while current is not None:
+        ancestry.append(current)
+        current = parent_of[current]
     return Lineage(
         nodes=nodes,
         roots=tuple(i for i in ids if parent_of[i] is None),
         ancestry=tuple(ancestry[::-1]),
+        quality=quality,
     )
 
 
@@ -139,14 +172,13 @@ def _break_cycles(ids: list[Any], parent_of: dict[Any, Any]) -> None:
 
 
 def subtree_stats(lineage: Lineage, root: Any) -> tuple[int, Any]:
-    """(trials in the subtree of ``root``, the most accurate of them or None; lowest id on ties)."""
+    """(trials in the subtree of ``root``, the best of them or None; lowest id on ties)."""
     members, stack = [], [root]
     while stack:
         node = lineage.nodes[stack.pop()]
         members.append(node.id)
         stack.extend(node.children)
-    scored = sorted((i for i in members if lineage.nodes[i].accuracy is not None), key=_sort_key)
-    best = max(scored, key=lambda i: lineage.nodes[i].accuracy or 0.0) if scored else None
+    best = lineage.quality.best(sorted(members, key=_sort_key), lambda i: lineage.nodes[i].value)
     return len(members), best
 
 
@@ -160,13 +192,13 @@ def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _acc(node: LineageNode) -> str:
-    return format_fraction(node.accuracy, 2)
+def _value(lineage: Lineage, node: LineageNode) -> str:
+    return lineage.quality.cell(node.value)
 
 
 def _label(lineage: Lineage, node: LineageNode) -> str:
-    """``#7 widen 97.22% from #3`` with the full morphism as the tooltip; bold on the best's
-    ancestry."""
+    """``#7 widen 97.22% from #3`` (a loss: ``#7 mlp 2.2784 from #3``) with the full morphism as
+    the tooltip; bold on the best's ancestry."""
     best = lineage.ancestry[-1] if lineage.ancestry else None
     star = " ★" if node.id == best else ""
     origin = f" <small>from #{_esc(node.parent)}</small>" if node.parent is not None else ""
@@ -179,7 +211,7 @@ def _label(lineage: Lineage, node: LineageNode) -> str:
     return (
         f'<span{css} title="{_esc(node.morph)}">#{_esc(node.id)}{star} '
         f'<span class="mk" style="color:{morph_color(node.kind)}">{_esc(node.kind)}</span> '
-        f"{_esc(_acc(node))}</span>{origin}{status}"
+        f"{_esc(_value(lineage, node))}</span>{origin}{status}"
     )
 
 
@@ -209,7 +241,9 @@ def _fold(lineage: Lineage, start: Any, depth: int) -> str:
     if count == 1:
         return _branch(lineage, start, depth)
     best_text = (
-        f", best {_esc(_acc(lineage.nodes[best]))} (#{_esc(best)})" if best is not None else ""
+        f", best {_esc(_value(lineage, lineage.nodes[best]))} (#{_esc(best)})"
+        if best is not None
+        else ""
     )
     opened = " open" if start in lineage.ancestry else ""
     return (
@@ -219,26 +253,29 @@ def _fold(lineage: Lineage, start: Any, depth: int) -> str:
 
 
 def ancestry_html(lineage: Lineage) -> str:
+    """The best trial's ancestry, a row a step, with the change in quality each step made."""
+    quality = lineage.quality
     if not lineage.ancestry:
-        return '<p class="nodata">no trial reached a validation accuracy</p>'
+        return f'<p class="nodata">no trial reached a {_esc(quality.val_label)}</p>'
     head = "".join(
-        f"<th>{h}</th>"
-        for h in ("step", "trial", "from", "morphism", "status", "best val acc", "change")
+        f"<th>{_esc(h)}</th>"
+        for h in ("step", "trial", "from", "morphism", "status", quality.column)
+        + (quality.change_heading,)
     )
     rows = []
     for step, trial_id in enumerate(lineage.ancestry):
         node = lineage.nodes[trial_id]
         parent = lineage.nodes[node.parent] if node.parent is not None else None
         change = NA
-        if parent is not None and parent.accuracy is not None and node.accuracy is not None:
-            change = f"{100 * (node.accuracy - parent.accuracy):+.2f} points"
+        if parent is not None and parent.value is not None and node.value is not None:
+            change = quality.change(node.value, parent.value)
         cells = [
             str(step),
             f"#{node.id}",
             f"#{parent.id}" if parent else "—",
             node.morph,
             node.status,
-            _acc(node),
+            _value(lineage, node),
             change,
         ]
         rows.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
@@ -263,8 +300,8 @@ def lineage_html(lineage: Lineage) -> str:
     return (
         "<h3>Ancestry of the best trial</h3>"
         + ancestry_html(lineage)
-        + '<h3>Search tree</h3><p class="sub">Each trial with its morphism and best validation '
-        "accuracy; "
+        + '<h3>Search tree</h3><p class="sub">Each trial with its morphism and best '
+        f"{_esc(lineage.quality.val_label)}; "
         "a trial's only child follows it in the same list, branches open where a trial has several "
         "children (folded unless they lead to the best trial ★).</p>"
         + f'<div class="lineage-tree">{tree}</div>'

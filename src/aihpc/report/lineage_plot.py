@@ -1,4 +1,4 @@
-"""The search lineage drawn: the tree of trials by accuracy, coloured by morphism.
+"""The search lineage drawn: the tree of trials by their quality, coloured by morphism.
 
 The lineage itself is built in :mod:`aihpc.report.lineage`.
 """
@@ -16,10 +16,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def plot_lineage(lineage: Lineage) -> bytes | None:
-    """The search tree over trial ids: accuracy up, a grey line from each parent to its child,
-    points coloured by the morphism that made the trial, the best trial's ancestry in bold.
+    """The search tree over trial ids: the quality up (an accuracy in %, a loss in nats/token), a
+    grey line from each parent to its child, points coloured by the morphism that made the trial,
+    the best trial's ancestry in bold.
 
-    Trials without an accuracy (failed, cut short) sit as crosses on the bottom edge.
+    Trials without a value (failed, cut short) sit as crosses on the worse edge: the bottom for
+    an accuracy, the top for a loss.
     """
     from matplotlib.collections import LineCollection
 
@@ -28,10 +30,15 @@ def plot_lineage(lineage: Lineage) -> bytes | None:
         return None
     numeric = all(as_number(i) is not None for i in ids)
     x = {i: (as_number(i) if numeric else float(n)) or 0.0 for n, i in enumerate(ids)}
-    accs = [100 * n.accuracy for n in lineage.nodes.values() if n.accuracy is not None]
-    low, high = (min(accs), max(accs)) if accs else (0.0, 100.0)
-    floor = low - 0.08 * max(high - low, 1.0)
-    y = {i: 100 * n.accuracy if n.accuracy is not None else floor for i, n in lineage.nodes.items()}
+    quality = lineage.quality
+    values = [quality.plotted(n.value) for n in lineage.nodes.values() if n.value is not None]
+    low, high = (min(values), max(values)) if values else (0.0, 100.0)
+    span = max(high - low, 1.0 if quality.higher_is_better else 0.01)
+    worst = low - 0.08 * span if quality.higher_is_better else high + 0.08 * span
+    y = {
+        i: quality.plotted(n.value) if n.value is not None else worst
+        for i, n in lineage.nodes.items()
+    }
 
     fig = figure(9, 4.8)
     ax = fig.subplots()
@@ -46,23 +53,23 @@ def plot_lineage(lineage: Lineage) -> bytes | None:
     kinds = _points(ax, lineage, x, y)
     if path:
         _mark_best(ax, path, x, y)
-    ax.set_ylim(floor - 0.04 * max(high - low, 1.0), high + 0.1 * max(high - low, 1.0))
+    ax.set_ylim(min(low, worst) - 0.04 * span, max(high, worst) + 0.1 * span)
     ax.autoscale(axis="x")
     ax.set_xlabel("trial id (order of creation)")
-    ax.set_ylabel("best validation accuracy (%)")
+    ax.set_ylabel(quality.axis_label)
     ax.set_title("Search lineage: parent → child, by morphism (bold: the best trial's ancestry)")
     ax.grid(alpha=0.3)
-    _legend(ax, kinds, any(n.accuracy is None for n in lineage.nodes.values()))
+    _legend(ax, kinds, quality.missing, any(n.value is None for n in lineage.nodes.values()))
     return png(fig)
 
 
 def _points(ax: Axes, lineage: Lineage, x: dict[Any, float], y: dict[Any, float]) -> dict[str, str]:
-    """Each trial's point, coloured by its morphism (a cross: no accuracy); the colours used."""
+    """Each trial's point, coloured by its morphism (a cross: no value); the colours used."""
     size = 36 if len(lineage.nodes) <= 60 else 14
     groups: dict[tuple[str, str], list[Any]] = {}
     for i, node in lineage.nodes.items():
         groups.setdefault(
-            (node.kind.split("+")[0], "o" if node.accuracy is not None else "x"), []
+            (node.kind.split("+")[0], "o" if node.value is not None else "x"), []
         ).append(i)
     for (kind, marker), members in groups.items():
         ax.scatter(
@@ -101,16 +108,15 @@ def _mark_best(ax: Axes, path: tuple[Any, ...], x: dict[Any, float], y: dict[Any
         )
 
 
-def _legend(ax: Axes, kinds: dict[str, str], unevaluated: bool) -> None:
-    """The morphisms' colours, the ancestry's line, and the cross of trials without an accuracy."""
+def _legend(ax: Axes, kinds: dict[str, str], missing: str, unevaluated: bool) -> None:
+    """The morphisms' colours, the ancestry's line, and the cross of trials without a value
+    (labelled ``missing``)."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], marker="o", linestyle="", color=c, label=k) for k, c in kinds.items()]
     handles += [Line2D([], [], color="#212121", linewidth=2.2, label="best's ancestry")]
     if unevaluated:
-        handles.append(
-            Line2D([], [], marker="x", linestyle="", color="#616161", label="no accuracy")
-        )
+        handles.append(Line2D([], [], marker="x", linestyle="", color="#616161", label=missing))
     ax.legend(
         handles=handles,
         title="made by",

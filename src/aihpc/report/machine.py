@@ -13,6 +13,7 @@ from typing import Any
 
 from aihpc.fmt import NA, as_number, format_fraction, format_si, format_value
 from aihpc.report.markup import card, kv_table, no_data
+from aihpc.report.quality import quality_for
 
 
 def section(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -144,20 +145,29 @@ RESOLVED = {
     "threads_per_worker": ("layout", "threads"),
     "device": ("layout", "device"),
     "max_params": ("data", "max_params"),
+    "max_val_loss": ("score", "max_val_loss"),
 }
+#: Settings of one quality that a run of the other does not use: (quality name, setting).
+UNUSED = {("loss", "min_accuracy")}
 
 
 def configuration(results: dict[str, Any]) -> str:
-    """The configuration; an automatic setting shows the value the run resolved it to."""
+    """The configuration; an automatic setting shows the value the run resolved it to, and a
+    setting of the other task's quality says that this run did not use it."""
     config = section(results, "config")
     if not config:
         return no_data("no configuration recorded")
+    quality = quality_for(results)
     rows = []
     for key, value in sorted(config.items()):
         where = RESOLVED.get(key)
         resolved = section(results, where[0]).get(where[1]) if where else None
         if resolved is not None and (value is None or value == "auto"):
             rows.append((str(key), f"{format_value(resolved)} (resolved at run time)"))
+        elif (quality.name, key) in UNUSED:
+            rows.append(
+                (str(key), f"{format_value(value)} (unused: the quality is the {quality.label})")
+            )
         else:
             rows.append((str(key), format_value(value)))
     return kv_table(rows)

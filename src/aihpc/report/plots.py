@@ -15,11 +15,14 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from aihpc.fmt import as_number, format_si
+from aihpc.fmt import as_number
 from aihpc.report.digest_views import busy_histogram, lineage_density, ops_histogram
-from aihpc.report.figure import DPI, figure, png
+from aihpc.report.figure import DPI, figure, png, si_axis
+from aihpc.report.figure import tick_label as tick_label  # re-exported: tests and callers
 from aihpc.report.lineage import build_lineage
 from aihpc.report.lineage_plot import plot_lineage
+from aihpc.report.quality import quality_for
+from aihpc.report.timeline_plot import plot_timeline as plot_timeline  # re-exported
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -62,7 +65,9 @@ def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
             "ops": ops_histogram(digest),
             "workers": busy_histogram(results.get("workers") or []),
             "phases": plot_phases(results, totals=digest["phase_seconds"]),
-            "lineage": lineage_density(digest, build_lineage(results).ancestry),
+            "lineage": lineage_density(
+                digest, build_lineage(results).ancestry, quality_for(results)
+            ),
         }
     return {
         "timeline": plot_timeline(results),
@@ -74,21 +79,6 @@ def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _si_axis(axis: Any, unit: str) -> None:
-    from matplotlib.ticker import FuncFormatter
-
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_label(v, unit)))
-
-
-def tick_label(value: float, unit: str = "") -> str:
-    """SI tick text without trailing zeros: ``5e9 -> "5 GOPS"``, ``2.5e9 -> "2.5 GOPS"``."""
-    text = format_si(value, unit)
-    number, _, suffix = text.partition(" ")
-    if "." in number:
-        number = number.rstrip("0").rstrip(".")
-    return f"{number} {suffix}".strip()
 
 
 def _trials(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -132,63 +122,6 @@ def _thin_ticks(ax: Axes, positions: list[int], labels: list[str], max_labels: i
 # --------------------------------------------------------------------------- plots
 
 
-def plot_timeline(results: dict[str, Any]) -> bytes | None:
-    """Score (ops/s) and best accuracy against run time, two panels sharing x."""
-    points = [p for p in results.get("timeline") or [] if isinstance(p, dict)]
-    score_pts = [(as_number(p.get("t")), as_number(p.get("ops_per_second"))) for p in points]
-    score_pts = [(t, v) for t, v in score_pts if t is not None and v is not None]
-    acc_pts = [(as_number(p.get("t")), as_number(p.get("best_accuracy"))) for p in points]
-    acc_pts = [(t, v) for t, v in acc_pts if t is not None and v is not None]
-    if not score_pts and not acc_pts:
-        return None
-    fig = figure(9, 5.4)
-    ax_score, ax_acc = fig.subplots(2, 1, sharex=True)
-    if score_pts:
-        ts, vs = zip(*sorted(score_pts), strict=True)
-        ax_score.plot(ts, vs, marker="o", markersize=3, color="#1e88e5")
-        ax_score.set_ylim(bottom=0)
-    else:
-        ax_score.text(
-            0.5, 0.5, "no score data", ha="center", va="center", transform=ax_score.transAxes
-        )
-    _si_axis(ax_score.yaxis, "OPS")
-    ax_score.set_ylabel("score (operations / s)")
-    ax_score.set_title("Score and best accuracy over the run")
-    ax_score.grid(alpha=0.3)
-
-    if acc_pts:
-        ts, vs = zip(*sorted(acc_pts), strict=True)
-        ax_acc.step(
-            ts,
-            [100 * v for v in vs],
-            where="post",
-            marker="o",
-            markersize=3,
-            color="#2e7d32",
-            label="best accuracy",
-        )
-    else:
-        ax_acc.text(
-            0.5, 0.5, "no accuracy data", ha="center", va="center", transform=ax_acc.transAxes
-        )
-    min_acc = as_number((results.get("score") or {}).get("min_accuracy"))
-    if min_acc is not None:
-        ax_acc.axhline(
-            100 * min_acc,
-            color="#c62828",
-            linestyle="--",
-            linewidth=1,
-            label=f"min accuracy {100 * min_acc:.0f}%",
-        )
-    if acc_pts or min_acc is not None:
-        ax_acc.legend(fontsize="small", loc="lower right")
-    ax_acc.set_ylabel("best accuracy (%)")
-    ax_acc.set_xlabel("time since run start (s)")
-    ax_acc.set_xlim(left=0)
-    ax_acc.grid(alpha=0.3)
-    return png(fig)
-
-
 def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
     """Total operations per trial as bars, coloured by status (log y if spread > 100x)."""
     trials = _trials(results)
@@ -209,7 +142,7 @@ def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
     positive = [h for h in heights if h > 0]
     if positive and max(positive) / min(positive) > 100:
         ax.set_yscale("log")
-    _si_axis(ax.yaxis, "")
+    si_axis(ax.yaxis, "")
     _thin_ticks(ax, positions, [_trial_label(t) for t in trials])
     ax.set_xlabel("trial id")
     ax.set_ylabel("operations")

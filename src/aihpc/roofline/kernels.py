@@ -44,6 +44,7 @@ class Kernel:
     name: str
     flops: int
     setup: Callable[[torch.device, torch.dtype], Call]
+    kind: str = "matmul"  # one of KINDS
 
     def __post_init__(self) -> None:
         if self.flops < 1:
@@ -91,19 +92,30 @@ def conv_kernel(
 
     layout = " channels-last" if channels_last else ""
     name = f"conv{k}x{k} {channels}ch {size}x{size} batch {batch}{layout}"
-    return Kernel(name, conv_flops(channels, size, batch, k), setup)
+    return Kernel(name, conv_flops(channels, size, batch, k), setup, kind="conv")
 
 
-def candidate_kernels(device_type: str) -> tuple[Kernel, ...]:
-    """The kernels whose best rate is the peak on ``device_type`` ("cpu" or "cuda").
+#: The kinds of dense kernel a search may try: a task names those its networks call.
+KINDS = ("matmul", "conv")
 
-    CPU (NCHW, as the CPU trainer runs): matmuls of 1024 and 2048; 3x3
+
+def candidate_kernels(device_type: str, kinds: tuple[str, ...] = KINDS) -> tuple[Kernel, ...]:
+    """The kernels of ``kinds`` whose best rate is the peak on ``device_type`` ("cpu" or "cuda").
+
+    CPU (NCHW, as the CPU trainer runs): matmuls of 512, 1024 and 2048; 3x3
     convolutions of 64-256 channels on 8x8 and 16x16 (batch 32, or 8 for the
     largest, to keep one call under about 0.1 s on a core); 1x1 convolutions
     of 256 and 512 channels.  GPU (channels-last, cuDNN): matmuls of 4096 and
     8192; 3x3 convolutions of 128-512 channels and 1x1 of 1024-2048 channels
     on ResNet-50's feature-map sizes at batch 256.
     """
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise ValueError(f"kernel kinds must be among {KINDS}, got {unknown}")
+    return tuple(k for k in _candidates(device_type) if k.kind in kinds)
+
+
+def _candidates(device_type: str) -> tuple[Kernel, ...]:
     if device_type == "cuda":
         return (
             matmul_kernel(4096),
@@ -115,6 +127,7 @@ def candidate_kernels(device_type: str) -> tuple[Kernel, ...]:
             conv_kernel(2048, 7, 256, 1, channels_last=True),
         )
     return (
+        matmul_kernel(512),
         matmul_kernel(1024),
         matmul_kernel(2048),
         conv_kernel(64, 8, 32, 3),

@@ -178,10 +178,12 @@ def search_peak(
     dtype: torch.dtype | str = torch.float32,
     seconds: float = 1.0,
     candidates: Sequence[kernels.Kernel] | None = None,
+    kinds: tuple[str, ...] = kernels.KINDS,
 ) -> PeakResult:
     """The peak of ``device`` in ``dtype``: the fastest of ``candidates``, measured in full.
 
-    Each candidate (default :func:`aihpc.roofline.kernels.candidate_kernels`)
+    Each candidate (default :func:`aihpc.roofline.kernels.candidate_kernels` of ``kinds``: the
+    kernels a workload calls, matmuls and convolutions for CNNs, matmuls for transformers)
     is timed briefly, ``seconds / len(candidates)`` after one untimed call
     (at least one timed call each); the fastest is then measured by
     :func:`measure_kernel` for ``seconds``.  The result names the kernel,
@@ -191,7 +193,7 @@ def search_peak(
     dev = resolve_device(device)
     name = _dtype_name(dtype, dev)
     warmup = _check_timing(seconds, None, 1)
-    pool = tuple(kernels.candidate_kernels(dev.type) if candidates is None else candidates)
+    pool = tuple(kernels.candidate_kernels(dev.type, kinds) if candidates is None else candidates)
     if not pool:
         raise ConfigError("a peak search needs at least one kernel, got none")
     brief = seconds / len(pool)

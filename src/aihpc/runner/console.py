@@ -1,7 +1,7 @@
 """What a person sees while a run goes: a live view in a terminal, plain lines elsewhere.
 
 In a terminal, a rich live panel shows the score, trials running and done,
-the best accuracy and the time left, refreshed every second.  Anywhere else
+the best quality (accuracy, or loss) and the time left, refreshed every second.  Anywhere else
 (a SLURM log file, a pipe) one plain line is printed per progress report
 (every ``report_seconds``), so logs stay readable.
 """
@@ -15,10 +15,9 @@ from aihpc.fmt import format_si
 
 
 def progress_line(s: dict[str, Any]) -> str:
-    best = f"{100 * s['best_accuracy']:.2f}%" if s["best_accuracy"] is not None else "-"
     return (
         f"[{s['t']:7.1f}s] score {format_si(s['ops_per_second'], 'OPS')}  ops "
-        f"{format_si(s['ops'])}  best {best}  "
+        f"{format_si(s['ops'])}  best {s['best_text']}  "
         f"trials done {s['trials_done']} running {s['running']}  left {s['time_left']:.0f}s"
     )
 
@@ -74,11 +73,10 @@ def _panel(s: dict[str, Any]):
     from rich.table import Table
 
     table = Table.grid(padding=(0, 2))
-    best = f"{100 * s['best_accuracy']:.2f} %" if s["best_accuracy"] is not None else "-"
     rows = [
         ("score", format_si(s["ops_per_second"], "OPS")),
         ("operations", format_si(s["ops"])),
-        ("best accuracy", best),
+        ("best", s["best_text"]),
         ("trials", f"{s['trials_done']} done, {s['running']} running"),
         ("elapsed", f"{s['t']:.0f} s"),
         ("time left", f"{s['time_left']:.0f} s"),

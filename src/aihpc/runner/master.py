@@ -58,6 +58,7 @@ class Master:
     ) -> None:
         from aihpc.nas.hpo import HyperparameterSearch
         from aihpc.nas.search import make_strategy
+        from aihpc.tasks import task_of
 
         self.config = config
         self.clock = clock  # seconds since the epoch; tests pass a clock they advance themselves
@@ -66,36 +67,23 @@ class Master:
         self.layout = layout
         self.observer = observer
         self.data = DataRef.of(config)
-        self.input_shape = tuple(data_info["input_shape"])
-        self.num_classes = int(data_info["num_classes"])
-        self.val_samples = int(data_info["num_val"])
+        self.task = task_of(config.task)
+        self.quality = self.task.quality(config, data_info)
         # None: no architecture search (strategy "none"), every trial retrains the seed network
         self.strategy = make_strategy(config.strategy, config.population, config.tournament)
-        # aihpc.runner.run sizes batch_sizes to the device before a master starts
-        assert config.batch_sizes is not None, "batch_sizes must be set before the master starts"
         self.hpo = HyperparameterSearch(
-            config.seed,
-            config.batch_sizes,
-            config.optimizer,
-            config.schedule,
-            processes=config.hpo_processes,
+            config.seed, self.task.search_space(config), processes=config.hpo_processes
         )
         self.running: dict[int, LiveTrial] = {}
         self.weights_dir = str(store.weights_dir.resolve())
-        self.parents = ParentPool(store.weights_dir, config.population)
+        self.parents = ParentPool(store.weights_dir, config.population, parse=self.task.arch)
         self.proposer = Proposer(
-            config,
-            self.strategy,
-            self.hpo,
-            self.parents,
-            self.input_shape,
-            self.num_classes,
-            data_info["max_params"],
+            config, self.task, self.strategy, self.hpo, self.parents, data_info
         )
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
-        self.best_accuracy: float | None = None
+        self.best: float | None = None  # the best validation metric so far (the task's quality)
         # durations of recent full epochs
         self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
@@ -273,18 +261,23 @@ class Master:
         trial.epochs_done = task.epoch
         self.epoch_counter += 1
         self.epoch_seconds.append(result.t_end - result.t_start)
-        acc = result.metrics["val_accuracy"]
-        if trial.best_accuracy is None or acc > trial.best_accuracy:
-            trial.best_accuracy, trial.best_epoch = acc, task.epoch
-        if self.best_accuracy is None or acc > self.best_accuracy:
-            self.best_accuracy = acc
-        self.observer.epoch(self.epoch_counter, result, self.best_accuracy)
+        value = result.metrics[self.quality.metric]
+        good = self.quality.goodness(value)
+        if trial.best_goodness is None or good > trial.best_goodness:
+            trial.best_goodness, trial.best_epoch = good, task.epoch
+        self._better(value)
+        self.observer.epoch(self.epoch_counter, result, self.best)
         if trial.epochs_done >= trial.budget:
             self._finish(trial, "completed", None)
         elif trial.epochs_done - trial.best_epoch >= self.config.patience:
             self._finish(trial, "early_stopped", None)
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
+
+    def _better(self, value: float) -> None:
+        """``value`` of the quality metric is the run's best if it beats the best so far."""
+        if self.best is None or self.quality.goodness(value) > self.quality.goodness(self.best):
+            self.best = value
 
     def _lost(self, trial: LiveTrial, task: EpochTask, exc: Exception) -> None:
         """``task``'s worker died or vanished: the epoch is sent again, or after ``max_attempts``
@@ -354,12 +347,12 @@ class Master:
         self.running.pop(trial.id, None)
         self.pending = [t for t in self.pending if t.trial_id != trial.id]
         self.store.finish_trial(trial.id, status, self.clock(), reason, traceback)
-        self.hpo.tell(trial.hpo_number, trial.best_accuracy)
+        self.hpo.tell(trial.hpo_number, trial.best_goodness)
         if trial.needs_parent():
             self.parents.unpin(trial.parent)
-        if trial.best_accuracy is not None and trial.weights is not None:
+        if trial.best_goodness is not None and trial.weights is not None:
             self.parents.finished(
-                trial.id, trial.best_accuracy, trial.arch, trial.weights, trial.spec
+                trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec
             )
         elif trial.weights is not None:  # no finished epoch: nothing can start from them
             Path(self.weights_dir, trial.weights.name).unlink(missing_ok=True)
@@ -383,17 +376,18 @@ class Master:
             self.parents.add_seed(rows[SEED_TRIAL].arch)
         ended = []
         for row in rows.values():
-            accs, weights = progress(self.store.epochs(row.id))
+            values, weights = progress(self.store.epochs(row.id), self.quality.metric)
+            accs = [self.quality.goodness(v) for v in values]
             best = max(accs) if accs else None
             self.next_id = max(self.next_id, row.id + 1)
             self.proposer.seen_hashes.add(row.arch_hash)
             self.epoch_counter += len(accs)
-            if best is not None and (self.best_accuracy is None or best > self.best_accuracy):
-                self.best_accuracy = best
+            for value in values:
+                self._better(value)
             if row.status != "running":
                 ended.append((row, best, weights))
                 continue
-            hpo_number = self.hpo.resume(row.hparams.to_dict())
+            hpo_number = self.hpo.resume(row.hparams.searched())
             parent_arch = rows[row.parent].arch if row.parent is not None else None
             seed = trial_seed(self.config.seed, row.id)
             trial = resumed_trial(row, accs, weights, parent_arch, hpo_number, seed)
@@ -403,7 +397,7 @@ class Master:
                 self.parents.pin(trial.parent)
         order = {trial_id: i for i, trial_id in enumerate(self.store.finish_order())}
         for row, best, weights in sorted(ended, key=lambda e: (order.get(e[0].id, -1), e[0].id)):
-            self.hpo.restore(row.hparams.to_dict(), best)
+            self.hpo.restore(row.hparams.searched(), best)
             if best is not None and weights is not None:
                 self.parents.finished(row.id, best, row.arch, weights)
         self.parents.sweep({t.weights.name for t in self.running.values() if t.weights})
@@ -416,7 +410,7 @@ class Master:
             "t": wall,
             "ops": ops,
             "ops_per_second": ops / wall if wall > 0 else 0.0,
-            "best_accuracy": self.best_accuracy,
+            self.quality.best_key: self.best,
             "trials_done": self.next_id - len(self.running),
             "running": len(self.running),
             "in_flight": len(self.in_flight),
@@ -434,9 +428,8 @@ class Master:
         return compute_score(
             ops=self.store.total_ops(),
             wall_seconds=wall_seconds(self.store.segments()),
-            best_accuracy=self.best_accuracy,
-            val_samples=self.val_samples,
-            min_accuracy=self.config.min_accuracy,
+            best=self.best,
+            quality=self.quality,
             peak_flops_per_s=peak,
             nominal_peak_flops_per_s=nominal,
         )

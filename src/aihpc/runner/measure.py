@@ -25,7 +25,14 @@ PEAK_DRIFT = 0.10
 AFTER_WAIT_SECONDS = 30.0
 
 
-def measure_run_peak(executor, layout, seconds: float, procs: int = 1, workers: int = 1) -> RunPeak:
+def measure_run_peak(
+    executor,
+    layout,
+    seconds: float,
+    procs: int = 1,
+    workers: int = 1,
+    kinds: tuple[str, ...] = ("matmul", "conv"),
+) -> RunPeak:
     """The peak of the devices the run uses, measured the way the run uses them.
 
     Every worker measures at once, with its own device and torch threads, in
@@ -35,14 +42,15 @@ def measure_run_peak(executor, layout, seconds: float, procs: int = 1, workers: 
     in the run, which one worker alone, times the workers, would hide.  With
     ``procs`` processes per trial, each worker's peak is that of its ``procs``
     rank processes (GPUs) measuring at once, its ``parts``.  ``workers``: how many the run
-    placed, which the measurement waits for.
+    placed, which the measurement waits for; ``kinds``: the kernels the task's networks call
+    (:attr:`aihpc.tasks.base.Task.peak_kernels`).
     """
     # A worker the scheduler dropped for a moment (a heartbeat missed under load) gets
     # AFTER_WAIT_SECONDS to come back: the peak is measured on every worker the run placed.
     executor.wait_for_workers(workers, timeout=AFTER_WAIT_SECONDS)
     threads = layout.threads if layout else None
     per_worker = executor.run_on_each(
-        worker_peak, layout.device if layout else "auto", threads, seconds, procs
+        worker_peak, layout.device if layout else "auto", threads, seconds, procs, kinds
     )
     if not per_worker:
         raise WorkersLost(f"no worker was alive to measure the peak (the run placed {workers})")
@@ -164,7 +172,9 @@ def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> No
     store.set_meta("energy", block)
 
 
-def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None:
+def record_peak_after(
+    store: RunStore, executor, layout, seconds: float, kinds: tuple[str, ...]
+) -> None:
     """Measure the peak again after the run; keep it, and its drift, beside the one before.
 
     It is measured on as many workers as before, so that the totals compare:
@@ -177,7 +187,9 @@ def record_peak_after(store: RunStore, executor, layout, seconds: float) -> None
         return
     procs = before.get("procs_per_worker", 1)
     try:
-        after = measure_run_peak(executor, layout, seconds, procs, before["workers"]).to_dict()
+        after = measure_run_peak(
+            executor, layout, seconds, procs, before["workers"], kinds
+        ).to_dict()
     except WorkersLost as exc:
         store.set_meta(
             "peak",
@@ -205,7 +217,13 @@ def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {"after": after, "drift": drift, "drift_warning": warning}
 
 
-def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1) -> dict[str, Any]:
+def worker_peak(
+    device: str,
+    threads: int | None,
+    seconds: float,
+    procs: int = 1,
+    kinds: tuple[str, ...] = ("matmul", "conv"),
+) -> dict[str, Any]:
     """Runs on a worker: its peak in the dtype the trainer uses there (the best of the kernels
     the workload calls, :func:`aihpc.roofline.peak.search_peak`).
 
@@ -222,10 +240,11 @@ def worker_peak(device: str, threads: int | None, seconds: float, procs: int = 1
     if procs > 1:
         from aihpc.train.ranks import rank_peaks
 
-        parts = [PeakResult.from_dict(p) for p in rank_peaks(device, procs, threads, seconds)]
+        peaks = rank_peaks(device, procs, threads, seconds, kinds)
+        parts = [PeakResult.from_dict(p) for p in peaks]
     else:
         if threads:
             torch.set_num_threads(threads)
         dev = resolve_device(device)
-        parts = [search_peak(dev, training_dtype(dev), seconds=seconds)]
+        parts = [search_peak(dev, training_dtype(dev), seconds=seconds, kinds=kinds)]
     return WorkerPeak.of(worker_name(), parts).to_dict()

@@ -5,26 +5,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aihpc.records.quality import Quality
+
 
 class Observers:
     """The master calls these; each is cheap and never raises for a healthy run."""
 
-    def __init__(self, console, mlperf) -> None:
+    def __init__(self, console, mlperf, quality: Quality) -> None:
         self.console = console
         self.mlperf = mlperf
+        self.quality = quality  # how the run judges models: its metric, and how it prints
 
     def update(self, status: dict[str, Any]) -> None:
-        self.console.update(status)
+        self.console.update(self._shown(status))
 
     def report(self, status: dict[str, Any]) -> None:
-        self.console.report(status)
+        self.console.report(self._shown(status))
+
+    def _shown(self, status: dict[str, Any]) -> dict[str, Any]:
+        """The master's status with its best quality as text (``best_text``) for the console."""
+        return {**status, "best_text": self.quality.text(status.get(self.quality.best_key))}
 
     def event(self, text: str) -> None:
         self.console.event(text)
 
     def epoch(self, number: int, result, best: float | None) -> None:
         """A trial-epoch finished with an evaluation: master epoch ``number`` in the MLPerf log."""
-        log_epoch(self.mlperf, number, result)
+        log_epoch(self.mlperf, number, result, self.quality.metric)
 
     def screening(self, record: dict[str, Any]) -> None:
         """A proxy screening was recorded: one ``aihpc_screening`` event in the MLPerf log (and a
@@ -38,12 +45,12 @@ class Observers:
             )
 
 
-def log_epoch(mlperf, number: int, result) -> None:
+def log_epoch(mlperf, number: int, result, metric: str) -> None:
     """Master epoch ``number`` in the MLPerf log: a finished epoch (an EpochResult, or the store's
-    EpochRow of one)."""
+    EpochRow of one), its validation ``metric`` as the quality."""
     mlperf.trial_epoch(
         number,
-        result.metrics["val_accuracy"],
+        result.metrics[metric],
         start_ms=int(result.t_start * 1000),
         stop_ms=int(result.t_end * 1000),
         trial_id=result.trial_id,
@@ -60,7 +67,7 @@ def log_screening(mlperf, record: dict[str, Any]) -> None:
     mlperf.event(key, value, metadata)
 
 
-def resume_log(mlperf, store, path: Path) -> None:
+def resume_log(mlperf, store, path: Path, metric: str) -> None:
     """Continue the MLPerf log of a run whose master was killed.
 
     The master logs an epoch (and a screening) just after committing it to
@@ -82,18 +89,19 @@ def resume_log(mlperf, store, path: Path) -> None:
         elif e.get("key") == MLPERF_KEY:
             screened.add(meta.get("screening_id"))
     have, best, missing = 0, None, []
+    pick = max if mlperf.higher_is_better else min
     for e in store.iter_epochs():
         if e.status != "ok":
             continue
         if (e.trial_id, e.epoch) in logged:
             have += 1
-            accuracy = e.metrics["val_accuracy"]
-            best = accuracy if best is None else max(best, accuracy)
+            value = e.metrics[metric]
+            best = value if best is None else pick(best, value)
         else:
             missing.append(e)
     mlperf.resumed(last_epoch=have, best_accuracy=best)
     for number, epoch in enumerate(missing, start=have + 1):
-        log_epoch(mlperf, number, epoch)
+        log_epoch(mlperf, number, epoch, metric)
     for record in store.screenings():
         if record["id"] not in screened:
             log_screening(mlperf, record)

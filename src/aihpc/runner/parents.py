@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,15 @@ class _Kept:
 class ParentPool:
     """The finished trials that can still be parents (see the module docstring)."""
 
-    def __init__(self, weights_dir: Path, population: int, keep_best: int = KEEP_BEST) -> None:
+    def __init__(
+        self,
+        weights_dir: Path,
+        population: int,
+        keep_best: int = KEEP_BEST,
+        parse: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
         self.weights_dir = Path(weights_dir)
+        self._parse = parse  # an architecture's dict -> its value (the task's; None: an ArchSpec)
         self.window: deque[Candidate] = deque(maxlen=population)  # oldest first
         self._best: list[tuple[float, int]] = []  # (accuracy, -trial id): a min-heap
         self._keep_best = keep_best
@@ -69,7 +77,7 @@ class ParentPool:
         if kept.spec is None:
             from aihpc.nas.spec import ArchSpec
 
-            kept.spec = ArchSpec.from_dict(kept.arch)
+            kept.spec = (self._parse or ArchSpec.from_dict)(kept.arch)
         return kept.spec
 
     def weights(self, trial_id: int) -> WeightsRef | None:
@@ -92,8 +100,9 @@ class ParentPool:
     def finished(
         self, trial_id: int, accuracy: float, arch: dict[str, Any], weights: WeightsRef, spec=None
     ) -> None:
-        """A trial finished with ``weights`` and best accuracy ``accuracy``: it joins the window
-        (and the best, if it is among them); trials that leave both are released."""
+        """A trial finished with ``weights`` and best ``accuracy`` (its quality's goodness: higher
+        is better): it joins the window (and the best, if it is among them); trials that leave
+        both are released."""
         self._kept[trial_id] = _Kept(arch, weights, spec)
         leaving = [self.window[0].trial_id] if len(self.window) == self.window.maxlen else []
         self.window.append(Candidate(trial_id, accuracy))

@@ -3,10 +3,11 @@
 A new trial is the seed network (the first trial, and every trial with
 strategy "none"), or a child: a parent the strategy chooses among the
 finished trials that can still be parents (:class:`~aihpc.runner.parents.ParentPool`),
-morphed by random function-preserving morphisms until its architecture is
-one never tried.  Its hyperparameters come from TPE.  Only architectures are
-morphed here; a :class:`~aihpc.records.task.Morph` recipe lets the worker
-make the same morphisms on the parent's weights.
+morphed by random function-preserving growth steps of the run's task
+(:meth:`aihpc.tasks.base.Task.plan`) until its architecture is one never
+tried.  Its hyperparameters come from TPE.  Only architectures are morphed
+here; a :class:`~aihpc.records.task.Morph` recipe lets the worker make the
+same steps on the parent's weights.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aihpc.records.task import Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.parents import SEED_TRIAL, ParentPool
 from aihpc.runner.trials import LiveTrial, trial_seed
+from aihpc.tasks import Task
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 
@@ -33,20 +35,19 @@ class Proposer:
     def __init__(
         self,
         config: RunConfig,
+        task: Task,
         strategy,
         hpo,
         parents: ParentPool,
-        input_shape: tuple[int, int, int],
-        num_classes: int,
-        max_params: int | None,
+        data: dict[str, Any],
     ) -> None:
         self.config = config
+        self.task = task
         self.strategy = strategy  # None: no architecture search
         self.hpo = hpo
         self.parents = parents
-        self.input_shape = input_shape
-        self.num_classes = num_classes
-        self.max_params = max_params
+        self.data = data  # the data set, as the task described it (its seed network's input)
+        self.max_params: int | None = data["max_params"]
         self.rng = random.Random(config.seed)
         self.seen_hashes: set[str] = set()
 
@@ -58,11 +59,9 @@ class Proposer:
         ``depth``: how many suggestions TPE should keep drawn ahead (the
         master's slots).
         """
-        from aihpc.nas.seeds import seed_spec
-
         number, drawn = self.hpo.ask(depth=depth)
         if child is None and (trial_id == SEED_TRIAL or self.strategy is None):
-            spec = seed_spec(self.input_shape, self.num_classes)
+            spec = self.task.seed_arch(self.data)
             parent, morph, recipe = None, "seed", None
         else:
             if child is None:
@@ -122,14 +121,12 @@ class Proposer:
 
         The child's architecture is added to ``taken``.
         """
-        from aihpc.nas.morphism import random_plan
-
         seed = self.rng.getrandbits(63)
         rng = random.Random(seed)
         spec = self.parents.spec(parent)
         morphs: list[str] = []
         for steps in range(1, MORPH_TRIES + 1):  # morph again until the architecture is new
-            spec, _, description = random_plan(spec, rng, self.max_params)
+            spec, _, description = self.task.plan(spec, rng, self.max_params)
             morphs.append(description)
             arch_hash = spec.content_hash()
             if arch_hash not in self.seen_hashes and arch_hash not in taken:

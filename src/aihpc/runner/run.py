@@ -31,93 +31,14 @@ from aihpc.runner.measure import (
     start_meters,
 )
 from aihpc.runner.placement import place_workers
+from aihpc.tasks import task_of
 
 if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, dask) when it starts
     from aihpc.records.mlperf import MLPerfLog
     from aihpc.runner.executor import Layout
 
-# Largest network a child may grow to, by device kind, when max_params is not set
-# (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).
-DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
-# The batch sizes the hyperparameter search picks from, when batch_sizes is not set.
-# GPU: see DEFAULT_SYNTHETIC.  Measured on one H200 (benchmarks/gpu_fill.py, 5
-# minutes, 2026-11-26, when 128 was a choice): the training steps of the ResNet-50
-# seed's children ran at 46 TFLOP/s with batches of 128, 94 with 256 and 106 with
-# 512 (7, 14 and 16 % of the measured bf16 matmul peak), the GPU busy in 99 % of
-# the steps' time: a batch of 128 at 128x128 is too little work per kernel to fill
-# the tensor cores, so it is not offered.
-DEFAULT_BATCH_SIZES = {"cpu": (32, 64, 128), "cuda": (256, 512)}
-
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
-
-# The default workload: a synthetic data set sized to the device kind, chosen
-# so that the search has room to improve all through a 5-minute run.
-#
-# CPU, 50 classes, 3x16x16, 12,000 samples, difficulty 0.6: its ceiling is
-# at least 98.9-99.1 % (aihpc.data.ceiling's oracle; the data depend on the
-# seed), yet the first trial reaches only 48-77 % and the best accuracy keeps
-# rising, by 4.6, 30.1 and 33.7 points between minute 1 and minute 5 on seeds
-# 0, 1, 2, ending at 89-91 % (measured on a 2-core CPU with
-# benchmarks/search_headroom.py; figures in the README).  Difficulty 0.6
-# keeps the distractor overlay below the label's own prototype, so no sample
-# is ambiguous (at 0.7, the old default, the ceiling was only about 90.5 % and
-# every run stalled at 87-88 % within 90 s); 50 classes of 216 training samples each make the task
-# slow to learn, not impossible.  An epoch takes 10-13 s on one core, so the
-# first trials finish well inside the first minute.
-#
-# GPU, 100 classes, 3x128x128, 50,000 samples (40,000 train, 10,000 val),
-# batch sizes 256/512 — chosen from published figures and the counted
-# operations, then measured on one H200 (below, "Measured"):
-# * The goal is 25 % of the measured bf16 matmul peak; H100 SXM's dense bf16
-#   peak is 989 TFLOP/s on paper, so about 250 TFLOP/s sustained.  The
-#   best-published ResNet-50 training in PyTorch reaches about that share:
-#   2,470 images/s on one A100 with AMP (NVIDIA DeepLearningExamples,
-#   resnet50v1.5) × 24.5 GFLOP per 224x224 training sample (aihpc count) =
-#   61 TFLOP/s, 19 % of the A100's 312.
-# * So the seed must be a network whose kernels are tensor-core shaped: at
-#   3x128x128 the seed is ResNet-50 (aihpc.nas.seeds picks it from 96 px up;
-#   64-2048 channels), 23.7 M parameters at 100 classes, 8.01 GFLOP per
-#   training sample and 2.68 per evaluation sample (aihpc count).  The old
-#   default, 3x32x32 with ResNet-20 (16-64 channels, 0.25 GFLOP per sample),
-#   runs some 200 small kernels per step of 128 samples worth 32 GFLOP: 0.13 ms
-#   of work at 250 TFLOP/s against about a millisecond of launches.
-# * 128 px rather than 224: the data set lives on the GPU (bf16: 4.9 GB) and
-#   is generated on the host, 0.95 ms per 3x128x128 image on one core here
-#   and by the worker's threads side by side (benchmarks/staging.py: 27 s on
-#   2 cores for all 50,000, 0.33 GiB of host memory beside the staged
-#   tensors), before the run's clock starts, as MLPerf HPC allows; 224 px
-#   would triple both for the same number of samples.  Per sample, both the
-#   generation and the training scale with the pixels, so the image size
-#   changes the kernels' shapes, not the data-to-compute ratio.
-# * An epoch is then 40,000 × 8.01 + 10,000 × 2.68 GFLOP = 347 TFLOP, about
-#   1.4 s at 250 TFLOP/s: a 5-minute run trains ~150-200 epochs, i.e. tens of
-#   trials of 2-8 epochs.  Per epoch the worker also writes the weights (23.7
-#   M parameters + momentum, 181 MiB): 0.43 s written synchronously on this
-#   project's CPU, so it is written by a background thread during validation
-#   (benchmarks/weight_writer.py; the copies to pinned memory are queued).
-# * The ceiling is unknown (too large for the oracle).
-# * Measured (one H200, torch 2.11, benchmarks/gpu_fill.py --minutes 5, with
-#   128 still offered): staging 6.6 s; an epoch of the seed 10.1 s at batch
-#   128, not 1.4; 13 trials, 48 epochs, 12 trials past min_accuracy 0.5, the
-#   first within 40 s, best 99.0 %; 70.2 TOPS, 10.6 % of the measured 660
-#   TFLOP/s; harness overhead 8.3 %.  See DEFAULT_BATCH_SIZES for 128.
-DEFAULT_SYNTHETIC = {
-    "cpu": {
-        "num_samples": 12000,
-        "num_classes": 50,
-        "channels": 3,
-        "image_size": 16,
-        "difficulty": 0.6,
-    },
-    "cuda": {
-        "num_samples": 50000,
-        "num_classes": 100,
-        "channels": 3,
-        "image_size": 128,
-        "difficulty": 0.6,
-    },
-}
 
 
 def default_run_dir() -> Path:
@@ -187,45 +108,15 @@ def check_resumable(run_dir: Path) -> None:
 
 
 def with_default_workload(config: RunConfig, device: str) -> RunConfig:
-    """Fill in the batch sizes, and the synthetic data set's size, for this device kind.
-
-    Only where the user did not set them.
-    """
-    if config.batch_sizes is None:
-        config = config.replace(batch_sizes=list(DEFAULT_BATCH_SIZES[device]))
-    if config.dataset != "synthetic":
-        return config
-    options = {**DEFAULT_SYNTHETIC[device], **config.data_options}
-    return config.replace(data_options=options)
+    """Fill in what the task sizes to the device (batch sizes, the synthetic data set's size),
+    only where the user did not set it (:meth:`aihpc.tasks.base.Task.default_workload`)."""
+    return task_of(config.task).default_workload(config, device)
 
 
 def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
-    """Load the data set once in the master: checks it exists and gives its shape."""
-    from aihpc.data import load_dataset
-
-    data = load_dataset(
-        config.dataset, path=config.data_path, seed=config.seed, **config.data_options
-    )
-    from aihpc.nas.seeds import seed_spec
-
-    seed_params = seed_spec(data.input_shape, data.num_classes).num_params()
-    max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
-    if seed_params > max_params:
-        raise ConfigError(
-            f"max_params must be at least the seed network's {seed_params} parameters, "
-            f"got {max_params}"
-        )
-    from aihpc.data.ceiling import task_description
-
-    return {
-        "name": data.name,
-        "input_shape": list(data.input_shape),
-        "num_classes": data.num_classes,
-        "num_train": data.num_train,
-        "num_val": data.num_val,
-        "max_params": max_params,
-        **task_description(data),
-    }
+    """Load the data set once in the master: checks it exists and describes it (results.json's
+    ``data``, :meth:`aihpc.tasks.base.Task.inspect_data`)."""
+    return task_of(config.task).inspect_data(config, device)
 
 
 def run_benchmark(
@@ -240,13 +131,18 @@ def run_benchmark(
     from aihpc.records.schema import trial_records, write_results
 
     config, store, layout, device, data_info = check_inputs(config, run_dir, resume, client)
-    mlperf = MLPerfLog(run_dir / "mlperf.log", append=resume)
+    task = task_of(config.task)
+    higher = task.quality(config, data_info).higher_is_better
+    mlperf = MLPerfLog(
+        run_dir / "mlperf.log", task.mlperf_benchmark, append=resume, higher_is_better=higher
+    )
     executor = None
     try:
         executor = open_executor(config, layout, run_dir, client)
         run = OpenRun(config, store, executor, mlperf, layout, device, data_info)
         fields = search_and_score(run, resume, console)
-        _, count = write_results(run_dir, fields, trial_records(store))
+        quality = task.quality(config, data_info)
+        _, count = write_results(run_dir, fields, trial_records(store, quality))
         mlperf.run_stop(
             "success" if fields["score"]["valid"] else "aborted",
             chain_sha256=fields["integrity"]["chain_sha256"],
@@ -317,16 +213,19 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
         "devices",
         place_workers(executor, layout.device if layout else "auto", config.procs_per_trial),
     )
+    quality = task_of(config.task).quality(config, run.data_info)
     if resume:
-        resume_log(run.mlperf, store, store.run_dir / "mlperf.log")
+        resume_log(run.mlperf, store, store.run_dir / "mlperf.log", quality.metric)
     else:
         initialise(run)
     meters = start_meters(store, executor, layout, run.device, resume)
-    master = Master(config, store, executor, run.data_info, layout, Observers(console, run.mlperf))
+    observers = Observers(console, run.mlperf, quality)
+    master = Master(config, store, executor, run.data_info, layout, observers)
     with console:
         score = master.run()
     record_energy(store, executor, meters, config.procs_per_trial)
-    record_peak_after(store, executor, layout, config.peak_seconds)
+    kinds = task_of(config.task).peak_kernels
+    record_peak_after(store, executor, layout, config.peak_seconds, kinds)
     return results_fields(store, score)
 
 
@@ -352,8 +251,9 @@ def initialise(run: OpenRun) -> None:
     store.set_meta("data", run.data_info)
     store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
     placed = len(store.meta("devices")["workers"])
+    kinds = task_of(config.task).peak_kernels
     peak = measure_run_peak(
-        run.executor, layout, config.peak_seconds, config.procs_per_trial, placed
+        run.executor, layout, config.peak_seconds, config.procs_per_trial, placed, kinds
     )
     store.set_meta("peak", peak.to_dict())
     store.set_meta("peak_flops_per_s", peak.total_flops_per_s)

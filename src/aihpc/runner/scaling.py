@@ -70,6 +70,7 @@ def run_scaling(
                 "score": score.ops_per_second,
                 "run_dir": str(run_dir),
                 "best_accuracy": score.best_accuracy,
+                **({"best_val_loss": score.best_val_loss} if score.is_loss else {}),
                 "valid": score.valid,
             }
         )

@@ -15,23 +15,16 @@ LISTED = 8  # workers, lost workers and metered devices listed one a line; past 
 
 
 def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
-    s, tallies, best = results.score, results.tallies, results.score.best_accuracy
+    s, tallies = results.score, results.tallies
     lines = [
         "",
         f"aihpc run {results.run_id}: {'VALID' if s.valid else 'INVALID'}"
         + (f" ({s.invalid_reason})" if s.invalid_reason else ""),
         f"  score            {format_si(s.ops_per_second, 'OPS')}",
         f"  regulated score  {format_si(s.regulated_score, 'OPS')}",
-        f"  error            {s.error_percent:.2f} %"
-        + (f"  (best accuracy {100 * best:.2f} %)" if best is not None else ""),
+        *(val_loss_lines(results) if s.is_loss else accuracy_lines(results)),
         f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
     ]
-    ceiling = results.data.get("ceiling")
-    if ceiling is not None:
-        lines.append(
-            f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
-            "(a classifier that knows how the data were made)"
-        )
     lines += peak_lines(results)
     lines += staging_lines(results.staging)
     lines += energy_lines(results.energy)
@@ -51,6 +44,45 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
     lines += worker_lines(results)
     lines.append(f"  results          {results_file(run_dir)}")
     lines.append(f"  report           aihpc report {run_dir}")
+    return lines
+
+
+def accuracy_lines(results: RunResults) -> list[str]:
+    """An image run's quality: its error and best accuracy, and the task's ceiling where known."""
+    s, best = results.score, results.score.best_accuracy
+    lines = [
+        f"  error            {s.error_percent:.2f} %"
+        + (f"  (best accuracy {100 * best:.2f} %)" if best is not None else "")
+    ]
+    ceiling = results.data.get("ceiling")
+    if ceiling is not None:
+        lines.append(
+            f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
+            "(a classifier that knows how the data were made)"
+        )
+    return lines
+
+
+def val_loss_lines(results: RunResults) -> list[str]:
+    """A language model run's quality: its best validation loss, beside the floor and the losses
+    of a context-free and a one-token model."""
+    s = results.score
+    best = "-" if s.best_val_loss is None else f"{s.best_val_loss:.4f} nats/token"
+    if s.bits_per_byte is not None:
+        best += f" ({s.bits_per_byte:.3f} bits per byte)"
+    lines = [f"  best val loss    {best} (valid at most {s.max_val_loss:.4f})"]
+    if s.loss_floor is not None:
+        gap = "" if s.gap_to_floor is None else f"; {s.gap_to_floor:.4f} above it"
+        lines.append(
+            f"  loss floor       {s.loss_floor:.4f} nats/token (the true model of the synthetic "
+            f"language{gap})"
+        )
+    bigram = results.data.get("bigram_loss")
+    lines.append(
+        f"  reference        unigram {s.unigram_loss:.4f}"
+        + (f", bigram {bigram:.4f}" if bigram is not None else "")
+        + " nats/token (counted on the training split)"
+    )
     return lines
 
 

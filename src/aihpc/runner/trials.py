@@ -28,7 +28,7 @@ class LiveTrial:
     seed: int
     recipe: Morph | None = None  # how a child's first epoch makes its starting weights
     epochs_done: int = 0
-    best_accuracy: float | None = None
+    best_goodness: float | None = None  # its best validation metric, higher better (the quality's)
     best_epoch: int = 0
     weights: WeightsRef | None = None  # the weights of the last epoch committed
     spec: Any = None  # its ArchSpec, where the master has built it
@@ -62,11 +62,12 @@ def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> 
     return budget
 
 
-def progress(epochs: list[EpochRow]) -> tuple[list[float], WeightsRef | None]:
-    """A stored trial's validation accuracies of its finished epochs, and its last weights."""
-    accs = [e.metrics["val_accuracy"] for e in epochs if e.status == "ok"]
+def progress(epochs: list[EpochRow], metric: str) -> tuple[list[float], WeightsRef | None]:
+    """A stored trial's values of the validation ``metric`` of its finished epochs, and its last
+    weights."""
+    values = [e.metrics[metric] for e in epochs if e.status == "ok"]
     weights = next((e.weights for e in reversed(epochs) if e.weights is not None), None)
-    return accs, weights
+    return values, weights
 
 
 def resumed_trial(
@@ -77,7 +78,8 @@ def resumed_trial(
     hpo_number: int,
     seed: int,
 ) -> LiveTrial:
-    """A trial that was running when the previous master died, after ``len(accs)`` finished epochs.
+    """A trial that was running when the previous master died, after ``len(accs)`` finished epochs
+    whose goodness (the quality's, higher better) ``accs`` lists.
 
     ``parent_arch``: its parent's architecture, from which a child whose first
     epoch is still to be made from its recipe starts.
@@ -95,7 +97,7 @@ def resumed_trial(
         seed=seed,
         recipe=_recipe(row.recipe, parent_arch) if row.recipe is not None else None,
         epochs_done=len(accs),
-        best_accuracy=max(accs) if accs else None,
+        best_goodness=max(accs) if accs else None,
         best_epoch=accs.index(max(accs)) + 1 if accs else 0,
         weights=weights,
     )

@@ -6,7 +6,7 @@
 * :mod:`~aihpc.train.staging` and :mod:`~aihpc.train.feed` -- the data, staged
   once per worker and read in batches; :mod:`~aihpc.train.inputs` -- the
   operations per sample, counted once per architecture
-  (:mod:`~aihpc.train.layered_count`: the same count layer by layer, fast
+  (:mod:`~aihpc.tasks.image_count`: the same count layer by layer, fast
   enough for ``aihpc verify`` to recount hundreds of thousands of trials).
 * :mod:`~aihpc.train.optim`, :mod:`~aihpc.train.evaluation`,
   :mod:`~aihpc.train.timing` -- the optimizer and schedule, evaluation

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,7 @@ def evaluate(
     timer: PhaseTimer | None = None,
     first_phase: str = "eval",
     pad_to: int | None = None,
+    inputs_and_targets: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
 ) -> tuple[float, float, int]:
     """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), all ranks.
 
@@ -34,6 +36,10 @@ def evaluate(
     compiled model's batch size on this rank): every batch is copied into a
     new one of that size, the last padded with zeros, so that every call has
     one shape and one layout (strides); only real samples are scored.
+    ``inputs_and_targets`` turns a staged batch into the model's input and the
+    targets (the task's, :meth:`aihpc.tasks.base.Task.inputs_and_targets`;
+    default: images and labels as staged).  Loss and accuracy are means over
+    targets (a language model's tokens), the count returned is of samples.
     """
     model.eval()
     sums = None  # loss, correct predictions (on the batches' device)
@@ -46,6 +52,8 @@ def evaluate(
             if item is None:
                 break
             xb, yb, _ = item
+            if inputs_and_targets is not None:
+                xb, yb = inputs_and_targets(xb, yb)
             n = yb.shape[0]
             if pad_to is not None:
                 padded = xb.new_zeros((pad_to, *xb.shape[1:]))
@@ -53,20 +61,30 @@ def evaluate(
                 xb = padded
             with autocast:
                 logits = model(channels_last(xb))[:n]
-            loss = F.cross_entropy(logits.float(), yb, reduction="sum")
-            batch_sums = torch.stack((loss.double(), (logits.argmax(1) == yb).sum().double()))
+            batch_sums = loss_sums(logits, yb)
             sums = batch_sums if sums is None else sums + batch_sums
         seen += n
     model.train()
-    loss_sum, correct_sum, seen_sum = group.sum(
-        *(sums.tolist() if sums is not None else (0.0, 0.0)), seen
+    loss_sum, correct_sum, targets, seen_sum = group.sum(
+        *(sums.tolist() if sums is not None else (0.0, 0.0, 0.0)), seen
     )
-    correct, total = int(correct_sum), int(seen_sum)
-    if total == 0:
+    if int(seen_sum) == 0:
         return float("nan"), 0.0, 0
-    return loss_sum / total, correct / total, total
+    return loss_sum / targets, int(correct_sum) / targets, int(seen_sum)
+
+
+def loss_sums(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(summed cross-entropy, correct predictions, targets) of a batch, float64 on its device:
+    logits (..., classes) against targets (...), a class per image or per token."""
+    flat = logits.reshape(-1, logits.shape[-1]).float()
+    labels = targets.reshape(-1)
+    loss = F.cross_entropy(flat, labels, reduction="sum")
+    correct = (flat.argmax(1) == labels).sum()
+    count = loss.new_full((), labels.numel(), dtype=torch.float64)  # a fill: no copy to wait for
+    return torch.stack((loss.double(), correct.double(), count))
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
-    """Images in the memory layout convolutions run fastest in on GPUs (a no-op on CPU)."""
-    return x.contiguous(memory_format=torch.channels_last) if x.is_cuda else x
+    """Images in the memory layout convolutions run fastest in on GPUs (a no-op on CPU and for
+    anything but a batch of images, such as a language model's tokens)."""
+    return x.contiguous(memory_format=torch.channels_last) if x.is_cuda and x.dim() == 4 else x

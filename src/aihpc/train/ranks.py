@@ -119,6 +119,11 @@ class PoolKey:
         return cls(procs, kind, gpu_indices(procs) if kind == "cuda" else ())
 
 
+#: Seconds a rank's error waits for a peer's death to show, which would be its cause (the ranks of
+#: a healthy pool stay alive: an error in every one of them costs this once, as the pool dies).
+PEER_EXIT_WAIT = 1.0
+
+
 class RankFailure(Exception):
     """A rank of the pool raised or died; ``reason`` is one line, ``detail`` its traceback or log
     tail."""
@@ -216,8 +221,12 @@ class RankPool:
 
         A rank killed by a signal is the cause wherever it is: its peers' errors
         (a connection reset in a collective) are echoes of its death, and may
-        be read first.
+        be read first, even before the dead rank's exit is visible (its sockets
+        close as it dies, before it becomes a zombie): an error gives the other
+        ranks :data:`PEER_EXIT_WAIT` seconds to show they died.
         """
+        if answer is not None:
+            self._await_a_peer_exit(rank)
         killed = [r for r, p in enumerate(self.procs) if (p.poll() or 0) < 0]
         if killed and rank not in killed:
             rank, answer = killed[0], None
@@ -237,6 +246,13 @@ class RankPool:
             else (lines[-1] if lines else f"exit code {code}")
         )
         return RankFailure(f"rank {rank} of {len(self.procs)} failed: {reason}", log or None)
+
+    def _await_a_peer_exit(self, rank: int) -> None:
+        """Up to :data:`PEER_EXIT_WAIT` s for a rank other than ``rank`` to have exited."""
+        others = [p for r, p in enumerate(self.procs) if r != rank]
+        deadline = time.monotonic() + PEER_EXIT_WAIT
+        while time.monotonic() < deadline and all(p.poll() is None for p in others):
+            time.sleep(0.02)
 
     def _log(self, rank: int) -> str:
         self.logs[rank].seek(0)
@@ -328,10 +344,11 @@ def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochRes
 
 
 def rank_peaks(
-    device: str, procs: int, threads: int | None, seconds: float
+    device: str, procs: int, threads: int | None, seconds: float, kinds: tuple[str, ...]
 ) -> list[dict[str, Any]]:
-    """Every rank's matmul peak, measured at the same moment on its own device; in rank order."""
-    request = {"op": "peak", "threads": threads, "seconds": seconds}
+    """Every rank's peak (the best of the ``kinds`` of kernel), measured at the same moment on
+    its own device; in rank order."""
+    request = {"op": "peak", "threads": threads, "seconds": seconds, "kinds": list(kinds)}
     return [a["peak"] for a in _ask(PoolKey.of(device, procs), request)]
 
 
@@ -404,7 +421,10 @@ def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -
         dist.barrier()  # all ranks measure at once, sharing the machine as they do when training
         return {
             "peak": search_peak(
-                device, training_dtype(device), seconds=request["seconds"]
+                device,
+                training_dtype(device),
+                seconds=request["seconds"],
+                kinds=tuple(request["kinds"]),
             ).to_dict()
         }
     if op == "stage":

@@ -23,9 +23,11 @@ in :data:`DEVICE_SHARE` of the device's free memory (on the CPU, of the
 host memory available, divided among the workers that share it), else
 ``stream``; ``"device"`` and ``"stream"`` force a tier.
 
+The task decides what is staged (:meth:`aihpc.tasks.base.Task.splits`,
+``staging_dtype``): images, or a language model's token windows (int32).
 Either tier is filled in chunks of about :data:`CHUNK_BYTES` of float32
-images: a pool of the worker's threads produces the chunks (generated,
-decoded or read, then normalised with the same float32 operation as
+samples: a pool of the worker's threads produces the chunks (generated,
+decoded or read; images then normalised with the same float32 operation as
 :meth:`aihpc.data.base.SplitDataset.materialize`, so the values are
 bit-identical to it), and each is converted to the staging dtype and copied
 into place, in order.  The host holds a few chunks in float32 at a time,
@@ -54,7 +56,6 @@ import numpy as np
 import torch
 
 from aihpc.config import STAGING
-from aihpc.devices import training_dtype
 from aihpc.errors import DataError
 from aihpc.records.task import DataRef
 
@@ -145,12 +146,12 @@ def loads() -> int:
 
 
 def _stage(ref: DataRef, device: torch.device, share: int, threads: int) -> Staged:
-    from aihpc.data import load_dataset
+    from aihpc.tasks import task_of
 
     t0 = time.perf_counter()
-    data = load_dataset(ref.name, path=ref.path, seed=ref.seed, **ref.options_dict())
-    dtype = training_dtype(device)
-    splits = (data.train, data.val)
+    kind = task_of(ref.task)
+    splits = kind.splits(ref)
+    dtype = kind.staging_dtype(device)
     image_bytes = sum(len(s) * math.prod(s.sample_shape) for s in splits) * dtype.itemsize
     tier = choose_tier(ref.staging, image_bytes, device, share)
     folder = stage_folder(ref, image_bytes) if tier == "stream" else None
@@ -214,8 +215,10 @@ def fill(split, out: torch.Tensor, threads: int) -> None:
 
     def produce(chunk: tuple[int, int]) -> torch.Tensor:
         positions = np.arange(*chunk, dtype=np.int64)
-        x = torch.from_numpy(np.ascontiguousarray(split.raw(positions), dtype=np.float32))
-        return split.normalizer.apply_(x).to(out.dtype)
+        x = torch.from_numpy(np.ascontiguousarray(split.raw(positions), dtype=split.dtype))
+        if split.normalizer is not None:  # images; a language model's tokens are staged as read
+            x = split.normalizer.apply_(x)
+        return x.to(out.dtype)
 
     with ThreadPoolExecutor(max(1, threads), thread_name_prefix="aihpc-stage") as pool:
         made = bounded_map(pool, produce, chunks, ahead=max(1, threads) + 1)

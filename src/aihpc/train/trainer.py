@@ -52,8 +52,9 @@ import torch.nn.functional as F
 from aihpc.devices import resolve_device
 from aihpc.nas.build import SpecNet
 from aihpc.records.task import EpochResult, EpochTask, WeightsRef
+from aihpc.tasks import Arch, Task, task_of
 from aihpc.train import feed
-from aihpc.train.evaluation import channels_last, evaluate
+from aihpc.train.evaluation import channels_last, evaluate, loss_sums
 from aihpc.train.group import SINGLE, Group
 from aihpc.train.inputs import count_ops_per_sample
 from aihpc.train.optim import make_optimizer, set_dropout, set_lr
@@ -80,6 +81,8 @@ CHECK_EVERY = {"cpu": 1, "cuda": 16}
 class Setup:
     """Everything one epoch trains with, built from the task."""
 
+    kind: Task  # the run's task (aihpc.tasks): its data's batches, its model's targets
+    spec: Arch  # the trial's architecture
     model: torch.nn.Module  # the bare model (its state is what the epoch returns)
     step_model: torch.nn.Module  # what the steps call: compiled and/or wrapped for data parallelism
     optimizer: torch.optim.Optimizer
@@ -118,12 +121,14 @@ _WRITER = SnapshotWriter()  # this worker's background writer of weight files
 
 @dataclass
 class Progress:
-    """What the training steps saw: samples, summed loss and correct predictions."""
+    """What the training steps saw: samples, summed loss, correct predictions and targets (a
+    label per image, a token per token of a language model's windows)."""
 
     status: str = "ok"
     seen: int = 0
     loss_sum: float = 0.0
     correct: float = 0.0
+    targets: float = 0.0
 
 
 def train_epoch(
@@ -169,6 +174,9 @@ def _train_epoch(
         weights = writing.result() if writing is not None else None
     keep_resident(setup, device, group, weights)
     metrics.update(compiled_regions(setup))
+    model_flops = setup.kind.model_flops(setup.spec, progress.seen)
+    if model_flops is not None:  # the task's papers' convention, beside the counted operations
+        metrics["model_flops"] = model_flops
     phase_seconds = timer.seconds()  # the epoch's one wait for the device's timing events
     ops_train = round(setup.train_ops * progress.seen)
     ops_eval = round(setup.eval_ops * metrics["val_samples"])
@@ -247,16 +255,15 @@ def compiled_regions(setup: Setup) -> dict[str, Any]:
 
 def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -> Setup:
     """Build the model from the task's architecture and weights, its optimizer, and the data."""
-    from aihpc.nas.spec import ArchSpec
-
-    spec = ArchSpec.from_dict(task.arch)
+    kind = task_of(task.data.task)
+    spec = kind.arch(task.arch)
     hp = task.hparams
     batch = hp.batch_size
     dropout = hp.dropout
     state, opt_state = starting_state(task)
-    model = build_model(spec, state, task.seed, device)
+    model = build_model(kind, spec, state, task.seed, device)
     set_dropout(model, dropout)
-    train_ops, eval_ops = count_ops_per_sample(spec, batch, dropout)
+    train_ops, eval_ops = count_ops_per_sample(kind, spec, batch, dropout)
     gpu = device.type == "cuda"
     if gpu:
         # Module.to takes memory_format (as Tensor.to does); torch's stub does not list it
@@ -273,8 +280,11 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
 
         _use_compile_cache(task)
         compiled_before = default_cache().stats().compiled
-        step_model = RegionNet(model)  # only the regions no model compiled before compile
+        # only the regions no model compiled before compile (a CNN's: SpecNet)
+        step_model = RegionNet(cast(SpecNet, model))
     return Setup(
+        kind=kind,
+        spec=spec,
         model=model,
         step_model=group.wrap(step_model),
         optimizer=optimizer,
@@ -311,7 +321,9 @@ def _use_compile_cache(task: EpochTask) -> None:
         _COMPILE_CACHE = use_cache_dir(folder)
 
 
-def build_model(spec, state: dict[str, Any] | None, seed: int, device: torch.device) -> SpecNet:
+def build_model(
+    kind: Task, spec: Arch, state: dict[str, Any] | None, seed: int, device: torch.device
+) -> torch.nn.Module:
     """The trial's network on ``device``, built once.
 
     With weights to start from, it is built on the meta device (nothing
@@ -322,9 +334,9 @@ def build_model(spec, state: dict[str, Any] | None, seed: int, device: torch.dev
     """
     if state is None:
         torch.manual_seed(seed)
-        return SpecNet(spec).to(device)
+        return kind.model(spec).to(device)
     with torch.device("meta"):
-        model = SpecNet(spec)
+        model = kind.model(spec)
     model.load_state_dict(state, strict=True, assign=True)
     return model.to(device)
 
@@ -353,14 +365,14 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
     """
     batch, model, optimizer, device = setup.batch, setup.step_model, setup.optimizer, setup.device
     n = len(setup.data.train)
-    steps = max(1, n // batch)
+    steps = max(1, setup.kind.epoch_samples(task.data, n) // batch)
     gen = torch.Generator().manual_seed(task.seed * 1_000_003 + task.epoch)
     order = torch.randperm(n, generator=gen)
     batches = feed.train_batches(
         setup.data.train, order, batch, steps, group.rank, group.world, device
     )
     check_every = CHECK_EVERY.get(device.type, 1)
-    sums = torch.zeros(2, dtype=torch.float64, device=device)  # loss × samples, correct predictions
+    sums = torch.zeros(3, dtype=torch.float64, device=device)  # loss × targets, correct, targets
     progress = Progress()
     model.train()
     for i in range(steps):
@@ -371,28 +383,28 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
         phase = _phases(setup, "train")
         with timer(phase("data")):
             xb, yb, global_batch = next(batches)
-            xb = channels_last(xb)
+            xb, yb = setup.kind.inputs_and_targets(channels_last(xb), yb)
         if global_batch < group.world:  # a batch too small to give every rank a sample
             break
         with timer(phase("forward")):
             set_lr(optimizer, task.hparams, task.epochs, (task.epoch - 1) + i / steps)
             with setup.autocast:
                 logits = model(xb)
-                loss = F.cross_entropy(logits, yb)
+                loss = F.cross_entropy(logits.flatten(0, -2), yb.flatten())
         with timer(phase("backward")):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
         with timer(phase("optimizer")):
+            if setup.kind.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(setup.model.parameters(), setup.kind.grad_clip)
             optimizer.step()
         setup.fresh.discard("train")
         progress.seen += global_batch
-        sums += torch.stack(
-            (loss.detach().double() * yb.shape[0], (logits.detach().argmax(1) == yb).sum().double())
-        )
+        sums += loss_sums(logits.detach(), yb)
         if check and group.any(not math.isfinite(float(sums[0]))):
             progress.status = "diverged"
             break
-    progress.loss_sum, progress.correct = group.sum(*sums.tolist())
+    progress.loss_sum, progress.correct, progress.targets = group.sum(*sums.tolist())
     return progress
 
 
@@ -406,11 +418,12 @@ def _phases(setup: Setup, mode: str):
 def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
     """The epoch's metrics from its training steps (validation still to come)."""
     seen, ok = progress.seen, progress.seen and progress.status != "diverged"
+    targets = progress.targets or 1.0
     return {
         "epoch": task.epoch,
         "train_samples": seen,
-        "train_loss": progress.loss_sum / seen if ok else None,
-        "train_accuracy": progress.correct / seen if ok else None,
+        "train_loss": progress.loss_sum / targets if ok else None,
+        "train_accuracy": progress.correct / targets if ok else None,
         "val_samples": 0,
         "val_loss": None,
         "val_accuracy": None,
@@ -435,6 +448,7 @@ def validate(
         timer=timer,
         first_phase=first,
         pad_to=full,
+        inputs_and_targets=setup.kind.inputs_and_targets,
     )
     complete = val_seen == len(val)
     metrics.update(

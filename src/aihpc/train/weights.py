@@ -45,6 +45,7 @@ import torch
 from aihpc.errors import StorageError
 from aihpc.fileio import atomic_open
 from aihpc.records.task import EpochTask, Morph, WeightsRef
+from aihpc.tasks import Task, task_of
 
 
 def file_name(trial_id: int, epoch: int, attempt: int) -> str:
@@ -229,31 +230,31 @@ def starting_state(task: EpochTask) -> tuple[dict[str, Any] | None, dict[str, An
     if task.start is not None:
         return load(Path(task.weights_dir), task.start)
     if task.morph is not None:
-        return morphed_state(task.morph, task.arch, Path(task.weights_dir)), None
+        kind = task_of(task.data.task)
+        return morphed_state(kind, task.morph, task.arch, Path(task.weights_dir)), None
     return None, None
 
 
-def morphed_state(morph: Morph, arch: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """A child's starting weights: its parent's, carried through the morph recipe.
+def morphed_state(
+    kind: Task, morph: Morph, arch: dict[str, Any], directory: Path
+) -> dict[str, Any]:
+    """A child's starting weights: its parent's, carried through the morph recipe by the task's
+    growth steps (:meth:`aihpc.tasks.base.Task.plan`).
 
     The replayed architecture must be the child's (``arch``): a mismatch
     means master and worker disagree on the morphisms and is an error.
     """
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.morphism import random_plan
-    from aihpc.nas.spec import ArchSpec
-
-    spec = ArchSpec.from_dict(morph.parent_arch)
+    spec = kind.arch(morph.parent_arch)
     if morph.parent_weights is not None:
         state = load(directory, morph.parent_weights)[0]
     else:
         torch.manual_seed(morph.parent_seed)
-        state = SpecNet(spec).state_dict()
+        state = kind.model(spec).state_dict()
     rng = random.Random(morph.seed)
     for _ in range(morph.steps):
-        spec, apply, _ = random_plan(spec, rng, morph.max_params)
+        spec, apply, _ = kind.plan(spec, rng, morph.max_params)
         state = apply(state)
-    child = ArchSpec.from_dict(arch)
+    child = kind.arch(arch)
     if spec.content_hash() != child.content_hash():
         raise ValueError(
             f"the morph recipe gives architecture {spec.content_hash()[:12]}, "

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.records.mlperf_check import iter_events
+from aihpc.tasks import of_run
 from aihpc.verify.checks import Check, Found, Mismatch, same
 
 SLACK_MS = 1000  # the master's segments start just after run_start and end before run_stop
@@ -92,7 +93,9 @@ def check_mlperf(
 def _check_epochs(
     log: Log, store, head: dict[str, Any], trials: Iterator[dict[str, Any]], found: Found
 ) -> None:
-    """Each finished epoch of results.json is logged once, with its accuracy; nothing else is."""
+    """Each finished epoch of results.json is logged once, with its quality (an accuracy, or a
+    loss: the run's task's); nothing else is."""
+    quality = of_run(store.meta("config"), store.meta("data"))[1]
     unmatched = {key for key, slots in log.epochs.items() if slots[0] is not None}
     for trial in trials:
         for e in trial.get("epochs") or []:
@@ -104,20 +107,20 @@ def _check_epochs(
                 continue
             unmatched.discard(key)
             logged = log.epochs[key][0]
-            if not same(logged, e.get("val_accuracy")):
+            if not same(logged, e.get(quality.metric)):
                 found.add(
-                    f"accuracy {e.get('val_accuracy')!r} in results.json, {logged!r} in the MLPerf "
-                    "log",
+                    f"{quality.label} {e.get(quality.metric)!r} in results.json, {logged!r} in "
+                    "the MLPerf log",
                     *key,
                 )
     for trial, epoch in sorted(unmatched, key=str):
         found.add("in the MLPerf log but not a finished epoch of results.json", trial, epoch)
     _check_times(log, store, found)
-    best = (head.get("score") or {}).get("best_accuracy")
+    best = (head.get("score") or {}).get(quality.best_key)
     if log.accuracies and not same(log.last_accuracy, best):
         found.add(
-            f"the log's last eval_accuracy {log.last_accuracy!r} is not the score's best accuracy "
-            f"{best!r}"
+            f"the log's last eval_accuracy {log.last_accuracy!r} is not the score's "
+            f"{quality.best_key} {best!r}"
         )
 
 

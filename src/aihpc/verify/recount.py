@@ -5,7 +5,7 @@ Five checks, each naming every mismatch by trial (and epoch) where it has one:
 operations
     Every epoch's operation count recomputed from the logged architecture
     and hyperparameters (batch size, dropout), with an independent,
-    layer-by-layer implementation (:func:`aihpc.train.layered_count.count_spec_per_sample`)
+    layer-by-layer implementation (:func:`aihpc.tasks.image_count.count_spec_per_sample`)
     that tests hold equal to the worker's counter
     (:func:`aihpc.train.inputs.count_ops_per_sample`), times the logged samples:
     ``round(train ops/sample × train samples) + round(eval ops/sample × val
@@ -54,6 +54,7 @@ from aihpc.records.results import (
 )
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.score import Score, compute_score, wall_seconds
+from aihpc.tasks import Task, of_run
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
 MAX_DIFFS = 5  # differing fields named per trial before "and N more"
@@ -173,12 +174,13 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
     """Every epoch's operations recomputed from its trial's architecture and its samples."""
     found = Found("operations")
     data = store.meta("data") or {}
+    task = of_run(store.meta("config"), store.meta("data"))[0]
     epochs = 0
     arch_hashes: dict[int, str] = {}
     memo = LayerMemo()
     for trial in store.iter_trials():  # one at a time: a run may have hundreds of thousands
         arch_hashes[trial.id] = trial.arch_hash
-        counts = _per_sample(trial, found, memo)
+        counts = _per_sample(task, trial, found, memo)
         for e in store.epochs(trial.id):
             epochs += 1
             _check_epoch_ops(trial.id, e, counts, data, found)
@@ -235,14 +237,14 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
         )
 
 
-def _per_sample(trial: TrialRow, found: Found, memo: LayerMemo) -> tuple[float, float] | None:
+def _per_sample(
+    task: Task, trial: TrialRow, found: Found, memo: LayerMemo
+) -> tuple[float, float, float | None] | None:
     """(train, eval) operations per sample of the trial's logged architecture, as the worker counts
-    them (counted layer by layer)."""
-    from aihpc.nas.spec import ArchSpec
-    from aihpc.train.layered_count import count_spec_per_sample
-
+    them (:meth:`aihpc.tasks.base.Task.recount_per_sample`: the same numbers, fast), and its
+    model FLOPs per trained sample where the task has them (``Task.model_flops``)."""
     try:
-        spec = ArchSpec.from_dict(trial.arch, memo)
+        spec = task.arch(trial.arch, memo)
     except AihpcError as exc:
         found.add(f"its logged architecture is not valid: {exc}", trial.id)
         return None
@@ -259,13 +261,13 @@ def _per_sample(trial: TrialRow, found: Found, memo: LayerMemo) -> tuple[float, 
             trial.id,
         )
     hp = trial.hparams
-    return count_spec_per_sample(spec, hp.batch_size, hp.dropout)
+    return (*task.recount_per_sample(spec, hp.batch_size, hp.dropout), task.model_flops(spec, 1))
 
 
 def _check_epoch_ops(
     trial_id: int,
     e: EpochRow,
-    counts: tuple[float, float] | None,
+    counts: tuple[float, float, float | None] | None,
     data: dict[str, Any],
     found: Found,
 ) -> None:
@@ -290,7 +292,13 @@ def _check_epoch_ops(
         )
     if counts is None:
         return
-    train, evaluate = counts
+    train, evaluate, model_flops = counts
+    if model_flops is not None and not same(m.get("model_flops"), model_flops * train_samples):
+        found.add(
+            f"model FLOPs logged {m.get('model_flops')!r}, recomputed "
+            f"{model_flops * train_samples!r} from the architecture and {train_samples} samples",
+            **where,
+        )
     if e.ops_per_sample and e.ops_per_sample != {"train": train, "eval": evaluate}:
         found.add(
             f"operations per sample logged {e.ops_per_sample}, recounted "
@@ -311,17 +319,15 @@ def _check_epoch_ops(
 
 # -- score -------------------------------------------------------------------------------
 def recomputed_score(store) -> Score:
-    """The score from the store's operations, segment times and accuracies (not from
+    """The score from the store's operations, segment times and validation metrics (not from
     results.json)."""
-
-    config, data = store.meta("config") or {}, store.meta("data") or {}
-    accs = (e.metrics["val_accuracy"] for e in store.iter_epochs() if e.status == "ok")
+    quality = of_run(store.meta("config"), store.meta("data"))[1]
+    values = [e.metrics[quality.metric] for e in store.iter_epochs() if e.status == "ok"]
     return compute_score(
         ops=store.total_ops(),
         wall_seconds=wall_seconds(store.segments()),
-        best_accuracy=max(accs, default=None),
-        val_samples=int(data.get("num_val") or 1),
-        min_accuracy=float(config.get("min_accuracy", 0.0)),
+        best=max(values, key=quality.goodness, default=None),
+        quality=quality,
         peak_flops_per_s=store.meta("peak_flops_per_s"),
         nominal_peak_flops_per_s=store.meta("nominal_peak_flops_per_s"),
     )
@@ -379,8 +385,9 @@ def check_results(
         "screenings",
         "losses",
         "helper_restarts",
+        "model_flops",
     ):
-        if key in head and not same(head[key], expected[key]):
+        if key in head and not same(head[key], expected.get(key)):
             path, got, want = next(diffs(head[key], expected[key], key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
     count = _check_trials(store, trials, found)
@@ -394,9 +401,11 @@ def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
     id order (as results.json is written); how many trials results.json holds."""
     from aihpc.records.schema import run_start, trial_record
 
+    quality = of_run(store.meta("config"), store.meta("data"))[1]
     t0 = run_start(store)
     stored = (
-        (row.arch, trial_record(row, store.epochs(row.id), t0)) for row in store.iter_trials()
+        (row.arch, trial_record(row, store.epochs(row.id), t0, quality))
+        for row in store.iter_trials()
     )
     arch, want = next(stored, (None, None))
     count, previous = 0, -1

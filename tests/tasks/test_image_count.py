@@ -12,13 +12,15 @@ from collections import Counter
 
 import pytest
 
-from aihpc.train.layered_count import count_spec_per_sample
 from aihpc.errors import ConfigError, ModelError, MorphError
 from aihpc.nas.layer import INPUT, LAYER_TYPES, Layer
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.nas.spec import ArchSpec
-from aihpc.train.inputs import count_ops_per_sample
+from aihpc.tasks.image import ImageTask
+from aihpc.tasks.image_count import count_spec_per_sample
+
+count_ops_per_sample = ImageTask().count_per_sample  # the whole-network count
 
 SEEDS = (((1, 8, 8), 10), ((3, 32, 32), 10), ((3, 64, 64), 100))
 BATCHES = (1, 16, 64, 100)

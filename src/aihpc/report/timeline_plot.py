@@ -1,0 +1,109 @@
+"""The report's timeline plot: the score and the best quality so far against the run's time.
+
+The quality panel reads the run's :class:`~aihpc.report.quality.ReportQuality`:
+the best accuracy in % above the minimum of a valid run, or the best validation
+loss in nats per token under the maximum of a valid run and above the loss
+floor, where the data's floor is known.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aihpc.fmt import as_number
+from aihpc.report.figure import figure, png, si_axis
+from aihpc.report.quality import ReportQuality, loss_floor, quality_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+
+def plot_timeline(results: dict[str, Any]) -> bytes | None:
+    """Score (ops/s) and the best quality so far (accuracy or validation loss, the timeline's
+    ``best_accuracy`` or ``best_val_loss``) against run time, two panels sharing x."""
+    quality = quality_for(results)
+    points = [p for p in results.get("timeline") or [] if isinstance(p, dict)]
+    score_pts = _series(points, "ops_per_second")
+    best_pts = _series(points, quality.best_key)
+    if not score_pts and not best_pts:
+        return None
+    fig = figure(9, 5.4)
+    ax_score, ax_best = fig.subplots(2, 1, sharex=True)
+    if score_pts:
+        ts, vs = zip(*score_pts, strict=True)
+        ax_score.plot(ts, vs, marker="o", markersize=3, color="#1e88e5")
+        ax_score.set_ylim(bottom=0)
+    else:
+        ax_score.text(
+            0.5, 0.5, "no score data", ha="center", va="center", transform=ax_score.transAxes
+        )
+    si_axis(ax_score.yaxis, "OPS")
+    ax_score.set_ylabel("score (operations / s)")
+    ax_score.set_title(f"Score and best {quality.label} over the run")
+    ax_score.grid(alpha=0.3)
+    _best_panel(ax_best, best_pts, quality, _thresholds(results, quality))
+    return png(fig)
+
+
+def _series(points: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """The (t, value) of the timeline's points that hold both, by time."""
+    pairs = [(as_number(p.get("t")), as_number(p.get(key))) for p in points]
+    return sorted((t, v) for t, v in pairs if t is not None and v is not None)
+
+
+def _thresholds(results: dict[str, Any], quality: ReportQuality) -> list[tuple[float, str, str]]:
+    """The horizontal lines of the quality panel, (value, label, style): the validity threshold
+    (the minimum accuracy, the maximum loss) and, for a loss, its floor where known."""
+    score = results.get("score")
+    score = score if isinstance(score, dict) else {}
+    lines = []
+    if quality.higher_is_better:
+        least = as_number(score.get("min_accuracy"))
+        if least is not None:
+            lines.append((least, f"min accuracy {100 * least:.0f}%", "valid"))
+        return lines
+    most = as_number(score.get("max_val_loss"))
+    if most is not None:
+        lines.append((most, f"max loss {most:.4f} (valid below)", "valid"))
+    floor = loss_floor(results)
+    if floor is not None:
+        lines.append((floor, f"floor {floor:.4f} (best possible)", "floor"))
+    return lines
+
+
+def _best_panel(
+    ax: Axes,
+    points: list[tuple[float, float]],
+    quality: ReportQuality,
+    lines: list[tuple[float, str, str]],
+) -> None:
+    """The best value so far as a step line, with the threshold and floor lines."""
+    if points:
+        ts, vs = zip(*points, strict=True)
+        ax.step(
+            ts,
+            [quality.plotted(v) for v in vs],
+            where="post",
+            marker="o",
+            markersize=3,
+            color="#2e7d32",
+            label=f"best {quality.label}",
+        )
+    else:
+        ax.text(
+            0.5, 0.5, f"no {quality.label} data", ha="center", va="center", transform=ax.transAxes
+        )
+    for value, label, style in lines:
+        ax.axhline(
+            quality.plotted(value),
+            color="#c62828" if style == "valid" else "#616161",
+            linestyle="--" if style == "valid" else ":",
+            linewidth=1,
+            label=label,
+        )
+    if points or lines:
+        ax.legend(fontsize="small", loc="lower right" if quality.higher_is_better else "best")
+    ax.set_ylabel(f"best {quality.label} ({quality.unit})")
+    ax.set_xlabel("time since run start (s)")
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)

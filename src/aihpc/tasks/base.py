@@ -1,0 +1,140 @@
+"""The one interface through which the runner, the trainer, the counter and the records see a
+task of the AutoML benchmark.
+
+A task is what the search searches and how a model of it is judged: its
+architectures and their function-preserving growth, its data, its quality
+measure, its counting.  Two exist: ``image`` (classification, CNNs grown by
+network morphism: AIPerf's) and ``lm`` (language modelling, decoder-only
+transformers grown by exact operators).  Code that needs a task-specific
+answer asks the run's task for it (:func:`aihpc.tasks.task_of`), never
+branches on its name.
+
+The contract, per method: units, what never changes, who calls it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aihpc.config import RunConfig
+from aihpc.nas.tpe_study import SearchSpace
+from aihpc.records.quality import Quality
+from aihpc.records.task import DataRef
+
+if TYPE_CHECKING:  # torch is imported where a task trains or counts, not where it is named
+    import torch
+
+#: An architecture: a frozen, validated, hashed value with ``to_dict()``,
+#: ``content_hash()`` and ``num_params()`` (an ArchSpec or an LMSpec).
+Arch = Any
+#: One planned growth step: (child, apply(parent state dict) -> child state dict, description).
+Plan = tuple[Arch, Callable[..., Any], str]
+
+
+class Split(Protocol):
+    """One split of a data set as staging reads it (:mod:`aihpc.train.staging`): ``len`` samples
+    of ``sample_shape``, values of ``dtype`` (numpy's) from ``raw(positions)``, labels from
+    ``label(positions)``, and a ``normalizer`` (None: the values are staged as they are)."""
+
+    sample_shape: tuple[int, ...]
+    dtype: Any
+    normalizer: Any
+
+    def __len__(self) -> int: ...
+
+    def raw(self, positions: Any) -> Any: ...
+
+    def label(self, positions: Any) -> Any: ...
+
+
+class Task(Protocol):
+    """A task of the AutoML benchmark (the module docstring)."""
+
+    #: "image" or "lm", as RunConfig.task names it
+    name: str
+    #: the data sets the task trains on (``RunConfig.dataset``)
+    datasets: tuple[str, ...]
+    #: gradients clipped to this norm in every step (None: not clipped)
+    grad_clip: float | None
+    #: the MLPerf log's submission_benchmark (its rules: records/mlperf_rules/<name>.yaml)
+    mlperf_benchmark: str
+    #: the kinds of dense kernel its networks call, whose best rate is the run's measured peak
+    #: (aihpc.roofline.kernels.KINDS)
+    peak_kernels: tuple[str, ...]
+
+    # -- the run (aihpc.runner) -------------------------------------------------------------
+    def default_workload(self, config: RunConfig, device: str) -> RunConfig:
+        """``config`` with what it left unset sized to ``device`` ("cpu" or "cuda")."""
+        ...
+
+    def inspect_data(self, config: RunConfig, device: str) -> dict[str, Any]:
+        """The data set checked once in the master (ConfigError, DataError) and described:
+        results.json's ``data`` (``num_train``, ``num_val`` in samples, ``max_params``...)."""
+        ...
+
+    def quality(self, config: RunConfig, data: dict[str, Any]) -> Quality:
+        """How the run's models are judged, from the configuration and :meth:`inspect_data`."""
+        ...
+
+    def search_space(self, config: RunConfig) -> SearchSpace:
+        """The hyperparameters TPE draws for a trial, and the fixed ones."""
+        ...
+
+    # -- architectures (aihpc.runner.proposals, the worker's replay of a recipe) ------------
+    def seed_arch(self, data: dict[str, Any]) -> Arch:
+        """The first trial's architecture for the data :meth:`inspect_data` described."""
+        ...
+
+    def arch(self, data: dict[str, Any], memo: Any = None) -> Arch:
+        """The architecture of its ``to_dict()`` (SpecError if it is not one of this task's);
+        ``memo`` lets the many related architectures of a run share their parts where the
+        task's architectures can (:class:`aihpc.nas.spec.LayerMemo`)."""
+        ...
+
+    def plan(self, arch: Arch, rng: random.Random, max_params: int | None) -> Plan:
+        """One random function-preserving growth step, all draws from ``rng`` (MorphError)."""
+        ...
+
+    # -- models and their operations (aihpc.train, aihpc.verify) ----------------------------
+    def model(self, arch: Arch) -> torch.nn.Module:
+        """A freshly initialised network of ``arch`` (on torch's current default device)."""
+        ...
+
+    def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
+        """Operations per sample of a training step (forward, loss, backward) and of an
+        evaluation forward pass, counted analytically at the trial's batch size (the worker's)."""
+        ...
+
+    def model_flops(self, arch: Arch, train_samples: int) -> float | None:
+        """The model FLOPs of training on ``train_samples`` samples by the convention the task's
+        papers report utilisation in (language models: 6N + 12·L·H·Q·T per token, PaLM
+        appendix B); None where the task has none (images: the counted operations are it)."""
+        ...
+
+    def recount_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
+        """Exactly :meth:`count_per_sample`'s numbers, made fast for the many related
+        architectures of a run (``aihpc verify``, the scale rehearsal)."""
+        ...
+
+    # -- data (aihpc.train.staging, the trainer) --------------------------------------------
+    def splits(self, ref: DataRef) -> tuple[Split, Split]:
+        """The training and validation splits of the data set ``ref`` names."""
+        ...
+
+    def staging_dtype(self, device: torch.device) -> torch.dtype:
+        """The dtype a worker stages the data in on ``device``."""
+        ...
+
+    def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
+        """How many training samples one epoch of data set ``ref`` trains on, of
+        ``train_samples``."""
+        ...
+
+    def inputs_and_targets(
+        self, xb: torch.Tensor, yb: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A staged batch as the model's input and the loss's targets (one target per output
+        row once the logits are flattened to (targets, classes))."""
+        ...

@@ -1,0 +1,165 @@
+"""The image task: classification, CNNs grown by function-preserving network morphism (AIPerf's).
+
+Architectures are :class:`~aihpc.nas.spec.ArchSpec` DAGs seeded by
+:func:`aihpc.nas.seeds.seed_spec` (ResNet-style, sized to the input) and
+grown by :func:`aihpc.nas.morphism.random_plan` (deepen, widen, skip).  Data
+are :mod:`aihpc.data`'s image sets; quality is the validation accuracy;
+operations are counted per image (:mod:`aihpc.tasks.image_count` is the
+verifier's fast path of the same count).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from aihpc.config import RunConfig
+from aihpc.errors import ConfigError
+from aihpc.nas.tpe_study import SearchSpace, image_space
+from aihpc.records.quality import Accuracy
+from aihpc.records.task import DataRef
+from aihpc.tasks.base import Arch, Plan
+
+# Largest network a child may grow to, by device kind, when max_params is not set
+# (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).
+DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
+# The batch sizes the hyperparameter search picks from, when batch_sizes is not set.
+# GPU: measured on one H200 (benchmarks/gpu_fill.py, 5 minutes, 2026-11-26, when 128 was a
+# choice): the ResNet-50 seed's children trained at 46, 94 and 106 TFLOP/s with batches of 128,
+# 256 and 512; a batch of 128 at 128x128 is too little work per kernel (README, "On a GPU").
+DEFAULT_BATCH_SIZES = {"cpu": (32, 64, 128), "cuda": (256, 512)}
+# The default workload: a synthetic data set sized to the device kind, so that the search has
+# room to improve all through a 5-minute run (README, "The default workload": its ceiling, and
+# how the CPU's and the GPU's were chosen and measured).
+DEFAULT_SYNTHETIC = {
+    "cpu": {
+        "num_samples": 12000,
+        "num_classes": 50,
+        "channels": 3,
+        "image_size": 16,
+        "difficulty": 0.6,
+    },
+    "cuda": {
+        "num_samples": 50000,
+        "num_classes": 100,
+        "channels": 3,
+        "image_size": 128,
+        "difficulty": 0.6,
+    },
+}
+
+
+class ImageTask:
+    """Image classification (see the module docstring); stateless."""
+
+    name: str = "image"
+    datasets: tuple[str, ...] = ("digits", "synthetic", "imagefolder", "npz")
+    mlperf_benchmark: str = "aihpc_automl"
+    grad_clip: float | None = None
+    peak_kernels: tuple[str, ...] = ("matmul", "conv")
+
+    def default_workload(self, config: RunConfig, device: str) -> RunConfig:
+        if config.optimizer is None:
+            config = config.replace(optimizer="sgd")
+        if config.batch_sizes is None:
+            config = config.replace(batch_sizes=list(DEFAULT_BATCH_SIZES[device]))
+        if config.dataset != "synthetic":
+            return config
+        options = {**DEFAULT_SYNTHETIC[device], **config.data_options}
+        return config.replace(data_options=options)
+
+    def inspect_data(self, config: RunConfig, device: str) -> dict[str, Any]:
+        from aihpc.data import load_dataset
+        from aihpc.data.ceiling import task_description
+
+        data = load_dataset(
+            config.dataset, path=config.data_path, seed=config.seed, **config.data_options
+        )
+        info = {"input_shape": list(data.input_shape), "num_classes": data.num_classes}
+        seed_params = self.seed_arch(info).num_params()
+        max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
+        if seed_params > max_params:
+            raise ConfigError(
+                f"max_params must be at least the seed network's {seed_params} parameters, "
+                f"got {max_params}"
+            )
+        return {
+            "name": data.name,
+            **info,
+            "num_train": data.num_train,
+            "num_val": data.num_val,
+            "max_params": max_params,
+            **task_description(data),
+        }
+
+    def quality(self, config: RunConfig, data: dict[str, Any]) -> Accuracy:
+        return Accuracy(val_samples=int(data.get("num_val") or 1), min_accuracy=config.min_accuracy)
+
+    def search_space(self, config: RunConfig) -> SearchSpace:
+        assert config.batch_sizes is not None, "batch sizes are sized to the device first"
+        return image_space(config.batch_sizes, config.optimizer or "sgd", config.schedule)
+
+    def seed_arch(self, data: dict[str, Any]) -> Arch:
+        from aihpc.nas.seeds import seed_spec
+
+        return seed_spec(tuple(data["input_shape"]), int(data["num_classes"]))
+
+    def arch(self, data: dict[str, Any], memo: Any = None) -> Arch:
+        from aihpc.nas.spec import ArchSpec
+
+        return ArchSpec.from_dict(data, memo)
+
+    def plan(self, arch: Arch, rng: random.Random, max_params: int | None) -> Plan:
+        from aihpc.nas.morphism import random_plan
+
+        return random_plan(arch, rng, max_params)
+
+    def model(self, arch: Arch) -> torch.nn.Module:
+        from aihpc.nas.build import SpecNet
+
+        return SpecNet(arch)
+
+    def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
+        from aihpc.counting import count_ops
+
+        meta = torch.device("meta")
+        with meta:
+            model = self.model(arch)
+        for m in model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = dropout
+        x = torch.zeros((batch, *arch.input_shape), device=meta)
+        y = torch.zeros(batch, dtype=torch.long, device=meta)
+        train = count_ops(model, (x,), train=True, target=y).total / batch
+        infer = count_ops(model, (x,), train=False).total / batch
+        return train, infer
+
+    def model_flops(self, arch: Arch, train_samples: int) -> float | None:
+        return None
+
+    def recount_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
+        """Layer by layer, each distinct layer counted once (:mod:`aihpc.tasks.image_count`)."""
+        from aihpc.tasks.image_count import count_spec_per_sample
+
+        return count_spec_per_sample(arch, batch, dropout)
+
+    def splits(self, ref: DataRef) -> tuple[Any, Any]:
+        from aihpc.data import load_dataset
+
+        data = load_dataset(ref.name, path=ref.path, seed=ref.seed, **ref.options_dict())
+        return data.train, data.val
+
+    def staging_dtype(self, device: torch.device) -> torch.dtype:
+        from aihpc.devices import training_dtype
+
+        return training_dtype(device)
+
+    def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
+        return train_samples
+
+    def inputs_and_targets(
+        self, xb: torch.Tensor, yb: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return xb, yb

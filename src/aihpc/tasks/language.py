@@ -1,0 +1,281 @@
+"""The language task: decoder-only transformers grown by exact function-preserving operators.
+
+Architectures are :class:`~aihpc.nas.lm_spec.LMSpec` (a pre-norm decoder:
+RMSNorm, causal attention through ``scaled_dot_product_attention`` with rotary
+positions, a GELU MLP) grown by :func:`aihpc.nas.lm_morphism.random_lm_plan`
+(add a block, widen an MLP, add heads, widen the residual stream), each step
+computing exactly its parent's function, so a child trains on from its
+parent's weights.  Data are :mod:`aihpc.data.language`'s: ``synthetic`` (the
+topic x state hidden Markov language, whose floor is known), ``text`` (a
+folder of UTF-8 files as bytes) or ``tokens`` (a flat file of ids).  Quality
+is the validation loss in nats per token (:class:`aihpc.records.quality.Loss`).
+
+A sample is a window of the data (:class:`aihpc.data.windows.TokenWindows`):
+a document after a begin-of-sequence token, or ``context + 1`` tokens of a
+stream.  An epoch is ``epoch_tokens`` tokens of windows drawn afresh, without
+replacement, each epoch (the whole training split where it is smaller), so
+a trial advances in fixed units of tokens whatever the corpus's size.  The
+context is the run's (``context``, or the synthetic documents' length):
+growing it is exact (rotary positions have no parameters), but every window
+of a run has one length, so the search grows networks, not their context.
+
+Operations are counted per window on the meta device (:func:`aihpc.counting.count_ops`):
+every matrix product, the attention's two products counted over the full
+``T x T`` scores (the causal mask's upper half included, as ``FlopCounterMode``
+and PaLM's model-FLOPs convention count it), softmax, norms, GELU, rotary,
+the loss over the vocabulary, forward and backward.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import torch
+
+from aihpc.config import RunConfig
+from aihpc.errors import ConfigError
+from aihpc.nas.tpe_study import SearchSpace
+from aihpc.records.quality import Loss
+from aihpc.records.task import DataRef
+from aihpc.tasks.base import Arch, Plan
+
+#: The task's own data options (the rest go to aihpc.data.language.load_language).
+TASK_OPTIONS = ("context", "epoch_tokens")
+#: The run's data-set name -> aihpc.data.language's.
+LANGUAGES = {"synthetic": "hmm", "text": "text", "tokens": "tokens"}
+
+# By device kind (README, "The language task": how they were chosen and measured).
+DEFAULT_CONTEXT = {"cpu": 128, "cuda": 1024}
+DEFAULT_EPOCH_TOKENS = {"cpu": 1 << 18, "cuda": 1 << 23}
+DEFAULT_SYNTHETIC = {
+    "cpu": {"train_tokens": 1 << 21},
+    "cuda": {"train_tokens": 1 << 26},
+}
+DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 700_000_000}
+# sequences per step (tokens per step = sequences x context)
+DEFAULT_BATCH_SIZES = {"cpu": (8, 16, 32), "cuda": (16, 32, 64)}
+# the seed network: width, blocks, heads, head size, MLP width
+SEEDS = {
+    "cpu": {"width": 64, "layers": 2, "heads": 4, "head_dim": 16, "mlp_hidden": 256},
+    "cuda": {"width": 1024, "layers": 16, "heads": 16, "head_dim": 64, "mlp_hidden": 4096},
+}
+
+
+class LanguageTask:
+    """Language modelling (see the module docstring); stateless."""
+
+    name: str = "lm"
+    datasets: tuple[str, ...] = tuple(LANGUAGES)
+    mlperf_benchmark: str = "aihpc_automl_lm"
+    grad_clip: float | None = 1.0
+    peak_kernels: tuple[str, ...] = ("matmul",)  # its attention is matmuls too (flash or not)
+
+    def default_workload(self, config: RunConfig, device: str) -> RunConfig:
+        if config.screen:
+            raise ConfigError(
+                f"screen scores CNN children with the image recommender's proxies; the language "
+                f"task has none, got screen {config.screen}"
+            )
+        if config.compile:
+            raise ConfigError(
+                "compile is the image task's regional compilation of CNN blocks; the language "
+                "task trains uncompiled (its attention is one fused kernel), got compile true"
+            )
+        options: dict[str, Any] = {"epoch_tokens": DEFAULT_EPOCH_TOKENS[device]}
+        if config.dataset == "synthetic":
+            doc = config.data_options.get("context", DEFAULT_CONTEXT[device])
+            options.update(DEFAULT_SYNTHETIC[device], doc_length=doc)
+        else:
+            options["context"] = DEFAULT_CONTEXT[device]
+        changes: dict[str, Any] = {"data_options": {**options, **config.data_options}}
+        if config.batch_sizes is None:
+            changes["batch_sizes"] = list(DEFAULT_BATCH_SIZES[device])
+        if config.optimizer is None:
+            changes["optimizer"] = "adamw"
+        return config.replace(**changes)
+
+    def inspect_data(self, config: RunConfig, device: str) -> dict[str, Any]:
+        data = load(DataRef.of(config))
+        context = context_of(data, config.data_options)
+        seed = SEEDS[device]
+        info: dict[str, Any] = {
+            **data.info(),
+            "name": config.dataset,
+            "vocab_size": vocab_of(data),
+            "context": context,
+            "seed_network": seed,
+            "epoch_tokens": int(config.data_options["epoch_tokens"]),
+        }
+        train, val = windows(data, context)
+        info.update(num_train=len(train), num_val=len(val), val_predicted=val.predicted_tokens)
+        seed_params = self.seed_arch(info).num_params()
+        max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
+        if seed_params > max_params:
+            raise ConfigError(
+                f"max_params must be at least the seed network's {seed_params} parameters, "
+                f"got {max_params}"
+            )
+        return {**info, "max_params": max_params}
+
+    def quality(self, config: RunConfig, data: dict[str, Any]) -> Loss:
+        unigram = float(data["unigram_loss"])
+        threshold = config.max_val_loss
+        if threshold is None:
+            threshold = data.get("bigram_loss") or unigram
+        return Loss(
+            unigram=unigram,
+            max_loss=float(threshold),
+            floor=data.get("floor"),
+            resolution=1.0 / math.sqrt(max(int(data.get("val_predicted") or 1), 1)),
+            bytes_per_token=data.get("bytes_per_token"),
+        )
+
+    def search_space(self, config: RunConfig) -> SearchSpace:
+        assert config.batch_sizes is not None, "batch sizes are sized to the device first"
+        optimizer = config.optimizer or "adamw"
+        lr_low, lr_high = (1e-4, 3e-3) if optimizer == "adamw" else (1e-3, 0.3)
+        return SearchSpace(
+            floats=(
+                ("lr", lr_low, lr_high, True),
+                ("warmup", 0.0, 0.2, False),
+                ("weight_decay", 1e-3, 0.3, True),
+            ),
+            choices=(("batch_size", tuple(config.batch_sizes)),),
+            fixed=(("optimizer", optimizer), ("schedule", config.schedule), ("dropout", 0.0)),
+        )
+
+    def seed_arch(self, data: dict[str, Any]) -> Arch:
+        from aihpc.nas.lm_spec import seed_lm_spec
+
+        return seed_lm_spec(
+            vocab_size=int(data["vocab_size"]), context=int(data["context"]), **data["seed_network"]
+        )
+
+    def arch(self, data: dict[str, Any], memo: Any = None) -> Arch:
+        from aihpc.nas.lm_spec import LMSpec
+
+        return LMSpec.from_dict(data)
+
+    def plan(self, arch: Arch, rng: random.Random, max_params: int | None) -> Plan:
+        from aihpc.nas.lm_morphism import random_lm_plan
+
+        return random_lm_plan(arch, rng, max_params)
+
+    def model(self, arch: Arch) -> torch.nn.Module:
+        from aihpc.nas.lm_net import LMNet
+
+        return LMNet(arch)
+
+    def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
+        """Operations per window of ``arch.context + 1`` tokens (its ``context`` predicted)."""
+        from aihpc.counting import count_ops
+
+        meta = torch.device("meta")
+        with meta:
+            model = _Flat(self.model(arch))
+        x = torch.zeros((batch, arch.context), dtype=torch.long, device=meta)
+        y = torch.zeros(batch * arch.context, dtype=torch.long, device=meta)
+        train = count_ops(model, (x,), train=True, target=y).total / batch
+        infer = count_ops(model, (x,), train=False).total / batch
+        return train, infer
+
+    def model_flops(self, arch: Arch, train_samples: int) -> float | None:
+        """``train_samples`` windows of ``context`` tokens at :func:`model_flops_per_token`."""
+        return float(train_samples * arch.context * model_flops_per_token(arch))
+
+    def recount_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
+        """:meth:`count_per_sample`, counted once per architecture and batch (a run's
+        architectures differ in whole blocks and widths: nothing finer to share)."""
+        key = (arch.content_hash(), batch)
+        if key not in _RECOUNTS:
+            _RECOUNTS[key] = self.count_per_sample(arch, batch, dropout)
+        return _RECOUNTS[key]
+
+    def splits(self, ref: DataRef) -> tuple[Any, Any]:
+        data = load(ref)
+        return windows(data, context_of(data, ref.options_dict()))
+
+    def staging_dtype(self, device: torch.device) -> torch.dtype:
+        return torch.int32
+
+    def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
+        options = ref.options_dict()
+        tokens = int(options.get("epoch_tokens") or 0)
+        context = int(options.get("context") or options.get("doc_length") or 0)
+        if not tokens or not context:
+            return train_samples
+        return max(1, min(train_samples, tokens // context))
+
+    def inputs_and_targets(
+        self, xb: torch.Tensor, yb: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return xb[:, :-1].long(), xb[:, 1:].long()
+
+
+_RECOUNTS: dict[tuple[str, int], tuple[float, float]] = {}
+
+
+def model_flops_per_token(arch: Arch) -> int:
+    """PaLM's model FLOPs of one trained token (Chowdhery et al. 2022, appendix B):
+    6N + 12·L·H·Q·T, N the parameters that take part in matrix products (all but the token
+    embedding, a lookup), and per block 12·H·Q·T for the attention's two products over the
+    context T forward and backward (H heads of size Q; summed over the blocks, whose heads may
+    differ).  What Megatron-LM and torchtitan divide by time and the vendor's peak for their
+    utilisation; aihpc's own count (every operation, the loss and elementwise work included)
+    stands beside it."""
+    matmul_params = arch.num_params() - arch.vocab_size * arch.width
+    attention = sum(12 * b.heads * arch.head_dim * arch.context for b in arch.blocks)
+    return 6 * matmul_params + attention
+
+
+class _Flat(torch.nn.Module):
+    """A language model whose logits come flattened to (tokens, vocabulary), as the loss reads
+    them: what :func:`aihpc.counting.count_ops` counts."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.net(tokens).flatten(0, 1)
+
+
+def load(ref: DataRef):
+    """The language data set ``ref`` names (its task options set aside)."""
+    from aihpc.data.language import load_language
+
+    options = {k: v for k, v in ref.options_dict().items() if k not in TASK_OPTIONS}
+    name = LANGUAGES.get(ref.name)
+    if name is None:
+        raise ConfigError(
+            f"dataset for the language task must be one of {', '.join(LANGUAGES)}, got {ref.name!r}"
+        )
+    return load_language(name, path=ref.path, seed=ref.seed, **options)
+
+
+def vocab_of(data) -> int:
+    """The model's vocabulary: the data's, and a begin-of-sequence token where the data are
+    documents (its id is the data's vocabulary size)."""
+    return int(data.vocab_size) + (1 if data.doc_length is not None else 0)
+
+
+def context_of(data, options: dict[str, Any]) -> int:
+    """The tokens a model reads per window: a document's length, or the ``context`` option."""
+    if data.doc_length is not None:
+        return int(data.doc_length)
+    context = options.get("context")
+    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+        raise ConfigError(f"context must be an integer >= 1, got {context!r}")
+    return context
+
+
+def windows(data, context: int):
+    """The training and validation windows of ``data`` for ``context``."""
+    from aihpc.data.windows import TokenWindows
+
+    bos = data.vocab_size if data.doc_length is not None else None
+    return tuple(
+        TokenWindows(tokens, context + 1, data.doc_length, bos) for tokens in (data.train, data.val)
+    )
