@@ -69,19 +69,24 @@ PHASES = {
 }
 
 
-COUNTER = "aihpc.tasks.image_count.count_spec_per_sample"
-"""The counter the simulated workers use: the layer-by-layer one, which tests hold equal, bit for
-bit, to the worker's own (``count_ops_per_sample``, ~100 ms an architecture here)."""
+COUNTER = "aihpc.tasks.base.Task.recount_per_sample"
+"""The counter the simulated workers use: the task's fast recount (for images layer by layer),
+which tests hold equal, bit for bit, to the worker's own (``count_per_sample``, ~100 ms an
+architecture here)."""
+
+#: (train, eval) operations per sample, parameters, and model FLOPs per trained sample (None:
+#: the task has none)
+Counts = tuple[float, float, int, float | None]
 
 
-def count_trial(arch: dict[str, Any], batch: int, dropout: float) -> tuple[float, float, int]:
-    """(train, eval) operations per sample and the parameters of a trial, with :data:`COUNTER`."""
-    from aihpc.nas.spec import ArchSpec
-    from aihpc.tasks.image_count import count_spec_per_sample
+def count_trial(task: str, arch: dict[str, Any], batch: int, dropout: float) -> Counts:
+    """What a worker counts of a trial of ``task``, with :data:`COUNTER`."""
+    from aihpc.tasks import task_of
 
-    spec = ArchSpec.from_dict(arch)
-    train, evaluate = count_spec_per_sample(spec, batch, dropout)
-    return train, evaluate, spec.num_params()
+    kind = task_of(task)
+    spec = kind.arch(arch)
+    train, evaluate = kind.recount_per_sample(spec, batch, dropout)
+    return train, evaluate, spec.num_params(), kind.model_flops(spec, 1)
 
 
 def _lower_priority() -> None:
@@ -159,12 +164,12 @@ def epoch_result(
     status: str,
     t_end: float,
     samples: tuple[int, int],
-    counts: tuple[float, float, int],
+    counts: Counts,
     weights: WeightsRef,
     device: str,
 ) -> EpochResult:
     """The worker's result for ``fut``'s epoch, ``samples`` (train, validation) processed."""
-    task, (seen, val), (train, evaluate, params) = fut.task, samples, counts
+    task, (seen, val), (train, evaluate, params, model_flops) = fut.task, samples, counts
     acc = learning_curve(task.trial_id, task.epoch, fut.key)
     ok = status == "ok"
     ops_train, ops_eval = round(train * seen), round(evaluate * val)
@@ -179,6 +184,7 @@ def epoch_result(
         "val_accuracy": acc if ok else None,
         "ops": ops_train + ops_eval,
         "seconds": seconds,
+        **({} if model_flops is None else {"model_flops": model_flops * seen}),
     }
     return EpochResult(
         trial_id=task.trial_id,
@@ -328,14 +334,14 @@ class SimulatedExecutor:
         if task.trial_id in self.counts or task.trial_id in self.counting:
             return
         t = time.perf_counter()
-        args = (task.arch, task.hparams.batch_size, task.hparams.dropout)
+        args = (task.data.task, task.arch, task.hparams.batch_size, task.hparams.dropout)
         self.counting[task.trial_id] = self.pool.apply_async(count_trial, args)
         spent = time.perf_counter() - t
         self.seconds["count"] += spent
         self.seconds["worker"] += spent
 
-    def _counts(self, task: EpochTask) -> tuple[float, float, int]:
-        """(train, eval) operations per sample and parameters of the task's trial, counted once."""
+    def _counts(self, task: EpochTask) -> Counts:
+        """What a worker counts of the task's trial (:func:`count_trial`), counted once."""
         cached = self.counts.get(task.trial_id)
         if cached is None:
             t = time.perf_counter()

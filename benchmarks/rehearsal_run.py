@@ -80,6 +80,7 @@ def open_run(args: argparse.Namespace, progress: Progress):
     from aihpc.runner.run import OpenRun, initialise, inspect_data, prepare, with_default_workload
 
     config = RunConfig(
+        task=args.task,
         dataset=args.dataset,
         minutes=args.minutes,
         workers=args.workers,
@@ -215,6 +216,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, required=True)
     ap.add_argument("--weight-bytes", type=int, required=True)
     ap.add_argument("--progress", type=Path, required=True)
+    ap.add_argument("--task", choices=["image", "lm"], default="image")
     ap.add_argument("--dataset", default="digits")
     ap.add_argument(
         "--resume", action="store_true", help="continue the killed run in --run-dir"

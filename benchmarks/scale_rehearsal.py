@@ -36,7 +36,8 @@ console log ``wN.log`` and its progress ``wN.progress.json``.
     python benchmarks/scale_rehearsal.py --out DIR [--workers 4096] [--epoch-seconds 10]
                                          [--minutes 60] [--weight-bytes 190000000]
                                          [--sizes 64,512,4096] [--stage-timeout S]
-                                         [--dataset digits] [--device cpu] [--peak-seconds S]
+                                         [--task image|lm] [--dataset digits] [--device cpu]
+                                         [--peak-seconds S]
 
 ``--sizes`` defaults to 64, 512 and ``--workers`` (those not above it).
 """
@@ -54,8 +55,9 @@ from pathlib import Path
 from typing import Any
 
 import rehearsal_table
-from aihpc.records.results import results_file
 from rehearsal_executor import COUNTER, scan_weights
+
+from aihpc.records.results import results_file
 
 HERE = Path(__file__).resolve().parent
 # The GPU default's weight file: ResNet-50 at 3x128x128, 100 classes, with its SGD momentum
@@ -194,8 +196,10 @@ def rehearse(workers: int, args: argparse.Namespace) -> dict[str, Any]:
         str(args.minutes),
         "--weight-bytes",
         str(args.weight_bytes),
+        "--task",
+        args.task,
         "--dataset",
-        args.dataset,
+        args.dataset or ("digits" if args.task == "image" else "synthetic"),
         "--device",
         args.device,
         "--progress",
@@ -248,7 +252,17 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--sizes", help="worker counts, comma-separated (default 64,512,WORKERS)")
     ap.add_argument("--stage-timeout", type=float, default=None, help="seconds a stage may run")
     ap.add_argument(
-        "--dataset", default="digits", help="the run's data set (sizes the seed network)"
+        "--task",
+        choices=["image", "lm"],
+        default="image",
+        help="the run's task: image (CNNs), or lm (language models: give --weight-bytes "
+        "2400000000, a 200 M-parameter model's weights and AdamW moments in float32)",
+    )
+    ap.add_argument(
+        "--dataset",
+        default=None,
+        help="the run's data set (sizes the seed network; default digits, or the language "
+        "task's synthetic language)",
     )
     ap.add_argument(
         "--device", choices=["cpu", "cuda"], default="cpu", help="whose defaults the run takes"
@@ -275,6 +289,7 @@ def main() -> None:
         "epoch_seconds": args.epoch_seconds,
         "minutes": args.minutes,
         "weight_bytes": args.weight_bytes,
+        "task": args.task,
         "dataset": args.dataset,
         "device": args.device,
         "counter": COUNTER,

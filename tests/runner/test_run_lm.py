@@ -1,0 +1,124 @@
+"""``aihpc run --task lm`` as a user types it: a run killed and resumed, its results, its MLPerf
+log under the language task's rules, ``verify`` (and tampering caught), ``report``, and
+``compare`` refusing to set it beside an image run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aihpc.records.mlperf_check import RULES_DIR, check_compliance
+from fixture_run import FIXTURES
+from runner_helpers import query_store
+
+pytestmark = [pytest.mark.xdist_group("runs"), pytest.mark.slow]
+
+# A small language and a small search: documents of 32 tokens, epochs of 8,192 tokens.
+CONFIG = """
+task = "lm"
+workers = 2
+threads_per_worker = 1
+epochs_min = 1
+epochs_max = 2
+batch_sizes = [8, 16]
+report_seconds = 5.0
+peak_seconds = 0.5
+
+[data_options]
+context = 32
+train_tokens = 65536
+val_tokens = 8192
+epoch_tokens = 8192
+"""
+
+
+def aihpc(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _ok_epochs(db: Path) -> int:
+    return len(query_store(db, "SELECT 1 FROM epochs WHERE status = 'ok'"))
+
+
+@pytest.fixture(scope="module")
+def lm_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A language-model run whose master was killed after two epochs, then resumed."""
+    tmp = tmp_path_factory.mktemp("lm")
+    config, run_dir = tmp / "lm.toml", tmp / "run"
+    config.write_text(CONFIG)
+    master = subprocess.Popen(
+        [sys.executable, "-m", "aihpc", "run", "--minutes", "0.6", "--config", str(config), "--out", str(run_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while _ok_epochs(run_dir / "aihpc.sqlite") < 2:
+        assert master.poll() is None, f"the run ended before two epochs: {master.stderr.read()}"
+        assert time.monotonic() < deadline, "two trial-epochs did not finish within 240 s"
+        time.sleep(0.5)
+    os.killpg(master.pid, signal.SIGKILL)
+    master.wait()
+    proc = aihpc("run", "--resume", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert "best val loss" in proc.stdout and "loss floor" in proc.stdout
+    return run_dir
+
+
+def test_a_resumed_language_model_run_scores_its_loss_against_the_floor(lm_run: Path) -> None:
+    results = json.loads((lm_run / "results.json").read_text())
+    score, data = results["score"], results["data"]
+    assert results["config"]["task"] == "lm" and len(results["segments"]) == 2
+    assert score["best_accuracy"] is None and score["error_percent"] is None
+    losses = [t["best_val_loss"] for t in results["trials"] if t["best_val_loss"] is not None]
+    assert score["best_val_loss"] == min(losses)
+    assert score["loss_floor"] == data["floor"] < data["bigram_loss"] < data["unigram_loss"]
+    assert score["max_val_loss"] == data["bigram_loss"]  # the default threshold
+    assert score["gap_to_floor"] == pytest.approx(score["best_val_loss"] - data["floor"])
+    reducible = (data["unigram_loss"] - data["floor"]) / (score["best_val_loss"] - data["floor"])
+    assert score["regulated_score"] == pytest.approx(score["ops_per_second"] * max(0.0, math.log(reducible)))
+    assert all("arch" in t or "arch_diff" in t for t in results["trials"])
+    flops = results["model_flops"]
+    assert flops["total"] == pytest.approx(sum(e.get("model_flops", 0) for t in results["trials"] for e in t["epochs"]))
+    assert 0 < flops["total"] < score["ops"]  # the counted operations include the evaluation and more
+    ok, output = check_compliance(lm_run / "mlperf.log", rules=RULES_DIR / "aihpc_automl_lm.yaml")
+    assert ok, output
+
+
+def test_verify_passes_and_catches_a_changed_loss(lm_run: Path, tmp_path: Path) -> None:
+    proc = aihpc("verify", str(lm_run))
+    assert proc.returncode == 0 and "VERIFIED" in proc.stdout, proc.stdout + proc.stderr
+    copy = tmp_path / "run"
+    shutil.copytree(lm_run, copy, ignore=shutil.ignore_patterns("weights"))
+    path = copy / "results.json"
+    lines = path.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith('"score":'):
+            score = json.loads("{" + line.rstrip().rstrip(",") + "}")["score"]
+            score["best_val_loss"] -= 0.1
+            lines[i] = '"score":' + json.dumps(score, sort_keys=True, separators=(",", ":")) + ",\n"
+    path.write_text("".join(lines))
+    proc = aihpc("verify", str(copy))
+    assert proc.returncode == 4 and "best_val_loss" in proc.stdout, proc.stdout
+
+
+def test_report_and_count_read_it_and_compare_keeps_it_apart_from_images(lm_run: Path, tmp_path: Path) -> None:
+    proc = aihpc("report", str(lm_run))
+    assert proc.returncode == 0, proc.stderr
+    page = (lm_run / "report.html").read_text()
+    assert "Best validation loss" in page and "floor" in page
+    arch = json.loads((lm_run / "results.json").read_text())["trials"][0]["arch"]  # the seed's, in full
+    spec = tmp_path / "lm.json"
+    spec.write_text(json.dumps(arch))
+    counted = aihpc("count", "--spec", str(spec), "--train", "--json")
+    assert counted.returncode == 0, counted.stderr
+    assert json.loads(counted.stdout)["total"] > 0
+    proc = aihpc("compare", str(lm_run), str(FIXTURES / "run"))
+    assert proc.returncode == 2 and "different workloads" in proc.stderr, proc.stderr
