@@ -74,10 +74,16 @@ def open_run(args: argparse.Namespace, progress: Progress):
 
     Returns (run, clock).
     """
-    from aihpc.records.mlperf import MLPerfLog
     from aihpc.runner.executor import Layout
     from aihpc.runner.placement import place_workers
-    from aihpc.runner.run import OpenRun, initialise, inspect_data, prepare, with_default_workload
+    from aihpc.runner.run import (
+        OpenRun,
+        initialise,
+        inspect_data,
+        open_mlperf_log,
+        prepare,
+        with_default_workload,
+    )
 
     config = RunConfig(
         task=args.task,
@@ -106,7 +112,7 @@ def open_run(args: argparse.Namespace, progress: Progress):
     )
     progress.update(counter=COUNTER, expected_epochs=expected)
     print(f"operations counted with {COUNTER}", flush=True)
-    mlperf = MLPerfLog(args.run_dir / "mlperf.log", append=args.resume)
+    mlperf = open_mlperf_log(args.run_dir, config, data_info, args.resume)
     layout = Layout(workers=args.workers, threads=1, device=args.device)
     run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)
     store.set_meta("devices", place_workers(executor, layout.device, config.procs_per_trial))

@@ -127,15 +127,11 @@ def run_benchmark(
     ``client``: a Dask client of workers started elsewhere (inside a SLURM
     allocation); otherwise the executor is made from the configuration.
     """
-    from aihpc.records.mlperf import MLPerfLog
     from aihpc.records.schema import trial_records, write_results
 
     config, store, layout, device, data_info = check_inputs(config, run_dir, resume, client)
     task = task_of(config.task)
-    higher = task.quality(config, data_info).higher_is_better
-    mlperf = MLPerfLog(
-        run_dir / "mlperf.log", task.mlperf_benchmark, append=resume, higher_is_better=higher
-    )
+    mlperf = open_mlperf_log(run_dir, config, data_info, resume)
     executor = None
     try:
         executor = open_executor(config, layout, run_dir, client)
@@ -158,6 +154,22 @@ def run_benchmark(
             shutil.rmtree(run_dir / "tls", ignore_errors=True)
             mlperf.close()
             store.close()
+
+
+def open_mlperf_log(
+    run_dir: Path, config: RunConfig, data_info: dict[str, Any], resume: bool
+) -> MLPerfLog:
+    """The run's MLPerf log, under its task's benchmark name and quality (an accuracy that never
+    falls, or a loss that never rises); continued on a resume."""
+    from aihpc.records.mlperf import MLPerfLog
+
+    task = task_of(config.task)
+    return MLPerfLog(
+        run_dir / "mlperf.log",
+        task.mlperf_benchmark,
+        append=resume,
+        higher_is_better=task.quality(config, data_info).higher_is_better,
+    )
 
 
 def check_inputs(
