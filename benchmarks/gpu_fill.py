@@ -71,9 +71,15 @@ def report_run(results: dict, run_dir: Path) -> None:
     s = results["score"]
     u = utilisation(results)
     epochs = sum(len(t["epochs"]) for t in results["trials"])
+    quality = (f"best loss {s['best_val_loss']} (floor {s.get('loss_floor')})" if s.get("best_val_loss") is not None
+               else f"best accuracy {s['best_accuracy']}")
     print(f"score             {s['ops_per_second'] / 1e12:.2f} TOPS over {s['wall_seconds']:.1f} s, "
-          f"best accuracy {s['best_accuracy']}, valid {s.get('valid')}")
+          f"{quality}, valid {s.get('valid')}")
     print("\n".join(peak_text(results)))
+    mf = results.get("model_flops")
+    if mf:
+        mfu = "n/a" if mf["utilisation"] is None else f"{100 * mf['utilisation']:.1f} % of the nominal peak"
+        print(f"model FLOPs       {mf['per_second'] / 1e12:.2f} TFLOP/s by 6N + 12LHQT: {mfu}")
     print(f"busy fraction     {100 * u['work_fraction']:.1f} % of {u['worker_slots']} workers' wall time in "
           f"training and evaluation phases; harness overhead {100 * u['overhead_fraction']:.1f} % "
           f"(idle between tasks {100 * u['idle_fraction']:.1f} %)")
