@@ -126,11 +126,7 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
         if executor is None:
             results.append([run_instance(t) for t in tasks])
         else:
-            workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
-            if len(workers) < len(tasks):
-                raise WorkersLost(
-                    f"{len(tasks)} instances need as many Dask workers, {len(workers)} are alive"
-                )
+            workers = _workers(executor, len(tasks))
             # the instances start their runs together
             barrier = f"aihpc-ttt-{uuid.uuid4().hex}-r{run}"
             futures = [
@@ -149,6 +145,23 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
         if on_round is not None:
             on_round(results)
     return results
+
+
+#: How long a round waits for its instances' workers: a worker the scheduler dropped for a
+#: missed heartbeat (a loaded node) reconnects within seconds; one that died does not.
+ROUND_WAIT_S = 60.0
+
+
+def _workers(executor, n: int) -> list[str]:
+    """The addresses of ``n`` or more workers alive now, waiting up to ROUND_WAIT_S for them."""
+    try:
+        executor.client.wait_for_workers(n, timeout=ROUND_WAIT_S)
+    except TimeoutError:
+        pass
+    workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
+    if len(workers) < n:
+        raise WorkersLost(f"{n} instances need as many Dask workers, {len(workers)} are alive")
+    return workers
 
 
 def warm_up(workload: str) -> bool:
