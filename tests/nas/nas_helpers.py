@@ -5,12 +5,15 @@ from __future__ import annotations
 import torch
 
 from aihpc.nas import ArchSpec, Layer, SpecNet
+from aihpc.nas.lm_spec import Block, LMSpec
 
 
 def tiny_spec() -> ArchSpec:
     """A small fixed spec using most layer types (input 2x6x6, 3 classes)."""
     return ArchSpec(
-        input_shape=(2, 6, 6), num_classes=3, output="fc",
+        input_shape=(2, 6, 6),
+        num_classes=3,
+        output="fc",
         layers=(
             Layer("c1", "conv", ("input",), out_channels=4, kernel_size=3, padding=1, bias=False),
             Layer("b1", "bn", ("c1",)),
@@ -25,7 +28,8 @@ def tiny_spec() -> ArchSpec:
             Layer("g", "global_avgpool", ("ap",)),
             Layer("d", "dropout", ("g",), p=0.25),
             Layer("fc", "dense", ("d",), out_features=3),
-        ))
+        ),
+    )
 
 
 def randomize(model: SpecNet, seed: int) -> None:
@@ -48,12 +52,13 @@ def randomize(model: SpecNet, seed: int) -> None:
                 new = torch.randn(shape, generator=g, dtype=dtype) * 0.1
             else:  # conv / dense weight, fan-in scaled
                 fan_in = max(1, value[0].numel())
-                new = torch.randn(shape, generator=g, dtype=dtype) * (1.5 / fan_in ** 0.5)
+                new = torch.randn(shape, generator=g, dtype=dtype) * (1.5 / fan_in**0.5)
             value.copy_(new)
 
 
-def model_of(spec: ArchSpec, state: dict[str, torch.Tensor] | None = None,
-             seed: int | None = None) -> SpecNet:
+def model_of(
+    spec: ArchSpec, state: dict[str, torch.Tensor] | None = None, seed: int | None = None
+) -> SpecNet:
     """Built float64 eval-mode model, loaded with ``state`` (strict) or randomised."""
     model = SpecNet(spec).double().eval()
     if state is not None:
@@ -71,3 +76,15 @@ def inputs_for(spec: ArchSpec, n: int = 3, seed: int = 0) -> torch.Tensor:
 def run(model: SpecNet, x: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         return model(x)
+
+
+def mixed_spec() -> LMSpec:
+    """A language model whose blocks differ in shape, its width unrelated to heads * head_dim."""
+    return LMSpec(
+        vocab_size=29,
+        context=12,
+        width=20,
+        head_dim=6,
+        blocks=(Block(3, 40), Block(1, 16), Block(2, 24)),
+        norm_eps=1e-6,
+    )

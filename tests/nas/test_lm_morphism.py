@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 import pytest
 import torch
 import torch.nn.functional as F
+from nas_helpers import mixed_spec
 
 from aihpc.errors import MorphError
 from aihpc.nas import lm_morphism as lm
@@ -38,16 +39,6 @@ def one_thread() -> Iterator[None]:
     yield
     torch.set_num_threads(before)
 
-
-def mixed_spec() -> LMSpec:
-    return LMSpec(
-        vocab_size=29,
-        context=12,
-        width=20,
-        head_dim=6,
-        blocks=(Block(3, 40), Block(1, 16), Block(2, 24)),
-        norm_eps=1e-6,
-    )
 
 
 def perturbed(spec: LMSpec, seed: int, state: Mapping[str, torch.Tensor] | None = None) -> State:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from nas_helpers import tiny_spec
+from nas_helpers import mixed_spec, tiny_spec
 
 from aihpc.errors import SpecError
 from aihpc.nas.lm_net import LMNet, lm_state_shapes
@@ -29,17 +29,6 @@ def one_thread() -> Iterator[None]:
     yield
     torch.set_num_threads(before)
 
-
-def mixed_spec() -> LMSpec:
-    """Blocks of different shapes, a width unrelated to heads * head_dim."""
-    return LMSpec(
-        vocab_size=29,
-        context=12,
-        width=20,
-        head_dim=6,
-        blocks=(Block(3, 40), Block(1, 16), Block(2, 24)),
-        norm_eps=1e-6,
-    )
 
 
 def spec_dict(**changes: Any) -> dict[str, Any]:

@@ -186,11 +186,12 @@ class LanguageTask:
         return float(train_samples * arch.context * model_flops_per_token(arch))
 
     def recount_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
-        """:meth:`count_per_sample`, counted once per architecture and batch (a run's
-        architectures differ in whole blocks and widths: nothing finer to share)."""
+        """:meth:`count_per_sample`'s numbers in closed form (:mod:`aihpc.tasks.lm_count`)."""
+        from aihpc.tasks.lm_count import count_lm_per_sample
+
         key = (arch.content_hash(), batch)
         if key not in _RECOUNTS:
-            _RECOUNTS[key] = self.count_per_sample(arch, batch, dropout)
+            _RECOUNTS[key] = count_lm_per_sample(arch, batch, dropout)
         return _RECOUNTS[key]
 
     def splits(self, ref: DataRef) -> tuple[Any, Any]:
