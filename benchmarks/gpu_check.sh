@@ -12,6 +12,9 @@
 #                                     64 M, takes minutes of the node's CPU to generate): share of the
 #                                     peak, model FLOPs utilisation, busy fraction, energy
 #
+#   benchmarks/gpu_check.sh infer     aihpc infer on a zoo ResNet-50 at 3x128x128 in bf16 (offline, single-stream,
+#                                     the server's rate within MLPerf's 15 ms): the share of the peak, energy
+#
 #   e.g. MINUTES=1.5 benchmarks/gpu_check.sh fill compile lm
 #
 # `fill` is the "before" of issue 30's fusion, `compile` the "after".  With 15 device-minutes for all
@@ -25,10 +28,10 @@
 # PLATFORM=manylinux_2_28_x86_64`, then delete the wheels of packages the node
 # already has (its `pip list`), to keep what travels small.
 set -uo pipefail
-[ $# -gt 0 ] || { echo "usage: benchmarks/gpu_check.sh STEP...  (tests, fill, compile, stream, lm)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: benchmarks/gpu_check.sh STEP...  (tests, fill, compile, stream, lm, infer)" >&2; exit 2; }
 for step in "$@"; do
-  case "$step" in tests|fill|compile|stream|lm) ;;
-    *) echo "gpu_check: a step is tests, fill, compile, stream or lm, got '$step'" >&2; exit 2 ;;
+  case "$step" in tests|fill|compile|stream|lm|infer) ;;
+    *) echo "gpu_check: a step is tests, fill, compile, stream, lm or infer, got '$step'" >&2; exit 2 ;;
   esac
 done
 out=${OUT:-gpu-check}
@@ -36,7 +39,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 log() { tee -a "$out/gpu-check.log"; }
 
-make install-offline WHEELHOUSE="${WHEELHOUSE:-.whl}" PYTHON="${PYTHON:-python3}" 2>&1 | log || exit 1
+make install-offline WHEELHOUSE="${WHEELHOUSE:-.whl}" PYTHON="${PYTHON:-python3}" EXTRAS=infer 2>&1 | log || exit 1
 python3 -c "import aihpc, torch; print('aihpc', aihpc.__file__, 'torch', torch.__version__, torch.cuda.get_device_name(0))" 2>&1 | log
 nvidia-smi --query-gpu=name,power.draw,clocks.sm,temperature.gpu --format=csv 2>&1 | log
 lm_config=$(mktemp -d)/lm.toml
@@ -47,6 +50,10 @@ for step in "$@"; do
     tests)
       python3 -m pytest -m gpu tests/train/test_gpu.py tests/nas/test_lm_spec.py -p no:cacheprovider -q 2>&1 | log
       python3 -m pytest tests/energy -p no:cacheprovider -q 2>&1 | log
+      continue ;;
+    infer)
+      python3 -m aihpc infer --model resnet50 --input 3x128x128 --samples 1024 --seconds 5 --server-steps 5 \
+        --out "$(mktemp -d)/r50" --json > "$out/infer-resnet50.json" 2> >(log) ; tail -c 2000 "$out/infer-resnet50.json" | log
       continue ;;
     fill) args=() ;;
     compile) args=(-- --compile) ;;

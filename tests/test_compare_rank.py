@@ -118,7 +118,7 @@ def test_compare_refuses_a_kind_without_a_score_and_different_workloads(tmp_path
     proc = aihpc("compare", str(one), str(roofline))
     assert proc.returncode == 2
     assert proc.stderr == (f"aihpc compare: error: cannot compare {roofline}: result kind 'roofline' carries no "
-                           "score (comparable kinds: run)\n")
+                           "score (comparable kinds: run, infer)\n")
     entry = load_entry(one)
     other = Entry(**{**entry.__dict__, "workload": "cosmoflow"})
     with pytest.raises(ConfigError, match="different workloads: aihpc_automl"):

@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "train": 5,
     "bench": 6,
     "profile": 6,
+    "infer": 6,
     "runner": 7,
     "verify": 8,
     "compare": 8,

@@ -4,9 +4,14 @@ Each input is read into an :class:`Entry` by the reader of its *kind*
 (:data:`SCORED_KINDS`): ``run`` is results.json of ``aihpc run``; a versioned
 result document of :mod:`aihpc.records.files` names its kind in ``kind``.
 Adding a kind that carries a score (e.g. ``train_to_target``) is one entry
-in that table: a function from the document to an Entry, and which of its
-figures is the one to test and whether higher is better.  A kind not in the
-table is refused.
+in that table: a function from the document to an Entry, which of its
+figures is the one to test, whether higher is better, and its unit.  A kind
+not in the table is refused.  ``run`` is scored by operations per second; ``infer``
+(``aihpc infer``, :mod:`aihpc.records.inference`) by the server's ``max_qps``, the highest
+rate (queries of one sample per second) within the latency bound, else the offline
+samples/s; its workload names the model and the scenario with its bound, so different
+ones are never compared; columns of training runs only (regulated score, time to train,
+Valid FLOPS) show n/a for it.
 
 Like for like: results of different workloads, or of different schema
 versions, are refused; different data sets, budgets or aihpc versions are
@@ -87,6 +92,7 @@ class ScoredKind:
     read: Callable[[dict[str, Any], Path], Entry]
     metric: str  # the Entry field the significance test and rank order use
     higher_is_better: bool
+    unit: str = "OPS"  # of the metric
 
 
 def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
@@ -154,17 +160,39 @@ def energy_notes(entries: list[Entry], label: str = "#") -> list[str]:
     return notes
 
 
+def _infer_entry(doc: dict[str, Any], path: Path) -> Entry:
+    """infer.json of ``aihpc infer`` (:mod:`aihpc.records.inference`)."""
+    from aihpc.records.inference import comparison_fields
+
+    return Entry(source=str(path), kind="infer", **comparison_fields(doc))
+
+
 # kind -> how to read it.  A new kind with a score: one line here.
 SCORED_KINDS: dict[str, ScoredKind] = {
     "run": ScoredKind(_run_entry, metric="score", higher_is_better=True),
+    "infer": ScoredKind(_infer_entry, metric="score", higher_is_better=True, unit="samples/s"),
 }
 
 
+def score_text(kind: str, value: float | None) -> str:
+    """A score in its kind's unit: SI-prefixed operations per second, else 4 digits."""
+    from aihpc.fmt import format_si
+
+    unit = SCORED_KINDS[kind].unit
+    if unit == "OPS" or value is None:
+        return format_si(value, unit)
+    return f"{value:.4g} {unit}"
+
+
 def load_entry(path: Path) -> Entry:
-    """The Entry of a result file, or of RUN_DIR/results.json; DataError (one line) if it is not
-    one or has no score."""
+    """The Entry of a result file, of RUN_DIR/results.json, or of aihpc infer's OUT/infer.json;
+    DataError (one line) if it is not one or has no score."""
+    from aihpc.records.inference import INFER_FILE
+
     path = Path(path)
     file = results_file(path) if path.is_dir() else path
+    if path.is_dir() and not file.exists() and (path / INFER_FILE).is_file():
+        file = path / INFER_FILE  # aihpc infer's output folder
     # a run's results: its trials are not read
     doc = read_results_head(file) if file.name in RESULTS_FILES else read_json(file, "result file")
     if not isinstance(doc, dict):
@@ -185,8 +213,8 @@ def load_entry(path: Path) -> Entry:
 def check_like_for_like(entries: list[Entry], strict: bool = False) -> list[str]:
     """ConfigError for results that cannot be compared; the differences to flag otherwise."""
     for field, what in (
-        ("workload", "workloads"),
         ("kind", "kinds of result"),
+        ("workload", "workloads"),
         ("schema_version", "schema versions"),
     ):
         values = _distinct(entries, field)
@@ -330,7 +358,7 @@ def entry_cells(number: int, e: Entry) -> list[str]:
         e.config,
         e.dataset,
         e.budget,
-        format_si(e.score, "OPS"),
+        score_text(e.kind, e.score),
         quality_cell(e),
         format_si(e.regulated_score, "OPS"),
         *peak_cells(e),
@@ -376,12 +404,12 @@ def render_comparison(entries: list[Entry], groups: list[RepeatGroup], flags: li
             f"groups (same configuration and machine; {metric} as mean ± standard deviation):",
         ]
         for g in groups:
-            spread = "" if g.stdev is None else f" ± {_metric_text(metric, g.stdev)}"
+            spread = "" if g.stdev is None else f" ± {_metric_text(entries[0].kind, g.stdev)}"
             test = f"  p = {g.p_value:.3g} {g.marker}" if g.p_value is not None else ""
             members = ", ".join(f"#{n}" for n in g.members)
             lines.append(
                 f"  {g.label}  {members}  n={len(g.values)}  "
-                f"{_metric_text(metric, g.mean)}{spread}{test}"
+                f"{_metric_text(entries[0].kind, g.mean)}{spread}{test}"
             )
         lines.append(SIGNIFICANCE_RULE.format(metric=metric))
     lines += energy_notes(entries)
@@ -389,7 +417,9 @@ def render_comparison(entries: list[Entry], groups: list[RepeatGroup], flags: li
     return "\n".join(lines)
 
 
-def _metric_text(metric: str, value: float) -> str:
-    from aihpc.fmt import format_seconds, format_si
+def _metric_text(kind: str, value: float) -> str:
+    from aihpc.fmt import format_seconds
 
-    return format_seconds(value) if metric == "time_to_train_s" else format_si(value, "OPS")
+    if SCORED_KINDS[kind].metric == "time_to_train_s":
+        return format_seconds(value)
+    return score_text(kind, value)

@@ -20,9 +20,14 @@ store has no digest chain); a verdict that
 ``aihpc verify`` recorded on the same bytes is shown without checking again
 (:mod:`aihpc.verify.verdicts`).
 
-Entries of different workloads or schema versions cannot share a list
-(refused, as in ``aihpc compare``); different data sets and budgets are
-what a list compares, and are shown in their columns.
+Entries of different kinds, workloads or schema versions cannot share a
+list (refused, as in ``aihpc compare``); different data sets and budgets are
+what a list compares, and are shown in their columns.  Inference results
+(``infer.json`` of ``aihpc infer``) are ranked in a list of their own, one
+per model, scenario and bound, by the server's highest rate within its
+latency bound (else the offline rate): see :mod:`aihpc.compare`.  Valid FLOPS
+does not apply to them (n/a); their "verified" is ``aihpc verify``'s on the
+folder holding infer.json.
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from aihpc.compare import (
     load_entry,
     peak_cells,
     quality_cell,
+    score_text,
 )
 from aihpc.errors import AihpcError, DataError
+from aihpc.records.inference import INFER_FILE
 from aihpc.records.results import COMPRESSED_RESULTS_FILE, RESULTS_FILES
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
@@ -85,8 +92,10 @@ class RankRow:
     verified: str  # yes, no or unchecked
 
 
-def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
-    """(files with a score, JSON files skipped) under ``directory``."""
+def find_results(directory: Path, kind: str = "run") -> tuple[list[Path], list[Path]]:
+    """(files of ``kind`` with a score, JSON files skipped) under ``directory``: a folder of
+    runs lists their results.json, and their inference results (``infer/infer.json``) only
+    with ``kind="infer"``."""
     import json
 
     if not directory.is_dir():
@@ -95,38 +104,42 @@ def find_results(directory: Path) -> tuple[list[Path], list[Path]]:
     skipped: list[Path] = []
     for path in sorted([*directory.rglob("*.json"), *directory.rglob(COMPRESSED_RESULTS_FILE)]):
         if path.name in RESULTS_FILES:
-            found.append(path)
+            (found if kind == "run" else skipped).append(path)
             continue
         try:
-            kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+            found_kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-            kind = None
-        (found if kind in SCORED_KINDS else skipped).append(path)
+            found_kind = None
+        (found if found_kind == kind else skipped).append(path)
     return found, skipped
 
 
 def build_ranking(
-    directory: Path, verify: bool = True, target: float | None = None
+    directory: Path, verify: bool = True, target: float | None = None, kind: str = "run"
 ) -> tuple[list[RankRow], list[Path]]:
-    """The ranked rows of every result under ``directory``, best first; and the files skipped."""
-    paths, skipped = find_results(Path(directory))
+    """The ranked rows of every result of ``kind`` under ``directory``, best first; and the
+    files skipped."""
+    paths, skipped = find_results(Path(directory), kind)
     if not paths:
-        raise DataError(
-            f"no results under {directory} (no results.json, no result file with a score)"
-        )
+        what = "no results.json, no result file with a score"
+        if kind != "run":
+            what = f"no result file of kind {kind!r}"
+        raise DataError(f"no results under {directory} ({what})")
     entries = [load_entry(p) for p in paths]
     check_like_for_like(entries)
-    kind = SCORED_KINDS[entries[0].kind]
+    scored_kind = SCORED_KINDS[entries[0].kind]
     scored = sorted(
         entries,
         key=lambda e: (
             e.metric() is None,
-            -(e.metric() or 0) if kind.higher_is_better else (e.metric() or 0),
+            -(e.metric() or 0) if scored_kind.higher_is_better else (e.metric() or 0),
         ),
     )
     rows = []
     for number, e in enumerate(scored, start=1):
-        if e.best_val_loss is not None:  # a language model's loss: lower is better
+        if SCORED_KINDS[e.kind].unit != "OPS":  # Valid FLOPS discounts operations only
+            flops, goal = None, None
+        elif e.best_val_loss is not None:  # a language model's loss: lower is better
             goal = target if target is not None else e.max_val_loss
             inverse = None if goal is None else 1.0 / goal
             flops = valid_flops(e.score, 1.0 / e.best_val_loss, inverse)
@@ -144,7 +157,8 @@ def verification(path: Path) -> str:
     it recorded on the same bytes (:mod:`aihpc.verify.verdicts`)."""
     from aihpc.verify import verdicts
 
-    if path.name not in RESULTS_FILES or not (path.parent / "aihpc.sqlite").is_file():
+    is_run = path.name in RESULTS_FILES and (path.parent / "aihpc.sqlite").is_file()
+    if not is_run and path.name != INFER_FILE:
         return "unchecked"
     key = verdicts.fingerprint(path.parent)
     status = verdicts.recorded(key)
@@ -161,7 +175,8 @@ def cells(row: RankRow, directory: Path) -> list[str]:
 
     e = row.entry
     source = Path(e.source)
-    source = source.parent if source.name in RESULTS_FILES else source  # a run by its directory
+    if source.name in (*RESULTS_FILES, INFER_FILE):
+        source = source.parent  # a run, an inference result, by its directory
     name = str(source.relative_to(directory)) if source.is_relative_to(directory) else str(source)
     return [
         str(row.rank),
@@ -170,7 +185,7 @@ def cells(row: RankRow, directory: Path) -> list[str]:
         e.config,
         e.dataset,
         e.budget,
-        format_si(e.score, "OPS"),
+        score_text(e.kind, e.score),
         format_si(row.valid_flops, "OPS"),
         quality_cell(e),
         *peak_cells(e),
@@ -182,6 +197,8 @@ def cells(row: RankRow, directory: Path) -> list[str]:
 def notes(target: float | None, rows: Sequence[RankRow] = ()) -> list[str]:
     goal = f"{target:g} for every entry" if target is not None else "each run's min_accuracy"
     energy = energy_notes([row.entry for row in rows], label="rank ")
+    if rows and rows[0].entry.kind == "infer":
+        return energy + INFER_NOTES
     return energy + [
         "score: operations per second over the whole run (AIPerf); error: 100 - best validation "
         "accuracy in %.",
@@ -196,6 +213,19 @@ def notes(target: float | None, rows: Sequence[RankRow] = ()) -> list[str]:
         "power; GOPS/W: operations per joule / 1e9, given only when every device that trained was "
         "measured.",
     ]
+
+
+INFER_NOTES = [
+    "score: the highest rate of queries per second (one sample each) that met the server's "
+    "latency bound under MLPerf LoadGen (the workload names the bound), else the offline "
+    "samples per second; error (or val loss): the quality served; Valid FLOPS: n/a.",
+    "share of peak: the offline rate's operations per second against the device's measured "
+    "(and nominal) peak in the served dtype.",
+    "verified: yes = `aihpc verify` passed on the folder of infer.json (LoadGen's logs, the "
+    "figures, the operations recounted, the quality measured again); no = it found "
+    "mismatches; unchecked = a check could not run (the served run not found).",
+    "energy, power, GOPS/W: of the offline test, where every device was metered.",
+]
 
 
 def columns(rows: Sequence[RankRow]) -> tuple[str, ...]:

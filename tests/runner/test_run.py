@@ -153,6 +153,17 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     report = aihpc("report", str(run_dir))
     assert report.returncode == 0, report.stderr
     assert (run_dir / "report.html").stat().st_size > 10_000
+    # its best trial serves under LoadGen, its accuracy in float32 its own
+    served = aihpc("infer", str(run_dir), "--samples", "128", "--seconds", "0.5", "--server-steps", "2",
+                   "--latency-ms", "200")  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    infer = json.loads((run_dir / "infer" / "infer.json").read_text())["data"]
+    best = max(t["best_val_accuracy"] or 0 for t in results["trials"])
+    assert infer["quality"]["measure"] == "accuracy" and infer["source"]["best_val_accuracy"] == best
+    assert infer["valid"] and infer["scenarios"]["server"]["max_qps"] > 0
+    assert aihpc("verify", str(run_dir / "infer")).returncode == 0
+    assert aihpc("report", str(run_dir)).returncode == 0  # the run's report shows its inference too
+    assert "Inference under MLPerf LoadGen" in (run_dir / "report.html").read_text()
 
 
 POLL_SECONDS = 0.3  # how often the tests look at a running run's store and processes

@@ -122,3 +122,27 @@ def test_report_and_count_read_it_and_compare_keeps_it_apart_from_images(lm_run:
     assert json.loads(counted.stdout)["total"] > 0
     proc = aihpc("compare", str(lm_run), str(FIXTURES / "run"))
     assert proc.returncode == 2 and "different workloads" in proc.stderr, proc.stderr
+
+
+def test_infer_serves_the_best_language_model_with_a_key_value_cache(lm_run: Path, tmp_path: Path) -> None:
+    """aihpc infer RUN_DIR: the best trial generates under LoadGen, its first token and each next
+    one timed; quality is the loss in float32; operations per query are the prefill and decode
+    steps counted."""
+    from aihpc.nas.lm_decode import decode_ops
+    from aihpc.tasks import task_of
+
+    out = tmp_path / "infer"
+    proc = aihpc("infer", str(lm_run), "--scenario", "offline", "--scenario", "single-stream", "--samples", "32",
+                 "--seconds", "0.5", "--prompt-tokens", "16", "--new-tokens", "8", "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "first token p99" in proc.stdout and "prompts of 16 tokens, 8 new tokens each" in proc.stdout
+    data = json.loads((out / "infer.json").read_text())["data"]
+    assert data["valid"] and data["quality"]["measure"] == "loss" and data["quality"]["kept"] == 1.0
+    results = json.loads((lm_run / "results.json").read_text())
+    best = min((t for t in results["trials"] if t["best_val_loss"] is not None), key=lambda t: t["best_val_loss"])
+    assert data["source"]["trial"] == best["id"]
+    spec = task_of("lm").arch(data["source"]["arch"])
+    assert data["ops_per_query"] == sum(decode_ops(spec, 16, 8))
+    single = data["scenarios"]["single-stream"]
+    assert 0 < single["p99_first_token_s"] < single["p99_latency_s"]
+    assert single["p99_time_per_output_token_s"] > 0

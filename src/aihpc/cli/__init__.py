@@ -58,6 +58,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "aihpc.cli.recommend",
         "recommend a CNN for a data set without training it (calibrate, validate)",
     ),
+    "infer": (
+        "aihpc.cli.infer",
+        "serve a run's best model (or a zoo model) under MLPerf LoadGen, at a latency bound",
+    ),
     "train-to-target": (
         "aihpc.cli.train_to_target",
         "MLPerf HPC time to train on a science workload (CosmoFlow, DeepCAM)",

@@ -27,6 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-verify", action="store_true", help="do not verify the runs (verified: unchecked)"
     )
+    parser.add_argument(
+        "--kind",
+        choices=("run", "infer"),
+        default="run",
+        help="rank training runs (default) or inference results (aihpc infer), each a list "
+        "of its own",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"target must be an accuracy in (0, 1], got {args.target}")
     if args.html is not None and not args.html.parent.is_dir():
         raise ConfigError(f"cannot write {args.html}: directory {args.html.parent} does not exist")
-    rows, _ = build_ranking(args.directory, verify=not args.no_verify, target=args.target)
+    rows, _ = build_ranking(
+        args.directory, verify=not args.no_verify, target=args.target, kind=args.kind
+    )
     print(to_markdown(rows, args.directory, args.target))
     if args.html is not None:
         atomic_write(args.html, to_html(rows, args.directory, args.target))

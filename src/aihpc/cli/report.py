@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RUN_DIR|FILE",
         type=Path,
         help="a run directory holding results.json (written by `aihpc run`), "
-        "or a result file of `aihpc bench`, `profile` or `roofline`",
+        "or a result file of `aihpc bench`, `profile`, `roofline` or `infer` (or its folder)",
     )
     parser.add_argument(
         "--out",

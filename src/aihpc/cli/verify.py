@@ -1,5 +1,9 @@
 """``aihpc verify RUN_DIR``: recompute a run's operations and score; check its files agree.
 
+RUN_DIR may also be the output folder of ``aihpc infer`` (its infer.json): the inference
+result is checked against LoadGen's logs, its operations recounted and its quality
+measured again on a sample (:mod:`aihpc.verify.infer`).
+
 Prints one line per check (ok, failed, unchecked) and every mismatch, named
 by trial and epoch; ``--json`` prints the same as JSON.  Exit status: 0 when
 the run verifies (also when its store predates the digest chain: integrity
@@ -19,7 +23,10 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "run_dir", metavar="RUN_DIR", type=Path, help="a run directory written by `aihpc run`"
+        "run_dir",
+        metavar="RUN_DIR",
+        type=Path,
+        help="a run directory written by `aihpc run`, or an output folder of `aihpc infer`",
     )
     parser.add_argument("--json", action="store_true", help="print the verification as JSON")
 

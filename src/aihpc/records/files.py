@@ -36,6 +36,7 @@ KINDS = (
     "recommend-calibration",
     "recommend-validation",
     "train-to-target",
+    "infer",
 )
 
 

@@ -31,7 +31,8 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     """Write the HTML report of a run directory or of result files; return the path written.
 
     ``path`` is a run directory (its ``results.json``, followed by a section
-    for each ``aihpc bench`` / ``profile`` / ``roofline`` result file in it)
+    for each ``aihpc bench`` / ``profile`` / ``roofline`` result file in it,
+    and for ``aihpc infer``'s ``infer/infer.json``)
     or one such result file (a page of its own).  Writes ``out`` if given,
     else ``RUN_DIR/report.html`` or ``FILE.html`` beside the file.  Raises
     :class:`DataError` if ``path`` does not exist, a directory holds neither
@@ -47,7 +48,8 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         page = render_page([read_result(path)], f"aihpc {path.name}")
         target = Path(out) if out is not None else path.with_suffix(".html")
     elif path.is_dir():
-        documents = [read_result(f) for f in sorted(path.glob("*.json")) if _is_result_document(f)]
+        files = [*sorted(path.glob("*.json")), *path.glob("infer/infer.json")]  # aihpc infer's
+        documents = [read_result(f) for f in files if _is_result_document(f)]
         if documents and not results_file(path).exists():
             page = render_page(documents, f"aihpc {path.name}")
         else:

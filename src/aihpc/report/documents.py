@@ -1,4 +1,5 @@
-"""Report sections for the explaining commands' result files (bench, profile, roofline).
+"""Report sections for the result files of the explaining commands (bench, profile, roofline)
+and of ``aihpc infer`` (:mod:`aihpc.report.infer_section`).
 
 :func:`render_sections` turns result documents (:mod:`aihpc.records.files`)
 into HTML sections, one per document, in the order given; each kind has its
@@ -10,12 +11,12 @@ when the run directory holds such files.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from aihpc.fmt import format_fraction, format_seconds, format_si, format_value
-from aihpc.report.markup import CSS, esc, kv_table, no_data
+from aihpc.report.infer_section import render_infer
+from aihpc.report.markup import CSS, esc, image, kv_table, no_data
 
 Column = tuple[str, Callable[[dict[str, Any]], str]]
 
@@ -38,13 +39,7 @@ def _table(rows: Sequence[Any], columns: Sequence[Column], limit: int = 200) -> 
 
 
 def _image(png: bytes | None, caption: str) -> str:
-    if not png:
-        return ""
-    data = base64.b64encode(png).decode("ascii")
-    return (
-        f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{esc(caption)}</figcaption></figure>"
-    )
+    return image(png, caption)
 
 
 def _roofline(data: dict[str, Any]) -> str:
@@ -329,6 +324,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "recommend": ("Model recommendation", _recommend),
     "recommend-calibration": ("Recommendation matcher calibration", _recommend_calibration),
     "recommend-validation": ("Recommendation validation", _recommend_validation),
+    "infer": ("Inference under MLPerf LoadGen", render_infer),
 }
 
 

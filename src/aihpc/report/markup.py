@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 from typing import Any
 
@@ -65,4 +66,15 @@ def card(label: str, value: str, note: str = "", css: str = "", value_css: str =
     return (
         f'<div class="card {css}"><div class="label">{esc(label)}</div>'
         f'<div class="value {value_css}">{esc(value)}</div>{note_html}</div>'
+    )
+
+
+def image(png: bytes | None, caption: str) -> str:
+    """A figure of PNG bytes embedded as a ``data:`` URI, with its caption; nothing for None."""
+    if not png:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
+    return (
+        f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{esc(caption)}</figcaption></figure>"
     )

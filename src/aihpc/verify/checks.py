@@ -63,7 +63,9 @@ class Verification:
         verdict = {
             "yes": "VERIFIED",
             "no": f"NOT VERIFIED ({len(self.mismatches)} mismatches)",
-            "unchecked": "VERIFIED, integrity unchecked",
+            "unchecked": "VERIFIED, "
+            + ", ".join(c.name for c in self.checks if c.status == "unchecked")
+            + " unchecked",
         }[self.status]
         lines = [f"aihpc verify {self.run_dir}: {verdict}"]
         width = max(len(c.name) for c in self.checks)

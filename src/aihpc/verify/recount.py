@@ -102,15 +102,20 @@ def _read_head(path: Path, run_dir: Path) -> dict[str, Any]:
 
 
 def verify_run(run_dir: Path) -> Verification:
-    """Run every check on ``run_dir`` (see the module docstring).
+    """Run every check on ``run_dir`` (see the module docstring), or on the inference result
+    it holds (:func:`aihpc.verify.infer.verify_infer`).
 
     A store damaged so that its rows cannot be read (malformed JSON in a
     column, a table dropped, a row that breaks its record's rule, such as an
     accuracy of 1.5) is a StorageError: there is nothing to compare.
     """
     from aihpc.verify.chain import check_chain
+    from aihpc.verify.infer import infer_folder, verify_infer
     from aihpc.verify.mlperf_log import check_mlperf
 
+    folder = infer_folder(run_dir)
+    if folder is not None:  # an inference result (aihpc infer): aihpc.verify.infer
+        return verify_infer(folder)
     store, head = open_run(run_dir)
     path, log = results_file(run_dir), Path(run_dir) / "mlperf.log"
     try:

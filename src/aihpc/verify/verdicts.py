@@ -57,8 +57,10 @@ def fingerprint(run_dir: Path) -> str:
     """The SHA-256 of what verifying ``run_dir`` reads, and of the versions that would read it."""
     run_dir = Path(run_dir)
     digest = hashlib.sha256(f"aihpc verdict\0{_versions()}\0".encode())
-    for path in [*(run_dir / name for name in CHECKED_FILES), results_file(run_dir)]:
-        digest.update(f"{path.name}\0".encode())
+    base, paths = checked_paths(run_dir)
+    for path in paths:
+        name = path.relative_to(base) if path.is_relative_to(base) else path
+        digest.update(f"{name}\0".encode())
         try:
             with open(path, "rb") as f:
                 digest.update(f"{os.fstat(f.fileno()).st_size}\0".encode())
@@ -67,6 +69,24 @@ def fingerprint(run_dir: Path) -> str:
         except OSError:  # absent, or not a run directory: verification says which
             digest.update(b"absent\0")
     return digest.hexdigest()
+
+
+def checked_paths(path: Path) -> tuple[Path, list[Path]]:
+    """The folder verification reads and the files in it it checks: a run's store, MLPerf log
+    and results.json; an inference result's infer.json and LoadGen's logs, and where it served
+    a run's trial, that run's results.json and store (its quality is measured again)."""
+    from aihpc.verify.infer import checked_files, infer_folder
+
+    folder = infer_folder(path)
+    if folder is None:
+        return path, [*(path / name for name in CHECKED_FILES), results_file(path)]
+    files = checked_files(folder)
+    from aihpc.verify.infer_model import source_run
+
+    run = source_run(folder)
+    if run is not None:
+        files += [results_file(run), run / "aihpc.sqlite", run / "aihpc.sqlite-wal"]
+    return folder, files
 
 
 def verify_and_record(run_dir: Path, key: str | None = None) -> Verification:

@@ -1,0 +1,266 @@
+"""``aihpc infer``: one model served under LoadGen in each scenario asked for, recorded.
+
+The steps, in order (nothing is written before the LoadGen tests, and they
+write into ``OUT.partial``, renamed to ``OUT`` only when the record is
+complete, so a failure leaves nothing half written):
+
+1. the model on its device, in the served dtype (bfloat16 and channels-last
+   on a GPU, float32 on the CPU unless asked), and its quality there
+   against float32 (:mod:`aihpc.infer.accuracy`: MLPerf's 99 % rule);
+2. the batch sizes timed (:func:`aihpc.infer.scenarios.calibrate`); a server
+   bound that even one sample's batch misses is refused here;
+3. the LoadGen tests: offline, single-stream, the server's rate search,
+   each metered for energy where the machine lets it;
+4. the measured peak of the device in the served dtype, for the offline
+   rate's share of it.
+
+Operations per query are counted analytically, as ``aihpc count`` counts:
+an image's forward pass, or a language model's prefill of its prompt plus
+each decode step at its real cache length (:func:`aihpc.nas.lm_decode.decode_ops`).
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aihpc.errors import ConfigError, DataError
+from aihpc.infer.accuracy import QualityCheck
+from aihpc.infer.loadgen import loadgen
+from aihpc.infer.record import InferRecord, scenario_record
+from aihpc.infer.scenarios import Bounds, Calibration, ScenarioBench, ScenarioRun, calibrate
+from aihpc.infer.source import Source
+from aihpc.infer.systems import Classify, Generate, Step
+
+#: MLPerf Inference's datacenter server bound for ResNet-50: 15 ms at the 99th percentile.
+IMAGE_LATENCY_S = 0.015
+#: MLPerf Inference's server bounds for its smallest LLM (Llama-3.1-8B): first token within
+#: 2 s and 100 ms per output token, both at the 99th percentile.
+LM_TTFT_S, LM_TPOT_S = 2.0, 0.1
+
+
+@dataclass(frozen=True)
+class InferOptions:
+    """What ``aihpc infer`` is asked (see ``aihpc infer --help``)."""
+
+    scenarios: tuple[str, ...] = ("offline", "single-stream", "server")
+    device: str = "auto"
+    dtype: str | None = None
+    seconds: float = 10.0
+    max_batch: int = 256
+    server_steps: int = 6
+    latency: float | None = None
+    ttft: float | None = None
+    tpot: float | None = None
+    prompt_tokens: int | None = None
+    new_tokens: int | None = None
+    threads: int | None = None
+
+
+def serving_threads(options: InferOptions, device: torch.device) -> int:
+    """Threads of the model's operators: the options', else on the CPU one fewer than its
+    cores (at least 1), the last core left to LoadGen's threads and the serving thread (on 2
+    cores a tiny model's step measured 21 ms with 1 thread, 300-900 ms with 2 sharing the
+    cores with other work); on a GPU torch's default."""
+    import os
+
+    if options.threads is not None:
+        return options.threads
+    if device.type != "cpu":
+        return torch.get_num_threads()
+    return max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1) - 1)
+
+
+def served_dtype(options: InferOptions, device: torch.device) -> str:
+    if options.dtype is not None:
+        return options.dtype
+    return "bfloat16" if device.type == "cuda" else "float32"
+
+
+def bounds(options: InferOptions, generates: bool) -> Bounds:
+    """The server's bounds: the options', else MLPerf's for the nearest workload."""
+    if generates:
+        return Bounds(None, options.ttft or LM_TTFT_S, options.tpot or LM_TPOT_S)
+    return Bounds(options.latency or IMAGE_LATENCY_S)
+
+
+def generation(source: Source, options: InferOptions) -> tuple[int, int] | None:
+    """(prompt tokens, new tokens) for a language model of aihpc's search; None otherwise
+    (an image model, or a zoo model served as one forward pass per query)."""
+    if source.task != "lm" or source.arch is None:
+        return None
+    from aihpc.nas.lm_decode import check_context
+
+    context = int(source.inputs.shape[1])
+    prompt = options.prompt_tokens or context // 2
+    new = options.new_tokens or min(context - prompt, 64)
+    try:
+        check_context(_lm_spec(source), prompt, new)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return prompt, new
+
+
+def serving_devices(options: InferOptions) -> list[torch.device]:
+    """The devices served on: every GPU of the node for ``auto`` or ``cuda`` (one LoadGen, one
+    system under test per GPU), else the one named."""
+    from aihpc.devices import resolve_device
+
+    first = resolve_device(options.device)
+    if first.type == "cuda" and options.device in ("auto", "cuda"):
+        return [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+    return [first]
+
+
+def serving_steps(
+    source: Source, devices: list[torch.device], dtype: str, tokens: tuple[int, int] | None
+) -> tuple[list[Step], float]:
+    """The batch step LoadGen's queries run on each device, and the operations of one query."""
+    steps: list[Step] = []
+    for device in devices:
+        model = (source.model if device == devices[0] else copy.deepcopy(source.model)).to(device)
+        if tokens is None:
+            channels_last = device.type == "cuda" and source.inputs.dim() == 4
+            if channels_last:
+                model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            steps.append(Classify(model, source.inputs, device, dtype, channels_last))
+        else:
+            steps.append(Generate(model, source.inputs[:, : tokens[0]], tokens[1], device, dtype))
+    if tokens is None:
+        return steps, source.ops_per_query
+    from aihpc.nas.lm_decode import decode_ops
+
+    return steps, sum(decode_ops(_lm_spec(source), *tokens))
+
+
+def _lm_spec(source: Source) -> Any:
+    from aihpc.tasks import task_of
+
+    assert source.arch is not None  # a model of aihpc's search
+    return task_of("lm").arch(source.arch)
+
+
+def infer(
+    source: Source, options: InferOptions, out: Path, say: Callable[[str], None] = print
+) -> InferRecord:
+    """Serve ``source`` (the module docstring); the record, written to ``out/infer.json``."""
+    from aihpc.infer.accuracy import check_quality
+
+    loadgen()  # refused before any work if LoadGen is missing
+    devices = serving_devices(options)
+    dtype = served_dtype(options, devices[0])
+    torch.set_num_threads(serving_threads(options, devices[0]))
+    tokens = generation(source, options)
+    where = ", ".join(str(d) for d in devices)
+    say(f"aihpc infer: {source.label} on {where} in {dtype}")
+    model = source.model.to(devices[0])
+    quality = check_quality(model, source.inputs, source.targets, devices[0], dtype)
+    steps, ops = serving_steps(source, devices, dtype, tokens)
+    calibration = calibrate(steps[0], int(source.inputs.shape[0]), options.max_batch)
+    limits = bounds(options, tokens is not None)
+    if "server" in options.scenarios:
+        check_bound(calibration, limits)
+    measured = Measured(ops, quality, calibration, limits, tokens)
+    return replace(_serve_and_record(source, options, devices, steps, measured, out, say),
+                   out_dir=str(out))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What is known before LoadGen runs."""
+
+    ops: float
+    quality: QualityCheck
+    calibration: Calibration
+    limits: Bounds
+    tokens: tuple[int, int] | None
+
+
+def _serve_and_record(
+    source: Source,
+    options: InferOptions,
+    devices: list[torch.device],
+    steps: list[Step],
+    m: Measured,
+    out: Path,
+    say: Callable[[str], None],
+) -> InferRecord:
+    """The LoadGen tests, then the peak, written to ``OUT.partial`` renamed ``OUT`` when whole."""
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    dtype = served_dtype(options, devices[0])
+    try:
+        bench = ScenarioBench(steps, int(source.inputs.shape[0]), partial / "loadgen",
+                              options.seconds, say, str(devices[0]))  # fmt: skip
+        runs = run_scenarios(bench, m.calibration, m.limits, options)
+        peak = _peak(source, devices[0], dtype, len(devices))
+        record = InferRecord.build(source, options, devices, dtype, m.tokens, m.ops, m.quality,
+                                   m.calibration, m.limits, runs, peak)  # fmt: skip
+        record.write(partial)
+        if out.exists():
+            shutil.rmtree(out)
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return record
+
+
+def check_bound(calibration: Calibration, limits: Bounds) -> None:
+    """ConfigError where one sample alone takes longer than the server's bound."""
+    alone = calibration.seconds[min(calibration.seconds)]
+    bound = limits.latency if limits.latency is not None else limits.ttft
+    assert bound is not None
+    if limits.latency is not None and alone > bound:
+        raise ConfigError(
+            f"a latency bound of {1e3 * bound:g} ms cannot be met: one sample alone takes "
+            f"{1e3 * alone:.3g} ms on this device (set a larger one with --latency-ms)"
+        )
+
+
+def run_scenarios(
+    bench: ScenarioBench, calibration: Calibration, limits: Bounds, options: InferOptions
+) -> dict[str, list[ScenarioRun]]:
+    runs: dict[str, list[ScenarioRun]] = {}
+    generates = limits.latency is None
+    for name in options.scenarios:
+        if name == "offline":
+            runs[name] = [bench.offline(calibration)]
+        elif name == "single-stream":
+            runs[name] = [bench.single_stream(calibration, generates)]
+        else:
+            offline = runs.get("offline")
+            top = offline[0].loadgen.samples_per_second if offline else None
+            rate = top or calibration.rate(calibration.best_batch())
+            runs[name] = bench.server(calibration, limits, rate, options.server_steps)
+    return runs
+
+
+def _peak(source: Source, device: torch.device, dtype: str, devices: int) -> dict[str, Any] | None:
+    """The measured peak in ``dtype`` (the kernels the task calls) of one device, times
+    ``devices`` (the devices served on, alike), with the nominal one; None where it cannot be
+    measured."""
+    from aihpc.roofline.peak import search_peak
+    from aihpc.tasks import task_of
+
+    try:
+        kernels = task_of(source.task).peak_kernels
+        peak = search_peak(device, dtype, seconds=2.0, kinds=kernels).to_dict()
+    except (ConfigError, DataError, RuntimeError):
+        return None
+    nominal = peak.get("nominal") or {}
+    return {
+        **peak,
+        "devices": devices,
+        "flops_per_s": peak["flops_per_s"] * devices,
+        "nominal": {**nominal, "flops_per_s": (nominal.get("flops_per_s") or 0) * devices or None},
+    }
+
+
+__all__ = ["InferOptions", "infer", "scenario_record"]

@@ -1,0 +1,212 @@
+"""One test under MLPerf Inference's LoadGen (``mlcommons-loadgen``), its logs read back.
+
+:func:`run_test` hands LoadGen a system under test (two callbacks: issue
+queries, flush) and a query sample library of ``total`` samples, runs one
+scenario in performance mode, and reads the result from LoadGen's own
+detail log (``mlperf_log_detail.txt``, one ``:::MLLOG`` JSON line per key),
+which stays in ``outdir`` beside the summary (``mlperf_log_summary.txt``):
+the ``result_*`` keys (samples per second, latency percentiles in ns,
+validity and why not) are kept as LoadGen wrote them, so ``aihpc verify``
+can compare the record with the log.  The trace file is not written (it
+holds one event per sample and is not needed to check the result).
+
+LoadGen's minimum duration is 600 s and its minimum query counts are in the
+thousands, for submissions; aihpc sets its own (``seconds``,
+``min_queries``), recorded with the result, so a result here says the same
+as a submission's only when those match.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import ConfigError
+
+#: aihpc's scenario names -> LoadGen's TestScenario members.
+SCENARIOS = {"offline": "Offline", "server": "Server", "single-stream": "SingleStream"}
+DETAIL_LOG = "mlperf_log_detail.txt"
+SUMMARY_LOG = "mlperf_log_summary.txt"
+
+
+def loadgen() -> Any:
+    """The ``mlperf_loadgen`` module; ConfigError (one line) if it is not installed."""
+    try:
+        import mlperf_loadgen
+    except ImportError:
+        import sys
+
+        raise ConfigError(
+            "aihpc infer needs MLPerf LoadGen, which is not installed in "
+            f"{sys.executable}: pip install mlcommons-loadgen"
+        ) from None
+    return mlperf_loadgen
+
+
+def check_scenario(name: str) -> str:
+    """``name`` if LoadGen runs it here; ConfigError naming the known ones otherwise."""
+    if name not in SCENARIOS:
+        raise ConfigError(
+            f"scenario {name!r} is not one aihpc runs under LoadGen: {', '.join(SCENARIOS)}"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one LoadGen test is asked for (times in seconds).
+
+    ``target_qps``: the server's arrival rate, or the offline expected rate
+    (LoadGen sizes its one offline query from it); ``latency``: the server's
+    bound on the ``percentile`` latency; ``ttft``/``tpot``: a language
+    model's bounds on the time to first token and per output token (LoadGen's
+    token latencies), which replace ``latency`` when given.
+    """
+
+    scenario: str
+    seconds: float
+    min_queries: int
+    target_qps: float | None = None
+    latency: float | None = None
+    percentile: float = 0.99
+    ttft: float | None = None
+    tpot: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def test_settings(settings: Settings) -> Any:
+    """LoadGen's TestSettings for ``settings``, in performance-only mode."""
+    lg = loadgen()
+    s = lg.TestSettings()
+    s.scenario = getattr(lg.TestScenario, SCENARIOS[settings.scenario])
+    s.mode = lg.TestMode.PerformanceOnly
+    s.min_duration_ms = int(settings.seconds * 1000)
+    s.min_query_count = settings.min_queries
+    if settings.scenario == "offline" and settings.target_qps:
+        s.offline_expected_qps = settings.target_qps
+    if settings.scenario == "server":
+        s.server_target_qps = settings.target_qps
+        s.server_target_latency_percentile = settings.percentile
+        if settings.latency is not None:
+            s.server_target_latency_ns = int(settings.latency * 1e9)
+    if settings.scenario == "single-stream":
+        s.single_stream_target_latency_percentile = 0.90
+        if settings.target_qps:
+            s.single_stream_expected_latency_ns = int(1e9 / settings.target_qps)
+    if settings.ttft is not None and settings.tpot is not None:
+        s.use_token_latencies = True
+        s.ttft_latency = int(settings.ttft * 1e9)
+        s.tpot_latency = int(settings.tpot * 1e9)
+    return s
+
+
+@dataclass(frozen=True)
+class LoadGenResult:
+    """What LoadGen's detail log says of one test: its ``result_*`` keys (prefix dropped) and
+    the folder holding its logs."""
+
+    settings: Settings
+    results: dict[str, Any]
+    log_dir: str  # relative to the result's folder: loadgen/NN-scenario
+    version: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.results.get("validity") == "VALID"
+
+    @property
+    def samples_per_second(self) -> float | None:
+        """Samples per second: LoadGen's result (offline, single-stream), or the rate it saw
+        completed (server, whose result is its target rate)."""
+        value = self.results.get(
+            "samples_per_second", self.results.get("completed_samples_per_sec")
+        )
+        return None if value is None else float(value)
+
+    def latency(self, percentile: float) -> float | None:
+        """The ``percentile`` (e.g. 99.0) latency in seconds, where LoadGen reported it."""
+        value = self.results.get(f"{percentile:.2f}_percentile_latency_ns")
+        return None if value is None else float(value) / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings.to_dict(),
+            "results": self.results,
+            "log_dir": self.log_dir,
+        }
+
+
+def run_test(
+    issue: Callable[[list[Any]], None],
+    flush: Callable[[], None],
+    total: int,
+    settings: Settings,
+    outdir: Path,
+    name: str,
+) -> LoadGenResult:
+    """One LoadGen test of ``settings`` on ``total`` samples; its logs in ``outdir``, recorded as
+    ``name``."""
+    lg = loadgen()
+    outdir.mkdir(parents=True, exist_ok=True)
+    log = lg.LogSettings()
+    log.log_output.outdir = str(outdir)
+    log.log_output.copy_summary_to_stdout = False
+    log.enable_trace = False
+    sut = lg.ConstructSUT(issue, flush)
+    qsl = lg.ConstructQSL(total, total, lambda _: None, lambda _: None)
+    try:
+        lg.StartTestWithLogSettings(sut, qsl, test_settings(settings), log)
+    finally:
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+    detail = read_detail(outdir / DETAIL_LOG)
+    return LoadGenResult(settings, results_of(detail), name, detail.get("loadgen_version"))
+
+
+def read_detail(path: Path) -> dict[str, Any]:
+    """Every key of a LoadGen detail log with its (last) value."""
+    values: dict[str, Any] = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith(":::MLLOG "):
+                try:
+                    entry = json.loads(line[len(":::MLLOG ") :])
+                except ValueError:
+                    continue
+                values[entry.get("key")] = entry.get("value")
+    return values
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """The ``result_*`` keys of a detail log, the prefix dropped, and ``early_stopping_met``."""
+    return results_of(read_detail(path))
+
+
+def results_of(detail: dict[str, Any]) -> dict[str, Any]:
+    """:func:`read_results` of a detail log already read."""
+    results = {k[len("result_") :]: v for k, v in detail.items() if k.startswith("result_")}
+    if "early_stopping_met" in detail:
+        results["early_stopping_met"] = detail["early_stopping_met"]
+    return results
+
+
+#: LoadGen's conditions of a valid result, as its detail log names them.
+CONDITIONS = {
+    "perf_constraints_met": "the latency bound was not met",
+    "min_duration_met": "the minimum duration was not reached",
+    "min_queries_met": "too few queries",
+    "early_stopping_met": "too few queries for early stopping's confidence in the percentile",
+}
+
+
+def why_invalid(results: dict[str, Any]) -> str:
+    """Why LoadGen called a result invalid, from its conditions (its own reason first)."""
+    reasons = [text for key, text in CONDITIONS.items() if results.get(key) is False]
+    if results.get("invalid_reason"):
+        reasons.insert(0, str(results["invalid_reason"]))
+    return "; ".join(reasons) or "LoadGen: INVALID"

@@ -1,0 +1,161 @@
+"""What ``aihpc infer`` serves: the best trial of a finished run, or a zoo model by name.
+
+:func:`from_run` takes a run directory: its results.json names the trials and
+their validation metric; the best trial by the run's quality (the highest
+accuracy, or the lowest loss) is served with the weights its last epoch
+wrote (the run keeps the best trials' files to its end), its architecture
+rebuilt from results.json, and the run's own validation split as the samples
+LoadGen queries and the quality is measured on.  :func:`from_zoo` takes a
+model of the zoo, untrained (aihpc downloads no weights), on synthetic inputs
+of its shape: its quality is the agreement of its predictions with its own
+float32 predictions.
+
+Either way a :class:`Source` holds a float32 model on the host, the samples
+(inputs, and targets where the data have them), the operations of one query
+counted analytically, and how to judge its outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aihpc.errors import DataError, StorageError
+
+
+@dataclass(frozen=True)
+class Source:
+    """A model to serve and the samples to serve it on.
+
+    ``inputs``: (N, ...) the queries (images, or a language model's token
+    windows); ``targets``: their labels or next tokens (None for a zoo model
+    on synthetic inputs); ``ops_per_query``: operations of one sample's
+    forward pass (eval mode), counted as ``aihpc count`` counts;
+    ``task``: "image" or "lm"; ``label``: what it is, for the records.
+    """
+
+    label: str
+    task: str
+    model: torch.nn.Module
+    inputs: torch.Tensor
+    targets: torch.Tensor | None
+    ops_per_query: float
+    arch: dict[str, Any] | None
+    details: dict[str, Any]
+
+
+def from_run(run_dir: Path, samples: int | None = None) -> Source:
+    """The best trial of the finished run in ``run_dir`` (DataError, StorageError: one line)."""
+    from aihpc.records.results import read_results_document, results_file, trial_arch
+    from aihpc.tasks import of_run
+
+    path = results_file(run_dir)
+    if not path.is_file():
+        raise DataError(f"{run_dir} holds no finished run (no {path.name}): nothing to serve")
+    doc = read_results_document(path)
+    task, quality = of_run(doc.get("config"), doc.get("data"))
+    trials = {t.get("id"): t for t in doc.get("trials") or []}
+    scored = [t for t in trials.values() if t.get(quality.trial_key) is not None]
+    if not scored:
+        raise DataError(f"{run_dir}: no trial finished an evaluation: nothing to serve")
+    best = max(scored, key=lambda t: quality.goodness(t[quality.trial_key]))
+    arch = trial_arch(trials, best["id"])
+    if arch is None:
+        raise DataError(f"{run_dir}: the architecture of trial {best['id']} cannot be rebuilt")
+    spec = task.arch(arch)
+    model = task.model(spec)
+    model.load_state_dict(_trial_weights(Path(run_dir), best["id"]), strict=True)
+    inputs, targets = _validation(task, doc, samples)
+    _, eval_ops = task.count_per_sample(spec, 1, 0.0)
+    details = {
+        "run": str(Path(run_dir).resolve()),
+        "trial": best["id"],
+        quality.trial_key: best[quality.trial_key],
+        "num_params": spec.num_params(),
+    }
+    return Source(
+        f"trial {best['id']} of {run_dir}",
+        task.name,
+        model.eval(),
+        inputs,
+        targets,
+        eval_ops,
+        arch,
+        details,
+    )
+
+
+def _trial_weights(run_dir: Path, trial_id: int) -> dict[str, torch.Tensor]:
+    """The model state of the last weights trial ``trial_id`` committed, SHA-256 checked."""
+    from aihpc.records.store import RunStore
+    from aihpc.train.weights import load
+
+    if not (run_dir / "aihpc.sqlite").is_file():
+        raise DataError(f"{run_dir} holds no run store (aihpc.sqlite): the weights are unknown")
+    store = RunStore.read_only(run_dir)
+    try:
+        refs = [e.weights for e in store.epochs(trial_id) if e.weights is not None]
+    finally:
+        store.close()
+    if not refs:
+        raise DataError(f"{run_dir}: trial {trial_id} wrote no weights")
+    try:
+        return load(run_dir / "weights", refs[-1])[0]
+    except StorageError as exc:
+        raise DataError(f"{run_dir}: the best trial's weights cannot be served: {exc}") from None
+
+
+def _validation(
+    task, doc: dict[str, Any], samples: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The run's validation split (its first ``samples``): inputs and targets."""
+    import numpy as np
+
+    from aihpc.config import RunConfig
+    from aihpc.records.task import DataRef
+
+    config = RunConfig.from_dict(doc.get("config") or {}, source="the run's configuration")
+    val = task.splits(DataRef.of(config))[1]
+    n = len(val) if samples is None else min(samples, len(val))
+    positions = np.arange(n, dtype=np.int64)
+    raw = torch.from_numpy(np.ascontiguousarray(val.raw(positions), dtype=val.dtype))
+    if val.normalizer is not None:
+        raw = val.normalizer.apply_(raw)
+    labels = torch.from_numpy(np.ascontiguousarray(val.label(positions), dtype=np.int64))
+    return task.inputs_and_targets(raw, labels)
+
+
+def from_zoo(name: str, input_shape: tuple[int, ...] | None, samples: int, seed: int = 0) -> Source:
+    """Zoo model ``name`` (untrained) on ``samples`` synthetic inputs of its shape."""
+    from aihpc import models
+    from aihpc.counting import count_ops
+
+    info = models.info(name)
+    shape = tuple(input_shape or info.input_shape)
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)  # the untrained weights: the same again for verify
+    if info.input_kind == "tokens":
+        model = models.create(name)
+        vocab = info.num_classes
+        inputs = torch.randint(0, vocab, (samples, *shape), generator=gen)
+        task = "lm"
+    else:
+        model = models.create(name, in_channels=shape[0])
+        inputs = torch.randn((samples, *shape), generator=gen)
+        task = "image"
+    with torch.device("meta"):
+        meta = models.create(name) if task == "lm" else models.create(name, in_channels=shape[0])
+    example = (
+        torch.zeros((1, *shape), dtype=torch.long, device="meta") if task == "lm" else (1, *shape)
+    )
+    ops = count_ops(meta, example, train=False).total
+    details = {
+        "zoo_model": name,
+        "input_shape": list(shape),
+        "seed": seed,
+        "num_params": sum(p.numel() for p in model.parameters()),
+    }
+    return Source(name, task, model.eval(), inputs, None, float(ops), None, details)

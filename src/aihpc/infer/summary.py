@@ -1,0 +1,61 @@
+"""The summary ``aihpc infer`` prints: one line per scenario, the quality, validity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aihpc.fmt import format_fraction, format_si
+
+
+def _ms(seconds: Any) -> str:
+    return "n/a" if seconds is None else f"{1e3 * seconds:.3g} ms"
+
+
+def _scenario_line(name: str, s: dict[str, Any], tokens: bool) -> str:
+    if name == "offline":
+        line = (
+            f"{format_si(s.get('samples_per_second'))} samples/s, "
+            f"{format_si(s.get('ops_per_second'), 'OPS')}; "
+            f"{format_fraction(s.get('peak_fraction'))} of the measured peak, "
+            f"{format_fraction(s.get('nominal_peak_fraction'))} of nominal"
+        )
+        if s.get("joules_per_query") is not None:
+            line += f", {format_si(s['joules_per_query'], 'J')}/query"
+    elif name == "single-stream":
+        line = f"p90 latency {_ms(s.get('p90_latency_s'))} (p50 {_ms(s.get('p50_latency_s'))})"
+    else:
+        best = s.get("max_qps")
+        line = (
+            "no rate met the bound"
+            if best is None
+            else f"{best:.4g} queries/s within the bound (p99 {_ms(s.get('p99_latency_s'))})"
+        )
+    if tokens and s.get("p99_first_token_s") is not None:
+        line += (
+            f"; first token p99 {_ms(s.get('p99_first_token_s'))}, per output token p99 "
+            f"{_ms(s.get('p99_time_per_output_token_s'))}"
+        )
+    return f"  {name:<15} {line}"
+
+
+def summary_text(data: dict[str, Any], out: Path) -> str:
+    q = data["quality"]
+    verdict = "VALID" if data["valid"] else "INVALID (" + "; ".join(data["invalid_reasons"]) + ")"
+    tokens = data.get("generation") is not None
+    lines = [
+        f"aihpc infer {data['source']['label']}: {verdict}",
+        f"  served on       {data['device']} in {data['dtype']}, {data['samples']} samples; "
+        f"{format_si(data['ops_per_query'], 'OPS')} per query (counted)",
+        f"  quality         {q['measure']} {q['served']:.4f} against float32's "
+        f"{q['reference']:.4f} (kept {100 * q['kept']:.2f} %, at least 99 % needed)",
+    ]
+    if tokens:
+        g = data["generation"]
+        lines.append(
+            f"  generation      prompts of {g['prompt_tokens']} tokens, "
+            f"{g['new_tokens']} new tokens each"
+        )
+    lines += [_scenario_line(name, s, tokens) for name, s in data["scenarios"].items()]
+    lines.append(f"  record          {out / 'infer.json'} (LoadGen's logs in {out / 'loadgen'})")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""The report's section of an inference result (``infer.json``, kind ``infer``).
+
+What was served where (the model, the device and dtype, the operations per query, the
+quality against float32, the bounds, validity), one row per scenario with its figure and
+latency percentiles, the server's tests (the throughput-latency curve as numbers), and the
+two plots of :mod:`aihpc.report.infer_plots`.  A field the record lacks shows as "n/a".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aihpc.fmt import format_fraction, format_si, format_value
+from aihpc.report.infer_plots import achieved, plot_latency, plot_throughput_latency
+from aihpc.report.markup import esc, image, kv_table, no_data
+
+
+def _ms(seconds: Any) -> str:
+    """A latency: ``"2.16 ms"``, ``"1.65 s"``."""
+    if seconds is None:
+        return "n/a"
+    value = float(seconds)
+    return f"{value:.3g} s" if value >= 1 else f"{1e3 * value:.3g} ms"
+
+
+def _figure(name: str, s: dict[str, Any]) -> str:
+    """The figure MLPerf reports for scenario ``name``."""
+    if name == "offline":
+        return f"{format_value(s.get('samples_per_second'))} samples/s"
+    if name == "single-stream":
+        return f"p90 {_ms(s.get('p90_latency_s'))}"
+    best = s.get("max_qps")
+    return "no rate met the bound" if best is None else f"{best:.4g} queries/s within the bound"
+
+
+def _quality(q: dict[str, Any]) -> str:
+    if not q:
+        return "n/a"
+    return (
+        f"{q.get('measure')} {format_value(q.get('served'))} in {q.get('dtype')} against "
+        f"float32's {format_value(q.get('reference'))} on {q.get('samples')} samples: "
+        f"{format_fraction(q.get('kept'), 2)} kept (99 % needed)"
+    )
+
+
+def _bounds(data: dict[str, Any]) -> str:
+    b = data.get("bounds") or {}
+    pct = f"p{100 * (b.get('percentile') or 0.99):g}"
+    if b.get("latency") is not None:
+        return f"{pct} latency <= {_ms(b['latency'])}"
+    return f"{pct} time to first token <= {_ms(b.get('ttft'))}, per output token <= " + _ms(
+        b.get("tpot")
+    )
+
+
+def _summary(data: dict[str, Any]) -> str:
+    src = data.get("source") or {}
+    g = data.get("generation")
+    valid = (
+        "valid" if data.get("valid") else "INVALID: " + "; ".join(data.get("invalid_reasons") or [])
+    )
+    rows = [
+        ("served", format_value(src.get("label"))),
+        ("task", format_value(src.get("task"))),
+        ("parameters", format_si(src.get("num_params"), count=True)),
+        ("device", f"{data.get('device')} in {data.get('dtype')}"),
+        ("operator threads", format_value(data.get("threads"))),
+        ("samples", format_value(data.get("samples"))),
+        ("operations per query", format_si(data.get("ops_per_query"), "OPS") + " (counted)"),
+        ("quality", _quality(data.get("quality") or {})),
+        ("server bound", _bounds(data)),
+        ("seconds per test", format_value(data.get("seconds_per_test"))),
+        ("LoadGen", format_value(data.get("loadgen_version"))),
+        ("result", valid),
+    ]
+    if g:
+        rows.insert(
+            5, ("generation", f"prompts of {g['prompt_tokens']}, {g['new_tokens']} new tokens")
+        )
+    return kv_table(rows)
+
+
+SCENARIO_COLUMNS = (
+    "scenario",
+    "figure",
+    "p50",
+    "p90",
+    "p99",
+    "first token p99",
+    "per token p99",
+    "OPS",
+    "share of peak",
+    "J/query",
+    "tests",
+    "valid",
+)
+
+
+def _scenario_cells(name: str, s: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        _figure(name, s),
+        _ms(s.get("p50_latency_s")),
+        _ms(s.get("p90_latency_s")),
+        _ms(s.get("p99_latency_s")),
+        _ms(s.get("p99_first_token_s")),
+        _ms(s.get("p99_time_per_output_token_s")),
+        format_si(s.get("ops_per_second"), "OPS"),
+        format_fraction(s.get("peak_fraction")),
+        format_si(s.get("joules_per_query"), "J"),
+        str(len(s.get("tests") or [])),
+        "yes" if s.get("valid") else "NO",
+    ]
+
+
+def _rows_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
+    if not rows:
+        return no_data()
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _server_tests(data: dict[str, Any]) -> str:
+    tests = ((data.get("scenarios") or {}).get("server") or {}).get("tests") or []
+    rows = []
+    for i, t in enumerate(tests, start=1):
+        r = t.get("results") or {}
+        ft = r.get("first_token_99.00_percentile_latency_ns")
+        rows.append(
+            [
+                str(i),
+                format_value((t.get("settings") or {}).get("target_qps")),
+                format_value(achieved(t)),
+                _ms(
+                    None
+                    if r.get("99.00_percentile_latency_ns") is None
+                    else r["99.00_percentile_latency_ns"] / 1e9
+                ),
+                _ms(None if ft is None else ft / 1e9),
+                format_value(t.get("max_batch")),
+                format_value(r.get("validity")),
+            ]
+        )
+    columns = (
+        "test",
+        "target queries/s",
+        "achieved samples/s",
+        "p99",
+        "first token p99",
+        "batch",
+        "LoadGen",
+    )
+    return "<h3>The server's tests</h3>" + _rows_table(columns, rows) if rows else ""
+
+
+def render_infer(data: dict[str, Any]) -> str:
+    """The section's HTML (the module docstring)."""
+    scenarios = data.get("scenarios") or {}
+    rows = [_scenario_cells(name, s) for name, s in scenarios.items() if isinstance(s, dict)]
+    return (
+        _summary(data)
+        + _rows_table(SCENARIO_COLUMNS, rows)
+        + _server_tests(data)
+        + image(
+            plot_latency(data),
+            "Latency distribution: the share of each scenario's samples per bin (log time)",
+        )
+        + image(
+            plot_throughput_latency(data),
+            "Throughput against latency: the server's tests (valid, invalid), its bound, "
+            "the offline rate",
+        )
+    )

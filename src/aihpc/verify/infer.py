@@ -1,0 +1,310 @@
+"""``aihpc verify DIR`` of an inference result: ``DIR/infer.json`` (``aihpc infer``) checked
+against LoadGen's logs beside it, against its own tests, and against the model it served.
+
+Four checks, each naming every mismatch by scenario and test:
+
+loadgen
+    Every test recorded under ``scenarios.*.tests`` has its log folder under DIR
+    (``log_dir``: a path relative to DIR; a path outside DIR, as records written in the
+    partial folder hold, is found by its name under ``DIR/loadgen``) with LoadGen's detail
+    and summary logs.  The ``result_*`` values re-read from the detail log
+    (:func:`aihpc.infer.loadgen.read_results`) equal the recorded ones; the settings LoadGen
+    logged (scenario, minimum duration and queries, the target rate, the server's bound)
+    are the recorded ones; the summary's verdict is the detail's; and every folder under
+    ``DIR/loadgen`` is a recorded test (none was dropped from the record).
+figures
+    The headline figures follow from the tests: offline samples per second (and the
+    operations per second and shares of the peak they give), single-stream's 50th and 90th
+    percentile latency, the server's ``max_qps`` (the target rate of its highest valid
+    test), the point shown and the throughput-latency curve; each histogram counts the
+    samples its test served; ``valid`` is the quality's and every scenario's.
+operations, quality
+    The model recounted and re-measured (:mod:`aihpc.verify.infer_model`).
+
+Verification reads DIR (and, for quality, the run or zoo model it names) and writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from aihpc.errors import DataError
+from aihpc.infer.accuracy import KEEP
+from aihpc.infer.loadgen import DETAIL_LOG, SCENARIOS, SUMMARY_LOG, read_detail, read_results
+from aihpc.infer.record import RECORD_FILE
+from aihpc.records.files import read_result
+from aihpc.records.results import results_file
+from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
+
+MAX_DIFFS = 5  # differing result keys named per test before "and N more"
+LOGS = "loadgen"
+
+
+def infer_folder(path: Path) -> Path | None:
+    """The folder of an inference result that ``path`` names (the folder holding infer.json
+    and no run's results.json, or infer.json itself); None if it names none."""
+    path = Path(path)
+    if path.is_file() and path.name == RECORD_FILE:
+        return path.parent
+    if path.is_dir() and (path / RECORD_FILE).is_file() and not results_file(path).exists():
+        return path
+    return None
+
+
+def checked_files(folder: Path) -> list[Path]:
+    """What verifying ``folder`` reads there: infer.json and LoadGen's detail and summary logs
+    (for :func:`aihpc.verify.verdicts.fingerprint`)."""
+    logs = sorted(p for p in (folder / LOGS).glob("*/*") if p.name in (DETAIL_LOG, SUMMARY_LOG))
+    return [folder / RECORD_FILE, *logs]
+
+
+def verify_infer(folder: Path) -> Verification:
+    """Every check on the inference result in ``folder`` (the module docstring); DataError
+    (one line) where infer.json is not an inference record."""
+    from aihpc.verify.infer_model import model_checks
+
+    path = Path(folder) / RECORD_FILE
+    data = read_result(path, "infer")["data"]
+    try:
+        outcomes = [
+            check_loadgen(Path(folder), data),
+            check_figures(data),
+            *model_checks(Path(folder), data),
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise DataError(f"{path} is not a complete inference record: {exc!r}") from None
+    checks = tuple(check for check, _ in outcomes)
+    mismatches = tuple(m for _, found in outcomes for m in found)
+    return Verification(str(folder), checks, mismatches)
+
+
+def _tests(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(where, test) of every recorded test, in the record's order."""
+    return [
+        (f"{name} test {i}", test)
+        for name, s in (data.get("scenarios") or {}).items()
+        for i, test in enumerate(s.get("tests") or [], start=1)
+    ]
+
+
+def log_folder(folder: Path, log_dir: Any) -> Path | None:
+    """The folder under ``folder`` holding a test's logs (the module docstring); None where
+    the record points outside ``folder`` to a folder not named as LoadGen's are here."""
+    if not isinstance(log_dir, str) or not log_dir:
+        return None
+    path = Path(log_dir)
+    if not path.is_absolute() and (folder / path).is_dir():
+        return folder / path
+    if path.parent.name == LOGS:
+        return folder / LOGS / path.name
+    return None
+
+
+# -- loadgen -----------------------------------------------------------------------------
+def check_loadgen(folder: Path, data: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+    """Each test's logs re-read and compared with its record."""
+    found = Found("loadgen")
+    seen: set[str] = set()
+    tests = _tests(data)
+    for where, test in tests:
+        logs = log_folder(folder, test.get("log_dir"))
+        if logs is None or not (logs / DETAIL_LOG).is_file():
+            found.add(f"{where}: no LoadGen detail log for its log_dir {test.get('log_dir')!r}")
+            continue
+        seen.add(logs.name)
+        if logs.name.partition("-")[2] != test["settings"]["scenario"]:
+            found.add(f"{where}: its logs {logs.name} are of another scenario")
+        _check_logs(where, logs, test, data, found)
+    if (folder / LOGS).is_dir():
+        for extra in sorted(p.name for p in (folder / LOGS).iterdir() if p.name not in seen):
+            found.add(f"{LOGS}/{extra} holds the logs of no recorded test")
+    return found.outcome(
+        f"{len(tests)} tests' result_* values, settings and verdicts re-read from LoadGen's logs"
+    ), found.items
+
+
+def _check_logs(
+    where: str, logs: Path, test: dict[str, Any], data: dict[str, Any], found: Found
+) -> None:
+    detail = read_detail(logs / DETAIL_LOG)
+    logged = read_results(logs / DETAIL_LOG)
+    changed = list(diffs(test.get("results"), logged, "results"))
+    for path, recorded, read in changed[:MAX_DIFFS]:
+        found.add(
+            f"{where}: recorded {path} is {_short(recorded)}; LoadGen's log has {_short(read)}"
+        )
+    if len(changed) > MAX_DIFFS:
+        found.add(f"{where}: and {len(changed) - MAX_DIFFS} more result values differ")
+    for key, recorded, rel in _logged_settings(test["settings"]):
+        if not same(_number(detail.get(key)), recorded, rel):
+            found.add(
+                f"{where}: the settings say {key} {recorded!r}; LoadGen logged "
+                f"{_short(detail.get(key))}"
+            )
+    version = data.get("loadgen_version")
+    if version is not None and detail.get("loadgen_version") != version:
+        found.add(f"{where}: LoadGen {detail.get('loadgen_version')!r} wrote it, not {version!r}")
+    summary = logs / SUMMARY_LOG
+    verdict = re.search(r"^Result is : (\w+)", _text(summary), re.MULTILINE)
+    if verdict is None:
+        found.add(f"{where}: no verdict in LoadGen's summary {summary.name}")
+    elif verdict.group(1) != logged.get("validity"):
+        found.add(
+            f"{where}: LoadGen's summary says {verdict.group(1)}, its detail log "
+            f"{logged.get('validity')!r}"
+        )
+
+
+def _logged_settings(s: dict[str, Any]) -> list[tuple[str, Any, float]]:
+    """(detail log key, the value the recorded settings ask, relative tolerance): LoadGen
+    logs rates to 6 significant digits."""
+    keys: list[tuple[str, Any, float]] = [
+        ("effective_scenario", SCENARIOS.get(s["scenario"]), 0.0),
+        ("effective_min_duration_ms", float(int(s["seconds"] * 1000)), 0.0),
+        ("effective_min_query_count", float(s["min_queries"]), 0.0),
+    ]
+    rate = s.get("target_qps")
+    if s["scenario"] == "server":
+        keys.append(("requested_server_target_qps", rate, 1e-5))
+        if s.get("latency") is not None:
+            keys.append(("requested_server_target_latency_ns", float(int(s["latency"] * 1e9)), 0))
+    elif s["scenario"] == "offline" and rate:
+        keys.append(("requested_offline_expected_qps", rate, 1e-5))
+    elif s["scenario"] == "single-stream" and rate:
+        keys.append(("requested_single_stream_expected_latency_ns", float(int(1e9 / rate)), 1e-5))
+    return keys
+
+
+def _number(value: Any) -> Any:
+    """Numbers as floats (the log writes 1000 and 1000.0 alike), anything else as it is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+# -- figures -----------------------------------------------------------------------------
+def _ns(results: dict[str, Any], key: str) -> float | None:
+    value = results.get(key)
+    return None if value is None else float(value) / 1e9
+
+
+def point(test: dict[str, Any]) -> dict[str, Any]:
+    """A test's figures as the record shows them (a point of the throughput-latency curve)."""
+    r = test["results"]
+    rate = r.get("samples_per_second", r.get("completed_samples_per_sec"))
+    return {
+        "target_qps": test["settings"].get("target_qps"),
+        "samples_per_second": None if rate is None else float(rate),
+        "p99_latency_s": _ns(r, "99.00_percentile_latency_ns"),
+        "p99_first_token_s": _ns(r, "first_token_99.00_percentile_latency_ns"),
+        "p99_time_per_output_token_s": _ns(r, "time_per_output_token_99.00_percentile_ns"),
+        "valid": r.get("validity") == "VALID",
+    }
+
+
+def _joules_per_query(test: dict[str, Any]) -> float | None:
+    energy = test.get("energy") or []
+    if not energy or any(d.get("joules") is None for d in energy):
+        return None
+    return sum(d["joules"] for d in energy) / max(int(test.get("samples_served") or 0), 1)
+
+
+def _one_test_figures(name: str, test: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    r = test["results"]
+    want = {
+        **point(test),
+        "p90_latency_s": _ns(r, "90.00_percentile_latency_ns"),
+        "p50_latency_s": _ns(r, "50.00_percentile_latency_ns"),
+        "joules_per_query": _joules_per_query(test),
+    }
+    rate = want["samples_per_second"]
+    if name == "offline" and rate is not None:
+        ops = rate * data["ops_per_query"]
+        peak = data.get("peak") or {}
+        measured, nominal = peak.get("flops_per_s"), (peak.get("nominal") or {}).get("flops_per_s")
+        want["ops_per_second"] = ops
+        want["peak_fraction"] = ops / measured if measured else None
+        want["nominal_peak_fraction"] = ops / nominal if nominal else None
+    return want
+
+
+def _server_figures(tests: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The server's figures from its tests, and the test its point and histogram show."""
+    valid = [t for t in tests if t["results"].get("validity") == "VALID"]
+    best = max(valid, key=lambda t: t["settings"].get("target_qps") or 0.0, default=None)
+    shown = best or tests[-1]
+    want = {
+        "max_qps": None if best is None else best["settings"].get("target_qps"),
+        **point(shown),
+        "curve": sorted((point(t) for t in tests), key=lambda p: p["target_qps"] or 0.0),
+        "valid": best is not None,
+    }
+    return want, shown
+
+
+def check_figures(data: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+    """Each scenario's figures recomputed from its tests; the histograms' counts; validity."""
+    found = Found("figures")
+    scenarios = data.get("scenarios") or {}
+    for name, s in scenarios.items():
+        tests = s.get("tests") or []
+        if not tests or (name != "server" and len(tests) != 1):
+            found.add(f"{name}: {len(tests)} tests recorded")
+            continue
+        if name == "server":
+            want, shown = _server_figures(tests)
+        else:
+            want, shown = _one_test_figures(name, tests[0], data), tests[0]
+        for key, value in want.items():
+            if not same(s.get(key), value, rel=1e-9):
+                found.add(
+                    f"scenarios.{name}.{key} is {_short(s.get(key))}; its tests give {value!r}"
+                )
+        _check_histograms(name, s, shown, found)
+    _check_validity(data, scenarios, found)
+    return found.outcome(
+        f"the figures of {len(scenarios)} scenarios recomputed from their tests"
+    ), found.items
+
+
+def _check_histograms(name: str, s: dict[str, Any], shown: dict[str, Any], found: Found) -> None:
+    served = shown.get("samples_served")
+    for key in ("histogram", "first_token_histogram"):
+        h = s.get(key) or {}
+        counts, edges = h.get("counts") or [], h.get("edges_s") or []
+        if counts and len(edges) != len(counts) + 1:
+            found.add(f"scenarios.{name}.{key} has {len(edges)} edges for {len(counts)} bins")
+        if (counts or key == "histogram") and sum(counts) != served:
+            found.add(
+                f"scenarios.{name}.{key} counts {sum(counts)} samples; its test served {served}"
+            )
+
+
+def _check_validity(
+    data: dict[str, Any], scenarios: dict[str, dict[str, Any]], found: Found
+) -> None:
+    q = data["quality"]
+    if q.get("valid") is not (q["kept"] >= KEEP):
+        found.add(f"quality.valid is {q.get('valid')!r} for {q['kept']!r} kept (at least {KEEP})")
+    if q.get("samples") != data.get("samples"):
+        found.add(f"the quality was measured on {q.get('samples')} samples, not {data['samples']}")
+    valid = bool(q.get("valid")) and all(s.get("valid") is True for s in scenarios.values())
+    if data.get("valid") is not valid:
+        found.add(f"valid is {data.get('valid')!r}; the quality and the scenarios say {valid}")
+    if bool(data.get("invalid_reasons")) is valid:
+        found.add(f"invalid_reasons {_short(data.get('invalid_reasons'))} for a valid={valid}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

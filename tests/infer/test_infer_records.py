@@ -1,0 +1,131 @@
+"""An inference result like a training run's: ``aihpc verify`` re-checks it, ``aihpc rank`` lists
+it apart from training runs, ``aihpc report`` draws its latencies.
+
+One small result (a zoo model on 64 samples, half-second LoadGen tests) is made once for the
+module; each test reads it or tampers with a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aihpc.compare import load_entry
+from aihpc.rank import build_ranking
+from aihpc.report import write_report
+from fixture_run import FIXTURES, aihpc
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``aihpc infer`` of the zoo's digits_cnn: offline, single-stream and two server tests."""
+    out = tmp_path_factory.mktemp("infer") / "digits"
+    proc = aihpc(
+        "infer", "--model", "digits_cnn", "--samples", "64", "--seconds", "0.5",
+        "--server-steps", "2", "--latency-ms", "200", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+@pytest.fixture
+def copy(result: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(result, tmp_path / "digits"))
+
+
+def _edit_record(folder: Path, change) -> None:
+    path = folder / "infer.json"
+    doc = json.loads(path.read_text())
+    change(doc["data"])
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def _edit_log(folder: Path) -> None:
+    """The offline test's samples per second doubled in LoadGen's detail log."""
+    log = next((folder / "loadgen").glob("*-offline")) / "mlperf_log_detail.txt"
+    lines = []
+    for line in log.read_text().splitlines(keepends=True):
+        if '"key": "result_samples_per_second"' in line:
+            entry = json.loads(line[len(":::MLLOG ") :])
+            entry["value"] *= 2
+            line = ":::MLLOG " + json.dumps(entry) + "\n"
+        lines.append(line)
+    log.write_text("".join(lines))
+
+
+def test_an_untouched_result_verifies(result: Path) -> None:
+    proc = aihpc("verify", str(result))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(f"aihpc verify {result}: VERIFIED\n")
+    for check in ("loadgen", "figures", "operations", "quality"):
+        assert f"  {check} " in proc.stdout and "unchecked" not in proc.stdout
+    assert "the same samples" in proc.stdout  # 64 samples: the record's own, re-measured
+
+
+def _double(key: str):
+    def change(data: dict) -> None:
+        scenario, _, field = key.partition(".")
+        target = data["scenarios"][scenario] if field else data
+        target[field or key] *= 2
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "tamper, named",
+    [
+        (lambda d: _edit_record(d, _double("offline.samples_per_second")),
+         "figures: scenarios.offline.samples_per_second is"),
+        (_edit_log, "loadgen: offline test 1: recorded results.samples_per_second is"),
+        (lambda d: _edit_record(d, _double("ops_per_query")), "operations: ops_per_query is"),
+    ],
+    ids=["figure", "loadgen-log", "ops-per-query"],
+)  # fmt: skip
+def test_a_tampered_result_does_not_verify(copy: Path, tamper, named: str) -> None:
+    tamper(copy)
+    proc = aihpc("verify", str(copy))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "NOT VERIFIED" in proc.stdout and f"  {named}" in proc.stdout
+    assert "does not verify" in proc.stderr
+
+
+def test_rank_lists_inference_results_apart_from_training_runs(copy: Path, tmp_path: Path) -> None:
+    listing = copy.parent
+    entry = load_entry(copy)
+    assert entry.kind == "infer"
+    assert entry.workload == "aihpc_infer digits_cnn 1x8x8, server p99 <= 200 ms"
+    data = json.loads((copy / "infer.json").read_text())["data"]
+    assert entry.score == data["scenarios"]["server"]["max_qps"]
+    shutil.copytree(FIXTURES / "run", listing / "run")  # a training run beside it
+    rows, _ = build_ranking(listing, verify=False, kind="infer")
+    assert [r.entry.source for r in rows] == [str(copy / "infer.json")]
+    assert rows[0].valid_flops is None  # Valid FLOPS discounts operations, not queries
+    proc = aihpc("rank", str(listing), "--kind", "infer")
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 |"))
+    assert row.startswith("| 1 | digits |") and " samples/s | n/a |" in row and "| yes |" in row
+    runs = aihpc("rank", str(listing), "--no-verify")  # the training runs' list leaves it out
+    assert runs.returncode == 0, runs.stderr
+    assert [
+        line.split(" | ")[1] for line in runs.stdout.splitlines() if line.startswith("| 1 |")
+    ] == ["run"]
+    mixed = aihpc("compare", str(copy), str(listing / "run"))
+    assert mixed.returncode == 2
+    assert "cannot compare results of different kinds of result: infer (#1); run (#2)" in (
+        mixed.stderr
+    )
+
+
+def test_report_draws_the_latency_distribution_and_the_throughput_latency_curve(
+    result: Path, tmp_path: Path
+) -> None:
+    page = write_report(result, tmp_path / "report.html").read_text()
+    assert "<h2>Inference under MLPerf LoadGen</h2>" in page
+    assert "<h3>The server's tests</h3>" in page
+    assert page.count("<img ") == 2 and "http" not in page
+    assert 'alt="Latency distribution' in page and 'alt="Throughput against latency' in page
