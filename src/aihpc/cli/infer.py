@@ -57,6 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1024,
         help="validation samples served and checked (default 1024)",
     )
+    _serving_arguments(parser)
+    parser.add_argument(
+        "--out", type=Path, help="output folder (default RUN_DIR/infer or ./infer-NAME)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the record as JSON")
+
+
+def _serving_arguments(parser: argparse.ArgumentParser) -> None:
+    """Batches, the server's search and bounds, threads, a language model's generation."""
     parser.add_argument("--max-batch", type=int, default=256, help="largest batch (default 256)")
     parser.add_argument(
         "--server-steps",
@@ -82,10 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--prompt-tokens", type=int, help="a language model's prompt length")
     parser.add_argument("--new-tokens", type=int, help="tokens generated per query")
-    parser.add_argument(
-        "--out", type=Path, help="output folder (default RUN_DIR/infer or ./infer-NAME)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the record as JSON")
 
 
 def _checked(args: argparse.Namespace) -> None:
