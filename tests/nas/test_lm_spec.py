@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,13 +20,7 @@ GOLDEN_HASH = "17c701a00f94b24b46e4bdc167124cf3ebc84112ef36a71a8569844d985cc007"
 SPEC = seed_lm_spec(256, 64, 32, 2, 2, 16, 64)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny models: a second thread only adds synchronisation (float64 causal SDPA waits ms)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 

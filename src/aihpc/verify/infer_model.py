@@ -9,7 +9,7 @@ operations
     parameter count too.
 quality
     The model rebuilt (:func:`aihpc.infer.source.from_run` on the run the record names, or
-    ``from_zoo`` on its synthetic inputs, seed 0) and its quality measured again with
+    ``from_zoo`` on its synthetic inputs and its recorded seed) and its quality measured again with
     :func:`aihpc.infer.accuracy.check_quality` on the first ``min(64, samples)`` samples, in
     the recorded dtype, on the CPU.  The measure must be the recorded one and agree with it
     within a tolerance stated in the check's line: on the very samples the record measured
@@ -18,9 +18,10 @@ quality
     by chance: four standard errors of the sample's mean (a share p on n samples:
     ``sqrt(max(p (1 - p), 1/n) / n)``; a loss: the windows' spread over ``sqrt(n)``).  A
     result recorded as valid must still keep MLPerf's 99 % of float32's quality, less that
-    tolerance.  A zoo model is untrained and its weights are drawn afresh, so its
-    agreement is only comparable by chance in a dtype other than float32 (in float32 it is
-    1 by construction).  Where the run cannot be found or rebuilt the check is
+    tolerance.  A zoo model is untrained; its weights are drawn again from the seed the
+    record names (records from before the seed was recorded: afresh, so its agreement is
+    then only comparable by chance in a dtype other than float32; in float32 it is 1 by
+    construction).  Where the run cannot be found or rebuilt the check is
     "unchecked", not failed.
 """
 
@@ -72,8 +73,9 @@ def _source(folder: Path, data: dict[str, Any]) -> tuple[Any, str | None]:
     try:
         if src.get("zoo_model"):
             shape = src.get("input_shape")
+            seed = int(src.get("seed") or 0)
             return from_zoo(
-                src["zoo_model"], tuple(shape) if shape else None, data["samples"]
+                src["zoo_model"], tuple(shape) if shape else None, data["samples"], seed
             ), None
         run = _run_dir(folder, src.get("run"))
         if run is None:
