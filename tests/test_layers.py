@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "aihpc": 1,  # the package itself: __version__ and lazy re-exports by name
     "fileio": 1,
+    "checks": 1,
     "fmt": 1,
     "devices": 1,
     "config": 1,
@@ -65,7 +66,8 @@ def imported(name: str) -> set[str]:
 
 
 def imports_of(source: str, name: str, is_package: bool = False) -> set[str]:
-    """The aihpc modules that ``source`` (module ``name``) imports, resolved to the module, not the package, where one is named."""
+    """The aihpc modules that ``source`` (module ``name``) imports, resolved to the module, not the
+    package, where one is named."""
     package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
@@ -76,7 +78,10 @@ def imports_of(source: str, name: str, is_package: bool = False) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
         else:
             continue
         for target in targets:
@@ -110,7 +115,9 @@ def test_no_import_runs_up_or_across_a_layer():
 
 
 def test_no_two_modules_import_each_other():
-    pairs = sorted({tuple(sorted((a, b))) for a, targets in GRAPH.items() for b in targets if a in GRAPH[b]})
+    pairs = sorted(
+        {tuple(sorted((a, b))) for a, targets in GRAPH.items() for b in targets if a in GRAPH[b]}
+    )
     assert pairs == []
 
 

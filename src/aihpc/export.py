@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from aihpc.checks import integer, is_integer
 from aihpc.errors import ConfigError, ModelError, StorageError
 from aihpc.fileio import atomic_path
 
@@ -102,18 +103,15 @@ def _check_arguments(
     shape_ok = (
         isinstance(input_shape, tuple)
         and len(input_shape) == rank
-        and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in input_shape)
+        and all(is_integer(d, 1) for d in input_shape)
     )
     if not shape_ok:
         raise ConfigError(f"input_shape must be {what} >= 1, got {input_shape!r}")
-    if vocab is not None and (isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1):
-        raise ConfigError(f"vocab must be an integer >= 1, got {vocab!r}")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigError(f"batch must be an integer >= 1, got {batch!r}")
-    if opset is not None and (
-        isinstance(opset, bool) or not isinstance(opset, int) or opset < MIN_OPSET
-    ):
-        raise ConfigError(f"opset must be an integer >= {MIN_OPSET}, got {opset!r}")
+    if vocab is not None:
+        integer("vocab", vocab)
+    integer("batch", batch)
+    if opset is not None:
+        integer("opset", opset, MIN_OPSET)
 
 
 def _prepare_target(path: Path) -> None:

@@ -75,6 +75,7 @@ import torch
 
 from aihpc.bench.distributed_launch import Launcher, RankReport, launch
 from aihpc.bench.timing import IQR_SPREAD_WARNING
+from aihpc.checks import integer
 from aihpc.errors import ConfigError
 
 VOLUME_CALLS = 10
@@ -119,8 +120,7 @@ class DistributedConfig:
     def __post_init__(self) -> None:
         for name, minimum in (("procs", 1), ("batch", 1), ("steps", 1), ("warmup", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            integer(name, value, minimum)
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be cpu, cuda or auto, got {self.device!r}")
         if self.threads_per_rank is not None and self.threads_per_rank < 1:

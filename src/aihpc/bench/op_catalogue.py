@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aihpc.checks import integer
 from aihpc.errors import ConfigError
 
 Output = Tensor | tuple[Tensor, ...]
@@ -79,8 +80,7 @@ class OpCase:
 
     def shape(self, quick: bool, scale: int = 1) -> dict[str, int]:
         """The quick or full shape with its first (batch-like) size multiplied by ``scale``."""
-        if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
-            raise ConfigError(f"scale must be an integer >= 1, got {scale!r}")
+        integer("scale", scale)
         shape = dict(self.quick if quick else self.full)
         shape[next(iter(shape))] *= scale
         return shape

@@ -59,6 +59,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from aihpc.checks import integer
 from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError
 
@@ -100,8 +101,7 @@ class TrainingConfig:
             value = getattr(self, name)
             if name == "threads" and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            integer(name, value, minimum)
         for name in ("minutes", "lr"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from aihpc.checks import integer
 from aihpc.cli.output import add_output_arguments, emit
 from aihpc.errors import ConfigError, VerificationFailed
 
@@ -83,8 +84,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.ops is not None and args.ops.strip() == "list":
         return _list_operators()
-    if isinstance(args.scale, bool) or args.scale < 1:
-        raise ConfigError(f"--scale must be an integer >= 1, got {args.scale}")
+    integer("--scale", args.scale)
     if not args.out.parent.is_dir():
         raise ConfigError(f"cannot write {args.out}: directory {args.out.parent} does not exist")
 

@@ -53,14 +53,15 @@ def run(args: argparse.Namespace) -> int:
     the plot is written before the result file and removed again if the
     result file cannot be written, so a failure leaves neither.
     """
+    from aihpc.checks import integer
     from aihpc.cli.output import emit
     from aihpc.devices import resolve_device
-    from aihpc.errors import AihpcError, ConfigError
+    from aihpc.errors import AihpcError
     from aihpc.roofline import machine
 
     seconds = machine.check_seconds(args.seconds)
-    if args.elements is not None and args.elements < 1:
-        raise ConfigError(f"elements must be an integer >= 1, got {args.elements}")
+    if args.elements is not None:
+        integer("elements", args.elements)
     _check_writable(args.out, "--out")
     if args.plot is not None:
         _check_writable(args.plot, "--plot")

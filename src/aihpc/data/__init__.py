@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 
+from aihpc.checks import integer
 from aihpc.data.base import DEFAULT_MAX_BYTES, ImageData, SplitDataset, check_fraction
 from aihpc.errors import ConfigError
 
@@ -85,8 +86,7 @@ def load_dataset(
     """
     _check_name(name)
     val_fraction = check_fraction(val_fraction)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
+    integer("seed", seed, 0)
     module = importlib.import_module(DATASETS[name][0])
     return module.load(
         path,

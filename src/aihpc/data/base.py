@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from aihpc.checks import integer, number
 from aihpc.errors import ConfigError, DataError
 
 #: Default limit for :meth:`ImageData.tensors` (bytes of float32 images).
@@ -30,21 +31,9 @@ DEFAULT_MAX_BYTES = 2 * 1024**3
 
 def check_fraction(val_fraction: float) -> float:
     """Return ``val_fraction`` as float, or raise ConfigError unless 0 < f < 1."""
-    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)):
-        raise ConfigError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
-    f = float(val_fraction)
-    if not 0.0 < f < 1.0:
-        raise ConfigError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
-    return f
-
-
-def check_int(name: str, value: object, minimum: int) -> int:
-    """Return ``value`` if it is an int >= ``minimum``, else raise ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if int(value) < minimum:
-        raise ConfigError(f"{name} must be >= {minimum}, got {value!r}")
-    return int(value)
+    return number(
+        "val_fraction", val_fraction, 0, 1, low_open=True, high_open=True, finite=False, terse=True
+    )
 
 
 def check_size(name: str, value: object) -> tuple[int, int]:
@@ -52,8 +41,10 @@ def check_size(name: str, value: object) -> tuple[int, int]:
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise ConfigError(f"{name} must be an int or a pair (height, width), got {value!r}")
-        return check_int(f"{name} height", value[0], 1), check_int(f"{name} width", value[1], 1)
-    s = check_int(name, value, 1)
+        return integer(f"{name} height", value[0], 1, terse=True, numpy=True), integer(
+            f"{name} width", value[1], 1, terse=True, numpy=True
+        )
+    s = integer(name, value, 1, terse=True, numpy=True)
     return s, s
 
 

@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
+from aihpc.checks import integer
 from aihpc.data.base import (
     ImageData,
     SplitDataset,
-    check_int,
     check_options,
     check_size,
     finish,
@@ -237,14 +237,18 @@ def _checked_options(
     """The folder and the options of :func:`load`, checked: (root, channels, verify, stats_samples,
     workers, image size or None); ConfigError or DataError naming the bad value."""
     check_options("imagefolder", options, OPTIONS)
-    channels = check_int("channels", options.get("channels", 3), 1)
+    channels = integer("channels", options.get("channels", 3), 1, terse=True, numpy=True)
     if channels not in (1, 3):
         raise ConfigError(f"channels must be 1 or 3 for 'imagefolder', got {channels}")
     verify = options.get("verify", "header")
     if verify not in ("header", "full"):
         raise ConfigError(f"verify must be 'header' or 'full', got {verify!r}")
-    stats_samples = check_int("stats_samples", options.get("stats_samples", 1000), 1)
-    workers = check_int("workers", options.get("workers", min(8, os.cpu_count() or 1)), 1)
+    stats_samples = integer(
+        "stats_samples", options.get("stats_samples", 1000), 1, terse=True, numpy=True
+    )
+    workers = integer(
+        "workers", options.get("workers", min(8, os.cpu_count() or 1)), 1, terse=True, numpy=True
+    )
     size = check_size("image_size", options["image_size"]) if "image_size" in options else None
     if path is None:
         raise ConfigError("data set 'imagefolder' needs path=<folder>")

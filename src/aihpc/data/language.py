@@ -68,7 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from aihpc.data.base import check_fraction, check_int, check_options
+from aihpc.checks import integer, number
+from aihpc.data.base import check_fraction, check_options
 from aihpc.data.hmm import TopicHMM
 from aihpc.errors import ConfigError, DataError
 
@@ -129,8 +130,12 @@ class LanguageData:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"name must be a non-empty string, got {self.name!r}")
-        check_int("vocab_size", self.vocab_size, 2)
-        length = 1 if self.doc_length is None else check_int("doc_length", self.doc_length, 2)
+        integer("vocab_size", self.vocab_size, 2, terse=True, numpy=True)
+        length = (
+            1
+            if self.doc_length is None
+            else integer("doc_length", self.doc_length, 2, terse=True, numpy=True)
+        )
         for split, array in (("train", self.train), ("val", self.val)):
             if not isinstance(array, np.ndarray) or array.ndim != 1 or array.dtype.kind not in "iu":
                 raise DataError(
@@ -249,24 +254,18 @@ def bigram_loss(
     return total / len(val)
 
 
-def _number(name: str, value: object, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number in [{low:g}, {high:g}], got {value!r}")
-    if not low <= float(value) <= high:
-        raise ConfigError(f"{name} must be in [{low:g}, {high:g}], got {value!r}")
-    return float(value)
-
-
 def _hmm_options(options: dict, val_fraction: float) -> dict:
     check_options("hmm", options, HMM_DEFAULTS)
     o = {**HMM_DEFAULTS, **options}
     for name, minimum in (("doc_length", 2), ("vocab_size", 2), ("topics", 1), ("states", 1)):
-        o[name] = check_int(name, o[name], minimum)
-    o["train_tokens"] = check_int("train_tokens", o["train_tokens"], o["doc_length"])
+        o[name] = integer(name, o[name], minimum, terse=True, numpy=True)
+    o["train_tokens"] = integer(
+        "train_tokens", o["train_tokens"], o["doc_length"], terse=True, numpy=True
+    )
     if o["val_tokens"] is None:
         share = round(o["train_tokens"] * val_fraction / (1 - val_fraction))
         o["val_tokens"] = min(max(1, share), MAX_DEFAULT_VAL_TOKENS)
-    o["val_tokens"] = check_int("val_tokens", o["val_tokens"], 1)
+    o["val_tokens"] = integer("val_tokens", o["val_tokens"], 1, terse=True, numpy=True)
     if o["vocab_size"] > 1 << 16:
         raise ConfigError(f"vocab_size must be <= 65536 for 'hmm', got {o['vocab_size']}")
     entries = o["topics"] * o["states"] * max(o["states"], o["vocab_size"])
@@ -274,10 +273,12 @@ def _hmm_options(options: dict, val_fraction: float) -> dict:
         raise ConfigError(
             f"topics x states x max(states, vocab_size) must be <= {MAX_HMM_ENTRIES}, got {entries}"
         )
-    o["switch_prob"] = _number("switch_prob", o["switch_prob"], 0.0, 1.0)
-    o["topic_strength"] = _number("topic_strength", o["topic_strength"], 0.0, 1.0)
+    o["switch_prob"] = number("switch_prob", o["switch_prob"], 0.0, 1.0, finite=False, terse=True)
+    o["topic_strength"] = number(
+        "topic_strength", o["topic_strength"], 0.0, 1.0, finite=False, terse=True
+    )
     for name in ("transition_concentration", "emission_concentration"):
-        o[name] = _number(name, o[name], 1e-4, 1e4)
+        o[name] = number(name, o[name], 1e-4, 1e4, finite=False, terse=True)
     return o
 
 
@@ -386,7 +387,7 @@ def _load_tokens(path, *, seed: int, val_fraction: float, **options) -> Language
     vocab = options.get("vocab_size")
     if vocab is None:
         vocab = max(largest + 1, 2)
-    elif check_int("vocab_size", vocab, 2) <= largest:
+    elif integer("vocab_size", vocab, 2, terse=True, numpy=True) <= largest:
         raise DataError(f"token id {largest} in {path} is >= vocab_size {vocab}")
     return _finish("tokens", int(vocab), train, val, source=str(path))
 
@@ -425,7 +426,6 @@ def load_language(
         raise ConfigError(
             f"unknown language data set {name!r}; valid: {', '.join(language_names())}"
         )
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
+    integer("seed", seed, 0)
     fraction = check_fraction(val_fraction)
     return LANGUAGES[name][0](path, seed=seed, val_fraction=fraction, **options)

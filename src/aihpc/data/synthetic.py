@@ -61,11 +61,11 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from aihpc.checks import integer, number
 from aihpc.data.base import (
     ImageData,
     SplitDataset,
     check_fraction,
-    check_int,
     check_options,
     check_size,
     finish,
@@ -312,23 +312,22 @@ def load(
     if path is not None:
         raise ConfigError(f"data set 'synthetic' takes no path, got {path!r}")
     val_fraction = check_fraction(val_fraction)
-    n = check_int("num_samples", options.get("num_samples", 10000), 2)
-    k = check_int("num_classes", options.get("num_classes", 10), 2)
-    c = check_int("channels", options.get("channels", 3), 1)
+    n = integer("num_samples", options.get("num_samples", 10000), 2, terse=True, numpy=True)
+    k = integer("num_classes", options.get("num_classes", 10), 2, terse=True, numpy=True)
+    c = integer("channels", options.get("channels", 3), 1, terse=True, numpy=True)
     if "image_size" in options:
         if "height" in options or "width" in options:
             raise ConfigError("give either image_size or height/width for 'synthetic', not both")
         h, w = check_size("image_size", options["image_size"])
     else:
-        h = check_int("height", options.get("height", 32), 1)
-        w = check_int("width", options.get("width", 32), 1)
+        h = integer("height", options.get("height", 32), 1, terse=True, numpy=True)
+        w = integer("width", options.get("width", 32), 1, terse=True, numpy=True)
     difficulty = options.get("difficulty", 0.3)
-    if isinstance(difficulty, bool) or not isinstance(difficulty, (int, float)):
-        raise ConfigError(f"difficulty must be a number in [0, 1], got {difficulty!r}")
-    if not 0.0 <= float(difficulty) <= 1.0:
-        raise ConfigError(f"difficulty must be in [0, 1], got {difficulty!r}")
+    number("difficulty", difficulty, 0, 1, finite=False, terse=True)
     default_stats = min(2048, max(256, (1 << 23) // (c * h * w)))
-    stats_samples = check_int("stats_samples", options.get("stats_samples", default_stats), 1)
+    stats_samples = integer(
+        "stats_samples", options.get("stats_samples", default_stats), 1, terse=True, numpy=True
+    )
     if n < k:
         raise ConfigError(f"num_samples must be >= num_classes ({k}), got {n}")
     n_val = int(round(n * val_fraction))

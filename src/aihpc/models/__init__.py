@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from aihpc.checks import integer
 from aihpc.errors import ModelError
 from aihpc.models.alexnet import alexnet
 from aihpc.models.lstm import lstm_lm
@@ -162,17 +163,12 @@ def create(name: str, num_classes: int | None = None, in_channels: int | None = 
                 f"in_channels does not apply to {name!r}, whose input is token ids "
                 f"(N, T), got in_channels={in_channels!r}"
             )
-        _check_size("num_classes", classes)
+        integer("num_classes", classes, error=ModelError)
         return _REGISTRY[name][1](classes)
     channels = meta.input_shape[0] if in_channels is None else in_channels
     for label, value in (("num_classes", classes), ("in_channels", channels)):
-        _check_size(label, value)
+        integer(label, value, error=ModelError)
     return _REGISTRY[name][1](classes, channels)
-
-
-def _check_size(label: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelError(f"{label} must be an integer >= 1, got {value!r}")
 
 
 def num_parameters(model: nn.Module, trainable_only: bool = False) -> int:
@@ -216,7 +212,7 @@ def example_input(
     """
     meta = info(name)
     shape = tuple(meta.input_shape) if shape is None else tuple(shape)
-    _check_size("batch_size", batch_size)
+    integer("batch_size", batch_size, error=ModelError)
     if meta.input_kind == "image":
         return torch.randn((batch_size, *shape), device=device)
     if len(shape) != 1:
@@ -224,5 +220,5 @@ def example_input(
             f"{name!r} takes token ids: its shape is (sequence length,), got {shape!r}"
         )
     vocab = meta.num_classes if num_classes is None else num_classes
-    _check_size("num_classes", vocab)
+    integer("num_classes", vocab, error=ModelError)
     return torch.randint(vocab, (batch_size, *shape), dtype=torch.int64, device=device)

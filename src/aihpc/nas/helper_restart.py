@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from aihpc.checks import integer, number
 from aihpc.errors import DataError
 
 
@@ -36,14 +37,10 @@ class HelperRestart:
     history: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.t, bool) or not isinstance(self.t, (int, float)) or not self.t >= 0:
-            raise DataError(f"a helper restart's time must be a number >= 0, got {self.t!r}")
+        number("a helper restart's time", self.t, 0, finite=False, error=DataError)
         for name, low in (("stream", 0), ("pid", 1), ("history", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise DataError(
-                    f"a helper restart's {name} must be an integer >= {low}, got {value!r}"
-                )
+            integer(f"a helper restart's {name}", value, low, error=DataError)
         if not isinstance(self.how, str) or not self.how.strip() or "\n" in self.how:
             raise DataError(f"a helper restart's how must be one line of text, got {self.how!r}")
 

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from aihpc.checks import integer, number
 from aihpc.errors import SpecError
 
 #: The name by which layers refer to the network input.
@@ -76,11 +77,6 @@ _OPTIONAL_FIELDS = (
 _NAME_RE = re.compile(r"[A-Za-z0-9_]+\Z")
 
 _T = TypeVar("_T")
-
-
-def is_int(value: object) -> bool:
-    """True for an int that is not a bool."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def canonical(value: Any) -> str:
@@ -171,17 +167,9 @@ class Layer:
                 raise SpecError(f"{where} must be true or false, got {value!r}")
             return value
         if key == "p":
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0.0 <= value < 1.0
-            ):
-                raise SpecError(f"{where} must be a number in [0, 1), got {value!r}")
-            return float(value)
+            return number(where, value, 0, 1, high_open=True, finite=False, error=SpecError)
         minimum = 0 if key == "padding" else 1
-        if not is_int(value) or value < minimum:
-            raise SpecError(f"{where} must be an integer >= {minimum}, got {value!r}")
-        return value
+        return integer(where, value, minimum, error=SpecError)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: name, type, inputs, then the type's fields in a fixed order.

@@ -71,6 +71,7 @@ from dataclasses import replace
 
 import torch
 
+from aihpc.checks import integer
 from aihpc.errors import MorphError, SpecError
 from aihpc.nas._graph import StateDict, clone_state, float_kind
 from aihpc.nas.lm_net import INIT_STD, lm_state_shapes
@@ -144,9 +145,8 @@ def _child(spec: LMSpec, op: str, **changes: object) -> LMSpec:
 
 
 def _block_index(spec: LMSpec, block: object, op: str) -> int:
-    if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < spec.layers:
-        raise MorphError(f"{op}: block must be in 0..{spec.layers - 1}, got {block!r}")
-    return block
+    last = spec.layers - 1
+    return integer(f"{op}: block", block, 0, last, error=MorphError, what=f"in 0..{last}")
 
 
 def _new_weights(seed: int) -> Callable[[Mapping[str, torch.Tensor]], Callable[..., torch.Tensor]]:
@@ -180,8 +180,8 @@ def plan_add_block(
     mlp_hidden: int | None = None,
 ) -> LMPlan:
     """Plan :func:`add_block` without touching weights (draws the weights' seed from ``rng``)."""
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= spec.layers:
-        raise MorphError(f"add_block: index must be in 0..{spec.layers}, got {index!r}")
+    n = spec.layers
+    integer("add_block: index", index, 0, n, error=MorphError, what=f"in 0..{n}")
     like = spec.blocks[max(index - 1, 0)]
     try:
         new = Block(
@@ -242,8 +242,9 @@ def plan_widen_mlp(spec: LMSpec, block: int, new_hidden: int, rng: random.Random
     """Plan :func:`widen_mlp` without touching weights (draws the weights' seed from ``rng``)."""
     i = _block_index(spec, block, "widen_mlp")
     old = spec.blocks[i].mlp_hidden
-    if isinstance(new_hidden, bool) or not isinstance(new_hidden, int) or new_hidden <= old:
-        raise MorphError(f"widen_mlp: new_hidden must be an integer > {old}, got {new_hidden!r}")
+    integer(
+        "widen_mlp: new_hidden", new_hidden, old + 1, error=MorphError, what=f"an integer > {old}"
+    )
     blocks = list(spec.blocks)
     blocks[i] = replace(blocks[i], mlp_hidden=new_hidden)
     child = _child(spec, "widen_mlp", blocks=tuple(blocks))
@@ -279,8 +280,7 @@ def widen_mlp(
 def plan_add_heads(spec: LMSpec, block: int, count: int, rng: random.Random) -> LMPlan:
     """Plan :func:`add_heads` without touching weights (draws the weights' seed from ``rng``)."""
     i = _block_index(spec, block, "add_heads")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise MorphError(f"add_heads: count must be an integer >= 1, got {count!r}")
+    integer("add_heads: count", count, error=MorphError)
     blocks = list(spec.blocks)
     heads = blocks[i].heads + count
     blocks[i] = replace(blocks[i], heads=heads)
@@ -315,8 +315,7 @@ def add_heads(
 def plan_widen_stream(spec: LMSpec, new_width: int, rng: random.Random) -> LMPlan:
     """Plan :func:`widen_stream` without touching weights (draws the weights' seed from ``rng``)."""
     d = spec.width
-    if isinstance(new_width, bool) or not isinstance(new_width, int) or new_width <= d:
-        raise MorphError(f"widen_stream: new_width must be an integer > {d}, got {new_width!r}")
+    integer("widen_stream: new_width", new_width, d + 1, error=MorphError, what=f"an integer > {d}")
     # exact factors (module docstring): mean of squares * d/d', so eps * d/d', gains * sqrt(d/d')
     child = _child(spec, "widen_stream", width=new_width, norm_eps=spec.norm_eps * d / new_width)
     gain = math.sqrt(d / new_width)
@@ -358,8 +357,9 @@ def widen_stream(
 def plan_grow_context(spec: LMSpec, new_context: int) -> LMPlan:
     """Plan :func:`grow_context` (no weights change)."""
     c = spec.context
-    if isinstance(new_context, bool) or not isinstance(new_context, int) or new_context <= c:
-        raise MorphError(f"grow_context: new_context must be an integer > {c}, got {new_context!r}")
+    integer(
+        "grow_context: new_context", new_context, c + 1, error=MorphError, what=f"an integer > {c}"
+    )
     child = _child(spec, "grow_context", context=new_context)
     return child, clone_state, f"grow context to {new_context}"
 
@@ -428,10 +428,8 @@ def random_lm_plan(
     candidate fits (naming ``max_params`` and the smallest child tried).
     """
     for name, value in (("max_params", max_params), ("max_context", max_context)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise MorphError(f"random_lm_plan: {name} must be an integer >= 1, got {value!r}")
+        if value is not None:
+            integer(f"random_lm_plan: {name}", value, error=MorphError)
     n_parent = spec.num_params()
     if max_params is not None and n_parent > max_params:
         raise MorphError(

@@ -31,11 +31,11 @@ import torch; :class:`aihpc.nas.lm_net.LMNet` builds a spec's network.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aihpc.checks import integer, number
 from aihpc.errors import SpecError
 from aihpc.nas.layer import canonical
 
@@ -48,11 +48,6 @@ _SPEC_KEYS = ("kind", "version", "vocab_size", "context", "width", "head_dim", "
 _BLOCK_KEYS = ("heads", "mlp_hidden")
 
 
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"{name} must be an integer >= 1, got {value!r}")
-
-
 @dataclass(frozen=True)
 class Block:
     """One transformer block: ``heads`` attention heads of the spec's ``head_dim``
@@ -62,8 +57,8 @@ class Block:
     mlp_hidden: int
 
     def __post_init__(self) -> None:
-        _positive_int("block heads", self.heads)
-        _positive_int("block mlp_hidden", self.mlp_hidden)
+        integer("block heads", self.heads, error=SpecError)
+        integer("block mlp_hidden", self.mlp_hidden, error=SpecError)
 
     def to_dict(self) -> dict[str, int]:
         return {"heads": self.heads, "mlp_hidden": self.mlp_hidden}
@@ -94,7 +89,7 @@ class LMSpec:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "width", "head_dim"):
-            _positive_int(name, getattr(self, name))
+            integer(name, getattr(self, name), error=SpecError)
         if self.head_dim % 2:
             raise SpecError(
                 f"head_dim must be even (rotary positions rotate pairs), got {self.head_dim}"
@@ -107,9 +102,8 @@ class LMSpec:
             raise SpecError(f"blocks must be a non-empty tuple of Block, got {self.blocks!r}")
         object.__setattr__(self, "blocks", tuple(self.blocks))
         eps = self.norm_eps
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < math.inf:
-            raise SpecError(f"norm_eps must be a finite number > 0, got {eps!r}")
-        object.__setattr__(self, "norm_eps", float(eps))
+        eps = number("norm_eps", eps, 0, low_open=True, error=SpecError)
+        object.__setattr__(self, "norm_eps", eps)
         if self.version != LM_FORMAT_VERSION:
             raise SpecError(
                 f"unsupported LM spec format version {self.version!r} "
@@ -206,7 +200,7 @@ def seed_lm_spec(
     norm_eps: float = 1e-5,
 ) -> LMSpec:
     """A uniform seed: ``layers`` identical blocks of ``heads`` heads and ``mlp_hidden`` units."""
-    _positive_int("layers", layers)
+    integer("layers", layers, error=SpecError)
     return LMSpec(
         vocab_size=vocab_size,
         context=context,

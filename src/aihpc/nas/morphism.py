@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 import torch
 
+from aihpc.checks import integer
 from aihpc.errors import MorphError
 from aihpc.nas._graph import (
     Plan,
@@ -318,10 +319,8 @@ def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = Non
     no candidate fits (the message names ``max_params`` and the smallest
     child's parameter count).
     """
-    if max_params is not None and (
-        isinstance(max_params, bool) or not isinstance(max_params, int) or max_params < 1
-    ):
-        raise MorphError(f"random_morph: max_params must be an integer >= 1, got {max_params!r}")
+    if max_params is not None:
+        integer("random_morph: max_params", max_params, error=MorphError)
     n_parent = spec.num_params()
     if max_params is not None and n_parent > max_params:
         raise MorphError(

@@ -21,6 +21,7 @@ Layer names follow torchvision with ``_`` for ``.``: ``conv1``, ``bn1``,
 
 from __future__ import annotations
 
+from aihpc.checks import integer
 from aihpc.errors import SpecError
 from aihpc.nas.layer import INPUT, Layer
 from aihpc.nas.spec import ArchSpec
@@ -126,8 +127,7 @@ def _checked_shape(
     shape = tuple(input_shape)
     if len(shape) != 3:
         raise SpecError(f"input_shape must be (C, H, W), got {input_shape!r}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise SpecError(f"num_classes must be an integer >= 1, got {num_classes!r}")
+    integer("num_classes", num_classes, error=SpecError)
     return shape
 
 
@@ -155,8 +155,7 @@ def seed_spec(
             continue
         if size == "resnet50":
             raise SpecError(f"seed size 'resnet50' is fixed; {key} does not apply, got {value!r}")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SpecError(f"seed {key} must be an integer >= 1, got {value!r}")
+        integer(f"seed {key}", value, error=SpecError)
     if size == "resnet50":
         return _resnet(
             shape,

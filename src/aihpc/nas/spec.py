@@ -28,8 +28,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from aihpc.checks import integer, is_integer
 from aihpc.errors import SpecError
-from aihpc.nas.layer import INPUT, Layer, canonical, filled, is_int
+from aihpc.nas.layer import INPUT, Layer, canonical, filled
 
 #: Version of the JSON format; bump it when the meaning of a spec changes.
 FORMAT_VERSION = 1
@@ -56,13 +57,12 @@ class ArchSpec:
 
     def __post_init__(self) -> None:
         shape = tuple(self.input_shape) if isinstance(self.input_shape, (list, tuple)) else ()
-        if len(shape) != 3 or not all(is_int(v) and v >= 1 for v in shape):
+        if len(shape) != 3 or not all(is_integer(v, 1) for v in shape):
             raise SpecError(
                 f"input_shape must be 3 positive integers (C, H, W), got {self.input_shape!r}"
             )
         object.__setattr__(self, "input_shape", shape)
-        if not is_int(self.num_classes) or self.num_classes < 1:
-            raise SpecError(f"num_classes must be an integer >= 1, got {self.num_classes!r}")
+        integer("num_classes", self.num_classes, error=SpecError)
         if self.version != FORMAT_VERSION:
             raise SpecError(
                 f"unsupported spec format version {self.version!r} "

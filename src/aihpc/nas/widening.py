@@ -32,6 +32,7 @@ from functools import partial
 
 import torch
 
+from aihpc.checks import integer
 from aihpc.errors import MorphError
 from aihpc.nas._graph import Plan, StateDict, check_state, child_spec, clone_state, get_layer
 from aihpc.nas.layer import INPUT, Layer
@@ -81,11 +82,13 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
             f"widen: layer {name!r} is a {target.type}; only conv and dense layers can be widened"
         )
     old = int(target.out_channels if target.type == "conv" else target.out_features)  # type: ignore[arg-type]
-    if isinstance(new_width, bool) or not isinstance(new_width, int) or new_width <= old:
-        raise MorphError(
-            f"widen: new_width must be > the current width {old} of layer "
-            f"{name!r}, got {new_width!r}"
-        )
+    integer(
+        "widen: new_width",
+        new_width,
+        old + 1,
+        error=MorphError,
+        what=f"> the current width {old} of layer {name!r}",
+    )
     rep = channel_spaces(spec)
     units = list(range(old)) + [rng.randrange(old) for _ in range(new_width - old)]
     maps = _channel_maps(spec, rep, name, units)

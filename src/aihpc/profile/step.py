@@ -44,6 +44,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from aihpc import models
+from aihpc.checks import integer, is_integer
 from aihpc.errors import ConfigError
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
@@ -106,17 +107,14 @@ class StepConfig:
     def __post_init__(self) -> None:
         kind = input_kind(self.model)
         for name, value in (("batch", self.batch), ("steps", self.steps)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+            integer(name, value)
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(
                 f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"
             )
         rank = 3 if kind == "image" else 1
         shape = self.input_shape
-        if len(shape) != rank or any(
-            isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
-        ):
+        if len(shape) != rank or not all(is_integer(d, 1) for d in shape):
             form = "CxHxW" if kind == "image" else "T (the sequence length)"
             raise ConfigError(
                 f"input shape of {self.model} ({kind} model) must be {form}, "

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aihpc.checks import is_integer
 from aihpc.errors import ConfigError
 from aihpc.profile.step import StepConfig
 
@@ -101,7 +102,7 @@ def plan_sweep(
     """The validated config of each value (the defaults when ``values`` is None), smallest first."""
     check_dimension(config, dimension)
     chosen = default_values(config, dimension) if values is None else tuple(sorted(set(values)))
-    if not chosen or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in chosen):
+    if not chosen or not all(is_integer(v, 1) for v in chosen):
         raise ConfigError(f"sweep values must be integers >= 1, got {list(chosen)}")
     return tuple(point_config(config, dimension, v) for v in chosen)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aihpc.checks import integer
 from aihpc.errors import AihpcError, ConfigError
 
 BUILTIN = ("small", "matched", "zoo")
@@ -120,15 +121,7 @@ def _children(entry: dict, base: Path, shape, classes) -> list[Candidate]:
     )
     count, seed = entry.get("count", 4), entry.get("seed", 0)
     for key, value in (("count", count), ("seed", seed)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < (1 if key == "count" else 0)
-        ):
-            raise ConfigError(
-                f"candidates file: children_of {key} must be an integer >= "
-                f"{1 if key == 'count' else 0}, got {value!r}"
-            )
+        integer(f"candidates file: children_of {key}", value, 1 if key == "count" else 0)
     rng = random.Random(seed)
     out = []
     for i in range(count):

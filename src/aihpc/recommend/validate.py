@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aihpc.checks import is_integer
 from aihpc.errors import DataError
 from aihpc.recommend.calibrate import fit_observations
 from aihpc.recommend.families import TaskSpec, validation_tasks
@@ -217,7 +218,7 @@ def rejudge_file(
     count it was trained for."""
     data, held_out = read_observations(path, "recommend-validation")
     steps = (data.get("validation") or {}).get("steps")
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+    if not is_integer(steps, 1):
         raise DataError(f"{path}: its validation gives no step count (got {steps!r})")
     return rejudge(calibration, held_out, margin=margin, steps=steps), held_out
 

@@ -71,6 +71,7 @@ from typing import Any, TextIO
 
 from mlperf_logging.mllog import constants
 
+from aihpc.checks import integer
 from aihpc.errors import ConfigError, StorageError
 from aihpc.records.mllog_line import mllog_line, plain_json
 
@@ -168,8 +169,8 @@ class MLPerfLog:
             raise ConfigError(f"division must be one of {list(DIVISIONS)}, got {division!r}")
         if status not in STATUSES:
             raise ConfigError(f"status must be one of {list(STATUSES)}, got {status!r}")
-        _check_int("number_of_nodes", number_of_nodes, 1, ConfigError)
-        _check_int("accelerators_per_node", accelerators_per_node, 0, ConfigError)
+        integer("number_of_nodes", number_of_nodes, 1, error=ConfigError)
+        integer("accelerators_per_node", accelerators_per_node, 0, error=ConfigError)
         with self._lock:
             self._emit("event", constants.SUBMISSION_BENCHMARK, self.benchmark)
             self._emit("event", constants.SUBMISSION_ORG, org)
@@ -198,18 +199,18 @@ class MLPerfLog:
     def staging_stop(self, staged_bytes: int | None = None, **metadata: Any) -> None:
         """End of data staging; ``staged_bytes`` (if given) goes into the metadata."""
         if staged_bytes is not None:
-            _check_int("staged_bytes", staged_bytes, 0, ValueError)
+            integer("staged_bytes", staged_bytes, 0, error=ValueError)
             metadata["staged_bytes"] = staged_bytes
         self._emit("end", constants.STAGING_STOP, None, metadata)
 
     def train_samples(self, n: int) -> None:
         """Number of samples in the training set (logged once)."""
-        _check_int("train_samples", n, 1, ValueError)
+        integer("train_samples", n, 1, error=ValueError)
         self._emit("event", constants.TRAIN_SAMPLES, n)
 
     def eval_samples(self, n: int) -> None:
         """Number of samples in the evaluation set (logged once)."""
-        _check_int("eval_samples", n, 1, ValueError)
+        integer("eval_samples", n, 1, error=ValueError)
         self._emit("event", constants.EVAL_SAMPLES, n)
 
     # ------------------------------------------------------------------- run
@@ -232,7 +233,7 @@ class MLPerfLog:
         """Start of master epoch ``epoch`` (> every earlier epoch; the previous one stopped)."""
         with self._lock:
             self._in_run("epoch_start")
-            _check_int("epoch", epoch, 1, ValueError)
+            integer("epoch", epoch, 1, error=ValueError)
             if epoch <= self._last_epoch:
                 raise ValueError(
                     f"epoch must be > {self._last_epoch} (the last epoch), got {epoch}"
@@ -352,7 +353,7 @@ class MLPerfLog:
         and run_start; epochs go on after ``last_epoch`` and eval_accuracy
         stays at or above ``best_accuracy``, so the file remains one run.
         """
-        _check_int("last_epoch", last_epoch, 0, ValueError)
+        integer("last_epoch", last_epoch, 0, error=ValueError)
         with self._lock:
             self._seen.update(_ONCE - {constants.RUN_STOP})
             self._last_epoch = self._last_eval_epoch = last_epoch
@@ -441,7 +442,7 @@ class MLPerfLog:
             raise ValueError(f"{what} must come between run_start and run_stop")
 
     def _check_eval_epoch(self, epoch: int) -> None:
-        _check_int("epoch", epoch, 1, ValueError)
+        integer("epoch", epoch, 1, error=ValueError)
         if epoch > self._last_epoch:
             raise ValueError(
                 f"eval epoch must be <= {self._last_epoch} (the last epoch started), got {epoch}"
@@ -461,7 +462,7 @@ class MLPerfLog:
         value = plain_json(value, key)
         meta = {str(k): plain_json(v, f"{key} metadata {k}") for k, v in (metadata or {}).items()}
         if time_ms is not None:
-            _check_int("time_ms", time_ms, 0, ValueError)
+            integer("time_ms", time_ms, 0, error=ValueError)
         # the file/line of the calling code: the first frame outside this module
         frame: FrameType | None = sys._getframe(0)
         while frame is not None and frame.f_code.co_filename == _THIS_FILE:
@@ -485,9 +486,6 @@ class MLPerfLog:
 
 
 # ------------------------------------------------------------------- helpers
-def _check_int(name: str, value: Any, minimum: int, error: type[Exception]) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _with_epoch(metadata: dict[str, Any], epoch: int) -> dict[str, Any]:

@@ -24,18 +24,8 @@ import math
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
+from aihpc.checks import integer, number
 from aihpc.errors import DataError
-
-
-def _check_rate(name: str, value: float) -> None:
-    """A rate or spread: a number >= 0 (a spread is infinite where the median is 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise DataError(f"{name} must be a number >= 0, got {value!r}")
-
-
-def _check_count(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DataError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def _fields(cls: type, data: dict[str, Any], what: str) -> dict[str, Any]:
@@ -68,7 +58,7 @@ class NominalPeak:
             if not self.note:
                 raise DataError("a nominal peak that is not known must say why (note)")
         else:
-            _check_rate("nominal flops_per_s", self.flops_per_s)
+            number("nominal flops_per_s", self.flops_per_s, 0, finite=False, error=DataError)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -153,9 +143,9 @@ class PeakResult:
 
     def __post_init__(self) -> None:
         for name in ("calls_per_repeat", "flops_per_call", "threads"):
-            _check_count(name, getattr(self, name))
+            integer(name, getattr(self, name), error=DataError)
         for name in ("flops_per_s", "min_flops_per_s", "max_flops_per_s", "spread"):
-            _check_rate(name, getattr(self, name))
+            number(name, getattr(self, name), 0, finite=False, error=DataError)
         if not self.repeats:
             raise DataError("a peak needs at least one timed repeat, got none")
 
@@ -205,8 +195,8 @@ class WorkerPeak:
     def __post_init__(self) -> None:
         if not self.parts:
             raise DataError(f"worker {self.worker}'s peak has no measured process")
-        _check_rate("flops_per_s", self.flops_per_s)
-        _check_rate("spread", self.spread)
+        number("flops_per_s", self.flops_per_s, 0, finite=False, error=DataError)
+        number("spread", self.spread, 0, finite=False, error=DataError)
 
     @classmethod
     def of(cls, worker: str, parts: list[PeakResult]) -> WorkerPeak:
@@ -284,9 +274,9 @@ class RunPeak:
     def __post_init__(self) -> None:
         if not self.per_worker:
             raise DataError("a run's peak needs at least one worker's, got none")
-        _check_count("procs_per_worker", self.procs_per_worker)
-        _check_rate("total_flops_per_s", self.total_flops_per_s)
-        _check_rate("spread", self.spread)
+        integer("procs_per_worker", self.procs_per_worker, error=DataError)
+        number("total_flops_per_s", self.total_flops_per_s, 0, finite=False, error=DataError)
+        number("spread", self.spread, 0, finite=False, error=DataError)
 
     @property
     def workers(self) -> int:

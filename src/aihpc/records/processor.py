@@ -58,6 +58,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from aihpc.checks import integer, optional_integer
 from aihpc.errors import DataError
 from aihpc.records.cpu_libraries import torch_libraries
 
@@ -101,15 +102,6 @@ CACHE_KINDS = {"Data": "data", "Instruction": "instruction", "Unified": "unified
 """sysfs cache ``type`` -> :attr:`Cache.kind`."""
 
 
-def _check_int(name: str, value: Any, least: int, optional: bool = True) -> None:
-    """DataError unless ``value`` is an integer >= ``least`` (or None where ``optional``)."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        none = " or None" if optional else ""
-        raise DataError(f"{name} must be an integer >= {least}{none}, got {value!r}")
-
-
 @dataclass(frozen=True)
 class Cache:
     """One cache of the first CPU: level, kind, size in bytes, logical CPUs sharing one instance."""
@@ -120,9 +112,9 @@ class Cache:
     shared_by: int | None
 
     def __post_init__(self) -> None:
-        _check_int("a cache's level", self.level, 1, optional=False)
-        _check_int("a cache's size_bytes", self.size_bytes, 0)
-        _check_int("a cache's shared_by", self.shared_by, 1)
+        integer("a cache's level", self.level, error=DataError)
+        optional_integer("a cache's size_bytes", self.size_bytes, 0, error=DataError)
+        optional_integer("a cache's shared_by", self.shared_by, 1, error=DataError)
         if self.kind not in CACHE_KINDS.values():
             kinds = sorted(CACHE_KINDS.values())
             raise DataError(f"a cache's kind must be one of {kinds}, got {self.kind!r}")
@@ -166,9 +158,9 @@ class Processor:
 
     def __post_init__(self) -> None:
         for name in ("family", "model", "stepping"):
-            _check_int(f"the processor's {name}", getattr(self, name), 0)
+            optional_integer(f"the processor's {name}", getattr(self, name), 0, error=DataError)
         for name in ("sockets", "cores", "threads_per_core", "logical_cpus", "sve_vector_bits"):
-            _check_int(f"the processor's {name}", getattr(self, name), 1)
+            optional_integer(f"the processor's {name}", getattr(self, name), 1, error=DataError)
         for name in ("clock_mhz", "max_clock_mhz"):
             value = getattr(self, name)
             if value is not None and not value > 0:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aihpc.checks import is_integer
 from aihpc.errors import DataError, StorageError
 from aihpc.fileio import open_binary, read_json
 from aihpc.nas.helper_restart import HelperRestart
@@ -322,7 +323,7 @@ class RunResults:
         """The record of a results.json document (of :func:`read_results_document`, or as built);
         DataError naming what is missing or broken."""
         version, score = doc.get("schema_version"), doc.get("score")
-        if not isinstance(version, int) or isinstance(version, bool):
+        if not is_integer(version):
             raise DataError(f"results.json has no schema_version (got {version!r})")
         if not isinstance(score, dict):
             raise DataError("results.json has no score")

@@ -26,7 +26,6 @@ target array is checked against the value STREAM expects, as STREAM does.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -35,6 +34,7 @@ from typing import Any
 
 import torch
 
+from aihpc.checks import integer, number
 from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.roofline.peak import summarise
@@ -96,8 +96,7 @@ def bytes_per_call(kernel: str, elements: int) -> int:
     """Bytes one call of STREAM ``kernel`` moves over ``elements`` float64: 16 N (copy), 24 N
     (triad)."""
     _check_kernel(kernel)
-    if isinstance(elements, bool) or not isinstance(elements, int) or elements < 1:
-        raise ConfigError(f"elements must be an integer >= 1, got {elements!r}")
+    integer("elements", elements)
     return KERNELS[kernel] * ELEMENT_BYTES * elements
 
 
@@ -142,15 +141,8 @@ def measure_bandwidth(
     dev = resolve_device(device)
     n = default_elements(dev) if elements is None else elements
     moved = bytes_per_call(kernel, n)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-        or seconds <= 0
-    ):
-        raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
+    integer("repeats", repeats)
+    number("seconds", seconds, 0, low_open=True)
     a, b, c = _allocate(kernel, n, dev)
     step = stream_step(kernel, a, b, c)
     rates, calls = _time_calls(step, dev, moved, seconds, repeats)

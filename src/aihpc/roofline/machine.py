@@ -24,12 +24,12 @@ dtype has no roof); :func:`format_table` renders the readable table,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aihpc.checks import number
 from aihpc.errors import ConfigError, DataError
 from aihpc.fmt import format_si
 from aihpc.records.peak import NominalPeak, PeakResult
@@ -80,14 +80,7 @@ def check_dtypes(device: str, dtypes: Sequence[str]) -> tuple[str, ...]:
 
 def check_seconds(seconds: float) -> float:
     """``seconds`` if it is a finite number > 0, else a one-line ConfigError."""
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-        or seconds <= 0
-    ):
-        raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
-    return float(seconds)
+    return number("seconds", seconds, 0, low_open=True)
 
 
 def measure_machine(

@@ -14,11 +14,11 @@ Level-1 layer) placed under the roofs: its intensity and achieved FLOP/s.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aihpc.checks import number
 from aihpc.errors import ConfigError, DataError
 
 
@@ -102,7 +102,8 @@ class RooflinePoint:
             if not isinstance(data.get(key), str):
                 raise DataError(f"{where}.{key} must be a string, got {data.get(key)!r}")
         numbers = [
-            _non_negative(data.get(key), f"{where}.{key}") for key in ("intensity", "flops_per_s")
+            number(f"{where}.{key}", data.get(key), 0, error=DataError)
+            for key in ("intensity", "flops_per_s")
         ]
         return cls(
             label=data["label"],
@@ -169,18 +170,6 @@ def load_or_measure(
     return saved
 
 
-def _non_negative(value: Any, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise DataError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
 def _positive(value: Any, name: str) -> float:
-    if _non_negative(value, name) == 0:
-        raise DataError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    number(name, value, 0, error=DataError)  # a negative value is told ">= 0", as ever
+    return number(name, value, 0, low_open=True, error=DataError)

@@ -30,6 +30,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from aihpc.checks import integer
 from aihpc.errors import ConfigError
 from aihpc.fmt import format_si
 from aihpc.records.peak import NominalPeak
@@ -401,8 +402,7 @@ dense peaks."""
 def gpu_nominal_peak(name: str, dtype: str, count: int = 1) -> NominalPeak:
     """The vendor's dense peak of ``count`` GPUs named ``name`` (``torch.cuda.get_device_name``)
     in ``dtype``; unknown, with the way to add it, where the GPU or dtype is not in the table."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ConfigError(f"count must be an integer >= 1, got {count!r}")
+    integer("count", count)
     if dtype not in GPU_DTYPES:
         return NominalPeak.unknown(
             dtype, f"a GPU's nominal peak is known for {list(GPU_DTYPES)}, not {dtype!r}"

@@ -44,6 +44,7 @@ from dataclasses import replace
 
 import torch
 
+from aihpc.checks import integer
 from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.records.peak import KernelRate, NominalPeak, PeakResult
@@ -85,8 +86,7 @@ def matmul_flops(n: int) -> int:
     Each of the ``n**2`` outputs takes ``n`` multiplies and ``n`` adds
     (accumulating into zero), the convention used for peak FLOP/s figures.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"matrix size must be an integer >= 1, got {n!r}")
+    integer("matrix size", n)
     return kernels.matmul_flops(n)
 
 
@@ -232,8 +232,7 @@ def _nominal(dev: torch.device, dtype: str) -> NominalPeak:
 
 def _check_timing(seconds: float, warmup: float | None, repeats: int) -> float:
     """The warm-up seconds (default ``seconds / 4``), after checking the three numbers."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
+    integer("repeats", repeats)
     if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
         raise ConfigError(f"seconds must be a finite number > 0, got {seconds!r}")
     warmup = seconds / 4 if warmup is None else warmup

@@ -85,9 +85,10 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from aihpc.checks import integer
 from aihpc.counting.counter import _Step
 from aihpc.counting.registry import FORMULAS
-from aihpc.errors import ConfigError, ModelError
+from aihpc.errors import ModelError
 from aihpc.nas.build import make_module, stateless_step
 from aihpc.nas.layer import INPUT, Layer
 from aihpc.nas.spec import ArchSpec, Shape
@@ -116,8 +117,7 @@ def count_spec_per_sample(spec: ArchSpec, batch: int, dropout: float) -> tuple[f
     ConfigError for a batch that is not an integer >= 1; ModelError where a layer cannot
     run (e.g. a dropout rate outside [0, 1]).
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigError(f"batch must be >= 1, got {batch!r}")
+    integer("batch", batch, what=">= 1")
     shapes = spec.shapes()
     requires = {INPUT: False}
     edges: dict[str, int] = {}

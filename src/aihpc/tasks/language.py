@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from aihpc.checks import integer
 from aihpc.config import RunConfig
 from aihpc.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
@@ -266,10 +267,7 @@ def context_of(data, options: dict[str, Any]) -> int:
     """The tokens a model reads per window: a document's length, or the ``context`` option."""
     if data.doc_length is not None:
         return int(data.doc_length)
-    context = options.get("context")
-    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
-        raise ConfigError(f"context must be an integer >= 1, got {context!r}")
-    return context
+    return integer("context", options.get("context"))
 
 
 def windows(data, context: int):

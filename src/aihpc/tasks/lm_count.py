@@ -41,7 +41,7 @@ lowers these ops differently fails it.
 
 from __future__ import annotations
 
-from aihpc.errors import ConfigError
+from aihpc.checks import integer
 from aihpc.nas.lm_spec import Block, LMSpec
 
 __all__ = ["count_lm_per_sample", "lm_ops"]
@@ -61,8 +61,7 @@ def count_lm_per_sample(spec: LMSpec, batch: int, dropout: float = 0.0) -> tuple
 
 def lm_ops(spec: LMSpec, batch: int) -> tuple[int, int]:
     """The whole batch's operations: (training step, evaluation forward), integers."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigError(f"batch must be >= 1, got {batch!r}")
+    integer("batch", batch, what=">= 1")
     t, d, v = spec.context, spec.width, spec.vocab_size
     n = batch * t
     forward = _rotary_angles(t, spec.head_dim) + _norm_forward(n, d) + 2 * n * d * v

@@ -54,7 +54,7 @@ import torch._functorch.config
 from torch import nn
 from torch.func import functional_call
 
-from aihpc.errors import ConfigError
+from aihpc.checks import integer
 from aihpc.nas.build import STATELESS, SpecNet, make_module, stateless_step
 from aihpc.nas.layer import INPUT, Layer, canonical
 from aihpc.nas.spec import ArchSpec, Shape
@@ -253,8 +253,7 @@ class RegionCache:
         options: dict[str, Any] | None = None,
         max_entries: int = 4096,
     ) -> None:
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise ConfigError(f"max_entries must be an integer >= 1, got {max_entries!r}")
+        integer("max_entries", max_entries)
         self.backend, self.mode, self.options = backend, mode, options
         self.max_entries = max_entries
         self._lock = threading.Lock()

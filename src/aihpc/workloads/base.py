@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from aihpc.checks import integer
 from aihpc.errors import ConfigError, DataError
 
 SPLITS = ("train", "validation")
@@ -49,8 +50,7 @@ class Size:
     def __post_init__(self) -> None:
         for name in ("n_train", "n_valid", "batch_size", "max_epochs"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+            integer(name, value)
         if not (isinstance(self.lr, float) and math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be a finite float > 0, got {self.lr!r}")
 
