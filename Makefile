@@ -33,10 +33,11 @@ run: $(VENV)/.installed
 # where they cannot be installed those tests skip, saying why.  Tests run in
 # one process per core (pytest-xdist); whole timed runs are in xdist groups
 # (runs, faults, slurm, verify, large, install, ranks), each group's tests one at a time.
-# The linter, the formatter's check and the type checker, on src/ (configured in pyproject.toml).
+# The linter and the formatter's check on src/ and tests/, the type checker on what pyproject.toml
+# names (all configured there).
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src
-	$(VENV)/bin/ruff format --check src
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
 
 test: lint

@@ -1,4 +1,4 @@
-"""A real run of ``aihpc run`` for the verify, compare and rank tests, which tamper with copies of it.
+"""A real run of ``aihpc run`` for the verify, compare and rank tests, which tamper with copies.
 
 ``fixtures/run`` is a run directory that ``aihpc run`` wrote (its weights
 left out: nothing checks them), kept so that the tests do not depend on how
@@ -15,9 +15,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def aihpc(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=timeout)
+def aihpc(*args: str, timeout: float = 240, **kw: Any) -> subprocess.CompletedProcess:
+    """``python -m aihpc *args``, its output captured as text; ``kw`` goes to subprocess.run."""
+    return subprocess.run(
+        [sys.executable, "-m", "aihpc", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )

@@ -69,8 +69,9 @@ def start(nodes: int = len(NODES)) -> tuple[float, str | None]:
         return 0.0, f"setup-cluster.sh needs root, running as uid {os.geteuid()}"
     began = time.monotonic()
     try:
-        proc = sh(str(SCRIPTS / "setup-cluster.sh"), "--nodes", str(nodes), "--no-install",
-                  timeout=180)  # fmt: skip
+        proc = sh(
+            str(SCRIPTS / "setup-cluster.sh"), "--nodes", str(nodes), "--no-install", timeout=180
+        )
     except subprocess.TimeoutExpired:
         return time.monotonic() - began, "setup-cluster.sh ran over 180 s"
     if proc.returncode != 0:

@@ -23,20 +23,44 @@ CASES = [
     # -- aihpc run: configuration values
     ("run", ["--minutes", "-1"], "minutes must be > 0, got -1.0"),
     ("run", ["--workers", "0"], "workers must be >= 1, got 0"),
-    ("run", ["--strategy", "bayes"], "strategy must be one of evolution, random, none, got 'bayes'"),
+    (
+        "run",
+        ["--strategy", "bayes"],
+        "strategy must be one of evolution, random, none, got 'bayes'",
+    ),
     ("run", ["--screen", "1"], "screen must be 0 (off) or in [2, 16], got 1"),
     ("run", ["--min-accuracy", "1.5"], "min_accuracy must be in [0, 1), got 1.5"),
-    ("run", ["--dataset", "digits", "--max-params", "5000"], "max_params must be at least the seed network's 42938"),
-    ("run", ["--scheduler", "localhost:8786"], "scheduler must be an address like tcp://HOST:PORT, got 'localhost:8786'"),
+    (
+        "run",
+        ["--dataset", "digits", "--max-params", "5000"],
+        "max_params must be at least the seed network's 42938",
+    ),
+    (
+        "run",
+        ["--scheduler", "localhost:8786"],
+        "scheduler must be an address like tcp://HOST:PORT, got 'localhost:8786'",
+    ),
     ("run", ["--config", "{tmp}/unknown_key.toml"], "unknown key epochs in"),
     ("run", ["--config", "{tmp}/wrong_type.toml"], "batch_sizes must be of type tuple, got 'big'"),
-    ("run", ["--config", "{tmp}/unknown_option.toml"], "unknown option(s) for data set 'synthetic': colour"),
+    (
+        "run",
+        ["--config", "{tmp}/unknown_option.toml"],
+        "unknown option(s) for data set 'synthetic': colour",
+    ),
     ("run", ["--config", "{tmp}/broken.toml"], "invalid TOML in"),
     ("run", ["--config", "{tmp}/missing.toml"], "config file not found"),
     # -- aihpc run: data
     ("run", ["--dataset", "imagenet"], "unknown data set 'imagenet'"),
-    ("run", ["--dataset", "imagefolder", "--data-path", "/nonexistent/photos"], "/nonexistent/photos"),
-    ("run", ["--dataset", "npz", "--data-path", "{tmp}/corrupt.npz"], "corrupt.npz is not an .npz archive"),
+    (
+        "run",
+        ["--dataset", "imagefolder", "--data-path", "/nonexistent/photos"],
+        "/nonexistent/photos",
+    ),
+    (
+        "run",
+        ["--dataset", "npz", "--data-path", "{tmp}/corrupt.npz"],
+        "corrupt.npz is not an .npz archive",
+    ),
     # -- aihpc run: run directories and resume
     ("run", ["--dataset", "digits", "--out", "{tmp}/a_file/run"], "cannot create run directory"),
     ("run", ["--dataset", "digits", "--out", "{tmp}/not_empty"], "is not empty"),
@@ -45,10 +69,18 @@ CASES = [
     ("run", ["--resume", "{tmp}/no_config"], "holds no run configuration"),
     ("run", ["--resume", "{tmp}/not_a_store"], "cannot resume"),
     ("run", ["--resume", "{tmp}/old_format"], "its store has format 1, written by an older aihpc"),
-    ("run", ["--resume", "{tmp}/finished", "--out", "{tmp}/elsewhere"], "--resume continues the run in its own directory"),
+    (
+        "run",
+        ["--resume", "{tmp}/finished", "--out", "{tmp}/elsewhere"],
+        "--resume continues the run in its own directory",
+    ),
     # -- aihpc count
     ("count", ["--model", "resnet5"], "unknown model 'resnet5'"),
-    ("count", ["--model", "resnet18", "--input", "3x-224x224"], "--input must be positive integers joined by 'x'"),
+    (
+        "count",
+        ["--model", "resnet18", "--input", "3x-224x224"],
+        "--input must be positive integers joined by 'x'",
+    ),
     ("count", ["--model", "resnet18", "--batch", "0"], "batch must be >= 1, got 0"),
     ("count", ["--spec", "{tmp}/missing.json"], "missing.json"),
     ("count", ["--spec", "{tmp}/broken.json"], "broken.json"),
@@ -61,8 +93,16 @@ CASES = [
     ("report", ["{tmp}/corrupt_results"], "results.json"),
     ("report", ["{tmp}/future_results"], "unsupported results schema_version 99"),
     # -- aihpc scaling
-    ("scaling", ["--workers", "1,a", "--out", "{tmp}/scaling"], "workers must be a comma-separated list of integers"),
-    ("scaling", ["--workers", "0,1", "--out", "{tmp}/scaling"], "workers must be integers >= 1, got '0,1'"),
+    (
+        "scaling",
+        ["--workers", "1,a", "--out", "{tmp}/scaling"],
+        "workers must be a comma-separated list of integers",
+    ),
+    (
+        "scaling",
+        ["--workers", "0,1", "--out", "{tmp}/scaling"],
+        "workers must be integers >= 1, got '0,1'",
+    ),
     ("scaling", ["--minutes", "0", "--out", "{tmp}/scaling"], "minutes must be > 0, got 0.0"),
 ]
 
@@ -95,18 +135,29 @@ def _prepare(tmp: Path) -> None:
 
 def _snapshot(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` with a digest of its content."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
-@pytest.mark.parametrize("command, args, message", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_bad_input_is_one_line_exit_2_and_nothing_lost(tmp_path: Path, command: str, args: list[str],
-                                                       message: str) -> None:
+@pytest.mark.parametrize(
+    "command, args, message", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_lost(
+    tmp_path: Path, command: str, args: list[str], message: str
+) -> None:
     _prepare(tmp_path)
     before = _snapshot(tmp_path)
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    proc = subprocess.run([sys.executable, "-m", "aihpc", command, *argv], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "aihpc", command, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -125,8 +176,13 @@ def test_a_reader_that_leaves_early_is_no_traceback() -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        proc = subprocess.run([sys.executable, "-m", "aihpc", "models", "--json"], stdout=write_end, stderr=subprocess.PIPE,
-                              text=True, timeout=120)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "aihpc", "models", "--json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(write_end)
     assert proc.returncode == 141 and proc.stderr == "", proc.stderr

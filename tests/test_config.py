@@ -29,9 +29,15 @@ def test_unknown_keys_list_the_valid_ones(tmp_path):
         ({"batch_sizes": []}, "batch_sizes must be a non-empty list"),
         ({"batch_sizes": [32, "x"]}, "batch_sizes must be of type tuple"),
         ({"compile": 1}, "compile must be of type bool, got 1"),
-        ({"scheduler": "localhost"}, "scheduler must be an address like tcp://HOST:PORT, got 'localhost'"),
+        (
+            {"scheduler": "localhost"},
+            "scheduler must be an address like tcp://HOST:PORT, got 'localhost'",
+        ),
         ({"batch_system": "sge"}, "batch_system must be one of slurm, pbs, lsf, got 'sge'"),
-        ({"batch_system": "slurm", "scheduler": "tcp://h:1"}, "give batch_system (slurm) or scheduler, not both"),
+        (
+            {"batch_system": "slurm", "scheduler": "tcp://h:1"},
+            "give batch_system (slurm) or scheduler, not both",
+        ),
         ({"peak_seconds": 0}, "peak_seconds must be a finite number > 0, got 0"),
         ({"peak_seconds": float("inf")}, "peak_seconds must be a finite number > 0, got inf"),
         ({"hpo_processes": 0}, "hpo_processes must be in [1, 16], got 0"),
@@ -46,7 +52,10 @@ def test_bad_values_name_the_rule_and_value(values, text):
 
 def test_toml_loading(tmp_path):
     p = tmp_path / "run.toml"
-    p.write_text('minutes = 1.5\ndataset = "digits"\nbatch_sizes = [16, 32]\n[data_options]\ndifficulty = 0.3\n')
+    p.write_text(
+        'minutes = 1.5\ndataset = "digits"\nbatch_sizes = [16, 32]\n'
+        "[data_options]\ndifficulty = 0.3\n"
+    )
     c = RunConfig.from_dict(load_toml(p))
     assert c.minutes == 1.5 and c.dataset == "digits" and c.batch_sizes == (16, 32)
     assert c.data_options == {"difficulty": 0.3}

@@ -28,5 +28,8 @@ def test_flags_given_reach_the_configuration_and_absent_ones_do_not():
     run_cli.add_arguments(parser)
     args = parser.parse_args(["--minutes", "2", "--workers", "3", "--time", "00:10:00", "--slurm"])
     assert run_cli.config_flags(args) == {
-        "minutes": 2.0, "workers": 3, "walltime": "00:10:00", "batch_system": "slurm",
-    }  # fmt: skip
+        "minutes": 2.0,
+        "workers": 3,
+        "walltime": "00:10:00",
+        "batch_system": "slurm",
+    }

@@ -19,15 +19,26 @@ from aihpc.cli import main
 
 
 def _aihpc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aihpc", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
-@pytest.mark.parametrize("kind, code", [
-    (errors.ConfigError, 2), (errors.DataError, 2), (errors.StorageError, 2), (errors.ModelError, 2),
-    (errors.WorkersLost, 3), (errors.OutOfMemory, 3), (errors.WorkerFailed, 3), (errors.RunFailure, 3),
-    (errors.TargetNotReached, 4), (errors.VerificationFailed, 4),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, code",
+    [
+        (errors.ConfigError, 2),
+        (errors.DataError, 2),
+        (errors.StorageError, 2),
+        (errors.ModelError, 2),
+        (errors.WorkersLost, 3),
+        (errors.OutOfMemory, 3),
+        (errors.WorkerFailed, 3),
+        (errors.RunFailure, 3),
+        (errors.TargetNotReached, 4),
+        (errors.VerificationFailed, 4),
+    ],
+)
 def test_each_kind_is_one_line_and_its_exit_code(kind, code, monkeypatch, capsys) -> None:
     import aihpc.cli.models
 
@@ -59,8 +70,19 @@ def test_a_child_run_fails_with_the_kind_of_its_exit_code() -> None:
 
 
 def test_out_of_memory_is_exit_3(tmp_path: Path) -> None:
-    proc = _aihpc("bench", "network", "--model", "digits_cnn", "--input", "1x100000x100000", "--device", "cpu",
-                  "--out", "n.json", cwd=tmp_path)  # fmt: skip
+    proc = _aihpc(
+        "bench",
+        "network",
+        "--model",
+        "digits_cnn",
+        "--input",
+        "1x100000x100000",
+        "--device",
+        "cpu",
+        "--out",
+        "n.json",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 3, proc.stderr
     assert (
         proc.stderr.count("\n") == 1
@@ -71,12 +93,25 @@ def test_out_of_memory_is_exit_3(tmp_path: Path) -> None:
 
 
 def test_a_failure_inside_a_worker_is_one_line_naming_it_and_a_log(tmp_path: Path) -> None:
-    """A worker's DataError (no data files where the instance staged them): exit 2, the user's mistake, in
-    one line that names the worker; Dask's "Compute Failed" and the quoted traceback stay off the terminal."""
+    """A worker's DataError (no data files where the instance staged them): exit 2, the user's
+    mistake, in one line that names the worker; Dask's "Compute Failed" and the quoted traceback
+    stay off the terminal."""
     for split in ("train", "validation"):
         (tmp_path / "data" / split).mkdir(parents=True)
-    proc = _aihpc("train-to-target", "--workload", "cosmoflow", "--size", "tiny", "--runs", "1", "--data-dir",
-                  "data", "--out", "out", cwd=tmp_path)  # fmt: skip
+    proc = _aihpc(
+        "train-to-target",
+        "--workload",
+        "cosmoflow",
+        "--size",
+        "tiny",
+        "--runs",
+        "1",
+        "--data-dir",
+        "data",
+        "--out",
+        "out",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(

@@ -39,12 +39,18 @@ def test_ring_volume_against_a_hand_computation() -> None:
 
 
 def test_step_figures_are_medians_and_overlap_is_what_ddp_hid() -> None:
-    rows = [[0.10, 0.08, 0.03], [0.12, 0.09, 0.04], [0.11, 0.10, 0.02]]  # [ddp, compute, all-reduce] per step
+    rows = [
+        [0.10, 0.08, 0.03],
+        [0.12, 0.09, 0.04],
+        [0.11, 0.10, 0.02],
+    ]  # [ddp, compute, all-reduce] per step
     t = step_times(rows, procs=2, batch=32)
     assert (t.step_s, t.compute_s, t.allreduce_s) == pytest.approx((0.11, 0.09, 0.03))
     assert t.overlap_s == pytest.approx(0.09 + 0.03 - 0.11)
     assert t.throughput == pytest.approx(2 * 32 / 0.11)
-    assert t.step_spread == pytest.approx((0.12 - 0.10) / 0.11)  # quartiles of 3 points: the extremes
+    assert t.step_spread == pytest.approx(
+        (0.12 - 0.10) / 0.11
+    )  # quartiles of 3 points: the extremes
     assert t.warning is not None and "18%" in t.warning
 
 
@@ -75,8 +81,24 @@ def test_the_machine_bounds_the_processes() -> None:
 @pytest.mark.slow
 def test_procs_beyond_the_cores_is_one_line_and_no_file(tmp_path) -> None:
     out = tmp_path / "d.json"
-    proc = subprocess.run([sys.executable, "-m", "aihpc", "bench", "distributed", "--procs", "99", "--device", "cpu",
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "bench",
+            "distributed",
+            "--procs",
+            "99",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert "procs must be at most the" in proc.stderr and "got 99" in proc.stderr
@@ -87,32 +109,68 @@ def test_procs_beyond_the_cores_is_one_line_and_no_file(tmp_path) -> None:
 def test_two_processes_through_the_cli(tmp_path) -> None:
     out = tmp_path / "distributed.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "aihpc", "bench", "distributed", "--procs", "2", "--model", "digits_cnn",
-         "--batch", "16", "--steps", "8", "--warmup", "2", "--device", "cpu", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "bench",
+            "distributed",
+            "--procs",
+            "2",
+            "--model",
+            "digits_cnn",
+            "--batch",
+            "16",
+            "--steps",
+            "8",
+            "--warmup",
+            "2",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["kind"] == "bench-distributed" and doc["schema_version"] == 1
     data = doc["data"]
-    assert (data["procs"], data["backend"], data["model"], data["batch_per_rank"], data["steps"]) == (
-        2, "gloo", "digits_cnn", 16, 8)  # fmt: skip
+    assert (
+        data["procs"],
+        data["backend"],
+        data["model"],
+        data["batch_per_rank"],
+        data["steps"],
+    ) == (2, "gloo", "digits_cnn", 16, 8)
     assert 0 < data["scaling_efficiency"] < 1.5
     single, parallel = data["single"], data["parallel"]
     assert single["procs"] == 1 and parallel["procs"] == 2
     for run in (single, parallel):
         assert run["step_s"] > 0 and run["compute_s"] > 0 and run["allreduce_s"] >= 0
-        assert run["overlap_s"] == pytest.approx(run["compute_s"] + run["allreduce_s"] - run["step_s"])
+        assert run["overlap_s"] == pytest.approx(
+            run["compute_s"] + run["allreduce_s"] - run["step_s"]
+        )
     assert parallel["throughput"] == pytest.approx(2 * 16 / parallel["step_s"])
-    assert data["scaling_efficiency"] == pytest.approx(parallel["throughput"] / (2 * single["throughput"]))
-    assert 0 < data["allreduce_share"] == pytest.approx(parallel["allreduce_s"] / parallel["step_s"])
+    assert data["scaling_efficiency"] == pytest.approx(
+        parallel["throughput"] / (2 * single["throughput"])
+    )
+    assert (
+        0 < data["allreduce_share"] == pytest.approx(parallel["allreduce_s"] / parallel["step_s"])
+    )
 
     volume = data["volume"]
     assert volume["gradient_bytes"] == 4 * models.parameter_count("digits_cnn")
-    assert volume["ring_bytes_per_rank_computed"] == pytest.approx(volume["gradient_bytes"])  # 2 (2-1)/2 = 1
+    assert volume["ring_bytes_per_rank_computed"] == pytest.approx(
+        volume["gradient_bytes"]
+    )  # 2 (2-1)/2 = 1
     assert volume["measured_by"].startswith("tcp_info")  # Linux >= 4.19
     assert 1.0 <= volume["ratio"] <= 1.0 + VOLUME_TOLERANCE
     assert volume["interface"] == "lo"  # both ranks on this node: gloo over loopback
-    assert volume["interface_bytes_per_rank"] >= volume["bytes_per_rank_measured"]  # headers and ACKs on top
+    assert (
+        volume["interface_bytes_per_rank"] >= volume["bytes_per_rank_measured"]
+    )  # headers and ACKs on top
     assert data["launcher"] == "local" and data["nodes"] == 1 and len(data["hosts"]) == 2
     assert "scaling efficiency" in proc.stdout and "2 process(es)" in proc.stderr

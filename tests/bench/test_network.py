@@ -19,7 +19,7 @@ from aihpc.bench.network_checks import check_fits, reported_modules
 from aihpc.bench.network_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops
-from aihpc.errors import ConfigError, ModelError, OutOfMemory
+from aihpc.errors import ModelError, OutOfMemory
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.files import read_result, result_document, write_result
@@ -94,10 +94,15 @@ def test_backward_ops_follow_the_autograd_nodes() -> None:
     assert sum(ops.values()) == count.total
     for conv in ("layer2.0.conv1", "layer2.0.conv2", "layer3.0.conv1"):
         assert ops[(conv, "backward")] == 2 * ops[(conv, "forward")]
-    assert ops[("fc", "backward")] == 2 * (2 * 512 * 1000)  # two matmuls; the bias gradient of 1 row is free
+    assert ops[("fc", "backward")] == 2 * (
+        2 * 512 * 1000
+    )  # two matmuls; the bias gradient of 1 row is free
     assert ops[("conv1", "backward")] == ops[("conv1", "forward")]  # the input needs no gradient
     # The downsample's 1x1 conv: its two gradients, plus adding its input gradient to conv1's.
-    assert ops[("layer2.0.downsample.0", "backward")] == 2 * ops[("layer2.0.downsample.0", "forward")] + 64 * 16 * 16
+    assert (
+        ops[("layer2.0.downsample.0", "backward")]
+        == 2 * ops[("layer2.0.downsample.0", "forward")] + 64 * 16 * 16
+    )
 
 
 def test_rates_intensity_and_roofline_share(resnet20: dict[str, Any], roofline: Roofline) -> None:
@@ -111,7 +116,9 @@ def test_rates_intensity_and_roofline_share(resnet20: dict[str, Any], roofline: 
                     assert p["intensity"] == pytest.approx(p["ops"] / p["bytes"])
                     bound = min(roofline.peaks["float32"], p["intensity"] * roofline.bandwidth)
                     assert p["roofline_share"] == pytest.approx(p["flops_per_s"] / bound)
-    conv = next(r for r in resnet20["data"]["modes"]["inference"]["layers"] if r["name"] == "layers.0.conv1")
+    conv = next(
+        r for r in resnet20["data"]["modes"]["inference"]["layers"] if r["name"] == "layers.0.conv1"
+    )
     # One conv: input 4x16x32x32, output the same, weight 16x16x3x3, float32.
     assert conv["bytes"] == 4 * (2 * 4 * 16 * 32 * 32 + 16 * 16 * 9)
     points = resnet20["data"]["points"]
@@ -135,14 +142,17 @@ def test_layer_times_add_up_to_the_measured_step(resnet20: dict[str, Any]) -> No
     training = resnet20["data"]["modes"]["training"]["layers"]
     assert all(r["backward"]["seconds"] > 0 for r in training if r["type"] == "Conv2d")
     for row in training:
-        assert row["seconds"] == pytest.approx(row["forward"]["seconds"] + row["backward"]["seconds"])
+        assert row["seconds"] == pytest.approx(
+            row["forward"]["seconds"] + row["backward"]["seconds"]
+        )
 
 
 def test_depth_reports_containers_whole(roofline: Roofline) -> None:
     model = models.create("resnet20")
     x = models.example_input("resnet20", 2)
-    data = bench_network(model, x, modes=("inference",), device=CPU, roofline=roofline, depth=1,
-                         profile_seconds=0.1).to_dict()
+    data = bench_network(
+        model, x, modes=("inference",), device=CPU, roofline=roofline, depth=1, profile_seconds=0.1
+    ).to_dict()
     rows = {r["name"]: r for r in data["modes"]["inference"]["layers"]}
     assert set(rows) == {"(model)", "conv1", "bn1", "layers", "avgpool", "fc"}  # (model): F.relu
     count = count_ops(model, x, train=False)
@@ -156,11 +166,17 @@ def test_tokens_model_and_bfloat16(roofline: Roofline) -> None:
     if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
         # oneDNN's bfloat16 LSTM (what CPU autocast runs) needs AVX-512: on an AVX2-only CPU
         # (the AMD EPYC of this project's machines) the command says so in one line instead
-        with pytest.raises(ModelError, match=r"LSTMLanguageModel does not accept input 2x8: could not create a primitive"):
-            bench_network(model, x, device=CPU, dtype="bfloat16", roofline=roofline, profile_seconds=0.1)
+        with pytest.raises(
+            ModelError,
+            match=r"LSTMLanguageModel does not accept input 2x8: could not create a primitive",
+        ):
+            bench_network(
+                model, x, device=CPU, dtype="bfloat16", roofline=roofline, profile_seconds=0.1
+            )
         return
-    data = bench_network(model, x, device=CPU, dtype="bfloat16", roofline=roofline,
-                         profile_seconds=0.1).to_dict()
+    data = bench_network(
+        model, x, device=CPU, dtype="bfloat16", roofline=roofline, profile_seconds=0.1
+    ).to_dict()
     assert data["dtype"] == "bfloat16" and data["input_shape"] == [8]
     for mode in data["modes"].values():
         rows = {r["name"]: r for r in mode["layers"]}
@@ -178,17 +194,38 @@ def test_check_fits_refuses_what_memory_cannot_hold() -> None:
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "aihpc", "bench", "network", *argv],
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "aihpc", "bench", "network", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 @pytest.mark.slow
 def test_cli_writes_a_result(tmp_path: Path, roofline_file: Path) -> None:
     out = tmp_path / "net.json"
-    done = _cli("--model", "digits_cnn", "--batch", "8", "--device", "cpu", "--top", "3",
-                "--roofline", str(roofline_file), "--out", str(out))
+    done = _cli(
+        "--model",
+        "digits_cnn",
+        "--batch",
+        "8",
+        "--device",
+        "cpu",
+        "--top",
+        "3",
+        "--roofline",
+        str(roofline_file),
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
-    assert "inference:" in done.stdout and "training:" in done.stdout and "operator type" in done.stdout
+    assert (
+        "inference:" in done.stdout
+        and "training:" in done.stdout
+        and "operator type" in done.stdout
+    )
     assert f"results: {out}" in done.stdout
     doc = read_result(out, "bench-network")
     data = doc["data"]
@@ -204,34 +241,63 @@ def test_cli_spec_from_the_nas(tmp_path: Path, roofline_file: Path) -> None:
     path = tmp_path / "spec.json"
     spec.save(path)
     out = tmp_path / "spec-net.json"
-    done = _cli("--spec", str(path), "--batch", "4", "--mode", "training", "--device", "cpu",
-                "--roofline", str(roofline_file), "--out", str(out), "--json")
+    done = _cli(
+        "--spec",
+        str(path),
+        "--batch",
+        "4",
+        "--mode",
+        "training",
+        "--device",
+        "cpu",
+        "--roofline",
+        str(roofline_file),
+        "--out",
+        str(out),
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)["data"]
     assert data == read_result(out)["data"]
-    assert data["spec"] == str(path) and data["model"] is None and list(data["modes"]) == ["training"]
+    assert (
+        data["spec"] == str(path) and data["model"] is None and list(data["modes"]) == ["training"]
+    )
     rows = {r["name"]: r for r in data["modes"]["training"]["layers"]}
     assert {"conv1", "bn1", "fc", "(loss)"} <= set(rows)
     count = count_ops(SpecNet(spec), (4, 1, 8, 8), train=True)
     assert sum(r["ops"] for r in rows.values()) == count.total
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "no_such_net"], "unknown model 'no_such_net'"),
-    (["--spec", "MISSING"], "cannot read spec file"),
-    (["--model", "digits_cnn", "--batch", "0"], "batch must be >= 1, got 0"),
-    (["--model", "digits_cnn", "--dtype", "float64"], "dtype must be one of float32, bfloat16, float16, got 'float64'"),
-    (["--model", "digits_cnn", "--device", "tpu"], "device must be cpu, cuda, cuda:N or auto, got 'tpu'"),
-    (["--model", "digits_cnn", "--input", "1x100000x100000"], "needs about"),
-    (["--model", "lstm_lm", "--input", "3x8x8"], "(sequence length,)"),
-])
-def test_bad_input_is_one_line_and_no_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                           argv: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "no_such_net"], "unknown model 'no_such_net'"),
+        (["--spec", "MISSING"], "cannot read spec file"),
+        (["--model", "digits_cnn", "--batch", "0"], "batch must be >= 1, got 0"),
+        (
+            ["--model", "digits_cnn", "--dtype", "float64"],
+            "dtype must be one of float32, bfloat16, float16, got 'float64'",
+        ),
+        (
+            ["--model", "digits_cnn", "--device", "tpu"],
+            "device must be cpu, cuda, cuda:N or auto, got 'tpu'",
+        ),
+        (["--model", "digits_cnn", "--input", "1x100000x100000"], "needs about"),
+        (["--model", "lstm_lm", "--input", "3x8x8"], "(sequence length,)"),
+    ],
+)
+def test_bad_input_is_one_line_and_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
     out = tmp_path / "never.json"
     argv = [str(tmp_path / "missing.json") if a == "MISSING" else a for a in argv]
-    assert main(["bench", "network", *argv, "--device", "cpu", "--out", str(out)]
-                if "--device" not in argv else ["bench", "network", *argv, "--out", str(out)]) == (
-        3 if message == "needs about" else 2)  # the machine's memory is exit 3, the input's mistakes 2
+    assert main(
+        ["bench", "network", *argv, "--device", "cpu", "--out", str(out)]
+        if "--device" not in argv
+        else ["bench", "network", *argv, "--out", str(out)]
+    ) == (
+        3 if message == "needs about" else 2
+    )  # the machine's memory is exit 3, the input's mistakes 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("aihpc bench: error:") and message in err
     assert not out.exists()
@@ -240,6 +306,19 @@ def test_bad_input_is_one_line_and_no_file(tmp_path: Path, capsys: pytest.Captur
 def test_cuda_without_a_gpu_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    assert main(["bench", "network", "--model", "digits_cnn", "--device", "cuda",
-                 "--out", str(tmp_path / "x.json")]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "network",
+                "--model",
+                "digits_cnn",
+                "--device",
+                "cuda",
+                "--out",
+                str(tmp_path / "x.json"),
+            ]
+        )
+        == 2
+    )
     assert "CUDA is not available" in capsys.readouterr().err

@@ -55,14 +55,18 @@ def _relu_reference(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 @pytest.fixture
 def wrong_forward() -> Iterator[OpCase]:
     """A ReLU whose output is 1% too large, registered in the public catalogue."""
-    case = register(_vector_case("wrong_forward", Function(lambda x: torch.relu(x) * 1.01), _relu_reference))
+    case = register(
+        _vector_case("wrong_forward", Function(lambda x: torch.relu(x) * 1.01), _relu_reference)
+    )
     yield case
     unregister(case.name)
 
 
 @pytest.fixture
 def wrong_backward() -> Iterator[OpCase]:
-    case = register(_vector_case("wrong_backward", Function(_ReluWrongBackward.apply), _relu_reference))
+    case = register(
+        _vector_case("wrong_backward", Function(_ReluWrongBackward.apply), _relu_reference)
+    )
     yield case
     unregister(case.name)
 
@@ -70,12 +74,16 @@ def wrong_backward() -> Iterator[OpCase]:
 @pytest.fixture
 def roofline_file(tmp_path: Path) -> Path:
     """A roofline result file as ``aihpc roofline`` writes it (peaks given, not measured)."""
-    return write_result(tmp_path / "roofline.json", result_document("roofline", {"roofline": ROOF.to_dict()}))
+    return write_result(
+        tmp_path / "roofline.json", result_document("roofline", {"roofline": ROOF.to_dict()})
+    )
 
 
 # ------------------------------------------------------------- validation
 def test_errors_hand_worked() -> None:
-    l2, max_abs = errors([torch.tensor([1.0, 2.0])], [torch.tensor([1.0, 2.02], dtype=torch.float64)])
+    l2, max_abs = errors(
+        [torch.tensor([1.0, 2.0])], [torch.tensor([1.0, 2.02], dtype=torch.float64)]
+    )
     assert l2 == pytest.approx(0.02 / (1 + 2.02**2) ** 0.5, rel=1e-6)
     assert max_abs == pytest.approx(0.02, rel=1e-5)
     assert errors([None], [torch.ones(2)]) == (float("inf"), float("inf"))
@@ -89,7 +97,8 @@ def test_conv1x1_count_and_float32_error() -> None:
     forward, total, uncounted = ops.count_case(module, inputs)
     macs = n * hw * hw * cin * cout
     assert forward == 2 * macs + n * hw * hw * cout  # + the bias: 1 add per output element
-    # backward: input and weight gradients (the forward MACs each), bias gradient a sum of N*H*W per channel
+    # backward: input and weight gradients (the forward MACs each), bias gradient a sum of N*H*W per
+    # channel
     assert total - forward == 2 * 2 * macs + cout * (n * hw * hw - 1)
     assert uncounted == {}
     validation, _ = ops.validate(case, module, inputs, "float32", check_case(case, CPU))
@@ -99,7 +108,8 @@ def test_conv1x1_count_and_float32_error() -> None:
 
 
 def test_every_catalogue_operator_validates() -> None:
-    """Each reference agrees with its candidate in float64; each backward with finite differences."""
+    """Each reference agrees with its candidate in float64; each backward with finite
+    differences."""
     for case in CATALOGUE.values():
         check = check_case(case, CPU)
         assert check.problems() == [], case.name
@@ -118,7 +128,9 @@ def test_wrong_forward_is_failed_and_untimed(wrong_forward: OpCase) -> None:
         assert row.validation.float64_l2 == pytest.approx(0.01, rel=1e-6)
     float32, bfloat16 = result.rows
     assert float32.validation.l2 == pytest.approx(0.01, rel=1e-3)
-    assert "float64 output differs" in bfloat16.validation.reason  # 1% hides in bfloat16 rounding otherwise
+    assert (
+        "float64 output differs" in bfloat16.validation.reason
+    )  # 1% hides in bfloat16 rounding otherwise
     assert result.to_dict()["points"] == []
 
 
@@ -135,7 +147,9 @@ def test_wrong_backward_fails_gradcheck(wrong_backward: OpCase) -> None:
 # ------------------------------------------------------- rates and bytes
 def test_pass_result_rates() -> None:
     timing = Timing(median=0.002, iqr=0.0001, spread=0.05, blocks=5, calls=50, warning=None)
-    result = ops.pass_result(ops=8_000_000, nbytes=1_000_000, timing=timing, roofline=ROOF, dtype="float32")
+    result = ops.pass_result(
+        ops=8_000_000, nbytes=1_000_000, timing=timing, roofline=ROOF, dtype="float32"
+    )
     assert result.flops_per_s == pytest.approx(4e9)  # ops / median seconds
     assert result.bytes_per_s == pytest.approx(5e8)
     assert result.intensity == pytest.approx(8.0)
@@ -152,18 +166,29 @@ def test_bytes_convention() -> None:
     output = module(*inputs)
     forward, total = ops.traffic(module, inputs, (output,))
     assert forward == 4 * (3 * 4 + 4 * 5 + 3 * 5)  # input, weight, output
-    assert total == forward + 4 * (3 * 5) + 4 * (3 * 4 + 4 * 5)  # + output gradient, + input and weight gradients
-    module, inputs = build_case(CATALOGUE["cross_entropy"], dict(batch=3, classes=4), torch.float32, CPU)
+    assert total == forward + 4 * (3 * 5) + 4 * (
+        3 * 4 + 4 * 5
+    )  # + output gradient, + input and weight gradients
+    module, inputs = build_case(
+        CATALOGUE["cross_entropy"], dict(batch=3, classes=4), torch.float32, CPU
+    )
     forward, total = ops.traffic(module, inputs, (module(*inputs),))
     assert forward == 4 * 12 + 8 * 3 + 4  # logits, int64 targets, scalar loss
     assert total == forward + 4 + 4 * 12  # targets are data: no gradient
 
 
 def test_timed_row_rates_follow_counts() -> None:
-    settings = (torch.get_num_threads(), torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    settings = (
+        torch.get_num_threads(),
+        torch.get_float32_matmul_precision(),
+        torch.backends.cudnn.allow_tf32,
+    )
     result = ops.run_operators([CATALOGUE["relu"]], ("float32",), "cpu", ROOF, quick=True)
-    assert (torch.get_num_threads(), torch.get_float32_matmul_precision(),
-            torch.backends.cudnn.allow_tf32) == settings  # fmt: skip
+    assert (
+        torch.get_num_threads(),
+        torch.get_float32_matmul_precision(),
+        torch.backends.cudnn.allow_tf32,
+    ) == settings
     (row,) = result.rows
     n = 64 * 1024
     assert row.validation.passed and row.uncounted == {}
@@ -172,13 +197,19 @@ def test_timed_row_rates_follow_counts() -> None:
     for p in (row.forward, row.forward_backward):
         assert p.flops_per_s == pytest.approx(p.ops / p.seconds)
         assert p.bytes_per_s == pytest.approx(p.bytes / p.seconds)
-        assert p.roofline_share == pytest.approx(p.flops_per_s / ROOF.attainable(p.intensity, "float32"))
+        assert p.roofline_share == pytest.approx(
+            p.flops_per_s / ROOF.attainable(p.intensity, "float32")
+        )
     assert [p["label"] for p in result.to_dict()["points"]] == ["relu fwd", "relu fwd+bwd"]
 
 
 def test_shape_too_large_for_memory() -> None:
-    with pytest.raises(OutOfMemory, match=r"^operator conv1x1 at batch=\d+ .* does not fit in the memory of cpu"):
-        ops.run_operators([CATALOGUE["conv1x1"]], ("float32",), "cpu", None, quick=True, scale=10**9)
+    with pytest.raises(
+        OutOfMemory, match=r"^operator conv1x1 at batch=\d+ .* does not fit in the memory of cpu"
+    ):
+        ops.run_operators(
+            [CATALOGUE["conv1x1"]], ("float32",), "cpu", None, quick=True, scale=10**9
+        )
 
 
 def test_dtype_resolution() -> None:
@@ -190,14 +221,29 @@ def test_dtype_resolution() -> None:
 
 # -------------------------------------------------------------------- CLI
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aihpc", "bench", "operators", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "aihpc", "bench", "operators", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def test_cli_quick(tmp_path: Path, roofline_file: Path) -> None:
     out = tmp_path / "ops.json"
-    proc = _cli("--quick", "--ops", "conv3x3,matmul", "--dtype", "float32", "--roofline", str(roofline_file),
-                "--out", str(out), cwd=tmp_path)  # fmt: skip
+    proc = _cli(
+        "--quick",
+        "--ops",
+        "conv3x3,matmul",
+        "--dtype",
+        "float32",
+        "--roofline",
+        str(roofline_file),
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "[2/2] matmul float32: passed" in proc.stderr
     doc = json.loads(out.read_text())
@@ -211,20 +257,38 @@ def test_cli_quick(tmp_path: Path, roofline_file: Path) -> None:
     assert "matmul" in proc.stdout and "fwd+bwd ms" in proc.stdout
 
 
-def test_cli_reports_a_wrong_operator_with_exit_4(tmp_path: Path, roofline_file: Path, wrong_forward: OpCase,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_cli_reports_a_wrong_operator_with_exit_4(
+    tmp_path: Path, roofline_file: Path, wrong_forward: OpCase, capsys: pytest.CaptureFixture[str]
+) -> None:
     from aihpc.cli import main
 
     out = tmp_path / "ops.json"
-    code = main(["bench", "operators", "--quick", "--ops", "relu,wrong_forward", "--dtype", "float32",
-                 "--roofline", str(roofline_file), "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "bench",
+            "operators",
+            "--quick",
+            "--ops",
+            "relu,wrong_forward",
+            "--dtype",
+            "float32",
+            "--roofline",
+            str(roofline_file),
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 4
     err = capsys.readouterr().err.strip().splitlines()
     assert "failed validation" in err[-1] and "wrong_forward" in err[-1]
     data = json.loads(out.read_text())["data"]
     assert data["failed"] == ["wrong_forward"]
     relu, wrong = data["rows"]
-    assert relu["forward"] is not None and wrong["forward"] is None and wrong["forward_backward"] is None
+    assert (
+        relu["forward"] is not None
+        and wrong["forward"] is None
+        and wrong["forward_backward"] is None
+    )
 
 
 def test_cli_lists_operators(capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,19 +299,36 @@ def test_cli_lists_operators(capsys: pytest.CaptureFixture[str]) -> None:
     assert names == list(CATALOGUE)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--ops", "conv3x3,nope"], "unknown operator 'nope'"),
-    (["--dtype", "int8"], "dtype must be one of float32, bfloat16, float16, got 'int8'"),
-    (["--device", "cuda"], "CUDA is not available"),
-    (["--out", "missing/ops.json"], "directory missing does not exist"),
-    (["--ops", "conv1x1", "--scale", "1000000000"], "does not fit in the memory of cpu"),  # exit 3
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ops", "conv3x3,nope"], "unknown operator 'nope'"),
+        (["--dtype", "int8"], "dtype must be one of float32, bfloat16, float16, got 'int8'"),
+        (["--device", "cuda"], "CUDA is not available"),
+        (["--out", "missing/ops.json"], "directory missing does not exist"),
+        (
+            ["--ops", "conv1x1", "--scale", "1000000000"],
+            "does not fit in the memory of cpu",
+        ),  # exit 3
+    ],
+)
 def test_cli_bad_input(tmp_path: Path, roofline_file: Path, args: list[str], message: str) -> None:
     if args[:2] == ["--device", "cuda"] and torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    argv = ["--quick", "--dtype", "float32", "--roofline", str(roofline_file), "--out", "ops.json", *args]
+    argv = [
+        "--quick",
+        "--dtype",
+        "float32",
+        "--roofline",
+        str(roofline_file),
+        "--out",
+        "ops.json",
+        *args,
+    ]
     proc = _cli(*argv, cwd=tmp_path)
-    assert proc.returncode == (3 if "does not fit" in message else 2)  # the machine's memory, or the input
+    assert proc.returncode == (
+        3 if "does not fit" in message else 2
+    )  # the machine's memory, or the input
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "ops.json").exists() and not (tmp_path / "missing").exists()
@@ -255,10 +336,22 @@ def test_cli_bad_input(tmp_path: Path, roofline_file: Path, args: list[str], mes
 
 @pytest.mark.slow
 def test_cli_measures_the_roofline_and_prints_json(tmp_path: Path) -> None:
-    proc = _cli("--quick", "--ops", "relu", "--dtype", "float32", "--json", "--out", "ops.json", cwd=tmp_path)
+    proc = _cli(
+        "--quick",
+        "--ops",
+        "relu",
+        "--dtype",
+        "float32",
+        "--json",
+        "--out",
+        "ops.json",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["kind"] == "bench-operators"
-    assert doc["data"]["roofline"]["peaks"]["float32"] > 0 and doc["data"]["roofline"]["bandwidth"] > 0
+    assert (
+        doc["data"]["roofline"]["peaks"]["float32"] > 0 and doc["data"]["roofline"]["bandwidth"] > 0
+    )
     assert doc == json.loads((tmp_path / "ops.json").read_text())
     assert "measuring the roofline" in proc.stderr

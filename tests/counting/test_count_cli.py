@@ -34,8 +34,24 @@ def test_table_for_zoo_model(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_json_training_step(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("aihpc.models")
-    assert main(["count", "--model", "resnet18", "--input", "3x32x32", "--batch", "2",
-                 "--train", "--num-classes", "10", "--json"]) == 0
+    assert (
+        main(
+            [
+                "count",
+                "--model",
+                "resnet18",
+                "--input",
+                "3x32x32",
+                "--batch",
+                "2",
+                "--train",
+                "--num-classes",
+                "10",
+                "--json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["model"] == "resnet18" and doc["input_shape"] == [3, 32, 32]
     assert doc["batch_size"] == 2 and doc["train"] is True
@@ -52,14 +68,18 @@ def test_by_module_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "(model)" in out and "  layer1" in out and "layer1.0" not in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "no_such_net"], "no_such_net"),
-    (["--model", "resnet18", "--input", "3x224xabc"], "'3x224xabc'"),
-    (["--model", "resnet18", "--batch", "0"], "batch must be >= 1, got 0"),
-    (["--model", "resnet18", "--depth", "-1"], "depth must be >= 0, got -1"),
-])
-def test_errors_are_one_line(argv: list[str], message: str,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "no_such_net"], "no_such_net"),
+        (["--model", "resnet18", "--input", "3x224xabc"], "'3x224xabc'"),
+        (["--model", "resnet18", "--batch", "0"], "batch must be >= 1, got 0"),
+        (["--model", "resnet18", "--depth", "-1"], "depth must be >= 0, got -1"),
+    ],
+)
+def test_errors_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("aihpc.models")
     assert main(["count", *argv]) == 2
     captured = capsys.readouterr()
@@ -77,10 +97,19 @@ def test_model_or_spec_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 def test_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("aihpc.nas.spec")
     spec = {
-        "version": 1, "input_shape": [3, 8, 8], "num_classes": 10, "output": "fc",
+        "version": 1,
+        "input_shape": [3, 8, 8],
+        "num_classes": 10,
+        "output": "fc",
         "layers": [
-            {"name": "conv", "type": "conv", "inputs": ["input"], "out_channels": 4,
-             "kernel_size": 3, "padding": 1},
+            {
+                "name": "conv",
+                "type": "conv",
+                "inputs": ["input"],
+                "out_channels": 4,
+                "kernel_size": 3,
+                "padding": 1,
+            },
             {"name": "relu", "type": "relu", "inputs": ["conv"]},
             {"name": "gap", "type": "global_avgpool", "inputs": ["relu"]},
             {"name": "fc", "type": "dense", "inputs": ["gap"], "out_features": 10},

@@ -28,7 +28,9 @@ class Fn(nn.Module):
         return self.fn(*self.params)
 
 
-def fwd_bwd(fn: Callable[..., torch.Tensor], *shapes: tuple[int, ...], family: str) -> tuple[int, int]:
+def fwd_bwd(
+    fn: Callable[..., torch.Tensor], *shapes: tuple[int, ...], family: str
+) -> tuple[int, int]:
     """(forward, backward) ops of ``family`` for fn(params) with loss = sum."""
     c = count_ops(Fn(fn, *shapes), torch.zeros(1), loss="sum")
     row = c.by_operator.get(family, {"forward": 0, "backward": 0})
@@ -79,8 +81,9 @@ def test_silu_backward_total() -> None:
         (F.leaky_relu, "leaky_relu", 3, 3),
     ],
 )
-def test_activations(fn: Callable[..., torch.Tensor], family: str, per_fwd: int,
-                     per_bwd: int) -> None:
+def test_activations(
+    fn: Callable[..., torch.Tensor], family: str, per_fwd: int, per_bwd: int
+) -> None:
     n = 2 * 3 * 5
     assert fwd_bwd(fn, (2, 3, 5), family=family) == (per_fwd * n, per_bwd * n)
 
@@ -95,10 +98,14 @@ def test_reductions() -> None:
 
 def test_softmax_and_log_softmax() -> None:
     n, r = 15, 3  # (3, 5), softmax over the last dim
-    assert fwd_bwd(lambda x: F.softmax(x, -1), (3, 5), family="softmax") == (5 * n - 2 * r,
-                                                                             4 * n - r)
-    assert fwd_bwd(lambda x: F.log_softmax(x, -1), (3, 5),
-                   family="log_softmax") == (5 * n - r, 4 * n - r)
+    assert fwd_bwd(lambda x: F.softmax(x, -1), (3, 5), family="softmax") == (
+        5 * n - 2 * r,
+        4 * n - r,
+    )
+    assert fwd_bwd(lambda x: F.log_softmax(x, -1), (3, 5), family="log_softmax") == (
+        5 * n - r,
+        4 * n - r,
+    )
 
 
 # ------------------------------------------------------------ losses, dropout
@@ -115,17 +122,24 @@ def test_cross_entropy_is_log_softmax_plus_nll() -> None:
 
 def test_mse_loss() -> None:
     n = 12
-    assert fwd_bwd(lambda a: F.mse_loss(a, torch.zeros_like(a)), (3, 4),
-                   family="mse_loss") == (3 * n, 2 * n + 2)
+    assert fwd_bwd(lambda a: F.mse_loss(a, torch.zeros_like(a)), (3, 4), family="mse_loss") == (
+        3 * n,
+        2 * n + 2,
+    )
     # autograd computes the target's gradient with a second mse_loss_backward
-    assert fwd_bwd(lambda a, b: F.mse_loss(a, b), (3, 4), (3, 4),
-                   family="mse_loss") == (3 * n, 2 * (2 * n + 2))
+    assert fwd_bwd(lambda a, b: F.mse_loss(a, b), (3, 4), (3, 4), family="mse_loss") == (
+        3 * n,
+        2 * (2 * n + 2),
+    )
 
 
 def test_dropout_training_and_eval() -> None:
     # meta/CPU path: bernoulli (1 compare each), mask / (1-p), x * mask
     assert fwd(lambda x: F.dropout(x, 0.5, training=True), (3, 4)) == {
-        "dropout": 12, "div": 12, "mul": 12}
+        "dropout": 12,
+        "div": 12,
+        "mul": 12,
+    }
     assert fwd(lambda x: F.dropout(x, 0.5, training=False), (3, 4)) == {}
     shape = torch.Size([3, 4])
     native = FORMULAS[aten.native_dropout].ops
@@ -141,12 +155,14 @@ def test_pooling() -> None:
     # 4x4, kernel 2 -> 8 outputs x (3 adds + 1 div); backward 8 x (1 div + 4 adds)
     assert fwd_bwd(lambda x: F.avg_pool2d(x, 2), (1, 2, 4, 4), family="avg_pool2d") == (32, 40)
     # adaptive 7 -> 3: windows [0,3) [2,5) [4,7), 3 each: 9 x 9 x 2 channels = 162
-    assert fwd_bwd(lambda x: F.adaptive_avg_pool2d(x, 3), (1, 2, 7, 7),
-                   family="adaptive_avg_pool2d") == (162, 162 + 18)
+    assert fwd_bwd(
+        lambda x: F.adaptive_avg_pool2d(x, 3), (1, 2, 7, 7), family="adaptive_avg_pool2d"
+    ) == (162, 162 + 18)
     # global: a mean of 49 per channel (48 adds + 1 div); its backward expands
     # the 2 gradients (free) and divides the 98 expanded elements by 49
-    c = count_ops(Fn(lambda x: F.adaptive_avg_pool2d(x, 1), (1, 2, 7, 7)), torch.zeros(1),
-                  loss="sum")
+    c = count_ops(
+        Fn(lambda x: F.adaptive_avg_pool2d(x, 1), (1, 2, 7, 7)), torch.zeros(1), loss="sum"
+    )
     assert c.by_operator["mean"]["forward"] == 98
     assert c.by_operator["div"]["backward"] == 98
 
@@ -182,8 +198,9 @@ def test_batch_norm_train_eval_backward() -> None:
 
 def test_layer_norm() -> None:
     n, d, rows = 24, 4, 6
-    row = count_ops(Norm(nn.LayerNorm(d), (2, 3, 4)), torch.zeros(1),
-                    loss="sum").by_operator["layer_norm"]
+    row = count_ops(Norm(nn.LayerNorm(d), (2, 3, 4)), torch.zeros(1), loss="sum").by_operator[
+        "layer_norm"
+    ]
     f, b = row["forward"], row["backward"]
     assert f == 6 * n + 2 * rows + 2 * n
     # dx 9n + n (gamma); dgamma 2n - D; dbeta n - D
@@ -203,18 +220,28 @@ def test_linear() -> None:
 def test_convolution_with_bias_and_grouped() -> None:
     out = 2 * 4 * 6 * 6
     macs = out * 3 * 3 * 3
-    c = count_ops(Fn(lambda x, w, b: F.conv2d(x, w, b, padding=1), (2, 3, 6, 6), (4, 3, 3, 3),
-                     (4,)), torch.zeros(1), loss="sum")
-    assert c.by_operator["convolution"] == {"forward": 2 * macs + out,
-                                            "backward": 2 * 2 * macs + (out - 4)}
+    c = count_ops(
+        Fn(lambda x, w, b: F.conv2d(x, w, b, padding=1), (2, 3, 6, 6), (4, 3, 3, 3), (4,)),
+        torch.zeros(1),
+        loss="sum",
+    )
+    assert c.by_operator["convolution"] == {
+        "forward": 2 * macs + out,
+        "backward": 2 * 2 * macs + (out - 4),
+    }
     assert c.conv_linear_macs == macs
     # depthwise: each output uses 9 weights of its own channel; backward exactly 2x
     dw_macs = out * 9
-    assert fwd_bwd(lambda x, w: F.conv2d(x, w, padding=1, groups=4), (2, 4, 6, 6),
-                   (4, 1, 3, 3), family="convolution") == (2 * dw_macs, 4 * dw_macs)
+    assert fwd_bwd(
+        lambda x, w: F.conv2d(x, w, padding=1, groups=4),
+        (2, 4, 6, 6),
+        (4, 1, 3, 3),
+        family="convolution",
+    ) == (2 * dw_macs, 4 * dw_macs)
     # transposed: every input element meets each of its channel's 2 x 2x2 weights
-    assert fwd(lambda x, w: F.conv_transpose2d(x, w, stride=2), (1, 4, 3, 3),
-               (4, 2, 2, 2)) == {"convolution": 2 * 9 * 4 * 2 * 2 * 2}
+    assert fwd(lambda x, w: F.conv_transpose2d(x, w, stride=2), (1, 4, 3, 3), (4, 2, 2, 2)) == {
+        "convolution": 2 * 9 * 4 * 2 * 2 * 2
+    }
 
 
 def test_first_layer_has_no_input_gradient() -> None:
@@ -231,8 +258,11 @@ class Attention(nn.Module):
 
 def test_attention_counted_on_meta() -> None:
     b, h, length, source, dk, dv = 2, 3, 5, 7, 8, 6
-    q, k, v = (torch.randn(b, h, length, dk), torch.randn(b, h, source, dk),
-               torch.randn(b, h, source, dv))
+    q, k, v = (
+        torch.randn(b, h, length, dk),
+        torch.randn(b, h, source, dk),
+        torch.randn(b, h, source, dv),
+    )
     c = count_ops(Attention(), (q, k, v), train=False)
     assert c.by_operator["bmm"]["forward"] == 2 * b * h * length * source * (dk + dv)
     assert c.conv_linear_macs == b * h * length * source * (dk + dv)
@@ -277,13 +307,29 @@ def test_uncounted_ops_are_reported() -> None:
 
 def test_registry_is_consistent() -> None:
     assert not (KNOWN_ZERO & FORMULAS.keys())
-    for packet in (aten.native_batch_norm, aten.native_batch_norm_backward, aten.relu,
-                   aten.threshold_backward, aten.hardtanh, aten.hardtanh_backward,
-                   aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
-                   aten.avg_pool2d, aten.avg_pool2d_backward, aten._adaptive_avg_pool2d,
-                   aten._adaptive_avg_pool2d_backward, aten.mean, aten.add_, aten.mul,
-                   aten._softmax, aten._log_softmax_backward_data, aten.nll_loss_forward,
-                   aten.nll_loss_backward, aten.native_dropout, aten.convolution_backward):
+    for packet in (
+        aten.native_batch_norm,
+        aten.native_batch_norm_backward,
+        aten.relu,
+        aten.threshold_backward,
+        aten.hardtanh,
+        aten.hardtanh_backward,
+        aten.max_pool2d_with_indices,
+        aten.max_pool2d_with_indices_backward,
+        aten.avg_pool2d,
+        aten.avg_pool2d_backward,
+        aten._adaptive_avg_pool2d,
+        aten._adaptive_avg_pool2d_backward,
+        aten.mean,
+        aten.add_,
+        aten.mul,
+        aten._softmax,
+        aten._log_softmax_backward_data,
+        aten.nll_loss_forward,
+        aten.nll_loss_backward,
+        aten.native_dropout,
+        aten.convolution_backward,
+    ):
         assert packet in FORMULAS, packet
     for packet in (aten.view, aten.cat, aten.copy_, aten.transpose, aten.zeros):
         assert packet in KNOWN_ZERO

@@ -11,41 +11,52 @@ import torch
 from torch import nn
 
 from aihpc.counting import OpCount, count_ops, format_count
-from aihpc.fmt import format_si
 from aihpc.errors import ConfigError, ModelError
+from aihpc.fmt import format_si
 
 
 def small_cnn() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 5),
+        nn.Conv2d(3, 4, 3, padding=1, bias=False),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(4 * 4 * 4, 5),
     )
 
 
 def test_hand_count_small_cnn() -> None:
     c = count_ops(small_cnn(), (2, 3, 8, 8))
-    n_conv = 2 * 4 * 8 * 8                    # conv output elements: 512
-    conv_macs = n_conv * 3 * 3 * 3             # 27 MACs each
-    bn_fwd = 8 * n_conv + 2 * 4 + 7 * 4       # stats, normalise, affine, running stats
-    relu = n_conv                               # one max each
-    pool = 2 * 4 * 4 * 4 * 3                   # 128 outputs, 3 compares each
+    n_conv = 2 * 4 * 8 * 8  # conv output elements: 512
+    conv_macs = n_conv * 3 * 3 * 3  # 27 MACs each
+    bn_fwd = 8 * n_conv + 2 * 4 + 7 * 4  # stats, normalise, affine, running stats
+    relu = n_conv  # one max each
+    pool = 2 * 4 * 4 * 4 * 3  # 128 outputs, 3 compares each
     fc_macs = 2 * 64 * 5
-    fc = 2 * fc_macs + 2 * 5                   # + bias add
-    logsm, nll = 5 * 10 - 2, 2 * 2             # log_softmax 5n - r, nll mean 2T
-    expected_fwd = {"convolution": 2 * conv_macs, "batch_norm": bn_fwd, "add": 1,
-                    "relu": relu, "max_pool2d": pool, "addmm": fc, "log_softmax": logsm,
-                    "nll_loss": nll}
+    fc = 2 * fc_macs + 2 * 5  # + bias add
+    logsm, nll = 5 * 10 - 2, 2 * 2  # log_softmax 5n - r, nll mean 2T
+    expected_fwd = {
+        "convolution": 2 * conv_macs,
+        "batch_norm": bn_fwd,
+        "add": 1,
+        "relu": relu,
+        "max_pool2d": pool,
+        "addmm": fc,
+        "log_softmax": logsm,
+        "nll_loss": nll,
+    }
     assert {k: v["forward"] for k, v in c.by_operator.items() if v["forward"]} == expected_fwd
     expected_bwd = {
-        "nll_loss": 2 + 1,                     # T negations + 1 divide
-        "log_softmax": 4 * 10 - 2,             # 4n - r
-        "mm": 2 * 2 * fc_macs,                 # dx and dW of the linear layer
-        "sum": 2 * 5 - 5,                      # bias gradient
-        "max_pool2d": 128,                     # one add per routed gradient
-        "relu": 2 * n_conv,                    # compare + select
+        "nll_loss": 2 + 1,  # T negations + 1 divide
+        "log_softmax": 4 * 10 - 2,  # 4n - r
+        "mm": 2 * 2 * fc_macs,  # dx and dW of the linear layer
+        "sum": 2 * 5 - 5,  # bias gradient
+        "max_pool2d": 128,  # one add per routed gradient
+        "relu": 2 * n_conv,  # compare + select
         "batch_norm": 9 * n_conv + 4,
-        "convolution": 2 * conv_macs,          # dW only: the input needs no gradient
+        "convolution": 2 * conv_macs,  # dW only: the input needs no gradient
     }
     assert {k: v["backward"] for k, v in c.by_operator.items() if v["backward"]} == expected_bwd
     assert c.forward == sum(expected_fwd.values())
@@ -65,7 +76,9 @@ def test_by_module_is_consistent() -> None:
     assert list(mods)[0] == "(model)" and list(mods)[-1] == "(loss)"
     for phase, total in (("forward", c.forward), ("backward", c.backward)):
         assert mods["(model)"][phase] + mods["(loss)"][phase] == total
-        assert sum(mods[str(i)][phase] for i in range(6) if str(i) in mods) == mods["(model)"][phase]
+        assert (
+            sum(mods[str(i)][phase] for i in range(6) if str(i) in mods) == mods["(model)"][phase]
+        )
     assert mods["0"] == {"forward": 2 * 512 * 27, "backward": 2 * 512 * 27}
 
 
@@ -130,7 +143,11 @@ def test_losses_and_explicit_target() -> None:
 
 # ------------------------------------------------------------ the model zoo
 PUBLISHED_GMACS = {  # torchvision / papers ("GFLOPS" that are really MACs), 3x224x224
-    "resnet18": 1.81, "resnet50": 4.09, "vgg16": 15.47, "mobilenet_v2": 0.30, "alexnet": 0.71,
+    "resnet18": 1.81,
+    "resnet50": 4.09,
+    "vgg16": 15.47,
+    "mobilenet_v2": 0.30,
+    "alexnet": 0.71,
 }
 
 
@@ -151,13 +168,17 @@ def test_published_macs(name: str) -> None:
     # the classifier (not a first layer) needs dx and dW: 2x its forward (whose
     # bias adds, 1 per K MACs, make the only difference)
     assert c.by_operator["mm"]["backward"] == pytest.approx(
-        2 * c.by_operator["addmm"]["forward"], rel=1e-3)
+        2 * c.by_operator["addmm"]["forward"], rel=1e-3
+    )
 
 
-@pytest.mark.parametrize("name, first_conv_macs", [
-    ("resnet18", 112 * 112 * 64 * 3 * 7 * 7),      # 7x7/2 stem, 64 channels
-    ("mobilenet_v2", 112 * 112 * 32 * 3 * 3 * 3),  # 3x3/2 stem, 32 channels
-])
+@pytest.mark.parametrize(
+    "name, first_conv_macs",
+    [
+        ("resnet18", 112 * 112 * 64 * 3 * 7 * 7),  # 7x7/2 stem, 64 channels
+        ("mobilenet_v2", 112 * 112 * 32 * 3 * 3 * 3),  # 3x3/2 stem, 32 channels
+    ],
+)
 def test_conv_backward_is_twice_forward_but_first_layer(name: str, first_conv_macs: int) -> None:
     c = count_ops(_zoo_model(name), (1, 3, 224, 224))
     conv = c.by_operator["convolution"]  # no conv biases in these models
@@ -184,6 +205,8 @@ def test_resnet50_batch256_training_time(record_property: pytest.RecordProperty)
     c = count_ops(model, (256, 3, 224, 224), train=True)
     seconds = time.perf_counter() - start
     record_property("resnet50_b256_train_count_seconds", round(seconds, 3))
-    print(f"\nresnet50 batch 256 forward+backward counted in {seconds:.2f} s: "
-          f"{format_si(c.total, 'OPs', count=True)}")
+    print(
+        f"\nresnet50 batch 256 forward+backward counted in {seconds:.2f} s: "
+        f"{format_si(c.total, 'OPs', count=True)}"
+    )
     assert c.conv_linear_macs == 256 * count_ops(model, (1, 3, 224, 224)).conv_linear_macs

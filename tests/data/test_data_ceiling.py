@@ -21,12 +21,14 @@ def test_noise_free_mixtures_are_read_exactly():
     templates = list(gen.shifted_templates())
     c, h, w = gen.shape
     cases = [(0, 3, 0), (2, 1, 4), (4, 0, len(templates) - 1)]
-    raw = np.stack([0.5 + 0.25 * (1.2 * (templates[s][k] + 0.6 * templates[s][j]) + 0.1)
-                    for k, j, s in cases]).reshape(-1, c, h, w)
+    raw = np.stack(
+        [0.5 + 0.25 * (1.2 * (templates[s][k] + 0.6 * templates[s][j]) + 0.1) for k, j, s in cases]
+    ).reshape(-1, c, h, w)
     assert oracle_predict(gen, raw).tolist() == [k for k, _, _ in cases]
     # The stronger of two overlaid prototypes is the label: swap the weights, swap the answer.
-    swapped = np.stack([0.5 + 0.25 * (1.2 * (0.6 * templates[s][k] + templates[s][j]) + 0.1)
-                        for k, j, s in cases]).reshape(-1, c, h, w)
+    swapped = np.stack(
+        [0.5 + 0.25 * (1.2 * (0.6 * templates[s][k] + templates[s][j]) + 0.1) for k, j, s in cases]
+    ).reshape(-1, c, h, w)
     assert oracle_predict(gen, swapped).tolist() == [j for _, j, _ in cases]
 
 
@@ -60,8 +62,8 @@ def test_ambiguous_overlay_lowers_the_ceiling():
 
 def test_clopper_pearson_against_closed_forms():
     # 0 of n: upper = 1 - (alpha/2)^(1/n); n of n: lower = (alpha/2)^(1/n).
-    assert clopper_pearson(0, 10, 0.95) == pytest.approx((0.0, 1 - 0.025 ** 0.1))
-    assert clopper_pearson(10, 10, 0.95) == pytest.approx((0.025 ** 0.1, 1.0))
+    assert clopper_pearson(0, 10, 0.95) == pytest.approx((0.0, 1 - 0.025**0.1))
+    assert clopper_pearson(10, 10, 0.95) == pytest.approx((0.025**0.1, 1.0))
     low, high = clopper_pearson(50, 100, 0.95)
     assert low == pytest.approx(1 - high) and low == pytest.approx(0.3983, abs=1e-4)
 

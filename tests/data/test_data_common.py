@@ -19,7 +19,9 @@ def test_names_and_describe():
 
 
 def test_unknown_name_lists_valid_ones():
-    with pytest.raises(ConfigError, match=r"unknown data set 'cifar'.*digits, imagefolder, npz, synthetic"):
+    with pytest.raises(
+        ConfigError, match=r"unknown data set 'cifar'.*digits, imagefolder, npz, synthetic"
+    ):
         D.load_dataset("cifar")
 
 

@@ -51,7 +51,9 @@ def test_loads_shapes_counts_classes_and_values(tmp_path):
     assert sorted(yv.tolist()) == [0, 1, 2]  # stratified: one of each
     X, y = data.tensors("train")
     for i, path in enumerate(data.train.files):
-        np.testing.assert_allclose(X[i].numpy(), written[path].transpose(2, 0, 1) / 255.0, atol=1e-6)
+        np.testing.assert_allclose(
+            X[i].numpy(), written[path].transpose(2, 0, 1) / 255.0, atol=1e-6
+        )
         assert data.classes[int(y[i])] == path.split("/")[-2]
         xi, yi = data.train[i]
         assert torch.equal(xi, X[i]) and int(yi) == int(y[i])
@@ -67,7 +69,9 @@ def test_normalisation_statistics_on_train_split(tmp_path):
     np.testing.assert_allclose(data.std, train.std(axis=(0, 1, 2)), rtol=1e-6)
     X, _ = data.tensors("train")
     np.testing.assert_allclose(X.double().mean(dim=(0, 2, 3)).numpy(), 0.0, atol=1e-5)
-    np.testing.assert_allclose(X.double().std(dim=(0, 2, 3), unbiased=False).numpy(), 1.0, atol=1e-5)
+    np.testing.assert_allclose(
+        X.double().std(dim=(0, 2, 3), unbiased=False).numpy(), 1.0, atol=1e-5
+    )
     assert data.stats_from == data.num_train
     again = load_dataset("imagefolder", path=tmp_path, val_fraction=0.5, seed=1)
     other = load_dataset("imagefolder", path=tmp_path, val_fraction=0.5, seed=2)
@@ -86,7 +90,12 @@ def test_extensions_case_insensitive_and_nested(tmp_path):
     data = load_dataset("imagefolder", path=tmp_path, val_fraction=0.4)
     assert data.num_train + data.num_val == 5
     assert {p.split("/")[-1] for p in data.train.files + data.val.files} == {
-        "x.JPG", "y.Jpeg", "z.png", "w.PNG", "v.jpeg"}
+        "x.JPG",
+        "y.Jpeg",
+        "z.png",
+        "w.PNG",
+        "v.jpeg",
+    }
 
 
 def test_mixed_sizes_default_224_and_center_crop(tmp_path):
@@ -170,7 +179,9 @@ def test_garbage_jpeg_raises_or_is_skipped(tmp_path):
     make_folder(tmp_path, per_class=4)
     (tmp_path / "dog" / "broken.jpg").write_bytes(b"\x00garbage, not a JPEG" * 10)
     (tmp_path / "emu" / "empty.png").write_bytes(b"")
-    with pytest.raises(DataError, match=r"corrupt image .*(broken\.jpg|empty\.png).*skip_corrupt=True"):
+    with pytest.raises(
+        DataError, match=r"corrupt image .*(broken\.jpg|empty\.png).*skip_corrupt=True"
+    ):
         load_dataset("imagefolder", path=tmp_path)
     data = load_dataset("imagefolder", path=tmp_path, skip_corrupt=True)
     assert data.num_skipped == 2

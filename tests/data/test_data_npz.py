@@ -25,11 +25,11 @@ def _images(n, shape, seed=0, dtype=np.uint8):
 @pytest.mark.parametrize(
     "shape, layout, expect",
     [
-        ((3, 6, 5), "auto", (3, 6, 5)),      # NCHW
-        ((6, 5, 3), "auto", (3, 6, 5)),      # NHWC
-        ((6, 5), "auto", (1, 6, 5)),         # NHW
-        ((4, 4, 3), "NHWC", (3, 4, 4)),      # ambiguous shape, explicit layout
-        ((4, 4, 3), "auto", (4, 4, 3)),      # ... auto reads it as NCHW
+        ((3, 6, 5), "auto", (3, 6, 5)),  # NCHW
+        ((6, 5, 3), "auto", (3, 6, 5)),  # NHWC
+        ((6, 5), "auto", (1, 6, 5)),  # NHW
+        ((4, 4, 3), "NHWC", (3, 4, 4)),  # ambiguous shape, explicit layout
+        ((4, 4, 3), "auto", (4, 4, 3)),  # ... auto reads it as NCHW
     ],
 )
 def test_layouts(tmp_path, shape, layout, expect):
@@ -44,7 +44,9 @@ def test_layouts(tmp_path, shape, layout, expect):
     X, _ = raw.tensors("train")
     idx = raw.train.indices
     ref = x.astype(np.float32) / 255.0
-    if layout == "NHWC" or (layout == "auto" and len(shape) == 3 and shape[2] == 3 and shape[0] > 4):
+    if layout == "NHWC" or (
+        layout == "auto" and len(shape) == 3 and shape[2] == 3 and shape[0] > 4
+    ):
         ref = ref.transpose(0, 3, 1, 2)
     elif len(shape) == 2:
         ref = ref[:, None]
@@ -52,7 +54,10 @@ def test_layouts(tmp_path, shape, layout, expect):
 
 
 def test_float_values_normalised_on_train_split_and_stratified(tmp_path):
-    x = _images(100, (2, 5, 5), dtype=np.float32) * np.array([1.0, 4.0], np.float32)[:, None, None] + 3
+    x = (
+        _images(100, (2, 5, 5), dtype=np.float32) * np.array([1.0, 4.0], np.float32)[:, None, None]
+        + 3
+    )
     y = np.repeat([0, 1, 2], [20, 30, 50])
     f = _write(tmp_path / "f.npz", x=x, y=y, classes=np.array(["cat", "dog", "emu"]))
     data = load_dataset("npz", path=f, val_fraction=0.2, seed=4)
@@ -65,7 +70,9 @@ def test_float_values_normalised_on_train_split_and_stratified(tmp_path):
     np.testing.assert_allclose(data.std, train.std(axis=(0, 2, 3)), rtol=1e-6)
     X, _ = data.tensors("train")
     np.testing.assert_allclose(X.double().mean(dim=(0, 2, 3)).numpy(), 0.0, atol=1e-5)
-    np.testing.assert_allclose(X.double().std(dim=(0, 2, 3), unbiased=False).numpy(), 1.0, atol=1e-5)
+    np.testing.assert_allclose(
+        X.double().std(dim=(0, 2, 3), unbiased=False).numpy(), 1.0, atol=1e-5
+    )
     same = load_dataset("npz", path=f, val_fraction=0.2, seed=4).tensors("val")
     other = load_dataset("npz", path=f, val_fraction=0.2, seed=5).tensors("val")
     assert torch.equal(same[0], data.tensors("val")[0])
@@ -109,19 +116,31 @@ def test_corrupt_file(tmp_path):
         (dict(x=np.zeros((0, 1, 2, 2)), y=np.zeros(0, int)), "'x' holds no samples"),
         (dict(x=np.zeros((4, 2, 2)), y=np.arange(4), x_val=np.zeros((2, 2, 2))), "given together"),
         (
-            dict(x=np.zeros((4, 2, 2)), y=np.arange(4) % 2, x_val=np.zeros((2, 2, 2)), y_val=np.arange(3)),
+            dict(
+                x=np.zeros((4, 2, 2)),
+                y=np.arange(4) % 2,
+                x_val=np.zeros((2, 2, 2)),
+                y_val=np.arange(3),
+            ),
             "'x_val' has 2 samples but 'y_val' has 3",
         ),
         (
-            dict(x=np.zeros((4, 2, 2)), y=np.arange(4) % 2, x_val=np.zeros((2, 3, 3)), y_val=np.arange(2)),
+            dict(
+                x=np.zeros((4, 2, 2)),
+                y=np.arange(4) % 2,
+                x_val=np.zeros((2, 3, 3)),
+                y_val=np.arange(2),
+            ),
             r"'x_val' samples have shape \(1, 3, 3\)",
         ),
         (dict(x=np.zeros((4, 2)), y=np.arange(4)), r"must be 3-D .* got shape \(4, 2\)"),
         (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1, -1, 0])), "negative label -1"),
         (dict(x=np.zeros((4, 2, 2)), y=np.array([0.5, 1, 1, 0])), "integer labels"),
         (dict(x=np.zeros((4, 2, 2)), y=np.zeros(4, int)), "need at least 2 classes, got 1"),
-        (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1, 2, 0]), classes=np.array(["a", "b"])),
-         "label 2 out of range for 2 classes"),
+        (
+            dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1, 2, 0]), classes=np.array(["a", "b"])),
+            "label 2 out of range for 2 classes",
+        ),
         (dict(x=np.full((4, 2, 2), np.nan), y=np.arange(4) % 2), "non-finite"),
     ],
 )

@@ -1,4 +1,4 @@
-"""The meter's arithmetic (wraps, restarts, gaps) and its sampling thread; NVML's side from its readings."""
+"""The meter's arithmetic (wraps, restarts, gaps), its sampling thread, NVML's readings."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ def test_counter_delta_rises_wraps_and_restarts() -> None:
 def test_recorded_nvml_readings_through_the_accounting() -> None:
     """The NVML side: millijoules since driver load, a 3 s gap and a driver reload, replayed."""
     doc = json.loads((FIXTURES / "nvml_readings.json").read_text())
-    acc = replay([(t, mj / 1e3) for t, mj in doc["readings"]], wrap_j=None)  # as NvmlCounter.read converts
+    acc = replay(
+        [(t, mj / 1e3) for t, mj in doc["readings"]], wrap_j=None
+    )  # as NvmlCounter.read converts
     record = acc.record(doc["gpu"], "node1", "nvml")
     expected = doc["expected"]
     assert record.joules == pytest.approx(expected["joules"])
@@ -44,11 +46,14 @@ def test_device_energy_round_trips() -> None:
     record = replay([(0.0, 1.0), (2.0, 101.0)], wrap_j=None).record("package-0", "h", "rapl")
     assert record.watts == pytest.approx(50.0)
     assert DeviceEnergy.from_dict(record.to_dict()) == record
-    assert DeviceEnergy.from_dict({"device": "d", "host": "h", "source": "rapl", "reason": "r"}).joules is None
+    assert (
+        DeviceEnergy.from_dict({"device": "d", "host": "h", "source": "rapl", "reason": "r"}).joules
+        is None
+    )
 
 
 class _Ramp:
-    """A counter rising 10 J per read, wrapping at 25 J (a real counter object, not a stand-in for one)."""
+    """A counter rising 10 J per read, wrapping at 25 J (a real counter object, not a stand-in)."""
 
     device, host, source, wrap_j = "ramp", "h", "test", 25.0
 
@@ -73,7 +78,9 @@ def test_sampler_reads_at_least_once_a_second_and_sums_through_wraps() -> None:
     time.sleep(0.4)
     ramped, broken = sampler.stop()
     assert ramped.samples >= 4  # start, >= 2 in 0.4 s at 0.05 s even on a loaded machine, stop
-    assert ramped.joules == pytest.approx(10.0 * (ramped.samples - 1))  # every read +10 J, wraps included
+    assert ramped.joules == pytest.approx(
+        10.0 * (ramped.samples - 1)
+    )  # every read +10 J, wraps included
     assert ramped.wraps >= 1 and ramped.resets == 0
     assert ramped.max_interval_s < 1.0
     assert broken.joules is None and broken.reason == "reading the counter failed: OSError: gone"

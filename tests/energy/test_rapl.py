@@ -44,7 +44,10 @@ def test_finds_packages_and_dram_but_not_core_psys_or_mmio(powercap: Path) -> No
     zones, reason = find_zones(powercap)
     assert reason is None
     assert [(z.name, z.max_energy_range_uj) for z in zones] == [
-        ("package-0", MAX_UJ), ("package-0/dram", 65712999613), ("package-1", MAX_UJ)]
+        ("package-0", MAX_UJ),
+        ("package-0/dram", 65712999613),
+        ("package-1", MAX_UJ),
+    ]
 
 
 def test_sampled_energy_of_two_packages_with_a_wrap(powercap: Path) -> None:
@@ -63,8 +66,11 @@ def test_sampled_energy_of_two_packages_with_a_wrap(powercap: Path) -> None:
 
 def test_no_powercap_directory_gives_the_reason(tmp_path: Path) -> None:
     missing = tmp_path / "none"
-    assert find_zones(missing) == ([], f"no RAPL: {missing} does not exist "
-                                       "(no powercap in this kernel, or not exposed to this host)")
+    assert find_zones(missing) == (
+        [],
+        f"no RAPL: {missing} does not exist "
+        "(no powercap in this kernel, or not exposed to this host)",
+    )
 
 
 def test_a_tree_without_rapl_zones_gives_the_reason(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,14 +20,10 @@ from aihpc.infer.record import histogram
 from aihpc.infer.scenarios import Bounds, ScenarioBench, best_valid, calibrate
 from aihpc.infer.source import from_zoo
 from aihpc.infer.systems import Classify
+from fixture_run import aihpc
 
 SECONDS = 0.5
-
-
-def aihpc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
+TIMEOUT = 300  # seconds for one aihpc command here (the shared helper allows 240)
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +136,7 @@ def test_cli_serves_a_zoo_model_and_records_every_scenario(tmp_path):
         "50",
         "--out",
         str(out),
+        timeout=TIMEOUT,
     )
     assert proc.returncode == 0, proc.stderr
     assert "VALID" in proc.stdout and "queries/s within the bound" in proc.stdout
@@ -193,7 +189,7 @@ def test_cli_serves_a_zoo_model_and_records_every_scenario(tmp_path):
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
-    proc = aihpc("infer", *args, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    proc = aihpc("infer", *args, "--out", str(tmp_path / "out"), cwd=tmp_path, timeout=TIMEOUT)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
@@ -202,7 +198,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, messag
 def test_a_run_without_weights_is_refused(tmp_path):
     from fixture_run import FIXTURES  # its weights are left out
 
-    proc = aihpc("infer", str(FIXTURES / "run"), "--out", str(tmp_path / "out"))
+    proc = aihpc("infer", str(FIXTURES / "run"), "--out", str(tmp_path / "out"), timeout=TIMEOUT)
     assert proc.returncode == 2 and "weights cannot be served" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()

@@ -26,9 +26,20 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``aihpc infer`` of the zoo's digits_cnn: offline, single-stream and two server tests."""
     out = tmp_path_factory.mktemp("infer") / "digits"
     proc = aihpc(
-        "infer", "--model", "digits_cnn", "--samples", "64", "--seconds", "0.5",
-        "--server-steps", "2", "--latency-ms", "200", "--out", str(out),
-    )  # fmt: skip
+        "infer",
+        "--model",
+        "digits_cnn",
+        "--samples",
+        "64",
+        "--seconds",
+        "0.5",
+        "--server-steps",
+        "2",
+        "--latency-ms",
+        "200",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -79,13 +90,15 @@ def _double(key: str):
 @pytest.mark.parametrize(
     "tamper, named",
     [
-        (lambda d: _edit_record(d, _double("offline.samples_per_second")),
-         "figures: scenarios.offline.samples_per_second is"),
+        (
+            lambda d: _edit_record(d, _double("offline.samples_per_second")),
+            "figures: scenarios.offline.samples_per_second is",
+        ),
         (_edit_log, "loadgen: offline test 1: recorded results.samples_per_second is"),
         (lambda d: _edit_record(d, _double("ops_per_query")), "operations: ops_per_query is"),
     ],
     ids=["figure", "loadgen-log", "ops-per-query"],
-)  # fmt: skip
+)
 def test_a_tampered_result_does_not_verify(copy: Path, tamper, named: str) -> None:
     tamper(copy)
     proc = aihpc("verify", str(copy))

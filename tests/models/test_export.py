@@ -39,12 +39,15 @@ def _calibrate_batchnorm(model: torch.nn.Module, shape: tuple[int, ...]) -> None
         model(torch.randn(8, *shape) * 2 + 0.5)
 
 
-@pytest.mark.parametrize("name, shape", [
-    ("digits_cnn", (1, 8, 8)),
-    ("resnet20", (3, 8, 8)),  # strided slicing + channel padding shortcuts
-    # depthwise convs, ReLU6, torchvision layout
-    pytest.param("mobilenet_v2", (3, 32, 32), marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        ("digits_cnn", (1, 8, 8)),
+        ("resnet20", (3, 8, 8)),  # strided slicing + channel padding shortcuts
+        # depthwise convs, ReLU6, torchvision layout
+        pytest.param("mobilenet_v2", (3, 32, 32), marks=pytest.mark.slow),
+    ],
+)
 def test_onnx_matches_pytorch(tmp_path: Path, name: str, shape: tuple[int, int, int]) -> None:
     torch.manual_seed(0)
     model = models.create(name)
@@ -111,12 +114,15 @@ def test_unwritable_paths(tmp_path: Path) -> None:
     assert export_onnx(model, tmp_path / "a" / "b" / "m.onnx", (1, 8, 8)).is_file()
 
 
-@pytest.mark.parametrize("kwargs, text", [
-    ({"input_shape": (1, 8)}, "input_shape must be three integers"),
-    ({"input_shape": (1, 0, 8)}, "input_shape must be three integers"),
-    ({"batch": 0}, "batch must be an integer >= 1, got 0"),
-    ({"opset": 3}, "opset must be an integer >= 7, got 3"),
-])
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"input_shape": (1, 8)}, "input_shape must be three integers"),
+        ({"input_shape": (1, 0, 8)}, "input_shape must be three integers"),
+        ({"batch": 0}, "batch must be an integer >= 1, got 0"),
+        ({"opset": 3}, "opset must be an integer >= 7, got 3"),
+    ],
+)
 def test_bad_arguments(tmp_path: Path, kwargs: dict[str, object], text: str) -> None:
     args: dict[str, object] = {"input_shape": (1, 8, 8)} | kwargs
     with pytest.raises(ConfigError, match=text):
@@ -144,8 +150,25 @@ def test_parse_input_shape() -> None:
 
 def test_cli_export_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r20.onnx"
-    assert main(["export", "--model", "resnet20", "--input", "1x16x16", "--num-classes", "4",
-                 "--batch", "2", "--opset", "17", str(out)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                "resnet20",
+                "--input",
+                "1x16x16",
+                "--num-classes",
+                "4",
+                "--batch",
+                "2",
+                "--opset",
+                "17",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert str(out) in printed and "opset 17" in printed and "MB" in printed
     graph = onnx.load(str(out)).graph
@@ -155,14 +178,18 @@ def test_cli_export_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert got.shape == (3, 4) and np.isfinite(got).all()
 
 
-@pytest.mark.parametrize("argv, text", [
-    (["export", "--model", "resnet1000", "OUT"], "unknown model 'resnet1000'"),
-    (["export", "--model", "digits_cnn", "--input", "8x8", "OUT"], "'8x8'"),
-    (["export", "--model", "digits_cnn", "--batch", "0", "OUT"], "batch must be"),
-    (["export", "--model", "digits_cnn", "--num-classes", "0", "OUT"], "num_classes must be"),
-])
-def test_cli_export_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                           argv: list[str], text: str) -> None:
+@pytest.mark.parametrize(
+    "argv, text",
+    [
+        (["export", "--model", "resnet1000", "OUT"], "unknown model 'resnet1000'"),
+        (["export", "--model", "digits_cnn", "--input", "8x8", "OUT"], "'8x8'"),
+        (["export", "--model", "digits_cnn", "--batch", "0", "OUT"], "batch must be"),
+        (["export", "--model", "digits_cnn", "--num-classes", "0", "OUT"], "num_classes must be"),
+    ],
+)
+def test_cli_export_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], text: str
+) -> None:
     argv = [str(tmp_path / "m.onnx") if a == "OUT" else a for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -172,18 +199,28 @@ def test_cli_export_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
 
 def test_cli_export_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec_mod = pytest.importorskip("aihpc.nas.spec")
-    spec = spec_mod.ArchSpec.from_dict({
-        "version": spec_mod.FORMAT_VERSION, "input_shape": [1, 8, 8], "num_classes": 3,
-        "output": "fc",
-        "layers": [
-            {"name": "c1", "type": "conv", "inputs": ["input"], "out_channels": 4,
-             "kernel_size": 3, "padding": 1},
-            {"name": "b1", "type": "bn", "inputs": ["c1"]},
-            {"name": "r1", "type": "relu", "inputs": ["b1"]},
-            {"name": "gap", "type": "global_avgpool", "inputs": ["r1"]},
-            {"name": "fc", "type": "dense", "inputs": ["gap"], "out_features": 3},
-        ],
-    })
+    spec = spec_mod.ArchSpec.from_dict(
+        {
+            "version": spec_mod.FORMAT_VERSION,
+            "input_shape": [1, 8, 8],
+            "num_classes": 3,
+            "output": "fc",
+            "layers": [
+                {
+                    "name": "c1",
+                    "type": "conv",
+                    "inputs": ["input"],
+                    "out_channels": 4,
+                    "kernel_size": 3,
+                    "padding": 1,
+                },
+                {"name": "b1", "type": "bn", "inputs": ["c1"]},
+                {"name": "r1", "type": "relu", "inputs": ["b1"]},
+                {"name": "gap", "type": "global_avgpool", "inputs": ["r1"]},
+                {"name": "fc", "type": "dense", "inputs": ["gap"], "out_features": 3},
+            ],
+        }
+    )
     spec_path = tmp_path / "spec.json"
     spec.save(spec_path)
     out = tmp_path / "spec.onnx"

@@ -32,12 +32,18 @@ def lstm_lm_params(vocab: int, emb: int = 200, hidden: int = 200, layers: int = 
 
 def transformer_params(vocab: int, d: int = 256, layers: int = 4, context: int = 128) -> int:
     """Token and position embeddings, blocks, final LayerNorm, head with bias."""
-    block = (2 * d          # ln1
-             + 3 * d * d + 3 * d  # qkv
-             + d * d + d    # proj
-             + 2 * d        # ln2
-             + 4 * d * d + 4 * d  # fc1
-             + 4 * d * d + d)     # fc2
+    block = (
+        2 * d  # ln1
+        + 3 * d * d
+        + 3 * d  # qkv
+        + d * d
+        + d  # proj
+        + 2 * d  # ln2
+        + 4 * d * d
+        + 4 * d  # fc1
+        + 4 * d * d
+        + d
+    )  # fc2
     return vocab * d + context * d + layers * block + 2 * d + d * vocab + vocab
 
 
@@ -55,7 +61,9 @@ def test_exact_parameter_counts() -> None:
     assert lstm_layer_params(200, 200) == 321_600
     for vocab in (10_000, 33):
         assert models.parameter_count("lstm_lm", num_classes=vocab) == lstm_lm_params(vocab)
-        assert models.parameter_count("transformer_small", num_classes=vocab) == transformer_params(vocab)
+        assert models.parameter_count("transformer_small", num_classes=vocab) == transformer_params(
+            vocab
+        )
     assert models.num_parameters(models.create("lstm_lm")) == 4_653_200
     assert models.num_parameters(models.create("transformer_small")) == 8_322_320
 
@@ -102,7 +110,9 @@ def test_example_input_defaults_and_errors() -> None:
 
 
 def test_create_refuses_in_channels_and_bad_vocab() -> None:
-    with pytest.raises(ModelError, match="in_channels does not apply to 'lstm_lm'.*got in_channels=3"):
+    with pytest.raises(
+        ModelError, match="in_channels does not apply to 'lstm_lm'.*got in_channels=3"
+    ):
         models.create("lstm_lm", in_channels=3)
     with pytest.raises(ModelError, match="in_channels does not apply"):
         models.parameter_count("transformer_small", in_channels=1)
@@ -112,7 +122,9 @@ def test_create_refuses_in_channels_and_bad_vocab() -> None:
 
 def test_transformer_refuses_sequences_past_its_context() -> None:
     model = models.create("transformer_small", num_classes=10)
-    with pytest.raises(ModelError, match="sequence length must be <= the model's context 128, got 129"):
+    with pytest.raises(
+        ModelError, match="sequence length must be <= the model's context 128, got 129"
+    ):
         model(torch.zeros(1, 129, dtype=torch.int64))
 
 
@@ -122,7 +134,9 @@ def test_lstm_forward_ops_match_hand_formula() -> None:
     2 N 4H H (+ N 4H bias) and its add to the input part (N 4H), 3 sigmoid gates (4 each), 2 tanh,
     3 mul, 1 add on N H -> 8 N T H (I + H) + 30 N T H.  Decoder: 2 N T H V + N T V."""
     n, t, e, h, v = 3, 7, 200, 200, 10_000
-    count = count_ops(models.create("lstm_lm"), models.example_input("lstm_lm", n, (t,)), train=False)
+    count = count_ops(
+        models.create("lstm_lm"), models.example_input("lstm_lm", n, (t,)), train=False
+    )
     rnn = sum(8 * n * t * h * (i + h) + 30 * n * t * h for i in (e, h))
     assert count.by_module["rnn"]["forward"] == rnn
     assert count.by_module["decoder"]["forward"] == 2 * n * t * h * v + n * t * v
@@ -139,9 +153,13 @@ def test_transformer_matmul_macs_match_hand_formula() -> None:
     count = count_ops(model, models.example_input("transformer_small", n, (t,)), train=False)
     rows = n * t
     assert count.conv_linear_macs == layers * (12 * rows * d * d + 2 * n * t * t * d) + rows * d * v
-    for path, (fan_in, fan_out) in {"blocks.0.attn.qkv": (d, 3 * d), "blocks.2.attn.proj": (d, d),
-                                    "blocks.1.mlp.fc1": (d, 4 * d), "blocks.3.mlp.fc2": (4 * d, d),
-                                    "head": (d, v)}.items():
+    for path, (fan_in, fan_out) in {
+        "blocks.0.attn.qkv": (d, 3 * d),
+        "blocks.2.attn.proj": (d, d),
+        "blocks.1.mlp.fc1": (d, 4 * d),
+        "blocks.3.mlp.fc2": (4 * d, d),
+        "head": (d, v),
+    }.items():
         assert count.by_module[path]["forward"] == 2 * rows * fan_in * fan_out + rows * fan_out
     assert count.by_operator["bmm"]["forward"] == layers * 2 * (2 * n * t * t * d)
     assert count.uncounted == {}
@@ -151,8 +169,21 @@ def test_cli_count_and_models(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["count", "--model", "lstm_lm", "--batch", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["input_shape"] == [35] and doc["parameters"] == 4_653_200 and doc["batch_size"] == 2
-    assert main(["count", "--model", "transformer_small", "--input", "64", "--train",
-                 "--num-classes", "100"]) == 0
+    assert (
+        main(
+            [
+                "count",
+                "--model",
+                "transformer_small",
+                "--input",
+                "64",
+                "--train",
+                "--num-classes",
+                "100",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "input 1x64, training step" in out and f"{transformer_params(100):,}" in out
     assert main(["count", "--model", "lstm_lm", "--input", "3x8x8"]) == 2
@@ -174,11 +205,29 @@ def test_export_tokens_model(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     from aihpc.export import export_onnx
 
     out = tmp_path / f"{name}.onnx"
-    assert main(["export", "--model", name, "--input", "6", "--num-classes", "20", "--batch", "2",
-                 str(out)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                name,
+                "--input",
+                "6",
+                "--num-classes",
+                "20",
+                "--batch",
+                "2",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "input Nx6" in capsys.readouterr().out
     graph = onnx.load(str(out)).graph
-    assert [d.dim_param or d.dim_value for d in graph.input[0].type.tensor_type.shape.dim] == ["batch", 6]
+    assert [d.dim_param or d.dim_value for d in graph.input[0].type.tensor_type.shape.dim] == [
+        "batch",
+        6,
+    ]
     assert main(["export", "--model", name, "--input", "3x8x8", str(out)]) == 2
     assert "sequence length T >= 1" in capsys.readouterr().err
 

@@ -107,7 +107,7 @@ def test_in_channels_changes_first_layer_only(name: str) -> None:
     base_shapes = [(n, tuple(p.shape)) for n, p in base.named_parameters()]
     other_shapes = [(n, tuple(p.shape)) for n, p in other.named_parameters()]
     assert [n for n, _ in base_shapes] == [n for n, _ in other_shapes]
-    diff = [i for i, (a, b) in enumerate(zip(base_shapes, other_shapes)) if a != b]
+    diff = [i for i, (a, b) in enumerate(zip(base_shapes, other_shapes, strict=True)) if a != b]
     first_conv = next(m for m in other.modules() if isinstance(m, nn.Conv2d))
     last_linear = [m for m in other.modules() if isinstance(m, nn.Linear)][-1]
     assert first_conv.in_channels == default_c + 2 and last_linear.out_features == 5
@@ -150,13 +150,16 @@ def test_unknown_name_lists_valid_names() -> None:
         models.info("nope")
 
 
-@pytest.mark.parametrize("kwargs, text", [
-    ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
-    ({"num_classes": -3}, "got -3"),
-    ({"in_channels": 0}, "in_channels must be an integer >= 1, got 0"),
-    ({"num_classes": 2.5}, "got 2.5"),
-    ({"in_channels": True}, "got True"),
-])
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
+        ({"num_classes": -3}, "got -3"),
+        ({"in_channels": 0}, "in_channels must be an integer >= 1, got 0"),
+        ({"num_classes": 2.5}, "got 2.5"),
+        ({"in_channels": True}, "got True"),
+    ],
+)
 def test_bad_arguments(kwargs: dict[str, object], text: str) -> None:
     with pytest.raises(ModelError, match=text.replace(".", r"\.")):
         models.create("digits_cnn", **kwargs)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ def _accuracy(params: dict) -> float:
 
 
 def _drive(core: WindowedStudy, asks: int, in_flight: int) -> list[dict]:
-    """Ask ``asks`` times, telling the trial asked ``in_flight`` asks earlier; the params asked, in order."""
+    """Ask ``asks`` times, telling the trial asked ``in_flight`` asks earlier; params in order."""
     running, asked = [], []
     for _ in range(asks):
         token, params = core.ask()
@@ -36,7 +36,13 @@ def _drive(core: WindowedStudy, asks: int, in_flight: int) -> list[dict]:
 
 
 def _params(lr: float = 0.01, batch_size: int = 32) -> dict:
-    return {"lr": lr, "batch_size": batch_size, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.1}
+    return {
+        "lr": lr,
+        "batch_size": batch_size,
+        "weight_decay": 1e-4,
+        "momentum": 0.9,
+        "dropout": 0.1,
+    }
 
 
 @pytest.mark.parametrize("optimizer, lr_range", [("sgd", (1e-3, 0.4)), ("adamw", (1e-4, 1e-2))])
@@ -88,7 +94,16 @@ def test_window_bounds_the_study_and_keeps_the_best():
             core.tell(token, 0.5)
         assert core.size <= core.limit == 24
     values = sorted((t.value for t in core.study.trials), reverse=True)
-    assert values[:8] == [0.999, 0.998, 0.997, 0.996, 0.995, 0.994, 0.993, 0.992]  # the best half-window
+    assert values[:8] == [
+        0.999,
+        0.998,
+        0.997,
+        0.996,
+        0.995,
+        0.994,
+        0.993,
+        0.992,
+    ]  # the best half-window
 
 
 def test_tpe_concentrates_near_the_optimum():
@@ -102,8 +117,13 @@ def test_tpe_concentrates_near_the_optimum():
 def test_search_process_end_to_end():
     hpo = HyperparameterSearch(seed=0, space=image_space([32, 64], "sgd", "cosine"), window=8)
     try:
-        for i in range(10):  # an earlier segment: restored before the first ask, so TPE starts from them
-            hpo.restore({**_params(10 ** (-3 + 0.25 * i)), "optimizer": "sgd", "schedule": "cosine"}, 0.5 + i / 100)
+        for i in range(
+            10
+        ):  # an earlier segment: restored before the first ask, so TPE starts from them
+            hpo.restore(
+                {**_params(10 ** (-3 + 0.25 * i)), "optimizer": "sgd", "schedule": "cosine"},
+                0.5 + i / 100,
+            )
         resumed = hpo.resume(_params(0.05))
         numbers = set()
         for _ in range(3 * PREFETCH_MIN):
@@ -114,7 +134,11 @@ def test_search_process_end_to_end():
             numbers.add(number)
             hpo.tell(number, _accuracy(params) if number % 3 else None)
         assert len(numbers) == 3 * PREFETCH_MIN and resumed not in numbers
-        for depth, ahead in ((10, 10), (1, 9), (10**6, PREFETCH_MAX)):  # depth follows the slots, bounded
+        for depth, ahead in (
+            (10, 10),
+            (1, 9),
+            (10**6, PREFETCH_MAX),
+        ):  # depth follows the slots, bounded
             hpo.ask(depth=depth)
             assert hpo._children[0].drawn - hpo._children[0].received == ahead
         hpo.tell(resumed, 0.7)
@@ -151,8 +175,12 @@ def test_killed_search_process_past_the_restarts_is_a_clear_error():
 def test_an_error_in_the_search_process_is_reported():
     hpo = HyperparameterSearch(seed=0, space=image_space([32], "sgd", "cosine"))
     try:
-        hpo.restore(_params(batch_size=512), 0.5)  # not one of the batch sizes: the child fails on it
-        with pytest.raises(AihpcError, match="the hyperparameter search process failed: ValueError: .*512"):
+        hpo.restore(
+            _params(batch_size=512), 0.5
+        )  # not one of the batch sizes: the child fails on it
+        with pytest.raises(
+            AihpcError, match="the hyperparameter search process failed: ValueError: .*512"
+        ):
             hpo.ask()
         assert hpo.restarts == []  # a bug in the child is not restarted
     finally:
@@ -161,7 +189,9 @@ def test_an_error_in_the_search_process_is_reported():
 
 def test_streams_of_one_seed_differ_and_each_repeats():
     def first_lrs(stream: int) -> list[float]:
-        study = WindowedStudy(0, image_space([32, 64], "sgd", "cosine").distributions(), 128, stream)
+        study = WindowedStudy(
+            0, image_space([32, 64], "sgd", "cosine").distributions(), 128, stream
+        )
         return [study.ask()[1]["lr"] for _ in range(5)]
 
     assert first_lrs(1) == first_lrs(1)
@@ -169,7 +199,9 @@ def test_streams_of_one_seed_differ_and_each_repeats():
 
 
 def test_two_search_processes_take_turns_and_share_every_result():
-    hpo = HyperparameterSearch(seed=0, space=image_space([32, 64], "sgd", "cosine"), window=8, processes=2)
+    hpo = HyperparameterSearch(
+        seed=0, space=image_space([32, 64], "sgd", "cosine"), window=8, processes=2
+    )
     first, second = hpo._children
     try:
         hpo.restore({**_params(0.01), "optimizer": "sgd", "schedule": "cosine"}, 0.6)  # to both
@@ -177,7 +209,9 @@ def test_two_search_processes_take_turns_and_share_every_result():
         assert [hpo._tokens[n][0] for n, _ in asked] == [first, second] * 6  # in turn
         for child in (first, second):
             assert child.drawn - child.received == 5  # depth 10, shared
-        assert [p["lr"] for _, p in asked[0::2]] != [p["lr"] for _, p in asked[1::2]]  # different streams
+        assert [p["lr"] for _, p in asked[0::2]] != [
+            p["lr"] for _, p in asked[1::2]
+        ]  # different streams
         for number, params in asked:  # the owner gets a tell, the other child the finished trial
             hpo.tell(number, _accuracy(params))
         assert {n for n, _ in asked} == set(range(12)) and not hpo._tokens

@@ -34,7 +34,6 @@ State = dict[str, torch.Tensor]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-
 def perturbed(spec: LMSpec, seed: int, state: Mapping[str, torch.Tensor] | None = None) -> State:
     """Random float64 weights of ``spec``'s shapes (those of ``state`` if given)."""
     if state is None:

@@ -23,7 +23,6 @@ SPEC = seed_lm_spec(256, 64, 32, 2, 2, 16, 64)
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-
 def spec_dict(**changes: Any) -> dict[str, Any]:
     d = SPEC.to_dict()
     d.update(changes)

@@ -16,9 +16,18 @@ from aihpc.nas import ArchSpec, Layer, SpecNet, state_shapes
 
 def _reference(sd: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """tiny_spec() written out by hand with torch.nn.functional (eval mode)."""
+
     def bn(name: str, t: torch.Tensor) -> torch.Tensor:
-        return F.batch_norm(t, sd[f"{name}.running_mean"], sd[f"{name}.running_var"],
-                            sd[f"{name}.weight"], sd[f"{name}.bias"], False, 0.0, 1e-5)
+        return F.batch_norm(
+            t,
+            sd[f"{name}.running_mean"],
+            sd[f"{name}.running_var"],
+            sd[f"{name}.weight"],
+            sd[f"{name}.bias"],
+            False,
+            0.0,
+            1e-5,
+        )
 
     r1 = F.relu(bn("b1", F.conv2d(x, sd["c1.weight"], None, padding=1)))
     c2 = F.conv2d(r1, sd["c2.weight"], sd["c2.bias"], padding=1)
@@ -42,9 +51,20 @@ def test_state_dict_layout() -> None:
     model = SpecNet(spec)
     assert isinstance(model, SpecNet) and model.spec is spec
     sd = model.state_dict()
-    assert set(sd) == {"c1.weight", "b1.weight", "b1.bias", "b1.running_mean", "b1.running_var",
-                       "b1.num_batches_tracked", "c2.weight", "c2.bias", "c3.weight",
-                       "c3.bias", "fc.weight", "fc.bias"}
+    assert set(sd) == {
+        "c1.weight",
+        "b1.weight",
+        "b1.bias",
+        "b1.running_mean",
+        "b1.running_var",
+        "b1.num_batches_tracked",
+        "c2.weight",
+        "c2.bias",
+        "c3.weight",
+        "c3.bias",
+        "fc.weight",
+        "fc.bias",
+    }
     assert {k: tuple(v.shape) for k, v in sd.items()} == state_shapes(spec)
     assert sum(p.numel() for p in model.parameters()) == spec.num_params()
 
@@ -69,9 +89,16 @@ def test_train_mode_runs_and_updates_bn() -> None:
 
 @pytest.mark.parametrize("name", ["spec", "forward", "keys", "training"])
 def test_names_clashing_with_module_attributes(name: str) -> None:
-    spec = ArchSpec((1, 4, 4), 2, (Layer(name, "relu", ("input",)),
-                                    Layer("g", "global_avgpool", (name,)),
-                                    Layer("fc", "dense", ("g",), out_features=2)), "fc")
+    spec = ArchSpec(
+        (1, 4, 4),
+        2,
+        (
+            Layer(name, "relu", ("input",)),
+            Layer("g", "global_avgpool", (name,)),
+            Layer("fc", "dense", ("g",), out_features=2),
+        ),
+        "fc",
+    )
     with pytest.raises(SpecError, match=f"'{name}' clashes"):
         SpecNet(spec)
 
@@ -90,8 +117,14 @@ def test_onnx_export() -> None:
     spec = tiny_spec()
     model = SpecNet(spec).eval()
     buf = io.BytesIO()
-    torch.onnx.export(model, (torch.randn(1, 2, 6, 6),), buf, dynamo=False,
-                      input_names=["x"], output_names=["logits"])
+    torch.onnx.export(
+        model,
+        (torch.randn(1, 2, 6, 6),),
+        buf,
+        dynamo=False,
+        input_names=["x"],
+        output_names=["logits"],
+    )
     proto = onnx.load_from_string(buf.getvalue())
     onnx.checker.check_model(proto)
     ops = {n.op_type for n in proto.graph.node}

@@ -64,12 +64,15 @@ def test_random_chain_preserves_function(case: int) -> None:
         randomize(fresh, seed=100 * case + step)  # the parent model is not needed any more
         twin_rng = random.Random()
         twin_rng.setstate(rng_state)
-        twin, tstate, twin_description = random_morph(spec, fresh.state_dict(), twin_rng,
-                                                      max_params=150_000)
+        twin, tstate, twin_description = random_morph(
+            spec, fresh.state_dict(), twin_rng, max_params=150_000
+        )
         assert twin == child and twin_description == description
         worst = max(worst, _diff(run(model_of(twin, tstate), x), run(fresh, x)))
         spec, state, parent, parent_y = child, cstate, model, y
     MAX_DIFF[f"case{case}"] = worst
-    print(f"\nchain case {case}: {STEPS} morphs, {spec.num_params()} params, "
-          f"max |child - parent/original| = {worst:.3e}; overall so far "
-          f"{max(MAX_DIFF.values()):.3e}")
+    print(
+        f"\nchain case {case}: {STEPS} morphs, {spec.num_params()} params, "
+        f"max |child - parent/original| = {worst:.3e}; overall so far "
+        f"{max(MAX_DIFF.values()):.3e}"
+    )

@@ -12,8 +12,8 @@ from nas_helpers import inputs_for, model_of, run, tiny_spec
 from aihpc.errors import MorphError
 from aihpc.nas import ArchSpec, Layer, add_skip, deepen, random_morph, seed_spec, widen
 from aihpc.nas.build import SpecNet
-from aihpc.nas.seeds import _resnet
 from aihpc.nas.layer import BN_EPS
+from aihpc.nas.seeds import _resnet
 
 ATOL = 1e-10  # single morphisms in float64: only a few roundings apart
 
@@ -43,8 +43,12 @@ def test_deepen_after_relu(k: int) -> None:
     assert child.layer("deep1_conv").kernel_size == k
     assert child.layer("c2").inputs == ("deep1_relu",)
     assert child.layer("a1").inputs == ("c2", "deep1_relu")
-    torch.testing.assert_close(cstate["deep1_bn.running_var"] + BN_EPS,
-                               torch.ones(4, dtype=torch.float64), atol=1e-15, rtol=0)
+    torch.testing.assert_close(
+        cstate["deep1_bn.running_var"] + BN_EPS,
+        torch.ones(4, dtype=torch.float64),
+        atol=1e-15,
+        rtol=0,
+    )
     assert cstate["c1.weight"].data_ptr() != state["c1.weight"].data_ptr()  # no aliasing
     _check_preserved(spec, state, child, cstate)
 
@@ -134,8 +138,9 @@ def test_widen_bottleneck_middle_conv() -> None:
     spec = _bottleneck_spec()
     state = _parent(spec, 6)
     for name in ("layer1_0_conv2", "layer2_0_conv2", "layer2_0_conv1", "layer2_0_conv3"):
-        child, cstate = widen(spec, state, name, 12 if "conv3" not in name else 40,
-                              random.Random(3))
+        child, cstate = widen(
+            spec, state, name, 12 if "conv3" not in name else 40, random.Random(3)
+        )
         assert child.layer(name).out_channels in (12, 40)
         _check_preserved(spec, state, child, cstate)
 
@@ -144,7 +149,9 @@ def test_widen_resnet50_middle_conv_loads() -> None:
     spec = seed_spec((3, 224, 224), 1000)
     state = SpecNet(spec).state_dict()
     child, cstate = widen(spec, state, "layer3_1_conv2", 320, random.Random(0))
-    assert child.num_params() - spec.num_params() == 64 * (256 * 9 + 2 + 1024)  # conv2 rows, bn2, conv3 columns
+    assert child.num_params() - spec.num_params() == 64 * (
+        256 * 9 + 2 + 1024
+    )  # conv2 rows, bn2, conv3 columns
     model = SpecNet(child)
     model.load_state_dict(cstate, strict=True)
 
@@ -166,26 +173,45 @@ def test_widen_errors() -> None:
 
 
 def _spec(layers: list[Layer], shape: tuple[int, int, int] = (2, 4, 4)) -> ArchSpec:
-    return ArchSpec(shape, 3, tuple(layers) + (
-        Layer("g", "global_avgpool", (layers[-1].name,)),
-        Layer("fc", "dense", ("g",), out_features=3)), "fc")
+    return ArchSpec(
+        shape,
+        3,
+        tuple(layers)
+        + (
+            Layer("g", "global_avgpool", (layers[-1].name,)),
+            Layer("fc", "dense", ("g",), out_features=3),
+        ),
+        "fc",
+    )
 
 
 def test_widen_refusals_in_the_graph() -> None:
     rng = random.Random(0)
-    tied_to_input = _spec([Layer("c", "conv", ("input",), out_channels=2, kernel_size=1),
-                           Layer("a", "add", ("c", "input"))])
+    tied_to_input = _spec(
+        [
+            Layer("c", "conv", ("input",), out_channels=2, kernel_size=1),
+            Layer("a", "add", ("c", "input")),
+        ]
+    )
     with pytest.raises(MorphError, match="'c'.*network input"):
         widen(tied_to_input, SpecNet(tied_to_input).state_dict(), "c", 4, rng)
-    grouped = _spec([Layer("c", "conv", ("input",), out_channels=4, kernel_size=1),
-                     Layer("dw", "conv", ("c",), out_channels=4, kernel_size=3, groups=4)])
+    grouped = _spec(
+        [
+            Layer("c", "conv", ("input",), out_channels=4, kernel_size=1),
+            Layer("dw", "conv", ("c",), out_channels=4, kernel_size=3, groups=4),
+        ]
+    )
     with pytest.raises(MorphError, match="grouped conv 'dw'"):
         widen(grouped, SpecNet(grouped).state_dict(), "c", 6, rng)
-    tied_concat = _spec([Layer("a", "conv", ("input",), out_channels=1, kernel_size=1),
-                         Layer("b", "conv", ("input",), out_channels=1, kernel_size=1),
-                         Layer("cat", "concat", ("a", "b")),
-                         Layer("c", "conv", ("input",), out_channels=2, kernel_size=1),
-                         Layer("s", "add", ("cat", "c"))])
+    tied_concat = _spec(
+        [
+            Layer("a", "conv", ("input",), out_channels=1, kernel_size=1),
+            Layer("b", "conv", ("input",), out_channels=1, kernel_size=1),
+            Layer("cat", "concat", ("a", "b")),
+            Layer("c", "conv", ("input",), out_channels=2, kernel_size=1),
+            Layer("s", "add", ("cat", "c")),
+        ]
+    )
     with pytest.raises(MorphError, match="'c'.*concat 'cat'"):
         widen(tied_concat, SpecNet(tied_concat).state_dict(), "c", 4, rng)
     # Widening a concat input instead is consistent: 'cat' grows and 'c', tied
@@ -209,8 +235,9 @@ def test_add_skip_strided() -> None:
     _check_preserved(spec, state, child, cstate)
 
 
-@pytest.mark.parametrize("src,dst", [("input", "fc"), ("g", "fc"), ("c2", "c2"),
-                                     ("input", "a1"), ("b1", "r2")])
+@pytest.mark.parametrize(
+    "src,dst", [("input", "fc"), ("g", "fc"), ("c2", "c2"), ("input", "a1"), ("b1", "r2")]
+)
 def test_add_skip_variants(src: str, dst: str) -> None:
     spec = tiny_spec()
     state = _parent(spec, 9)
@@ -234,15 +261,23 @@ def test_add_skip_errors() -> None:
         add_skip(spec, state, "zz", "c2")
     with pytest.raises(MorphError, match="no layer named 'zz'"):
         add_skip(spec, state, "c1", "zz")
-    branches = ArchSpec((1, 6, 6), 2, (
-        Layer("pool", "maxpool", ("input",), kernel_size=2),
-        Layer("gp", "global_avgpool", ("pool",)),
-        Layer("conv", "conv", ("input",), out_channels=2, kernel_size=3, padding=1),
-        Layer("gc", "global_avgpool", ("conv",)),
-        Layer("cat", "concat", ("gp", "gc")),
-        Layer("fc", "dense", ("cat",), out_features=2)), "fc")
+    branches = ArchSpec(
+        (1, 6, 6),
+        2,
+        (
+            Layer("pool", "maxpool", ("input",), kernel_size=2),
+            Layer("gp", "global_avgpool", ("pool",)),
+            Layer("conv", "conv", ("input",), out_channels=2, kernel_size=3, padding=1),
+            Layer("gc", "global_avgpool", ("conv",)),
+            Layer("cat", "concat", ("gp", "gc")),
+            Layer("fc", "dense", ("cat",), out_features=2),
+        ),
+        "fc",
+    )
     bstate = SpecNet(branches).state_dict()
-    with pytest.raises(MorphError, match=r"cannot connect 'pool' \(1, 3, 3\) to 'conv' \(2, 6, 6\)"):
+    with pytest.raises(
+        MorphError, match=r"cannot connect 'pool' \(1, 3, 3\) to 'conv' \(2, 6, 6\)"
+    ):
         add_skip(branches, bstate, "pool", "conv")
     with pytest.raises(MorphError, match=r"cannot connect 'gp' \(1,\) to 'conv'"):
         add_skip(branches, bstate, "gp", "conv")
@@ -267,7 +302,9 @@ def test_random_morph_budget() -> None:
     spec = seed_spec((1, 8, 8), 4, width=3, blocks=1)
     state = SpecNet(spec).state_dict()
     n = spec.num_params()
-    with pytest.raises(MorphError, match=f"parent has {n} parameters, more than max_params={n - 1}"):
+    with pytest.raises(
+        MorphError, match=f"parent has {n} parameters, more than max_params={n - 1}"
+    ):
         random_morph(spec, state, random.Random(0), max_params=n - 1)
     with pytest.raises(MorphError, match=rf"max_params={n}: the smallest child tried has \d+ "):
         random_morph(spec, state, random.Random(0), max_params=n)
@@ -284,10 +321,14 @@ def test_new_layer_prefixes_take_the_smallest_free_number() -> None:
 
     spec = tiny_spec()
     assert fresh_prefix(spec, "deep") == "deep1"
-    layers = (*spec.layers[:-1],
-              Layer("deep1_relu", "relu", ("d",)), Layer("deep3_relu", "relu", ("deep1_relu",)),
-              Layer("deep2x_relu", "relu", ("deep3_relu",)), Layer("deep10_relu", "relu", ("deep2x_relu",)),
-              Layer("fc", "dense", ("deep10_relu",), out_features=3))
+    layers = (
+        *spec.layers[:-1],
+        Layer("deep1_relu", "relu", ("d",)),
+        Layer("deep3_relu", "relu", ("deep1_relu",)),
+        Layer("deep2x_relu", "relu", ("deep3_relu",)),
+        Layer("deep10_relu", "relu", ("deep2x_relu",)),
+        Layer("fc", "dense", ("deep10_relu",), out_features=3),
+    )
     named = ArchSpec(spec.input_shape, spec.num_classes, layers, "fc")
     assert fresh_prefix(named, "deep") == "deep2"  # "deep2x_" is not "deep2_"
     assert fresh_prefix(named, "skip") == "skip1"

@@ -43,9 +43,15 @@ def test_tiny_seed_for_digits() -> None:
     assert not any(x.type in ("maxpool", "avgpool") for x in spec.layers)
     assert s["layer1_1_relu"] == (16, 8, 8)
     assert s["layer2_1_relu"] == (32, 4, 4)
-    expected = (9 * 16 + 32 + 2 * _basic_block_params(16, 16, False)
-                + _basic_block_params(16, 32, True) + _basic_block_params(32, 32, False)
-                + 32 * 10 + 10)
+    expected = (
+        9 * 16
+        + 32
+        + 2 * _basic_block_params(16, 16, False)
+        + _basic_block_params(16, 32, True)
+        + _basic_block_params(32, 32, False)
+        + 32 * 10
+        + 10
+    )
     assert spec.num_params() == expected
     out = SpecNet(spec).eval()(torch.randn(2, 1, 8, 8))
     assert out.shape == (2, 10)
@@ -54,10 +60,17 @@ def test_tiny_seed_for_digits() -> None:
 def test_cifar_seed_is_resnet20() -> None:
     spec = seed_spec((3, 32, 32), 10)
     assert sum(1 for x in spec.layers if x.type == "conv") == 19 + 2  # + 2 projections
-    expected = (9 * 3 * 16 + 32 + 3 * _basic_block_params(16, 16, False)
-                + _basic_block_params(16, 32, True) + 2 * _basic_block_params(32, 32, False)
-                + _basic_block_params(32, 64, True) + 2 * _basic_block_params(64, 64, False)
-                + 64 * 10 + 10)
+    expected = (
+        9 * 3 * 16
+        + 32
+        + 3 * _basic_block_params(16, 16, False)
+        + _basic_block_params(16, 32, True)
+        + 2 * _basic_block_params(32, 32, False)
+        + _basic_block_params(32, 64, True)
+        + 2 * _basic_block_params(64, 64, False)
+        + 64 * 10
+        + 10
+    )
     assert spec.num_params() == expected
     assert spec.shapes()["avgpool"] == (64,)
     assert spec.shapes()["layer3_2_relu"] == (64, 8, 8)

@@ -37,8 +37,10 @@ def test_json_round_trip_is_exact() -> None:
     assert json.loads(text) == spec.to_dict()
 
 
-@pytest.mark.parametrize("shape,size", [((1, 8, 8), "auto"), ((3, 32, 32), "auto"),
-                                        ((3, 224, 224), "auto"), ((3, 20, 24), "tiny")])
+@pytest.mark.parametrize(
+    "shape,size",
+    [((1, 8, 8), "auto"), ((3, 32, 32), "auto"), ((3, 224, 224), "auto"), ((3, 20, 24), "tiny")],
+)
 def test_round_trip_seed_specs(shape: tuple[int, int, int], size: str) -> None:
     spec = seed_spec(shape, 7, size)
     text = spec.to_json()
@@ -112,8 +114,17 @@ def test_hash_distinguishes_specs() -> None:
 
 def test_defaults_are_filled_and_compare_equal() -> None:
     a = Layer("c", "conv", ("input",), out_channels=2, kernel_size=3)
-    b = Layer("c", "conv", ["input"], out_channels=2, kernel_size=3, stride=1, padding=0,
-              groups=1, bias=True)
+    b = Layer(
+        "c",
+        "conv",
+        ["input"],
+        out_channels=2,
+        kernel_size=3,
+        stride=1,
+        padding=0,
+        groups=1,
+        bias=True,
+    )
     assert a == b and a.inputs == ("input",)
     pool = Layer("p", "maxpool", ("x",), kernel_size=3)
     assert pool.stride == 3 and pool.padding == 0
@@ -146,15 +157,23 @@ def test_any_file_order_is_accepted() -> None:
     assert reordered.content_hash() != spec.content_hash()  # file order is covered
 
 
-def _raises(layers: tuple[Layer, ...], match: str, output: str = "fc",
-            input_shape: tuple[int, int, int] = (2, 6, 6), num_classes: int = 3) -> None:
+def _raises(
+    layers: tuple[Layer, ...],
+    match: str,
+    output: str = "fc",
+    input_shape: tuple[int, int, int] = (2, 6, 6),
+    num_classes: int = 3,
+) -> None:
     with pytest.raises(SpecError, match=match):
         ArchSpec(input_shape, num_classes, layers, output)
 
 
 def test_add_shape_mismatch_names_layer() -> None:
     spec = tiny_spec()
-    _raises(_layers_with(spec, "c2", out_channels=8), r"'a1' \(add\).*'c2' \(8, 6, 6\).*'r1' \(4, 6, 6\)")
+    _raises(
+        _layers_with(spec, "c2", out_channels=8),
+        r"'a1' \(add\).*'c2' \(8, 6, 6\).*'r1' \(4, 6, 6\)",
+    )
 
 
 def test_unknown_input_names_layer() -> None:
@@ -216,7 +235,10 @@ def test_graph_level_errors() -> None:
     extra = spec.layers + (Layer("dead", "relu", ("r1",)),)
     _raises(extra, "'dead' does not reach the output")
     grouped = _layers_with(spec, "c2", groups=4, out_channels=4)
-    assert ArchSpec(spec.input_shape, 3, grouped, "fc").num_params() == 4 * 1 * 9 + 4 + 72 + 8 + 10 + 21
+    assert (
+        ArchSpec(spec.input_shape, 3, grouped, "fc").num_params()
+        == 4 * 1 * 9 + 4 + 72 + 8 + 10 + 21
+    )
     _raises(_layers_with(spec, "c1", groups=4, out_channels=4), r"'c1'.*input channels 2.*groups 4")
 
 
@@ -243,18 +265,25 @@ def test_from_dict_errors() -> None:
 
 
 def test_hash_is_the_digest_of_the_canonical_json() -> None:
-    """content_hash assembles its JSON from per-layer parts: it must digest exactly the canonical JSON of to_dict()."""
+    """content_hash assembles its JSON from per-layer parts: it must digest exactly the canonical
+    JSON of to_dict()."""
     import hashlib
 
     from aihpc.nas.morphism import random_plan
 
     def reference(s: ArchSpec) -> str:
-        text = json.dumps(s.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        text = json.dumps(
+            s.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        )
         return hashlib.sha256(text.encode("ascii")).hexdigest()
 
     spec = tiny_spec()
-    specs = [spec, _rebuild(spec, tuple(reversed(spec.layers))), seed_spec((3, 224, 224), 1000),
-             seed_spec((3, 32, 32), 10)]
+    specs = [
+        spec,
+        _rebuild(spec, tuple(reversed(spec.layers))),
+        seed_spec((3, 224, 224), 1000),
+        seed_spec((3, 32, 32), 10),
+    ]
     rng = random.Random(5)
     s = seed_spec((1, 8, 8), 10)
     for _ in range(30):  # children share their parent's Layer objects (and their cached parts)

@@ -52,19 +52,30 @@ def test_memory_breakdown_of_an_mlp_worked_by_hand(optimizer: str) -> None:
     params = (64 * 128 + 128 + 128 * 10 + 10) * F32  # weights and biases: 9,610 floats
     assert memory.parameters == params == 38_440
     assert memory.gradients == params
-    # SGD: one momentum buffer per parameter; AdamW: two moments + a float32 step per parameter tensor
+    # SGD: one momentum buffer per parameter; AdamW: two moments + a float32 step per parameter
+    # tensor
     assert memory.optimizer_state == (params if optimizer == "sgd" else 2 * params + 4 * F32)
     # saved for backward: the batch (first addmm's mat1), the ReLU output (also the second
     # addmm's mat1, one storage), log-softmax output, int64 targets, nll_loss's total_weight scalar
-    assert memory.activations == 32 * 64 * F32 + 32 * 128 * F32 + 32 * 10 * F32 + 32 * 8 + F32 == 26_116
+    assert (
+        memory.activations
+        == 32 * 64 * F32 + 32 * 128 * F32 + 32 * 10 * F32 + 32 * 8 + F32
+        == 26_116
+    )
     assert memory.other >= 0
-    assert memory.peak_bytes == memory.other + params * 2 + memory.optimizer_state + memory.activations
+    assert (
+        memory.peak_bytes == memory.other + params * 2 + memory.optimizer_state + memory.activations
+    )
     assert len(timing.step_seconds) == 2
 
 
 def test_phases_present_and_their_shares_sum_to_the_step() -> None:
     timing, _ = profile_workload(_mlp_workload("sgd"), steps=3)
-    assert [p.name for p in timing.phases] == list(PHASES) == ["data", "forward", "loss", "backward", "optimizer"]
+    assert (
+        [p.name for p in timing.phases]
+        == list(PHASES)
+        == ["data", "forward", "loss", "backward", "optimizer"]
+    )
     assert all(p.seconds > 0 for p in timing.phases)
     # the gaps between the phase ranges (the profiler's own bookkeeping) were 1-6 % of this
     # tiny MLP's step on a loaded 2-core machine; the table reports them as unattributed
@@ -83,12 +94,32 @@ def test_cnn_profile_has_convolution_and_counted_ops() -> None:
     assert conv.seconds > 0 and conv.calls >= 1
     assert sum(o.share for o in prof.timing.operators) < 1.0
     data = prof.to_dict()
-    assert set(data) >= {"model", "input_shape", "batch", "device", "optimizer", "steps", "phases", "step_seconds",
-                         "operators", "ops", "flops_per_s", "memory", "sweep"}
+    assert set(data) >= {
+        "model",
+        "input_shape",
+        "batch",
+        "device",
+        "optimizer",
+        "steps",
+        "phases",
+        "step_seconds",
+        "operators",
+        "ops",
+        "flops_per_s",
+        "memory",
+        "sweep",
+    }
     assert data["ops"]["total"] > 0
     assert data["flops_per_s"] == pytest.approx(data["ops"]["total"] / data["step_seconds"])
-    assert set(data["memory"]) == {"peak_bytes", "parameters", "gradients", "optimizer_state", "activations",
-                                   "other", "method"}
+    assert set(data["memory"]) == {
+        "peak_bytes",
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "other",
+        "method",
+    }
     assert data["memory"]["parameters"] == models.parameter_count("digits_cnn") * F32
     assert data["sweep"] is None
     json.dumps(data, allow_nan=False)
@@ -111,7 +142,10 @@ def test_sweep_over_batch_peak_memory_grows() -> None:
 def test_sweep_plans_and_their_rules() -> None:
     image = StepConfig.for_model("resnet20", batch=16)
     assert [c.batch for c in plan_sweep(image, "batch")] == [4, 8, 16, 32]
-    assert [c.input_shape for c in plan_sweep(image, "resolution", (24, 8))] == [(3, 8, 8), (3, 24, 24)]
+    assert [c.input_shape for c in plan_sweep(image, "resolution", (24, 8))] == [
+        (3, 8, 8),
+        (3, 24, 24),
+    ]
     with pytest.raises(ConfigError, match="sweep 'seq-len' needs a sequence"):
         plan_sweep(image, "seq-len")
     tokens = StepConfig.for_model("lstm_lm", batch=4)
@@ -129,22 +163,40 @@ def test_configs_that_cannot_run_are_refused_in_one_line() -> None:
         StepConfig.for_model("resnet20", batch=0)
     with pytest.raises(ConfigError, match="must be T"):
         StepConfig.for_model("lstm_lm", batch=2, input_shape=(3, 8, 8))
-    with pytest.raises(OutOfMemory, match=r"resnet18 at batch 100000, input 3x224x224 does not fit in cpu memory"):
+    with pytest.raises(
+        OutOfMemory, match=r"resnet18 at batch 100000, input 3x224x224 does not fit in cpu memory"
+    ):
         check_fits(StepConfig.for_model("resnet18", batch=100_000), CPU)
     with pytest.raises(ConfigError, match="input 3x8x8 does not fit vgg11"):
         check_fits(StepConfig.for_model("vgg11", batch=1, input_shape=(3, 8, 8)), CPU)
 
 
 def _aihpc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aihpc", "profile", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "aihpc", "profile", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
 def test_cli_writes_a_profile_result(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
-    proc = _aihpc("--model", "digits_cnn", "--batch", "4", "--steps", "1", "--device", "cpu", "--out", str(out),
-                  cwd=tmp_path)  # fmt: skip
+    proc = _aihpc(
+        "--model",
+        "digits_cnn",
+        "--batch",
+        "4",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "USDT" not in proc.stderr
     assert "memory at the peak" in proc.stdout and f"results: {out}" in proc.stdout
@@ -157,12 +209,33 @@ def test_cli_writes_a_profile_result(tmp_path: Path) -> None:
 def test_cli_sweeps_an_lstm_over_sequence_length(tmp_path: Path) -> None:
     out, plots = tmp_path / "lstm.json", tmp_path / "plots"
     plots.mkdir()
-    proc = _aihpc("--model", "lstm_lm", "--batch", "2", "--input", "8", "--steps", "1", "--device", "cpu",
-                  "--sweep", "seq-len", "--values", "4,8", "--plots", str(plots), "--out", str(out), "--json",
-                  cwd=tmp_path)  # fmt: skip
+    proc = _aihpc(
+        "--model",
+        "lstm_lm",
+        "--batch",
+        "2",
+        "--input",
+        "8",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "--sweep",
+        "seq-len",
+        "--values",
+        "4,8",
+        "--plots",
+        str(plots),
+        "--out",
+        str(out),
+        "--json",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     progress = [line for line in proc.stderr.splitlines() if line]
-    assert len(progress) == 3 and progress[0].startswith("aihpc profile: lstm_lm at batch 2, input 8: ")
+    assert len(progress) == 3 and progress[0].startswith(
+        "aihpc profile: lstm_lm at batch 2, input 8: "
+    )
     assert all(line.startswith("aihpc profile: sweep seq-len") for line in progress[1:])
     doc = json.loads(proc.stdout)
     assert doc["kind"] == "profile" and doc == read_result(out, "profile")
@@ -171,30 +244,49 @@ def test_cli_sweeps_an_lstm_over_sequence_length(tmp_path: Path) -> None:
     assert sweep["rows"][0]["peak_bytes"] < sweep["rows"][1]["peak_bytes"]
     assert "lstm" in [o["type"] for o in doc["data"]["operators"]]
     for kind in ("time", "memory"):
-        assert (plots / f"profile-lstm_lm-seq-len-{kind}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (plots / f"profile-lstm_lm-seq-len-{kind}.png").read_bytes()[
+            :8
+        ] == b"\x89PNG\r\n\x1a\n"
 
 
 BAD_INPUTS = {
     "unknown-model": (["--model", "nope"], "unknown model 'nope'"),
-    "seq-len-on-image": (["--model", "resnet20", "--sweep", "seq-len"], "sweep 'seq-len' needs a sequence"),
+    "seq-len-on-image": (
+        ["--model", "resnet20", "--sweep", "seq-len"],
+        "sweep 'seq-len' needs a sequence",
+    ),
     "batch-0": (["--model", "resnet20", "--batch", "0"], "batch must be an integer >= 1, got 0"),
     "too-big": (["--model", "resnet18", "--batch", "100000"], "does not fit in cpu memory"),
-    "sweep-value-too-big": (["--model", "resnet20", "--sweep", "batch", "--values", "4,100000"],
-                            "batch 100000, input 3x32x32 does not fit"),
+    "sweep-value-too-big": (
+        ["--model", "resnet20", "--sweep", "batch", "--values", "4,100000"],
+        "batch 100000, input 3x32x32 does not fit",
+    ),
     "shape-too-small": (["--model", "vgg11", "--input", "3x8x8"], "input 3x8x8 does not fit vgg11"),
-    "out-dir-missing": (["--model", "resnet20", "--out", "missing/p.json"], "directory missing does not exist"),
-    "bad-device": (["--model", "resnet20", "--device", "gpu"], "device must be cpu, cuda, cuda:N or auto, got 'gpu'"),
+    "out-dir-missing": (
+        ["--model", "resnet20", "--out", "missing/p.json"],
+        "directory missing does not exist",
+    ),
+    "bad-device": (
+        ["--model", "resnet20", "--device", "gpu"],
+        "device must be cpu, cuda, cuda:N or auto, got 'gpu'",
+    ),
     "values-without-sweep": (["--model", "resnet20", "--values", "8,16"], "--values needs --sweep"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
-def test_bad_input_is_one_line_exit_2_nothing_written(args: list[str], message: str, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_bad_input_is_one_line_exit_2_nothing_written(
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.chdir(tmp_path)
     out = [] if "--out" in args else ["--out", "p.json"]
-    assert main(["profile", *args, *out]) == (3 if any("100000" in a for a in args) else 2)  # too big for memory: 3
+    assert main(["profile", *args, *out]) == (
+        3 if any("100000" in a for a in args) else 2
+    )  # too big for memory: 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and err.startswith("aihpc profile: error: ")
     assert list(tmp_path.iterdir()) == []

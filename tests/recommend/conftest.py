@@ -1,4 +1,4 @@
-"""One torch thread for these tests, as ``aihpc recommend`` itself uses (see cli/recommend.py THREADS)."""
+"""One torch thread for these tests, as ``aihpc recommend`` uses (cli/recommend.py THREADS)."""
 
 import pytest
 import torch

@@ -32,23 +32,34 @@ def test_builtin_sets_resolve_and_build_at_the_task_shape():
 
 def test_a_file_mixes_zoo_spec_and_children(tmp_path):
     seed_spec(SHAPE, K).save(tmp_path / "net.json")
-    (tmp_path / "c.json").write_text(json.dumps({"candidates": [
-        {"zoo": "digits_cnn"}, {"spec": "net.json", "name": "mine"},
-        {"children_of": "net.json", "count": 3, "seed": 1}]}))
+    (tmp_path / "c.json").write_text(
+        json.dumps(
+            {
+                "candidates": [
+                    {"zoo": "digits_cnn"},
+                    {"spec": "net.json", "name": "mine"},
+                    {"children_of": "net.json", "count": 3, "seed": 1},
+                ]
+            }
+        )
+    )
     cands = resolve(str(tmp_path / "c.json"), SHAPE, K)
     assert [c.name for c in cands] == ["digits_cnn", "mine", "child0", "child1", "child2"]
     assert [c.source for c in cands] == ["zoo", "spec", "child", "child", "child"]
 
 
-@pytest.mark.parametrize("content, words", [
-    ("{not json", "candidates file"),
-    ("[]", "non-empty list"),
-    ('[{"zoo": "digits_cnn", "spec": "x.json"}]', "exactly one of"),
-    ('[{"zoo": "digits_cnn", "colour": 1}]', "unknown key"),
-    ('[{"zoo": "lstm_lm"}]', "token ids"),
-    ('[{"children_of": "seed", "count": 0}]', "count must be"),
-    ('[{"zoo": "digits_cnn"}, {"zoo": "digits_cnn"}]', "duplicate"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("{not json", "candidates file"),
+        ("[]", "non-empty list"),
+        ('[{"zoo": "digits_cnn", "spec": "x.json"}]', "exactly one of"),
+        ('[{"zoo": "digits_cnn", "colour": 1}]', "unknown key"),
+        ('[{"zoo": "lstm_lm"}]', "token ids"),
+        ('[{"children_of": "seed", "count": 0}]', "count must be"),
+        ('[{"zoo": "digits_cnn"}, {"zoo": "digits_cnn"}]', "duplicate"),
+    ],
+)
 def test_bad_candidates_files_are_config_errors(tmp_path, content, words):
     path = tmp_path / "c.json"
     path.write_text(content)
@@ -59,7 +70,9 @@ def test_bad_candidates_files_are_config_errors(tmp_path, content, words):
 def test_a_spec_of_another_shape_does_not_fit(tmp_path):
     seed_spec((3, 32, 32), K).save(tmp_path / "big.json")
     (tmp_path / "c.json").write_text('[{"spec": "big.json"}]')
-    with pytest.raises(ConfigError, match="takes input 3x32x32 with 10 classes; the data set gives 1x8x8"):
+    with pytest.raises(
+        ConfigError, match="takes input 3x32x32 with 10 classes; the data set gives 1x8x8"
+    ):
         resolve(str(tmp_path / "c.json"), SHAPE, K)
 
 

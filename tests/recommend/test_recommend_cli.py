@@ -25,23 +25,49 @@ def _bad(capsys, argv, words):
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys):
     out = ["--out", str(tmp_path / "r.json")]
     _bad(capsys, ["recommend", *out], "give --dataset")
-    _bad(capsys, ["recommend", "--dataset", "digits", "--budget-ops", "0", *out], "--budget-ops must be > 0")
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "digits", "--budget-ops", "0", *out],
+        "--budget-ops must be > 0",
+    )
     _bad(capsys, ["recommend", "validate", "--seeds", "1", *out], "--seeds must be >= 2")
-    _bad(capsys, ["recommend", "--dataset", "digits", "--matcher", str(tmp_path / "none.json"), *out],
-         "matcher file not found")
-    _bad(capsys, ["recommend", "--dataset", "digits", "--data-option", "image_size", *out],
-         "--data-option must be KEY=VALUE, got 'image_size'")
-    _bad(capsys, ["recommend", "--dataset", "synthetic", "--data-option", "colour=2", *out], "colour")
-    _bad(capsys, ["recommend", "calibrate", "--workers", "0", *out], "--workers must be >= 1, got 0")
-    _bad(capsys, ["recommend", "validate", "--calibration", str(tmp_path / "none.json"), *out], "not found")
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "digits", "--matcher", str(tmp_path / "none.json"), *out],
+        "matcher file not found",
+    )
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "digits", "--data-option", "image_size", *out],
+        "--data-option must be KEY=VALUE, got 'image_size'",
+    )
+    _bad(
+        capsys, ["recommend", "--dataset", "synthetic", "--data-option", "colour=2", *out], "colour"
+    )
+    _bad(
+        capsys, ["recommend", "calibrate", "--workers", "0", *out], "--workers must be >= 1, got 0"
+    )
+    _bad(
+        capsys,
+        ["recommend", "validate", "--calibration", str(tmp_path / "none.json"), *out],
+        "not found",
+    )
     from aihpc.recommend.study import shipped_calibration
     from aihpc.records.files import result_document, write_result
 
     no_steps = tmp_path / "v.json"  # held-out observations whose validation block is missing
-    write_result(no_steps, result_document("recommend-validation", {
-        "observations": [o.to_dict() for o in shipped_calibration()[:1]]}))
-    _bad(capsys, ["recommend", "validate", "--observations", str(no_steps), *out],
-         "its validation gives no step count (got None)")
+    write_result(
+        no_steps,
+        result_document(
+            "recommend-validation",
+            {"observations": [o.to_dict() for o in shipped_calibration()[:1]]},
+        ),
+    )
+    _bad(
+        capsys,
+        ["recommend", "validate", "--observations", str(no_steps), *out],
+        "its validation gives no step count (got None)",
+    )
     assert not (tmp_path / "r.json").exists()
 
 
@@ -53,13 +79,31 @@ def test_bad_data_and_candidates_are_one_line_and_exit_2(tmp_path, capsys):
     seed_spec((3, 32, 32), 10).save(tmp_path / "big.json")
     (tmp_path / "shape.json").write_text('[{"spec": "big.json"}]')
     out = ["--out", str(tmp_path / "r.json")]
-    _bad(capsys, ["recommend", "--dataset", "npz", "--data-path", one, *out], "need at least 2 classes, got 1")
-    _bad(capsys, ["recommend", "--dataset", "npz", "--data-path", tiny, *out], "recommending needs >= 20")
-    _bad(capsys, ["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "broken.json"), *out],
-         "candidates file")
-    _bad(capsys, ["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "shape.json"), *out],
-         "the data set gives 1x8x8 with 10 classes")
-    _bad(capsys, ["recommend", "--dataset", "digits", "--candidates", "huge", *out], "--candidates must be")
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "npz", "--data-path", one, *out],
+        "need at least 2 classes, got 1",
+    )
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "npz", "--data-path", tiny, *out],
+        "recommending needs >= 20",
+    )
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "broken.json"), *out],
+        "candidates file",
+    )
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "shape.json"), *out],
+        "the data set gives 1x8x8 with 10 classes",
+    )
+    _bad(
+        capsys,
+        ["recommend", "--dataset", "digits", "--candidates", "huge", *out],
+        "--candidates must be",
+    )
     assert not (tmp_path / "r.json").exists()
 
 
@@ -67,8 +111,20 @@ def test_bad_data_and_candidates_are_one_line_and_exit_2(tmp_path, capsys):
 def test_recommend_ranks_a_candidates_file_and_writes_its_result(tmp_path, capsys):
     (tmp_path / "c.json").write_text('[{"zoo": "digits_cnn"}, {"children_of": "seed", "count": 2}]')
     out = tmp_path / "r.json"
-    assert main(["recommend", "--dataset", "digits", "--candidates", str(tmp_path / "c.json"),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "recommend",
+                "--dataset",
+                "digits",
+                "--candidates",
+                str(tmp_path / "c.json"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "recommendation (*):" in text and "N3" in text
     doc = json.loads(out.read_text())
@@ -89,7 +145,7 @@ def _imagefolder(root, side=16, per_class=100):
         for i in range(per_class):
             img = rng.integers(0, 120, (side, side, 3)).astype(np.uint8)
             r, c = rng.integers(0, side - 6, 2)
-            img[r:r + 6, c:c + 6] = colour
+            img[r : r + 6, c : c + 6] = colour
             Image.fromarray(img).save(root / f"class{k}" / f"{i}.png")
     return str(root)
 
@@ -97,12 +153,28 @@ def _imagefolder(root, side=16, per_class=100):
 @pytest.mark.slow
 def test_an_imagefolder_in_the_domain_gets_predictions_with_intervals(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["recommend", "--dataset", "imagefolder", "--data-path", _imagefolder(tmp_path / "img"),
-                 "--data-option", "image_size=16", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "recommend",
+                "--dataset",
+                "imagefolder",
+                "--data-path",
+                _imagefolder(tmp_path / "img"),
+                "--data-option",
+                "image_size=16",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "domain: inside the calibrated domain" in text and "80% interval" in text
     data = json.loads(out.read_text())["data"]
-    assert data["method"] == "matcher" and data["in_domain"] and data["complexity"]["dimension"] == 768
+    assert (
+        data["method"] == "matcher" and data["in_domain"] and data["complexity"]["dimension"] == 768
+    )
     for c in data["candidates"]:
         low, high = c["interval"]
         assert 1 / 3 <= low <= c["predicted_accuracy"] <= high <= 1
@@ -111,14 +183,30 @@ def test_an_imagefolder_in_the_domain_gets_predictions_with_intervals(tmp_path, 
 @pytest.mark.slow
 def test_a_task_outside_the_domain_is_said_in_one_line_and_ranked_by_synflow(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["recommend", "--dataset", "synthetic", "--data-option", "image_size=64",
-                 "--data-option", "num_samples=300", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "recommend",
+                "--dataset",
+                "synthetic",
+                "--data-option",
+                "image_size=64",
+                "--data-option",
+                "num_samples=300",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     lines = [line for line in capsys.readouterr().out.splitlines() if "domain:" in line]
     assert len(lines) == 1 and "outside the calibrated domain: " in lines[0]
     assert "input values C*H*W 12288 not in 64..3072" in lines[0]
     data = json.loads(out.read_text())["data"]
     assert data["method"] == "synflow" and not data["in_domain"]
-    assert all(c["predicted_accuracy"] is None and c["interval"] is None for c in data["candidates"])
+    assert all(
+        c["predicted_accuracy"] is None and c["interval"] is None for c in data["candidates"]
+    )
     best = max(data["candidates"], key=lambda c: c["proxies"]["synflow"])
     assert data["choice"] == best["name"] and best["rank"] == 1
 
@@ -138,19 +226,54 @@ def test_validate_fast_then_rejudged_from_its_file(tmp_path, capsys):
 
 
 def test_the_report_renders_the_recommend_result_kinds():
-    from aihpc.report.documents import render_page
     from aihpc.records.files import result_document
+    from aihpc.report.documents import render_page
 
-    docs = [result_document("recommend", {"complexity": {"f1": 1.5, "n3": 0.02}, "choice": "c2",
-                                          "method": "matcher", "domain": "inside the calibrated domain",
-                                          "candidates": [{"name": "c2", "rank": 1, "params": 10,
-                                                          "predicted_accuracy": 0.9, "interval": [0.8, 0.95],
-                                                          "ops_per_sample": 1e6}]},
-                            environment={}),
-            result_document("recommend-validation", {"validation": {"coverage": {"small": 0.81}, "scores": [
-                {"candidate_set": "small", "predictor": "recommender", "tau": 0.5, "regret": 0.01},
-                {"candidate_set": "small", "predictor": "recommender", "tau": 0.7, "regret": 0.03}]}},
-                            environment={})]
+    docs = [
+        result_document(
+            "recommend",
+            {
+                "complexity": {"f1": 1.5, "n3": 0.02},
+                "choice": "c2",
+                "method": "matcher",
+                "domain": "inside the calibrated domain",
+                "candidates": [
+                    {
+                        "name": "c2",
+                        "rank": 1,
+                        "params": 10,
+                        "predicted_accuracy": 0.9,
+                        "interval": [0.8, 0.95],
+                        "ops_per_sample": 1e6,
+                    }
+                ],
+            },
+            environment={},
+        ),
+        result_document(
+            "recommend-validation",
+            {
+                "validation": {
+                    "coverage": {"small": 0.81},
+                    "scores": [
+                        {
+                            "candidate_set": "small",
+                            "predictor": "recommender",
+                            "tau": 0.5,
+                            "regret": 0.01,
+                        },
+                        {
+                            "candidate_set": "small",
+                            "predictor": "recommender",
+                            "tau": 0.7,
+                            "regret": 0.03,
+                        },
+                    ],
+                }
+            },
+            environment={},
+        ),
+    ]
     page = render_page(docs, "t")
     assert "Model recommendation" in page and "c2" in page and "80.0% .. 95.0%" in page
     assert "+0.60" in page and "3.0%" in page and "small 81 %" in page
@@ -164,15 +287,27 @@ def test_calibrate_refits_the_shipped_matcher_from_its_observations(tmp_path, ca
 
     shipped = resources.files("aihpc.recommend").joinpath("data", "calibration.json")
     matcher_out, out = tmp_path / "matcher.json", tmp_path / "calibration.json"
-    argv = ["recommend", "calibrate", "--observations", str(shipped), "--matcher-out", str(matcher_out),
-            "--out", str(out)]
+    argv = [
+        "recommend",
+        "calibrate",
+        "--observations",
+        str(shipped),
+        "--matcher-out",
+        str(matcher_out),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert text.startswith("matcher: ") and f"matcher file: {matcher_out}" in text
     refit, original = matching.load(matcher_out), matching.load()
-    for field in fields(original):  # the same fit, to rounding (numpy and BLAS builds differ in the last bits)
+    for field in fields(
+        original
+    ):  # the same fit, to rounding (numpy and BLAS builds differ in the last bits)
         if field.name != "provenance":
-            assert getattr(refit, field.name) == pytest.approx(getattr(original, field.name), rel=1e-9, abs=1e-12)
+            assert getattr(refit, field.name) == pytest.approx(
+                getattr(original, field.name), rel=1e-9, abs=1e-12
+            )
     assert f"--observations {shipped}" in refit.provenance["refit"]
     assert refit.provenance["command"] == original.provenance["command"]
     assert json.loads(out.read_text())["kind"] == "recommend-calibration"

@@ -68,11 +68,14 @@ def test_measure_bounds_its_sample_and_t2_uses_the_whole_set():
     assert 0 <= c.n3 <= c.n1 <= 1 and c.f1 > 0
 
 
-@pytest.mark.parametrize("labels, words", [
-    (np.zeros(50, dtype=int), "one class"),
-    (np.repeat([0, 1], 5), "10 training samples"),
-    (np.r_[np.zeros(30, dtype=int), [1]], "class 1 has 1"),
-])
+@pytest.mark.parametrize(
+    "labels, words",
+    [
+        (np.zeros(50, dtype=int), "one class"),
+        (np.repeat([0, 1], 5), "10 training samples"),
+        (np.r_[np.zeros(30, dtype=int), [1]], "class 1 has 1"),
+    ],
+)
 def test_unusable_tasks_are_data_errors(labels, words):
     with pytest.raises(DataError, match=words):
         C.check_task(labels)

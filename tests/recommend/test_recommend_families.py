@@ -22,7 +22,9 @@ def test_a_family_task_is_built_through_a_reader_with_its_shape_and_classes(name
     assert task.name == name and task.input_shape == spec.shape
     assert task.num_classes == (4 if "k3589" in name else 24)
     assert set(task.y_train.tolist()) == set(range(task.num_classes))
-    assert abs(float(task.x_train.mean())) < 0.2 and 0.5 < float(task.x_train.std()) < 2  # normalised
+    assert (
+        abs(float(task.x_train.mean())) < 0.2 and 0.5 < float(task.x_train.std()) < 2
+    )  # normalised
 
 
 def test_placed_digits_keep_train_and_validation_digits_apart():
@@ -38,10 +40,12 @@ def test_placed_digits_keep_train_and_validation_digits_apart():
 def test_observations_do_not_depend_on_the_number_of_workers():
     from aihpc.recommend.study import observe_all
 
-    specs: list[TaskSpec] = [s for s in calibration_tasks() if s.name in ("digits_0to4", "digits_20pct")]
+    specs: list[TaskSpec] = [
+        s for s in calibration_tasks() if s.name in ("digits_0to4", "digits_20pct")
+    ]
     one = observe_all(specs, seeds=1, steps=3, limit=2, workers=1)
     two = observe_all(specs, seeds=1, steps=3, limit=2, workers=2)
     assert [o.task for o in one] == [s.name for s in specs for _ in range(2)]
-    for a, b in zip(one, two):
+    for a, b in zip(one, two, strict=True):
         assert a.to_dict() == b.to_dict()
         np.testing.assert_array_equal(a.accuracy, b.accuracy)

@@ -14,13 +14,28 @@ from aihpc.recommend.ranking import choose, choose_by_fallback, decide
 from aihpc.recommend.scoring import CandidateScore
 from aihpc.recommend.validate import vote
 
-CX = Complexity(f1=1.0, n1=0.2, n3=0.1, t2=20.0, probe_error=0.1, num_samples=1280, sample_size=1000,
-                num_classes=10, dimension=64)
+CX = Complexity(
+    f1=1.0,
+    n1=0.2,
+    n3=0.1,
+    t2=20.0,
+    probe_error=0.1,
+    num_samples=1280,
+    sample_size=1000,
+    num_classes=10,
+    dimension=64,
+)
 
 
 def _score(name, params, ops, synflow=1.0, snip=1.0, naswot=100.0):
-    return CandidateScore(name, "spec", "", params, ops, {"snip": snip, "grad_norm": 1.0, "synflow": synflow,
-                                                         "jacob_cov": -5.0, "naswot": naswot})
+    return CandidateScore(
+        name,
+        "spec",
+        "",
+        params,
+        ops,
+        {"snip": snip, "grad_norm": 1.0, "synflow": synflow, "jacob_cov": -5.0, "naswot": naswot},
+    )
 
 
 def test_the_newton_fit_matches_scikit_learn_on_fractional_targets():
@@ -31,18 +46,30 @@ def test_the_newton_fit_matches_scikit_learn_on_fractional_targets():
     rng = np.random.default_rng(0)
     z = rng.normal(size=(200, 5))
     y = M._sigmoid(z @ np.array([1.5, -1.0, 0.5, 0.0, 2.0]) + 0.3 + rng.normal(0, 0.5, 200))
-    w = M._newton(np.hstack([z, np.ones((200, 1))]), y, np.array([3.0] * 5 + [0.0]))  # intercept free
+    w = M._newton(
+        np.hstack([z, np.ones((200, 1))]), y, np.array([3.0] * 5 + [0.0])
+    )  # intercept free
     coef, icpt = w[:-1], w[-1]
     ref = LogisticRegression(C=1 / 3.0, tol=1e-12, max_iter=10_000).fit(
-        np.vstack([z, z]), np.r_[np.ones(200), np.zeros(200)], sample_weight=np.r_[y, 1 - y])
+        np.vstack([z, z]), np.r_[np.ones(200), np.zeros(200)], sample_weight=np.r_[y, 1 - y]
+    )
     np.testing.assert_allclose(coef, ref.coef_[0], atol=1e-6)
     assert icpt == pytest.approx(ref.intercept_[0], abs=1e-6)
 
 
 def _matcher(coef0=1.0, residuals=(-1.0, 0.5)):
     n = len(M.FEATURES)
-    return M.Matcher((0.0,) * n, (1.0,) * n, (coef0,) + (0.0,) * (n - 1), 0.0, (1.0, 1.0), residuals,
-                     (-1.0,) * n, (1.0,) * n, {"seed": 0})
+    return M.Matcher(
+        (0.0,) * n,
+        (1.0,) * n,
+        (coef0,) + (0.0,) * (n - 1),
+        0.0,
+        (1.0, 1.0),
+        residuals,
+        (-1.0,) * n,
+        (1.0,) * n,
+        {"seed": 0},
+    )
 
 
 def test_predictions_stay_between_chance_and_one_with_the_interval_around_them(tmp_path):
@@ -59,8 +86,12 @@ def test_predictions_stay_between_chance_and_one_with_the_interval_around_them(t
     path = tmp_path / "m.json"
     path.write_text(json.dumps(m.to_dict()))
     assert M.load(path) == m
-    for bad, words in (({"features": ["x"]}, "features differ"), ({"format_version": 1}, "format_version 2"),
-                       ({"residuals": [0.1]}, "malformed matcher"), ({"alpha": 1.0}, "malformed matcher")):
+    for bad, words in (
+        ({"features": ["x"]}, "features differ"),
+        ({"format_version": 1}, "format_version 2"),
+        ({"residuals": [0.1]}, "malformed matcher"),
+        ({"alpha": 1.0}, "malformed matcher"),
+    ):
         path.write_text(json.dumps({**m.to_dict(), **bad}))
         with pytest.raises(DataError, match=words):
             M.load(path)
@@ -72,7 +103,9 @@ def test_two_stage_learns_the_within_task_order_apart_from_the_task_levels():
     rng = np.random.default_rng(1)
     tasks = np.repeat(np.arange(30), 10)
     x = rng.normal(size=(300, len(M.FEATURES)))
-    x[:, : len(M.TASK_FEATURES)] = rng.normal(size=(30, len(M.TASK_FEATURES)))[tasks]  # task features per task
+    x[:, : len(M.TASK_FEATURES)] = rng.normal(size=(30, len(M.TASK_FEATURES)))[
+        tasks
+    ]  # task features per task
     cand, task = M.FEATURES.index("log_synflow"), M.FEATURES.index("n3")
     classes = np.repeat([2, 10, 100], 100)
     eta = 1.5 * x[:, cand] - 1.0 * x[:, task]
@@ -96,20 +129,27 @@ def test_the_shipped_matcher_says_how_it_was_made_and_is_refitted_from_its_obser
 
     m = M.load()
     assert m.provenance["command"].startswith("aihpc recommend calibrate")
-    assert len(m.provenance["families"]) == 5 and m.provenance["rows"] == len(m.provenance["tasks"]) * 20
+    assert (
+        len(m.provenance["families"]) == 5
+        and m.provenance["rows"] == len(m.provenance["tasks"]) * 20
+    )
     refit = fit_observations(shipped_calibration(), {})
     # the same fit to rounding: numpy and BLAS builds differ in the last bits (4e-15 here)
     for field in fields(m):
         if field.name != "provenance":
-            assert getattr(refit, field.name) == pytest.approx(getattr(m, field.name), rel=1e-9, abs=1e-12)
+            assert getattr(refit, field.name) == pytest.approx(
+                getattr(m, field.name), rel=1e-9, abs=1e-12
+            )
 
 
 def test_features_take_logs_of_sizes_and_proxies():
-    f = dict(zip(M.FEATURES, M.features(CX, _score("a", 1000, 1e6, synflow=100.0))))
+    f = dict(zip(M.FEATURES, M.features(CX, _score("a", 1000, 1e6, synflow=100.0)), strict=True))
     assert f["log_params"] == pytest.approx(3.0) and f["log_ops"] == pytest.approx(6.0)
     assert f["log_ops_per_value"] == pytest.approx(6.0 - np.log10(64))
     assert f["log_synflow"] == pytest.approx(2.0) and f["naswot"] == pytest.approx(100 / 64)
-    assert f["log_classes"] == pytest.approx(1.0) and f["log_params*probe_error"] == pytest.approx(0.3)
+    assert f["log_classes"] == pytest.approx(1.0) and f["log_params*probe_error"] == pytest.approx(
+        0.3
+    )
 
 
 def test_the_domain_names_what_lies_outside_in_one_line():
@@ -124,7 +164,11 @@ def test_the_domain_names_what_lies_outside_in_one_line():
     out = check(m, rows, ["a", "b"])
     assert [(o.feature, o.candidate) for o in out] == [("log_dimension", None), ("log_params", "b")]
     line = describe(out)
-    assert "\n" not in line and "input values C*H*W 12288 not in 0..10" in line and "parameters (b) 1e+05" in line
+    assert (
+        "\n" not in line
+        and "input values C*H*W 12288 not in 0..10" in line
+        and "parameters (b) 1e+05" in line
+    )
 
 
 def test_choose_trades_down_only_within_the_margin_at_any_level_and_the_budget():
@@ -149,9 +193,11 @@ def test_choose_trades_down_only_within_the_margin_at_any_level_and_the_budget()
 
 
 def test_the_vote_is_the_mean_proxy_rank_and_the_fallback_takes_the_largest_synflow():
-    scores = [_score("a", 1, 3.0, synflow=1.0, snip=3.0, naswot=float("nan")),
-              _score("b", 1, 2.0, synflow=2.0, snip=3.0, naswot=5.0),
-              _score("c", 1, 4.0, synflow=3.0, snip=1.0, naswot=4.0)]
+    scores = [
+        _score("a", 1, 3.0, synflow=1.0, snip=3.0, naswot=float("nan")),
+        _score("b", 1, 2.0, synflow=2.0, snip=3.0, naswot=5.0),
+        _score("c", 1, 4.0, synflow=3.0, snip=1.0, naswot=4.0),
+    ]
     votes = vote(scores)
     ranks = []
     for p in ("snip", "grad_norm", "synflow", "jacob_cov", "naswot"):
@@ -189,7 +235,8 @@ def test_kendall_tau_matches_scipy_with_ties_and_in_batches():
             assert tau[k] == pytest.approx(kendalltau(a[k], b[k]).statistic, abs=1e-12)
     assert kendall_tau(np.ones(4), np.arange(4.0)) == 0.0
     assert kendall_tau(np.array([-np.inf, -np.inf, 1.0]), np.arange(3.0)) == pytest.approx(
-        kendalltau([0, 0, 1], [0, 1, 2]).statistic)
+        kendalltau([0, 0, 1], [0, 1, 2]).statistic
+    )
 
 
 def test_judge_scores_every_predictor_per_task_and_summarises():
@@ -204,10 +251,19 @@ def test_judge_scores_every_predictor_per_task_and_summarises():
     held = replace(o, accuracy=np.stack([truth, truth], axis=1))
     v = judge([held], {o.family: M.load()}, margin=0.0)
     by = {s.predictor: s for s in v.scores}
-    assert set(by) >= {RECOMMENDER, "most parameters", "most operations", "synflow alone", "proxies' vote"}
+    assert set(by) >= {
+        RECOMMENDER,
+        "most parameters",
+        "most operations",
+        "synflow alone",
+        "proxies' vote",
+    }
     assert by["most parameters"].tau == pytest.approx(1.0) and by["most parameters"].regret == 0.0
     d = decide(o.complexity, list(o.scores), M.load(), 0.0)
     assert by[RECOMMENDER].regret == pytest.approx(truth.max() - truth[d.pick])
-    assert v.seed_tau[o.candidate_set] == pytest.approx(1.0) and 0.0 <= v.coverage[o.candidate_set] <= 1.0
+    assert (
+        v.seed_tau[o.candidate_set] == pytest.approx(1.0)
+        and 0.0 <= v.coverage[o.candidate_set] <= 1.0
+    )
     row = next(r for r in summary(v) if r[1] == "most parameters")
     assert row == (o.candidate_set, "most parameters", pytest.approx(1.0), 0.0, 0.0, 1)

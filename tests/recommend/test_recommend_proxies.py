@@ -51,8 +51,14 @@ def test_naswot_of_three_codes():
 
 def test_proxies_leave_the_model_untouched_and_are_repeatable():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 3),
+    )
     before = {k: v.clone() for k, v in model.state_dict().items()}
     x, y = torch.randn(8, 1, 5, 5), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
     first = P.score_all(model, x, y)

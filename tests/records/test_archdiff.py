@@ -44,7 +44,12 @@ def test_patch_rebuilds_every_child_exactly_and_the_diff_is_small() -> None:
 
 
 def test_fields_that_differ_or_disappear_are_written() -> None:
-    base = {"input_shape": [1, 8, 8], "layers": [{"name": "a"}, {"name": "b"}], "num_classes": 10, "old": 1}
+    base = {
+        "input_shape": [1, 8, 8],
+        "layers": [{"name": "a"}, {"name": "b"}],
+        "num_classes": 10,
+        "old": 1,
+    }
     child = {"input_shape": [1, 8, 8], "layers": [{"name": "b"}, {"name": "c"}], "num_classes": 5}
     delta = diff(child, base)
     assert delta == {"layers": [[1, 2], {"name": "c"}], "num_classes": 5, "removed": ["old"]}
@@ -79,7 +84,11 @@ def test_trial_arch_walks_the_diffs_of_results_json() -> None:
     trials = _lineage(30, seed=5)
     archs = {i: arch for i, _, arch in trials}
     records = {
-        i: {"id": i, "parent": p, **({"arch": a} if p is None else {"arch_diff": diff(a, archs[p])})}
+        i: {
+            "id": i,
+            "parent": p,
+            **({"arch": a} if p is None else {"arch_diff": diff(a, archs[p])}),
+        }
         for i, p, a in trials
     }
     for i in archs:

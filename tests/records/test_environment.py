@@ -57,8 +57,16 @@ def test_fields_and_types(info: dict) -> None:
         assert info[key] is None or isinstance(info[key], int)
     for key in ("cuda_version", "nvidia_driver_version", "git_commit"):
         assert info[key] is None or isinstance(info[key], str)
-    assert set(info) == {*expected, "cpu_physical_cores", "cudnn_version", "cuda_version",
-                         "nvidia_driver_version", "git_commit", "git_dirty", "cpu"}
+    assert set(info) == {
+        *expected,
+        "cpu_physical_cores",
+        "cudnn_version",
+        "cuda_version",
+        "nvidia_driver_version",
+        "git_commit",
+        "git_dirty",
+        "cpu",
+    }
 
 
 def test_values_match_independent_sources(info: dict) -> None:
@@ -82,8 +90,11 @@ def test_cpu_model_from_proc_cpuinfo() -> None:
     path = Path("/proc/cpuinfo")
     if not path.exists():
         pytest.skip("no /proc/cpuinfo")
-    names = [l.split(":", 1)[1].strip() for l in path.read_text().splitlines()
-             if l.split(":", 1)[0].strip() == "model name"]
+    names = [
+        line.split(":", 1)[1].strip()
+        for line in path.read_text().splitlines()
+        if line.split(":", 1)[0].strip() == "model name"
+    ]
     if names:
         assert environment.cpu_model() == names[0]
 
@@ -96,8 +107,9 @@ def test_keys_sorted_and_json_serialisable(info: dict) -> None:
 
 @pytest.mark.skipif(not _git_available_here(), reason="source tree is not a git checkout")
 def test_git_commit_of_this_checkout(info: dict) -> None:
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                          text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert info["git_commit"] == head
     assert re.fullmatch(r"[0-9a-f]{40}", info["git_commit"])
     assert isinstance(info["git_dirty"], bool)
@@ -124,13 +136,19 @@ def test_dirty_flag_follows_working_tree(tmp_path: Path, monkeypatch: pytest.Mon
     if not _git_available_here():
         pytest.skip("git unavailable")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp_path)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+        "HOME": str(tmp_path),
+    }
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     git("init", "-q")
     assert git_state(tmp_path) == (None, None)  # no commit yet
@@ -157,19 +175,35 @@ def test_the_record_reads_back_what_it_wrote_and_older_files() -> None:
 
     record = collect()
     assert Environment.from_dict(json.loads(json.dumps(record.to_dict()))) == record
-    gpu = {"compute_capability": "9.0", "index": 0, "memory_bytes": 80 * 2**30, "multiprocessors": 132, "name": "H100"}
+    gpu = {
+        "compute_capability": "9.0",
+        "index": 0,
+        "memory_bytes": 80 * 2**30,
+        "multiprocessors": 132,
+        "name": "H100",
+    }
     with_gpu = Environment.from_dict({**record.to_dict(), "gpus": [gpu]})
-    assert with_gpu.gpus == (Gpu(0, "H100", 80 * 2**30, "9.0", 132),) and with_gpu.to_dict()["gpus"] == [gpu]
+    assert with_gpu.gpus == (Gpu(0, "H100", 80 * 2**30, "9.0", 132),) and with_gpu.to_dict()[
+        "gpus"
+    ] == [gpu]
     assert with_gpu.machine_name() == f"{record.hostname}: 1x H100"
     # results.json version 1 named other fields: what this version knows of it is None
-    old = Environment.from_dict({"cpu_count": 2, "cpu_model": "AMD EPYC", "hostname": "node-7", "gpus": []})
+    old = Environment.from_dict(
+        {"cpu_count": 2, "cpu_model": "AMD EPYC", "hostname": "node-7", "gpus": []}
+    )
     assert old.cpu_logical_cores is None and old.machine_name() == "node-7: AMD EPYC, ? cores"
     with pytest.raises(DataError, match="git_commit must be 40 hex digits, got 'abc'"):
         Environment.from_dict({"git_commit": "abc"})
     with pytest.raises(DataError, match="compute_capability must be 'M.m', got '9'"):
         Gpu(0, "H100", 1, "9", 1)
     with pytest.raises(DataError, match="a GPU of the environment lacks memory_bytes"):
-        Environment.from_dict({"gpus": [{"compute_capability": "9.0", "index": 0, "name": "H100", "multiprocessors": 1}]})
+        Environment.from_dict(
+            {
+                "gpus": [
+                    {"compute_capability": "9.0", "index": 0, "name": "H100", "multiprocessors": 1}
+                ]
+            }
+        )
 
 
 def test_the_processor_is_recorded_and_read_back(info: dict) -> None:

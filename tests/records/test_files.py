@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import DataError, StorageError
-from aihpc.records.files import KINDS, RESULT_FILE_SCHEMA_VERSION, read_result, result_document, write_result
+from aihpc.records.files import (
+    KINDS,
+    RESULT_FILE_SCHEMA_VERSION,
+    read_result,
+    result_document,
+    write_result,
+)
 
 ENV = {"hostname": "node1", "torch_version": "2.x"}
 
@@ -47,16 +53,29 @@ def _write(path: Path, doc: object) -> Path:
     "content, match",
     [
         (None, "result file not found: {path}"),
-        ("{not json", "result file is not valid JSON: {path} (line 1, column 2: Expecting property name"),
+        (
+            "{not json",
+            "result file is not valid JSON: {path} (line 1, column 2: Expecting property name",
+        ),
         ([1, 2], "not an aihpc result file (no 'data' object): {path}"),
-        ({"kind": "bench-magic", "schema_version": 1, "data": {}}, "unknown result kind 'bench-magic' in {path}"),
-        ({"kind": "profile", "schema_version": 1, "data": {}}, "{path} holds profile results, not roofline"),
-        ({"kind": "roofline", "schema_version": 99, "data": {}},
-         "unsupported schema_version 99 in {path} (this aihpc reads 1)"),
+        (
+            {"kind": "bench-magic", "schema_version": 1, "data": {}},
+            "unknown result kind 'bench-magic' in {path}",
+        ),
+        (
+            {"kind": "profile", "schema_version": 1, "data": {}},
+            "{path} holds profile results, not roofline",
+        ),
+        (
+            {"kind": "roofline", "schema_version": 99, "data": {}},
+            "unsupported schema_version 99 in {path} (this aihpc reads 1)",
+        ),
         ({"kind": "roofline", "data": {}}, "unsupported schema_version None in {path}"),
     ],
 )
-def test_bad_files_are_one_line_data_errors_naming_the_file(tmp_path: Path, content: object, match: str) -> None:
+def test_bad_files_are_one_line_data_errors_naming_the_file(
+    tmp_path: Path, content: object, match: str
+) -> None:
     path = tmp_path / "result.json"
     if isinstance(content, str):
         path.write_text(content)

@@ -8,12 +8,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import mlperf_logging.compliance_checker as checker_pkg
 import numpy as np
 import pytest
 import torch
 import yaml
 
-import mlperf_logging.compliance_checker as checker_pkg
 from aihpc.errors import ConfigError, DataError, StorageError
 from aihpc.records import mlperf
 from aihpc.records.mlperf import BENCHMARK, MLPerfLog
@@ -27,8 +27,14 @@ def write_run(path: Path) -> list[float]:
     """A short but complete AutoML run: 6 trial-epochs from 3 trials; returns best-so-far."""
     bests = []
     with MLPerfLog(path) as log:
-        log.submission_info("aihpc-dev", "test-vm-2xCPU", division="open", status="research",
-                            number_of_nodes=1, accelerators_per_node=0)
+        log.submission_info(
+            "aihpc-dev",
+            "test-vm-2xCPU",
+            division="open",
+            status="research",
+            number_of_nodes=1,
+            accelerators_per_node=0,
+        )
         log.cache_clear()
         log.init_start()
         log.staging_start()
@@ -40,8 +46,16 @@ def write_run(path: Path) -> list[float]:
         log.run_start(time_ms=T0)
         for k, acc in enumerate(ACCURACIES, start=1):
             trial = (k - 1) % 3
-            bests.append(log.trial_epoch(k, acc, start_ms=T0 + 1000 * k, stop_ms=T0 + 1000 * k + 900,
-                                         trial_id=trial, trial_epoch=(k - 1) // 3 + 1))
+            bests.append(
+                log.trial_epoch(
+                    k,
+                    acc,
+                    start_ms=T0 + 1000 * k,
+                    stop_ms=T0 + 1000 * k + 900,
+                    trial_id=trial,
+                    trial_epoch=(k - 1) // 3 + 1,
+                )
+            )
         log.run_stop("success", time_ms=T0 + 10_000)
     return bests
 
@@ -49,7 +63,7 @@ def write_run(path: Path) -> list[float]:
 def read(path: Path) -> list[dict]:
     lines = path.read_text().splitlines()
     assert all(line.startswith(":::MLLOG {") for line in lines), lines
-    return [json.loads(line[len(":::MLLOG "):]) for line in lines]
+    return [json.loads(line[len(":::MLLOG ") :]) for line in lines]
 
 
 def write(path: Path, events: list[dict]) -> Path:
@@ -74,8 +88,15 @@ def test_complete_run_passes_checker(good_log: Path) -> None:
 def test_log_content_follows_the_design(good_log: Path) -> None:
     events = read(good_log)
     keys = [e["key"] for e in events]
-    for once in ("submission_benchmark", "submission_org", "init_stop", "run_start", "run_stop",
-                 "train_samples", "eval_samples"):
+    for once in (
+        "submission_benchmark",
+        "submission_org",
+        "init_stop",
+        "run_start",
+        "run_stop",
+        "train_samples",
+        "eval_samples",
+    ):
         assert keys.count(once) == 1, once
     assert keys.index("init_stop") < keys.index("run_start") < keys.index("epoch_start")
     assert keys[-1] == "run_stop"
@@ -95,7 +116,9 @@ def test_log_content_follows_the_design(good_log: Path) -> None:
 
 
 def test_trial_epoch_returns_best_so_far(tmp_path: Path) -> None:
-    assert write_run(tmp_path / "x.log") == [max(ACCURACIES[: i + 1]) for i in range(len(ACCURACIES))]
+    assert write_run(tmp_path / "x.log") == [
+        max(ACCURACIES[: i + 1]) for i in range(len(ACCURACIES))
+    ]
 
 
 def _drop(key: str) -> Callable[[list[dict]], list[dict]]:
@@ -116,6 +139,7 @@ def _set_value(key: str, value: object) -> Callable[[list[dict]], list[dict]]:
             if e["key"] == key:
                 e["value"] = value
         return events
+
     return mutate
 
 
@@ -132,7 +156,9 @@ def _repeat_eval_epoch(events: list[dict]) -> list[dict]:
 
 
 def _run_start_before_init_stop(events: list[dict]) -> list[dict]:
-    i, j = (next(i for i, e in enumerate(events) if e["key"] == k) for k in ("init_stop", "run_start"))
+    i, j = (
+        next(i for i, e in enumerate(events) if e["key"] == k) for k in ("init_stop", "run_start")
+    )
     events[i], events[j] = events[j], events[i]
     return events
 
@@ -148,6 +174,7 @@ def _drop_epoch_num(key: str) -> Callable[[list[dict]], list[dict]]:
             if e["key"] == key:
                 del e["metadata"]["epoch_num"]
         return events
+
     return mutate
 
 
@@ -192,9 +219,13 @@ def test_packaged_hpc_rules_alone_reject_our_benchmark(good_log: Path, tmp_path:
 
 
 def test_common_copy_differs_from_upstream_only_by_division_post() -> None:
-    upstream = yaml.safe_load((Path(checker_pkg.__file__).parent / "hpc_3.0.0" / "common.yaml").read_text())
+    upstream = yaml.safe_load(
+        (Path(checker_pkg.__file__).parent / "hpc_3.0.0" / "common.yaml").read_text()
+    )
     ours = yaml.safe_load((RULES_DIR / "hpc_3.0.0_common.yaml").read_text())
-    division = next(r["KEY"] for r in upstream if "KEY" in r and r["KEY"]["NAME"] == "submission_division")
+    division = next(
+        r["KEY"] for r in upstream if "KEY" in r and r["KEY"]["NAME"] == "submission_division"
+    )
     assert "enqueue_config" in division.pop("POST")
     assert ours == upstream
     entry = yaml.safe_load(RULES_FILE.read_text())
@@ -204,7 +235,9 @@ def test_common_copy_differs_from_upstream_only_by_division_post() -> None:
     assert not entry_keys & common_keys  # overlapping keys would silence common's messages
 
 
-def test_two_instances_write_their_own_files(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_two_instances_write_their_own_files(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root_handlers = list(logging.getLogger().handlers)
     mllog_default_handlers = list(logging.getLogger("mllog_default").handlers)
     caplog.set_level(logging.DEBUG)
@@ -215,8 +248,14 @@ def test_two_instances_write_their_own_files(tmp_path: Path, caplog: pytest.LogC
     a.close()
     b.event("only_b", 4)
     b.close()
-    assert [(e["key"], e["value"]) for e in read(tmp_path / "a.log")] == [("only_a", 1), ("only_a", 3)]
-    assert [(e["key"], e["value"]) for e in read(tmp_path / "sub" / "b.log")] == [("only_b", 2), ("only_b", 4)]
+    assert [(e["key"], e["value"]) for e in read(tmp_path / "a.log")] == [
+        ("only_a", 1),
+        ("only_a", 3),
+    ]
+    assert [(e["key"], e["value"]) for e in read(tmp_path / "sub" / "b.log")] == [
+        ("only_b", 2),
+        ("only_b", 4),
+    ]
     assert not [r for r in caplog.records if "MLLOG" in r.getMessage()]  # nothing propagated
     assert logging.getLogger().handlers == root_handlers
     assert logging.getLogger("mllog_default").handlers == mllog_default_handlers
@@ -241,7 +280,13 @@ def test_a_trial_epochs_lines_are_on_disk_when_it_returns(tmp_path: Path) -> Non
     log.run_start()
     log.trial_epoch(1, 0.25, trial_id=7)
     assert [e["key"] for e in read(tmp_path / "t.log")] == [
-        "run_start", "epoch_start", "epoch_stop", "eval_start", "eval_stop", "eval_accuracy"]
+        "run_start",
+        "epoch_start",
+        "epoch_stop",
+        "eval_start",
+        "eval_stop",
+        "eval_accuracy",
+    ]
     log.close()
 
 
@@ -384,8 +429,14 @@ def test_a_line_is_the_one_mllog_writes(tmp_path: Path) -> None:
     with MLPerfLog(path, namespace="ns") as log:
         line = sys._getframe().f_lineno + 1
         log.event("my_key", {"a": [1, 2.5]}, {"trial_id": 3, "file": "overridden"}, time_ms=1234)
-    expected = mllog._encode_log("ns", 1234, "POINT_IN_TIME", "my_key", {"a": [1, 2.5]},
-                                 {"file": "overridden", "lineno": line, "trial_id": 3})  # fmt: skip
+    expected = mllog._encode_log(
+        "ns",
+        1234,
+        "POINT_IN_TIME",
+        "my_key",
+        {"a": [1, 2.5]},
+        {"file": "overridden", "lineno": line, "trial_id": 3},
+    )
     (written,) = path.read_text().splitlines()
     assert written == expected
     event = json.loads(written.removeprefix(":::MLLOG "))

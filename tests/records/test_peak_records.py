@@ -17,11 +17,26 @@ def _part(rate: float, nominal: float | None = None) -> PeakResult:
     known = (
         None if nominal is None else NominalPeak("float32", nominal, f"{nominal:g} by hand", None)
     )
-    return PeakResult(device="cpu", dtype="float32", kernel="conv3x3 64ch 8x8 batch 32", flops_per_s=rate,
-                      min_flops_per_s=rate, max_flops_per_s=rate, spread=0.0, repeats=(rate,),
-                      calls_per_repeat=2, flops_per_call=2 * 64**3, threads=1, note=None, warning=None,
-                      candidates=(KernelRate("matmul 1024x1024", rate / 2), KernelRate("conv3x3 64ch 8x8 batch 32", rate)),
-                      nominal=known)  # fmt: skip
+    return PeakResult(
+        device="cpu",
+        dtype="float32",
+        kernel="conv3x3 64ch 8x8 batch 32",
+        flops_per_s=rate,
+        min_flops_per_s=rate,
+        max_flops_per_s=rate,
+        spread=0.0,
+        repeats=(rate,),
+        calls_per_repeat=2,
+        flops_per_call=2 * 64**3,
+        threads=1,
+        note=None,
+        warning=None,
+        candidates=(
+            KernelRate("matmul 1024x1024", rate / 2),
+            KernelRate("conv3x3 64ch 8x8 batch 32", rate),
+        ),
+        nominal=known,
+    )
 
 
 def test_a_run_peak_reads_back_its_own_json() -> None:
@@ -32,8 +47,18 @@ def test_a_run_peak_reads_back_its_own_json() -> None:
     peak = RunPeak.of(workers, procs_per_worker=2)
     assert peak.total_flops_per_s == 10e9 and peak.workers == 2 and workers[0].flops_per_s == 3e9
     data = json.loads(json.dumps(peak.to_dict()))
-    assert set(data) == {"device", "dtype", "per_worker", "workers", "procs_per_worker", "total_flops_per_s", "spread",
-                         "kernels", "nominal", "above_nominal"}  # fmt: skip
+    assert set(data) == {
+        "device",
+        "dtype",
+        "per_worker",
+        "workers",
+        "procs_per_worker",
+        "total_flops_per_s",
+        "spread",
+        "kernels",
+        "nominal",
+        "above_nominal",
+    }
     assert set(data["per_worker"][0]) == {
         "worker",
         "device",
@@ -94,11 +119,14 @@ def test_the_nominal_peaks_add_up_and_a_measured_peak_above_them_is_flagged() ->
         NominalPeak("float32", None, None, None)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"spread": float("nan")}, "spread must be a number >= 0, got nan"),
-    ({"calls_per_repeat": 0}, "calls_per_repeat must be an integer >= 1, got 0"),
-    ({"repeats": ()}, "a peak needs at least one timed repeat, got none"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"spread": float("nan")}, "spread must be a number >= 0, got nan"),
+        ({"calls_per_repeat": 0}, "calls_per_repeat must be an integer >= 1, got 0"),
+        ({"repeats": ()}, "a peak needs at least one timed repeat, got none"),
+    ],
+)
 def test_a_peak_that_breaks_a_rule_is_one_line(change: dict, message: str) -> None:
     with pytest.raises(DataError, match=message):
         PeakResult(**{**_part(1e9).__dict__, **change})

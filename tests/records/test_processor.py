@@ -25,8 +25,14 @@ def test_intel_kvm_guest(tmp_path: Path) -> None:
     assert (p.vendor, p.family, p.model, p.stepping) == ("GenuineIntel", 6, 207, 2)
     assert p.model_name == "Intel(R) Xeon(R) Processor" and p.architecture == "x86_64"
     assert p.extensions == (
-        "avx2", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx512f", "avx_vnni", "fma"
-    )  # fmt: skip
+        "avx2",
+        "avx512_bf16",
+        "avx512_fp16",
+        "avx512_vnni",
+        "avx512f",
+        "avx_vnni",
+        "fma",
+    )
     assert (p.sockets, p.cores, p.threads_per_core, p.logical_cpus) == (1, 2, 1, 2)
     assert p.caches == (
         Cache(1, "data", 48 * 1024, 1),
@@ -94,11 +100,21 @@ def test_parsers_of_fixture_text() -> None:
     assert proc.base_clock(named) == (2400.0, "model name")
     assert proc.base_clock([{"processor": "0"}]) == (None, None)
     assert [proc.parse_size(s) for s in ("48K", "2048K", "32M", "1G", "12", "x", None)] == [
-        48 * 2**10, 2048 * 2**10, 32 * 2**20, 2**30, 12, None, None
-    ]  # fmt: skip
+        48 * 2**10,
+        2048 * 2**10,
+        32 * 2**20,
+        2**30,
+        12,
+        None,
+        None,
+    ]
     assert [proc.cpu_list_count(s) for s in ("0", "0-1,4", "0-3,8-11\n", "", "a-b")] == [
-        1, 3, 8, None, None
-    ]  # fmt: skip
+        1,
+        3,
+        8,
+        None,
+        None,
+    ]
     odd = proc.parse_cpuinfo("processor : 0\ncpu MHz : 0\nstepping : unknown\n")
     assert proc.base_clock(odd) == (None, None)
     assert proc.cpu_identity(odd)["stepping"] is None

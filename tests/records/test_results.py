@@ -24,7 +24,9 @@ def test_a_run_reads_back_as_its_record() -> None:
     assert results.tallies.trials_completed == doc["score"]["trials_completed"]
     assert results.tallies.screening_ops == 0  # the fixture run predates proxy screening
     assert [w.name for w in results.workers] == [w["name"] for w in doc["workers"]]
-    assert sum(w.epochs or 0 for w in results.workers) == sum(len(t["epochs"]) for t in doc["trials"])
+    assert sum(w.epochs or 0 for w in results.workers) == sum(
+        len(t["epochs"]) for t in doc["trials"]
+    )
     assert results.peak is None  # the fixture run predates procs_per_worker: its peak's older form
     assert results.environment.hostname == doc["environment"]["hostname"]
     assert results.layout == doc["layout"] and results.trial_count == len(doc["trials"])
@@ -52,12 +54,20 @@ def test_version_1_is_upgraded_and_keeps_what_it_recorded() -> None:
     assert results.tallies.screening_ops == 0 and results.config["workers"] == 2
 
 
-@pytest.mark.parametrize(("change", "words"), [
-    ({"score": {"ops": 1}}, "score lacks wall_seconds"),
-    ({"score": None}, "has no score"),
-    ({"workers": [{"name": "w"}]}, "a worker of results.json lacks busy_seconds, busy_fraction"),
-])
-def test_a_broken_record_is_one_line_naming_the_file(tmp_path: Path, change: dict, words: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"score": {"ops": 1}}, "score lacks wall_seconds"),
+        ({"score": None}, "has no score"),
+        (
+            {"workers": [{"name": "w"}]},
+            "a worker of results.json lacks busy_seconds, busy_fraction",
+        ),
+    ],
+)
+def test_a_broken_record_is_one_line_naming_the_file(
+    tmp_path: Path, change: dict, words: str
+) -> None:
     doc = json.loads((FIXTURES / "run" / "results.json").read_text()) | change
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
@@ -72,7 +82,9 @@ def test_a_version_this_aihpc_does_not_read_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema_version": 4}))
     with pytest.raises(DataError, match="results.json has no schema_version"):
         RunResults.from_dict({"score": {}})
-    with pytest.raises(DataError, match=r"unsupported results schema_version 4 .*\(supported: 1, 2, 3\)"):
+    with pytest.raises(
+        DataError, match=r"unsupported results schema_version 4 .*\(supported: 1, 2, 3\)"
+    ):
         read_results(path)
 
 
@@ -84,7 +96,9 @@ def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> 
     doc["schema_version"] = 3
     path, count = write_results(tmp_path, doc)
     assert count == len(doc["trials"])
-    assert path == tmp_path / "results.json" and json.loads(path.read_text()) == doc  # one JSON document
+    assert (
+        path == tmp_path / "results.json" and json.loads(path.read_text()) == doc
+    )  # one JSON document
     assert read_results_head(path) == {**doc, "trials": []}
     # the trials are skipped unparsed: a broken trial line does not matter to the head
     lines = path.read_text().splitlines()
@@ -95,7 +109,10 @@ def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> 
     # an older, indented file is parsed whole; its version as written
     older = tmp_path / "older.json"
     older.write_text((FIXTURES / "run" / "results.json").read_text())
-    assert read_results_head(older)["schema_version"] == json.loads(older.read_text())["schema_version"]
+    assert (
+        read_results_head(older)["schema_version"]
+        == json.loads(older.read_text())["schema_version"]
+    )
     with pytest.raises(DataError, match="results file not found"):
         read_results_head(tmp_path / "absent.json")
     lines[1] = '"aihpc_version":{broken,'
@@ -104,7 +121,9 @@ def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> 
         read_results_head(path)
 
 
-def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(tmp_path: Path) -> None:
+def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(
+    tmp_path: Path,
+) -> None:
     import gzip
     import shutil
     import subprocess
@@ -116,17 +135,41 @@ def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(t
     run = tmp_path / "run"
     shutil.copytree(FIXTURES / "run", run)
     doc = read_results_document(run / "results.json")
-    assert write_results(run, doc, compress_above=10**9) == (run / "results.json", len(doc["trials"]))
+    assert write_results(run, doc, compress_above=10**9) == (
+        run / "results.json",
+        len(doc["trials"]),
+    )
     plain = (run / "results.json").read_bytes()
     written, _ = write_results(run, doc, compress_above=len(plain) - 1)
-    assert written == run / "results.json.gz" == results_file(run) and not (run / "results.json").exists()
-    assert gzip.decompress(written.read_bytes()) == plain and written.stat().st_size < len(plain) / 4
-    assert read_results_document(written) == doc and read_results_head(written) == {**doc, "trials": []}
-    for command in (["verify", str(run)], ["report", str(run)], ["rank", str(tmp_path)],
-                    ["compare", str(run), str(run)]):
-        proc = subprocess.run([sys.executable, "-m", "aihpc", *command], capture_output=True, text=True, timeout=120)
+    assert (
+        written == run / "results.json.gz" == results_file(run)
+        and not (run / "results.json").exists()
+    )
+    assert (
+        gzip.decompress(written.read_bytes()) == plain and written.stat().st_size < len(plain) / 4
+    )
+    assert read_results_document(written) == doc and read_results_head(written) == {
+        **doc,
+        "trials": [],
+    }
+    for command in (
+        ["verify", str(run)],
+        ["report", str(run)],
+        ["rank", str(tmp_path)],
+        ["compare", str(run), str(run)],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "aihpc", *command], capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == 0, (command, proc.stderr)
-    assert "VERIFIED" in subprocess.run([sys.executable, "-m", "aihpc", "verify", str(run)], capture_output=True,
-                                        text=True, timeout=120).stdout
+    assert (
+        "VERIFIED"
+        in subprocess.run(
+            [sys.executable, "-m", "aihpc", "verify", str(run)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    )
     # a smaller run written again in the same directory is plain once more
     assert write_results(run, doc)[0] == run / "results.json" and not written.exists()

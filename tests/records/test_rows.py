@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from aihpc.errors import DataError
-
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.store import RunStore
 from aihpc.records.task import WeightsRef

@@ -4,15 +4,19 @@ import os
 import pytest
 
 from aihpc.errors import DataError
-
 from aihpc.records.quality import Accuracy
 from aihpc.records.score import Score, Segment, active_seconds, compute_score, wall_seconds
 
 
 def test_score_against_a_hand_computation():
     # 3.0e12 operations in 300 s -> 1.0e10 OPS; best accuracy 0.95 over 1000 val samples
-    s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best=0.95, quality=Accuracy(1000, 0.5),
-                      peak_flops_per_s=4.0e10)
+    s = compute_score(
+        ops=3_000_000_000_000,
+        wall_seconds=300.0,
+        best=0.95,
+        quality=Accuracy(1000, 0.5),
+        peak_flops_per_s=4.0e10,
+    )
     assert s.ops_per_second == pytest.approx(1.0e10)
     assert s.error_percent == pytest.approx(5.0)
     # |ln(1 - 0.95)| = ln 20 = 2.995732...
@@ -48,21 +52,35 @@ def test_score_round_trips_through_results_json_block():
 
 
 def test_the_share_of_the_nominal_peak_beside_the_measured_one():
-    s = compute_score(ops=3_000_000_000_000, wall_seconds=300.0, best=0.95, quality=Accuracy(1000, 0.5),
-                      peak_flops_per_s=4.0e10, nominal_peak_flops_per_s=5.0e10)
+    s = compute_score(
+        ops=3_000_000_000_000,
+        wall_seconds=300.0,
+        best=0.95,
+        quality=Accuracy(1000, 0.5),
+        peak_flops_per_s=4.0e10,
+        nominal_peak_flops_per_s=5.0e10,
+    )
     assert s.peak_fraction == pytest.approx(0.25) and s.nominal_peak_fraction == pytest.approx(0.2)
     assert s.nominal_peak_flops_per_s == 5.0e10 and s.peak_warning is None
-    unknown = compute_score(ops=10, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5),
-                            peak_flops_per_s=100.0, nominal_peak_flops_per_s=None)
+    unknown = compute_score(
+        ops=10,
+        wall_seconds=1.0,
+        best=0.9,
+        quality=Accuracy(10, 0.5),
+        peak_flops_per_s=100.0,
+        nominal_peak_flops_per_s=None,
+    )
     assert unknown.nominal_peak_fraction is None and unknown.peak_fraction == pytest.approx(0.1)
 
 
 def test_a_share_of_the_measured_peak_above_100_percent_is_flagged():
-    at = compute_score(ops=100, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5),
-                       peak_flops_per_s=100.0)
+    at = compute_score(
+        ops=100, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5), peak_flops_per_s=100.0
+    )
     assert at.peak_fraction == 1.0 and at.peak_warning is None
-    over = compute_score(ops=104, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5),
-                         peak_flops_per_s=100.0)
+    over = compute_score(
+        ops=104, wall_seconds=1.0, best=0.9, quality=Accuracy(10, 0.5), peak_flops_per_s=100.0
+    )
     assert over.peak_warning is not None
     assert "104.0 % of the measured peak" in over.peak_warning and "unreliable" in over.peak_warning
     assert Score.from_dict(over.to_dict()).peak_warning == over.peak_warning
@@ -101,7 +119,9 @@ def test_peak_drift_is_flagged_past_ten_percent():
     assert steady["drift"] == pytest.approx(-0.05) and steady["drift_warning"] is None
     slowed = peak_drift(before, {"total_flops_per_s": 85e9})
     assert slowed["drift"] == pytest.approx(-0.15) and PEAK_DRIFT == 0.10
-    assert slowed["drift_warning"].startswith("the machine's peak changed by -15.0 % during the run")
+    assert slowed["drift_warning"].startswith(
+        "the machine's peak changed by -15.0 % during the run"
+    )
     assert slowed["after"] == {"total_flops_per_s": 85e9}
 
 
@@ -131,7 +151,9 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     peak = store.meta("peak")
     store.close()
     assert peak["total_flops_per_s"] == 2e9 and peak["after"] is None and peak["drift"] is None
-    assert peak["drift_warning"].startswith("the peak was not measured again after the run: no 2 Dask worker(s)")
+    assert peak["drift_warning"].startswith(
+        "the peak was not measured again after the run: no 2 Dask worker(s)"
+    )
 
 
 def test_the_peak_before_the_run_waits_for_every_placed_worker(monkeypatch):

@@ -11,12 +11,33 @@ from aihpc.nas.seeds import seed_spec
 from aihpc.records.store import RunStore
 
 
-def _add(store: RunStore, trial_id: int, parent: int | None, arch: dict, parent_arch: dict | None) -> None:
-    store.add_trial({"id": trial_id, "parent": parent, "arch_hash": f"h{trial_id}", "arch": arch,
-                     "parent_arch": parent_arch, "morph": "m", "recipe": None,
-                     "hparams": {"lr": 0.1, "batch_size": 32, "weight_decay": 1e-4, "momentum": 0.9,
-                                 "dropout": 0.0, "optimizer": "sgd", "schedule": "cosine"},
-                     "hpo_number": trial_id, "budget": 2, "num_params": 1, "t_created": 0.0})
+def _add(
+    store: RunStore, trial_id: int, parent: int | None, arch: dict, parent_arch: dict | None
+) -> None:
+    store.add_trial(
+        {
+            "id": trial_id,
+            "parent": parent,
+            "arch_hash": f"h{trial_id}",
+            "arch": arch,
+            "parent_arch": parent_arch,
+            "morph": "m",
+            "recipe": None,
+            "hparams": {
+                "lr": 0.1,
+                "batch_size": 32,
+                "weight_decay": 1e-4,
+                "momentum": 0.9,
+                "dropout": 0.0,
+                "optimizer": "sgd",
+                "schedule": "cosine",
+            },
+            "hpo_number": trial_id,
+            "budget": 2,
+            "num_params": 1,
+            "t_created": 0.0,
+        }
+    )
 
 
 def test_children_are_stored_as_diffs_and_read_back_in_full(tmp_path: Path) -> None:
@@ -35,7 +56,10 @@ def test_children_are_stored_as_diffs_and_read_back_in_full(tmp_path: Path) -> N
     assert rows[0].arch_diff is None and all(r.arch_diff is not None for r in rows[1:])
     raw = [json.loads(r["arch"]) for r in store.raw_rows("trials")]
     assert "layers" in raw[0] and all(set(a) == {"arch_diff"} for a in raw[1:])
-    full, stored = sum(len(json.dumps(s.to_dict())) for s in specs), sum(len(json.dumps(a)) for a in raw)
+    full, stored = (
+        sum(len(json.dumps(s.to_dict())) for s in specs),
+        sum(len(json.dumps(a)) for a in raw),
+    )
     assert stored < full / 4
     from aihpc.records.quality import Accuracy
     from aihpc.records.schema import trial_record

@@ -73,7 +73,13 @@ def test_format_si(value: Any, unit: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "expected"),
-    [(42.34, "42.3 s"), (120.4, "2 min 00 s"), (300.6, "5 min 01 s"), (3723, "1 h 02 min 03 s"), (None, "n/a")],
+    [
+        (42.34, "42.3 s"),
+        (120.4, "2 min 00 s"),
+        (300.6, "5 min 01 s"),
+        (3723, "1 h 02 min 03 s"),
+        (None, "n/a"),
+    ],
 )
 def test_format_seconds(seconds: Any, expected: str) -> None:
     assert format_seconds(seconds) == expected
@@ -98,12 +104,26 @@ def test_report_from_fixture(tmp_path: Path) -> None:
 
     # Header: score 4.0504721095e9 ops/s, regulated 1.45117e10, error 2.78 %, accuracy 0.9722,
     # peak share 0.0368 of 1.1e11 FLOP/s, wall 120.4 s.
-    for text in ("4.05 GOPS", "14.5 GOPS", "2.78%", "97.22%", "3.7%", "110 GFLOP/s", "2 min 00 s",
-                 ">valid<", "6 completed, 1 failed, 1 diverged"):
+    for text in (
+        "4.05 GOPS",
+        "14.5 GOPS",
+        "2.78%",
+        "97.22%",
+        "3.7%",
+        "110 GFLOP/s",
+        "2 min 00 s",
+        ">valid<",
+        "6 completed, 1 failed, 1 diverged",
+    ):
         assert text in page, text
     # Environment and configuration.
-    for text in ("bench-node-07", "AMD EPYC 7763 64-Core Processor", "2.13.0+cpu",
-                 "e1dd67c0b5a4f2d9c3e8a7b6f5d4c3b2a1908f7e (dirty)", "morph-evolution"):
+    for text in (
+        "bench-node-07",
+        "AMD EPYC 7763 64-Core Processor",
+        "2.13.0+cpu",
+        "e1dd67c0b5a4f2d9c3e8a7b6f5d4c3b2a1908f7e (dirty)",
+        "morph-evolution",
+    ):
         assert text in page, text
 
     # One embedded PNG per plot (four plots and the lineage), each a real PNG of a sensible size.
@@ -119,13 +139,13 @@ def test_report_from_fixture(tmp_path: Path) -> None:
     assert "<script" not in page.lower() and "<link" not in page.lower()
 
     # Trials table sorted by id, with the failed trial's reason and the diverged status.
-    table = page[page.index("<h2>Trials</h2>"):]
+    table = page[page.index("<h2>Trials</h2>") :]
     ids = [int(i) for i in re.findall(r'<tr><td class="num">(\d+)</td>', table)]
     assert ids == list(range(8))
     assert "out of memory: tried to allocate 1.50 GiB" in table
     assert 'class="status st-diverged"' in table
     # Best trial: id 7 (0.9722), reached by seed 0 -> 1 -> 3 -> 7, 10 layers, 28522 parameters.
-    best = page[page.index("<h2>Best trial</h2>"):page.index("<h2>Trials</h2>")]
+    best = page[page.index("<h2>Best trial</h2>") : page.index("<h2>Trials</h2>")]
     assert "0 → 1 → 3 → 7" in best
     assert "<th>layers</th><td>10</td>" in best
     assert "28.5 k (28522)" in best
@@ -145,7 +165,15 @@ def test_best_trial_and_phase_totals() -> None:
     results = _fixture()
     assert best_trial(results)["id"] == 7
     totals = phase_totals(results)
-    assert list(totals)[:7] == ["data", "forward", "backward", "optimizer", "eval", "compile", "other"]
+    assert list(totals)[:7] == [
+        "data",
+        "forward",
+        "backward",
+        "optimizer",
+        "eval",
+        "compile",
+        "other",
+    ]
     assert totals["compile"] == 0.0  # an old results file: no compile phase
     # Trial 6 (failed) spent exactly 0.05 s loading data; the sum over all trials matches by hand.
     expected_data = 0.0
@@ -216,7 +244,7 @@ def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
     results["timeline"] = [{"t": 10.0, "ops": 0, "ops_per_second": 0.0, "best_accuracy": None}]
     page = write_report(_run_dir(tmp_path, results)).read_text()
     assert len(IMG_RE.findall(page)) == 5
-    table = page[page.index("<h2>Trials</h2>"):]
+    table = page[page.index("<h2>Trials</h2>") :]
     assert "worker lost" in table
     assert re.findall(r'<tr><td class="num">(\d+)</td>', table)[-1] == "8"
 
@@ -271,9 +299,11 @@ def test_unsupported_schema_version(tmp_path: Path, version: Any) -> None:
 
 @pytest.mark.parametrize(
     ("patch", "fragment"),
-    [({"trials": {"0": {}}}, "'trials' must be a JSON array"),
-     ({"score": [1]}, "'score' must be a JSON object"),
-     ({"trials": [3]}, "trials[0] must be a JSON object")],
+    [
+        ({"trials": {"0": {}}}, "'trials' must be a JSON array"),
+        ({"score": [1]}, "'score' must be a JSON object"),
+        ({"trials": [3]}, "trials[0] must be a JSON object"),
+    ],
 )
 def test_wrong_section_types(tmp_path: Path, patch: dict[str, Any], fragment: str) -> None:
     results = {"schema_version": 1, **patch}
@@ -306,7 +336,9 @@ def test_cli_writes_and_prints_path(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_cli_missing_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "run directory or result file not found" in err and "nope" in err
+    assert (
+        err.count("\n") == 1 and "run directory or result file not found" in err and "nope" in err
+    )
 
 
 def test_cli_bad_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -357,28 +389,52 @@ def test_worker_plot_with_restart_segments(tmp_path: Path) -> None:
 
 def _total_peak(results: dict[str, Any], per_worker_flops: list[float]) -> dict[str, Any]:
     """``results`` with a peak measured the way ``aihpc run`` does: every worker at once, summed."""
-    per_worker = [{"device": "cpu", "dtype": "float32", "flops_per_s": f, "spread": 0.02} for f in per_worker_flops]
-    results["peak"] = {"device": "cpu", "dtype": "float32", "workers": len(per_worker), "per_worker": per_worker,
-                       "total_flops_per_s": sum(per_worker_flops), "spread": 0.02}
+    per_worker = [
+        {"device": "cpu", "dtype": "float32", "flops_per_s": f, "spread": 0.02}
+        for f in per_worker_flops
+    ]
+    results["peak"] = {
+        "device": "cpu",
+        "dtype": "float32",
+        "workers": len(per_worker),
+        "per_worker": per_worker,
+        "total_flops_per_s": sum(per_worker_flops),
+        "spread": 0.02,
+    }
     return results
 
 
 def test_peak_section_shows_the_total_the_share_uses_and_its_drift(tmp_path: Path) -> None:
     results = _total_peak(_fixture(), [55e9, 55e9])  # the fixture's score used 110e9 FLOP/s
-    results["peak"].update(after={"total_flops_per_s": 90e9}, drift=-0.1818,
-                           drift_warning="the machine's peak changed by -18.2 % during the run")
+    results["peak"].update(
+        after={"total_flops_per_s": 90e9},
+        drift=-0.1818,
+        drift_warning="the machine's peak changed by -18.2 % during the run",
+    )
     page = write_report(_run_dir(tmp_path, results)).read_text()
-    section = page[page.index("<h2>Measured peak</h2>"):page.index("<h2>Configuration</h2>")]
-    assert ("<tr><th>total: float32 on cpu, 2 workers at once, before the run (the share of peak uses this)"
-            "</th><td>110 GFLOP/s</td></tr>") in section
-    assert section.count("<tr><th>worker 1 of 2, part of the total</th><td>55.0 GFLOP/s</td></tr>") == 1
+    section = page[page.index("<h2>Measured peak</h2>") : page.index("<h2>Configuration</h2>")]
+    assert (
+        "<tr><th>total: float32 on cpu, 2 workers at once, before the run"
+        " (the share of peak uses this)"
+        "</th><td>110 GFLOP/s</td></tr>"
+    ) in section
+    assert (
+        section.count("<tr><th>worker 1 of 2, part of the total</th><td>55.0 GFLOP/s</td></tr>")
+        == 1
+    )
     assert "<tr><th>worker 2 of 2, part of the total</th><td>55.0 GFLOP/s</td></tr>" in section
     # 4050472109.5 OPS / 110e9 FLOP/s = 0.03682 (the fixture's peak_fraction 0.0368).
-    assert "<tr><th>share of the measured peak</th><td>4.05 GOPS ÷ 110 GFLOP/s = 3.7%</td></tr>" in section
-    assert "<tr><th>total after the run</th><td>90.0 GFLOP/s</td></tr>" in section and "-18.2%" in section
+    assert (
+        "<tr><th>share of the measured peak</th><td>4.05 GOPS ÷ 110 GFLOP/s = 3.7%</td></tr>"
+        in section
+    )
+    assert (
+        "<tr><th>total after the run</th><td>90.0 GFLOP/s</td></tr>" in section
+        and "-18.2%" in section
+    )
     assert "the machine&#x27;s peak changed by -18.2 % during the run" in section
     assert "used" not in section  # the score used the total: no warning
-    header = page[:page.index("<h2>Environment</h2>")]
+    header = page[: page.index("<h2>Environment</h2>")]
     assert "of 110 GFLOP/s, the total measured peak of 2 workers at once" in header
 
 
@@ -387,19 +443,26 @@ def test_peak_section_warns_when_the_share_used_another_peak(tmp_path: Path) -> 
     results["score"]["peak_flops_per_s"] = 55e9  # one worker's peak: not what the share should use
     results["score"]["peak_fraction"] = 4050472109.5 / 55e9
     page = write_report(_run_dir(tmp_path, results)).read_text()
-    section = page[page.index("<h2>Measured peak</h2>"):page.index("<h2>Configuration</h2>")]
+    section = page[page.index("<h2>Measured peak</h2>") : page.index("<h2>Configuration</h2>")]
     assert "4.05 GOPS ÷ 55.0 GFLOP/s = 7.4%" in section
-    assert "the score&#x27;s share of peak used 55.0 GFLOP/s, not the measured total 110 GFLOP/s" in section
+    assert (
+        "the score&#x27;s share of peak used 55.0 GFLOP/s, not the measured total 110 GFLOP/s"
+        in section
+    )
 
 
 def test_peak_section_of_many_workers_shows_min_median_max(tmp_path: Path) -> None:
-    flops = [float(f) * 1e9 for f in (90, 10, 80, 20, 70, 30, 60, 40, 50)]  # median 50e9, total 450e9
+    flops = [
+        float(f) * 1e9 for f in (90, 10, 80, 20, 70, 30, 60, 40, 50)
+    ]  # median 50e9, total 450e9
     results = _total_peak(_fixture(), flops)
     page = write_report(_run_dir(tmp_path, results)).read_text()
-    section = page[page.index("<h2>Measured peak</h2>"):page.index("<h2>Configuration</h2>")]
+    section = page[page.index("<h2>Measured peak</h2>") : page.index("<h2>Configuration</h2>")]
     assert "9 workers at once" in section and "<td>450 GFLOP/s</td>" in section
-    assert ("<tr><th>per worker, 9 workers (min / median / max)</th>"
-            "<td>10.0 GFLOP/s / 50.0 GFLOP/s / 90.0 GFLOP/s</td></tr>") in section
+    assert (
+        "<tr><th>per worker, 9 workers (min / median / max)</th>"
+        "<td>10.0 GFLOP/s / 50.0 GFLOP/s / 90.0 GFLOP/s</td></tr>"
+    ) in section
     assert "part of the total" not in section
 
 
@@ -408,22 +471,53 @@ def test_energy_card_and_section_show_gops_per_watt_or_why_not(tmp_path: Path) -
     from aihpc.records.energy import energy_results
 
     results = _fixture()
-    block = {"complete": True, "reason": None, "interval_s": 0.5, "devices": [
-        {"device": "GPU 00000000:19:00.0 (NVIDIA H100)", "host": "gpu1", "source": "nvml", "joules": 36000.0,
-         "seconds": 120.0, "watts": 300.0, "samples": 241, "max_interval_s": 0.52, "wraps": 0, "resets": 0},
-        {"device": "CPU packages", "host": "gpu1", "source": "rapl", "reason": "no RAPL: /x does not exist"}]}
+    block = {
+        "complete": True,
+        "reason": None,
+        "interval_s": 0.5,
+        "devices": [
+            {
+                "device": "GPU 00000000:19:00.0 (NVIDIA H100)",
+                "host": "gpu1",
+                "source": "nvml",
+                "joules": 36000.0,
+                "seconds": 120.0,
+                "watts": 300.0,
+                "samples": 241,
+                "max_interval_s": 0.52,
+                "wraps": 0,
+                "resets": 0,
+            },
+            {
+                "device": "CPU packages",
+                "host": "gpu1",
+                "source": "rapl",
+                "reason": "no RAPL: /x does not exist",
+            },
+        ],
+    }
     # the fixture's 4.877e11 operations over 36 kJ: 1.355e7 operations per joule, 0.0135 GOPS/W
     results["energy"] = energy_results(block, results["score"]["ops"])
     page = write_report(_run_dir(tmp_path, results)).read_text()
-    header = page[:page.index("<h2>Environment</h2>")]
+    header = page[: page.index("<h2>Environment</h2>")]
     gops = results["score"]["ops"] / 36000.0 / 1e9
-    assert f'<div class="value ">{gops:.3g}</div>' in header and "36.0 kJ at 300 W average" in header
-    section = page[page.index("<h2>Energy</h2>"):page.index("<h2>Configuration</h2>")]
-    assert "gpu1 GPU 00000000:19:00.0 (NVIDIA H100) (nvml)</th><td>36.0 kJ, 300 W average, 241 samples" in section
-    assert "<th>gpu1 CPU packages (rapl)</th><td>not measured: no RAPL: /x does not exist</td>" in section
+    assert (
+        f'<div class="value ">{gops:.3g}</div>' in header and "36.0 kJ at 300 W average" in header
+    )
+    section = page[page.index("<h2>Energy</h2>") : page.index("<h2>Configuration</h2>")]
+    assert (
+        "gpu1 GPU 00000000:19:00.0 (NVIDIA H100) (nvml)</th><td>36.0 kJ, 300 W average, 241 samples"
+        in section
+    )
+    assert (
+        "<th>gpu1 CPU packages (rapl)</th><td>not measured: no RAPL: /x does not exist</td>"
+        in section
+    )
     assert f"= {gops:.3g} GOPS/W" in section
 
-    results["energy"] = energy_results(unmeasured_block("no RAPL: /sys/class/powercap does not exist"), 1.0)
+    results["energy"] = energy_results(
+        unmeasured_block("no RAPL: /sys/class/powercap does not exist"), 1.0
+    )
     (tmp_path / "none").mkdir()
     page = write_report(_run_dir(tmp_path / "none", results)).read_text()
     assert "not measured: no RAPL: /sys/class/powercap does not exist" in page

@@ -37,7 +37,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER_TIMEOUT = 90  # seconds a browser run may take on a busy machine
 WINDOW = (1200, 5600)  # tall enough for the whole fixture report (about 4960 px)
-#: Colours only the plots paint, not the page's text (phases: data, optimizer; lineage: the best's star).
+#: Colours only the plots paint, not the page's text
+#: (phases: data, optimizer; lineage: the best's star).
 PLOT_COLOURS = ("#8e24aa", "#fdd835")
 _GROUPS: list[int] = []  # process groups of the browsers started, checked for leftovers
 
@@ -48,8 +49,10 @@ def _browser_binary() -> tuple[str | None, str]:
     if named:
         return shutil.which(named), f"AIHPC_CHROMIUM={named} is not an executable on PATH"
     found = next((path for path in map(shutil.which, BROWSER_NAMES) if path), None)
-    return found, (f"none of {', '.join(BROWSER_NAMES)} is on PATH (apt-get install chromium, which "
-                   "`make test` runs as root; or set AIHPC_CHROMIUM)")
+    return found, (
+        f"none of {', '.join(BROWSER_NAMES)} is on PATH (apt-get install chromium, which "
+        "`make test` runs as root; or set AIHPC_CHROMIUM)"
+    )
 
 
 def _kill_group(pgid: int) -> None:
@@ -64,28 +67,50 @@ def _browser(binary: str, profile: Path, *args: str) -> subprocess.CompletedProc
 
     Output goes to files, not pipes: a helper left running would hold a pipe open.
     """
-    command = [binary, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-               "--no-default-browser-check", "--hide-scrollbars", "--force-device-scale-factor=1",
-               f"--user-data-dir={profile}", *args]
+    command = [
+        binary,
+        "--headless",
+        "--disable-gpu",
+        "--no-sandbox",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     profile.mkdir(parents=True, exist_ok=True)
     out_path, err_path = profile / "stdout.txt", profile / "stderr.txt"
     with out_path.open("w") as out, err_path.open("w") as err:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+        )
     _GROUPS.append(proc.pid)
     try:
         proc.wait(timeout=BROWSER_TIMEOUT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{binary} did not finish within {BROWSER_TIMEOUT} s: {' '.join(args)}")
     finally:
-        _kill_group(proc.pid)  # the browser if it hangs, and helpers (zygote, crash handler) that outlive it
+        _kill_group(
+            proc.pid
+        )  # the browser if it hangs, and helpers (zygote, crash handler) that outlive it
         proc.wait()
-    return subprocess.CompletedProcess(command, proc.returncode, out_path.read_text(errors="replace"),
-                                       err_path.read_text(errors="replace"))
+    return subprocess.CompletedProcess(
+        command,
+        proc.returncode,
+        out_path.read_text(errors="replace"),
+        err_path.read_text(errors="replace"),
+    )
 
 
 def _screenshot(binary: str, profile: Path, page: Path, out: Path) -> Path:
-    result = _browser(binary, profile, f"--screenshot={out}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-                      page.as_uri())
+    result = _browser(
+        binary,
+        profile,
+        f"--screenshot={out}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        page.as_uri(),
+    )
     if result.returncode != 0 or not out.exists():
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"exit {result.returncode}, no screenshot ({last})")
@@ -93,7 +118,10 @@ def _screenshot(binary: str, profile: Path, page: Path, out: Path) -> Path:
 
 
 def _near(rgb: tuple[int, ...], hex_colour: str, tolerance: int = 6) -> bool:
-    return all(abs(a - int(hex_colour[i:i + 2], 16)) <= tolerance for a, i in zip(rgb, (1, 3, 5)))
+    return all(
+        abs(a - int(hex_colour[i : i + 2], 16)) <= tolerance
+        for a, i in zip(rgb, (1, 3, 5), strict=True)
+    )
 
 
 def screenshot_figures(path: Path) -> dict[str, Any]:
@@ -104,19 +132,29 @@ def screenshot_figures(path: Path) -> dict[str, Any]:
     colours = image.getcolors(maxcolors=1 << 24)
     background = max(colours)[1]
     plot_pixels = {c: sum(n for n, rgb in colours if _near(rgb, c)) for c in PLOT_COLOURS}
-    painted = sum(n for n, rgb in colours if max(abs(a - b) for a, b in zip(rgb, background)) > 8)
+    painted = sum(
+        n for n, rgb in colours if max(abs(a - b) for a, b in zip(rgb, background, strict=True)) > 8
+    )
     mask = Image.eval(image.convert("L"), lambda v: 255 if abs(v - sum(background) / 3) > 8 else 0)
     box = mask.getbbox()
-    return {"size": image.size, "distinct_colours": len(colours),
-            "luminance_stddev": ImageStat.Stat(image.convert("L")).stddev[0],
-            "painted_fraction": painted / (image.size[0] * image.size[1]),
-            "painted_to_row": box[3] if box else 0, "plot_colour_pixels": plot_pixels}
+    return {
+        "size": image.size,
+        "distinct_colours": len(colours),
+        "luminance_stddev": ImageStat.Stat(image.convert("L")).stddev[0],
+        "painted_fraction": painted / (image.size[0] * image.size[1]),
+        "painted_to_row": box[3] if box else 0,
+        "plot_colour_pixels": plot_pixels,
+    }
 
 
 def not_blank(figures: dict[str, Any]) -> bool:
     """A page with text, tables and plots: many colours, contrast, and paint down the page."""
-    return (figures["distinct_colours"] >= 500 and figures["luminance_stddev"] >= 10
-            and figures["painted_fraction"] >= 0.03 and figures["painted_to_row"] >= 3000)
+    return (
+        figures["distinct_colours"] >= 500
+        and figures["luminance_stddev"] >= 10
+        and figures["painted_fraction"] >= 0.03
+        and figures["painted_to_row"] >= 3000
+    )
 
 
 class _Dom(HTMLParser):
@@ -174,8 +212,14 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         pytest.skip(f"{binary} cannot render headless here: {exc}")
     results = json.loads(FIXTURE.read_text())
     per_worker = [{"device": "cpu", "dtype": "float32", "flops_per_s": 55e9, "spread": 0.02}] * 2
-    results["peak"] = {"device": "cpu", "dtype": "float32", "workers": 2, "per_worker": per_worker,
-                       "total_flops_per_s": 110e9, "spread": 0.02}
+    results["peak"] = {
+        "device": "cpu",
+        "dtype": "float32",
+        "workers": 2,
+        "per_worker": per_worker,
+        "total_flops_per_s": 110e9,
+        "spread": 0.02,
+    }
     run_dir = tmp / "run"
     run_dir.mkdir()
     (run_dir / "results.json").write_text(json.dumps(results))
@@ -186,8 +230,13 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     dom = _Dom()
     dom.feed(dumped.stdout)
     shot = _screenshot(binary, tmp / "profile", page, tmp / "report.png")
-    return {"source": page.read_text(), "dump": dumped.stdout, "dom": dom,
-            "shot": screenshot_figures(shot), "blank": screenshot_figures(blank_png)}
+    return {
+        "source": page.read_text(),
+        "dump": dumped.stdout,
+        "dom": dom,
+        "shot": screenshot_figures(shot),
+        "blank": screenshot_figures(blank_png),
+    }
 
 
 @pytest.mark.slow  # three browser runs and a report: several seconds
@@ -197,19 +246,35 @@ def test_the_dom_has_the_plots_tables_peak_and_lineage(rendered: dict[str, Any])
     assert "<tbody>" not in rendered["source"] and dom.tags.get("tbody", 0) == dom.tags["table"]
     # Every image is a plot: a data: URI holding a PNG that decodes, in the section it belongs to.
     sections = [section for section, _ in dom.images]
-    assert sections == ["Score and accuracy over time", "Operations per trial", "Worker timeline",
-                        "Phase breakdown", "Search lineage"]
+    assert sections == [
+        "Score and accuracy over time",
+        "Operations per trial",
+        "Worker timeline",
+        "Phase breakdown",
+        "Search lineage",
+    ]
     for _, src in dom.images:
         prefix = "data:image/png;base64,"
         assert src.startswith(prefix)
-        image = Image.open(io.BytesIO(base64.b64decode(src[len(prefix):], validate=True)))
-        assert image.format == "PNG" and image.size[0] >= 400 and len(image.convert("RGB").getcolors(1 << 24)) > 50
+        image = Image.open(io.BytesIO(base64.b64decode(src[len(prefix) :], validate=True)))
+        assert (
+            image.format == "PNG"
+            and image.size[0] >= 400
+            and len(image.convert("RGB").getcolors(1 << 24)) > 50
+        )
     tables = dict(dom.tables[::-1])  # section -> rows of its first table
     assert tables["Trials"] == 9  # a header and the 8 trials
-    assert [rows for section, rows in dom.tables if section == "Search lineage"] == [5]  # header + 0, 1, 3, 7
-    assert tables["Measured peak"] == 6 and tables["Environment"] >= 5 and tables["Configuration"] >= 5
+    assert [rows for section, rows in dom.tables if section == "Search lineage"] == [
+        5
+    ]  # header + 0, 1, 3, 7
+    assert (
+        tables["Measured peak"] == 6 and tables["Environment"] >= 5 and tables["Configuration"] >= 5
+    )
     peak = dom.section_text("Measured peak")
-    assert "total: float32 on cpu, 2 workers at once, before the run (the share of peak uses this) 110 GFLOP/s" in peak
+    assert (
+        "total: float32 on cpu, 2 workers at once, before the run"
+        " (the share of peak uses this) 110 GFLOP/s" in peak
+    )
     assert "share of the measured peak 4.05 GOPS ÷ 110 GFLOP/s = 3.7%" in peak
     lineage = dom.section_text("Search lineage")
     assert "Ancestry of the best trial" in lineage and "#7 ★" in lineage
@@ -255,7 +320,7 @@ def _alive(pid: int) -> bool:
 
 
 def _ends(pid: int, within: float = 5.0) -> bool:
-    """Whether ``pid`` stops running within ``within`` seconds (a SIGKILL takes a moment to land)."""
+    """Whether ``pid`` stops running within ``within`` seconds (a SIGKILL takes a moment)."""
     deadline = time.monotonic() + within
     while _alive(pid):
         if time.monotonic() > deadline:
@@ -265,7 +330,9 @@ def _ends(pid: int, within: float = 5.0) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="no /proc to see processes")
-def test_a_browser_s_helpers_are_killed_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_browser_s_helpers_are_killed_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A stand-in "browser" that leaves a helper running, as Chromium's zygote may.
     fake = tmp_path / "fake-browser"
     fake.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {tmp_path}/helper\n")

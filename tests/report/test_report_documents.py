@@ -14,7 +14,9 @@ FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 
 
 def _aihpc(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -23,12 +25,45 @@ def _aihpc(*args: str) -> subprocess.CompletedProcess:
 def documents(tmp_path_factory) -> Path:
     """A directory of result files written by roofline, bench operators/training and profile."""
     d = tmp_path_factory.mktemp("docs")
-    _aihpc("roofline", "--seconds", "0.2", "--elements", str(2**20), "--out", str(d / "roofline.json"))
-    _aihpc("bench", "operators", "--quick", "--ops", "matmul,relu", "--dtype", "float32",
-           "--roofline", str(d / "roofline.json"), "--out", str(d / "bench-operators.json"))
-    _aihpc("bench", "training", "--model", "digits_cnn", "--target", "0.5", "--max-epochs", "2",
-           "--out", str(d / "bench-training.json"))
-    _aihpc("profile", "--model", "digits_cnn", "--batch", "8", "--steps", "1", "--out", str(d / "profile.json"))
+    _aihpc(
+        "roofline", "--seconds", "0.2", "--elements", str(2**20), "--out", str(d / "roofline.json")
+    )
+    _aihpc(
+        "bench",
+        "operators",
+        "--quick",
+        "--ops",
+        "matmul,relu",
+        "--dtype",
+        "float32",
+        "--roofline",
+        str(d / "roofline.json"),
+        "--out",
+        str(d / "bench-operators.json"),
+    )
+    _aihpc(
+        "bench",
+        "training",
+        "--model",
+        "digits_cnn",
+        "--target",
+        "0.5",
+        "--max-epochs",
+        "2",
+        "--out",
+        str(d / "bench-training.json"),
+    )
+    _aihpc(
+        "profile",
+        "--model",
+        "digits_cnn",
+        "--batch",
+        "8",
+        "--steps",
+        "1",
+        "--out",
+        str(d / "profile.json"),
+    )
     return d
 
 
@@ -46,7 +81,12 @@ def test_one_result_file_gets_a_page_of_its_own(documents: Path, tmp_path: Path)
 def test_a_directory_of_result_files_renders_every_section(documents: Path) -> None:
     _aihpc("report", str(documents))
     page = (documents / "report.html").read_text()
-    for title in ("Roofline", "Level 0: operators", "Level 2: time to accuracy", "Workload characterisation"):
+    for title in (
+        "Roofline",
+        "Level 0: operators",
+        "Level 2: time to accuracy",
+        "Workload characterisation",
+    ):
         assert f"<h2>{title}</h2>" in page
     assert 'src="data:image/png;base64,' in page  # the roofline plot, embedded
     assert "http://" not in page and "https://" not in page  # self-contained
@@ -55,7 +95,9 @@ def test_a_directory_of_result_files_renders_every_section(documents: Path) -> N
 
 
 @pytest.mark.slow
-def test_a_run_report_gains_the_sections_its_directory_holds(documents: Path, tmp_path: Path) -> None:
+def test_a_run_report_gains_the_sections_its_directory_holds(
+    documents: Path, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     shutil.copy(FIXTURE, run_dir / "results.json")

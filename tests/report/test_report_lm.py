@@ -272,8 +272,13 @@ def _large_lm(n: int, seed: int = 0) -> dict[str, Any]:
             if i == 0
             else rng.choice(("add block 1 (4 heads, mlp 64)", "widen stream to 96"))
         )
-        t.update(id=i, parent=None if i == 0 else rng.randrange(i), best_val_loss=loss, morph=morph,
-                 status="failed" if loss is None else "completed")  # fmt: skip
+        t.update(
+            id=i,
+            parent=None if i == 0 else rng.randrange(i),
+            best_val_loss=loss,
+            morph=morph,
+            status="failed" if loss is None else "completed",
+        )
         if i == 0:
             t["arch"] = doc["trials"][0]["arch"]
             t.pop("arch_diff")
@@ -289,8 +294,10 @@ def test_a_large_run_keeps_and_lists_its_lowest_losses(tmp_path: Path) -> None:
     write_results(run, doc)
     read = read_for_report(run / "results.json")
     assert read["digest"]["quality"] == "loss"
-    scored = sorted((t for t in doc["trials"] if t["best_val_loss"] is not None),
-                    key=lambda t: (t["best_val_loss"], t["id"]))  # fmt: skip
+    scored = sorted(
+        (t for t in doc["trials"] if t["best_val_loss"] is not None),
+        key=lambda t: (t["best_val_loss"], t["id"]),
+    )
     kept = {t["id"] for t in read["trials"]}
     assert {t["id"] for t in scored[:SHOWN]} <= kept
     assert scored[0]["id"] == build_lineage(read).ancestry[-1]

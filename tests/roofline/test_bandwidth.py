@@ -37,7 +37,10 @@ def test_triad_computes_b_plus_three_c() -> None:
     assert torch.equal(a, b + 3.0 * c)
     assert a[0].item() == -90.0 and a[256].item() == 256 + 3 * (64 - 30)
     gen = torch.Generator().manual_seed(0)
-    b, c = torch.randn(300, dtype=torch.float64, generator=gen), torch.randn(300, dtype=torch.float64, generator=gen)
+    b, c = (
+        torch.randn(300, dtype=torch.float64, generator=gen),
+        torch.randn(300, dtype=torch.float64, generator=gen),
+    )
     stream_step("triad", a := torch.empty(300, dtype=torch.float64), b, c)()
     torch.testing.assert_close(a, b + 3.0 * c)  # a fused multiply-add may round once less
 
@@ -59,7 +62,9 @@ def test_small_measurement_is_fast_and_consistent(kernel: str) -> None:
     assert r.bytes_per_call == {"copy": 16, "triad": 24}[kernel] * 4096
     assert len(r.repeats) == 3 and r.calls_per_repeat >= 1
     assert r.min_bytes_per_s <= r.bytes_per_s <= r.max_bytes_per_s
-    assert r.bytes_per_s > 1e6  # 1 MB/s: 2 threads on 2 oversubscribed cores once gave 0.13 GB/s here
+    assert (
+        r.bytes_per_s > 1e6
+    )  # 1 MB/s: 2 threads on 2 oversubscribed cores once gave 0.13 GB/s here
     assert r.spread == pytest.approx((r.max_bytes_per_s - r.min_bytes_per_s) / r.bytes_per_s)
     d = r.to_dict()
     assert json.loads(json.dumps(d)) == d and d["repeats"] == list(r.repeats)
@@ -103,12 +108,21 @@ def test_cpu_cache_size_from_sysfs(tmp_path: Path) -> None:
     for cpu in range(4):
         shared = "0-1" if cpu < 2 else "2-3"
         for index, (level, kind, size, cpus) in enumerate(
-            [(1, "Data", "48K", str(cpu)), (1, "Instruction", "32K", str(cpu)), (2, "Unified", "2048K", str(cpu)),
-             (3, "Unified", "32768K", shared)]
+            [
+                (1, "Data", "48K", str(cpu)),
+                (1, "Instruction", "32K", str(cpu)),
+                (2, "Unified", "2048K", str(cpu)),
+                (3, "Unified", "32768K", shared),
+            ]
         ):
             d = tmp_path / f"cpu{cpu}" / "cache" / f"index{index}"
             d.mkdir(parents=True)
-            for name, text in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", cpus)):
+            for name, text in (
+                ("level", level),
+                ("type", kind),
+                ("size", size),
+                ("shared_cpu_list", cpus),
+            ):
                 (d / name).write_text(f"{text}\n")
     assert cpu_last_level_cache_bytes(tmp_path) == 2 * 32 * 2**20
     assert cpu_last_level_cache_bytes(tmp_path / "nowhere") is None

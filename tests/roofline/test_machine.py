@@ -11,29 +11,53 @@ from pathlib import Path
 
 import pytest
 
+from aihpc.devices import resolve_device
 from aihpc.errors import ConfigError, DataError
 from aihpc.records.files import result_document, write_result
+from aihpc.records.peak import NominalPeak, PeakResult
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
-from aihpc.devices import resolve_device
-from aihpc.records.peak import NominalPeak, PeakResult
 
 
 def _peak(
     dtype: str, rate: float, warning: str | None = None, nominal: NominalPeak | None = None
 ) -> PeakResult:
-    return PeakResult(device="cpu", dtype=dtype, kernel="conv3x3 128ch 8x8 batch 32", flops_per_s=rate,
-                      min_flops_per_s=0.95 * rate, max_flops_per_s=1.05 * rate, spread=0.1, repeats=(rate,),
-                      calls_per_repeat=4, flops_per_call=2 * 1024**3, threads=2, note=None, warning=warning,
-                      nominal=nominal)  # fmt: skip
+    return PeakResult(
+        device="cpu",
+        dtype=dtype,
+        kernel="conv3x3 128ch 8x8 batch 32",
+        flops_per_s=rate,
+        min_flops_per_s=0.95 * rate,
+        max_flops_per_s=1.05 * rate,
+        spread=0.1,
+        repeats=(rate,),
+        calls_per_repeat=4,
+        flops_per_call=2 * 1024**3,
+        threads=2,
+        note=None,
+        warning=warning,
+        nominal=nominal,
+    )
 
 
 def _stream(kernel: str, rate: float) -> BandwidthResult:
     n = 2**26
-    return BandwidthResult(device="cpu", kernel=kernel, elements=n, bytes_per_call={"copy": 16, "triad": 24}[kernel] * n,
-                           bytes_per_s=rate, min_bytes_per_s=rate, max_bytes_per_s=rate, spread=0.02,
-                           repeats=(rate,), calls_per_repeat=1, threads=2, cache_bytes=None, warning=None)  # fmt: skip
+    return BandwidthResult(
+        device="cpu",
+        kernel=kernel,
+        elements=n,
+        bytes_per_call={"copy": 16, "triad": 24}[kernel] * n,
+        bytes_per_s=rate,
+        min_bytes_per_s=rate,
+        max_bytes_per_s=rate,
+        spread=0.02,
+        repeats=(rate,),
+        calls_per_repeat=1,
+        threads=2,
+        cache_bytes=None,
+        warning=None,
+    )
 
 
 @pytest.fixture
@@ -42,9 +66,15 @@ def data() -> dict:
     nominal = NominalPeak(
         "float32", 150e9, "2 cores x 16 float32 lanes x 2 FMA units x 2 FLOP x 1.17 GHz", None
     )
-    return machine.machine_data("cpu", 2.0, {"float32": _peak("float32", 100e9, nominal=nominal),
-                                             "bfloat16": _peak("bfloat16", 400e9, warning="busy")},
-                                {"copy": _stream("copy", 16e9), "triad": _stream("triad", 20e9)})  # fmt: skip
+    return machine.machine_data(
+        "cpu",
+        2.0,
+        {
+            "float32": _peak("float32", 100e9, nominal=nominal),
+            "bfloat16": _peak("bfloat16", 400e9, warning="busy"),
+        },
+        {"copy": _stream("copy", 16e9), "triad": _stream("triad", 20e9)},
+    )
 
 
 def test_machine_data(data: dict) -> None:
@@ -66,8 +96,13 @@ def test_without_triad_the_ridges_are_unknown() -> None:
 
 
 def test_add_points_places_them_and_flags_dtypes_without_a_roof(data: dict) -> None:
-    machine.add_points(data, [RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
-                              RooflinePoint("ln", "float16", 1.0, 1e9, "bench-network")])  # fmt: skip
+    machine.add_points(
+        data,
+        [
+            RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
+            RooflinePoint("ln", "float16", 1.0, 1e9, "bench-network"),
+        ],
+    )
     relu, ln = data["points"]
     assert relu["attainable_flops_per_s"] == pytest.approx(5e9)  # 0.25 FLOP/byte x 20 GB/s
     assert relu["share"] == pytest.approx(0.5)
@@ -79,16 +114,23 @@ def test_add_points_places_them_and_flags_dtypes_without_a_roof(data: dict) -> N
 
 
 def test_table(data: dict) -> None:
-    machine.add_points(data, [RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
-                              RooflinePoint("layer_norm", "float16", 1.0, 1e9, "bench-network")])  # fmt: skip
+    machine.add_points(
+        data,
+        [
+            RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
+            RooflinePoint("layer_norm", "float16", 1.0, 1e9, "bench-network"),
+        ],
+    )
     assert machine.format_table(data).splitlines() == [
         "roofline of cpu",
         "",
         "roof                              rate   spread  detail",
         "peak float32               100 GFLOP/s    10.0%  conv3x3 128ch 8x8 batch 32, 2 threads",
         "peak bfloat16              400 GFLOP/s    10.0%  conv3x3 128ch 8x8 batch 32, 2 threads",
-        "STREAM copy                  16.0 GB/s     2.0%  67108864 float64 per array, 16 bytes per element",
-        "STREAM triad                 20.0 GB/s     2.0%  67108864 float64 per array, 24 bytes per element",
+        "STREAM copy                  16.0 GB/s     2.0%  67108864 float64 per array, "
+        "16 bytes per element",
+        "STREAM triad                 20.0 GB/s     2.0%  67108864 float64 per array, "
+        "24 bytes per element",
         "",
         "nominal peaks (the hardware's figures):",
         "  float32    150 GFLOP/s = 2 cores x 16 float32 lanes x 2 FMA units x 2 FLOP x 1.17 GHz",
@@ -98,7 +140,8 @@ def test_table(data: dict) -> None:
         "  bfloat16   20 FLOP/byte",
         "",
         "kernel      dtype      FLOP/byte        achieved      attainable    share  source",
-        "relu        float32         0.25    2.50 GFLOP/s    5.00 GFLOP/s      50%  bench-operators",
+        "relu        float32         0.25    2.50 GFLOP/s    5.00 GFLOP/s      50%  "
+        "bench-operators",
         "layer_norm  float16            1    1.00 GFLOP/s         unknown  unknown  bench-network",
         "",
         "warnings:",
@@ -154,9 +197,11 @@ def test_measure_machine_reports_progress() -> None:
     d = machine.measure_machine(
         "cpu", ["float32"], seconds=0.05, elements=4096, progress=lines.append
     )
-    assert lines == ["[1/3] float32 peak on cpu (the fastest of matmuls and convolutions)",
-                     "[2/3] STREAM copy bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)",
-                     "[3/3] STREAM triad bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)"]  # fmt: skip
+    assert lines == [
+        "[1/3] float32 peak on cpu (the fastest of matmuls and convolutions)",
+        "[2/3] STREAM copy bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)",
+        "[3/3] STREAM triad bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)",
+    ]
     assert d["bandwidth"]["copy"]["bytes_per_call"] == 16 * 4096
     assert d["ridge"]["float32"] == pytest.approx(
         d["peaks"]["float32"]["flops_per_s"] / d["roofline"]["bandwidth"]

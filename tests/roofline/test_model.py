@@ -26,8 +26,9 @@ ROOF = Roofline(device="cpu", peaks={"float32": 100e9, "bfloat16": 400e9}, bandw
         (1000.0, "bfloat16", 400e9),  # compute bound
     ],
 )
-def test_attainable_is_min_of_peak_and_intensity_times_bandwidth(intensity: float, dtype: str,
-                                                                 expected: float) -> None:  # fmt: skip
+def test_attainable_is_min_of_peak_and_intensity_times_bandwidth(
+    intensity: float, dtype: str, expected: float
+) -> None:
     assert ROOF.attainable(intensity, dtype) == pytest.approx(expected)
 
 
@@ -63,9 +64,18 @@ def test_to_dict_from_dict_round_trip_through_json() -> None:
     [
         ({"peaks": {}}, "malformed roofline"),
         ({"device": "cpu", "peaks": []}, "malformed roofline"),
-        ({"device": "cpu", "peaks": {"float32": "fast"}}, "peak of float32 must be a finite number >= 0, got 'fast'"),
-        ({"device": "cpu", "peaks": {"float32": 0}}, "peak of float32 must be a finite number > 0, got 0"),
-        ({"device": "cpu", "peaks": {}, "bandwidth": -1.0}, "bandwidth must be a finite number >= 0, got -1.0"),
+        (
+            {"device": "cpu", "peaks": {"float32": "fast"}},
+            "peak of float32 must be a finite number >= 0, got 'fast'",
+        ),
+        (
+            {"device": "cpu", "peaks": {"float32": 0}},
+            "peak of float32 must be a finite number > 0, got 0",
+        ),
+        (
+            {"device": "cpu", "peaks": {}, "bandwidth": -1.0},
+            "bandwidth must be a finite number >= 0, got -1.0",
+        ),
         ("roofline", "malformed roofline"),
     ],
 )
@@ -75,8 +85,11 @@ def test_from_dict_rejects_malformed(bad: object, match: str) -> None:
 
 
 def test_point_from_dict_and_placement() -> None:
-    p = RooflinePoint.from_dict({"label": "relu", "dtype": "float32", "intensity": 0.125, "flops_per_s": 1e9},
-                                "ops.json: points[0]", "bench-operators")  # fmt: skip
+    p = RooflinePoint.from_dict(
+        {"label": "relu", "dtype": "float32", "intensity": 0.125, "flops_per_s": 1e9},
+        "ops.json: points[0]",
+        "bench-operators",
+    )
     assert p == RooflinePoint("relu", "float32", 0.125, 1e9, "bench-operators")
     d = p.to_dict(ROOF)
     assert d["attainable_flops_per_s"] == pytest.approx(2.5e9)  # 0.125 x 20e9
@@ -89,11 +102,18 @@ def test_point_from_dict_and_placement() -> None:
     "bad, match",
     [
         ([1, 2], r"ops.json: points\[3\] must be an object"),
-        ({"label": 3, "dtype": "float32", "intensity": 1, "flops_per_s": 1}, r"points\[3\].label must be a string"),
-        ({"label": "x", "dtype": "float32", "intensity": -1, "flops_per_s": 1},
-         r"points\[3\].intensity must be a finite number >= 0, got -1"),
-        ({"label": "x", "dtype": "float32", "intensity": 1, "flops_per_s": float("nan")},
-         r"points\[3\].flops_per_s must be a finite number >= 0, got nan"),
+        (
+            {"label": 3, "dtype": "float32", "intensity": 1, "flops_per_s": 1},
+            r"points\[3\].label must be a string",
+        ),
+        (
+            {"label": "x", "dtype": "float32", "intensity": -1, "flops_per_s": 1},
+            r"points\[3\].intensity must be a finite number >= 0, got -1",
+        ),
+        (
+            {"label": "x", "dtype": "float32", "intensity": 1, "flops_per_s": float("nan")},
+            r"points\[3\].flops_per_s must be a finite number >= 0, got nan",
+        ),
     ],
 )
 def test_point_from_dict_names_the_bad_field(bad: object, match: str) -> None:

@@ -99,9 +99,13 @@ def test_unknown_microarchitecture_and_missing_factors() -> None:
 
 def test_zen4_runs_avx512_on_256_bit_units() -> None:
     zen4 = Processor(
-        vendor="AuthenticAMD", family=25, model=17, cores=1, clock_mhz=1000.0,
+        vendor="AuthenticAMD",
+        family=25,
+        model=17,
+        cores=1,
+        clock_mhz=1000.0,
         extensions=("avx2", "avx512_bf16", "avx512f", "fma"),
-    )  # fmt: skip
+    )
     peak = cpu_nominal_peak(zen4, "float32")
     assert peak.flops_per_s == pytest.approx(32 * GHZ)  # 32 float32 FLOP per cycle
     assert "8 float32 lanes (AVX-512)" in str(peak.derivation)
@@ -180,8 +184,13 @@ def test_the_record_reads_back() -> None:
 def _this_machine_is_the_intel_guest() -> bool:
     p = describe_processor()
     return (p.vendor, p.family, p.model, p.hypervisor, p.max_clock_mhz, p.cores) == (
-        "GenuineIntel", 6, 207, True, None, 2
-    )  # fmt: skip
+        "GenuineIntel",
+        6,
+        207,
+        True,
+        None,
+        2,
+    )
 
 
 @pytest.mark.skipif(

@@ -12,10 +12,12 @@ from aihpc.roofline.model import Roofline, RooflinePoint
 from aihpc.roofline.plot import DTYPE_COLORS, plot_roofline, roofline_figure, roofline_png
 
 ROOF = Roofline(device="cpu", peaks={"float32": 100e9, "bfloat16": 400e9}, bandwidth=20e9)
-POINTS = [RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
-          RooflinePoint("block", "float32", 12.0, 4e10, "bench-network"),
-          RooflinePoint("layer_norm", "float16", 1.0, 1e9, "bench-operators"),
-          RooflinePoint("empty", "float32", 0.0, 0.0, "bench-operators")]  # fmt: skip
+POINTS = [
+    RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
+    RooflinePoint("block", "float32", 12.0, 4e10, "bench-network"),
+    RooflinePoint("layer_norm", "float16", 1.0, 1e9, "bench-operators"),
+    RooflinePoint("empty", "float32", 0.0, 0.0, "bench-operators"),
+]
 
 
 def _data(roof: Roofline = ROOF, points: list[RooflinePoint] = POINTS) -> dict:
@@ -31,8 +33,11 @@ def _lines(data: dict) -> dict[str, list]:
 
 def test_one_roof_per_measured_dtype_and_the_triad_roof() -> None:
     lines = _lines(_data())
-    assert sorted(lines) == ["bfloat16 peak 400 GFLOP/s", "float32 peak 100 GFLOP/s",
-                             "memory (STREAM triad) 20.0 GB/s"]  # fmt: skip
+    assert sorted(lines) == [
+        "bfloat16 peak 400 GFLOP/s",
+        "float32 peak 100 GFLOP/s",
+        "memory (STREAM triad) 20.0 GB/s",
+    ]
     f32 = lines["float32 peak 100 GFLOP/s"]
     assert list(f32.get_xdata())[0] == pytest.approx(5.0)  # flat from the ridge, 100e9 / 20e9
     assert set(f32.get_ydata()) == {100e9}
@@ -46,12 +51,16 @@ def test_no_measured_peak_draws_no_roof() -> None:
     ax = roofline_figure(_data()).axes[0]
     assert not any(line.get_label().startswith("float16") for line in ax.get_lines())
     labels = [c.get_label() for c in ax.collections]
-    assert labels == ["float32 Level-0 operators", "float32 Level-1 layers",
-                      "float16 Level-0 operators (no measured peak)"]  # fmt: skip
+    assert labels == [
+        "float32 Level-0 operators",
+        "float32 Level-1 layers",
+        "float16 Level-0 operators (no measured peak)",
+    ]
     f16 = ax.collections[2]
     assert [tuple(xy) for xy in f16.get_offsets()] == [(1.0, 1e9)]
     assert tuple(f16.get_facecolors()[0][:3]) == pytest.approx(
-        tuple(int(DTYPE_COLORS["float16"][i : i + 2], 16) / 255 for i in (1, 3, 5)))  # fmt: skip
+        tuple(int(DTYPE_COLORS["float16"][i : i + 2], 16) / 255 for i in (1, 3, 5))
+    )
     # The zero-intensity kernel cannot sit on log axes: two float32 operator points are one.
     assert len(ax.collections[0].get_offsets()) == 1
 

@@ -34,8 +34,13 @@ NET_POINTS = [
 
 
 def _aihpc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aihpc", "roofline", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "aihpc", "roofline", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +66,20 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def json_run(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One float32 run with --json, --plot and both kinds of --points."""
     d = tmp_path_factory.mktemp("json_run")
-    proc = _aihpc(*QUICK, "--dtype", "float32", "--points", str(files["ops"]), "--points", str(files["net"]),
-                  "--plot", str(d / "roofline.png"), "--json", "--out", str(d / "roofline.json"))  # fmt: skip
+    proc = _aihpc(
+        *QUICK,
+        "--dtype",
+        "float32",
+        "--points",
+        str(files["ops"]),
+        "--points",
+        str(files["net"]),
+        "--plot",
+        str(d / "roofline.png"),
+        "--json",
+        "--out",
+        str(d / "roofline.json"),
+    )
     assert proc.returncode == 0, proc.stderr
     return {"proc": proc, "dir": d, "doc": json.loads((d / "roofline.json").read_text())}
 
@@ -91,8 +108,11 @@ def test_writes_a_versioned_document_with_environment(json_run: dict[str, Any]) 
     copy, triad = data["bandwidth"]["copy"], data["bandwidth"]["triad"]
     assert (copy["elements"], copy["bytes_per_call"]) == (ELEMENTS, 16 * ELEMENTS)
     assert (triad["elements"], triad["bytes_per_call"]) == (ELEMENTS, 24 * ELEMENTS)
-    assert data["roofline"] == {"device": "cpu", "peaks": {"float32": peak["flops_per_s"]},
-                                "bandwidth": triad["bytes_per_s"]}  # fmt: skip
+    assert data["roofline"] == {
+        "device": "cpu",
+        "peaks": {"float32": peak["flops_per_s"]},
+        "bandwidth": triad["bytes_per_s"],
+    }
     assert data["ridge"]["float32"] == pytest.approx(peak["flops_per_s"] / triad["bytes_per_s"])
 
 
@@ -111,8 +131,11 @@ def test_points_are_placed_under_the_roofs(json_run: dict[str, Any]) -> None:
     data = json_run["doc"]["data"]
     points = data["points"]
     assert [(p["label"], p["source"]) for p in points] == [
-        ("relu", "bench-operators"), ("matmul 512", "bench-operators"), ("layer_norm", "bench-operators"),
-        ("resnet basic block", "bench-network")]  # fmt: skip
+        ("relu", "bench-operators"),
+        ("matmul 512", "bench-operators"),
+        ("layer_norm", "bench-operators"),
+        ("resnet basic block", "bench-network"),
+    ]
     peak, bandwidth = data["roofline"]["peaks"]["float32"], data["roofline"]["bandwidth"]
     relu = points[0]
     assert (relu["intensity"], relu["flops_per_s"]) == (0.125, 1.5e9)
@@ -191,8 +214,18 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         d = tmp_path / f"case{i}"
         d.mkdir()
         argv = [a.format(tmp=d, **names) for a in args]
-        cmd = [sys.executable, "-m", "aihpc", "roofline", *QUICK, "--out", str(d / "r.json"),
-               "--plot", str(d / "r.png"), *argv]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "roofline",
+            *QUICK,
+            "--out",
+            str(d / "r.json"),
+            "--plot",
+            str(d / "r.png"),
+            *argv,
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         runs.append((proc, d, message.format(tmp=d, **names)))
     for proc, d, message in runs:

@@ -46,7 +46,7 @@ class StepClock:
 
 
 class InProcessExecutor:
-    """Runs each task inside ``submit``: with the function the master gives, or ``script`` instead."""
+    """Runs each task inside ``submit``: the function the master gives, or else ``script``."""
 
     def __init__(self, clock: StepClock, slots: int = 2, script=None) -> None:
         self.clock = clock
@@ -65,9 +65,13 @@ class InProcessExecutor:
         try:
             epoch = hasattr(task, "deadline")
             result = (self.script if epoch and self.script else fn)(
-                dataclasses.replace(task, deadline=math.inf) if epoch else task)
-            future.set_result(dataclasses.replace(result, t_start=self.clock.now - self.clock.step,
-                                                  t_end=self.clock.now))
+                dataclasses.replace(task, deadline=math.inf) if epoch else task
+            )
+            future.set_result(
+                dataclasses.replace(
+                    result, t_start=self.clock.now - self.clock.step, t_end=self.clock.now
+                )
+            )
         except Exception as exc:  # as Dask does: the exception surfaces in result()
             future.set_exception(exc)
         return future
@@ -109,12 +113,36 @@ def scripted_epoch(accuracy, lost=lambda task: False):
         if state is None:
             torch.manual_seed(task.seed)
             state = SpecNet(ArchSpec.from_dict(task.arch)).state_dict()
-        weights = save(Path(task.weights_dir), file_name(task.trial_id, task.epoch, task.attempt), state, opt_state)
+        weights = save(
+            Path(task.weights_dir),
+            file_name(task.trial_id, task.epoch, task.attempt),
+            state,
+            opt_state,
+        )
         now = time.time()
-        metrics = {"epoch": task.epoch, "train_samples": 100, "train_loss": 1.0, "train_accuracy": 0.5,
-                   "val_samples": 10, "val_loss": 1.0, "val_accuracy": accuracy(task.trial_id, task.epoch),
-                   "ops": 1100, "seconds": 0.0}
-        return EpochResult(task.trial_id, task.epoch, "ok", "w0", now, now, metrics=metrics, ops_train=1000,
-                           ops_eval=100, ops_per_sample={"train": 10.0, "eval": 10.0}, weights=weights)
+        metrics = {
+            "epoch": task.epoch,
+            "train_samples": 100,
+            "train_loss": 1.0,
+            "train_accuracy": 0.5,
+            "val_samples": 10,
+            "val_loss": 1.0,
+            "val_accuracy": accuracy(task.trial_id, task.epoch),
+            "ops": 1100,
+            "seconds": 0.0,
+        }
+        return EpochResult(
+            task.trial_id,
+            task.epoch,
+            "ok",
+            "w0",
+            now,
+            now,
+            metrics=metrics,
+            ops_train=1000,
+            ops_eval=100,
+            ops_per_sample={"train": 10.0, "eval": 10.0},
+            weights=weights,
+        )
 
     return run

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-# whole timed runs that fail on purpose: under pytest-xdist (make test) one at a time, in a group of their
-# own beside the other runs' ("runs"), so that the whole runs split between the cores
+# whole timed runs that fail on purpose: under pytest-xdist (make test) one at a time, in a group of
+# their own beside the other runs' ("runs"), so that the whole runs split between the cores
 pytestmark = pytest.mark.xdist_group("faults")
 
 
@@ -30,21 +30,43 @@ def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path
     # the 48 s budget leaves room for that.
     cfg = tmp_path / "run.toml"
     cfg.write_text(
-        'dataset = "synthetic"\nbatch_sizes = [512]\nmax_attempts = 2\nepochs_min = 1\nepochs_max = 1\npeak_seconds = 0.5\n'
+        'dataset = "synthetic"\nbatch_sizes = [512]\nmax_attempts = 2\n'
+        "epochs_min = 1\nepochs_max = 1\npeak_seconds = 0.5\n"
         "[data_options]\nnum_samples = 1200\nimage_size = 64\n"
     )
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "aihpc", "run", "--minutes", "0.8", "--workers", "2", "--threads-per-worker", "1",
-         "--worker-memory", "800MiB", "--config", str(cfg), "--out", str(run_dir), "--no-live"],
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--minutes",
+            "0.8",
+            "--workers",
+            "2",
+            "--threads-per-worker",
+            "1",
+            "--worker-memory",
+            "800MiB",
+            "--config",
+            str(cfg),
+            "--out",
+            str(run_dir),
+            "--no-live",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr  # the run itself completes, and says it is invalid
     assert "INVALID" in proc.stdout
     results = json.loads((run_dir / "results.json").read_text())
     failed = [t for t in results["trials"] if t["status"] == "failed"]
     attempts = {t["id"]: (t["status"], t["attempts"]) for t in results["trials"]}
-    assert failed, f"no trial used up its 2 attempts before the deadline: (status, attempts) {attempts}"
+    assert failed, (
+        f"no trial used up its 2 attempts before the deadline: (status, attempts) {attempts}"
+    )
     for t in failed:
         assert t["attempts"] == 2  # never retried past max_attempts
         assert t["reason"].startswith("2 attempts failed; last: KilledWorker")
@@ -64,9 +86,15 @@ def test_disk_full_is_one_clear_line_and_the_store_stays_readable(tmp_path: Path
     # 3-minute budget is never reached.  (At 512 KiB the log filled in 45 s,
     # before a busy machine finished a first epoch.)
     cfg = tmp_path / "run.toml"
-    cfg.write_text('dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64]\nworkers = 2\npeak_seconds = 0.5\n')
+    cfg.write_text(
+        'dataset = "digits"\nepochs_min = 1\nepochs_max = 2\n'
+        "batch_sizes = [64]\nworkers = 2\npeak_seconds = 0.5\n"
+    )
     run_dir = tmp_path / "run"
-    cmd = f"ulimit -f 1024 && exec {sys.executable} -m aihpc run --minutes 3 --config {cfg} --out {run_dir} --no-live"
+    cmd = (
+        f"ulimit -f 1024 && exec {sys.executable} -m aihpc run --minutes 3"
+        f" --config {cfg} --out {run_dir} --no-live"
+    )
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -74,4 +102,6 @@ def test_disk_full_is_one_clear_line_and_the_store_stays_readable(tmp_path: Path
     assert "cannot write" in lines[0] and str(run_dir) in lines[0]
     with sqlite3.connect(f"file:{run_dir / 'aihpc.sqlite'}?mode=ro", uri=True) as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert con.execute("SELECT COUNT(*) FROM epochs WHERE status = 'ok'").fetchone()[0] > 0  # what finished is kept
+        assert (
+            con.execute("SELECT COUNT(*) FROM epochs WHERE status = 'ok'").fetchone()[0] > 0
+        )  # what finished is kept

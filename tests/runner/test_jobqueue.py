@@ -1,4 +1,5 @@
-"""Workers as batch jobs (SLURM, PBS, LSF): the job scripts dask-jobqueue will submit, and bad arguments.
+"""Workers as batch jobs (SLURM, PBS, LSF): the job scripts dask-jobqueue will submit, and bad
+arguments.
 
 Nothing is submitted here (``workers=0``); submitting to a real SLURM
 cluster is tested in tests/runner/test_slurm.py.
@@ -23,23 +24,39 @@ from aihpc.runner.jobqueue import jobqueue_cluster
     ],
 )
 def test_job_script_books_cpus_gpu_tls_and_malloc(system, cpus, gpus, tmp_path):
-    cluster = jobqueue_cluster(system, 0, cores_per_worker=4, memory_per_worker="8GiB", gpus_per_worker=1,
-                               queue="gpu", walltime="00:30:00", shared_temp_directory=tmp_path / "tls")  # fmt: skip
+    cluster = jobqueue_cluster(
+        system,
+        0,
+        cores_per_worker=4,
+        memory_per_worker="8GiB",
+        gpus_per_worker=1,
+        queue="gpu",
+        walltime="00:30:00",
+        shared_temp_directory=tmp_path / "tls",
+    )
     try:
         script = cluster.job_script()
     finally:
         cluster.close()
     assert cpus in script and gpus in script
     assert "export OMP_NUM_THREADS=4" in script
-    assert "export MALLOC_TRIM_THRESHOLD_=134217728" in script  # keeps PyTorch on CPU fast (executor.py)
+    assert (
+        "export MALLOC_TRIM_THRESHOLD_=134217728" in script
+    )  # keeps PyTorch on CPU fast (executor.py)
     assert "tls://" in script and "--tls-key" in script  # workers join over TLS with the run's key
     assert "--nthreads 1" in script and "--name" in script
     assert (tmp_path / "tls").stat().st_mode & 0o777 == 0o700
 
 
 def test_extra_directives_and_no_tls():
-    cluster = jobqueue_cluster("slurm", 0, cores_per_worker=1, memory_per_worker="1GiB",
-                               extra_directives=["--qos=short"], tls=False)  # fmt: skip
+    cluster = jobqueue_cluster(
+        "slurm",
+        0,
+        cores_per_worker=1,
+        memory_per_worker="1GiB",
+        extra_directives=["--qos=short"],
+        tls=False,
+    )
     try:
         script = cluster.job_script()
     finally:
@@ -59,35 +76,63 @@ def test_extra_directives_and_no_tls():
         ({"walltime": "1 hour"}, "walltime must be SLURM's"),
         ({"extra_directives": ["qos=short"]}, "sbatch options like"),
         ({"system": "pbs", "extra_directives": ["-l x\n-l y"]}, "single options like"),
-        ({"interface": "no-such-if0"}, "network interface must exist on this host, got 'no-such-if0'"),
+        (
+            {"interface": "no-such-if0"},
+            "network interface must exist on this host, got 'no-such-if0'",
+        ),
     ],
 )
 def test_bad_arguments_are_config_errors(kwargs, message):
-    args = {"system": "slurm", "workers": 2, "cores_per_worker": 1, "memory_per_worker": "1GiB", **kwargs}
+    args = {
+        "system": "slurm",
+        "workers": 2,
+        "cores_per_worker": 1,
+        "memory_per_worker": "1GiB",
+        **kwargs,
+    }
     with pytest.raises(ConfigError, match=re.escape(message)):
         jobqueue_cluster(**args)
 
 
-@pytest.mark.parametrize("system, command", [("slurm", "SLURM's sbatch is not on PATH"),
-                                             ("pbs", "PBS needs 'qsub' on PATH"),
-                                             ("lsf", "LSF needs 'bsub' on PATH")])
+@pytest.mark.parametrize(
+    "system, command",
+    [
+        ("slurm", "SLURM's sbatch is not on PATH"),
+        ("pbs", "PBS needs 'qsub' on PATH"),
+        ("lsf", "LSF needs 'bsub' on PATH"),
+    ],
+)
 def test_missing_submit_command_is_a_config_error(system, command, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no batch system's tools
     with pytest.raises(ConfigError, match=re.escape(command)):
         jobqueue_cluster(system, 1, cores_per_worker=1, memory_per_worker="1GiB")
 
 
-@pytest.mark.parametrize("system, gpus", [("slurm", "#SBATCH --gres=gpu:2"), ("pbs", "ngpus=2"),
-                                          ("lsf", '#BSUB -gpu "num=2"')])  # fmt: skip
+@pytest.mark.parametrize(
+    "system, gpus",
+    [("slurm", "#SBATCH --gres=gpu:2"), ("pbs", "ngpus=2"), ("lsf", '#BSUB -gpu "num=2"')],
+)
 def test_a_worker_of_two_gpu_trials_books_two_gpus(system, gpus):
     from aihpc.config import RunConfig
     from aihpc.runner.executor import batch_layout
 
-    config = RunConfig.from_dict({"batch_system": system, "nodes": 2, "gpus_per_node": 4, "procs_per_trial": 2})
+    config = RunConfig.from_dict(
+        {"batch_system": system, "nodes": 2, "gpus_per_node": 4, "procs_per_trial": 2}
+    )
     layout = batch_layout(config)
-    assert (layout.workers, layout.procs, layout.device) == (4, 2, "cuda")  # 2 nodes x 4 GPUs / 2 per worker
-    cluster = jobqueue_cluster(system, 0, cores_per_worker=2, memory_per_worker="8GiB", gpus_per_worker=layout.procs,
-                               tls=False)  # fmt: skip
+    assert (layout.workers, layout.procs, layout.device) == (
+        4,
+        2,
+        "cuda",
+    )  # 2 nodes x 4 GPUs / 2 per worker
+    cluster = jobqueue_cluster(
+        system,
+        0,
+        cores_per_worker=2,
+        memory_per_worker="8GiB",
+        gpus_per_worker=layout.procs,
+        tls=False,
+    )
     try:
         script = cluster.job_script()
     finally:
@@ -99,6 +144,11 @@ def test_gpus_per_node_must_be_a_multiple_of_gpus_per_trial():
     from aihpc.config import RunConfig
     from aihpc.runner.executor import batch_layout
 
-    config = RunConfig.from_dict({"batch_system": "slurm", "nodes": 1, "gpus_per_node": 3, "procs_per_trial": 2})
-    with pytest.raises(ConfigError, match=re.escape("gpus_per_node must be a multiple of gpus_per_trial (2), got 3")):
+    config = RunConfig.from_dict(
+        {"batch_system": "slurm", "nodes": 1, "gpus_per_node": 3, "procs_per_trial": 2}
+    )
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("gpus_per_node must be a multiple of gpus_per_trial (2), got 3"),
+    ):
         batch_layout(config)

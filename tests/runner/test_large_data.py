@@ -28,8 +28,22 @@ GIB = 2**30
 def _run(tmp_path: Path, config: str) -> dict:
     (tmp_path / "run.toml").write_text(config)
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "aihpc", "run", "--config", str(tmp_path / "run.toml"),
-                           "--out", str(out), "--no-live"], capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--config",
+            str(tmp_path / "run.toml"),
+            "--out",
+            str(out),
+            "--no-live",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "data staging" in proc.stdout
     return json.loads((out / "results.json").read_text())
@@ -53,8 +67,11 @@ epochs_max = 1
 def test_a_synthetic_set_over_2_gib_is_staged_whole_and_trained_on(tmp_path):
     # 3x64x64 float32 is 48 KiB a sample: 44,800 training samples are 2.05 GiB (ResNet-20 seed);
     # difficulty 0 (no pixel noise to draw) keeps the generation quick
-    results = _run(tmp_path, COMMON + 'batch_sizes = [64]\n[data_options]\nnum_samples = 56000\n'
-                               'num_classes = 10\nimage_size = 64\ndifficulty = 0.0\n')
+    results = _run(
+        tmp_path,
+        COMMON + "batch_sizes = [64]\n[data_options]\nnum_samples = 56000\n"
+        "num_classes = 10\nimage_size = 64\ndifficulty = 0.0\n",
+    )
     staging = results["staging"]
     assert results["data"]["num_train"] * 3 * 64 * 64 * 4 > 2 * GIB
     assert staging["tiers"] == ["device"] and staging["per_worker"][0]["dtype"] == "float32"
@@ -63,7 +80,8 @@ def test_a_synthetic_set_over_2_gib_is_staged_whole_and_trained_on(tmp_path):
 
 
 def _image_folder(root: Path, images: int, classes: int) -> None:
-    """``images`` tiny PNGs in ``classes`` class folders (decoded and resized to image_size when staged)."""
+    """``images`` tiny PNGs in ``classes`` class folders (decoded and resized to image_size when
+    staged)."""
     rng = np.random.default_rng(0)
     for c in range(classes):
         (root / f"class{c}").mkdir(parents=True)
@@ -77,13 +95,18 @@ def test_an_imagefolder_over_2_gib_is_streamed_from_a_local_file(tmp_path):
     # 15,000 files at 3x128x128: 12,000 training samples are 2.20 GiB as float32 (ResNet-50 seed)
     _image_folder(tmp_path / "images", 15000, 10)
     stage_dir = tmp_path / "stage"
-    results = _run(tmp_path, COMMON + f'dataset = "imagefolder"\ndata_path = "{tmp_path / "images"}"\n'
-                               f'staging = "stream"\nstage_dir = "{stage_dir}"\nmax_params = 30000000\n'
-                               'batch_sizes = [8]\n[data_options]\nimage_size = 128\nworkers = 2\n')
+    results = _run(
+        tmp_path,
+        COMMON + f'dataset = "imagefolder"\ndata_path = "{tmp_path / "images"}"\n'
+        f'staging = "stream"\nstage_dir = "{stage_dir}"\nmax_params = 30000000\n'
+        "batch_sizes = [8]\n[data_options]\nimage_size = 128\nworkers = 2\n",
+    )
     staging = results["staging"]
     assert results["data"]["num_train"] * 3 * 128 * 128 * 4 > 2 * GIB
     assert staging["tiers"] == ["stream"] and staging["bytes"] > 2.5 * GIB
     assert _trained(results) > 0 and results["score"]["ops"] > 0
     phases = results["trials"][0]["phase_seconds"]
     assert phases["data"] > 0  # the wait for streamed batches is timed as its own phase
-    assert not list(stage_dir.glob("aihpc-stage-*"))  # the worker removed its staged files when it exited
+    assert not list(
+        stage_dir.glob("aihpc-stage-*")
+    )  # the worker removed its staged files when it exited

@@ -6,27 +6,40 @@ import shutil
 from pathlib import Path
 
 import pytest
+from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 from aihpc.config import RunConfig
 from aihpc.nas.build import SpecNet
 from aihpc.nas.spec import ArchSpec
-from aihpc.runner.master import Master
 from aihpc.records.store import RunStore
-
-from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from aihpc.runner.master import Master
 
 DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
 
 def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
-    """Run the master with 2 slots; every task takes 10 s of its clock, so 6 tasks fit in a minute."""
-    cfg = RunConfig(dataset="digits", epochs_min=1, epochs_max=1, batch_sizes=(128,), report_seconds=60,
-                    **{"minutes": 1.0, **config})
+    """Run the master with 2 slots; every task takes 10 s of its clock, so 6 tasks fit in a
+    minute."""
+    cfg = RunConfig(
+        dataset="digits",
+        epochs_min=1,
+        epochs_max=1,
+        batch_sizes=(128,),
+        report_seconds=60,
+        **{"minutes": 1.0, **config},
+    )
     store = RunStore(tmp_path / "run")
     store.set_meta("config", cfg.to_dict())
     clock = StepClock(10.0)
-    master = Master(cfg, store, InProcessExecutor(clock, slots=2), DIGITS, layout=None, observer=NullObserver(),
-                    clock=clock)
+    master = Master(
+        cfg,
+        store,
+        InProcessExecutor(clock, slots=2),
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
     return store, master.run()
 
 
@@ -60,8 +73,12 @@ def test_every_strategy_is_a_valid_configuration(name: str) -> None:
 
 def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 10.0, **config):
     """A master on the scripted trainer: each task takes ``step`` seconds of the master's clock."""
-    cfg = RunConfig(dataset="digits", report_seconds=600, batch_sizes=(32, 64, 128),  # the CPU default
-                    **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **config})
+    cfg = RunConfig(
+        dataset="digits",
+        report_seconds=600,
+        batch_sizes=(32, 64, 128),  # the CPU default
+        **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **config},
+    )
     store = RunStore(tmp_path / "run")
     clock = StepClock(step)
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(accuracy, lost))
@@ -70,11 +87,17 @@ def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 1
 
 
 def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
-    store, score, executor = _scripted(tmp_path, lambda t, e: 0.5, lost=lambda task: task.trial_id == 1,
-                                       max_attempts=3)
+    store, score, executor = _scripted(
+        tmp_path, lambda t, e: 0.5, lost=lambda task: task.trial_id == 1, max_attempts=3
+    )
     rows = {t.id: t for t in store.trials()}
-    assert executor.keys[:5] == ["trial0-epoch1-try1", "trial1-epoch1-try1", "trial1-epoch1-try2",
-                                 "trial1-epoch1-try3", "trial2-epoch1-try1"]
+    assert executor.keys[:5] == [
+        "trial0-epoch1-try1",
+        "trial1-epoch1-try1",
+        "trial1-epoch1-try2",
+        "trial1-epoch1-try3",
+        "trial2-epoch1-try1",
+    ]
     assert rows[1].status == "failed" and rows[1].attempts == 3
     assert rows[1].reason == "3 attempts failed; last: RuntimeError: worker lost trial 1 epoch 1"
     assert "Traceback" in rows[1].traceback and "RuntimeError: worker lost" in rows[1].traceback
@@ -82,9 +105,13 @@ def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
     # ... but the loss itself: when, which epoch and attempt, why, and whether it was sent again
     losses = store.losses()
     assert [(loss.trial_id, loss.epoch, loss.attempt, loss.requeued) for loss in losses] == [
-        (1, 1, 1, True), (1, 1, 2, True), (1, 1, 3, False)]
+        (1, 1, 1, True),
+        (1, 1, 2, True),
+        (1, 1, 3, False),
+    ]
     assert {(loss.worker, loss.address, loss.reason) for loss in losses} == {
-        (None, None, "RuntimeError: worker lost trial 1 epoch 1")}  # no KilledWorker: no worker named
+        (None, None, "RuntimeError: worker lost trial 1 epoch 1")
+    }  # no KilledWorker: no worker named
     assert [loss.t for loss in losses] == sorted(loss.t for loss in losses)
     assert rows[0].status == rows[2].status == "completed" and rows[0].traceback is None
     assert score.ops == 1100 * len(store.epochs())
@@ -92,19 +119,34 @@ def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
 
 def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path) -> None:
     curve = [0.50, 0.60, 0.55, 0.58, 0.70]
-    store, _, _ = _scripted(tmp_path, lambda t, e: curve[e - 1] if t == 0 else 0.1, minutes=3.0,
-                            epochs_min=5, epochs_max=5, patience=2)
+    store, _, _ = _scripted(
+        tmp_path,
+        lambda t, e: curve[e - 1] if t == 0 else 0.1,
+        minutes=3.0,
+        epochs_min=5,
+        epochs_max=5,
+        patience=2,
+    )
     first = store.trials()[0]
     assert first.status == "early_stopped" and first.budget == 5
-    assert [e.metrics["val_accuracy"] for e in store.epochs(0)] == curve[:4]  # epoch 2 best; 3, 4 no better
+    assert [e.metrics["val_accuracy"] for e in store.epochs(0)] == curve[
+        :4
+    ]  # epoch 2 best; 3, 4 no better
 
 
 def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> None:
     # One slot, 6 s a task, a 4-minute run: a new trial's budget is
     # epochs_min + int(progress * (max - min + 1)), but no more epochs than fit
     # in the time left at 6 s an epoch (once an epoch's duration is known).
-    store, _, _ = _scripted(tmp_path, lambda t, e: 0.5 + 0.01 * e, step=6.0, minutes=4.0,
-                            epochs_min=1, epochs_max=4, patience=10)
+    store, _, _ = _scripted(
+        tmp_path,
+        lambda t, e: 0.5 + 0.01 * e,
+        step=6.0,
+        minutes=4.0,
+        epochs_min=1,
+        epochs_max=4,
+        patience=10,
+    )
     trials = store.trials()
     start = store.segments()[0].start
     expected = []
@@ -117,8 +159,15 @@ def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> Non
 
 
 def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> None:
-    store, score, executor = _scripted(tmp_path, lambda t, e: 0.5, step=10.0, minutes=1.0,
-                                       epochs_min=100, epochs_max=100, patience=1000)
+    store, score, executor = _scripted(
+        tmp_path,
+        lambda t, e: 0.5,
+        step=10.0,
+        minutes=1.0,
+        epochs_min=100,
+        epochs_max=100,
+        patience=1000,
+    )
     assert len(executor.keys) == 6  # 60 s of clock at 10 s a task
     (trial,) = store.trials()
     assert trial.status == "deadline" and len(store.epochs(0)) == 6
@@ -129,7 +178,8 @@ def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> N
 
 
 class _MasterDies(BaseException):
-    """Raised inside the executor: unwinds the master as a kill would, past its exception handlers."""
+    """Raised inside the executor: unwinds the master as a kill would, past its exception
+    handlers."""
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +189,15 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
     directory (copy it before use), the configuration and the clock's time of death."""
     from aihpc.train.worker import run_epoch
 
-    cfg = RunConfig(dataset="digits", minutes=2.0, epochs_min=3, epochs_max=3, patience=10, batch_sizes=(128,),
-                    report_seconds=600)
+    cfg = RunConfig(
+        dataset="digits",
+        minutes=2.0,
+        epochs_min=3,
+        epochs_max=3,
+        patience=10,
+        batch_sizes=(128,),
+        report_seconds=600,
+    )
     run_dir = tmp_path_factory.mktemp("killed") / "run"
     store = RunStore(run_dir)
     store.set_meta("config", cfg.to_dict())
@@ -154,7 +211,9 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
 
     executor.script = dies
     with pytest.raises(_MasterDies):
-        Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock).run()
+        Master(
+            cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock
+        ).run()
     store.close()
     return run_dir, cfg, clock.now
 
@@ -167,13 +226,23 @@ def _copy(killed_run, tmp_path: Path) -> tuple[RunStore, RunConfig, StepClock]:
     return RunStore(tmp_path / "run"), cfg, clock
 
 
-def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path, killed_run) -> None:
+def test_restore_continues_the_running_trial_from_its_last_epoch(
+    tmp_path: Path, killed_run
+) -> None:
     from aihpc.train.weights import load
 
     store, cfg, clock = _copy(killed_run, tmp_path)
     rows = store.trials()
     assert [r.status for r in rows] == ["completed", "completed", "running"]
-    master = Master(cfg, store, InProcessExecutor(clock), DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    master = Master(
+        cfg,
+        store,
+        InProcessExecutor(clock),
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
     master.deadline = clock.now + 60.0  # run() sets it before restoring
     master._restore()
     assert master.next_id == 3 and master.epoch_counter == 7 and master.ops == store.total_ops()
@@ -182,12 +251,19 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(tmp_path: Path,
     assert master.parents.files() == {store.epochs(i)[-1].weights.name for i in (0, 1)}
     assert master.best == max(e.metrics["val_accuracy"] for e in store.epochs())
     (trial,) = master.running.values()
-    assert trial.id == 2 and trial.epochs_done == 1 and trial.budget == 3 and trial.hparams == rows[2].hparams
+    assert (
+        trial.id == 2
+        and trial.epochs_done == 1
+        and trial.budget == 3
+        and trial.hparams == rows[2].hparams
+    )
     (task,) = master.pending
     assert (task.trial_id, task.epoch, task.attempt, task.morph) == (2, 2, 1, None)
     assert task.start == store.epochs(2)[0].weights and task.start.name == "trial2-epoch1-try1.pt"
     state, optimizer = load(Path(task.weights_dir), task.start)
-    assert optimizer["state"] and set(state) == set(SpecNet(ArchSpec.from_dict(trial.arch)).state_dict())  # weights and momentum
+    assert optimizer["state"] and set(state) == set(
+        SpecNet(ArchSpec.from_dict(trial.arch)).state_dict()
+    )  # weights and momentum
 
 
 def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, killed_run) -> None:

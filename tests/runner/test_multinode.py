@@ -1,4 +1,5 @@
-"""aihpc across two nodes: the namespace nodes of the session's SLURM cluster (tests/slurm_cluster.py).
+"""aihpc across two nodes: the namespace nodes of the session's SLURM cluster
+(tests/slurm_cluster.py).
 
 Each node (``aihpc-n1``, ``aihpc-n2``) is a ``slurmd`` in its own network and
 UTS namespace, with its own host name and address, reachable from this host
@@ -27,6 +28,7 @@ import slurm_cluster
 from slurm_cluster import INTERFACE, LOGIN_ADDRESS, NODE_ADDRESSES, NODES, PARTITION, sh, wait
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+
 
 @pytest.fixture
 def two_nodes(slurm_up):
@@ -73,7 +75,7 @@ def test_each_node_has_its_own_name_and_address_and_only_the_bridge(two_nodes, t
     )
     (tmp_path / "probe.py").write_text(probe)
     script = (
-        f"srun sh -c 'ip -4 -o addr show {INTERFACE} | tr -s \" \" | cut -d\" \" -f4; "
+        f'srun sh -c \'ip -4 -o addr show {INTERFACE} | tr -s " " | cut -d" " -f4; '
         f"{sys.executable} {tmp_path / 'probe.py'} {_host_address()}'"
     )
     text = _batch(tmp_path, script, "-N", "2", "-n", "2")
@@ -91,9 +93,30 @@ def test_aihpc_run_across_two_nodes(two_nodes, tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "aihpc", "run", "--slurm", "--nodes", "2", "--partition", PARTITION,
-               "--interface", INTERFACE, "--threads-per-worker", "1", "--worker-memory", "1GiB",
-               "--minutes", "0.5", "--no-live", "--config", str(cfg), "--out", str(run_dir)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "aihpc",
+        "run",
+        "--slurm",
+        "--nodes",
+        "2",
+        "--partition",
+        PARTITION,
+        "--interface",
+        INTERFACE,
+        "--threads-per-worker",
+        "1",
+        "--worker-memory",
+        "1GiB",
+        "--minutes",
+        "0.5",
+        "--no-live",
+        "--config",
+        str(cfg),
+        "--out",
+        str(run_dir),
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
@@ -114,8 +137,11 @@ def test_aihpc_run_inside_an_allocation_across_two_nodes(two_nodes, tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
     run_dir = tmp_path / "run"
-    command = (f"cd {tmp_path} && srun --kill-on-bad-exit=1 {sys.executable} -m aihpc run --slurm --no-live "
-               f"--interface {INTERFACE} --minutes 0.3 --config {cfg} --out {run_dir}")  # fmt: skip
+    command = (
+        f"cd {tmp_path} && srun --kill-on-bad-exit=1 "
+        f"{sys.executable} -m aihpc run --slurm --no-live "
+        f"--interface {INTERFACE} --minutes 0.3 --config {cfg} --out {run_dir}"
+    )
     log = _batch(tmp_path, command, "-N", "2", "-n", "2", "-c", "1", timeout=240)
     assert (run_dir / "results.json").exists(), log[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
@@ -132,26 +158,69 @@ def test_aihpc_scaling_one_node_against_two(two_nodes, tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
     out = tmp_path / "scaling"
-    command = [sys.executable, "-m", "aihpc", "scaling", "--workers", "1,2", "--minutes", "0.5",
-               "--out", str(out), "--", "--slurm", "--partition", PARTITION, "--interface", INTERFACE,
-               "--worker-memory", "1GiB", "--config", str(cfg)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "aihpc",
+        "scaling",
+        "--workers",
+        "1,2",
+        "--minutes",
+        "0.5",
+        "--out",
+        str(out),
+        "--",
+        "--slurm",
+        "--partition",
+        PARTITION,
+        "--interface",
+        INTERFACE,
+        "--worker-memory",
+        "1GiB",
+        "--config",
+        str(cfg),
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     sizes = json.loads((out / "scaling.json").read_text())["sizes"]
     assert [s["workers"] for s in sizes] == [1, 2] and all(s["valid"] for s in sizes)
     assert sizes[0]["efficiency"] == 1.0 and 0 < sizes[1]["efficiency"]
     assert sizes[1]["efficiency"] == pytest.approx(sizes[1]["score"] / (2 * sizes[0]["score"]))
-    hosts = {n: sorted(w["host"] for w in json.loads((out / f"workers-{n}" / "results.json").read_text())
-                       ["devices"]["workers"]) for n in (1, 2)}  # fmt: skip
+    hosts = {
+        n: sorted(
+            w["host"]
+            for w in json.loads((out / f"workers-{n}" / "results.json").read_text())["devices"][
+                "workers"
+            ]
+        )
+        for n in (1, 2)
+    }
     assert len(hosts[1]) == 1 and hosts[1][0] in NODES and hosts[2] == list(NODES)
 
 
 def test_a_wrong_interface_is_one_line_naming_those_that_exist(two_nodes, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "aihpc", "run", "--slurm", "--nodes", "2", "--partition", PARTITION,
-         "--interface", "nope0", "--minutes", "0.2", "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--partition",
+            PARTITION,
+            "--interface",
+            "nope0",
+            "--minutes",
+            "0.2",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "network interface must exist on this host, got 'nope0'" in proc.stderr
     assert f"{INTERFACE}, " in proc.stderr and "lo" in proc.stderr
@@ -180,15 +249,17 @@ def test_tls_a_process_on_a_node_without_the_runs_key_cannot_connect(two_nodes, 
             path.write_text(getattr(sec, part))
             path.chmod(0o600)
             files[name, part] = path
-    with LocalCluster(n_workers=0, protocol="tls", host=LOGIN_ADDRESS, security=security,
-                      dashboard_address=None) as cluster:  # fmt: skip
+    with LocalCluster(
+        n_workers=0, protocol="tls", host=LOGIN_ADDRESS, security=security, dashboard_address=None
+    ) as cluster:
         address = cluster.scheduler_address
         assert address.startswith(f"tls://{LOGIN_ADDRESS}:")
 
         def attempt(security_code: str, scheme_address: str = address) -> str:
             code = (
                 "from distributed import Client\nfrom distributed.security import Security\n"
-                f"try:\n    Client({scheme_address!r}, timeout=5, security={security_code}).close()\n"
+                "try:\n"
+                f"    Client({scheme_address!r}, timeout=5, security={security_code}).close()\n"
                 "    print('CONNECTED')\n"
                 "except Exception as exc:\n    print('REFUSED', type(exc).__name__)\n"
             )
@@ -196,9 +267,11 @@ def test_tls_a_process_on_a_node_without_the_runs_key_cannot_connect(two_nodes, 
             return (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-300:]])[-1]
 
         def keys(name: str) -> str:
-            return (f"Security(tls_ca_file={str(files[name, 'tls_ca_file'])!r}, "
-                    f"tls_client_cert={str(files[name, 'tls_client_cert'])!r}, "
-                    f"tls_client_key={str(files[name, 'tls_client_key'])!r}, require_encryption=True)")  # fmt: skip
+            return (
+                f"Security(tls_ca_file={str(files[name, 'tls_ca_file'])!r}, "
+                f"tls_client_cert={str(files[name, 'tls_client_cert'])!r}, "
+                f"tls_client_key={str(files[name, 'tls_client_key'])!r}, require_encryption=True)"
+            )
 
         assert attempt(keys("run")) == "CONNECTED"
         assert attempt("None").startswith("REFUSED")
@@ -211,13 +284,43 @@ def test_bench_distributed_with_a_rank_on_each_node(two_nodes, tmp_path):
     over the bridge, and the ring volume matches what each rank's sockets sent (and the bridge
     counted: each rank reads its own node's aihpc0)."""
     out = tmp_path / "distributed.json"
-    command = [sys.executable, "-m", "aihpc", "bench", "distributed", "--procs", "2", "--slurm", "--nodes", "2",
-               "--partition", PARTITION, "--interface", INTERFACE, "--model", "digits_cnn", "--batch", "16",
-               "--steps", "8", "--warmup", "2", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "aihpc",
+        "bench",
+        "distributed",
+        "--procs",
+        "2",
+        "--slurm",
+        "--nodes",
+        "2",
+        "--partition",
+        PARTITION,
+        "--interface",
+        INTERFACE,
+        "--model",
+        "digits_cnn",
+        "--batch",
+        "16",
+        "--steps",
+        "8",
+        "--warmup",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())["data"]
-    assert (data["launcher"], data["nodes"], data["backend"], data["threads_per_rank"]) == ("srun", 2, "gloo", 1)
+    assert (data["launcher"], data["nodes"], data["backend"], data["threads_per_rank"]) == (
+        "srun",
+        2,
+        "gloo",
+        1,
+    )
     assert data["hosts"] == list(NODES)  # rank 0 on the first node, rank 1 on the second
     parallel = data["parallel"]
     assert parallel["allreduce_s"] > 0 and parallel["compute_s"] > 0
@@ -232,11 +335,33 @@ def test_bench_distributed_with_a_rank_on_each_node(two_nodes, tmp_path):
 def test_a_rank_that_fails_on_a_node_is_one_line_naming_it(two_nodes, tmp_path):
     """An interface the nodes lack: every rank fails at the rendezvous; one line, exit 3."""
     proc = subprocess.run(
-        [sys.executable, "-m", "aihpc", "bench", "distributed", "--procs", "2", "--slurm", "--nodes", "2",
-         "--partition", PARTITION, "--interface", "nope0", "--model", "digits_cnn", "--steps", "1",
-         "--out", str(tmp_path / "d.json")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "bench",
+            "distributed",
+            "--procs",
+            "2",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--partition",
+            PARTITION,
+            "--interface",
+            "nope0",
+            "--model",
+            "digits_cnn",
+            "--steps",
+            "1",
+            "--out",
+            str(tmp_path / "d.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 3, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("aihpc bench: error: rank 0 of 1 failed") and "nope0" in last, last
@@ -247,18 +372,47 @@ def test_train_to_target_two_instances_one_on_each_node(two_nodes, tmp_path):
     """--slurm --instances 2: two worker jobs of one CPU, one on each node, train at once.  A target
     no model meets (as in tests/workloads/test_ttt.py): each trains its whole budget, exit 4."""
     out = tmp_path / "ttt"
-    command = [sys.executable, "-m", "aihpc", "train-to-target", "--workload", "cosmoflow", "--size", "tiny",
-               "--target", "0.0001", "--max-epochs", "6", "--runs", "1", "--instances", "2",
-               "--threads-per-worker", "1", "--slurm", "--partition", PARTITION, "--interface", INTERFACE,
-               "--worker-memory", "1GiB", "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "aihpc",
+        "train-to-target",
+        "--workload",
+        "cosmoflow",
+        "--size",
+        "tiny",
+        "--target",
+        "0.0001",
+        "--max-epochs",
+        "6",
+        "--runs",
+        "1",
+        "--instances",
+        "2",
+        "--threads-per-worker",
+        "1",
+        "--slurm",
+        "--partition",
+        PARTITION,
+        "--interface",
+        INTERFACE,
+        "--worker-memory",
+        "1GiB",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=tmp_path)
-    assert proc.returncode == 4 and "not reached by 2 of 2 instance(s)" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 4 and "not reached by 2 of 2 instance(s)" in proc.stderr, proc.stderr[
+        -3000:
+    ]
     data = json.loads((out / "ttt.json").read_text())["data"]
     (run,) = data["runs"]
     assert sorted(i["host"] for i in run["instances"]) == list(NODES)
     a, b = run["instances"]
     assert a["epochs"] == b["epochs"] == 6
-    assert max(a["run_start_ms"], b["run_start_ms"]) < min(a["run_stop_ms"], b["run_stop_ms"])  # at once
+    assert max(a["run_start_ms"], b["run_start_ms"]) < min(
+        a["run_stop_ms"], b["run_stop_ms"]
+    )  # at once
     assert data["models_per_minute"] > 0
     logs = " ".join(p.read_text() for p in (out / "batch-logs").glob("*.err"))
     assert f"tls://{LOGIN_ADDRESS}:" in logs, logs[-2000:]
@@ -282,9 +436,30 @@ def test_a_node_lost_mid_run(two_nodes, tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
     run_dir, db = tmp_path / "run", tmp_path / "run" / "aihpc.sqlite"
-    command = [sys.executable, "-m", "aihpc", "run", "--slurm", "--nodes", "2", "--partition", PARTITION,
-               "--interface", INTERFACE, "--threads-per-worker", "1", "--worker-memory", "1GiB",
-               "--minutes", "1.0", "--no-live", "--config", str(cfg), "--out", str(run_dir)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "aihpc",
+        "run",
+        "--slurm",
+        "--nodes",
+        "2",
+        "--partition",
+        PARTITION,
+        "--interface",
+        INTERFACE,
+        "--threads-per-worker",
+        "1",
+        "--worker-memory",
+        "1GiB",
+        "--minutes",
+        "1.0",
+        "--no-live",
+        "--config",
+        str(cfg),
+        "--out",
+        str(run_dir),
+    ]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lost_worker = _wait_until_training_on(db, NODES[1], run)
@@ -298,20 +473,34 @@ def test_a_node_lost_mid_run(two_nodes, tmp_path):
             run.kill()
         seconds, why = slurm_cluster.start()  # the node back, for the tests after this one
         assert why is None, why
-        node_idle = lambda: sh("sinfo", "-h", "-n", NODES[1], "-o", "%T").stdout.strip() == "idle"  # noqa: E731
+
+        def node_idle() -> bool:
+            return sh("sinfo", "-h", "-n", NODES[1], "-o", "%T").stdout.strip() == "idle"
+
         wait(node_idle, 120, f"{NODES[1]} idle again")
     assert run.returncode == 0, stderr[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
     assert results["score"]["valid"]
     losses = [loss for loss in results["losses"] if loss["worker"] == lost_worker]
-    assert losses and all(loss["requeued"] and loss["address"] == NODE_ADDRESSES[NODES[1]] for loss in losses)
+    assert losses and all(
+        loss["requeued"] and loss["address"] == NODE_ADDRESSES[NODES[1]] for loss in losses
+    )
     epochs = {(t["id"], e["epoch"]): e for t in results["trials"] for e in t["epochs"]}
-    assert committed <= {k for k, e in epochs.items() if e["status"] == "ok"}  # no committed epoch lost
+    assert committed <= {
+        k for k, e in epochs.items() if e["status"] == "ok"
+    }  # no committed epoch lost
     resent = [epochs.get((loss["trial_id"], loss["epoch"])) for loss in losses]
-    assert all(e is not None and e["attempt"] > loss["attempt"] for e, loss in zip(resent, losses, strict=True))
+    assert all(
+        e is not None and e["attempt"] > loss["attempt"]
+        for e, loss in zip(resent, losses, strict=True)
+    )
     assert all(e["worker"] != lost_worker for e in resent)
-    verify = subprocess.run([sys.executable, "-m", "aihpc", "verify", str(run_dir)], capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
+    verify = subprocess.run(
+        [sys.executable, "-m", "aihpc", "verify", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-2000:]
     assert f"worker lost      {lost_worker} on {NODES[1]} at" in stdout, stdout
     print(  # the timeline, for the record (pytest -s shows it)
@@ -329,7 +518,9 @@ def _wait_until_training_on(db: Path, host: str, run: subprocess.Popen) -> str:
         rows = query_store(db, "SELECT value FROM meta WHERE key = 'devices'")
         workers = json.loads(rows[0][0])["workers"] if rows else []
         names = [w["worker"] for w in workers if w["host"] == host]
-        if names and query_store(db, "SELECT 1 FROM epochs WHERE worker = ? AND status = 'ok'", names[0]):
+        if names and query_store(
+            db, "SELECT 1 FROM epochs WHERE worker = ? AND status = 'ok'", names[0]
+        ):
             return names[0]
         time.sleep(0.3)
     pytest.fail(f"no epoch committed by the worker on {host} (run exit status {run.poll()})")
@@ -337,8 +528,15 @@ def _wait_until_training_on(db: Path, host: str, run: subprocess.Popen) -> str:
 
 def _left_behind() -> list[str]:
     """What of the namespace nodes is still there: namespaces, links, slurmd processes."""
-    namespaces = [n.split()[0] for n in sh("ip", "netns", "list").stdout.splitlines() if n.startswith("aihpc-n")]
-    links = [line.split(": ")[1].split("@")[0] for line in sh("ip", "-o", "link", "show").stdout.splitlines()]
+    namespaces = [
+        n.split()[0]
+        for n in sh("ip", "netns", "list").stdout.splitlines()
+        if n.startswith("aihpc-n")
+    ]
+    links = [
+        line.split(": ")[1].split("@")[0]
+        for line in sh("ip", "-o", "link", "show").stdout.splitlines()
+    ]
     daemons = sh("pgrep", "-a", "-x", "slurmd|slurmctld|slurmstepd").stdout.splitlines()
     return namespaces + [link for link in links if link.startswith("aihpc")] + daemons
 
@@ -351,4 +549,6 @@ def test_stop_leaves_nothing_and_start_brings_every_node_back(two_nodes):
     assert why is None, why
     rows = sh("sinfo", "-h", "-N", "-o", "%N %T").stdout.split("\n")
     states = dict(r.split() for r in rows if r.strip())
-    assert {n: states.get(n) for n in (two_nodes.host, *NODES)} == dict.fromkeys((two_nodes.host, *NODES), "idle")
+    assert {n: states.get(n) for n in (two_nodes.host, *NODES)} == dict.fromkeys(
+        (two_nodes.host, *NODES), "idle"
+    )

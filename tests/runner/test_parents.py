@@ -1,17 +1,18 @@
-"""Weight retention: the parent pool keeps the files the search can still use and deletes the rest."""
+"""Weight retention: the parent pool keeps the files the search can still use and deletes the
+rest."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
+
 from aihpc.config import RunConfig
 from aihpc.records.store import RunStore
 from aihpc.records.task import WeightsRef
 from aihpc.runner.master import Master
 from aihpc.runner.parents import KEEP_BEST, ParentPool
-
-from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
@@ -58,8 +59,16 @@ def test_a_long_run_keeps_a_bounded_set_of_weight_files(tmp_path: Path) -> None:
     """Every child starts from its parent's real file (a deleted one would fail the trial), and the
     folder never holds more than the pool's bound plus a file per slot and pinned parent."""
     slots, population = 2, 3
-    cfg = RunConfig(dataset="digits", minutes=5.0, epochs_min=1, epochs_max=2, batch_sizes=(128,),
-                    report_seconds=600, population=population, tournament=2)  # fmt: skip
+    cfg = RunConfig(
+        dataset="digits",
+        minutes=5.0,
+        epochs_min=1,
+        epochs_max=2,
+        batch_sizes=(128,),
+        report_seconds=600,
+        population=population,
+        tournament=2,
+    )
     store = RunStore(tmp_path / "run")
     store.set_meta("config", cfg.to_dict())
     clock = StepClock(5.0)
@@ -76,7 +85,10 @@ def test_a_long_run_keeps_a_bounded_set_of_weight_files(tmp_path: Path) -> None:
     master.run()
     rows = store.trials()
     assert len(rows) > 3 * (population + KEEP_BEST + 1) and {r.status for r in rows} <= {
-        "completed", "early_stopped", "deadline"}  # fmt: skip
+        "completed",
+        "early_stopped",
+        "deadline",
+    }
     assert most <= population + KEEP_BEST + 1 + 2 * slots
     assert master.parents.deleted > len(rows) // 2
     assert {p.name for p in store.weights_dir.iterdir()} == master.parents.files()

@@ -1,4 +1,5 @@
-"""A task's failure on a worker comes back as a value; the master logs its traceback and raises one line."""
+"""A task's failure on a worker comes back as a value; the master logs its traceback and raises one
+line."""
 
 from __future__ import annotations
 
@@ -27,10 +28,15 @@ def test_a_task_that_raises_comes_back_as_a_value() -> None:
 
 
 def test_an_aihpc_error_keeps_its_kind_and_names_the_worker(tmp_path: Path) -> None:
-    failed = Failed("3", DataError("no files in /data/train"), "DataError: no files", "Traceback ...\n")
+    failed = Failed(
+        "3", DataError("no files in /data/train"), "DataError: no files", "Traceback ...\n"
+    )
     with pytest.raises(DataError) as info:
         unwrap([1, failed], tmp_path)
-    assert str(info.value) == f"worker 3: no files in /data/train (its traceback: {tmp_path / LOG_FILE})"
+    assert (
+        str(info.value)
+        == f"worker 3: no files in /data/train (its traceback: {tmp_path / LOG_FILE})"
+    )
     assert (tmp_path / LOG_FILE).read_text() == "worker 3: DataError: no files\nTraceback ...\n\n"
 
 

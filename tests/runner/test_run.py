@@ -1,4 +1,5 @@
-"""``aihpc run`` end to end, as a user types it: a real master, real Dask workers, real processes."""
+"""``aihpc run`` end to end, as a user types it: a real master, real Dask workers, real
+processes."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from aihpc.records.results import trial_arch
 from runner_helpers import query_store
 
 from aihpc.records.mlperf_check import check_compliance
+from aihpc.records.results import trial_arch
+from fixture_run import aihpc
 
-# whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other groups
-# of whole runs (faults, slurm, verify) may run beside them, on the other core
+# whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other
+# groups of whole runs (faults, slurm, verify) may run beside them, on the other core
 pytestmark = pytest.mark.xdist_group("runs")
 
 # A small, quick search: digits, short trials.
@@ -50,12 +51,6 @@ def _toml(values: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def aihpc(*args: str, timeout: float = 240, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=timeout, **kw
-    )
-
-
 @pytest.fixture
 def quick_config(tmp_path: Path) -> Path:
     path = tmp_path / "run.toml"
@@ -69,28 +64,44 @@ def _check_results(run_dir: Path) -> dict:
     lines = (run_dir / "results.json").read_text().splitlines()
     # a line per top-level field (sorted) and per trial
     trials = results["trials"]
-    assert len(lines) == 2 + len(results) - 1 + len(trials) + 2 and lines[0] == "{" and lines[-1] == "}"
+    assert (
+        len(lines) == 2 + len(results) - 1 + len(trials) + 2
+        and lines[0] == "{"
+        and lines[-1] == "}"
+    )
     fields = [json.loads(line.split(":", 1)[0]) for line in lines[1:-1] if line.startswith('"')]
     assert fields == sorted(results)
-    assert [json.loads(line.rstrip(",")) for line in lines[fields.index("trials") + 2 :][: len(trials)]] == trials
+    assert [
+        json.loads(line.rstrip(",")) for line in lines[fields.index("trials") + 2 :][: len(trials)]
+    ] == trials
     score = results["score"]
     assert score["ops"] > 0 and score["ops_per_second"] > 0
     assert score["ops"] == sum(t["ops"]["total"] for t in results["trials"])
     assert score["ops_per_second"] == pytest.approx(score["ops"] / score["wall_seconds"])
     # the score's wiring, recomputed from the file's own fields
     n_val = results["data"]["num_val"]
-    best = max(t["best_val_accuracy"] for t in results["trials"] if t["best_val_accuracy"] is not None)
+    best = max(
+        t["best_val_accuracy"] for t in results["trials"] if t["best_val_accuracy"] is not None
+    )
     assert score["best_accuracy"] == best
     capped = min(best, 1 - 0.5 / n_val)
-    assert score["regulated_score"] == pytest.approx(score["ops_per_second"] * abs(math.log(1 - capped)))
+    assert score["regulated_score"] == pytest.approx(
+        score["ops_per_second"] * abs(math.log(1 - capped))
+    )
     peak = results["peak"]
     assert score["peak_flops_per_s"] == peak["total_flops_per_s"]
     # the peak is every worker's at once, measured before the run and again after it
     assert peak["workers"] == len(peak["per_worker"]) == len(results["workers"])
-    assert peak["total_flops_per_s"] == pytest.approx(sum(p["flops_per_s"] for p in peak["per_worker"]))
+    assert peak["total_flops_per_s"] == pytest.approx(
+        sum(p["flops_per_s"] for p in peak["per_worker"])
+    )
     assert peak["after"]["workers"] == peak["workers"]
-    assert peak["drift"] == pytest.approx(peak["after"]["total_flops_per_s"] / peak["total_flops_per_s"] - 1)
-    assert score["peak_fraction"] == pytest.approx(score["ops_per_second"] / score["peak_flops_per_s"])
+    assert peak["drift"] == pytest.approx(
+        peak["after"]["total_flops_per_s"] / peak["total_flops_per_s"] - 1
+    )
+    assert score["peak_fraction"] == pytest.approx(
+        score["ops_per_second"] / score["peak_flops_per_s"]
+    )
     for t in results["trials"]:
         for e in t["epochs"]:
             ops = round(e["train_samples"] * t["ops_per_sample"]["train"]) + round(
@@ -100,46 +111,83 @@ def _check_results(run_dir: Path) -> dict:
     _check_energy(results)
     env = results["environment"]
     assert env["torch_version"] and "git_commit" in env and "hostname" in env
-    # each worker's peak is the sum of its processes' (one each, or procs_per_trial), all measured at once
+    # each worker's peak is the sum of its processes' (one each, or procs_per_trial), all measured
+    # at once
     procs = results["config"]["procs_per_trial"]
     for p in peak["per_worker"]:
-        assert len(p["parts"]) == procs and p["flops_per_s"] == pytest.approx(sum(q["flops_per_s"] for q in p["parts"]))
+        assert len(p["parts"]) == procs and p["flops_per_s"] == pytest.approx(
+            sum(q["flops_per_s"] for q in p["parts"])
+        )
     # the worker-to-device mapping: every worker, its host, a device per process (the CPU here)
     mapping = results["devices"]["workers"]
-    assert sorted(w["worker"] for w in mapping) == sorted(str(p["worker"]) for p in peak["per_worker"])
-    assert all(w["host"] == env["hostname"] and w["devices"] == [{"device": "cpu"}] * procs for w in mapping)
-    assert sorted(w["slot"] for w in mapping) == list(range(len(mapping)))  # one host, one set of GPUs: numbered
+    assert sorted(w["worker"] for w in mapping) == sorted(
+        str(p["worker"]) for p in peak["per_worker"]
+    )
+    assert all(
+        w["host"] == env["hostname"] and w["devices"] == [{"device": "cpu"}] * procs
+        for w in mapping
+    )
+    assert sorted(w["slot"] for w in mapping) == list(
+        range(len(mapping))
+    )  # one host, one set of GPUs: numbered
     ok, output = check_compliance(run_dir / "mlperf.log")
     assert ok, output
     return results
 
 
 def _check_energy(results: dict) -> None:
-    """This VM has no RAPL and no GPU: the energy block is null with the reason, never an estimate."""
+    """This VM has no RAPL and no GPU: the energy block is null with the reason, never an
+    estimate."""
     energy = results["energy"]
     assert set(energy) == {"devices", "complete", "reason", "interval_s", "total"}
     if Path("/sys/class/powercap").exists() or results["environment"].get("gpus"):
         return  # a machine with counters: the figures are checked in tests/energy
     total = energy["total"]
-    assert (total["joules"], total["watts"], total["ops_per_joule"], total["gops_per_watt"]) == (None,) * 4
+    assert (total["joules"], total["watts"], total["ops_per_joule"], total["gops_per_watt"]) == (
+        None,
+    ) * 4
     assert energy["complete"] is False and energy["reason"]
     if "resumed" not in energy["reason"]:
-        assert energy["devices"] == [{
-            "device": "CPU packages", "host": results["environment"]["hostname"], "source": "rapl", "joules": None,
-            "seconds": None, "watts": None, "samples": 0, "max_interval_s": None, "wraps": 0, "resets": 0,
-            "reason": "no RAPL: /sys/class/powercap does not exist (no powercap in this kernel, or not exposed to "
-                      "this host)"}]
+        assert energy["devices"] == [
+            {
+                "device": "CPU packages",
+                "host": results["environment"]["hostname"],
+                "source": "rapl",
+                "joules": None,
+                "seconds": None,
+                "watts": None,
+                "samples": 0,
+                "max_interval_s": None,
+                "wraps": 0,
+                "resets": 0,
+                "reason": "no RAPL: /sys/class/powercap does not exist "
+                "(no powercap in this kernel, or not exposed to "
+                "this host)",
+            }
+        ]
 
 
 @pytest.mark.slow
 def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = aihpc("run", "--minutes", "0.4", "--config", str(quick_config), "--out", str(run_dir), "--seed", "1")
+    proc = aihpc(
+        "run",
+        "--minutes",
+        "0.4",
+        "--config",
+        str(quick_config),
+        "--out",
+        str(run_dir),
+        "--seed",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "score" in proc.stdout and "VALID" in proc.stdout
     results = _check_results(run_dir)
     energy = [line for line in proc.stdout.splitlines() if line.startswith("  energy ")]
-    assert energy == [f"  energy           not measured: {results['energy']['reason']}"]  # one line, with the reason
+    assert energy == [
+        f"  energy           not measured: {results['energy']['reason']}"
+    ]  # one line, with the reason
     done = [t for t in results["trials"] if t["status"] in ("completed", "early_stopped")]
     assert done, [t["status"] for t in results["trials"]]
     assert results["score"]["valid"] and results["score"]["best_accuracy"] >= 0.3
@@ -154,12 +202,24 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     assert report.returncode == 0, report.stderr
     assert (run_dir / "report.html").stat().st_size > 10_000
     # its best trial serves under LoadGen, its accuracy in float32 its own
-    served = aihpc("infer", str(run_dir), "--samples", "128", "--seconds", "0.5", "--server-steps", "2",
-                   "--latency-ms", "200")  # fmt: skip
+    served = aihpc(
+        "infer",
+        str(run_dir),
+        "--samples",
+        "128",
+        "--seconds",
+        "0.5",
+        "--server-steps",
+        "2",
+        "--latency-ms",
+        "200",
+    )
     assert served.returncode == 0, served.stderr
     infer = json.loads((run_dir / "infer" / "infer.json").read_text())["data"]
     best = max(t["best_val_accuracy"] or 0 for t in results["trials"])
-    assert infer["quality"]["measure"] == "accuracy" and infer["source"]["best_val_accuracy"] == best
+    assert (
+        infer["quality"]["measure"] == "accuracy" and infer["source"]["best_val_accuracy"] == best
+    )
     assert infer["valid"] and infer["scenarios"]["server"]["max_qps"] > 0
     assert aihpc("verify", str(run_dir / "infer")).returncode == 0
     assert aihpc("report", str(run_dir)).returncode == 0  # the run's report shows its inference too
@@ -167,7 +227,9 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
 
 
 POLL_SECONDS = 0.3  # how often the tests look at a running run's store and processes
-LOSS_SECONDS = 5.0  # a killed worker's epoch shows in the store as lost within this (measured: 0.3 s)
+LOSS_SECONDS = (
+    5.0  # a killed worker's epoch shows in the store as lost within this (measured: 0.3 s)
+)
 
 
 def _ok_epochs(db: Path) -> int:
@@ -177,9 +239,11 @@ def _ok_epochs(db: Path) -> int:
 
 
 def _poll(condition, timeout: float, run: subprocess.Popen | None = None):
-    """``condition()``'s first truthy value, polled until ``timeout`` seconds pass or ``run`` ends; else its last value.
+    """``condition()``'s first truthy value, polled until ``timeout`` seconds pass or ``run`` ends;
+    else its last value.
 
-    Once ``run`` has ended the condition is looked at once more, so what the run did before ending counts.
+    Once ``run`` has ended the condition is looked at once more, so what the run did before
+    ending counts.
     """
     t_end = time.monotonic() + timeout
     while True:
@@ -191,7 +255,8 @@ def _poll(condition, timeout: float, run: subprocess.Popen | None = None):
 
 
 def _wait_for(condition, what: str, timeout: float, run: subprocess.Popen | None = None):
-    """``condition()``'s first truthy value; fails, naming ``what``, if ``timeout`` passes or ``run`` ends first."""
+    """``condition()``'s first truthy value; fails, naming ``what``, if ``timeout`` passes or
+    ``run`` ends first."""
     value = _poll(condition, timeout, run)
     if not value:
         if run is not None and run.poll() is not None:
@@ -200,20 +265,36 @@ def _wait_for(condition, what: str, timeout: float, run: subprocess.Popen | None
     return value
 
 
-def _start_run(run_dir: Path, config: Path, minutes: float, epochs: int, **popen) -> subprocess.Popen:
+def _start_run(
+    run_dir: Path, config: Path, minutes: float, epochs: int, **popen
+) -> subprocess.Popen:
     """Start ``aihpc run`` in the background; return once ``epochs`` trial-epochs have finished.
 
-    The run is still going when this returns (its ``minutes`` must leave time for what the test does next).
+    The run is still going when this returns (its ``minutes`` must leave time for what the
+    test does next).
     """
     master = subprocess.Popen(
-        [sys.executable, "-m", "aihpc", "run", "--minutes", str(minutes), "--config", str(config), "--out", str(run_dir)],
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--minutes",
+            str(minutes),
+            "--config",
+            str(config),
+            "--out",
+            str(run_dir),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         **popen,
     )
     db = run_dir / "aihpc.sqlite"
-    _wait_for(lambda: _ok_epochs(db) >= epochs, f"{epochs} trial-epochs finished", timeout=180, run=master)
+    _wait_for(
+        lambda: _ok_epochs(db) >= epochs, f"{epochs} trial-epochs finished", timeout=180, run=master
+    )
     assert master.poll() is None, "the run ended before the test could act"
     return master
 
@@ -227,7 +308,9 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     master.wait()
     killed_at = time.time()
     with sqlite3.connect(db) as con:
-        before = con.execute("SELECT trial_id, epoch, ops_train, ops_eval FROM epochs WHERE status = 'ok'").fetchall()
+        before = con.execute(
+            "SELECT trial_id, epoch, ops_train, ops_eval FROM epochs WHERE status = 'ok'"
+        ).fetchall()
         ((first_start, first_stop),) = con.execute("SELECT start, stop FROM segments").fetchall()
     assert len(before) >= 2
     assert not (run_dir / "results.json").exists()
@@ -241,29 +324,60 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     assert results["config"]["dataset"] == "digits"  # the run's own configuration, not the defaults
     trials = {t["id"]: t for t in results["trials"]}
     assert {trial_arch(trials, i)["input_shape"][0] for i in trials} == {1}
-    kept = {(t["id"], e["epoch"]): e["ops"] for t in results["trials"] for e in t["epochs"] if e["status"] == "ok"}
+    kept = {
+        (t["id"], e["epoch"]): e["ops"]
+        for t in results["trials"]
+        for e in t["epochs"]
+        if e["status"] == "ok"
+    }
     for trial_id, epoch, ops_train, ops_eval in before:
         assert kept[(trial_id, epoch)] == ops_train + ops_eval
     segments = results["segments"]
     assert len(segments) == 2
-    assert segments[0]["t_end"] == pytest.approx(first_stop - first_start)  # the dead master's segment, unchanged
-    # the gap between the segments covers at least the time the test saw no master (>= the 2 s slept)
+    assert segments[0]["t_end"] == pytest.approx(
+        first_stop - first_start
+    )  # the dead master's segment, unchanged
+    # the gap between the segments covers at least the time the test saw no master (>= the 2 s
+    # slept)
     downtime = segments[1]["t_start"] - segments[0]["t_end"]
     assert downtime >= resumed_at - killed_at >= 2.0
-    assert results["score"]["wall_seconds"] == pytest.approx(segments[1]["t_end"] - segments[0]["t_start"])
+    assert results["score"]["wall_seconds"] == pytest.approx(
+        segments[1]["t_end"] - segments[0]["t_start"]
+    )
 
 
 @pytest.mark.slow
 def test_a_killed_hyperparameter_search_process_is_restarted_and_the_run_goes_on(
-        tmp_path: Path, quick_config: Path) -> None:
-    """SIGKILL, as an out-of-memory killer sends it, to the search process (named aihpc-hpo-0 in ps)."""
+    tmp_path: Path, quick_config: Path
+) -> None:
+    """SIGKILL, as an out-of-memory killer sends it, to the search process (named aihpc-hpo-0 in
+    ps)."""
     run_dir, out = tmp_path / "run", tmp_path / "stdout.txt"
     with out.open("w") as stdout:
         master = subprocess.Popen(
-            [sys.executable, "-m", "aihpc", "run", "--minutes", "0.6", "--config", str(quick_config),
-             "--out", str(run_dir), "--no-live"], stdout=stdout, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        _wait_for(lambda: _ok_epochs(run_dir / "aihpc.sqlite") >= 2, "2 trial-epochs finished", timeout=180,
-                  run=master)  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "aihpc",
+                "run",
+                "--minutes",
+                "0.6",
+                "--config",
+                str(quick_config),
+                "--out",
+                str(run_dir),
+                "--no-live",
+            ],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for(
+            lambda: _ok_epochs(run_dir / "aihpc.sqlite") >= 2,
+            "2 trial-epochs finished",
+            timeout=180,
+            run=master,
+        )
         (search,) = [p for p in psutil.Process(master.pid).children() if p.name() == "aihpc-hpo-0"]
         search.send_signal(signal.SIGKILL)
         search.wait(10)
@@ -271,18 +385,29 @@ def test_a_killed_hyperparameter_search_process_is_restarted_and_the_run_goes_on
     assert master.returncode == 0, err
     results = _check_results(run_dir)
     (restart,) = results["helper_restarts"]
-    assert (restart["stream"], restart["pid"], restart["how"]) == (0, search.pid, "was killed by signal 9")
+    assert (restart["stream"], restart["pid"], restart["how"]) == (
+        0,
+        search.pid,
+        "was killed by signal 9",
+    )
     assert 0 < restart["t"] < results["score"]["wall_seconds"]
-    # the search went on: trials proposed after the restart, with hyperparameters from the new process
-    assert [t for t in results["trials"] if t["t_start"] is not None and t["t_start"] > restart["t"]]
+    # the search went on: trials proposed after the restart, with hyperparameters from the new
+    # process
+    assert [
+        t for t in results["trials"] if t["t_start"] is not None and t["t_start"] > restart["t"]
+    ]
     text = out.read_text()
-    assert (f"helper restarted hyperparameter search process 0 (pid {search.pid}) was killed by signal 9 at "
-            f"{restart['t']:.1f} s; a new one was told {restart['history']} finished trials") in text, text
+    assert (
+        "helper restarted hyperparameter search process 0 "
+        f"(pid {search.pid}) was killed by signal 9 at "
+        f"{restart['t']:.1f} s; a new one was told {restart['history']} finished trials"
+    ) in text, text
     assert aihpc("verify", str(run_dir)).returncode == 0
 
 
 def _worker_processes(master: subprocess.Popen) -> list[psutil.Process]:
-    """The Dask worker processes of a local run: the master's "spawn" children that serve a TCP port.
+    """The Dask worker processes of a local run: the master's "spawn" children that serve a TCP
+    port.
 
     The nannies, inside the master, spawn one worker each; the master's other
     spawn child, the HPO search, talks over a pipe and serves no port.
@@ -299,7 +424,9 @@ def _worker_processes(master: subprocess.Popen) -> list[psutil.Process]:
     return workers
 
 
-def _busy_worker(master: subprocess.Popen, window: float = 0.5, share: float = 0.2) -> psutil.Process | None:
+def _busy_worker(
+    master: subprocess.Popen, window: float = 0.5, share: float = 0.2
+) -> psutil.Process | None:
     """The worker process that used the most CPU over the next ``window`` seconds, if that is at
     least ``share`` of a core (it is training: an idle Dask worker uses about 1 %); else None."""
 
@@ -325,37 +452,52 @@ def _busy_worker(master: subprocess.Popen, window: float = 0.5, share: float = 0
 
 
 def _trials_that_lost_an_epoch(db: Path) -> list[int]:
-    """Trials for which the master has recorded a lost epoch (``trials.attempts``, lost attempts)."""
-    return [row[0] for row in query_store(db, "SELECT id FROM trials WHERE attempts > 0 ORDER BY id")]
+    """Trials for which the master has recorded a lost epoch (``trials.attempts``, lost
+    attempts)."""
+    return [
+        row[0] for row in query_store(db, "SELECT id FROM trials WHERE attempts > 0 ORDER BY id")
+    ]
 
 
 def _kill_worker_mid_epoch(master: subprocess.Popen, db: Path, kills: int = 3) -> int:
-    """SIGKILL a worker while it trains; return the trial whose epoch the master then records as lost.
+    """SIGKILL a worker while it trains; return the trial whose epoch the master then records as
+    lost.
 
     A worker killed in the instant between two epochs (its result sent, its
     next task not yet there) loses nothing; if the store shows no lost epoch
     within ``LOSS_SECONDS`` of a kill, another busy worker is killed, up to ``kills`` times.
     """
     for _ in range(kills):
-        worker = _wait_for(lambda: _busy_worker(master), "a worker training (using CPU)", timeout=60, run=master)
+        worker = _wait_for(
+            lambda: _busy_worker(master), "a worker training (using CPU)", timeout=60, run=master
+        )
         worker.kill()
         lost = _poll(lambda: _trials_that_lost_an_epoch(db), LOSS_SECONDS, run=master)
         if lost:
             return lost[0]
-    pytest.fail(f"the store recorded no lost epoch after {kills} workers were killed while training")
+    pytest.fail(
+        f"the store recorded no lost epoch after {kills} workers were killed while training"
+    )
 
 
 @pytest.mark.slow
 def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> None:
-    """SIGKILL a worker process mid-epoch: the master requeues that epoch, it finishes, and so does the run."""
+    """SIGKILL a worker process mid-epoch: the master requeues that epoch, it finishes, and so does
+    the run."""
     run_dir = tmp_path / "run"
     db = run_dir / "aihpc.sqlite"
-    master = _start_run(run_dir, quick_config, minutes=0.6, epochs=1)  # past the peak: workers train
+    master = _start_run(
+        run_dir, quick_config, minutes=0.6, epochs=1
+    )  # past the peak: workers train
     trial = _kill_worker_mid_epoch(master, db)
     # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or two;
     # its row, ok or cut short by the deadline, records the attempt that finished it.
-    _wait_for(lambda: query_store(db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial),
-              f"trial {trial}'s lost epoch finished on a later attempt", timeout=180, run=master)
+    _wait_for(
+        lambda: query_store(db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial),
+        f"trial {trial}'s lost epoch finished on a later attempt",
+        timeout=180,
+        run=master,
+    )
     _, stderr = master.communicate(timeout=180)
     assert master.returncode == 0, stderr
     results = _check_results(run_dir)
@@ -365,7 +507,10 @@ def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> 
     # the loss is recorded with the worker Dask last ran the epoch on (KilledWorker names it)
     losses = [loss for loss in results["losses"] if loss["trial_id"] == trial]
     workers = {w["worker"] for w in results["devices"]["workers"]}
-    assert losses and losses[0]["requeued"] and str(losses[0]["worker"]) in workers, (losses, workers)
+    assert losses and losses[0]["requeued"] and str(losses[0]["worker"]) in workers, (
+        losses,
+        workers,
+    )
     assert losses[0]["reason"].startswith("KilledWorker")
 
 
@@ -374,8 +519,19 @@ def test_data_parallel_trials_with_gloo(tmp_path: Path, quick_config: Path) -> N
     # The worker's two rank processes start while the peak is measured, before the run's clock;
     # a digits epoch then takes 1-3 s on a busy 2-core machine.
     run_dir = tmp_path / "run"
-    proc = aihpc("run", "--minutes", "0.6", "--config", str(quick_config), "--workers", "1",
-                 "--procs-per-trial", "2", "--out", str(run_dir))  # fmt: skip
+    proc = aihpc(
+        "run",
+        "--minutes",
+        "0.6",
+        "--config",
+        str(quick_config),
+        "--workers",
+        "1",
+        "--procs-per-trial",
+        "2",
+        "--out",
+        str(run_dir),
+    )
     assert proc.returncode == 0, proc.stderr
     results = _check_results(run_dir)  # operations equal samples x per-sample counts: counted once
     assert results["config"]["procs_per_trial"] == 2

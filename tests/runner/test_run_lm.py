@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
+from runner_helpers import query_store
 
 from aihpc.records.mlperf_check import RULES_DIR, check_compliance
-from fixture_run import FIXTURES
-from runner_helpers import query_store
+from fixture_run import FIXTURES, aihpc
 
 pytestmark = [pytest.mark.xdist_group("runs"), pytest.mark.slow]
 
 # A small language and a small search: documents of 32 tokens, epochs of 8,192 tokens.
+TIMEOUT = 300  # seconds for one aihpc command here (the shared helper allows 240)
 CONFIG = """
 task = "lm"
 workers = 2
@@ -41,10 +42,6 @@ epoch_tokens = 8192
 """
 
 
-def aihpc(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=timeout)
-
-
 def _ok_epochs(db: Path) -> int:
     return len(query_store(db, "SELECT 1 FROM epochs WHERE status = 'ok'"))
 
@@ -56,9 +53,23 @@ def lm_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config, run_dir = tmp / "lm.toml", tmp / "run"
     config.write_text(CONFIG)
     master = subprocess.Popen(
-        [sys.executable, "-m", "aihpc", "run", "--minutes", "0.6", "--config", str(config), "--out", str(run_dir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--minutes",
+            "0.6",
+            "--config",
+            str(config),
+            "--out",
+            str(run_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 240
     while _ok_epochs(run_dir / "aihpc.sqlite") < 2:
         assert master.poll() is None, f"the run ended before two epochs: {master.stderr.read()}"
@@ -66,7 +77,7 @@ def lm_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         time.sleep(0.5)
     os.killpg(master.pid, signal.SIGKILL)
     master.wait()
-    proc = aihpc("run", "--resume", str(run_dir))
+    proc = aihpc("run", "--resume", str(run_dir), timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     assert "best val loss" in proc.stdout and "loss floor" in proc.stdout
     return run_dir
@@ -83,17 +94,23 @@ def test_a_resumed_language_model_run_scores_its_loss_against_the_floor(lm_run: 
     assert score["max_val_loss"] == data["bigram_loss"]  # the default threshold
     assert score["gap_to_floor"] == pytest.approx(score["best_val_loss"] - data["floor"])
     reducible = (data["unigram_loss"] - data["floor"]) / (score["best_val_loss"] - data["floor"])
-    assert score["regulated_score"] == pytest.approx(score["ops_per_second"] * max(0.0, math.log(reducible)))
+    assert score["regulated_score"] == pytest.approx(
+        score["ops_per_second"] * max(0.0, math.log(reducible))
+    )
     assert all("arch" in t or "arch_diff" in t for t in results["trials"])
     flops = results["model_flops"]
-    assert flops["total"] == pytest.approx(sum(e.get("model_flops", 0) for t in results["trials"] for e in t["epochs"]))
-    assert 0 < flops["total"] < score["ops"]  # the counted operations include the evaluation and more
+    assert flops["total"] == pytest.approx(
+        sum(e.get("model_flops", 0) for t in results["trials"] for e in t["epochs"])
+    )
+    assert (
+        0 < flops["total"] < score["ops"]
+    )  # the counted operations include the evaluation and more
     ok, output = check_compliance(lm_run / "mlperf.log", rules=RULES_DIR / "aihpc_automl_lm.yaml")
     assert ok, output
 
 
 def test_verify_passes_and_catches_a_changed_loss(lm_run: Path, tmp_path: Path) -> None:
-    proc = aihpc("verify", str(lm_run))
+    proc = aihpc("verify", str(lm_run), timeout=TIMEOUT)
     assert proc.returncode == 0 and "VERIFIED" in proc.stdout, proc.stdout + proc.stderr
     copy = tmp_path / "run"
     shutil.copytree(lm_run, copy, ignore=shutil.ignore_patterns("weights"))
@@ -105,26 +122,32 @@ def test_verify_passes_and_catches_a_changed_loss(lm_run: Path, tmp_path: Path) 
             score["best_val_loss"] -= 0.1
             lines[i] = '"score":' + json.dumps(score, sort_keys=True, separators=(",", ":")) + ",\n"
     path.write_text("".join(lines))
-    proc = aihpc("verify", str(copy))
+    proc = aihpc("verify", str(copy), timeout=TIMEOUT)
     assert proc.returncode == 4 and "best_val_loss" in proc.stdout, proc.stdout
 
 
-def test_report_and_count_read_it_and_compare_keeps_it_apart_from_images(lm_run: Path, tmp_path: Path) -> None:
-    proc = aihpc("report", str(lm_run))
+def test_report_and_count_read_it_and_compare_keeps_it_apart_from_images(
+    lm_run: Path, tmp_path: Path
+) -> None:
+    proc = aihpc("report", str(lm_run), timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     page = (lm_run / "report.html").read_text()
     assert "Best validation loss" in page and "floor" in page
-    arch = json.loads((lm_run / "results.json").read_text())["trials"][0]["arch"]  # the seed's, in full
+    arch = json.loads((lm_run / "results.json").read_text())["trials"][0][
+        "arch"
+    ]  # the seed's, in full
     spec = tmp_path / "lm.json"
     spec.write_text(json.dumps(arch))
-    counted = aihpc("count", "--spec", str(spec), "--train", "--json")
+    counted = aihpc("count", "--spec", str(spec), "--train", "--json", timeout=TIMEOUT)
     assert counted.returncode == 0, counted.stderr
     assert json.loads(counted.stdout)["total"] > 0
-    proc = aihpc("compare", str(lm_run), str(FIXTURES / "run"))
+    proc = aihpc("compare", str(lm_run), str(FIXTURES / "run"), timeout=TIMEOUT)
     assert proc.returncode == 2 and "different workloads" in proc.stderr, proc.stderr
 
 
-def test_infer_serves_the_best_language_model_with_a_key_value_cache(lm_run: Path, tmp_path: Path) -> None:
+def test_infer_serves_the_best_language_model_with_a_key_value_cache(
+    lm_run: Path, tmp_path: Path
+) -> None:
     """aihpc infer RUN_DIR: the best trial generates under LoadGen, its first token and each next
     one timed; quality is the loss in float32; operations per query are the prefill and decode
     steps counted."""
@@ -132,14 +155,37 @@ def test_infer_serves_the_best_language_model_with_a_key_value_cache(lm_run: Pat
     from aihpc.tasks import task_of
 
     out = tmp_path / "infer"
-    proc = aihpc("infer", str(lm_run), "--scenario", "offline", "--scenario", "single-stream", "--samples", "32",
-                 "--seconds", "0.5", "--prompt-tokens", "16", "--new-tokens", "8", "--out", str(out))  # fmt: skip
+    proc = aihpc(
+        "infer",
+        str(lm_run),
+        "--scenario",
+        "offline",
+        "--scenario",
+        "single-stream",
+        "--samples",
+        "32",
+        "--seconds",
+        "0.5",
+        "--prompt-tokens",
+        "16",
+        "--new-tokens",
+        "8",
+        "--out",
+        str(out),
+        timeout=TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "first token p99" in proc.stdout and "prompts of 16 tokens, 8 new tokens each" in proc.stdout
+    assert (
+        "first token p99" in proc.stdout
+        and "prompts of 16 tokens, 8 new tokens each" in proc.stdout
+    )
     data = json.loads((out / "infer.json").read_text())["data"]
     assert data["valid"] and data["quality"]["measure"] == "loss" and data["quality"]["kept"] == 1.0
     results = json.loads((lm_run / "results.json").read_text())
-    best = min((t for t in results["trials"] if t["best_val_loss"] is not None), key=lambda t: t["best_val_loss"])
+    best = min(
+        (t for t in results["trials"] if t["best_val_loss"] is not None),
+        key=lambda t: t["best_val_loss"],
+    )
     assert data["source"]["trial"] == best["id"]
     spec = task_of("lm").arch(data["source"]["arch"])
     assert data["ops_per_query"] == sum(decode_ops(spec, 16, 8))

@@ -107,7 +107,9 @@ def test_the_run_is_measured_tenth_by_tenth(rehearsal):
     _, data = rehearsal
     marks = data["rows"][0]["master"]["checkpoints"]
     assert [c["tenth"] for c in marks] == list(range(11))
-    assert [c["virtual_s"] for c in marks] == pytest.approx([MINUTES * 6.0 * k for k in range(11)], abs=1.3)
+    assert [c["virtual_s"] for c in marks] == pytest.approx(
+        [MINUTES * 6.0 * k for k in range(11)], abs=1.3
+    )
     for c in marks[1:]:
         assert c["results_per_s"] > 0 and c["rss"] > 0
         assert c["latency_p50"] is None or c["latency_p50"] <= c["latency_p99"]
@@ -169,17 +171,40 @@ def test_a_stage_past_its_timeout_is_stopped_and_recorded(benchmarks, tmp_path):
 
 
 def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: Path) -> None:
-    """SIGKILL the master (the store batches nothing: each epoch is committed as it ends), resume it."""
+    """SIGKILL the master (the store batches nothing: each epoch is committed as it ends), resume
+    it."""
     import signal
     import sqlite3
     import time
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, str(BENCHMARKS / "rehearsal_run.py"), "--run-dir", str(run_dir), "--workers", "16",
-           "--epoch-seconds", "10", "--minutes", "2", "--weight-bytes", "4096", "--peak-seconds", "0.5"]
-    master = subprocess.Popen([*cmd, "--progress", str(tmp_path / "p1.json")], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(BENCHMARKS / "rehearsal_run.py"),
+        "--run-dir",
+        str(run_dir),
+        "--workers",
+        "16",
+        "--epoch-seconds",
+        "10",
+        "--minutes",
+        "2",
+        "--weight-bytes",
+        "4096",
+        "--peak-seconds",
+        "0.5",
+    ]
+    master = subprocess.Popen(
+        [*cmd, "--progress", str(tmp_path / "p1.json")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     db, deadline = run_dir / "aihpc.sqlite", time.time() + 120
 
     def committed() -> list[tuple]:
@@ -187,7 +212,9 @@ def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: 
             return []
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
             try:
-                return con.execute("SELECT trial_id, epoch, ops_train, ops_eval, weights_digest FROM epochs").fetchall()
+                return con.execute(
+                    "SELECT trial_id, epoch, ops_train, ops_eval, weights_digest FROM epochs"
+                ).fetchall()
             except sqlite3.Error:
                 return []
 
@@ -202,21 +229,43 @@ def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: 
     # log; make that happen for sure, to the last epoch logged, which the resume must log again
     log = run_dir / "mlperf.log"
     lines = log.read_text().splitlines(keepends=True)
-    last = next(json.loads(line.split(" ", 1)[1])["metadata"] for line in reversed(lines) if '"eval_accuracy"' in line)
+    last = next(
+        json.loads(line.split(" ", 1)[1])["metadata"]
+        for line in reversed(lines)
+        if '"eval_accuracy"' in line
+    )
+
     def of_last(line: str) -> bool:
         meta = json.loads(line.split(" ", 1)[1]).get("metadata") or {}
-        return (meta.get("trial_id"), meta.get("trial_epoch")) == (last["trial_id"], last["trial_epoch"])
+        return (meta.get("trial_id"), meta.get("trial_epoch")) == (
+            last["trial_id"],
+            last["trial_epoch"],
+        )
 
     kept = [line for line in lines if not of_last(line)]
-    assert len(lines) - len(kept) == 5  # epoch_start, epoch_stop, eval_start, eval_stop, eval_accuracy
+    assert (
+        len(lines) - len(kept) == 5
+    )  # epoch_start, epoch_stop, eval_start, eval_stop, eval_accuracy
     log.write_text("".join(kept))
-    resumed = subprocess.run([*cmd, "--resume", "--progress", str(tmp_path / "p2.json")], env=env,
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    resumed = subprocess.run(
+        [*cmd, "--resume", "--progress", str(tmp_path / "p2.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
     after = set(committed())
-    assert set(before) <= after and len(after) > len(before)  # every committed epoch, exactly as it was
+    assert set(before) <= after and len(after) > len(
+        before
+    )  # every committed epoch, exactly as it was
     results = json.loads((run_dir / "results.json").read_text())
     assert len(results["segments"]) == 2
-    verify = subprocess.run([sys.executable, "-m", "aihpc", "verify", str(run_dir)], env=env, capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
+    verify = subprocess.run(
+        [sys.executable, "-m", "aihpc", "verify", str(run_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -19,8 +19,9 @@ import slurm_cluster
 from aihpc.errors import ConfigError
 from aihpc.runner import jobqueue, slurm
 
-# The one-node cluster's jobs and runs: under pytest-xdist (make test) one test at a time, in a group of
-# their own beside the local runs' ("runs"), so that the two kinds of whole run split between the cores.
+# The one-node cluster's jobs and runs: under pytest-xdist (make test) one test at a time, in a
+# group of their own beside the local runs' ("runs"), so that the two kinds of whole run split
+# between the cores.
 pytestmark = pytest.mark.xdist_group("slurm")
 
 _sh, _queued, _wait = slurm_cluster.sh, slurm_cluster.queued, slurm_cluster.wait
@@ -32,8 +33,15 @@ def two_workers(slurm_up, tmp_path_factory):
     from distributed import Client
 
     logs = tmp_path_factory.mktemp("slurm-logs")
-    cluster = jobqueue.jobqueue_cluster("slurm", 2, cores_per_worker=1, memory_per_worker="512MiB",
-                                       walltime="00:10:00", log_directory=logs, shared_temp_directory=logs / "tls")
+    cluster = jobqueue.jobqueue_cluster(
+        "slurm",
+        2,
+        cores_per_worker=1,
+        memory_per_worker="512MiB",
+        walltime="00:10:00",
+        log_directory=logs,
+        shared_temp_directory=logs / "tls",
+    )
     client = Client(cluster)
     try:
         client.wait_for_workers(2, timeout=60)
@@ -62,7 +70,9 @@ def test_in_allocation_follows_slurm_job_id(monkeypatch):
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "4")
     assert slurm.in_allocation()
-    assert slurm.current_task() == slurm.SlurmTask("42", rank=5, ntasks=8, local_id=1, nodes=2, cpus_per_task=4)
+    assert slurm.current_task() == slurm.SlurmTask(
+        "42", rank=5, ntasks=8, local_id=1, nodes=2, cpus_per_task=4
+    )
 
 
 def test_worker_env_pins_one_gpu_per_local_task(monkeypatch):
@@ -96,13 +106,22 @@ def test_default_scheduler_file_names_job_and_step(monkeypatch, tmp_path):
 def test_sinfo_shows_this_node(slurm_up):
     rows = [line.split() for line in _sh("sinfo", "-h", "-N", "-o", "%N %P %T").stdout.splitlines()]
     assert [slurm_up.host, "debug*"] in [row[:2] for row in rows]
-    assert {row[2] for row in rows if row[0] == slurm_up.host} <= {"idle", "mixed", "allocated", "completing"}
+    assert {row[2] for row in rows if row[0] == slurm_up.host} <= {
+        "idle",
+        "mixed",
+        "allocated",
+        "completing",
+    }
 
 
 @pytest.mark.slow
 def test_unknown_partition_is_a_config_error(slurm_up):
-    with pytest.raises(ConfigError, match=r"partition must exist, got 'nope' \(known: debug, netns\)"):
-        jobqueue.jobqueue_cluster("slurm", 1, cores_per_worker=1, memory_per_worker="1GiB", queue="nope")
+    with pytest.raises(
+        ConfigError, match=r"partition must exist, got 'nope' \(known: debug, netns\)"
+    ):
+        jobqueue.jobqueue_cluster(
+            "slurm", 1, cores_per_worker=1, memory_per_worker="1GiB", queue="nope"
+        )
 
 
 @pytest.mark.slow
@@ -126,7 +145,11 @@ def test_scancel_one_job_then_close(two_workers):
     ids = jobqueue.job_ids(cluster)
     by_job = {job: addr for addr, job in client.run(lambda: os.environ.get("SLURM_JOB_ID")).items()}
     assert _sh("scancel", ids[0]).returncode == 0
-    _wait(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == 1, 30, "one worker left after scancel")
+    _wait(
+        lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == 1,
+        30,
+        "one worker left after scancel",
+    )
     assert list(client.scheduler_info(n_workers=-1)["workers"]) == [by_job[ids[1]]]
     assert client.submit(sum, [1, 2, 3], pure=False).result(timeout=30) == 6
     client.close()
@@ -144,7 +167,8 @@ def test_runner_context_under_srun(slurm_up, tmp_path):
         "def main():\n"
         f"    with runner_context(scheduler_file={str(tmp_path / 'scheduler.json')!r}) as client:\n"
         "        client.wait_for_workers(2, timeout=60)\n"
-        "        names = sorted(w['name'] for w in client.scheduler_info(n_workers=-1)['workers'].values())\n"
+        "        workers = client.scheduler_info(n_workers=-1)['workers']\n"
+        "        names = sorted(w['name'] for w in workers.values())\n"
         "        ranks = sorted(client.run(lambda: os.environ['SLURM_PROCID']).values())\n"
         "        print('RESULT', names, ranks, client.submit(divmod, 17, 5).result(), flush=True)\n"
         "if __name__ == '__main__':\n"
@@ -152,7 +176,21 @@ def test_runner_context_under_srun(slurm_up, tmp_path):
     )
     out = tmp_path / "job.out"
     wrap = f"srun --kill-on-bad-exit=1 {sys.executable} {program}"
-    job = _sh("sbatch", "--parsable", "-n", "2", "-c", "1", "--mem=1G", "-t", "5", "-o", str(out), "--wrap", wrap)
+    job = _sh(
+        "sbatch",
+        "--parsable",
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--mem=1G",
+        "-t",
+        "5",
+        "-o",
+        str(out),
+        "--wrap",
+        wrap,
+    )
     assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip().split(";")[0]
     _wait(lambda: not _queued([job_id]), 60, f"srun job {job_id} finished")
@@ -187,18 +225,42 @@ def _jobs_named(name: str) -> list[str]:
 
 @pytest.mark.slow
 def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
-    """Workers are SLURM jobs (squeue shows them, over TLS); scancel one and the run finishes with the other."""
+    """Workers are SLURM jobs (squeue shows them, over TLS); scancel one and the run finishes with
+    the other."""
     import json
 
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aihpc", "run", "--slurm", "--workers", "2", "--threads-per-worker", "1",
-         "--worker-memory", "1GiB", "--minutes", "0.5", "--config", str(cfg), "--out", str(run_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    _wait(lambda: len(_jobs_named("aihpc-worker")) == 2 or proc.poll() is not None, 60, "2 worker jobs in squeue")
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--slurm",
+            "--workers",
+            "2",
+            "--threads-per-worker",
+            "1",
+            "--worker-memory",
+            "1GiB",
+            "--minutes",
+            "0.5",
+            "--config",
+            str(cfg),
+            "--out",
+            str(run_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait(
+        lambda: len(_jobs_named("aihpc-worker")) == 2 or proc.poll() is not None,
+        60,
+        "2 worker jobs in squeue",
+    )
     jobs = _jobs_named("aihpc-worker")
     assert len(jobs) == 2, proc.communicate()
     _wait(lambda: len(_workers_with_epochs(run_dir)) == 2, 90, "both workers finishing epochs")
@@ -209,7 +271,10 @@ def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
     assert results["score"]["ops"] > 0 and results["score"]["valid"]
     workers = {w["name"] for w in results["workers"]}
     assert workers == {"slurm-0", "slurm-1"}
-    last = sorted(max(e["t_end"] for t in results["trials"] for e in t["epochs"] if e["worker"] == w) for w in workers)
+    last = sorted(
+        max(e["t_end"] for t in results["trials"] for e in t["epochs"] if e["worker"] == w)
+        for w in workers
+    )
     wall = results["score"]["wall_seconds"]
     assert last[0] < wall - 5, "both workers went on to the end: the cancelled one kept working"
     assert last[1] > wall - 5  # the other went on to the end
@@ -227,10 +292,22 @@ def test_aihpc_run_inside_an_allocation(slurm_up, tmp_path):
     cfg.write_text(QUICK_TOML)
     run_dir = tmp_path / "run"
     command = (
-        f"cd {tmp_path} && srun --kill-on-bad-exit=1 {sys.executable} -m aihpc run --slurm --no-live "
+        f"cd {tmp_path} && srun --kill-on-bad-exit=1 "
+        f"{sys.executable} -m aihpc run --slurm --no-live "
         f"--minutes 0.3 --config {cfg} --out {run_dir}"
     )
-    sub = _sh("sbatch", "--parsable", "-n", "2", "-c", "1", "-o", str(tmp_path / "job.out"), "--wrap", command)
+    sub = _sh(
+        "sbatch",
+        "--parsable",
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "-o",
+        str(tmp_path / "job.out"),
+        "--wrap",
+        command,
+    )
     assert sub.returncode == 0, sub.stderr
     job_id = sub.stdout.strip().split(";")[0]
     _wait(lambda: not _queued([job_id]), 150, f"job {job_id} finished")

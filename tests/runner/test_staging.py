@@ -10,7 +10,9 @@ from aihpc.train.staging import stage
 
 
 def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():
-    config = with_default_workload(RunConfig(dataset="synthetic", data_options={"num_samples": 600}), "cpu")
+    config = with_default_workload(
+        RunConfig(dataset="synthetic", data_options={"num_samples": 600}), "cpu"
+    )
     ref = DataRef.of(config)
     # the reference the master puts in every task: its options sorted, the run's seed, how to stage
     assert ref.options == tuple(sorted(config.data_options.items())) and ref.seed == config.seed
@@ -24,7 +26,11 @@ def test_staged_data_is_what_the_first_epoch_finds_in_the_cache():
 
 
 def test_batch_sizes_are_sized_to_the_device_unless_given():
-    assert with_default_workload(RunConfig(), "cpu").batch_sizes == (32, 64, 128)  # the CPU default, unchanged
+    assert with_default_workload(RunConfig(), "cpu").batch_sizes == (
+        32,
+        64,
+        128,
+    )  # the CPU default, unchanged
     assert with_default_workload(RunConfig(), "cuda").batch_sizes == (256, 512)
     assert with_default_workload(RunConfig(batch_sizes=(8,)), "cuda").batch_sizes == (8,)
     assert with_default_workload(RunConfig(), "cuda").data_options["image_size"] == 128
@@ -32,15 +38,35 @@ def test_batch_sizes_are_sized_to_the_device_unless_given():
 
 
 def test_a_stage_dir_that_cannot_be_made_is_one_line_from_the_master(tmp_path):
-    """The worker's DataError comes back as a value: one line and exit 2, no worker traceback in the log."""
+    """The worker's DataError comes back as a value: one line and exit 2, no worker traceback in the
+    log."""
     import subprocess
     import sys
 
-    (tmp_path / "run.toml").write_text('dataset = "digits"\nworkers = 1\npeak_seconds = 0.5\nstaging = "stream"\n'
-                                       'stage_dir = "/proc/no-such-folder"\n')
-    proc = subprocess.run([sys.executable, "-m", "aihpc", "run", "--config", str(tmp_path / "run.toml"), "--out",
-                           str(tmp_path / "run"), "--minutes", "0.1", "--no-live"],
-                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    (tmp_path / "run.toml").write_text(
+        'dataset = "digits"\nworkers = 1\npeak_seconds = 0.5\nstaging = "stream"\n'
+        'stage_dir = "/proc/no-such-folder"\n'
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aihpc",
+            "run",
+            "--config",
+            str(tmp_path / "run.toml"),
+            "--out",
+            str(tmp_path / "run"),
+            "--minutes",
+            "0.1",
+            "--no-live",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("aihpc run: error: worker 0 could not stage the data: "
-                                   "cannot stage data to /proc/no-such-folder: No such file or directory")
+    assert proc.stderr.strip() == (
+        "aihpc run: error: worker 0 could not stage the data: "
+        "cannot stage data to /proc/no-such-folder: No such file or directory"
+    )

@@ -28,7 +28,8 @@ DROPOUTS = (0.0, 0.3)
 MAX_PARAMS = 1_000_000
 
 
-def L(name: str, kind: str, *inputs: str, **fields) -> Layer:  # noqa: N802 - reads like a table
+# a one-letter capital name: the layer lists below read like a table
+def L(name: str, kind: str, *inputs: str, **fields) -> Layer:
     return Layer(name, kind, tuple(inputs), **fields)
 
 

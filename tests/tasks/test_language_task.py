@@ -26,7 +26,9 @@ from aihpc.tasks.language import model_flops_per_token
 from aihpc.train.worker import run_epoch
 
 LM = task_of("lm")
-SPEC = seed_lm_spec(vocab_size=65, context=32, width=32, layers=2, heads=2, head_dim=16, mlp_hidden=64)
+SPEC = seed_lm_spec(
+    vocab_size=65, context=32, width=32, layers=2, heads=2, head_dim=16, mlp_hidden=64
+)
 
 
 def test_the_count_of_a_window_agrees_with_flop_counter_mode_on_the_matrix_products() -> None:
@@ -45,8 +47,12 @@ def test_the_count_of_a_window_agrees_with_flop_counter_mode_on_the_matrix_produ
     meta = torch.device("meta")
     with meta:
         net = LMNet(SPEC)
-    ours = count_ops(_flat(net), (torch.zeros((3, SPEC.context), dtype=torch.long, device=meta),),
-                     train=True, target=torch.zeros(3 * SPEC.context, dtype=torch.long, device=meta))  # fmt: skip
+    ours = count_ops(
+        _flat(net),
+        (torch.zeros((3, SPEC.context), dtype=torch.long, device=meta),),
+        train=True,
+        target=torch.zeros(3 * SPEC.context, dtype=torch.long, device=meta),
+    )
     mm = ours.by_operator["mm"]
     assert mm["forward"] + mm["backward"] == theirs[torch.ops.aten.mm]
     # the attention's two products, counted over the full T x T scores as FlopCounterMode counts
@@ -81,7 +87,10 @@ def test_windows_of_documents_start_with_bos_and_of_a_stream_overlap_by_one_toke
     assert len(w) == 3 and w.predicted_tokens == 12
     assert w.raw(np.array([1, 2])).tolist() == [[99, 4, 5, 6, 7], [99, 8, 9, 10, 11]]
     stream = TokenWindows(np.arange(10, dtype=np.uint32), 4, doc_length=None, bos=None)
-    assert len(stream) == 3 and stream.raw(np.array([0, 2])).tolist() == [[0, 1, 2, 3], [6, 7, 8, 9]]
+    assert len(stream) == 3 and stream.raw(np.array([0, 2])).tolist() == [
+        [0, 1, 2, 3],
+        [6, 7, 8, 9],
+    ]
     assert stream.label(np.array([0, 1])).tolist() == [0, 0]
     with pytest.raises(DataError, match="hold no window of 20 tokens"):
         TokenWindows(np.arange(10), 20, doc_length=None, bos=None)
@@ -92,8 +101,12 @@ def test_the_loss_quality_scores_in_e_folds_of_the_reducible_loss() -> None:
     assert q.goodness(2.1) > q.goodness(2.2) and not q.higher_is_better
     assert q.regulated(10.0, 4.0) == 0.0  # the unigram loss: nothing gained
     assert q.regulated(10.0, 3.0) == pytest.approx(10.0 * np.log(2.0))  # half the gap closed
-    assert q.regulated(10.0, 2.0) == pytest.approx(10.0 * np.log(2.0 / 0.001))  # held at the resolution
-    assert q.invalid_reason(2.4) is None and "above the maximum 2.5000" in (q.invalid_reason(2.6) or "")
+    assert q.regulated(10.0, 2.0) == pytest.approx(
+        10.0 * np.log(2.0 / 0.001)
+    )  # held at the resolution
+    assert q.invalid_reason(2.4) is None and "above the maximum 2.5000" in (
+        q.invalid_reason(2.6) or ""
+    )
     fields = q.score_fields(2.25)
     assert fields["gap_to_floor"] == pytest.approx(0.25) and fields["best_accuracy"] is None
     text = Loss(unigram=5.0, max_loss=4.0, floor=None, resolution=0.01, bytes_per_token=1.0)
@@ -108,11 +121,27 @@ def test_the_task_rejects_what_it_cannot_do() -> None:
 
 
 def _task(tmp_path, **changes) -> EpochTask:
-    options = (("doc_length", 32), ("epoch_tokens", 4096), ("train_tokens", 8192), ("val_tokens", 2048),
-               ("vocab_size", 64))  # fmt: skip
+    options = (
+        ("doc_length", 32),
+        ("epoch_tokens", 4096),
+        ("train_tokens", 8192),
+        ("val_tokens", 2048),
+        ("vocab_size", 64),
+    )
     hp = Hyperparameters(lr=3e-3, batch_size=8, weight_decay=0.01, optimizer="adamw", warmup=0.1)
-    base = dict(trial_id=0, epoch=1, epochs=2, arch=SPEC.to_dict(), hparams=hp, data=DataRef("synthetic", options=options, task="lm"),
-                deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(tmp_path))  # fmt: skip
+    base = dict(
+        trial_id=0,
+        epoch=1,
+        epochs=2,
+        arch=SPEC.to_dict(),
+        hparams=hp,
+        data=DataRef("synthetic", options=options, task="lm"),
+        deadline=time.time() + 300,
+        seed=3,
+        threads=1,
+        device="cpu",
+        weights_dir=str(tmp_path),
+    )
     return EpochTask(**{**base, **changes})
 
 
@@ -124,7 +153,9 @@ def test_a_trial_epoch_trains_on_tokens_and_counts_its_windows(tmp_path) -> None
     assert m["val_samples"] == 2048 // 32
     assert np.log(2) < m["val_loss"] < np.log(65) + 0.5 and 0 <= m["val_accuracy"] <= 1
     train, evaluate = LM.count_per_sample(SPEC, 8, 0.0)
-    assert r.ops_train == round(train * m["train_samples"]) and r.ops_eval == round(evaluate * m["val_samples"])
+    assert r.ops_train == round(train * m["train_samples"]) and r.ops_eval == round(
+        evaluate * m["val_samples"]
+    )
     assert m["model_flops"] == LM.model_flops(SPEC, m["train_samples"])
 
 

@@ -1,4 +1,5 @@
-"""The GPU path, on a real GPU: CUDA-event phase timing, the default GPU workload, benchmarks/gpu_fill.py.
+"""The GPU path, on a real GPU: CUDA-event phase timing, the default GPU workload,
+benchmarks/gpu_fill.py.
 
 Every test here but the last is marked ``gpu`` and skipped, with the reason,
 where CUDA is not available; the last checks that the benchmark says so
@@ -16,24 +17,42 @@ import pytest
 import torch
 
 from aihpc.nas.seeds import seed_spec
-from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
 from aihpc.records.task import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
 from aihpc.train.timing import timer_for
 from aihpc.train.worker import run_epoch
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; torch sees none here")
+needs_gpu = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU; torch sees none here"
+)
 
 
 def _gpu_task(weights_dir: Path, samples: int, **changes) -> EpochTask:
     options = {**DEFAULT_SYNTHETIC["cuda"], "num_samples": samples}
     spec = seed_spec((3, options["image_size"], options["image_size"]), options["num_classes"])
-    hp = {"lr": 0.1, "batch_size": DEFAULT_BATCH_SIZES["cuda"][0], "weight_decay": 5e-5, "momentum": 0.9,
-          "dropout": 0.0, "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
-    base = dict(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=hp,
-                data=DataRef("synthetic", options=tuple(sorted(options.items()))), deadline=time.time() + 600,
-                seed=0, weights_dir=str(weights_dir), device="cuda")  # fmt: skip
+    hp = {
+        "lr": 0.1,
+        "batch_size": DEFAULT_BATCH_SIZES["cuda"][0],
+        "weight_decay": 5e-5,
+        "momentum": 0.9,
+        "dropout": 0.0,
+        "optimizer": "sgd",
+        "schedule": "cosine",
+    }
+    base = dict(
+        trial_id=0,
+        epoch=1,
+        epochs=2,
+        arch=spec.to_dict(),
+        hparams=hp,
+        data=DataRef("synthetic", options=tuple(sorted(options.items()))),
+        deadline=time.time() + 600,
+        seed=0,
+        weights_dir=str(weights_dir),
+        device="cuda",
+    )
     base.update(changes)
     return EpochTask(**{**base, "hparams": Hyperparameters.from_dict(base["hparams"])})
 
@@ -65,7 +84,8 @@ def test_cuda_events_time_queued_work_with_one_wait():
 @pytest.mark.gpu
 @needs_gpu
 def test_the_training_loop_waits_for_the_gpu_once_in_check_every_steps(tmp_path):
-    """Counts the host's waits for the GPU in a real epoch's steps (CUDA's sync debug mode warns on each)."""
+    """Counts the host's waits for the GPU in a real epoch's steps (CUDA's sync debug mode warns on
+    each)."""
     import warnings
 
     from aihpc.train import trainer
@@ -73,7 +93,9 @@ def test_the_training_loop_waits_for_the_gpu_once_in_check_every_steps(tmp_path)
     device = torch.device("cuda", 0)
     task = _gpu_task(tmp_path, 8192)  # the ResNet-50 seed, batch 256
     setup = trainer.prepare(task, device, trainer.SINGLE)
-    trainer.train_steps(task, setup, timer_for(device), trainer.SINGLE)  # warm-up: cuDNN's autotuning
+    trainer.train_steps(
+        task, setup, timer_for(device), trainer.SINGLE
+    )  # warm-up: cuDNN's autotuning
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("warn")
     try:
@@ -100,13 +122,19 @@ def test_the_training_loop_waits_for_the_gpu_once_in_check_every_steps(tmp_path)
 def test_epochs_of_the_default_gpu_workload(tmp_path, compile):
     first = run_epoch(_gpu_task(tmp_path, 2048, compile=compile))
     assert first.status == "ok", first.reason
-    assert first.device.startswith("cuda") and first.num_params == 23_712_932  # the ResNet-50 seed, 100 classes
+    assert (
+        first.device.startswith("cuda") and first.num_params == 23_712_932
+    )  # the ResNet-50 seed, 100 classes
     assert first.ops_train == round(first.ops_per_sample["train"] * first.metrics["train_samples"])
-    assert first.ops_per_sample["train"] == pytest.approx(8.007e9, rel=1e-3)  # aihpc count, 3x128x128
+    assert first.ops_per_sample["train"] == pytest.approx(
+        8.007e9, rel=1e-3
+    )  # aihpc count, 3x128x128
     second = run_epoch(_gpu_task(tmp_path, 2048, compile=compile, epoch=2, start=first.weights))
     assert second.status == "ok" and second.phase_seconds["compile"] == 0.0
     assert (first.phase_seconds["compile"] > 0) == compile
-    work = sum(second.phase_seconds[p] for p in ("data", "forward", "backward", "optimizer", "eval"))
+    work = sum(
+        second.phase_seconds[p] for p in ("data", "forward", "backward", "optimizer", "eval")
+    )
     assert 0 < work <= second.t_end - second.t_start
 
 
@@ -114,17 +142,40 @@ def test_epochs_of_the_default_gpu_workload(tmp_path, compile):
 @pytest.mark.slow
 @needs_gpu
 def test_gpu_fill_prints_its_figures(tmp_path):
-    cmd = [sys.executable, str(BENCHMARKS / "gpu_fill.py"), "--minutes", "0.5", "--samples", "4096",
-           "--profile-samples", "1024"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(BENCHMARKS / "gpu_fill.py"),
+        "--minutes",
+        "0.5",
+        "--samples",
+        "4096",
+        "--profile-samples",
+        "1024",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=BENCHMARKS, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
-    for label in ("score", "share of peak", "busy fraction", "per epoch", "energy", "profiled epoch",
-                  "GPU idle", "GPU time by type"):
+    for label in (
+        "score",
+        "share of peak",
+        "busy fraction",
+        "per epoch",
+        "energy",
+        "profiled epoch",
+        "GPU idle",
+        "GPU time by type",
+    ):
         assert label in out.stdout
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the message on a machine without a GPU"
+)
 def test_gpu_fill_says_plainly_that_there_is_no_gpu():
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_fill.py"), "--minutes", "0.1"],
-                         capture_output=True, text=True, cwd=BENCHMARKS, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gpu_fill.py"), "--minutes", "0.1"],
+        capture_output=True,
+        text=True,
+        cwd=BENCHMARKS,
+        timeout=120,
+    )
     assert out.returncode == 2 and "no CUDA GPU on this machine" in out.stderr and out.stdout == ""

@@ -1,4 +1,5 @@
-"""A worker's rank pool (data-parallel trials, gloo on CPU): ranks that live across epochs, and die cleanly.
+"""A worker's rank pool (data-parallel trials, gloo on CPU): ranks that live across epochs, and die
+cleanly.
 
 Every test starts from no pool and closes the one it made.  The digits
 epochs at procs=2 take about 1.5 s once the pool is up; starting a pool
@@ -19,14 +20,13 @@ import time
 
 import psutil
 import pytest
+from test_trainer import HP, _task
 
 from aihpc.data import load_dataset
+from aihpc.records.task import DataRef
 from aihpc.train import ranks
 from aihpc.train.ranks import close_pool, pool_ranks
-from aihpc.records.task import DataRef
 from aihpc.train.worker import run_epoch
-
-from test_trainer import HP, _task
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranks")]
 
@@ -42,14 +42,20 @@ def _gone(pids: list[int], timeout: float = 15.0) -> bool:
     """Whether every process in ``pids`` has ended (a zombie counts as ended) within ``timeout``."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [
+            p
+            for p in pids
+            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        ]
         if not alive:
             return True
         time.sleep(0.2)
     return False
 
 
-def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_file_s_result(tmp_path):
+def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_file_s_result(
+    tmp_path,
+):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     hp = {**HP, "dropout": 0.2}  # dropout draws too must not depend on whether the model was kept
@@ -67,9 +73,13 @@ def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_fi
     assert second.phase_seconds["other"] < first.phase_seconds["other"]
     data = load_dataset("digits")
     # full batches of 100 only: the last, partial one is left out
-    assert second.metrics["train_samples"] == data.num_train // 100 * 100 and second.metrics["val_samples"] == data.num_val
+    assert (
+        second.metrics["train_samples"] == data.num_train // 100 * 100
+        and second.metrics["val_samples"] == data.num_val
+    )
     assert second.ops == first.ops  # the same network and samples: the same count, made once
-    # the same second epoch in a fresh pool, rebuilt from the first epoch's weight file (as on another worker)
+    # the same second epoch in a fresh pool, rebuilt from the first epoch's weight file (as on
+    # another worker)
     close_pool()
     assert _gone(pids)
     shutil.copy(tmp_path / "a" / first.weights.name, tmp_path / "b")
@@ -87,8 +97,13 @@ def test_a_rank_killed_mid_epoch_fails_that_epoch_and_the_next_gets_a_new_pool(t
     pids = [r["pid"] for r in pool_ranks()]
     # a long epoch (24,000 synthetic 8x8 images in batches of 32: tens of seconds)
     options = {"num_samples": 30000, "num_classes": 10, "channels": 1, "image_size": 8}
-    long = _task(tmp_path, procs=2, trial_id=1, data=DataRef("synthetic", options=tuple(sorted(options.items()))),
-                 hparams={**HP, "batch_size": 32})  # fmt: skip
+    long = _task(
+        tmp_path,
+        procs=2,
+        trial_id=1,
+        data=DataRef("synthetic", options=tuple(sorted(options.items()))),
+        hparams={**HP, "batch_size": 32},
+    )
     killer = threading.Timer(2.0, os.kill, (pids[1], signal.SIGKILL))
     killer.start()
     t0 = time.monotonic()
@@ -115,7 +130,8 @@ def test_an_error_in_the_ranks_fails_the_epoch_in_one_line(tmp_path):
 
 
 def test_ranks_end_with_their_worker(tmp_path):
-    # a "worker" process that trains one epoch data-parallel, says its ranks' pids, and is then killed
+    # a "worker" process that trains one epoch data-parallel, says its ranks' pids, and is then
+    # killed
     script = textwrap.dedent(f"""
         import json, sys, time
         sys.path.insert(0, {os.path.dirname(__file__)!r})
@@ -123,7 +139,8 @@ def test_ranks_end_with_their_worker(tmp_path):
         from aihpc.train.ranks import pool_ranks
         from aihpc.train.worker import run_epoch
         r = run_epoch(_task({str(tmp_path)!r}, procs=2))
-        print(json.dumps({{"status": r.status, "pids": [x["pid"] for x in pool_ranks()]}}), flush=True)
+        pids = [x["pid"] for x in pool_ranks()]
+        print(json.dumps({{"status": r.status, "pids": pids}}), flush=True)
         time.sleep(600)
     """)
     worker = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

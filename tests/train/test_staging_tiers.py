@@ -1,4 +1,5 @@
-"""Data staging in chunks, the two tiers, the batches they feed, the weight writer and the model build."""
+"""Data staging in chunks, the two tiers, the batches they feed, the weight writer and the model
+build."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import torch
 from aihpc.data import load_dataset
 from aihpc.errors import DataError
 from aihpc.nas.build import SpecNet
-from aihpc.tasks import task_of
 from aihpc.nas.seeds import seed_spec
-from aihpc.train import feed, staging
 from aihpc.records.task import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks import task_of
+from aihpc.train import feed, staging
 from aihpc.train.trainer import build_model
 from aihpc.train.weights import SnapshotWriter, load
 from aihpc.train.worker import run_epoch
@@ -28,10 +29,14 @@ SYNTH = (("difficulty", 0.6), ("image_size", 12), ("num_classes", 7), ("num_samp
 
 
 def test_chunked_staging_is_bit_identical_to_the_whole_split(monkeypatch):
-    monkeypatch.setattr(staging, "CHUNK_BYTES", 12 * 12 * 3 * 4 * 50)  # 50 images a chunk: 15 chunks, 2 threads
+    monkeypatch.setattr(
+        staging, "CHUNK_BYTES", 12 * 12 * 3 * 4 * 50
+    )  # 50 images a chunk: 15 chunks, 2 threads
     data = load_dataset("synthetic", seed=5, **dict(SYNTH))
     x_whole, y_whole = data.tensors("train")
-    split = staging.stage_split(data.train, torch.device("cpu"), torch.float32, threads=2, path=None)
+    split = staging.stage_split(
+        data.train, torch.device("cpu"), torch.float32, threads=2, path=None
+    )
     assert torch.equal(split.x, x_whole) and torch.equal(split.y, y_whole) and not split.streamed
 
 
@@ -42,9 +47,18 @@ def test_the_stream_tier_maps_a_file_in_the_stage_dir_with_the_same_values(tmp_p
     data = load_dataset("synthetic", seed=5, **dict(SYNTH))
     assert staged.tier == "stream" and staged.train.streamed
     assert Path(staged.train.path).parent.parent == tmp_path
-    assert os.path.getsize(staged.train.path) == staged.train.x.nbytes  # the file is the split, float32
-    assert torch.equal(staged.train.x, data.tensors("train")[0]) and torch.equal(staged.val.y, data.tensors("val")[1])
-    assert staged.record() == {"tier": "stream", "seconds": staged.seconds, "bytes": staged.nbytes, "dtype": "float32"}
+    assert (
+        os.path.getsize(staged.train.path) == staged.train.x.nbytes
+    )  # the file is the split, float32
+    assert torch.equal(staged.train.x, data.tensors("train")[0]) and torch.equal(
+        staged.val.y, data.tensors("val")[1]
+    )
+    assert staged.record() == {
+        "tier": "stream",
+        "seconds": staged.seconds,
+        "bytes": staged.nbytes,
+        "dtype": "float32",
+    }
 
 
 def test_auto_takes_the_device_when_the_set_fits_and_streams_when_it_does_not():
@@ -53,19 +67,26 @@ def test_auto_takes_the_device_when_the_set_fits_and_streams_when_it_does_not():
     assert 0 < budget and staging.device_budget(cpu, share=4) == pytest.approx(budget / 4, rel=0.05)
     assert staging.choose_tier("auto", 1 << 20, cpu) == "device"
     assert staging.choose_tier("auto", 4 * budget, cpu) == "stream"
-    assert staging.choose_tier("stream", 1, cpu) == "stream" and staging.choose_tier("device", 1 << 50, cpu) == "device"
+    assert (
+        staging.choose_tier("stream", 1, cpu) == "stream"
+        and staging.choose_tier("device", 1 << 50, cpu) == "device"
+    )
     with pytest.raises(DataError, match="staging must be one of auto, device, stream, got 'disk'"):
         staging.choose_tier("disk", 1, cpu)
 
 
 def test_a_stage_dir_without_room_is_one_clear_error(tmp_path):
     ref = DataRef("synthetic", options=SYNTH, staging="stream", stage_dir=str(tmp_path))
-    with pytest.raises(DataError, match=r"needs .* GiB in .*, which has .* GiB free; give stage_dir a folder"):
+    with pytest.raises(
+        DataError, match=r"needs .* GiB in .*, which has .* GiB free; give stage_dir a folder"
+    ):
         staging.stage_folder(ref, 1 << 60)
 
 
 def test_folders_of_dead_processes_are_removed_and_live_ones_kept(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     stale = tmp_path / f"aihpc-stage-{dead.stdout.strip()}-0123456789ab"
     live = tmp_path / f"aihpc-stage-{os.getpid()}-0123456789ab"
     other = tmp_path / "aihpc-stage-notapid"
@@ -86,20 +107,43 @@ def test_streamed_batches_are_the_gathered_ones(tmp_path, world):
         a = list(feed.train_batches(gathered, order, 64, 11, rank, world, cpu))
         b = list(feed.train_batches(streamed, order, 64, 11, rank, world, cpu))
         assert len(a) == len(b) == 11
-        for (xa, ya, na), (xb, yb, nb) in zip(a, b):
-            assert torch.equal(xa, xb) and torch.equal(ya, yb) and na == nb == 64 and len(ya) == len(range(rank, 64, world))
+        for (xa, ya, na), (xb, yb, nb) in zip(a, b, strict=True):
+            assert (
+                torch.equal(xa, xb)
+                and torch.equal(ya, yb)
+                and na == nb == 64
+                and len(ya) == len(range(rank, 64, world))
+            )
         ev_a = list(feed.eval_batches(gathered, 100, rank, world, cpu))
         ev_b = list(feed.eval_batches(streamed, 100, rank, world, cpu))
         assert [n for *_, n in ev_a] == [n for *_, n in ev_b] == [100] * 7 + [20]
-        assert all(torch.equal(p[0], q[0]) for p, q in zip(ev_a, ev_b))
+        assert all(torch.equal(p[0], q[0]) for p, q in zip(ev_a, ev_b, strict=True))
 
 
 def _task(tmp_path: Path, data: DataRef, **changes) -> EpochTask:
     spec = seed_spec((3, 12, 12), 7)
-    hp = {"lr": 0.05, "batch_size": 64, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
-          "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
-    base = dict(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=hp, data=data,
-                deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(tmp_path))  # fmt: skip
+    hp = {
+        "lr": 0.05,
+        "batch_size": 64,
+        "weight_decay": 1e-4,
+        "momentum": 0.9,
+        "dropout": 0.0,
+        "optimizer": "sgd",
+        "schedule": "cosine",
+    }
+    base = dict(
+        trial_id=0,
+        epoch=1,
+        epochs=2,
+        arch=spec.to_dict(),
+        hparams=hp,
+        data=data,
+        deadline=time.time() + 300,
+        seed=3,
+        threads=1,
+        device="cpu",
+        weights_dir=str(tmp_path),
+    )
     task = {**base, **changes}
     return EpochTask(**{**task, "hparams": Hyperparameters.from_dict(task["hparams"])})
 
@@ -107,14 +151,20 @@ def _task(tmp_path: Path, data: DataRef, **changes) -> EpochTask:
 def test_an_epoch_streamed_through_the_loader_equals_one_gathered_on_the_device(tmp_path):
     results = {}
     for tier in ("device", "stream"):
-        ref = DataRef("synthetic", options=SYNTH, seed=2, staging=tier, stage_dir=str(tmp_path / "stage"))
+        ref = DataRef(
+            "synthetic", options=SYNTH, seed=2, staging=tier, stage_dir=str(tmp_path / "stage")
+        )
         (tmp_path / tier).mkdir()
         results[tier] = run_epoch(_task(tmp_path / tier, ref))
     a, b = results["device"], results["stream"]
     assert a.status == b.status == "ok", (a.reason, b.reason)
-    assert a.metrics["train_samples"] == 704 and a.metrics["val_samples"] == 180  # 720 train: 11 full batches of 64
+    assert (
+        a.metrics["train_samples"] == 704 and a.metrics["val_samples"] == 180
+    )  # 720 train: 11 full batches of 64
     for key in ("train_samples", "train_loss", "train_accuracy", "val_loss", "val_accuracy"):
-        assert a.metrics[key] == b.metrics[key], key  # same batches, same order: the same numbers, bit for bit
+        assert a.metrics[key] == b.metrics[key], (
+            key
+        )  # same batches, same order: the same numbers, bit for bit
     assert a.weights.digest == b.weights.digest
 
 
@@ -145,8 +195,13 @@ def test_a_model_built_on_the_meta_device_takes_its_weights_exactly(tmp_path):
     assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
     x = torch.randn(5, 3, 16, 16)
     torch.testing.assert_close(model(x), reference(x), rtol=0, atol=0)
-    fresh = build_model(task_of("image"), spec, None, seed=0, device=torch.device("cpu"))  # the same seed: the same net
-    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), reference.state_dict().values()))
+    fresh = build_model(
+        task_of("image"), spec, None, seed=0, device=torch.device("cpu")
+    )  # the same seed: the same net
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(fresh.state_dict().values(), reference.state_dict().values(), strict=True)
+    )
 
 
 def test_tasks_read_back_from_json_keep_how_the_data_is_staged():

@@ -33,13 +33,15 @@ class ManualClock:
 def test_phases_add_up_by_hand_and_are_read_with_one_wait():
     clock = ManualClock()
     timer = PhaseTimer(clock.event)
-    for step in range(3):  # three steps: data 0.5 s, forward 1.25 s, then 0.75 s outside any phase
+    for _step in range(3):  # three steps: data 0.5 s, forward 1.25 s, then 0.75 s outside any phase
         with timer("data"):
             clock.now += 0.5
         with timer("forward"):
             clock.now += 1.25
         clock.now += 0.75
-    assert timer.pending == 6 and clock.waits == 0  # nothing read, nothing waited for, inside the loop
+    assert (
+        timer.pending == 6 and clock.waits == 0
+    )  # nothing read, nothing waited for, inside the loop
     seconds = timer.seconds()
     assert clock.waits == 1 and timer.pending == 0
     assert seconds["data"] == pytest.approx(1.5) and seconds["forward"] == pytest.approx(3.75)
@@ -47,7 +49,11 @@ def test_phases_add_up_by_hand_and_are_read_with_one_wait():
     with timer("eval"):  # later phases add to the totals already read
         clock.now += 2.0
     again = timer.seconds()
-    assert again["eval"] == pytest.approx(2.0) and again["data"] == pytest.approx(1.5) and clock.waits == 2
+    assert (
+        again["eval"] == pytest.approx(2.0)
+        and again["data"] == pytest.approx(1.5)
+        and clock.waits == 2
+    )
     assert timer.seconds() == again and clock.waits == 2  # nothing pending: no wait
 
 

@@ -1,4 +1,5 @@
-"""The trainer of one trial-epoch: operations counted exactly, deadlines, divergence, data parallelism."""
+"""The trainer of one trial-epoch: operations counted exactly, deadlines, divergence, data
+parallelism."""
 
 from __future__ import annotations
 
@@ -19,14 +20,32 @@ from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch
 
 DATA = DataRef("digits")
-HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
-      "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
+HP = {
+    "lr": 0.05,
+    "batch_size": 100,
+    "weight_decay": 1e-4,
+    "momentum": 0.9,
+    "dropout": 0.0,
+    "optimizer": "sgd",
+    "schedule": "cosine",
+}
 
 
 def _task(weights_dir, **changes) -> EpochTask:
     spec = seed_spec((1, 8, 8), 10)
-    base = dict(trial_id=0, epoch=1, epochs=2, arch=spec.to_dict(), hparams=HP, data=DATA,
-                deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(weights_dir))  # fmt: skip
+    base = dict(
+        trial_id=0,
+        epoch=1,
+        epochs=2,
+        arch=spec.to_dict(),
+        hparams=HP,
+        data=DATA,
+        deadline=time.time() + 300,
+        seed=3,
+        threads=1,
+        device="cpu",
+        weights_dir=str(weights_dir),
+    )
     base.update(changes)
     return EpochTask(**{**base, "hparams": Hyperparameters.from_dict(base["hparams"])})
 
@@ -35,7 +54,9 @@ def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
     r = run_epoch(_task(tmp_path))
     assert r.status == "ok", r.reason
     data = load_dataset("digits")
-    trained = data.num_train // 100 * 100  # full batches only: the last, partial one is left out (1,438 -> 1,400)
+    trained = (
+        data.num_train // 100 * 100
+    )  # full batches only: the last, partial one is left out (1,438 -> 1,400)
     assert r.metrics["train_samples"] == trained and r.metrics["val_samples"] == data.num_val
     # independent count: one training step and one eval pass at the trial's batch size
     model = SpecNet(seed_spec((1, 8, 8), 10))
@@ -46,7 +67,15 @@ def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
     assert r.ops_eval == round(infer * data.num_val)
     assert r.metrics["ops"] == r.ops_train + r.ops_eval
     assert 0.0 <= r.metrics["val_accuracy"] <= 1.0
-    assert set(r.phase_seconds) == {"data", "forward", "backward", "optimizer", "eval", "compile", "other"}
+    assert set(r.phase_seconds) == {
+        "data",
+        "forward",
+        "backward",
+        "optimizer",
+        "eval",
+        "compile",
+        "other",
+    }
     assert r.phase_seconds["compile"] == 0.0  # not compiled on the CPU by default
     state, opt_state = load(tmp_path, r.weights)
     assert r.weights.name == "trial0-epoch1-try1.pt" and opt_state["state"]  # momentum buffers kept
@@ -80,7 +109,9 @@ def test_learning_rate_schedules_by_hand():
     assert learning_rate(hp, 4, 4) == pytest.approx(0.0, abs=1e-12)
     assert learning_rate(hp, 4, 1) == pytest.approx(0.05 * (1 + math.cos(math.pi / 4)))
     step = Hyperparameters(lr=0.1, batch_size=1, schedule="step")
-    assert [learning_rate(step, 4, p) for p in (0, 1.9, 2, 3, 3.9)] == pytest.approx([0.1, 0.1, 0.01, 0.001, 0.001])
+    assert [learning_rate(step, 4, p) for p in (0, 1.9, 2, 3, 3.9)] == pytest.approx(
+        [0.1, 0.1, 0.01, 0.001, 0.001]
+    )
 
 
 @pytest.mark.slow
@@ -96,7 +127,9 @@ def test_two_processes_with_gloo_count_the_same_operations_once(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_next_epoch_on_the_same_worker_starts_from_the_kept_model_with_the_same_result(tmp_path):
+def test_the_next_epoch_on_the_same_worker_starts_from_the_kept_model_with_the_same_result(
+    tmp_path,
+):
     from aihpc.train import trainer
 
     hp = {**HP, "dropout": 0.2}  # dropout draws too must not depend on whether the model was kept
@@ -106,7 +139,9 @@ def test_the_next_epoch_on_the_same_worker_starts_from_the_kept_model_with_the_s
     kept = trainer._RESIDENT
     assert kept is not None and kept.weights == first.weights
     second = run_epoch(_task(tmp_path / "a", hparams=hp, epoch=2, start=first.weights))
-    assert second.status == "ok" and trainer._RESIDENT.setup.model is kept.setup.model  # not rebuilt
+    assert (
+        second.status == "ok" and trainer._RESIDENT.setup.model is kept.setup.model
+    )  # not rebuilt
     # the same two epochs, the second rebuilt from the weight file as on another worker
     again = run_epoch(_task(tmp_path / "b", hparams=hp))
     assert again.weights.digest == first.weights.digest
@@ -121,16 +156,31 @@ def test_a_failed_epoch_leaves_no_kept_model(tmp_path):
 
     first = run_epoch(_task(tmp_path))
     assert trainer._RESIDENT is not None
-    r = run_epoch(_task(tmp_path, epoch=2, start=first.weights, hparams={**HP, "lr": 1e12, "momentum": 0.0}))
+    r = run_epoch(
+        _task(tmp_path, epoch=2, start=first.weights, hparams={**HP, "lr": 1e12, "momentum": 0.0})
+    )
     assert r.status == "diverged" and trainer._RESIDENT is None  # a retry rebuilds from the file
 
 
 def _small_spec():
     from aihpc.nas.spec import INPUT, ArchSpec, Layer
 
-    layers = (Layer("conv1", "conv", (INPUT,), out_channels=8, kernel_size=3, stride=1, padding=1, bias=False),
-              Layer("bn1", "bn", ("conv1",)), Layer("relu1", "relu", ("bn1",)),
-              Layer("avgpool", "global_avgpool", ("relu1",)), Layer("fc", "dense", ("avgpool",), out_features=10))
+    layers = (
+        Layer(
+            "conv1",
+            "conv",
+            (INPUT,),
+            out_channels=8,
+            kernel_size=3,
+            stride=1,
+            padding=1,
+            bias=False,
+        ),
+        Layer("bn1", "bn", ("conv1",)),
+        Layer("relu1", "relu", ("bn1",)),
+        Layer("avgpool", "global_avgpool", ("relu1",)),
+        Layer("fc", "dense", ("avgpool",), out_features=10),
+    )
     return ArchSpec(input_shape=(1, 8, 8), num_classes=10, layers=layers, output="fc")
 
 
@@ -141,17 +191,28 @@ def test_a_compiled_model_trains_full_batches_and_counts_its_compilation_apart(t
     first = run_epoch(_task(tmp_path, arch=arch, compile=True))
     assert first.status == "ok", first.reason
     data = load_dataset("digits")
-    assert first.metrics["train_samples"] == data.num_train // 100 * 100  # the partial last batch is left out
-    assert first.metrics["val_samples"] == data.num_val  # every sample scored: the last batch padded
+    assert (
+        first.metrics["train_samples"] == data.num_train // 100 * 100
+    )  # the partial last batch is left out
+    assert (
+        first.metrics["val_samples"] == data.num_val
+    )  # every sample scored: the last batch padded
     assert first.ops_train == round(first.ops_per_sample["train"] * first.metrics["train_samples"])
-    assert first.phase_seconds["compile"] > first.phase_seconds["forward"] + first.phase_seconds["backward"]
+    assert (
+        first.phase_seconds["compile"]
+        > first.phase_seconds["forward"] + first.phase_seconds["backward"]
+    )
     from aihpc.train.regions import partition
 
     regions = len(partition(_small_spec()))  # the convolution's chain, and the head
-    assert regions == 2 and first.metrics["regions_needed"] == 2 * regions  # in training and evaluation
+    assert (
+        regions == 2 and first.metrics["regions_needed"] == 2 * regions
+    )  # in training and evaluation
     assert first.metrics["regions_compiled"] <= 2 * regions
     second = run_epoch(_task(tmp_path, arch=arch, compile=True, epoch=2, start=first.weights))
-    assert second.status == "ok" and second.phase_seconds["compile"] == 0.0  # kept: compiled once per trial
+    assert (
+        second.status == "ok" and second.phase_seconds["compile"] == 0.0
+    )  # kept: compiled once per trial
     assert "regions_needed" not in second.metrics
 
 
@@ -170,12 +231,22 @@ def test_a_compiled_child_compiles_only_the_regions_its_morphism_changed(tmp_pat
     assert parent.status == "ok", parent.reason
     keys = len(regions.partition(parent_spec))
     assert parent.metrics["regions_needed"] == 2 * keys
-    assert parent.metrics["regions_compiled"] == 2 * len({r.signature for r in regions.partition(parent_spec)})
+    assert parent.metrics["regions_compiled"] == 2 * len(
+        {r.signature for r in regions.partition(parent_spec)}
+    )
     child_spec, _, how = random_plan(parent_spec, random.Random(4))
-    new = {r.signature for r in regions.partition(child_spec)} - {r.signature for r in regions.partition(parent_spec)}
+    new = {r.signature for r in regions.partition(child_spec)} - {
+        r.signature for r in regions.partition(parent_spec)
+    }
     assert 0 < len(new) < len(regions.partition(child_spec)), how
-    morph = Morph(parent_spec.to_dict(), parent.weights, parent_seed=3, seed=4, steps=1, max_params=None)
-    child = run_epoch(_task(tmp_path, trial_id=1, arch=child_spec.to_dict(), morph=morph, compile=True))
+    morph = Morph(
+        parent_spec.to_dict(), parent.weights, parent_seed=3, seed=4, steps=1, max_params=None
+    )
+    child = run_epoch(
+        _task(tmp_path, trial_id=1, arch=child_spec.to_dict(), morph=morph, compile=True)
+    )
     assert child.status == "ok", child.reason
     assert child.metrics["regions_needed"] == 2 * len(regions.partition(child_spec))
-    assert child.metrics["regions_compiled"] == 2 * len(new), how  # the unchanged regions came from the cache
+    assert child.metrics["regions_compiled"] == 2 * len(new), (
+        how
+    )  # the unchanged regions came from the cache

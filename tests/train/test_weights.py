@@ -16,14 +16,32 @@ from aihpc.tasks import task_of
 from aihpc.train.weights import load, morphed_state, save
 from aihpc.train.worker import run_epoch
 
-HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
-      "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
+HP = {
+    "lr": 0.05,
+    "batch_size": 100,
+    "weight_decay": 1e-4,
+    "momentum": 0.9,
+    "dropout": 0.0,
+    "optimizer": "sgd",
+    "schedule": "cosine",
+}
 SEED = seed_spec((1, 8, 8), 10)
 
 
 def _task(tmp_path, **changes) -> EpochTask:
-    base = dict(trial_id=0, epoch=1, epochs=2, arch=SEED.to_dict(), hparams=HP, data=DataRef("digits"),
-                deadline=time.time() + 300, seed=3, threads=1, device="cpu", weights_dir=str(tmp_path))  # fmt: skip
+    base = dict(
+        trial_id=0,
+        epoch=1,
+        epochs=2,
+        arch=SEED.to_dict(),
+        hparams=HP,
+        data=DataRef("digits"),
+        deadline=time.time() + 300,
+        seed=3,
+        threads=1,
+        device="cpu",
+        weights_dir=str(tmp_path),
+    )
     task = {**base, **changes}
     return EpochTask(**{**task, "hparams": Hyperparameters.from_dict(task["hparams"])})
 
@@ -33,7 +51,9 @@ def _recipe(parent_weights, steps: int = 2, seed: int = 11):
     spec, rng = SEED, random.Random(seed)
     for _ in range(steps):
         spec = random_plan(spec, rng)[0]
-    return Morph(SEED.to_dict(), parent_weights, parent_seed=5, seed=seed, steps=steps, max_params=None), spec
+    return Morph(
+        SEED.to_dict(), parent_weights, parent_seed=5, seed=seed, steps=steps, max_params=None
+    ), spec
 
 
 def test_a_file_round_trips_and_its_digest_is_checked(tmp_path):
@@ -46,7 +66,11 @@ def test_a_file_round_trips_and_its_digest_is_checked(tmp_path):
     data[-20] ^= 0xFF  # one flipped byte
     path.write_bytes(bytes(data))
     r = run_epoch(_task(tmp_path, start=ref))
-    assert r.status == "failed" and "has changed since it was written" in r.reason and str(path) in r.reason
+    assert (
+        r.status == "failed"
+        and "has changed since it was written" in r.reason
+        and str(path) in r.reason
+    )
 
 
 def test_a_missing_start_file_fails_the_epoch_with_its_name(tmp_path):
@@ -75,7 +99,9 @@ def test_a_childs_start_computes_its_parents_function(tmp_path):
     ref = save(tmp_path, "parent.pt", parent.state_dict(), None)
     recipe, child_spec = _recipe(ref)
     child = SpecNet(child_spec)
-    child.load_state_dict(morphed_state(task_of("image"), recipe, child_spec.to_dict(), tmp_path), strict=True)
+    child.load_state_dict(
+        morphed_state(task_of("image"), recipe, child_spec.to_dict(), tmp_path), strict=True
+    )
     x = torch.randn(16, 1, 8, 8, dtype=torch.float32)
     parent.eval(), child.eval()
     torch.testing.assert_close(child(x), parent(x), atol=1e-4, rtol=1e-4)
@@ -97,14 +123,19 @@ def test_a_state_this_worker_wrote_is_served_from_memory_as_a_copy(tmp_path):
     cache = StateCache(max_bytes=10**6)
     writer = SnapshotWriter(cache)
     model = {"w": torch.arange(6.0)}
-    ref = writer.start(tmp_path, "a.pt", model, {"state": {0: {"momentum_buffer": torch.ones(6)}}}).result()
+    ref = writer.start(
+        tmp_path, "a.pt", model, {"state": {0: {"momentum_buffer": torch.ones(6)}}}
+    ).result()
     (tmp_path / "a.pt").unlink()  # not read again: the copy in memory is the state the file held
     kept = cache.get(ref)
     assert kept is not None and torch.equal(kept[0]["w"], torch.arange(6.0)) and cache.hits == 1
     kept[0]["w"].add_(100.0)  # what trains from it changes its own copy only
     kept[1]["state"][0]["momentum_buffer"].zero_()
     again = cache.get(ref)
-    assert torch.equal(again[0]["w"], torch.arange(6.0)) and again[1]["state"][0]["momentum_buffer"].sum() == 6
+    assert (
+        torch.equal(again[0]["w"], torch.arange(6.0))
+        and again[1]["state"][0]["momentum_buffer"].sum() == 6
+    )
     assert cache.get(WeightsRef("other.pt", "0" * 64)) is None and cache.misses == 1
 
 

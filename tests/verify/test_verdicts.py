@@ -1,4 +1,5 @@
-"""Verdicts of ``aihpc verify`` recorded under the checked files' SHA-256, and ``aihpc rank`` reusing them."""
+"""Verdicts of ``aihpc verify`` recorded under the checked files' SHA-256, and ``aihpc rank``
+reusing them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 from aihpc.rank import build_ranking
 from aihpc.verify import verdicts
 from aihpc.verify.checks import Check, Mismatch, Verification
-
 from fixture_run import FIXTURES, aihpc
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("verify")]
@@ -43,8 +43,11 @@ def test_verify_records_its_verdict_and_rank_shows_it_for_the_same_bytes(tmp_pat
     assert entry["status"] == "yes" and entry["run_dir"] == str(run.resolve())
     assert verdicts.recorded(key) == "yes"
     # what rank shows is the record: one that says "no" for these bytes is shown as it is
-    failed = Verification(str(run), (Check("operations", "failed", "planted"),),
-                          (Mismatch("operations", "planted", trial=1),))
+    failed = Verification(
+        str(run),
+        (Check("operations", "failed", "planted"),),
+        (Mismatch("operations", "planted", trial=1),),
+    )
     verdicts.record(key, failed)
     assert _verified(build_ranking(runs)[0]) == ["no"]
     # results.json laid out again: other bytes, so the run is verified again (and passes)
@@ -74,7 +77,9 @@ def test_the_fingerprint_covers_every_checked_file_and_only_those(tmp_path, cach
     assert verdicts.fingerprint(run) == key
 
 
-def test_a_damaged_record_is_none_and_an_unwritable_cache_costs_only_the_reuse(tmp_path, monkeypatch) -> None:
+def test_a_damaged_record_is_none_and_an_unwritable_cache_costs_only_the_reuse(
+    tmp_path, monkeypatch
+) -> None:
     run = _runs(tmp_path) / "run"
     (tmp_path / "cache" / "verdicts").mkdir(parents=True)
     monkeypatch.setenv("AIHPC_CACHE_DIR", str(tmp_path / "cache"))

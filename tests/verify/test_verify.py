@@ -1,4 +1,5 @@
-"""``aihpc verify`` on a real run, untouched and tampered with for real (copies of it, edited on disk)."""
+"""``aihpc verify`` on a real run, untouched and tampered with for real (copies of it, edited on
+disk)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from aihpc.records.chain import GENESIS, chain_digest, record_digest
 from aihpc.records.mlperf_check import check_compliance
 from aihpc.verify.recount import verify_run
-from aihpc.records.chain import GENESIS, chain_digest, record_digest
-
 from fixture_run import FIXTURES, aihpc
 
-# Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each, cached
-# within the process): over 5 s for any one of these tests alone.  One xdist group keeps them in one
-# process under pytest-xdist (make test).
+# Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each,
+# cached within the process): over 5 s for any one of these tests alone.  One xdist group keeps them
+# in one process under pytest-xdist (make test).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("verify")]
 
 
@@ -40,7 +40,9 @@ def _sql(run_dir: Path, sql: str, *args) -> None:
 def _ok_epoch(run_dir: Path, index: int = -1) -> tuple[int, int]:
     """(trial, epoch) of a finished epoch: the last one by default."""
     results = _results(run_dir)
-    ok = [(t["id"], e["epoch"]) for t in results["trials"] for e in t["epochs"] if e["status"] == "ok"]
+    ok = [
+        (t["id"], e["epoch"]) for t in results["trials"] for e in t["epochs"] if e["status"] == "ok"
+    ]
     return ok[index]
 
 
@@ -49,36 +51,56 @@ def _lines(verification) -> list[str]:
 
 
 def _digests(run_dir: Path) -> dict[str, str]:
-    return {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(run_dir.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_an_untouched_run_verifies_and_stays_untouched(finished_run: Path) -> None:
     before = _digests(finished_run)
     result = verify_run(finished_run)
     assert result.status == "yes", _lines(result)
-    assert [c.name for c in result.checks] == ["operations", "score", "results", "mlperf", "integrity"]
+    assert [c.name for c in result.checks] == [
+        "operations",
+        "score",
+        "results",
+        "mlperf",
+        "integrity",
+    ]
     assert all(c.status == "ok" for c in result.checks)
-    assert _digests(finished_run) == before  # verification wrote nothing, not even SQLite's -wal/-shm
+    assert (
+        _digests(finished_run) == before
+    )  # verification wrote nothing, not even SQLite's -wal/-shm
 
 
 def test_the_chain_is_sha256_over_the_records_as_stored(finished_run: Path) -> None:
     """The chain recomputed here, independently of aihpc.verify.recount, from the raw tables."""
-    with contextlib.closing(sqlite3.connect(f"file:{finished_run / 'aihpc.sqlite'}?mode=ro&immutable=1",
-                                            uri=True)) as con:
+    with contextlib.closing(
+        sqlite3.connect(f"file:{finished_run / 'aihpc.sqlite'}?mode=ro&immutable=1", uri=True)
+    ) as con:
         con.row_factory = sqlite3.Row
         links = [dict(r) for r in con.execute("SELECT * FROM chain ORDER BY seq")]
-        epochs = {f"{r['trial_id']}/{r['epoch']}": dict(r) for r in con.execute("SELECT * FROM epochs")}
+        epochs = {
+            f"{r['trial_id']}/{r['epoch']}": dict(r) for r in con.execute("SELECT * FROM epochs")
+        }
     previous = GENESIS
     for link in links:
-        assert link["chain_sha256"] == hashlib.sha256((previous + link["record_sha256"]).encode()).hexdigest()
+        assert (
+            link["chain_sha256"]
+            == hashlib.sha256((previous + link["record_sha256"]).encode()).hexdigest()
+        )
         previous = link["chain_sha256"]
     assert chain_digest(GENESIS, "ab") == hashlib.sha256((GENESIS + "ab").encode()).hexdigest()
     last = {(link["kind"], link["key"]): link["record_sha256"] for link in links}
     for key, row in epochs.items():
         assert last[("epoch", key)] == record_digest("epoch", row)
     results = _results(finished_run)
-    assert results["integrity"]["chain_sha256"] == links[results["integrity"]["links"] - 1]["chain_sha256"]
+    assert (
+        results["integrity"]["chain_sha256"]
+        == links[results["integrity"]["links"] - 1]["chain_sha256"]
+    )
 
 
 def test_a_changed_accuracy_in_results_json_is_caught(run_copy: Path) -> None:
@@ -89,26 +111,45 @@ def test_a_changed_accuracy_in_results_json_is_caught(run_copy: Path) -> None:
     e["val_accuracy"] = 0.999
     _write_results(run_copy, results)
     lines = _lines(verify_run(run_copy))
-    assert any(line.startswith(f"results: trial {trial}: results.json epochs[") and "val_accuracy is 0.999" in line
-               for line in lines), lines
-    assert f"mlperf: trial {trial} epoch {epoch}: accuracy 0.999 in results.json, " in "\n".join(lines)
+    assert any(
+        line.startswith(f"results: trial {trial}: results.json epochs[")
+        and "val_accuracy is 0.999" in line
+        for line in lines
+    ), lines
+    assert f"mlperf: trial {trial} epoch {epoch}: accuracy 0.999 in results.json, " in "\n".join(
+        lines
+    )
 
 
 def test_a_changed_accuracy_in_the_store_is_caught(run_copy: Path) -> None:
     trial, epoch = _ok_epoch(run_copy)
-    _sql(run_copy, "UPDATE epochs SET metrics = json_set(metrics, '$.val_accuracy', 0.999) "
-                   "WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    _sql(
+        run_copy,
+        "UPDATE epochs SET metrics = json_set(metrics, '$.val_accuracy', 0.999) "
+        "WHERE trial_id = ? AND epoch = ?",
+        trial,
+        epoch,
+    )
     lines = _lines(verify_run(run_copy))
-    assert (f"integrity: trial {trial} epoch {epoch}: its epoch record differs from the record committed "
-            "during the run") in lines
+    assert (
+        f"integrity: trial {trial} epoch {epoch}: "
+        "its epoch record differs from the record committed "
+        "during the run"
+    ) in lines
     assert any(line.startswith("score: best_accuracy in results.json is ") for line in lines), lines
 
 
 def test_a_store_row_that_breaks_its_record_s_rule_is_one_line_exit_2(run_copy: Path) -> None:
-    """An accuracy of 1.5 cannot be read as an epoch record: the store is damaged, not a traceback."""
+    """An accuracy of 1.5 cannot be read as an epoch record: the store is damaged, not a
+    traceback."""
     trial, epoch = _ok_epoch(run_copy)
-    _sql(run_copy, "UPDATE epochs SET metrics = json_set(metrics, '$.val_accuracy', 1.5) "
-                   "WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    _sql(
+        run_copy,
+        "UPDATE epochs SET metrics = json_set(metrics, '$.val_accuracy', 1.5) "
+        "WHERE trial_id = ? AND epoch = ?",
+        trial,
+        epoch,
+    )
     proc = aihpc("verify", str(run_copy))
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.count("\n") == 1 and "is damaged: " in proc.stderr and "1.5" in proc.stderr
@@ -116,10 +157,21 @@ def test_a_store_row_that_breaks_its_record_s_rule_is_one_line_exit_2(run_copy: 
 
 def test_an_inflated_operation_count_in_the_store_is_caught(run_copy: Path) -> None:
     trial, epoch = _ok_epoch(run_copy, 0)
-    _sql(run_copy, "UPDATE epochs SET ops_train = ops_train * 2 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    _sql(
+        run_copy,
+        "UPDATE epochs SET ops_train = ops_train * 2 WHERE trial_id = ? AND epoch = ?",
+        trial,
+        epoch,
+    )
     lines = _lines(verify_run(run_copy))
-    assert any(line.startswith(f"operations: trial {trial} epoch {epoch}: ops_train logged ") for line in lines), lines
-    assert any(line.startswith(f"integrity: trial {trial} epoch {epoch}: its epoch record differs") for line in lines)
+    assert any(
+        line.startswith(f"operations: trial {trial} epoch {epoch}: ops_train logged ")
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"integrity: trial {trial} epoch {epoch}: its epoch record differs")
+        for line in lines
+    )
     assert any(line.startswith("score: ops in results.json is ") for line in lines), lines
 
 
@@ -133,9 +185,13 @@ def test_an_inflated_operation_count_in_results_json_is_caught(run_copy: Path) -
     results["score"]["ops_per_second"] = results["score"]["ops"] / results["score"]["wall_seconds"]
     _write_results(run_copy, results)
     lines = _lines(verify_run(run_copy))
-    assert any(line.startswith(f"results: trial {trial}: results.json ops.train is ") for line in lines), lines
+    assert any(
+        line.startswith(f"results: trial {trial}: results.json ops.train is ") for line in lines
+    ), lines
     assert any(line.startswith("score: ops in results.json is ") for line in lines), lines
-    assert any(line.startswith("score: ops_per_second in results.json is ") for line in lines), lines
+    assert any(line.startswith("score: ops_per_second in results.json is ") for line in lines), (
+        lines
+    )
 
 
 def test_a_trial_deleted_from_the_store_is_caught(run_copy: Path) -> None:
@@ -143,7 +199,10 @@ def test_a_trial_deleted_from_the_store_is_caught(run_copy: Path) -> None:
     _sql(run_copy, "DELETE FROM epochs WHERE trial_id = ?", trial)
     _sql(run_copy, "DELETE FROM trials WHERE id = ?", trial)
     lines = _lines(verify_run(run_copy))
-    assert f"integrity: trial {trial}: its trial record was committed during the run and has been deleted" in lines
+    assert (
+        f"integrity: trial {trial}: its trial record was committed during the run"
+        " and has been deleted" in lines
+    )
     assert f"results: trial {trial}: in results.json but not in the run store" in lines
 
 
@@ -154,18 +213,24 @@ def test_a_trial_deleted_from_results_json_is_caught(run_copy: Path) -> None:
     _write_results(run_copy, results)
     lines = _lines(verify_run(run_copy))
     assert f"results: trial {trial}: in the run store but missing from results.json" in lines
-    assert f"mlperf: trial {trial} epoch {epoch}: in the MLPerf log but not a finished epoch of results.json" in lines
+    assert (
+        f"mlperf: trial {trial} epoch {epoch}: in the MLPerf log"
+        " but not a finished epoch of results.json" in lines
+    )
 
 
 def test_an_edited_run_time_is_caught(run_copy: Path) -> None:
-    """The run made to look shorter, so that its score looks higher: in results.json, then in the store."""
+    """The run made to look shorter, so that its score looks higher: in results.json, then in the
+    store."""
     results = _results(run_copy)
     results["score"]["wall_seconds"] /= 2
     results["score"]["ops_per_second"] *= 2
     _write_results(run_copy, results)
     lines = _lines(verify_run(run_copy))
     assert any(line.startswith("score: wall_seconds in results.json is ") for line in lines), lines
-    assert any(line.startswith("score: ops_per_second in results.json is ") for line in lines), lines
+    assert any(line.startswith("score: ops_per_second in results.json is ") for line in lines), (
+        lines
+    )
 
     _sql(run_copy, "UPDATE segments SET stop = start + (stop - start) / 2")
     lines = _lines(verify_run(run_copy))
@@ -174,12 +239,25 @@ def test_an_edited_run_time_is_caught(run_copy: Path) -> None:
 
 def test_an_edited_epoch_time_is_caught(run_copy: Path) -> None:
     trial, epoch = _ok_epoch(run_copy)
-    _sql(run_copy, "UPDATE epochs SET t_end = t_end - 0.5 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    _sql(
+        run_copy,
+        "UPDATE epochs SET t_end = t_end - 0.5 WHERE trial_id = ? AND epoch = ?",
+        trial,
+        epoch,
+    )
     lines = _lines(verify_run(run_copy))
-    assert f"integrity: trial {trial} epoch {epoch}: its epoch record differs from the record committed during " \
-           "the run" in lines
-    assert any(line.startswith(f"mlperf: trial {trial} epoch {epoch}: epoch_stop at ") for line in lines), lines
-    assert any(line.startswith(f"results: trial {trial}: results.json ") and "t_end" in line for line in lines)
+    assert (
+        f"integrity: trial {trial} epoch {epoch}: "
+        "its epoch record differs from the record committed during "
+        "the run" in lines
+    )
+    assert any(
+        line.startswith(f"mlperf: trial {trial} epoch {epoch}: epoch_stop at ") for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"results: trial {trial}: results.json ") and "t_end" in line
+        for line in lines
+    )
 
 
 def test_a_rewritten_chain_link_breaks_the_chain(run_copy: Path) -> None:
@@ -205,29 +283,56 @@ def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) ->
 
 
 def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> None:
-    """4 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a run."""
+    """4 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a
+    run."""
     trial, epoch = _ok_epoch(run_copy)
-    _sql(run_copy, "UPDATE epochs SET ops_eval = ops_eval + 1 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    _sql(
+        run_copy,
+        "UPDATE epochs SET ops_eval = ops_eval + 1 WHERE trial_id = ? AND epoch = ?",
+        trial,
+        epoch,
+    )
     bad = aihpc("verify", "--json", str(run_copy))
     assert bad.returncode == 4
-    assert bad.stderr.count("\n") == 1 and "does not verify: " in bad.stderr and "mismatch(es)" in bad.stderr
+    assert (
+        bad.stderr.count("\n") == 1
+        and "does not verify: " in bad.stderr
+        and "mismatch(es)" in bad.stderr
+    )
     report = json.loads(bad.stdout)
     assert report["status"] == "no"
-    assert any(m["trial"] == trial and m["epoch"] == epoch and m["check"] == "operations"
-               for m in report["mismatches"])
+    assert any(
+        m["trial"] == trial and m["epoch"] == epoch and m["check"] == "operations"
+        for m in report["mismatches"]
+    )
     (tmp_path / "empty").mkdir()
     for target in (tmp_path / "empty", tmp_path / "missing", finished_run / "results.json"):
         proc = aihpc("verify", str(target))
         assert proc.returncode == 2 and proc.stdout == ""
-        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("aihpc verify: error: not a run directory: ")
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+            "aihpc verify: error: not a run directory: "
+        )
 
 
 def test_a_fresh_run_verifies(tmp_path: Path) -> None:
-    """End to end: a run made now, with proxy screening (however few epochs a busy machine fits in), verifies
-    through the CLI; a screening's operations edited afterwards are found by the recount and the chain."""
+    """End to end: a run made now, with proxy screening (however few epochs a busy machine fits in),
+    verifies through the CLI; a screening's operations edited afterwards are found by the recount
+    and the chain."""
     run_dir = tmp_path / "run"
-    proc = aihpc("run", "--minutes", "0.3", "--config", str(FIXTURES / "run.toml"), "--out", str(run_dir),
-                 "--seed", "1", "--no-live", "--screen", "2")
+    proc = aihpc(
+        "run",
+        "--minutes",
+        "0.3",
+        "--config",
+        str(FIXTURES / "run.toml"),
+        "--out",
+        str(run_dir),
+        "--seed",
+        "1",
+        "--no-live",
+        "--screen",
+        "2",
+    )
     assert proc.returncode == 0, proc.stderr
     check = aihpc("verify", str(run_dir))
     assert check.returncode == 0, check.stdout + check.stderr
@@ -235,7 +340,9 @@ def test_a_fresh_run_verifies(tmp_path: Path) -> None:
     results = json.loads((run_dir / "results.json").read_text())
     assert results["screenings"] and "proxy screenings" in check.stdout
     assert results["score"]["screening_ops"] == sum(s["ops"] for s in results["screenings"]) > 0
-    ok, output = check_compliance(run_dir / "mlperf.log")  # the aihpc_screening events pass MLPerf's checker
+    ok, output = check_compliance(
+        run_dir / "mlperf.log"
+    )  # the aihpc_screening events pass MLPerf's checker
     assert ok, output
     with sqlite3.connect(run_dir / "aihpc.sqlite") as db:
         db.execute("UPDATE screenings SET ops = ops + 1 WHERE id = 0")
@@ -270,17 +377,26 @@ def test_a_results_file_laid_out_by_line_is_compared_a_trial_at_a_time(run_copy:
     del lines[first + 1]
     (run_copy / "results.json").write_text("".join(lines))
     found = _lines(verify_run(run_copy))
-    assert any(line.startswith(f"results: trial {edited['id']}: results.json ops.train is ") for line in found)
+    assert any(
+        line.startswith(f"results: trial {edited['id']}: results.json ops.train is ")
+        for line in found
+    )
     assert f"results: trial {removed}: in the run store but missing from results.json" in found
-    assert any(line.startswith(f"mlperf: trial {removed} epoch ") and "not a finished epoch of results.json" in line
-               for line in found), found
+    assert any(
+        line.startswith(f"mlperf: trial {removed} epoch ")
+        and "not a finished epoch of results.json" in line
+        for line in found
+    ), found
 
     lines, first, last = _trial_lines(run_copy)
     lines[first + 1], lines[first + 2] = lines[first + 2], lines[first + 1]
     (run_copy / "results.json").write_text("".join(lines))
     swapped = [json.loads(lines[first + i].rstrip().rstrip(","))["id"] for i in (1, 2)]
     found = _lines(verify_run(run_copy))
-    assert f"results: results.json's trials are not in id order: {swapped[1]} after {swapped[0]}" in found
+    assert (
+        f"results: results.json's trials are not in id order: {swapped[1]} after {swapped[0]}"
+        in found
+    )
 
 
 def test_the_recount_in_a_second_process_finds_what_one_process_does(
@@ -293,15 +409,24 @@ def test_the_recount_in_a_second_process_finds_what_one_process_does(
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the second process is used only with two cores or more")
     trial, epoch = _ok_epoch(run_copy, 0)
-    _sql(run_copy, "UPDATE epochs SET ops_train = ops_train * 2 WHERE trial_id = ? AND epoch = ?", trial, epoch)
+    _sql(
+        run_copy,
+        "UPDATE epochs SET ops_train = ops_train * 2 WHERE trial_id = ? AND epoch = ?",
+        trial,
+        epoch,
+    )
     alone = verify_run(run_copy)
     monkeypatch.setattr(recount, "PARALLEL_FROM_TRIALS", 1)
     beside = verify_run(run_copy)
     assert beside.checks == alone.checks and beside.mismatches == alone.mismatches
-    assert any(m.check == "operations" and (m.trial, m.epoch) == (trial, epoch) for m in beside.mismatches)
+    assert any(
+        m.check == "operations" and (m.trial, m.epoch) == (trial, epoch) for m in beside.mismatches
+    )
 
 
-def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_results_json(run_copy: Path) -> None:
+def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_results_json(
+    run_copy: Path,
+) -> None:
     from aihpc.records.schema import write_results
 
     write_results(run_copy, _results(run_copy))
@@ -310,5 +435,9 @@ def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_result
     (run_copy / "results.json").write_text("".join(lines))
     proc = aihpc("verify", str(run_copy))
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
-    assert proc.stderr.count("\n") == 1 and "a trial of " in proc.stderr and "results.json is not JSON" in proc.stderr
+    assert (
+        proc.stderr.count("\n") == 1
+        and "a trial of " in proc.stderr
+        and "results.json is not JSON" in proc.stderr
+    )
     assert "run store" not in proc.stderr

@@ -1,4 +1,5 @@
-"""CosmoFlow-style workload: reader on files written here, the generator's signal, the model's count."""
+"""CosmoFlow-style workload: reader on files written here, the generator's signal, the model's
+count."""
 
 from __future__ import annotations
 
@@ -33,14 +34,21 @@ def test_reader_hdf5_full_and_split_formats(tmp_path: Path):
     for split in ("train", "validation"):
         (tmp_path / split).mkdir()
     x0, x1 = _volume(0, 8), _volume(1, 8)
-    y0, y1 = np.array([0.1, -0.2, 0.3, -0.4], np.float32), np.array([0.5, 0.6, -0.7, 0.8], np.float32)
+    y0, y1 = (
+        np.array([0.1, -0.2, 0.3, -0.4], np.float32),
+        np.array([0.5, 0.6, -0.7, 0.8], np.float32),
+    )
     _write_h5(tmp_path / "train" / "a.hdf5", x0, y0)  # the simulation's own layout
     _write_h5(tmp_path / "train" / "b.hdf5", x1, y1, keys=("x", "y"))  # prepare.py's split files
     samples = W.read(tmp_path, "train", TINY)
     assert samples.x.shape == (2, 4, 8, 8, 8) and samples.y.shape == (2, 4)
     # log(1 + counts), channels first: voxel (i, j, k), channel c of file a
-    assert samples.x[0, 2, 1, 3, 5].item() == pytest.approx(np.log1p(float(x0[1, 3, 5, 2])), rel=1e-6)
-    assert samples.x[1, 0, 7, 0, 4].item() == pytest.approx(np.log1p(float(x1[7, 0, 4, 0])), rel=1e-6)
+    assert samples.x[0, 2, 1, 3, 5].item() == pytest.approx(
+        np.log1p(float(x0[1, 3, 5, 2])), rel=1e-6
+    )
+    assert samples.x[1, 0, 7, 0, 4].item() == pytest.approx(
+        np.log1p(float(x1[7, 0, 4, 0])), rel=1e-6
+    )
     torch.testing.assert_close(samples.y, torch.tensor(np.stack([y0, y1])))
 
 
@@ -63,11 +71,15 @@ def test_reader_tfrecord(tmp_path: Path, compress: bool):
     (tmp_path / "validation").mkdir()
     x = _volume(3, 8)
     y = np.array([-1.0, 1.0, 0.5, -0.5], np.float32)
-    write_records(tmp_path / "validation" / "s.tfrecord", [encode_example({"x": x.tobytes(), "y": y})],
-                  compress=compress)
+    write_records(
+        tmp_path / "validation" / "s.tfrecord",
+        [encode_example({"x": x.tobytes(), "y": y})],
+        compress=compress,
+    )
     samples = W.read(tmp_path, "validation", TINY)
-    np.testing.assert_allclose(samples.x[0].numpy(), np.log1p(x.astype(np.float64)).transpose(3, 0, 1, 2),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        samples.x[0].numpy(), np.log1p(x.astype(np.float64)).transpose(3, 0, 1, 2), rtol=1e-6
+    )
     assert samples.y[0].tolist() == [-1.0, 1.0, 0.5, -0.5]
 
 
@@ -99,8 +111,15 @@ def test_generated_volumes_carry_the_parameters():
     """Least squares on hand-made summary statistics recovers all 4 parameters (chance MAE: 0.5)."""
     x, y = generate_volumes(240, 16, 0)
     logs = np.log1p(x.astype(np.float64))
-    feats = np.concatenate([logs.mean(axis=(1, 2, 3)), np.log(logs.var(axis=(1, 2, 3))),
-                            np.log(np.diff(logs, axis=1).var(axis=(1, 2, 3))), np.ones((len(x), 1))], 1)
+    feats = np.concatenate(
+        [
+            logs.mean(axis=(1, 2, 3)),
+            np.log(logs.var(axis=(1, 2, 3))),
+            np.log(np.diff(logs, axis=1).var(axis=(1, 2, 3))),
+            np.ones((len(x), 1)),
+        ],
+        1,
+    )
     coef, *_ = np.linalg.lstsq(feats[:200], y[:200], rcond=None)
     mae = np.abs(np.clip(feats[200:] @ coef, -1, 1) - y[200:]).mean(0)
     assert np.all(mae < 0.25), mae  # every parameter well below chance (0.5)
@@ -124,8 +143,8 @@ def test_model_is_counted_completely():
     train = count_ops(model, (2, 4, 8, 8, 8), loss="mse")
     assert train.uncounted == {}
     # conv MACs by hand: layer 1 (4 -> 4 channels, 8^3 positions, 27 taps), layer 2 (4 -> 8, 4^3)
-    convs = 2 * (8 ** 3 * 4 * 4 * 27 + 4 ** 3 * 4 * 8 * 27)
-    fc = 2 * (8 * 2 ** 3 * 16 + 16 * 8 + 8 * 4)  # flatten 8 channels x 2^3 -> 16 -> 8 -> 4
+    convs = 2 * (8**3 * 4 * 4 * 27 + 4**3 * 4 * 8 * 27)
+    fc = 2 * (8 * 2**3 * 16 + 16 * 8 + 8 * 4)  # flatten 8 channels x 2^3 -> 16 -> 8 -> 4
     assert train.conv_linear_macs == convs + fc
     assert count_ops(model, (2, 4, 8, 8, 8), train=False).uncounted == {}
 

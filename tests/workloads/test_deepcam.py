@@ -1,4 +1,5 @@
-"""DeepCAM-style workload: IOU against hand-worked cases, reader on files written here, signal, count."""
+"""DeepCAM-style workload: IOU against hand-worked cases, reader on files written here, signal,
+count."""
 
 from __future__ import annotations
 
@@ -30,11 +31,17 @@ def test_iou_absent_class_counts_one_and_samples_average():
     label = torch.tensor([[[0, 0], [1, 1]], [[0, 0], [0, 0]]])
     pred = torch.tensor([[[0, 0], [1, 1]], [[0, 0], [0, 2]]])
     scores = iou(pred, label)
-    assert scores[0].item() == pytest.approx(1.0)  # classes 0 and 1 perfect, class 2 absent from both
-    assert scores[1].item() == pytest.approx((3 / 4 + 1 + 0) / 3)  # class 2 predicted once, never true
+    assert scores[0].item() == pytest.approx(
+        1.0
+    )  # classes 0 and 1 perfect, class 2 absent from both
+    assert scores[1].item() == pytest.approx(
+        (3 / 4 + 1 + 0) / 3
+    )  # class 2 predicted once, never true
 
 
-def _write_sample(path: Path, data: np.ndarray, labels: np.ndarray, key: str = "climate/labels_0") -> None:
+def _write_sample(
+    path: Path, data: np.ndarray, labels: np.ndarray, key: str = "climate/labels_0"
+) -> None:
     with h5py.File(path, "w") as f:
         f.create_dataset("climate/data", data=data)
         f.create_dataset(key, data=labels)
@@ -65,17 +72,23 @@ def test_reader_normalises_with_the_stats_file_and_transposes(tmp_path: Path):
 
 def test_reader_rejects_bad_files(tmp_path: Path):
     (tmp_path / "train").mkdir()
-    _write_sample(tmp_path / "train" / "data-0.h5", np.zeros((4, 6, 4), np.float32), np.zeros((4, 6), int))
+    _write_sample(
+        tmp_path / "train" / "data-0.h5", np.zeros((4, 6, 4), np.float32), np.zeros((4, 6), int)
+    )
     with pytest.raises(DataError, match="statistics"):
         W.read(tmp_path, "train", TINY)
     _write_stats(tmp_path / "stats.h5", [0, 0, 0, 0], [1, 1, 1, 0])
     with pytest.raises(DataError, match="max > min"):
         W.read(tmp_path, "train", TINY)
     _write_stats(tmp_path / "stats.h5", [0, 0, 0, 0], [1, 1, 1, 1])
-    _write_sample(tmp_path / "train" / "data-0.h5", np.zeros((4, 6, 4), np.float32), np.full((4, 6), 3))
+    _write_sample(
+        tmp_path / "train" / "data-0.h5", np.zeros((4, 6, 4), np.float32), np.full((4, 6), 3)
+    )
     with pytest.raises(DataError, match="labels must lie in"):
         W.read(tmp_path, "train", TINY)
-    _write_sample(tmp_path / "train" / "data-0.h5", np.zeros((4, 6, 3), np.float32), np.zeros((4, 6), int))
+    _write_sample(
+        tmp_path / "train" / "data-0.h5", np.zeros((4, 6, 3), np.float32), np.zeros((4, 6), int)
+    )
     with pytest.raises(DataError, match="expected data"):
         W.read(tmp_path, "train", TINY)
 
@@ -85,7 +98,9 @@ def test_generated_files_read_back(tmp_path: Path):
     train, valid = W.read(tmp_path, "train", TINY), W.read(tmp_path, "validation", TINY)
     assert train.x.shape == (TINY.n_train, 4, 16, 24) and len(valid) == TINY.n_valid
     # normalised by the training set's own min and max: every training value in [0, 1]
-    assert train.x.min().item() == pytest.approx(0.0, abs=1e-6) and train.x.max().item() == pytest.approx(1.0)
+    assert train.x.min().item() == pytest.approx(
+        0.0, abs=1e-6
+    ) and train.x.max().item() == pytest.approx(1.0)
 
 
 def test_generated_features_sit_where_the_labels_are():
@@ -96,8 +111,12 @@ def test_generated_features_sit_where_the_labels_are():
     assert 0.005 < cyclone.mean() < 0.1 and 0.01 < river.mean() < 0.2
     assert psl[cyclone].mean() < psl[background].mean() - 1.0 * psl[background].std()
     assert tmq[river].mean() > tmq[background].mean() + 0.5 * tmq[background].std()
-    # and no single threshold on water vapour separates rivers from the rest (IOU of the best one < 0.8)
-    best = max(((tmq > t) & river).sum() / ((tmq > t) | river).sum() for t in np.percentile(tmq, range(50, 100, 2)))
+    # and no single threshold on water vapour separates rivers from the rest (IOU of the best one <
+    # 0.8)
+    best = max(
+        ((tmq > t) & river).sum() / ((tmq > t) | river).sum()
+        for t in np.percentile(tmq, range(50, 100, 2))
+    )
     assert best < 0.8
 
 

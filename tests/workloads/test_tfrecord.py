@@ -1,4 +1,5 @@
-"""TFRecord framing and tf.train.Example parsing, against published check values and the protobuf library."""
+"""TFRecord framing and tf.train.Example parsing, against published check values and the protobuf
+library."""
 
 from __future__ import annotations
 
@@ -10,11 +11,19 @@ import numpy as np
 import pytest
 
 from aihpc.errors import DataError
-from aihpc.workloads.tfrecord import crc32c, encode_example, masked_crc, parse_example, read_records, write_records
+from aihpc.workloads.tfrecord import (
+    crc32c,
+    encode_example,
+    masked_crc,
+    parse_example,
+    read_records,
+    write_records,
+)
 
 
 def test_crc32c_check_value():
-    # The CRC-32C check value of "123456789" (RFC 3720 appendix B.4; the CRC catalogue's CRC-32/ISCSI).
+    # The CRC-32C check value of "123456789" (RFC 3720 appendix B.4; the CRC catalogue's
+    # CRC-32/ISCSI).
     assert crc32c(b"123456789") == 0xE3069283
     # RFC 3720 B.4: 32 bytes of zeros -> 0x8A9136AA (sent as aa 36 91 8a), 32 of 0xff -> 0x62A8AB43.
     assert crc32c(bytes(32)) == 0x8A9136AA
@@ -28,7 +37,8 @@ def test_masked_crc_is_tensorflows_rotation_plus_delta():
 
 
 def _example_class():
-    """tf.train.Example built with the real protobuf library (a reference independent of our encoder)."""
+    """tf.train.Example built with the real protobuf library (a reference independent of our
+    encoder)."""
     pytest.importorskip("google.protobuf")
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -46,17 +56,29 @@ def _example_class():
     message("BytesList", [("value", 1, T.TYPE_BYTES, L.LABEL_REPEATED, None)])
     message("FloatList", [("value", 1, T.TYPE_FLOAT, L.LABEL_REPEATED, None)])
     message("Int64List", [("value", 1, T.TYPE_INT64, L.LABEL_REPEATED, None)])
-    feat = message("Feature", [("bytes_list", 1, T.TYPE_MESSAGE, L.LABEL_OPTIONAL, ".t.BytesList"),
-                               ("float_list", 2, T.TYPE_MESSAGE, L.LABEL_OPTIONAL, ".t.FloatList"),
-                               ("int64_list", 3, T.TYPE_MESSAGE, L.LABEL_OPTIONAL, ".t.Int64List")])
+    feat = message(
+        "Feature",
+        [
+            ("bytes_list", 1, T.TYPE_MESSAGE, L.LABEL_OPTIONAL, ".t.BytesList"),
+            ("float_list", 2, T.TYPE_MESSAGE, L.LABEL_OPTIONAL, ".t.FloatList"),
+            ("int64_list", 3, T.TYPE_MESSAGE, L.LABEL_OPTIONAL, ".t.Int64List"),
+        ],
+    )
     assert feat.name == "Feature"
     feats = f.message_type.add(name="Features")
     entry = feats.nested_type.add(name="FeatureEntry")
     entry.field.add(name="key", number=1, type=T.TYPE_STRING, label=L.LABEL_OPTIONAL)
-    entry.field.add(name="value", number=2, type=T.TYPE_MESSAGE, label=L.LABEL_OPTIONAL, type_name=".t.Feature")
+    entry.field.add(
+        name="value", number=2, type=T.TYPE_MESSAGE, label=L.LABEL_OPTIONAL, type_name=".t.Feature"
+    )
     entry.options.map_entry = True
-    feats.field.add(name="feature", number=1, type=T.TYPE_MESSAGE, label=L.LABEL_REPEATED,
-                    type_name=".t.Features.FeatureEntry")
+    feats.field.add(
+        name="feature",
+        number=1,
+        type=T.TYPE_MESSAGE,
+        label=L.LABEL_REPEATED,
+        type_name=".t.Features.FeatureEntry",
+    )
     message("Example", [("features", 1, T.TYPE_MESSAGE, L.LABEL_OPTIONAL, ".t.Features")])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
@@ -95,7 +117,9 @@ def test_records_round_trip(tmp_path: Path, compress: bool):
         assert path.read_bytes()[:2] == b"\x1f\x8b"
     else:  # the framing by hand: length, masked crc of the length, data, masked crc of the data
         raw = path.read_bytes()
-        assert raw[:8] == struct.pack("<Q", 0) and raw[8:12] == struct.pack("<I", masked_crc(raw[:8]))
+        assert raw[:8] == struct.pack("<Q", 0) and raw[8:12] == struct.pack(
+            "<I", masked_crc(raw[:8])
+        )
         assert raw[12:16] == struct.pack("<I", masked_crc(b""))
 
 
