@@ -24,10 +24,9 @@ from aihpc.fmt import (
 from aihpc.nas.lm_spec import is_lm_arch
 from aihpc.records.energy import energy_text
 from aihpc.records.results import trial_arch
-from aihpc.report import machine
 from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
-from aihpc.report.machine import section
+from aihpc.report.machine import configuration, environment, peak_card, peaks, section
 from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 from aihpc.report.quality import LOSS, ReportQuality, loss_floor, quality_for
 from aihpc.report.trials_table import next_token_accuracy, trial_count, trial_list, trials_section
@@ -105,7 +104,7 @@ def _header(results: dict[str, Any]) -> str:
         *(_loss_cards(results) if quality is LOSS else _accuracy_cards(results)),
         card("Result", validity, validity_note, value_css=validity_css),
         card("Wall time", format_seconds(score.get("wall_seconds"))),
-        machine.peak_card(results),
+        peak_card(results),
         card("Trials", f"{trial_count(results):,}", ", ".join(counts)),
         _energycard(results.get("energy")),
     ]
@@ -330,13 +329,13 @@ def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra:
         [
             _header(results),
             '<div class="grid2"><div><h2>Environment</h2>',
-            machine.environment(results),
+            environment(results),
             "<h2>Measured peak</h2>",
-            machine.peaks(results),
+            peaks(results),
             "<h2>Energy</h2>",
             _energy(results),
             "</div><div><h2>Configuration</h2>",
-            machine.configuration(results),
+            configuration(results),
             "</div></div>",
             _plots(images, quality_for(results)),
             "<h2>Best trial</h2>",
