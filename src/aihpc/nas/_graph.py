@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Any, TypeVar
 
 import torch
 
@@ -15,6 +16,29 @@ from aihpc.nas.spec import ArchSpec
 StateDict = dict[str, torch.Tensor]
 #: A planned morphism: child spec, function parent state -> child state, description.
 Plan = tuple[ArchSpec, Callable[[Mapping[str, torch.Tensor]], StateDict], str]
+#: How many random candidates a random morphism tries before it gives up.
+ATTEMPTS = 50
+AnyPlan = TypeVar("AnyPlan", bound=tuple[Any, ...])
+
+
+def first_within(
+    propose: Callable[[], AnyPlan], max_params: int | None
+) -> tuple[AnyPlan | None, int | None]:
+    """The first of up to :data:`ATTEMPTS` plans from ``propose()`` (one that raises MorphError is
+    passed over) whose child (the plan's first item) has at most ``max_params`` parameters; else
+    None, and the smallest child tried (None where no candidate applied)."""
+    smallest: int | None = None
+    for _ in range(ATTEMPTS):
+        try:
+            plan = propose()
+        except MorphError:
+            continue
+        n_child = plan[0].num_params()
+        if max_params is not None and n_child > max_params:
+            smallest = n_child if smallest is None else min(smallest, n_child)
+            continue
+        return plan, None
+    return None, smallest
 
 
 def check_state(spec: ArchSpec, state: Mapping[str, torch.Tensor]) -> None:

@@ -73,7 +73,7 @@ import torch
 
 from aihpc.checks import integer
 from aihpc.errors import MorphError, SpecError
-from aihpc.nas._graph import StateDict, clone_state, float_kind
+from aihpc.nas._graph import ATTEMPTS, StateDict, clone_state, first_within, float_kind
 from aihpc.nas.lm_net import INIT_STD, lm_state_shapes
 from aihpc.nas.lm_spec import Block, LMSpec
 
@@ -97,7 +97,6 @@ __all__ = [
 #: A planned operator: child spec, function parent state -> child state, description.
 LMPlan = tuple[LMSpec, Callable[[Mapping[str, torch.Tensor]], StateDict], str]
 
-_ATTEMPTS = 50
 #: Grown widths (MLP, stream, heads * head_dim, context) are multiples of 16: vector units hold
 #: 16 float32 values and tensor cores want multiples of 8 in bfloat16 (as the CNN's widths).
 WIDTH_MULTIPLE = 16
@@ -439,24 +438,17 @@ def random_lm_plan(
     limit = spec.context if max_context is None else max_context
     kinds = [k for k in KIND_WEIGHTS if k != "grow_context" or limit > spec.context]
     weights = [KIND_WEIGHTS[k] for k in kinds]
-    smallest: int | None = None
-    for _ in range(_ATTEMPTS):
-        kind = rng.choices(kinds, weights)[0]
-        try:
-            plan = _propose(kind, spec, rng, limit)
-        except MorphError:
-            continue
-        n_child = plan[0].num_params()
-        if max_params is not None and n_child > max_params:
-            smallest = n_child if smallest is None else min(smallest, n_child)
-            continue
+    plan, smallest = first_within(
+        lambda: _propose(rng.choices(kinds, weights)[0], spec, rng, limit), max_params
+    )
+    if plan is not None:
         return plan
     if smallest is not None:
         raise MorphError(
             f"random_lm_plan: no growth step keeps the model within max_params={max_params}: "
             f"the smallest child tried has {smallest} parameters (parent: {n_parent})"
         )
-    raise MorphError(f"random_lm_plan: no applicable growth step found in {_ATTEMPTS} attempts")
+    raise MorphError(f"random_lm_plan: no applicable growth step found in {ATTEMPTS} attempts")
 
 
 def random_lm_morph(

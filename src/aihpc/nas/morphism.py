@@ -29,12 +29,14 @@ import torch
 from aihpc.checks import integer
 from aihpc.errors import MorphError
 from aihpc.nas._graph import (
+    ATTEMPTS,
     Plan,
     StateDict,
     check_state,
     child_spec,
     clone_state,
     descendants,
+    first_within,
     float_kind,
     fresh_prefix,
     get_layer,
@@ -48,7 +50,6 @@ from aihpc.nas.widening import plan_widen, widen
 
 __all__ = ["add_skip", "deepen", "plan_deepen", "plan_skip", "random_morph", "random_plan", "widen"]
 
-_ATTEMPTS = 50
 # Widened layers get a multiple of 16 channels: vector units hold 16 float32
 # values and tensor cores want multiples of 8 in bfloat16.  Measured on this
 # project's 2-core CPU (3x3 conv, 16x16, batch 128, forward + backward, one
@@ -326,17 +327,10 @@ def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = Non
         raise MorphError(
             f"random_morph: the parent has {n_parent} parameters, more than max_params={max_params}"
         )
-    smallest: int | None = None
-    for _ in range(_ATTEMPTS):
-        kind = rng.choice(("widen", "deepen", "skip"))
-        try:
-            plan = _propose(kind, spec, rng)
-        except MorphError:
-            continue
-        n_child = plan[0].num_params()
-        if max_params is not None and n_child > max_params:
-            smallest = n_child if smallest is None else min(smallest, n_child)
-            continue
+    plan, smallest = first_within(
+        lambda: _propose(rng.choice(("widen", "deepen", "skip")), spec, rng), max_params
+    )
+    if plan is not None:
         return plan
     if smallest is not None:
         raise MorphError(
@@ -344,4 +338,4 @@ def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = Non
             f"max_params={max_params}: the smallest child tried has {smallest} "
             f"parameters (parent: {n_parent})"
         )
-    raise MorphError(f"random_morph: no applicable morphism found in {_ATTEMPTS} attempts")
+    raise MorphError(f"random_morph: no applicable morphism found in {ATTEMPTS} attempts")
