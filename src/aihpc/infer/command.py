@@ -166,7 +166,7 @@ def infer(
     limits = bounds(options, tokens is not None)
     if "server" in options.scenarios:
         check_bound(calibration, limits)
-    measured = Measured(ops, quality, calibration, limits, tokens)
+    measured = Measured(dtype, ops, quality, calibration, limits, tokens)
     return replace(_serve_and_record(source, options, devices, steps, measured, out, say),
                    out_dir=str(out))  # fmt: skip
 
@@ -175,6 +175,7 @@ def infer(
 class Measured:
     """What is known before LoadGen runs."""
 
+    dtype: str
     ops: float
     quality: QualityCheck
     calibration: Calibration
@@ -194,7 +195,7 @@ def _serve_and_record(
     """The LoadGen tests, then the peak, written to ``OUT.partial`` renamed ``OUT`` when whole."""
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    dtype = served_dtype(options, devices[0])
+    dtype = m.dtype
     try:
         bench = ScenarioBench(steps, int(source.inputs.shape[0]), partial / "loadgen",
                               options.seconds, say, str(devices[0]))  # fmt: skip
