@@ -266,7 +266,7 @@ def main() -> None:
 
 
 def write_json(args, specs, new, results) -> None:
-    from aihpc.records.environment import collect
+    from aihpc.machine.environment import collect
 
     doc = {
         "format": FORMAT,

@@ -35,7 +35,7 @@ import random
 import statistics
 import time
 
-from aihpc.errors import MorphError
+from aihpc.base.errors import MorphError
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.nas.spec import ArchSpec

@@ -19,7 +19,7 @@ import time
 from aihpc.data import load_dataset
 from aihpc.nas.seeds import seed_spec
 from aihpc.tasks.image import DEFAULT_SYNTHETIC
-from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.train.worker import run_epoch
 

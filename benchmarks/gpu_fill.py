@@ -127,7 +127,7 @@ def profile_task(samples: int, weights_dir: str, compiled: bool | None = None):
     from aihpc.data import load_dataset
     from aihpc.nas.seeds import seed_spec
     from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
-    from aihpc.records.task import DataRef, EpochTask
+    from aihpc.records.messages import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
 
     options = {**DEFAULT_SYNTHETIC["cuda"], "num_samples": samples}

@@ -29,7 +29,7 @@ import random
 import statistics
 import time
 
-from aihpc.errors import MorphError
+from aihpc.base.errors import MorphError
 from aihpc.nas.lm_morphism import random_lm_plan
 from aihpc.nas.lm_spec import LMSpec, seed_lm_spec
 from aihpc.tasks.language import (

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aihpc.records.task import DataRef, EpochTask, Morph
+from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
 
@@ -61,7 +61,7 @@ def main() -> int:
 
 
 def _config():
-    from aihpc.config import RunConfig
+    from aihpc.base.config import RunConfig
 
     return LM.default_workload(RunConfig(task="lm", data_options=dict(OPTIONS)), "cpu")
 

@@ -38,10 +38,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aihpc.config import RunConfig
-from aihpc.runner.master import Master
+from aihpc.base.config import RunConfig
+from aihpc.runner.search.master import Master
 from aihpc.records.store import RunStore
-from aihpc.records.task import EpochResult, WeightsRef
+from aihpc.records.messages import EpochResult, WeightsRef
 
 
 class VirtualClock:

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from aihpc.nas.seeds import seed_spec
-from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.train.worker import run_epoch
 

@@ -52,7 +52,7 @@ from typing import Any
 
 from master_capacity import VirtualClock, learning_curve
 
-from aihpc.records.task import EpochResult, EpochTask, WeightsRef
+from aihpc.records.messages import EpochResult, EpochTask, WeightsRef
 from aihpc.train.weights import file_name
 
 WORKERS_PER_NODE = 8  # simulated hosts: eight accelerators a node

@@ -8,7 +8,7 @@ master's; a stage that runs too long is stopped by killing it):
 
 It does what :func:`aihpc.runner.run.run_benchmark` does, with the same
 functions (``prepare``, ``initialise``, ``place_workers``, the
-:class:`~aihpc.runner.master.Master`, ``record_peak_after``,
+:class:`~aihpc.runner.search.master.Master`, ``record_peak_after``,
 ``results_fields``, ``trial_records``, ``write_results``, the MLPerf log's ``run_stop``,
 ``summary_lines``), with three differences: the executor is
 :class:`rehearsal_executor.SimulatedExecutor`, the master runs on its
@@ -35,7 +35,7 @@ from typing import Any
 from master_capacity import VirtualClock
 from rehearsal_executor import COUNTER, SimulatedExecutor, peak_rss_bytes
 
-from aihpc.config import RunConfig
+from aihpc.base.config import RunConfig
 
 # results.json's energy: the simulated workers have no meters to start
 NO_ENERGY = "a scale rehearsal (benchmarks/scale_rehearsal.py): its workers are simulated"
@@ -74,8 +74,8 @@ def open_run(args: argparse.Namespace, progress: Progress):
 
     Returns (run, clock).
     """
-    from aihpc.runner.executor import Layout
-    from aihpc.runner.placement import place_workers
+    from aihpc.launch.executor import Layout
+    from aihpc.launch.placement import place_workers
     from aihpc.runner.run import (
         OpenRun,
         initialise,
@@ -117,7 +117,7 @@ def open_run(args: argparse.Namespace, progress: Progress):
     run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)
     store.set_meta("devices", place_workers(executor, layout.device, config.procs_per_trial))
     if args.resume:
-        from aihpc.runner.observer import resume_log
+        from aihpc.runner.display.observer import resume_log
 
         metric = run_quality(config, data_info).metric
         resume_log(mlperf, store, args.run_dir / "mlperf.log", metric)
@@ -136,10 +136,10 @@ def run_quality(config, data_info: dict[str, Any]):
 def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str, Any]]:
     """The master's search until the deadline, as ``search_and_score`` runs it; (score, stats)."""
     from aihpc.energy.run import unmeasured_block
-    from aihpc.runner.console import Console
-    from aihpc.runner.master import Master
+    from aihpc.runner.display.console import Console
+    from aihpc.runner.search.master import Master
     from aihpc.runner.measure import record_peak_after
-    from aihpc.runner.observer import Observers
+    from aihpc.runner.display.observer import Observers
     from aihpc.tasks import task_of
 
     config, store, executor = run.config, run.store, run.executor
@@ -182,9 +182,9 @@ def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, flo
     """results.json, the MLPerf log's run_stop, the summary: what ``aihpc run`` does last, timed."""
     import dataclasses
 
-    from aihpc.records.results import RunResults
-    from aihpc.records.schema import results_fields, trial_records, write_results
-    from aihpc.runner.summary import summary_lines
+    from aihpc.results.read import RunResults
+    from aihpc.results.write import results_fields, trial_records, write_results
+    from aihpc.runner.display.summary import summary_lines
 
     progress.stage("results.json")
     t0 = time.perf_counter()

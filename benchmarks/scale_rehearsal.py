@@ -57,7 +57,7 @@ from typing import Any
 import rehearsal_table
 from rehearsal_executor import COUNTER, scan_weights
 
-from aihpc.records.results import results_file
+from aihpc.results.read import results_file
 
 HERE = Path(__file__).resolve().parent
 # The GPU default's weight file: ResNet-50 at 3x128x128, 100 classes, with its SGD momentum

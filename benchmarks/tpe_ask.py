@@ -26,7 +26,7 @@ import math
 import statistics
 import time
 
-from aihpc.config import RunConfig
+from aihpc.base.config import RunConfig
 from aihpc.nas.hpo import HyperparameterSearch
 from aihpc.nas.tpe_study import WINDOW, WindowedStudy, image_space
 

@@ -45,7 +45,7 @@ def sync_snapshot(task, setup, group):
 def epoch_task(weights_dir: str, samples: int):
     from aihpc.nas.seeds import seed_spec
     from aihpc.tasks.image import DEFAULT_SYNTHETIC
-    from aihpc.records.task import DataRef, EpochTask
+    from aihpc.records.messages import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
 
     options = {**DEFAULT_SYNTHETIC["cpu"], "num_samples": samples}

@@ -1,4 +1,5 @@
-"""aihpc.checks: the one check of a numeric setting (an integer or a number in bounds, no bool)."""
+"""aihpc.base.checks: the one check of a numeric setting (an integer or a number in bounds, no
+bool)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from aihpc import checks
-from aihpc.errors import ConfigError, DataError, MorphError
+from aihpc.base import checks
+from aihpc.base.errors import ConfigError, DataError, MorphError
 
 
 @pytest.mark.parametrize("value", [True, False, 1.0, "3", None, [1]])

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.compare import (
+from aihpc.base.errors import ConfigError
+from aihpc.ranking.compare import (
     Entry,
     check_like_for_like,
     group_repeats,
     load_entry,
     welch_p_value,
 )
-from aihpc.errors import ConfigError
-from aihpc.rank import build_ranking, valid_flops
+from aihpc.ranking.rank import build_ranking, valid_flops
 from fixture_run import aihpc
 
 # Wikipedia, "Welch's t-test", Examples 1 and 2 (published: t = -2.46, df = 24.99, p = 0.021;

@@ -1,7 +1,7 @@
 import pytest
 
-from aihpc.config import RunConfig, load_toml
-from aihpc.errors import ConfigError
+from aihpc.base.config import RunConfig, load_toml
+from aihpc.base.errors import ConfigError
 
 
 def test_defaults_are_valid_and_round_trip():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from aihpc.base.config import RunConfig
 from aihpc.cli import run as run_cli
-from aihpc.config import RunConfig
 
 
 def parser_dests() -> set[str]:

@@ -1,5 +1,5 @@
-"""The worker-to-device rule (aihpc.devices) and the master's side of it (aihpc.runner.placement),
-without a GPU."""
+"""The worker-to-device rule (aihpc.machine.devices) and the master's side of it
+(aihpc.launch.placement), without a GPU."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import socket
 import pytest
 import torch
 
-from aihpc import devices
-from aihpc.devices import host_slots, local_worker_envs
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
+from aihpc.machine import devices
+from aihpc.machine.devices import host_slots, local_worker_envs
 
 
 def test_local_gpu_workers_each_get_their_own_gpus():
@@ -83,7 +83,7 @@ def test_local_gpu_cluster_starts_each_worker_with_its_gpus():
     # the GPU path's cluster, started on CPU: CUDA_VISIBLE_DEVICES reaches each worker process
     from distributed import Client
 
-    from aihpc.runner.executor import Layout, local_gpu_cluster
+    from aihpc.launch.executor import Layout, local_gpu_cluster
 
     cluster = local_gpu_cluster(Layout(2, 1, "cuda", 2), ["0", "1", "2", "3"], memory="1GiB")
     try:

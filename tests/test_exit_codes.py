@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc import errors
+from aihpc.base import errors
 from aihpc.cli import main
 
 

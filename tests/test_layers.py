@@ -2,53 +2,38 @@
 
 Every ``import`` in ``src/aihpc`` is read from the source, the ones inside
 functions too (heavy libraries are imported lazily, and so are some of
-aihpc's own modules), and resolved to the module it names.  The table below
-is the map in DESIGN.md; a new package gets a line here.
+aihpc's own modules), and resolved to the module it names.  The layers are
+the table in ARCHITECTURE.md, read from it here: a new package gets its line
+there.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "aihpc"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "aihpc"
+MAP = ROOT / "ARCHITECTURE.md"
+
+
+def read_layers(markdown: str) -> dict[str, int]:
+    """Top-level module or package -> layer, from the map's table: rows ``| N | `pkg/`, ... |``."""
+    layers: dict[str, int] = {}
+    for line in markdown.splitlines():
+        row = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if row:
+            for name in re.findall(r"`([\w_]+)/?`", row.group(2)):
+                assert name not in layers, f"{name} is in two rows of {MAP.name}'s table"
+                layers[name] = int(row.group(1))
+    return layers
+
 
 # top-level module or package -> layer; lower layers never import higher ones
-LAYERS: dict[str, int] = {
-    "errors": 0,
-    "aihpc": 1,  # the package itself: __version__ and lazy re-exports by name
-    "fileio": 1,
-    "checks": 1,
-    "fmt": 1,
-    "devices": 1,
-    "config": 1,
-    "cluster": 1,
-    "data": 2,
-    "models": 2,
-    "counting": 2,
-    "nas": 2,
-    "records": 3,
-    "recommend": 4,
-    "roofline": 4,
-    "tasks": 4,
-    "energy": 4,
-    "export": 4,
-    "model_count": 4,
-    "train": 5,
-    "bench": 6,
-    "profile": 6,
-    "infer": 6,
-    "runner": 7,
-    "verify": 8,
-    "compare": 8,
-    "report": 8,
-    "workloads": 8,
-    "rank": 9,  # a ranking applies compare's like-for-like rule and verify's verdict
-    "cli": 10,
-    "__main__": 11,
-}
+LAYERS = read_layers(MAP.read_text())
 
 
 def module_name(path: Path) -> str:
@@ -126,10 +111,20 @@ def test_no_two_modules_import_each_other():
     [
         ("from aihpc.records.store import RunStore", {"aihpc.records.store"}),
         ("from aihpc import models", {"aihpc.models"}),
-        ("def f():\n    from aihpc.fmt import format_si", {"aihpc.fmt"}),
+        ("def f():\n    from aihpc.base.fmt import format_si", {"aihpc.base.fmt"}),
         ("from . import store", {"aihpc.records.store"}),
     ],
 )
 def test_imports_are_resolved_to_the_module_named(source, expected):
     """The reader itself: lazy, relative and package-attribute imports are each seen."""
     assert imports_of(source, "aihpc.records.probe") == expected
+
+
+def test_the_map_has_every_package_and_no_other():
+    """The table names what exists: a package moved or removed leaves no stale row."""
+    assert sorted(set(LAYERS) - {top(m) for m in MODULES}) == []
+
+
+def test_the_package_root_holds_no_modules_but_its_own():
+    """Every module lives in a package of its layer; the root keeps the version and ``-m``."""
+    assert sorted(p.name for p in SRC.glob("*.py")) == ["__init__.py", "__main__.py"]

@@ -18,7 +18,7 @@ _LAZY: dict[str, str] = {
     "models": "aihpc.models:",
     "ArchSpec": "aihpc.nas.spec:ArchSpec",
     "load_dataset": "aihpc.data:load_dataset",
-    "export_onnx": "aihpc.export:export_onnx",
+    "export_onnx": "aihpc.arch.export:export_onnx",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from aihpc import models
+from aihpc.base.errors import ConfigError, ModelError
 from aihpc.bench.distributed import DistributedConfig, ring_allreduce_bytes, step_times
-from aihpc.errors import ConfigError, ModelError
 
 VOLUME_TOLERANCE = 0.02
 """Measured TCP payload over the ring figure, minus 1, at most.  The payload cannot be

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from aihpc import models
-from aihpc.bench.network import bench_network
-from aihpc.bench.network_checks import check_fits, reported_modules
-from aihpc.bench.network_trace import OTHER, row_ops
+from aihpc.base.errors import ModelError, OutOfMemory
+from aihpc.bench.model import bench_network
+from aihpc.bench.model_checks import check_fits, reported_modules
+from aihpc.bench.model_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops
-from aihpc.errors import ModelError, OutOfMemory
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.files import read_result, result_document, write_result
@@ -132,7 +132,7 @@ def test_layer_times_add_up_to_the_measured_step(resnet20: dict[str, Any]) -> No
         assert layers + mode["other_seconds"] == pytest.approx(mode["seconds"])
         # The profiled layers cover most of the step.  The profiler's overhead adds to them;
         # on a busy machine preemption adds to the measured step and not to the layers'
-        # medians (see aihpc.bench.network), so the bound is loose.
+        # medians (see aihpc.bench.model), so the bound is loose.
         assert 0.25 < layers / mode["seconds"] < 3.0, name
         assert all(r["seconds"] >= 0 for r in mode["layers"])
         ops = mode["operators"]

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.bench import operators as ops
 from aihpc.bench.op_catalogue import CATALOGUE, Function, OpCase, register, unregister
 from aihpc.bench.op_check import build_case, check_case, errors
 from aihpc.bench.timing import Timing
-from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline
 

@@ -13,9 +13,9 @@ from itertools import pairwise
 
 import pytest
 
+from aihpc.base.errors import ConfigError
 from aihpc.bench.training import TrainingConfig, check_fit, format_table, time_to_target
 from aihpc.cli import main
-from aihpc.errors import ConfigError
 
 DIGITS_TRAIN = 1438  # 1797 digits less the 20 % validation split of seed 0
 

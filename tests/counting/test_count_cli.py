@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from aihpc.base.errors import ConfigError
 from aihpc.cli import main
 from aihpc.cli.count import parse_shape
-from aihpc.errors import ConfigError
 
 
 def test_parse_shape() -> None:

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
+from aihpc.base.errors import ConfigError, ModelError
+from aihpc.base.fmt import format_si
 from aihpc.counting import OpCount, count_ops, format_count
-from aihpc.errors import ConfigError, ModelError
-from aihpc.fmt import format_si
 
 
 def small_cnn() -> nn.Module:

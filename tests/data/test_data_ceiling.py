@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from aihpc.base.errors import DataError
 from aihpc.data import load_dataset
 from aihpc.data.ceiling import clopper_pearson, oracle_predict, synthetic_ceiling, task_description
-from aihpc.errors import DataError
 
 
 def _synthetic(**options):

@@ -8,8 +8,8 @@ import torch
 from torch.utils.data import DataLoader
 
 import aihpc.data as D
+from aihpc.base.errors import AihpcError, ConfigError, DataError
 from aihpc.data.base import channel_stats, stratified_split
-from aihpc.errors import AihpcError, ConfigError, DataError
 
 
 def test_names_and_describe():

@@ -7,8 +7,8 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
+from aihpc.base.errors import ConfigError
 from aihpc.data import load_dataset
-from aihpc.errors import ConfigError
 
 
 def test_digits_shapes_counts_and_classes():

@@ -10,8 +10,8 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data import load_dataset
-from aihpc.errors import ConfigError, DataError
 
 
 def _png(path, arr):

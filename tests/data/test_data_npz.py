@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data import load_dataset
-from aihpc.errors import ConfigError, DataError
 
 
 def _write(path, **arrays):

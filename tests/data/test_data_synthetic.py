@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data import load_dataset
 from aihpc.data.synthetic import SyntheticGenerator
-from aihpc.errors import ConfigError, DataError
 
 
 def small(**kw):

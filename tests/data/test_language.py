@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data.hmm import TopicHMM
 from aihpc.data.language import (
     HMM_DEFAULTS,
@@ -24,7 +25,6 @@ from aihpc.data.language import (
     load_language,
     unigram_loss,
 )
-from aihpc.errors import ConfigError, DataError
 
 SMALL = dict(train_tokens=8192, val_tokens=2048, doc_length=64, topics=4, states=8, vocab_size=64)
 

@@ -22,7 +22,7 @@ from aihpc.records.energy import energy_results, energy_text
 
 @pytest.fixture
 def executor():
-    from aihpc.runner.executor import local_executor, local_layout
+    from aihpc.launch.executor import local_executor, local_layout
 
     executor = local_executor(local_layout(2, 1, "cpu"))
     executor.wait_for_workers(2, timeout=120)

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 from aihpc.infer.command import InferOptions, generation
 from aihpc.infer.loadgen import Settings, check_scenario, read_results, why_invalid
 from aihpc.infer.record import histogram

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.compare import load_entry
-from aihpc.rank import build_ranking
+from aihpc.ranking.compare import load_entry
+from aihpc.ranking.rank import build_ranking
 from aihpc.report import write_report
 from fixture_run import FIXTURES, aihpc
 

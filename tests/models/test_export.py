@@ -12,9 +12,9 @@ import torch
 from onnx.reference import ReferenceEvaluator
 
 from aihpc import models
+from aihpc.arch.export import export_onnx, onnx_opset, parse_input_shape
+from aihpc.base.errors import ConfigError, ModelError
 from aihpc.cli import main
-from aihpc.errors import ConfigError, ModelError
-from aihpc.export import export_onnx, onnx_opset, parse_input_shape
 
 
 def _batch_dim(path: Path) -> str | int:

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from aihpc import models
+from aihpc.base.errors import ModelError
 from aihpc.cli import main
 from aihpc.counting import count_ops
-from aihpc.errors import ModelError
 
 SEQUENCE = ["lstm_lm", "transformer_small"]
 
@@ -202,7 +202,7 @@ def test_export_tokens_model(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     onnx = pytest.importorskip("onnx")
     from onnx.reference import ReferenceEvaluator
 
-    from aihpc.export import export_onnx
+    from aihpc.arch.export import export_onnx
 
     out = tmp_path / f"{name}.onnx"
     assert (

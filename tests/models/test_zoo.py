@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from aihpc import models
-from aihpc.errors import AihpcError, ModelError
+from aihpc.base.errors import AihpcError, ModelError
 
 # Parameter counts at num_classes=1000, in_channels=3, as published in the
 # torchvision model documentation (pytorch.org/vision/stable/models.html,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import AihpcError
+from aihpc.base.errors import AihpcError
 from aihpc.nas.hpo import PREFETCH_MAX, PREFETCH_MIN, HyperparameterSearch
 from aihpc.nas.tpe_study import WindowedStudy, image_space
 

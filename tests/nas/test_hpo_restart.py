@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from aihpc.errors import RunFailure
+from aihpc.base.errors import RunFailure
 from aihpc.nas import hpo_process
 from aihpc.nas.hpo import PREFETCH_MIN, HyperparameterSearch
 from aihpc.nas.hpo_process import ProcessDied

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from nas_helpers import mixed_spec
 
-from aihpc.errors import MorphError
+from aihpc.base.errors import MorphError
 from aihpc.nas import lm_morphism as lm
 from aihpc.nas.lm_net import LMNet
 from aihpc.nas.lm_spec import Block, LMSpec, seed_lm_spec

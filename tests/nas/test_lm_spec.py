@@ -11,7 +11,7 @@ import pytest
 import torch
 from nas_helpers import mixed_spec, tiny_spec
 
-from aihpc.errors import SpecError
+from aihpc.base.errors import SpecError
 from aihpc.nas.lm_net import LMNet, lm_state_shapes
 from aihpc.nas.lm_spec import LM_FORMAT_VERSION, Block, LMSpec, is_lm_arch, seed_lm_spec
 

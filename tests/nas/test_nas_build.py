@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from nas_helpers import inputs_for, model_of, run, tiny_spec
 
-from aihpc.errors import SpecError
+from aihpc.base.errors import SpecError
 from aihpc.nas import ArchSpec, Layer, SpecNet, state_shapes
 
 

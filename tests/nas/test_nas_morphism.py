@@ -9,7 +9,7 @@ import pytest
 import torch
 from nas_helpers import inputs_for, model_of, run, tiny_spec
 
-from aihpc.errors import MorphError
+from aihpc.base.errors import MorphError
 from aihpc.nas import ArchSpec, Layer, add_skip, deepen, random_morph, seed_spec, widen
 from aihpc.nas.build import SpecNet
 from aihpc.nas.layer import BN_EPS

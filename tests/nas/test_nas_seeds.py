@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aihpc.errors import SpecError
+from aihpc.base.errors import SpecError
 from aihpc.nas import seed_spec, state_shapes
 from aihpc.nas.build import SpecNet
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from nas_helpers import tiny_spec
 
-from aihpc.errors import SpecError
+from aihpc.base.errors import SpecError
 from aihpc.nas import ArchSpec, Layer, random_morph, seed_spec
 from aihpc.nas.build import SpecNet
 

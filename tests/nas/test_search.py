@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 from aihpc.nas.search import AgingEvolution, Candidate, RandomParent, make_strategy
 
 

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from aihpc import models
+from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.cli import main
-from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.profile import (
     PHASES,
     StepConfig,

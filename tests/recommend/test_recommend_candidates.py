@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from aihpc.errors import ConfigError, SpecError
+from aihpc.base.errors import ConfigError, SpecError
 from aihpc.nas.seeds import seed_spec
 from aihpc.recommend.archs import matched_specs, wide_range_specs
 from aihpc.recommend.candidates import resolve

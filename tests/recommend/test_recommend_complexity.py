@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.recommend import complexity as C
 
 

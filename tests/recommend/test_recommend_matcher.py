@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from aihpc.errors import ConfigError, DataError
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.recommend import matcher as M
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.domain import check, describe

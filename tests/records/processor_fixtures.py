@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aihpc.records.processor import Processor, describe_processor
+from aihpc.machine.processor import Processor, describe_processor
 
 _INTEL_GUEST_FLAGS = (
     "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr "

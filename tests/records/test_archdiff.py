@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.nas.spec import ArchSpec
 from aihpc.records.archdiff import ArchBook, diff, patch
-from aihpc.records.results import trial_arch
+from aihpc.results.read import trial_arch
 
 
 def _lineage(n: int, seed: int = 0) -> list[tuple[int, int | None, dict]]:

@@ -1,4 +1,4 @@
-"""Tests for aihpc.records.environment.collect."""
+"""Tests for aihpc.machine.environment.collect."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import aihpc
-from aihpc.records import environment
-from aihpc.records.environment import collect, git_state
+from aihpc.machine import environment
+from aihpc.machine.environment import collect, git_state
 
 REPO = Path(aihpc.__file__).resolve().parents[2]
 
@@ -170,8 +170,8 @@ def test_git_timeout_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_record_reads_back_what_it_wrote_and_older_files() -> None:
-    from aihpc.errors import DataError
-    from aihpc.records.environment import Environment, Gpu
+    from aihpc.base.errors import DataError
+    from aihpc.machine.environment import Environment, Gpu
 
     record = collect()
     assert Environment.from_dict(json.loads(json.dumps(record.to_dict()))) == record
@@ -207,8 +207,8 @@ def test_the_record_reads_back_what_it_wrote_and_older_files() -> None:
 
 
 def test_the_processor_is_recorded_and_read_back(info: dict) -> None:
-    from aihpc.records.environment import Environment
-    from aihpc.records.processor import Processor, describe_processor
+    from aihpc.machine.environment import Environment
+    from aihpc.machine.processor import Processor, describe_processor
 
     cpu = info["cpu"]
     assert isinstance(cpu, dict) and list(cpu) == sorted(cpu)
@@ -222,7 +222,7 @@ def test_the_processor_is_recorded_and_read_back(info: dict) -> None:
 
 
 def test_an_older_environment_without_cpu_still_reads(info: dict) -> None:
-    from aihpc.records.environment import Environment
+    from aihpc.machine.environment import Environment
 
     older = {k: v for k, v in info.items() if k != "cpu"}
     record = Environment.from_dict(older)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import DataError, StorageError
+from aihpc.base.errors import DataError, StorageError
 from aihpc.records.files import (
     KINDS,
     RESULT_FILE_SCHEMA_VERSION,

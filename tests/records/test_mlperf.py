@@ -1,4 +1,4 @@
-"""Tests for aihpc.records.mlperf: the MLPerf log writer and our compliance rules."""
+"""Tests for aihpc.mlperf.log: the MLPerf log writer and our compliance rules."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 import torch
 import yaml
 
-from aihpc.errors import ConfigError, DataError, StorageError
-from aihpc.records import mlperf
-from aihpc.records.mlperf import BENCHMARK, MLPerfLog
-from aihpc.records.mlperf_check import RULES_DIR, RULES_FILE, check_compliance
+from aihpc.base.errors import ConfigError, DataError, StorageError
+from aihpc.mlperf import log as mlperf
+from aihpc.mlperf.check import RULES_DIR, RULES_FILE, check_compliance
+from aihpc.mlperf.log import BENCHMARK, MLPerfLog
 
 T0 = 1_700_000_000_000  # ms since the epoch; fixed so tests are reproducible
 ACCURACIES = [0.21, 0.35, 0.30, 0.52, 0.49, 0.61]

@@ -1,4 +1,4 @@
-"""The peak records (aihpc.records.peak): results.json's ``peak`` read back as it was written."""
+"""The peak records (aihpc.scoring.peak): results.json's ``peak`` read back as it was written."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import DataError
-from aihpc.records.peak import KernelRate, NominalPeak, PeakDrift, PeakResult, RunPeak, WorkerPeak
+from aihpc.base.errors import DataError
+from aihpc.scoring.peak import KernelRate, NominalPeak, PeakDrift, PeakResult, RunPeak, WorkerPeak
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "run" / "results.json"
 

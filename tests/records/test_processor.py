@@ -1,4 +1,4 @@
-"""Tests for aihpc.records.processor: cpuinfo and sysfs of four processors, torch's libraries,
+"""Tests for aihpc.machine.processor: cpuinfo and sysfs of four processors, torch's libraries,
 the record's round trip, and this machine's description."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import DataError
-from aihpc.records import cpu_libraries as libs
-from aihpc.records import processor as proc
-from aihpc.records.processor import Cache, Processor, describe_processor
+from aihpc.base.errors import DataError
+from aihpc.machine import cpu_libraries as libs
+from aihpc.machine import processor as proc
+from aihpc.machine.processor import Cache, Processor, describe_processor
 from records.processor_fixtures import ARM_GRACE, INTEL_GUEST, fixture_processor
 
 HYPERVISOR_CLOCK = re.compile(r"hypervisor.*boost clock is hidden")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import DataError
-from aihpc.records.results import RunResults, read_results, read_results_document
-from aihpc.records.score import Score
+from aihpc.base.errors import DataError
+from aihpc.results.read import RunResults, read_results, read_results_document
+from aihpc.scoring.score import Score
 from fixture_run import FIXTURES
 
 V1 = Path(__file__).parents[1] / "report" / "fixtures" / "results_v1.json"
@@ -33,7 +33,7 @@ def test_a_run_reads_back_as_its_record() -> None:
 
 
 def test_a_peak_in_the_current_form_is_read_as_the_runs_peak(tmp_path: Path) -> None:
-    from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
+    from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
 
     doc = json.loads((FIXTURES / "run" / "results.json").read_text())
     part = PeakResult.from_dict(doc["peak"]["per_worker"][0])
@@ -89,8 +89,8 @@ def test_a_version_this_aihpc_does_not_read_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_head_of_results_json_is_read_without_its_trials(tmp_path: Path) -> None:
-    from aihpc.records.results import read_results_head
-    from aihpc.records.schema import write_results
+    from aihpc.results.read import read_results_head
+    from aihpc.results.write import write_results
 
     doc = json.loads((FIXTURES / "run" / "results.json").read_text())
     doc["schema_version"] = 3
@@ -129,8 +129,8 @@ def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(
     import subprocess
     import sys
 
-    from aihpc.records.results import read_results_head, results_file
-    from aihpc.records.schema import write_results
+    from aihpc.results.read import read_results_head, results_file
+    from aihpc.results.write import write_results
 
     run = tmp_path / "run"
     shutil.copytree(FIXTURES / "run", run)

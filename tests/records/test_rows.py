@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
+from aihpc.records.messages import WeightsRef
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.store import RunStore
-from aihpc.records.task import WeightsRef
 from aihpc.records.trial import Hyperparameters
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "run"

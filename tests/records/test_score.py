@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from aihpc.errors import DataError
-from aihpc.records.quality import Accuracy
-from aihpc.records.score import Score, Segment, active_seconds, compute_score, wall_seconds
+from aihpc.base.errors import DataError
+from aihpc.scoring.quality import Accuracy
+from aihpc.scoring.score import Score, Segment, active_seconds, compute_score, wall_seconds
 
 
 def test_score_against_a_hand_computation():
@@ -130,8 +130,8 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     # not back in time): the peak after is not measured on fewer workers than
     # the peak before, and the results say so instead of failing the run.
     import aihpc.runner.measure as measure
+    from aihpc.launch.executor import local_executor, local_layout
     from aihpc.records.store import RunStore
-    from aihpc.runner.executor import local_executor, local_layout
 
     monkeypatch.setattr(measure, "AFTER_WAIT_SECONDS", 0.5)
     environ = dict(os.environ)  # Dask's nanny sets OMP_NUM_THREADS=1 & co. in this very process
@@ -162,8 +162,8 @@ def test_the_peak_before_the_run_waits_for_every_placed_worker(monkeypatch):
     # measuring none used to fail the run as a user's mistake ("a run's peak needs at least
     # one worker's"). Here 2 were placed and 1 is alive: WorkersLost, a machine failure.
     import aihpc.runner.measure as measure
-    from aihpc.errors import WorkersLost
-    from aihpc.runner.executor import local_executor, local_layout
+    from aihpc.base.errors import WorkersLost
+    from aihpc.launch.executor import local_executor, local_layout
 
     monkeypatch.setattr(measure, "AFTER_WAIT_SECONDS", 0.5)
     environ = dict(os.environ)

@@ -61,7 +61,7 @@ def test_children_are_stored_as_diffs_and_read_back_in_full(tmp_path: Path) -> N
         sum(len(json.dumps(a)) for a in raw),
     )
     assert stored < full / 4
-    from aihpc.records.quality import Accuracy
-    from aihpc.records.schema import trial_record
+    from aihpc.results.write import trial_record
+    from aihpc.scoring.quality import Accuracy
 
     assert trial_record(rows[3], [], 0.0, Accuracy(100, 0.5))["arch_diff"] == rows[3].arch_diff

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.records.ttt import TTTInstance, TTTRun, TTTSummary
 
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from aihpc.base.errors import DataError
+from aihpc.base.fmt import format_fraction, format_seconds, format_si
 from aihpc.cli import main
-from aihpc.errors import DataError
-from aihpc.fmt import format_fraction, format_seconds, format_si
-from aihpc.records.results import read_results_document as load_results
 from aihpc.report import write_report
 from aihpc.report.html import best_trial
 from aihpc.report.plots import phase_totals, plot_timeline, tick_label, trial_spans
+from aihpc.results.read import read_results_document as load_results
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aihpc.records.results import read_results_document
-from aihpc.records.schema import write_results
 from aihpc.report import write_report
 from aihpc.report.digest import LISTED, SHOWN, read_for_report
+from aihpc.results.read import read_results_document
+from aihpc.results.write import write_results
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 MORPHS = (

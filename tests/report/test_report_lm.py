@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from aihpc.records.schema import write_results
 from aihpc.report import write_report
 from aihpc.report.digest import LISTED, SHOWN, read_for_report
 from aihpc.report.html import best_trial
@@ -28,6 +27,7 @@ from aihpc.report.lineage import build_lineage, lineage_html, morph_kind
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.report.plots import plot_timeline
 from aihpc.report.quality import ACCURACY, LOSS, loss_floor, quality_for
+from aihpc.results.write import write_results
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LM = FIXTURES / "results_lm.json"

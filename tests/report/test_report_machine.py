@@ -65,7 +65,7 @@ def _results(
 ) -> dict[str, Any]:
     """The v1 fixture with a peak of two workers found by the kernel search, a nominal peak, and
     the processor recorded."""
-    from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
+    from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
 
     results = json.loads(FIXTURE.read_text())
     each = None if nominal is None else nominal / 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 from aihpc.roofline import bandwidth
 from aihpc.roofline.bandwidth import (
     BandwidthResult,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.devices import resolve_device
-from aihpc.errors import ConfigError, DataError
+from aihpc.base.errors import ConfigError, DataError
+from aihpc.machine.devices import resolve_device
 from aihpc.records.files import result_document, write_result
-from aihpc.records.peak import NominalPeak, PeakResult
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
+from aihpc.scoring.peak import NominalPeak, PeakResult
 
 
 def _peak(

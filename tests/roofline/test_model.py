@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import ConfigError, DataError
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline, RooflinePoint, load_or_measure, measure_roofline
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from aihpc.errors import ConfigError
-from aihpc.records.peak import NominalPeak
-from aihpc.records.processor import Processor, describe_processor
+from aihpc.base.errors import ConfigError
+from aihpc.machine.processor import Processor, describe_processor
 from aihpc.roofline.nominal import (
     cpu_nominal_peak,
     gpu_nominal_peak,
     nominal_peak,
     worker_cores,
 )
+from aihpc.scoring.peak import NominalPeak
 from records.processor_fixtures import fixture_processor
 
 GHZ = 1e9

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 from aihpc.roofline import peak
 from aihpc.roofline.kernels import Kernel, candidate_kernels, conv_flops, conv_kernel, matmul_kernel
 from aihpc.roofline.peak import PeakResult, matmul_flops, measure_peak, search_peak, summarise

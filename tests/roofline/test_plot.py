@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import StorageError
+from aihpc.base.errors import StorageError
 from aihpc.roofline.model import Roofline, RooflinePoint
 from aihpc.roofline.plot import DTYPE_COLORS, plot_roofline, roofline_figure, roofline_png
 

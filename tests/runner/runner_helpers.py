@@ -103,7 +103,7 @@ def scripted_epoch(accuracy, lost=lambda task: False):
 
     from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
-    from aihpc.records.task import EpochResult
+    from aihpc.records.messages import EpochResult
     from aihpc.train.weights import file_name, save, starting_state
 
     def run(task):

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from aihpc.errors import ConfigError
-from aihpc.runner.jobqueue import jobqueue_cluster
+from aihpc.base.errors import ConfigError
+from aihpc.launch.jobqueue import jobqueue_cluster
 
 
 @pytest.mark.parametrize(
@@ -113,8 +113,8 @@ def test_missing_submit_command_is_a_config_error(system, command, monkeypatch, 
     [("slurm", "#SBATCH --gres=gpu:2"), ("pbs", "ngpus=2"), ("lsf", '#BSUB -gpu "num=2"')],
 )
 def test_a_worker_of_two_gpu_trials_books_two_gpus(system, gpus):
-    from aihpc.config import RunConfig
-    from aihpc.runner.executor import batch_layout
+    from aihpc.base.config import RunConfig
+    from aihpc.launch.executor import batch_layout
 
     config = RunConfig.from_dict(
         {"batch_system": system, "nodes": 2, "gpus_per_node": 4, "procs_per_trial": 2}
@@ -141,8 +141,8 @@ def test_a_worker_of_two_gpu_trials_books_two_gpus(system, gpus):
 
 
 def test_gpus_per_node_must_be_a_multiple_of_gpus_per_trial():
-    from aihpc.config import RunConfig
-    from aihpc.runner.executor import batch_layout
+    from aihpc.base.config import RunConfig
+    from aihpc.launch.executor import batch_layout
 
     config = RunConfig.from_dict(
         {"batch_system": "slurm", "nodes": 1, "gpus_per_node": 3, "procs_per_trial": 2}

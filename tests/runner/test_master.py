@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
-from aihpc.config import RunConfig
+from aihpc.base.config import RunConfig
 from aihpc.nas.build import SpecNet
 from aihpc.nas.spec import ArchSpec
 from aihpc.records.store import RunStore
-from aihpc.runner.master import Master
+from aihpc.runner.search.master import Master
 
 DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 

@@ -239,7 +239,7 @@ def test_tls_a_process_on_a_node_without_the_runs_key_cannot_connect(two_nodes, 
     from distributed import LocalCluster
     from distributed.security import Security
 
-    from aihpc.runner.jobqueue import run_security
+    from aihpc.launch.jobqueue import run_security
 
     security, other = run_security(True, None), Security.temporary()
     files = {}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.errors import DataError, WorkerFailed
-from aihpc.runner.remote import LOG_FILE, Failed, contained, unwrap
+from aihpc.base.errors import DataError, WorkerFailed
+from aihpc.launch.remote import LOG_FILE, Failed, contained, unwrap
 
 
 def _bad_data() -> None:

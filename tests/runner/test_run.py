@@ -17,8 +17,8 @@ import psutil
 import pytest
 from runner_helpers import query_store
 
-from aihpc.records.mlperf_check import check_compliance
-from aihpc.records.results import trial_arch
+from aihpc.mlperf.check import check_compliance
+from aihpc.results.read import trial_arch
 from fixture_run import aihpc
 
 # whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from runner_helpers import query_store
 
-from aihpc.records.mlperf_check import RULES_DIR, check_compliance
+from aihpc.mlperf.check import RULES_DIR, check_compliance
 from fixture_run import FIXTURES, aihpc
 
 pytestmark = [pytest.mark.xdist_group("runs"), pytest.mark.slow]

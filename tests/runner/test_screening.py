@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
-from aihpc.config import RunConfig
-from aihpc.errors import ConfigError
+from aihpc.base.config import RunConfig
+from aihpc.base.errors import ConfigError
 from aihpc.nas.build import SpecNet
 from aihpc.nas.spec import ArchSpec
 from aihpc.recommend.proxies import proxy_ops
+from aihpc.records.messages import DataRef, ScreenTask
 from aihpc.records.store import RunStore
-from aihpc.records.task import DataRef, ScreenTask
-from aihpc.runner.master import Master
+from aihpc.runner.search.master import Master
 
 DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 

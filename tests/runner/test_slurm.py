@@ -1,4 +1,4 @@
-"""aihpc.runner.slurm against a real SLURM cluster, on this host's node (tests/slurm_cluster.py).
+"""aihpc.launch.slurm against a real SLURM cluster, on this host's node (tests/slurm_cluster.py).
 
 The fast tests check argument validation and srun's environment without
 SLURM.  The slow ones run on the session's cluster (the ``slurm_up`` fixture),
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import slurm_cluster
-from aihpc.errors import ConfigError
-from aihpc.runner import jobqueue, slurm
+from aihpc.base.errors import ConfigError
+from aihpc.launch import jobqueue, slurm
 
 # The one-node cluster's jobs and runs: under pytest-xdist (make test) one test at a time, in a
 # group of their own beside the local runs' ("runs"), so that the two kinds of whole run split
@@ -163,7 +163,7 @@ def test_runner_context_under_srun(slurm_up, tmp_path):
     program = tmp_path / "prog.py"
     program.write_text(
         "import os\n"
-        "from aihpc.runner.slurm import runner_context\n"
+        "from aihpc.launch.slurm import runner_context\n"
         "def main():\n"
         f"    with runner_context(scheduler_file={str(tmp_path / 'scheduler.json')!r}) as client:\n"
         "        client.wait_for_workers(2, timeout=60)\n"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aihpc.config import RunConfig
-from aihpc.records.task import DataRef
+from aihpc.base.config import RunConfig
+from aihpc.records.messages import DataRef
 from aihpc.runner.measure import worker_stage
 from aihpc.runner.run import with_default_workload
 from aihpc.train.staging import stage

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from aihpc.records.energy import energy_results
-from aihpc.records.results import RunResults
-from aihpc.runner.summary import energy_lines, loss_lines, summary_lines
+from aihpc.results.read import RunResults
+from aihpc.runner.display.summary import energy_lines, loss_lines, summary_lines
 
 BLOCK = {
     "complete": True,
@@ -147,7 +147,7 @@ def test_lost_workers_are_named_by_their_host_with_the_epochs_they_took() -> Non
 
 
 def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
-    from aihpc.runner.summary import worker_lines
+    from aihpc.runner.display.summary import worker_lines
 
     base = {
         "run_id": "r",
@@ -208,9 +208,9 @@ def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
 def _peak_results(ops_per_second: float, nominal: dict | None) -> dict:
     """A run whose two workers' peaks are 100 GFLOP/s each (a convolution won the search on both),
     with ``nominal`` the nominal peak each worker's device reported."""
-    from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
-    from aihpc.records.quality import Accuracy
-    from aihpc.records.score import compute_score
+    from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
+    from aihpc.scoring.quality import Accuracy
+    from aihpc.scoring.score import compute_score
 
     def part() -> dict:
         return {
@@ -253,7 +253,7 @@ def _peak_results(ops_per_second: float, nominal: dict | None) -> dict:
 
 
 def test_the_share_of_the_measured_and_the_nominal_peak() -> None:
-    from aihpc.runner.summary import peak_lines
+    from aihpc.runner.display.summary import peak_lines
 
     nominal = {
         "dtype": "float32",
@@ -280,7 +280,7 @@ def test_the_share_of_the_measured_and_the_nominal_peak() -> None:
 
 
 def test_a_share_above_100_percent_and_a_peak_above_the_nominal_are_flagged() -> None:
-    from aihpc.runner.summary import peak_lines, summary_lines
+    from aihpc.runner.display.summary import peak_lines, summary_lines
 
     small = {
         "dtype": "float32",

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from aihpc.errors import ConfigError, ModelError, MorphError
+from aihpc.base.errors import ConfigError, ModelError, MorphError
 from aihpc.nas.layer import INPUT, LAYER_TYPES, Layer
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec

@@ -12,15 +12,15 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from aihpc.config import RunConfig
+from aihpc.base.config import RunConfig
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data.windows import TokenWindows
-from aihpc.errors import ConfigError, DataError
 from aihpc.nas.lm_morphism import random_lm_plan
 from aihpc.nas.lm_net import LMNet
 from aihpc.nas.lm_spec import seed_lm_spec
-from aihpc.records.quality import Loss
-from aihpc.records.task import DataRef, EpochTask, Morph
+from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
+from aihpc.scoring.quality import Loss
 from aihpc.tasks import task_of
 from aihpc.tasks.language import model_flops_per_token
 from aihpc.train.worker import run_epoch

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from aihpc.errors import ConfigError, MorphError
+from aihpc.base.errors import ConfigError, MorphError
 from aihpc.nas.lm_morphism import random_lm_plan
 from aihpc.nas.lm_spec import Block, LMSpec, seed_lm_spec
 from aihpc.tasks.language import DEFAULT_BATCH_SIZES, DEFAULT_CONTEXT, SEEDS, LanguageTask

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from aihpc.nas.seeds import seed_spec
-from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
 from aihpc.train.timing import timer_for

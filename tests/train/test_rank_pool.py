@@ -23,7 +23,7 @@ import pytest
 from test_trainer import HP, _task
 
 from aihpc.data import load_dataset
-from aihpc.records.task import DataRef
+from aihpc.records.messages import DataRef
 from aihpc.train import ranks
 from aihpc.train.ranks import close_pool, pool_ranks
 from aihpc.train.worker import run_epoch

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from aihpc.base.errors import DataError
 from aihpc.data import load_dataset
-from aihpc.errors import DataError
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
-from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
 from aihpc.train import feed, staging

@@ -13,7 +13,7 @@ from aihpc.counting import count_ops
 from aihpc.data import load_dataset
 from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
-from aihpc.records.task import DataRef, EpochTask
+from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.train.optim import learning_rate
 from aihpc.train.weights import load
@@ -222,7 +222,7 @@ def test_a_compiled_child_compiles_only_the_regions_its_morphism_changed(tmp_pat
     import random
 
     from aihpc.nas.morphism import random_plan
-    from aihpc.records.task import Morph
+    from aihpc.records.messages import Morph
     from aihpc.train import regions
 
     monkeypatch.setattr(regions, "_DEFAULT", regions.RegionCache("aot_eager"))

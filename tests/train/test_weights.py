@@ -10,7 +10,7 @@ import torch
 from aihpc.nas.build import SpecNet
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
-from aihpc.records.task import DataRef, EpochTask, Morph, WeightsRef
+from aihpc.records.messages import DataRef, EpochTask, Morph, WeightsRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
 from aihpc.train.weights import load, morphed_state, save

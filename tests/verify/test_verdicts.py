@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.rank import build_ranking
+from aihpc.ranking.rank import build_ranking
 from aihpc.verify import verdicts
 from aihpc.verify.checks import Check, Mismatch, Verification
 from fixture_run import FIXTURES, aihpc

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from aihpc.mlperf.check import check_compliance
 from aihpc.records.chain import GENESIS, chain_digest, record_digest
-from aihpc.records.mlperf_check import check_compliance
 from aihpc.verify.recount import verify_run
 from fixture_run import FIXTURES, aihpc
 
@@ -364,7 +364,7 @@ def _trial_lines(run_dir: Path) -> tuple[list[str], int, int]:
 def test_a_results_file_laid_out_by_line_is_compared_a_trial_at_a_time(run_copy: Path) -> None:
     """The fixture's results.json rewritten in schema 3's layout (by the writer a run uses), read a
     trial at a time: it verifies; an edited trial, one removed and two swapped are each named."""
-    from aihpc.records.schema import write_results
+    from aihpc.results.write import write_results
 
     write_results(run_copy, _results(run_copy))
     assert verify_run(run_copy).status == "yes"
@@ -427,7 +427,7 @@ def test_the_recount_in_a_second_process_finds_what_one_process_does(
 def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_results_json(
     run_copy: Path,
 ) -> None:
-    from aihpc.records.schema import write_results
+    from aihpc.results.write import write_results
 
     write_results(run_copy, _results(run_copy))
     lines, first, _ = _trial_lines(run_copy)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from aihpc.base.errors import DataError
 from aihpc.counting import count_ops
-from aihpc.errors import DataError
 from aihpc.workloads import get
 from aihpc.workloads.cosmoflow import CosmoFlowNet, generate_volumes
 from aihpc.workloads.tfrecord import encode_example, write_records

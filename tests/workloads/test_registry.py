@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from aihpc.base.errors import ConfigError
 from aihpc.counting import count_ops
-from aihpc.errors import ConfigError
 from aihpc.workloads import Workload, get, names
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.workloads.tfrecord import (
     crc32c,
     encode_example,

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from aihpc.cli import main
-from aihpc.records.mlperf_check import RULES_DIR, check_compliance
+from aihpc.mlperf.check import RULES_DIR, check_compliance
 from aihpc.workloads import get, names
 from aihpc.workloads.ttt import aggregate, olympic_mean
 
@@ -241,7 +241,7 @@ def test_real_format_files_given_by_data_dir(tmp_path: Path, capsys):
 @pytest.mark.slow
 def test_instances_run_on_the_workers_of_a_running_scheduler(tmp_path: Path, capsys):
     """--scheduler: the instances go to the workers of a Dask scheduler started elsewhere."""
-    from aihpc.runner.executor import Layout, local_executor
+    from aihpc.launch.executor import Layout, local_executor
 
     cluster = local_executor(Layout(1, 1, "cpu"))
     try:

@@ -2,7 +2,7 @@
 
 * Level 0, :mod:`aihpc.bench.operators`: single operators, forward and
   backward, per dtype, against float64 references and finite differences;
-* Level 1, :mod:`aihpc.bench.network`: a whole network, per layer and per
+* Level 1, :mod:`aihpc.bench.model`: a whole network, per layer and per
   operator type, inference and training;
 * Level 2, :mod:`aihpc.bench.training`: time to a target accuracy, with the
   convergence curve;

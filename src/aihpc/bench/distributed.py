@@ -73,10 +73,10 @@ from typing import Any
 
 import torch
 
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError
 from aihpc.bench.distributed_launch import Launcher, RankReport, launch
 from aihpc.bench.timing import IQR_SPREAD_WARNING
-from aihpc.checks import integer
-from aihpc.errors import ConfigError
 
 VOLUME_CALLS = 10
 """All-reduces of the gradient buffer between the byte-counter readings."""
@@ -135,7 +135,7 @@ class DistributedConfig:
         """(device type, backend): ("cpu", "gloo") or ("cuda", "nccl"); ConfigError if the machine
         lacks them.  With srun the nodes decide ("auto", "auto"), once SLURM is checked."""
         from aihpc import models
-        from aihpc.cluster import check_slurm
+        from aihpc.machine.cluster import check_slurm
 
         models.info(self.model)  # ModelError for an unknown name
         if self.launcher.srun:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import RunFailure
+from aihpc.base.errors import RunFailure
 
 STOP_WAIT_S = 10.0
 """How long a rank (or srun) has to end after SIGTERM before it is killed."""

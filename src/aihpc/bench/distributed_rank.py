@@ -27,8 +27,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from aihpc.base.fileio import atomic_write, wait_for_file
 from aihpc.bench.distributed import COLLECTIVE_TIMEOUT_S
-from aihpc.fileio import atomic_write, wait_for_file
 
 _TCP_BYTES_SENT_OFFSET = 200
 """Offset of ``tcpi_bytes_sent`` (u64) in Linux's ``struct tcp_info`` (since 4.19)."""
@@ -241,7 +241,7 @@ def _join(folder: Path, backend: str, rank: int, world: int) -> None:
 
 def _own_address() -> str:
     """This node's address for the rendezvous: on gloo's interface where one is named."""
-    from aihpc.cluster import interface_address
+    from aihpc.machine.cluster import interface_address
 
     interface = os.environ.get("GLOO_SOCKET_IFNAME")
     return interface_address(interface) if interface else socket.gethostbyname(socket.gethostname())
@@ -250,7 +250,7 @@ def _own_address() -> str:
 def _device(asked: str, local_rank: int) -> tuple[torch.device, str]:
     """The device (aihpc's one rule for "auto") and its backend: this node's GPU ``local_rank``
     (modulo those it sees: srun may give each task one) with NCCL, or the CPU with gloo."""
-    from aihpc.devices import resolve_device
+    from aihpc.machine.devices import resolve_device
 
     if resolve_device(asked).type == "cpu":
         return torch.device("cpu"), "gloo"

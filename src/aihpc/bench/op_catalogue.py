@@ -46,8 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aihpc.checks import integer
-from aihpc.errors import ConfigError
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError
 
 Output = Tensor | tuple[Tensor, ...]
 Built = tuple[nn.Module, tuple[Tensor, ...]]

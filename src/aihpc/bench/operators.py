@@ -91,6 +91,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.bench.op_catalogue import OpCase
 from aihpc.bench.op_check import (
     FLOAT64_TOLERANCE,
@@ -113,7 +114,6 @@ from aihpc.bench.op_passes import (
     time_passes,
     traffic,
 )
-from aihpc.errors import ConfigError, OutOfMemory
 from aihpc.roofline.model import Roofline
 
 DTYPES: dict[str, torch.dtype] = {

@@ -2,14 +2,14 @@
 
 :func:`operators_table` renders a ``bench-operators`` result's ``data``
 (:mod:`aihpc.bench.operators`), :func:`network_table` a ``bench-network``
-one (:mod:`aihpc.bench.network`); both with :func:`aihpc.fmt.text_table`.
+one (:mod:`aihpc.bench.model`); both with :func:`aihpc.base.fmt.text_table`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aihpc.fmt import text_table
+from aihpc.base.fmt import text_table
 
 # ------------------------------------------------------------------ Level 0: operators
 OPERATOR_HEAD = [

@@ -59,9 +59,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from aihpc.checks import integer
-from aihpc.devices import resolve_device
-from aihpc.errors import ConfigError
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError
+from aihpc.machine.devices import resolve_device
 
 MOMENTUM = 0.9
 """SGD momentum of every Level-2 run."""

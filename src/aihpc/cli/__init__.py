@@ -5,7 +5,7 @@ Each subcommand lives in its own module with two functions:
 the standard library at top level, so ``aihpc --help`` stays fast; heavy
 libraries (torch, numpy, ...) are imported inside ``run``.
 
-Any :class:`aihpc.errors.AihpcError` raised by a command becomes one line on
+Any :class:`aihpc.base.errors.AihpcError` raised by a command becomes one line on
 stderr and the exit code of its kind (2: the user's mistake, 3: the machine
 failed, 4: the measurement fails its check), without a traceback; a bug
 keeps its traceback (exit 1).  The table of exit codes is in README.md.
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from aihpc.errors import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USER, AihpcError
+    from aihpc.base.errors import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USER, AihpcError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -60,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
     """Validate, run the baseline and the parallel run, write the result and print the table."""
     import sys
 
+    from aihpc.base.errors import ConfigError
     from aihpc.bench.distributed import DistributedConfig, bench_distributed, format_table
     from aihpc.bench.distributed_launch import Launcher
     from aihpc.cli.output import emit
-    from aihpc.errors import ConfigError
 
     config = DistributedConfig(
         procs=args.procs,

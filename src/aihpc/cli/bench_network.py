@@ -7,7 +7,7 @@
 Times one step of a zoo model or an architecture spec, per layer (forward and
 backward) and per operator type, with the counted operations beside the time:
 achieved FLOP/s, arithmetic intensity and share of the roofline per layer
-(:mod:`aihpc.bench.network` documents the method and the data format).
+(:mod:`aihpc.bench.model` documents the method and the data format).
 Writes a ``bench-network`` result to ``--out`` and prints, per mode, the
 ``--top`` slowest layers and operator types.  Bad input (unknown model,
 missing spec, batch < 1, a dtype the device lacks, a batch that does not fit
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aihpc.base.errors import ConfigError
 from aihpc.cli.output import add_output_arguments
-from aihpc.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.profile_seconds > 0:
         raise ConfigError(f"profile-seconds must be > 0, got {args.profile_seconds}")
 
-    from aihpc.bench.network_session import measure_network
+    from aihpc.bench.model_session import measure_network
     from aihpc.bench.tables import network_table
     from aihpc.cli.output import emit
 

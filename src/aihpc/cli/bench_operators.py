@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from aihpc.checks import integer
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError, VerificationFailed
 from aihpc.cli.output import add_output_arguments, emit
-from aihpc.errors import ConfigError, VerificationFailed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from aihpc.bench import operators
     from aihpc.bench.op_catalogue import select
     from aihpc.bench.tables import operators_table
-    from aihpc.devices import resolve_device
+    from aihpc.machine.devices import resolve_device
     from aihpc.roofline.model import load_or_measure
 
     cases = select(

@@ -56,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
     """Validate, train to the target or the budget, write the result and print the table."""
     import sys
 
+    from aihpc.base.errors import ConfigError
     from aihpc.bench.training import TrainingConfig, format_table, time_to_target
     from aihpc.cli.output import emit
-    from aihpc.errors import ConfigError
 
     config = TrainingConfig(
         model=args.model,

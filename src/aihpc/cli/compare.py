@@ -3,7 +3,7 @@
 RESULT: a run directory (its results.json) or a result file that carries a
 score.  Different workloads or schema versions are refused (exit 2);
 different data sets, budgets or aihpc versions are flagged, and refused
-with ``--strict``.  See :mod:`aihpc.compare`.
+with ``--strict``.  See :mod:`aihpc.ranking.compare`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.compare import check_like_for_like, group_repeats, load_entry, render_comparison
-    from aihpc.errors import ConfigError
+    from aihpc.base.errors import ConfigError
+    from aihpc.ranking.compare import (
+        check_like_for_like,
+        group_repeats,
+        load_entry,
+        render_comparison,
+    )
 
     if len(args.results) < 2:
         raise ConfigError(f"compare needs at least two results, got {len(args.results)}")

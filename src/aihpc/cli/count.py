@@ -10,8 +10,8 @@ model is counted for inference (eval mode, forward only).  A tokens model
 of the zoo (``lstm_lm``, ``transformer_small``) takes ``--input T``, its
 sequence length, and is counted on int64 token ids ``(batch, T)``.
 
-The count itself is :func:`aihpc.model_count.count_model`.  Bad arguments raise
-:class:`aihpc.errors.ConfigError` (one line, exit 2).
+The count itself is :func:`aihpc.arch.count.count_model`.  Bad arguments raise
+:class:`aihpc.base.errors.ConfigError` (one line, exit 2).
 Only the standard library is imported at module level.
 """
 
@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.depth < 0:
         raise ConfigError(f"depth must be >= 0, got {args.depth}")
     shape = parse_shape(args.input) if args.input is not None else None
-    from aihpc.model_count import count_model
+    from aihpc.arch.count import count_model
 
     counted = count_model(
         model=args.model,

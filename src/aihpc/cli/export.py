@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.export import export_model
+    from aihpc.arch.export import export_model
 
     exported = export_model(
         args.output,

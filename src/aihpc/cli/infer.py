@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 
 SCENARIOS = ("offline", "server", "single-stream")  # aihpc.infer.loadgen.SCENARIOS
 
@@ -134,7 +134,7 @@ def _options(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.errors import VerificationFailed
+    from aihpc.base.errors import VerificationFailed
     from aihpc.infer.command import infer
     from aihpc.infer.loadgen import loadgen
     from aihpc.infer.summary import summary_text

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_destinations(args: argparse.Namespace) -> None:
     """Fail before measuring if a result could not be written (nothing is written half-way)."""
-    from aihpc.errors import ConfigError, StorageError
+    from aihpc.base.errors import ConfigError, StorageError
 
     if args.sweep == "none" and (args.values is not None or args.plots is not None):
         raise ConfigError(
@@ -90,10 +90,10 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aihpc.base.fileio import atomic_write
     from aihpc.cli.count import parse_shape
     from aihpc.cli.output import emit
-    from aihpc.devices import resolve_device
-    from aihpc.fileio import atomic_write
+    from aihpc.machine.devices import resolve_device
     from aihpc.profile import (
         StepConfig,
         characterise,

@@ -2,7 +2,7 @@
 
 Prints the list as Markdown; ``--html FILE`` also writes it as a
 self-contained HTML page.  Each run directory is verified (``aihpc verify``)
-unless ``--no-verify``.  See :mod:`aihpc.rank`.
+unless ``--no-verify``.  See :mod:`aihpc.ranking.rank`.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.errors import ConfigError
-    from aihpc.fileio import atomic_write
-    from aihpc.rank import build_ranking, to_html, to_markdown
+    from aihpc.base.errors import ConfigError
+    from aihpc.base.fileio import atomic_write
+    from aihpc.ranking.rank import build_ranking, to_html, to_markdown
 
     if args.target is not None and not 0.0 < args.target <= 1.0:
         raise ConfigError(f"target must be an accuracy in (0, 1], got {args.target}")

@@ -30,8 +30,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from aihpc.base.errors import ConfigError
 from aihpc.cli.output import emit
-from aihpc.errors import ConfigError
 
 #: Torch threads for every form.  On this project's shared 2-core CPU, 100
 #: training steps of a 29k-parameter candidate at 1x8x8 took 3 s with one
@@ -264,7 +264,7 @@ def _progress(line: str) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     import json
 
-    from aihpc.fileio import atomic_write
+    from aihpc.base.fileio import atomic_write
     from aihpc.recommend.calibrate import calibrate, format_matcher, refit
     from aihpc.recommend.tasks import STEPS
 

@@ -4,7 +4,7 @@ RUN_DIR: a run's report, with a section for each bench, profile or roofline
 result file the directory also holds; FILE: a report of that result file.
 
 Prints the path of the file written.  A missing run directory or a missing /
-invalid results.json is a :class:`aihpc.errors.DataError` (one line, exit 2).
+invalid results.json is a :class:`aihpc.base.errors.DataError` (one line, exit 2).
 Only the standard library is imported at module level.
 """
 

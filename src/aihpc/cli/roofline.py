@@ -53,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
     the plot is written before the result file and removed again if the
     result file cannot be written, so a failure leaves neither.
     """
-    from aihpc.checks import integer
+    from aihpc.base.checks import integer
+    from aihpc.base.errors import AihpcError
     from aihpc.cli.output import emit
-    from aihpc.devices import resolve_device
-    from aihpc.errors import AihpcError
+    from aihpc.machine.devices import resolve_device
     from aihpc.roofline import machine
 
     seconds = machine.check_seconds(args.seconds)
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_writable(path: Path, option: str) -> None:
     """A one-line StorageError, before any measurement, when ``path`` cannot be a file to write."""
-    from aihpc.errors import StorageError
+    from aihpc.base.errors import StorageError
 
     if path.is_dir():
         raise StorageError(f"cannot write {option} {path}: it is a directory")

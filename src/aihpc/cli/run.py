@@ -169,19 +169,19 @@ def config_flags(args: argparse.Namespace) -> dict[str, object]:
     """The RunConfig fields the command line set (flags override the TOML file)."""
     from dataclasses import fields
 
-    from aihpc.config import RunConfig
+    from aihpc.base.config import RunConfig
 
     names = (f.name for f in fields(RunConfig))
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.config import RunConfig, load_toml
-    from aihpc.errors import ConfigError
-    from aihpc.runner.console import Console
+    from aihpc.base.config import RunConfig, load_toml
+    from aihpc.base.errors import ConfigError
+    from aihpc.launch.slurm import in_allocation, runner_context
+    from aihpc.runner.display.console import Console
+    from aihpc.runner.display.summary import summary_lines
     from aihpc.runner.run import default_run_dir, run_benchmark
-    from aihpc.runner.slurm import in_allocation, runner_context
-    from aihpc.runner.summary import summary_lines
 
     values = load_toml(args.config) if args.config else {}
     source = args.config or "config"

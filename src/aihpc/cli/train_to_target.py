@@ -112,7 +112,7 @@ SETTINGS = (
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from aihpc.errors import TargetNotReached
+    from aihpc.base.errors import TargetNotReached
     from aihpc.workloads.session import Settings, train_to_target
 
     outcome = train_to_target(Settings(**{name: getattr(args, name) for name in SETTINGS}))

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.errors import VerificationFailed
+    from aihpc.base.errors import VerificationFailed
     from aihpc.verify.verdicts import verify_and_record
 
     result = verify_and_record(args.run_dir)

@@ -56,12 +56,12 @@ Convention (what one "operation" is)
   mirrors that count.
 
 Public API: :func:`count_ops`, :class:`OpCount` and :func:`format_count`
-(human-readable table; its numbers by :func:`aihpc.fmt.format_si`).
+(human-readable table; its numbers by :func:`aihpc.base.fmt.format_si`).
 """
 
 from __future__ import annotations
 
 from aihpc.counting.counter import LOSSES, OpCount, count_ops
-from aihpc.counting.table import format_count
+from aihpc.counting.text import format_count
 
 __all__ = ["LOSSES", "OpCount", "count_ops", "format_count"]

@@ -21,9 +21,9 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from aihpc.counting._table import Formula, FormulaFn
+from aihpc.base.errors import ConfigError, ModelError
+from aihpc.counting.formula_table import Formula, FormulaFn
 from aihpc.counting.registry import FORMULAS, KNOWN_ZERO, family, op_name
-from aihpc.errors import ConfigError, ModelError
 
 LOSSES = ("cross_entropy", "mse", "sum")
 DEVICES = ("meta", "cpu")

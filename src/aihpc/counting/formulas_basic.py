@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aihpc.counting._table import FormulaTable, first_shape, is_shape, numel, rows_along
+from aihpc.counting.formula_table import FormulaTable, first_shape, is_shape, numel, rows_along
 
 TABLE = FormulaTable()
 _reg = TABLE.register

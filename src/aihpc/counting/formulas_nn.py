@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from aihpc.counting._table import FormulaTable, first_shape, ntuple, numel
+from aihpc.counting.formula_table import FormulaTable, first_shape, ntuple, numel
 
 TABLE = FormulaTable()
 _reg = TABLE.register

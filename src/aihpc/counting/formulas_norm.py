@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aihpc.counting._table import FormulaTable, numel
+from aihpc.counting.formula_table import FormulaTable, numel
 
 TABLE = FormulaTable()
 _reg = TABLE.register

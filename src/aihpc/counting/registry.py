@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from aihpc.counting import formulas_basic, formulas_nn, formulas_norm
-from aihpc.counting._table import Formula, aten_packets
+from aihpc.counting.formula_table import Formula, aten_packets
 
 
 def _merge(*tables: dict[Any, Formula]) -> dict[Any, Formula]:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import importlib
 
-from aihpc.checks import integer
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError
 from aihpc.data.base import DEFAULT_MAX_BYTES, ImageData, SplitDataset, check_fraction
-from aihpc.errors import ConfigError
 
 __all__ = [
     "DATASETS",

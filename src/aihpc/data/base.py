@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from aihpc.checks import integer, number
-from aihpc.errors import ConfigError, DataError
+from aihpc.base.checks import integer, number
+from aihpc.base.errors import ConfigError, DataError
 
 #: Default limit for :meth:`ImageData.tensors` (bytes of float32 images).
 DEFAULT_MAX_BYTES = 2 * 1024**3

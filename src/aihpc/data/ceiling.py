@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 
 #: Classes whose single-template fit is best that enter the pairwise fits.
 TOP = 6

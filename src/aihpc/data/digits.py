@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aihpc.base.errors import ConfigError
 from aihpc.data.base import ArraySplit, ImageData, check_options, finish, stratified_split
-from aihpc.errors import ConfigError
 
 
 def load(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 
 #: Share of the uniform distribution mixed into every HMM row: no probability is 0.
 PROB_FLOOR = 1e-6

@@ -47,7 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from aihpc.checks import integer
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data.base import (
     ImageData,
     SplitDataset,
@@ -56,7 +57,6 @@ from aihpc.data.base import (
     finish,
     stratified_split,
 )
-from aihpc.errors import ConfigError, DataError
 
 OPTIONS = ("image_size", "channels", "verify", "stats_samples", "workers")
 EXTENSIONS = (".jpg", ".jpeg", ".png")

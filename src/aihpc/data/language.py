@@ -68,10 +68,10 @@ from typing import Any
 
 import numpy as np
 
-from aihpc.checks import integer, number
+from aihpc.base.checks import integer, number
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data.base import check_fraction, check_options
 from aihpc.data.hmm import TopicHMM
-from aihpc.errors import ConfigError, DataError
 
 #: Tokens per chunk when streaming counts and losses (32 MiB as int64).
 CHUNK = 1 << 22

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data.base import ArraySplit, ImageData, check_options, finish, stratified_split
-from aihpc.errors import ConfigError, DataError
 
 OPTIONS = ("layout",)
 LAYOUTS = ("auto", "NCHW", "NHWC", "NHW")

@@ -61,7 +61,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from aihpc.checks import integer, number
+from aihpc.base.checks import integer, number
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.data.base import (
     ImageData,
     SplitDataset,
@@ -70,7 +71,6 @@ from aihpc.data.base import (
     check_size,
     finish,
 )
-from aihpc.errors import ConfigError, DataError
 
 #: Options accepted by ``load_dataset("synthetic", ...)``.
 OPTIONS = (

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 
 
 class TokenWindows:

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aihpc.devices import worker_address
 from aihpc.energy.meter import DeviceEnergy, EnergyCounter, Sampler
+from aihpc.machine.devices import worker_address
 
 _METERS: dict[
     str, tuple[Sampler, list[DeviceEnergy]]
@@ -37,8 +37,8 @@ def start_meter(
     ``device``: the run's device setting, resolved as the trainer resolves it.
     Returns what is metered and what cannot be, with the reasons.
     """
-    from aihpc.devices import resolve_device
     from aihpc.energy.rapl import POWERCAP_ROOT
+    from aihpc.machine.devices import resolve_device
 
     host, address = socket.gethostname(), worker_address()
     counters: list[EnergyCounter] = []

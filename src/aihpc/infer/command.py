@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from aihpc.errors import ConfigError, DataError
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.infer.accuracy import QualityCheck
 from aihpc.infer.loadgen import loadgen
 from aihpc.infer.record import InferRecord, scenario_record
@@ -110,7 +110,7 @@ def generation(source: Source, options: InferOptions) -> tuple[int, int] | None:
 def serving_devices(options: InferOptions) -> list[torch.device]:
     """The devices served on: every GPU of the node for ``auto`` or ``cuda`` (one LoadGen, one
     system under test per GPU), else the one named."""
-    from aihpc.devices import resolve_device
+    from aihpc.machine.devices import resolve_device
 
     first = resolve_device(options.device)
     if first.type == "cuda" and options.device in ("auto", "cuda"):

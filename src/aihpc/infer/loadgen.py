@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 
 #: aihpc's scenario names -> LoadGen's TestScenario members.
 SCENARIOS = {"offline": "Offline", "server": "Server", "single-stream": "SingleStream"}

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from aihpc.errors import DataError, StorageError
+from aihpc.base.errors import DataError, StorageError
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Source:
 
 def from_run(run_dir: Path, samples: int | None = None) -> Source:
     """The best trial of the finished run in ``run_dir`` (DataError, StorageError: one line)."""
-    from aihpc.records.results import read_results_document, results_file, trial_arch
+    from aihpc.results.read import read_results_document, results_file, trial_arch
     from aihpc.tasks import of_run
 
     path = results_file(run_dir)
@@ -114,8 +114,8 @@ def _validation(
     """The run's validation split (its first ``samples``): inputs and targets."""
     import numpy as np
 
-    from aihpc.config import RunConfig
-    from aihpc.records.task import DataRef
+    from aihpc.base.config import RunConfig
+    from aihpc.records.messages import DataRef
 
     config = RunConfig.from_dict(doc.get("config") or {}, source="the run's configuration")
     val = task.splits(DataRef.of(config))[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aihpc.fmt import format_fraction, format_si
+from aihpc.base.fmt import format_fraction, format_si
 
 
 def _ms(seconds: Any) -> str:

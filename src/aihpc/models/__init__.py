@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from aihpc.checks import integer
-from aihpc.errors import ModelError
+from aihpc.base.checks import integer
+from aihpc.base.errors import ModelError
 from aihpc.models.alexnet import alexnet
 from aihpc.models.lstm import lstm_lm
 from aihpc.models.mobilenet import mobilenet_v2, mobilenet_v2_small

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from aihpc.fmt import text_table
+from aihpc.base.fmt import text_table
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from aihpc.errors import ModelError
+from aihpc.base.errors import ModelError
 
 VOCAB = 10_000
 SEQ_LEN = 35

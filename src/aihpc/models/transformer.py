@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from aihpc.errors import ModelError
+from aihpc.base.errors import ModelError
 
 VOCAB = 10_000
 CONTEXT = 128

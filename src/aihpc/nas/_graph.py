@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from aihpc.errors import MorphError, SpecError
+from aihpc.base.errors import MorphError, SpecError
 from aihpc.nas.build import state_shapes
 from aihpc.nas.layer import INPUT, Layer
 from aihpc.nas.spec import ArchSpec

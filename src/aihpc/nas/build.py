@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from aihpc.errors import SpecError
+from aihpc.base.errors import SpecError
 from aihpc.nas.layer import BN_EPS, INPUT, Layer, filled
 from aihpc.nas.spec import ArchSpec, Shape
 

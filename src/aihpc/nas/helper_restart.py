@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from aihpc.checks import integer, number
-from aihpc.errors import DataError
+from aihpc.base.checks import integer, number
+from aihpc.base.errors import DataError
 
 
 @dataclass(frozen=True)

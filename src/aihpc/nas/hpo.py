@@ -27,14 +27,14 @@ finished elsewhere when they end.  Each restart is a
 :class:`~aihpc.nas.helper_restart.HelperRestart` in
 :attr:`HyperparameterSearch.restarts`; past :data:`MAX_RESTARTS` in a run,
 or on a child's own error (a bug), the search raises
-:class:`~aihpc.errors.RunFailure`.
+:class:`~aihpc.base.errors.RunFailure`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aihpc.errors import RunFailure
+from aihpc.base.errors import RunFailure
 from aihpc.nas.helper_restart import HelperRestart
 from aihpc.nas.hpo_process import ProcessDied, SearchProcess
 from aihpc.nas.tpe_study import WINDOW, BestAndRecent, SearchSpace

@@ -22,7 +22,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aihpc.errors import RunFailure
+from aihpc.base.errors import RunFailure
 
 if TYPE_CHECKING:
     from aihpc.nas.tpe_study import SearchSpace, WindowedStudy

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from aihpc.checks import integer, number
-from aihpc.errors import SpecError
+from aihpc.base.checks import integer, number
+from aihpc.base.errors import SpecError
 
 #: The name by which layers refer to the network input.
 INPUT = "input"

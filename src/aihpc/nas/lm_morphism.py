@@ -59,7 +59,7 @@ positions have no parameters, so the logits of every sequence the parent
 accepted are the same, and longer ones become legal.  Optimizer: nothing
 changes shape; the fresh optimizer is still the rule, for one code path.
 
-Invalid requests raise :class:`~aihpc.errors.MorphError`.
+Invalid requests raise :class:`~aihpc.base.errors.MorphError`.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ from dataclasses import replace
 
 import torch
 
-from aihpc.checks import integer
-from aihpc.errors import MorphError, SpecError
+from aihpc.base.checks import integer
+from aihpc.base.errors import MorphError, SpecError
 from aihpc.nas._graph import ATTEMPTS, StateDict, clone_state, first_within, float_kind
 from aihpc.nas.lm_net import INIT_STD, lm_state_shapes
 from aihpc.nas.lm_spec import Block, LMSpec

@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from aihpc.errors import SpecError
+from aihpc.base.errors import SpecError
 from aihpc.nas.lm_spec import Block, LMSpec
 
 #: The rotary base (RoFormer's and LLaMA's).

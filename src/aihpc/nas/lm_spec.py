@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aihpc.checks import integer, number
-from aihpc.errors import SpecError
+from aihpc.base.checks import integer, number
+from aihpc.base.errors import SpecError
 from aihpc.nas.layer import canonical
 
 #: Version of the LM JSON format; bump it when the meaning of a spec changes.

@@ -16,7 +16,7 @@ the parent's tensors; new tensors take the parent's dtype and device.
 
 New layers are named ``deep<i>_*`` / ``skip<i>_*`` with the smallest free
 ``i``, so names are deterministic and unique and every child has a distinct
-content hash.  Invalid requests raise :class:`~aihpc.errors.MorphError`.
+content hash.  Invalid requests raise :class:`~aihpc.base.errors.MorphError`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections.abc import Mapping
 
 import torch
 
-from aihpc.checks import integer
-from aihpc.errors import MorphError
+from aihpc.base.checks import integer
+from aihpc.base.errors import MorphError
 from aihpc.nas._graph import (
     ATTEMPTS,
     Plan,

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ class AgingEvolution(Strategy):
 
 class RandomParent(Strategy):
     """A parent drawn uniformly from ``finished``: the master passes the same bounded window
-    of recent trials as for evolution, whose weights it keeps (:mod:`aihpc.runner.parents`)."""
+    of recent trials as for evolution, whose weights it keeps
+    (:mod:`aihpc.runner.search.parents`)."""
 
     def choose(self, finished: Sequence[Candidate], rng: random.Random) -> Candidate | None:
         return rng.choice(list(finished)) if finished else None

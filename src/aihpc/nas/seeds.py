@@ -21,8 +21,8 @@ Layer names follow torchvision with ``_`` for ``.``: ``conv1``, ``bn1``,
 
 from __future__ import annotations
 
-from aihpc.checks import integer
-from aihpc.errors import SpecError
+from aihpc.base.checks import integer
+from aihpc.base.errors import SpecError
 from aihpc.nas.layer import INPUT, Layer
 from aihpc.nas.spec import ArchSpec
 

@@ -9,7 +9,7 @@ in :mod:`aihpc.nas.layer`.
 Shapes are per sample (no batch dimension).  Constructing an ArchSpec
 validates it completely (names, references, cycles, shapes, and that the
 output has shape ``(num_classes,)`` and every layer reaches it), raising
-:class:`~aihpc.errors.SpecError` that names the layer at fault.  The layer
+:class:`~aihpc.base.errors.SpecError` that names the layer at fault.  The layer
 order in the file is free (the graph is sorted topologically) but it is part
 of the spec's identity: it is kept by the JSON round trip and covered by
 :meth:`ArchSpec.content_hash`.
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from aihpc.checks import integer, is_integer
-from aihpc.errors import SpecError
+from aihpc.base.checks import integer, is_integer
+from aihpc.base.errors import SpecError
 from aihpc.nas.layer import INPUT, Layer, canonical, filled
 
 #: Version of the JSON format; bump it when the meaning of a spec changes.

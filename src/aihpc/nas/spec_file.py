@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import SpecError
+from aihpc.base.errors import SpecError
 from aihpc.nas.lm_spec import LMSpec, is_lm_arch
 from aihpc.nas.spec import ArchSpec
 

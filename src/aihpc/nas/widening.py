@@ -32,8 +32,8 @@ from functools import partial
 
 import torch
 
-from aihpc.checks import integer
-from aihpc.errors import MorphError
+from aihpc.base.checks import integer
+from aihpc.base.errors import MorphError
 from aihpc.nas._graph import Plan, StateDict, check_state, child_spec, clone_state, get_layer
 from aihpc.nas.layer import INPUT, Layer
 from aihpc.nas.spec import ArchSpec

@@ -42,7 +42,7 @@ from aihpc.profile.step import (
     step_timing,
 )
 from aihpc.profile.sweep import Sweep, plan_sweep, run_sweep
-from aihpc.records.peak import PeakResult
+from aihpc.scoring.peak import PeakResult
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from aihpc import models
-from aihpc.errors import ConfigError, OutOfMemory
+from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.profile.step import DATA_BATCHES, StepConfig, in_channels
 
 GIB = 2**30

@@ -44,8 +44,8 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from aihpc import models
-from aihpc.checks import integer, is_integer
-from aihpc.errors import ConfigError
+from aihpc.base.checks import integer, is_integer
+from aihpc.base.errors import ConfigError
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 OPTIMIZERS = ("sgd", "adamw")

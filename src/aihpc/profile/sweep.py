@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aihpc.checks import is_integer
-from aihpc.errors import ConfigError
+from aihpc.base.checks import is_integer
+from aihpc.base.errors import ConfigError
 from aihpc.profile.step import StepConfig
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aihpc.fmt import format_si
+from aihpc.base.fmt import format_si
 from aihpc.profile.characterise import Profile
 from aihpc.profile.sweep import AXIS_LABELS
 from aihpc.roofline.peak import RANGE_SPREAD_WARNING

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.recommend.families import calibration_tasks
 from aihpc.recommend.matcher import Matcher, features, fit
 from aihpc.recommend.study import SETS, Observation, observe_all, read_observations

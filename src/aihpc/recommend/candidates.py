@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.checks import integer
-from aihpc.errors import AihpcError, ConfigError
+from aihpc.base.checks import integer
+from aihpc.base.errors import AihpcError, ConfigError
 
 BUILTIN = ("small", "matched", "zoo")
 #: Zoo image models whose default input side is below this are in the ``zoo`` set.
@@ -160,7 +160,7 @@ def _entry(entry: Any, base: Path, shape, classes) -> list[Candidate]:
 
 def from_file(path: Path, shape, classes) -> list[Candidate]:
     """Candidates listed in a JSON file (see the module docstring)."""
-    from aihpc.fileio import read_json
+    from aihpc.base.fileio import read_json
 
     doc = read_json(Path(path), "candidates file", ConfigError)
     entries = doc.get("candidates") if isinstance(doc, dict) else doc

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 
 #: Points the sample-based measures (F1, N1, N3, probe) use at most.
 MAX_SAMPLES = 1000

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.scoring import PROXY_BATCH, CandidateScore
 from aihpc.recommend.stats import kendall_tau
@@ -235,7 +235,7 @@ def _pair(values: tuple[float, ...]) -> tuple[float, float]:
 
 def load(path: Path | None = None) -> Matcher:
     """The matcher in ``path``, or the one shipped with the package."""
-    from aihpc.fileio import read_json
+    from aihpc.base.fileio import read_json
 
     if path is not None:
         return Matcher.from_dict(read_json(Path(path), "matcher file"), str(path))

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 from aihpc.recommend.candidates import Candidate
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.domain import Outside, check, describe

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aihpc.fmt import format_si
+from aihpc.base.fmt import format_si
 from aihpc.recommend.proxies import PROXIES
 from aihpc.recommend.ranking import Recommendation
 

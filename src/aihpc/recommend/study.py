@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.recommend.candidates import Candidate, builtin
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.families import TaskSpec

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.checks import is_integer
-from aihpc.errors import DataError
+from aihpc.base.checks import is_integer
+from aihpc.base.errors import DataError
 from aihpc.recommend.calibrate import fit_observations
 from aihpc.recommend.families import TaskSpec, validation_tasks
 from aihpc.recommend.matcher import Matcher

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 
 
 def diff(arch: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def energy_results(block: dict[str, Any] | None, ops: float) -> dict[str, Any] |
 def energy_text(energy: dict[str, Any] | None) -> str:
     """One line: ``12.3 kJ, 41.0 W (rapl), 0.52 GOPS/W`` and what was not measured; or
     ``not measured: REASON``."""
-    from aihpc.fmt import format_si
+    from aihpc.base.fmt import format_si
 
     if not energy:
         return "not measured: this run's aihpc did not measure energy"

@@ -3,7 +3,7 @@
 Each command writes one JSON document (keys sorted, written atomically)::
 
     {"kind": "bench-operators", "schema_version": 1, "created_utc": "...",
-     "environment": {...aihpc.records.environment.collect().to_dict()...},
+     "environment": {...aihpc.machine.environment.collect().to_dict()...},
      "data": {...the command's own results...}}
 
 ``kind`` says which command wrote it (one of :data:`KINDS`), so ``aihpc
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import DataError, StorageError
-from aihpc.fileio import atomic_write, read_json
+from aihpc.base.errors import DataError, StorageError
+from aihpc.base.fileio import atomic_write, read_json
 
 RESULT_FILE_SCHEMA_VERSION = 1
 """The format version of these result files (results.json's is ``RESULTS_SCHEMA_VERSION``)."""
@@ -44,7 +44,7 @@ def result_document(
     kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The versioned document for ``data``; ``environment`` defaults to this machine's."""
-    from aihpc.records.environment import collect
+    from aihpc.machine.environment import collect
 
     if kind not in KINDS:
         raise ValueError(f"unknown result kind {kind!r}; known: {', '.join(KINDS)}")

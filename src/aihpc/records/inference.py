@@ -1,7 +1,7 @@
 """An inference result (``infer.json``, kind ``infer``) as ``aihpc compare`` and ``rank`` see it.
 
 :func:`comparison_fields` reduces the document to the fields of a comparison's entry
-(:class:`aihpc.compare.Entry`, less its source and kind):
+(:class:`aihpc.ranking.compare.Entry`, less its source and kind):
 
 * **workload**, the like-for-like key (results of different workloads are never compared
   or ranked together): ``aihpc_infer``, the model (a zoo model by name and input shape; a
@@ -23,7 +23,7 @@ import hashlib
 import json
 from typing import Any
 
-from aihpc.records.environment import Environment
+from aihpc.machine.environment import Environment
 
 INFER_FILE = "infer.json"  # aihpc.infer.record.RECORD_FILE (that module imports torch)
 

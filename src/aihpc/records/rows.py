@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from aihpc.errors import DataError
-from aihpc.records.task import WeightsRef
+from aihpc.base.errors import DataError
+from aihpc.records.messages import WeightsRef
 from aihpc.records.trial import Hyperparameters
 
 # Trial states: 'running' until the master decides; then one of these.

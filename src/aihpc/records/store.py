@@ -25,13 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import DataError, StorageError
+from aihpc.base.errors import DataError, StorageError
 from aihpc.records.archdiff import ArchBook, diff, patch
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
+from aihpc.records.messages import Morph
 from aihpc.records.rows import FINISHED, EpochRow, LostEpoch, TrialRow
-from aihpc.records.score import Segment
-from aihpc.records.store_schema import RECORD_ROWS, RECORD_SQL, SCHEMA, STORE_FORMAT
-from aihpc.records.task import Morph
+from aihpc.records.store_sql import RECORD_ROWS, RECORD_SQL, SCHEMA, STORE_FORMAT
+from aihpc.scoring.score import Segment
 
 __all__ = ["STORE_FORMAT", "RunStore", "read_meta", "run_dir_state"]
 
@@ -193,8 +193,8 @@ class RunStore:
 
     # -- epochs -----------------------------------------------------------------------
     def add_epoch(self, result, attempt: int) -> None:
-        """Record one finished :class:`~aihpc.records.task.EpochResult`, with the reference to its
-        weights."""
+        """Record one finished :class:`~aihpc.records.messages.EpochResult`, with the reference
+        to its weights."""
         weights = result.weights
         self._write(
             "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

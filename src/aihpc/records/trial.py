@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from aihpc.config import OPTIMIZERS, SCHEDULES
-from aihpc.errors import DataError
+from aihpc.base.config import OPTIMIZERS, SCHEDULES
+from aihpc.base.errors import DataError
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 
 # a learning curve's point: epoch, seconds since run_start, the metric (None: diverged)
 CurvePoint = tuple[int, float, float | None]

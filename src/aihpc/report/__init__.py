@@ -1,7 +1,7 @@
 """Self-contained HTML report of an ``aihpc run`` directory.
 
 :func:`write_report` reads ``RUN_DIR/results.json`` (any version that
-:mod:`aihpc.records.results` reads), renders the plots to PNG with matplotlib's
+:mod:`aihpc.results.read` reads), renders the plots to PNG with matplotlib's
 Agg renderer, embeds them as base64 ``data:`` URIs and writes one HTML file
 with inline CSS and no external references, so it opens offline.
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aihpc.errors import DataError
-from aihpc.fileio import atomic_write
+from aihpc.base.errors import DataError
+from aihpc.base.fileio import atomic_write
 from aihpc.records.files import read_result
-from aihpc.records.results import RESULTS_FILE, results_file
 from aihpc.report.digest import read_for_report
+from aihpc.results.read import RESULTS_FILE, results_file
 
 REPORT_FILE = "report.html"
 
@@ -37,7 +37,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     else ``RUN_DIR/report.html`` or ``FILE.html`` beside the file.  Raises
     :class:`DataError` if ``path`` does not exist, a directory holds neither
     results.json nor a result file, or a file is invalid (see
-    :func:`aihpc.records.results.read_results_document`).
+    :func:`aihpc.results.read.read_results_document`).
     """
     from aihpc.report.documents import render_page, render_sections
     from aihpc.report.html import render_html

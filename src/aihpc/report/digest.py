@@ -20,15 +20,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from aihpc.fmt import as_number
-from aihpc.records.results import (
+from aihpc.base.fmt import as_number
+from aihpc.report.lineage import morph_kind
+from aihpc.report.quality import ReportQuality, quality_for
+from aihpc.results.read import (
     iter_trials,
     laid_out_by_line,
     read_results_document,
     read_results_head,
 )
-from aihpc.report.lineage import morph_kind
-from aihpc.report.quality import ReportQuality, quality_for
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
 SHOWN = 100  # the best trials a digest keeps whole

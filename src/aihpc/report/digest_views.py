@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from aihpc.fmt import format_si
+from aihpc.base.fmt import format_si
 from aihpc.report.figure import figure, png
 from aihpc.report.markup import kv_table
 from aihpc.report.quality import ReportQuality

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aihpc.fmt import format_fraction, format_seconds, format_si, format_value
+from aihpc.base.fmt import format_fraction, format_seconds, format_si, format_value
 from aihpc.report.infer_section import render_infer
 from aihpc.report.markup import CSS, esc, image, kv_table, no_data
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from aihpc.fmt import format_si
+from aihpc.base.fmt import format_si
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure

@@ -12,7 +12,7 @@ import base64
 from collections import Counter
 from typing import Any
 
-from aihpc.fmt import (
+from aihpc.base.fmt import (
     NA,
     as_number,
     format_fraction,
@@ -23,13 +23,13 @@ from aihpc.fmt import (
 )
 from aihpc.nas.lm_spec import is_lm_arch
 from aihpc.records.energy import energy_text
-from aihpc.records.results import trial_arch
 from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
 from aihpc.report.machine import configuration, environment, peak_card, peaks, section
 from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 from aihpc.report.quality import LOSS, ReportQuality, loss_floor, quality_for
 from aihpc.report.trials_table import next_token_accuracy, trial_count, trial_list, trials_section
+from aihpc.results.read import trial_arch
 
 
 def plot_sections(quality: ReportQuality) -> tuple[tuple[str, str, str], ...]:

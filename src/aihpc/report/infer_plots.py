@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aihpc.fmt import as_number
+from aihpc.base.fmt import as_number
 from aihpc.report.figure import figure, png, si_axis, tick_label
 
 if TYPE_CHECKING:  # pragma: no cover

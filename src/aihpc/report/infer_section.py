@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aihpc.fmt import format_fraction, format_si, format_value
+from aihpc.base.fmt import format_fraction, format_si, format_value
 from aihpc.report.infer_plots import achieved, plot_latency, plot_throughput_latency
 from aihpc.report.markup import esc, image, kv_table, no_data
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from aihpc.fmt import NA, as_number, format_value
+from aihpc.base.fmt import NA, as_number, format_value
 from aihpc.report.quality import ACCURACY, ReportQuality, quality_for
 
 #: The morphism kinds the search makes, with their plot colours: a CNN's (aihpc.nas.morphism),

@@ -11,7 +11,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from aihpc.fmt import NA, as_number, format_fraction, format_si, format_value
+from aihpc.base.fmt import NA, as_number, format_fraction, format_si, format_value
 from aihpc.report.markup import card, kv_table, no_data
 from aihpc.report.quality import quality_for
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from aihpc.fmt import as_number
+from aihpc.base.fmt import as_number
 from aihpc.report.digest_views import busy_histogram, lineage_density, ops_histogram
 from aihpc.report.figure import DPI, figure, png, si_axis
 from aihpc.report.figure import tick_label as tick_label  # re-exported: tests and callers

@@ -4,7 +4,7 @@ in nats per token (language-model runs).
 Every part of the report that reads, ranks, formats or plots a model's quality
 goes through one :class:`ReportQuality`, chosen for a run by
 :func:`quality_for` from its ``score`` block
-(:func:`aihpc.records.quality.quality_of`): which keys to read in the trials,
+(:func:`aihpc.scoring.quality.quality_of`): which keys to read in the trials,
 epochs and timeline, the words that name it, which way is better, and how its
 values are written.  :data:`ACCURACY` writes what the report always wrote for
 image runs.
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from aihpc.fmt import NA, as_number, format_fraction
-from aihpc.records.quality import Accuracy, Loss, quality_of
+from aihpc.base.fmt import NA, as_number, format_fraction
+from aihpc.scoring.quality import Accuracy, Loss, quality_of
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ class ReportQuality:
     values ("%", "nats/token"); ``ranked``: the trials a digest keeps whole;
     ``missing``: a trial without a value (failed, cut short);
     ``regulated``: the regulated score's formula
-    (:mod:`aihpc.records.quality`).
+    (:mod:`aihpc.scoring.quality`).
     """
 
     name: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aihpc.fmt import as_number
+from aihpc.base.fmt import as_number
 from aihpc.report.figure import figure, png, si_axis
 from aihpc.report.quality import ReportQuality, loss_floor, quality_for
 

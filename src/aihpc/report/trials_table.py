@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aihpc.fmt import NA, as_number, format_fraction, format_seconds, format_si, format_value
+from aihpc.base.fmt import NA, as_number, format_fraction, format_seconds, format_si, format_value
 from aihpc.report.digest_views import caption, distribution_table
 from aihpc.report.markup import esc, no_data
 from aihpc.report.quality import LOSS, ReportQuality, quality_for

@@ -34,9 +34,9 @@ from typing import Any
 
 import torch
 
-from aihpc.checks import integer, number
-from aihpc.devices import resolve_device
-from aihpc.errors import ConfigError, OutOfMemory
+from aihpc.base.checks import integer, number
+from aihpc.base.errors import ConfigError, OutOfMemory
+from aihpc.machine.devices import resolve_device
 from aihpc.roofline.peak import summarise
 
 KERNELS: dict[str, int] = {"copy": 2, "triad": 3}

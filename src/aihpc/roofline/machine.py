@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aihpc.checks import number
-from aihpc.errors import ConfigError, DataError
-from aihpc.fmt import format_si
-from aihpc.records.peak import NominalPeak, PeakResult
+from aihpc.base.checks import number
+from aihpc.base.errors import ConfigError, DataError
+from aihpc.base.fmt import format_si
 from aihpc.roofline.model import Roofline, RooflinePoint
+from aihpc.scoring.peak import NominalPeak, PeakResult
 
 POINT_KINDS = ("bench-operators", "bench-network")
 """Result kinds whose ``data.points`` can be placed under the roofs."""
@@ -90,8 +90,8 @@ def measure_machine(
     elements: int | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Measure the roofs of ``device`` (a :func:`aihpc.devices.resolve_device`, as a string) into a
-    result ``data`` dict.
+    """Measure the roofs of ``device`` (a :func:`aihpc.machine.devices.resolve_device`, as a
+    string) into a result ``data`` dict.
 
     One peak per dtype (the kernel search), then STREAM copy and triad over ``elements``
     float64 per array (default :func:`aihpc.roofline.bandwidth.default_elements`),

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aihpc.checks import number
-from aihpc.errors import ConfigError, DataError
+from aihpc.base.checks import number
+from aihpc.base.errors import ConfigError, DataError
 
 
 @dataclass(frozen=True)

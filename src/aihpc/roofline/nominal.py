@@ -3,7 +3,7 @@
 The share of the nominal peak is what language-model papers call model FLOPs
 utilisation; aihpc records it beside the share of the measured peak
 (:mod:`aihpc.roofline.peak`).  Each answer is a :class:`NominalPeak` (defined in
-:mod:`aihpc.records.peak`, whose records hold it): ``flops_per_s`` is None exactly
+:mod:`aihpc.scoring.peak`, whose records hold it): ``flops_per_s`` is None exactly
 where the peak is not known and ``note`` then says why; where it is known,
 ``derivation`` shows the product it comes from and ``note`` any caveat (a hidden
 boost clock, an assumed FMA unit count).
@@ -30,11 +30,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aihpc.checks import integer
-from aihpc.errors import ConfigError
-from aihpc.fmt import format_si
-from aihpc.records.peak import NominalPeak
-from aihpc.records.processor import Processor, describe_processor
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError
+from aihpc.base.fmt import format_si
+from aihpc.machine.processor import Processor, describe_processor
+from aihpc.scoring.peak import NominalPeak
 
 __all__ = ["NominalPeak", "cpu_nominal_peak", "gpu_nominal_peak", "nominal_peak", "worker_cores"]
 

@@ -44,11 +44,11 @@ from dataclasses import replace
 
 import torch
 
-from aihpc.checks import integer
-from aihpc.devices import resolve_device
-from aihpc.errors import ConfigError, OutOfMemory
-from aihpc.records.peak import KernelRate, NominalPeak, PeakResult
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError, OutOfMemory
+from aihpc.machine.devices import resolve_device
 from aihpc.roofline import kernels
+from aihpc.scoring.peak import KernelRate, NominalPeak, PeakResult
 
 RANGE_SPREAD_WARNING = 0.10
 """Relative range ``(max - min) / median`` of repeated measurements above which a result

@@ -22,8 +22,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aihpc.fileio import atomic_write
-from aihpc.fmt import format_si
+from aihpc.base.fileio import atomic_write
+from aihpc.base.fmt import format_si
 from aihpc.roofline.model import Roofline
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -11,10 +11,10 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from aihpc.config import RunConfig
-from aihpc.errors import DataError, WorkersLost
-from aihpc.records.peak import PeakResult, RunPeak, WorkerPeak
+from aihpc.base.config import RunConfig
+from aihpc.base.errors import DataError, WorkersLost
 from aihpc.records.store import RunStore
+from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
 
 # The peak is measured by every worker at once (config.peak_seconds),
 # before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
@@ -66,7 +66,7 @@ def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
     file it streams from), which it keeps for all its epochs.  Returns the
     slowest worker's seconds, the bytes staged, and each worker's record.
     """
-    from aihpc.records.task import DataRef
+    from aihpc.records.messages import DataRef
 
     device = layout.device if layout else "auto"
     per_worker = executor.run_on_each(
@@ -101,7 +101,7 @@ def worker_stage(
     own copy (the slowest rank's seconds, all ranks' bytes).  A data set
     that cannot be staged comes back as ``error``, for the master to raise.
     """
-    from aihpc.devices import resolve_device, worker_address, worker_name
+    from aihpc.machine.devices import resolve_device, worker_address, worker_name
 
     if procs > 1:
         from aihpc.train.ranks import rank_stage
@@ -234,7 +234,7 @@ def worker_peak(
     """
     import torch
 
-    from aihpc.devices import resolve_device, training_dtype, worker_name
+    from aihpc.machine.devices import resolve_device, training_dtype, worker_name
     from aihpc.roofline.peak import search_peak
 
     if procs > 1:

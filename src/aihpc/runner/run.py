@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aihpc.cluster import check_interface
-from aihpc.config import RunConfig
-from aihpc.errors import ConfigError, DataError, StorageError
-from aihpc.records.environment import Environment
-from aihpc.records.results import RunResults, results_file
+from aihpc.base.config import RunConfig
+from aihpc.base.errors import ConfigError, DataError, StorageError
+from aihpc.launch.placement import place_workers
+from aihpc.machine.cluster import check_interface
+from aihpc.machine.environment import Environment
 from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
-from aihpc.runner.master import Master
+from aihpc.results.read import RunResults, results_file
 from aihpc.runner.measure import (
     measure_run_peak,
     record_energy,
@@ -30,12 +30,12 @@ from aihpc.runner.measure import (
     stage_data,
     start_meters,
 )
-from aihpc.runner.placement import place_workers
+from aihpc.runner.search.master import Master
 from aihpc.tasks import task_of
 
 if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, dask) when it starts
-    from aihpc.records.mlperf import MLPerfLog
-    from aihpc.runner.executor import Layout
+    from aihpc.launch.executor import Layout
+    from aihpc.mlperf.log import MLPerfLog
 
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
@@ -127,7 +127,7 @@ def run_benchmark(
     ``client``: a Dask client of workers started elsewhere (inside a SLURM
     allocation); otherwise the executor is made from the configuration.
     """
-    from aihpc.records.schema import trial_records, write_results
+    from aihpc.results.write import trial_records, write_results
 
     config, store, layout, device, data_info = check_inputs(config, run_dir, resume, client)
     task = task_of(config.task)
@@ -161,7 +161,7 @@ def open_mlperf_log(
 ) -> MLPerfLog:
     """The run's MLPerf log, under its task's benchmark name and quality (an accuracy that never
     falls, or a loss that never rises); continued on a resume."""
-    from aihpc.records.mlperf import MLPerfLog
+    from aihpc.mlperf.log import MLPerfLog
 
     task = task_of(config.task)
     return MLPerfLog(
@@ -205,7 +205,7 @@ class OpenRun:
 
     config: RunConfig
     store: RunStore
-    executor: Any  # an aihpc.runner.executor executor, its workers joined
+    executor: Any  # an aihpc.launch.executor executor, its workers joined
     mlperf: MLPerfLog
     layout: Layout | None  # None: a scheduler's workers, as they are
     device: str  # the kind of device the workers train on: cpu or cuda
@@ -217,8 +217,8 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
 
     Returns results.json's fields but its trials, for the caller to write with them.
     """
-    from aihpc.records.schema import results_fields
-    from aihpc.runner.observer import Observers, resume_log
+    from aihpc.results.write import results_fields
+    from aihpc.runner.display.observer import Observers, resume_log
 
     config, store, executor, layout = run.config, run.store, run.executor, run.layout
     store.set_meta(
@@ -243,7 +243,7 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
 
 def initialise(run: OpenRun) -> None:
     """MLPerf's init phase of a new run: record the machine and the data, measure the peak."""
-    from aihpc.records.environment import collect
+    from aihpc.machine.environment import collect
 
     config, store, layout, mlperf = run.config, run.store, run.layout, run.mlperf
     environment = collect()
@@ -281,7 +281,7 @@ def initialise(run: OpenRun) -> None:
 
 def choose_layout(config: RunConfig, client):
     """How many workers of which kind: from the allocation, the SLURM flags, or this machine."""
-    from aihpc.runner.executor import allocation_layout, batch_layout, local_layout
+    from aihpc.launch.executor import allocation_layout, batch_layout, local_layout
 
     if client is not None:
         return allocation_layout(config.procs_per_trial)
@@ -295,7 +295,7 @@ def choose_layout(config: RunConfig, client):
 
 
 def open_executor(config: RunConfig, layout, run_dir: Path, client):
-    from aihpc.runner.executor import DaskExecutor, batch_executor, local_executor, remote_executor
+    from aihpc.launch.executor import DaskExecutor, batch_executor, local_executor, remote_executor
 
     if client is not None:
         executor = DaskExecutor(client, owns_client=False)

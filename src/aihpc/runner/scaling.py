@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import ConfigError, StorageError, kind_of_exit
-from aihpc.records.results import read_results, results_file
+from aihpc.base.errors import ConfigError, StorageError, kind_of_exit
+from aihpc.results.read import read_results, results_file
 
 
 def parse_sizes(text: str) -> list[int]:

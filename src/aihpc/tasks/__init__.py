@@ -7,16 +7,16 @@ runner, trainer, counter and records ask the run's task (``RunConfig.task``,
 ``DataRef.task``) through :func:`task_of`.
 
 Adding a task: a class with the :class:`~aihpc.tasks.base.Task` methods, a
-line in :data:`TASKS`' map below, and its name in :data:`aihpc.config.TASKS`.
+line in :data:`TASKS`' map below, and its name in :data:`aihpc.base.config.TASKS`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aihpc.config import TASKS, RunConfig
-from aihpc.errors import ConfigError
-from aihpc.records.quality import Quality
+from aihpc.base.config import TASKS, RunConfig
+from aihpc.base.errors import ConfigError
+from aihpc.scoring.quality import Quality
 from aihpc.tasks.base import Arch, Plan, Split, Task
 
 __all__ = ["TASKS", "Arch", "Plan", "Split", "Task", "of_run", "task_of"]

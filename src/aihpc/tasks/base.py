@@ -18,10 +18,10 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aihpc.config import RunConfig
+from aihpc.base.config import RunConfig
 from aihpc.nas.tpe_study import SearchSpace
-from aihpc.records.quality import Quality
-from aihpc.records.task import DataRef
+from aihpc.records.messages import DataRef
+from aihpc.scoring.quality import Quality
 
 if TYPE_CHECKING:  # torch is imported where a task trains or counts, not where it is named
     import torch
@@ -58,7 +58,7 @@ class Task(Protocol):
     datasets: tuple[str, ...]
     #: gradients clipped to this norm in every step (None: not clipped)
     grad_clip: float | None
-    #: the MLPerf log's submission_benchmark (its rules: records/mlperf_rules/<name>.yaml)
+    #: the MLPerf log's submission_benchmark (its rules: mlperf/rules/<name>.yaml)
     mlperf_benchmark: str
     #: the kinds of dense kernel its networks call, whose best rate is the run's measured peak
     #: (aihpc.roofline.kernels.KINDS)
@@ -82,7 +82,7 @@ class Task(Protocol):
         """The hyperparameters TPE draws for a trial, and the fixed ones."""
         ...
 
-    # -- architectures (aihpc.runner.proposals, the worker's replay of a recipe) ------------
+    # -- architectures (aihpc.runner.search.proposals, the worker's replay of a recipe) ------------
     def seed_arch(self, data: dict[str, Any]) -> Arch:
         """The first trial's architecture for the data :meth:`inspect_data` described."""
         ...

@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from aihpc.config import RunConfig
-from aihpc.errors import ConfigError
+from aihpc.base.config import RunConfig
+from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace, image_space
-from aihpc.records.quality import Accuracy
-from aihpc.records.task import DataRef
+from aihpc.records.messages import DataRef
+from aihpc.scoring.quality import Accuracy
 from aihpc.tasks.base import Arch, Plan
 
 # Largest network a child may grow to, by device kind, when max_params is not set
@@ -152,7 +152,7 @@ class ImageTask:
         return data.train, data.val
 
     def staging_dtype(self, device: torch.device) -> torch.dtype:
-        from aihpc.devices import training_dtype
+        from aihpc.machine.devices import training_dtype
 
         return training_dtype(device)
 

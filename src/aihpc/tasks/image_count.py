@@ -1,7 +1,7 @@
 """Operations per sample of an architecture, counted layer by layer with a memo.
 
 :func:`count_spec_per_sample` returns exactly (bit for bit) what
-:func:`aihpc.train.inputs.count_ops_per_sample` returns -- (training-step
+:func:`aihpc.train.sample_ops.count_ops_per_sample` returns -- (training-step
 operations per sample, evaluation-forward operations per sample) -- without
 building or tracing the whole network: a walk over its layers (about 0.3 ms
 for a ResNet-50 child of ~190 layers) once the layers it is made of have
@@ -85,10 +85,10 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from aihpc.checks import integer
+from aihpc.base.checks import integer
+from aihpc.base.errors import ModelError
 from aihpc.counting.counter import _Step
 from aihpc.counting.registry import FORMULAS
-from aihpc.errors import ModelError
 from aihpc.nas.build import make_module, stateless_step
 from aihpc.nas.layer import INPUT, Layer
 from aihpc.nas.spec import ArchSpec, Shape
@@ -112,7 +112,7 @@ _ACCUMULATE: dict[tuple[int, Shape, int], int] = {}
 def count_spec_per_sample(spec: ArchSpec, batch: int, dropout: float) -> tuple[float, float]:
     """Operations per sample of ``spec`` at batch size ``batch`` with every dropout layer's
     rate set to ``dropout``: (training step, evaluation forward), equal to
-    :func:`aihpc.train.inputs.count_ops_per_sample`'s.
+    :func:`aihpc.train.sample_ops.count_ops_per_sample`'s.
 
     ConfigError for a batch that is not an integer >= 1; ModelError where a layer cannot
     run (e.g. a dropout rate outside [0, 1]).

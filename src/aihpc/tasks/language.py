@@ -8,7 +8,7 @@ computing exactly its parent's function, so a child trains on from its
 parent's weights.  Data are :mod:`aihpc.data.language`'s: ``synthetic`` (the
 topic x state hidden Markov language, whose floor is known), ``text`` (a
 folder of UTF-8 files as bytes) or ``tokens`` (a flat file of ids).  Quality
-is the validation loss in nats per token (:class:`aihpc.records.quality.Loss`).
+is the validation loss in nats per token (:class:`aihpc.scoring.quality.Loss`).
 
 A sample is a window of the data (:class:`aihpc.data.windows.TokenWindows`):
 a document after a begin-of-sequence token, or ``context + 1`` tokens of a
@@ -34,12 +34,12 @@ from typing import Any
 
 import torch
 
-from aihpc.checks import integer
-from aihpc.config import RunConfig
-from aihpc.errors import ConfigError
+from aihpc.base.checks import integer
+from aihpc.base.config import RunConfig
+from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
-from aihpc.records.quality import Loss
-from aihpc.records.task import DataRef
+from aihpc.records.messages import DataRef
+from aihpc.scoring.quality import Loss
 from aihpc.tasks.base import Arch, Plan
 
 #: The task's own data options (the rest go to aihpc.data.language.load_language).

@@ -41,7 +41,7 @@ lowers these ops differently fails it.
 
 from __future__ import annotations
 
-from aihpc.checks import integer
+from aihpc.base.checks import integer
 from aihpc.nas.lm_spec import Block, LMSpec
 
 __all__ = ["count_lm_per_sample", "lm_ops"]

@@ -4,7 +4,7 @@
   (:mod:`~aihpc.train.trainer`) or data-parallel over a pool of ranks
   (:mod:`~aihpc.train.ranks`, :mod:`~aihpc.train.group`).
 * :mod:`~aihpc.train.staging` and :mod:`~aihpc.train.feed` -- the data, staged
-  once per worker and read in batches; :mod:`~aihpc.train.inputs` -- the
+  once per worker and read in batches; :mod:`~aihpc.train.sample_ops` -- the
   operations per sample, counted once per architecture
   (:mod:`~aihpc.tasks.image_count`: the same count layer by layer, fast
   enough for ``aihpc verify`` to recount hundreds of thousands of trials).

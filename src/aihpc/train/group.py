@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from aihpc.records.task import WeightsRef
+from aihpc.records.messages import WeightsRef
 
 
 class Group:

@@ -55,8 +55,8 @@ from typing import IO, Any
 import torch
 import torch.distributed as dist
 
-from aihpc.devices import device_kind, gpu_indices, training_dtype
-from aihpc.records.task import DataRef, EpochResult, EpochTask, Morph, WeightsRef
+from aihpc.machine.devices import device_kind, gpu_indices, training_dtype
+from aihpc.records.messages import DataRef, EpochResult, EpochTask, Morph, WeightsRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.train.group import Group
 from aihpc.train.trainer import train_epoch

@@ -54,7 +54,7 @@ import torch._functorch.config
 from torch import nn
 from torch.func import functional_call
 
-from aihpc.checks import integer
+from aihpc.base.checks import integer
 from aihpc.nas.build import STATELESS, SpecNet, make_module, stateless_step
 from aihpc.nas.layer import INPUT, Layer, canonical
 from aihpc.nas.spec import ArchSpec, Shape

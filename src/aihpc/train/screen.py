@@ -2,7 +2,7 @@
 
 With ``screen = K`` (``aihpc run --screen K``), the master morphs K different
 children from one parent and sends them to a worker in one
-:class:`~aihpc.records.task.ScreenTask`.  The worker builds each at a fresh
+:class:`~aihpc.records.messages.ScreenTask`.  The worker builds each at a fresh
 initialisation (the same seed for all), measures the zero-cost proxies of
 :mod:`aihpc.recommend.proxies` on one seeded minibatch of
 :data:`~aihpc.recommend.scoring.PROXY_BATCH` training samples, and the
@@ -28,8 +28,8 @@ import time
 
 import torch
 
-from aihpc.devices import resolve_device, worker_name
-from aihpc.records.task import DataRef, ScreenResult, ScreenTask
+from aihpc.machine.devices import resolve_device, worker_name
+from aihpc.records.messages import DataRef, ScreenResult, ScreenTask
 from aihpc.train.staging import stage
 
 

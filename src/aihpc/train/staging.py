@@ -55,9 +55,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from aihpc.config import STAGING
-from aihpc.errors import DataError
-from aihpc.records.task import DataRef
+from aihpc.base.config import STAGING
+from aihpc.base.errors import DataError
+from aihpc.records.messages import DataRef
 
 #: Share of the device's free memory (or of the host's available memory, on the
 #: CPU) the ``device`` tier may fill.  The rest is the model's: a ResNet-50 step

@@ -49,15 +49,15 @@ from typing import Any, cast
 import torch
 import torch.nn.functional as F
 
-from aihpc.devices import resolve_device
+from aihpc.machine.devices import resolve_device
 from aihpc.nas.build import SpecNet
-from aihpc.records.task import EpochResult, EpochTask, WeightsRef
+from aihpc.records.messages import EpochResult, EpochTask, WeightsRef
 from aihpc.tasks import Arch, Task, task_of
 from aihpc.train import feed
 from aihpc.train.evaluation import channels_last, evaluate, loss_sums
 from aihpc.train.group import SINGLE, Group
-from aihpc.train.inputs import count_ops_per_sample
 from aihpc.train.optim import make_optimizer, set_dropout, set_lr
+from aihpc.train.sample_ops import count_ops_per_sample
 from aihpc.train.staging import Staged, stage
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, file_name, starting_state

@@ -4,7 +4,7 @@ A worker writes the weights its epoch ends with to the run's weight
 directory, ``trial<T>-epoch<E>-try<A>.pt`` — a file per attempt, so a lost
 attempt that still finishes can never overwrite the one the master
 committed — atomically, and returns the file's name and SHA-256 digest (a
-:class:`~aihpc.records.task.WeightsRef`).  Whoever reads a file checks the
+:class:`~aihpc.records.messages.WeightsRef`).  Whoever reads a file checks the
 digest first: a file changed or cut short since is an error that names it,
 never weights silently trained from.  The master keeps only the references;
 it never reads or writes weights, so its work per epoch does not grow with
@@ -42,9 +42,9 @@ from typing import Any
 
 import torch
 
-from aihpc.errors import StorageError
-from aihpc.fileio import atomic_open
-from aihpc.records.task import EpochTask, Morph, WeightsRef
+from aihpc.base.errors import StorageError
+from aihpc.base.fileio import atomic_open
+from aihpc.records.messages import EpochTask, Morph, WeightsRef
 from aihpc.tasks import Task, task_of
 
 

@@ -12,8 +12,8 @@ import traceback
 
 import torch
 
-from aihpc.devices import worker_name
-from aihpc.records.task import EpochResult, EpochTask
+from aihpc.machine.devices import worker_name
+from aihpc.records.messages import EpochResult, EpochTask
 from aihpc.train.trainer import train_epoch
 
 

@@ -99,7 +99,7 @@ def _check_head(
     """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and
     only
     the links a run commits after its results follow it."""
-    from aihpc.records.mlperf_check import iter_events
+    from aihpc.mlperf.check import iter_events
 
     recorded = results.get("integrity")
     if not isinstance(recorded, dict):

@@ -31,12 +31,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.infer.accuracy import KEEP
 from aihpc.infer.loadgen import DETAIL_LOG, SCENARIOS, SUMMARY_LOG, read_detail, read_results
 from aihpc.infer.record import RECORD_FILE
 from aihpc.records.files import read_result
-from aihpc.records.results import results_file
+from aihpc.results.read import results_file
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
 MAX_DIFFS = 5  # differing result keys named per test before "and N more"

@@ -31,8 +31,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import AihpcError
-from aihpc.records.results import results_file
+from aihpc.base.errors import AihpcError
+from aihpc.results.read import results_file
 from aihpc.verify.checks import Check, Found, Mismatch, same
 
 SAMPLE = 64  # samples the quality is measured again on

@@ -1,6 +1,6 @@
 """The MLPerf-log check of ``aihpc verify``: does ``mlperf.log`` tell the same run as results.json?
 
-The log (see :mod:`aihpc.records.mlperf`) holds one block per finished
+The log (see :mod:`aihpc.mlperf.log`) holds one block per finished
 trial-epoch, whose ``eval_accuracy`` event carries ``trial_id``,
 ``trial_epoch`` and ``trial_accuracy``, with the epoch's start and stop in
 milliseconds.  Checked:
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aihpc.records.mlperf_check import iter_events
+from aihpc.mlperf.check import iter_events
 from aihpc.tasks import of_run
 from aihpc.verify.checks import Check, Found, Mismatch, same
 
@@ -47,7 +47,7 @@ class Log:
 
 def read_log(path: Path) -> Log:
     """The log at ``path`` as :class:`Log` holds it."""
-    from aihpc.runner.screening import MLPERF_KEY
+    from aihpc.runner.search.screening import MLPERF_KEY
 
     log = Log()
     for number, event in iter_events(path):
@@ -126,7 +126,7 @@ def _check_epochs(
 
 def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
     """Each proxy screening of the store is logged once, with its operations and its trial."""
-    from aihpc.runner.screening import MLPERF_KEY
+    from aihpc.runner.search.screening import MLPERF_KEY
 
     logged = {(e.get("metadata") or {}).get("screening_id"): e for e in by_key.get(MLPERF_KEY, [])}
     stored = {sc["id"]: sc for sc in store.screenings()}

@@ -7,17 +7,17 @@ operations
     and hyperparameters (batch size, dropout), with an independent,
     layer-by-layer implementation (:func:`aihpc.tasks.image_count.count_spec_per_sample`)
     that tests hold equal to the worker's counter
-    (:func:`aihpc.train.inputs.count_ops_per_sample`), times the logged samples:
+    (:func:`aihpc.train.sample_ops.count_ops_per_sample`), times the logged samples:
     ``round(train ops/sample × train samples) + round(eval ops/sample × val
     samples)``, exactly as the worker credits them.  The architecture must
     hash to its logged ``arch_hash`` and have its logged parameter count; the
     sample counts must fit the data set.
 score
     The score recomputed from the store (operations, the segments' times,
-    the best accuracy) with :func:`aihpc.records.score.compute_score`, against
+    the best accuracy) with :func:`aihpc.scoring.score.compute_score`, against
     results.json's.
 results
-    results.json rebuilt from the store (:func:`aihpc.records.schema.build_results`)
+    results.json rebuilt from the store (:func:`aihpc.results.write.build_results`)
     and compared field by field, trial by trial.
 mlperf
     The MLPerf log against results.json and the store (:mod:`aihpc.verify.mlperf_log`).
@@ -43,17 +43,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import AihpcError, DataError, StorageError
+from aihpc.base.errors import AihpcError, DataError, StorageError
 from aihpc.nas.spec import LayerMemo
-from aihpc.records.results import (
+from aihpc.records.rows import EpochRow, TrialRow
+from aihpc.results.read import (
     iter_trials,
     laid_out_by_line,
     read_results_document,
     read_results_head,
     results_file,
 )
-from aihpc.records.rows import EpochRow, TrialRow
-from aihpc.records.score import Score, compute_score, wall_seconds
+from aihpc.scoring.score import Score, compute_score, wall_seconds
 from aihpc.tasks import Task, of_run
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
@@ -372,7 +372,7 @@ def check_results(
 ) -> tuple[Check, list[Mismatch]]:
     """results.json against the one the store rebuilds: its fields (``head``), then its
     ``trials`` one at a time against the store's, both by id."""
-    from aihpc.records.schema import results_fields
+    from aihpc.results.write import results_fields
 
     found = Found("results")
     expected = results_fields(store, score)
@@ -404,7 +404,7 @@ def check_results(
 def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
     """Each trial of results.json against the store's record of it, the two read side by side in
     id order (as results.json is written); how many trials results.json holds."""
-    from aihpc.records.schema import run_start, trial_record
+    from aihpc.results.write import run_start, trial_record
 
     quality = of_run(store.meta("config"), store.meta("data"))[1]
     t0 = run_start(store)

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from aihpc.fileio import atomic_write
-from aihpc.records.results import results_file
+from aihpc.base.fileio import atomic_write
+from aihpc.results.read import results_file
 from aihpc.verify.checks import Verification
 
 CHECKED_FILES = ("aihpc.sqlite", "aihpc.sqlite-wal", "mlperf.log")

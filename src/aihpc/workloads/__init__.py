@@ -26,7 +26,7 @@ Adding a workload
    (and ``optimizer`` if not Adam).  Data on disk: ``DIR/train/`` and
    ``DIR/validation/``, one sample per file.
 2. Register it in :data:`_WORKLOADS` below (one line).
-3. Copy ``records/mlperf_rules/aihpc_cosmoflow.yaml`` (lower is better) or
+3. Copy ``mlperf/rules/aihpc_cosmoflow.yaml`` (lower is better) or
    ``aihpc_deepcam.yaml`` (higher is better) to ``aihpc_<name>.yaml`` and
    change the benchmark name and the reference target in it.
 4. Add ``tests/workloads/test_<name>.py``: the reader on files the test
@@ -39,7 +39,7 @@ Adding a workload
 
 from __future__ import annotations
 
-from aihpc.errors import ConfigError
+from aihpc.base.errors import ConfigError
 from aihpc.workloads.base import Samples, Size, Workload
 
 __all__ = ["Samples", "Size", "Workload", "get", "names"]

@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from aihpc.checks import integer
-from aihpc.errors import ConfigError, DataError
+from aihpc.base.checks import integer
+from aihpc.base.errors import ConfigError, DataError
 
 SPLITS = ("train", "validation")
 

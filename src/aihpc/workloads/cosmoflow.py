@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.workloads.base import Samples, Size, Workload, split_files
 from aihpc.workloads.tfrecord import encode_example, parse_example, read_records, write_records
 

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 from aihpc.workloads.base import Samples, Size, Workload, split_files
 
 CLASSES = 3

@@ -1,7 +1,7 @@
 """One time-to-train instance, as MLPerf HPC runs it: stage, initialise, train to the target.
 
 :func:`run_instance` runs on a Dask worker (or in-process) and writes one
-MLPerf log (``:::MLLOG`` lines, :class:`aihpc.records.mlperf.MLPerfLog`)::
+MLPerf log (``:::MLLOG`` lines, :class:`aihpc.mlperf.log.MLPerfLog`)::
 
     submission_* number_of_nodes accelerators_per_node cache_clear
     init_start
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.errors import StorageError, WorkersLost
+from aihpc.base.errors import StorageError, WorkersLost
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def run_instance(task: InstanceTask) -> InstanceResult:
     """Stage, initialise and train one model to the target; see the module docstring."""
     import torch
 
-    from aihpc.records.mlperf import MLPerfLog
+    from aihpc.mlperf.log import MLPerfLog
     from aihpc.workloads import get
 
     if task.threads:

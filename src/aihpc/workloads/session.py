@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.cluster import check_interface
-from aihpc.errors import ConfigError, DataError
-from aihpc.fmt import text_table
+from aihpc.base.errors import ConfigError, DataError
+from aihpc.base.fmt import text_table
+from aihpc.machine.cluster import check_interface
 from aihpc.records.ttt import TTTSummary
 from aihpc.workloads.ttt import Plan
 
@@ -131,8 +131,8 @@ def platform_name() -> str:
 def open_executor(settings: Settings, plan: Plan):
     """The executors of ``aihpc run``: a LocalCluster, a running scheduler, or SLURM jobs, one
     worker per instance, every one joined; a task's failure is logged in the output folder."""
-    from aihpc.config import RunConfig
-    from aihpc.runner.executor import Layout, batch_executor, local_executor, remote_executor
+    from aihpc.base.config import RunConfig
+    from aihpc.launch.executor import Layout, batch_executor, local_executor, remote_executor
 
     layout = Layout(plan.instances, plan.threads or 1, "cpu")
     if settings.scheduler:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aihpc.errors import DataError
+from aihpc.base.errors import DataError
 
 _POLY = 0x82F63B78  # CRC-32C, reflected
 _MASK_DELTA = 0xA282EAD8

@@ -2,10 +2,10 @@
 
 ``runs`` rounds, one after another; in each, ``instances`` models train at
 once, each on its own Dask worker (the executors of ``aihpc run``:
-:mod:`aihpc.runner.executor`), each from its own seed, each writing its own
+:mod:`aihpc.launch.executor`), each from its own seed, each writing its own
 MLPerf log (:mod:`aihpc.workloads.instance`), which is then checked by
 MLPerf's compliance checker with our rules
-(``records/mlperf_rules/<benchmark>.yaml``).
+(``mlperf/rules/<benchmark>.yaml``).
 
 Aggregates (Farrell et al., "MLPerf HPC", 2021, section 4):
 
@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from aihpc.errors import WorkersLost
+from aihpc.base.errors import WorkersLost
 from aihpc.records.ttt import TTTInstance, TTTRun, TTTSummary
 from aihpc.workloads.instance import InstanceResult, InstanceTask, run_instance
 
@@ -108,14 +108,14 @@ class Plan:
 def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]]:
     """Every run, one after another; the instances of a run at once, one per worker.
 
-    ``executor``: a :class:`aihpc.runner.executor.DaskExecutor`, or None to run
+    ``executor``: a :class:`aihpc.launch.executor.DaskExecutor`, or None to run
     the instances in this process one by one.  An instance that raises on its
     worker is one line naming the worker, its traceback in the output folder
-    (:mod:`aihpc.runner.remote`).  ``on_round(results so far)`` is
+    (:mod:`aihpc.launch.remote`).  ``on_round(results so far)`` is
     called after each run (e.g. to save them, so a cut-short session keeps
     its finished runs).
     """
-    from aihpc.runner.remote import contained, gather
+    from aihpc.launch.remote import contained, gather
 
     results: list[list[InstanceResult]] = []
     # import torch and the workload on every worker first, so instances start together
@@ -272,7 +272,7 @@ def check_logs(
     rounds: list[list[InstanceResult]], benchmark: str
 ) -> tuple[dict[str, bool], dict[str, str]]:
     """Run MLPerf's compliance checker on every instance's log with the benchmark's rules."""
-    from aihpc.records.mlperf_check import RULES_DIR, check_compliance
+    from aihpc.mlperf.check import RULES_DIR, check_compliance
 
     ok, output = {}, {}
     for r in (r for instances in rounds for r in instances):

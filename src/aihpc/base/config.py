@@ -1,0 +1,283 @@
+"""Configuration of an ``aihpc run``: one frozen dataclass, validated when built.
+
+Values come from defaults, then a TOML file (``--config run.toml``), then
+command-line flags, each overriding the one before.  Unknown keys are rejected
+with the list of valid ones; every check names the rule and the bad value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aihpc.base.errors import ConfigError, StorageError
+
+TASKS = ("image", "lm")  # aihpc.tasks: image classification, language modelling
+STRATEGIES = ("evolution", "random", "none")
+OPTIMIZERS = ("sgd", "adamw")
+SCHEDULES = ("cosine", "step")
+DEVICES = ("auto", "cpu", "cuda")
+STAGING = ("auto", "device", "stream")  # aihpc.train.staging's tiers
+BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
+MAX_HPO_PROCESSES = 16  # TPE processes of the master (each near one core when the search is busy)
+# candidates one screening may score (each costs about a training step of a minibatch)
+MAX_SCREEN = 16
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one benchmark run.
+
+    Times are in minutes or seconds as named; ``min_accuracy`` is a fraction.
+    """
+
+    minutes: float = 5.0
+    task: str = "image"  # what the search searches (aihpc.tasks): "image" or "lm"
+    dataset: str = "synthetic"  # the task's own synthetic data unless another is named
+    data_path: str | None = None
+    # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
+    data_options: dict[str, Any] = field(default_factory=dict)
+    # where workers stage the data: "device" (whole, on it), "stream" (a local file, read
+    # through a DataLoader)
+    staging: str = "auto"
+    # node-local folder of the "stream" tier (None: the system's temporary folder)
+    stage_dir: str | None = None
+    workers: int | None = None  # None: one per GPU, or cores split on CPU
+    threads_per_worker: int | None = None  # None: cores / workers
+    scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
+    # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
+    batch_system: str | None = None
+    nodes: int = 1  # batch: nodes to spread workers over
+    gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
+    partition: str | None = None  # batch: partition / queue (default: the system's default)
+    walltime: str = "01:00:00"  # batch: time limit of each worker job
+    # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
+    worker_memory: str | None = None
+    tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
+    # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
+    interface: str | None = None
+    procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
+    device: str = "auto"
+    seed: int = 0
+    min_accuracy: float = 0.5  # image task: the best accuracy of a valid run
+    # language task: the best validation loss (nats/token) of a valid run; None: the data's
+    # bigram loss (aihpc.tasks.language)
+    max_val_loss: float | None = None
+    strategy: str = "evolution"
+    population: int = 16
+    tournament: int = 4
+    # processes drawing TPE suggestions side by side (benchmarks/master_capacity.py)
+    hpo_processes: int = 2
+    # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
+    screen: int = 0
+    epochs_min: int = 2
+    epochs_max: int = 8
+    patience: int = 2
+    max_params: int | None = None  # None: sized to the device
+    optimizer: str | None = None  # None: the task's (image: sgd; lm: adamw)
+    schedule: str = "cosine"
+    # None: sized to the device by the task (aihpc.tasks.image.DEFAULT_BATCH_SIZES, ...)
+    batch_sizes: tuple[int, ...] | None = None
+    # compile each trial's model region by region (aihpc.train.regions); None: the device's default
+    compile: bool | None = None
+    max_attempts: int = 3
+    report_seconds: float = 30.0
+    # each worker's timed matmuls for the peak, before the run and after it (all at once)
+    peak_seconds: float = 3.0
+
+    def __post_init__(self) -> None:
+        self._check_budget()
+        self._check_workers()
+        self._check_search()
+
+    def _check_budget(self) -> None:
+        """The time budget, the epochs of a trial and the run's clocks."""
+        _check(self.minutes > 0, "minutes must be > 0", self.minutes)
+        _check(
+            math.isfinite(self.peak_seconds) and self.peak_seconds > 0,
+            "peak_seconds must be a finite number > 0",
+            self.peak_seconds,
+        )
+        _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
+        _check(
+            self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max
+        )
+        _check(self.patience >= 1, "patience must be >= 1", self.patience)
+        _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
+        _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
+
+    def _check_workers(self) -> None:
+        """Where the workers run: their number, device, data tier, batch system or scheduler."""
+        _check(self.workers is None or self.workers >= 1, "workers must be >= 1", self.workers)
+        _check(
+            self.threads_per_worker is None or self.threads_per_worker >= 1,
+            "threads_per_worker must be >= 1",
+            self.threads_per_worker,
+        )
+        _check(
+            self.staging in STAGING, f"staging must be one of {', '.join(STAGING)}", self.staging
+        )
+        _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
+        _check(self.nodes >= 1, "nodes must be >= 1", self.nodes)
+        _check(
+            self.worker_memory is None or _is_size(self.worker_memory),
+            "worker_memory must be a size like '4GiB'",
+            self.worker_memory,
+        )
+        _check(self.gpus_per_node >= 0, "gpus_per_node must be >= 0", self.gpus_per_node)
+        _check(self.procs_per_trial >= 1, "procs_per_trial must be >= 1", self.procs_per_trial)
+        _check(
+            self.batch_system in (None, *BATCH_SYSTEMS),
+            f"batch_system must be one of {', '.join(BATCH_SYSTEMS)}",
+            self.batch_system,
+        )
+        _check(
+            not (self.batch_system and self.scheduler),
+            f"give batch_system ({self.batch_system}) or scheduler, not both",
+            self.scheduler,
+        )
+        _check(
+            self.scheduler is None or "://" in self.scheduler,
+            "scheduler must be an address like tcp://HOST:PORT",
+            self.scheduler,
+        )
+
+    def _check_search(self) -> None:
+        """The search: validity threshold, strategy, screening, networks and their training."""
+        _check(self.task in TASKS, f"task must be one of {', '.join(TASKS)}", self.task)
+        _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
+        _check(
+            self.max_val_loss is None
+            or (math.isfinite(self.max_val_loss) and self.max_val_loss > 0),
+            "max_val_loss must be a finite number > 0",
+            self.max_val_loss,
+        )
+        _check(
+            self.strategy in STRATEGIES,
+            f"strategy must be one of {', '.join(STRATEGIES)}",
+            self.strategy,
+        )
+        _check(self.population >= 2, "population must be >= 2", self.population)
+        _check(
+            1 <= self.tournament <= self.population,
+            "tournament must be in [1, population]",
+            self.tournament,
+        )
+        _check(
+            1 <= self.hpo_processes <= MAX_HPO_PROCESSES,
+            f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
+            self.hpo_processes,
+        )
+        _check(
+            self.screen == 0 or 2 <= self.screen <= MAX_SCREEN,
+            f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
+            self.screen,
+        )
+        _check(
+            self.max_params is None or self.max_params >= 1000,
+            "max_params must be >= 1000",
+            self.max_params,
+        )
+        _check(
+            self.optimizer is None or self.optimizer in OPTIMIZERS,
+            f"optimizer must be one of {', '.join(OPTIMIZERS)}",
+            self.optimizer,
+        )
+        _check(
+            self.schedule in SCHEDULES,
+            f"schedule must be one of {', '.join(SCHEDULES)}",
+            self.schedule,
+        )
+        _check(
+            self.batch_sizes is None
+            or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
+            "batch_sizes must be a non-empty list of integers >= 1",
+            list(self.batch_sizes or ()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["batch_sizes"] = list(self.batch_sizes) if self.batch_sizes is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> RunConfig:
+        """Build from a mapping; unknown keys and wrong types fail with a clear message."""
+        valid = typing.get_type_hints(cls)
+        unknown = sorted(set(values) - set(valid))
+        if unknown:
+            raise ConfigError(
+                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}; "
+                f"valid keys: {', '.join(sorted(valid))}"
+            )
+        clean = {name: _coerce(name, valid[name], value) for name, value in values.items()}
+        return cls(**clean)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        merged = self.to_dict()
+        merged.update({k: v for k, v in changes.items() if v is not None})
+        return RunConfig.from_dict(merged)
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML file into a plain dict (not yet validated)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {p}") from None
+    except OSError as exc:
+        raise StorageError(f"cannot read config file {p}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {p}: {exc}") from None
+
+
+def _is_size(text: str) -> bool:
+    from dask.utils import parse_bytes
+
+    try:
+        return parse_bytes(text) >= 2**20
+    except (ValueError, TypeError):
+        return False
+
+
+def _check(ok: bool, rule: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"{rule}, got {value!r}")
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    """Check a TOML/flag value against the field's type hint; ints are accepted as floats."""
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next(a for a in args if a is not type(None)) if optional else hint
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{name} must not be empty")
+    kind = typing.get_origin(base) or base
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is bool and isinstance(value, bool):
+        return value
+    if kind is int and number and isinstance(value, int):
+        return value
+    if kind is float and number:
+        return float(value)
+    if kind is str and isinstance(value, str):
+        return value
+    if kind is dict and isinstance(value, dict):
+        return dict(value)
+    if (
+        kind is tuple
+        and isinstance(value, (list, tuple))
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        return tuple(value)
+    raise ConfigError(f"{name} must be of type {kind.__name__}, got {value!r}")

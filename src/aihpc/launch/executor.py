@@ -1,0 +1,277 @@
+"""Where epoch tasks run: Dask distributed workers.
+
+By default a ``LocalCluster`` on this machine — one worker per GPU, or on a
+CPU-only machine workers that split the cores — bound to the loopback
+interface; or any running scheduler given by address (``--scheduler
+tcp://HOST:PORT``), whose workers may be on other nodes.
+
+Each worker runs one task at a time (one Dask thread); torch's own threads are
+set by the task.  See :mod:`aihpc.launch.dask_settings` for the Dask settings we change
+and why.  Dask's automatic retry of tasks whose worker died is turned
+off (``allowed-failures = 0``) for clusters we start, so the master sees the
+failure at once and requeues the epoch itself, with a bounded number of
+attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aihpc.base.errors import ConfigError, WorkersLost
+from aihpc.launch.dask_settings import use_worker_config
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How many workers, with how many torch threads each, on which device kind, with how many
+    processes."""
+
+    workers: int
+    threads: int  # per process
+    device: str  # "cpu" or "cuda"
+    procs: int = 1  # processes (GPUs on GPU) per worker: a trial's data-parallel ranks
+
+
+def local_layout(workers: int | None, threads: int | None, device: str, procs: int = 1) -> Layout:
+    """One worker per GPU (per ``procs`` GPUs when trials are data-parallel);
+    on CPU, ``cores`` split into workers of ``procs`` processes × ``threads``.
+
+    The CPU default is one single-threaded process per core on small machines
+    (≤ 4 cores: the search's small networks use one thread best), and 4
+    threads each on bigger ones.
+    """
+    import torch
+
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+    use_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if use_gpu:
+        if not torch.cuda.is_available():
+            raise ConfigError("device is 'cuda' but no CUDA GPU is available, got device='cuda'")
+        gpus = torch.cuda.device_count()
+        if procs > gpus:
+            raise ConfigError(
+                f"gpus_per_trial must be <= the {gpus} GPUs of this machine, got {procs}"
+            )
+        n = workers or gpus // procs
+        return Layout(n, threads or max(1, cores // (n * procs)), "cuda", procs)
+    if workers is None:
+        per = threads or (1 if cores <= 4 else 4)
+        n = max(1, cores // (per * procs))
+    else:
+        n = workers
+    return Layout(n, threads or max(1, cores // (n * procs)), "cpu", procs)
+
+
+class DaskExecutor:
+    """Submit tasks and wait for them; the master's only view of the workers.
+
+    Built by :func:`local_executor`, :func:`remote_executor` or
+    :func:`batch_executor`; owns the cluster it was given and closes it.
+    """
+
+    def __init__(self, client, cluster=None, owns_client: bool = True) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.owns_client = owns_client
+        # where a task's failure on a worker is logged (runner.remote)
+        self.log_dir: Path | None = None
+
+    def slots(self) -> int:
+        """Task slots of the workers alive now."""
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        return sum(int(w.get("nthreads", 1)) for w in workers.values())
+
+    def wait_for_workers(self, n: int, timeout: float) -> None:
+        try:
+            self.client.wait_for_workers(n, timeout=timeout)
+        except TimeoutError:
+            raise WorkersLost(
+                f"no {n} Dask worker(s) joined within {timeout:.0f} s (have {self.slots()})"
+            ) from None
+
+    def run_on_each(self, fn, *args: Any) -> list[Any]:
+        """Run ``fn(*args)`` on every worker alive now, all at once; their results in worker order.
+
+        Each worker runs one task at a time, so the calls run concurrently,
+        as the run's epochs do (e.g. to measure the devices under full load).
+        A call that raises is one line naming its worker, its traceback in
+        ``log_dir`` (:mod:`aihpc.launch.remote`; the temporary folder if unset).
+        """
+        from aihpc.launch.remote import contained, gather
+
+        workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        futures = [
+            self.client.submit(
+                contained, fn, *args, workers=[w], allow_other_workers=False, pure=False
+            )
+            for w in workers
+        ]
+        return gather(self.client, futures, self.log_dir or Path(tempfile.gettempdir()))
+
+    def workers_per_host(self) -> dict[str, int]:
+        """For each worker alive now (by address), how many workers share its host."""
+        from collections import Counter
+
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        hosts = Counter(w["host"] for w in workers.values())
+        return {address: hosts[w["host"]] for address, w in workers.items()}
+
+    def register_plugin(self, plugin) -> None:
+        """Install a Dask worker plugin on every worker, now and on any that joins or restarts
+        later."""
+        self.client.register_plugin(plugin)
+
+    def submit(self, fn, task: Any, key: str):
+        return self.client.submit(fn, task, key=key, pure=False)
+
+    def wait(self, futures: Iterable[Any], timeout: float) -> set[Any]:
+        from distributed import wait
+
+        futures = list(futures)
+        if not futures:  # nothing to wait for (no worker yet): wait the timeout, do not spin
+            time.sleep(timeout)
+            return set()
+        try:
+            done, _ = wait(futures, timeout=timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            return set()
+        return set(done)
+
+    def close(self) -> None:
+        if not self.owns_client:
+            return
+        try:
+            self.client.close(timeout=10)
+        finally:
+            if self.cluster is not None:
+                self.cluster.close(timeout=10)
+
+
+def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
+    """A cluster on this machine, bound to loopback, one process per worker.
+
+    ``memory``: each worker's limit (Dask's nanny restarts a worker that
+    goes past 95 % of it); default an equal share of the machine's memory.
+    On GPUs each worker is started with its own ``CUDA_VISIBLE_DEVICES``
+    (:func:`local_gpu_cluster`); on CPU a plain ``LocalCluster``.
+    """
+    from distributed import Client, LocalCluster
+
+    use_worker_config()
+    if layout.device == "cuda":
+        from aihpc.machine.devices import visible_gpus
+
+        cluster = local_gpu_cluster(layout, visible_gpus(), memory)
+    else:
+        cluster = LocalCluster(
+            n_workers=layout.workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            # no dashboard, and the scheduler's HTTP server (metrics, health) on a free port: its
+            # default, 8787, warns on stderr when another cluster on the machine holds it
+            scheduler_kwargs={"dashboard_address": ":0"},
+            silence_logs=logging.ERROR,
+            worker_class="distributed.Nanny",
+            memory_limit=memory or "auto",
+        )
+    return DaskExecutor(Client(cluster), cluster)
+
+
+def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None):
+    """A ``SpecCluster`` of ``layout.workers`` nannies on loopback, named 0, 1, ..., as
+    LocalCluster names them, worker i seeing GPUs ``gpus[i*P : i*P+P]`` (P = ``layout.procs``;
+    :func:`aihpc.machine.devices.local_worker_envs`)."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    from aihpc.machine.devices import local_worker_envs
+
+    envs = local_worker_envs(layout.workers, layout.procs, gpus)
+    options = {
+        "nthreads": 1,
+        "host": "127.0.0.1",
+        "memory_limit": memory or "auto",
+        "silence_logs": logging.ERROR,
+    }
+    workers = {
+        i: {"cls": Nanny, "options": {**options, "name": i, "env": env}}
+        for i, env in enumerate(envs)
+    }
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": ":0"},
+    }
+    return SpecCluster(
+        workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="aihpc-local-gpus"
+    )
+
+
+def remote_executor(address: str) -> DaskExecutor:
+    """The workers of a running scheduler.  TLS (``tls://`` addresses) uses the
+    certificates of Dask's configuration (``distributed.comm.tls.*``)."""
+    from distributed import Client
+
+    try:
+        return DaskExecutor(Client(address, timeout="20s"))
+    except ValueError as exc:  # a malformed address
+        raise ConfigError(f"cannot connect to scheduler {address}: {exc}") from None
+    except (OSError, TimeoutError) as exc:
+        raise WorkersLost(f"cannot connect to scheduler {address}: {exc}") from None
+
+
+def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
+    """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``."""
+    from distributed import Client
+
+    use_worker_config()
+    from aihpc.launch.jobqueue import jobqueue_cluster
+
+    cluster = jobqueue_cluster(
+        config.batch_system,
+        layout.workers,
+        cores_per_worker=layout.threads * layout.procs,
+        memory_per_worker=config.worker_memory or "4GiB",
+        gpus_per_worker=layout.procs if config.gpus_per_node else 0,  # a trial's GPUs
+        queue=config.partition,
+        walltime=config.walltime,
+        interface=config.interface,
+        log_directory=run_dir / "batch-logs",
+        tls=config.tls is not False,
+        shared_temp_directory=run_dir / "tls",
+    )
+    return DaskExecutor(Client(cluster), cluster)
+
+
+def allocation_layout(procs: int = 1) -> Layout:
+    """Workers of a run inside a SLURM allocation: one per task, its CPUs as torch threads,
+    ``procs`` processes."""
+    import torch
+
+    from aihpc.launch.slurm import current_task
+
+    task = current_task()
+    return Layout(
+        task.ntasks, task.cpus_per_task, "cuda" if torch.cuda.is_available() else "cpu", procs
+    )
+
+
+def batch_layout(config) -> Layout:
+    """Workers as batch jobs: one per ``procs_per_trial`` GPUs
+    (``nodes × gpus_per_node / procs_per_trial``), or one per node on CPU."""
+    gpus, procs = config.gpus_per_node, config.procs_per_trial
+    if gpus and gpus % procs:
+        raise ConfigError(
+            f"gpus_per_node must be a multiple of gpus_per_trial ({procs}), got {gpus}"
+        )
+    workers = config.workers or config.nodes * max(gpus // procs, 1)
+    return Layout(workers, config.threads_per_worker or 1, "cuda" if gpus else "cpu", procs)

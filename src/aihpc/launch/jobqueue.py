@@ -1,0 +1,217 @@
+"""Workers as batch jobs from a login node: SLURM, PBS or LSF through dask-jobqueue.
+
+The master and the Dask scheduler run here; every worker is its own batch
+job (one Dask worker per job, one Dask thread, ``cores_per_worker`` CPUs
+booked for torch's threads, optionally ``gpus_per_worker`` GPUs: a trial's
+data-parallel processes, one GPU each).  The three systems differ only in
+how a job books CPUs and GPUs (here for G GPUs):
+
+=======  ===============================  ============================
+system   CPUs                             GPU
+=======  ===============================  ============================
+slurm    ``--cpus-per-task``              ``--gres=gpu:G``
+pbs      ``select=1:ncpus=N``             ``:ngpus=G`` (PBS Pro)
+lsf      ``-n N``                         ``-gpu "num=G"``
+=======  ===============================  ============================
+
+The worker jobs must reach the scheduler: by default it listens on all
+interfaces and advertises this host's outward IP address, which is right on
+one node and on most clusters; give ``interface`` (e.g. ``"ib0"``: workers
+and scheduler use that interface) where it is not.  Scheduler and workers
+talk TLS with a certificate made for the run unless ``tls`` is false.
+
+Problems the user can fix (no submit command, an unknown partition, bad
+sizes) raise :class:`aihpc.base.errors.ConfigError` before any job is submitted;
+a SLURM controller that does not answer is a
+:class:`aihpc.base.errors.RunFailure`.  (Workers inside a SLURM allocation:
+:mod:`aihpc.launch.slurm`.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aihpc.base.errors import ConfigError
+from aihpc.launch.dask_settings import JOB_PROLOGUE
+from aihpc.machine.cluster import check_interface, check_slurm
+
+SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}
+
+# SLURM's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+_WALLTIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+
+
+def jobqueue_cluster(
+    system: str,
+    workers: int,
+    cores_per_worker: int,
+    memory_per_worker: str,
+    gpus_per_worker: int = 0,
+    queue: str | None = None,
+    walltime: str = "01:00:00",
+    extra_directives: Sequence[str] = (),
+    interface: str | None = None,
+    log_directory: str | os.PathLike[str] | None = None,
+    tls: bool = True,
+    shared_temp_directory: str | os.PathLike[str] | None = None,
+):
+    """A dask-jobqueue cluster for ``system`` (slurm, pbs or lsf) with ``workers`` jobs submitted.
+
+    ``workers = 0`` builds the cluster and submits nothing (to read its
+    ``job_script()``); otherwise the submit command (and for SLURM the
+    controller and ``queue``, the partition) are checked first.  Returns once
+    the jobs are submitted; they may still be pending:
+    ``Client(cluster).wait_for_workers(n)`` waits for them.  Close the
+    cluster to cancel them.
+
+    ``memory_per_worker`` is a Dask size string (e.g. ``"8GiB"``), also the
+    worker's memory limit; ``walltime`` is the batch system's format;
+    ``extra_directives`` are added to the job script (e.g. ``["--qos=short"]``
+    for SLURM); ``log_directory`` receives each job's output;
+    ``shared_temp_directory`` (readable by this user only, seen by every
+    node) receives the workers' copy of the TLS key.
+    """
+    _check(
+        system,
+        workers,
+        queue,
+        cores_per_worker,
+        memory_per_worker,
+        gpus_per_worker,
+        walltime,
+        extra_directives,
+        interface,
+    )
+    security = run_security(tls, shared_temp_directory)
+    cls, own = _system_options(system, cores_per_worker, gpus_per_worker, extra_directives)
+    cluster = cls(
+        memory=memory_per_worker,
+        queue=queue,
+        walltime=walltime,
+        security=security,
+        protocol="tls://" if security else None,
+        interface=interface,
+        **_job_options(cores_per_worker, log_directory, shared_temp_directory),
+        name=system,  # worker names: slurm-0, pbs-1, ...
+        **own,
+    )
+    if workers:
+        cluster.scale(jobs=workers)
+    return cluster
+
+
+def _system_options(
+    system: str, cores: int, gpus: int, directives: Sequence[str]
+) -> tuple[type, dict[str, Any]]:
+    """The cluster class of ``system``, and how its jobs book CPUs and ``gpus`` GPUs (see above)."""
+    from dask_jobqueue import LSFCluster, PBSCluster, SLURMCluster
+
+    if system == "slurm":
+        gres = [f"--gres=gpu:{gpus}"] if gpus else []
+        return SLURMCluster, {"job_cpu": cores, "job_extra_directives": [*directives, *gres]}
+    if system == "pbs":
+        spec = f"select=1:ncpus={cores}" + (f":ngpus={gpus}" if gpus else "")
+        return PBSCluster, {"resource_spec": spec, "job_extra_directives": list(directives)}
+    gpu = [f'-gpu "num={gpus}"'] if gpus else []
+    return LSFCluster, {
+        "ncpus": cores,
+        "job_extra_directives": [*directives, *gpu],
+        "use_stdin": True,
+    }
+
+
+def run_security(tls: bool, shared_temp_directory: str | os.PathLike[str] | None):
+    """A TLS certificate and key made for this run (``Security.temporary()``), or None.
+
+    dask-jobqueue writes the workers' copy into ``shared_temp_directory``,
+    created readable by this user only.
+    """
+    if not tls:
+        return None
+    from distributed.security import Security
+
+    if shared_temp_directory is not None:
+        Path(shared_temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Security.temporary()
+
+
+def job_ids(cluster) -> list[str]:
+    """The batch job ids of the cluster's submitted worker jobs, in worker order (numeric sort)."""
+    ids = [str(job.job_id) for job in cluster.workers.values() if getattr(job, "job_id", None)]
+    return sorted(ids, key=lambda j: (len(j), j))
+
+
+def _job_options(
+    cores_per_worker: int,
+    log_directory: str | os.PathLike[str] | None,
+    shared_temp_directory: str | os.PathLike[str] | None,
+) -> dict[str, Any]:
+    """What every aihpc worker job is, whatever the batch system: one Dask thread running one
+    trial at a time on ``cores_per_worker`` torch threads, this Python, its output and TLS key
+    where given."""
+    return {
+        "cores": 1,  # Dask threads per job: one trial at a time
+        "processes": 1,
+        "python": sys.executable,  # so this environment must be on a path every node sees
+        "job_script_prologue": [f"export OMP_NUM_THREADS={cores_per_worker}", *JOB_PROLOGUE],
+        "scheduler_options": {"dashboard": False, "dashboard_address": ":0"},
+        "job_name": "aihpc-worker",
+        "log_directory": str(Path(log_directory).resolve()) if log_directory is not None else None,
+        "shared_temp_directory": (
+            str(shared_temp_directory) if shared_temp_directory is not None else None
+        ),
+    }
+
+
+def _check(
+    system: str,
+    workers: int,
+    queue: str | None,
+    cores: int,
+    memory: str,
+    gpus: int,
+    walltime: str,
+    directives: Sequence[str],
+    interface: str | None,
+) -> None:
+    """ConfigError for any argument of :func:`jobqueue_cluster` that cannot work, and for a
+    batch system that cannot take the jobs (nothing is started)."""
+    from dask.utils import parse_bytes
+
+    if workers < 0:
+        raise ConfigError(f"workers must be >= 0, got {workers}")
+    if system not in SUBMIT:
+        raise ConfigError(f"batch system must be one of {', '.join(SUBMIT)}, got {system!r}")
+    if cores < 1:
+        raise ConfigError(f"cores per worker must be >= 1, got {cores}")
+    if gpus < 0:
+        raise ConfigError(f"GPUs per worker must be >= 0, got {gpus}")
+    try:
+        size = parse_bytes(memory)
+    except (ValueError, TypeError):
+        raise ConfigError(f"memory per worker must be a size like '4GiB', got {memory!r}") from None
+    if size < 2**20:
+        raise ConfigError(f"memory per worker must be >= 1MiB, got {memory!r}")
+    if system == "slurm" and not _WALLTIME.match(walltime):
+        raise ConfigError(f"walltime must be SLURM's [D-]HH:MM:SS (or minutes), got {walltime!r}")
+    for directive in directives:
+        if not directive.strip() or "\n" in directive:
+            raise ConfigError(
+                f"extra batch directives are single options like '--qos=short', got {directive!r}"
+            )
+        if system == "slurm" and not directive.startswith("-"):
+            raise ConfigError(
+                f"extra SLURM directives are sbatch options like '--qos=short', got {directive!r}"
+            )
+    if interface:
+        check_interface(interface)
+    if workers and system == "slurm":
+        check_slurm(queue)
+    elif workers and shutil.which(SUBMIT[system]) is None:
+        raise ConfigError(f"{system.upper()} needs '{SUBMIT[system]}' on PATH, and it is not there")

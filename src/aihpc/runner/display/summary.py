@@ -1,0 +1,207 @@
+"""The short summary printed at the end of a run."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from aihpc.base.fmt import format_si
+from aihpc.records.energy import energy_text
+from aihpc.records.rows import LostEpoch
+from aihpc.results.read import RunResults, results_file
+
+LISTED = 8  # workers, lost workers and metered devices listed one a line; past it, a summary
+
+
+def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
+    s, tallies = results.score, results.tallies
+    lines = [
+        "",
+        f"aihpc run {results.run_id}: {'VALID' if s.valid else 'INVALID'}"
+        + (f" ({s.invalid_reason})" if s.invalid_reason else ""),
+        f"  score            {format_si(s.ops_per_second, 'OPS')}",
+        f"  regulated score  {format_si(s.regulated_score, 'OPS')}",
+        *(val_loss_lines(results) if s.is_loss else accuracy_lines(results)),
+        f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
+    ]
+    lines += peak_lines(results)
+    lines += staging_lines(results.staging)
+    lines += energy_lines(results.energy)
+    lines.append(
+        f"  trials           {tallies.trials_completed} completed, {tallies.trials_failed} failed, "
+        f"{tallies.trials_diverged} diverged, {results.trial_count} in all"
+    )
+    lines += loss_lines(results)
+    lines += restart_lines(results)
+    if results.screenings:
+        share = tallies.screening_ops / s.ops if s.ops else 0.0
+        lines.append(
+            f"  screening        {len(results.screenings)} proxy screenings of "
+            f"{len(results.screenings[0]['candidates'])} "
+            f"candidates, {100 * share:.1f} % of the operations"
+        )
+    lines += worker_lines(results)
+    lines.append(f"  results          {results_file(run_dir)}")
+    lines.append(f"  report           aihpc report {run_dir}")
+    return lines
+
+
+def accuracy_lines(results: RunResults) -> list[str]:
+    """An image run's quality: its error and best accuracy, and the task's ceiling where known."""
+    s, best = results.score, results.score.best_accuracy
+    lines = [
+        f"  error            {s.error_percent:.2f} %"
+        + (f"  (best accuracy {100 * best:.2f} %)" if best is not None else "")
+    ]
+    ceiling = results.data.get("ceiling")
+    if ceiling is not None:
+        lines.append(
+            f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
+            "(a classifier that knows how the data were made)"
+        )
+    return lines
+
+
+def val_loss_lines(results: RunResults) -> list[str]:
+    """A language model run's quality: its best validation loss, beside the floor and the losses
+    of a context-free and a one-token model."""
+    s = results.score
+    best = "-" if s.best_val_loss is None else f"{s.best_val_loss:.4f} nats/token"
+    if s.bits_per_byte is not None:
+        best += f" ({s.bits_per_byte:.3f} bits per byte)"
+    lines = [f"  best val loss    {best} (valid at most {s.max_val_loss:.4f})"]
+    if s.loss_floor is not None:
+        gap = "" if s.gap_to_floor is None else f"; {s.gap_to_floor:.4f} above it"
+        lines.append(
+            f"  loss floor       {s.loss_floor:.4f} nats/token (the true model of the synthetic "
+            f"language{gap})"
+        )
+    bigram = results.data.get("bigram_loss")
+    lines.append(
+        f"  reference        unigram {s.unigram_loss:.4f}"
+        + (f", bigram {bigram:.4f}" if bigram is not None else "")
+        + " nats/token (counted on the training split)"
+    )
+    return lines
+
+
+def peak_lines(results: RunResults) -> list[str]:
+    """The score's share of the measured peak and of the nominal one, and the peak's warnings:
+    a share above 100 %, a measured peak above the nominal one, a drift over the run."""
+    s, peak = results.score, results.peak
+    lines = []
+    if s.peak_fraction is not None and s.peak_flops_per_s is not None:
+        kernels = f"{', '.join(peak.kernels)}; " if peak is not None else ""
+        workers = peak.workers if peak is not None else None
+        lines.append(
+            f"  share of peak    {100 * s.peak_fraction:.1f} % of the measured "
+            f"{format_si(s.peak_flops_per_s, 'FLOP/s')} ({kernels}{workers} workers at once)"
+        )
+    nominal = peak.nominal if peak is not None else None
+    if s.nominal_peak_fraction is not None and s.nominal_peak_flops_per_s is not None:
+        lines.append(
+            f"                   {100 * s.nominal_peak_fraction:.1f} % of the nominal "
+            f"{format_si(s.nominal_peak_flops_per_s, 'FLOP/s')}"
+            + (f" ({nominal.derivation})" if nominal is not None and nominal.derivation else "")
+        )
+        if nominal is not None and nominal.note:
+            lines.append(f"                   (nominal: {nominal.note})")
+    elif nominal is not None and nominal.flops_per_s is None:
+        lines.append(f"                   nominal peak not known: {nominal.note}")
+    warnings = [
+        s.peak_warning,
+        peak.above_nominal if peak is not None else None,
+        peak.drift.warning if peak is not None and peak.drift is not None else None,
+    ]
+    lines += [f"  warning          {w}" for w in warnings if w]
+    return lines
+
+
+def worker_lines(results: RunResults) -> list[str]:
+    """How busy each worker was; past ``LISTED`` workers, the spread in one line (each worker's
+    figures are in results.json)."""
+    workers = results.workers
+    if len(workers) <= LISTED:
+        return [
+            f"  worker {w.name:<10} busy {100 * w.busy_fraction:.1f} %  ({w.epochs} epochs)"
+            for w in workers
+        ]
+    least = min(workers, key=lambda w: w.busy_fraction)
+    most = max(workers, key=lambda w: w.busy_fraction)
+    middle = statistics.median(w.busy_fraction for w in workers)
+    epochs = [w.epochs or 0 for w in workers]
+    return [
+        f"  workers          {len(workers)}: busy {100 * middle:.1f} % (median), from "
+        f"{100 * least.busy_fraction:.1f} % ({least.name}) to "
+        f"{100 * most.busy_fraction:.1f} % ({most.name}); "
+        f"{min(epochs)} to {max(epochs)} epochs each"
+    ]
+
+
+def loss_lines(results: RunResults) -> list[str]:
+    """The epochs lost with their workers: how many were sent again, then each worker that was
+    lost, by its host, when, and the epochs it took with it (nothing where none was lost)."""
+    if not results.losses:
+        return []
+    sent = sum(loss.requeued for loss in results.losses)
+    lines = [
+        f"  lost epochs      {len(results.losses)} lost with their workers, {sent} sent again"
+        + (
+            f", {len(results.losses) - sent} ended their trials"
+            if sent < len(results.losses)
+            else ""
+        )
+    ]
+    hosts = results.worker_hosts()
+    by_worker: dict[str | None, list[LostEpoch]] = {}
+    for loss in results.losses:
+        by_worker.setdefault(loss.worker, []).append(loss)
+    for worker, losses in list(by_worker.items())[:LISTED]:
+        where = hosts.get(worker or "") or losses[0].address or "an unknown host"
+        epochs = ", ".join(f"trial {loss.trial_id} epoch {loss.epoch}" for loss in losses)
+        lines.append(
+            f"  worker lost      {worker or 'unnamed'} on {where} at {losses[0].t:.1f} s: {epochs}"
+        )
+    if len(by_worker) > LISTED:
+        lines.append(
+            f"  worker lost      and {len(by_worker) - LISTED} more (results.json's losses)"
+        )
+    return lines
+
+
+def restart_lines(results: RunResults) -> list[str]:
+    """Each hyperparameter search process that died and was started again (none where none
+    died)."""
+    return [
+        f"  helper restarted hyperparameter search process {r.stream} (pid {r.pid}) {r.how} at "
+        f"{r.t:.1f} s; a new one was told {r.history} finished trials and the run went on"
+        for r in results.helper_restarts
+    ]
+
+
+def staging_lines(staging: dict[str, Any] | None) -> list[str]:
+    """How long the workers took to stage the data, how much, and to which tiers (none for older
+    runs)."""
+    if not staging:
+        return []
+    tiers = f" ({', '.join(staging['tiers'])})" if staging.get("tiers") else ""
+    return [
+        f"  data staging     {staging['seconds']:.1f} s before the clock, "
+        f"{format_si(staging['bytes'], 'B')} on {staging['workers']} workers{tiers}"
+    ]
+
+
+def energy_lines(energy: dict[str, Any] | None) -> list[str]:
+    """The run's energy in one line (or why it was not measured), then each device measured."""
+    lines = [f"  energy           {energy_text(energy)}"]
+    devices = (energy or {}).get("devices") or []
+    if len(devices) > LISTED:
+        return [*lines, f"    {len(devices)} devices measured (each in results.json's energy)"]
+    for d in devices:
+        if d.get("joules") is not None:
+            lines.append(
+                f"    {d['host']} {d['device']:<16} {format_si(d['joules'], 'J')}, "
+                f"{format_si(d['watts'], 'W')} ({d['source']}, {d['samples']} samples)"
+            )
+    return lines

@@ -1,0 +1,435 @@
+"""The master: one process that runs the asynchronous search.
+
+Whenever a worker slot is free the master fills it at once: with the next
+epoch of a running trial, an epoch to retry, or a new trial — a child morphed
+from a parent the strategy chooses, starting from the parent's trained
+weights (with strategy "none", the seed network afresh), with
+hyperparameters from TPE.  Results come back epoch by epoch and
+are committed to the store as they arrive.  With ``screen = K``, a new
+child is first a proxy screening of K candidate children on a worker, and
+the best scored becomes the trial (:mod:`aihpc.runner.search.screening`).
+
+Weights never pass through the master: workers write them to the run's
+weight directory and return references (:mod:`aihpc.train.weights`).  The
+master morphs architectures only, and sends a child's first epoch a
+recipe that the worker replays on the parent's weights; its work per
+epoch does not grow with the model.
+
+Data flow: config → master → strategy/HPO propose → executor → worker trains
+and counts → result → store → score.  Nothing downstream calls back upstream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from pathlib import Path
+from traceback import format_exception
+from typing import Any
+
+from aihpc.base.config import RunConfig
+from aihpc.records.messages import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
+from aihpc.records.rows import LostEpoch
+from aihpc.records.store import RunStore
+from aihpc.runner.search import screening
+from aihpc.runner.search.parents import SEED_TRIAL, ParentPool
+from aihpc.runner.search.proposals import Child, Proposer
+from aihpc.runner.search.trials import LiveTrial, epoch_budget, progress, resumed_trial, trial_seed
+from aihpc.scoring.score import Score, active_seconds, compute_score, wall_seconds
+
+EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
+# how long in-flight epochs may run past the deadline before they are cancelled
+GRACE_SECONDS = 60.0
+TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined
+
+
+class Master:
+    """Runs one benchmark run (or resumes one) in ``store``'s run directory."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        store: RunStore,
+        executor,
+        data_info: dict[str, Any],
+        layout,
+        observer,
+        clock=time.time,
+    ) -> None:
+        from aihpc.nas.hpo import HyperparameterSearch
+        from aihpc.nas.search import make_strategy
+        from aihpc.tasks import task_of
+
+        self.config = config
+        self.clock = clock  # seconds since the epoch; tests pass a clock they advance themselves
+        self.store = store
+        self.executor = executor
+        self.layout = layout
+        self.observer = observer
+        self.data = DataRef.of(config)
+        self.task = task_of(config.task)
+        self.quality = self.task.quality(config, data_info)
+        # None: no architecture search (strategy "none"), every trial retrains the seed network
+        self.strategy = make_strategy(config.strategy, config.population, config.tournament)
+        self.hpo = HyperparameterSearch(
+            config.seed, self.task.search_space(config), processes=config.hpo_processes
+        )
+        self.running: dict[int, LiveTrial] = {}
+        self.weights_dir = str(store.weights_dir.resolve())
+        self.parents = ParentPool(store.weights_dir, config.population, parse=self.task.arch)
+        self.proposer = Proposer(
+            config, self.task, self.strategy, self.hpo, self.parents, data_info
+        )
+        self.next_id = 0
+        self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
+        self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
+        self.best: float | None = None  # the best validation metric so far (the task's quality)
+        # durations of recent full epochs
+        self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)
+        self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
+        self.in_flight: dict[Any, EpochTask | ScreenTask] = {}
+        # screening id -> parent, candidate children (spec, recipe, morphs)
+        self.screens: dict[int, tuple[int, list[tuple[Any, Morph, str]]]] = {}
+        self.next_screen = len(store.screenings())
+        self.slots = 0  # the executor's task slots at the last fill
+        self.restarts_seen = 0  # the hyperparameter search's restarts recorded so far
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self) -> Score:
+        """Run (or resume) the search until the deadline; returns the score."""
+        try:
+            return self._search()
+        finally:
+            self.hpo.close()  # the hyperparameter search's process
+
+    def _search(self) -> Score:
+        now = self.clock()
+        self.segment = self.store.open_segment(now)
+        segments = self.store.segments()
+        remaining = self.config.minutes * 60.0 - active_seconds(segments[:-1])
+        self.deadline = now + max(remaining, 0.0)
+        self.run_start = segments[0].start
+        self._restore()
+        last_report = last_tick = last_fill = 0.0
+        stop_by = self.deadline + GRACE_SECONDS
+        done: set[Any] = {None}  # fill the slots on the first pass
+        while True:
+            now = self.clock()
+            if now < self.deadline:
+                # workers may also join (or restart) at any time
+                if done or now - last_fill >= TICK_SECONDS:
+                    self._fill_slots()
+                    last_fill = now
+            elif not self.in_flight or now >= stop_by:
+                break
+            done = self.executor.wait(self.in_flight, timeout=TICK_SECONDS)
+            for future in done:
+                self._collect(future, self.in_flight.pop(future))
+            if len(self.hpo.restarts) > self.restarts_seen:
+                self._restarted()
+            now = self.clock()
+            if now - last_tick >= TICK_SECONDS:
+                self.store.touch_segment(self.segment, now)
+                self.observer.update(self.status(now))
+                last_tick = now
+            if now - last_report >= self.config.report_seconds:
+                self._report(now)
+                last_report = now
+        for future in self.in_flight:
+            future.cancel()
+        for trial in list(self.running.values()):
+            self._finish(trial, "deadline", None)
+        if len(self.hpo.restarts) > self.restarts_seen:
+            self._restarted()
+        now = self.clock()
+        self.store.touch_segment(self.segment, now)
+        self._report(now)
+        return self.score(now)
+
+    def _fill_slots(self) -> None:
+        self.slots = self.executor.slots()
+        free = self.slots - len(self.in_flight)
+        for _ in range(max(free, 0)):
+            task = self.pending.pop(0) if self.pending else self._new_work()
+            self.in_flight[self._submit(task)] = task
+
+    def _submit(self, task: EpochTask | ScreenTask):
+        if isinstance(task, ScreenTask):
+            from aihpc.train.screen import screen_children
+
+            return self.executor.submit(screen_children, task, f"screen{task.screen_id}")
+        from aihpc.train.worker import run_epoch
+
+        return self.executor.submit(
+            run_epoch, task, f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}"
+        )
+
+    # -- proposals --------------------------------------------------------------------
+    def _new_work(self) -> EpochTask | ScreenTask:
+        """A new trial's first epoch; with screening, a screening of candidate children first."""
+        if self.config.screen and self.strategy is not None and self.next_id > 0:
+            return self._screen_task()
+        return self._new_trial_task()
+
+    def _screen_task(self) -> ScreenTask:
+        parent, children = self.proposer.children(self.config.screen)
+        # none is proposed again
+        self.proposer.seen_hashes.update(spec.content_hash() for spec, _, _ in children)
+        screen_id, self.next_screen = self.next_screen, self.next_screen + 1
+        self.screens[screen_id] = (parent, children)
+        self.parents.pin(parent)  # the chosen child's recipe names its weights
+        return ScreenTask(
+            screen_id=screen_id,
+            parent=parent,
+            candidates=tuple(s.to_dict() for s, _, _ in children),
+            data=self.data,
+            seed=screening.screen_seed(self.config.seed, screen_id),
+            device=self.layout.device if self.layout else "auto",
+            threads=self.layout.threads if self.layout else None,
+        )
+
+    def _new_trial_task(self, child: Child | None = None) -> EpochTask:
+        budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
+        trial = self.proposer.trial(self.next_id, budget, self.slots, child)
+        self.next_id += 1
+        self.running[trial.id] = trial
+        if trial.needs_parent():
+            self.parents.pin(trial.parent)
+        self.store.add_trial(
+            {
+                "id": trial.id,
+                "parent": trial.parent,
+                "arch_hash": trial.arch_hash,
+                "arch": trial.arch,
+                "parent_arch": trial.recipe.parent_arch if trial.recipe else None,
+                "morph": trial.morph,
+                "recipe": trial.recipe,
+                "hparams": trial.hparams.to_dict(),
+                "hpo_number": trial.hpo_number,
+                "budget": trial.budget,
+                "num_params": trial.num_params,
+                "t_created": self.clock(),
+            }
+        )
+        return self._task(trial, attempt=1)
+
+    def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
+        return EpochTask(
+            trial_id=trial.id,
+            epoch=trial.epochs_done + 1,
+            epochs=trial.budget,
+            arch=trial.arch,
+            hparams=trial.hparams,
+            data=self.data,
+            deadline=self.deadline,
+            seed=trial.seed,
+            weights_dir=self.weights_dir,
+            start=trial.weights,
+            morph=trial.recipe if trial.weights is None else None,
+            device=self.layout.device if self.layout else "auto",
+            threads=self.layout.threads if self.layout else None,
+            procs=self.config.procs_per_trial,
+            compile=self.config.compile,
+            attempt=attempt,
+        )
+
+    # -- results ----------------------------------------------------------------------
+    def _collect(self, future, task: EpochTask | ScreenTask) -> None:
+        if isinstance(task, ScreenTask):
+            self._collect_screening(future, task)
+            return
+        trial = self.running.get(task.trial_id)
+        if trial is None:
+            return
+        try:
+            result: EpochResult = future.result()
+        except Exception as exc:  # the worker died or the task was lost
+            self._lost(trial, task, exc)
+            return
+        self.store.add_epoch(result, task.attempt)
+        self.ops += result.ops
+        if result.status == "failed":
+            self._finish(trial, "failed", result.reason, result.traceback)
+            return
+        if result.status == "diverged":
+            self._finish(trial, "diverged", result.reason)
+            return
+        self._commit_weights(trial, result.weights)
+        if result.status == "deadline":
+            self._finish(trial, "deadline", None)
+            return
+        trial.epochs_done = task.epoch
+        self.epoch_counter += 1
+        self.epoch_seconds.append(result.t_end - result.t_start)
+        value = result.metrics[self.quality.metric]
+        good = self.quality.goodness(value)
+        if trial.best_goodness is None or good > trial.best_goodness:
+            trial.best_goodness, trial.best_epoch = good, task.epoch
+        self._better(value)
+        self.observer.epoch(self.epoch_counter, result, self.best)
+        if trial.epochs_done >= trial.budget:
+            self._finish(trial, "completed", None)
+        elif trial.epochs_done - trial.best_epoch >= self.config.patience:
+            self._finish(trial, "early_stopped", None)
+        else:
+            self.pending.insert(0, self._task(trial, attempt=1))
+
+    def _better(self, value: float) -> None:
+        """``value`` of the quality metric is the run's best if it beats the best so far."""
+        if self.best is None or self.quality.goodness(value) > self.quality.goodness(self.best):
+            self.best = value
+
+    def _lost(self, trial: LiveTrial, task: EpochTask, exc: Exception) -> None:
+        """``task``'s worker died or vanished: the epoch is sent again, or after ``max_attempts``
+        the trial fails; either way the loss is recorded (who, when, why)."""
+        requeue = task.attempt < self.config.max_attempts
+        loss = LostEpoch.of(exc, self.clock(), trial.id, task.epoch, task.attempt, requeue)
+        self.store.add_attempt(trial.id)
+        self.store.add_loss(loss)
+        if not requeue:
+            reason = f"{task.attempt} attempts failed; last: {loss.reason}"
+            self._finish(trial, "failed", reason, "".join(format_exception(exc)))
+            return
+        self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({loss.reason}); requeued")
+        self.pending.append(self._task(trial, attempt=task.attempt + 1))
+
+    def _restarted(self) -> None:
+        """Record the hyperparameter search processes restarted since the last call (the store's
+        ``helper_restarts``, over every segment of the run), and say so."""
+        new = self.hpo.restarts[self.restarts_seen :]
+        self.restarts_seen = len(self.hpo.restarts)
+        recorded = self.store.meta("helper_restarts", [])
+        self.store.set_meta("helper_restarts", recorded + [r.to_dict() for r in new])
+        for r in new:
+            self.observer.event(
+                f"hyperparameter search process {r.stream} (pid {r.pid}) {r.how}; restarted with "
+                f"{r.history} finished trials"
+            )
+
+    def _collect_screening(self, future, task: ScreenTask) -> None:
+        """Start the trial of the best-scored candidate (the first if the screening failed).
+
+        The screening is recorded in the store.
+        """
+        parent, children = self.screens.pop(task.screen_id)
+        result = screening.outcome(future, task, self.clock())
+        trial_id = None
+        if self.clock() < self.deadline:
+            spec, recipe, how = children[result.chosen if result.status == "ok" else 0]
+            first = self._new_trial_task((parent, spec, recipe, how))
+            self.pending.insert(0, first)
+            trial_id = first.trial_id
+        self.parents.unpin(parent)  # the trial, if one started, holds its own pin
+        record = screening.row(
+            task, result, [(spec.content_hash(), how) for spec, _, how in children], trial_id
+        )
+        self.store.add_screening(record)
+        self.ops += record["ops"]
+        self.observer.screening(record)
+
+    def _commit_weights(self, trial: LiveTrial, weights: WeightsRef | None) -> None:
+        """The trial continues from ``weights``; the file they supersede is deleted.
+
+        Nothing else can need it: children start only from finished trials,
+        whose last weights are never superseded.  A child's first weights
+        release its parent's pin.
+        """
+        needed_parent = trial.needs_parent()
+        old, trial.weights = trial.weights, weights or trial.weights
+        if old is not None and trial.weights != old:
+            Path(self.weights_dir, old.name).unlink(missing_ok=True)
+        if needed_parent and not trial.needs_parent():
+            self.parents.unpin(trial.parent)
+
+    def _finish(
+        self, trial: LiveTrial, status: str, reason: str | None, traceback: str | None = None
+    ) -> None:
+        self.running.pop(trial.id, None)
+        self.pending = [t for t in self.pending if t.trial_id != trial.id]
+        self.store.finish_trial(trial.id, status, self.clock(), reason, traceback)
+        self.hpo.tell(trial.hpo_number, trial.best_goodness)
+        if trial.needs_parent():
+            self.parents.unpin(trial.parent)
+        if trial.best_goodness is not None and trial.weights is not None:
+            self.parents.finished(
+                trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec
+            )
+        elif trial.weights is not None:  # no finished epoch: nothing can start from them
+            Path(self.weights_dir, trial.weights.name).unlink(missing_ok=True)
+        if status in ("failed", "diverged"):
+            self.observer.event(f"trial {trial.id} {status}: {reason}")
+
+    # -- resume -----------------------------------------------------------------------
+    def _restore(self) -> None:
+        """Rebuild the search's state from a store that already holds trials.
+
+        Finished trials are told to the hyperparameter search and given to
+        the parent pool in the order they finished, so the pool keeps what it
+        kept before; weight files that nothing names any more are deleted.  A
+        trial that was running when the previous master died continues from
+        its last finished epoch, with that epoch's weights and optimizer
+        state (without one, from its recipe, as a child's first epoch does).
+        """
+        self.ops = self.store.total_ops()
+        rows = {row.id: row for row in self.store.trials()}
+        if SEED_TRIAL in rows:
+            self.parents.add_seed(rows[SEED_TRIAL].arch)
+        ended = []
+        for row in rows.values():
+            values, weights = progress(self.store.epochs(row.id), self.quality.metric)
+            accs = [self.quality.goodness(v) for v in values]
+            best = max(accs) if accs else None
+            self.next_id = max(self.next_id, row.id + 1)
+            self.proposer.seen_hashes.add(row.arch_hash)
+            self.epoch_counter += len(accs)
+            for value in values:
+                self._better(value)
+            if row.status != "running":
+                ended.append((row, best, weights))
+                continue
+            hpo_number = self.hpo.resume(row.hparams.searched())
+            parent_arch = rows[row.parent].arch if row.parent is not None else None
+            seed = trial_seed(self.config.seed, row.id)
+            trial = resumed_trial(row, accs, weights, parent_arch, hpo_number, seed)
+            self.running[trial.id] = trial
+            self.pending.append(self._task(trial, attempt=1))
+            if trial.needs_parent():
+                self.parents.pin(trial.parent)
+        order = {trial_id: i for i, trial_id in enumerate(self.store.finish_order())}
+        for row, best, weights in sorted(ended, key=lambda e: (order.get(e[0].id, -1), e[0].id)):
+            self.hpo.restore(row.hparams.searched(), best)
+            if best is not None and weights is not None:
+                self.parents.finished(row.id, best, row.arch, weights)
+        self.parents.sweep({t.weights.name for t in self.running.values() if t.weights})
+
+    # -- progress ---------------------------------------------------------------------
+    def status(self, now: float) -> dict[str, Any]:
+        ops = self.ops
+        wall = now - self.run_start
+        return {
+            "t": wall,
+            "ops": ops,
+            "ops_per_second": ops / wall if wall > 0 else 0.0,
+            self.quality.best_key: self.best,
+            "trials_done": self.next_id - len(self.running),
+            "running": len(self.running),
+            "in_flight": len(self.in_flight),
+            "time_left": max(self.deadline - now, 0.0),
+        }
+
+    def _report(self, now: float) -> None:
+        value = self.status(now)
+        self.store.add_timeline(value["t"], value)
+        self.observer.report(value)
+
+    def score(self, now: float) -> Score:
+        peak = self.store.meta("peak_flops_per_s")
+        nominal = self.store.meta("nominal_peak_flops_per_s")
+        return compute_score(
+            ops=self.store.total_ops(),
+            wall_seconds=wall_seconds(self.store.segments()),
+            best=self.best,
+            quality=self.quality,
+            peak_flops_per_s=peak,
+            nominal_peak_flops_per_s=nominal,
+        )

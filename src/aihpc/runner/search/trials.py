@@ -1,0 +1,109 @@
+"""The master's trials: one in progress, and one rebuilt from the store when a run resumes."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from aihpc.base.config import RunConfig
+from aihpc.records.messages import Morph, WeightsRef
+from aihpc.records.rows import EpochRow, TrialRow
+from aihpc.records.trial import Hyperparameters
+
+
+@dataclass
+class LiveTrial:
+    """The master's view of a trial in progress."""
+
+    id: int
+    parent: int | None
+    arch: dict[str, Any]
+    arch_hash: str
+    morph: str
+    hparams: Hyperparameters
+    hpo_number: int
+    budget: int
+    num_params: int | None  # None in a store row that never recorded it
+    seed: int
+    recipe: Morph | None = None  # how a child's first epoch makes its starting weights
+    epochs_done: int = 0
+    best_goodness: float | None = None  # its best validation metric, higher better (the quality's)
+    best_epoch: int = 0
+    weights: WeightsRef | None = None  # the weights of the last epoch committed
+    spec: Any = None  # its ArchSpec, where the master has built it
+
+    def needs_parent(self) -> bool:
+        """Whether its next epoch starts from its parent's weights (through its recipe): a
+        child whose first epoch is not yet committed."""
+        return self.recipe is not None and self.weights is None
+
+
+def trial_seed(run_seed: int, trial_id: int) -> int:
+    """The seed of a trial's initialisation and data order, from the run's seed."""
+    return run_seed * 7919 + trial_id
+
+
+def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> int:
+    """Epochs for a new trial, ``left`` seconds before the deadline: from epochs_min early in the
+    run up to epochs_max at its end, but never more than fit in the time left.
+
+    A trial's learning rate decays over its budget, so one that the
+    deadline cuts short is never evaluated at the end of its schedule.
+    What fits is the time left over the median of the recent epochs'
+    durations ``epoch_seconds`` (at least one epoch).
+    """
+    c = config
+    progress = min(max(1.0 - left / (c.minutes * 60.0), 0.0), 1.0)
+    budget = min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
+    per_epoch = statistics.median(epoch_seconds) if epoch_seconds else 0.0
+    if per_epoch > 0:
+        budget = min(budget, max(1, int(left / per_epoch)))
+    return budget
+
+
+def progress(epochs: list[EpochRow], metric: str) -> tuple[list[float], WeightsRef | None]:
+    """A stored trial's values of the validation ``metric`` of its finished epochs, and its last
+    weights."""
+    values = [e.metrics[metric] for e in epochs if e.status == "ok"]
+    weights = next((e.weights for e in reversed(epochs) if e.weights is not None), None)
+    return values, weights
+
+
+def resumed_trial(
+    row: TrialRow,
+    accs: list[float],
+    weights: WeightsRef | None,
+    parent_arch: dict[str, Any] | None,
+    hpo_number: int,
+    seed: int,
+) -> LiveTrial:
+    """A trial that was running when the previous master died, after ``len(accs)`` finished epochs
+    whose goodness (the quality's, higher better) ``accs`` lists.
+
+    ``parent_arch``: its parent's architecture, from which a child whose first
+    epoch is still to be made from its recipe starts.
+    """
+    return LiveTrial(
+        id=row.id,
+        parent=row.parent,
+        arch=row.arch,
+        arch_hash=row.arch_hash,
+        morph=row.morph,
+        hparams=row.hparams,
+        hpo_number=hpo_number,
+        budget=row.budget,
+        num_params=row.num_params,
+        seed=seed,
+        recipe=_recipe(row.recipe, parent_arch) if row.recipe is not None else None,
+        epochs_done=len(accs),
+        best_goodness=max(accs) if accs else None,
+        best_epoch=accs.index(max(accs)) + 1 if accs else 0,
+        weights=weights,
+    )
+
+
+def _recipe(saved: dict[str, Any], parent_arch: dict[str, Any] | None) -> Morph:
+    """A child's morph recipe as the store keeps it, with its parent's architecture."""
+    parent_weights = WeightsRef(**saved["parent_weights"]) if saved["parent_weights"] else None
+    return Morph(**{**saved, "parent_arch": parent_arch, "parent_weights": parent_weights})
