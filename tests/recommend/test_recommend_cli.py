@@ -311,3 +311,36 @@ def test_calibrate_refits_the_shipped_matcher_from_its_observations(tmp_path, ca
     assert f"--observations {shipped}" in refit.provenance["refit"]
     assert refit.provenance["command"] == original.provenance["command"]
     assert json.loads(out.read_text())["kind"] == "recommend-calibration"
+
+
+def test_each_form_has_its_own_defaults_and_an_option_before_the_form_is_kept():
+    from aihpc.cli import build_parser
+    from aihpc.cli import recommend as cli
+    from aihpc.recommend.ranking import MARGIN
+    from aihpc.recommend.tasks import STEPS
+
+    assert (cli.STEPS, cli.MARGIN) == (STEPS, MARGIN)
+    parse = build_parser().parse_args
+    plain, cal, val = (
+        parse(["recommend"]),
+        parse(["recommend", "calibrate"]),
+        parse(["recommend", "validate"]),
+    )
+    assert (plain.seed, str(plain.out), plain.margin, plain.json) == (
+        0,
+        "recommend.json",
+        MARGIN,
+        False,
+    )
+    assert (cal.seed, cal.steps, str(cal.out)) == (0, STEPS, "recommend-calibration.json")
+    assert (val.seed, val.steps, str(val.out)) == (100, None, "recommend-validation.json")
+    before = parse(["recommend", "--seed", "0", "--json", "--out", "x.json", "validate"])
+    assert (before.seed, before.json, str(before.out)) == (0, True, "x.json")
+    both = parse(["recommend", "--seed", "3", "validate", "--seed", "100"])
+    assert both.seed == 100
+    assert cli._calibrate_command(cal) == (
+        "aihpc recommend calibrate --seeds 1 --workers "
+        f"{cal.workers} --matcher-out recommend-matcher.json --out recommend-calibration.json"
+    )
+    given = parse(["recommend", "calibrate", "--seed", "0"])
+    assert "--seed 0" in cli._calibrate_command(given)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from aihpc.base.errors import ConfigError
+from aihpc.base.spread import spread
 from aihpc.roofline import bandwidth
 from aihpc.roofline.bandwidth import (
     BandwidthResult,
@@ -65,7 +66,7 @@ def test_small_measurement_is_fast_and_consistent(kernel: str) -> None:
     assert (
         r.bytes_per_s > 1e6
     )  # 1 MB/s: 2 threads on 2 oversubscribed cores once gave 0.13 GB/s here
-    assert r.spread == pytest.approx((r.max_bytes_per_s - r.min_bytes_per_s) / r.bytes_per_s)
+    assert r.spread == pytest.approx(spread(r.repeats))
     d = r.to_dict()
     assert json.loads(json.dumps(d)) == d and d["repeats"] == list(r.repeats)
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from aihpc.base.errors import ConfigError
+from aihpc.base.spread import SPREAD_WARNING, spread
 from aihpc.roofline import peak
 from aihpc.roofline.kernels import Kernel, candidate_kernels, conv_flops, conv_kernel, matmul_kernel
 from aihpc.roofline.peak import PeakResult, matmul_flops, measure_peak, search_peak, summarise
@@ -45,8 +46,8 @@ def test_measure_peak_cpu_plausible() -> None:
     assert r.flops_per_call == 2 * 256**3
     assert r.calls_per_repeat >= 1
     assert r.threads == torch.get_num_threads()
-    assert r.spread == pytest.approx((r.max_flops_per_s - r.min_flops_per_s) / r.flops_per_s)
-    assert (r.warning is None) == (r.spread <= peak.RANGE_SPREAD_WARNING)
+    assert r.spread == pytest.approx(spread(r.repeats))
+    assert (r.warning is None) == (r.spread <= SPREAD_WARNING)
     d = r.to_dict()
     assert json.loads(json.dumps(d)) == d
     assert d["repeats"] == list(r.repeats)
@@ -77,13 +78,19 @@ def test_flop_rate_from_deterministic_clock(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_summarise_median_spread_and_warning() -> None:
-    median, lo, hi, spread, warning = summarise([10.0, 10.4, 10.2])
+    median, lo, hi, value, warning = summarise([10.0, 10.4, 10.2])
     assert (median, lo, hi) == (10.2, 10.0, 10.4)
-    assert spread == pytest.approx(0.4 / 10.2)
+    assert value == pytest.approx(0.2 / 10.2)  # quartiles 10.1 and 10.3
     assert warning is None
-    median, lo, hi, spread, warning = summarise([10.0, 12.0, 11.0, 11.0])
-    assert median == 11.0 and spread == pytest.approx(2.0 / 11.0)
-    assert warning is not None and "18%" in warning
+    median, lo, hi, value, warning = summarise([9.0, 12.0, 11.0, 11.0, 13.0])
+    assert median == 11.0 and value == pytest.approx(1.0 / 11.0)  # 13 alone does not warn
+    assert warning is None
+    median, lo, hi, value, warning = summarise([9.0, 10.0, 11.0, 13.0, 13.0])
+    assert median == 11.0 and value == pytest.approx(3.0 / 11.0)
+    assert warning == (
+        "peak: the 5 repeats' FLOP/s spread over 27% of the median (IQR / median > 10%): "
+        "the machine was busy or its clocks changed; treat it as unreliable"
+    )
     with pytest.raises(ConfigError):
         summarise([])
 

@@ -24,8 +24,8 @@ each begun by an untimed barrier so that the ranks start together:
   all-reduce alone.
 
 Per step the slowest rank counts; the figures are medians over the steps,
-``step_spread`` the IQR / median of the DDP steps.  ``overlap_s = compute_s
-+ allreduce_s - step_s`` is the communication DDP hid behind the backward
+``step_spread`` the IQR / median of the DDP steps (:mod:`aihpc.base.spread`).
+``overlap_s = compute_s + allreduce_s - step_s`` is the communication DDP hid behind the backward
 pass (negative: the DDP step cost more than its parts, e.g. bucket copies;
 reported as measured).  Throughput is ``procs * batch / step_s`` samples/s,
 the scaling efficiency ``throughput_N / (N * throughput_1)``.
@@ -75,8 +75,9 @@ import torch
 
 from aihpc.base.checks import integer
 from aihpc.base.errors import ConfigError
+from aihpc.base.spread import spread as spread_of
+from aihpc.base.spread import spread_warning
 from aihpc.bench.distributed_launch import Launcher, RankReport, launch
-from aihpc.bench.timing import IQR_SPREAD_WARNING
 
 VOLUME_CALLS = 10
 """All-reduces of the gradient buffer between the byte-counter readings."""
@@ -236,17 +237,8 @@ def step_times(samples: list[list[float]], procs: int, batch: int) -> StepTimes:
     """Medians of per-step ``[ddp step s, compute s, all-reduce s]`` rows (the slowest rank's
     each)."""
     ddp, compute, comm = (statistics.median(column) for column in zip(*samples, strict=True))
-    quartiles = (
-        statistics.quantiles([row[0] for row in samples], n=4) if len(samples) > 1 else [ddp] * 3
-    )
-    iqr = quartiles[2] - quartiles[0]
-    spread = iqr / ddp if ddp > 0 else float("inf")
-    warning = None
-    if spread > IQR_SPREAD_WARNING:
-        warning = (
-            f"{procs} process(es): the step times spread over {spread:.0%} of the median "
-            f"(> {IQR_SPREAD_WARNING:.0%}); the machine was busy"
-        )
+    spread = spread_of([row[0] for row in samples])
+    warning = spread_warning(f"{procs} process(es)", f"{len(samples)} step times", spread)
     return StepTimes(
         procs=procs,
         step_s=ddp,

@@ -5,8 +5,9 @@ allocate, pick kernels, fill caches), then lets ``torch.utils.benchmark``'s
 ``Timer.adaptive_autorange`` repeat blocks of calls until the median is
 stable (interquartile range within ``threshold`` of the median) or the time
 runs out.  ``torch.utils.benchmark`` synchronises CUDA around each block, so
-queued kernels are inside the timed interval.  The spread reported is the
-IQR over the median; past :data:`IQR_SPREAD_WARNING` the timing carries a warning.
+queued kernels are inside the timed interval.  The spread reported is
+:func:`aihpc.base.spread.spread` of the blocks (IQR over the median); past
+:data:`aihpc.base.spread.SPREAD_WARNING` the timing carries a warning.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-IQR_SPREAD_WARNING = 0.10
-"""IQR / median above which a timing is flagged as unreliable."""
+from aihpc.base.spread import spread as spread_of
+from aihpc.base.spread import spread_warning
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Timing:
 
     ``spread`` is ``iqr / median``; ``blocks`` how many timed blocks,
     ``calls`` the calls they held in all; ``warning`` a sentence when the
-    spread exceeds :data:`IQR_SPREAD_WARNING` (None otherwise).
+    spread exceeds :data:`aihpc.base.spread.SPREAD_WARNING` (None otherwise).
     """
 
     median: float
@@ -67,13 +68,8 @@ def measure(
         threshold=threshold, min_run_time=min_run_time, max_run_time=max_run_time
     )
     median, iqr = float(m.median), float(m.iqr)
-    spread = iqr / median if median > 0 else float("inf")
-    warning = None
-    if spread > IQR_SPREAD_WARNING:
-        warning = (
-            f"{label or 'timing'}: the timed blocks spread over {spread:.0%} of the median "
-            f"(> {IQR_SPREAD_WARNING:.0%}); the machine was busy or the clocks changed"
-        )
+    spread = spread_of(m.times)  # iqr / median, as torch's
+    warning = spread_warning(label or "timing", f"{len(m.times)} timed blocks", spread)
     return Timing(
         median=median,
         iqr=iqr,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 
+from aihpc.cli.options import add_device
 from aihpc.cli.output import add_output_arguments
 
 
@@ -31,9 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup", type=int, default=3, help="untimed warm-up steps before them (default 3)"
     )
-    parser.add_argument(
-        "--device", default="auto", help="cpu (gloo), cuda (NCCL) or auto (default)"
-    )
+    add_device(parser, "cpu (gloo), cuda (NCCL) or auto (default)")
     parser.add_argument(
         "--threads-per-rank",
         type=int,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.base.errors import ConfigError
+from aihpc.cli.options import add_device, add_dtype, add_roofline
 from aihpc.cli.output import add_output_arguments
 
 
@@ -43,10 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="both",
         help="forward only in eval mode, forward+backward in train mode, or both (default)",
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument(
-        "--dtype", default="float32", help="float32 (default), bfloat16 or float16 (autocast)"
-    )
+    add_device(parser)
+    add_dtype(parser, "float32 (default), bfloat16 or float16 (autocast)", default="float32")
     parser.add_argument(
         "--depth",
         type=int,
@@ -65,13 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--top", type=int, default=10, help="layers shown in the table, slowest first (default 10)"
     )
-    parser.add_argument(
-        "--roofline",
-        metavar="FILE",
-        type=Path,
-        default=None,
-        help="the peaks of `aihpc roofline` to use instead of measuring them now",
-    )
+    add_roofline(parser)
     add_output_arguments(parser, "bench-network.json")
 
 

@@ -22,20 +22,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from aihpc.base.checks import integer
 from aihpc.base.errors import ConfigError, VerificationFailed
+from aihpc.cli.options import add_device, add_dtypes, add_roofline
 from aihpc.cli.output import add_output_arguments, emit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument(
-        "--dtype",
-        action="append",
-        metavar="DTYPE",
-        help="float32, bfloat16 or float16; repeat for several "
+    add_device(parser)
+    add_dtypes(
+        parser,
+        "float32, bfloat16 or float16; repeat for several "
         "(default: every dtype the device supports)",
     )
     parser.add_argument(
@@ -54,13 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="multiply the batch size of every shape by N (default 1; e.g. larger on a GPU)",
     )
-    parser.add_argument(
-        "--roofline",
-        metavar="FILE",
-        type=Path,
-        default=None,
-        help="the peaks of `aihpc roofline` to use instead of measuring them now",
-    )
+    add_roofline(parser)
     add_output_arguments(parser, "bench-operators.json")
 
 

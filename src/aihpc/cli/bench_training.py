@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from aihpc.cli.options import add_device
 from aihpc.cli.output import add_output_arguments
 
 
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lr", type=float, default=0.05, help="learning rate of SGD with momentum (default 0.05)"
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    add_device(parser)
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the weights and the data order (default 0)"
     )

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from aihpc.base.errors import ConfigError
+from aihpc.cli.options import add_device, add_dtype
 
 SCENARIOS = ("offline", "server", "single-stream")  # aihpc.infer.loadgen.SCENARIOS
 
@@ -39,11 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=SCENARIOS,
         help="a LoadGen scenario (repeat for several; default all three)",
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument(
-        "--dtype",
+    add_device(parser)
+    add_dtype(
+        parser,
+        "the served precision (default bfloat16 on a GPU, float32 on the CPU)",
         choices=("float32", "bfloat16", "float16"),
-        help="the served precision (default bfloat16 on a GPU, float32 on the CPU)",
     )
     parser.add_argument(
         "--seconds",

@@ -13,6 +13,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from aihpc.cli.options import add_device, add_roofline
 from aihpc.cli.output import add_output_arguments
 
 
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="sgd",
         help="SGD with momentum 0.9 (default) or AdamW",
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    add_device(parser)
     parser.add_argument(
         "--sweep",
         choices=("none", "resolution", "batch", "seq-len"),
@@ -50,12 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the sweep's values (default: around the configured one: 1/4, 1/2, 1, 2 times "
         "for batch and seq-len; 1/2, 3/4, 1, 5/4 times for resolution)",
     )
-    parser.add_argument(
-        "--roofline",
-        metavar="FILE",
-        type=Path,
-        default=None,
-        help="the float32 peak from this `aihpc roofline` result (default: measured after the "
+    add_roofline(
+        parser,
+        "the float32 peak from this `aihpc roofline` result (default: measured after the "
         "profile, as `aihpc roofline` measures it)",
     )
     parser.add_argument(

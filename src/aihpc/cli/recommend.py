@@ -29,6 +29,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from aihpc.base.errors import ConfigError
 from aihpc.cli.output import emit
@@ -38,11 +39,66 @@ from aihpc.cli.output import emit
 #: thread and 51 s with two under load: small kernels gain nothing from a
 #: second thread and lose much when the other core is busy.
 THREADS = 1
-DEFAULT_OUT = {
-    None: "recommend.json",
-    "calibrate": "recommend-calibration.json",
-    "validate": "recommend-validation.json",
-}
+STEPS = 100
+"""Training steps per candidate: :data:`aihpc.recommend.tasks.STEPS` (not imported: torch)."""
+MARGIN = 0.01
+"""Accuracy a cheaper pick may give up: :data:`aihpc.recommend.ranking.MARGIN`."""
+GIVEN = "_given"
+"""The attribute of the parsed options naming those given on the command line."""
+
+
+class _Given(argparse._StoreAction):
+    """Store the value and note that it was given (not defaulted)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _note(namespace, self.dest)
+
+
+class _GivenTrue(argparse._StoreTrueAction):
+    """``store_true`` that notes that it was given."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _note(namespace, self.dest)
+
+
+def _note(namespace: argparse.Namespace, dest: str) -> None:
+    setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {dest})
+
+
+class _Forms(argparse._SubParsersAction):
+    """The forms: each has its own defaults, and an option of every form given before the
+    form's name (``recommend --seed 3 calibrate``) is kept unless the form's own gives it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        before: frozenset[str] = getattr(namespace, GIVEN, frozenset())
+        kept = {dest: getattr(namespace, dest) for dest in before}
+        vars(namespace).pop(GIVEN, None)
+        super().__call__(parser, namespace, values, option_string)
+        own: frozenset[str] = getattr(namespace, GIVEN, frozenset())
+        for dest, value in kept.items():
+            if dest not in own:
+                setattr(namespace, dest, value)
+        setattr(namespace, GIVEN, before | own)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +138,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a fitted matcher file (default: the one shipped with aihpc)",
     )
-    _common(parser, "recommend.json", form=False)
-    sub = parser.add_subparsers(dest="form", metavar="{calibrate,validate}", required=False)
+    _common(parser, seed=0, out="recommend.json")
+    sub = parser.add_subparsers(
+        dest="form", metavar="{calibrate,validate}", required=False, action=_Forms
+    )
     _calibrate_arguments(
         sub.add_parser("calibrate", help="fit the matcher on briefly trained candidates")
     )
@@ -95,7 +153,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _calibrate_arguments(cal: argparse.ArgumentParser) -> None:
     """The options of ``aihpc recommend calibrate``."""
     cal.add_argument(
-        "--steps", type=int, default=None, help="training steps per candidate (default 100)"
+        "--steps",
+        type=int,
+        default=STEPS,
+        action=_Given,
+        help=f"training steps per candidate (default {STEPS})",
     )
     cal.add_argument(
         "--seeds", type=int, default=1, help="training seeds per candidate (default 1)"
@@ -115,13 +177,16 @@ def _calibrate_arguments(cal: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write the fitted matcher (default recommend-matcher.json)",
     )
-    _common(cal, "recommend-calibration.json")
+    _common(cal, seed=0, out="recommend-calibration.json")
 
 
 def _validate_arguments(val: argparse.ArgumentParser) -> None:
     """The options of ``aihpc recommend validate``."""
     val.add_argument(
-        "--steps", type=int, default=None, help="training steps per candidate (default 100)"
+        "--steps",
+        type=int,
+        default=None,
+        help=f"training steps per candidate (default {STEPS}; 5 with --fast)",
     )
     val.add_argument(
         "--seeds", type=int, default=2, help="training seeds per candidate (default 2, >= 2)"
@@ -148,7 +213,7 @@ def _validate_arguments(val: argparse.ArgumentParser) -> None:
         help="a seconds-long smoke run: one task, 3 candidates per set, 5 steps",
     )
     _workers(val)
-    _common(val, "recommend-validation.json")
+    _common(val, seed=100, out="recommend-validation.json")
 
 
 def _workers(parser: argparse.ArgumentParser) -> None:
@@ -177,29 +242,30 @@ def _data_options(items: list[str]) -> dict:
     return options
 
 
-def _common(parser: argparse.ArgumentParser, default_out: str, form: bool = True) -> None:
-    """Options of every form.  A form's own copies default to SUPPRESS, so the value given
-    before or after the form's name is the one used (argparse lets a subparser's defaults
-    overwrite the parent's)."""
-    default = argparse.SUPPRESS if form else None
-    parser.add_argument("--seed", type=int, default=default, help="seed (default 0; validate: 100)")
+def _common(parser: argparse.ArgumentParser, seed: int, out: str) -> None:
+    """Options of every form, with the form's defaults (each notes when it is given: see
+    :class:`_Forms`)."""
+    parser.add_argument(
+        "--seed", type=int, default=seed, action=_Given, help=f"seed (default {seed})"
+    )
     parser.add_argument(
         "--margin",
         type=float,
-        default=default,
-        help="accuracy a cheaper pick may give up against the best prediction (default 0.01)",
+        default=MARGIN,
+        action=_Given,
+        help=f"accuracy a cheaper pick may give up against the best prediction (default {MARGIN})",
     )
     parser.add_argument(
         "--out",
         metavar="FILE",
         type=Path,
-        default=default,
-        help=f"the versioned JSON result file (default: {default_out})",
+        default=Path(out),
+        action=_Given,
+        help=f"the versioned JSON result file (default: {out})",
     )
     parser.add_argument(
         "--json",
-        action="store_true",
-        default=argparse.SUPPRESS if form else False,
+        action=_GivenTrue,
         help="print the JSON document instead of the table",
     )
 
@@ -212,7 +278,7 @@ def _check(args: argparse.Namespace) -> None:
         ]
         if value is not None and value < low:
             raise ConfigError(f"--{name} must be >= {low}, got {value}")
-    if args.margin is not None and not 0 <= args.margin <= 1:
+    if not 0 <= args.margin <= 1:
         raise ConfigError(f"--margin must be in [0, 1], got {args.margin}")
     if getattr(args, "budget_ops", None) is not None and args.budget_ops <= 0:
         raise ConfigError(f"--budget-ops must be > 0, got {args.budget_ops:g}")
@@ -223,8 +289,6 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.form is None and args.dataset is None:
         raise ConfigError("give --dataset NAME (or the form: aihpc recommend calibrate|validate)")
-    # The parent's and a form's options share names; a form's defaults are None, filled here.
-    args.out = args.out or Path(DEFAULT_OUT[args.form])
     import torch
 
     torch.set_num_threads(THREADS)
@@ -238,21 +302,22 @@ def run(args: argparse.Namespace) -> int:
 def _recommend(args: argparse.Namespace) -> int:
     from aihpc.recommend import matcher as matching
     from aihpc.recommend.candidates import resolve
-    from aihpc.recommend.ranking import MARGIN, rank
+    from aihpc.recommend.ranking import rank
     from aihpc.recommend.report import format_recommendation
     from aihpc.recommend.tasks import from_dataset
 
-    seed = 0 if args.seed is None else args.seed
     matcher = matching.load(args.matcher)
-    task = from_dataset(args.dataset, args.data_path, seed=seed, **_data_options(args.data_option))
+    task = from_dataset(
+        args.dataset, args.data_path, seed=args.seed, **_data_options(args.data_option)
+    )
     candidates = resolve(args.candidates, task.input_shape, task.num_classes)
     rec = rank(
         task,
         candidates,
         matcher,
-        margin=MARGIN if args.margin is None else args.margin,
+        margin=args.margin,
         budget_ops=args.budget_ops,
-        seed=seed,
+        seed=args.seed,
     )
     return emit(args, "recommend", rec.to_dict(), format_recommendation(rec))
 
@@ -266,7 +331,6 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     from aihpc.base.fileio import atomic_write
     from aihpc.recommend.calibrate import calibrate, format_matcher, refit
-    from aihpc.recommend.tasks import STEPS
 
     if args.matcher_out.parent and not args.matcher_out.parent.is_dir():
         raise ConfigError(
@@ -276,8 +340,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         matcher, observations = refit(args.observations, _calibrate_command(args))
     else:
         matcher, observations = calibrate(
-            seed=0 if args.seed is None else args.seed,
-            steps=args.steps or STEPS,
+            seed=args.seed,
+            steps=args.steps,
             seeds=args.seeds,
             workers=args.workers,
             command=_calibrate_command(args),
@@ -293,10 +357,14 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _calibrate_command(args: argparse.Namespace) -> str:
-    """The calibration as a command line, from the parsed options: the matcher's provenance."""
+    """The calibration as a command line, from the parsed options: the matcher's provenance
+    (``--seed`` and ``--steps`` where they were given)."""
     parts = ["aihpc", "recommend", "calibrate"]
+    given: frozenset[str] = getattr(args, GIVEN, frozenset())
     for flag in ("seed", "steps", "seeds", "workers", "observations", "matcher_out", "out"):
         value = getattr(args, flag)
+        if flag in ("seed", "steps") and flag not in given:
+            continue
         if value is not None:
             parts += [f"--{flag.replace('_', '-')}", str(value)]
     return shlex.join(parts)
@@ -314,11 +382,9 @@ def _calibration(args: argparse.Namespace) -> list:
 
 def _validate(args: argparse.Namespace) -> int:
     from aihpc.recommend.families import validation_tasks
-    from aihpc.recommend.ranking import MARGIN
-    from aihpc.recommend.tasks import STEPS
     from aihpc.recommend.validate import format_validation, rejudge_file, validate
 
-    margin = MARGIN if args.margin is None else args.margin
+    margin = args.margin
     calibration = _calibration(args)
     if args.observations is not None:
         result, held_out = rejudge_file(calibration, args.observations, margin=margin)
@@ -328,7 +394,7 @@ def _validate(args: argparse.Namespace) -> int:
             calibration,
             seeds=args.seeds,
             steps=args.steps or (5 if args.fast else STEPS),
-            base_seed=100 if args.seed is None else args.seed,
+            base_seed=args.seed,
             margin=margin,
             workers=args.workers,
             progress=None if args.json else _progress,

@@ -6,16 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from aihpc.cli.options import add_device, add_dtypes
 from aihpc.cli.output import add_output_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument(
-        "--dtype",
-        action="append",
-        metavar="DTYPE",
-        help="peak dtypes (float64, float32, tf32 on CUDA, bfloat16, float16); repeat for "
+    add_device(parser)
+    add_dtypes(
+        parser,
+        "peak dtypes (float64, float32, tf32 on CUDA, bfloat16, float16); repeat for "
         "several (default: float32 and bfloat16 on CPU; float32, tf32, bfloat16, float16 on CUDA)",
     )
     parser.add_argument(

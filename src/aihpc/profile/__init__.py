@@ -29,7 +29,7 @@ model ``lstm_lm`` and the Transformer ``transformer_small``.
      "phases": {"data": {"seconds": s, "share": f}, ...},   # mean s/step; share of the mean step
      "step_seconds": s,                                     # median of the profiled steps
      "step_seconds_each": [s, ...],
-     "step_spread": f,                                      # (slowest - fastest) / median
+     "step_spread": f,                                      # IQR / median (aihpc.base.spread)
      "operators": [{"type": "convolution", "seconds": s,   # self time per step, slowest first
                     "share": f, "calls": n}, ...],          # share of the mean step; calls per step
      "ops": {"forward": n, "backward": n, "total": n,       # counted, forward + loss + backward

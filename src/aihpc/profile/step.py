@@ -46,6 +46,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from aihpc import models
 from aihpc.base.checks import integer, is_integer
 from aihpc.base.errors import ConfigError
+from aihpc.base.spread import spread as spread_of
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 OPTIMIZERS = ("sgd", "adamw")
@@ -317,8 +318,8 @@ class StepTiming:
 
     @property
     def spread(self) -> float:
-        """(slowest - fastest) / median step; 0 for a single step."""
-        return (max(self.step_seconds) - min(self.step_seconds)) / self.median
+        """IQR / median of the steps (:func:`aihpc.base.spread.spread`); 0 for a single step."""
+        return spread_of(self.step_seconds)
 
 
 def _counted_type(name: str) -> str | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aihpc.base.fmt import format_si
+from aihpc.base.spread import spread_warning
 from aihpc.profile.characterise import Profile
 from aihpc.profile.sweep import AXIS_LABELS
-from aihpc.roofline.peak import RANGE_SPREAD_WARNING
 
 MIB = 2**20
 OPERATOR_ROWS = 12
@@ -116,9 +116,7 @@ def format_profile(p: Profile) -> str:
         f"{ops} counted (forward + loss + backward) -> {rate}",
     ]
     head += _peak(p)
-    if t.spread > RANGE_SPREAD_WARNING:
-        head.append(
-            f"warning: the steps' times spread over {100 * t.spread:.0f}% of the median "
-            "(a busy machine?); more --steps give a steadier median"
-        )
+    warning = spread_warning("profile", f"{len(t.step_seconds)} steps' times", t.spread)
+    if warning is not None:
+        head.append(f"warning: {warning}; more --steps give a steadier median")
     return "\n".join([*head, "", *_phases(p), "", *_operators(p), "", *_memory(p), *_sweep(p)])

@@ -20,7 +20,7 @@ machine's 105 MiB L3 gives 2**26 (512 MiB per array).  An explicit smaller
 
 Timing is as in :mod:`aihpc.roofline.peak`: a warm-up call apart (first touch
 of the pages), the device synchronised around each repeat, the median of the
-repeats reported with the spread ``(max - min) / median``.  After timing, the
+repeats reported with the spread IQR / median (:mod:`aihpc.base.spread`).  After timing, the
 target array is checked against the value STREAM expects, as STREAM does.
 """
 
@@ -36,6 +36,7 @@ import torch
 
 from aihpc.base.checks import integer, number
 from aihpc.base.errors import ConfigError, OutOfMemory
+from aihpc.base.spread import STATISTIC
 from aihpc.machine.devices import resolve_device
 from aihpc.roofline.peak import summarise
 
@@ -65,7 +66,7 @@ class BandwidthResult:
     """One measured STREAM kernel.
 
     ``bytes_per_s`` is the median over the timed repeats (bytes/s of each, in
-    order, in ``repeats``); ``spread`` is ``(max - min) / median``;
+    order, in ``repeats``); ``spread`` is IQR / median (:mod:`aihpc.base.spread`);
     ``bytes_per_call`` follows :func:`bytes_per_call`; ``cache_bytes`` is the
     last-level cache the size rule was checked against (None where unknown);
     ``warning`` is one or more sentences ("; "-joined), else None.
@@ -86,9 +87,11 @@ class BandwidthResult:
     warning: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict of all fields (``repeats`` as a list)."""
+        """A JSON-serialisable dict of all fields (``repeats`` as a list) and
+        ``spread_statistic``, the statistic of ``spread``."""
         d = asdict(self)
         d["repeats"] = list(self.repeats)
+        d["spread_statistic"] = STATISTIC
         return d
 
 

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from aihpc.base.checks import number
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.base.fmt import format_si
+from aihpc.base.spread import STATISTIC
+from aihpc.base.spread import spread as spread_of
 from aihpc.roofline.model import Roofline, RooflinePoint
 from aihpc.scoring.peak import NominalPeak, PeakResult
 
@@ -250,7 +252,7 @@ def format_table(data: dict[str, Any]) -> str:
         element_bytes = r["bytes_per_call"] // r["elements"]
         detail = f"{r['elements']} float64 per array, {element_bytes} bytes per element"
         lines.append(
-            _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), r["spread"], detail)
+            _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), _spread(r), detail)
         )
     if nominal:
         lines += ["", "nominal peaks (the hardware's figures):", *nominal]
@@ -288,6 +290,14 @@ def _nominal_line(nominal: NominalPeak) -> str:
     line = f"  {nominal.dtype:<10} {format_si(nominal.flops_per_s, 'FLOP/s')}"
     line += f" = {nominal.derivation}" if nominal.derivation else ""
     return line + (f" ({nominal.note})" if nominal.note else "")
+
+
+def _spread(record: dict[str, Any]) -> float:
+    """A bandwidth's spread: recomputed from its repeats where it was written as the range
+    (no ``spread_statistic``: a file from before :mod:`aihpc.base.spread`)."""
+    if record.get("spread_statistic") == STATISTIC or not record.get("repeats"):
+        return float(record["spread"])
+    return spread_of(record["repeats"])
 
 
 def _row(name: str, rate: str, spread: float, detail: str) -> str:

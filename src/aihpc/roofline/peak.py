@@ -18,8 +18,9 @@ The procedure of one measurement (:func:`measure_kernel`):
 3. time ``repeats`` repeats, each bracketed by a device synchronisation
    (``torch.cuda.synchronize`` on CUDA) so queued kernels are inside the
    measured interval;
-4. report the median FLOP/s, the min/max, and the relative spread
-   ``(max - min) / median``; a spread above :data:`RANGE_SPREAD_WARNING` (10 %) sets
+4. report the median FLOP/s, the min/max, and the spread of the repeats,
+   :func:`aihpc.base.spread.spread` (IQR / median); a spread above
+   :data:`aihpc.base.spread.SPREAD_WARNING` (10 %) sets
    :attr:`PeakResult.warning`, because the peak is then unreliable (busy
    machine, throttling, turbo changes).
 
@@ -46,13 +47,11 @@ import torch
 
 from aihpc.base.checks import integer
 from aihpc.base.errors import ConfigError, OutOfMemory
+from aihpc.base.spread import spread as spread_of
+from aihpc.base.spread import spread_warning
 from aihpc.machine.devices import resolve_device
 from aihpc.roofline import kernels
 from aihpc.scoring.peak import KernelRate, NominalPeak, PeakResult
-
-RANGE_SPREAD_WARNING = 0.10
-"""Relative range ``(max - min) / median`` of repeated measurements above which a result
-carries a warning (a peak, a bandwidth, profile's step times)."""
 
 DEFAULT_SIZE: dict[str, int] = {"cpu": 1024, "cuda": 8192}
 """Default matrix side ``n`` per device type."""
@@ -95,23 +94,18 @@ def summarise(
 ) -> tuple[float, float, float, float, str | None]:
     """``(median, min, max, spread, warning)`` of per-repeat ``rates``.
 
-    ``spread = (max - min) / median``; ``warning`` is None unless the spread
-    exceeds :data:`RANGE_SPREAD_WARNING`.  ``unit`` (e.g. "FLOP/s", "bytes/s") and
-    ``subject`` (e.g. "peak", "bandwidth") only word the warning.
+    ``spread`` is :func:`aihpc.base.spread.spread` (IQR / median); ``warning``
+    is None unless it exceeds :data:`aihpc.base.spread.SPREAD_WARNING`.  ``unit``
+    (e.g. "FLOP/s", "bytes/s") and ``subject`` (e.g. "peak", "bandwidth") only
+    word the warning.
     """
     if not rates:
         raise ConfigError("need at least one repeat to summarise, got 0")
     median = float(statistics.median(rates))
     lo, hi = float(min(rates)), float(max(rates))
-    spread = (hi - lo) / median if median > 0 else math.inf
-    warning = None
-    if spread > RANGE_SPREAD_WARNING:
-        warning = (
-            f"{unit} of the {len(rates)} repeats spread over {spread:.0%} of the median "
-            f"(> {RANGE_SPREAD_WARNING:.0%}): the machine was busy or its clocks changed; "
-            f"treat this {subject} as unreliable"
-        )
-    return median, lo, hi, spread, warning
+    value = spread_of(rates)
+    warning = spread_warning(subject, f"{len(rates)} repeats' {unit}", value)
+    return median, lo, hi, value, warning
 
 
 def measure_peak(

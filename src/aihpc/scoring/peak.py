@@ -16,6 +16,13 @@ it once the run has ended.  Each record is frozen, checked on construction (a
 with ``from_dict``; a peak written before the kernel search (a matmul's
 ``size``, ``matmuls_per_repeat``, ``flops_per_matmul``; no nominal) reads as
 the matmul it was.
+
+A peak's ``spread`` is :func:`aihpc.base.spread.spread` of its repeats (IQR /
+median), and its dict says so (``spread_statistic``); a dict without it was
+written when the spread was the range ``(max - min) / median``, and its spread
+is recomputed from its ``repeats`` (the warning it recorded is kept as
+written).  A worker's and the run's ``spread`` (the largest of their parts')
+are recomputed alike, so old and new files mean the same by it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from typing import Any
 
 from aihpc.base.checks import integer, number
 from aihpc.base.errors import DataError
+from aihpc.base.spread import STATISTIC
+from aihpc.base.spread import spread as spread_of
 
 
 def _fields(cls: type, data: dict[str, Any], what: str) -> dict[str, Any]:
@@ -117,9 +126,9 @@ class PeakResult:
     """One measured peak: the fastest kernel's rate, timed in repeats.
 
     ``flops_per_s`` is the median over ``repeats`` (FLOP/s of each timed
-    repeat, in order) of ``kernel``; ``spread`` is ``(max - min) / median``;
-    ``warning`` is a sentence when the spread exceeds
-    :data:`aihpc.roofline.peak.RANGE_SPREAD_WARNING`, else None.
+    repeat, in order) of ``kernel``; ``spread`` is IQR / median
+    (:func:`aihpc.base.spread.spread`); ``warning`` is a sentence when the
+    spread exceeds :data:`aihpc.base.spread.SPREAD_WARNING`, else None.
     ``candidates`` are the kernels searched with their short-timing rates (empty
     where one kernel was measured alone); ``nominal`` is the device's nominal
     peak in this dtype (None in records from before it was recorded).
@@ -150,10 +159,12 @@ class PeakResult:
             raise DataError("a peak needs at least one timed repeat, got none")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict of all fields (``repeats`` and ``candidates`` as lists)."""
+        """A JSON-serialisable dict of all fields (``repeats`` and ``candidates`` as lists) and
+        ``spread_statistic``, the statistic of ``spread``."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         return {
             **values,
+            "spread_statistic": STATISTIC,
             "repeats": list(self.repeats),
             "candidates": [c.to_dict() for c in self.candidates],
             "nominal": None if self.nominal is None else self.nominal.to_dict(),
@@ -161,7 +172,8 @@ class PeakResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PeakResult:
-        """The record of :meth:`to_dict`'s dict, or of a matmul peak written before the search."""
+        """The record of :meth:`to_dict`'s dict, or of a matmul peak written before the search;
+        a spread written as the range (no ``spread_statistic``) is recomputed from the repeats."""
         if "kernel" not in data and "size" in data:  # a matmul's peak, before the kernel search
             data = {
                 **data,
@@ -170,6 +182,8 @@ class PeakResult:
                 "flops_per_call": data.get("flops_per_matmul"),
             }
         values = _fields(cls, data, "a measured peak")
+        if data.get("spread_statistic") != STATISTIC and values["repeats"]:
+            values["spread"] = spread_of(values["repeats"])
         nominal = values.get("nominal")
         return cls(
             **{
@@ -229,8 +243,11 @@ class WorkerPeak:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WorkerPeak:
+        """The record of :meth:`to_dict`'s dict; ``spread`` is its parts' (read as they are)."""
         values = _fields(cls, data, "a worker's peak")
-        return cls(**{**values, "parts": tuple(PeakResult.from_dict(p) for p in values["parts"])})
+        parts = tuple(PeakResult.from_dict(p) for p in values["parts"])
+        spread = max((p.spread for p in parts), default=values["spread"])
+        return cls(**{**values, "spread": spread, "parts": parts})
 
 
 @dataclass(frozen=True)
@@ -361,6 +378,6 @@ class RunPeak:
             per_worker=per_worker,
             procs_per_worker=data["procs_per_worker"],
             total_flops_per_s=data["total_flops_per_s"],
-            spread=data["spread"],
+            spread=max(w.spread for w in per_worker) if per_worker else data["spread"],
             drift=PeakDrift.from_dict(data) if "drift" in data else None,
         )
