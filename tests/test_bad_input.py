@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 
 CASES = [
@@ -118,12 +119,12 @@ def _prepare(tmp: Path) -> None:
     (tmp / "not_empty" / "precious.txt").write_text("keep me")
     (tmp / "broken.json").write_text("{not json")
     finished = RunStore(tmp / "finished")
-    finished.set_meta("config", {"minutes": 1.0})
-    finished.set_meta("finished", True)
+    finished.set_meta(MetaKey.CONFIG, {"minutes": 1.0})
+    finished.set_meta(MetaKey.FINISHED, True)
     finished.close()
     RunStore(tmp / "no_config").close()
     old = RunStore(tmp / "old_format")  # stopped, but written before weights moved to the workers
-    old.set_meta("config", {"minutes": 1.0})
+    old.set_meta(MetaKey.CONFIG, {"minutes": 1.0})
     old.close()
     (tmp / "not_a_store").mkdir()
     (tmp / "not_a_store" / "aihpc.sqlite").write_bytes(b"not a database " * 100)

@@ -131,13 +131,14 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
     # the peak before, and the results say so instead of failing the run.
     import aihpc.runner.measure as measure
     from aihpc.launch.executor import local_executor, local_layout
+    from aihpc.records.meta import MetaKey
     from aihpc.records.store import RunStore
 
     monkeypatch.setattr(measure, "AFTER_WAIT_SECONDS", 0.5)
     environ = dict(os.environ)  # Dask's nanny sets OMP_NUM_THREADS=1 & co. in this very process
     store = RunStore(tmp_path)
     before = {"total_flops_per_s": 2e9, "workers": 2, "per_worker": []}
-    store.set_meta("peak", before)
+    store.set_meta(MetaKey.PEAK, before)
     layout = local_layout(1, 1, "cpu")
     executor = local_executor(layout)
     try:
@@ -148,7 +149,7 @@ def test_peak_after_a_run_that_lost_workers_says_why_it_is_missing(tmp_path, mon
         os.environ.clear()
         os.environ.update(environ)
     store = RunStore(tmp_path)
-    peak = store.meta("peak")
+    peak = store.meta().peak
     store.close()
     assert peak["total_flops_per_s"] == 2e9 and peak["after"] is None and peak["drift"] is None
     assert peak["drift_warning"].startswith(

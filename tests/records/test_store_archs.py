@@ -8,35 +8,29 @@ from pathlib import Path
 
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
+from aihpc.records.rows import NewTrial
 from aihpc.records.store import RunStore
+from aihpc.records.trial import Hyperparameters
 
 
 def _add(
     store: RunStore, trial_id: int, parent: int | None, arch: dict, parent_arch: dict | None
 ) -> None:
     store.add_trial(
-        {
-            "id": trial_id,
-            "parent": parent,
-            "arch_hash": f"h{trial_id}",
-            "arch": arch,
-            "parent_arch": parent_arch,
-            "morph": "m",
-            "recipe": None,
-            "hparams": {
-                "lr": 0.1,
-                "batch_size": 32,
-                "weight_decay": 1e-4,
-                "momentum": 0.9,
-                "dropout": 0.0,
-                "optimizer": "sgd",
-                "schedule": "cosine",
-            },
-            "hpo_number": trial_id,
-            "budget": 2,
-            "num_params": 1,
-            "t_created": 0.0,
-        }
+        NewTrial(
+            id=trial_id,
+            parent=parent,
+            arch_hash=f"h{trial_id}",
+            arch=arch,
+            parent_arch=parent_arch,
+            morph="m",
+            recipe=None,
+            hparams=Hyperparameters(lr=0.1, batch_size=32, weight_decay=1e-4),
+            hpo_number=trial_id,
+            budget=2,
+            num_params=1,
+            t_created=0.0,
+        )
     )
 
 

@@ -11,6 +11,7 @@ from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_
 from aihpc.base.config import RunConfig
 from aihpc.nas.build import SpecNet
 from aihpc.nas.spec import ArchSpec
+from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
 
@@ -29,7 +30,7 @@ def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
         **{"minutes": 1.0, **config},
     )
     store = RunStore(tmp_path / "run")
-    store.set_meta("config", cfg.to_dict())
+    store.set_meta(MetaKey.CONFIG, cfg.to_dict())
     clock = StepClock(10.0)
     master = Master(
         cfg,
@@ -200,7 +201,7 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
     )
     run_dir = tmp_path_factory.mktemp("killed") / "run"
     store = RunStore(run_dir)
-    store.set_meta("config", cfg.to_dict())
+    store.set_meta(MetaKey.CONFIG, cfg.to_dict())
     clock = StepClock(10.0)
     executor = InProcessExecutor(clock, slots=1)
 

@@ -10,6 +10,7 @@ from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_
 
 from aihpc.base.config import RunConfig
 from aihpc.records.messages import WeightsRef
+from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
 from aihpc.runner.search.parents import KEEP_BEST, ParentPool
@@ -70,7 +71,7 @@ def test_a_long_run_keeps_a_bounded_set_of_weight_files(tmp_path: Path) -> None:
         tournament=2,
     )
     store = RunStore(tmp_path / "run")
-    store.set_meta("config", cfg.to_dict())
+    store.set_meta(MetaKey.CONFIG, cfg.to_dict())
     clock = StepClock(5.0)
     epoch = scripted_epoch(lambda t, e: (t * 37 % 100) / 100 + e / 1000)
     most = 0

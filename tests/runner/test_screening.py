@@ -14,7 +14,8 @@ from aihpc.base.errors import ConfigError
 from aihpc.nas.build import SpecNet
 from aihpc.nas.spec import ArchSpec
 from aihpc.recommend.proxies import proxy_ops
-from aihpc.records.messages import DataRef, ScreenTask
+from aihpc.records.messages import DataRef, ScreenStatus, ScreenTask
+from aihpc.records.rows import ScreeningRow
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
 
@@ -23,9 +24,9 @@ DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_para
 
 class Recorder(NullObserver):
     def __init__(self) -> None:
-        self.screenings: list[dict] = []
+        self.screenings: list[ScreeningRow] = []
 
-    def screening(self, record) -> None:
+    def screening(self, record: ScreeningRow) -> None:
         self.screenings.append(record)
 
 
@@ -62,33 +63,30 @@ def test_the_best_predicted_child_is_trained_and_the_screening_counted(tmp_path:
         "screen2",
     ]
     trials, screenings = store.trials(), store.screenings()
-    assert [s["trial"] for s in screenings] == [
+    assert [s.trial for s in screenings] == [
         1,
         2,
         None,
     ]  # the last returned at the deadline: no trial
     for sc, trial in zip(screenings[:2], trials[1:], strict=True):
-        assert sc["status"] == "ok" and sc["batch"] == 64 and len(sc["candidates"]) == 2
-        predicted = [c["predicted"] for c in sc["candidates"]]
-        assert sc["chosen"] == predicted.index(max(predicted))
-        chosen = sc["candidates"][sc["chosen"]]
-        assert trial.arch_hash == chosen["arch_hash"] and trial.morph == chosen["morph"]
-        assert trial.parent == sc["parent"]
-        assert len({c["arch_hash"] for c in sc["candidates"]}) == 2  # siblings differ
-        for c in sc["candidates"]:  # each candidate's operations are those its proxies perform
-            spec = ArchSpec.from_dict(c["arch"])
-            assert c["ops"] == proxy_ops(SpecNet(spec), 64, spec.input_shape)[0] > 0
+        assert sc.status == ScreenStatus.OK and sc.batch == 64 and len(sc.candidates) == 2
+        predicted = [c.predicted for c in sc.candidates]
+        assert sc.chosen == predicted.index(max(predicted))
+        chosen = sc.candidates[sc.chosen]
+        assert trial.arch_hash == chosen.arch_hash and trial.morph == chosen.morph
+        assert trial.parent == sc.parent
+        assert len({c.arch_hash for c in sc.candidates}) == 2  # siblings differ
+        for c in sc.candidates:  # each candidate's operations are those its proxies perform
+            spec = ArchSpec.from_dict(c.arch)
+            assert c.ops == proxy_ops(SpecNet(spec), 64, spec.input_shape)[0] > 0
     # no screened-out architecture is ever trained
     losers = {
-        c["arch_hash"]
-        for sc in screenings
-        for i, c in enumerate(sc["candidates"])
-        if i != sc["chosen"]
+        c.arch_hash for sc in screenings for i, c in enumerate(sc.candidates) if i != sc.chosen
     }
     assert not losers & {t.arch_hash for t in trials}
-    screening_ops = sum(sc["ops"] for sc in screenings)
+    screening_ops = sum(sc.ops for sc in screenings)
     assert screening_ops > 0 and score.ops == store.total_ops() == 3 * 1100 + screening_ops
-    assert [r["id"] for r in observer.screenings] == [0, 1, 2]
+    assert [r.id for r in observer.screenings] == [0, 1, 2]
 
 
 def test_a_failed_screening_trains_its_first_candidate_unscreened(
@@ -103,11 +101,11 @@ def test_a_failed_screening_trains_its_first_candidate_unscreened(
     store, score, _, observer = _screened_run(tmp_path, screen=2)
     sc = store.screenings()[0]
     assert (
-        sc["status"] == "failed"
-        and sc["reason"] == "RuntimeError: no proxies today"
-        and sc["ops"] == 0
+        sc.status == ScreenStatus.FAILED
+        and sc.reason == "RuntimeError: no proxies today"
+        and sc.ops == 0
     )
-    assert sc["chosen"] == 0 and store.trials()[1].arch_hash == sc["candidates"][0]["arch_hash"]
+    assert sc.chosen == 0 and store.trials()[1].arch_hash == sc.candidates[0].arch_hash
     assert score.ops == 3 * 1100
 
 

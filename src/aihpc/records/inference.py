@@ -62,8 +62,10 @@ def workload(data: dict[str, Any]) -> str:
 def score(data: dict[str, Any]) -> float | None:
     scenarios = data.get("scenarios") or {}
     if "server" in scenarios:
-        return scenarios["server"].get("max_qps")
-    return (scenarios.get("offline") or {}).get("samples_per_second")
+        qps: float | None = scenarios["server"].get("max_qps")
+        return qps
+    rate: float | None = (scenarios.get("offline") or {}).get("samples_per_second")
+    return rate
 
 
 def _quality(q: dict[str, Any]) -> dict[str, Any]:

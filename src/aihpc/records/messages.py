@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
+from aihpc.base.errors import DataError
 from aihpc.records.trial import Hyperparameters
 
 
@@ -122,39 +124,74 @@ class EpochTask:
     attempt: int = 1
 
 
-@dataclass
-class EpochResult:
-    """The outcome of one :class:`EpochTask`.
+class EpochStatus(StrEnum):
+    """How an epoch ended (the store's ``epochs.status``; the values are what files hold)."""
+
+    OK = "ok"  # trained and evaluated
+    DEADLINE = "deadline"  # stopped by the run's deadline
+    DIVERGED = "diverged"  # a NaN or infinite loss
+    FAILED = "failed"  # an exception
+
+
+class ScreenStatus(StrEnum):
+    """How a proxy screening ended (the store's ``screenings.status``)."""
+
+    OK = "ok"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """What one epoch of a trial did: the fields a worker's :class:`EpochResult` and the store's
+    :class:`~aihpc.records.rows.EpochRow` share.
+
+    ``weights`` is the file the epoch wrote (status ok or deadline), if any.
+    Operations are those actually performed: samples processed times the
+    counted operations per sample.  ``status`` is given as an
+    :class:`EpochStatus` or its value; DataError for any other.
+    """
+
+    trial_id: int
+    epoch: int
+    status: EpochStatus
+    worker: str
+    t_start: float
+    t_end: float
+    ops_train: int = 0
+    ops_eval: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    ops_per_sample: dict[str, float] = field(default_factory=dict)
+    device: str = "cpu"
+    weights: WeightsRef | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in _EPOCH_STATES:
+            raise DataError(f"an epoch's status is one of {_EPOCH_STATES}, got {self.status!r}")
+        object.__setattr__(self, "status", EpochStatus(self.status))
+
+    @property
+    def ops(self) -> int:
+        return self.ops_train + self.ops_eval
+
+
+_EPOCH_STATES = tuple(s.value for s in EpochStatus)
+
+
+@dataclass(frozen=True)
+class EpochResult(EpochRecord):
+    """The outcome of one :class:`EpochTask`, as the worker sends it back.
 
     ``status``: ``ok`` (epoch trained and evaluated), ``deadline`` (stopped by
     the run's deadline; partial work counted, no evaluation unless finished),
     ``diverged`` (a NaN or infinite loss), ``failed`` (an exception; ``reason``
     says which in one line, ``traceback`` in full).  ``num_params`` is the
-    model's parameter count.  Operations are those
-    actually performed: samples processed times the counted operations per
-    sample.
+    model's parameter count.
     """
 
-    trial_id: int
-    epoch: int
-    status: str
-    worker: str
-    t_start: float
-    t_end: float
     reason: str | None = None
     traceback: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    ops_train: int = 0
-    ops_eval: int = 0
-    ops_per_sample: dict[str, float] = field(default_factory=dict)
-    phase_seconds: dict[str, float] = field(default_factory=dict)
     num_params: int = 0
-    device: str = "cpu"
-    weights: WeightsRef | None = None  # the weights this epoch wrote (status ok or deadline)
-
-    @property
-    def ops(self) -> int:
-        return self.ops_train + self.ops_eval
 
     @classmethod
     def failed(
@@ -164,7 +201,7 @@ class EpochResult:
         return cls(
             task.trial_id,
             task.epoch,
-            "failed",
+            EpochStatus.FAILED,
             worker,
             t_start,
             time.time(),
@@ -204,7 +241,7 @@ class ScreenResult:
     """
 
     screen_id: int
-    status: str
+    status: ScreenStatus
     worker: str
     t_start: float
     t_end: float
@@ -215,3 +252,6 @@ class ScreenResult:
     chosen: int = 0
     batch: int = 0  # samples in the proxies' minibatch
     device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        self.status = ScreenStatus(self.status)

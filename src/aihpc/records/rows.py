@@ -1,4 +1,5 @@
-"""The run store's rows as records: a trial and one of its epochs, their JSON columns decoded.
+"""The run store's rows as records: a trial, one of its epochs, a proxy screening, a lost epoch,
+their JSON columns decoded; and a new trial as the master hands it to the store.
 
 ``to_dict`` is the row as JSON (the hyperparameters and the weights as
 objects); ``from_dict`` reads that form back.
@@ -6,15 +7,36 @@ objects); ``from_dict`` reads that form back.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from aihpc.base.errors import DataError
-from aihpc.records.messages import WeightsRef
+from aihpc.records.messages import EpochRecord, Morph, ScreenStatus, WeightsRef
 from aihpc.records.trial import Hyperparameters
 
-# Trial states: 'running' until the master decides; then one of these.
-FINISHED = ("completed", "early_stopped", "deadline", "diverged", "failed")
+
+class TrialStatus(StrEnum):
+    """A trial's state: running until the master decides, then one of :data:`FINISHED` (the
+    store's ``trials.status``; the values are what files hold)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    EARLY_STOPPED = "early_stopped"
+    DEADLINE = "deadline"
+    DIVERGED = "diverged"
+    FAILED = "failed"
+
+
+FINISHED = (
+    TrialStatus.COMPLETED,
+    TrialStatus.EARLY_STOPPED,
+    TrialStatus.DEADLINE,
+    TrialStatus.DIVERGED,
+    TrialStatus.FAILED,
+)
+# the trials that ran to their end (their budget, or stopped early without improving)
+SUCCEEDED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 
 
 @dataclass(frozen=True)
@@ -29,7 +51,7 @@ class TrialRow:
     hparams: Hyperparameters
     hpo_number: int | None
     budget: int
-    status: str
+    status: TrialStatus
     reason: str | None
     num_params: int | None
     recipe: dict[str, Any] | None
@@ -41,10 +63,12 @@ class TrialRow:
     arch_diff: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.status != "running" and self.status not in FINISHED:
+        if self.status not in tuple(TrialStatus):
+            finished = tuple(s.value for s in FINISHED)
             raise DataError(
-                f"a trial's status is running or one of {FINISHED}, got {self.status!r}"
+                f"a trial's status is running or one of {finished}, got {self.status!r}"
             )
+        object.__setattr__(self, "status", TrialStatus(self.status))
         if self.attempts < 0:
             raise DataError(f"a trial's attempts must be >= 0, got {self.attempts!r}")
 
@@ -57,25 +81,14 @@ class TrialRow:
 
 
 @dataclass(frozen=True)
-class EpochRow:
-    """One epoch of a trial as the store keeps it; ``weights`` the file it wrote, if any."""
+class EpochRow(EpochRecord):
+    """One epoch of a trial as the store keeps it (:class:`EpochRecord`'s fields), with the attempt
+    that made it."""
 
-    trial_id: int
-    epoch: int
-    status: str
-    worker: str
-    t_start: float
-    t_end: float
-    ops_train: int
-    ops_eval: int
-    metrics: dict[str, Any]
-    phase_seconds: dict[str, float]
-    ops_per_sample: dict[str, Any]
-    device: str
-    attempt: int
-    weights: WeightsRef | None
+    attempt: int = field(kw_only=True)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.epoch < 1:
             raise DataError(f"an epoch's number must be >= 1, got {self.epoch!r}")
         if self.ops_train < 0 or self.ops_eval < 0:
@@ -144,3 +157,86 @@ class LostEpoch:
             reason=f"{type(exc).__name__}: {exc}".strip(),
             requeued=requeued,
         )
+
+
+@dataclass(frozen=True)
+class NewTrial:
+    """A trial the master starts, as :meth:`~aihpc.records.store.RunStore.add_trial` records it.
+
+    ``parent_arch``: its parent's architecture, of which the store keeps its
+    own as the diff (None: kept in full).  ``recipe``: how a child's first
+    epoch makes its weights from its parent's.
+    """
+
+    id: int
+    parent: int | None
+    arch_hash: str
+    arch: dict[str, Any]
+    parent_arch: dict[str, Any] | None
+    morph: str
+    recipe: Morph | None
+    hparams: Hyperparameters
+    hpo_number: int | None
+    budget: int
+    num_params: int | None
+    t_created: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate child of a proxy screening: its architecture and hash, the morphs that made it,
+    the matcher's prediction and the proxies (None: the screening failed), its operations.
+
+    The fields are in the order of their names, as the store's JSON has them.
+    """
+
+    arch: dict[str, Any]
+    arch_hash: str
+    morph: str
+    ops: int
+    predicted: float | None
+    proxies: dict[str, float | None] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        names = sorted(f.name for f in fields(cls))
+        if sorted(data) != names:
+            raise DataError(f"a screening candidate has the fields {names}, got {sorted(data)}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ScreeningRow:
+    """One proxy screening as the store keeps it: its candidates, which was chosen and the trial it
+    became (``trial`` and ``chosen`` None: none was started); the fields in the table's order."""
+
+    id: int
+    parent: int
+    trial: int | None
+    status: ScreenStatus
+    worker: str
+    t_start: float
+    t_end: float
+    batch: int
+    ops: int
+    chosen: int | None
+    candidates: tuple[Candidate, ...]
+    reason: str | None
+
+    def __post_init__(self) -> None:
+        if self.status not in tuple(ScreenStatus):
+            states = tuple(s.value for s in ScreenStatus)
+            raise DataError(f"a screening's status is one of {states}, got {self.status!r}")
+        object.__setattr__(self, "status", ScreenStatus(self.status))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as JSON (results.json's screening before its times are made relative)."""
+        return {**asdict(self), "candidates": [c.to_dict() for c in self.candidates]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScreeningRow:
+        candidates = tuple(Candidate.from_dict(c) for c in data["candidates"])
+        return cls(**{**data, "candidates": candidates})

@@ -22,18 +22,40 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from aihpc.base.errors import DataError, StorageError
 from aihpc.records.archdiff import ArchBook, diff, patch
 from aihpc.records.chain import GENESIS, RECORD_COLUMNS, chain_digest, record_digest
-from aihpc.records.messages import Morph
-from aihpc.records.rows import FINISHED, EpochRow, LostEpoch, TrialRow
-from aihpc.records.store_sql import RECORD_ROWS, RECORD_SQL, SCHEMA, STORE_FORMAT
+from aihpc.records.messages import EpochResult, Morph
+from aihpc.records.meta import MetaKey, RunMeta
+from aihpc.records.rows import (
+    FINISHED,
+    EpochRow,
+    LostEpoch,
+    NewTrial,
+    ScreeningRow,
+    TrialRow,
+    TrialStatus,
+)
+from aihpc.records.store_sql import (
+    INSERT_EPOCH,
+    INSERT_LOSS,
+    INSERT_META,
+    INSERT_SCREENING,
+    INSERT_TIMELINE,
+    INSERT_TRIAL,
+    LOSS_COLUMNS,
+    RECORD_ROWS,
+    RECORD_SQL,
+    SCHEMA,
+    STORE_FORMAT,
+)
 from aihpc.scoring.score import Segment
 
-__all__ = ["STORE_FORMAT", "RunStore", "read_meta", "run_dir_state"]
+__all__ = ["STORE_FORMAT", "RunDirState", "RunStore", "read_meta", "run_dir_state"]
 
 
 class RunStore:
@@ -74,16 +96,17 @@ class RunStore:
         self.db.close()
 
     # -- meta -------------------------------------------------------------------------
-    def set_meta(self, key: str, value: Any) -> None:
+    def set_meta(self, key: MetaKey, value: object) -> None:
+        """Keep ``value`` (as JSON) under ``key``, replacing what it held."""
         self._write(
-            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-            (key, json.dumps(value, sort_keys=True)),
-            link=("meta", (key,)),
+            INSERT_META,
+            (str(key), json.dumps(value, sort_keys=True)),
+            link=("meta", (str(key),)),
         )
 
-    def meta(self, key: str, default: Any = None) -> Any:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else default
+    def meta(self) -> RunMeta:
+        """The run's metadata as it is now."""
+        return _meta_of(self.db)
 
     # -- segments ---------------------------------------------------------------------
     def open_segment(self, start: float) -> int:
@@ -109,35 +132,34 @@ class RunStore:
         ]
 
     # -- trials -----------------------------------------------------------------------
-    def add_trial(self, trial: dict[str, Any]) -> None:
-        """Record a new trial; with ``parent_arch`` (its parent's architecture), its own is kept as
-        the diff of that one."""
-        base = trial.get("parent_arch")
-        arch = trial["arch"] if base is None else {"arch_diff": diff(trial["arch"], base)}
+    def add_trial(self, trial: NewTrial) -> None:
+        """Record a new trial, running; with ``parent_arch`` (its parent's architecture), its own
+        is kept as the diff of that one."""
+        base = trial.parent_arch
+        arch = trial.arch if base is None else {"arch_diff": diff(trial.arch, base)}
         self._write(
-            "INSERT INTO trials (id, parent, arch_hash, arch, morph, hparams, hpo_number, budget, "
-            "status,"
-            " num_params, recipe, t_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+            INSERT_TRIAL,
             (
-                trial["id"],
-                trial["parent"],
-                trial["arch_hash"],
+                trial.id,
+                trial.parent,
+                trial.arch_hash,
                 json.dumps(arch, sort_keys=True),
-                trial["morph"],
-                json.dumps(trial["hparams"], sort_keys=True),
-                trial["hpo_number"],
-                trial["budget"],
-                trial["num_params"],
-                _recipe_json(trial["recipe"]),
-                trial["t_created"],
+                trial.morph,
+                json.dumps(trial.hparams.to_dict(), sort_keys=True),
+                trial.hpo_number,
+                trial.budget,
+                str(TrialStatus.RUNNING),
+                trial.num_params,
+                _recipe_json(trial.recipe),
+                trial.t_created,
             ),
-            link=("trial", (trial["id"],)),
+            link=("trial", (trial.id,)),
         )
 
     def finish_trial(
         self,
         trial_id: int,
-        status: str,
+        status: TrialStatus,
         t_end: float,
         reason: str | None = None,
         traceback: str | None = None,
@@ -147,7 +169,7 @@ class RunStore:
             raise ValueError(f"unknown trial status {status!r}")
         self._write(
             "UPDATE trials SET status = ?, t_end = ?, reason = ?, traceback = ? WHERE id = ?",
-            (status, t_end, reason, traceback, trial_id),
+            (str(status), t_end, reason, traceback, trial_id),
             link=("finish", (trial_id,)),
         )
 
@@ -192,16 +214,15 @@ class RunStore:
             yield TrialRow.from_dict(d)
 
     # -- epochs -----------------------------------------------------------------------
-    def add_epoch(self, result, attempt: int) -> None:
-        """Record one finished :class:`~aihpc.records.messages.EpochResult`, with the reference
-        to its weights."""
+    def add_epoch(self, result: EpochResult, attempt: int) -> None:
+        """Record one finished epoch, its ``attempt``, with the reference to its weights."""
         weights = result.weights
         self._write(
-            "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            INSERT_EPOCH,
             (
                 result.trial_id,
                 result.epoch,
-                result.status,
+                str(result.status),
                 result.worker,
                 result.t_start,
                 result.t_end,
@@ -244,9 +265,9 @@ class RunStore:
         yield from self.db.execute(query)
 
     def status_counts(self) -> dict[str, int]:
-        """How many trials are in each state."""
+        """How many trials are in each state (a :class:`TrialStatus` value)."""
         query = "SELECT status, COUNT(*) FROM trials GROUP BY status"
-        return {status: n for status, n in self.db.execute(query)}
+        return {str(status): int(n) for status, n in self.db.execute(query)}
 
     def total_ops(self) -> int:
         """Operations of every epoch and every proxy screening: the score's numerator."""
@@ -260,49 +281,43 @@ class RunStore:
         )
 
     # -- proxy screenings -------------------------------------------------------------
-    def add_screening(self, row: dict[str, Any]) -> None:
+    def add_screening(self, row: ScreeningRow) -> None:
         """Record one screening: its candidates (architecture, hash, morphs, prediction, proxies,
         operations), which was chosen and the trial it became (None: none was started)."""
         self._write(
-            "INSERT INTO screenings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            INSERT_SCREENING,
             (
-                row["id"],
-                row["parent"],
-                row["trial"],
-                row["status"],
-                row["worker"],
-                row["t_start"],
-                row["t_end"],
-                row["batch"],
-                row["ops"],
-                row["chosen"],
-                json.dumps(row["candidates"], sort_keys=True),
-                row["reason"],
+                row.id,
+                row.parent,
+                row.trial,
+                str(row.status),
+                row.worker,
+                row.t_start,
+                row.t_end,
+                row.batch,
+                row.ops,
+                row.chosen,
+                json.dumps([c.to_dict() for c in row.candidates], sort_keys=True),
+                row.reason,
             ),
-            link=("screening", (row["id"],)),
+            link=("screening", (row.id,)),
         )
 
-    def screenings(self) -> list[dict[str, Any]]:
-        """Screening rows by id, ``candidates`` decoded; none in a store written before screening
-        existed."""
+    def screenings(self) -> list[ScreeningRow]:
+        """Screenings by id; none in a store written before screening existed."""
         if not self._has_table("screenings"):
             return []
-        out = []
-        for r in self.db.execute("SELECT * FROM screenings ORDER BY id"):
-            d = dict(r)
-            d["candidates"] = json.loads(d["candidates"])
-            out.append(d)
-        return out
+        return [
+            ScreeningRow.from_dict({**dict(r), "candidates": json.loads(r["candidates"])})
+            for r in self.db.execute("SELECT * FROM screenings ORDER BY id")
+        ]
 
     # -- lost epochs ------------------------------------------------------------------
     def add_loss(self, loss: LostEpoch) -> None:
         """Record an epoch lost with its worker.  Not a link of the digest chain: the attempt it
         cost is (:meth:`add_attempt`), and a loss adds no operations to the score."""
         row = loss.to_dict()
-        columns = ("t", "trial_id", "epoch", "attempt", "worker", "address", "reason", "requeued")
-        self._write(
-            "INSERT INTO losses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", tuple(map(row.get, columns))
-        )
+        self._write(INSERT_LOSS, tuple(row[column] for column in LOSS_COLUMNS))
 
     def losses(self) -> list[LostEpoch]:
         """Lost epochs, oldest first; none in a store written before they were recorded."""
@@ -314,10 +329,11 @@ class RunStore:
 
     # -- timeline ---------------------------------------------------------------------
     def add_timeline(self, t: float, value: dict[str, Any]) -> None:
-        self._write("INSERT INTO timeline VALUES (?, ?)", (t, json.dumps(value, sort_keys=True)))
+        self._write(INSERT_TIMELINE, (t, json.dumps(value, sort_keys=True)))
 
     def timeline(self) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in self.db.execute("SELECT value FROM timeline ORDER BY t")]
+        query = "SELECT value FROM timeline ORDER BY t"
+        return [dict(json.loads(r[0])) for r in self.db.execute(query)]
 
     # -- digest chain -----------------------------------------------------------------
     def chain_head(self) -> tuple[str, int]:
@@ -354,7 +370,10 @@ class RunStore:
         )
 
     def _write(
-        self, sql: str, args: tuple, link: tuple[str, tuple | None] | None = None
+        self,
+        sql: str,
+        args: tuple[object, ...],
+        link: tuple[str, tuple[object, ...] | None] | None = None,
     ) -> sqlite3.Cursor:
         """Execute one write; with ``link`` (kind, key of the row; None: the row just inserted),
         append the row's link to the digest chain in the same transaction."""
@@ -379,7 +398,7 @@ class RunStore:
                 f"cannot write run store {self.run_dir / 'aihpc.sqlite'}: {exc}"
             ) from None
 
-    def _link(self, kind: str, key: tuple) -> str:
+    def _link(self, kind: str, key: tuple[object, ...]) -> str:
         """Append the link of the ``kind`` record whose row ``key`` finds, as it now is; returns the
         new head."""
         row = self.db.execute(RECORD_SQL[kind], key).fetchone()
@@ -411,8 +430,15 @@ def _reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
-def read_meta(db: Path, key: str) -> Any:
-    """One meta value of the store ``db``, read without writing anything (None if absent).
+def _meta_of(con: sqlite3.Connection) -> RunMeta:
+    """The metadata of the store open in ``con``."""
+    return RunMeta.from_dict(
+        {key: json.loads(value) for key, value in con.execute("SELECT key, value FROM meta")}
+    )
+
+
+def read_meta(db: Path) -> RunMeta:
+    """The metadata of the store ``db``, read without writing anything.
 
     StorageError if the file cannot be opened as an aihpc store.  A store
     closed cleanly has no write-ahead log, and is opened as immutable so that
@@ -421,10 +447,9 @@ def read_meta(db: Path, key: str) -> Any:
     """
     try:
         with contextlib.closing(_open_read_only(db)) as con:
-            row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return _meta_of(con)
     except sqlite3.Error as exc:
         raise StorageError(f"cannot read run store {db}: {exc}") from None
-    return json.loads(row[0]) if row else None
 
 
 def _open_read_only(db: Path) -> sqlite3.Connection:
@@ -439,10 +464,18 @@ def _open_read_only(db: Path) -> sqlite3.Connection:
         raise StorageError(f"cannot read run store {db}: {exc}") from None
 
 
-def run_dir_state(run_dir: Path) -> str:
-    """'new' (absent or empty), 'run' (holds a run store), or 'other' (holds something else)."""
+class RunDirState(StrEnum):
+    """What a run directory holds (:func:`run_dir_state`)."""
+
+    NEW = "new"  # nothing: absent or empty
+    RUN = "run"  # a run store
+    OTHER = "other"  # something else
+
+
+def run_dir_state(run_dir: Path) -> RunDirState:
+    """What ``run_dir`` holds."""
     if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
-        return "new"
+        return RunDirState.NEW
     if (run_dir / "aihpc.sqlite").exists():
-        return "run"
-    return "other"
+        return RunDirState.RUN
+    return RunDirState.OTHER

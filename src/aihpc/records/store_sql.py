@@ -80,6 +80,35 @@ CREATE TABLE IF NOT EXISTS chain (
 );
 """
 
+
+def _insert(table: str, columns: tuple[str, ...], verb: str = "INSERT") -> str:
+    """An INSERT into ``table`` that names its ``columns``, one parameter each."""
+    marks = ", ".join("?" * len(columns))
+    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+
+
+# The store's INSERTs; every column named, in the table's order
+TRIAL_COLUMNS = (
+    *("id", "parent", "arch_hash", "arch", "morph", "hparams", "hpo_number", "budget"),
+    *("status", "num_params", "recipe", "t_created"),
+)
+EPOCH_COLUMNS = (
+    *("trial_id", "epoch", "status", "worker", "t_start", "t_end", "ops_train", "ops_eval"),
+    *("metrics", "phase_seconds", "ops_per_sample", "device", "attempt", "weights"),
+    "weights_digest",
+)
+SCREENING_COLUMNS = (
+    *("id", "parent", "trial", "status", "worker", "t_start", "t_end", "batch", "ops"),
+    *("chosen", "candidates", "reason"),
+)
+LOSS_COLUMNS = ("t", "trial_id", "epoch", "attempt", "worker", "address", "reason", "requeued")
+INSERT_META = _insert("meta", ("key", "value"), "INSERT OR REPLACE")
+INSERT_TRIAL = _insert("trials", TRIAL_COLUMNS)
+INSERT_EPOCH = _insert("epochs", EPOCH_COLUMNS, "INSERT OR REPLACE")
+INSERT_SCREENING = _insert("screenings", SCREENING_COLUMNS)
+INSERT_LOSS = _insert("losses", LOSS_COLUMNS)
+INSERT_TIMELINE = _insert("timeline", ("t", "value"))
+
 # kind of record -> (its table, the WHERE clause that finds its row)
 RECORD_ROWS = {
     "trial": ("trials", "id = ?"),

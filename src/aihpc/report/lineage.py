@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aihpc.base.fmt import NA, as_number, format_value
+from aihpc.records.rows import SUCCEEDED
 from aihpc.report.quality import ACCURACY, ReportQuality, quality_for
 
 #: The morphism kinds the search makes, with their plot colours: a CNN's (aihpc.nas.morphism),
@@ -202,11 +203,7 @@ def _label(lineage: Lineage, node: LineageNode) -> str:
     best = lineage.ancestry[-1] if lineage.ancestry else None
     star = " ★" if node.id == best else ""
     origin = f" <small>from #{_esc(node.parent)}</small>" if node.parent is not None else ""
-    status = (
-        ""
-        if node.status in ("completed", "early_stopped")
-        else f" <small>({_esc(node.status)})</small>"
-    )
+    status = "" if node.status in SUCCEEDED else f" <small>({_esc(node.status)})</small>"
     css = ' class="onpath"' if node.id in lineage.ancestry else ""
     return (
         f'<span{css} title="{_esc(node.morph)}">#{_esc(node.id)}{star} '

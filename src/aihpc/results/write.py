@@ -40,7 +40,8 @@ from typing import Any
 from aihpc import __version__
 from aihpc.base.fileio import atomic_open
 from aihpc.records.energy import energy_results
-from aihpc.records.rows import EpochRow, TrialRow
+from aihpc.records.messages import EpochStatus
+from aihpc.records.rows import SUCCEEDED, EpochRow, ScreeningRow, TrialRow, TrialStatus
 from aihpc.results.read import COMPRESSED_RESULTS_FILE, RESULTS_FILE
 from aihpc.scoring.quality import Quality
 from aihpc.scoring.score import Score
@@ -88,7 +89,7 @@ def results_fields(store, score: Score) -> dict[str, Any]:
     counts = store.status_counts()
     screenings = store.screenings()
     for sc in screenings:  # a screening keeps its worker busy like an epoch
-        per_worker[sc["worker"]]["busy_seconds"] += sc["t_end"] - sc["t_start"]
+        per_worker[sc.worker]["busy_seconds"] += sc.t_end - sc.t_start
     workers_out = [
         {
             "name": name,
@@ -100,32 +101,31 @@ def results_fields(store, score: Score) -> dict[str, Any]:
     ]
     score_block = {
         **score.to_dict(),
-        "trials_completed": counts.get("completed", 0) + counts.get("early_stopped", 0),
-        "trials_failed": counts.get("failed", 0),
-        "trials_diverged": counts.get("diverged", 0),
-        "screening_ops": sum(sc["ops"] for sc in screenings),
+        "trials_completed": sum(counts.get(status, 0) for status in SUCCEEDED),
+        "trials_failed": counts.get(TrialStatus.FAILED, 0),
+        "trials_diverged": counts.get(TrialStatus.DIVERGED, 0),
+        "screening_ops": sum(sc.ops for sc in screenings),
     }
+    meta = store.meta()
     return {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "aihpc_version": __version__,
-        "run_id": store.meta("run_id"),
-        "config": store.meta("config"),
-        "data": store.meta("data"),
-        "environment": store.meta("environment"),
-        "peak": store.meta("peak"),
-        "layout": store.meta("layout"),
-        "staging": store.meta("staging"),
-        "devices": store.meta(
-            "devices"
-        ),  # which device(s) each worker trains on (aihpc.machine.devices)
+        "run_id": meta.run_id,
+        "config": meta.config,
+        "data": meta.data,
+        "environment": meta.environment,
+        "peak": meta.peak,
+        "layout": meta.layout,
+        "staging": meta.staging,
+        "devices": meta.devices,  # which device(s) each worker trains on (aihpc.machine.devices)
         "score": score_block,
-        "energy": energy_results(store.meta("energy"), score.ops),
+        "energy": energy_results(meta.energy, score.ops),
         "segments": [s.to_dict(t0) for s in segments],
         "timeline": store.timeline(),
         "workers": workers_out,
         "screenings": [screening_record(sc, t0) for sc in screenings],
         "losses": [{**loss.to_dict(), "t": loss.t - t0} for loss in store.losses()],
-        "helper_restarts": [{**r, "t": r["t"] - t0} for r in store.meta("helper_restarts", [])],
+        "helper_restarts": [{**r, "t": r["t"] - t0} for r in meta.helper_restarts],
         "integrity": integrity(store),
         **model_flops(store, score),
     }
@@ -164,14 +164,17 @@ def integrity(store) -> dict[str, Any]:
     return {"chain_sha256": head, "links": links}
 
 
-def screening_record(row: dict[str, Any], t0: float) -> dict[str, Any]:
+def screening_record(row: ScreeningRow, t0: float) -> dict[str, Any]:
     """One proxy screening of results.json (see aihpc.runner.search.screening); candidates
     without their architectures (the chosen one is its trial's), times relative to ``t0``."""
     return {
-        **row,
-        "t_start": row["t_start"] - t0,
-        "t_end": row["t_end"] - t0,
-        "candidates": [{k: v for k, v in c.items() if k != "arch"} for c in row["candidates"]],
+        **row.to_dict(),
+        "status": str(row.status),
+        "t_start": row.t_start - t0,
+        "t_end": row.t_end - t0,
+        "candidates": [
+            {k: v for k, v in c.to_dict().items() if k != "arch"} for c in row.candidates
+        ],
     }
 
 
@@ -187,7 +190,7 @@ def trial_record(
         for k, v in e.phase_seconds.items():
             phases[k] += v
         workers[e.worker] += 1
-    values = [e.metrics[quality.metric] for e in epochs if e.status == "ok"]
+    values = [e.metrics[quality.metric] for e in epochs if e.status == EpochStatus.OK]
     ops_train = sum(e.ops_train for e in epochs)
     ops_eval = sum(e.ops_eval for e in epochs)
     return {
@@ -199,7 +202,7 @@ def trial_record(
         "morph": row.morph,
         "hparams": row.hparams.to_dict(),
         "budget_epochs": row.budget,
-        "status": row.status,
+        "status": str(row.status),
         "reason": row.reason,
         "traceback": row.traceback,
         "attempts": row.attempts,
@@ -209,7 +212,7 @@ def trial_record(
         "epochs": [
             {
                 **e.metrics,
-                "status": e.status,
+                "status": str(e.status),
                 "worker": e.worker,
                 "device": e.device,
                 "attempt": e.attempt,

@@ -13,6 +13,7 @@ from typing import Any
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import DataError, WorkersLost
+from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
 
@@ -143,11 +144,11 @@ def start_meters(store: RunStore, executor, layout, device: str, resume: bool):
     from aihpc.energy.run import start_energy, unmeasured_block
 
     if resume:
-        store.set_meta("energy", unmeasured_block(RESUMED_ENERGY))
+        store.set_meta(MetaKey.ENERGY, unmeasured_block(RESUMED_ENERGY))
         return None
     return start_energy(
         executor,
-        f"{store.meta('run_id')}-{secrets.token_hex(4)}",
+        f"{store.meta().run_id}-{secrets.token_hex(4)}",
         layout.device if layout else "auto",
         device,
     )
@@ -169,7 +170,7 @@ def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> No
         block = unmeasured_block(
             f"the energy meters could not be gathered: {type(exc).__name__}: {exc}"
         )
-    store.set_meta("energy", block)
+    store.set_meta(MetaKey.ENERGY, block)
 
 
 def record_peak_after(
@@ -182,7 +183,7 @@ def record_peak_after(
     come back; if it does not, the peak after stays unmeasured and the
     results say why.  The run's score does not depend on it.
     """
-    before = store.meta("peak")
+    before = store.meta().peak
     if not before:
         return
     procs = before.get("procs_per_worker", 1)
@@ -192,7 +193,7 @@ def record_peak_after(
         ).to_dict()
     except WorkersLost as exc:
         store.set_meta(
-            "peak",
+            MetaKey.PEAK,
             {
                 **before,
                 "after": None,
@@ -201,7 +202,7 @@ def record_peak_after(
             },
         )
         return
-    store.set_meta("peak", {**before, **peak_drift(before, after)})
+    store.set_meta(MetaKey.PEAK, {**before, **peak_drift(before, after)})
 
 
 def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from aihpc.base.errors import ConfigError, DataError, StorageError
 from aihpc.launch.placement import place_workers
 from aihpc.machine.cluster import check_interface
 from aihpc.machine.environment import Environment
-from aihpc.records.store import STORE_FORMAT, RunStore, read_meta, run_dir_state
+from aihpc.records.meta import MetaKey
+from aihpc.records.store import STORE_FORMAT, RunDirState, RunStore, read_meta, run_dir_state
 from aihpc.results.read import RunResults, results_file
 from aihpc.runner.measure import (
     measure_run_peak,
@@ -48,11 +49,11 @@ def default_run_dir() -> Path:
 def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, RunStore]:
     """Open (or create) the run store after checking the directory; returns the run's config."""
     state = run_dir_state(run_dir)
-    if resume and state != "run":
+    if resume and state != RunDirState.RUN:
         raise DataError(f"no run to resume in {run_dir}")
     if resume:
         check_resumable(run_dir)
-    if not resume and state != "new":
+    if not resume and state != RunDirState.NEW:
         raise ConfigError(
             f"run directory {run_dir} is not empty; use --resume {run_dir} or another --out"
         )
@@ -64,12 +65,12 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
         ) from None
     store = RunStore(run_dir)
     if resume:
-        return RunConfig.from_dict(
-            store.meta("config"), source=str(run_dir / "aihpc.sqlite")
-        ), store
-    store.set_meta("config", config.to_dict())
-    store.set_meta("run_id", run_dir.name)
-    store.set_meta("store_format", STORE_FORMAT)
+        stored = store.meta().config
+        assert stored is not None  # check_resumable found it
+        return RunConfig.from_dict(stored, source=str(run_dir / "aihpc.sqlite")), store
+    store.set_meta(MetaKey.CONFIG, config.to_dict())
+    store.set_meta(MetaKey.RUN_ID, run_dir.name)
+    store.set_meta(MetaKey.STORE_FORMAT, STORE_FORMAT)
     return config, store
 
 
@@ -83,27 +84,23 @@ def check_resumable(run_dir: Path) -> None:
     """
     db = run_dir / "aihpc.sqlite"
     try:
-        config, finished, layout = (
-            read_meta(db, "config"),
-            read_meta(db, "finished"),
-            read_meta(db, "store_format"),
-        )
+        meta = read_meta(db)
     except StorageError as exc:
         raise StorageError(f"cannot resume {run_dir}: {exc}") from None
-    if config is None:
+    if meta.config is None:
         raise DataError(
             f"cannot resume {run_dir}: its store {db} holds no run configuration "
             "(the run never started, or the file is not an aihpc run store)"
         )
-    if finished:
+    if meta.finished:
         raise ConfigError(
             f"cannot resume {run_dir}: the run has finished (its results are in "
             f"{results_file(run_dir)}); --resume continues only a run that was stopped"
         )
-    if layout != STORE_FORMAT:
+    if meta.store_format != STORE_FORMAT:
         raise DataError(
-            f"cannot resume {run_dir}: its store has format {layout or 1}, written by an older "
-            f"aihpc; this one resumes format {STORE_FORMAT} only"
+            f"cannot resume {run_dir}: its store has format {meta.store_format}, written by an "
+            f"older aihpc; this one resumes format {STORE_FORMAT} only"
         )
 
 
@@ -143,7 +140,7 @@ def run_benchmark(
             "success" if fields["score"]["valid"] else "aborted",
             chain_sha256=fields["integrity"]["chain_sha256"],
         )
-        store.set_meta("finished", True)
+        store.set_meta(MetaKey.FINISHED, True)
         return dataclasses.replace(RunResults.from_dict(fields), trial_count=count)
     finally:
         try:
@@ -222,7 +219,7 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
 
     config, store, executor, layout = run.config, run.store, run.executor, run.layout
     store.set_meta(
-        "devices",
+        MetaKey.DEVICES,
         place_workers(executor, layout.device if layout else "auto", config.procs_per_trial),
     )
     quality = task_of(config.task).quality(config, run.data_info)
@@ -259,21 +256,23 @@ def initialise(run: OpenRun) -> None:
     mlperf.init_start()
     mlperf.train_samples(run.data_info["num_train"])
     mlperf.eval_samples(run.data_info["num_val"])
-    store.set_meta("environment", environment.to_dict())
-    store.set_meta("data", run.data_info)
-    store.set_meta("layout", layout.__dict__ if layout else {"scheduler": config.scheduler})
-    placed = len(store.meta("devices")["workers"])
+    store.set_meta(MetaKey.ENVIRONMENT, environment.to_dict())
+    store.set_meta(MetaKey.DATA, run.data_info)
+    store.set_meta(MetaKey.LAYOUT, layout.__dict__ if layout else {"scheduler": config.scheduler})
+    devices = store.meta().devices
+    assert devices is not None  # placed by search_and_score before this
+    placed = len(devices["workers"])
     kinds = task_of(config.task).peak_kernels
     peak = measure_run_peak(
         run.executor, layout, config.peak_seconds, config.procs_per_trial, placed, kinds
     )
-    store.set_meta("peak", peak.to_dict())
-    store.set_meta("peak_flops_per_s", peak.total_flops_per_s)
+    store.set_meta(MetaKey.PEAK, peak.to_dict())
+    store.set_meta(MetaKey.PEAK_FLOPS_PER_S, peak.total_flops_per_s)
     nominal = peak.nominal
-    store.set_meta("nominal_peak_flops_per_s", nominal.flops_per_s if nominal else None)
+    store.set_meta(MetaKey.NOMINAL_PEAK_FLOPS_PER_S, nominal.flops_per_s if nominal else None)
     mlperf.staging_start()
     staged = stage_data(config, run.executor, layout)
-    store.set_meta("staging", staged)
+    store.set_meta(MetaKey.STAGING, staged)
     mlperf.staging_stop(staged_bytes=staged["bytes"])
     mlperf.init_stop()
     mlperf.run_start()

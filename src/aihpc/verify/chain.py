@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.records.chain import GENESIS, chain_digest, record_digest, record_key
+from aihpc.records.rows import TrialStatus
 from aihpc.verify.checks import Check, Found, Mismatch
 
 CHAIN_FORMAT = 3  # the first store format with a digest chain
@@ -19,7 +20,7 @@ def check_chain(store, results: dict[str, Any], log_path: Path) -> tuple[Check, 
     """Rows against the last link of their key; the chain continuous; its head where the run wrote
     it."""
     found = Found("integrity")
-    store_format = store.meta("store_format") or 1
+    store_format = store.meta().store_format or 1
     if store_format < CHAIN_FORMAT:
         return Check(
             "integrity",
@@ -78,7 +79,7 @@ def _records(store) -> dict[tuple[str, str], str]:
 
     for row in store.raw_rows("trials"):
         put("trial", row)
-        if row["status"] != "running":
+        if row["status"] != TrialStatus.RUNNING:
             put("finish", row)
         if row["attempts"]:
             put("attempt", row)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.mlperf.check import iter_events
+from aihpc.records.messages import EpochStatus
 from aihpc.tasks import of_run
 from aihpc.verify.checks import Check, Found, Mismatch, same
 
@@ -95,11 +96,12 @@ def _check_epochs(
 ) -> None:
     """Each finished epoch of results.json is logged once, with its quality (an accuracy, or a
     loss: the run's task's); nothing else is."""
-    quality = of_run(store.meta("config"), store.meta("data"))[1]
+    meta = store.meta()
+    quality = of_run(meta.config, meta.data)[1]
     unmatched = {key for key, slots in log.epochs.items() if slots[0] is not None}
     for trial in trials:
         for e in trial.get("epochs") or []:
-            if e.get("status") != "ok":
+            if e.get("status") != EpochStatus.OK:
                 continue
             key = (trial.get("id"), e.get("epoch"))
             if key not in unmatched:
@@ -129,7 +131,7 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
     from aihpc.runner.search.screening import MLPERF_KEY
 
     logged = {(e.get("metadata") or {}).get("screening_id"): e for e in by_key.get(MLPERF_KEY, [])}
-    stored = {sc["id"]: sc for sc in store.screenings()}
+    stored = {sc.id: sc for sc in store.screenings()}
     for sid in sorted(set(stored) - set(logged), key=str):
         found.add(f"proxy screening {sid} is in the store but not in the MLPerf log")
     for sid in sorted(set(logged) - set(stored), key=str):
@@ -137,11 +139,11 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
     for sid in sorted(set(stored) & set(logged)):
         event, row = logged[sid], stored[sid]
         trial = (event.get("metadata") or {}).get("trial_id")
-        if event.get("value") != row["ops"] or trial != row["trial"]:
+        if event.get("value") != row.ops or trial != row.trial:
             found.add(
                 f"proxy screening {sid}: the MLPerf log has {event.get('value')!r} operations for "
                 "trial "
-                f"{trial!r}, the store {row['ops']!r} for {row['trial']!r}"
+                f"{trial!r}, the store {row.ops!r} for {row.trial!r}"
             )
 
 
@@ -149,7 +151,7 @@ def _check_times(log: Log, store, found: Found) -> None:
     """Each logged epoch interval is its store row's (t_start, t_end), in whole milliseconds."""
     for row in store.iter_epochs():
         slots = log.epochs.get((row.trial_id, row.epoch))
-        if row.status != "ok" or slots is None:
+        if row.status != EpochStatus.OK or slots is None:
             continue
         for key, logged, stored in (
             ("epoch_start", slots[1], row.t_start),

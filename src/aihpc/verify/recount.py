@@ -45,7 +45,8 @@ from typing import Any
 
 from aihpc.base.errors import AihpcError, DataError, StorageError
 from aihpc.nas.spec import LayerMemo
-from aihpc.records.rows import EpochRow, TrialRow
+from aihpc.records.messages import EpochStatus, ScreenStatus
+from aihpc.records.rows import EpochRow, ScreeningRow, TrialRow
 from aihpc.results.read import (
     iter_trials,
     laid_out_by_line,
@@ -78,7 +79,7 @@ def open_run(run_dir: Path):
         )
     try:
         store = RunStore.read_only(run_dir)
-        config = store.meta("config")
+        config = store.meta().config
     except (StorageError, sqlite3.Error) as exc:
         raise StorageError(f"not a run directory: {run_dir} ({exc})") from None
     try:
@@ -178,8 +179,9 @@ def _check_operations_in(run_dir: str) -> tuple[Check, list[Mismatch]]:
 def check_operations(store) -> tuple[Check, list[Mismatch]]:
     """Every epoch's operations recomputed from its trial's architecture and its samples."""
     found = Found("operations")
-    data = store.meta("data") or {}
-    task = of_run(store.meta("config"), store.meta("data"))[0]
+    meta = store.meta()
+    data = meta.data or {}
+    task = of_run(meta.config, meta.data)[0]
     epochs = 0
     arch_hashes: dict[int, str] = {}
     memo = LayerMemo()
@@ -199,7 +201,7 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
     ), found.items
 
 
-def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found: Found) -> None:
+def _check_screening_ops(sc: ScreeningRow, arch_hashes: dict[int, str], found: Found) -> None:
     """A screening's operations recounted from each candidate's logged architecture and minibatch
     size
     (:func:`aihpc.recommend.proxies.proxy_ops`); the trial it started is its chosen candidate."""
@@ -207,39 +209,37 @@ def _check_screening_ops(sc: dict[str, Any], arch_hashes: dict[int, str], found:
     from aihpc.nas.spec import ArchSpec
     from aihpc.recommend.proxies import proxy_ops
 
-    name = f"proxy screening {sc['id']}"
-    for i, c in enumerate(sc["candidates"]):
+    name = f"proxy screening {sc.id}"
+    for i, c in enumerate(sc.candidates):
         try:
-            spec = ArchSpec.from_dict(c["arch"])
+            spec = ArchSpec.from_dict(c.arch)
         except AihpcError as exc:
             found.add(f"{name}: candidate {i}'s logged architecture is not valid: {exc}")
             continue
-        if spec.content_hash() != c["arch_hash"]:
+        if spec.content_hash() != c.arch_hash:
             found.add(
                 f"{name}: candidate {i}'s architecture hashes to {spec.content_hash()[:12]}, "
-                f"not the logged {c['arch_hash'][:12]}"
+                f"not the logged {c.arch_hash[:12]}"
             )
         expected = (
-            proxy_ops(SpecNet(spec), sc["batch"], spec.input_shape)[0]
-            if sc["status"] == "ok"
+            proxy_ops(SpecNet(spec), sc.batch, spec.input_shape)[0]
+            if sc.status == ScreenStatus.OK
             else 0
         )
-        if c["ops"] != expected:
+        if c.ops != expected:
             found.add(
-                f"{name}: candidate {i}'s operations logged {c['ops']:,}, recounted {expected:,} "
+                f"{name}: candidate {i}'s operations logged {c.ops:,}, recounted {expected:,} "
                 "from its "
-                f"architecture and a minibatch of {sc['batch']}"
+                f"architecture and a minibatch of {sc.batch}"
             )
-    if sc["ops"] != sum(c["ops"] for c in sc["candidates"]):
-        found.add(f"{name}: operations logged {sc['ops']:,}, not the sum over its candidates")
-    if sc["trial"] is not None and (
-        sc["chosen"] is None
-        or not 0 <= sc["chosen"] < len(sc["candidates"])
-        or arch_hashes.get(sc["trial"]) != sc["candidates"][sc["chosen"]]["arch_hash"]
+    if sc.ops != sum(c.ops for c in sc.candidates):
+        found.add(f"{name}: operations logged {sc.ops:,}, not the sum over its candidates")
+    if sc.trial is not None and (
+        sc.chosen is None
+        or not 0 <= sc.chosen < len(sc.candidates)
+        or arch_hashes.get(sc.trial) != sc.candidates[sc.chosen].arch_hash
     ):
-        found.add(
-            f"{name}: trial {sc['trial']} is not its chosen candidate {sc['chosen']}", sc["trial"]
-        )
+        found.add(f"{name}: trial {sc.trial} is not its chosen candidate {sc.chosen}", sc.trial)
 
 
 def _per_sample(
@@ -282,11 +282,12 @@ def _check_epoch_ops(
     where = {"trial": trial_id, "epoch": e.epoch}
     if n_train is not None and not 0 <= train_samples <= n_train:
         found.add(f"{train_samples} training samples logged; the data set has {n_train}", **where)
-    complete = e.status != "ok" or val_samples == n_val  # a finished epoch evaluated the whole set
+    # a finished epoch evaluated the whole set
+    complete = e.status != EpochStatus.OK or val_samples == n_val
     if n_val is not None and (not 0 <= val_samples <= n_val or not complete):
         found.add(
             f"{val_samples} validation samples logged for "
-            f"a{' finished' if e.status == 'ok' else 'n'} "
+            f"a{' finished' if e.status == EpochStatus.OK else 'n'} "
             f"epoch; the validation set has {n_val}",
             **where,
         )
@@ -326,15 +327,16 @@ def _check_epoch_ops(
 def recomputed_score(store) -> Score:
     """The score from the store's operations, segment times and validation metrics (not from
     results.json)."""
-    quality = of_run(store.meta("config"), store.meta("data"))[1]
-    values = [e.metrics[quality.metric] for e in store.iter_epochs() if e.status == "ok"]
+    meta = store.meta()
+    quality = of_run(meta.config, meta.data)[1]
+    values = [e.metrics[quality.metric] for e in store.iter_epochs() if e.status == EpochStatus.OK]
     return compute_score(
         ops=store.total_ops(),
         wall_seconds=wall_seconds(store.segments()),
         best=max(values, key=quality.goodness, default=None),
         quality=quality,
-        peak_flops_per_s=store.meta("peak_flops_per_s"),
-        nominal_peak_flops_per_s=store.meta("nominal_peak_flops_per_s"),
+        peak_flops_per_s=meta.peak_flops_per_s,
+        nominal_peak_flops_per_s=meta.nominal_peak_flops_per_s,
     )
 
 
@@ -406,7 +408,8 @@ def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
     id order (as results.json is written); how many trials results.json holds."""
     from aihpc.results.write import run_start, trial_record
 
-    quality = of_run(store.meta("config"), store.meta("data"))[1]
+    meta = store.meta()
+    quality = of_run(meta.config, meta.data)[1]
     t0 = run_start(store)
     stored = (
         (row.arch, trial_record(row, store.epochs(row.id), t0, quality))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aihpc.records.messages import EpochStatus, ScreenStatus
+from aihpc.records.rows import ScreeningRow
 from aihpc.scoring.quality import Quality
 
 
@@ -33,14 +35,14 @@ class Observers:
         """A trial-epoch finished with an evaluation: master epoch ``number`` in the MLPerf log."""
         log_epoch(self.mlperf, number, result, self.quality.metric)
 
-    def screening(self, record: dict[str, Any]) -> None:
+    def screening(self, record: ScreeningRow) -> None:
         """A proxy screening was recorded: one ``aihpc_screening`` event in the MLPerf log (and a
         console line
         if it failed)."""
         log_screening(self.mlperf, record)
-        if record["status"] != "ok":
+        if record.status != ScreenStatus.OK:
             self.console.event(
-                f"screening {record['id']} failed ({record['reason']}); its first candidate "
+                f"screening {record.id} failed ({record.reason}); its first candidate "
                 "is trained unscreened"
             )
 
@@ -59,7 +61,7 @@ def log_epoch(mlperf, number: int, result, metric: str) -> None:
     )
 
 
-def log_screening(mlperf, record: dict[str, Any]) -> None:
+def log_screening(mlperf, record: ScreeningRow) -> None:
     """A proxy screening's ``aihpc_screening`` event in the MLPerf log."""
     from aihpc.runner.search.screening import event
 
@@ -91,7 +93,7 @@ def resume_log(mlperf, store, path: Path, metric: str) -> None:
     have, best, missing = 0, None, []
     pick = max if mlperf.higher_is_better else min
     for e in store.iter_epochs():
-        if e.status != "ok":
+        if e.status != EpochStatus.OK:
             continue
         if (e.trial_id, e.epoch) in logged:
             have += 1
@@ -103,5 +105,5 @@ def resume_log(mlperf, store, path: Path, metric: str) -> None:
     for number, epoch in enumerate(missing, start=have + 1):
         log_epoch(mlperf, number, epoch, metric)
     for record in store.screenings():
-        if record["id"] not in screened:
+        if record.id not in screened:
             log_screening(mlperf, record)

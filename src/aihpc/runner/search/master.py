@@ -28,8 +28,18 @@ from traceback import format_exception
 from typing import Any
 
 from aihpc.base.config import RunConfig
-from aihpc.records.messages import DataRef, EpochResult, EpochTask, Morph, ScreenTask, WeightsRef
-from aihpc.records.rows import LostEpoch
+from aihpc.records.messages import (
+    DataRef,
+    EpochResult,
+    EpochStatus,
+    EpochTask,
+    Morph,
+    ScreenStatus,
+    ScreenTask,
+    WeightsRef,
+)
+from aihpc.records.meta import MetaKey
+from aihpc.records.rows import LostEpoch, NewTrial, TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import screening
 from aihpc.runner.search.parents import SEED_TRIAL, ParentPool
@@ -138,7 +148,7 @@ class Master:
         for future in self.in_flight:
             future.cancel()
         for trial in list(self.running.values()):
-            self._finish(trial, "deadline", None)
+            self._finish(trial, TrialStatus.DEADLINE, None)
         if len(self.hpo.restarts) > self.restarts_seen:
             self._restarted()
         now = self.clock()
@@ -196,20 +206,20 @@ class Master:
         if trial.needs_parent():
             self.parents.pin(trial.parent)
         self.store.add_trial(
-            {
-                "id": trial.id,
-                "parent": trial.parent,
-                "arch_hash": trial.arch_hash,
-                "arch": trial.arch,
-                "parent_arch": trial.recipe.parent_arch if trial.recipe else None,
-                "morph": trial.morph,
-                "recipe": trial.recipe,
-                "hparams": trial.hparams.to_dict(),
-                "hpo_number": trial.hpo_number,
-                "budget": trial.budget,
-                "num_params": trial.num_params,
-                "t_created": self.clock(),
-            }
+            NewTrial(
+                id=trial.id,
+                parent=trial.parent,
+                arch_hash=trial.arch_hash,
+                arch=trial.arch,
+                parent_arch=trial.recipe.parent_arch if trial.recipe else None,
+                morph=trial.morph,
+                recipe=trial.recipe,
+                hparams=trial.hparams,
+                hpo_number=trial.hpo_number,
+                budget=trial.budget,
+                num_params=trial.num_params,
+                t_created=self.clock(),
+            )
         )
         return self._task(trial, attempt=1)
 
@@ -248,15 +258,15 @@ class Master:
             return
         self.store.add_epoch(result, task.attempt)
         self.ops += result.ops
-        if result.status == "failed":
-            self._finish(trial, "failed", result.reason, result.traceback)
+        if result.status == EpochStatus.FAILED:
+            self._finish(trial, TrialStatus.FAILED, result.reason, result.traceback)
             return
-        if result.status == "diverged":
-            self._finish(trial, "diverged", result.reason)
+        if result.status == EpochStatus.DIVERGED:
+            self._finish(trial, TrialStatus.DIVERGED, result.reason)
             return
         self._commit_weights(trial, result.weights)
-        if result.status == "deadline":
-            self._finish(trial, "deadline", None)
+        if result.status == EpochStatus.DEADLINE:
+            self._finish(trial, TrialStatus.DEADLINE, None)
             return
         trial.epochs_done = task.epoch
         self.epoch_counter += 1
@@ -268,9 +278,9 @@ class Master:
         self._better(value)
         self.observer.epoch(self.epoch_counter, result, self.best)
         if trial.epochs_done >= trial.budget:
-            self._finish(trial, "completed", None)
+            self._finish(trial, TrialStatus.COMPLETED, None)
         elif trial.epochs_done - trial.best_epoch >= self.config.patience:
-            self._finish(trial, "early_stopped", None)
+            self._finish(trial, TrialStatus.EARLY_STOPPED, None)
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
 
@@ -288,7 +298,7 @@ class Master:
         self.store.add_loss(loss)
         if not requeue:
             reason = f"{task.attempt} attempts failed; last: {loss.reason}"
-            self._finish(trial, "failed", reason, "".join(format_exception(exc)))
+            self._finish(trial, TrialStatus.FAILED, reason, "".join(format_exception(exc)))
             return
         self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({loss.reason}); requeued")
         self.pending.append(self._task(trial, attempt=task.attempt + 1))
@@ -298,8 +308,8 @@ class Master:
         ``helper_restarts``, over every segment of the run), and say so."""
         new = self.hpo.restarts[self.restarts_seen :]
         self.restarts_seen = len(self.hpo.restarts)
-        recorded = self.store.meta("helper_restarts", [])
-        self.store.set_meta("helper_restarts", recorded + [r.to_dict() for r in new])
+        recorded = self.store.meta().helper_restarts
+        self.store.set_meta(MetaKey.HELPER_RESTARTS, recorded + [r.to_dict() for r in new])
         for r in new:
             self.observer.event(
                 f"hyperparameter search process {r.stream} (pid {r.pid}) {r.how}; restarted with "
@@ -315,7 +325,7 @@ class Master:
         result = screening.outcome(future, task, self.clock())
         trial_id = None
         if self.clock() < self.deadline:
-            spec, recipe, how = children[result.chosen if result.status == "ok" else 0]
+            spec, recipe, how = children[result.chosen if result.status == ScreenStatus.OK else 0]
             first = self._new_trial_task((parent, spec, recipe, how))
             self.pending.insert(0, first)
             trial_id = first.trial_id
@@ -324,7 +334,7 @@ class Master:
             task, result, [(spec.content_hash(), how) for spec, _, how in children], trial_id
         )
         self.store.add_screening(record)
-        self.ops += record["ops"]
+        self.ops += record.ops
         self.observer.screening(record)
 
     def _commit_weights(self, trial: LiveTrial, weights: WeightsRef | None) -> None:
@@ -342,7 +352,11 @@ class Master:
             self.parents.unpin(trial.parent)
 
     def _finish(
-        self, trial: LiveTrial, status: str, reason: str | None, traceback: str | None = None
+        self,
+        trial: LiveTrial,
+        status: TrialStatus,
+        reason: str | None,
+        traceback: str | None = None,
     ) -> None:
         self.running.pop(trial.id, None)
         self.pending = [t for t in self.pending if t.trial_id != trial.id]
@@ -356,7 +370,7 @@ class Master:
             )
         elif trial.weights is not None:  # no finished epoch: nothing can start from them
             Path(self.weights_dir, trial.weights.name).unlink(missing_ok=True)
-        if status in ("failed", "diverged"):
+        if status in (TrialStatus.FAILED, TrialStatus.DIVERGED):
             self.observer.event(f"trial {trial.id} {status}: {reason}")
 
     # -- resume -----------------------------------------------------------------------
@@ -384,7 +398,7 @@ class Master:
             self.epoch_counter += len(accs)
             for value in values:
                 self._better(value)
-            if row.status != "running":
+            if row.status != TrialStatus.RUNNING:
                 ended.append((row, best, weights))
                 continue
             hpo_number = self.hpo.resume(row.hparams.searched())
@@ -423,13 +437,12 @@ class Master:
         self.observer.report(value)
 
     def score(self, now: float) -> Score:
-        peak = self.store.meta("peak_flops_per_s")
-        nominal = self.store.meta("nominal_peak_flops_per_s")
+        meta = self.store.meta()
         return compute_score(
             ops=self.store.total_ops(),
             wall_seconds=wall_seconds(self.store.segments()),
             best=self.best,
             quality=self.quality,
-            peak_flops_per_s=peak,
-            nominal_peak_flops_per_s=nominal,
+            peak_flops_per_s=meta.peak_flops_per_s,
+            nominal_peak_flops_per_s=meta.nominal_peak_flops_per_s,
         )

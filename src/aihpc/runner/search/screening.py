@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from aihpc.records.messages import ScreenResult, ScreenTask
+from aihpc.records.messages import ScreenResult, ScreenStatus, ScreenTask
+from aihpc.records.rows import Candidate, ScreeningRow
 
 MLPERF_KEY = "aihpc_screening"
 
@@ -40,61 +41,63 @@ def outcome(future, task: ScreenTask, now: float) -> ScreenResult:
         return future.result()
     except Exception as exc:
         return ScreenResult(
-            task.screen_id, "failed", "lost", now, now, reason=f"{type(exc).__name__}: {exc}"
+            task.screen_id,
+            ScreenStatus.FAILED,
+            "lost",
+            now,
+            now,
+            reason=f"{type(exc).__name__}: {exc}",
         )
 
 
 def row(
     task: ScreenTask, result: ScreenResult, children: list[tuple[str, str]], trial: int | None
-) -> dict[str, Any]:
+) -> ScreeningRow:
     """The store's record of one screening; ``children``: each candidate's (architecture hash,
     morphs)."""
-    ok = result.status == "ok"
-    candidates = []
-    for i, (arch, (arch_hash, how)) in enumerate(zip(task.candidates, children, strict=True)):
-        candidates.append(
-            {
-                "arch": arch,
-                "arch_hash": arch_hash,
-                "morph": how,
-                "predicted": result.predicted[i] if ok else None,
-                "proxies": {
-                    k: (v if math.isfinite(v) else None) for k, v in result.proxies[i].items()
-                }
-                if ok
-                else None,
-                "ops": result.ops[i] if ok else 0,
-            }
+    ok = result.status == ScreenStatus.OK
+    candidates = tuple(
+        Candidate(
+            arch=arch,
+            arch_hash=arch_hash,
+            morph=how,
+            ops=result.ops[i] if ok else 0,
+            predicted=result.predicted[i] if ok else None,
+            proxies={k: (v if math.isfinite(v) else None) for k, v in result.proxies[i].items()}
+            if ok
+            else None,
         )
-    return {
-        "id": task.screen_id,
-        "parent": task.parent,
-        "trial": trial,
-        "status": result.status,
-        "worker": result.worker,
-        "t_start": result.t_start,
-        "t_end": result.t_end,
-        "batch": result.batch,
-        "ops": sum(c["ops"] for c in candidates),
-        "chosen": result.chosen if trial is not None else None,
-        "candidates": candidates,
-        "reason": result.reason,
-    }
+        for i, (arch, (arch_hash, how)) in enumerate(zip(task.candidates, children, strict=True))
+    )
+    return ScreeningRow(
+        id=task.screen_id,
+        parent=task.parent,
+        trial=trial,
+        status=result.status,
+        worker=result.worker,
+        t_start=result.t_start,
+        t_end=result.t_end,
+        batch=result.batch,
+        ops=sum(c.ops for c in candidates),
+        chosen=result.chosen if trial is not None else None,
+        candidates=candidates,
+        reason=result.reason,
+    )
 
 
-def event(record: dict[str, Any]) -> tuple[str, int, dict[str, Any]]:
+def event(record: ScreeningRow) -> tuple[str, int, dict[str, Any]]:
     """The MLPerf log's event for a screening record: key, value (its operations), metadata."""
     return (
         MLPERF_KEY,
-        record["ops"],
+        record.ops,
         {
-            "screening_id": record["id"],
-            "parent_trial": record["parent"],
-            "trial_id": record["trial"],
-            "candidates": len(record["candidates"]),
-            "chosen": record["chosen"],
-            "status": record["status"],
-            "predicted": [c["predicted"] for c in record["candidates"]],
-            "worker": record["worker"],
+            "screening_id": record.id,
+            "parent_trial": record.parent,
+            "trial_id": record.trial,
+            "candidates": len(record.candidates),
+            "chosen": record.chosen,
+            "status": str(record.status),
+            "predicted": [c.predicted for c in record.candidates],
+            "worker": record.worker,
         },
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aihpc.base.config import RunConfig
-from aihpc.records.messages import Morph, WeightsRef
+from aihpc.records.messages import EpochStatus, Morph, WeightsRef
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.trial import Hyperparameters
 
@@ -65,7 +65,7 @@ def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> 
 def progress(epochs: list[EpochRow], metric: str) -> tuple[list[float], WeightsRef | None]:
     """A stored trial's values of the validation ``metric`` of its finished epochs, and its last
     weights."""
-    values = [e.metrics[metric] for e in epochs if e.status == "ok"]
+    values = [e.metrics[metric] for e in epochs if e.status == EpochStatus.OK]
     weights = next((e.weights for e in reversed(epochs) if e.weights is not None), None)
     return values, weights
 
