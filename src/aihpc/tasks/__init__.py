@@ -17,9 +17,9 @@ from typing import Any
 from aihpc.base.config import TASKS, RunConfig
 from aihpc.base.errors import ConfigError
 from aihpc.scoring.quality import Quality
-from aihpc.tasks.base import Arch, Plan, Split, Task
+from aihpc.tasks.base import Arch, DataInfo, Plan, Split, StateDict, Task
 
-__all__ = ["TASKS", "Arch", "Plan", "Split", "Task", "of_run", "task_of"]
+__all__ = ["TASKS", "Arch", "DataInfo", "Plan", "Split", "StateDict", "Task", "of_run", "task_of"]
 
 _CACHE: dict[str, Task] = {}
 

@@ -15,7 +15,7 @@ The contract, per method: units, what never changes, who calls it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aihpc.base.config import RunConfig
@@ -23,14 +23,47 @@ from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.messages import DataRef
 from aihpc.scoring.quality import Quality
 
-if TYPE_CHECKING:  # torch is imported where a task trains or counts, not where it is named
+# torch and numpy are imported where a task trains or counts, not where it is named
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import torch
 
-#: An architecture: a frozen, validated, hashed value with ``to_dict()``,
-#: ``content_hash()`` and ``num_params()`` (an ArchSpec or an LMSpec).
-Arch = Any
+    from aihpc.nas.spec import LayerMemo
+
+#: The data set as :meth:`Task.inspect_data` describes it: results.json's ``data``, a JSON
+#: object whose keys are the task's and its data set's (``num_train``, ``num_val``,
+#: ``max_params``... ``aihpc.data`` adds its own), read back from the store or results.json.
+DataInfo = dict[str, Any]
+#: A network's weights by name (``state_dict()``), as a morphism reads and writes them.
+StateDict = dict[str, "torch.Tensor"]
+
+
+class Arch(Protocol):
+    """An architecture: a frozen, validated, hashed value (an ArchSpec or an LMSpec); a task
+    takes back only its own (:meth:`Task.arch` makes one from ``to_dict()``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The architecture as JSON (what :meth:`Task.arch` reads)."""
+        ...
+
+    def content_hash(self) -> str:
+        """The digest of ``to_dict()``: equal for equal architectures."""
+        ...
+
+    def num_params(self) -> int:
+        """Parameters of a network of this architecture."""
+        ...
+
+
 #: One planned growth step: (child, apply(parent state dict) -> child state dict, description).
-Plan = tuple[Arch, Callable[..., Any], str]
+Plan = tuple[Arch, Callable[[Mapping[str, "torch.Tensor"]], StateDict], str]
+
+
+class Normalizer(Protocol):
+    """What staging applies to a chunk of raw images (float32, in place)."""
+
+    def apply_(self, x: torch.Tensor) -> torch.Tensor: ...
 
 
 class Split(Protocol):
@@ -38,15 +71,20 @@ class Split(Protocol):
     of ``sample_shape``, values of ``dtype`` (numpy's) from ``raw(positions)``, labels from
     ``label(positions)``, and a ``normalizer`` (None: the values are staged as they are)."""
 
-    sample_shape: tuple[int, ...]
-    dtype: Any
-    normalizer: Any
+    @property
+    def sample_shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> npt.DTypeLike: ...
+
+    @property
+    def normalizer(self) -> Normalizer | None: ...
 
     def __len__(self) -> int: ...
 
-    def raw(self, positions: Any) -> Any: ...
+    def raw(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[Any]: ...
 
-    def label(self, positions: Any) -> Any: ...
+    def label(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[Any]: ...
 
 
 class Task(Protocol):
@@ -69,12 +107,12 @@ class Task(Protocol):
         """``config`` with what it left unset sized to ``device`` ("cpu" or "cuda")."""
         ...
 
-    def inspect_data(self, config: RunConfig, device: str) -> dict[str, Any]:
+    def inspect_data(self, config: RunConfig, device: str) -> DataInfo:
         """The data set checked once in the master (ConfigError, DataError) and described:
         results.json's ``data`` (``num_train``, ``num_val`` in samples, ``max_params``...)."""
         ...
 
-    def quality(self, config: RunConfig, data: dict[str, Any]) -> Quality:
+    def quality(self, config: RunConfig, data: DataInfo) -> Quality:
         """How the run's models are judged, from the configuration and :meth:`inspect_data`."""
         ...
 
@@ -83,11 +121,11 @@ class Task(Protocol):
         ...
 
     # -- architectures (aihpc.runner.search.proposals, the worker's replay of a recipe) ------------
-    def seed_arch(self, data: dict[str, Any]) -> Arch:
+    def seed_arch(self, data: DataInfo) -> Arch:
         """The first trial's architecture for the data :meth:`inspect_data` described."""
         ...
 
-    def arch(self, data: dict[str, Any], memo: Any = None) -> Arch:
+    def arch(self, data: dict[str, Any], memo: LayerMemo | None = None) -> Arch:
         """The architecture of its ``to_dict()`` (SpecError if it is not one of this task's);
         ``memo`` lets the many related architectures of a run share their parts where the
         task's architectures can (:class:`aihpc.nas.spec.LayerMemo`)."""

@@ -11,7 +11,7 @@ verifier's fast path of the same count).
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,7 +20,10 @@ from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace, image_space
 from aihpc.records.messages import DataRef
 from aihpc.scoring.quality import Accuracy
-from aihpc.tasks.base import Arch, Plan
+from aihpc.tasks.base import Arch, DataInfo, Plan, Split
+
+if TYPE_CHECKING:
+    from aihpc.nas.spec import ArchSpec, LayerMemo
 
 # Largest network a child may grow to, by device kind, when max_params is not set
 # (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).
@@ -70,14 +73,14 @@ class ImageTask:
         options = {**DEFAULT_SYNTHETIC[device], **config.data_options}
         return config.replace(data_options=options)
 
-    def inspect_data(self, config: RunConfig, device: str) -> dict[str, Any]:
+    def inspect_data(self, config: RunConfig, device: str) -> DataInfo:
         from aihpc.data import load_dataset
         from aihpc.data.ceiling import task_description
 
         data = load_dataset(
             config.dataset, path=config.data_path, seed=config.seed, **config.data_options
         )
-        info = {"input_shape": list(data.input_shape), "num_classes": data.num_classes}
+        info: DataInfo = {"input_shape": list(data.input_shape), "num_classes": data.num_classes}
         seed_params = self.seed_arch(info).num_params()
         max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
         if seed_params > max_params:
@@ -94,19 +97,19 @@ class ImageTask:
             **task_description(data),
         }
 
-    def quality(self, config: RunConfig, data: dict[str, Any]) -> Accuracy:
+    def quality(self, config: RunConfig, data: DataInfo) -> Accuracy:
         return Accuracy(val_samples=int(data.get("num_val") or 1), min_accuracy=config.min_accuracy)
 
     def search_space(self, config: RunConfig) -> SearchSpace:
         assert config.batch_sizes is not None, "batch sizes are sized to the device first"
         return image_space(config.batch_sizes, config.optimizer or "sgd", config.schedule)
 
-    def seed_arch(self, data: dict[str, Any]) -> Arch:
+    def seed_arch(self, data: DataInfo) -> ArchSpec:
         from aihpc.nas.seeds import seed_spec
 
         return seed_spec(tuple(data["input_shape"]), int(data["num_classes"]))
 
-    def arch(self, data: dict[str, Any], memo: Any = None) -> Arch:
+    def arch(self, data: dict[str, Any], memo: LayerMemo | None = None) -> ArchSpec:
         from aihpc.nas.spec import ArchSpec
 
         return ArchSpec.from_dict(data, memo)
@@ -114,12 +117,12 @@ class ImageTask:
     def plan(self, arch: Arch, rng: random.Random, max_params: int | None) -> Plan:
         from aihpc.nas.morphism import random_plan
 
-        return random_plan(arch, rng, max_params)
+        return random_plan(_spec(arch), rng, max_params)
 
     def model(self, arch: Arch) -> torch.nn.Module:
         from aihpc.nas.build import SpecNet
 
-        return SpecNet(arch)
+        return SpecNet(_spec(arch))
 
     def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
         from aihpc.counting import count_ops
@@ -130,7 +133,7 @@ class ImageTask:
         for m in model.modules():
             if isinstance(m, torch.nn.Dropout):
                 m.p = dropout
-        x = torch.zeros((batch, *arch.input_shape), device=meta)
+        x = torch.zeros((batch, *_spec(arch).input_shape), device=meta)
         y = torch.zeros(batch, dtype=torch.long, device=meta)
         train = count_ops(model, (x,), train=True, target=y).total / batch
         infer = count_ops(model, (x,), train=False).total / batch
@@ -143,9 +146,9 @@ class ImageTask:
         """Layer by layer, each distinct layer counted once (:mod:`aihpc.tasks.image_count`)."""
         from aihpc.tasks.image_count import count_spec_per_sample
 
-        return count_spec_per_sample(arch, batch, dropout)
+        return count_spec_per_sample(_spec(arch), batch, dropout)
 
-    def splits(self, ref: DataRef) -> tuple[Any, Any]:
+    def splits(self, ref: DataRef) -> tuple[Split, Split]:
         from aihpc.data import load_dataset
 
         data = load_dataset(ref.name, path=ref.path, seed=ref.seed, **ref.options_dict())
@@ -163,3 +166,12 @@ class ImageTask:
         self, xb: torch.Tensor, yb: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return xb, yb
+
+
+def _spec(arch: Arch) -> ArchSpec:
+    """``arch`` as the image task's architecture (a TypeError for another task's)."""
+    from aihpc.nas.spec import ArchSpec
+
+    if not isinstance(arch, ArchSpec):
+        raise TypeError(f"the image task's architectures are ArchSpecs, got {type(arch).__name__}")
+    return arch

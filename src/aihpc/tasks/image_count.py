@@ -79,7 +79,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 from torch import nn
@@ -102,7 +101,7 @@ _BETWEEN = "0 < p < 1"  # the memo key of every dropout rate strictly between 0 
 
 _COUNTER: FlopCounterMode | None = None
 # (type, fields, dropout, input shapes, inputs requiring a gradient, batch) -> (train, eval)
-_LAYERS: dict[tuple[Any, ...], tuple[int, int]] = {}
+_LAYERS: dict[tuple[object, ...], tuple[int, int]] = {}
 # (batch, classes, logits require a gradient) -> the loss's forward and backward
 _LOSS: dict[tuple[int, int, bool], int] = {}
 # (batch, shape, gradients) -> the additions that sum them
@@ -216,7 +215,8 @@ def _count_layer(
         if module is None:
             return stateless_step(layer.type, inputs)
         module.train(train)
-        return module(inputs[0])
+        out: torch.Tensor = module(inputs[0])
+        return out
 
     with _counting(f"layer {layer.name!r} ({layer.type})") as total:
         with torch.no_grad():
@@ -225,7 +225,8 @@ def _count_layer(
         with torch.enable_grad():
             out = step(train=True)
         if out.requires_grad:
-            out.backward(torch.zeros_like(out))
+            # torch leaves Tensor.backward unannotated
+            out.backward(torch.zeros_like(out))  # type: ignore[no-untyped-call]
         return total() - evaluate, evaluate
 
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -40,7 +41,13 @@ from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.messages import DataRef
 from aihpc.scoring.quality import Loss
-from aihpc.tasks.base import Arch, Plan
+from aihpc.tasks.base import Arch, DataInfo, Plan, Split
+
+if TYPE_CHECKING:
+    from aihpc.data.language import LanguageData
+    from aihpc.data.windows import TokenWindows
+    from aihpc.nas.lm_spec import LMSpec
+    from aihpc.nas.spec import LayerMemo
 
 #: The task's own data options (the rest go to aihpc.data.language.load_language).
 TASK_OPTIONS = ("context", "epoch_tokens")
@@ -97,11 +104,11 @@ class LanguageTask:
             changes["optimizer"] = "adamw"
         return config.replace(**changes)
 
-    def inspect_data(self, config: RunConfig, device: str) -> dict[str, Any]:
+    def inspect_data(self, config: RunConfig, device: str) -> DataInfo:
         data = load(DataRef.of(config))
         context = context_of(data, config.data_options)
         seed = SEEDS[device]
-        info: dict[str, Any] = {
+        info: DataInfo = {
             **data.info(),
             "name": config.dataset,
             "vocab_size": vocab_of(data),
@@ -120,7 +127,7 @@ class LanguageTask:
             )
         return {**info, "max_params": max_params}
 
-    def quality(self, config: RunConfig, data: dict[str, Any]) -> Loss:
+    def quality(self, config: RunConfig, data: DataInfo) -> Loss:
         unigram = float(data["unigram_loss"])
         threshold = config.max_val_loss
         if threshold is None:
@@ -147,14 +154,14 @@ class LanguageTask:
             fixed=(("optimizer", optimizer), ("schedule", config.schedule), ("dropout", 0.0)),
         )
 
-    def seed_arch(self, data: dict[str, Any]) -> Arch:
+    def seed_arch(self, data: DataInfo) -> LMSpec:
         from aihpc.nas.lm_spec import seed_lm_spec
 
         return seed_lm_spec(
             vocab_size=int(data["vocab_size"]), context=int(data["context"]), **data["seed_network"]
         )
 
-    def arch(self, data: dict[str, Any], memo: Any = None) -> Arch:
+    def arch(self, data: dict[str, Any], memo: LayerMemo | None = None) -> LMSpec:
         from aihpc.nas.lm_spec import LMSpec
 
         return LMSpec.from_dict(data)
@@ -162,29 +169,31 @@ class LanguageTask:
     def plan(self, arch: Arch, rng: random.Random, max_params: int | None) -> Plan:
         from aihpc.nas.lm_morphism import random_lm_plan
 
-        return random_lm_plan(arch, rng, max_params)
+        return random_lm_plan(_lm(arch), rng, max_params)
 
     def model(self, arch: Arch) -> torch.nn.Module:
         from aihpc.nas.lm_net import LMNet
 
-        return LMNet(arch)
+        return LMNet(_lm(arch))
 
     def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
         """Operations per window of ``arch.context + 1`` tokens (its ``context`` predicted)."""
         from aihpc.counting import count_ops
 
+        spec = _lm(arch)
         meta = torch.device("meta")
         with meta:
-            model = _Flat(self.model(arch))
-        x = torch.zeros((batch, arch.context), dtype=torch.long, device=meta)
-        y = torch.zeros(batch * arch.context, dtype=torch.long, device=meta)
+            model = _Flat(self.model(spec))
+        x = torch.zeros((batch, spec.context), dtype=torch.long, device=meta)
+        y = torch.zeros(batch * spec.context, dtype=torch.long, device=meta)
         train = count_ops(model, (x,), train=True, target=y).total / batch
         infer = count_ops(model, (x,), train=False).total / batch
         return train, infer
 
     def model_flops(self, arch: Arch, train_samples: int) -> float | None:
         """``train_samples`` windows of ``context`` tokens at :func:`model_flops_per_token`."""
-        return float(train_samples * arch.context * model_flops_per_token(arch))
+        spec = _lm(arch)
+        return float(train_samples * spec.context * model_flops_per_token(spec))
 
     def recount_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
         """:meth:`count_per_sample`'s numbers in closed form (:mod:`aihpc.tasks.lm_count`)."""
@@ -192,10 +201,10 @@ class LanguageTask:
 
         key = (arch.content_hash(), batch)
         if key not in _RECOUNTS:
-            _RECOUNTS[key] = count_lm_per_sample(arch, batch, dropout)
+            _RECOUNTS[key] = count_lm_per_sample(_lm(arch), batch, dropout)
         return _RECOUNTS[key]
 
-    def splits(self, ref: DataRef) -> tuple[Any, Any]:
+    def splits(self, ref: DataRef) -> tuple[Split, Split]:
         data = load(ref)
         return windows(data, context_of(data, ref.options_dict()))
 
@@ -219,7 +228,7 @@ class LanguageTask:
 _RECOUNTS: dict[tuple[str, int], tuple[float, float]] = {}
 
 
-def model_flops_per_token(arch: Arch) -> int:
+def model_flops_per_token(arch: LMSpec) -> int:
     """PaLM's model FLOPs of one trained token (Chowdhery et al. 2022, appendix B):
     6N + 12·L·H·Q·T, N the parameters that take part in matrix products (all but the token
     embedding, a lookup), and per block 12·H·Q·T for the attention's two products over the
@@ -241,10 +250,11 @@ class _Flat(torch.nn.Module):
         self.net = net
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.net(tokens).flatten(0, 1)
+        logits: torch.Tensor = self.net(tokens)
+        return logits.flatten(0, 1)
 
 
-def load(ref: DataRef):
+def load(ref: DataRef) -> LanguageData:
     """The language data set ``ref`` names (its task options set aside)."""
     from aihpc.data.language import load_language
 
@@ -257,24 +267,34 @@ def load(ref: DataRef):
     return load_language(name, path=ref.path, seed=ref.seed, **options)
 
 
-def vocab_of(data) -> int:
+def vocab_of(data: LanguageData) -> int:
     """The model's vocabulary: the data's, and a begin-of-sequence token where the data are
     documents (its id is the data's vocabulary size)."""
     return int(data.vocab_size) + (1 if data.doc_length is not None else 0)
 
 
-def context_of(data, options: dict[str, Any]) -> int:
+def context_of(data: LanguageData, options: Mapping[str, Any]) -> int:
     """The tokens a model reads per window: a document's length, or the ``context`` option."""
     if data.doc_length is not None:
         return int(data.doc_length)
     return integer("context", options.get("context"))
 
 
-def windows(data, context: int):
+def windows(data: LanguageData, context: int) -> tuple[TokenWindows, TokenWindows]:
     """The training and validation windows of ``data`` for ``context``."""
     from aihpc.data.windows import TokenWindows
 
     bos = data.vocab_size if data.doc_length is not None else None
-    return tuple(
+    train, val = (
         TokenWindows(tokens, context + 1, data.doc_length, bos) for tokens in (data.train, data.val)
     )
+    return train, val
+
+
+def _lm(arch: Arch) -> LMSpec:
+    """``arch`` as the language task's architecture (a TypeError for another task's)."""
+    from aihpc.nas.lm_spec import LMSpec
+
+    if not isinstance(arch, LMSpec):
+        raise TypeError(f"the language task's architectures are LMSpecs, got {type(arch).__name__}")
+    return arch

@@ -6,7 +6,6 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -15,19 +14,23 @@ from aihpc.train import feed
 from aihpc.train.group import SINGLE, Group
 from aihpc.train.timing import PhaseTimer
 
+#: A staged batch (x, y) as the model's input and the loss's targets (the task's
+#: :meth:`~aihpc.tasks.base.Task.inputs_and_targets`).
+InputsAndTargets = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
 
 @torch.no_grad()
 def evaluate(
-    model,
+    model: torch.nn.Module,
     batches: Iterator[feed.Batch],
-    autocast,
+    autocast: contextlib.AbstractContextManager[object],
     deadline: float,
     group: Group = SINGLE,
     *,
     timer: PhaseTimer | None = None,
     first_phase: str = "eval",
     pad_to: int | None = None,
-    inputs_and_targets: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
+    inputs_and_targets: InputsAndTargets | None = None,
 ) -> tuple[float, float, int]:
     """Mean loss, accuracy and samples seen on ``batches`` (:mod:`aihpc.train.feed`), all ranks.
 

@@ -35,7 +35,10 @@ MAX_LOADERS = 8
 #: (images, labels, samples in the global batch)
 Batch = tuple[torch.Tensor, torch.Tensor, int]
 
-_LOADERS: dict[tuple[str, str], DataLoader] = {}
+#: (images, labels) of one batch as a loader process gathers it
+Rows = tuple[torch.Tensor, torch.Tensor]
+
+_LOADERS: dict[tuple[str, str], DataLoader[Rows]] = {}
 
 
 def train_batches(
@@ -68,14 +71,14 @@ def eval_batches(
 
 def _gathered(
     split: StagedSplit, order: torch.Tensor, batch: int, steps: int, rank: int, world: int
-):
+) -> Iterator[Batch]:
     for i in range(steps):
         idx = order[i * batch : (i + 1) * batch]
         mine = idx[rank::world]
         yield split.x[mine], split.y[mine], int(idx.shape[0])
 
 
-def _sliced(split: StagedSplit, batch: int, rank: int, world: int):
+def _sliced(split: StagedSplit, batch: int, rank: int, world: int) -> Iterator[Batch]:
     for i in range(0, len(split), batch):
         xb, yb = split.x[i : i + batch], split.y[i : i + batch]
         yield xb[rank::world], yb[rank::world], int(yb.shape[0])
@@ -83,7 +86,7 @@ def _sliced(split: StagedSplit, batch: int, rank: int, world: int):
 
 def _streamed(
     split: StagedSplit, plan: list[torch.Tensor], rank: int, world: int, device: torch.device
-):
+) -> Iterator[Batch]:
     loader = loader_for(split, device)
     sampler = loader.batch_sampler
     assert isinstance(sampler, _Plan)
@@ -92,15 +95,17 @@ def _streamed(
         yield xb.to(device, non_blocking=True), yb.to(device, non_blocking=True), int(idx.shape[0])
 
 
-def loader_for(split: StagedSplit, device: torch.device) -> DataLoader:
+def loader_for(split: StagedSplit, device: torch.device) -> DataLoader[Rows]:
     """The worker's ``DataLoader`` over a streamed split (made once, its processes kept)."""
     assert split.path is not None
     key = (split.path, str(device))
     if key not in _LOADERS:
         _LOADERS[key] = DataLoader(
             _Rows(split),
-            batch_sampler=_Plan(),
-            collate_fn=_as_is,
+            # torch's stub says a batch is a list of indices; DataLoader takes any batch its
+            # dataset's __getitems__ reads (index tensors), and hands its rows to collate_fn
+            batch_sampler=_Plan(),  # type: ignore[arg-type]
+            collate_fn=_as_is,  # type: ignore[arg-type]
             num_workers=loader_processes(),
             pin_memory=device.type == "cuda",
             prefetch_factor=PREFETCH,
@@ -115,20 +120,20 @@ def loader_processes() -> int:
     return max(2, min(MAX_LOADERS, torch.get_num_threads()))
 
 
-class _Plan(Sampler):
+class _Plan(Sampler[torch.Tensor]):
     """The batches of the current epoch (index tensors), set by the trainer before each pass."""
 
     def __init__(self) -> None:
         self.batches: list[torch.Tensor] = []
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[torch.Tensor]:
         return iter(self.batches)
 
     def __len__(self) -> int:
         return len(self.batches)
 
 
-class _Rows(Dataset):
+class _Rows(Dataset[Rows]):
     """Rows of a streamed split's file; a whole batch is gathered by one call (``__getitems__``).
 
     Pickles without its mapping (loader processes started by spawn map
@@ -142,20 +147,20 @@ class _Rows(Dataset):
         self.y = split.y
         self._x: torch.Tensor | None = split.x
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_x": None}
 
     def __len__(self) -> int:
         return self.shape[0]
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int) -> Rows:
         return self.__getitems__(torch.tensor([index]))
 
-    def __getitems__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitems__(self, idx: torch.Tensor) -> Rows:
         if self._x is None:
             self._x = mapped_tensor(Path(self.path), self.shape, self.dtype)
         return self._x[idx], self.y[idx]
 
 
-def _as_is(batch):
+def _as_is(batch: Rows) -> Rows:
     return batch

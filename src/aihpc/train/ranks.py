@@ -25,7 +25,8 @@ standard input; each rank answers with one JSON line on its standard output
 (the ranks' own prints go to their standard error).  Requests: ``epoch``
 (rank 0 answers with the :class:`EpochResult`), ``peak`` (every rank
 measures its device's matmul peak at the same moment), ``stage`` (every rank
-loads the data set).  Nothing is pickled; the weights are files.
+loads the data set); their fields: :mod:`aihpc.train.rank_channel`.  Nothing is pickled; the
+weights are files.
 
 Failures.  A rank that raises answers with its error and exits; a rank that
 dies answers nothing (end of file).  Either way the pool is closed at once
@@ -56,9 +57,18 @@ import torch
 import torch.distributed as dist
 
 from aihpc.machine.devices import device_kind, gpu_indices, training_dtype
-from aihpc.records.messages import DataRef, EpochResult, EpochTask, Morph, WeightsRef
-from aihpc.records.trial import Hyperparameters
+from aihpc.records.messages import DataRef, EpochResult, EpochTask, WeightsRef
 from aihpc.train.group import Group
+from aihpc.train.rank_channel import (
+    EpochRequest,
+    PeakRequest,
+    RankAnswer,
+    RankRequest,
+    StageRequest,
+    epoch_task,
+    weights_ref,
+)
+from aihpc.train.staging import StagingRecord
 from aihpc.train.trainer import train_epoch
 
 # Bytes for the weight reference rank 0 broadcasts after each epoch (JSON of name and digest).
@@ -141,7 +151,7 @@ class RankPool:
         self.key = key
         self.logs: list[IO[str]] = []
         self.procs: list[subprocess.Popen[str]] = []
-        self.last: list[dict[str, Any]] = []  # the ranks' last answers
+        self.last: list[RankAnswer] = []  # the ranks' last answers
         port = _free_port()
         try:
             for rank in range(key.procs):
@@ -180,7 +190,7 @@ class RankPool:
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)
 
-    def ask(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def ask(self, request: RankRequest) -> list[RankAnswer]:
         """Send ``request`` to every rank; their answers in rank order.  RankFailure closes the
         pool."""
         line = json.dumps(request) + "\n"
@@ -194,8 +204,8 @@ class RankPool:
         self.last = self._answers()
         return self.last
 
-    def _answers(self) -> list[dict[str, Any]]:
-        answers: dict[int, dict[str, Any]] = {}
+    def _answers(self) -> list[RankAnswer]:
+        answers: dict[int, RankAnswer] = {}
         with selectors.DefaultSelector() as sel:
             for rank, p in enumerate(self.procs):
                 sel.register(_pipes(p)[1], selectors.EVENT_READ, rank)
@@ -215,7 +225,7 @@ class RankPool:
         for log in self.logs:
             log.close()
 
-    def _failure(self, rank: int, answer: dict[str, Any] | None) -> RankFailure:
+    def _failure(self, rank: int, answer: RankAnswer | None) -> RankFailure:
         """Kill the pool; the failure of ``rank``: its error, or how it died (its log's last
         line).
 
@@ -302,7 +312,7 @@ def close_pool() -> None:
             _POOL = None
 
 
-def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
+def _ask(key: PoolKey, request: RankRequest) -> list[RankAnswer]:
     """``request`` answered by the pool for ``key``; a failed pool is forgotten (the next request
     starts one)."""
     global _POOL
@@ -317,10 +327,10 @@ def _ask(key: PoolKey, request: dict[str, Any]) -> list[dict[str, Any]]:
             raise
 
 
-def _decode(line: str) -> dict[str, Any] | None:
+def _decode(line: str) -> RankAnswer | None:
     """A rank's answer; None for end of file (it died) or a line cut short by its death."""
     try:
-        answer = json.loads(line) if line else None
+        answer: RankAnswer | None = json.loads(line) if line else None
     except ValueError:
         return None
     return answer if isinstance(answer, dict) else None
@@ -329,7 +339,7 @@ def _decode(line: str) -> dict[str, Any] | None:
 def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochResult:
     """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the
     epoch's."""
-    request = {
+    request: EpochRequest = {
         "op": "epoch",
         "task": dataclasses.asdict(task),
         "worker": worker,
@@ -340,7 +350,7 @@ def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochRes
     except RankFailure as failure:
         return EpochResult.failed(task, worker, t_start, failure.reason, failure.detail)
     fields = answers[0]["result"]
-    return EpochResult(**{**fields, "weights": _ref(fields["weights"])})
+    return EpochResult(**{**fields, "weights": weights_ref(fields["weights"])})
 
 
 def rank_peaks(
@@ -348,18 +358,23 @@ def rank_peaks(
 ) -> list[dict[str, Any]]:
     """Every rank's peak (the best of the ``kinds`` of kernel), measured at the same moment on
     its own device; in rank order."""
-    request = {"op": "peak", "threads": threads, "seconds": seconds, "kinds": list(kinds)}
+    request: PeakRequest = {
+        "op": "peak",
+        "threads": threads,
+        "seconds": seconds,
+        "kinds": list(kinds),
+    }
     return [a["peak"] for a in _ask(PoolKey.of(device, procs), request)]
 
 
-def rank_stage(ref: DataRef, device: str, procs: int) -> list[dict[str, Any]]:
+def rank_stage(ref: DataRef, device: str, procs: int) -> list[StagingRecord]:
     """Every rank loads the data set onto its device now (kept for its epochs): seconds and bytes
     per rank."""
-    request = {"op": "stage", "data": dataclasses.asdict(ref)}
+    request: StageRequest = {"op": "stage", "data": dataclasses.asdict(ref)}
     return [a["staged"] for a in _ask(PoolKey.of(device, procs), request)]
 
 
-def pool_ranks() -> list[dict[str, Any]]:
+def pool_ranks() -> list[RankAnswer]:
     """The ranks of this worker's pool as they last answered (pid, requests served, data sets
     loaded)."""
     pool = _POOL
@@ -406,14 +421,14 @@ def _rank_main() -> None:
         dist.destroy_process_group()
 
 
-def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -> dict[str, Any]:
+def _serve(request: RankRequest, group: ProcessGroup, device: torch.device) -> RankAnswer:
     op = request["op"]
-    if op == "epoch":
+    if request["op"] == "epoch":
         result = train_epoch(
-            _task(request["task"]), request["worker"], request["t_start"], group, device
+            epoch_task(request["task"]), request["worker"], request["t_start"], group, device
         )
         return {"result": dataclasses.asdict(result)} if group.rank == 0 else {}
-    if op == "peak":
+    if request["op"] == "peak":
         from aihpc.roofline.peak import search_peak
 
         if request["threads"]:
@@ -427,7 +442,7 @@ def _serve(request: dict[str, Any], group: ProcessGroup, device: torch.device) -
                 kinds=tuple(request["kinds"]),
             ).to_dict()
         }
-    if op == "stage":
+    if request["op"] == "stage":
         from aihpc.train.staging import stage
 
         return {"staged": stage(DataRef.from_dict(request["data"]), str(device)).record()}
@@ -460,27 +475,11 @@ def _pipes(p: subprocess.Popen[str]) -> tuple[IO[str], IO[str]]:
     return p.stdin, p.stdout
 
 
-# -- the task as JSON (the weights are files) ----------------------------------------------
-def _task(fields: dict[str, Any]) -> EpochTask:
-    fields = dict(fields)
-    fields["data"] = DataRef.from_dict(fields["data"])
-    fields["hparams"] = Hyperparameters.from_dict(fields["hparams"])
-    fields["start"] = _ref(fields["start"])
-    if fields["morph"] is not None:
-        fields["morph"] = Morph(
-            **{**fields["morph"], "parent_weights": _ref(fields["morph"]["parent_weights"])}
-        )
-    return EpochTask(**fields)
-
-
-def _ref(fields: dict[str, str] | None) -> WeightsRef | None:
-    return WeightsRef(**fields) if fields is not None else None
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 if __name__ == "__main__":

@@ -196,7 +196,11 @@ def _region_call(template: nn.Module, tensors: dict[str, torch.Tensor], x: torch
     return functional_call(template, tensors, (x,))
 
 
-def _fresh_function(name: str) -> Callable[..., Any]:
+#: A compiled region: (template, the network's tensors by local key, input) -> output.
+RegionFn = Callable[[nn.Module, dict[str, torch.Tensor], torch.Tensor], torch.Tensor]
+
+
+def _fresh_function(name: str) -> RegionFn:
     """:func:`_region_call` with a code object of its own, so that dynamo's cache (kept on the
     code object) holds this key's compiled code alone."""
     code = _region_call.__code__.replace(co_name=name, co_qualname=name)
@@ -230,7 +234,7 @@ class RegionStats:
 class _Entry:
     """One cache key's compiled function, the template it runs and its signature."""
 
-    fn: Callable[..., Any]
+    fn: RegionFn
     template: RegionModule
     signature: str
 
@@ -343,7 +347,7 @@ class RegionCache:
         )
 
 
-def _torch_entries(fn: Callable[..., Any]) -> int:
+def _torch_entries(fn: RegionFn) -> int:
     """How many compiled entries dynamo holds for a compiled function's code object."""
     import torch._dynamo.eval_frame
 

@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
 from aihpc.machine.devices import resolve_device, worker_name
-from aihpc.records.messages import DataRef, ScreenResult, ScreenTask
+from aihpc.records.messages import DataRef, ScreenResult, ScreenStatus, ScreenTask
 from aihpc.train.staging import stage
+
+if TYPE_CHECKING:
+    from aihpc.recommend.complexity import Complexity
+    from aihpc.recommend.matcher import Matcher
 
 
 def screen_children(task: ScreenTask) -> ScreenResult:
@@ -46,7 +51,7 @@ def screen_children(task: ScreenTask) -> ScreenResult:
         chosen = max(range(len(predicted)), key=lambda i: (predicted[i], -i))
         return ScreenResult(
             task.screen_id,
-            "ok",
+            ScreenStatus.OK,
             worker,
             t_start,
             time.time(),
@@ -61,7 +66,7 @@ def screen_children(task: ScreenTask) -> ScreenResult:
     except Exception as exc:
         return ScreenResult(
             task.screen_id,
-            "failed",
+            ScreenStatus.FAILED,
             worker,
             t_start,
             time.time(),
@@ -114,7 +119,7 @@ def minibatch(ref: DataRef, device: str, seed: int) -> tuple[torch.Tensor, torch
 
 
 @functools.lru_cache(maxsize=4)
-def task_complexity(ref: DataRef, device: str):
+def task_complexity(ref: DataRef, device: str) -> Complexity:
     """The complexity measures of the training split (:func:`aihpc.recommend.complexity.measure`),
     once per worker.
 
@@ -131,7 +136,7 @@ def task_complexity(ref: DataRef, device: str):
 
 
 @functools.cache
-def _matcher():
+def _matcher() -> Matcher:
     from aihpc.recommend.matcher import load
 
     return load()

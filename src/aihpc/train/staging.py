@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import numpy as np
 import torch
@@ -58,6 +58,9 @@ import torch
 from aihpc.base.config import STAGING
 from aihpc.base.errors import DataError
 from aihpc.records.messages import DataRef
+
+if TYPE_CHECKING:
+    from aihpc.tasks import Split
 
 #: Share of the device's free memory (or of the host's available memory, on the
 #: CPU) the ``device`` tier may fill.  The rest is the model's: a ResNet-50 step
@@ -73,6 +76,18 @@ CACHED = 2
 _STAGED: OrderedDict[tuple[DataRef, str], Staged] = OrderedDict()
 _LOADS = 0  # data sets staged by this process (misses of stage's cache)
 _DIR_PREFIX = "aihpc-stage-"
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
+
+
+class StagingRecord(TypedDict):
+    """What results.json keeps of one worker's (or rank's) staging (:meth:`Staged.record`)."""
+
+    tier: str  # "device" or "stream"
+    seconds: float  # wall time of the staging
+    bytes: int  # of images (or tokens) and labels staged
+    dtype: str  # the staging dtype, torch's name without "torch."
 
 
 @dataclass(frozen=True)
@@ -109,7 +124,7 @@ class Staged:
         """Bytes of images and labels staged."""
         return sum(s.x.nbytes + s.y.nbytes for s in (self.train, self.val))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> StagingRecord:
         """What results.json keeps of one worker's staging."""
         return {
             "tier": self.tier,
@@ -184,7 +199,7 @@ def device_budget(device: torch.device, share: int = 1) -> int:
 
 
 def stage_split(
-    split, device: torch.device, dtype: torch.dtype, threads: int, path: Path | None
+    split: Split, device: torch.device, dtype: torch.dtype, threads: int, path: Path | None
 ) -> StagedSplit:
     """One split into a tensor allocated up front: on ``device``, or (``path`` given) in a mapped
     file."""
@@ -201,7 +216,7 @@ def stage_split(
     return StagedSplit(x, labels, str(path))
 
 
-def fill(split, out: torch.Tensor, threads: int) -> None:
+def fill(split: Split, out: torch.Tensor, threads: int) -> None:
     """Write ``split``'s normalised images into ``out`` (N, C, H, W; any dtype and device), chunk by
     chunk.
 
@@ -227,11 +242,11 @@ def fill(split, out: torch.Tensor, threads: int) -> None:
 
 
 def bounded_map(
-    pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Sequence[Any], ahead: int
-) -> Iterator[Any]:
+    pool: ThreadPoolExecutor, fn: Callable[[_In], _Out], items: Sequence[_In], ahead: int
+) -> Iterator[_Out]:
     """``pool.map(fn, items)`` in order, with at most ``ahead`` results in flight (bounded
     memory)."""
-    pending: list[Future] = []
+    pending: list[Future[_Out]] = []
     for item in items:
         pending.append(pool.submit(fn, item))
         if len(pending) >= ahead:

@@ -105,5 +105,6 @@ class PhaseTimer:
 def timer_for(device: torch.device) -> PhaseTimer:
     """CUDA events on a GPU (timestamps on the current stream), the host clock elsewhere."""
     if device.type == "cuda":
-        return PhaseTimer(lambda: torch.cuda.Event(enable_timing=True))
+        # torch leaves cuda.Event's constructor unannotated
+        return PhaseTimer(lambda: torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
     return PhaseTimer(ClockEvent)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,7 @@ import torch.nn.functional as F
 
 from aihpc.machine.devices import resolve_device
 from aihpc.nas.build import SpecNet
-from aihpc.records.messages import EpochResult, EpochTask, WeightsRef
+from aihpc.records.messages import EpochResult, EpochStatus, EpochTask, WeightsRef
 from aihpc.tasks import Arch, Task, task_of
 from aihpc.train import feed
 from aihpc.train.evaluation import channels_last, evaluate, loss_sums
@@ -60,7 +61,7 @@ from aihpc.train.optim import make_optimizer, set_dropout, set_lr
 from aihpc.train.sample_ops import count_ops_per_sample
 from aihpc.train.staging import Staged, stage
 from aihpc.train.timing import PhaseTimer, timer_for
-from aihpc.train.weights import SnapshotWriter, file_name, starting_state
+from aihpc.train.weights import SnapshotWriter, State, file_name, starting_state
 
 # Regional compilation (aihpc.train.regions) when the task leaves it open (compile=None), by
 # device kind: off, measured slower over a search on both (README, "Regional compilation,
@@ -92,7 +93,7 @@ class Setup:
     train_ops: float  # operations per training sample
     eval_ops: float  # operations per evaluation sample
     num_params: int
-    autocast: Any
+    autocast: contextlib.AbstractContextManager[object]  # bfloat16 on a GPU, else nothing
     compiled: bool  # step_model runs compiled regions (aihpc.train.regions)
     pad_eval: bool  # evaluation batches padded to full size (one shape: GPU, compiled)
     # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
@@ -124,7 +125,7 @@ class Progress:
     """What the training steps saw: samples, summed loss, correct predictions and targets (a
     label per image, a token per token of a language model's windows)."""
 
-    status: str = "ok"
+    status: EpochStatus = EpochStatus.OK
     seen: int = 0
     loss_sum: float = 0.0
     correct: float = 0.0
@@ -162,13 +163,10 @@ def _train_epoch(
     metrics = train_metrics(task, progress)
     writing = None
     # the weights are final: written while validation runs
-    if progress.status in (
-        "ok",
-        "deadline",
-    ):
+    if progress.status in (EpochStatus.OK, EpochStatus.DEADLINE):
         with timer("other"):
             writing = snapshot(task, setup, group)
-    if progress.status == "ok":
+    if progress.status == EpochStatus.OK:
         progress.status = validate(task, setup, timer, group, metrics)
     with timer("other"):
         weights = writing.result() if writing is not None else None
@@ -189,7 +187,7 @@ def _train_epoch(
         worker=worker,
         t_start=t_start,
         t_end=t_end,
-        reason="non-finite training loss" if progress.status == "diverged" else None,
+        reason="non-finite training loss" if progress.status == EpochStatus.DIVERGED else None,
         metrics=metrics,
         ops_train=ops_train,
         ops_eval=ops_eval,
@@ -239,7 +237,7 @@ def keep_resident(
         _RESIDENT = Resident(weights, str(device), setup)
 
 
-def compiled_regions(setup: Setup) -> dict[str, Any]:
+def compiled_regions(setup: Setup) -> dict[str, int]:
     """After a compiled model's first epoch on this worker: the regions its passes needed
     (training and evaluation) and how many of them were compiled rather than served from the
     cache (``regions_needed``, ``regions_compiled``; nothing otherwise)."""
@@ -248,6 +246,7 @@ def compiled_regions(setup: Setup) -> dict[str, Any]:
     from aihpc.train.regions import default_cache
 
     compiled = default_cache().stats().compiled - setup.compiled_before
+    # a RegionNet (torch types nn.Module's attributes as tensors or modules, not a RegionNet's)
     needed = 2 * len(cast(Any, setup.step_model).regions)
     setup.compiled_before = None  # counted once, with the epoch that built the model
     return {"regions_needed": needed, "regions_compiled": compiled}
@@ -280,8 +279,10 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
 
         _use_compile_cache(task)
         compiled_before = default_cache().stats().compiled
-        # only the regions no model compiled before compile (a CNN's: SpecNet)
-        step_model = RegionNet(cast(SpecNet, model))
+        # only the regions no model compiled before compile (a CNN's: SpecNet; the language
+        # task refuses compile, LanguageTask.default_workload)
+        assert isinstance(model, SpecNet), "only the image task's networks compile"
+        step_model = RegionNet(model)
     return Setup(
         kind=kind,
         spec=spec,
@@ -322,7 +323,7 @@ def _use_compile_cache(task: EpochTask) -> None:
 
 
 def build_model(
-    kind: Task, spec: Arch, state: dict[str, Any] | None, seed: int, device: torch.device
+    kind: Task, spec: Arch, state: State | None, seed: int, device: torch.device
 ) -> torch.nn.Module:
     """The trial's network on ``device``, built once.
 
@@ -378,7 +379,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
     for i in range(steps):
         check = i % check_every == 0 or i == steps - 1
         if (check or group.world == 1) and group.any(time.time() >= task.deadline):
-            progress.status = "deadline"
+            progress.status = EpochStatus.DEADLINE
             break
         phase = _phases(setup, "train")
         with timer(phase("data")):
@@ -393,7 +394,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
                 loss = F.cross_entropy(logits.flatten(0, -2), yb.flatten())
         with timer(phase("backward")):
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         with timer(phase("optimizer")):
             if setup.kind.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(setup.model.parameters(), setup.kind.grad_clip)
@@ -402,13 +403,13 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
         progress.seen += global_batch
         sums += loss_sums(logits.detach(), yb)
         if check and group.any(not math.isfinite(float(sums[0]))):
-            progress.status = "diverged"
+            progress.status = EpochStatus.DIVERGED
             break
     progress.loss_sum, progress.correct, progress.targets = group.sum(*sums.tolist())
     return progress
 
 
-def _phases(setup: Setup, mode: str):
+def _phases(setup: Setup, mode: str) -> Callable[[str], str]:
     """Phase names for a pass in ``mode``: all ``compile`` on a compiled model's first pass."""
     if mode in setup.fresh:
         return lambda phase: "compile"
@@ -417,7 +418,7 @@ def _phases(setup: Setup, mode: str):
 
 def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
     """The epoch's metrics from its training steps (validation still to come)."""
-    seen, ok = progress.seen, progress.seen and progress.status != "diverged"
+    seen, ok = progress.seen, progress.seen and progress.status != EpochStatus.DIVERGED
     targets = progress.targets or 1.0
     return {
         "epoch": task.epoch,
@@ -432,7 +433,7 @@ def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
 
 def validate(
     task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group, metrics: dict[str, Any]
-) -> str:
+) -> EpochStatus:
     """Evaluate on the validation split into ``metrics``; "deadline" if cut short, else "ok"."""
     val = setup.data.val
     first = _phases(setup, "eval")("eval")
@@ -456,4 +457,4 @@ def validate(
         val_accuracy=val_acc if complete else None,
         val_samples=val_seen,
     )
-    return "ok" if complete else "deadline"
+    return EpochStatus.OK if complete else EpochStatus.DEADLINE

@@ -38,7 +38,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -47,14 +47,16 @@ from aihpc.base.fileio import atomic_open
 from aihpc.records.messages import EpochTask, Morph, WeightsRef
 from aihpc.tasks import Task, task_of
 
+#: A state dict as torch makes and loads it: a model's (tensors by name) or an optimizer's
+#: (nested dicts and lists of tensors and numbers).
+State = dict[str, Any]
+
 
 def file_name(trial_id: int, epoch: int, attempt: int) -> str:
     return f"trial{trial_id}-epoch{epoch}-try{attempt}.pt"
 
 
-def save(
-    directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None
-) -> WeightsRef:
+def save(directory: Path, name: str, model: State, optimizer: State | None) -> WeightsRef:
     """Write one weight file atomically, hashing the bytes as they are written; returns its
     reference."""
     with atomic_open(Path(directory) / name) as f:
@@ -68,11 +70,11 @@ class _HashingWriter:
     """A file's ``write``, passing every byte through SHA-256 on the way (no second copy of the file
     in memory)."""
 
-    def __init__(self, f) -> None:
+    def __init__(self, f: BinaryIO) -> None:
         self.f = f
         self.sha256 = hashlib.sha256()
 
-    def write(self, data) -> int:
+    def write(self, data: bytes) -> int:
         self.sha256.update(data)
         return self.f.write(data)
 
@@ -96,11 +98,11 @@ class StateCache:
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._states: OrderedDict[WeightsRef, tuple[Any, Any, int]] = OrderedDict()
+        self._states: OrderedDict[WeightsRef, tuple[State, State | None, int]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def put(self, ref: WeightsRef, model: dict[str, Any], optimizer: dict[str, Any] | None) -> None:
+    def put(self, ref: WeightsRef, model: State, optimizer: State | None) -> None:
         size = _nbytes(model) + _nbytes(optimizer)
         with self._lock:
             self._states[ref] = (model, optimizer, size)
@@ -109,7 +111,7 @@ class StateCache:
             while total > self.max_bytes and self._states:
                 total -= self._states.popitem(last=False)[1][2]
 
-    def get(self, ref: WeightsRef) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+    def get(self, ref: WeightsRef) -> tuple[State, State | None] | None:
         with self._lock:
             entry = self._states.get(ref)
             if entry is None:
@@ -120,7 +122,7 @@ class StateCache:
         return _clone(entry[0]), _clone(entry[1])
 
 
-def _nbytes(obj: Any) -> int:
+def _nbytes(obj: object) -> int:
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()
     if isinstance(obj, dict):
@@ -155,15 +157,16 @@ class SnapshotWriter:
 
     def __init__(self, cache: StateCache = STATES) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="aihpc-weights")
-        self._last: Future | None = None
+        self._last: Future[WeightsRef] | None = None
         self._cache = cache
 
     def start(
-        self, directory: Path, name: str, model: dict[str, Any], optimizer: dict[str, Any] | None
-    ) -> Future:
+        self, directory: Path, name: str, model: State, optimizer: State | None
+    ) -> Future[WeightsRef]:
         if self._last is not None:
             self._last.exception()  # the last write is over (its error went to its own caller)
-        copied = torch.cuda.Event() if _on_gpu(model) else None
+        # torch leaves cuda.Event's constructor unannotated
+        copied = torch.cuda.Event() if _on_gpu(model) else None  # type: ignore[no-untyped-call]
         host_model, host_optimizer = host_copy(model), host_copy(optimizer)
         if copied is not None:
             copied.record()  # after the copies, on the stream that queued them
@@ -172,7 +175,14 @@ class SnapshotWriter:
         )
         return self._last
 
-    def _write(self, directory: Path, name: str, model, optimizer, copied) -> WeightsRef:
+    def _write(
+        self,
+        directory: Path,
+        name: str,
+        model: State,
+        optimizer: State | None,
+        copied: torch.cuda.Event | None,
+    ) -> WeightsRef:
         if copied is not None:
             copied.synchronize()  # the copies to pinned memory have landed
         ref = save(directory, name, model, optimizer)
@@ -199,11 +209,11 @@ def host_copy(obj: Any) -> Any:
     return obj
 
 
-def _on_gpu(state: dict[str, Any]) -> bool:
+def _on_gpu(state: State) -> bool:
     return any(isinstance(t, torch.Tensor) and t.is_cuda for t in state.values())
 
 
-def load(directory: Path, ref: WeightsRef) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def load(directory: Path, ref: WeightsRef) -> tuple[State, State | None]:
     """The (model, optimizer) state dicts of ``ref``: this worker's copy where it wrote the file
     (:data:`STATES`), else read from it; StorageError if missing, unreadable or changed."""
     kept = STATES.get(ref)
@@ -224,7 +234,7 @@ def load(directory: Path, ref: WeightsRef) -> tuple[dict[str, Any], dict[str, An
     return content["model"], content["optimizer"]
 
 
-def starting_state(task: EpochTask) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def starting_state(task: EpochTask) -> tuple[State | None, State | None]:
     """The (model, optimizer) state ``task`` starts from; (None, None) for a fresh
     initialisation."""
     if task.start is not None:
@@ -235,9 +245,7 @@ def starting_state(task: EpochTask) -> tuple[dict[str, Any] | None, dict[str, An
     return None, None
 
 
-def morphed_state(
-    kind: Task, morph: Morph, arch: dict[str, Any], directory: Path
-) -> dict[str, Any]:
+def morphed_state(kind: Task, morph: Morph, arch: dict[str, Any], directory: Path) -> State:
     """A child's starting weights: its parent's, carried through the morph recipe by the task's
     growth steps (:meth:`aihpc.tasks.base.Task.plan`).
 

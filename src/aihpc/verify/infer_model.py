@@ -96,7 +96,9 @@ def recount(data: dict[str, Any], zoo: Any) -> tuple[float, int, str]:
         g = data.get("generation")
         if g is not None:
             from aihpc.nas.lm_decode import decode_ops
+            from aihpc.nas.lm_spec import LMSpec
 
+            assert isinstance(spec, LMSpec), "a model that generates is a language model"
             prefill, decode = decode_ops(spec, g["prompt_tokens"], g["new_tokens"])
             how = f"a prefill of {g['prompt_tokens']} tokens and {g['new_tokens']} new tokens"
             return prefill + decode, spec.num_params(), how
