@@ -178,17 +178,21 @@ def config_flags(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     from aihpc.base.config import RunConfig, load_toml
     from aihpc.base.errors import ConfigError
-    from aihpc.launch.slurm import in_allocation, runner_context
-    from aihpc.runner.display.console import Console
-    from aihpc.runner.display.summary import summary_lines
-    from aihpc.runner.run import default_run_dir, run_benchmark
 
+    # the settings are checked before the runner (torch, dask) is imported: a mistake in them
+    # is said at once
     values = load_toml(args.config) if args.config else {}
     source = args.config or "config"
     flags = config_flags(args)
     config = RunConfig.from_dict({**values, **flags}, source=source)
     if args.resume and args.out:
         raise ConfigError(f"--resume continues the run in its own directory; drop --out {args.out}")
+
+    from aihpc.launch.slurm import in_allocation, runner_context
+    from aihpc.runner.display.console import Console
+    from aihpc.runner.display.summary import summary_lines
+    from aihpc.runner.run import default_run_dir, run_benchmark
+
     run_dir = Path(args.resume or args.out or default_run_dir())
     console = Console(live=args.live)
     if config.batch_system == "slurm" and in_allocation():
