@@ -19,13 +19,23 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aihpc.base.errors import ConfigError, WorkersLost
 from aihpc.launch.dask_settings import use_worker_config
+
+if TYPE_CHECKING:  # for the types only: Dask is imported when a run starts its workers
+    from distributed import Client, Future, SpecCluster
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    from aihpc.base.config import RunConfig
+    from aihpc.launch.interface import F
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -75,10 +85,13 @@ class DaskExecutor:
     """Submit tasks and wait for them; the master's only view of the workers.
 
     Built by :func:`local_executor`, :func:`remote_executor` or
-    :func:`batch_executor`; owns the cluster it was given and closes it.
+    :func:`batch_executor`; owns the cluster it was given and closes it.  It
+    is an :class:`aihpc.launch.interface.Executor`.
     """
 
-    def __init__(self, client, cluster=None, owns_client: bool = True) -> None:
+    def __init__(
+        self, client: Client, cluster: SpecCluster | None = None, owns_client: bool = True
+    ) -> None:
         self.client = client
         self.cluster = cluster
         self.owns_client = owns_client
@@ -98,7 +111,7 @@ class DaskExecutor:
                 f"no {n} Dask worker(s) joined within {timeout:.0f} s (have {self.slots()})"
             ) from None
 
-    def run_on_each(self, fn, *args: Any) -> list[Any]:
+    def run_on_each(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """Run ``fn(*args)`` on every worker alive now, all at once; their results in worker order.
 
         Each worker runs one task at a time, so the calls run concurrently,
@@ -125,23 +138,26 @@ class DaskExecutor:
         hosts = Counter(w["host"] for w in workers.values())
         return {address: hosts[w["host"]] for address, w in workers.items()}
 
-    def register_plugin(self, plugin) -> None:
+    def register_plugin(self, plugin: WorkerPlugin) -> None:
         """Install a Dask worker plugin on every worker, now and on any that joins or restarts
         later."""
         self.client.register_plugin(plugin)
 
-    def submit(self, fn, task: Any, key: str):
+    def submit(self, fn: Callable[[T], R], task: T, key: str) -> Future[R]:
         return self.client.submit(fn, task, key=key, pure=False)
 
-    def wait(self, futures: Iterable[Any], timeout: float) -> set[Any]:
+    def wait(self, futures: Collection[F], timeout: float) -> set[F]:
         from distributed import wait
 
-        futures = list(futures)
-        if not futures:  # nothing to wait for (no worker yet): wait the timeout, do not spin
+        pending = list(futures)
+        if not pending:  # nothing to wait for (no worker yet): wait the timeout, do not spin
             time.sleep(timeout)
             return set()
         try:
-            done, _ = wait(futures, timeout=timeout, return_when="FIRST_COMPLETED")
+            # distributed.wait is unannotated; it returns (done, not_done) sets of the futures
+            done, _ = wait(  # type: ignore[no-untyped-call]
+                pending, timeout=timeout, return_when="FIRST_COMPLETED"
+            )
         except TimeoutError:
             return set()
         return set(done)
@@ -150,7 +166,7 @@ class DaskExecutor:
         if not self.owns_client:
             return
         try:
-            self.client.close(timeout=10)
+            self.client.close(timeout=10)  # type: ignore[no-untyped-call]  # Client.close: unannotated
         finally:
             if self.cluster is not None:
                 self.cluster.close(timeout=10)
@@ -172,7 +188,8 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
 
         cluster = local_gpu_cluster(layout, visible_gpus(), memory)
     else:
-        cluster = LocalCluster(
+        # LocalCluster.__init__ is unannotated
+        cluster = LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=layout.workers,
             threads_per_worker=1,
             processes=True,
@@ -185,10 +202,10 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
             worker_class="distributed.Nanny",
             memory_limit=memory or "auto",
         )
-    return DaskExecutor(Client(cluster), cluster)
+    return DaskExecutor(Client(cluster), cluster)  # type: ignore[no-untyped-call]  # Client.__init__: unannotated
 
 
-def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None):
+def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None) -> SpecCluster:
     """A ``SpecCluster`` of ``layout.workers`` nannies on loopback, named 0, 1, ..., as
     LocalCluster names them, worker i seeing GPUs ``gpus[i*P : i*P+P]`` (P = ``layout.procs``;
     :func:`aihpc.machine.devices.local_worker_envs`)."""
@@ -211,7 +228,7 @@ def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None
         "cls": Scheduler,
         "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": ":0"},
     }
-    return SpecCluster(
+    return SpecCluster(  # type: ignore[no-untyped-call]  # SpecCluster.__init__: unannotated
         workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="aihpc-local-gpus"
     )
 
@@ -222,20 +239,22 @@ def remote_executor(address: str) -> DaskExecutor:
     from distributed import Client
 
     try:
-        return DaskExecutor(Client(address, timeout="20s"))
+        # Client.__init__ is unannotated
+        return DaskExecutor(Client(address, timeout="20s"))  # type: ignore[no-untyped-call]
     except ValueError as exc:  # a malformed address
         raise ConfigError(f"cannot connect to scheduler {address}: {exc}") from None
     except (OSError, TimeoutError) as exc:
         raise WorkersLost(f"cannot connect to scheduler {address}: {exc}") from None
 
 
-def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
+def batch_executor(layout: Layout, config: RunConfig, run_dir: Path) -> DaskExecutor:
     """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``."""
     from distributed import Client
 
     use_worker_config()
     from aihpc.launch.jobqueue import jobqueue_cluster
 
+    assert config.batch_system is not None  # a batch run's (choose_layout)
     cluster = jobqueue_cluster(
         config.batch_system,
         layout.workers,
@@ -249,7 +268,7 @@ def batch_executor(layout: Layout, config, run_dir) -> DaskExecutor:
         tls=config.tls is not False,
         shared_temp_directory=run_dir / "tls",
     )
-    return DaskExecutor(Client(cluster), cluster)
+    return DaskExecutor(Client(cluster), cluster)  # type: ignore[no-untyped-call]  # Client.__init__: unannotated
 
 
 def allocation_layout(procs: int = 1) -> Layout:
@@ -265,7 +284,7 @@ def allocation_layout(procs: int = 1) -> Layout:
     )
 
 
-def batch_layout(config) -> Layout:
+def batch_layout(config: RunConfig) -> Layout:
     """Workers as batch jobs: one per ``procs_per_trial`` GPUs
     (``nodes × gpus_per_node / procs_per_trial``), or one per node on CPU."""
     gpus, procs = config.gpus_per_node, config.procs_per_trial

@@ -35,7 +35,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.errors import ConfigError
 from aihpc.launch.dask_settings import JOB_PROLOGUE
@@ -45,6 +45,10 @@ SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}
 
 # SLURM's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _WALLTIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+
+if TYPE_CHECKING:  # for the types only: dask-jobqueue is imported when batch jobs are made
+    from dask_jobqueue.core import JobQueueCluster
+    from distributed.security import Security
 
 
 def jobqueue_cluster(
@@ -60,7 +64,7 @@ def jobqueue_cluster(
     log_directory: str | os.PathLike[str] | None = None,
     tls: bool = True,
     shared_temp_directory: str | os.PathLike[str] | None = None,
-):
+) -> JobQueueCluster:
     """A dask-jobqueue cluster for ``system`` (slurm, pbs or lsf) with ``workers`` jobs submitted.
 
     ``workers = 0`` builds the cluster and submits nothing (to read its
@@ -102,13 +106,13 @@ def jobqueue_cluster(
         **own,
     )
     if workers:
-        cluster.scale(jobs=workers)
+        cluster.scale(jobs=workers)  # type: ignore[no-untyped-call]  # unannotated in distributed
     return cluster
 
 
 def _system_options(
     system: str, cores: int, gpus: int, directives: Sequence[str]
-) -> tuple[type, dict[str, Any]]:
+) -> tuple[type[JobQueueCluster], dict[str, Any]]:
     """The cluster class of ``system``, and how its jobs book CPUs and ``gpus`` GPUs (see above)."""
     from dask_jobqueue import LSFCluster, PBSCluster, SLURMCluster
 
@@ -126,7 +130,9 @@ def _system_options(
     }
 
 
-def run_security(tls: bool, shared_temp_directory: str | os.PathLike[str] | None):
+def run_security(
+    tls: bool, shared_temp_directory: str | os.PathLike[str] | None
+) -> Security | None:
     """A TLS certificate and key made for this run (``Security.temporary()``), or None.
 
     dask-jobqueue writes the workers' copy into ``shared_temp_directory``,
@@ -138,10 +144,11 @@ def run_security(tls: bool, shared_temp_directory: str | os.PathLike[str] | None
 
     if shared_temp_directory is not None:
         Path(shared_temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
-    return Security.temporary()
+    security: Security = Security.temporary()  # type: ignore[no-untyped-call]  # unannotated
+    return security
 
 
-def job_ids(cluster) -> list[str]:
+def job_ids(cluster: JobQueueCluster) -> list[str]:
     """The batch job ids of the cluster's submitted worker jobs, in worker order (numeric sort)."""
     ids = [str(job.job_id) for job in cluster.workers.values() if getattr(job, "job_id", None)]
     return sorted(ids, key=lambda j: (len(j), j))

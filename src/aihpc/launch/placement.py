@@ -12,11 +12,16 @@ train on; that list is results.json's ``devices``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from aihpc.machine.devices import assign, describe, host_slots, identity, worker_name
+
+if TYPE_CHECKING:
+    from distributed import Worker
+
+    from aihpc.launch.interface import Executor
 
 RULE = (
     "a worker trains on the GPUs its CUDA_VISIBLE_DEVICES gives it; with P per trial, its "
@@ -36,11 +41,11 @@ class DeviceSlots(WorkerPlugin):
         self.slots = dict(slots)
         self.per_slot = per_slot
 
-    def setup(self, worker) -> None:
+    def setup(self, worker: Worker) -> None:
         assign(self.slots.get(str(worker.name)), self.per_slot)
 
 
-def place_workers(executor, kind: str, procs: int) -> dict[str, Any]:
+def place_workers(executor: Executor, kind: str, procs: int) -> dict[str, Any]:
     """Assign the workers alive now their slots; returns the mapping, worker by worker (sorted by
     name).
 

@@ -19,9 +19,12 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.errors import AihpcError, WorkerFailed, WorkersLost
+
+if TYPE_CHECKING:  # for the types only: Dask is imported when a run starts its workers
+    from distributed import Client
 
 LOG_FILE = "worker-errors.log"
 
@@ -52,12 +55,12 @@ def contained(fn: Callable[..., Any], *args: Any) -> Any:
         )
 
 
-def gather(client, futures: list[Any], log_dir: Path) -> list[Any]:
+def gather(client: Client, futures: list[Any], log_dir: Path) -> list[Any]:
     """The futures' results, in order; the first :class:`Failed` among them is logged and raised."""
     from distributed import KilledWorker
 
     try:
-        values = client.gather(futures)
+        values: list[Any] = client.gather(futures)  # type: ignore[no-untyped-call]  # unannotated
     except KilledWorker as exc:
         raise WorkersLost(f"a worker died running a task: {exc}") from None
     return unwrap(values, log_dir)

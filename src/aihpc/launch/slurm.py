@@ -30,7 +30,8 @@ from aihpc.launch.dask_settings import use_worker_config
 from aihpc.machine.cluster import check_interface
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distributed import Client
+    from distributed import Client, SpecCluster
+    from distributed.security import Security
 
 
 @dataclass(frozen=True)
@@ -132,14 +133,14 @@ def runner_context(
         _write_scheduler_file(
             path, cluster.scheduler_address, task.job_id, security if tls else None
         )
-        client = Client(cluster)
+        client = Client(cluster)  # type: ignore[no-untyped-call]  # Client.__init__: unannotated
         yield client
     finally:
         try:
             if client is not None:
                 # Workers first, then the scheduler: every rank's process ends.
                 client.retire_workers(close_workers=True)
-                client.shutdown()
+                client.shutdown()  # type: ignore[no-untyped-call]  # unannotated in distributed
         finally:
             cluster.close(timeout=30)
             path.unlink(missing_ok=True)
@@ -160,12 +161,13 @@ def _task_setup(
     return task, path, _worker_env(task, gpus_per_worker)
 
 
-def _write_scheduler_file(path: Path, address: str, job_id: str, security) -> None:
+def _write_scheduler_file(path: Path, address: str, job_id: str, security: Security | None) -> None:
     """The file the other ranks' workers read: the scheduler's address and, with ``security``,
     the workers' TLS configuration (CA, certificate and key, PEM); readable by this user only."""
     info: dict[str, Any] = {"address": address, "job_id": job_id}
     if security is not None:
-        info["tls"] = security.get_tls_config_for_role("worker")
+        # Security.get_tls_config_for_role is unannotated in distributed
+        info["tls"] = security.get_tls_config_for_role("worker")  # type: ignore[no-untyped-call]
     atomic_write(path, json.dumps(info), mode=0o600)  # a worker never reads half a file
 
 
@@ -176,7 +178,7 @@ def _rank0_cluster(
     local_directory: str | os.PathLike[str] | None,
     worker_on_rank0: bool,
     tls: bool,
-):
+) -> tuple[SpecCluster, Security]:
     """Rank 0's scheduler (and, unless ``worker_on_rank0`` is False, its worker).
 
     Returns (cluster, security).
@@ -186,7 +188,10 @@ def _rank0_cluster(
     from distributed import Nanny, Scheduler, SpecCluster
     from distributed.security import Security
 
-    security = Security.temporary() if tls else Security()
+    # Security and Security.temporary are unannotated in distributed
+    security: Security = (
+        Security.temporary() if tls else Security()  # type: ignore[no-untyped-call]
+    )
     scheduler_options: dict[str, Any] = {
         "port": 0,
         "dashboard": False,
@@ -207,7 +212,7 @@ def _rank0_cluster(
     if local_directory is not None:
         worker_options["local_directory"] = str(local_directory)
     workers = {"slurm-0": {"cls": Nanny, "options": worker_options}} if worker_on_rank0 else {}
-    cluster = SpecCluster(
+    cluster = SpecCluster(  # type: ignore[no-untyped-call]  # SpecCluster.__init__: unannotated
         workers=workers,
         scheduler={"cls": Scheduler, "options": scheduler_options},
         silence_logs=40,
@@ -253,15 +258,16 @@ def _serve_worker(
         from distributed.security import Security
 
         tls = info.get("tls")
+        # Security.__init__ is unannotated in distributed
         security = (
-            Security(
+            Security(  # type: ignore[no-untyped-call]
                 tls_ca_file=tls["ca_file"],
                 tls_worker_cert=tls["cert"],
                 tls_worker_key=tls["key"],
                 require_encryption=True,
             )
             if tls
-            else Security()
+            else Security()  # type: ignore[no-untyped-call]
         )
 
         nanny = await Nanny(

@@ -9,13 +9,19 @@ results, not a failed run.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import DataError, WorkersLost
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
+
+if TYPE_CHECKING:
+    from aihpc.energy.run import EnergySession
+    from aihpc.launch.executor import Layout
+    from aihpc.launch.interface import Executor
+    from aihpc.records.messages import DataRef
 
 # The peak is measured by every worker at once (config.peak_seconds),
 # before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
@@ -27,8 +33,8 @@ AFTER_WAIT_SECONDS = 30.0
 
 
 def measure_run_peak(
-    executor,
-    layout,
+    executor: Executor,
+    layout: Layout | None,
     seconds: float,
     procs: int = 1,
     workers: int = 1,
@@ -58,7 +64,7 @@ def measure_run_peak(
     return RunPeak.of([WorkerPeak.from_dict(w) for w in per_worker], procs)
 
 
-def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
+def stage_data(config: RunConfig, executor: Executor, layout: Layout | None) -> dict[str, Any]:
     """Every worker stages the data set (:mod:`aihpc.train.staging`) before the run's clock starts.
 
     MLPerf HPC times data staging apart from the run (since HPC v3.0 it need
@@ -92,7 +98,7 @@ def stage_data(config: RunConfig, executor, layout) -> dict[str, Any]:
 
 
 def worker_stage(
-    ref, device: str, sharing: dict[str, int] | None = None, procs: int = 1
+    ref: DataRef, device: str, sharing: dict[str, int] | None = None, procs: int = 1
 ) -> dict[str, Any]:
     """Runs on a worker: its staged copy of the data set, made now and kept for the epochs.
 
@@ -136,7 +142,9 @@ RESUMED_ENERGY = (
 )
 
 
-def start_meters(store: RunStore, executor, layout, device: str, resume: bool):
+def start_meters(
+    store: RunStore, executor: Executor, layout: Layout | None, device: str, resume: bool
+) -> EnergySession | None:
     """Start every worker's energy meter as the run's clock starts (see aihpc.energy.run).
 
     None on a resume: the energy of a resumed run is not known (RESUMED_ENERGY).
@@ -154,7 +162,9 @@ def start_meters(store: RunStore, executor, layout, device: str, resume: bool):
     )
 
 
-def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> None:
+def record_energy(
+    store: RunStore, executor: Executor, meters: EnergySession | None, procs_per_trial: int
+) -> None:
     """Stop the meters and keep their block in the store (results.json's ``energy`` comes from it).
 
     Energy is measured beside the score: whatever fails here becomes the
@@ -174,7 +184,11 @@ def record_energy(store: RunStore, executor, meters, procs_per_trial: int) -> No
 
 
 def record_peak_after(
-    store: RunStore, executor, layout, seconds: float, kinds: tuple[str, ...]
+    store: RunStore,
+    executor: Executor,
+    layout: Layout | None,
+    seconds: float,
+    kinds: tuple[str, ...],
 ) -> None:
     """Measure the peak again after the run; keep it, and its drift, beside the one before.
 

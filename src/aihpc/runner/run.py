@@ -32,11 +32,16 @@ from aihpc.runner.measure import (
     start_meters,
 )
 from aihpc.runner.search.master import Master
+from aihpc.scoring.score import Score
 from aihpc.tasks import task_of
 
 if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, dask) when it starts
-    from aihpc.launch.executor import Layout
+    from distributed import Client
+
+    from aihpc.launch.executor import DaskExecutor, Layout
+    from aihpc.launch.interface import Executor
     from aihpc.mlperf.log import MLPerfLog
+    from aihpc.runner.display.console import Console
 
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
@@ -117,7 +122,11 @@ def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
 
 
 def run_benchmark(
-    config: RunConfig, run_dir: Path, resume: bool, console, client=None
+    config: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    console: Console,
+    client: Client | None = None,
 ) -> RunResults:
     """Run (or resume) the benchmark in ``run_dir``; returns what it wrote in results.json.
 
@@ -126,20 +135,18 @@ def run_benchmark(
     """
     from aihpc.results.write import trial_records, write_results
 
-    config, store, layout, device, data_info = check_inputs(config, run_dir, resume, client)
-    task = task_of(config.task)
-    mlperf = open_mlperf_log(run_dir, config, data_info, resume)
+    inputs = check_inputs(config, run_dir, resume, client)
+    config, store = inputs.config, inputs.store
+    mlperf = open_mlperf_log(run_dir, config, inputs.data_info, resume)
     executor = None
     try:
-        executor = open_executor(config, layout, run_dir, client)
-        run = OpenRun(config, store, executor, mlperf, layout, device, data_info)
-        fields = search_and_score(run, resume, console)
-        quality = task.quality(config, data_info)
+        executor = open_executor(config, inputs.layout, run_dir, client)
+        run = OpenRun.of(inputs, executor, mlperf)
+        score, fields = search_and_score(run, resume, console)
+        quality = task_of(config.task).quality(config, inputs.data_info)
         _, count = write_results(run_dir, fields, trial_records(store, quality))
-        mlperf.run_stop(
-            "success" if fields["score"]["valid"] else "aborted",
-            chain_sha256=fields["integrity"]["chain_sha256"],
-        )
+        chain_sha256, _ = store.chain_head()  # as results.json's integrity records it
+        mlperf.run_stop("success" if score.valid else "aborted", chain_sha256=chain_sha256)
         store.set_meta(MetaKey.FINISHED, True)
         return dataclasses.replace(RunResults.from_dict(fields), trial_count=count)
     finally:
@@ -169,9 +176,20 @@ def open_mlperf_log(
     )
 
 
+@dataclass(frozen=True)
+class RunInputs:
+    """What :func:`check_inputs` found, before any worker starts."""
+
+    config: RunConfig  # the run's own: with the task's defaults, or the resumed run's
+    store: RunStore  # open, the run directory made
+    layout: Layout | None  # None: a scheduler's workers, as they are
+    device: str  # the kind of device the workers train on: cpu or cuda
+    data_info: dict[str, Any]  # the data set (inspect_data), results.json's data
+
+
 def check_inputs(
-    config: RunConfig, run_dir: Path, resume: bool, client
-) -> tuple[RunConfig, RunStore, Any, str, dict[str, Any]]:
+    config: RunConfig, run_dir: Path, resume: bool, client: Client | None
+) -> RunInputs:
     """The configuration, store, layout, device kind and data, checked before any worker starts.
 
     A new run's directory is made only once the data are known good: bad data cost nothing.
@@ -193,7 +211,7 @@ def check_inputs(
         raise
     if store is None:
         config, store = prepare(config, run_dir, resume)
-    return config, store, layout, device, data_info
+    return RunInputs(config, store, layout, device, data_info)
 
 
 @dataclass(frozen=True)
@@ -202,17 +220,30 @@ class OpenRun:
 
     config: RunConfig
     store: RunStore
-    executor: Any  # an aihpc.launch.executor executor, its workers joined
+    executor: Executor  # its workers joined
     mlperf: MLPerfLog
     layout: Layout | None  # None: a scheduler's workers, as they are
     device: str  # the kind of device the workers train on: cpu or cuda
     data_info: dict[str, Any]  # the data set (inspect_data), results.json's data
 
+    @classmethod
+    def of(cls, inputs: RunInputs, executor: Executor, mlperf: MLPerfLog) -> OpenRun:
+        """The run of ``inputs``, with its workers and its MLPerf log."""
+        return cls(
+            inputs.config,
+            inputs.store,
+            executor,
+            mlperf,
+            inputs.layout,
+            inputs.device,
+            inputs.data_info,
+        )
 
-def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
+
+def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Score, dict[str, Any]]:
     """Place the workers, measure (a new run), search until the deadline, measure again, score.
 
-    Returns results.json's fields but its trials, for the caller to write with them.
+    Returns the score and results.json's fields but its trials, for the caller to write with them.
     """
     from aihpc.results.write import results_fields
     from aihpc.runner.display.observer import Observers, resume_log
@@ -235,7 +266,7 @@ def search_and_score(run: OpenRun, resume: bool, console) -> dict[str, Any]:
     record_energy(store, executor, meters, config.procs_per_trial)
     kinds = task_of(config.task).peak_kernels
     record_peak_after(store, executor, layout, config.peak_seconds, kinds)
-    return results_fields(store, score)
+    return score, results_fields(store, score)
 
 
 def initialise(run: OpenRun) -> None:
@@ -278,7 +309,7 @@ def initialise(run: OpenRun) -> None:
     mlperf.run_start()
 
 
-def choose_layout(config: RunConfig, client):
+def choose_layout(config: RunConfig, client: Client | None) -> Layout | None:
     """How many workers of which kind: from the allocation, the SLURM flags, or this machine."""
     from aihpc.launch.executor import allocation_layout, batch_layout, local_layout
 
@@ -293,17 +324,23 @@ def choose_layout(config: RunConfig, client):
     )
 
 
-def open_executor(config: RunConfig, layout, run_dir: Path, client):
+def open_executor(
+    config: RunConfig, layout: Layout | None, run_dir: Path, client: Client | None
+) -> DaskExecutor:
+    """The run's workers (those of ``client``, of the scheduler, batch jobs, or on this machine),
+    once the first has joined; ``layout`` is :func:`choose_layout`'s."""
     from aihpc.launch.executor import DaskExecutor, batch_executor, local_executor, remote_executor
 
     if client is not None:
         executor = DaskExecutor(client, owns_client=False)
     elif config.scheduler:
         executor = remote_executor(config.scheduler)
-    elif config.batch_system:
-        executor = batch_executor(layout, config, run_dir)
     else:
-        executor = local_executor(layout, config.worker_memory)
+        assert layout is not None  # choose_layout's, for any workers but a scheduler's
+        if config.batch_system:
+            executor = batch_executor(layout, config, run_dir)
+        else:
+            executor = local_executor(layout, config.worker_memory)
     executor.log_dir = run_dir
     try:
         executor.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)

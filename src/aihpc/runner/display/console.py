@@ -9,9 +9,16 @@ the best quality (accuracy, or loss) and the time left, refreshed every second. 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
 
 from aihpc.base.fmt import format_si
+
+if TYPE_CHECKING:  # for the types only: rich is imported when the live view starts
+    from rich.live import Live
+    from rich.panel import Panel
+
+    from aihpc.records.messages import EpochResult
 
 
 def progress_line(s: dict[str, Any]) -> str:
@@ -25,10 +32,10 @@ def progress_line(s: dict[str, Any]) -> str:
 class Console:
     """Observer of a run: receives progress, events and reports from the master."""
 
-    def __init__(self, live: bool | None = None, stream=None) -> None:
+    def __init__(self, live: bool | None = None, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.live_mode = self.stream.isatty() if live is None else live
-        self._live: Any = None  # a rich Live while the console is entered in live mode
+        self._live: Live | None = None  # while the console is entered in live mode
 
     def __enter__(self) -> Console:
         if self.live_mode:
@@ -40,9 +47,14 @@ class Console:
             self._live = live
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._live is not None:
-            self._live.__exit__(*exc)
+            self._live.__exit__(kind, exc, tb)
             self._live = None
 
     def print(self, text: str) -> None:
@@ -64,11 +76,11 @@ class Console:
         if self._live is not None:
             self.print(text)
 
-    def epoch(self, number: int, result, best: float | None) -> None:
+    def epoch(self, number: int, result: EpochResult, best: float | None) -> None:
         pass
 
 
-def _panel(s: dict[str, Any]):
+def _panel(s: dict[str, Any]) -> Panel:
     from rich.panel import Panel
     from rich.table import Table
 

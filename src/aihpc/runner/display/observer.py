@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aihpc.records.messages import EpochStatus, ScreenStatus
-from aihpc.records.rows import ScreeningRow
+from aihpc.records.messages import EpochResult, EpochStatus, ScreenStatus
+from aihpc.records.rows import EpochRow, ScreeningRow
+from aihpc.records.store import RunStore
 from aihpc.scoring.quality import Quality
+
+if TYPE_CHECKING:  # for the types only: mlperf_logging is imported when a run opens its log
+    from aihpc.mlperf.log import MLPerfLog
+    from aihpc.runner.display.console import Console
 
 
 class Observers:
-    """The master calls these; each is cheap and never raises for a healthy run."""
+    """The master calls these; each is cheap and never raises for a healthy run.
 
-    def __init__(self, console, mlperf, quality: Quality) -> None:
+    The master's :class:`~aihpc.runner.search.observer.Observer`.
+    """
+
+    def __init__(self, console: Console, mlperf: MLPerfLog, quality: Quality) -> None:
         self.console = console
         self.mlperf = mlperf
         self.quality = quality  # how the run judges models: its metric, and how it prints
@@ -31,7 +39,7 @@ class Observers:
     def event(self, text: str) -> None:
         self.console.event(text)
 
-    def epoch(self, number: int, result, best: float | None) -> None:
+    def epoch(self, number: int, result: EpochResult, best: float | None) -> None:
         """A trial-epoch finished with an evaluation: master epoch ``number`` in the MLPerf log."""
         log_epoch(self.mlperf, number, result, self.quality.metric)
 
@@ -47,7 +55,7 @@ class Observers:
             )
 
 
-def log_epoch(mlperf, number: int, result, metric: str) -> None:
+def log_epoch(mlperf: MLPerfLog, number: int, result: EpochResult | EpochRow, metric: str) -> None:
     """Master epoch ``number`` in the MLPerf log: a finished epoch (an EpochResult, or the store's
     EpochRow of one), its validation ``metric`` as the quality."""
     mlperf.trial_epoch(
@@ -61,7 +69,7 @@ def log_epoch(mlperf, number: int, result, metric: str) -> None:
     )
 
 
-def log_screening(mlperf, record: ScreeningRow) -> None:
+def log_screening(mlperf: MLPerfLog, record: ScreeningRow) -> None:
     """A proxy screening's ``aihpc_screening`` event in the MLPerf log."""
     from aihpc.runner.search.screening import event
 
@@ -69,7 +77,7 @@ def log_screening(mlperf, record: ScreeningRow) -> None:
     mlperf.event(key, value, metadata)
 
 
-def resume_log(mlperf, store, path: Path, metric: str) -> None:
+def resume_log(mlperf: MLPerfLog, store: RunStore, path: Path, metric: str) -> None:
     """Continue the MLPerf log of a run whose master was killed.
 
     The master logs an epoch (and a screening) just after committing it to
@@ -81,7 +89,8 @@ def resume_log(mlperf, store, path: Path, metric: str) -> None:
     from aihpc.mlperf.check import iter_events
     from aihpc.runner.search.screening import MLPERF_KEY
 
-    logged, screened = set(), set()
+    logged: set[tuple[object, object]] = set()  # (trial_id, trial_epoch) in the log's metadata
+    screened: set[object] = set()
     for _, e in iter_events(path):  # a line at a time: the log of a long run is large
         if e is None:
             continue
@@ -92,15 +101,15 @@ def resume_log(mlperf, store, path: Path, metric: str) -> None:
             screened.add(meta.get("screening_id"))
     have, best, missing = 0, None, []
     pick = max if mlperf.higher_is_better else min
-    for e in store.iter_epochs():
-        if e.status != EpochStatus.OK:
+    for row in store.iter_epochs():
+        if row.status != EpochStatus.OK:
             continue
-        if (e.trial_id, e.epoch) in logged:
+        if (row.trial_id, row.epoch) in logged:
             have += 1
-            value = e.metrics[metric]
+            value = row.metrics[metric]
             best = value if best is None else pick(best, value)
         else:
-            missing.append(e)
+            missing.append(row)
     mlperf.resumed(last_epoch=have, best_accuracy=best)
     for number, epoch in enumerate(missing, start=have + 1):
         log_epoch(mlperf, number, epoch, metric)

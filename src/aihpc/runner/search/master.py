@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from traceback import format_exception
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aihpc.base.config import RunConfig
 from aihpc.records.messages import (
@@ -34,6 +35,7 @@ from aihpc.records.messages import (
     EpochStatus,
     EpochTask,
     Morph,
+    ScreenResult,
     ScreenStatus,
     ScreenTask,
     WeightsRef,
@@ -46,6 +48,15 @@ from aihpc.runner.search.parents import SEED_TRIAL, ParentPool
 from aihpc.runner.search.proposals import Child, Proposer
 from aihpc.runner.search.trials import LiveTrial, epoch_budget, progress, resumed_trial, trial_seed
 from aihpc.scoring.score import Score, active_seconds, compute_score, wall_seconds
+
+if TYPE_CHECKING:
+    from aihpc.launch.executor import Layout
+    from aihpc.launch.interface import TaskExecutor, TaskFuture
+    from aihpc.runner.search.observer import Observer
+    from aihpc.tasks import Arch
+
+    #: A task in flight: an epoch's, or a screening's (which of the two, its task says).
+    Pending = TaskFuture[EpochResult | ScreenResult]
 
 EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes is estimated
 # how long in-flight epochs may run past the deadline before they are cancelled
@@ -60,11 +71,11 @@ class Master:
         self,
         config: RunConfig,
         store: RunStore,
-        executor,
+        executor: TaskExecutor,
         data_info: dict[str, Any],
-        layout,
-        observer,
-        clock=time.time,
+        layout: Layout | None,
+        observer: Observer,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         from aihpc.nas.hpo import HyperparameterSearch
         from aihpc.nas.search import make_strategy
@@ -97,9 +108,9 @@ class Master:
         # durations of recent full epochs
         self.epoch_seconds: deque[float] = deque(maxlen=EPOCH_HISTORY)
         self.pending: list[EpochTask] = []  # epochs ready to submit (continuations and retries)
-        self.in_flight: dict[Any, EpochTask | ScreenTask] = {}
+        self.in_flight: dict[Pending, EpochTask | ScreenTask] = {}
         # screening id -> parent, candidate children (spec, recipe, morphs)
-        self.screens: dict[int, tuple[int, list[tuple[Any, Morph, str]]]] = {}
+        self.screens: dict[int, tuple[int, list[tuple[Arch, Morph, str]]]] = {}
         self.next_screen = len(store.screenings())
         self.slots = 0  # the executor's task slots at the last fill
         self.restarts_seen = 0  # the hyperparameter search's restarts recorded so far
@@ -122,14 +133,15 @@ class Master:
         self._restore()
         last_report = last_tick = last_fill = 0.0
         stop_by = self.deadline + GRACE_SECONDS
-        done: set[Any] = {None}  # fill the slots on the first pass
+        done: set[Pending] = set()
+        first = True  # fill the slots on the first pass
         while True:
             now = self.clock()
             if now < self.deadline:
                 # workers may also join (or restart) at any time
-                if done or now - last_fill >= TICK_SECONDS:
+                if first or done or now - last_fill >= TICK_SECONDS:
                     self._fill_slots()
-                    last_fill = now
+                    last_fill, first = now, False
             elif not self.in_flight or now >= stop_by:
                 break
             done = self.executor.wait(self.in_flight, timeout=TICK_SECONDS)
@@ -163,7 +175,7 @@ class Master:
             task = self.pending.pop(0) if self.pending else self._new_work()
             self.in_flight[self._submit(task)] = task
 
-    def _submit(self, task: EpochTask | ScreenTask):
+    def _submit(self, task: EpochTask | ScreenTask) -> Pending:
         if isinstance(task, ScreenTask):
             from aihpc.train.screen import screen_children
 
@@ -244,15 +256,15 @@ class Master:
         )
 
     # -- results ----------------------------------------------------------------------
-    def _collect(self, future, task: EpochTask | ScreenTask) -> None:
-        if isinstance(task, ScreenTask):
-            self._collect_screening(future, task)
+    def _collect(self, future: Pending, task: EpochTask | ScreenTask) -> None:
+        if isinstance(task, ScreenTask):  # a screening's future (_submit)
+            self._collect_screening(cast("TaskFuture[ScreenResult]", future), task)
             return
         trial = self.running.get(task.trial_id)
         if trial is None:
             return
         try:
-            result: EpochResult = future.result()
+            result = cast(EpochResult, future.result())  # an epoch's future (_submit)
         except Exception as exc:  # the worker died or the task was lost
             self._lost(trial, task, exc)
             return
@@ -316,7 +328,7 @@ class Master:
                 f"{r.history} finished trials"
             )
 
-    def _collect_screening(self, future, task: ScreenTask) -> None:
+    def _collect_screening(self, future: TaskFuture[ScreenResult], task: ScreenTask) -> None:
         """Start the trial of the best-scored candidate (the first if the screening failed).
 
         The screening is recorded in the store.

@@ -30,10 +30,13 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.nas.search import Candidate
 from aihpc.records.messages import WeightsRef
+
+if TYPE_CHECKING:
+    from aihpc.tasks import Arch
 
 KEEP_BEST = 4  # the most accurate finished trials whose weights are kept to the end
 SEED_TRIAL = 0
@@ -46,7 +49,7 @@ class _Kept:
 
     arch: dict[str, Any]
     weights: WeightsRef | None
-    spec: Any = None
+    spec: Arch | None = None
 
 
 class ParentPool:
@@ -57,7 +60,7 @@ class ParentPool:
         weights_dir: Path,
         population: int,
         keep_best: int = KEEP_BEST,
-        parse: Callable[[dict[str, Any]], Any] | None = None,
+        parse: Callable[[dict[str, Any]], Arch] | None = None,
     ) -> None:
         self.weights_dir = Path(weights_dir)
         self._parse = parse  # an architecture's dict -> its value (the task's; None: an ArchSpec)
@@ -72,7 +75,7 @@ class ParentPool:
     def arch(self, trial_id: int) -> dict[str, Any]:
         return self._kept[trial_id].arch
 
-    def spec(self, trial_id: int):
+    def spec(self, trial_id: int) -> Arch:
         kept = self._kept[trial_id]
         if kept.spec is None:
             from aihpc.nas.spec import ArchSpec
@@ -92,13 +95,18 @@ class ParentPool:
         return {k.weights.name for k in self._kept.values() if k.weights is not None}
 
     # -- what the master tells it ----------------------------------------------------------
-    def add_seed(self, arch: dict[str, Any], spec: Any = None) -> None:
+    def add_seed(self, arch: dict[str, Any], spec: Arch | None = None) -> None:
         """The seed network (trial 0), kept for the whole run: before it finishes, its children
         start from its initial weights."""
         self._kept[SEED_TRIAL] = _Kept(arch, None, spec)
 
     def finished(
-        self, trial_id: int, accuracy: float, arch: dict[str, Any], weights: WeightsRef, spec=None
+        self,
+        trial_id: int,
+        accuracy: float,
+        arch: dict[str, Any],
+        weights: WeightsRef,
+        spec: Arch | None = None,
     ) -> None:
         """A trial finished with ``weights`` and best ``accuracy`` (its quality's goodness: higher
         is better): it joins the window (and the best, if it is among them); trials that leave

@@ -13,7 +13,7 @@ same steps on the parent's weights.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import MorphError
@@ -21,12 +21,16 @@ from aihpc.records.messages import Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.parents import SEED_TRIAL, ParentPool
 from aihpc.runner.search.trials import LiveTrial, trial_seed
-from aihpc.tasks import Task
+from aihpc.tasks import Arch, Task
+
+if TYPE_CHECKING:
+    from aihpc.nas.hpo import HyperparameterSearch
+    from aihpc.nas.search import Strategy
 
 MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
 
 #: A child ready to become a trial: (parent, spec, recipe, the morphs applied).
-Child = tuple[int, Any, Morph, str]
+Child = tuple[int, Arch, Morph, str]
 
 
 class Proposer:
@@ -36,8 +40,8 @@ class Proposer:
         self,
         config: RunConfig,
         task: Task,
-        strategy,
-        hpo,
+        strategy: Strategy | None,
+        hpo: HyperparameterSearch,
         parents: ParentPool,
         data: dict[str, Any],
     ) -> None:
@@ -91,7 +95,7 @@ class Proposer:
         parent, children = self.children(1)
         return (parent, *children[0])
 
-    def children(self, k: int) -> tuple[int, list[tuple[Any, Morph, str]]]:
+    def children(self, k: int) -> tuple[int, list[tuple[Arch, Morph, str]]]:
         """``k`` new architectures morphed from one parent the strategy chooses.
 
         Returns (parent, [(spec, recipe, how)]).  Before any trial has
@@ -116,7 +120,7 @@ class Proposer:
                 last_error = exc
         raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
 
-    def _morph(self, parent: int, taken: set[str]) -> tuple[Any, Morph, str]:
+    def _morph(self, parent: int, taken: set[str]) -> tuple[Arch, Morph, str]:
         """One child of ``parent`` whose architecture is neither tried nor in ``taken``.
 
         The child's architecture is added to ``taken``.

@@ -22,10 +22,13 @@ unscreened; one that returns after the deadline starts no trial.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.records.messages import ScreenResult, ScreenStatus, ScreenTask
 from aihpc.records.rows import Candidate, ScreeningRow
+
+if TYPE_CHECKING:
+    from aihpc.launch.interface import TaskFuture
 
 MLPERF_KEY = "aihpc_screening"
 
@@ -35,7 +38,7 @@ def screen_seed(run_seed: int, screen_id: int) -> int:
     return run_seed * 104729 + screen_id
 
 
-def outcome(future, task: ScreenTask, now: float) -> ScreenResult:
+def outcome(future: TaskFuture[ScreenResult], task: ScreenTask, now: float) -> ScreenResult:
     """The screening's result, or a failed one if its worker was lost."""
     try:
         return future.result()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
 from aihpc.records.messages import EpochStatus, Morph, WeightsRef
 from aihpc.records.rows import EpochRow, TrialRow
 from aihpc.records.trial import Hyperparameters
+
+if TYPE_CHECKING:
+    from aihpc.tasks import Arch
 
 
 @dataclass
@@ -31,7 +34,7 @@ class LiveTrial:
     best_goodness: float | None = None  # its best validation metric, higher better (the quality's)
     best_epoch: int = 0
     weights: WeightsRef | None = None  # the weights of the last epoch committed
-    spec: Any = None  # its ArchSpec, where the master has built it
+    spec: Arch | None = None  # its architecture's value, where the master has built it
 
     def needs_parent(self) -> bool:
         """Whether its next epoch starts from its parent's weights (through its recipe): a
