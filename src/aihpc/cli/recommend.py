@@ -47,32 +47,26 @@ GIVEN = "_given"
 """The attribute of the parsed options naming those given on the command line."""
 
 
-class _Given(argparse._StoreAction):
+class _Noted(argparse.Action):
+    """An action that also notes, on the parsed options, that its option was given."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _note(namespace, self.dest)
+
+
+class _Given(_Noted, argparse._StoreAction):
     """Store the value and note that it was given (not defaulted)."""
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        super().__call__(parser, namespace, values, option_string)
-        _note(namespace, self.dest)
 
-
-class _GivenTrue(argparse._StoreTrueAction):
+class _GivenTrue(_Noted, argparse._StoreTrueAction):
     """``store_true`` that notes that it was given."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        super().__call__(parser, namespace, values, option_string)
-        _note(namespace, self.dest)
 
 
 def _note(namespace: argparse.Namespace, dest: str) -> None:
