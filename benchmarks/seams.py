@@ -1,0 +1,133 @@
+"""How typed the seams between aihpc's modules are, at one or more git revisions.
+
+    python benchmarks/seams.py [REV ...]        (default: HEAD)
+
+For each revision, read from git (the working tree is not touched), over
+``src/aihpc``: literal-key look-ups (``x["key"]``), public functions whose
+signature mentions ``Any`` and those returning ``dict[str, Any]``,
+parameters without an annotation (``self`` and ``cls`` left out), modules in
+the package root, the packages mypy checks strictly (pyproject.toml's
+overrides), and the lines of README.md and ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def show(rev: str, path: str) -> str | None:
+    try:
+        return git("show", f"{rev}:{path}")
+    except subprocess.CalledProcessError:
+        return None
+
+
+@dataclass
+class Counts:
+    literal_key_lookups: int = 0
+    public_functions_with_any: int = 0
+    public_functions_returning_dict_str_any: int = 0
+    unannotated_parameters: int = 0
+    modules_in_package_root: int = 0
+    strict_mypy_packages: str = ""
+    readme_lines: int = 0
+    architecture_lines: int = 0
+
+
+def _signature_text(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, str]:
+    args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+    args += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+    text = " ".join(ast.unparse(a.annotation) for a in args if a.annotation is not None)
+    returns = ast.unparse(node.returns) if node.returns is not None else ""
+    return text, returns
+
+
+def _unannotated(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+    args += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+    return sum(1 for a in args if a.annotation is None and a.arg not in {"self", "cls"})
+
+
+def count_module(source: str, counts: Counts) -> None:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            counts.literal_key_lookups += isinstance(node.slice.value, str)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            counts.unannotated_parameters += _unannotated(node)
+            if node.name.startswith("_"):
+                continue
+            params, returns = _signature_text(node)
+            counts.public_functions_with_any += "Any" in params or "Any" in returns
+            counts.public_functions_returning_dict_str_any += "dict[str, Any]" in returns
+
+
+#: the per-module flags that mypy's --strict turns on (pyproject.toml spells them out)
+STRICT_FLAGS = (
+    "disallow_any_generics",
+    "disallow_subclassing_any",
+    "disallow_untyped_calls",
+    "disallow_untyped_defs",
+    "disallow_incomplete_defs",
+    "check_untyped_defs",
+    "disallow_untyped_decorators",
+    "warn_return_any",
+    "no_implicit_reexport",
+    "strict_equality",
+    "extra_checks",
+)
+
+
+def strict_packages(pyproject: str) -> str:
+    """The modules of the mypy overrides that set ``strict`` or every flag it stands for."""
+    overrides = tomllib.loads(pyproject).get("tool", {}).get("mypy", {}).get("overrides", [])
+    names = []
+    for block in overrides:
+        if block.get("strict") or all(block.get(flag) for flag in STRICT_FLAGS):
+            module = block["module"]
+            names += [module] if isinstance(module, str) else module
+    return ", ".join(sorted(names)) or "none"
+
+
+def counts_at(rev: str) -> Counts:
+    counts = Counts()
+    paths = git("ls-tree", "-r", "--name-only", rev, "src/aihpc").split()
+    for path in paths:
+        if path.endswith(".py"):
+            counts_source = show(rev, path) or ""
+            count_module(counts_source, counts)
+            counts.modules_in_package_root += path.count("/") == 2 and not path.endswith(
+                ("/__init__.py", "/__main__.py")
+            )
+    counts.strict_mypy_packages = strict_packages(show(rev, "pyproject.toml") or "")
+    counts.readme_lines = len((show(rev, "README.md") or "").splitlines())
+    counts.architecture_lines = len((show(rev, "ARCHITECTURE.md") or "").splitlines())
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("revs", nargs="*", default=["HEAD"])
+    args = parser.parse_args()
+    table = {rev: counts_at(rev) for rev in args.revs}
+    print("| measure | " + " | ".join(args.revs) + " |")
+    print("| --- |" + " ---: |" * len(args.revs))
+    for field in fields(Counts):
+        row = [str(getattr(table[rev], field.name)) for rev in args.revs]
+        print(f"| {field.name.replace('_', ' ')} | " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()
