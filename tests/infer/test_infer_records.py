@@ -2,7 +2,9 @@
 it apart from training runs, ``aihpc report`` draws its latencies.
 
 One small result (a zoo model on 64 samples, half-second LoadGen tests) is made once for the
-module; each test reads it or tampers with a copy.
+module by ``python -m aihpc infer``; each test reads it or tampers with a copy, and runs the
+readers (verify, rank, compare) through the CLI's entry point in this process, as
+``python -m aihpc`` calls it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``aihpc *argv`` through the CLI's entry point: its exit code, stdout and stderr."""
+    from aihpc.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 @pytest.fixture
 def copy(result: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(result, tmp_path / "digits"))
@@ -69,13 +80,13 @@ def _edit_log(folder: Path) -> None:
     log.write_text("".join(lines))
 
 
-def test_an_untouched_result_verifies(result: Path) -> None:
-    proc = aihpc("verify", str(result))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith(f"aihpc verify {result}: VERIFIED\n")
+def test_an_untouched_result_verifies(result: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, stderr = _main(capsys, "verify", str(result))
+    assert code == 0, stdout + stderr
+    assert stdout.startswith(f"aihpc verify {result}: VERIFIED\n")
     for check in ("loadgen", "figures", "operations", "quality"):
-        assert f"  {check} " in proc.stdout and "unchecked" not in proc.stdout
-    assert "the same samples" in proc.stdout  # 64 samples: the record's own, re-measured
+        assert f"  {check} " in stdout and "unchecked" not in stdout
+    assert "the same samples" in stdout  # 64 samples: the record's own, re-measured
 
 
 def _double(key: str):
@@ -99,15 +110,19 @@ def _double(key: str):
     ],
     ids=["figure", "loadgen-log", "ops-per-query"],
 )
-def test_a_tampered_result_does_not_verify(copy: Path, tamper, named: str) -> None:
+def test_a_tampered_result_does_not_verify(
+    copy: Path, tamper, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     tamper(copy)
-    proc = aihpc("verify", str(copy))
-    assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert "NOT VERIFIED" in proc.stdout and f"  {named}" in proc.stdout
-    assert "does not verify" in proc.stderr
+    code, stdout, stderr = _main(capsys, "verify", str(copy))
+    assert code == 4, stdout + stderr
+    assert "NOT VERIFIED" in stdout and f"  {named}" in stdout
+    assert "does not verify" in stderr
 
 
-def test_rank_lists_inference_results_apart_from_training_runs(copy: Path, tmp_path: Path) -> None:
+def test_rank_lists_inference_results_apart_from_training_runs(
+    copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     listing = copy.parent
     entry = load_entry(copy)
     assert entry.kind == "infer"
@@ -118,20 +133,19 @@ def test_rank_lists_inference_results_apart_from_training_runs(copy: Path, tmp_p
     rows, _ = build_ranking(listing, verify=False, kind="infer")
     assert [r.entry.source for r in rows] == [str(copy / "infer.json")]
     assert rows[0].valid_flops is None  # Valid FLOPS discounts operations, not queries
-    proc = aihpc("rank", str(listing), "--kind", "infer")
-    assert proc.returncode == 0, proc.stderr
-    row = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 |"))
+    code, stdout, stderr = _main(capsys, "rank", str(listing), "--kind", "infer")
+    assert code == 0, stderr
+    row = next(line for line in stdout.splitlines() if line.startswith("| 1 |"))
     assert row.startswith("| 1 | digits |") and " samples/s | n/a |" in row and "| yes |" in row
-    runs = aihpc("rank", str(listing), "--no-verify")  # the training runs' list leaves it out
-    assert runs.returncode == 0, runs.stderr
-    assert [
-        line.split(" | ")[1] for line in runs.stdout.splitlines() if line.startswith("| 1 |")
-    ] == ["run"]
-    mixed = aihpc("compare", str(copy), str(listing / "run"))
-    assert mixed.returncode == 2
-    assert "cannot compare results of different kinds of result: infer (#1); run (#2)" in (
-        mixed.stderr
-    )
+    # the training runs' list leaves it out
+    code, stdout, stderr = _main(capsys, "rank", str(listing), "--no-verify")
+    assert code == 0, stderr
+    assert [line.split(" | ")[1] for line in stdout.splitlines() if line.startswith("| 1 |")] == [
+        "run"
+    ]
+    code, _, stderr = _main(capsys, "compare", str(copy), str(listing / "run"))
+    assert code == 2
+    assert "cannot compare results of different kinds of result: infer (#1); run (#2)" in stderr
 
 
 def test_report_draws_the_latency_distribution_and_the_throughput_latency_curve(

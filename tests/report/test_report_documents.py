@@ -1,4 +1,8 @@
-"""`aihpc report` renders the explaining commands' result files, made for real by the commands."""
+"""`aihpc report` renders the explaining commands' result files, made for real by the commands.
+
+The commands run once for the module, each as short as its options allow (the report reads the
+files' shape, not the machine's speed); the reports run through the CLI's entry point in this
+process, as ``python -m aihpc report`` calls it."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 
 
 def _aihpc(*args: str) -> subprocess.CompletedProcess:
+    """``python -m aihpc *args``: a command that writes a result file, in a process of its own."""
     proc = subprocess.run(
         [sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=300
     )
@@ -26,7 +31,15 @@ def documents(tmp_path_factory) -> Path:
     """A directory of result files written by roofline, bench operators/training and profile."""
     d = tmp_path_factory.mktemp("docs")
     _aihpc(
-        "roofline", "--seconds", "0.2", "--elements", str(2**20), "--out", str(d / "roofline.json")
+        "roofline",
+        "--seconds",
+        "0.01",
+        "--elements",
+        str(2**16),
+        "--dtype",
+        "float32",  # the dtype the operators below are measured in
+        "--out",
+        str(d / "roofline.json"),
     )
     _aihpc(
         "bench",
@@ -61,25 +74,41 @@ def documents(tmp_path_factory) -> Path:
         "8",
         "--steps",
         "1",
+        "--roofline",  # its float32 peak read, not measured again
+        str(d / "roofline.json"),
         "--out",
         str(d / "profile.json"),
     )
     return d
 
 
+def _report(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """``aihpc report *args`` through the CLI's entry point; its stdout."""
+    from aihpc.cli import main
+
+    code = main(["report", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
 @pytest.mark.slow
-def test_one_result_file_gets_a_page_of_its_own(documents: Path, tmp_path: Path) -> None:
+def test_one_result_file_gets_a_page_of_its_own(
+    documents: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "ops.html"
-    proc = _aihpc("report", str(documents / "bench-operators.json"), "--out", str(out))
-    assert proc.stdout.strip() == str(out)
+    stdout = _report(capsys, str(documents / "bench-operators.json"), "--out", str(out))
+    assert stdout.strip() == str(out)
     page = out.read_text()
     assert "Level 0: operators" in page and "matmul" in page and "relu" in page
     assert "Level 2" not in page  # only the file asked for
 
 
 @pytest.mark.slow
-def test_a_directory_of_result_files_renders_every_section(documents: Path) -> None:
-    _aihpc("report", str(documents))
+def test_a_directory_of_result_files_renders_every_section(
+    documents: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _report(capsys, str(documents))
     page = (documents / "report.html").read_text()
     for title in (
         "Roofline",
@@ -96,15 +125,15 @@ def test_a_directory_of_result_files_renders_every_section(documents: Path) -> N
 
 @pytest.mark.slow
 def test_a_run_report_gains_the_sections_its_directory_holds(
-    documents: Path, tmp_path: Path
+    documents: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     shutil.copy(FIXTURE, run_dir / "results.json")
     (run_dir / "notes.json").write_text('{"not": "a result file"}')  # other JSON is left alone
-    _aihpc("report", str(run_dir))
+    _report(capsys, str(run_dir))
     assert "<h2>Roofline</h2>" not in (run_dir / "report.html").read_text()
     shutil.copy(documents / "roofline.json", run_dir / "roofline.json")
-    _aihpc("report", str(run_dir))
+    _report(capsys, str(run_dir))
     page = (run_dir / "report.html").read_text()
     assert "<h2>Trials</h2>" in page and "<h2>Roofline</h2>" in page

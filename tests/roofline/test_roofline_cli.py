@@ -1,10 +1,13 @@
 """``aihpc roofline`` as a user types it: result file, --json, --plot, --points, bad input.
 
 Every run is a real subprocess (``python -m aihpc roofline``) measuring this
-machine with ``--seconds 0.2`` and small STREAM arrays (``--elements``), so
-the numbers checked are relations the command must keep (bytes per call,
-ridge = peak / triad bandwidth, attainable = min(peak, I x bandwidth)), not
-this machine's speed.
+machine with ``--seconds 0.01`` (each kernel still runs its 5 timed repeats)
+and small STREAM arrays (``--elements``), so the numbers checked are relations
+the command must keep (bytes per call, ridge = peak / triad bandwidth,
+attainable = min(peak, I x bandwidth)), not this machine's speed.  The bad
+inputs, which fail before measuring, share one interpreter: each goes through
+``aihpc.cli.main`` as ``python -m aihpc`` does, its stdout and stderr captured
+apart.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from aihpc.records.files import result_document, write_result
 from aihpc.roofline.machine import machine_dtypes
 
 ELEMENTS = 65536
-QUICK = ["--seconds", "0.2", "--elements", str(ELEMENTS)]
+SECONDS = 0.01  # timing the kernels longer proves nothing here
+QUICK = ["--seconds", str(SECONDS), "--elements", str(ELEMENTS)]
 OPS_POINTS = [
     {"label": "relu", "dtype": "float32", "intensity": 0.125, "flops_per_s": 1.5e9},
     {"label": "matmul 512", "dtype": "float32", "intensity": 85.3, "flops_per_s": 4.0e10},
@@ -89,7 +93,7 @@ def test_writes_a_versioned_document_with_environment(json_run: dict[str, Any]) 
     assert doc["kind"] == "roofline" and doc["schema_version"] == 1
     assert isinstance(doc["environment"]["hostname"], str) and doc["environment"]["torch_version"]
     data = doc["data"]
-    assert data["device"] == "cpu" and data["seconds"] == 0.2
+    assert data["device"] == "cpu" and data["seconds"] == SECONDS
     assert set(data) == {
         "device",
         "seconds",
@@ -204,33 +208,48 @@ BAD = [
 ]
 
 
+# one interpreter runs every case through the CLI's entry point, as ``python -m aihpc`` does
+# (``raise SystemExit(main())``), and answers each case's exit code, stdout and stderr
+_CASES_DRIVER = """
+import contextlib, io, json, sys
+from aihpc.cli import main
+answers = []
+for argv in json.loads(sys.stdin.read()):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    answers.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(answers))
+"""
+
+
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     files: dict[str, Path], tmp_path: Path
 ) -> None:
-    """All cases start together (each fails before measuring), then each is checked."""
+    """Every case fails before measuring; one interpreter runs them all, then each is checked."""
     names = {name: str(path) for name, path in files.items()}
-    runs = []
+    cases = []
     for i, (args, message) in enumerate(BAD):
         d = tmp_path / f"case{i}"
         d.mkdir()
         argv = [a.format(tmp=d, **names) for a in args]
-        cmd = [
-            sys.executable,
-            "-m",
-            "aihpc",
-            "roofline",
-            *QUICK,
-            "--out",
-            str(d / "r.json"),
-            "--plot",
-            str(d / "r.png"),
-            *argv,
-        ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        runs.append((proc, d, message.format(tmp=d, **names)))
-    for proc, d, message in runs:
-        stdout, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 2, (message, stderr)
+        cmd = ["roofline", *QUICK, "--out", str(d / "r.json"), "--plot", str(d / "r.png"), *argv]
+        cases.append((cmd, d, message.format(tmp=d, **names)))
+    proc = subprocess.run(
+        [sys.executable, "-c", _CASES_DRIVER],
+        input=json.dumps([cmd for cmd, _, _ in cases]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    answers = json.loads(proc.stdout)
+    assert len(answers) == len(cases)
+    for (code, stdout, stderr), (_, d, message) in zip(answers, cases, strict=True):
+        assert code == 2, (message, stderr)
         assert stderr == f"aihpc roofline: error: {message}\n"
         assert stdout == "" and "Traceback" not in stderr
         assert list(d.iterdir()) == [], message  # no result, no plot, no temporary file

@@ -1,7 +1,7 @@
 """count_lm_per_sample equals the language task's traced count (count_per_sample) bit for bit:
 on the seeds of both devices at their batch sizes, at contexts and batches from 1 up, on random
 specs (odd and tiny sizes, blocks that differ), and on chains of random function-preserving
-growth steps (aihpc.nas.lm_morphism: 12 in the quick tier, 30 in the slow one), the context
+growth steps (aihpc.nas.lm_morphism: 12 in the quick tier, 20 and 4 in the slow one), the context
 grown among them.  Also: the task's recount uses it, and a bad batch raises what the reference
 raises."""
 
@@ -100,17 +100,27 @@ def test_a_chain_of_growth_steps_matches_at_every_step() -> None:
 
 @pytest.mark.slow
 def test_longer_chains_from_both_seeds_match() -> None:
-    """Three chains of 30 steps from the CPU seed within its max_params (the context grown up
-    to 256) and 10 from the CUDA seed (16 blocks of width 1024, context 1024), at the devices'
-    batch sizes."""
+    """A chain of 20 steps from the CPU seed within its max_params (the context grown up to 256,
+    blocks added, the width, heads and MLPs grown, then back to the seed where no step fits) and
+    4 from the CUDA seed (16 blocks of width 1024, context 1024: an MLP widened, heads and
+    blocks added), at the devices' batch sizes; the asserts below hold the chains to that."""
     rng = random.Random(11)
     cpu = seed_lm_spec(vocab_size=257, context=32, **SEEDS["cpu"])
-    for seed in range(3):
-        for spec in chain(cpu, 30, max_params=2_000_000, max_context=256, seed=seed):
-            assert_same(spec, rng.choice(DEFAULT_BATCH_SIZES["cpu"]))
+    specs = chain(cpu, 20, max_params=2_000_000, max_context=256, seed=0)
+    for spec in specs:
+        assert_same(spec, rng.choice(DEFAULT_BATCH_SIZES["cpu"]))
+    top = max(range(len(specs)), key=lambda i: specs[i].context)
+    assert specs[top].context == 256 and specs[-1].context < 256  # grown, then back to the seed
+    assert max(s.layers for s in specs) > cpu.layers and max(s.width for s in specs) > cpu.width
+    assert max(b.heads for s in specs for b in s.blocks) > SEEDS["cpu"]["heads"]
+    assert max(b.mlp_hidden for s in specs for b in s.blocks) > SEEDS["cpu"]["mlp_hidden"]
     cuda = seed_lm_spec(vocab_size=256, context=1024, **SEEDS["cuda"])
-    for spec in chain(cuda, 10, max_params=700_000_000, max_context=1024, seed=5):
+    specs = chain(cuda, 4, max_params=700_000_000, max_context=1024, seed=5)
+    for spec in specs:
         assert_same(spec, rng.choice(DEFAULT_BATCH_SIZES["cuda"]))
+    assert max(s.layers for s in specs) > cuda.layers
+    assert max(b.heads for s in specs for b in s.blocks) > SEEDS["cuda"]["heads"]
+    assert max(b.mlp_hidden for s in specs for b in s.blocks) > SEEDS["cuda"]["mlp_hidden"]
 
 
 def test_the_tasks_recount_is_the_closed_form(monkeypatch) -> None:
