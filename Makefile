@@ -32,7 +32,9 @@ run: $(VENV)/.installed
 # the report Debian's chromium (both installed here when running as root);
 # where they cannot be installed those tests skip, saying why.  Tests run in
 # one process per core (pytest-xdist); whole timed runs are in xdist groups
-# (runs, faults, slurm, verify, large, install, ranks), each group's tests one at a time.
+# (runs, runs2, faults, slurm, verify, large, install, ranks), each group's tests one at a
+# time; xdist starts the groups first, the single tests fill the processes after them.
+# `python benchmarks/test_groups.py` sums a --junitxml file's seconds by group.
 # The linter and the formatter's check on src/ and tests/, the type checker on what pyproject.toml
 # names (all configured there).
 lint: $(VENV)/.installed

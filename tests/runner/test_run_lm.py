@@ -20,7 +20,7 @@ from runner_helpers import query_store
 from aihpc.mlperf.check import RULES_DIR, check_compliance
 from fixture_run import FIXTURES, aihpc
 
-pytestmark = [pytest.mark.xdist_group("runs"), pytest.mark.slow]
+pytestmark = [pytest.mark.xdist_group("runs2"), pytest.mark.slow]  # beside "runs": see Makefile
 
 # A small language and a small search: documents of 32 tokens, epochs of 8,192 tokens.
 TIMEOUT = 300  # seconds for one aihpc command here (the shared helper allows 240)

@@ -18,7 +18,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SRC = Path(aihpc.__file__).resolve().parents[1]
 
 # a whole run and three commands on it, about 40 s: the group of whole runs, one at a time
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("runs")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("runs2")]  # beside "runs": see Makefile
 
 WORKERS, MINUTES, EPOCH_SECONDS = 64, 5.0, 10.0
 
