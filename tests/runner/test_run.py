@@ -23,7 +23,8 @@ from fixture_run import aihpc
 
 # whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other
 # groups of whole runs (faults, slurm, verify) may run beside them, on the other core
-pytestmark = pytest.mark.xdist_group("runs")
+# Each test is a whole run, in a group of whole runs (Makefile): "runs", or "runs2" beside it.
+RUNS = pytest.mark.xdist_group("runs")
 
 # A small, quick search: digits, short trials.
 QUICK = {
@@ -168,6 +169,7 @@ def _check_energy(results: dict) -> None:
 
 
 @pytest.mark.slow
+@RUNS
 def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     run_dir = tmp_path / "run"
     proc = aihpc(
@@ -300,6 +302,7 @@ def _start_run(
 
 
 @pytest.mark.slow
+@RUNS
 def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     run_dir = tmp_path / "run"
     master = _start_run(run_dir, quick_config, minutes=0.6, epochs=2, start_new_session=True)
@@ -347,6 +350,7 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
 
 
 @pytest.mark.slow
+@RUNS
 def test_a_killed_hyperparameter_search_process_is_restarted_and_the_run_goes_on(
     tmp_path: Path, quick_config: Path
 ) -> None:
@@ -481,6 +485,7 @@ def _kill_worker_mid_epoch(master: subprocess.Popen, db: Path, kills: int = 3) -
 
 
 @pytest.mark.slow
+@RUNS
 def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> None:
     """SIGKILL a worker process mid-epoch: the master requeues that epoch, it finishes, and so does
     the run."""
@@ -515,6 +520,7 @@ def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("runs2")
 def test_data_parallel_trials_with_gloo(tmp_path: Path, quick_config: Path) -> None:
     # The worker's two rank processes start while the peak is measured, before the run's clock;
     # a digits epoch then takes 1-3 s on a busy 2-core machine.
