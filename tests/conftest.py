@@ -18,6 +18,18 @@ from fixture_run import FIXTURES
 os.environ["AIHPC_CACHE_DIR"] = tempfile.mkdtemp(prefix="aihpc-cache-")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist each test process keeps torch to its share of the cores (one thread where the
+    Makefile runs a process more than cores), as ``aihpc run``'s workers do: OpenMP threads of
+    several processes on too few cores wait on each other, and a batch-1 forward that takes
+    1 ms took 75 ms so."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 @pytest.fixture
 def finished_run(tmp_path: Path) -> Path:
     """A copy of the fixture run, as ``aihpc run`` left it."""
