@@ -50,7 +50,7 @@ test: lint
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \
 		scripts/install-browser.sh || echo "Chromium not installed: the browser test of the report will skip"; \
 	fi
-	$(PY) -m pytest -n $(TEST_PROCS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_PROCS) --dist loadgroup --no-loadscope-reorder
 
 wheelhouse:
 	@$(PYTHON) scripts/offline.py wheelhouse --dest "$(WHEELHOUSE)" \

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -77,7 +78,11 @@ def _check_results(run_dir: Path) -> dict:
     ] == trials
     score = results["score"]
     assert score["ops"] > 0 and score["ops_per_second"] > 0
-    assert score["ops"] == sum(t["ops"]["total"] for t in results["trials"])
+    # a proxy screening's operations count like an epoch's (0 in a run without screening)
+    assert (
+        score["ops"] == sum(t["ops"]["total"] for t in results["trials"]) + score["screening_ops"]
+    )
+    assert score["screening_ops"] == sum(s["ops"] for s in results["screenings"])
     assert score["ops_per_second"] == pytest.approx(score["ops"] / score["wall_seconds"])
     # the score's wiring, recomputed from the file's own fields
     n_val = results["data"]["num_val"]
@@ -171,6 +176,8 @@ def _check_energy(results: dict) -> None:
 @pytest.mark.slow
 @RUNS
 def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
+    """One run, with proxy screening, read by everything that only reads a run: its score and
+    log, the report, inference of its best model, and verify (which then catches an edit)."""
     run_dir = tmp_path / "run"
     proc = aihpc(
         "run",
@@ -182,6 +189,8 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
         str(run_dir),
         "--seed",
         "1",
+        "--screen",
+        "2",
     )
     assert proc.returncode == 0, proc.stderr
     assert "score" in proc.stdout and "VALID" in proc.stdout
@@ -226,6 +235,24 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     assert aihpc("verify", str(run_dir / "infer")).returncode == 0
     assert aihpc("report", str(run_dir)).returncode == 0  # the run's report shows its inference too
     assert "Inference under MLPerf LoadGen" in (run_dir / "report.html").read_text()
+    _check_verify_with_screening(run_dir, results)
+
+
+def _check_verify_with_screening(run_dir: Path, results: dict) -> None:
+    """A fresh run with proxy screening (however few epochs a busy machine fits in) verifies
+    through the CLI; a screening's operations edited afterwards are found by the recount and the
+    chain.  (_check_results checked that the aihpc_screening events pass MLPerf's checker.)"""
+    check = aihpc("verify", str(run_dir))
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.startswith(f"aihpc verify {run_dir}: VERIFIED\n")
+    assert results["screenings"] and "proxy screenings" in check.stdout
+    assert results["score"]["screening_ops"] > 0
+    with sqlite3.connect(run_dir / "aihpc.sqlite") as db:
+        db.execute("UPDATE screenings SET ops = ops + 1 WHERE id = 0")
+    check = aihpc("verify", str(run_dir))
+    assert check.returncode == 4
+    assert "proxy screening 0: operations logged" in check.stdout
+    assert "proxy screening 0 differs from the record committed during the run" in check.stdout
 
 
 POLL_SECONDS = 0.3  # how often the tests look at a running run's store and processes
@@ -268,7 +295,12 @@ def _wait_for(condition, what: str, timeout: float, run: subprocess.Popen | None
 
 
 def _start_run(
-    run_dir: Path, config: Path, minutes: float, epochs: int, **popen
+    run_dir: Path,
+    config: Path,
+    minutes: float,
+    epochs: int,
+    stdout: Any = subprocess.DEVNULL,
+    **popen,
 ) -> subprocess.Popen:
     """Start ``aihpc run`` in the background; return once ``epochs`` trial-epochs have finished.
 
@@ -287,8 +319,9 @@ def _start_run(
             str(config),
             "--out",
             str(run_dir),
+            "--no-live",
         ],
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
         **popen,
@@ -347,66 +380,6 @@ def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
     assert results["score"]["wall_seconds"] == pytest.approx(
         segments[1]["t_end"] - segments[0]["t_start"]
     )
-
-
-@pytest.mark.slow
-@RUNS
-def test_a_killed_hyperparameter_search_process_is_restarted_and_the_run_goes_on(
-    tmp_path: Path, quick_config: Path
-) -> None:
-    """SIGKILL, as an out-of-memory killer sends it, to the search process (named aihpc-hpo-0 in
-    ps)."""
-    run_dir, out = tmp_path / "run", tmp_path / "stdout.txt"
-    with out.open("w") as stdout:
-        master = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "aihpc",
-                "run",
-                "--minutes",
-                "0.6",
-                "--config",
-                str(quick_config),
-                "--out",
-                str(run_dir),
-                "--no-live",
-            ],
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        _wait_for(
-            lambda: _ok_epochs(run_dir / "aihpc.sqlite") >= 2,
-            "2 trial-epochs finished",
-            timeout=180,
-            run=master,
-        )
-        (search,) = [p for p in psutil.Process(master.pid).children() if p.name() == "aihpc-hpo-0"]
-        search.send_signal(signal.SIGKILL)
-        search.wait(10)
-        _, err = master.communicate(timeout=240)
-    assert master.returncode == 0, err
-    results = _check_results(run_dir)
-    (restart,) = results["helper_restarts"]
-    assert (restart["stream"], restart["pid"], restart["how"]) == (
-        0,
-        search.pid,
-        "was killed by signal 9",
-    )
-    assert 0 < restart["t"] < results["score"]["wall_seconds"]
-    # the search went on: trials proposed after the restart, with hyperparameters from the new
-    # process
-    assert [
-        t for t in results["trials"] if t["t_start"] is not None and t["t_start"] > restart["t"]
-    ]
-    text = out.read_text()
-    assert (
-        "helper restarted hyperparameter search process 0 "
-        f"(pid {search.pid}) was killed by signal 9 at "
-        f"{restart['t']:.1f} s; a new one was told {restart['history']} finished trials"
-    ) in text, text
-    assert aihpc("verify", str(run_dir)).returncode == 0
 
 
 def _worker_processes(master: subprocess.Popen) -> list[psutil.Process]:
@@ -486,26 +459,53 @@ def _kill_worker_mid_epoch(master: subprocess.Popen, db: Path, kills: int = 3) -
 
 @pytest.mark.slow
 @RUNS
-def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> None:
-    """SIGKILL a worker process mid-epoch: the master requeues that epoch, it finishes, and so does
-    the run."""
-    run_dir = tmp_path / "run"
+def test_a_killed_worker_and_a_killed_search_process_are_replaced_and_the_run_goes_on(
+    tmp_path: Path, quick_config: Path
+) -> None:
+    """Two faults in one run, each as an out-of-memory killer sends it (SIGKILL).
+
+    A worker process killed mid-epoch: the master requeues that epoch, and it
+    finishes on a later attempt.  Then the search process (named aihpc-hpo-0 in
+    ps): a new one is started, told the finished trials, and the search goes
+    on.  The run ends normally and verifies.
+    """
+    run_dir, out = tmp_path / "run", tmp_path / "stdout.txt"
     db = run_dir / "aihpc.sqlite"
-    master = _start_run(
-        run_dir, quick_config, minutes=0.6, epochs=1
-    )  # past the peak: workers train
-    trial = _kill_worker_mid_epoch(master, db)
-    # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or two;
-    # its row, ok or cut short by the deadline, records the attempt that finished it.
-    _wait_for(
-        lambda: query_store(db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial),
-        f"trial {trial}'s lost epoch finished on a later attempt",
-        timeout=180,
-        run=master,
-    )
-    _, stderr = master.communicate(timeout=180)
+    with out.open("w") as stdout:
+        master = _start_run(
+            run_dir, quick_config, minutes=0.6, epochs=1, stdout=stdout
+        )  # past the peak: workers train
+        trial = _kill_worker_mid_epoch(master, db)
+        # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or
+        # two; its row, ok or cut short by the deadline, records the attempt that finished it.
+        _wait_for(
+            lambda: query_store(
+                db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial
+            ),
+            f"trial {trial}'s lost epoch finished on a later attempt",
+            timeout=180,
+            run=master,
+        )
+        search = _kill_search_process(master)
+        _, stderr = master.communicate(timeout=240)
     assert master.returncode == 0, stderr
     results = _check_results(run_dir)
+    _check_requeued(results, trial)
+    _check_search_restarted(results, search.pid, out.read_text())
+    assert aihpc("verify", str(run_dir)).returncode == 0
+
+
+def _kill_search_process(master: subprocess.Popen) -> psutil.Process:
+    """SIGKILL the run's hyperparameter search process; return it once it is gone."""
+    (search,) = [p for p in psutil.Process(master.pid).children() if p.name() == "aihpc-hpo-0"]
+    search.send_signal(signal.SIGKILL)
+    search.wait(10)
+    return search
+
+
+def _check_requeued(results: dict, trial: int) -> None:
+    """``trial`` lost an epoch to a killed worker, recorded with that worker, and finished it on a
+    later attempt."""
     (lost,) = [t for t in results["trials"] if t["id"] == trial]
     assert lost["attempts"] >= 1
     assert any(e["attempt"] > 1 for e in lost["epochs"]), lost["epochs"]
@@ -519,6 +519,24 @@ def test_killed_worker_epoch_is_requeued(tmp_path: Path, quick_config: Path) -> 
     assert losses[0]["reason"].startswith("KilledWorker")
 
 
+def _check_search_restarted(results: dict, pid: int, stdout: str) -> None:
+    """The search process ``pid`` was restarted once, said so on the console, and the new one
+    proposed trials."""
+    (restart,) = results["helper_restarts"]
+    assert (restart["stream"], restart["pid"], restart["how"]) == (0, pid, "was killed by signal 9")
+    assert 0 < restart["t"] < results["score"]["wall_seconds"]
+    # the search went on: trials proposed after the restart, with hyperparameters from the new
+    # process
+    assert [
+        t for t in results["trials"] if t["t_start"] is not None and t["t_start"] > restart["t"]
+    ]
+    assert (
+        "helper restarted hyperparameter search process 0 "
+        f"(pid {pid}) was killed by signal 9 at "
+        f"{restart['t']:.1f} s; a new one was told {restart['history']} finished trials"
+    ) in stdout, stdout
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("runs2")
 def test_data_parallel_trials_with_gloo(tmp_path: Path, quick_config: Path) -> None:
@@ -528,7 +546,7 @@ def test_data_parallel_trials_with_gloo(tmp_path: Path, quick_config: Path) -> N
     proc = aihpc(
         "run",
         "--minutes",
-        "0.6",
+        "0.4",
         "--config",
         str(quick_config),
         "--workers",

@@ -285,34 +285,42 @@ def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
 
 @pytest.mark.slow
 def test_aihpc_run_inside_an_allocation(slurm_up, tmp_path):
-    """sbatch + srun -n 2 aihpc run --slurm: rank 0 is the master and a worker, rank 1 a worker."""
+    """The command of examples/slurm/aihpc-run.sbatch (CPU: no GPU lines): sbatch + srun -n 2 aihpc
+    run --slurm; task 0 is the scheduler, the master and a worker, task 1 a worker that joins it.
+
+    Across both namespace nodes where the cluster has them (task 1 on aihpc-n2 joins at aihpc-n1's
+    bridge address, so each worker must be named by its own node), else on this host.
+    """
     import json
 
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
     run_dir = tmp_path / "run"
+    nodes = slurm_up.nodes
+    interface = f"--interface {slurm_cluster.INTERFACE} " if nodes else ""
+    where = ["-p", slurm_cluster.PARTITION, "-N", "2"] if nodes else []
     command = (
         f"cd {tmp_path} && srun --kill-on-bad-exit=1 "
         f"{sys.executable} -m aihpc run --slurm --no-live "
-        f"--minutes 0.3 --config {cfg} --out {run_dir}"
+        f"{interface}--minutes 0.3 --config {cfg} --out {run_dir}"
     )
+    out = tmp_path / "job.out"
     sub = _sh(
-        "sbatch",
-        "--parsable",
-        "-n",
-        "2",
-        "-c",
-        "1",
-        "-o",
-        str(tmp_path / "job.out"),
-        "--wrap",
-        command,
+        "sbatch", "--parsable", *where, "-n", "2", "-c", "1", "-o", str(out), "--wrap", command
     )
     assert sub.returncode == 0, sub.stderr
     job_id = sub.stdout.strip().split(";")[0]
-    _wait(lambda: not _queued([job_id]), 150, f"job {job_id} finished")
-    log = (tmp_path / "job.out").read_text()
+    _wait(lambda: not _queued([job_id]), 240, f"job {job_id} finished")
+    log = out.read_text()
     assert (run_dir / "results.json").exists(), log[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
+    assert results["score"]["valid"] and results["score"]["ops"] > 0, log[-3000:]
     assert {w["name"] for w in results["workers"]} == {"slurm-0", "slurm-1"}
-    assert results["layout"]["workers"] == 2 and results["score"]["ops"] > 0
+    assert results["layout"]["workers"] == 2
+    hosts = {w["worker"]: w["host"].split(".")[0] for w in results["devices"]["workers"]}
+    assert hosts == (
+        {"slurm-0": nodes[0], "slurm-1": nodes[1]}
+        if nodes
+        else {"slurm-0": slurm_up.host, "slurm-1": slurm_up.host}
+    )
+    assert {e["worker"] for t in results["trials"] for e in t["epochs"]} == set(hosts)
