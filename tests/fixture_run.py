@@ -12,6 +12,7 @@ to the store, results.json, the MLPerf log or operation counting) with::
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -29,3 +30,43 @@ def aihpc(*args: str, timeout: float = 240, **kw: Any) -> subprocess.CompletedPr
         timeout=timeout,
         **kw,
     )
+
+
+# One interpreter runs every case through the CLI's entry point as ``python -m aihpc`` does
+# (``raise SystemExit(main())``), each in its own working directory, and answers each case's exit
+# code, stdout and stderr.
+_CASES_DRIVER = """
+import contextlib, io, json, os, sys
+from aihpc.cli import main
+answers = []
+for argv, cwd in json.loads(sys.stdin.read()):
+    if cwd is not None:
+        os.chdir(cwd)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    answers.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(answers))
+"""
+
+
+def aihpc_cases(
+    cases: list[tuple[list[str], Path | None]], timeout: float = 240
+) -> list[tuple[int, str, str]]:
+    """Each ``(argv, cwd)`` through ``aihpc.cli.main`` in one interpreter (a command line each
+    that fails before doing work costs no interpreter of its own): (exit code, stdout, stderr)
+    a case."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _CASES_DRIVER],
+        input=json.dumps([[argv, None if cwd is None else str(cwd)] for argv, cwd in cases]),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    answers = [tuple(a) for a in json.loads(proc.stdout)]
+    assert len(answers) == len(cases)
+    return answers  # type: ignore[return-value]

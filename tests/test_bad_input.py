@@ -2,8 +2,10 @@
 
 One table across the commands (``run``, ``count``, ``export``, ``report``,
 ``scaling``); each row names what it gets wrong and a fragment of the line
-the user must see.  ``{tmp}`` in arguments is the test's folder, prepared by
-:func:`_prepare` with the files the rows refer to.
+the user must see.  ``{tmp}`` in arguments is the row's folder, prepared by
+:func:`_prepare` with the files the rows refer to.  The rows go through the CLI's
+entry point in one interpreter; a reader that leaves early is a real ``python -m
+aihpc`` of its own.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
+from fixture_run import aihpc_cases
 
 CASES = [
     # -- aihpc run: configuration values
@@ -143,28 +144,42 @@ def _snapshot(folder: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize(
-    "command, args, message", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
-)
-def test_bad_input_is_one_line_exit_2_and_nothing_lost(
-    tmp_path: Path, command: str, args: list[str], message: str
-) -> None:
-    _prepare(tmp_path)
-    before = _snapshot(tmp_path)
-    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    proc = subprocess.run(
-        [sys.executable, "-m", "aihpc", command, *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
+def test_bad_input_is_one_line_exit_2_and_nothing_lost(tmp_path: Path) -> None:
+    """Every case in a folder of its own, prepared alike, as its working directory; one
+    interpreter runs them all through the CLI's entry point (they fail before doing any work),
+    then each is checked, and every case that fails is named."""
+    cases = []
+    for i, (command, args, message) in enumerate(CASES):
+        folder = tmp_path / f"{command}-{i}"
+        folder.mkdir()
+        _prepare(folder)
+        argv = [command, *(a.replace("{tmp}", str(folder)) for a in args)]
+        cases.append((argv, folder, message, _snapshot(folder)))
+    answers = aihpc_cases([(argv, folder) for argv, folder, _, _ in cases])
+    wrong = [
+        (argv, code, stderr)
+        for (argv, folder, message, before), (code, _, stderr) in zip(cases, answers, strict=True)
+        if not _one_line_and_nothing_lost(code, stderr, message, folder, before)
+    ]
+    assert not wrong, "\n".join(
+        f"{argv}: exit {code}, stderr {stderr!r}" for argv, code, stderr in wrong
     )
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], proc.stderr
-    assert _snapshot(tmp_path) == before  # nothing written, changed or removed
-    assert not (tmp_path / "runs").exists()
+
+
+def _one_line_and_nothing_lost(
+    code: int, stderr: str, message: str, folder: Path, before: dict[str, str]
+) -> bool:
+    """Exit 2, one line on stderr holding ``message``, no traceback; nothing in ``folder``
+    written, changed or removed, and no default run directory made."""
+    lines = stderr.strip().splitlines()
+    return (
+        code == 2
+        and "Traceback" not in stderr
+        and len(lines) == 1
+        and message in lines[0]
+        and _snapshot(folder) == before
+        and not (folder / "runs").exists()
+    )
 
 
 def test_at_least_twenty_bad_inputs_across_the_commands() -> None:

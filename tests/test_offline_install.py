@@ -33,9 +33,10 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "offline.py"
 
-# a quick run, as tests/runner/test_run.py makes them
+# a quick run, as tests/runner/test_run.py makes them, on one worker: what it shows is that the
+# aihpc installed from the wheelhouse runs
 QUICK = """dataset = "digits"
-workers = 2
+workers = 1
 threads_per_worker = 1
 epochs_min = 1
 epochs_max = 2

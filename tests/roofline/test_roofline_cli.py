@@ -23,6 +23,7 @@ import pytest
 
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline.machine import machine_dtypes
+from fixture_run import aihpc_cases
 
 ELEMENTS = 65536
 SECONDS = 0.01  # timing the kernels longer proves nothing here
@@ -208,24 +209,6 @@ BAD = [
 ]
 
 
-# one interpreter runs every case through the CLI's entry point, as ``python -m aihpc`` does
-# (``raise SystemExit(main())``), and answers each case's exit code, stdout and stderr
-_CASES_DRIVER = """
-import contextlib, io, json, sys
-from aihpc.cli import main
-answers = []
-for argv in json.loads(sys.stdin.read()):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code
-    answers.append([code, out.getvalue(), err.getvalue()])
-print(json.dumps(answers))
-"""
-
-
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     files: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -238,16 +221,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         argv = [a.format(tmp=d, **names) for a in args]
         cmd = ["roofline", *QUICK, "--out", str(d / "r.json"), "--plot", str(d / "r.png"), *argv]
         cases.append((cmd, d, message.format(tmp=d, **names)))
-    proc = subprocess.run(
-        [sys.executable, "-c", _CASES_DRIVER],
-        input=json.dumps([cmd for cmd, _, _ in cases]),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    answers = json.loads(proc.stdout)
-    assert len(answers) == len(cases)
+    answers = aihpc_cases([(cmd, None) for cmd, _, _ in cases])
     for (code, stdout, stderr), (_, d, message) in zip(answers, cases, strict=True):
         assert code == 2, (message, stderr)
         assert stderr == f"aihpc roofline: error: {message}\n"

@@ -56,7 +56,7 @@ def _trained(results: dict) -> int:
 COMMON = """
 minutes = 0.3
 workers = 1
-threads_per_worker = 2
+threads_per_worker = 1
 peak_seconds = 0.5
 report_seconds = 10
 epochs_min = 1
