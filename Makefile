@@ -7,7 +7,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-TEST_PROCS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_PROCS ?= $(shell echo $$(( $$(nproc) + 2 )))
 
 # Compute nodes without network access (README: "On compute nodes without network access"):
 #   make wheelhouse        on a machine with network: every wheel aihpc needs into $(WHEELHOUSE)/,
@@ -32,11 +32,14 @@ run: $(VENV)/.installed
 # The SLURM tests need Debian's slurm and munge packages, the browser test of
 # the report Debian's chromium (both installed here when running as root);
 # where they cannot be installed those tests skip, saying why.  Tests run in
-# one process per core and one more (pytest-xdist): whole timed runs wait on the clock (their
-# time budget, SLURM, pip) more than they compute, so the extra process keeps the cores busy
-# while they wait.  Whole timed runs are in xdist groups
-# (runs, runs2, faults, slurm, verify, large, install, ranks), each group's tests one at a
-# time; xdist starts the groups first, the single tests fill the processes after them.
+# two processes more than cores (pytest-xdist): a whole timed run keeps its workers busy until
+# its clock runs out, however many cores it gets, so whole runs that overlap share the cores and
+# leave more to the rest (on 2 cores: 11 min 33 s with 4 processes, 12 min 35 s with 3, on
+# 2026-11-27).  Whole timed runs are in xdist groups (slurm, runs, runs2, large, faults,
+# install, ranks, verify), each group's tests one at a time, as are the modules whose tests share
+# a costly module fixture, so that it is made once.  The groups start first, longest first
+# (tests/conftest.py orders them; --no-loadscope-reorder keeps xdist from reordering them by
+# their number of tests); the single tests fill the processes after them.
 # `python benchmarks/test_groups.py` sums a --junitxml file's seconds by group.
 # The linter and the formatter's check on src/ and tests/, the type checker on what pyproject.toml
 # names (all configured there).

@@ -27,6 +27,10 @@ from aihpc.roofline.bandwidth import measure_bandwidth
 from aihpc.roofline.model import Roofline
 from aihpc.roofline.peak import measure_peak
 
+# one process runs the module under pytest-xdist: its fixtures (the roofline, resnet20 measured)
+# are made once
+pytestmark = pytest.mark.xdist_group("bench-network")
+
 CPU = torch.device("cpu")
 
 

@@ -20,7 +20,8 @@ from aihpc.ranking.rank import build_ranking
 from aihpc.report import write_report
 from fixture_run import FIXTURES, aihpc
 
-pytestmark = pytest.mark.slow
+# one process runs the module under pytest-xdist: its fixture (the inference result) is made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("infer-records")]
 
 
 @pytest.fixture(scope="module")

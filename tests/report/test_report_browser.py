@@ -33,6 +33,9 @@ from PIL import Image, ImageStat
 
 from aihpc.cli import main
 
+# one process runs the module under pytest-xdist: its fixture (the rendered page) is made once
+pytestmark = pytest.mark.xdist_group("report-browser")
+
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER_TIMEOUT = 90  # seconds a browser run may take on a busy machine

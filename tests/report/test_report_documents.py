@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+# one process runs the module under pytest-xdist: its fixture (the result files the commands
+# write) is made once
+pytestmark = pytest.mark.xdist_group("report-documents")
+
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 
 

@@ -25,6 +25,9 @@ from aihpc.records.files import result_document, write_result
 from aihpc.roofline.machine import machine_dtypes
 from fixture_run import aihpc_cases
 
+# one process runs the module under pytest-xdist: its fixture (the --json run) is made once
+pytestmark = pytest.mark.xdist_group("roofline-cli")
+
 ELEMENTS = 65536
 SECONDS = 0.01  # timing the kernels longer proves nothing here
 QUICK = ["--seconds", str(SECONDS), "--elements", str(ELEMENTS)]

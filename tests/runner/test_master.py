@@ -15,6 +15,9 @@ from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
 
+# one process runs the module under pytest-xdist: its fixture (the killed run) is made once
+pytestmark = pytest.mark.xdist_group("master")
+
 DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
 

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -334,54 +335,6 @@ def _start_run(
     return master
 
 
-@pytest.mark.slow
-@RUNS
-def test_resume_after_killed_master(tmp_path: Path, quick_config: Path) -> None:
-    run_dir = tmp_path / "run"
-    master = _start_run(run_dir, quick_config, minutes=0.6, epochs=2, start_new_session=True)
-    db = run_dir / "aihpc.sqlite"
-    os.killpg(master.pid, signal.SIGKILL)  # the master and its workers die at once
-    master.wait()
-    killed_at = time.time()
-    with sqlite3.connect(db) as con:
-        before = con.execute(
-            "SELECT trial_id, epoch, ops_train, ops_eval FROM epochs WHERE status = 'ok'"
-        ).fetchall()
-        ((first_start, first_stop),) = con.execute("SELECT start, stop FROM segments").fetchall()
-    assert len(before) >= 2
-    assert not (run_dir / "results.json").exists()
-    assert first_stop <= killed_at
-    time.sleep(2.0)  # downtime, on purpose: the score's clock must count it
-
-    resumed_at = time.time()
-    proc = aihpc("run", "--resume", str(run_dir))
-    assert proc.returncode == 0, proc.stderr
-    results = _check_results(run_dir)
-    assert results["config"]["dataset"] == "digits"  # the run's own configuration, not the defaults
-    trials = {t["id"]: t for t in results["trials"]}
-    assert {trial_arch(trials, i)["input_shape"][0] for i in trials} == {1}
-    kept = {
-        (t["id"], e["epoch"]): e["ops"]
-        for t in results["trials"]
-        for e in t["epochs"]
-        if e["status"] == "ok"
-    }
-    for trial_id, epoch, ops_train, ops_eval in before:
-        assert kept[(trial_id, epoch)] == ops_train + ops_eval
-    segments = results["segments"]
-    assert len(segments) == 2
-    assert segments[0]["t_end"] == pytest.approx(
-        first_stop - first_start
-    )  # the dead master's segment, unchanged
-    # the gap between the segments covers at least the time the test saw no master (>= the 2 s
-    # slept)
-    downtime = segments[1]["t_start"] - segments[0]["t_end"]
-    assert downtime >= resumed_at - killed_at >= 2.0
-    assert results["score"]["wall_seconds"] == pytest.approx(
-        segments[1]["t_end"] - segments[0]["t_start"]
-    )
-
-
 def _worker_processes(master: subprocess.Popen) -> list[psutil.Process]:
     """The Dask worker processes of a local run: the master's "spawn" children that serve a TCP
     port.
@@ -459,40 +412,114 @@ def _kill_worker_mid_epoch(master: subprocess.Popen, db: Path, kills: int = 3) -
 
 @pytest.mark.slow
 @RUNS
-def test_a_killed_worker_and_a_killed_search_process_are_replaced_and_the_run_goes_on(
+def test_a_run_survives_a_killed_worker_search_process_and_master(
     tmp_path: Path, quick_config: Path
 ) -> None:
-    """Two faults in one run, each as an out-of-memory killer sends it (SIGKILL).
+    """Three faults in one run, each a SIGKILL as an out-of-memory killer sends it.
 
     A worker process killed mid-epoch: the master requeues that epoch, and it
     finishes on a later attempt.  Then the search process (named aihpc-hpo-0 in
-    ps): a new one is started, told the finished trials, and the search goes
-    on.  The run ends normally and verifies.
+    ps): a new one is started, told the finished trials, and proposes the next.
+    Then the master and its workers at once: ``aihpc run --resume`` continues
+    the run in its own configuration, keeping every committed epoch, and the
+    score's clock counts the time no master ran.  The finished run verifies.
     """
-    run_dir, out = tmp_path / "run", tmp_path / "stdout.txt"
+    run_dir = tmp_path / "run"
     db = run_dir / "aihpc.sqlite"
-    with out.open("w") as stdout:
-        master = _start_run(
-            run_dir, quick_config, minutes=0.6, epochs=1, stdout=stdout
-        )  # past the peak: workers train
-        trial = _kill_worker_mid_epoch(master, db)
-        # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or
-        # two; its row, ok or cut short by the deadline, records the attempt that finished it.
-        _wait_for(
-            lambda: query_store(
-                db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial
-            ),
-            f"trial {trial}'s lost epoch finished on a later attempt",
-            timeout=180,
-            run=master,
-        )
-        search = _kill_search_process(master)
-        _, stderr = master.communicate(timeout=240)
-    assert master.returncode == 0, stderr
+    master = _start_run(
+        run_dir, quick_config, minutes=0.8, epochs=1, start_new_session=True
+    )  # past the peak: workers train
+    trial = _kill_worker_mid_epoch(master, db)
+    # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or
+    # two; its row, ok or cut short by the deadline, records the attempt that finished it.
+    _wait_for(
+        lambda: query_store(db, "SELECT 1 FROM epochs WHERE trial_id = ? AND attempt > 1", trial),
+        f"trial {trial}'s lost epoch finished on a later attempt",
+        timeout=180,
+        run=master,
+    )
+    search = _kill_search_process(master)
+    _wait_for(
+        lambda: _trial_created_after_a_restart(db),
+        "a trial proposed by the restarted search process",
+        timeout=120,
+        run=master,
+    )
+    killed = _kill_master(master, db)
+    time.sleep(2.0)  # downtime, on purpose: the score's clock must count it
+    resumed_at = time.time()
+    proc = aihpc("run", "--resume", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
     results = _check_results(run_dir)
+    _check_resumed(results, killed, resumed_at)
     _check_requeued(results, trial)
-    _check_search_restarted(results, search.pid, out.read_text())
+    _check_search_restarted(results, search.pid, proc.stdout)
     assert aihpc("verify", str(run_dir)).returncode == 0
+
+
+def _trial_created_after_a_restart(db: Path) -> bool:
+    """Whether the store records a restarted search process and a trial created after it."""
+    rows = query_store(db, "SELECT value FROM meta WHERE key = 'helper_restarts'")
+    restarts = json.loads(rows[0][0]) if rows else []
+    return bool(restarts) and bool(
+        query_store(db, "SELECT 1 FROM trials WHERE t_created > ?", restarts[0]["t"])
+    )
+
+
+@dataclass(frozen=True)
+class _Killed:
+    """What the store held when the test killed the master: its committed epochs (trial, epoch,
+    training and evaluation operations) and its one segment; and when the master was gone."""
+
+    epochs: list[tuple[int, int, int, int]]
+    segment: tuple[float, float]
+    at: float
+
+
+def _kill_master(master: subprocess.Popen, db: Path) -> _Killed:
+    """SIGKILL the master and its workers at once (its process group), while the run goes on."""
+    assert master.poll() is None, "the run ended before the test could kill its master"
+    os.killpg(master.pid, signal.SIGKILL)
+    master.wait()
+    killed_at = time.time()
+    with sqlite3.connect(db) as con:
+        epochs = con.execute(
+            "SELECT trial_id, epoch, ops_train, ops_eval FROM epochs WHERE status = 'ok'"
+        ).fetchall()
+        (segment,) = con.execute("SELECT start, stop FROM segments").fetchall()
+    assert len(epochs) >= 2
+    assert not (db.parent / "results.json").exists()
+    assert segment[1] <= killed_at
+    return _Killed(epochs, segment, killed_at)
+
+
+def _check_resumed(results: dict, killed: _Killed, resumed_at: float) -> None:
+    """The resumed run kept its configuration and every epoch committed before the kill; its
+    clock counts the downtime between the dead master's segment and the new one."""
+    assert results["config"]["dataset"] == "digits"  # the run's own configuration, not the defaults
+    trials = {t["id"]: t for t in results["trials"]}
+    assert {trial_arch(trials, i)["input_shape"][0] for i in trials} == {1}
+    kept = {
+        (t["id"], e["epoch"]): e["ops"]
+        for t in results["trials"]
+        for e in t["epochs"]
+        if e["status"] == "ok"
+    }
+    for trial_id, epoch, ops_train, ops_eval in killed.epochs:
+        assert kept[(trial_id, epoch)] == ops_train + ops_eval
+    segments = results["segments"]
+    assert len(segments) == 2
+    first_start, first_stop = killed.segment
+    assert segments[0]["t_end"] == pytest.approx(
+        first_stop - first_start
+    )  # the dead master's segment, unchanged
+    # the gap between the segments covers at least the time the test saw no master (>= the 2 s
+    # slept)
+    downtime = segments[1]["t_start"] - segments[0]["t_end"]
+    assert downtime >= resumed_at - killed.at >= 2.0
+    assert results["score"]["wall_seconds"] == pytest.approx(
+        segments[1]["t_end"] - segments[0]["t_start"]
+    )
 
 
 def _kill_search_process(master: subprocess.Popen) -> psutil.Process:
@@ -520,8 +547,8 @@ def _check_requeued(results: dict, trial: int) -> None:
 
 
 def _check_search_restarted(results: dict, pid: int, stdout: str) -> None:
-    """The search process ``pid`` was restarted once, said so on the console, and the new one
-    proposed trials."""
+    """The search process ``pid`` was restarted once, the run's summary (``stdout``) says so, and
+    the new one proposed trials."""
     (restart,) = results["helper_restarts"]
     assert (restart["stream"], restart["pid"], restart["how"]) == (0, pid, "was killed by signal 9")
     assert 0 < restart["t"] < results["score"]["wall_seconds"]
