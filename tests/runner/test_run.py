@@ -213,10 +213,13 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     report = aihpc("report", str(run_dir))
     assert report.returncode == 0, report.stderr
     assert (run_dir / "report.html").stat().st_size > 10_000
-    # its best trial serves under LoadGen, its accuracy in float32 its own
+    # its best trial serves under LoadGen (the server's rate search: the scenarios one by one are
+    # tests/infer's), its accuracy in float32 its own
     served = aihpc(
         "infer",
         str(run_dir),
+        "--scenario",
+        "server",
         "--samples",
         "128",
         "--seconds",

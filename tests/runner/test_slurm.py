@@ -2,8 +2,9 @@
 
 The fast tests check argument validation and srun's environment without
 SLURM.  The slow ones run on the session's cluster (the ``slurm_up`` fixture),
-in its default partition, this host; where it cannot start they skip with
-the reason.  tests/runner/test_multinode.py runs on its namespace nodes.
+in its default partition, this host (the run inside an allocation across the
+namespace nodes, where the cluster has them); where it cannot start they skip
+with the reason.  tests/runner/test_multinode.py runs on its namespace nodes.
 """
 
 from __future__ import annotations

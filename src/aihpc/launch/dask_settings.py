@@ -22,6 +22,12 @@ WORKER_CONFIG = {
     # a worker streaming its data (aihpc.train.feed) starts DataLoader processes,
     # and a daemonic process may not have children
     "distributed.worker.daemon": False,
+    # A worker process shares the run's stderr, where aihpc's errors are one line.  A worker whose
+    # scheduler closes before it does (the run ending while a loaded machine is slow to stop it)
+    # logs a traceback at ERROR, "Failed to communicate with scheduler during heartbeat"; what
+    # fails in a task aihpc reports itself (aihpc.launch.remote).  The worker's own log then says
+    # only what is critical (the nanny's "silence_logs" reaches the nanny's logger, not this one).
+    "distributed.nanny.pre-spawn-environ.DASK_LOGGING": "{'distributed.worker': 'critical'}",
 }
 
 # Batch jobs: the nanny there would give its workers MALLOC_TRIM_THRESHOLD_=65536
