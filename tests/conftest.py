@@ -30,28 +30,28 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
-# The xdist groups of whole runs, longest first (seconds by group: benchmarks/test_groups.py on a
-# --junitxml file).  The Makefile runs pytest-xdist without its reordering of groups by their
-# number of tests, so the groups start in this order, before the single tests: a long group that
-# started last would run on alone while the other processes idle.
-GROUPS_LONGEST_FIRST = ("slurm", "runs", "runs2", "large", "faults", "install", "ranks", "verify")
+# The order in which the xdist groups of whole runs start (seconds by group: benchmarks/
+# test_groups.py on a --junitxml file).  The Makefile runs pytest-xdist without its reordering of
+# groups by their number of tests, so the groups start in this order, before the single tests.
+# The four longest start at once (make test runs 4 processes on 2 cores).  xdist gives the next
+# group to the first process left with 2 tests or fewer: soon the one running "large" (2 tests),
+# so "faults" (2) follows it there and then "ranks" (4), while "install" and "verify" go to the
+# processes that finish their long group first.  A long group that started last would run on
+# alone while the other processes idle.
+GROUP_ORDER = ("slurm", "runs", "runs2", "large", "faults", "ranks", "install", "verify")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of the groups first, group by group in ``GROUPS_LONGEST_FIRST``'s order (a group
-    not named there after those that are), each group's in the order collected; then the tests of
-    no group, in the order collected."""
+    """The tests of the groups first, group by group in ``GROUP_ORDER``'s order (a group not named
+    there after those that are), each group's in the order collected; then the tests of no group,
+    in the order collected."""
 
     def rank(item: pytest.Item) -> int:
         mark = item.get_closest_marker("xdist_group")
         if mark is None:
-            return len(GROUPS_LONGEST_FIRST) + 1
+            return len(GROUP_ORDER) + 1
         name = mark.args[0] if mark.args else mark.kwargs.get("name")
-        return (
-            GROUPS_LONGEST_FIRST.index(name)
-            if name in GROUPS_LONGEST_FIRST
-            else len(GROUPS_LONGEST_FIRST)
-        )
+        return GROUP_ORDER.index(name) if name in GROUP_ORDER else len(GROUP_ORDER)
 
     items.sort(key=rank)  # stable: each group keeps the order collected
 

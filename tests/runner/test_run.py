@@ -62,10 +62,22 @@ def quick_config(tmp_path: Path) -> Path:
 
 
 def _check_results(run_dir: Path) -> dict:
+    """results.json of a finished run, checked against itself, and its MLPerf log; returned."""
     results = json.loads((run_dir / "results.json").read_text())
     assert results["schema_version"] == 3
+    _check_layout(run_dir, results)
+    _check_score(results)
+    _check_peak(results)
+    _check_energy(results)
+    _check_devices(results)
+    ok, output = check_compliance(run_dir / "mlperf.log")
+    assert ok, output
+    return results
+
+
+def _check_layout(run_dir: Path, results: dict) -> None:
+    """A line per top-level field (sorted) and per trial."""
     lines = (run_dir / "results.json").read_text().splitlines()
-    # a line per top-level field (sorted) and per trial
     trials = results["trials"]
     assert (
         len(lines) == 2 + len(results) - 1 + len(trials) + 2
@@ -77,6 +89,10 @@ def _check_results(run_dir: Path) -> dict:
     assert [
         json.loads(line.rstrip(",")) for line in lines[fields.index("trials") + 2 :][: len(trials)]
     ] == trials
+
+
+def _check_score(results: dict) -> None:
+    """The score's wiring, recomputed from the file's own fields."""
     score = results["score"]
     assert score["ops"] > 0 and score["ops_per_second"] > 0
     # a proxy screening's operations count like an epoch's (0 in a run without screening)
@@ -85,7 +101,6 @@ def _check_results(run_dir: Path) -> dict:
     )
     assert score["screening_ops"] == sum(s["ops"] for s in results["screenings"])
     assert score["ops_per_second"] == pytest.approx(score["ops"] / score["wall_seconds"])
-    # the score's wiring, recomputed from the file's own fields
     n_val = results["data"]["num_val"]
     best = max(
         t["best_val_accuracy"] for t in results["trials"] if t["best_val_accuracy"] is not None
@@ -95,17 +110,7 @@ def _check_results(run_dir: Path) -> dict:
     assert score["regulated_score"] == pytest.approx(
         score["ops_per_second"] * abs(math.log(1 - capped))
     )
-    peak = results["peak"]
-    assert score["peak_flops_per_s"] == peak["total_flops_per_s"]
-    # the peak is every worker's at once, measured before the run and again after it
-    assert peak["workers"] == len(peak["per_worker"]) == len(results["workers"])
-    assert peak["total_flops_per_s"] == pytest.approx(
-        sum(p["flops_per_s"] for p in peak["per_worker"])
-    )
-    assert peak["after"]["workers"] == peak["workers"]
-    assert peak["drift"] == pytest.approx(
-        peak["after"]["total_flops_per_s"] / peak["total_flops_per_s"] - 1
-    )
+    assert score["peak_flops_per_s"] == results["peak"]["total_flops_per_s"]
     assert score["peak_fraction"] == pytest.approx(
         score["ops_per_second"] / score["peak_flops_per_s"]
     )
@@ -115,20 +120,36 @@ def _check_results(run_dir: Path) -> dict:
                 e["val_samples"] * t["ops_per_sample"]["eval"]
             )
             assert e["ops"] == ops
-    _check_energy(results)
-    env = results["environment"]
-    assert env["torch_version"] and "git_commit" in env and "hostname" in env
-    # each worker's peak is the sum of its processes' (one each, or procs_per_trial), all measured
-    # at once
+
+
+def _check_peak(results: dict) -> None:
+    """The peak is every worker's at once, measured before the run and again after it; each
+    worker's is the sum of its processes' (one each, or procs_per_trial), all measured at once."""
+    peak = results["peak"]
+    assert peak["workers"] == len(peak["per_worker"]) == len(results["workers"])
+    assert peak["total_flops_per_s"] == pytest.approx(
+        sum(p["flops_per_s"] for p in peak["per_worker"])
+    )
+    assert peak["after"]["workers"] == peak["workers"]
+    assert peak["drift"] == pytest.approx(
+        peak["after"]["total_flops_per_s"] / peak["total_flops_per_s"] - 1
+    )
     procs = results["config"]["procs_per_trial"]
     for p in peak["per_worker"]:
         assert len(p["parts"]) == procs and p["flops_per_s"] == pytest.approx(
             sum(q["flops_per_s"] for q in p["parts"])
         )
-    # the worker-to-device mapping: every worker, its host, a device per process (the CPU here)
+
+
+def _check_devices(results: dict) -> None:
+    """The worker-to-device mapping: every worker, its host, a device per process (the CPU
+    here)."""
+    env = results["environment"]
+    assert env["torch_version"] and "git_commit" in env and "hostname" in env
+    procs = results["config"]["procs_per_trial"]
     mapping = results["devices"]["workers"]
     assert sorted(w["worker"] for w in mapping) == sorted(
-        str(p["worker"]) for p in peak["per_worker"]
+        str(p["worker"]) for p in results["peak"]["per_worker"]
     )
     assert all(
         w["host"] == env["hostname"] and w["devices"] == [{"device": "cpu"}] * procs
@@ -137,9 +158,6 @@ def _check_results(run_dir: Path) -> dict:
     assert sorted(w["slot"] for w in mapping) == list(
         range(len(mapping))
     )  # one host, one set of GPUs: numbered
-    ok, output = check_compliance(run_dir / "mlperf.log")
-    assert ok, output
-    return results
 
 
 def _check_energy(results: dict) -> None:
@@ -213,8 +231,13 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     report = aihpc("report", str(run_dir))
     assert report.returncode == 0, report.stderr
     assert (run_dir / "report.html").stat().st_size > 10_000
-    # its best trial serves under LoadGen (the server's rate search: the scenarios one by one are
-    # tests/infer's), its accuracy in float32 its own
+    _check_served(run_dir, results)
+    _check_verify_with_screening(run_dir, results)
+
+
+def _check_served(run_dir: Path, results: dict) -> None:
+    """The run's best trial serves under LoadGen (the server's rate search: the scenarios one by
+    one are tests/infer's), its accuracy in float32 its own; the run's report then shows it."""
     served = aihpc(
         "infer",
         str(run_dir),
@@ -239,7 +262,6 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
     assert aihpc("verify", str(run_dir / "infer")).returncode == 0
     assert aihpc("report", str(run_dir)).returncode == 0  # the run's report shows its inference too
     assert "Inference under MLPerf LoadGen" in (run_dir / "report.html").read_text()
-    _check_verify_with_screening(run_dir, results)
 
 
 def _check_verify_with_screening(run_dir: Path, results: dict) -> None:

@@ -20,7 +20,7 @@ SRC = Path(aihpc.__file__).resolve().parents[1]
 # a whole run and three commands on it, about 40 s: the group of whole runs, one at a time
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("runs2")]  # beside "runs": see Makefile
 
-WORKERS, MINUTES, EPOCH_SECONDS = 64, 5.0, 10.0
+WORKERS, MINUTES, EPOCH_SECONDS = 32, 5.0, 10.0  # 960 epochs: every stage, at a small size
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: 
         "--epoch-seconds",
         "10",
         "--minutes",
-        "2",
+        "1",  # 96 epochs of 16 workers: 40 before the kill, the rest after the resume
         "--weight-bytes",
         "4096",
         "--peak-seconds",
