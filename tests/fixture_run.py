@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -70,3 +72,16 @@ def aihpc_cases(
     answers = [tuple(a) for a in json.loads(proc.stdout)]
     assert len(answers) == len(cases)
     return answers  # type: ignore[return-value]
+
+
+def aihpc_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``aihpc *argv`` through the CLI's entry point in this process, as ``python -m aihpc`` calls
+    it (an interpreter of its own would add only its imports): its exit code, stdout and stderr."""
+    from aihpc.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -21,7 +21,7 @@ from aihpc.infer.record import histogram
 from aihpc.infer.scenarios import Bounds, Calibration, ScenarioBench, best_valid, calibrate
 from aihpc.infer.source import from_zoo
 from aihpc.infer.systems import Classify
-from fixture_run import aihpc
+from fixture_run import aihpc, aihpc_main
 
 SECONDS = 0.5
 TIMEOUT = 300  # seconds for one aihpc command here (the shared helper allows 240)
@@ -176,20 +176,6 @@ def test_cli_serves_a_zoo_model_and_records_every_scenario(tmp_path):
     assert not (tmp_path / "digits.partial").exists()
 
 
-def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``aihpc *argv`` through the CLI's entry point in this process, as ``python -m aihpc``
-    calls it (bad input fails before serving: an interpreter of its own adds only imports):
-    its exit code, stdout and stderr."""
-    from aihpc.cli import main
-
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -214,7 +200,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     tmp_path, args, message, capsys, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    code, _, stderr = _main(capsys, "infer", *args, "--out", str(tmp_path / "out"))
+    code, _, stderr = aihpc_main(capsys, "infer", *args, "--out", str(tmp_path / "out"))
     assert code == 2, stderr
     assert len(stderr.strip().splitlines()) == 1 and message in stderr, stderr
     assert "Traceback" not in stderr
@@ -224,7 +210,9 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
 def test_a_run_without_weights_is_refused(tmp_path, capsys):
     from fixture_run import FIXTURES  # its weights are left out
 
-    code, _, stderr = _main(capsys, "infer", str(FIXTURES / "run"), "--out", str(tmp_path / "out"))
+    code, _, stderr = aihpc_main(
+        capsys, "infer", str(FIXTURES / "run"), "--out", str(tmp_path / "out")
+    )
     assert code == 2 and "weights cannot be served" in stderr, stderr
     assert len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()

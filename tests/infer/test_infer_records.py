@@ -18,7 +18,7 @@ import pytest
 from aihpc.ranking.compare import load_entry
 from aihpc.ranking.rank import build_ranking
 from aihpc.report import write_report
-from fixture_run import FIXTURES, aihpc
+from fixture_run import FIXTURES, aihpc, aihpc_main
 
 # one process runs the module under pytest-xdist: its fixture (the inference result) is made once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("infer-records")]
@@ -47,15 +47,6 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``aihpc *argv`` through the CLI's entry point: its exit code, stdout and stderr."""
-    from aihpc.cli import main
-
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture
 def copy(result: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(result, tmp_path / "digits"))
@@ -82,7 +73,7 @@ def _edit_log(folder: Path) -> None:
 
 
 def test_an_untouched_result_verifies(result: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, stdout, stderr = _main(capsys, "verify", str(result))
+    code, stdout, stderr = aihpc_main(capsys, "verify", str(result))
     assert code == 0, stdout + stderr
     assert stdout.startswith(f"aihpc verify {result}: VERIFIED\n")
     for check in ("loadgen", "figures", "operations", "quality"):
@@ -115,7 +106,7 @@ def test_a_tampered_result_does_not_verify(
     copy: Path, tamper, named: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tamper(copy)
-    code, stdout, stderr = _main(capsys, "verify", str(copy))
+    code, stdout, stderr = aihpc_main(capsys, "verify", str(copy))
     assert code == 4, stdout + stderr
     assert "NOT VERIFIED" in stdout and f"  {named}" in stdout
     assert "does not verify" in stderr
@@ -134,17 +125,17 @@ def test_rank_lists_inference_results_apart_from_training_runs(
     rows, _ = build_ranking(listing, verify=False, kind="infer")
     assert [r.entry.source for r in rows] == [str(copy / "infer.json")]
     assert rows[0].valid_flops is None  # Valid FLOPS discounts operations, not queries
-    code, stdout, stderr = _main(capsys, "rank", str(listing), "--kind", "infer")
+    code, stdout, stderr = aihpc_main(capsys, "rank", str(listing), "--kind", "infer")
     assert code == 0, stderr
     row = next(line for line in stdout.splitlines() if line.startswith("| 1 |"))
     assert row.startswith("| 1 | digits |") and " samples/s | n/a |" in row and "| yes |" in row
     # the training runs' list leaves it out
-    code, stdout, stderr = _main(capsys, "rank", str(listing), "--no-verify")
+    code, stdout, stderr = aihpc_main(capsys, "rank", str(listing), "--no-verify")
     assert code == 0, stderr
     assert [line.split(" | ")[1] for line in stdout.splitlines() if line.startswith("| 1 |")] == [
         "run"
     ]
-    code, _, stderr = _main(capsys, "compare", str(copy), str(listing / "run"))
+    code, _, stderr = aihpc_main(capsys, "compare", str(copy), str(listing / "run"))
     assert code == 2
     assert "cannot compare results of different kinds of result: infer (#1); run (#2)" in stderr
 

@@ -21,7 +21,7 @@ from runner_helpers import query_store
 
 from aihpc.mlperf.check import check_compliance
 from aihpc.results.read import trial_arch
-from fixture_run import aihpc
+from fixture_run import aihpc, aihpc_main
 
 # whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other
 # groups of whole runs (faults, slurm, verify) may run beside them, on the other core
@@ -194,9 +194,13 @@ def _check_energy(results: dict) -> None:
 
 @pytest.mark.slow
 @RUNS
-def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
+def test_full_run_scores_and_logs(
+    tmp_path: Path, quick_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """One run, with proxy screening, read by everything that only reads a run: its score and
-    log, the report, inference of its best model, and verify (which then catches an edit)."""
+    log, inference of its best model, the report, and verify (which then catches an edit).  The
+    run is a process of its own; the commands that read it go through the CLI's entry point in
+    this one."""
     run_dir = tmp_path / "run"
     proc = aihpc(
         "run",
@@ -227,18 +231,16 @@ def test_full_run_scores_and_logs(tmp_path: Path, quick_config: Path) -> None:
         assert t["parent"] is None if t["id"] == 0 else t["parent"] in ids and t["parent"] < t["id"]
     hashes = [t["arch_hash"] for t in results["trials"]]
     assert len(hashes) == len(set(hashes))
-    # the report renders from a real run
-    report = aihpc("report", str(run_dir))
-    assert report.returncode == 0, report.stderr
-    assert (run_dir / "report.html").stat().st_size > 10_000
-    _check_served(run_dir, results)
-    _check_verify_with_screening(run_dir, results)
+    _check_served(run_dir, results, capsys)
+    _check_verify_with_screening(run_dir, results, capsys)
 
 
-def _check_served(run_dir: Path, results: dict) -> None:
+def _check_served(run_dir: Path, results: dict, capsys: pytest.CaptureFixture[str]) -> None:
     """The run's best trial serves under LoadGen (the server's rate search: the scenarios one by
-    one are tests/infer's), its accuracy in float32 its own; the run's report then shows it."""
-    served = aihpc(
+    one are tests/infer's), its accuracy in float32 its own; the run's report shows the run and
+    its inference."""
+    code, _, err = aihpc_main(
+        capsys,
         "infer",
         str(run_dir),
         "--scenario",
@@ -251,34 +253,40 @@ def _check_served(run_dir: Path, results: dict) -> None:
         "2",
         "--latency-ms",
         "200",
+        "--threads",
+        "1",  # this process's share of the cores (tests/conftest.py)
     )
-    assert served.returncode == 0, served.stderr
+    assert code == 0, err
     infer = json.loads((run_dir / "infer" / "infer.json").read_text())["data"]
     best = max(t["best_val_accuracy"] or 0 for t in results["trials"])
     assert (
         infer["quality"]["measure"] == "accuracy" and infer["source"]["best_val_accuracy"] == best
     )
     assert infer["valid"] and infer["scenarios"]["server"]["max_qps"] > 0
-    assert aihpc("verify", str(run_dir / "infer")).returncode == 0
-    assert aihpc("report", str(run_dir)).returncode == 0  # the run's report shows its inference too
-    assert "Inference under MLPerf LoadGen" in (run_dir / "report.html").read_text()
+    assert aihpc_main(capsys, "verify", str(run_dir / "infer"))[0] == 0
+    code, _, err = aihpc_main(capsys, "report", str(run_dir))
+    assert code == 0, err
+    page = (run_dir / "report.html").read_text()
+    assert len(page) > 10_000 and "Inference under MLPerf LoadGen" in page
 
 
-def _check_verify_with_screening(run_dir: Path, results: dict) -> None:
-    """A fresh run with proxy screening (however few epochs a busy machine fits in) verifies
-    through the CLI; a screening's operations edited afterwards are found by the recount and the
-    chain.  (_check_results checked that the aihpc_screening events pass MLPerf's checker.)"""
-    check = aihpc("verify", str(run_dir))
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert check.stdout.startswith(f"aihpc verify {run_dir}: VERIFIED\n")
-    assert results["screenings"] and "proxy screenings" in check.stdout
+def _check_verify_with_screening(
+    run_dir: Path, results: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh run with proxy screening (however few epochs a busy machine fits in) verifies; a
+    screening's operations edited afterwards are found by the recount and the chain.
+    (_check_results checked that the aihpc_screening events pass MLPerf's checker.)"""
+    code, out, err = aihpc_main(capsys, "verify", str(run_dir))
+    assert code == 0, out + err
+    assert out.startswith(f"aihpc verify {run_dir}: VERIFIED\n")
+    assert results["screenings"] and "proxy screenings" in out
     assert results["score"]["screening_ops"] > 0
     with sqlite3.connect(run_dir / "aihpc.sqlite") as db:
         db.execute("UPDATE screenings SET ops = ops + 1 WHERE id = 0")
-    check = aihpc("verify", str(run_dir))
-    assert check.returncode == 4
-    assert "proxy screening 0: operations logged" in check.stdout
-    assert "proxy screening 0 differs from the record committed during the run" in check.stdout
+    code, out, _ = aihpc_main(capsys, "verify", str(run_dir))
+    assert code == 4
+    assert "proxy screening 0: operations logged" in out
+    assert "proxy screening 0 differs from the record committed during the run" in out
 
 
 POLL_SECONDS = 0.3  # how often the tests look at a running run's store and processes
@@ -438,7 +446,7 @@ def _kill_worker_mid_epoch(master: subprocess.Popen, db: Path, kills: int = 3) -
 @pytest.mark.slow
 @RUNS
 def test_a_run_survives_a_killed_worker_search_process_and_master(
-    tmp_path: Path, quick_config: Path
+    tmp_path: Path, quick_config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Three faults in one run, each a SIGKILL as an out-of-memory killer sends it.
 
@@ -479,7 +487,7 @@ def test_a_run_survives_a_killed_worker_search_process_and_master(
     _check_resumed(results, killed, resumed_at)
     _check_requeued(results, trial)
     _check_search_restarted(results, search.pid, proc.stdout)
-    assert aihpc("verify", str(run_dir)).returncode == 0
+    assert aihpc_main(capsys, "verify", str(run_dir))[0] == 0
 
 
 def _trial_created_after_a_restart(db: Path) -> bool:

@@ -18,7 +18,7 @@ import pytest
 from runner_helpers import query_store
 
 from aihpc.mlperf.check import RULES_DIR, check_compliance
-from fixture_run import FIXTURES, aihpc
+from fixture_run import FIXTURES, aihpc, aihpc_main
 
 pytestmark = [pytest.mark.xdist_group("runs2"), pytest.mark.slow]  # beside "runs": see Makefile
 
@@ -109,9 +109,11 @@ def test_a_resumed_language_model_run_scores_its_loss_against_the_floor(lm_run: 
     assert ok, output
 
 
-def test_verify_passes_and_catches_a_changed_loss(lm_run: Path, tmp_path: Path) -> None:
-    proc = aihpc("verify", str(lm_run), timeout=TIMEOUT)
-    assert proc.returncode == 0 and "VERIFIED" in proc.stdout, proc.stdout + proc.stderr
+def test_verify_passes_and_catches_a_changed_loss(
+    lm_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = aihpc_main(capsys, "verify", str(lm_run))
+    assert code == 0 and "VERIFIED" in out, out + err
     copy = tmp_path / "run"
     shutil.copytree(lm_run, copy, ignore=shutil.ignore_patterns("weights"))
     path = copy / "results.json"
@@ -122,15 +124,15 @@ def test_verify_passes_and_catches_a_changed_loss(lm_run: Path, tmp_path: Path) 
             score["best_val_loss"] -= 0.1
             lines[i] = '"score":' + json.dumps(score, sort_keys=True, separators=(",", ":")) + ",\n"
     path.write_text("".join(lines))
-    proc = aihpc("verify", str(copy), timeout=TIMEOUT)
-    assert proc.returncode == 4 and "best_val_loss" in proc.stdout, proc.stdout
+    code, out, _ = aihpc_main(capsys, "verify", str(copy))
+    assert code == 4 and "best_val_loss" in out, out
 
 
 def test_report_and_count_read_it_and_compare_keeps_it_apart_from_images(
-    lm_run: Path, tmp_path: Path
+    lm_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    proc = aihpc("report", str(lm_run), timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = aihpc_main(capsys, "report", str(lm_run))
+    assert code == 0, err
     page = (lm_run / "report.html").read_text()
     assert "Best validation loss" in page and "floor" in page
     arch = json.loads((lm_run / "results.json").read_text())["trials"][0][
@@ -138,15 +140,15 @@ def test_report_and_count_read_it_and_compare_keeps_it_apart_from_images(
     ]  # the seed's, in full
     spec = tmp_path / "lm.json"
     spec.write_text(json.dumps(arch))
-    counted = aihpc("count", "--spec", str(spec), "--train", "--json", timeout=TIMEOUT)
-    assert counted.returncode == 0, counted.stderr
-    assert json.loads(counted.stdout)["total"] > 0
-    proc = aihpc("compare", str(lm_run), str(FIXTURES / "run"), timeout=TIMEOUT)
-    assert proc.returncode == 2 and "different workloads" in proc.stderr, proc.stderr
+    code, out, err = aihpc_main(capsys, "count", "--spec", str(spec), "--train", "--json")
+    assert code == 0, err
+    assert json.loads(out)["total"] > 0
+    code, _, err = aihpc_main(capsys, "compare", str(lm_run), str(FIXTURES / "run"))
+    assert code == 2 and "different workloads" in err, err
 
 
 def test_infer_serves_the_best_language_model_with_a_key_value_cache(
-    lm_run: Path, tmp_path: Path
+    lm_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """aihpc infer RUN_DIR: the best trial generates under LoadGen, its first token and each next
     one timed; quality is the loss in float32; operations per query are the prefill and decode
@@ -154,8 +156,9 @@ def test_infer_serves_the_best_language_model_with_a_key_value_cache(
     from aihpc.nas.lm_decode import decode_ops
     from aihpc.tasks import task_of
 
-    out = tmp_path / "infer"
-    proc = aihpc(
+    folder = tmp_path / "infer"
+    code, out, err = aihpc_main(
+        capsys,
         "infer",
         str(lm_run),
         "--scenario",
@@ -170,16 +173,14 @@ def test_infer_serves_the_best_language_model_with_a_key_value_cache(
         "16",
         "--new-tokens",
         "8",
+        "--threads",
+        "1",  # this process's share of the cores (tests/conftest.py)
         "--out",
-        str(out),
-        timeout=TIMEOUT,
+        str(folder),
     )
-    assert proc.returncode == 0, proc.stderr
-    assert (
-        "first token p99" in proc.stdout
-        and "prompts of 16 tokens, 8 new tokens each" in proc.stdout
-    )
-    data = json.loads((out / "infer.json").read_text())["data"]
+    assert code == 0, err
+    assert "first token p99" in out and "prompts of 16 tokens, 8 new tokens each" in out
+    data = json.loads((folder / "infer.json").read_text())["data"]
     assert data["valid"] and data["quality"]["measure"] == "loss" and data["quality"]["kept"] == 1.0
     results = json.loads((lm_run / "results.json").read_text())
     best = min(
