@@ -69,9 +69,12 @@ def test_single_stream_serves_one_sample_at_a_time(step, tmp_path):
 def test_the_server_batches_under_load_and_its_search_brackets_the_highest_valid_rate(
     step, tmp_path
 ):
+    # a 250 ms bound: at half the calibrated rate, a loaded machine's scheduling delays (tens of
+    # ms, with 4 test processes on 2 cores) must not make the first test invalid
+    bound = 0.25
     calibration = calibrate(step, 256, 64)
     tester = ScenarioBench([step], 256, tmp_path, SECONDS)
-    runs = tester.server(calibration, Bounds(0.05), calibration.rate(calibration.best_batch()), 4)
+    runs = tester.server(calibration, Bounds(bound), calibration.rate(calibration.best_batch()), 4)
     assert len(runs) == 4 and runs[0].loadgen.valid
     rates = [r.loadgen.settings.target_qps for r in runs]
     assert rates[0] == pytest.approx(0.5 * calibration.rate(1))
@@ -83,7 +86,7 @@ def test_the_server_batches_under_load_and_its_search_brackets_the_highest_valid
     fastest = max(runs, key=lambda r: r.loadgen.settings.target_qps)
     assert fastest.batches < len(fastest.latencies)
     for r in runs:  # LoadGen's verdict follows its p99 against the bound (or its early stopping)
-        if r.loadgen.latency(99.0) > 0.05:
+        if r.loadgen.latency(99.0) > bound:
             assert not r.loadgen.valid
 
 
