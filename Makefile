@@ -31,15 +31,16 @@ run: $(VENV)/.installed
 
 # The SLURM tests need Debian's slurm and munge packages, the browser test of
 # the report Debian's chromium (both installed here when running as root);
-# where they cannot be installed those tests skip, saying why.  Tests run in
-# two processes more than cores (pytest-xdist): a whole timed run keeps its workers busy until
-# its clock runs out, however many cores it gets, so whole runs that overlap share the cores and
-# leave more to the rest (on 2 cores: 11 min 33 s with 4 processes, 12 min 35 s with 3, on
-# 2026-11-27).  Whole timed runs are in xdist groups (slurm, runs, runs2, large, faults,
-# install, ranks, verify), each group's tests one at a time, as are the modules whose tests share
-# a costly module fixture, so that it is made once.  The groups start first, longest first
-# (tests/conftest.py orders them; --no-loadscope-reorder keeps xdist from reordering them by
-# their number of tests); the single tests fill the processes after them.
+# where they cannot be installed those tests skip, saying why.  Tests run in two processes
+# more than cores (pytest-xdist): a whole timed run keeps its workers busy until its clock runs
+# out, however many cores it gets, so whole runs that overlap share the cores and leave more to
+# the rest.  On 2 cores, 2026-11-27: 4 processes took 11 min 33 s where 3 had taken 12 min 35 s
+# on the commit before; 5 took 11 min 15 s where 4 took 10 min 53 s on the commit
+# after, and broke a LoadGen latency bound.  Whole timed runs are in xdist groups (slurm, runs,
+# runs2, large, faults, ranks, install, verify), each group's tests one at a time, as are the
+# modules whose tests share a costly module fixture, so that it is made once.  The groups start
+# first, in the order tests/conftest.py gives (--no-loadscope-reorder keeps xdist from
+# reordering them by their number of tests); the single tests fill the processes after them.
 # `python benchmarks/test_groups.py` sums a --junitxml file's seconds by group.
 # The linter and the formatter's check on src/ and tests/, the type checker on what pyproject.toml
 # names (all configured there).
