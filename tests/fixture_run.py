@@ -69,9 +69,9 @@ def aihpc_cases(
         timeout=timeout,
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    answers = [tuple(a) for a in json.loads(proc.stdout)]
+    answers = [(int(code), out, err) for code, out, err in json.loads(proc.stdout)]
     assert len(answers) == len(cases)
-    return answers  # type: ignore[return-value]
+    return answers
 
 
 def aihpc_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
