@@ -69,7 +69,7 @@ def aihpc_cases(
         timeout=timeout,
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    answers = [(int(code), out, err) for code, out, err in json.loads(proc.stdout)]
+    answers = [(int(code or 0), out, err) for code, out, err in json.loads(proc.stdout)]
     assert len(answers) == len(cases)
     return answers
 
