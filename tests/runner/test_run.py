@@ -13,7 +13,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -329,12 +328,7 @@ def _wait_for(condition, what: str, timeout: float, run: subprocess.Popen | None
 
 
 def _start_run(
-    run_dir: Path,
-    config: Path,
-    minutes: float,
-    epochs: int,
-    stdout: Any = subprocess.DEVNULL,
-    **popen,
+    run_dir: Path, config: Path, minutes: float, epochs: int, **popen
 ) -> subprocess.Popen:
     """Start ``aihpc run`` in the background; return once ``epochs`` trial-epochs have finished.
 
@@ -355,7 +349,7 @@ def _start_run(
             str(run_dir),
             "--no-live",
         ],
-        stdout=stdout,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         **popen,
