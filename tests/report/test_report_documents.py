@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fixture_run import aihpc_main
+
 # one process runs the module under pytest-xdist: its fixture (the result files the commands
 # write) is made once
 pytestmark = pytest.mark.xdist_group("report-documents")
@@ -88,10 +90,7 @@ def documents(tmp_path_factory) -> Path:
 
 def _report(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """``aihpc report *args`` through the CLI's entry point; its stdout."""
-    from aihpc.cli import main
-
-    code = main(["report", *args])
-    out, err = capsys.readouterr()
+    code, out, err = aihpc_main(capsys, "report", *args)
     assert code == 0, err
     return out
 
