@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from aihpc.base.errors import WorkersLost
 from aihpc.machine.devices import assign, describe, host_slots, identity, worker_name
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ def place_workers(executor: Executor, kind: str, procs: int) -> dict[str, Any]:
     slots = host_slots(identities)
     executor.register_plugin(DeviceSlots(slots, procs))
     records = sorted(executor.run_on_each(_describe, kind, procs), key=lambda r: str(r["worker"]))
+    if not records:
+        raise WorkersLost("no worker was alive to place on a device (all left after joining)")
     return {"rule": RULE, "procs_per_worker": procs, "workers": records}
 
 

@@ -158,7 +158,7 @@ def _workers(executor, n: int) -> list[str]:
         executor.client.wait_for_workers(n, timeout=ROUND_WAIT_S)
     except TimeoutError:
         pass
-    workers = sorted(executor.client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(executor.alive())
     if len(workers) < n:
         raise WorkersLost(f"{n} instances need as many Dask workers, {len(workers)} are alive")
     return workers
