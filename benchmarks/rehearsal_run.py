@@ -146,7 +146,11 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
     # where a run starts its energy meters on the workers (start_meters): there are none
     store.set_meta("energy", unmeasured_block(NO_ENERGY))
     console = Console(live=False)
-    clock.now = time.time()  # the run's clock starts as the master does
+    # The run's clock starts as the master does.  A resumed master's goes on from the last
+    # segment's end at the earliest: the killed master's virtual clock ran ahead of the wall clock
+    # (a simulated epoch takes no wall time), and segments that overlap do not verify.
+    segments = store.segments()
+    clock.now = max(time.time(), segments[-1].stop if segments else 0.0)
     master = Master(
         config,
         store,
