@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import psutil
 import pytest
 
 import aihpc
@@ -220,8 +222,15 @@ def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: 
 
     while len(committed()) < 40 and time.time() < deadline and master.poll() is None:
         time.sleep(0.05)
+    # its search processes: the rehearsal pauses them (SIGSTOP) while it does the workers' share,
+    # and a paused one whose master is killed stays stopped for good; a running one sees the pipe
+    # close and exits
+    search = psutil.Process(master.pid).children()
     master.send_signal(signal.SIGKILL)
     master.wait()
+    for process in search:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
     before = committed()
     assert len(before) >= 40, master.stderr.read()
     assert not (run_dir / "results.json").exists()
