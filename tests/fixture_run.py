@@ -13,6 +13,8 @@ to the store, results.json, the MLPerf log or operation counting) with::
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,15 +25,30 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def aihpc(*args: str, timeout: float = 240, **kw: Any) -> subprocess.CompletedProcess:
-    """``python -m aihpc *args``, its output captured as text; ``kw`` goes to subprocess.run."""
-    return subprocess.run(
-        [sys.executable, "-m", "aihpc", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kw,
-    )
+def aihpc(
+    *args: str, timeout: float = 240, input: str | None = None, **kw: Any
+) -> subprocess.CompletedProcess:
+    """``python -m aihpc *args``, its output captured as text; ``kw`` goes to subprocess.Popen.
+
+    A command still running after ``timeout`` seconds fails the test with every thread's Python
+    stack: it runs with Python's fault handler on, and is stopped with SIGABRT, on which the
+    handler prints them (a hang that happens once in many runs is then seen where it waits).
+    """
+    env = {**kw.pop("env", os.environ), "PYTHONFAULTHANDLER": "1"}
+    command = [sys.executable, "-m", "aihpc", *args]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw
+    ) as proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate()
+            pytest.fail(
+                f"aihpc {' '.join(args)}: still running after {timeout:.0f} s; its output:\n"
+                f"{out[-2000:]}\nits threads' stacks (SIGABRT):\n{err[-8000:]}"
+            )
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 # One interpreter runs every case through the CLI's entry point as ``python -m aihpc`` does
