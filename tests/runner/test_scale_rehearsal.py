@@ -6,8 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,14 +27,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("runs2")]  # beside "run
 
 WORKERS, MINUTES, EPOCH_SECONDS = 32, 5.0, 10.0  # 960 epochs: every stage, at a small size
 
+# the rehearsal's scripts import aihpc from this checkout
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+
 
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("rehearsal")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-    }
     cmd = [
         sys.executable,
         str(BENCHMARKS / "scale_rehearsal.py"),
@@ -48,7 +50,7 @@ def rehearsal(tmp_path_factory) -> tuple[Path, dict]:
         "--peak-seconds",
         "0.5",
     ]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     assert p.returncode == 0, p.stdout + p.stderr
     return out, json.loads((out / "rehearsal.json").read_text())
 
@@ -175,15 +177,8 @@ def test_a_stage_past_its_timeout_is_stopped_and_recorded(benchmarks, tmp_path):
 def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: Path) -> None:
     """SIGKILL the master (the store batches nothing: each epoch is committed as it ends), resume
     it."""
-    import signal
-    import sqlite3
-    import time
-
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-    }
     run_dir = tmp_path / "run"
+    db = run_dir / "aihpc.sqlite"
     cmd = [
         sys.executable,
         str(BENCHMARKS / "rehearsal_run.py"),
@@ -202,41 +197,72 @@ def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: 
     ]
     master = subprocess.Popen(
         [*cmd, "--progress", str(tmp_path / "p1.json")],
-        env=env,
+        env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    db, deadline = run_dir / "aihpc.sqlite", time.time() + 120
+    _kill_after(master, db, epochs=40)
+    before = _committed(db)
+    assert len(before) >= 40, master.stderr.read() if master.stderr else ""
+    assert not (run_dir / "results.json").exists()
+    # the master logs an epoch just after committing it: a kill in between leaves it out of the
+    # log; make that happen for sure, to the last epoch logged, which the resume must log again
+    dropped = _drop_the_last_logged_epoch(run_dir / "mlperf.log")
+    assert dropped == 5  # epoch_start, epoch_stop, eval_start, eval_stop, eval_accuracy
+    resumed = subprocess.run(
+        [*cmd, "--resume", "--progress", str(tmp_path / "p2.json")],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    after = set(_committed(db))
+    assert set(before) <= after and len(after) > len(before)  # every committed epoch, as it was
+    results = json.loads((run_dir / "results.json").read_text())
+    assert len(results["segments"]) == 2
+    verify = subprocess.run(
+        [sys.executable, "-m", "aihpc", "verify", str(run_dir)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
 
-    def committed() -> list[tuple]:
-        if not db.exists():
+
+def _committed(db: Path) -> list[tuple]:
+    """The store's epochs as the master committed them (none before the store exists)."""
+    if not db.exists():
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        try:
+            return con.execute(
+                "SELECT trial_id, epoch, ops_train, ops_eval, weights_digest FROM epochs"
+            ).fetchall()
+        except sqlite3.Error:
             return []
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            try:
-                return con.execute(
-                    "SELECT trial_id, epoch, ops_train, ops_eval, weights_digest FROM epochs"
-                ).fetchall()
-            except sqlite3.Error:
-                return []
 
-    while len(committed()) < 40 and time.time() < deadline and master.poll() is None:
+
+def _kill_after(master: subprocess.Popen, db: Path, epochs: int) -> None:
+    """SIGKILL ``master`` once it has committed ``epochs`` epochs (or after 120 s), and its search
+    processes: the rehearsal pauses them (SIGSTOP) while it does the workers' share, and a paused
+    one whose master is killed stays stopped for good; a running one sees the pipe close and
+    exits."""
+    deadline = time.time() + 120
+    while len(_committed(db)) < epochs and time.time() < deadline and master.poll() is None:
         time.sleep(0.05)
-    # its search processes: the rehearsal pauses them (SIGSTOP) while it does the workers' share,
-    # and a paused one whose master is killed stays stopped for good; a running one sees the pipe
-    # close and exits
     search = psutil.Process(master.pid).children()
     master.send_signal(signal.SIGKILL)
     master.wait()
     for process in search:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
-    before = committed()
-    assert len(before) >= 40, master.stderr.read()
-    assert not (run_dir / "results.json").exists()
-    # the master logs an epoch just after committing it: a kill in between leaves it out of the
-    # log; make that happen for sure, to the last epoch logged, which the resume must log again
-    log = run_dir / "mlperf.log"
+
+
+def _drop_the_last_logged_epoch(log: Path) -> int:
+    """Remove the MLPerf log's lines of the last epoch it logged an accuracy for; how many."""
     lines = log.read_text().splitlines(keepends=True)
     last = next(
         json.loads(line.split(" ", 1)[1])["metadata"]
@@ -252,29 +278,5 @@ def test_a_killed_rehearsal_master_resumes_with_every_committed_epoch(tmp_path: 
         )
 
     kept = [line for line in lines if not of_last(line)]
-    assert (
-        len(lines) - len(kept) == 5
-    )  # epoch_start, epoch_stop, eval_start, eval_stop, eval_accuracy
     log.write_text("".join(kept))
-    resumed = subprocess.run(
-        [*cmd, "--resume", "--progress", str(tmp_path / "p2.json")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    after = set(committed())
-    assert set(before) <= after and len(after) > len(
-        before
-    )  # every committed epoch, exactly as it was
-    results = json.loads((run_dir / "results.json").read_text())
-    assert len(results["segments"]) == 2
-    verify = subprocess.run(
-        [sys.executable, "-m", "aihpc", "verify", str(run_dir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert verify.returncode == 0, verify.stdout + verify.stderr
+    return len(lines) - len(kept)
