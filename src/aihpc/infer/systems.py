@@ -106,7 +106,11 @@ class BatchingSystem:
     latencies: list[float] = field(default_factory=list)
     first_token_latencies: list[float] = field(default_factory=list)
     batches: int = 0
-    _queue: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    # queue.Queue, not SimpleQueue: CPython 3.11's SimpleQueue.get(timeout=t) can wait forever
+    # when its lock was free on an empty queue and the deadline has passed by the time it loops
+    # (it then waits with a negative timeout, which means no timeout).  A batch's short wait for
+    # one more sample hung so under load, its samples never completed, and LoadGen waited for them.
+    _queue: queue.Queue = field(default_factory=queue.Queue)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     error: BaseException | None = None
