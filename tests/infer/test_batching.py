@@ -25,12 +25,13 @@ def test_a_batch_s_wait_for_one_more_sample_ends_on_a_core_shared_with_a_busy_pr
     preempts it as a loaded machine does: with the old queue this hung after 17,928 rounds."""
     system = BatchingSystem(steps=[], max_batch=8, max_wait=0.0)
     cpu = min(os.sched_getaffinity(0))
-    before = os.sched_getaffinity(0)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     batches: list[int] = []
 
     def serve() -> None:
-        os.sched_setaffinity(0, {cpu})  # this thread only, beside the busy process
+        os.sched_setaffinity(
+            0, {cpu}
+        )  # this thread only (0: the calling thread), beside the busy one
         for i in range(ROUNDS):
             system.issue([SimpleNamespace(id=i, index=i)])
             batches.append(len(system._next_batch() or []))
@@ -43,6 +44,5 @@ def test_a_batch_s_wait_for_one_more_sample_ends_on_a_core_shared_with_a_busy_pr
     finally:
         busy.kill()
         busy.wait()
-        os.sched_setaffinity(0, before)
     assert not server.is_alive(), f"a batch's wait did not end, after {len(batches)} batches"
     assert batches == [1] * ROUNDS
