@@ -29,9 +29,8 @@ def test_a_batch_s_wait_for_one_more_sample_ends_on_a_core_shared_with_a_busy_pr
     batches: list[int] = []
 
     def serve() -> None:
-        os.sched_setaffinity(
-            0, {cpu}
-        )  # this thread only (0: the calling thread), beside the busy one
+        # this thread only (0 is the calling thread), on the busy process's core
+        os.sched_setaffinity(0, {cpu})
         for i in range(ROUNDS):
             system.issue([SimpleNamespace(id=i, index=i)])
             batches.append(len(system._next_batch() or []))
