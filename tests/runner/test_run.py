@@ -363,18 +363,16 @@ def _start_run(
 
 
 def _worker_processes(master: subprocess.Popen) -> list[psutil.Process]:
-    """The Dask worker processes of a local run: the master's "spawn" children that serve a TCP
-    port.
+    """The Dask worker processes of a local run: the master's descendants that serve a TCP port.
 
-    The nannies, inside the master, spawn one worker each; the master's other
-    spawn child, the HPO search, talks over a pipe and serves no port.
+    The nannies, inside the master, start one worker each, forked from the
+    master's fork server (aihpc.launch.dask_settings); the master's other
+    children, the HPO search and the fork server, serve no TCP port.
     """
     workers = []
     for p in psutil.Process(master.pid).children(recursive=True):
         try:
-            if "spawn_main" in " ".join(p.cmdline()) and any(
-                c.status == psutil.CONN_LISTEN for c in p.net_connections(kind="tcp")
-            ):
+            if any(c.status == psutil.CONN_LISTEN for c in p.net_connections(kind="tcp")):
                 workers.append(p)
         except psutil.Error:  # gone (a worker restarting) since it was listed
             pass

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aihpc.base.errors import ConfigError, WorkersLost
-from aihpc.launch.dask_settings import use_worker_config
+from aihpc.launch.dask_settings import fork_local_workers, use_worker_config
 
 if TYPE_CHECKING:  # for the types only: Dask is imported when a run starts its workers
     from distributed import Client, Future, SpecCluster
@@ -194,6 +194,7 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
     from distributed import Client, LocalCluster
 
     use_worker_config()
+    fork_local_workers()
     if layout.device == "cuda":
         from aihpc.machine.devices import visible_gpus
 

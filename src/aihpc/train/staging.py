@@ -37,9 +37,9 @@ local disk), not by a limit on host memory.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import math
+import multiprocessing.util
 import os
 import re
 import shutil
@@ -290,7 +290,10 @@ def stage_folder(ref: DataRef, nbytes: int) -> Path:
     key = hashlib.sha256(repr(ref).encode()).hexdigest()[:12]
     folder = root / f"{_DIR_PREFIX}{os.getpid()}-{key}"
     folder.mkdir(exist_ok=True)
-    atexit.register(shutil.rmtree, folder, True)
+    # Removed by multiprocessing's exit hook, which runs at a normal exit as atexit does and also
+    # where atexit does not: in a Dask worker forked from a server process, which ends with
+    # os._exit (aihpc.launch.dask_settings).
+    multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=0)
     return folder
 
 
