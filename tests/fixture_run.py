@@ -12,6 +12,7 @@ to the store, results.json, the MLPerf log or operation counting) with::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -91,14 +92,33 @@ def aihpc_cases(
     return answers
 
 
+def aihpc_in_process(
+    capsys: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """:func:`aihpc_main` in the folder ``cwd`` (default: where the test is), as
+    :func:`aihpc`'s CompletedProcess: for the tests of a command's output and exit code that need
+    no interpreter of their own."""
+    with contextlib.chdir(cwd or Path.cwd()):
+        code, out, err = aihpc_main(capsys, *args)
+    return subprocess.CompletedProcess(["aihpc", *args], code, out, err)
+
+
 def aihpc_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """``aihpc *argv`` through the CLI's entry point in this process, as ``python -m aihpc`` calls
-    it (an interpreter of its own would add only its imports): its exit code, stdout and stderr."""
+    it (an interpreter of its own would add only its imports): its exit code, stdout and stderr.
+
+    The torch threads of this process (tests/conftest.py) are as before afterwards: a command
+    sets them for its own work, as it may in a process of its own."""
+    import torch
+
     from aihpc.cli import main
 
+    threads = torch.get_num_threads()
     try:
         code = main(list(argv))
     except SystemExit as exc:  # argparse's own errors
         code = int(exc.code or 0)
+    finally:
+        torch.set_num_threads(threads)
     out, err = capsys.readouterr()
     return code, out, err

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
@@ -26,6 +24,7 @@ from aihpc.records.files import read_result, result_document, write_result
 from aihpc.roofline.bandwidth import measure_bandwidth
 from aihpc.roofline.model import Roofline
 from aihpc.roofline.peak import measure_peak
+from fixture_run import aihpc_in_process
 
 # one process runs the module under pytest-xdist: its fixtures (the roofline, resnet20 measured)
 # are made once
@@ -196,21 +195,17 @@ def test_check_fits_refuses_what_memory_cannot_hold() -> None:
     check_fits(model, torch.empty(4, 1, 8, 8, device="meta"), ("inference", "training"), CPU)
 
 
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "aihpc", "bench", "network", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> CompletedProcess[str]:
+    return aihpc_in_process(capsys, "bench", "network", *argv)
 
 
 @pytest.mark.slow
-def test_cli_writes_a_result(tmp_path: Path, roofline_file: Path) -> None:
+def test_cli_writes_a_result(
+    tmp_path: Path, roofline_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "net.json"
     done = _cli(
+        capsys,
         "--model",
         "digits_cnn",
         "--batch",
@@ -240,12 +235,15 @@ def test_cli_writes_a_result(tmp_path: Path, roofline_file: Path) -> None:
 
 
 @pytest.mark.slow
-def test_cli_spec_from_the_nas(tmp_path: Path, roofline_file: Path) -> None:
+def test_cli_spec_from_the_nas(
+    tmp_path: Path, roofline_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = seed_spec((1, 8, 8), 10, "tiny", width=8, blocks=1)
     path = tmp_path / "spec.json"
     spec.save(path)
     out = tmp_path / "spec-net.json"
     done = _cli(
+        capsys,
         "--spec",
         str(path),
         "--batch",

@@ -4,10 +4,9 @@ reported failed and untimed, the rate and byte conventions, and the CLI."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ from aihpc.bench.op_check import build_case, check_case, errors
 from aihpc.bench.timing import Timing
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline
+from fixture_run import aihpc_in_process
 
 CPU = torch.device("cpu")
 ROOF = Roofline(device="cpu", peaks={"float32": 2e10, "bfloat16": 8e10}, bandwidth=4e9)
@@ -220,19 +220,14 @@ def test_dtype_resolution() -> None:
 
 
 # -------------------------------------------------------------------- CLI
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aihpc", "bench", "operators", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-    )
+def _cli(capsys: pytest.CaptureFixture[str], *args: str, cwd: Path) -> CompletedProcess[str]:
+    return aihpc_in_process(capsys, "bench", "operators", *args, cwd=cwd)
 
 
-def test_cli_quick(tmp_path: Path, roofline_file: Path) -> None:
+def test_cli_quick(tmp_path: Path, roofline_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "ops.json"
     proc = _cli(
+        capsys,
         "--quick",
         "--ops",
         "conv3x3,matmul",
@@ -351,8 +346,11 @@ def test_cli_bad_input(
 
 
 @pytest.mark.slow
-def test_cli_measures_the_roofline_and_prints_json(tmp_path: Path) -> None:
+def test_cli_measures_the_roofline_and_prints_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     proc = _cli(
+        capsys,
         "--quick",
         "--ops",
         "relu",

@@ -33,6 +33,7 @@ from aihpc.profile import (
 )
 from aihpc.profile.sweep import run_sweep
 from aihpc.records.files import read_result
+from fixture_run import aihpc_in_process
 
 CPU = torch.device("cpu")
 F32 = 4  # bytes per float32
@@ -182,9 +183,11 @@ def _aihpc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_cli_writes_a_profile_result(tmp_path: Path) -> None:
+def test_cli_writes_a_profile_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "p.json"
-    proc = _aihpc(
+    proc = aihpc_in_process(
+        capsys,
+        "profile",
         "--model",
         "digits_cnn",
         "--batch",
@@ -206,10 +209,14 @@ def test_cli_writes_a_profile_result(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_cli_sweeps_an_lstm_over_sequence_length(tmp_path: Path) -> None:
+def test_cli_sweeps_an_lstm_over_sequence_length(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out, plots = tmp_path / "lstm.json", tmp_path / "plots"
     plots.mkdir()
-    proc = _aihpc(
+    proc = aihpc_in_process(
+        capsys,
+        "profile",
         "--model",
         "lstm_lm",
         "--batch",

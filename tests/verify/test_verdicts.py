@@ -12,7 +12,7 @@ import pytest
 from aihpc.ranking.rank import build_ranking
 from aihpc.verify import verdicts
 from aihpc.verify.checks import Check, Mismatch, Verification
-from fixture_run import FIXTURES, aihpc
+from fixture_run import FIXTURES, aihpc_main
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("verify")]
 
@@ -33,11 +33,13 @@ def _verified(rows) -> list[str]:
     return [row.verified for row in rows]
 
 
-def test_verify_records_its_verdict_and_rank_shows_it_for_the_same_bytes(tmp_path, cache) -> None:
+def test_verify_records_its_verdict_and_rank_shows_it_for_the_same_bytes(
+    tmp_path, cache, capsys
+) -> None:
     runs = _runs(tmp_path)
     run = runs / "run"
-    proc = aihpc("verify", str(run))
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = aihpc_main(capsys, "verify", str(run))
+    assert code == 0, err
     key = verdicts.fingerprint(run)
     entry = json.loads((cache / f"{key}.json").read_text())
     assert entry["status"] == "yes" and entry["run_dir"] == str(run.resolve())
@@ -78,7 +80,7 @@ def test_the_fingerprint_covers_every_checked_file_and_only_those(tmp_path, cach
 
 
 def test_a_damaged_record_is_none_and_an_unwritable_cache_costs_only_the_reuse(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ) -> None:
     run = _runs(tmp_path) / "run"
     (tmp_path / "cache" / "verdicts").mkdir(parents=True)
@@ -90,8 +92,8 @@ def test_a_damaged_record_is_none_and_an_unwritable_cache_costs_only_the_reuse(
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     monkeypatch.setenv("AIHPC_CACHE_DIR", str(blocked))  # verdicts/ cannot be made under a file
-    proc = aihpc("verify", str(run))
-    assert proc.returncode == 0 and "VERIFIED" in proc.stdout and proc.stderr == "", proc.stderr
+    code, out, err = aihpc_main(capsys, "verify", str(run))
+    assert code == 0 and "VERIFIED" in out and err == "", err
     assert verdicts.recorded(key) is None
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from aihpc.records.chain import GENESIS, chain_digest, record_digest
 from aihpc.verify.recount import verify_run
-from fixture_run import aihpc
+from fixture_run import aihpc_main
 
 # Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each,
 # cached within the process): over 5 s for any one of these tests alone.  One xdist group keeps them
@@ -138,7 +138,9 @@ def test_a_changed_accuracy_in_the_store_is_caught(run_copy: Path) -> None:
     assert any(line.startswith("score: best_accuracy in results.json is ") for line in lines), lines
 
 
-def test_a_store_row_that_breaks_its_record_s_rule_is_one_line_exit_2(run_copy: Path) -> None:
+def test_a_store_row_that_breaks_its_record_s_rule_is_one_line_exit_2(
+    run_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An accuracy of 1.5 cannot be read as an epoch record: the store is damaged, not a
     traceback."""
     trial, epoch = _ok_epoch(run_copy)
@@ -149,9 +151,9 @@ def test_a_store_row_that_breaks_its_record_s_rule_is_one_line_exit_2(run_copy: 
         trial,
         epoch,
     )
-    proc = aihpc("verify", str(run_copy))
-    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
-    assert proc.stderr.count("\n") == 1 and "is damaged: " in proc.stderr and "1.5" in proc.stderr
+    code, out, err = aihpc_main(capsys, "verify", str(run_copy))
+    assert code == 2 and out == "", err
+    assert err.count("\n") == 1 and "is damaged: " in err and "1.5" in err
 
 
 def test_an_inflated_operation_count_in_the_store_is_caught(run_copy: Path) -> None:
@@ -265,7 +267,9 @@ def test_a_rewritten_chain_link_breaks_the_chain(run_copy: Path) -> None:
     assert any(line.startswith("integrity: the chain breaks at link 3 ") for line in lines), lines
 
 
-def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) -> None:
+def test_a_run_without_a_digest_chain_is_unchecked_not_failed(
+    run_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A run written before the chain existed (store format 2): verified, integrity 'unchecked'."""
     _sql(run_copy, "DROP TABLE chain")
     _sql(run_copy, "UPDATE meta SET value = '2' WHERE key = 'store_format'")
@@ -276,12 +280,14 @@ def test_a_run_without_a_digest_chain_is_unchecked_not_failed(run_copy: Path) ->
     assert result.status == "unchecked" and not result.mismatches
     (integrity,) = [c for c in result.checks if c.name == "integrity"]
     assert integrity.status == "unchecked" and "no digest chain" in integrity.detail
-    proc = aihpc("verify", str(run_copy))
-    assert proc.returncode == 0, proc.stderr
-    assert "VERIFIED, integrity unchecked" in proc.stdout
+    code, out, err = aihpc_main(capsys, "verify", str(run_copy))
+    assert code == 0, err
+    assert "VERIFIED, integrity unchecked" in out
 
 
-def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> None:
+def test_cli_exit_codes(
+    run_copy: Path, finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """4 for a mismatch (0 for a run that verifies: the tests above and below), 2 for what is not a
     run."""
     trial, epoch = _ok_epoch(run_copy)
@@ -291,14 +297,10 @@ def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> N
         trial,
         epoch,
     )
-    bad = aihpc("verify", "--json", str(run_copy))
-    assert bad.returncode == 4
-    assert (
-        bad.stderr.count("\n") == 1
-        and "does not verify: " in bad.stderr
-        and "mismatch(es)" in bad.stderr
-    )
-    report = json.loads(bad.stdout)
+    code, out, err = aihpc_main(capsys, "verify", "--json", str(run_copy))
+    assert code == 4
+    assert err.count("\n") == 1 and "does not verify: " in err and "mismatch(es)" in err
+    report = json.loads(out)
     assert report["status"] == "no"
     assert any(
         m["trial"] == trial and m["epoch"] == epoch and m["check"] == "operations"
@@ -306,11 +308,9 @@ def test_cli_exit_codes(run_copy: Path, finished_run: Path, tmp_path: Path) -> N
     )
     (tmp_path / "empty").mkdir()
     for target in (tmp_path / "empty", tmp_path / "missing", finished_run / "results.json"):
-        proc = aihpc("verify", str(target))
-        assert proc.returncode == 2 and proc.stdout == ""
-        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
-            "aihpc verify: error: not a run directory: "
-        )
+        code, out, err = aihpc_main(capsys, "verify", str(target))
+        assert code == 2 and out == ""
+        assert err.count("\n") == 1 and err.startswith("aihpc verify: error: not a run directory: ")
 
 
 def _trial_lines(run_dir: Path) -> tuple[list[str], int, int]:
@@ -386,7 +386,7 @@ def test_the_recount_in_a_second_process_finds_what_one_process_does(
 
 
 def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_results_json(
-    run_copy: Path,
+    run_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from aihpc.results.write import write_results
 
@@ -394,11 +394,7 @@ def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_result
     lines, first, _ = _trial_lines(run_copy)
     lines[first] = lines[first][: len(lines[first]) // 2] + "\n"
     (run_copy / "results.json").write_text("".join(lines))
-    proc = aihpc("verify", str(run_copy))
-    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
-    assert (
-        proc.stderr.count("\n") == 1
-        and "a trial of " in proc.stderr
-        and "results.json is not JSON" in proc.stderr
-    )
-    assert "run store" not in proc.stderr
+    code, out, err = aihpc_main(capsys, "verify", str(run_copy))
+    assert code == 2 and out == "", err
+    assert err.count("\n") == 1 and "a trial of " in err and "results.json is not JSON" in err
+    assert "run store" not in err
