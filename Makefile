@@ -49,11 +49,11 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
 
-# make test runs `make lint` beside the tests, not before them: the type checker keeps one core
-# busy for some 25 s while the other would wait, and it leaves the tests' processes three cores'
-# worth of work once they have started.  What lint says is printed after the tests' summary, and
-# make test fails if either fails.  The tests' Python processes write their bytecode caches even
-# where the environment says not to (PYTHONDONTWRITEBYTECODE): some 300 of them import aihpc.
+# make test runs `make lint` beside the tests, not before them: the type checker takes one core for
+# some 25 s, and before the tests the other core waited.  What lint says is printed after the
+# tests' summary, and make test fails if either fails.  The tests' Python processes write their
+# bytecode caches even where the environment says not to (PYTHONDONTWRITEBYTECODE): some 300 of
+# them import aihpc, and compiling all of it costs 0.26 core-s.
 test: $(VENV)/.installed
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \

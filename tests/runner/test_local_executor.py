@@ -32,6 +32,30 @@ def _worker_log_level() -> int:
     return logging.getLogger("distributed.worker").getEffectiveLevel()
 
 
+def _parent() -> tuple[int, int, str, bool]:
+    """This worker's process id, its parent's, its parent's command line and whether its parent
+    has torch's library loaded."""
+    import psutil
+
+    parent = psutil.Process(os.getppid())
+    torch_loaded = any("libtorch" in m.path for m in parent.memory_maps())
+    return os.getpid(), parent.pid, " ".join(parent.cmdline()), torch_loaded
+
+
+def test_workers_are_forked_from_a_server_that_has_imported_torch_and_restart_from_it() -> None:
+    """The nannies fork their workers from multiprocessing's fork server, which has imported
+    torch, not from this process and not as fresh interpreters; workers started again (as after a
+    kill) come from the same server."""
+    with _local(2) as executor:
+        first = executor.run_on_each(_parent)
+        executor.client.restart()
+        again = executor.run_on_each(_parent)
+    assert len(first) == len(again) == 2
+    assert {pid for pid, *_ in first}.isdisjoint(pid for pid, *_ in again)
+    ((server, command, torch_loaded),) = {tuple(r[1:]) for r in first + again}
+    assert server != os.getpid() and "multiprocessing.forkserver" in command and torch_loaded
+
+
 def test_a_worker_logs_only_what_is_critical_on_the_run_s_stderr() -> None:
     """A worker's ERROR log (a heartbeat to a scheduler that closed first: a traceback) would break
     the run's one-line errors; the nanny's silence_logs does not reach the worker's logger."""

@@ -59,7 +59,7 @@ def use_worker_config() -> None:
 # nor these imports touch CUDA.  Local clusters only: their start waits for every worker, where a
 # worker that joins a SLURM step or a batch job later than before (by the server's imports) would
 # miss the devices recorded when the run starts (aihpc.launch.placement).
-FORKSERVER_PRELOAD = ["distributed", "torch", "aihpc.train.worker"]
+FORKSERVER_PRELOAD = ("distributed", "torch", "aihpc.train.worker")
 
 
 def fork_local_workers() -> None:
@@ -76,4 +76,5 @@ def fork_local_workers() -> None:
     dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
     # Dask sets its own preload the first time it is asked for the context, never after: set
     # ours once it has (before the server starts, with the first worker).
-    get_mp_context().set_forkserver_preload(FORKSERVER_PRELOAD)  # type: ignore[no-untyped-call]
+    context = get_mp_context()  # type: ignore[no-untyped-call]
+    context.set_forkserver_preload(list(FORKSERVER_PRELOAD))
