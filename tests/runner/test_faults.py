@@ -27,7 +27,7 @@ def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path
     # that reaches its first training step before the deadline is killed (one
     # that starts later stops at once).  One worker shows it: alone on 2 cores the
     # first trial failed 6 s into the run (its worker forked again in 0.25 s after
-    # each kill), the next ones every 7.5 s; the 30 s budget leaves room for a busy
+    # each kill), the next ones about every 8 s; the 30 s budget leaves room for a busy
     # machine.
     cfg = tmp_path / "run.toml"
     cfg.write_text(

@@ -380,8 +380,8 @@ def test_a_node_lost_mid_run(two_nodes, tmp_path):
     sent again, every committed epoch stays, verify passes, and the summary names the lost node and
     the epoch.  The node is brought back for the tests after this one.
 
-    Dask notices the vanished node when its connection times out: here in 12 s (the least Dask
-    takes), not Dask's 30 s, as a site may set it, so that the budget need not hold 30 s of
+    Dask notices the vanished node when its connection times out: here in 12 s (Dask allows no
+    less than 11), not Dask's 30 s, as a site may set it, so that the budget need not hold 30 s of
     waiting."""
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
