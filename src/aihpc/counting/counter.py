@@ -10,6 +10,7 @@ the end of the forward (model + loss) and once after the backward.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections import Counter
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from aihpc.base.errors import ConfigError, ModelError
 from aihpc.counting.formula_table import Formula, FormulaFn
+from aihpc.counting.op_memo import OpMemo
 from aihpc.counting.registry import FORMULAS, KNOWN_ZERO, family, op_name
 
 LOSSES = ("cross_entropy", "mse", "sum")
@@ -246,6 +248,7 @@ def count_ops(
     target: torch.Tensor | None = None,
     *,
     device: str = "meta",
+    memo: bool = True,
 ) -> OpCount:
     """Count the operations of one step of ``model`` on ``example_inputs``.
 
@@ -258,7 +261,9 @@ def count_ops(
     zeros), ``"sum"``) + backward; ``train=False``: eval mode, forward only,
     under ``no_grad``.  ``device="meta"`` (default) allocates and computes
     nothing; ``"cpu"`` runs the real kernels (slow; to check that the meta
-    device dispatches the same ops).  ``model`` itself is never modified.
+    device dispatches the same ops).  ``memo``: an op met before with the same arguments adds
+    what it added then without running (:mod:`aihpc.counting.op_memo`; the same counts,
+    two to three times faster); False runs every op.  ``model`` itself is never modified.
     Raises ConfigError for bad arguments, ModelError if the model cannot run.
     """
     if not isinstance(model, nn.Module):
@@ -282,8 +287,9 @@ def count_ops(
     counter = FlopCounterMode(
         display=False, custom_mapping={p: tally.wrap(f) for p, f in FORMULAS.items()}
     )
+    reuse = OpMemo(counter, recorder, tally) if memo else contextlib.nullcontext()
     try:
-        with recorder, counter:
+        with recorder, counter, reuse:
             with torch.enable_grad() if train else torch.no_grad():
                 value = step(*inputs)
             forward_counts = counter.get_flop_counts()

@@ -5,7 +5,7 @@
 operations per sample, evaluation-forward operations per sample) -- without
 building or tracing the whole network: a walk over its layers (about 0.3 ms
 for a ResNet-50 child of ~190 layers) once the layers it is made of have
-been seen, where the whole-network count takes 100 to 500 ms
+been seen, where the whole-network count takes 85 to 200 ms
 (``benchmarks/count_speed.py``).  ``aihpc verify`` recounts every trial of a
 run with it: the architecture search never repeats an architecture, but
 its children share nearly all their layers with their parents.
