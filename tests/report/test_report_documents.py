@@ -1,20 +1,19 @@
 """`aihpc report` renders the explaining commands' result files, made for real by the commands.
 
-The commands run once for the module, each as short as its options allow (the report reads the
-files' shape, not the machine's speed); the reports run through the CLI's entry point in this
+The commands run once for the module, one after another in one interpreter of their own, each as
+short as its options allow (the report reads the files' shape, not the machine's speed); the
+reports run through the CLI's entry point in this
 process, as ``python -m aihpc report`` calls it."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from fixture_run import aihpc_main
+from fixture_run import aihpc_cases, aihpc_main
 
 # one process runs the module under pytest-xdist: its fixture (the result files the commands
 # write) is made once
@@ -23,20 +22,12 @@ pytestmark = pytest.mark.xdist_group("report-documents")
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 
 
-def _aihpc(*args: str) -> subprocess.CompletedProcess:
-    """``python -m aihpc *args``: a command that writes a result file, in a process of its own."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "aihpc", *args], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc
-
-
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory) -> Path:
-    """A directory of result files written by roofline, bench operators/training and profile."""
+    """A directory of result files written by roofline, bench operators/training and profile (one
+    interpreter runs the four commands, one after another)."""
     d = tmp_path_factory.mktemp("docs")
-    _aihpc(
+    roofline = [
         "roofline",
         "--seconds",
         "0.01",
@@ -46,8 +37,8 @@ def documents(tmp_path_factory) -> Path:
         "float32",  # the dtype the operators below are measured in
         "--out",
         str(d / "roofline.json"),
-    )
-    _aihpc(
+    ]
+    operators = [
         "bench",
         "operators",
         "--quick",
@@ -59,8 +50,8 @@ def documents(tmp_path_factory) -> Path:
         str(d / "roofline.json"),
         "--out",
         str(d / "bench-operators.json"),
-    )
-    _aihpc(
+    ]
+    training = [
         "bench",
         "training",
         "--model",
@@ -71,8 +62,8 @@ def documents(tmp_path_factory) -> Path:
         "2",
         "--out",
         str(d / "bench-training.json"),
-    )
-    _aihpc(
+    ]
+    profile = [
         "profile",
         "--model",
         "digits_cnn",
@@ -84,7 +75,10 @@ def documents(tmp_path_factory) -> Path:
         str(d / "roofline.json"),
         "--out",
         str(d / "profile.json"),
-    )
+    ]
+    answers = aihpc_cases([(argv, None) for argv in (roofline, operators, training, profile)])
+    for argv, (code, _, err) in zip((roofline, operators, training, profile), answers, strict=True):
+        assert code == 0, (argv[:2], err)
     return d
 
 
