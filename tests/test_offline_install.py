@@ -43,7 +43,7 @@ epochs_max = 2
 batch_sizes = [64, 128]
 report_seconds = 5.0
 min_accuracy = 0.3
-peak_seconds = 0.5
+peak_seconds = 0.2
 """
 
 # any attempt of pip's to reach a server fails at once

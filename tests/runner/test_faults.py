@@ -32,7 +32,7 @@ def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path
     cfg = tmp_path / "run.toml"
     cfg.write_text(
         'dataset = "synthetic"\nbatch_sizes = [512]\nmax_attempts = 2\n'
-        "epochs_min = 1\nepochs_max = 1\npeak_seconds = 0.5\n"
+        "epochs_min = 1\nepochs_max = 1\npeak_seconds = 0.2\n"
         "[data_options]\nnum_samples = 1200\nimage_size = 64\n"
     )
     run_dir = tmp_path / "run"
@@ -89,7 +89,7 @@ def test_disk_full_is_one_clear_line_and_the_store_stays_readable(tmp_path: Path
     cfg = tmp_path / "run.toml"
     cfg.write_text(
         'dataset = "digits"\nepochs_min = 1\nepochs_max = 2\n'
-        "batch_sizes = [64]\nworkers = 2\npeak_seconds = 0.5\n"
+        "batch_sizes = [64]\nworkers = 2\npeak_seconds = 0.2\n"
     )
     run_dir = tmp_path / "run"
     cmd = (

@@ -40,7 +40,7 @@ def two_nodes(slurm_up):
 
 QUICK_TOML = (
     'dataset = "digits"\nepochs_min = 1\nepochs_max = 2\nbatch_sizes = [64, 128]\n'
-    "report_seconds = 5.0\nmin_accuracy = 0.3\npeak_seconds = 0.5\n"
+    "report_seconds = 5.0\nmin_accuracy = 0.3\npeak_seconds = 0.2\n"
 )
 
 

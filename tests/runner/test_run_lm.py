@@ -32,7 +32,7 @@ epochs_min = 1
 epochs_max = 2
 batch_sizes = [8, 16]
 report_seconds = 5.0
-peak_seconds = 0.5
+peak_seconds = 0.2
 
 [data_options]
 context = 32

@@ -44,7 +44,7 @@ def test_a_stage_dir_that_cannot_be_made_is_one_line_from_the_master(tmp_path):
     import sys
 
     (tmp_path / "run.toml").write_text(
-        'dataset = "digits"\nworkers = 1\npeak_seconds = 0.5\nstaging = "stream"\n'
+        'dataset = "digits"\nworkers = 1\npeak_seconds = 0.2\nstaging = "stream"\n'
         'stage_dir = "/proc/no-such-folder"\n'
     )
     proc = subprocess.run(
