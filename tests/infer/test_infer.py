@@ -57,6 +57,22 @@ def test_offline_serves_every_sample_in_full_batches_and_loadgen_logs_agree(step
     assert run.loadgen.results["query_count"] == 1
 
 
+def test_an_offline_test_served_before_the_minimum_duration_runs_again_at_the_rate_reached(
+    step, tmp_path
+):
+    """A calibration far slower than the system (as one made while other processes had the cores):
+    LoadGen's one query is served before the minimum duration, and the test runs again at twice
+    the rate it reached until the duration is met."""
+    slow = Calibration({1: 0.5, 2: 1.0})  # 2 samples a second, where the CNN serves thousands
+    tester = ScenarioBench([step], 256, tmp_path, SECONDS)
+    run = tester.offline(slow)
+    assert run.loadgen.valid, why_invalid(run.loadgen.results)
+    assert tester.tests >= 2
+    first = read_results(tmp_path / "01-offline" / "mlperf_log_detail.txt")
+    assert first["min_duration_met"] is False and first["validity"] == "INVALID"
+    assert run.loadgen.settings.target_qps > 100 * slow.rate(2)
+
+
 def test_single_stream_serves_one_sample_at_a_time(step, tmp_path):
     run = ScenarioBench([step], 256, tmp_path, SECONDS).single_stream(
         calibrate(step, 256, 1), False

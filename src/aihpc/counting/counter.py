@@ -4,8 +4,10 @@ The model is copied to the meta device (parameters and buffers become shape-
 only tensors, nothing is allocated or computed), wrapped with its loss in a
 small ``_Step`` module, and run under :class:`~torch.utils.flop_counter.
 FlopCounterMode` with this package's formulas as ``custom_mapping``, inside a
-recorder that sees every aten op actually executed.  Counts are read once at
-the end of the forward (model + loss) and once after the backward.
+recorder that sees every aten op actually executed, and under the op memo
+(:mod:`aihpc.counting.op_memo`), which replays an op met before with the same
+arguments.  Counts are read once at the end of the forward (model + loss) and
+once after the backward.
 """
 
 from __future__ import annotations
@@ -266,12 +268,7 @@ def count_ops(
     two to three times faster); False runs every op.  ``model`` itself is never modified.
     Raises ConfigError for bad arguments, ModelError if the model cannot run.
     """
-    if not isinstance(model, nn.Module):
-        raise ModelError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if loss not in LOSSES:
-        raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-    if device not in DEVICES:
-        raise ConfigError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    _check_arguments(model, loss, device)
     inputs = _prepare_inputs(example_inputs, device)
     batch = int(inputs[0].shape[0]) if inputs[0].dim() > 0 else 1
     if target is not None and not isinstance(target, torch.Tensor):
@@ -300,6 +297,16 @@ def count_ops(
         raise _failed_to_run(model, exc, device) from exc
     all_counts = counter.get_flop_counts()
     return _assemble(net, forward_counts, all_counts, recorder, counter, batch, train, macs)
+
+
+def _check_arguments(model: Any, loss: str, device: str) -> None:
+    """ModelError for a model that is not a module, ConfigError for a loss or device not known."""
+    if not isinstance(model, nn.Module):
+        raise ModelError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if loss not in LOSSES:
+        raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+    if device not in DEVICES:
+        raise ConfigError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
 
 
 def _failed_to_run(model: nn.Module, exc: Exception, device: str) -> ModelError:

@@ -43,6 +43,9 @@ SINGLE_STREAM_MIN_QUERIES = 256
 #: (made while something else ran) serves it before the minimum duration and the test is
 #: INVALID.  Asking twice the calibrated rate costs at most twice the duration.
 OFFLINE_HEADROOM = 2.0
+#: Offline tests run again, at the headroom times the rate reached, when the system served the
+#: query before the minimum duration (faster still than twice its calibration).
+OFFLINE_RETRIES = 2
 #: Server tests at a quarter of the last rate when even the first misses the bound.
 LOWER_TRIES = 2
 
@@ -167,10 +170,18 @@ class ScenarioBench:
         )
 
     def offline(self, calibration: Calibration) -> ScenarioRun:
+        """The offline test at :data:`OFFLINE_HEADROOM` times the calibrated rate; one the system
+        served before the minimum duration is run again at that many times the rate it reached,
+        :data:`OFFLINE_RETRIES` times at most (the last run is the scenario's result)."""
         batch = calibration.best_batch()
         rate = OFFLINE_HEADROOM * calibration.rate(batch)
-        settings = Settings("offline", self.seconds, 1, target_qps=rate)
-        return self.test(settings, batch, 0.0)
+        for _ in range(OFFLINE_RETRIES):
+            run = self.test(Settings("offline", self.seconds, 1, target_qps=rate), batch, 0.0)
+            reached = run.loadgen.samples_per_second
+            if run.loadgen.results.get("min_duration_met") is not False or not reached:
+                return run
+            rate = OFFLINE_HEADROOM * reached
+        return self.test(Settings("offline", self.seconds, 1, target_qps=rate), batch, 0.0)
 
     def single_stream(self, calibration: Calibration, tokens: bool) -> ScenarioRun:
         rate = calibration.rate(1)
