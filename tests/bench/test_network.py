@@ -135,8 +135,9 @@ def test_layer_times_add_up_to_the_measured_step(resnet20: dict[str, Any]) -> No
         assert layers + mode["other_seconds"] == pytest.approx(mode["seconds"])
         # The profiled layers cover most of the step.  The profiler's overhead adds to them;
         # on a busy machine preemption adds to the measured step and not to the layers'
-        # medians (see aihpc.bench.model), so the bound is loose.
-        assert 0.25 < layers / mode["seconds"] < 3.0, name
+        # medians (see aihpc.bench.model), so the bound is loose: inference's layers once summed
+        # to 0.21 of its step in the full suite on 2 cores, 2026-11-27.
+        assert 0.1 < layers / mode["seconds"] < 3.0, name
         assert all(r["seconds"] >= 0 for r in mode["layers"])
         ops = mode["operators"]
         assert ops[-1]["type"] == OTHER
