@@ -45,6 +45,7 @@ on the GPU workload's children of ResNet-50; a language model's
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -57,21 +58,15 @@ LIMIT = 100_000
 _Meta = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
 
 
+@dataclass(frozen=True, slots=True)
 class _Entry:
     """What one op added to the count, and the metadata of its outputs."""
 
-    __slots__ = ("counts", "calls", "macs", "outputs", "as_tuple")
-
-    def __init__(
-        self,
-        counts: dict[Any, int],
-        calls: Counter[Any],
-        macs: int,
-        outputs: tuple[_Meta | None, ...],
-        as_tuple: bool,
-    ) -> None:
-        self.counts, self.calls, self.macs = counts, calls, macs
-        self.outputs, self.as_tuple = outputs, as_tuple
+    counts: dict[Any, int]
+    calls: Counter[Any]
+    macs: int
+    outputs: tuple[_Meta | None, ...]
+    as_tuple: bool
 
 
 _MEMO: dict[Any, _Entry] = {}
