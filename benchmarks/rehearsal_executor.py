@@ -282,6 +282,10 @@ class SimulatedExecutor:
         answer = fn(*args)
         return [_as_worker(answer, i) for i in range(self.workers)]
 
+    def ask_each(self, fn, *args: Any) -> dict[str, Any]:
+        answer = fn(*args)
+        return {worker_name(i): _as_worker(answer, i) for i in range(self.workers)}
+
     def close(self) -> None:
         pass
 

@@ -7,7 +7,7 @@ master's; a stage that runs too long is stopped by killing it):
                                        --weight-bytes B --progress FILE [--dataset digits]
 
 It does what :func:`aihpc.runner.run.run_benchmark` does, with the same
-functions (``prepare``, ``initialise``, ``place_workers``, the
+functions (``prepare``, ``initialise``, ``Placement``, the
 :class:`~aihpc.runner.search.master.Master`, ``record_peak_after``,
 ``results_fields``, ``trial_records``, ``write_results``, the MLPerf log's ``run_stop``,
 ``summary_lines``), with three differences: the executor is
@@ -75,7 +75,7 @@ def open_run(args: argparse.Namespace, progress: Progress):
     Returns (run, clock).
     """
     from aihpc.launch.executor import Layout
-    from aihpc.launch.placement import place_workers
+    from aihpc.launch.placement import Placement
     from aihpc.runner.run import (
         OpenRun,
         initialise,
@@ -115,7 +115,8 @@ def open_run(args: argparse.Namespace, progress: Progress):
     mlperf = open_mlperf_log(args.run_dir, config, data_info, args.resume)
     layout = Layout(workers=args.workers, threads=1, device=args.device)
     run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)
-    store.set_meta("devices", place_workers(executor, layout.device, config.procs_per_trial))
+    placement = Placement(executor, layout.device, config.procs_per_trial)
+    store.set_meta("devices", placement.place())
     if args.resume:
         from aihpc.runner.display.observer import resume_log
 

@@ -58,6 +58,22 @@ def test_the_master_numbers_workers_sharing_gpus_by_host_and_name():
     }
 
 
+def test_workers_that_join_later_keep_the_placed_slots_and_take_the_lowest_free_ones():
+    identities = {
+        name: {"host": "node1", "visible": None} for name in ("w-1", "w-2", "w-3", "w-10")
+    }
+    identities["v-1"] = {"host": "node2", "visible": None}
+    # w-2 joined first, then w-1 was placed beside it at slot 1 (w-2 keeps 0); w-3, w-10 and
+    # v-1 join now
+    placed = {"w-2": 0, "w-1": 1}
+    assert host_slots(identities, placed) == {"w-2": 0, "w-1": 1, "w-3": 2, "w-10": 3, "v-1": 0}
+    # a slot left by a worker no longer known is free again
+    assert host_slots({"w-5": identities["w-1"], "w-1": identities["w-1"]}, {"w-1": 1}) == {
+        "w-1": 1,
+        "w-5": 0,
+    }
+
+
 def test_on_cpu_every_rank_trains_on_the_cpu_and_a_slot_changes_nothing():
     try:
         devices.assign(3, 2)

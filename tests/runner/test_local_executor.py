@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from aihpc.base.errors import WorkersLost
+from aihpc.base.errors import ConfigError, WorkersLost
 from aihpc.launch.executor import DaskExecutor, local_executor, local_layout
-from aihpc.launch.placement import place_workers
+from aihpc.launch.placement import Placement
+from aihpc.machine import devices
 
 
 @contextmanager
@@ -89,4 +92,49 @@ def test_the_workers_alive_are_asked_of_the_scheduler_not_read_from_the_client_s
 
 def test_placing_the_workers_when_none_is_alive_is_a_lost_worker_error() -> None:
     with _local(0) as executor, pytest.raises(WorkersLost, match="no worker was alive to place"):
-        place_workers(executor, "cpu", 1)
+        Placement(executor, "cpu", 1).place()
+
+
+def _busy(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_worker_that_joins_while_the_others_train_is_placed_at_once_with_a_slot_of_its_own() -> (
+    None
+):
+    """The run starts with the first worker; a later one is asked out of band (not after the
+    others' epochs), gets the lowest slot no placed worker of its host has, and is described."""
+    with _local(1) as executor:
+        placement = Placement(executor, "cpu", 2)
+        (first,) = placement.place()["workers"]
+        assert first["slot"] == 0 and first["devices"] == [{"device": "cpu"}, {"device": "cpu"}]
+        epoch = executor.submit(_busy, 30.0, "epoch")  # the first worker trains
+        assert executor.cluster is not None
+        executor.cluster.scale(2)
+        executor.wait_for_workers(2, timeout=60)
+        t0 = time.monotonic()
+        mapping = placement.joined()
+        seconds = time.monotonic() - t0
+        assert not epoch.done() and seconds < 10, seconds  # not queued behind the epoch
+        assert mapping is not None and placement.joined() is None  # nobody new the second time
+        workers = mapping["workers"]
+        assert [w["worker"] for w in workers] == sorted(w["worker"] for w in workers)
+        assert sorted(w["slot"] for w in workers) == [0, 1]
+        assert {w["worker"]: w["slot"] for w in workers}[first["worker"]] == 0
+        assigned = executor.ask_each(devices.assigned_slot)  # what each worker was sent
+        assert assigned == {w["worker"]: w["slot"] for w in workers}
+        epoch.cancel()
+
+
+def _fails() -> None:
+    raise ConfigError("no such device here")
+
+
+def test_a_question_that_fails_on_a_worker_is_one_line_naming_it(tmp_path: Path) -> None:
+    with _local(1) as executor:
+        executor.log_dir = tmp_path
+        (name,) = executor.ask_each(devices.worker_name)
+        with pytest.raises(ConfigError, match=f"^worker {name}: no such device here"):
+            executor.ask_each(_fails)
+    assert "ConfigError" in (tmp_path / "worker-errors.log").read_text()

@@ -286,3 +286,41 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
     assert [r.id for r in rows] == [0, 1, 2, 3] and len({r.arch_hash for r in rows}) == 4
     assert rows[3].parent in (0, 1, 2) and rows[3].status == "completed"
     assert rows[2].status == "completed" and [e.epoch for e in store.epochs(2)] == [1, 2, 3]
+
+
+def test_the_run_places_workers_that_join_before_their_slots_are_filled(tmp_path: Path) -> None:
+    """A worker that joins mid-run (a batch job that started late) is placed on its device before
+    the master gives it a task: ``workers_joined`` is called whenever the slots grow, first."""
+    cfg = RunConfig(
+        dataset="digits",
+        epochs_min=1,
+        epochs_max=1,
+        batch_sizes=(128,),
+        minutes=1.0,
+        report_seconds=60,
+    )
+    store = RunStore(tmp_path / "run")
+    store.set_meta(MetaKey.CONFIG, cfg.to_dict())
+    clock = StepClock(10.0)
+    trainer = scripted_epoch(lambda t, e: 0.5)
+
+    def epoch_then_a_join(task):
+        if len(executor.keys) == 2:
+            executor._slots = 2  # a second worker joined during the second task
+        return trainer(task)
+
+    executor = InProcessExecutor(clock, slots=1, script=epoch_then_a_join)
+    joined: list[tuple[int, int]] = []  # the tasks submitted and the slots, at each call
+    master = Master(
+        cfg,
+        store,
+        executor,
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+        workers_joined=lambda: joined.append((len(executor.keys), executor.slots())),
+    )
+    master.run()
+    assert joined == [(0, 1), (2, 2)]  # at the start, and once the slots grew, before a task
+    assert len(executor.keys) > 3

@@ -72,6 +72,12 @@ class Executor(TaskExecutor, Protocol):
         """``fn(*args)`` on every worker alive now, at once; their answers in worker order."""
         ...
 
+    def ask_each(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        """``fn(*args)`` on every worker alive now, beside the task it runs (not queued after it):
+        the answers by worker name, short, for questions that take no time (a worker that leaves
+        meanwhile is left out)."""
+        ...
+
     def workers_per_host(self) -> dict[str, int]:
         """For each worker alive now (by address), how many workers share its host."""
         ...

@@ -7,7 +7,10 @@ workers of its host that see the same GPUs (:func:`aihpc.machine.devices.host_sl
 and sends the slots to the workers as a Dask worker plugin: it reaches
 every worker now, and a worker its nanny restarts under the same name, before
 it runs a task.  Then each worker describes the devices its processes
-train on; that list is results.json's ``devices``.
+train on; that list is results.json's ``devices``.  A worker that joins
+later (a batch job that started late) is placed the same way when the
+master sees it, before it is given a task, and keeps a slot no placed
+worker has.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from aihpc.base.errors import WorkersLost
-from aihpc.machine.devices import assign, describe, host_slots, identity, worker_name
+from aihpc.machine.devices import assign, describe, host_slots, identity
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -28,7 +31,7 @@ RULE = (
     "a worker trains on the GPUs its CUDA_VISIBLE_DEVICES gives it; with P per trial, its "
     "processes take "
     "slot*P .. slot*P+P-1 of them, slot being its index by name among the workers of its host "
-    "that see the same GPUs"
+    "that see the same GPUs (a worker that joins later: the lowest slot none of them has)"
 )
 
 
@@ -46,25 +49,43 @@ class DeviceSlots(WorkerPlugin):
         assign(self.slots.get(str(worker.name)), self.per_slot)
 
 
-def place_workers(executor: Executor, kind: str, procs: int) -> dict[str, Any]:
-    """Assign the workers alive now their slots; returns the mapping, worker by worker (sorted by
-    name).
+class Placement:
+    """The run's workers on their devices, kept as workers join: results.json's ``devices``.
 
     ``kind`` is the tasks' device (``cpu``, ``cuda`` or ``auto``), ``procs``
-    the processes per trial.
+    the processes per trial.  The workers are asked out of band
+    (:meth:`~aihpc.launch.interface.Executor.ask_each`), so a worker that joins
+    while the others train is placed at once, not after their epochs.
     """
-    identities = {ident.pop("worker"): ident for ident in executor.run_on_each(_identity)}
-    slots = host_slots(identities)
-    executor.register_plugin(DeviceSlots(slots, procs))
-    records = sorted(executor.run_on_each(_describe, kind, procs), key=lambda r: str(r["worker"]))
-    if not records:
-        raise WorkersLost("no worker was alive to place on a device (all left after joining)")
-    return {"rule": RULE, "procs_per_worker": procs, "workers": records}
 
+    def __init__(self, executor: Executor, kind: str, procs: int) -> None:
+        self.executor, self.kind, self.procs = executor, kind, procs
+        self.identities: dict[str, dict[str, str | None]] = {}  # every worker placed, by name
+        self.slots: dict[str, int] = {}
+        self.records: dict[str, dict[str, Any]] = {}
 
-def _identity() -> dict[str, Any]:
-    return {"worker": worker_name(), **identity()}
+    def place(self) -> dict[str, Any]:
+        """Place the workers alive now (when the run starts); returns the mapping."""
+        self.joined()
+        if not self.records:
+            raise WorkersLost("no worker was alive to place on a device (all left after joining)")
+        return self.mapping()
 
+    def joined(self) -> dict[str, Any] | None:
+        """Place the workers alive now that are not placed yet: send every worker its slot, and
+        describe the new ones.  Returns the mapping, or None if no worker is new."""
+        alive = self.executor.ask_each(identity)
+        new = sorted(alive.keys() - self.identities.keys())
+        if not new:
+            return None
+        self.identities.update((name, alive[name]) for name in new)
+        self.slots = host_slots(self.identities, self.slots)
+        self.executor.register_plugin(DeviceSlots(self.slots, self.procs))
+        described = self.executor.ask_each(describe, self.kind, self.procs)
+        self.records.update((n, {"worker": n, **described[n]}) for n in new if n in described)
+        return self.mapping()
 
-def _describe(kind: str, procs: int) -> dict[str, Any]:
-    return {"worker": worker_name(), **describe(kind, procs)}
+    def mapping(self) -> dict[str, Any]:
+        """Every worker placed so far, sorted by name, and the rule."""
+        workers = [self.records[name] for name in sorted(self.records)]
+        return {"rule": RULE, "procs_per_worker": self.procs, "workers": workers}

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aihpc.base.errors import AihpcError, WorkerFailed, WorkersLost
 
 if TYPE_CHECKING:  # for the types only: Dask is imported when a run starts its workers
-    from distributed import Client
+    from distributed import Client, Worker
 
 LOG_FILE = "worker-errors.log"
 
@@ -53,6 +53,32 @@ def contained(fn: Callable[..., Any], *args: Any) -> Any:
             summary=f"{type(exc).__name__}: {message}" if message else type(exc).__name__,
             traceback="".join(traceback.format_exception(exc)),
         )
+
+
+def named(fn: Callable[..., Any], *args: Any, dask_worker: Worker) -> tuple[str, Any]:
+    """Runs on a worker, out of band (``Client.run``, beside its task): the worker's name and
+    ``fn(*args)`` or its :class:`Failed` (``Client.run`` passes ``dask_worker``; a task's way of
+    knowing its worker does not reach here)."""
+    answer = contained(fn, *args)
+    name = str(dask_worker.name)
+    if isinstance(answer, Failed):
+        answer = replace(answer, worker=name)
+    return name, answer
+
+
+def ask(
+    client: Client, fn: Callable[..., Any], args: tuple[Any, ...], log_dir: Path
+) -> dict[str, Any]:
+    """``fn(*args)`` on every worker alive now, out of band: the answers by worker name.
+
+    :func:`named` raises nothing, so an exception among the replies is a worker that left while
+    it was asked: it is left out.  The first failure of ``fn`` is logged and raised as
+    :func:`unwrap` raises it.
+    """
+    replies = client.run(named, fn, *args, on_error="return")
+    answers = dict(r for r in replies.values() if not isinstance(r, BaseException))
+    unwrap(list(answers.values()), log_dir)
+    return answers
 
 
 def gather(client: Client, futures: list[Any], log_dir: Path) -> list[Any]:

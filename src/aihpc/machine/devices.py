@@ -26,6 +26,7 @@ command alike.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import socket
@@ -153,19 +154,30 @@ def identity() -> dict[str, str | None]:
     return {"host": socket.gethostname(), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
-def host_slots(identities: Mapping[str, Mapping[str, str | None]]) -> dict[str, int]:
-    """Each worker's slot: its index, by sorted name, among the workers of its host seeing the same
-    GPUs.
+def host_slots(
+    identities: Mapping[str, Mapping[str, str | None]], placed: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Each worker's slot: its index among the workers of its host seeing the same GPUs.
 
-    ``identities``: worker name -> :func:`identity`.  Workers with a set of
-    GPUs of their own are alone in their group (slot 0).
+    ``identities``: worker name -> :func:`identity`, for every worker
+    placed so far and those to place.  Workers in ``placed`` (name -> slot)
+    keep their slots; the others take, by sorted name, the lowest slots of
+    their group that no placed worker has.  Placed all at once, the slot is
+    the index by sorted name.  Workers with a set of GPUs of their own are
+    alone in their group (slot 0).
     """
+    placed = placed or {}
     groups: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
     for name, ident in identities.items():
         groups[(ident["host"], ident["visible"])].append(name)
-    return {
-        name: i for names in groups.values() for i, name in enumerate(sorted(names, key=_natural))
-    }
+    slots: dict[str, int] = {}
+    for names in groups.values():
+        taken = {placed[n] for n in names if n in placed}
+        free = (i for i in itertools.count() if i not in taken)
+        new = sorted((n for n in names if n not in placed), key=_natural)
+        slots.update({n: placed[n] for n in names if n in placed})
+        slots.update({n: next(free) for n in new})
+    return slots
 
 
 def describe(kind: str, procs: int = 1) -> dict[str, Any]:

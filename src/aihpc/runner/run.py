@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError, DataError, StorageError
-from aihpc.launch.placement import place_workers
+from aihpc.launch.placement import Placement
 from aihpc.machine.cluster import check_interface
 from aihpc.machine.environment import Environment
 from aihpc.records.meta import MetaKey
@@ -249,10 +249,14 @@ def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Scor
     from aihpc.runner.display.observer import Observers, resume_log
 
     config, store, executor, layout = run.config, run.store, run.executor, run.layout
-    store.set_meta(
-        MetaKey.DEVICES,
-        place_workers(executor, layout.device if layout else "auto", config.procs_per_trial),
-    )
+    placement = Placement(executor, layout.device if layout else "auto", config.procs_per_trial)
+    store.set_meta(MetaKey.DEVICES, placement.place())
+
+    def place_joined() -> None:
+        mapping = placement.joined()
+        if mapping is not None:
+            store.set_meta(MetaKey.DEVICES, mapping)
+
     quality = task_of(config.task).quality(config, run.data_info)
     if resume:
         resume_log(run.mlperf, store, store.run_dir / "mlperf.log", quality.metric)
@@ -260,7 +264,9 @@ def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Scor
         initialise(run)
     meters = start_meters(store, executor, layout, run.device, resume)
     observers = Observers(console, run.mlperf, quality)
-    master = Master(config, store, executor, run.data_info, layout, observers)
+    master = Master(
+        config, store, executor, run.data_info, layout, observers, workers_joined=place_joined
+    )
     with console:
         score = master.run()
     record_energy(store, executor, meters, config.procs_per_trial)

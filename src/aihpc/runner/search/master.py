@@ -76,6 +76,7 @@ class Master:
         layout: Layout | None,
         observer: Observer,
         clock: Callable[[], float] = time.time,
+        workers_joined: Callable[[], object] = lambda: None,
     ) -> None:
         from aihpc.nas.hpo import HyperparameterSearch
         from aihpc.nas.search import make_strategy
@@ -83,6 +84,8 @@ class Master:
 
         self.config = config
         self.clock = clock  # seconds since the epoch; tests pass a clock they advance themselves
+        # called when the task slots grow, before they are filled: the run places new workers
+        self.workers_joined = workers_joined
         self.store = store
         self.executor = executor
         self.layout = layout
@@ -169,7 +172,10 @@ class Master:
         return self.score(now)
 
     def _fill_slots(self) -> None:
-        self.slots = self.executor.slots()
+        slots = self.executor.slots()
+        if slots > self.slots:
+            self.workers_joined()
+        self.slots = slots
         free = self.slots - len(self.in_flight)
         for _ in range(max(free, 0)):
             task = self.pending.pop(0) if self.pending else self._new_work()
