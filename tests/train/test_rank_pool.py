@@ -1,9 +1,11 @@
 """A worker's rank pool (data-parallel trials, gloo on CPU): ranks that live across epochs, and die
 cleanly.
 
-Every test starts from no pool and closes the one it made.  The digits
-epochs at procs=2 take about 1.5 s once the pool is up; starting a pool
-(two processes importing torch) takes 5-15 s on a busy 2-core machine.
+The digits epochs at procs=2 take about 1.5 s once the pool is up; starting
+a pool (two processes importing torch, 7 core-s) takes 5-15 s on a busy
+2-core machine.  So the tests that follow a pool's life start from none
+(``fresh_pool``), and the last three, which need only a running pool, share
+the one the first of them starts (each would start its own if run alone).
 """
 
 from __future__ import annotations
@@ -31,8 +33,15 @@ from aihpc.train.worker import run_epoch
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranks")]
 
 
-@pytest.fixture(autouse=True)
-def no_pool():
+@pytest.fixture(scope="module", autouse=True)
+def no_pool_left():
+    yield
+    close_pool()
+
+
+@pytest.fixture
+def fresh_pool():
+    """No pool before the test, and none after it."""
     close_pool()
     yield
     close_pool()
@@ -54,7 +63,7 @@ def _gone(pids: list[int], timeout: float = 15.0) -> bool:
 
 
 def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_file_s_result(
-    tmp_path,
+    tmp_path, fresh_pool
 ):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -91,7 +100,9 @@ def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_fi
     assert rebuilt.metrics["train_loss"] == second.metrics["train_loss"]
 
 
-def test_a_rank_killed_mid_epoch_fails_that_epoch_and_the_next_gets_a_new_pool(tmp_path):
+def test_a_rank_killed_mid_epoch_fails_that_epoch_and_the_next_gets_a_new_pool(
+    tmp_path, fresh_pool
+):
     warm = run_epoch(_task(tmp_path, procs=2))  # the pool is up
     assert warm.status == "ok", warm.reason
     pids = [r["pid"] for r in pool_ranks()]
@@ -117,16 +128,6 @@ def test_a_rank_killed_mid_epoch_fails_that_epoch_and_the_next_gets_a_new_pool(t
     assert again.status == "ok", again.reason
     new = [r["pid"] for r in pool_ranks()]
     assert len(new) == 2 and not set(new) & set(pids)
-
-
-def test_an_error_in_the_ranks_fails_the_epoch_in_one_line(tmp_path):
-    bad = _task(tmp_path).arch | {"num_classes": 10}
-    bad["layers"] = [dict(layer) for layer in bad["layers"]]
-    bad["layers"][0]["inputs"] = ["nowhere"]
-    r = run_epoch(_task(tmp_path, arch=bad, procs=2))
-    assert r.status == "failed" and r.reason.startswith("rank ") and " of 2 failed: " in r.reason
-    assert "nowhere" in r.reason and "\n" not in r.reason and "Traceback" in r.traceback
-    assert ranks._POOL is None  # closed; the next task starts a new one
 
 
 def test_ranks_end_with_their_worker(tmp_path):
@@ -170,6 +171,8 @@ def test_every_rank_measures_its_peak_at_once():
 def test_ranks_stage_the_data_before_the_first_epoch_which_then_loads_nothing(tmp_path):
     from aihpc.train.ranks import rank_stage
 
+    if any(r["data_loads"] for r in pool_ranks()):
+        close_pool()  # a pool that has loaded data already would prove nothing here
     data = load_dataset("digits")
     staged = rank_stage(DataRef("digits"), "cpu", 2)
     # float32 images of 8x8 and int64 labels, train and validation: the whole set on each rank
@@ -178,3 +181,13 @@ def test_ranks_stage_the_data_before_the_first_epoch_which_then_loads_nothing(tm
     r = run_epoch(_task(tmp_path, procs=2))
     assert r.status == "ok", r.reason
     assert [x["data_loads"] for x in pool_ranks()] == [1, 1]  # the staged copy was used
+
+
+def test_an_error_in_the_ranks_fails_the_epoch_in_one_line(tmp_path):
+    bad = _task(tmp_path).arch | {"num_classes": 10}
+    bad["layers"] = [dict(layer) for layer in bad["layers"]]
+    bad["layers"][0]["inputs"] = ["nowhere"]
+    r = run_epoch(_task(tmp_path, arch=bad, procs=2))
+    assert r.status == "failed" and r.reason.startswith("rank ") and " of 2 failed: " in r.reason
+    assert "nowhere" in r.reason and "\n" not in r.reason and "Traceback" in r.traceback
+    assert ranks._POOL is None  # closed; the next task starts a new one
