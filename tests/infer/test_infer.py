@@ -161,6 +161,8 @@ def test_cli_serves_a_zoo_model_and_records_every_scenario(tmp_path):
         "3",
         "--latency-ms",
         "50",
+        "--peak-seconds",
+        "0.2",
         "--out",
         str(out),
         timeout=TIMEOUT,
@@ -180,7 +182,7 @@ def test_cli_serves_a_zoo_model_and_records_every_scenario(tmp_path):
     assert offline["ops_per_second"] == pytest.approx(
         offline["samples_per_second"] * data["ops_per_query"]
     )
-    assert 0 < offline["peak_fraction"] < 2
+    assert 0 < offline["peak_fraction"] < 2 and data["peak"]["seconds"] == 0.2
     server = data["scenarios"]["server"]
     assert len(server["curve"]) == len(server["tests"]) == 3
     assert server["max_qps"] == max(p["target_qps"] for p in server["curve"] if p["valid"])
@@ -207,6 +209,10 @@ def test_cli_serves_a_zoo_model_and_records_every_scenario(tmp_path):
         (
             ["--seconds", "-1", "--model", "digits_cnn"],
             "--seconds must be a positive number, got -1.0",
+        ),
+        (
+            ["--peak-seconds", "0", "--model", "digits_cnn"],
+            "--peak-seconds must be a positive number, got 0.0",
         ),
         ([], "give a run directory or --model NAME"),
         (

@@ -40,6 +40,8 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "2",
         "--latency-ms",
         "200",
+        "--peak-seconds",
+        "0.2",
         "--out",
         str(out),
     )

@@ -254,6 +254,8 @@ def _check_served(run_dir: Path, results: dict, capsys: pytest.CaptureFixture[st
         "200",
         "--threads",
         "1",  # this process's share of the cores (tests/conftest.py)
+        "--peak-seconds",
+        "0.2",
     )
     assert code == 0, err
     infer = json.loads((run_dir / "infer" / "infer.json").read_text())["data"]

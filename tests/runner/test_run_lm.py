@@ -175,6 +175,8 @@ def test_infer_serves_the_best_language_model_with_a_key_value_cache(
         "8",
         "--threads",
         "1",  # this process's share of the cores (tests/conftest.py)
+        "--peak-seconds",
+        "0.2",
         "--out",
         str(folder),
     )

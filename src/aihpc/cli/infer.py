@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="LoadGen's minimum duration of each test (default 10)",
     )
     parser.add_argument(
+        "--peak-seconds",
+        type=float,
+        default=2.0,
+        help="the device's peak search, seconds a stage (default 2)",
+    )
+    parser.add_argument(
         "--samples",
         type=int,
         default=1024,
@@ -99,7 +105,7 @@ def _checked(args: argparse.Namespace) -> None:
         raise ConfigError("give a run directory or --model NAME (one of them)")
     if args.input is not None and args.model is None:
         raise ConfigError("--input applies to a zoo model (--model) only")
-    for name in ("seconds", "latency_ms", "ttft_ms", "tpot_ms"):
+    for name in ("seconds", "peak_seconds", "latency_ms", "ttft_ms", "tpot_ms"):
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
@@ -131,6 +137,7 @@ def _options(args: argparse.Namespace):
         threads=args.threads,
         prompt_tokens=args.prompt_tokens,
         new_tokens=args.new_tokens,
+        peak_seconds=args.peak_seconds,
     )
 
 

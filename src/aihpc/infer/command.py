@@ -61,6 +61,7 @@ class InferOptions:
     prompt_tokens: int | None = None
     new_tokens: int | None = None
     threads: int | None = None
+    peak_seconds: float = 2.0  # the peak search's time per stage (aihpc.roofline.peak)
 
 
 def serving_threads(options: InferOptions, device: torch.device) -> int:
@@ -200,7 +201,7 @@ def _serve_and_record(
         bench = ScenarioBench(steps, int(source.inputs.shape[0]), partial / "loadgen",
                               options.seconds, say, str(devices[0]))  # fmt: skip
         runs = run_scenarios(bench, m.calibration, m.limits, options)
-        peak = _peak(source, devices[0], dtype, len(devices))
+        peak = _peak(source, devices[0], dtype, len(devices), options.peak_seconds)
         record = InferRecord.build(source, options, devices, dtype, m.tokens, m.ops, m.quality,
                                    m.calibration, m.limits, runs, peak)  # fmt: skip
         record.write(partial)
@@ -243,21 +244,24 @@ def run_scenarios(
     return runs
 
 
-def _peak(source: Source, device: torch.device, dtype: str, devices: int) -> dict[str, Any] | None:
-    """The measured peak in ``dtype`` (the kernels the task calls) of one device, times
-    ``devices`` (the devices served on, alike), with the nominal one; None where it cannot be
-    measured."""
+def _peak(
+    source: Source, device: torch.device, dtype: str, devices: int, seconds: float
+) -> dict[str, Any] | None:
+    """The measured peak in ``dtype`` (the kernels the task calls) of one device, searched for
+    ``seconds`` a stage, times ``devices`` (the devices served on, alike), with the nominal one;
+    None where it cannot be measured."""
     from aihpc.roofline.peak import search_peak
     from aihpc.tasks import task_of
 
     try:
         kernels = task_of(source.task).peak_kernels
-        peak = search_peak(device, dtype, seconds=2.0, kinds=kernels).to_dict()
+        peak = search_peak(device, dtype, seconds=seconds, kinds=kernels).to_dict()
     except (ConfigError, DataError, RuntimeError):
         return None
     nominal = peak.get("nominal") or {}
     return {
         **peak,
+        "seconds": seconds,
         "devices": devices,
         "flops_per_s": peak["flops_per_s"] * devices,
         "nominal": {**nominal, "flops_per_s": (nominal.get("flops_per_s") or 0) * devices or None},
