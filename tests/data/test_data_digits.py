@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import load_digits
 
 from aihpc.base.errors import ConfigError
 from aihpc.data import load_dataset
@@ -24,6 +23,8 @@ def test_digits_shapes_counts_and_classes():
 
 
 def test_digits_normalisation_against_numpy():
+    from sklearn.datasets import load_digits  # 1.3 s to import: in the test, not at collection
+
     data = load_dataset("digits", seed=5)
     Xt, yt = data.tensors("train")
     Xv, yv = data.tensors("val")
@@ -45,6 +46,8 @@ def test_digits_normalisation_against_numpy():
 
 
 def test_digits_stratified_split():
+    from sklearn.datasets import load_digits
+
     data = load_dataset("digits", val_fraction=0.3, seed=1)
     _, yv = data.tensors("val")
     counts = np.bincount(load_digits().target, minlength=10)
