@@ -454,7 +454,7 @@ def test_a_run_survives_a_killed_worker_search_process_and_master(
     run_dir = tmp_path / "run"
     db = run_dir / "aihpc.sqlite"
     master = _start_run(
-        run_dir, quick_config, minutes=0.8, epochs=1, start_new_session=True
+        run_dir, quick_config, minutes=0.5, epochs=1, start_new_session=True
     )  # past the peak: workers train
     trial = _kill_worker_mid_epoch(master, db)
     # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or
