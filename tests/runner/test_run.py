@@ -204,7 +204,7 @@ def test_full_run_scores_and_logs(
     proc = aihpc(
         "run",
         "--minutes",
-        "0.4",
+        "0.3",
         "--config",
         str(quick_config),
         "--out",
@@ -600,7 +600,7 @@ def test_data_parallel_trials_with_gloo(tmp_path: Path, quick_config: Path) -> N
     proc = aihpc(
         "run",
         "--minutes",
-        "0.4",
+        "0.25",
         "--config",
         str(quick_config),
         "--workers",
