@@ -163,7 +163,10 @@ def test_wheelhouse_then_install_offline_then_run(tmp_path: Path) -> None:
 
     node = _node(tmp_path)
     torch_before = _in_node(node, "import torch; print(torch.__version__, torch.__file__)")
-    offline = {**os.environ, **NO_NETWORK}
+    # pip installs without compiling to bytecode, which is pip's work, not aihpc's, and took 20 of
+    # this test's 65 core-s (pip reads PIP_NO_COMPILE=0 as --no-compile: its boolean options
+    # invert in the environment)
+    offline = {**os.environ, **NO_NETWORK, "PIP_NO_COMPILE": "0"}
     prefix = _offline_prefix()
 
     # a wheelhouse that lacks a needed wheel: one line naming it, exit 2, nothing installed
