@@ -21,9 +21,8 @@ pytestmark = pytest.mark.xdist_group("master")
 DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
 
-def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
-    """Run the master with 2 slots; every task takes 10 s of its clock, so 6 tasks fit in a
-    minute."""
+def _store(tmp_path: Path, **config) -> tuple[RunConfig, RunStore]:
+    """A minute's run of one-epoch trials on digits (``config`` changes it), and its new store."""
     cfg = RunConfig(
         dataset="digits",
         epochs_min=1,
@@ -34,6 +33,13 @@ def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
     )
     store = RunStore(tmp_path / "run")
     store.set_meta(MetaKey.CONFIG, cfg.to_dict())
+    return cfg, store
+
+
+def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
+    """Run the master with 2 slots; every task takes 10 s of its clock, so 6 tasks fit in a
+    minute."""
+    cfg, store = _store(tmp_path, **config)
     clock = StepClock(10.0)
     master = Master(
         cfg,
@@ -291,16 +297,7 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
 def test_the_run_places_workers_that_join_before_their_slots_are_filled(tmp_path: Path) -> None:
     """A worker that joins mid-run (a batch job that started late) is placed on its device before
     the master gives it a task: ``workers_joined`` is called whenever the slots grow, first."""
-    cfg = RunConfig(
-        dataset="digits",
-        epochs_min=1,
-        epochs_max=1,
-        batch_sizes=(128,),
-        minutes=1.0,
-        report_seconds=60,
-    )
-    store = RunStore(tmp_path / "run")
-    store.set_meta(MetaKey.CONFIG, cfg.to_dict())
+    cfg, store = _store(tmp_path)
     clock = StepClock(10.0)
     trainer = scripted_epoch(lambda t, e: 0.5)
 
