@@ -204,7 +204,7 @@ def test_full_run_scores_and_logs(
     proc = aihpc(
         "run",
         "--minutes",
-        "0.3",
+        "0.4",
         "--config",
         str(quick_config),
         "--out",
@@ -454,7 +454,7 @@ def test_a_run_survives_a_killed_worker_search_process_and_master(
     run_dir = tmp_path / "run"
     db = run_dir / "aihpc.sqlite"
     master = _start_run(
-        run_dir, quick_config, minutes=0.5, epochs=1, start_new_session=True
+        run_dir, quick_config, minutes=0.6, epochs=1, start_new_session=True
     )  # past the peak: workers train
     trial = _kill_worker_mid_epoch(master, db)
     # The requeued epoch runs on the surviving worker (or the restarted one) within an epoch or
@@ -600,7 +600,7 @@ def test_data_parallel_trials_with_gloo(tmp_path: Path, quick_config: Path) -> N
     proc = aihpc(
         "run",
         "--minutes",
-        "0.25",
+        "0.4",
         "--config",
         str(quick_config),
         "--workers",
