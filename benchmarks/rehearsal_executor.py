@@ -282,9 +282,13 @@ class SimulatedExecutor:
         answer = fn(*args)
         return [_as_worker(answer, i) for i in range(self.workers)]
 
-    def ask_each(self, fn, *args: Any) -> dict[str, Any]:
+    def alive(self) -> dict[str, int]:
+        return {worker_name(i): 1 for i in range(self.workers)}
+
+    def ask_each(self, fn, *args: Any, workers=None) -> dict[str, Any]:
         answer = fn(*args)
-        return {worker_name(i): _as_worker(answer, i) for i in range(self.workers)}
+        names = [worker_name(i) for i in range(self.workers)]
+        return {n: _as_worker(answer, i) for i, n in enumerate(names) if workers is None or n in workers}
 
     def close(self) -> None:
         pass

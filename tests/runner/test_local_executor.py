@@ -13,7 +13,7 @@ import pytest
 
 from aihpc.base.errors import ConfigError, WorkersLost
 from aihpc.launch.executor import DaskExecutor, local_executor, local_layout
-from aihpc.launch.placement import Placement
+from aihpc.launch.placement import DeviceSlots, Placement
 from aihpc.machine import devices
 
 
@@ -124,7 +124,24 @@ def test_a_worker_that_joins_while_the_others_train_is_placed_at_once_with_a_slo
         assert {w["worker"]: w["slot"] for w in workers}[first["worker"]] == 0
         assigned = executor.ask_each(devices.assigned_slot)  # what each worker was sent
         assert assigned == {w["worker"]: w["slot"] for w in workers}
+        # each worker was asked once, and the first was not sent its slot again
+        assert placement.asked == set(executor.alive()) and placement.batches == 2
         epoch.cancel()
+
+
+def test_a_slot_plugin_sets_the_workers_it_names_and_leaves_the_others() -> None:
+    from types import SimpleNamespace
+
+    plugin = DeviceSlots({"w-2": 1}, 2, batch=3)
+    assert plugin.name == "aihpc-device-slots-3"
+    try:
+        devices.assign(4, 1)
+        plugin.setup(SimpleNamespace(name="w-1"))  # another batch's worker
+        assert devices.assigned_slot() == 4
+        plugin.setup(SimpleNamespace(name="w-2"))
+        assert devices.assigned_slot() == 1
+    finally:
+        devices.assign(None)
 
 
 def _fails() -> None:

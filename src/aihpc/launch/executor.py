@@ -139,12 +139,16 @@ class DaskExecutor:
         ]
         return gather(self.client, futures, self.log_dir or Path(tempfile.gettempdir()))
 
-    def ask_each(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
-        """``fn(*args)`` on every worker alive now, beside the task it runs (``Client.run``): the
-        answers by worker name (:func:`aihpc.launch.remote.ask`)."""
+    def ask_each(
+        self, fn: Callable[..., Any], *args: Any, workers: Collection[str] | None = None
+    ) -> dict[str, Any]:
+        """``fn(*args)`` on every worker alive now (or those of ``workers``, by address), beside the
+        task it runs (``Client.run``): the answers by worker name
+        (:func:`aihpc.launch.remote.ask`)."""
         from aihpc.launch.remote import ask
 
-        return ask(self.client, fn, args, self.log_dir or Path(tempfile.gettempdir()))
+        log_dir = self.log_dir or Path(tempfile.gettempdir())
+        return ask(self.client, fn, args, log_dir, workers)
 
     def workers_per_host(self) -> dict[str, int]:
         """For each worker alive now (by address), how many workers share its host."""

@@ -72,10 +72,16 @@ class Executor(TaskExecutor, Protocol):
         """``fn(*args)`` on every worker alive now, at once; their answers in worker order."""
         ...
 
-    def ask_each(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
-        """``fn(*args)`` on every worker alive now, beside the task it runs (not queued after it):
-        the answers by worker name, short, for questions that take no time (a worker that leaves
-        meanwhile is left out)."""
+    def alive(self) -> dict[str, int]:
+        """The workers alive now, by address, with their threads."""
+        ...
+
+    def ask_each(
+        self, fn: Callable[..., Any], *args: Any, workers: Collection[str] | None = None
+    ) -> dict[str, Any]:
+        """``fn(*args)`` on every worker alive now (or those of ``workers``, by address), beside
+        the task it runs (not queued after it): the answers by worker name, short, for questions
+        that take no time (a worker that leaves meanwhile is left out)."""
         ...
 
     def workers_per_host(self) -> dict[str, int]:

@@ -36,33 +36,41 @@ RULE = (
 
 
 class DeviceSlots(WorkerPlugin):
-    """Gives each worker, by name, the slot the master chose (a worker not named gets none: slot
-    0)."""
+    """Gives each worker it names the slot the master chose; a worker it does not name is left as
+    it is (slot 0 where no other of these plugins names it).
 
-    name = "aihpc-device-slots"
+    The workers placed together share one plugin, numbered by ``batch``: one that joins later
+    gets a plugin of its own, and the workers placed before are not sent theirs again.
+    """
 
-    def __init__(self, slots: dict[str, int], per_slot: int) -> None:
+    def __init__(self, slots: dict[str, int], per_slot: int, batch: int = 0) -> None:
+        self.name = f"aihpc-device-slots-{batch}"
         self.slots = dict(slots)
         self.per_slot = per_slot
 
     def setup(self, worker: Worker) -> None:
-        assign(self.slots.get(str(worker.name)), self.per_slot)
+        slot = self.slots.get(str(worker.name))
+        if slot is not None:
+            assign(slot, self.per_slot)
 
 
 class Placement:
     """The run's workers on their devices, kept as workers join: results.json's ``devices``.
 
     ``kind`` is the tasks' device (``cpu``, ``cuda`` or ``auto``), ``procs``
-    the processes per trial.  The workers are asked out of band
-    (:meth:`~aihpc.launch.interface.Executor.ask_each`), so a worker that joins
-    while the others train is placed at once, not after their epochs.
+    the processes per trial.  Only workers not asked before are asked, out
+    of band (:meth:`~aihpc.launch.interface.Executor.ask_each`): a worker that
+    joins while the others train is placed at once, not after their epochs,
+    and the workers already placed are not asked again.
     """
 
     def __init__(self, executor: Executor, kind: str, procs: int) -> None:
         self.executor, self.kind, self.procs = executor, kind, procs
+        self.asked: set[str] = set()  # the addresses of the workers asked so far
         self.identities: dict[str, dict[str, str | None]] = {}  # every worker placed, by name
         self.slots: dict[str, int] = {}
         self.records: dict[str, dict[str, Any]] = {}
+        self.batches = 0  # the DeviceSlots plugins sent
 
     def place(self) -> dict[str, Any]:
         """Place the workers alive now (when the run starts); returns the mapping."""
@@ -72,16 +80,23 @@ class Placement:
         return self.mapping()
 
     def joined(self) -> dict[str, Any] | None:
-        """Place the workers alive now that are not placed yet: send every worker its slot, and
-        describe the new ones.  Returns the mapping, or None if no worker is new."""
-        alive = self.executor.ask_each(identity)
+        """Place the workers alive now that are not placed yet: send them their slots, and have
+        them describe their devices.  Returns the mapping, or None if no worker is new (a worker
+        its nanny restarted keeps its name, and its slot)."""
+        fresh = sorted(self.executor.alive().keys() - self.asked)
+        if not fresh:
+            return None
+        self.asked.update(fresh)
+        alive = self.executor.ask_each(identity, workers=fresh)
         new = sorted(alive.keys() - self.identities.keys())
         if not new:
             return None
         self.identities.update((name, alive[name]) for name in new)
         self.slots = host_slots(self.identities, self.slots)
-        self.executor.register_plugin(DeviceSlots(self.slots, self.procs))
-        described = self.executor.ask_each(describe, self.kind, self.procs)
+        slots = {name: self.slots[name] for name in new}
+        self.executor.register_plugin(DeviceSlots(slots, self.procs, self.batches))
+        self.batches += 1
+        described = self.executor.ask_each(describe, self.kind, self.procs, workers=fresh)
         self.records.update((n, {"worker": n, **described[n]}) for n in new if n in described)
         return self.mapping()
 

@@ -16,7 +16,7 @@ task is :class:`~aihpc.base.errors.WorkersLost`.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,15 +67,21 @@ def named(fn: Callable[..., Any], *args: Any, dask_worker: Worker) -> tuple[str,
 
 
 def ask(
-    client: Client, fn: Callable[..., Any], args: tuple[Any, ...], log_dir: Path
+    client: Client,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    log_dir: Path,
+    workers: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """``fn(*args)`` on every worker alive now, out of band: the answers by worker name.
+    """``fn(*args)`` on every worker alive now (or those of ``workers``, by address), out of band:
+    the answers by worker name.
 
     :func:`named` raises nothing, so an exception among the replies is a worker that left while
     it was asked: it is left out.  The first failure of ``fn`` is logged and raised as
     :func:`unwrap` raises it.
     """
-    replies = client.run(named, fn, *args, on_error="return")
+    chosen = None if workers is None else list(workers)
+    replies = client.run(named, fn, *args, workers=chosen, on_error="return")
     answers = dict(r for r in replies.values() if not isinstance(r, BaseException))
     unwrap(list(answers.values()), log_dir)
     return answers
