@@ -7,6 +7,7 @@ raises."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 
@@ -202,6 +203,36 @@ def test_more_morphed_children_match_including_resnet50_ones() -> None:
     assert 0 < restarts < len(whats) - 1, whats  # chains of several steps, and fresh ones
     for feature in ("stride 1", "stride 2", "(conv1x1-bn-relu)", "(conv3x3-bn-relu)", "(tied: "):
         assert any(feature in what for what in whats), (feature, whats)
+
+
+def _own_rates(spec: ArchSpec, rates: tuple[float, ...]) -> ArchSpec:
+    """``spec`` with its dropout layers at ``rates`` in turn."""
+    layers, i = [], 0
+    for layer in spec.layers:
+        if layer.type == "dropout":
+            layer, i = dataclasses.replace(layer, p=rates[i % len(rates)]), i + 1
+        layers.append(layer)
+    return dataclasses.replace(spec, layers=tuple(layers))
+
+
+def test_a_screening_counts_what_proxy_ops_counts_of_the_built_network() -> None:
+    """A proxy screening's candidates are counted layer by layer, each dropout layer at its own
+    rate as SpecNet builds it: the whole-network count of proxy_ops, bit for bit."""
+    from aihpc.nas.build import SpecNet
+    from aihpc.recommend.proxies import proxy_ops
+    from aihpc.train.screen import screening_ops
+
+    specs = [
+        _own_rates(zoo(), (0.4,)),
+        *(_own_rates(s, (0.0, 0.25, 1.0)) for s in edge_specs()),
+        *(seed_spec(shape, classes) for shape, classes in SEEDS[:2]),
+        *(spec for spec, _ in morph_chains(roots(), 6, seed=5)),
+    ]
+    for i, spec in enumerate(specs):
+        batch = (3, 64)[i % 2]
+        got = screening_ops(spec, batch)
+        assert got == proxy_ops(SpecNet(spec), batch, spec.input_shape), (i, batch)
+        assert type(got[0]) is int and got[0] > 0
 
 
 def _features(specs: list[ArchSpec]) -> Counter[str]:

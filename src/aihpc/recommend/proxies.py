@@ -47,6 +47,7 @@ __all__ = [
     "jacob_cov",
     "naswot",
     "proxy_ops",
+    "proxy_total",
     "score_all",
     "snip",
     "synflow",
@@ -194,4 +195,11 @@ def proxy_ops(model: nn.Module, batch: int, input_shape: tuple[int, ...]) -> tup
     shape = (batch, *input_shape)
     step = count_ops(model, shape, train=True).total
     forward = count_ops(model, shape, train=False).total
-    return int(3 * step + round(step / batch) + forward), step / batch
+    return proxy_total(step, forward, batch), step / batch
+
+
+def proxy_total(step: int, forward: int, batch: int) -> int:
+    """The operations of :func:`score_all` from those of a training step (``step``) and an
+    evaluation forward (``forward``) of a minibatch of ``batch``: ``3 S + S / batch + F``
+    (:func:`proxy_ops`)."""
+    return int(3 * step + round(step / batch) + forward)

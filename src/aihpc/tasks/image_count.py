@@ -89,10 +89,10 @@ from aihpc.base.errors import ModelError
 from aihpc.counting.counter import _Step
 from aihpc.counting.registry import FORMULAS
 from aihpc.nas.build import make_module, stateless_step
-from aihpc.nas.layer import INPUT, Layer
+from aihpc.nas.layer import INPUT, Layer, filled
 from aihpc.nas.spec import ArchSpec, Shape
 
-__all__ = ["count_spec_per_sample"]
+__all__ = ["count_spec", "count_spec_per_sample"]
 
 _META = torch.device("meta")
 # the layer types with parameters: their output requires a gradient whatever their input
@@ -116,6 +116,18 @@ def count_spec_per_sample(spec: ArchSpec, batch: int, dropout: float) -> tuple[f
     ConfigError for a batch that is not an integer >= 1; ModelError where a layer cannot
     run (e.g. a dropout rate outside [0, 1]).
     """
+    train, evaluate = count_spec(spec, batch, dropout)
+    return train / batch, evaluate / batch
+
+
+def count_spec(spec: ArchSpec, batch: int, dropout: float | None) -> tuple[int, int]:
+    """The operations of ``spec`` on a minibatch of ``batch``: (training step, evaluation
+    forward), the totals ``count_ops`` gives for ``SpecNet(spec)`` (train=True, then False).
+
+    Every dropout layer at rate ``dropout``, as a trial sets it; None leaves each at its own
+    rate, as ``SpecNet`` builds it (a proxy screening's candidates).  Errors as
+    :func:`count_spec_per_sample`'s.
+    """
     integer("batch", batch, what=">= 1")
     shapes = spec.shapes()
     requires = {INPUT: False}
@@ -125,7 +137,7 @@ def count_spec_per_sample(spec: ArchSpec, batch: int, dropout: float) -> tuple[f
         layer = spec.layer(name)
         in_shapes = tuple(shapes[src] for src in layer.inputs)
         needs = tuple(requires[src] for src in layer.inputs)
-        layer_train, layer_eval = _layer_ops(layer, in_shapes, needs, batch, dropout)
+        layer_train, layer_eval = _layer_ops(layer, in_shapes, needs, batch, _rate(layer, dropout))
         train += layer_train
         evaluate += layer_eval
         requires[name] = layer.type in _PARAMETRIC or any(needs)
@@ -137,7 +149,7 @@ def count_spec_per_sample(spec: ArchSpec, batch: int, dropout: float) -> tuple[f
     for name, k in edges.items():
         if k > 1 and requires[name]:
             train += _accumulate_ops(batch, shapes[name], k)
-    return train / batch, evaluate / batch
+    return train, evaluate
 
 
 @contextmanager
@@ -184,6 +196,14 @@ def _layer_ops(
     if found is None:
         found = _LAYERS[key] = _count_layer(layer, in_shapes, needs, batch, dropout)
     return found
+
+
+def _rate(layer: Layer, dropout: float | None) -> float:
+    """The dropout rate ``layer`` is counted at: ``dropout``, or its own where that is None (only
+    a dropout layer reads it)."""
+    if dropout is not None:
+        return dropout
+    return filled(layer.p) if layer.type == "dropout" else 0.0
 
 
 def _dropout_case(p: float) -> object:

@@ -203,11 +203,10 @@ def check_operations(store) -> tuple[Check, list[Mismatch]]:
 
 def _check_screening_ops(sc: ScreeningRow, arch_hashes: dict[int, str], found: Found) -> None:
     """A screening's operations recounted from each candidate's logged architecture and minibatch
-    size
-    (:func:`aihpc.recommend.proxies.proxy_ops`); the trial it started is its chosen candidate."""
-    from aihpc.nas.build import SpecNet
+    size (:func:`aihpc.train.screen.screening_ops`); the trial it started is its chosen
+    candidate."""
     from aihpc.nas.spec import ArchSpec
-    from aihpc.recommend.proxies import proxy_ops
+    from aihpc.train.screen import screening_ops
 
     name = f"proxy screening {sc.id}"
     for i, c in enumerate(sc.candidates):
@@ -221,11 +220,7 @@ def _check_screening_ops(sc: ScreeningRow, arch_hashes: dict[int, str], found: F
                 f"{name}: candidate {i}'s architecture hashes to {spec.content_hash()[:12]}, "
                 f"not the logged {c.arch_hash[:12]}"
             )
-        expected = (
-            proxy_ops(SpecNet(spec), sc.batch, spec.input_shape)[0]
-            if sc.status == ScreenStatus.OK
-            else 0
-        )
+        expected = screening_ops(spec, sc.batch)[0] if sc.status == ScreenStatus.OK else 0
         if c.ops != expected:
             found.add(
                 f"{name}: candidate {i}'s operations logged {c.ops:,}, recounted {expected:,} "
