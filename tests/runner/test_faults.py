@@ -76,16 +76,16 @@ def test_trial_that_always_kills_its_worker_fails_after_bounded_retries(tmp_path
 
 @pytest.mark.slow
 def test_disk_full_is_one_clear_line_and_the_store_stays_readable(tmp_path: Path) -> None:
-    # RLIMIT_FSIZE caps every file the run writes at 1 MiB (Python ignores
+    # RLIMIT_FSIZE caps every file the run writes at 768 KiB (Python ignores
     # SIGXFSZ, so writes past it fail with EFBIG, as on a full disk).  The
     # first trials' weight files (about 370 KB) fit, so their epochs finish;
     # the store's write-ahead log (about 150 KiB when the run starts, 30-40 KiB
     # more per epoch) outgrows the cap some epochs later.  The disk, not
     # the budget, ends this run: with no epoch finishing at all, the log still
     # grows 8 KiB a second from the segment clock (the segment's row and its
-    # digest-chain link) and passes the cap within about 2 minutes, so the
+    # digest-chain link) and passes the cap within about 80 s, so the
     # 3-minute budget is never reached.  (At 512 KiB the log filled in 45 s,
-    # before a busy machine finished a first epoch.)
+    # before a busy machine finished a first epoch; 1 MiB took a third more epochs.)
     cfg = tmp_path / "run.toml"
     cfg.write_text(
         'dataset = "digits"\nepochs_min = 1\nepochs_max = 2\n'
@@ -93,7 +93,7 @@ def test_disk_full_is_one_clear_line_and_the_store_stays_readable(tmp_path: Path
     )
     run_dir = tmp_path / "run"
     cmd = (
-        f"ulimit -f 1024 && exec {sys.executable} -m aihpc run --minutes 3"
+        f"ulimit -f 768 && exec {sys.executable} -m aihpc run --minutes 3"
         f" --config {cfg} --out {run_dir} --no-live"
     )
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=240)
