@@ -3,6 +3,7 @@ the SLURM cluster (see slurm_cluster.py)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -14,8 +15,9 @@ import slurm_cluster
 from fixture_run import FIXTURES
 
 # The verdicts `aihpc verify` records (aihpc.verify.verdicts) go to a folder of this test process,
-# not the user's cache; subprocesses inherit it.
+# not the user's cache; subprocesses inherit it.  It goes when the process ends.
 os.environ["AIHPC_CACHE_DIR"] = tempfile.mkdtemp(prefix="aihpc-cache-")
+atexit.register(shutil.rmtree, os.environ["AIHPC_CACHE_DIR"], ignore_errors=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:
