@@ -71,25 +71,31 @@ def test_memory_breakdown_of_an_mlp_worked_by_hand(optimizer: str) -> None:
 
 
 def test_phases_present_and_their_shares_sum_to_the_step() -> None:
-    # a step of about 3 ms (Linear(64, 1024) - ReLU - Linear(1024, 10), batches of 512), not the
-    # 0.5 ms of the small MLP: under the full suite one preemption between two phase ranges of
-    # that step left 16 % of it unattributed (CI); this step's gaps were 2-5 % idle or loaded
+    """The phases' ranges cover the step but for the gaps between them (the profiler's own
+    bookkeeping, 0.2 to 5 % of this 3 ms step), which the table reports as unattributed.
+
+    A preemption of this process that falls in a gap is step time no phase has: beside five
+    busy processes one of 8 ms fell before a step's data phase (the phases then held 85 % of the
+    step), and under the full suite two profiles held 83 and 84 %.  So the best of up to three
+    profiles is held to the step; every one of them to at most the step.
+    """
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 10))
     inputs, targets = torch.randn(1024, 64), torch.randint(10, (1024, 1))
     workload = StepWorkload.from_parts(model, "sgd", inputs, targets, batch=512, device=CPU)
-    timing, _ = profile_workload(workload, steps=3)
-    assert (
-        [p.name for p in timing.phases]
-        == list(PHASES)
-        == ["data", "forward", "loss", "backward", "optimizer"]
-    )
-    assert all(p.seconds > 0 for p in timing.phases)
-    # the gaps between the phase ranges (the profiler's own bookkeeping) are reported as
-    # unattributed
-    assert sum(p.share for p in timing.phases) == pytest.approx(1.0, abs=0.15)
-    assert sum(p.share for p in timing.phases) <= 1.0 + 1e-9
-    assert len(timing.step_seconds) == 3 and timing.median > 0
+    covered: list[float] = []
+    while len(covered) < 3 and (not covered or covered[-1] < 0.85):
+        timing, _ = profile_workload(workload, steps=3)
+        assert (
+            [p.name for p in timing.phases]
+            == list(PHASES)
+            == ["data", "forward", "loss", "backward", "optimizer"]
+        )
+        assert all(p.seconds > 0 for p in timing.phases)
+        assert len(timing.step_seconds) == 3 and timing.median > 0
+        covered.append(sum(p.share for p in timing.phases))
+        assert covered[-1] <= 1.0 + 1e-9
+    assert max(covered) == pytest.approx(1.0, abs=0.15), covered
 
 
 def test_cnn_profile_has_convolution_and_counted_ops() -> None:
