@@ -14,12 +14,15 @@ from collections import Counter
 import pytest
 
 from aihpc.base.errors import ConfigError, ModelError, MorphError
+from aihpc.nas.build import SpecNet
 from aihpc.nas.layer import INPUT, LAYER_TYPES, Layer
 from aihpc.nas.morphism import random_plan
 from aihpc.nas.seeds import seed_spec
 from aihpc.nas.spec import ArchSpec
+from aihpc.recommend.proxies import proxy_ops
 from aihpc.tasks.image import ImageTask
 from aihpc.tasks.image_count import count_spec_per_sample
+from aihpc.train.screen import screening_ops
 
 count_ops_per_sample = ImageTask().count_per_sample  # the whole-network count
 
@@ -218,10 +221,6 @@ def _own_rates(spec: ArchSpec, rates: tuple[float, ...]) -> ArchSpec:
 def test_a_screening_counts_what_proxy_ops_counts_of_the_built_network() -> None:
     """A proxy screening's candidates are counted layer by layer, each dropout layer at its own
     rate as SpecNet builds it: the whole-network count of proxy_ops, bit for bit."""
-    from aihpc.nas.build import SpecNet
-    from aihpc.recommend.proxies import proxy_ops
-    from aihpc.train.screen import screening_ops
-
     specs = [
         _own_rates(zoo(), (0.4,)),
         *(_own_rates(s, (0.0, 0.25, 1.0)) for s in edge_specs()),
