@@ -20,10 +20,11 @@ WHEELHOUSE ?= wheelhouse
 
 # The venv's pip is first brought up to date: Python 3.11's own (23.2) took 17.1 s to install the
 # rest where pip 26.3 took 10.9 s (2026-11-27, 2 cores).  Nothing is compiled to bytecode whole: of
-# the 9,164 modules installed (torch's 2,285, pandas' 1,440 ...) aihpc's processes load some 2,300.
-# Importing the ones every run and test loads compiles and caches those (8.4 s on 2 cores, where
-# compileall -j 0 of the venv took 16.0 s and pip's own compile on one core longer); `make run` and
-# `make test` cache the rest as they first load it, whatever PYTHONDONTWRITEBYTECODE says.
+# the 9,164 modules installed (torch's 2,285, pandas' 1,440 ...) `make run` loads 1,660 and the test
+# suite 3,471.  Importing the 1,636 that every run and test loads compiles and caches those (8.4 s
+# on 2 cores, where compileall -j 0 of the venv took 16.0 s and pip's own compile on one core
+# longer); `make run` and `make test` cache the rest as they first load it, whatever
+# PYTHONDONTWRITEBYTECODE says.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install --quiet --no-compile --upgrade pip || echo "pip not upgraded: installing with the venv's own"
