@@ -96,7 +96,7 @@ def report_run(results: dict, run_dir: Path) -> None:
 
     print(f"energy            {energy_text(results.get('energy'))}")
 
-    staging = read_meta(run_dir / "aihpc.sqlite", "staging")
+    staging = read_meta(run_dir / "aihpc.sqlite").staging
     if staging:
         print(f"data staging      {staging['seconds']:.1f} s before the run's clock, "
               f"{staging['bytes'] / 2**30:.2f} GiB on {staging['workers']} workers")
