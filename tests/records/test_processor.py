@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.base.errors import DataError
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.machine import cpu_libraries as libs
 from aihpc.machine import processor as proc
-from aihpc.machine.processor import Cache, Processor, describe_processor
+from aihpc.machine.processor import Cache, Processor, describe_processor, emulation
 from records.processor_fixtures import ARM_GRACE, INTEL_GUEST, fixture_processor
 
 HYPERVISOR_CLOCK = re.compile(r"hypervisor.*boost clock is hidden")
@@ -31,6 +31,7 @@ def test_intel_kvm_guest(tmp_path: Path) -> None:
         "avx512_vnni",
         "avx512f",
         "avx_vnni",
+        "f16c",
         "fma",
     )
     assert (p.sockets, p.cores, p.threads_per_core, p.logical_cpus) == (1, 2, 1, 2)
@@ -85,6 +86,36 @@ def test_missing_files_give_none_not_errors(tmp_path: Path) -> None:
     assert (p.clock_mhz, p.max_clock_mhz, p.clock_source, p.hypervisor) == (None, None, None, None)
     assert p.cores is None or p.cores >= 1  # psutil's count, where psutil knows it
     assert json.loads(json.dumps(p.to_dict())) == p.to_dict()
+
+
+def test_the_extensions_decide_which_dtypes_are_computed_natively(tmp_path: Path) -> None:
+    native = {name: fixture_processor(tmp_path, name) for name in ("intel_guest", "intel_spr")}
+    native["arm_grace"] = fixture_processor(tmp_path, "arm_grace")  # ARM's BF16 and FP16
+    for name, p in native.items():
+        assert [emulation(p, d) for d in ("float64", "float32", "bfloat16", "float16")] == [
+            None
+        ] * 4, name
+    zen5 = fixture_processor(tmp_path, "amd_zen5")  # AVX512_BF16; float16 converted by F16C only
+    assert emulation(zen5, "bfloat16") is None
+    assert emulation(zen5, "float16") == (
+        "this processor has no float16 arithmetic (none of avx512_fp16, amx_fp16, asimdhp; its "
+        "f16c only converts): torch computes float16 through float32 conversions, many times "
+        "slower"
+    )
+    # Zen 3 and Ice Lake: AVX2, or AVX-512 without its half-precision extensions
+    for extensions in (("avx2", "f16c", "fma"), ("avx2", "avx512_vnni", "avx512f", "fma")):
+        p = Processor(extensions=extensions)
+        assert "no bfloat16 arithmetic (none of avx512_bf16, amx_bf16, bf16)" in str(
+            emulation(p, "bfloat16")
+        )
+        assert ("f16c only converts" in str(emulation(p, "float16"))) == ("f16c" in extensions)
+    # the features decide, not the name or vendor
+    named = Processor(vendor="GenuineIntel", model=143, model_name="Intel Xeon Platinum 8480+")
+    assert "could not be read" in str(emulation(named, "float16"))
+    assert emulation(Processor(vendor="AuthenticAMD", extensions=("amx_fp16",)), "float16") is None
+    assert emulation(Processor(), "float32") is None
+    with pytest.raises(ConfigError, match="dtype must be one of .* got 'tf32'"):
+        emulation(zen5, "tf32")
 
 
 def test_parsers_of_fixture_text() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.machine.devices import resolve_device
+from aihpc.machine.processor import Processor
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
@@ -86,6 +87,7 @@ def test_machine_data(data: dict) -> None:
     assert data["ridge"] == {"float32": pytest.approx(5.0), "bfloat16": pytest.approx(20.0)}
     assert data["bandwidth"]["triad"]["bytes_per_call"] == 24 * 2**26
     assert data["warnings"] == ["bfloat16 peak: busy"] and data["points"] == []
+    assert data["left_out"] == {}
     assert json.loads(json.dumps(data)) == data
 
 
@@ -175,10 +177,49 @@ def test_read_points_refuses_other_kinds_and_missing_points(tmp_path: Path) -> N
         machine.read_points(_bench_file(tmp_path / "o.json", "bench-operators", {"ops": []}))
 
 
+ZEN3 = Processor(extensions=("avx2", "f16c", "fma"))
+ZEN4 = Processor(extensions=("avx2", "avx512_bf16", "avx512f", "f16c", "fma"))
+SAPPHIRE_RAPIDS = Processor(extensions=("amx_bf16", "avx2", "avx512_bf16", "avx512_fp16", "fma"))
+GRACE = Processor(extensions=("asimdhp", "bf16", "neon", "sve", "sve2"))
+
+
+def test_the_defaults_leave_out_what_the_processor_does_not_compute() -> None:
+    cases = {
+        ZEN3: ("float32",),
+        ZEN4: ("float32", "bfloat16"),
+        SAPPHIRE_RAPIDS: ("float32", "bfloat16", "float16"),
+        GRACE: ("float32", "bfloat16", "float16"),
+    }
+    for processor, dtypes in cases.items():
+        assert machine.machine_dtypes("cpu", processor) == dtypes
+        left_out = machine.left_out_dtypes("cpu", processor)
+        assert list(left_out) == [d for d in ("bfloat16", "float16") if d not in dtypes]
+    assert "no float16 arithmetic" in machine.left_out_dtypes("cpu", ZEN4)["float16"]
+    assert "f16c only converts" in machine.left_out_dtypes("cpu", ZEN4)["float16"]
+    assert "no bfloat16 arithmetic" in machine.left_out_dtypes("cpu", ZEN3)["bfloat16"]
+    mine = machine.machine_dtypes("cpu")  # this machine's processor, read from /proc/cpuinfo
+    assert mine[0] == "float32" and not set(mine) & set(machine.left_out_dtypes("cpu"))
+
+
+def test_an_emulated_dtype_is_measured_on_one_kernel_and_said_so() -> None:
+    lines: list[str] = []
+    d = machine.measure_machine(
+        "cpu", ["float16"], 0.01, elements=4096, progress=lines.append, processor=ZEN4
+    )
+    assert lines[0] == "[1/3] float16 peak on cpu (one kernel: not computed natively)"
+    peak = d["peaks"]["float16"]
+    assert len(peak["candidates"]) == 1 and peak["note"].endswith("alone was measured")
+    d["left_out"] = machine.left_out_dtypes("cpu", ZEN3)
+    table = machine.format_table(d).splitlines()
+    assert table[table.index("notes:") + 1] == f"  float16    {peak['note']}"
+    left = table.index("left out of the defaults (measure one with --dtype):")
+    assert table[left + 1].startswith("  bfloat16   this processor has no bfloat16 arithmetic")
+    assert table[left + 2].startswith("  float16    this processor has no float16 arithmetic")
+
+
 def test_dtypes_and_device() -> None:
     assert str(resolve_device("cpu")) == "cpu"
     assert str(resolve_device("auto")) in {"cpu", "cuda:0"}
-    assert machine.machine_dtypes("cpu")[0] == "float32"
     assert machine.check_dtypes("cpu", ["bfloat16", "float32", "bfloat16"]) == (
         "bfloat16",
         "float32",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections import Counter
 
 import pytest
 import torch
 
 from aihpc.base.errors import ConfigError
 from aihpc.base.spread import SPREAD_WARNING, spread
+from aihpc.machine.processor import Processor
 from aihpc.roofline import peak
 from aihpc.roofline.kernels import Kernel, candidate_kernels, conv_flops, conv_kernel, matmul_kernel
 from aihpc.roofline.peak import PeakResult, matmul_flops, measure_peak, search_peak, summarise
@@ -221,3 +223,81 @@ def test_a_kernel_that_cannot_run_is_left_out_and_none_is_an_error() -> None:
         search_peak("cpu", "float32", seconds=0.1, candidates=(Kernel("broken", 1, broken),))
     with pytest.raises(ConfigError, match="at least one kernel"):
         search_peak("cpu", "float32", seconds=0.1, candidates=())
+
+
+# -- a dtype the processor does not compute natively -----------------------------------------
+ZEN4 = Processor(
+    vendor="AuthenticAMD",
+    family=25,
+    model=17,
+    cores=2,
+    logical_cpus=2,
+    clock_mhz=2600.0,
+    extensions=("avx2", "avx512_bf16", "avx512f", "f16c", "fma"),
+)
+"""The EPYC guest of issue 44: AVX-512 and AVX512_BF16, float16 only converted (F16C)."""
+
+SAPPHIRE_RAPIDS = Processor(
+    vendor="GenuineIntel",
+    family=6,
+    model=143,
+    cores=2,
+    logical_cpus=2,
+    clock_mhz=2000.0,
+    extensions=("amx_bf16", "amx_fp16", "avx2", "avx512_bf16", "avx512_fp16", "avx512f", "fma"),
+)
+
+
+def _counted(kernel: Kernel, calls: Counter[str]) -> Kernel:
+    """``kernel`` itself, each of its calls counted in ``calls``."""
+
+    def setup(dev: torch.device, dtype: torch.dtype):
+        call = kernel.setup(dev, dtype)
+
+        def counted():
+            calls[kernel.name] += 1
+            return call()
+
+        return counted
+
+    return Kernel(kernel.name, kernel.flops, setup, kernel.kind)
+
+
+# With so few timed seconds every repeat holds one call: a search is then exactly two calls of
+# each candidate (one untimed, one timed) and six of the fastest (a warm-up, five repeats).
+NO_TIME = 1e-6
+
+
+def test_an_emulated_dtype_runs_one_kernel_a_bounded_number_of_times() -> None:
+    """float16 on a processor without float16 arithmetic: the default candidates are not
+    searched; the one of the fewest FLOP runs eight times, whatever this machine computes."""
+    calls: Counter[str] = Counter()
+    pool = candidate_kernels("cpu")
+    smallest = min(pool, key=lambda k: k.flops)
+    r = search_peak(
+        "cpu", "float16", NO_TIME, candidates=[_counted(k, calls) for k in pool], processor=ZEN4
+    )
+    assert calls == {smallest.name: 8}
+    assert r.kernel == smallest.name and [c.kernel for c in r.candidates] == [smallest.name]
+    assert r.calls_per_repeat == 1 and len(r.repeats) == 5 and r.flops_per_s > 0
+    assert r.note is not None and r.note.startswith("this processor has no float16 arithmetic")
+    assert "f16c only converts" in r.note and r.note.endswith(f"{smallest.name} alone was measured")
+    assert r.nominal is not None and "float32's rate, at best" in str(r.nominal.note)
+
+
+def test_a_native_dtype_searches_every_candidate() -> None:
+    """The same search on a processor with AVX512-FP16 tries every kernel (small ones here:
+    float16 may be emulated on this machine), and bfloat16 on the EPYC too."""
+    pool = (matmul_kernel(64), conv_kernel(8, 8, 4, 3), matmul_kernel(96))
+    for dtype, processor in (("float16", SAPPHIRE_RAPIDS), ("bfloat16", ZEN4)):
+        calls: Counter[str] = Counter()
+        r = search_peak(
+            "cpu",
+            dtype,
+            NO_TIME,
+            candidates=[_counted(k, calls) for k in pool],
+            processor=processor,
+        )
+        assert sorted(calls.values()) == [2, 2, 8] and calls[r.kernel] == 8
+        assert [c.kernel for c in r.candidates] == [k.name for k in pool]
+        assert r.note is None

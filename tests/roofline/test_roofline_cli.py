@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from aihpc.machine.processor import describe_processor, emulation
 from aihpc.records.files import result_document, write_result
-from aihpc.roofline.machine import machine_dtypes
+from aihpc.roofline.kernels import candidate_kernels
+from aihpc.roofline.machine import left_out_dtypes, machine_dtypes
 from fixture_run import aihpc_cases
 
 # one process runs the module under pytest-xdist: its fixture (the --json run) is made once
@@ -102,6 +104,7 @@ def test_writes_a_versioned_document_with_environment(json_run: dict[str, Any]) 
         "device",
         "seconds",
         "peaks",
+        "left_out",
         "bandwidth",
         "roofline",
         "ridge",
@@ -166,10 +169,15 @@ def test_table_with_the_default_dtypes(tmp_path: Path) -> None:
     proc = _aihpc(*QUICK, cwd=tmp_path)  # --out defaults to roofline.json in the working directory
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "roofline.json").read_text())["data"]
-    dtypes = machine_dtypes(
-        "cpu"
-    )  # float32, and bfloat16 and float16 wherever torch multiplies them on this CPU
+    # float32, and bfloat16 and float16 where this processor computes them natively
+    dtypes, left_out = machine_dtypes("cpu"), left_out_dtypes("cpu")
     assert dtypes[0] == "float32" and set(data["peaks"]) == set(dtypes)
+    assert data["left_out"] == left_out and set(dtypes) | set(left_out) >= {"bfloat16", "float16"}
+    for dtype, why in left_out.items():
+        assert f"{dtype} left out of the defaults: {why} (measure it with --dtype {dtype})" in (
+            proc.stderr
+        )
+        assert f"  {dtype:<10} {why}" in proc.stdout
     out = proc.stdout
     roofs = [line.split()[:2] for line in out.splitlines()[3 : 5 + len(dtypes)]]
     assert roofs == [*(["peak", d] for d in dtypes), ["STREAM", "copy"], ["STREAM", "triad"]]
@@ -180,6 +188,25 @@ def test_table_with_the_default_dtypes(tmp_path: Path) -> None:
     for line, dtype in zip(ridges, dtypes, strict=True):
         assert line.split()[0] == dtype and line.split()[1] == f"{data['ridge'][dtype]:.3g}"
     assert out.rstrip().endswith("results: roofline.json")
+
+
+def test_float16_asked_of_a_processor_without_it_is_one_kernel(tmp_path: Path) -> None:
+    """Where this processor emulates float16 the command measures the candidate of the fewest
+    FLOP alone (a bounded work: each call of the largest would take seconds); where it computes
+    float16, the whole search, as for any dtype."""
+    proc = _aihpc(*QUICK, "--dtype", "float16", "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr
+    peak = json.loads((tmp_path / "r.json").read_text())["data"]["peaks"]["float16"]
+    why = emulation(describe_processor(), "float16")
+    pool = candidate_kernels("cpu")
+    if why is None:
+        assert len(peak["candidates"]) == len(pool) and peak["note"] is None
+        return
+    smallest = min(pool, key=lambda k: k.flops).name
+    assert [c["kernel"] for c in peak["candidates"]] == [smallest] == [peak["kernel"]]
+    assert peak["note"] == f"{why}; no search: {smallest} alone was measured"
+    assert "[1/3] float16 peak on cpu (one kernel: not computed natively)" in proc.stderr
+    assert f"  float16    {peak['note']}" in proc.stdout
 
 
 BAD = [

@@ -9,6 +9,8 @@ None (``extensions`` and ``caches`` empty).  :meth:`Processor.from_dict` reads t
 dict back; a key an older file lacks reads as None (or empty).  The parsing
 functions (:func:`parse_cpuinfo`, :func:`cpu_identity`, :func:`vector_extensions`,
 :func:`blas_of`, ...) take text and return values, so tests feed them fixture text.
+:func:`emulation` says whether a processor computes a dtype natively, from its extensions: the
+rule by which aihpc leaves a dtype out of what it measures by default.
 
 Fields (x86 / ARM where they differ):
 
@@ -59,14 +61,15 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.base.checks import integer, optional_integer
-from aihpc.base.errors import DataError
+from aihpc.base.errors import ConfigError, DataError
 from aihpc.machine.cpu_libraries import torch_libraries
 
 X86_EXTENSIONS = frozenset(
-    "fma avx2 avx512f avx512_bf16 avx512_fp16 avx512_vnni avx_vnni amx_tile amx_bf16 amx_int8 "
-    "amx_fp16".split()
+    "fma f16c avx2 avx512f avx512_bf16 avx512_fp16 avx512_vnni avx_vnni amx_tile amx_bf16 "
+    "amx_int8 amx_fp16".split()
 )
-"""x86 flags recorded in ``extensions``, under their /proc/cpuinfo names."""
+"""x86 flags recorded in ``extensions``, under their /proc/cpuinfo names (f16c converts float16
+to and from float32: it computes nothing in float16)."""
 
 ARM_EXTENSIONS = {f: f for f in ("asimdhp", "bf16", "i8mm", "sme", "sve", "sve2")} | {
     "asimd": "neon"
@@ -97,6 +100,15 @@ ARM_CORES: dict[tuple[int, int], str] = {
     (0x46, 0x001): "A64FX",
 }
 """(implementer, CPU part) -> the core's name, for ``model_name`` on ARM."""
+
+HALF_PRECISION_ARITHMETIC: dict[str, tuple[str, ...]] = {
+    "bfloat16": ("avx512_bf16", "amx_bf16", "bf16"),
+    "float16": ("avx512_fp16", "amx_fp16", "asimdhp"),
+}
+"""The extensions (as ``extensions`` names them) whose instructions compute each half precision:
+x86's AVX512_BF16 (bfloat16 dot products) and AMX-BF16 tiles, AVX512-FP16 and AMX-FP16; ARM's
+BF16 (BFDOT, BFMMLA) and half-precision NEON (asimdhp).  Every x86-64 and AArch64 processor
+computes float64 and float32."""
 
 CACHE_KINDS = {"Data": "data", "Instruction": "instruction", "Unified": "unified"}
 """sysfs cache ``type`` -> :attr:`Cache.kind`."""
@@ -182,6 +194,36 @@ class Processor:
         values["extensions"] = tuple(sorted(data.get("extensions") or ()))
         values["caches"] = tuple(Cache.from_dict(c) for c in data.get("caches") or ())
         return cls(**values)
+
+
+def emulation(processor: Processor, dtype: str) -> str | None:
+    """Why ``processor`` does not compute ``dtype`` natively, in words; None where it does.
+
+    The processor's extensions decide (:data:`HALF_PRECISION_ARITHMETIC`), not its name:
+    float64 and float32 always; bfloat16 and float16 with an extension that computes them.
+    Without one, torch converts the dtype to float32 and back around kernels many times slower
+    than float32's, so what aihpc measures by default leaves it out.  A ConfigError names a
+    dtype other than these four.
+    """
+    if dtype in ("float64", "float32"):
+        return None
+    arithmetic = HALF_PRECISION_ARITHMETIC.get(dtype)
+    if arithmetic is None:
+        known = ["float64", "float32", *HALF_PRECISION_ARITHMETIC]
+        raise ConfigError(f"a processor's dtype must be one of {known}, got {dtype!r}")
+    if set(arithmetic) & set(processor.extensions):
+        return None
+    if not processor.extensions:
+        return (
+            f"no {dtype} arithmetic is known on this processor (its extensions could not be "
+            f"read; {', '.join(arithmetic)} compute {dtype})"
+        )
+    f16c = dtype == "float16" and "f16c" in processor.extensions
+    converts = "; its f16c only converts" if f16c else ""
+    return (
+        f"this processor has no {dtype} arithmetic (none of {', '.join(arithmetic)}{converts}): "
+        f"torch computes {dtype} through float32 conversions, many times slower"
+    )
 
 
 def describe_processor(

@@ -9,6 +9,7 @@ with the hardware's nominal peak beside it) and both STREAM kernels (copy and tr
     {"device": "cpu",
      "seconds": 2.0,                                 timed seconds per measurement
      "peaks": {dtype: PeakResult.to_dict()},         FLOP/s, the kernel that won, the nominal
+     "left_out": {dtype: why},                       defaults the processor does not compute
      "bandwidth": {"copy": BandwidthResult.to_dict(), "triad": ...},  bytes/s
      "roofline": Roofline.to_dict(),                 the triad bandwidth is the memory roof
      "ridge": {dtype: FLOP/byte or None},
@@ -24,7 +25,7 @@ dtype has no roof); :func:`format_table` renders the readable table,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,12 @@ from aihpc.base.errors import ConfigError, DataError
 from aihpc.base.fmt import format_si
 from aihpc.base.spread import STATISTIC
 from aihpc.base.spread import spread as spread_of
+from aihpc.machine.processor import (
+    HALF_PRECISION_ARITHMETIC,
+    Processor,
+    describe_processor,
+    emulation,
+)
 from aihpc.roofline.model import Roofline, RooflinePoint
 from aihpc.scoring.peak import NominalPeak, PeakResult
 
@@ -47,24 +54,34 @@ Progress = Callable[[str], None]
 """Receives one line of progress text (no newline)."""
 
 
-def machine_dtypes(device: str) -> tuple[str, ...]:
-    """Dtypes measured by default: :func:`aihpc.roofline.peak.default_dtypes`, plus the half
-    precisions on CPU.
+def machine_dtypes(device: str, processor: Processor | None = None) -> tuple[str, ...]:
+    """Dtypes measured by default: :func:`aihpc.roofline.peak.default_dtypes`, plus on a CPU the
+    half precisions ``processor`` (default: this machine's) computes natively.
 
-    bfloat16 is the dtype the CPU path may train in, and ``aihpc bench
-    operators`` runs every operator in bfloat16 and float16 too: their peaks
-    are measured wherever torch multiplies such matrices on this CPU (else
-    those operators' roofline shares stay "unknown").
+    bfloat16 is the dtype the CPU path may train in, and ``aihpc bench operators`` runs
+    every operator in bfloat16 and float16 too: their peaks are measured wherever the
+    processor computes them (else those operators' roofline shares stay "unknown").  A half
+    precision it only emulates is left out (:func:`left_out_dtypes` says why).
     """
     from aihpc.roofline.peak import default_dtypes
 
     names = default_dtypes(device)
-    if device == "cpu":
-        names = (
-            *names,
-            *(d for d in ("bfloat16", "float16") if d not in names and _cpu_matmul_works(d)),
-        )
-    return names
+    if not device.startswith("cpu"):
+        return names
+    left_out = left_out_dtypes(device, processor)
+    half = [d for d in HALF_PRECISION_ARITHMETIC if d not in names and d not in left_out]
+    return (*names, *half)
+
+
+def left_out_dtypes(device: str, processor: Processor | None = None) -> dict[str, str]:
+    """The half precisions a CPU's defaults leave out, each with why: ``processor`` (default:
+    this machine's) does not compute them natively (:func:`aihpc.machine.processor.emulation`).
+    Empty on a GPU."""
+    if not device.startswith("cpu"):
+        return {}
+    processor = processor or describe_processor()
+    why = {d: emulation(processor, d) for d in HALF_PRECISION_ARITHMETIC}
+    return {d: reason for d, reason in why.items() if reason is not None}
 
 
 def check_dtypes(device: str, dtypes: Sequence[str]) -> tuple[str, ...]:
@@ -91,14 +108,18 @@ def measure_machine(
     seconds: float = 2.0,
     elements: int | None = None,
     progress: Progress | None = None,
+    left_out: Mapping[str, str] | None = None,
+    processor: Processor | None = None,
 ) -> dict[str, Any]:
     """Measure the roofs of ``device`` (a :func:`aihpc.machine.devices.resolve_device`, as a
     string) into a result ``data`` dict.
 
-    One peak per dtype (the kernel search), then STREAM copy and triad over ``elements``
-    float64 per array (default :func:`aihpc.roofline.bandwidth.default_elements`),
-    each timed for ``seconds``.  ``progress`` receives one line as each
-    measurement starts.  ``points`` is empty; :func:`add_points` fills it.
+    One peak per dtype (the kernel search; on a CPU that does not compute the dtype natively,
+    ``processor``'s extensions deciding, one kernel: :func:`aihpc.roofline.peak.search_peak`),
+    then STREAM copy and triad over ``elements`` float64 per array (default
+    :func:`aihpc.roofline.bandwidth.default_elements`), each timed for ``seconds``.
+    ``progress`` receives one line as each measurement starts.  ``left_out`` (dtype -> why)
+    is recorded as given.  ``points`` is empty; :func:`add_points` fills it.
     """
     from aihpc.roofline.bandwidth import default_elements, measure_bandwidth
     from aihpc.roofline.peak import search_peak
@@ -107,11 +128,19 @@ def measure_machine(
     names = check_dtypes(device, dtypes)
     n = default_elements(device) if elements is None else elements
     say = progress or (lambda _line: None)
+    if device.startswith("cpu"):
+        processor = processor or describe_processor()
     steps = len(names) + 2
     peaks: dict[str, PeakResult] = {}
     for i, name in enumerate(names, 1):
-        say(f"[{i}/{steps}] {name} peak on {device} (the fastest of matmuls and convolutions)")
-        peaks[name] = search_peak(device, name, seconds=seconds)
+        emulated = processor is not None and emulation(processor, name) is not None
+        how = (
+            "one kernel: not computed natively"
+            if emulated
+            else "the fastest of matmuls and convolutions"
+        )
+        say(f"[{i}/{steps}] {name} peak on {device} ({how})")
+        peaks[name] = search_peak(device, name, seconds=seconds, processor=processor)
     bandwidth: dict[str, BandwidthResult] = {}
     for i, kernel in enumerate(("copy", "triad"), len(names) + 1):
         mib = n * 8 / 2**20
@@ -120,16 +149,21 @@ def measure_machine(
             f"per array, {seconds:g} s)"
         )
         bandwidth[kernel] = measure_bandwidth(device, kernel, elements=n, seconds=seconds)
-    return machine_data(device, seconds, peaks, bandwidth)
+    return machine_data(device, seconds, peaks, bandwidth, left_out)
 
 
 def machine_data(
-    device: str, seconds: float, peaks: dict[str, PeakResult], bandwidth: dict[str, BandwidthResult]
+    device: str,
+    seconds: float,
+    peaks: dict[str, PeakResult],
+    bandwidth: dict[str, BandwidthResult],
+    left_out: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The result ``data`` dict (module docstring) of measured ``peaks`` and ``bandwidth``.
 
     The memory roof is ``bandwidth["triad"]`` (None without it); the warnings
-    of every measurement are collected, each prefixed with what it concerns.
+    of every measurement are collected, each prefixed with what it concerns;
+    ``left_out`` (dtype -> why it was not measured) is kept as ``left_out``.
     """
     triad = bandwidth.get("triad")
     roofline = Roofline(
@@ -143,6 +177,7 @@ def machine_data(
         "device": device,
         "seconds": seconds,
         "peaks": {d: r.to_dict() for d, r in peaks.items()},
+        "left_out": dict(left_out or {}),
         "bandwidth": {k: r.to_dict() for k, r in bandwidth.items()},
         "roofline": roofline.to_dict(),
         "ridge": {d: roofline.ridge(d) for d in peaks},
@@ -254,6 +289,13 @@ def format_table(data: dict[str, Any]) -> str:
         lines.append(
             _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), _spread(r), detail)
         )
+    notes = [f"  {d:<10} {r['note']}" for d, r in data["peaks"].items() if r.get("note")]
+    if notes:
+        lines += ["", "notes:", *notes]
+    left_out = data.get("left_out") or {}  # absent in files from before it was recorded
+    if left_out:
+        lines += ["", "left out of the defaults (measure one with --dtype):"]
+        lines += [f"  {d:<10} {why}" for d, why in left_out.items()]
     if nominal:
         lines += ["", "nominal peaks (the hardware's figures):", *nominal]
     lines += ["", "ridge (triad memory roof meets the compute roof):"]
@@ -307,16 +349,3 @@ def _row(name: str, rate: str, spread: float, detail: str) -> str:
 def _unknown(value: float | None, text: Callable[[float], str]) -> str:
     """``text(value)``, or "unknown" where nothing was measured (None): never a made-up number."""
     return "unknown" if value is None else text(value)
-
-
-def _cpu_matmul_works(dtype: str) -> bool:
-    """Whether torch multiplies ``dtype`` matrices on this CPU (a 2x2 product, exact in half
-    precision)."""
-    import torch
-
-    kind = getattr(torch, dtype)
-    try:
-        a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=kind)
-        return bool(torch.equal(a @ a, torch.tensor([[7.0, 10.0], [15.0, 22.0]], dtype=kind)))
-    except RuntimeError:
-        return False

@@ -17,7 +17,8 @@ boost clock, an assumed FMA unit count).
   ``clock_source`` in the note.  float64 has half float32's lanes; bfloat16 and float16
   twice them where the processor has instructions for them (AVX512_BF16, AVX512_FP16,
   ARM BF16 and half-precision NEON), 1024 FLOP per cycle and core on Intel's AMX, and
-  float32's rate at best without them (said in the note).
+  float32's rate at best without them (said in the note:
+  :func:`aihpc.machine.processor.emulation`).
 * :func:`gpu_nominal_peak`: the vendor's dense (not 2:4 sparse) figure for the GPU's
   name, from :data:`_GPU_ROWS`; a GPU or dtype missing there is unknown, with the way to
   add it.
@@ -33,7 +34,12 @@ from dataclasses import dataclass, field
 from aihpc.base.checks import integer
 from aihpc.base.errors import ConfigError
 from aihpc.base.fmt import format_si
-from aihpc.machine.processor import Processor, describe_processor
+from aihpc.machine.processor import (
+    HALF_PRECISION_ARITHMETIC,
+    Processor,
+    describe_processor,
+    emulation,
+)
 from aihpc.scoring.peak import NominalPeak
 
 __all__ = ["NominalPeak", "cpu_nominal_peak", "gpu_nominal_peak", "nominal_peak", "worker_cores"]
@@ -256,7 +262,6 @@ def _per_cycle(
     bits, name, _ = width
     lanes32 = min(bits, arch.unit_bits) // 32
     extensions = set(processor.extensions)
-    arm = "neon" in extensions
 
     def fma(lanes: int, of: str, label: str) -> tuple[float, str]:
         product = lanes * arch.fma_units * 2
@@ -268,17 +273,15 @@ def _per_cycle(
         return AMX_FLOP_PER_CYCLE, f"{AMX_FLOP_PER_CYCLE} bfloat16 FLOP per cycle (AMX)", None
     if dtype == "float16" and "amx_fp16" in extensions:
         return AMX_FLOP_PER_CYCLE, f"{AMX_FLOP_PER_CYCLE} float16 FLOP per cycle (AMX-FP16)", None
-    half = {"bfloat16": ("avx512_bf16", "bf16"), "float16": ("avx512_fp16", "asimdhp")}
-    if dtype in half:
-        x86, arm_name = half[dtype]
-        if x86 in extensions or (arm and arm_name in extensions):
-            label = f"{name}, {x86.upper() if x86 in extensions else arm_name.upper()}"
-            return (*fma(2 * lanes32, dtype, label), None)
-        caveat = (
-            f"no {dtype} arithmetic on this processor ({x86}, {arm_name}): {dtype} is converted "
-            "and computed at float32's rate at best"
-        )
-        return (*fma(lanes32, "float32", name), caveat)
+    if dtype in HALF_PRECISION_ARITHMETIC:
+        why = emulation(processor, dtype)
+        if why is not None:
+            return (
+                *fma(lanes32, "float32", name),
+                f"{why}; this figure is float32's rate, at best",
+            )
+        vector = [e for e in HALF_PRECISION_ARITHMETIC[dtype] if e in extensions]
+        return (*fma(2 * lanes32, dtype, f"{name}, {vector[0].upper()}"), None)
     return (*fma(lanes32, "float32", name), None)
 
 
@@ -428,15 +431,18 @@ def gpu_nominal_peak(name: str, dtype: str, count: int = 1) -> NominalPeak:
     )
 
 
-def nominal_peak(device: str, dtype: str, threads: int | None = None) -> NominalPeak:
+def nominal_peak(
+    device: str, dtype: str, threads: int | None = None, processor: Processor | None = None
+) -> NominalPeak:
     """The nominal peak of one process's ``device`` ("cpu", "cuda", "cuda:N") in ``dtype``.
 
     On the CPU, the share of the cores ``threads`` torch threads have (:func:`worker_cores`;
-    all cores where None) of :func:`describe_processor`; on a GPU, its name's figure.
+    all cores where None) of ``processor`` (default :func:`describe_processor`); on a GPU, its
+    name's figure.
     """
     kind, _, index = str(device).partition(":")
     if kind == "cpu":
-        processor = describe_processor()
+        processor = processor or describe_processor()
         return cpu_nominal_peak(processor, dtype, worker_cores(processor, threads))
     if kind == "cuda":
         import torch

@@ -31,6 +31,17 @@ GPU, cuDNN's autotuner is on while convolutions are timed, as the trainer runs
 them.  This touches process-global torch state while it runs, so do not run
 other torch work concurrently in the same process.
 
+The work of a search is bounded, not only its timed seconds.  Each of its K candidates runs
+one untimed call and a brief timing of ``seconds / K`` (at least one call); the fastest then
+runs a warm-up of ``seconds / 4`` and five repeats (at least one call each).  So a search
+takes about 2.25 x ``seconds`` plus a few calls of each kernel, and a call of every
+candidate is milliseconds to tens of milliseconds on a core that computes the dtype.  On a
+CPU that does not compute the dtype natively (:func:`aihpc.machine.processor.emulation`:
+float16 without AVX512-FP16, AMX-FP16 or ARM's FP16 arithmetic; bfloat16 without
+AVX512_BF16, AMX or ARM's BF16) a call is many times slower, and two calls of the largest
+candidates would outlast any ``seconds``; there :func:`search_peak` measures only the
+candidate of the fewest FLOP per call: 2.25 x ``seconds`` plus about nine of its calls.
+
 Default matmul sizes: 1024 on CPU, 8192 on CUDA.
 """
 
@@ -50,6 +61,7 @@ from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.base.spread import spread as spread_of
 from aihpc.base.spread import spread_warning
 from aihpc.machine.devices import resolve_device
+from aihpc.machine.processor import Processor, describe_processor, emulation
 from aihpc.roofline import kernels
 from aihpc.scoring.peak import KernelRate, NominalPeak, PeakResult
 
@@ -173,6 +185,7 @@ def search_peak(
     seconds: float = 1.0,
     candidates: Sequence[kernels.Kernel] | None = None,
     kinds: tuple[str, ...] = kernels.KINDS,
+    processor: Processor | None = None,
 ) -> PeakResult:
     """The peak of ``device`` in ``dtype``: the fastest of ``candidates``, measured in full.
 
@@ -183,6 +196,11 @@ def search_peak(
     :func:`measure_kernel` for ``seconds``.  The result names the kernel,
     lists every candidate's brief rate, and carries the device's nominal peak
     for the dtype and its threads.
+
+    On a CPU that does not compute ``dtype`` natively (``processor``'s extensions decide,
+    :func:`aihpc.machine.processor.emulation`; default: this machine's), there is no
+    search: the candidate of the fewest FLOP per call alone is measured (the module
+    docstring's bound), and the result's ``note`` says why.
     """
     dev = resolve_device(device)
     name = _dtype_name(dtype, dev)
@@ -190,6 +208,11 @@ def search_peak(
     pool = tuple(kernels.candidate_kernels(dev.type, kinds) if candidates is None else candidates)
     if not pool:
         raise ConfigError("a peak search needs at least one kernel, got none")
+    if dev.type == "cpu":
+        processor = processor or describe_processor()
+    why = None if processor is None else emulation(processor, name)
+    if why is not None:
+        pool = (min(pool, key=lambda k: k.flops),)
     brief = seconds / len(pool)
     timed = [(k, _brief_rate(k, dev, name, brief)) for k in pool]
     runs = [(k, rate) for k, rate in timed if rate is not None]
@@ -199,7 +222,13 @@ def search_peak(
         )
     best, _ = max(runs, key=lambda kr: kr[1].flops_per_s)
     result = measure_kernel(best, dev, name, seconds, warmup, repeats=5)
-    return replace(result, candidates=tuple(rate for _, rate in runs), nominal=_nominal(dev, name))
+    note = result.note if why is None else f"{why}; no search: {best.name} alone was measured"
+    return replace(
+        result,
+        candidates=tuple(rate for _, rate in runs),
+        nominal=_nominal(dev, name, processor),
+        note=note,
+    )
 
 
 def _brief_rate(
@@ -214,12 +243,12 @@ def _brief_rate(
     return KernelRate(kernel.name, result.flops_per_s)
 
 
-def _nominal(dev: torch.device, dtype: str) -> NominalPeak:
+def _nominal(dev: torch.device, dtype: str, processor: Processor | None) -> NominalPeak:
     """The device's nominal peak in ``dtype`` for this process's threads; never raises."""
     from aihpc.roofline.nominal import nominal_peak
 
     try:
-        return nominal_peak(str(dev), dtype, int(torch.get_num_threads()))
+        return nominal_peak(str(dev), dtype, int(torch.get_num_threads()), processor)
     except Exception as exc:  # noqa: BLE001 - the nominal figure is beside the measurement
         return NominalPeak.unknown(dtype, f"could not be derived: {type(exc).__name__}: {exc}")
 
