@@ -18,15 +18,15 @@ CUDA) and doubles up to that rule, at most :data:`MAX_ELEMENTS`; this
 machine's 105 MiB L3 gives 2**26 (512 MiB per array).  An explicit smaller
 ``elements`` is allowed (tests, a quick look) and then carries a warning.
 
-Timing is as in :mod:`aihpc.roofline.peak`: a warm-up call apart (first touch
-of the pages), the device synchronised around each repeat, the median of the
-repeats reported with the spread IQR / median (:mod:`aihpc.base.spread`).  After timing, the
+Timing is :func:`aihpc.roofline.peak.time_calls`'s: a warm-up call apart (first touch
+of the pages), one call to plan the calls per repeat, the device synchronised around each
+repeat, a repeat ended early when other work slows the calls past 4x their plan, the median of
+the repeats reported with the spread IQR / median (:mod:`aihpc.base.spread`).  After timing, the
 target array is checked against the value STREAM expects, as STREAM does.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,7 +38,7 @@ from aihpc.base.checks import integer, number
 from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.base.spread import STATISTIC
 from aihpc.machine.devices import resolve_device
-from aihpc.roofline.peak import summarise
+from aihpc.roofline.peak import summarise, time_calls
 
 KERNELS: dict[str, int] = {"copy": 2, "triad": 3}
 """STREAM kernel -> arrays moved per element (reads + writes)."""
@@ -148,7 +148,9 @@ def measure_bandwidth(
     number("seconds", seconds, 0, low_open=True)
     a, b, c = _allocate(kernel, n, dev)
     step = stream_step(kernel, a, b, c)
-    rates, calls = _time_calls(step, dev, moved, seconds, repeats)
+    step()  # warm-up: first touch of the pages, kernel choice
+    timed, calls = time_calls(step, dev, seconds, 0.0, repeats)  # one call calibrates
+    rates = [done * moved / max(t, 1e-12) for t, done in timed]
     _check_result(kernel, c if kernel == "copy" else a)
     median, lo, hi, spread, warning = summarise(rates, unit="bytes/s", subject="bandwidth")
     cache = last_level_cache_bytes(dev)
@@ -245,34 +247,6 @@ def _allocate(
             f"on {dev}: {str(exc).splitlines()[0]}"
         ) from None
     return arrays[0], arrays[1], arrays[2]
-
-
-def _time_calls(
-    step: Callable[[], None], dev: torch.device, moved: int, seconds: float, repeats: int
-) -> tuple[list[float], int]:
-    """Per-repeat bytes/s of ``step`` and the calls per repeat (calibrated on one call after a
-    warm-up)."""
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    step()  # warm-up: first touch of the pages, kernel choice
-    sync()
-    t0 = time.perf_counter()
-    step()
-    sync()
-    per_call = max(time.perf_counter() - t0, 1e-9)
-    calls = max(1, round(seconds / repeats / per_call))
-    rates = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            step()
-        sync()
-        rates.append(calls * moved / max(time.perf_counter() - t0, 1e-12))
-    return rates, calls
 
 
 def _check_result(kernel: str, target: torch.Tensor) -> None:

@@ -17,7 +17,9 @@ The procedure of one measurement (:func:`measure_kernel`):
    many calls one timed repeat holds (about ``seconds / repeats`` each);
 3. time ``repeats`` repeats, each bracketed by a device synchronisation
    (``torch.cuda.synchronize`` on CUDA) so queued kernels are inside the
-   measured interval;
+   measured interval; a repeat that runs :data:`REPEAT_OVERRUN` times its planned
+   time (other work took the cores after the warm-up) ends early, timed over the
+   calls it ran (:func:`time_calls`);
 4. report the median FLOP/s, the min/max, and the spread of the repeats,
    :func:`aihpc.base.spread.spread` (IQR / median); a spread above
    :data:`aihpc.base.spread.SPREAD_WARNING` (10 %) sets
@@ -34,7 +36,8 @@ other torch work concurrently in the same process.
 The work of a search is bounded, not only its timed seconds.  Each of its K candidates runs
 one untimed call and a brief timing of ``seconds / K`` (at least one call); the fastest then
 runs a warm-up of ``seconds / 4`` and five repeats (at least one call each).  So a search
-takes about 2.25 x ``seconds`` plus a few calls of each kernel, and a call of every
+takes about 2.25 x ``seconds`` plus a few calls of each kernel (at most
+:data:`REPEAT_OVERRUN` times as long where other work slows the calls), and a call of every
 candidate is milliseconds to tens of milliseconds on a core that computes the dtype.  On a
 CPU that does not compute the dtype natively (:func:`aihpc.machine.processor.emulation`:
 float16 without AVX512-FP16, AMX-FP16 or ARM's FP16 arithmetic; bfloat16 without
@@ -85,6 +88,9 @@ _NOTES: dict[str, str] = {
     "tf32": "float32 tensors on TF32 tensor cores (10-bit mantissa), "
     "torch.set_float32_matmul_precision('high')",
 }
+
+REPEAT_OVERRUN = 4.0
+"""A timed repeat ends once it has run this many times its planned time (:func:`time_calls`)."""
 
 # The clock used for every timed interval; a module attribute so tests can
 # substitute a deterministic one.
@@ -159,8 +165,8 @@ def measure_kernel(
     torch_dtype, precision = _DTYPES[name]
     with _matmul_precision(precision), _cudnn_autotuning(dev):
         call = _setup(kernel, dev, torch_dtype)
-        elapsed, iters = _time_calls(call, dev, seconds, warmup, repeats)
-    rates = [iters * kernel.flops / max(t, 1e-12) for t in elapsed]
+        timed, iters = time_calls(call, dev, seconds, warmup, repeats)
+    rates = [calls * kernel.flops / max(t, 1e-12) for t, calls in timed]
     median, lo, hi, spread, warning = summarise(rates)
     return PeakResult(
         device=str(dev),
@@ -264,17 +270,23 @@ def _check_timing(seconds: float, warmup: float | None, repeats: int) -> float:
     return warmup
 
 
-def _time_calls(
+def time_calls(
     call: kernels.Call,
     dev: torch.device,
     seconds: float,
     warmup: float,
     repeats: int,
-) -> tuple[list[float], int]:
-    """Seconds of each of ``repeats`` timed repeats of ``call``, and the calls each held.
+) -> tuple[list[tuple[float, int]], int]:
+    """(seconds, calls) of each of ``repeats`` timed repeats of ``call``, and the calls planned
+    for each.
 
-    The warm-up runs calls until ``warmup`` seconds have passed (at least
-    one); the last one's duration sets the calls per repeat.
+    The warm-up runs calls until ``warmup`` seconds have passed (at least one); the last one's
+    duration sets the calls planned per repeat (``seconds / repeats`` of them, at least one).
+    A repeat ends early, after at least one call, once it has run :data:`REPEAT_OVERRUN` times
+    its planned time: the calls' rate fell after the warm-up (other work took the cores), and
+    the planned calls could take any time.  So a measurement's work is bounded by its planned
+    calls and its time by about ``warmup + REPEAT_OVERRUN x seconds`` plus a few calls, whatever
+    the load; a repeat cut short is timed over the calls it ran.
     """
 
     def sync() -> None:
@@ -291,15 +303,20 @@ def _time_calls(
         if now - start >= warmup:
             break
     iters = max(1, round(seconds / repeats / per_call)) if per_call > 0 else 1
-    elapsed = []
+    budget = REPEAT_OVERRUN * max(seconds / repeats, iters * per_call)
+    timed = []
     for _ in range(repeats):
         sync()
         t0 = _clock()
-        for _ in range(iters):
+        done = 0
+        while True:
             call()
+            done += 1
+            if done == iters or _clock() - t0 >= budget:
+                break
         sync()
-        elapsed.append(_clock() - t0)
-    return elapsed, iters
+        timed.append((_clock() - t0, done))
+    return timed, iters
 
 
 def default_dtypes(device: str | torch.device = "cpu") -> tuple[str, ...]:
