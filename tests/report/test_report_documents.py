@@ -134,3 +134,23 @@ def test_a_run_report_gains_the_sections_its_directory_holds(
     _report(capsys, str(run_dir))
     page = (run_dir / "report.html").read_text()
     assert "<h2>Trials</h2>" in page and "<h2>Roofline</h2>" in page
+
+
+def test_the_roofline_section_says_what_the_processor_does_not_compute() -> None:
+    """A float16 peak measured on one kernel (a processor without float16 arithmetic) carries
+    its note, and a dtype left out of the defaults has its row saying why."""
+    from aihpc.machine.processor import Processor
+    from aihpc.report.documents import render_sections
+    from aihpc.report.markup import esc
+    from aihpc.roofline.machine import left_out_dtypes, measure_machine
+
+    avx2 = Processor(extensions=("avx2", "f16c", "fma"))  # no bfloat16 or float16 arithmetic
+    left_out = {"bfloat16": left_out_dtypes("cpu", avx2)["bfloat16"]}
+    data = measure_machine("cpu", ["float16"], 0.01, 4096, left_out=left_out, processor=avx2)
+    page = render_sections([{"kind": "roofline", "data": data}])
+    note = data["peaks"]["float16"]["note"]
+    assert note.startswith("this processor has no float16 arithmetic") and esc(note) in page
+    assert (
+        f"<th>not measured, bfloat16</th><td>left out of the defaults: {esc(left_out['bfloat16'])}"
+        in page
+    )

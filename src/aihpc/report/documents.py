@@ -45,11 +45,16 @@ def _image(png: bytes | None, caption: str) -> str:
 def _roofline(data: dict[str, Any]) -> str:
     rows = [
         (
-            f"matmul peak, {dtype}",
+            f"peak, {dtype}",
             f"{format_si(_get(p, 'flops_per_s'), 'FLOP/s')} "
-            f"(spread {format_fraction(_get(p, 'spread'))})",
+            f"(spread {format_fraction(_get(p, 'spread'))}; {_get(p, 'kernel') or 'n/a'})"
+            + (f"; {p['note']}" if _get(p, "note") else ""),
         )
         for dtype, p in sorted((data.get("peaks") or {}).items())
+    ]
+    rows += [
+        (f"not measured, {dtype}", f"left out of the defaults: {why}")
+        for dtype, why in sorted((data.get("left_out") or {}).items())
     ]
     rows += [
         (
