@@ -128,12 +128,13 @@ def measure_machine(
     names = check_dtypes(device, dtypes)
     n = default_elements(device) if elements is None else elements
     say = progress or (lambda _line: None)
-    if device.startswith("cpu"):
+    cpu = device.startswith("cpu")
+    if cpu:
         processor = processor or describe_processor()
     steps = len(names) + 2
     peaks: dict[str, PeakResult] = {}
     for i, name in enumerate(names, 1):
-        emulated = processor is not None and emulation(processor, name) is not None
+        emulated = cpu and processor is not None and emulation(processor, name) is not None
         how = (
             "one kernel: not computed natively"
             if emulated

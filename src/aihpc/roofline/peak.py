@@ -214,9 +214,10 @@ def search_peak(
     pool = tuple(kernels.candidate_kernels(dev.type, kinds) if candidates is None else candidates)
     if not pool:
         raise ConfigError("a peak search needs at least one kernel, got none")
+    why = None
     if dev.type == "cpu":
         processor = processor or describe_processor()
-    why = None if processor is None else emulation(processor, name)
+        why = emulation(processor, name)
     if why is not None:
         pool = (min(pool, key=lambda k: k.flops),)
     brief = seconds / len(pool)
