@@ -112,7 +112,8 @@ def test_single_stream_serves_one_sample_at_a_time(step, calibration, tmp_path):
 def test_single_stream_is_never_short_of_queries_whatever_the_calibration(step, tmp_path):
     """LoadGen pre-generates a single stream's queries from the expected latency: it is given a
     quarter of the calibrated latency, and a test that still ran out of queries (a calibration
-    a thousand times too slow) runs again from the latency it saw.  Ten tests of 0.2 s with the
+    a thousand times too slow: LoadGen then makes its minimum 256 queries, served in well under
+    the second asked) runs again from the latency it saw.  Ten tests of 0.2 s with the
     calibration as measured here (a system faster than its calibration made one of two INVALID
     before), then one with the wrong calibration: all valid."""
     calibration = warm_up([Classify(step.model, step.inputs, step.device, "float32", (1,))])
@@ -120,9 +121,11 @@ def test_single_stream_is_never_short_of_queries_whatever_the_calibration(step, 
         tester = ScenarioBench([step], 256, tmp_path / f"measured{i}", 0.2)
         run = tester.single_stream(calibration, False)
         assert run.loadgen.valid, why_invalid(run.loadgen.results)
-    tester = ScenarioBench([step], 256, tmp_path / "wrong", 0.2)
+    tester = ScenarioBench([step], 256, tmp_path / "wrong", 1.0)
     run = tester.single_stream(Calibration({1: 1000 * calibration.seconds[1]}), False)
     assert run.loadgen.valid and tester.tests == 2, why_invalid(run.loadgen.results)
+    first = read_results(tmp_path / "wrong" / "01-single-stream" / "mlperf_log_detail.txt")
+    assert first["min_duration_met"] is False and first["query_count"] == 256
 
 
 #: What the digits CNN's batches take on a quiet core here (a loaded machine's calibration is
@@ -179,10 +182,13 @@ def test_a_bound_missed_at_every_rate_is_an_invalid_server_result_after_three_te
     rates = [r.loadgen.settings.target_qps for r in search.runs]
     assert rates == [500, 125, 32]
     assert best_valid(search.runs) is None
-    record = server_record(search, SECONDS)
+    record = server_record(search)
     assert record["valid"] is False and record["max_qps"] is None
     reason = server_reason(record)
-    assert reason.startswith("server: no rate searched met the bound, down to 32 queries/s: ")
+    assert reason.startswith(
+        "server: no rate searched met the bound, down to 32 queries/s (the least a 0.5-s test "
+        "fills with LoadGen's 16 queries: a longer --seconds tries lower rates): "
+    )
     assert "its slowest 1 % took" in reason and "queueing" in reason and "compute" in reason
 
 
@@ -193,7 +199,7 @@ def test_a_rate_the_test_s_time_cannot_fill_with_loadgen_s_queries_is_not_tried(
     tester = ScenarioBench([step], 256, tmp_path, SECONDS)
     search = tester.server(calibration, Bounds(0.1), 1e4, 6)
     assert search.runs == [] and tester.tests == 0 and search.top == 200
-    record = server_record(search, SECONDS)
+    record = server_record(search)
     assert record["valid"] is False and record["tests"] == [] and record["curve"] == []
     assert server_reason(record) == (
         "server: no rate tried: the 200 queries/s its batches of 4 sustain is below 1280/s, "

@@ -32,7 +32,6 @@ import torch
 from aihpc.infer.accuracy import QualityCheck
 from aihpc.infer.loadgen import KEPT_UP_SHORTFALL, why_invalid
 from aihpc.infer.scenarios import (
-    SERVER_MIN_QUERIES,
     Bounds,
     Calibration,
     ScenarioRun,
@@ -109,11 +108,11 @@ def _shown(run: ScenarioRun) -> dict[str, Any]:
     }
 
 
-def server_record(search: ServerSearch, seconds: float) -> dict[str, Any]:
+def server_record(search: ServerSearch) -> dict[str, Any]:
     """The server's record: its best valid rate, the point shown (that test, else the last),
     the curve, every test; or why no rate was tried."""
     runs = search.runs
-    searched = {**search.to_dict(), "seconds_per_test": seconds, "min_queries": SERVER_MIN_QUERIES}
+    searched = search.to_dict()
     if not runs:
         return {"max_qps": None, "search": searched, "curve": [], "tests": [], "valid": False}
     best = best_valid(runs)
@@ -191,10 +190,17 @@ def server_reason(record: dict[str, Any]) -> str:
             f"{float(results['completed_samples_per_sec']):.4g} of the "
             f"{float(results['scheduled_samples_per_sec']):.4g} queries/s scheduled)"
         )
+    lowest = slowest["settings"]["target_qps"]
+    search = record["search"]
+    floor = (
+        f" (the least a {search['seconds_per_test']:g}-s test fills with LoadGen's "
+        f"{search['min_queries']} queries: a longer --seconds tries lower rates)"
+        if lowest <= search["floor_qps"] * (1 + 1e-9)
+        else ""
+    )
     return (
-        f"server: no rate searched met the bound, down to "
-        f"{slowest['settings']['target_qps']:.3g} queries/s: {'; '.join(why)}; "
-        f"{tail_text(slowest['timing'])}"
+        f"server: no rate searched met the bound, down to {lowest:.4g} queries/s{floor}: "
+        f"{'; '.join(why)}; {tail_text(slowest['timing'])}"
     )
 
 
@@ -234,7 +240,7 @@ class InferRecord:
         duration: dict[str, Any],
     ) -> InferRecord:
         scenarios = {
-            name: server_record(search, options.seconds)
+            name: server_record(search)
             if name == "server" and search is not None
             else scenario_record(name, r, m.ops, peak)
             for name, r in runs.items()

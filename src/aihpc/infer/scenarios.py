@@ -267,7 +267,7 @@ class ScenarioBench:
         batch = server_batch(calibration, bounds)
         floor = server_floor(self.seconds)
         top = min(offline, len(self.steps) * calibration.rate(batch))
-        search = ServerSearch([], batch, top, floor)
+        search = ServerSearch([], batch, top, floor, self.seconds, SERVER_MIN_QUERIES)
         if top < floor:
             return search
         search.runs = self._search(calibration, bounds, search, steps)
@@ -314,15 +314,23 @@ class ScenarioBench:
 class ServerSearch:
     """The server's tests in the order run, its batch, and the rates it searched between: from
     ``top`` (what its batches sustain by their calibration, at most the offline rate) down to
-    ``floor`` (:func:`server_floor`)."""
+    ``floor`` (:func:`server_floor`: ``min_queries`` in a test of ``seconds``)."""
 
     runs: list[ScenarioRun]
     batch: int
     top: float
     floor: float
+    seconds: float
+    min_queries: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batch": self.batch, "top_qps": self.top, "floor_qps": self.floor}
+        return {
+            "batch": self.batch,
+            "top_qps": self.top,
+            "floor_qps": self.floor,
+            "seconds_per_test": self.seconds,
+            "min_queries": self.min_queries,
+        }
 
 
 def predicted_seconds(
