@@ -154,6 +154,7 @@ def test_the_server_batches_under_load_and_its_search_brackets_the_highest_valid
     assert len(runs) == 4 and runs[0].valid
     rates = [r.loadgen.settings.target_qps for r in runs]
     assert rates[:2] == [1000, search.top]  # half of a single stream's 2,000/s; then the top
+    assert min(rates) >= search.floor
     best = best_valid(runs)
     assert best is not None and best.loadgen.settings.target_qps == max(
         r.loadgen.settings.target_qps for r in runs if r.valid
