@@ -21,6 +21,7 @@ from aihpc.infer.scenarios import (
 )
 from aihpc.infer.source import from_zoo
 from aihpc.infer.steps import Classify, Generate
+from aihpc.infer.systems import BatchingSystem
 from aihpc.nas.lm_decode import generate
 from aihpc.nas.lm_net import LMNet
 from aihpc.nas.lm_spec import seed_lm_spec
@@ -79,6 +80,13 @@ def test_padding_does_not_change_a_language_model_s_answers() -> None:
         served = step.answers(indices)
         for row, i in zip(served.tolist(), indices, strict=True):
             assert row == generate(net, prompts[i : i + 1], 6)[0].tolist()
+
+
+def test_a_system_never_forms_a_batch_larger_than_the_sizes_warmed_up(classify: Classify) -> None:
+    system = BatchingSystem([classify], max_batch=32, max_wait=0.0)
+    with pytest.raises(ValueError, match="batches of up to 32 samples, but the largest size "):
+        system.__enter__()
+    assert system._threads == []  # no serving thread started
 
 
 def test_the_warm_up_times_every_size_eagerly_on_the_cpu(classify: Classify) -> None:

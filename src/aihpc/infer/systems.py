@@ -82,6 +82,12 @@ class BatchingSystem:
         """LoadGen's flush: nothing is held back (a batch waits at most ``max_wait``)."""
 
     def __enter__(self) -> BatchingSystem:
+        for step in self.steps:  # a larger batch would meet a size never warmed up
+            if self.max_batch > max(step.sizes):
+                raise ValueError(
+                    f"batches of up to {self.max_batch} samples, but the largest size warmed up "
+                    f"is {max(step.sizes)}"
+                )
         self.latencies, self.queueing, self.compute, self.first_token_latencies = [], [], [], []
         self.sizes, self.padding, self.error = Counter(), 0, None
         self._threads = [
