@@ -92,6 +92,17 @@ def _double(key: str):
     return change
 
 
+def _unwarmed_batch(data: dict) -> None:
+    """One of the offline test's batches said to be of 3 samples, a size never warmed up."""
+    test = data["scenarios"]["offline"]["tests"][0]
+    test["batch_sizes"]["3"] = 1
+    test["padded_samples"] -= 3
+
+
+def _looser_rule(data: dict) -> None:
+    data["kept_up_shortfall"] = 0.5
+
+
 @pytest.mark.parametrize(
     "tamper, named",
     [
@@ -101,8 +112,16 @@ def _double(key: str):
         ),
         (_edit_log, "loadgen: offline test 1: recorded results.samples_per_second is"),
         (lambda d: _edit_record(d, _double("ops_per_query")), "operations: ops_per_query is"),
+        (
+            lambda d: _edit_record(d, _unwarmed_batch),
+            "figures: offline test 1: batches of ['3'], not sizes warmed up",
+        ),
+        (
+            lambda d: _edit_record(d, _looser_rule),
+            "figures: kept_up_shortfall is 0.5; aihpc's rule is 0.02",
+        ),
     ],
-    ids=["figure", "loadgen-log", "ops-per-query"],
+    ids=["figure", "loadgen-log", "ops-per-query", "unwarmed-batch", "looser-rule"],
 )
 def test_a_tampered_result_does_not_verify(
     copy: Path, tamper, named: str, capsys: pytest.CaptureFixture[str]
@@ -140,6 +159,38 @@ def test_rank_lists_inference_results_apart_from_training_runs(
     code, _, stderr = aihpc_main(capsys, "compare", str(copy), str(listing / "run"))
     assert code == 2
     assert "cannot compare results of different kinds of result: infer (#1); run (#2)" in stderr
+
+
+def test_rank_lists_full_tests_apart_from_short_ones(
+    result: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same result twice, one of them recorded as a 600-s test with a tenth of the rate:
+    the full test is listed first, in a list of its own, each ranked from 1."""
+    listing = tmp_path / "results"
+    short = Path(shutil.copytree(result, listing / "short"))
+    full = Path(shutil.copytree(result, listing / "full"))
+
+    def as_full_test(data: dict) -> None:
+        data["seconds_per_test"], data["short_test"] = 600.0, False
+        data["scenarios"]["server"]["max_qps"] /= 10
+
+    _edit_record(full, as_full_test)
+    assert load_entry(short).short_test is True and load_entry(full).short_test is False
+    rows, _ = build_ranking(listing, verify=False, kind="infer")
+    assert [(r.rank, Path(r.entry.source).parent.name) for r in rows] == [(1, "full"), (1, "short")]
+    code, stdout, stderr = aihpc_main(
+        capsys, "rank", str(listing), "--kind", "infer", "--no-verify"
+    )
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    full_at = lines.index("## Full tests (MLPerf's 600 s a test or more)")
+    short_at = lines.index(
+        "## Short tests (under MLPerf's 600 s a test: not a submission's verdict)"
+    )
+    ranked = [i for i, line in enumerate(lines) if line.startswith("| 1 |")]
+    assert full_at < ranked[0] < short_at < ranked[1]
+    assert "| 1 | full |" in lines[ranked[0]] and "| 1 | short |" in lines[ranked[1]]
+    assert "0.5 s per test (short test)" in lines[ranked[1]]
 
 
 def test_report_draws_the_latency_distribution_and_the_throughput_latency_curve(

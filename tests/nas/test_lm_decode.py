@@ -1,7 +1,8 @@
 """Key-value cached inference of language models against independent references.
 
-Logits: prefill + decode steps against ``LMNet``'s full forward pass in float64, at every
-position, as max |difference| / max |reference| (the worst is printed; run with ``-s``).
+Logits: prefill + decode steps (and the fixed-shape ``decode_at`` steps serving uses) against
+``LMNet``'s full forward pass in float64, at every position, as max |difference| / max
+|reference| (the worst is printed; run with ``-s``).
 Weights are perturbed first (gains in [0.5, 1.5], matrices normal with 1/sqrt(fan-in)) so
 that attention is far from uniform and a wrong position or key would show.  Tokens: greedy
 ``generate`` against a loop rerunning the full forward each step.  Counts: ``decode_ops``
@@ -23,7 +24,15 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from aihpc.counting import count_ops
 from aihpc.nas import lm_morphism
-from aihpc.nas.lm_decode import KVCache, decode, decode_ops, generate, prefill
+from aihpc.nas.lm_decode import (
+    KVCache,
+    StaticDecoder,
+    decode,
+    decode_at,
+    decode_ops,
+    generate,
+    prefill,
+)
 from aihpc.nas.lm_net import LMNet
 from aihpc.nas.lm_spec import LMSpec, seed_lm_spec
 
@@ -97,6 +106,41 @@ def test_prefill_and_decode_reproduce_the_full_forward(name: str) -> None:
         assert cache.length == spec.context
     WORST[name] = worst
     assert worst <= TOLERANCE
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_fixed_shape_steps_reproduce_the_full_forward(name: str) -> None:
+    """decode_at writes at a position given as a tensor and attends to the whole cache, the
+    later positions masked: the same logits as the full forward at every position."""
+    spec = SPECS[name]()
+    net = model_of(spec, seed=len(name))
+    seq = tokens_of(spec, 3, spec.context, seed=1)
+    with torch.no_grad():
+        full = net(seq)
+    worst = 0.0
+    for prompt in (1, spec.context // 2):
+        _, cache = prefill(net, seq[:, :prompt], max_len=spec.context)
+        for pos in range(prompt, spec.context):
+            logits = decode_at(net, seq[:, pos], torch.tensor([pos]), cache)
+            worst = max(worst, relative(logits, full[:, pos]))
+    WORST[f"{name} fixed shapes"] = worst
+    assert worst <= TOLERANCE
+
+
+def test_a_decoder_reused_and_a_padded_batch_give_each_prompt_its_own_answer() -> None:
+    """A StaticDecoder's cache is reused from one batch to the next (the earlier batch's keys
+    stay in the masked positions), and serving pads a batch with copies of a prompt: each
+    prompt's answer is the one it gets alone."""
+    spec = mixed_spec()
+    net = model_of(spec, seed=5)
+    prompts = tokens_of(spec, 4, 3, seed=9)
+    alone = [generate(net, prompts[i : i + 1], 6)[0].tolist() for i in range(4)]
+    decoder = StaticDecoder(net, 4, 3, 6)
+    for rows in ([0, 1, 2, 3], [2, 2, 2, 2], [3, 0, 3, 3]):  # the last two padded with copies
+        out = decoder.answer(prompts[rows])
+        assert out.tolist() == [alone[r] for r in rows]
+    with pytest.raises(ValueError, match=r"prompt must be \(4, 3\), got \(2, 3\)"):
+        decoder.answer(prompts[:2])
 
 
 def test_cache_shapes_and_dtype() -> None:

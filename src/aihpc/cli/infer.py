@@ -3,7 +3,10 @@
 ``aihpc infer RUN_DIR`` serves the best trial of a finished ``aihpc run``
 (image or language task) on the run's own validation split;
 ``aihpc infer --model NAME [--input CxHxW]`` serves a zoo model, untrained,
-on synthetic inputs.  Each scenario asked for (``--scenario``, repeatable;
+on synthetic inputs.  Batches are of fixed sizes (powers of two up to
+``--max-batch``), each warmed up (on a GPU also captured as a CUDA graph, the
+faster kept) before LoadGen starts; the time the tests will take is printed
+then.  Each scenario asked for (``--scenario``, repeatable;
 default offline, single-stream and server) runs under LoadGen; the record
 (``infer.json``, kind ``infer``) and LoadGen's logs go to ``--out`` (default
 RUN_DIR/infer, or ./infer-NAME).  Exit 0 when the result is valid, 4 when it
@@ -50,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seconds",
         type=float,
         default=10.0,
-        help="LoadGen's minimum duration of each test (default 10)",
+        help="LoadGen's minimum duration of each test (default 10; MLPerf's is 600, and a "
+        "shorter one is recorded as a short test); a server rate too low to reach LoadGen's "
+        "640 queries in it is not tried",
     )
     parser.add_argument(
         "--peak-seconds",
@@ -73,7 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _serving_arguments(parser: argparse.ArgumentParser) -> None:
     """Batches, the server's search and bounds, threads, a language model's generation."""
-    parser.add_argument("--max-batch", type=int, default=256, help="largest batch (default 256)")
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=256,
+        help="largest batch: batches are the powers of two up to it, each warmed up before "
+        "LoadGen starts (default 256)",
+    )
     parser.add_argument(
         "--server-steps",
         type=int,

@@ -46,10 +46,12 @@ class QualityCheck:
 
 
 def autocast_for(device: torch.device, dtype: str) -> Any:
-    """The autocast context of serving in ``dtype`` on ``device`` (``float32``: none)."""
+    """The autocast context of serving in ``dtype`` on ``device`` (``float32``: none), its
+    cache of cast weights off: a CUDA graph captured under it must not hold casts the cache
+    frees when the context ends (the weights are cast in each call instead)."""
     if dtype == "float32":
         return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=getattr(torch, dtype))
+    return torch.autocast(device.type, dtype=getattr(torch, dtype), cache_enabled=False)
 
 
 @torch.no_grad()

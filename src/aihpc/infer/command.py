@@ -7,12 +7,17 @@ complete, so a failure leaves nothing half written):
 1. the model on its device, in the served dtype (bfloat16 and channels-last
    on a GPU, float32 on the CPU unless asked), and its quality there
    against float32 (:mod:`aihpc.infer.accuracy`: MLPerf's 99 % rule);
-2. the batch sizes timed (:func:`aihpc.infer.scenarios.calibrate`); a server
-   bound that even one sample's batch misses is refused here;
-3. the LoadGen tests: offline, single-stream, the server's rate search,
+2. every batch size warmed up and timed, on a GPU also as a CUDA graph, the
+   faster kept (:func:`aihpc.infer.scenarios.warm_up`); a server bound that
+   even one sample's batch misses is refused here;
+3. the duration of what follows predicted and printed
+   (:func:`aihpc.infer.scenarios.predicted_seconds`, the peak's stages);
+4. the LoadGen tests: offline, single-stream, the server's rate search,
    each metered for energy where the machine lets it;
-4. the measured peak of the device in the served dtype, for the offline
+5. the measured peak of the device in the served dtype, for the offline
    rate's share of it.
+
+The record holds each phase's seconds beside the prediction.
 
 Operations per query are counted analytically, as ``aihpc count`` counts:
 an image's forward pass, or a language model's prefill of its prompt plus
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,12 +37,20 @@ from typing import Any
 import torch
 
 from aihpc.base.errors import ConfigError, DataError
-from aihpc.infer.accuracy import QualityCheck
 from aihpc.infer.loadgen import loadgen
-from aihpc.infer.record import InferRecord, scenario_record
-from aihpc.infer.scenarios import Bounds, Calibration, ScenarioBench, ScenarioRun, calibrate
+from aihpc.infer.record import InferRecord, Measured, scenario_record
+from aihpc.infer.scenarios import (
+    Bounds,
+    Calibration,
+    ScenarioBench,
+    ScenarioRun,
+    ServerSearch,
+    predicted_seconds,
+    warm_up,
+)
 from aihpc.infer.source import Source
-from aihpc.infer.systems import Classify, Generate, Step
+from aihpc.infer.steps import Classify, Generate
+from aihpc.infer.systems import Step
 
 #: MLPerf Inference's datacenter server bound for ResNet-50: 15 ms at the 99th percentile.
 IMAGE_LATENCY_S = 0.015
@@ -120,9 +134,14 @@ def serving_devices(options: InferOptions) -> list[torch.device]:
 
 
 def serving_steps(
-    source: Source, devices: list[torch.device], dtype: str, tokens: tuple[int, int] | None
+    source: Source,
+    devices: list[torch.device],
+    dtype: str,
+    tokens: tuple[int, int] | None,
+    sizes: tuple[int, ...],
 ) -> tuple[list[Step], float]:
-    """The batch step LoadGen's queries run on each device, and the operations of one query."""
+    """The batch step LoadGen's queries run on each device at the batch ``sizes``, and the
+    operations of one query."""
     steps: list[Step] = []
     for device in devices:
         model = (source.model if device == devices[0] else copy.deepcopy(source.model)).to(device)
@@ -130,9 +149,10 @@ def serving_steps(
             channels_last = device.type == "cuda" and source.inputs.dim() == 4
             if channels_last:
                 model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-            steps.append(Classify(model, source.inputs, device, dtype, channels_last))
+            steps.append(Classify(model, source.inputs, device, dtype, sizes, channels_last))
         else:
-            steps.append(Generate(model, source.inputs[:, : tokens[0]], tokens[1], device, dtype))
+            prompts = source.inputs[:, : tokens[0]]
+            steps.append(Generate(model, prompts, tokens[1], device, dtype, sizes))
     if tokens is None:
         return steps, source.ops_per_query
     from aihpc.nas.lm_decode import decode_ops
@@ -154,34 +174,81 @@ def infer(
     from aihpc.infer.accuracy import check_quality
 
     loadgen()  # refused before any work if LoadGen is missing
+    clock = Clock()
     devices = serving_devices(options)
     dtype = served_dtype(options, devices[0])
     torch.set_num_threads(serving_threads(options, devices[0]))
+    if devices[0].type == "cuda":
+        torch.backends.cudnn.benchmark = True  # each size's kernels tuned in its warm-up
     tokens = generation(source, options)
     where = ", ".join(str(d) for d in devices)
     say(f"aihpc infer: {source.label} on {where} in {dtype}")
     model = source.model.to(devices[0])
     quality = check_quality(model, source.inputs, source.targets, devices[0], dtype)
-    steps, ops = serving_steps(source, devices, dtype, tokens)
-    calibration = calibrate(steps[0], int(source.inputs.shape[0]), options.max_batch)
+    clock.lap("quality")
+    calibration, steps, ops = _warmed_up(source, options, devices, dtype, tokens, say)
+    clock.lap("warm_up")
     limits = bounds(options, tokens is not None)
     if "server" in options.scenarios:
         check_bound(calibration, limits)
-    measured = Measured(dtype, ops, quality, calibration, limits, tokens)
-    return replace(_serve_and_record(source, options, devices, steps, measured, out, say),
-                   out_dir=str(out))  # fmt: skip
+    server = (options.server_steps, limits, len(devices))
+    plan = predicted_seconds(calibration, options.scenarios, options.seconds, server)
+    plan["peak"] = PEAK_STAGES * options.peak_seconds
+    say(plan_line(plan, clock))
+    measured = Measured(dtype, ops, quality, calibration, limits, tokens, plan)
+    record = _serve_and_record(source, options, devices, steps, measured, (clock, out), say)
+    return replace(record, out_dir=str(out))
 
 
-@dataclass(frozen=True)
-class Measured:
-    """What is known before LoadGen runs."""
+#: The peak search's length in ``--peak-seconds`` (aihpc.roofline.peak.search_peak: every
+#: candidate briefly, then the fastest warmed up for a quarter and measured), each kernel's
+#: setup aside.
+PEAK_STAGES = 2.25
 
-    dtype: str
-    ops: float
-    quality: QualityCheck
-    calibration: Calibration
-    limits: Bounds
-    tokens: tuple[int, int] | None
+
+class Clock:
+    """Seconds since the command started, and by phase (``lap`` ends one)."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = now - self.last
+        self.last = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def plan_line(plan: dict[str, float], clock: Clock) -> str:
+    """What is left and when it should end (the module docstring's step 3)."""
+    rest = sum(plan.values())
+    parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in plan.items())
+    ends = time.strftime("%H:%M:%S", time.localtime(time.time() + rest))
+    return (
+        f"  warmed up in {clock.phases['warm_up']:.1f} s; what follows should take about "
+        f"{rest:.0f} s ({parts}), ending about {ends}"
+    )
+
+
+def _warmed_up(
+    source: Source,
+    options: InferOptions,
+    devices: list[torch.device],
+    dtype: str,
+    tokens: tuple[int, int] | None,
+    say: Callable[[str], None],
+) -> tuple[Calibration, list[Step], float]:
+    """The steps of every device at the batch sizes, each size warmed up and timed."""
+    from aihpc.infer.batches import batch_sizes
+
+    sizes = batch_sizes(options.max_batch, int(source.inputs.shape[0]))
+    steps, ops = serving_steps(source, devices, dtype, tokens, sizes)
+    how = "eager and as a CUDA graph" if devices[0].type == "cuda" else "eager"
+    say(f"  warming up batches of {', '.join(map(str, sizes))}, each timed {how}")
+    return warm_up(steps), steps, ops
 
 
 def _serve_and_record(
@@ -190,20 +257,23 @@ def _serve_and_record(
     devices: list[torch.device],
     steps: list[Step],
     m: Measured,
-    out: Path,
+    clocked: tuple[Clock, Path],
     say: Callable[[str], None],
 ) -> InferRecord:
-    """The LoadGen tests, then the peak, written to ``OUT.partial`` renamed ``OUT`` when whole."""
+    """The LoadGen tests, then the peak, written to ``OUT.partial`` renamed ``OUT`` when whole
+    (``clocked``: the command's clock and ``OUT``)."""
+    clock, out = clocked
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    dtype = m.dtype
     try:
         bench = ScenarioBench(steps, int(source.inputs.shape[0]), partial / "loadgen",
                               options.seconds, say, str(devices[0]))  # fmt: skip
-        runs = run_scenarios(bench, m.calibration, m.limits, options)
-        peak = _peak(source, devices[0], dtype, len(devices), options.peak_seconds)
-        record = InferRecord.build(source, options, devices, dtype, m.tokens, m.ops, m.quality,
-                                   m.calibration, m.limits, runs, peak)  # fmt: skip
+        runs, search = run_scenarios(bench, m.calibration, m.limits, options)
+        clock.lap("loadgen")
+        peak = _peak(source, devices[0], m.dtype, len(devices), options.peak_seconds)
+        clock.lap("peak")
+        duration = duration_record(m.plan, clock, runs)
+        record = InferRecord.build(source, options, devices, m, runs, search, peak, duration)
         record.write(partial)
         if out.exists():
             shutil.rmtree(out)
@@ -214,11 +284,30 @@ def _serve_and_record(
     return record
 
 
+def duration_record(
+    plan: dict[str, float], clock: Clock, runs: dict[str, list[ScenarioRun]]
+) -> dict[str, Any]:
+    """The seconds predicted for each scenario and the peak, and taken: by those and by the
+    phases before them; what followed the warm-up, predicted and taken; the whole."""
+    taken = {
+        "quality": clock.phases["quality"],
+        "warm_up": clock.phases["warm_up"],
+        **{name: sum(r.wall_s for r in scenario_runs) for name, scenario_runs in runs.items()},
+        "peak": clock.phases["peak"],
+    }
+    return {
+        "predicted_s": plan,
+        "actual_s": taken,
+        "after_warm_up_predicted_s": sum(plan.values()),
+        "after_warm_up_actual_s": clock.phases["loadgen"] + clock.phases["peak"],
+        "total_s": clock.total(),
+    }
+
+
 def check_bound(calibration: Calibration, limits: Bounds) -> None:
     """ConfigError where one sample alone takes longer than the server's bound."""
     alone = calibration.seconds[min(calibration.seconds)]
-    bound = limits.latency if limits.latency is not None else limits.ttft
-    assert bound is not None
+    bound = limits.first
     if limits.latency is not None and alone > bound:
         raise ConfigError(
             f"a latency bound of {1e3 * bound:g} ms cannot be met: one sample alone takes "
@@ -228,8 +317,10 @@ def check_bound(calibration: Calibration, limits: Bounds) -> None:
 
 def run_scenarios(
     bench: ScenarioBench, calibration: Calibration, limits: Bounds, options: InferOptions
-) -> dict[str, list[ScenarioRun]]:
+) -> tuple[dict[str, list[ScenarioRun]], ServerSearch | None]:
+    """Each scenario's tests, in the order asked; the server's search where it ran."""
     runs: dict[str, list[ScenarioRun]] = {}
+    search = None
     generates = limits.latency is None
     for name in options.scenarios:
         if name == "offline":
@@ -239,9 +330,10 @@ def run_scenarios(
         else:
             offline = runs.get("offline")
             top = offline[0].loadgen.samples_per_second if offline else None
-            rate = top or calibration.rate(calibration.best_batch())
-            runs[name] = bench.server(calibration, limits, rate, options.server_steps)
-    return runs
+            rate = top or len(bench.steps) * calibration.rate(calibration.best_batch())
+            search = bench.server(calibration, limits, rate, options.server_steps)
+            runs[name] = search.runs
+    return runs, search
 
 
 def _peak(

@@ -195,6 +195,28 @@ def results_of(detail: dict[str, Any]) -> dict[str, Any]:
     return results
 
 
+#: The shortfall of a server test's completed rate against its scheduled rate (the Poisson
+#: arrivals LoadGen drew, not its target) that still counts as keeping up (see :func:`kept_up`).
+KEPT_UP_SHORTFALL = 0.02
+
+
+def kept_up(results: dict[str, Any]) -> bool | None:
+    """Whether a server test's system kept up with its arrivals, from LoadGen's ``result_*``
+    values: it completed at least (1 - :data:`KEPT_UP_SHORTFALL`) of the rate scheduled; None
+    where they lack either rate (not a server test).
+
+    LoadGen's completed rate counts up to the last completion, so a system that keeps up falls
+    short of the scheduled rate only by its last samples' latency over the test's duration; one
+    whose queue grows, by the share of the arrivals it could not serve.  A short test cannot
+    tell a queue growing slower than that from its last samples' latency (over MLPerf's 600 s
+    such a queue misses any bound of seconds, and LoadGen's verdict tells)."""
+    scheduled = results.get("scheduled_samples_per_sec")
+    completed = results.get("completed_samples_per_sec")
+    if scheduled is None or completed is None:
+        return None
+    return float(completed) >= (1 - KEPT_UP_SHORTFALL) * float(scheduled)
+
+
 #: LoadGen's conditions of a valid result, as its detail log names them.
 CONDITIONS = {
     "perf_constraints_met": "the latency bound was not met",

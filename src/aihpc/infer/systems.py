@@ -1,21 +1,23 @@
-"""The system under test: a model behind a queue, served in dynamic batches.
+"""The system under test: a model behind a queue, served in batches of fixed sizes.
 
 LoadGen calls :meth:`BatchingSystem.issue` from its own thread with the
 samples of a query; the system only queues them and returns.  One serving
-thread takes up to ``max_batch`` queued samples, waiting at most
+thread per device takes up to ``max_batch`` queued samples, waiting at most
 ``max_wait`` seconds for a batch to fill once its first sample is there
 (dynamic batching: in the server scenario the batch grows with the load,
 in offline every batch is full, in single-stream ``max_batch`` is 1), runs
-them, and tells LoadGen they are complete.  Each sample's latency, from its
-issue to its completion as this side sees it, is kept for the latency
-histogram (LoadGen's own percentiles are the result; these only draw it).
+them (a :class:`Step`, padded to the smallest of its sizes that holds them),
+and tells LoadGen they are complete.
 
-What a batch is depends on the model (:class:`Step`): an image classifier's
-forward pass (:class:`Classify`), or a language model's generation with a
-key-value cache (:class:`Generate`: its first token reported to LoadGen as
-soon as the prompt's prefill gives it, then the whole answer with its
-number of tokens, for LoadGen's time to first token and time per output
-token).
+Each sample's time is split where the serving thread takes its batch:
+*queueing* from its issue until then (waiting in the queue, and for its batch
+to fill), *compute* from then until its batch's answers are on the host.  The
+two add up to its latency as this side sees it.  These only explain LoadGen's
+figures (its percentiles are the result): which part a missed bound was.
+
+What a batch is depends on the model (:mod:`aihpc.infer.steps`): an image
+classifier's forward pass, or a language model's generation with a
+key-value cache.
 """
 
 from __future__ import annotations
@@ -23,73 +25,26 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import torch
-
-from aihpc.infer.accuracy import autocast_for
+from aihpc.infer.batches import size_for
 from aihpc.infer.loadgen import loadgen
 
 
 class Step(Protocol):
-    """One batch of samples (their indices into the inputs) served; ``first_token(i)`` is
-    called for the ``i``-th sample of the batch when its first token exists (language models).
-    Returns the tokens each sample produced (1 for a classifier)."""
+    """One batch of samples (their indices into the inputs) served at one of ``sizes``;
+    ``first_token(i)`` is called for the ``i``-th sample of the batch when its first token
+    exists (language models).  Returns the tokens each sample produced (1 for a classifier).
+    ``prepare`` warms every size up and times it (:mod:`aihpc.infer.batches`)."""
+
+    sizes: tuple[int, ...]
 
     def __call__(self, indices: list[int], first_token: Callable[[int], None]) -> list[int]: ...
 
-
-@dataclass
-class Classify:
-    """A classifier's forward pass on a batch of inputs, in the served dtype."""
-
-    model: torch.nn.Module
-    inputs: torch.Tensor
-    device: torch.device
-    dtype: str
-    channels_last: bool = False
-
-    def __post_init__(self) -> None:
-        self.inputs = self.inputs.to(self.device)
-        if self.channels_last:
-            self.inputs = self.inputs.contiguous(memory_format=torch.channels_last)
-
-    @torch.inference_mode()
-    def __call__(self, indices: list[int], first_token: Callable[[int], None]) -> list[int]:
-        x = self.inputs[indices]
-        with autocast_for(self.device, self.dtype):
-            self.model(x).argmax(-1).cpu()  # waits for the device: the answer exists
-        return [1] * len(indices)
-
-
-@dataclass
-class Generate:
-    """A language model's greedy answer of ``new_tokens`` tokens to each prompt of a batch."""
-
-    model: Any  # an aihpc.nas.lm_net.LMNet
-    prompts: torch.Tensor
-    new_tokens: int
-    device: torch.device
-    dtype: str
-
-    def __post_init__(self) -> None:
-        self.prompts = self.prompts.to(self.device)
-
-    @torch.inference_mode()
-    def __call__(self, indices: list[int], first_token: Callable[[int], None]) -> list[int]:
-        from aihpc.nas.lm_decode import generate
-
-        def on_token(step: int, tokens: torch.Tensor) -> None:
-            if step == 0:
-                tokens.cpu()  # waits for the device: the first tokens exist
-                for i in range(len(indices)):
-                    first_token(i)
-
-        with autocast_for(self.device, self.dtype):
-            generate(self.model, self.prompts[indices], self.new_tokens, on_token=on_token).cpu()
-        return [self.new_tokens] * len(indices)
+    def prepare(self) -> dict[int, Any]: ...
 
 
 @dataclass
@@ -104,8 +59,11 @@ class BatchingSystem:
     max_batch: int
     max_wait: float
     latencies: list[float] = field(default_factory=list)
+    queueing: list[float] = field(default_factory=list)
+    compute: list[float] = field(default_factory=list)
     first_token_latencies: list[float] = field(default_factory=list)
-    batches: int = 0
+    sizes: Counter[int] = field(default_factory=Counter)  # batches served, by size
+    padding: int = 0  # samples added to fill batches to their size
     # queue.Queue, not SimpleQueue: CPython 3.11's SimpleQueue.get(timeout=t) can wait forever
     # when its lock was free on an empty queue and the deadline has passed by the time it loops
     # (it then waits with a negative timeout, which means no timeout).  A batch's short wait for
@@ -124,7 +82,14 @@ class BatchingSystem:
         """LoadGen's flush: nothing is held back (a batch waits at most ``max_wait``)."""
 
     def __enter__(self) -> BatchingSystem:
-        self.latencies, self.first_token_latencies, self.batches, self.error = [], [], 0, None
+        for step in self.steps:  # a larger batch would meet a size never warmed up
+            if self.max_batch > max(step.sizes):
+                raise ValueError(
+                    f"batches of up to {self.max_batch} samples, but the largest size warmed up "
+                    f"is {max(step.sizes)}"
+                )
+        self.latencies, self.queueing, self.compute, self.first_token_latencies = [], [], [], []
+        self.sizes, self.padding, self.error = Counter(), 0, None
         self._threads = [
             threading.Thread(target=self._serve, args=(step,), name=f"aihpc-infer-{i}", daemon=True)
             for i, step in enumerate(self.steps)
@@ -156,9 +121,14 @@ class BatchingSystem:
             batch.append(item)
         return batch
 
+    @property
+    def batches(self) -> int:
+        return sum(self.sizes.values())
+
     def _serve(self, step: Step) -> None:
         lg = loadgen()
         while (batch := self._next_batch()) is not None:
+            started = time.perf_counter()
 
             def first_token(i: int, batch: list[tuple[int, int, float]] = batch) -> None:
                 with self._lock:
@@ -171,9 +141,13 @@ class BatchingSystem:
                 self.error = self.error or exc
                 tokens = [0] * len(batch)
             done = time.perf_counter()
+            size = size_for(step.sizes, len(batch))
             with self._lock:
-                self.batches += 1
+                self.sizes[size] += 1
+                self.padding += size - len(batch)
                 self.latencies += [done - issued for _, _, issued in batch]
+                self.queueing += [started - issued for _, _, issued in batch]
+                self.compute += [done - started] * len(batch)
             responses = [
                 lg.QuerySampleResponse(qid, 0, 0, n)
                 for (qid, _, _), n in zip(batch, tokens, strict=True)

@@ -6,9 +6,18 @@ keys and values in a :class:`KVCache`; :func:`decode` then runs one new
 position per sequence, its single query attending (no mask needed) to the
 cached keys and itself, and appends its key and value.  Both return the
 logits of the last position only, ``(B, vocab)``: the final norm and the
-unembedding run on that position alone.  :func:`generate` is greedy decoding
-on them.  Everything runs under ``torch.inference_mode`` with the net in eval
-mode, in the net's dtype and on its device.
+unembedding run on that position alone.  Everything runs under
+``torch.inference_mode`` with the net in eval mode, in the net's dtype and on
+its device.
+
+Serving decodes with every shape fixed (:class:`StaticDecoder`, as gpt-fast
+does), so that a step can be captured once as a CUDA graph and replayed:
+:func:`decode_at` takes its position as a tensor, writes its key and value at
+that index of the whole cache, and attends to all ``max_len`` cached
+positions with the later ones masked out.  A masked position's weight is
+exactly 0, so the answer is :func:`decode`'s up to the order of the sums; the
+cache starts zeroed so that a masked, never written position holds no NaN
+(0 x NaN would be NaN).  :func:`generate` is greedy decoding on it.
 
 Positions are rotary, as in the net: the cache holds keys already rotated, and
 the ``cos``/``sin`` tables of its ``max_len`` positions, computed once by
@@ -18,13 +27,16 @@ A step at position ``t`` (from 0) rotates its query and key by row ``t``.
 
 :func:`decode_ops` counts the operations analytically in aihpc's convention
 (:mod:`aihpc.counting`: a multiply-add is 2, every other scalar primitive 1,
-data movement 0), as :func:`aihpc.counting.count_ops` counts these calls on
-the meta device: the attention of a pass is scaled q and k, its two products,
-the mask (causal passes only) and the safe softmax, over the real key lengths.
+data movement 0), as :func:`aihpc.counting.count_ops` counts :func:`prefill`
+and :func:`decode` on the meta device: the attention of a pass is scaled q
+and k, its two products, the mask (causal passes only) and the safe softmax,
+over the real key lengths (the masked positions :func:`decode_at` also
+computes are work of the serving's fixed shapes, not of the model).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import cast
 
@@ -40,9 +52,10 @@ OnToken = Callable[[int, torch.Tensor], None]
 
 class KVCache:
     """Per block, keys and values ``(batch, heads, max_len, head_dim)`` (keys rotated),
-    preallocated in ``dtype`` on ``device``; ``length`` positions are filled.  ``cos`` and
-    ``sin`` are the rotary tables ``(max_len, head_dim // 2)``, in at least float32 as the
-    net computes them."""
+    preallocated zeroed in ``dtype`` on ``device``; ``length`` positions are filled (by
+    :func:`prefill` and :func:`decode`).  ``cos`` and ``sin`` are the rotary tables
+    ``(max_len, head_dim // 2)``, in at least float32 as the net computes them;
+    ``positions`` is ``arange(max_len)``, for :func:`decode_at`'s mask."""
 
     def __init__(
         self,
@@ -62,10 +75,23 @@ class KVCache:
         dtype = dtype or torch.get_default_dtype()
         self.batch, self.max_len, self.length = batch, max_len, 0
         shapes = [(batch, b.heads, max_len, spec.head_dim) for b in spec.blocks]
-        self.keys = [torch.empty(s, device=device, dtype=dtype) for s in shapes]
-        self.values = [torch.empty(s, device=device, dtype=dtype) for s in shapes]
+        self.keys = [torch.zeros(s, device=device, dtype=dtype) for s in shapes]
+        self.values = [torch.zeros(s, device=device, dtype=dtype) for s in shapes]
+        where = self.keys[0].device
         wide = torch.promote_types(dtype, torch.float32)
-        self.cos, self.sin = rotary_angles(max_len, spec.head_dim, self.keys[0].device, wide)
+        self.cos, self.sin = rotary_angles(max_len, spec.head_dim, where, wide)
+        self.positions = torch.arange(max_len, device=where)
+
+    def rows(self, batch: int) -> KVCache:
+        """A cache of this one's first ``batch`` rows, sharing its memory (and its tables),
+        empty: for a smaller batch that never runs at the same time as this one."""
+        if not 1 <= batch <= self.batch:
+            raise ValueError(f"batch must be between 1 and {self.batch}, got {batch}")
+        view = copy.copy(self)
+        view.batch, view.length = batch, 0
+        view.keys = [k[:batch] for k in self.keys]
+        view.values = [v[:batch] for v in self.values]
+        return view
 
 
 def _attend(attn: Attention, x: torch.Tensor, cache: KVCache, index: int) -> torch.Tensor:
@@ -137,27 +163,133 @@ def check_context(spec: LMSpec, prompt_len: int, new_tokens: int) -> None:
         )
 
 
+def _attend_at(
+    attn: Attention, x: torch.Tensor, cache: KVCache, index: int, position: torch.Tensor
+) -> torch.Tensor:
+    """Block ``index``'s attention of one new position ``x`` ``(B, 1, d)`` at ``position``
+    (a ``(1,)`` tensor): its key and value written at that index, its query attending to the
+    whole cache with the positions after it masked out."""
+    b = x.shape[0]
+    cos, sin = cache.cos.index_select(0, position), cache.sin.index_select(0, position)
+    shape = (b, 1, attn.heads, attn.head_dim)
+    q = apply_rotary(attn.q(x).view(shape).transpose(1, 2), cos, sin)
+    keys, values = cache.keys[index], cache.values[index]
+    k = apply_rotary(attn.k(x).view(shape).transpose(1, 2), cos, sin)
+    keys.index_copy_(2, position, k.to(keys.dtype))
+    values.index_copy_(2, position, attn.v(x).view(shape).transpose(1, 2).to(values.dtype))
+    visible = (cache.positions <= position).view(1, 1, 1, cache.max_len)
+    y = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible)
+    return attn.out(y.transpose(1, 2).reshape(b, 1, attn.heads * attn.head_dim))
+
+
+@torch.inference_mode()
+def decode_at(
+    model: LMNet, token: torch.Tensor, position: torch.Tensor, cache: KVCache
+) -> torch.Tensor:
+    """:func:`decode` with every shape fixed (the module docstring): ``token`` ``(B,)`` at
+    ``position``, a ``(1,)`` long tensor on the cache's device (the caller keeps it within
+    ``max_len``: a tensor is not read back to check); its logits ``(B, vocab)``.  The cache's
+    ``length`` is not used."""
+    x = model.embed(token[:, None])
+    for i, module in enumerate(model.blocks):
+        block = cast(TransformerBlock, module)
+        x = x + _attend_at(block.attn, block.attn_norm(x), cache, i, position)
+        x = x + block.mlp(block.mlp_norm(x))
+    return model.unembed(model.final_norm(x[:, -1]))
+
+
+class StaticDecoder:
+    """Greedy answers of ``new_tokens`` tokens to ``batch`` prompts of ``prompt_len`` tokens,
+    every tensor allocated once: the cache, the ``prompt`` ``(batch, prompt_len)``, the
+    current ``token`` ``(batch,)`` and its ``position`` ``(1,)``.  :meth:`prefill` and
+    :meth:`step` read and write only these, so each can be captured as a CUDA graph and
+    replayed (:meth:`answer` takes the callables to run).  The cache holds
+    ``prompt_len + new_tokens - 1`` positions in ``dtype`` (default the net's), or is
+    ``cache`` (of ``batch`` rows and that length: :meth:`KVCache.rows` of a larger one's)."""
+
+    def __init__(
+        self,
+        model: LMNet,
+        batch: int,
+        prompt_len: int,
+        new_tokens: int,
+        dtype: torch.dtype | None = None,
+        cache: KVCache | None = None,
+    ) -> None:
+        check_context(model.spec, prompt_len, new_tokens)
+        model.eval()
+        weight = model.embed.weight
+        max_len = prompt_len + new_tokens - 1
+        self.model, self.new_tokens = model, new_tokens
+        if cache is None:
+            where, dtype = weight.device, dtype or weight.dtype
+            cache = KVCache(model.spec, batch, max_len, device=where, dtype=dtype)
+        if (cache.batch, cache.max_len) != (batch, max_len):
+            raise ValueError(
+                f"the cache holds {cache.batch} rows of {cache.max_len} positions, not "
+                f"{batch} of {max_len}"
+            )
+        self.cache = cache
+        self.prompt = torch.zeros((batch, prompt_len), dtype=torch.long, device=weight.device)
+        self.token = torch.zeros((batch,), dtype=torch.long, device=weight.device)
+        self.position = torch.zeros((1,), dtype=torch.long, device=weight.device)
+
+    @torch.inference_mode()
+    def prefill(self) -> None:
+        """The prompts into the cache; ``token``: the first answer token; ``position``: its."""
+        self.cache.length = 0
+        logits = _run(self.model, self.prompt, self.cache)
+        self.token.copy_(logits.argmax(dim=-1))
+        self.position.fill_(self.prompt.shape[1])
+
+    @torch.inference_mode()
+    def step(self) -> None:
+        """``token`` at ``position`` decoded: ``token`` becomes the next, ``position`` + 1."""
+        logits = decode_at(self.model, self.token, self.position, self.cache)
+        self.token.copy_(logits.argmax(dim=-1))
+        self.position.add_(1)
+
+    @torch.inference_mode()
+    def answer(
+        self,
+        prompt: torch.Tensor,
+        on_token: OnToken | None = None,
+        prefill: Callable[[], None] | None = None,
+        step: Callable[[], None] | None = None,
+    ) -> torch.Tensor:
+        """The answers ``(batch, new_tokens)`` to ``prompt`` (copied into ``self.prompt``);
+        ``prefill`` and ``step`` replace :meth:`prefill` and :meth:`step` (their captured
+        graphs' replays).  ``on_token(i, tokens)`` as in :func:`generate`."""
+        if prompt.shape != self.prompt.shape:
+            raise ValueError(
+                f"prompt must be {tuple(self.prompt.shape)}, got {tuple(prompt.shape)}"
+            )
+        self.prompt.copy_(prompt)
+        shape = (prompt.shape[0], self.new_tokens)
+        out = torch.empty(shape, dtype=torch.long, device=self.token.device)
+        first, later = prefill or self.prefill, step or self.step
+        for i in range(self.new_tokens):
+            (later if i else first)()
+            out[:, i] = self.token
+            if on_token is not None:
+                on_token(i, out[:, i])
+        return out
+
+
 @torch.inference_mode()
 def generate(
     model: LMNet, prompt: torch.Tensor, new_tokens: int, on_token: OnToken | None = None
 ) -> torch.Tensor:
     """Greedy decoding: ``new_tokens`` tokens ``(B, new_tokens)`` after ``prompt`` ``(B, P)``,
-    each the argmax of the logits (the lowest id of a tie).  The first comes from
-    :func:`prefill`, each later one from a :func:`decode` step fed the one before, so the
-    cache holds ``P + new_tokens - 1`` positions.  ``on_token(i, tokens)`` is called as token
-    ``i`` (``(B,)``, on the model's device: a timing caller synchronises) is produced."""
+    each the argmax of the logits (the lowest id of a tie).  The first comes from the
+    prefill, each later one from a :func:`decode_at` step fed the one before, so the
+    cache holds ``P + new_tokens - 1`` positions (a :class:`StaticDecoder`).
+    ``on_token(i, tokens)`` is called as token ``i`` (``(B,)``, on the model's device: a
+    timing caller synchronises) is produced."""
     if prompt.dim() != 2:
         raise ValueError(f"prompt must be (batch, positions), got {tuple(prompt.shape)}")
-    check_context(model.spec, prompt.shape[1], new_tokens)
-    logits, cache = prefill(model, prompt, prompt.shape[1] + new_tokens - 1)
-    out = torch.empty((prompt.shape[0], new_tokens), dtype=torch.long, device=prompt.device)
-    for i in range(new_tokens):
-        if i:
-            logits = decode(model, out[:, i - 1], cache)
-        out[:, i] = logits.argmax(dim=-1)
-        if on_token is not None:
-            on_token(i, out[:, i])
-    return out
+    decoder = StaticDecoder(model, prompt.shape[0], prompt.shape[1], new_tokens)
+    return decoder.answer(prompt.to(decoder.prompt.device), on_token)
 
 
 def _pass_ops(spec: LMSpec, batch: int, queries: int, keys: int, matmuls_only: bool) -> int:

@@ -82,6 +82,7 @@ class Entry:
     # 1e-9 x operations per joule; None unless every training device was metered
     gops_per_watt: float | None = None
     energy_note: str | None = None  # what was not measured, and why
+    short_test: bool | None = None  # an inference result's tests under MLPerf's 600 s
 
     def metric(self) -> float | None:
         return getattr(self, SCORED_KINDS[self.kind].metric)

@@ -27,7 +27,10 @@ what a list compares, and are shown in their columns.  Inference results
 per model, scenario and bound, by the server's highest rate within its
 latency bound (else the offline rate): see :mod:`aihpc.ranking.compare`.  Valid FLOPS
 does not apply to them (n/a); their "verified" is ``aihpc verify``'s on the
-folder holding infer.json.
+folder holding infer.json.  Results whose tests were shorter than MLPerf's 600 s
+(*short tests*: LoadGen's verdict on them is not a submission's, and a queue
+growing too slowly for them to see can still miss the bound over 600 s) are
+ranked apart from full ones: full tests first, each group ranked from 1.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ from aihpc.records.inference import INFER_FILE
 from aihpc.results.read import COMPRESSED_RESULTS_FILE, RESULTS_FILES
 
 VALID_FLOPS_EXPONENT = 5  # HPC AI500's n for image classification
+#: The groups of an inference list (:func:`group_of`), in the order listed.
+FULL_TESTS = "full tests (MLPerf's 600 s a test or more)"
+SHORT_TESTS = "short tests (under MLPerf's 600 s a test: not a submission's verdict)"
 COLUMNS = (
     "rank",
     "result",
@@ -90,6 +96,14 @@ class RankRow:
     valid_flops: float | None
     target: float | None
     verified: str  # yes, no or unchecked
+    group: str = ""  # an inference list's group (FULL_TESTS or SHORT_TESTS); "" for runs
+
+
+def group_of(entry: Entry) -> str:
+    """The group an entry is ranked in: full or short tests for inference results, else ""."""
+    if entry.kind != "infer":
+        return ""
+    return SHORT_TESTS if entry.short_test else FULL_TESTS
 
 
 def find_results(directory: Path, kind: str = "run") -> tuple[list[Path], list[Path]]:
@@ -131,12 +145,15 @@ def build_ranking(
     scored = sorted(
         entries,
         key=lambda e: (
+            group_of(e) == SHORT_TESTS,  # full tests first
             e.metric() is None,
             -(e.metric() or 0) if scored_kind.higher_is_better else (e.metric() or 0),
         ),
     )
-    rows = []
-    for number, e in enumerate(scored, start=1):
+    rows: list[RankRow] = []
+    for e in scored:
+        group = group_of(e)
+        number = 1 + sum(row.group == group for row in rows)  # ranked within its group
         if SCORED_KINDS[e.kind].unit != "OPS":  # Valid FLOPS discounts operations only
             flops, goal = None, None
         elif e.best_val_loss is not None:  # a language model's loss: lower is better
@@ -146,9 +163,8 @@ def build_ranking(
         else:
             goal = target if target is not None else e.target_accuracy
             flops = valid_flops(e.score, e.best_accuracy, goal)
-        rows.append(
-            RankRow(number, e, flops, goal, verification(Path(e.source)) if verify else "unchecked")
-        )
+        verified = verification(Path(e.source)) if verify else "unchecked"
+        rows.append(RankRow(number, e, flops, goal, verified, group))
     return rows, skipped
 
 
@@ -225,6 +241,9 @@ INFER_NOTES = [
     "figures, the operations recounted, the quality measured again); no = it found "
     "mismatches; unchecked = a check could not run (the served run not found).",
     "energy, power, GOPS/W: of the offline test, where every device was metered.",
+    "full and short tests are ranked apart: a test shorter than MLPerf's 600 s (its budget says "
+    "short test) is LoadGen's verdict on that time only; `aihpc infer --seconds 600` runs "
+    "MLPerf's.",
 ]
 
 
@@ -236,15 +255,25 @@ def columns(rows: Sequence[RankRow]) -> tuple[str, ...]:
     return COLUMNS
 
 
-def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> str:
-    lines = [
-        f"# aihpc rank: {len(rows)} results under {directory}",
-        "",
-        "| " + " | ".join(columns(rows)) + " |",
-        "|" + "|".join("---" for _ in columns(rows)) + "|",
-    ]
+def groups(rows: list[RankRow]) -> list[tuple[str, list[RankRow]]]:
+    """The rows by group, in the order listed (one group, "", for training runs)."""
+    found: dict[str, list[RankRow]] = {}
     for row in rows:
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, directory)) + " |")
+        found.setdefault(row.group, []).append(row)
+    return list(found.items())
+
+
+def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> str:
+    lines = [f"# aihpc rank: {len(rows)} results under {directory}"]
+    for group, members in groups(rows):
+        lines += ["", f"## {group[0].upper() + group[1:]}", ""] if group else [""]
+        lines += [
+            "| " + " | ".join(columns(rows)) + " |",
+            "|" + "|".join("---" for _ in columns(rows)) + "|",
+        ]
+        for row in members:
+            text = (c.replace("|", "\\|") for c in cells(row, directory))
+            lines.append("| " + " | ".join(text) + " |")
     lines += [""] + [f"- {n}" for n in notes(target, rows)]
     return "\n".join(lines)
 
@@ -252,10 +281,16 @@ def to_markdown(rows: list[RankRow], directory: Path, target: float | None) -> s
 def to_html(rows: list[RankRow], directory: Path, target: float | None) -> str:
     """A self-contained HTML page of the list (inline CSS, no external references)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns(rows))
-    body = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
-        for row in rows
-    )
+    tables = []
+    for group, members in groups(rows):
+        body = "\n".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(row, directory)) + "</tr>"
+            for row in members
+        )
+        heading = f"<h2>{html.escape(group[0].upper() + group[1:])}</h2>\n" if group else ""
+        tables.append(
+            f"{heading}<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
+        )
     items = "".join(f"<li>{html.escape(n)}</li>" for n in notes(target, rows))
     title = html.escape(f"aihpc rank: {len(rows)} results under {directory}")
     return (
@@ -264,6 +299,6 @@ def to_html(rows: list[RankRow], directory: Path, target: float | None) -> str:
         "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
         "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}"
         "</style></head><body>"
-        f"<h1>{title}</h1>\n<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
+        f"<h1>{title}</h1>\n{''.join(tables)}"
         f"<ul>{items}</ul></body></html>\n"
     )

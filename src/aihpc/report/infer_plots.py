@@ -101,8 +101,10 @@ def server_points(data: dict[str, Any], tokens: bool) -> list[tuple[float, float
     for test in ((data.get("scenarios") or {}).get("server") or {}).get("tests") or []:
         r = test.get("results") or {}
         x, y = as_number(r.get(key)), achieved(test)
-        if x is not None and y is not None:
-            points.append((x / 1e9, y, r.get("validity") == "VALID"))
+        if x is not None and y is not None:  # valid: LoadGen's verdict, and it kept up
+            points.append(
+                (x / 1e9, y, r.get("validity") == "VALID" and test.get("kept_up") is not False)
+            )
     return sorted(points, key=lambda p: p[1])
 
 

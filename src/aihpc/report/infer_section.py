@@ -1,8 +1,10 @@
 """The report's section of an inference result (``infer.json``, kind ``infer``).
 
 What was served where (the model, the device and dtype, the operations per query, the
-quality against float32, the bounds, validity), one row per scenario with its figure and
-latency percentiles, the server's tests (the throughput-latency curve as numbers), and the
+quality against float32, the batch sizes and how each was served, the bounds, a short
+test, the time predicted and taken, validity), one row per scenario with its figure and
+latency percentiles, the server's tests (the throughput-latency curve as numbers, whether
+the system kept up, the slowest 1 %'s queueing and compute, the batches by size), and the
 two plots of :mod:`aihpc.report.infer_plots`.  A field the record lacks shows as "n/a".
 """
 
@@ -53,6 +55,33 @@ def _bounds(data: dict[str, Any]) -> str:
     )
 
 
+def _batches(data: dict[str, Any]) -> str:
+    sizes = data.get("batch_sizes")
+    if not sizes:
+        return "n/a"
+    warm = data.get("warm_up") or {}
+    graphs = [str(b) for b in sizes if (warm.get(str(b)) or {}).get("served_as") == "cuda-graph"]
+    how = f"CUDA graphs at {', '.join(graphs)}, the others eager" if graphs else "all eager"
+    return f"{', '.join(map(str, sizes))}, each warmed up before LoadGen; {how}"
+
+
+def _seconds(data: dict[str, Any]) -> str:
+    seconds = format_value(data.get("seconds_per_test"))
+    if data.get("short_test"):
+        return f"{seconds} (a short test: MLPerf's are 600 s)"
+    return seconds
+
+
+def _time(d: dict[str, Any]) -> str:
+    if not d:
+        return "n/a"
+    return (
+        f"{format_value(d.get('total_s'))} s in all; after the warm-up "
+        f"{format_value(d.get('after_warm_up_actual_s'))} s, "
+        f"{format_value(d.get('after_warm_up_predicted_s'))} s predicted"
+    )
+
+
 def _summary(data: dict[str, Any]) -> str:
     src = data.get("source") or {}
     g = data.get("generation")
@@ -68,8 +97,10 @@ def _summary(data: dict[str, Any]) -> str:
         ("samples", format_value(data.get("samples"))),
         ("operations per query", format_si(data.get("ops_per_query"), "OPS") + " (counted)"),
         ("quality", _quality(data.get("quality") or {})),
+        ("batch sizes", _batches(data)),
         ("server bound", _bounds(data)),
-        ("seconds per test", format_value(data.get("seconds_per_test"))),
+        ("seconds per test", _seconds(data)),
+        ("time", _time(data.get("duration") or {})),
         ("LoadGen", format_value(data.get("loadgen_version"))),
         ("result", valid),
     ]
@@ -121,34 +152,42 @@ def _rows_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _ns(results: dict[str, Any], key: str) -> float | None:
+    value = results.get(key)
+    return None if value is None else float(value) / 1e9
+
+
+def _server_row(i: int, t: dict[str, Any]) -> list[str]:
+    r = t.get("results") or {}
+    tail = (t.get("timing") or {}).get("tail") or {}
+    sizes = t.get("batch_sizes") or {}
+    return [
+        str(i),
+        format_value((t.get("settings") or {}).get("target_qps")),
+        format_value(r.get("scheduled_samples_per_sec")),
+        format_value(achieved(t)),
+        format_value(t.get("kept_up")),
+        _ms(_ns(r, "99.00_percentile_latency_ns")),
+        _ms(_ns(r, "first_token_99.00_percentile_latency_ns")),
+        f"{_ms(tail.get('queueing_s'))} + {_ms(tail.get('compute_s'))}" if tail else "n/a",
+        ", ".join(f"{n} x {b}" for b, n in sizes.items()) or format_value(t.get("max_batch")),
+        format_value(r.get("validity")),
+    ]
+
+
 def _server_tests(data: dict[str, Any]) -> str:
     tests = ((data.get("scenarios") or {}).get("server") or {}).get("tests") or []
-    rows = []
-    for i, t in enumerate(tests, start=1):
-        r = t.get("results") or {}
-        ft = r.get("first_token_99.00_percentile_latency_ns")
-        rows.append(
-            [
-                str(i),
-                format_value((t.get("settings") or {}).get("target_qps")),
-                format_value(achieved(t)),
-                _ms(
-                    None
-                    if r.get("99.00_percentile_latency_ns") is None
-                    else r["99.00_percentile_latency_ns"] / 1e9
-                ),
-                _ms(None if ft is None else ft / 1e9),
-                format_value(t.get("max_batch")),
-                format_value(r.get("validity")),
-            ]
-        )
+    rows = [_server_row(i, t) for i, t in enumerate(tests, start=1)]
     columns = (
         "test",
         "target queries/s",
-        "achieved samples/s",
+        "scheduled/s",
+        "completed samples/s",
+        "kept up",
         "p99",
         "first token p99",
-        "batch",
+        "slowest 1 %: queueing + compute",
+        "batches x size",
         "LoadGen",
     )
     return "<h3>The server's tests</h3>" + _rows_table(columns, rows) if rows else ""

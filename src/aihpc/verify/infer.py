@@ -17,7 +17,13 @@ figures
     operations per second and shares of the peak they give), single-stream's 50th and 90th
     percentile latency, the server's ``max_qps`` (the target rate of its highest valid
     test), the point shown and the throughput-latency curve; each histogram counts the
-    samples its test served; ``valid`` is the quality's and every scenario's.
+    samples its test served; ``valid`` is the quality's and every scenario's.  A server
+    test is valid when LoadGen's verdict is and, in a record that states the rule
+    (``kept_up_shortfall``, which must be aihpc's), the system kept up with its arrivals
+    (:func:`aihpc.infer.loadgen.kept_up` on the logged rates); records made before the rule
+    are judged by LoadGen's verdict alone.  Each test's batches are of the sizes warmed up
+    and hold the samples it served; its timing split's slowest 1 % adds up; a server that
+    ran no test says why (its best rate below the least a test of its seconds fills).
 operations, quality
     The model recounted and re-measured (:mod:`aihpc.verify.infer_model`).
 
@@ -27,13 +33,22 @@ nothing.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 from aihpc.base.errors import DataError
 from aihpc.infer.accuracy import KEEP
-from aihpc.infer.loadgen import DETAIL_LOG, SCENARIOS, SUMMARY_LOG, read_detail, read_results
+from aihpc.infer.loadgen import (
+    DETAIL_LOG,
+    KEPT_UP_SHORTFALL,
+    SCENARIOS,
+    SUMMARY_LOG,
+    kept_up,
+    read_detail,
+    read_results,
+)
 from aihpc.infer.record import RECORD_FILE
 from aihpc.records.files import read_result
 from aihpc.results.read import results_file
@@ -198,17 +213,30 @@ def _ns(results: dict[str, Any], key: str) -> float | None:
     return None if value is None else float(value) / 1e9
 
 
-def point(test: dict[str, Any]) -> dict[str, Any]:
-    """A test's figures as the record shows them (a point of the throughput-latency curve)."""
+def point(test: dict[str, Any], judged: bool) -> dict[str, Any]:
+    """A test's figures as the record shows them (a point of the throughput-latency curve);
+    ``judged``: the record holds whether its system kept up (the module docstring)."""
     r = test["results"]
     rate = r.get("samples_per_second", r.get("completed_samples_per_sec"))
-    return {
+    loadgen_valid = r.get("validity") == "VALID"
+    figures = {
         "target_qps": test["settings"].get("target_qps"),
         "samples_per_second": None if rate is None else float(rate),
         "p99_latency_s": _ns(r, "99.00_percentile_latency_ns"),
         "p99_first_token_s": _ns(r, "first_token_99.00_percentile_latency_ns"),
         "p99_time_per_output_token_s": _ns(r, "time_per_output_token_99.00_percentile_ns"),
-        "valid": r.get("validity") == "VALID",
+        "valid": loadgen_valid,
+    }
+    if not judged:
+        return figures
+    scheduled = r.get("scheduled_samples_per_sec")
+    kept = kept_up(r)
+    return {
+        **figures,
+        "scheduled_qps": None if scheduled is None else float(scheduled),
+        "loadgen_valid": loadgen_valid,
+        "kept_up": kept,
+        "valid": loadgen_valid and kept is not False,
     }
 
 
@@ -222,7 +250,7 @@ def _joules_per_query(test: dict[str, Any]) -> float | None:
 def _one_test_figures(name: str, test: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
     r = test["results"]
     want = {
-        **point(test),
+        **point(test, _judged(data)),
         "p90_latency_s": _ns(r, "90.00_percentile_latency_ns"),
         "p50_latency_s": _ns(r, "50.00_percentile_latency_ns"),
         "joules_per_query": _joules_per_query(test),
@@ -238,31 +266,48 @@ def _one_test_figures(name: str, test: dict[str, Any], data: dict[str, Any]) -> 
     return want
 
 
-def _server_figures(tests: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _judged(data: dict[str, Any]) -> bool:
+    """Whether the record holds whether each server test kept up (the module docstring)."""
+    return "kept_up_shortfall" in data
+
+
+def _server_figures(
+    tests: list[dict[str, Any]], judged: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The server's figures from its tests, and the test its point and histogram show."""
-    valid = [t for t in tests if t["results"].get("validity") == "VALID"]
+    valid = [t for t in tests if point(t, judged)["valid"]]
     best = max(valid, key=lambda t: t["settings"].get("target_qps") or 0.0, default=None)
     shown = best or tests[-1]
     want = {
         "max_qps": None if best is None else best["settings"].get("target_qps"),
-        **point(shown),
-        "curve": sorted((point(t) for t in tests), key=lambda p: p["target_qps"] or 0.0),
+        **point(shown, judged),
+        "curve": sorted((point(t, judged) for t in tests), key=lambda p: p["target_qps"] or 0.0),
         "valid": best is not None,
     }
     return want, shown
 
 
 def check_figures(data: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
-    """Each scenario's figures recomputed from its tests; the histograms' counts; validity."""
+    """Each scenario's figures recomputed from its tests; the histograms' counts; the batches
+    and timing splits; validity."""
     found = Found("figures")
     scenarios = data.get("scenarios") or {}
+    judged = _judged(data)
+    if judged and data["kept_up_shortfall"] != KEPT_UP_SHORTFALL:
+        found.add(
+            f"kept_up_shortfall is {_short(data['kept_up_shortfall'])}; aihpc's rule is "
+            f"{KEPT_UP_SHORTFALL}"
+        )
     for name, s in scenarios.items():
         tests = s.get("tests") or []
+        if name == "server" and not tests and judged:
+            _check_untried(s, found)
+            continue
         if not tests or (name != "server" and len(tests) != 1):
             found.add(f"{name}: {len(tests)} tests recorded")
             continue
         if name == "server":
-            want, shown = _server_figures(tests)
+            want, shown = _server_figures(tests, judged)
         else:
             want, shown = _one_test_figures(name, tests[0], data), tests[0]
         for key, value in want.items():
@@ -271,10 +316,51 @@ def check_figures(data: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
                     f"scenarios.{name}.{key} is {_short(s.get(key))}; its tests give {value!r}"
                 )
         _check_histograms(name, s, shown, found)
+        if judged:
+            _check_batches(name, tests, data, found)
+            if not same(s.get("timing"), shown.get("timing")):
+                found.add(f"scenarios.{name}.timing is not the timing of the test it shows")
     _check_validity(data, scenarios, found)
     return found.outcome(
         f"the figures of {len(scenarios)} scenarios recomputed from their tests"
     ), found.items
+
+
+def _check_untried(s: dict[str, Any], found: Found) -> None:
+    """A server that ran no test: its best rate was below the least a test fills."""
+    search = s.get("search") or {}
+    top, floor = search.get("top_qps"), search.get("floor_qps")
+    if not (isinstance(top, (int, float)) and isinstance(floor, (int, float)) and top < floor):
+        found.add(f"server: no test recorded, yet its search {_short(search)} says one could run")
+    if s.get("valid") is not False or s.get("max_qps") is not None:
+        found.add("server: no test recorded, yet a valid result or a rate")
+
+
+def _check_batches(
+    name: str, tests: list[dict[str, Any]], data: dict[str, Any], found: Found
+) -> None:
+    """Each test's batches are of the sizes warmed up and hold what it served; its slowest
+    1 %'s queueing and compute add up to its latency."""
+    sizes = {str(size) for size in data.get("batch_sizes") or []}
+    for i, test in enumerate(tests, start=1):
+        where = f"{name} test {i}"
+        served = {size: n for size, n in (test.get("batch_sizes") or {}).items()}
+        if not set(served) <= sizes:
+            found.add(f"{where}: batches of {sorted(set(served) - sizes)}, not sizes warmed up")
+        held = sum(int(size) * n for size, n in served.items())
+        if held != test.get("samples_served", 0) + test.get("padded_samples", 0):
+            found.add(
+                f"{where}: its batches hold {held} samples, not the {test.get('samples_served')} "
+                f"served and {test.get('padded_samples')} padding"
+            )
+        tail = (test.get("timing") or {}).get("tail") or {}
+        queueing, compute, latency = (tail.get(k) for k in ("queueing_s", "compute_s", "latency_s"))
+        if latency is not None and not (
+            isinstance(queueing, float)
+            and isinstance(compute, float)
+            and math.isclose(queueing + compute, latency, rel_tol=1e-6, abs_tol=1e-9)
+        ):
+            found.add(f"{where}: its slowest 1 %'s queueing and compute do not add up")
 
 
 def _check_histograms(name: str, s: dict[str, Any], shown: dict[str, Any], found: Found) -> None:
