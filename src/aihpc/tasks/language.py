@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -79,17 +80,14 @@ class LanguageTask:
     mlperf_benchmark: str = "aihpc_automl_lm"
     grad_clip: float | None = 1.0
     peak_kernels: tuple[str, ...] = ("matmul",)  # its attention is matmuls too (flash or not)
+    # per-block compilation (aihpc.train.lm_regions) by device kind: see benchmarks/lm_step.py
+    compile_auto: Mapping[str, bool] = MappingProxyType({"cpu": False, "cuda": False})
 
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
         if config.screen:
             raise ConfigError(
                 f"screen scores CNN children with the image recommender's proxies; the language "
                 f"task has none, got screen {config.screen}"
-            )
-        if config.compile:
-            raise ConfigError(
-                "compile is the image task's regional compilation of CNN blocks; the language "
-                "task trains uncompiled (its attention is one fused kernel), got compile true"
             )
         options: dict[str, Any] = {"epoch_tokens": DEFAULT_EPOCH_TOKENS[device]}
         if config.dataset == "synthetic":
