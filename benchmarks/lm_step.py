@@ -34,7 +34,7 @@ prints its error and the next one runs.
     python benchmarks/lm_step.py [--device cpu|cuda] [--variants eager,eager-bf16,...]
                                  [--seconds 10] [--batch B] [--backend inductor]
                                  [--cache-dir DIR] [--no-children] [--profile-steps 3]
-                                 [--out FILE] [--smallest]
+                                 [--peak TFLOPS] [--out FILE] [--smallest]
 
 ``--smallest``: a 2-block network of width 32 at batch 2, 0.2 s per variant,
 compiled with the "aot_eager" backend (dynamo and autograd, no code
@@ -78,7 +78,7 @@ def main() -> int:
             print(f"{name}: failed: {type(exc).__name__}: {exc}", flush=True)
             rows.append({"variant": name, "error": f"{type(exc).__name__}: {exc}"})
         free(device)
-    print_table(rows)
+    print_table(rows, args.peak)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": describe(spec, args.batch, device), "variants": rows}, f, indent=1)
@@ -96,6 +96,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--cache-dir", help="inductor's cache folder (default: a fresh one: cold)")
     p.add_argument("--no-children", dest="children", action="store_false")
     p.add_argument("--profile-steps", type=int, default=3, help="steps profiled on a GPU (0: none)")
+    p.add_argument("--peak", type=float, help="the device's measured peak in TFLOP/s: shares of it")
     p.add_argument("--out", help="write every figure as JSON")
     p.add_argument("--smallest", action="store_true", help="the suite's setting (seconds)")
     args = p.parse_args()
@@ -261,22 +262,34 @@ def children(spec, name: str, device: torch.device, cache, batch: int) -> dict[s
     return out
 
 
-def kernel_times(step: Callable[[], Any], n: int) -> dict[str, float]:
-    """Seconds of GPU kernel time over ``n`` steps, by kind of kernel."""
+def kernel_times(step: Callable[[], Any], n: int) -> dict[str, Any]:
+    """GPU kernel time per step over ``n`` steps: by kind of kernel, in all (``busy``, with
+    the steps' wall time), and the slowest kernels by name."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(n):
             step()
         torch.cuda.synchronize()
-    totals: dict[str, float] = {}
-    for event in prof.key_averages():
-        us = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0.0)
-        if us and event.device_type == torch.autograd.DeviceType.CUDA:
-            kind = kernel_kind(event.key)
-            totals[kind] = totals.get(kind, 0.0) + us / 1e6 / n
-    return totals
+    wall = (time.perf_counter() - start) / n
+    by_kind: dict[str, float] = {}
+    by_name: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        seconds = event.time_range.elapsed_us() / 1e6 / n
+        kind = kernel_kind(event.name)
+        by_kind[kind] = by_kind.get(kind, 0.0) + seconds
+        by_name[event.name] = by_name.get(event.name, 0.0) + seconds
+    slowest = sorted(by_name.items(), key=lambda item: -item[1])[:8]
+    return {
+        "by_kind": by_kind,
+        "busy_s": sum(by_kind.values()),
+        "profiled_step_s": wall,
+        "slowest": [[kernel_kind(name), name[:90], sec] for name, sec in slowest],
+    }
 
 
 def kernel_kind(name: str) -> str:
@@ -286,7 +299,8 @@ def kernel_kind(name: str) -> str:
         return "copies"
     if any(k in low for k in ("flash", "fmha", "sdpa", "attention")):
         return "attention"
-    if any(k in low for k in ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul", "sm90_")):
+    matmul = ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul", "triton_tem")
+    if any(k in low for k in matmul):
         return "matmul"
     if any(k in low for k in ("multi_tensor", "adam", "foreach")):
         return "optimizer"
@@ -310,7 +324,7 @@ def free(device: torch.device) -> None:
 # ------------------------------------------------------------------------ the table
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
+def print_table(rows: list[dict[str, Any]], peak: float | None = None) -> None:
     print()
     print(f"{'variant':<14} {'step ms':>9} {'model TFLOP/s':>14} {'counted TOP/s':>14} "
           f"{'first step s':>13} {'compile s':>10} {'regions':>8}")  # fmt: skip
@@ -322,20 +336,34 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(f"{r['variant']:<14} {r['step_s'] * 1e3:>9.2f} {r['model_tflops']:>14.3f} "
               f"{r['counted_tops']:>14.3f} {r['first_step_s']:>13.2f} {r['compile_s']:>10.2f} "
               f"{regions:>8}")  # fmt: skip
+    if peak:
+        for r in rows:
+            if "error" not in r:
+                model, counted = 100 * r["model_tflops"] / peak, 100 * r["counted_tops"] / peak
+                print(f"  {r['variant']}: {model:.1f} % of {peak:g} TFLOP/s in model FLOPs, "
+                      f"{counted:.1f} % counted")  # fmt: skip
     for r in rows:
         for how, c in (r.get("children") or {}).items():
             print(f"  {r['variant']} child {how}: first step {c['first_step_s']:.2f} s, then "
                   f"{c['step_s'] * 1e3:.1f} ms; regions compiled {c['regions_compiled']} of "
                   f"{c['regions_needed']}")  # fmt: skip
     kernels = [r for r in rows if r.get("kernels")]
-    if kernels:
-        kinds = sorted({k for r in kernels for k in r["kernels"]})
-        print("\nGPU kernel time per step, share by kind")
-        print(f"{'variant':<14} {'kernel ms':>10} " + " ".join(f"{k:>12}" for k in kinds))
-        for r in kernels:
-            total = sum(r["kernels"].values())
-            shares = " ".join(f"{100 * r['kernels'].get(k, 0.0) / total:>11.1f}%" for k in kinds)
-            print(f"{r['variant']:<14} {total * 1e3:>10.2f} {shares}")
+    if not kernels:
+        return
+    kinds = sorted({k for r in kernels for k in r["kernels"]["by_kind"]})
+    print("\nGPU kernel time per step: busy against the profiled step, and its share by kind")
+    head = " ".join(f"{k:>12}" for k in kinds)
+    print(f"{'variant':<14} {'kernel ms':>10} {'step ms':>8} {'busy':>6} {head}")
+    for r in kernels:
+        k = r["kernels"]
+        total, wall = k["busy_s"], k["profiled_step_s"]
+        shares = " ".join(f"{100 * k['by_kind'].get(kind, 0.0) / total:>11.1f}%" for kind in kinds)
+        print(f"{r['variant']:<14} {total * 1e3:>10.2f} {wall * 1e3:>8.2f} "
+              f"{100 * total / wall:>5.1f}% {shares}")  # fmt: skip
+    for r in kernels:
+        print(f"\n{r['variant']}: slowest kernels (ms per step)")
+        for kind, name, sec in r["kernels"]["slowest"]:
+            print(f"  {sec * 1e3:>8.2f}  {kind:<12} {name}")
 
 
 if __name__ == "__main__":

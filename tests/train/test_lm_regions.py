@@ -258,3 +258,31 @@ def test_a_compiled_language_trial_and_its_children_count_their_regions(tmp_path
     assert counts["compile_seconds"] == pytest.approx(
         sum(r.phase_seconds.get("compile", 0.0) for r in results)
     )
+
+
+# torch.autocast("cuda") made where CUDA is not available says so, and is never entered here
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_what_the_steps_call_for_a_language_model_by_device_and_processes() -> None:
+    """The trainer's choice (aihpc.train.step_model): a GPU's single process computes on
+    bfloat16 weights without autocast, data-parallel ranks keep float32 weights under autocast,
+    the CPU trains the model itself; compiled or not, as the run says."""
+    import contextlib
+
+    from aihpc.tasks import task_of
+    from aihpc.train.step_model import step_model_for
+
+    net = _net(dtype=torch.float32)
+    optimizer = torch.optim.AdamW(net.parameters())
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    single = step_model_for(net, optimizer, cuda, 1, compiled=True)
+    ranks = step_model_for(net, optimizer, cuda, 2, compiled=True)
+    assert isinstance(single.module, LMStep) and single.module.twin is not None
+    assert single.module.twin.embed.weight.dtype == torch.bfloat16
+    assert isinstance(single.autocast, contextlib.nullcontext)
+    assert single.compiled_modes == ("train",) and single.regions_needed == SPEC.layers
+    assert isinstance(ranks.module, LMStep) and ranks.module.twin is None
+    assert isinstance(ranks.autocast, torch.autocast)
+    plain = step_model_for(net, optimizer, cpu, 1, compiled=False)
+    assert plain.module is net and plain.regions_needed == 0 and not plain.compiled_modes
+    lm = task_of("lm")
+    assert lm.compile_auto["cuda"] and not lm.compile_auto["cpu"]

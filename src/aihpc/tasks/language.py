@@ -80,8 +80,11 @@ class LanguageTask:
     mlperf_benchmark: str = "aihpc_automl_lm"
     grad_clip: float | None = 1.0
     peak_kernels: tuple[str, ...] = ("matmul",)  # its attention is matmuls too (flash or not)
-    # per-block compilation (aihpc.train.lm_regions) by device kind: see benchmarks/lm_step.py
-    compile_auto: Mapping[str, bool] = MappingProxyType({"cpu": False, "cuda": False})
+    # per-block compilation (aihpc.train.lm_regions) by device kind, the faster way over a
+    # search as benchmarks/lm_step.py measures it (a step's time, and what compiling costs a new
+    # trial): off on the CPU, where a step gains less than a new block shape costs; on on a GPU,
+    # where the fused norms, residual adds and rotary products remove most elementwise passes
+    compile_auto: Mapping[str, bool] = MappingProxyType({"cpu": False, "cuda": True})
 
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
         if config.screen:
