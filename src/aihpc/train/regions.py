@@ -27,6 +27,10 @@ code object per key each holds one entry, the lookup is a dict access, and
 :meth:`RegionCache.stats` reads dynamo's own entries back to prove it (a
 key whose code has no entry ran eagerly; more than one, recompiled).
 
+The cache compiles any :class:`Compilable` (a signature and a template
+module): a CNN's :class:`Region` here, a transformer block in
+:mod:`aihpc.train.lm_regions`.
+
 What is reused where: in one process, a key compiled before is neither
 traced nor compiled again (this module's cache).  Across the processes of a
 node, inductor's on-disk caches (the FX graph cache of compiled kernels and
