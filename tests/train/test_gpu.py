@@ -138,6 +138,47 @@ def test_epochs_of_the_default_gpu_workload(tmp_path, compile):
     assert 0 < work <= second.t_end - second.t_start
 
 
+def _lm_task(weights_dir: Path, **changes) -> EpochTask:
+    from aihpc.nas.lm_spec import seed_lm_spec
+
+    spec = seed_lm_spec(
+        vocab_size=257, context=256, width=256, layers=4, heads=4, head_dim=64, mlp_hidden=1024
+    )
+    options = (("doc_length", 256), ("epoch_tokens", 1 << 18), ("train_tokens", 1 << 19))
+    hp = Hyperparameters(lr=1e-3, batch_size=32, weight_decay=0.01, optimizer="adamw", warmup=0.1)
+    base = dict(
+        trial_id=0,
+        epoch=1,
+        epochs=2,
+        arch=spec.to_dict(),
+        hparams=hp,
+        data=DataRef("synthetic", options=options, task="lm"),
+        deadline=time.time() + 600,
+        seed=0,
+        weights_dir=str(weights_dir),
+        device="cuda",
+    )
+    return EpochTask(**{**base, **changes})
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_a_language_trial_trains_alike_eager_and_with_compiled_blocks(tmp_path):
+    """A 4-block language model on bfloat16 compute weights (the GPU default), eagerly and with
+    its blocks compiled by inductor: one compilation for the four equal blocks, the same losses
+    within bfloat16's rounding, the weight files in float32."""
+    from aihpc.train.weights import load
+
+    eager = run_epoch(_lm_task(tmp_path, trial_id=1, compile=False))
+    compiled = run_epoch(_lm_task(tmp_path, trial_id=2, compile=True))
+    assert eager.status == compiled.status == "ok", (eager.reason, compiled.reason)
+    assert compiled.metrics["regions_needed"] == 4 and compiled.metrics["regions_compiled"] == 1
+    for key in ("train_loss", "val_loss"):
+        assert compiled.metrics[key] == pytest.approx(eager.metrics[key], rel=0.02), key
+    state, optimizer = load(tmp_path, compiled.weights)
+    assert all(t.dtype == torch.float32 for t in state.values()) and optimizer is not None
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @needs_gpu

@@ -73,6 +73,22 @@ def test_a_file_round_trips_and_its_digest_is_checked(tmp_path):
     )
 
 
+def test_a_large_file_is_hashed_beside_its_write_and_loads_without_torchs_crc(tmp_path):
+    """Storages of several MiB (each hashed in the second thread while it is written): the
+    digest is the SHA-256 of the file's bytes, and the file loads as written."""
+    import hashlib
+
+    from aihpc.train import weights
+
+    big = torch.randn(3, weights.PARALLEL_HASH_BYTES // 4 + 7, generator=torch.Generator())
+    model = {"big": big, "small": torch.arange(5.0)}
+    optimizer = {"state": {0: {"exp_avg": big * 2}}, "param_groups": [{"params": [0]}]}
+    ref = save(tmp_path, "big.pt", model, optimizer)
+    assert ref.digest == hashlib.sha256((tmp_path / "big.pt").read_bytes()).hexdigest()
+    state, opt = torch.load(tmp_path / "big.pt", weights_only=True).values()
+    assert torch.equal(state["big"], big) and torch.equal(opt["state"][0]["exp_avg"], big * 2)
+
+
 def test_a_missing_start_file_fails_the_epoch_with_its_name(tmp_path):
     r = run_epoch(_task(tmp_path, start=WeightsRef("gone.pt", "0" * 64)))
     assert r.status == "failed" and "cannot read weight file" in r.reason and "gone.pt" in r.reason
@@ -139,7 +155,7 @@ def test_a_state_this_worker_wrote_is_served_from_memory_as_a_copy(tmp_path):
     assert cache.get(WeightsRef("other.pt", "0" * 64)) is None and cache.misses == 1
 
 
-def test_the_state_cache_keeps_the_most_recent_within_its_bytes():
+def test_the_state_cache_keeps_the_most_recent_within_its_bytes_and_always_the_last():
     from aihpc.train.weights import StateCache
 
     cache = StateCache(max_bytes=3 * 400)  # three states of 100 float32
@@ -150,6 +166,11 @@ def test_the_state_cache_keeps_the_most_recent_within_its_bytes():
     cache.put(refs[3], {"w": torch.zeros(100)}, None)
     assert cache.get(refs[1]) is None  # the least recently used went
     assert all(cache.get(ref) is not None for ref in (refs[0], refs[2], refs[3]))
+    large = WeightsRef("large.pt", "9" * 64)
+    cache.put(large, {"w": torch.zeros(1000)}, {"m": torch.ones(10)})  # more than max_bytes
+    assert all(cache.get(ref) is None for ref in refs)  # the older ones went, not the last one
+    model, optimizer = cache.get(large, optimizer=False)  # a child's start: the model alone
+    assert model["w"].shape == (1000,) and optimizer is None
 
 
 def test_a_child_starts_from_the_parent_this_worker_trained_without_its_file(tmp_path):

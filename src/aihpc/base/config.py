@@ -83,7 +83,8 @@ class RunConfig:
     schedule: str = "cosine"
     # None: sized to the device by the task (aihpc.tasks.image.DEFAULT_BATCH_SIZES, ...)
     batch_sizes: tuple[int, ...] | None = None
-    # compile each trial's model region by region (aihpc.train.regions); None: the device's default
+    # compile each trial's model region by region (aihpc.train.regions); None: the task's default
+    # for the device (Task.compile_auto)
     compile: bool | None = None
     max_attempts: int = 3
     report_seconds: float = 30.0

@@ -91,8 +91,9 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="compile each trial's model region by region, a child's unchanged blocks from the "
-        "cache (default: off; see trainer.COMPILE_AUTO)",
+        help="compile each trial's model region by region (a CNN's blocks, a transformer's "
+        "blocks), equal and unchanged blocks from the cache (default: the task's choice for the "
+        "device, Task.compile_auto)",
     )
     p.add_argument(
         "--procs-per-trial",

@@ -92,9 +92,9 @@ def rotary_angles(
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate ``x`` ``(B, H, T, head_dim)``: dimension ``j`` of the first half
     with dimension ``j`` of the second, by the angles in ``cos``/``sin``."""
-    wide = x.to(cos.dtype)
     half = x.shape[-1] // 2
-    x1, x2 = wide[..., :half], wide[..., half:]
+    # x's dtype promotes to the angles' (at least float32) in each product: no widened copy
+    x1, x2 = x[..., :half], x[..., half:]
     rotated = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
     return rotated.to(x.dtype)
 
@@ -204,6 +204,14 @@ class LMNet(nn.Module):
                 param.normal_(0.0, INIT_STD)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x, cos, sin = self.start(tokens)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return self.logits(x)
+
+    def start(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the first block reads: the embedded ``tokens`` ``(B, T, d)`` and the rotary
+        ``cos`` and ``sin`` of their ``T`` positions (SpecError for tokens of another shape)."""
         if tokens.dim() != 2:
             raise SpecError(f"tokens must be (batch, positions), got shape {tuple(tokens.shape)}")
         t = tokens.shape[1]
@@ -215,6 +223,8 @@ class LMNet(nn.Module):
         # the rotation in float32, or float64 for a float64 model (bf16 angles lose positions)
         wide = torch.promote_types(self.embed.weight.dtype, torch.float32)
         cos, sin = rotary_angles(t, self.spec.head_dim, x.device, wide)
-        for block in self.blocks:
-            x = block(x, cos, sin)
+        return x, cos, sin
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits ``(B, T, vocab)`` of the last block's output ``x``."""
         return self.unembed(self.final_norm(x))

@@ -119,7 +119,7 @@ class EpochTask:
     device: str = "auto"
     threads: int | None = None
     procs: int = 1  # processes (GPUs) training this epoch data-parallel
-    # compile the model region by region (aihpc.train.regions); None: trainer.COMPILE_AUTO
+    # compile the model region by region (aihpc.train.regions); None: the task's compile_auto
     compile: bool | None = None
     attempt: int = 1
 

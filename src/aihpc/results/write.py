@@ -21,6 +21,10 @@ lists the hyperparameter search processes that died and were started again
 (:class:`aihpc.nas.helper_restart.HelperRestart`), ``t`` relative to the run's
 start.
 
+``compilation`` (a new field, no version change; absent where nothing
+compiled) counts what the trials' compiled models needed and what the
+workers' caches already held (:func:`compilation`).
+
 Version 3 writes a child's architecture as ``arch_diff``, the edits of its
 parent's (:mod:`aihpc.records.archdiff`), instead of ``arch`` in full (which
 only trials without a parent keep), and lays the file out one line per
@@ -128,6 +132,7 @@ def results_fields(store, score: Score) -> dict[str, Any]:
         "helper_restarts": [{**r, "t": r["t"] - t0} for r in meta.helper_restarts],
         "integrity": integrity(store),
         **model_flops(store, score),
+        **compilation(store),
     }
 
 
@@ -154,6 +159,34 @@ def model_flops(store, score: Score) -> dict[str, Any]:
             "total": total,
             "per_second": rate,
             "utilisation": rate / nominal if nominal else None,
+        }
+    }
+
+
+def compilation(store) -> dict[str, Any]:
+    """``{"compilation": ...}`` where the run's models were compiled region by region
+    (:mod:`aihpc.train.regions`): ``models`` built compiled (one per trial and worker), the
+    regions their first passes called (``regions_needed``), how many of those were compiled and
+    how many served by code the worker compiled before (``regions_from_cache``: equal blocks of
+    one network, a parent's unchanged blocks), and the seconds of the epochs' ``compile``
+    phase (those first passes, compilation included); nothing where no model compiled."""
+    models = needed = compiled = 0
+    seconds = 0.0
+    for e in store.iter_epochs():
+        seconds += e.phase_seconds.get("compile", 0.0)
+        if "regions_needed" in e.metrics:
+            models += 1
+            needed += int(e.metrics["regions_needed"])
+            compiled += int(e.metrics["regions_compiled"])
+    if not models:
+        return {}
+    return {
+        "compilation": {
+            "models": models,
+            "regions_needed": needed,
+            "regions_compiled": compiled,
+            "regions_from_cache": needed - compiled,
+            "compile_seconds": seconds,
         }
     }
 

@@ -101,6 +101,9 @@ class Task(Protocol):
     #: the kinds of dense kernel its networks call, whose best rate is the run's measured peak
     #: (aihpc.roofline.kernels.KINDS)
     peak_kernels: tuple[str, ...]
+    #: whether its models compile (``RunConfig.compile``) when the run leaves it open, by device
+    #: kind ("cpu", "cuda"): the faster way as measured on that kind of device
+    compile_auto: Mapping[str, bool]
 
     # -- the run (aihpc.runner) -------------------------------------------------------------
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:

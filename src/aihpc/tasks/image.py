@@ -11,6 +11,8 @@ verifier's fast path of the same count).
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -62,6 +64,9 @@ class ImageTask:
     mlperf_benchmark: str = "aihpc_automl"
     grad_clip: float | None = None
     peak_kernels: tuple[str, ...] = ("matmul", "conv")
+    # regional compilation (aihpc.train.regions) off on both: measured slower over a search
+    # (README, "Regional compilation, measured on this project's CPU" and "Measured on an H100")
+    compile_auto: Mapping[str, bool] = MappingProxyType({"cpu": False, "cuda": False})
 
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
         if config.optimizer is None:

@@ -27,6 +27,10 @@ code object per key each holds one entry, the lookup is a dict access, and
 :meth:`RegionCache.stats` reads dynamo's own entries back to prove it (a
 key whose code has no entry ran eagerly; more than one, recompiled).
 
+The cache compiles any :class:`Compilable` (a signature and a template
+module): a CNN's :class:`Region` here, a transformer block in
+:mod:`aihpc.train.lm_regions`.
+
 What is reused where: in one process, a key compiled before is neither
 traced nor compiled again (this module's cache).  Across the processes of a
 node, inductor's on-disk caches (the FX graph cache of compiled kernels and
@@ -47,7 +51,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch._functorch.config
@@ -82,6 +86,21 @@ class Region:
     local: tuple[Layer, ...]
     shapes: tuple[Shape, ...]
     signature: str
+
+    def template(self) -> nn.Module:
+        """The region as a module of its own (:class:`RegionModule`), on torch's current device."""
+        return RegionModule(self)
+
+
+class Compilable(Protocol):
+    """What :class:`RegionCache` compiles: a ``signature`` (equal for regions computing the same
+    function of the same tensors) and a ``template()``, the module computing it, built on the
+    meta device, whose keys name the tensors :meth:`RegionCache.run` is given."""
+
+    @property
+    def signature(self) -> str: ...
+
+    def template(self) -> nn.Module: ...
 
 
 def partition(spec: ArchSpec) -> tuple[Region, ...]:
@@ -191,13 +210,15 @@ class RegionModule(nn.ModuleDict):
         return values[self._plan[-1][0]]
 
 
-def _region_call(template: nn.Module, tensors: dict[str, torch.Tensor], x: torch.Tensor) -> Any:
+def _region_call(
+    template: nn.Module, tensors: dict[str, torch.Tensor], args: tuple[torch.Tensor, ...]
+) -> Any:
     """What every compiled region runs; copied into one code object per cache key."""
-    return functional_call(template, tensors, (x,))
+    return functional_call(template, tensors, args)
 
 
-#: A compiled region: (template, the network's tensors by local key, input) -> output.
-RegionFn = Callable[[nn.Module, dict[str, torch.Tensor], torch.Tensor], torch.Tensor]
+#: A compiled region: (template, the network's tensors by local key, inputs) -> output.
+RegionFn = Callable[[nn.Module, dict[str, torch.Tensor], tuple[torch.Tensor, ...]], torch.Tensor]
 
 
 def _fresh_function(name: str) -> RegionFn:
@@ -235,7 +256,7 @@ class _Entry:
     """One cache key's compiled function, the template it runs and its signature."""
 
     fn: RegionFn
-    template: RegionModule
+    template: nn.Module
     signature: str
 
 
@@ -276,41 +297,42 @@ class RegionCache:
 
     def run(
         self,
-        region: Region,
+        region: Compilable,
         tensors: dict[str, torch.Tensor],
-        x: torch.Tensor,
+        args: tuple[torch.Tensor, ...],
         training: bool,
-        dropout: tuple[float, ...],
+        dropout: tuple[float, ...] = (),
     ) -> torch.Tensor:
-        """``region`` applied to ``x`` with the network's ``tensors`` (local key -> tensor), in
-        train or eval mode and with the dropout rates of its dropout layers (in order)."""
-        key = _key(region.signature, x, tensors, training, dropout)
+        """``region`` applied to its inputs ``args`` with the network's ``tensors`` (local key
+        -> tensor), in train or eval mode and with the dropout rates of its dropout layers (in
+        order)."""
+        key = _key(region.signature, args, tensors, training, dropout)
         entry = self._entries.get(key)
         if entry is not None:
             self._hits += 1
             self._entries.move_to_end(key)
-            return entry.fn(entry.template, tensors, x)
+            return entry.fn(entry.template, tensors, args)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:  # compiled by another thread meanwhile
                 self._hits += 1
-                return entry.fn(entry.template, tensors, x)
+                return entry.fn(entry.template, tensors, args)
             entry = self._compile(key, region, training, dropout)
             start = time.perf_counter()
             # the backward is compiled with the forward, so its time is counted here
             with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
-                out = entry.fn(entry.template, tensors, x)
+                out = entry.fn(entry.template, tensors, args)
             self._seconds += time.perf_counter() - start
         return out
 
     def _compile(
-        self, key: Hashable, region: Region, training: bool, dropout: tuple[float, ...]
+        self, key: Hashable, region: Compilable, training: bool, dropout: tuple[float, ...]
     ) -> _Entry:
         with torch.device("meta"):
-            template = RegionModule(region)
+            template = region.template()
         template.train(training)
         rates = iter(dropout)
-        for module in template.values():
+        for module in template.modules():
             if isinstance(module, nn.Dropout):
                 module.p = next(rates)
         fn = torch.compile(
@@ -357,22 +379,18 @@ def _torch_entries(fn: RegionFn) -> int:
 
 def _key(
     signature: str,
-    x: torch.Tensor,
+    args: tuple[torch.Tensor, ...],
     tensors: dict[str, torch.Tensor],
     training: bool,
     dropout: tuple[float, ...],
 ) -> Hashable:
     """Everything the compiled code of a region depends on (what dynamo guards on) besides its
-    signature: the input's shape, layout, dtype, device and need of gradients, every tensor's
+    signature: every input's shape, layout, dtype, device and need of gradients, every tensor's
     dtype, layout and need of gradients, the mode, grad mode and autocast."""
-    device = x.device.type
+    device = args[0].device.type
     return (
         signature,
-        tuple(x.shape),
-        x.stride(),
-        x.dtype,
-        str(x.device),
-        x.requires_grad,
+        tuple((tuple(x.shape), x.stride(), x.dtype, str(x.device), x.requires_grad) for x in args),
         tuple((t.dtype, t.stride(), t.requires_grad) for t in tensors.values()),
         training,
         torch.is_grad_enabled(),
@@ -416,7 +434,7 @@ class RegionNet(nn.Module):
         for region, (slots, dropouts) in zip(self.regions, self._bindings, strict=True):
             tensors = {key: getattr(module, attr) for key, module, attr in slots}
             rates = tuple(float(m.p) for m in dropouts)
-            x = self.cache.run(region, tensors, x, training, rates)
+            x = self.cache.run(region, tensors, (x,), training, rates)
         return x
 
 

@@ -10,9 +10,9 @@ nothing waits for the device inside the training loop): ``data`` (the wait
 for the next batch: gathered on the device, or streamed, see
 :mod:`aihpc.train.feed`), ``forward`` (model and loss), ``backward``,
 ``optimizer`` (the step), ``eval`` (validation forward passes), ``compile``
-(the first pass of a model compiled region by region, :mod:`aihpc.train.regions`, compilation
-included) and ``other`` (model build, weight loading, operation counting,
-and any wait for the weight file).
+(the first pass of a model compiled region by region, :mod:`aihpc.train.regions` and
+:mod:`aihpc.train.lm_regions`, compilation included) and ``other`` (model build, weight
+loading, operation counting, and any wait for the weight file).
 
 Every batch a trial trains on has the same shape, so that cuDNN's autotuner
 (and a compiled model) sees one shape per architecture: training leaves out
@@ -45,13 +45,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from aihpc.machine.devices import resolve_device
-from aihpc.nas.build import SpecNet
 from aihpc.records.messages import EpochResult, EpochStatus, EpochTask, WeightsRef
 from aihpc.tasks import Arch, Task, task_of
 from aihpc.train import feed
@@ -60,13 +59,9 @@ from aihpc.train.group import SINGLE, Group
 from aihpc.train.optim import make_optimizer, set_dropout, set_lr
 from aihpc.train.sample_ops import count_ops_per_sample
 from aihpc.train.staging import Staged, stage
+from aihpc.train.step_model import step_model_for, use_compile_cache
 from aihpc.train.timing import PhaseTimer, timer_for
 from aihpc.train.weights import SnapshotWriter, State, file_name, starting_state
-
-# Regional compilation (aihpc.train.regions) when the task leaves it open (compile=None), by
-# device kind: off, measured slower over a search on both (README, "Regional compilation,
-# measured on this project's CPU" and "Measured on an H100"); --compile turns it on.
-COMPILE_AUTO = {"cpu": False, "cuda": False}
 
 # Steps between the checks that read a value back from the device (a
 # non-finite loss; the deadline agreed between data-parallel ranks).  Each
@@ -93,11 +88,14 @@ class Setup:
     train_ops: float  # operations per training sample
     eval_ops: float  # operations per evaluation sample
     num_params: int
-    autocast: contextlib.AbstractContextManager[object]  # bfloat16 on a GPU, else nothing
+    # bfloat16 autocast on a GPU (unless step_model computes in bfloat16 itself), else nothing
+    autocast: contextlib.AbstractContextManager[object]
     compiled: bool  # step_model runs compiled regions (aihpc.train.regions)
     pad_eval: bool  # evaluation batches padded to full size (one shape: GPU, compiled)
     # modes ("train", "eval") the compiled model has not run yet: their first pass compiles
     fresh: set[str]
+    # compiled regions the model's first passes call, in all their modes
+    regions_needed: int = 0
     # a compiled model's regions compiled before its first pass (None: not compiled, or counted)
     compiled_before: int | None = None
 
@@ -200,8 +198,12 @@ def _train_epoch(
 
 
 def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
-    """The model, optimizer and data the epoch trains with: kept from the last epoch, or built."""
-    compiled = COMPILE_AUTO.get(device.type, False) if task.compile is None else bool(task.compile)
+    """The model, optimizer and data the epoch trains with: kept from the last epoch, or built.
+
+    Compiled where the task says (``compile``), else by the task's default for the device kind
+    (:attr:`aihpc.tasks.base.Task.compile_auto`)."""
+    auto = task_of(task.data.task).compile_auto.get(device.type, False)
+    compiled = auto if task.compile is None else bool(task.compile)
     setup = take_resident(task, device, compiled, group) or build(task, device, group, compiled)
     # the epoch's random draws (dropout) from its own seed, alike for a kept and a rebuilt model
     torch.manual_seed(task.seed * 1_000_003 + task.epoch)
@@ -246,10 +248,8 @@ def compiled_regions(setup: Setup) -> dict[str, int]:
     from aihpc.train.regions import default_cache
 
     compiled = default_cache().stats().compiled - setup.compiled_before
-    # a RegionNet (torch types nn.Module's attributes as tensors or modules, not a RegionNet's)
-    needed = 2 * len(cast(Any, setup.step_model).regions)
     setup.compiled_before = None  # counted once, with the epoch that built the model
-    return {"regions_needed": needed, "regions_compiled": compiled}
+    return {"regions_needed": setup.regions_needed, "regions_compiled": compiled}
 
 
 def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -> Setup:
@@ -272,22 +272,18 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
     optimizer = make_optimizer(model, hp)
     if opt_state is not None:
         optimizer.load_state_dict(opt_state)
-    step_model: torch.nn.Module = model
     compiled_before = None
     if compiled:
-        from aihpc.train.regions import RegionNet, default_cache
+        from aihpc.train.regions import default_cache
 
-        _use_compile_cache(task)
+        use_compile_cache(task.data.stage_dir)
         compiled_before = default_cache().stats().compiled
-        # only the regions no model compiled before compile (a CNN's: SpecNet; the language
-        # task refuses compile, LanguageTask.default_workload)
-        assert isinstance(model, SpecNet), "only the image task's networks compile"
-        step_model = RegionNet(model)
+    steps = step_model_for(model, optimizer, device, group.world, compiled)
     return Setup(
         kind=kind,
         spec=spec,
         model=model,
-        step_model=group.wrap(step_model),
+        step_model=group.wrap(steps.module),
         optimizer=optimizer,
         data=stage(task.data, str(device)),
         device=device,
@@ -295,31 +291,13 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
         train_ops=train_ops,
         eval_ops=eval_ops,
         num_params=sum(p.numel() for p in model.parameters()),
-        autocast=torch.autocast("cuda", dtype=torch.bfloat16) if gpu else contextlib.nullcontext(),
+        autocast=steps.autocast,
         compiled=compiled,
         pad_eval=compiled or gpu,
-        fresh={"train", "eval"} if compiled else set(),
+        fresh=set(steps.compiled_modes),
+        regions_needed=steps.regions_needed,
         compiled_before=compiled_before,
     )
-
-
-_COMPILE_CACHE: Path | None = None
-
-
-def _use_compile_cache(task: EpochTask) -> None:
-    """Point inductor's on-disk caches at one folder per node, once per worker process:
-    ``TORCHINDUCTOR_CACHE_DIR`` where set, else ``aihpc-inductor`` in the data's staging
-    folder (node-local storage) or the temporary folder, shared by the node's workers."""
-    global _COMPILE_CACHE
-    if _COMPILE_CACHE is None:
-        import os
-        import tempfile
-
-        from aihpc.train.regions import use_cache_dir
-
-        root = task.data.stage_dir or tempfile.gettempdir()
-        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or Path(root) / "aihpc-inductor"
-        _COMPILE_CACHE = use_cache_dir(folder)
 
 
 def build_model(
