@@ -202,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
             interface=config.interface,
             tls=config.tls is not False,
             gpus_per_worker=config.procs_per_trial,
+            worker_memory=config.worker_memory,
         ) as client:
             results = run_benchmark(
                 config, run_dir, resume=bool(args.resume), console=console, client=client
