@@ -196,3 +196,41 @@ _SCORE = {
     "peak_flops_per_s": None,
     "peak_fraction": None,
 }
+
+
+@pytest.mark.parametrize("memory", [None, "2GiB"])
+def test_a_slurm_task_gives_its_worker_the_allocation_s_share_of_its_node(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, memory: str | None
+) -> None:
+    """Rank 0 of a one-task step, as srun starts it (SLURM's environment; the step puts two tasks
+    on this node): its worker's limit is the node's share for two, or --worker-memory's."""
+    from distributed import Client
+
+    from aihpc.launch.slurm import runner_context
+
+    environ = dict(os.environ)
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_NODEID": "0"}
+    for name, value in {**slurm, "SLURM_STEP_TASKS_PER_NODE": "2"}.items():
+        monkeypatch.setenv(name, value)
+    try:
+        with runner_context(tmp_path / "scheduler.json", tls=False, worker_memory=memory) as client:
+            assert isinstance(client, Client)
+            client.wait_for_workers(1, timeout=120)
+            limits = DaskExecutor(client, owns_client=False).memory_limits()
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    assert limits == {"slurm-0": 2 * GIB if memory else node_share(MEMORY_LIMIT, 2)}
+
+
+def test_a_slurm_task_refuses_a_limit_no_worker_can_start_in_before_it_starts_anything(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from aihpc.launch.slurm import runner_context
+
+    for name, value in {"SLURM_JOB_ID": "7", "SLURM_PROCID": "1", "SLURM_NTASKS": "2"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=r"got 100\.00 MiB \(--worker-memory 100MiB\)$"):
+        with runner_context(tmp_path / "scheduler.json", tls=False, worker_memory="100MiB"):
+            pass
+    assert not (tmp_path / "scheduler.json").exists()

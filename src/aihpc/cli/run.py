@@ -132,7 +132,11 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
     batch.add_argument(
         "--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00"
     )
-    batch.add_argument("--worker-memory", help="memory limit of each worker, e.g. 8GiB")
+    batch.add_argument(
+        "--worker-memory",
+        help="memory limit of each worker, e.g. 8GiB (default: its node's memory less a reserve, "
+        "divided among the node's workers)",
+    )
     batch.add_argument(
         "--interface", help="network interface of scheduler and workers, e.g. ib0 (default: all)"
     )
