@@ -40,7 +40,7 @@ def test_a_worker_limited_as_on_the_h200_refuses_the_trials_it_cannot_hold_and_t
     trial loses its worker (shown at the end, on a cluster of the same limit); now it is never
     sent, failed with one line naming its need and the worker's limit, no worker is lost, and the
     search goes on.  (Without --worker-memory the worker's limit is the node's less a reserve:
-    tests/launch/test_memory.py.)"""
+    tests/launch/test_worker_limits.py.)"""
     from distributed.system import MEMORY_LIMIT
 
     limit = MEMORY_LIMIT // 16

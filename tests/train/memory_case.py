@@ -1,6 +1,6 @@
 """One trial-epoch in this process, as a worker runs it, with its host memory: run by
-tests/train/test_memory.py, one process per case (the resident memory's high-water mark is the
-process's).
+tests/train/test_memory_estimate.py, one process per case (the resident memory's high-water mark
+is the process's).
 
 ``python memory_case.py CASE_JSON`` prints one JSON line: the resident memory before the epoch
 (the trainer imported and the data staged, as the master measures a worker before its first

@@ -110,7 +110,12 @@ class MemoryWatch:
         start = None
         if trial.recipe is not None:
             start = self.task.arch(trial.recipe.parent_arch)
-        need = self.need(spec, trial.hparams, start, trial.budget)
+        try:
+            need = self.need(spec, trial.hparams, start, trial.budget)
+        # an architecture the estimate cannot step through (an operation fake tensors lack) is
+        # sent, as it would be without the estimate: the run does not end on it
+        except Exception:
+            return None
         return None if need <= room.free else refusal_line(need, room)
 
     def check_seed(self, data_info: dict[str, Any]) -> None:
