@@ -27,6 +27,18 @@ CASES = [
     ("run", ["--workers", "0"], "workers must be >= 1, got 0"),
     (
         "run",
+        ["--worker-memory", "300MiB"],
+        "worker_memory must be at least 512MiB (a worker with torch loaded, before it trains), "
+        "got '300MiB'",
+    ),
+    (  # this machine's memory (below 2 TiB) over 4096 workers: less than any worker starts in
+        "run",
+        ["--workers", "4096", "--dataset", "digits"],
+        "each worker's memory limit must be at least 512.00 MiB (a worker with torch loaded, "
+        "before it trains), got",
+    ),
+    (
+        "run",
         ["--strategy", "bayes"],
         "strategy must be one of evolution, random, none, got 'bayes'",
     ),

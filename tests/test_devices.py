@@ -101,16 +101,20 @@ def test_local_gpu_cluster_starts_each_worker_with_its_gpus():
 
     from aihpc.launch.executor import Layout, local_gpu_cluster
 
-    cluster = local_gpu_cluster(Layout(2, 1, "cuda", 2), ["0", "1", "2", "3"], memory="1GiB")
+    cluster = local_gpu_cluster(Layout(2, 1, "cuda", 2), ["0", "1", "2", "3"], limit=2**30)
     try:
         with Client(cluster) as client:
             client.wait_for_workers(2, timeout=120)
             seen = client.run(
-                lambda dask_worker: (dask_worker.name, os.environ["CUDA_VISIBLE_DEVICES"])
+                lambda dask_worker: (
+                    dask_worker.name,
+                    os.environ["CUDA_VISIBLE_DEVICES"],
+                    dask_worker.memory_manager.memory_limit,
+                )
             )
     finally:
         cluster.close(timeout=30)
-    assert sorted(seen.values()) == [(0, "0,1"), (1, "2,3")]
+    assert sorted(seen.values()) == [(0, "0,1", 2**30), (1, "2,3", 2**30)]
 
 
 @pytest.mark.parametrize("name", ["tpu", "gpu", "meta", "cpu:0", "cuda:x", ""])

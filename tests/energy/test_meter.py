@@ -91,3 +91,41 @@ def test_accumulator_counts_gaps() -> None:
     for t, v in ((0.0, 0.0), (0.5, 1.0), (4.5, 9.0)):
         acc.add(t, v)
     assert acc.max_interval_s == pytest.approx(4.0) and acc.joules == pytest.approx(9.0)
+
+
+def test_an_accumulator_resumed_from_its_state_counts_the_gap_through_a_wrap() -> None:
+    """A meter killed with its worker and started again from its last saved state: the readings
+    before, across the gap (a wrap of the counter meanwhile) and after sum as one meter's."""
+    readings = [(0.0, 80.0), (1.0, 90.0), (9.0, 20.0), (10.0, 25.0)]  # wraps at 100 in the gap
+    whole = replay(readings, wrap_j=100.0).record("package-0", "h", "rapl")
+    before = replay(readings[:2], wrap_j=100.0).state()
+    resumed = Accumulator.resumed(100.0, json.loads(json.dumps(before)))  # as the file holds it
+    for t, value in readings[2:]:
+        resumed.add(t, value)
+    assert resumed.record("package-0", "h", "rapl") == whole
+    assert (whole.joules, whole.wraps, whole.max_interval_s, whole.samples) == (45.0, 1, 8.0, 4)
+
+
+def test_a_sampler_hands_its_states_to_be_saved_and_goes_on_from_them() -> None:
+    class Counter:
+        device, host, source, wrap_j = "package-0", "h", "rapl", None
+
+        def __init__(self) -> None:
+            self.value = 100.0
+
+        def read(self) -> float:
+            self.value += 1.0
+            return self.value
+
+    saved: list[list[dict]] = []
+    counter = Counter()
+    first = Sampler([counter], interval_s=0.01, on_save=saved.append, save_every_s=0.02).start()
+    time.sleep(0.2)
+    first.stop()
+    assert saved and saved[-1][0]["samples"] >= 2
+    counted = saved[-1][0]["joules"]
+    second = Sampler([counter], interval_s=0.01, saved=[saved[-1][0]]).start()
+    (record,) = second.stop()
+    # every read adds 1 J: the second meter counts from the first's last saved reading on
+    assert record.joules == pytest.approx(counter.value - 100.0 - 1.0)
+    assert record.joules > counted

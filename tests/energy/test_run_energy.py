@@ -4,6 +4,11 @@ text)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -35,8 +40,10 @@ def test_meters_on_two_workers_read_the_host_once(tmp_path: Path, executor) -> N
     zone(root, "intel-rapl:0", "package-0", 10_000_000)
     zone(root, "intel-rapl:0:0", "dram", 0)
     zone(root, "intel-rapl:1", "package-1", MAX_UJ - 1_000_000)
-    session = start_energy(executor, "test-run", "cpu", "cpu", powercap_root=str(root))
-    assert session.reason is None and len(session.started) == 2
+    session = start_energy(
+        executor, "test-run", "cpu", "cpu", tmp_path / "energy", powercap_root=str(root)
+    )
+    assert session.reason is None and sorted(session.started) == ["0", "1"]  # by worker name
     readers = [a for a in session.started.values() if a["metered"]]
     assert len(readers) == 1  # both workers are on this host: one reads RAPL
     assert [m["device"] for m in readers[0]["metered"]] == [
@@ -48,7 +55,7 @@ def test_meters_on_two_workers_read_the_host_once(tmp_path: Path, executor) -> N
     write(root / "intel-rapl:0:0", 30_000_000)  # +30 J
     write(root / "intel-rapl:1", 59_000_000)  # wrapped: 1 J + 59 J
     block = finish_energy(executor, session)
-    assert block["complete"] is True and block["reason"] is None
+    assert block["complete"] is True and block["reason"] is None and block["notes"] == []
     joules = {d["device"]: d["joules"] for d in block["devices"]}
     assert joules == pytest.approx({"package-0": 120.0, "package-0/dram": 30.0, "package-1": 60.0})
     results = energy_results(block, ops=4.2e11)
@@ -58,27 +65,113 @@ def test_meters_on_two_workers_read_the_host_once(tmp_path: Path, executor) -> N
     assert results["total"]["sources"] == ["rapl"]
 
 
-def test_a_worker_lost_during_the_run_is_recorded_with_the_reason(tmp_path: Path, executor) -> None:
+def _name(dask_worker) -> str:
+    return str(dask_worker.name)
+
+
+def _addresses(executor) -> dict[str, str]:
+    """The address of each worker that answers now, by name."""
+    names = executor.client.run(_name, on_error="return")
+    return {n: a for a, n in names.items() if isinstance(n, str)}
+
+
+def _reader(executor, session: EnergySession) -> tuple[str, str]:
+    """The name and address of the worker that reads RAPL."""
+    (name,) = [n for n, a in session.started.items() if a["metered"]]
+    return name, _addresses(executor)[name]
+
+
+def _wait_for_save(directory: Path, worker: str, joules: float, timeout: float = 30.0) -> None:
+    """Until ``worker``'s saved readings have counted ``joules`` on its first counter."""
+    from aihpc.energy.worker import saved_file
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = json.loads(saved_file(directory, worker).read_text())["counters"][0]["state"]
+        except (OSError, ValueError, KeyError, IndexError):
+            state = None
+        if state is not None and state["joules"] >= joules:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"worker {worker} saved no reading of {joules} J within {timeout} s")
+
+
+def test_a_worker_killed_and_restarted_keeps_its_energy_over_the_whole_run(
+    tmp_path: Path, executor
+) -> None:
+    """The RAPL reader's process is killed (as its nanny kills it for memory); its nanny starts it
+    again, its meter goes on from its saved readings, and the energy used while it was down is
+    counted by the cumulative counter: the whole run is measured."""
+    root = tmp_path / "powercap"
+    zone(root, "intel-rapl:0", "package-0", 10_000_000)
+    directory = tmp_path / "energy"
+    session = start_energy(executor, "killed", "cpu", "cpu", directory, powercap_root=str(root))
+    name, address = _reader(executor, session)
+    write(root / "intel-rapl:0", 10_000_000 + 50_000_000)  # +50 J before the kill
+    _wait_for_save(directory, name, 50.0)
+    (pid,) = executor.client.run(os.getpid, workers=[address]).values()
+    os.kill(pid, signal.SIGKILL)  # as its nanny kills a worker past its memory limit
+    write(root / "intel-rapl:0", 10_000_000 + 80_000_000)  # +30 J while it is down
+    deadline = time.monotonic() + 60
+    while _addresses(executor).get(name) in (None, address):
+        assert time.monotonic() < deadline, "the killed worker did not come back"
+        time.sleep(0.2)
+    write(root / "intel-rapl:0", 10_000_000 + 100_000_000)  # +20 J after it came back
+    block = finish_energy(executor, session)
+    (package,) = block["devices"]
+    assert package["joules"] == pytest.approx(100.0) and package["reason"] is None
+    assert block["complete"] is True and block["reason"] is None
+    assert block["notes"] == [
+        f"worker(s) {name} restarted during the run; their meters went on from the readings "
+        "they saved"
+    ]
+
+
+def test_a_worker_lost_for_good_counts_up_to_its_last_saved_reading(
+    tmp_path: Path, executor
+) -> None:
+    root = tmp_path / "powercap"
+    zone(root, "intel-rapl:0", "package-0", 10_000_000)
+    directory = tmp_path / "energy"
+    session = start_energy(executor, "gone", "cpu", "cpu", directory, powercap_root=str(root))
+    name, address = _reader(executor, session)
+    write(root / "intel-rapl:0", 10_000_000 + 40_000_000)  # +40 J while it lives
+    _wait_for_save(directory, name, 40.0)
+    executor.client.retire_workers([address], close_workers=True)  # worker and nanny gone
+    write(root / "intel-rapl:0", 10_000_000 + 90_000_000)  # nobody reads this
+    block = finish_energy(executor, session)
+    (package,) = block["devices"]
+    assert package["joules"] == pytest.approx(40.0)
+    assert package["reason"] == (
+        f"worker {name} was lost during the run: its energy up to its last saved reading is "
+        "counted, not after"
+    )
+    assert block["complete"] is False and package["reason"] in block["reason"]
+    assert energy_results(block, ops=1e9)["total"]["ops_per_joule"] is None
+
+
+def test_a_worker_lost_without_saved_readings_is_recorded_with_the_reason(
+    tmp_path: Path, executor
+) -> None:
     session = start_energy(
-        executor, "test-lost", "cpu", "cpu", powercap_root=str(tmp_path / "none")
+        executor, "test-lost", "cpu", "cpu", tmp_path / "energy", str(tmp_path / "none")
     )
     gone = {
-        "worker": "tcp://10.0.0.9:4000",
+        "worker": "w9",
         "host": "node9",
         "metered": [{"device": "package-0", "source": "rapl"}],
         "unmeasured": [],
+        "restarts": 0,
     }
-    session = EnergySession(session.key, "cpu", {**session.started, gone["worker"]: gone})
+    session = dataclasses.replace(session, started={**session.started, "w9": gone})
     block = finish_energy(executor, session)
     lost = [d for d in block["devices"] if d["host"] == "node9"]
-    assert lost == [
-        DeviceEnergy.unmeasured(
-            "package-0", "node9", "rapl", "worker tcp://10.0.0.9:4000 was lost during the run"
-        ).to_dict()
-    ]
+    why = "worker w9 was lost during the run, and saved no readings"
+    assert lost == [DeviceEnergy.unmeasured("package-0", "node9", "rapl", why).to_dict()]
     assert block["complete"] is False
     assert f"no RAPL: {tmp_path / 'none'} does not exist" in block["reason"]
-    assert "node9 package-0: worker tcp://10.0.0.9:4000 was lost during the run" in block["reason"]
+    assert f"node9 package-0: {why}" in block["reason"]
     assert energy_results(block, ops=1e9)["total"]["joules"] is None
 
 
@@ -91,7 +184,7 @@ def _gpu(joules: float | None, resets: int = 0) -> DeviceEnergy:
 
 
 def test_gpu_runs_give_operations_per_joule_only_when_every_gpu_was_measured() -> None:
-    two = EnergySession("k", "cuda", {"w0": {}, "w1": {}})
+    two = EnergySession("k", "cuda", None, {"w0": {}, "w1": {}})
     no_rapl = DeviceEnergy.unmeasured("CPU packages", "n", "rapl", "no RAPL here")
     assert coverage([_gpu(3000.0), _gpu(2000.0), no_rapl], two, 1) == {
         "complete": True,

@@ -65,13 +65,56 @@ def test_extra_directives_and_no_tls():
 
 
 @pytest.mark.parametrize(
+    "system, directive", [("slurm", "#SBATCH --mem"), ("lsf", "#BSUB -M"), ("pbs", ":mem=")]
+)
+def test_by_default_a_job_asks_no_memory_and_its_nanny_sizes_the_limit_on_its_node(
+    system, directive
+):
+    """Without --worker-memory the login node cannot know the node's memory: the job asks for
+    none, the script says where its limit is set, and every nanny that joins is given the plugin
+    that sets it (the node's memory less the reserve, over the workers per node) before its worker
+    starts."""
+    from aihpc.launch.memory import NodeShare
+
+    cluster = jobqueue_cluster(
+        system, 0, cores_per_worker=2, memory_per_worker=None, workers_per_node=4, tls=False
+    )
+    try:
+        script = cluster.job_script()
+        plugins = cluster.scheduler.nanny_plugins
+    finally:
+        cluster.close()
+    assert directive not in script
+    assert "the node's memory less the reserve, over 4 workers per node" in script
+    import pickle
+
+    plugin = pickle.loads(plugins[NodeShare.name])
+    assert (plugin.batch, plugin.per_node, plugin.fixed) == (True, 4, None)
+
+
+def test_with_worker_memory_a_job_asks_it_and_its_worker_has_it_as_its_limit():
+    cluster = jobqueue_cluster("slurm", 0, cores_per_worker=1, memory_per_worker="6GiB", tls=False)
+    try:
+        script = cluster.job_script()
+        plugins = cluster.scheduler.nanny_plugins
+    finally:
+        cluster.close()
+    assert "#SBATCH --mem=6G" in script and "--memory-limit 6.00GiB" in script
+    assert "aihpc-node-share" not in plugins
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"system": "sge"}, "batch system must be one of slurm, pbs, lsf, got 'sge'"),
         ({"workers": -1}, "workers must be >= 0, got -1"),
         ({"cores_per_worker": 0}, "cores per worker must be >= 1, got 0"),
         ({"memory_per_worker": "lots"}, "memory per worker must be a size like '4GiB', got 'lots'"),
-        ({"memory_per_worker": "10B"}, "memory per worker must be >= 1MiB, got '10B'"),
+        (
+            {"memory_per_worker": "511MiB"},
+            "memory per worker must be >= 512MiB (a worker with torch loaded, before it trains), "
+            "got '511MiB'",
+        ),
         ({"gpus_per_worker": -1}, "GPUs per worker must be >= 0, got -1"),
         ({"walltime": "1 hour"}, "walltime must be SLURM's"),
         ({"extra_directives": ["qos=short"]}, "sbatch options like"),

@@ -69,6 +69,7 @@ def _check_results(run_dir: Path) -> dict:
     _check_peak(results)
     _check_energy(results)
     _check_devices(results)
+    _check_worker_memory(results)
     ok, output = check_compliance(run_dir / "mlperf.log")
     assert ok, output
     return results
@@ -159,11 +160,26 @@ def _check_devices(results: dict) -> None:
     )  # one host, one set of GPUs: numbered
 
 
+def _check_worker_memory(results: dict) -> None:
+    """Every placed worker's memory limit (the node's share: these runs give no --worker-memory)
+    and what it held before its first trial."""
+    from aihpc.launch.memory import node_share
+
+    block = results["worker_memory"]
+    workers = block["workers"]
+    assert [w["worker"] for w in workers] == [w["worker"] for w in results["devices"]["workers"]]
+    for w in workers:
+        assert w["limit_bytes"] == node_share(w["node_bytes"], len(workers))
+        assert 0 < w["rss_bytes"] < w["limit_bytes"]
+    assert block["terminate_fraction"] == 0.95 and "less a reserve" in block["rule"]
+
+
 def _check_energy(results: dict) -> None:
     """This VM has no RAPL and no GPU: the energy block is null with the reason, never an
     estimate."""
     energy = results["energy"]
-    assert set(energy) == {"devices", "complete", "reason", "interval_s", "total"}
+    assert set(energy) == {"devices", "complete", "reason", "notes", "interval_s", "total"}
+    assert energy["notes"] == []  # no worker restarted
     if Path("/sys/class/powercap").exists() or results["environment"].get("gpus"):
         return  # a machine with counters: the figures are checked in tests/energy
     total = energy["total"]

@@ -27,6 +27,9 @@ BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
 MAX_HPO_PROCESSES = 16  # TPE processes of the master (each near one core when the search is busy)
 # candidates one screening may score (each costs about a training step of a minibatch)
 MAX_SCREEN = 16
+# the least memory limit a worker is given: a worker process with torch loaded, before it trains,
+# with room to measure the peak (aihpc.launch.memory sizes the limits)
+MIN_WORKER_MEMORY = 512 * 2**20
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ class RunConfig:
     gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
     partition: str | None = None  # batch: partition / queue (default: the system's default)
     walltime: str = "01:00:00"  # batch: time limit of each worker job
-    # memory limit of each worker, e.g. "8GiB" (SLURM default 4GiB; local: a share of RAM)
+    # memory limit of each worker, e.g. "8GiB" (None: its node's memory less a reserve, divided
+    # among the node's workers: aihpc.launch.memory)
     worker_memory: str | None = None
     tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
     # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
@@ -126,8 +130,14 @@ class RunConfig:
         _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
         _check(self.nodes >= 1, "nodes must be >= 1", self.nodes)
         _check(
-            self.worker_memory is None or _is_size(self.worker_memory),
+            self.worker_memory is None or _size(self.worker_memory) is not None,
             "worker_memory must be a size like '4GiB'",
+            self.worker_memory,
+        )
+        _check(
+            self.worker_memory is None or (_size(self.worker_memory) or 0) >= MIN_WORKER_MEMORY,
+            f"worker_memory must be at least {MIN_WORKER_MEMORY // 2**20}MiB (a worker with torch "
+            "loaded, before it trains)",
             self.worker_memory,
         )
         _check(self.gpus_per_node >= 0, "gpus_per_node must be >= 0", self.gpus_per_node)
@@ -240,13 +250,14 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"invalid TOML in {p}: {exc}") from None
 
 
-def _is_size(text: str) -> bool:
+def _size(text: str) -> int | None:
+    """Bytes of a size like '4GiB'; None if ``text`` is not one."""
     from dask.utils import parse_bytes
 
     try:
-        return parse_bytes(text) >= 2**20
+        return int(parse_bytes(text))
     except (ValueError, TypeError):
-        return False
+        return None
 
 
 def _check(ok: bool, rule: str, value: Any) -> None:

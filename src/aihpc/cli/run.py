@@ -133,7 +133,11 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
     batch.add_argument(
         "--time", dest="walltime", help="time limit of each worker job, e.g. 01:00:00"
     )
-    batch.add_argument("--worker-memory", help="memory limit of each worker, e.g. 8GiB")
+    batch.add_argument(
+        "--worker-memory",
+        help="memory limit of each worker, e.g. 8GiB (default: its node's memory less a reserve, "
+        "divided among the node's workers)",
+    )
     batch.add_argument(
         "--interface", help="network interface of scheduler and workers, e.g. ib0 (default: all)"
     )
@@ -203,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
             interface=config.interface,
             tls=config.tls is not False,
             gpus_per_worker=config.procs_per_trial,
+            worker_memory=config.worker_memory,
         ) as client:
             results = run_benchmark(
                 config, run_dir, resume=bool(args.resume), console=console, client=client

@@ -17,12 +17,18 @@ went down between two readings:
 
 The sampler reads every counter every ``interval_s`` (0.5 s: MLPerf's power
 rules ask for at least one sample a second), plus once at start and once at
-stop, so the measured span is exactly start to stop.  All energies are in
-joules, times in seconds (``time.monotonic``), powers in watts.
+stop, so the measured span is exactly start to stop.  Every ``save_every_s``
+it hands its accumulators' states to ``on_save``; a sampler started with
+such states (a worker's meter started again after its process was killed)
+continues from them: its first reading's delta from the last saved one is
+the energy used in between, which a cumulative counter holds.  All energies
+are in joules, times in seconds (``time.monotonic``, one clock for every
+process of a host), powers in watts.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 SAMPLE_INTERVAL_S = 0.5  # MLPerf power: at least 1 sample/s
+SAVE_EVERY_S = 5.0  # how often a sampler hands its states to be saved
 
 
 class EnergyCounter(Protocol):
@@ -53,8 +60,10 @@ class EnergyCounter(Protocol):
 class DeviceEnergy:
     """The energy one device used over the measured span, or why it was not measured.
 
-    ``joules``, ``seconds`` and ``watts`` (joules / seconds) are None exactly
-    when ``reason`` says why; ``samples`` is how many readings were taken,
+    ``joules``, ``seconds`` and ``watts`` (joules / seconds) are None when
+    ``reason`` says why; with them, ``reason`` says why they cover part of the
+    span only (a worker lost during the run: its readings until then);
+    ``samples`` is how many readings were taken,
     ``max_interval_s`` the longest gap between two of them, ``wraps`` and
     ``resets`` as in the module docstring.
     """
@@ -137,6 +146,30 @@ class Accumulator:
         self._last = (t, value_j)
         self.samples += 1
 
+    def state(self) -> dict[str, Any]:
+        """What an accumulator continues from (:meth:`resumed`): its sums and its last reading."""
+        return {
+            "joules": self.joules,
+            "samples": self.samples,
+            "wraps": self.wraps,
+            "resets": self.resets,
+            "max_interval_s": self.max_interval_s,
+            "first_t": self._first_t,
+            "last": list(self._last) if self._last is not None else None,
+        }
+
+    @classmethod
+    def resumed(cls, wrap_j: float | None, state: dict[str, Any]) -> Accumulator:
+        """An accumulator that goes on from ``state`` (:meth:`state` of another's)."""
+        acc = cls(wrap_j)
+        acc.joules, acc.samples = float(state["joules"]), int(state["samples"])
+        acc.wraps, acc.resets = int(state["wraps"]), int(state["resets"])
+        acc.max_interval_s = float(state["max_interval_s"])
+        acc._first_t = state["first_t"]
+        last = state["last"]
+        acc._last = (float(last[0]), float(last[1])) if last is not None else None
+        return acc
+
     def record(self, device: str, host: str, source: str) -> DeviceEnergy:
         """The device's energy so far; unmeasured (with the reason) with fewer than two readings."""
         if self._last is None or self._first_t is None or self.samples < 2:
@@ -172,7 +205,9 @@ class Sampler:
 
     A counter whose read raises stops being sampled; its record then says
     why.  ``stop()`` takes a last reading and returns one DeviceEnergy per
-    counter, in the order given.
+    counter, in the order given.  ``saved``: each counter's accumulator state
+    to continue from (None: from nothing); ``on_save``: called from the
+    sampler's thread with every counter's state, every ``save_every_s``.
     """
 
     def __init__(
@@ -180,11 +215,21 @@ class Sampler:
         counters: list[EnergyCounter],
         interval_s: float = SAMPLE_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        saved: list[dict[str, Any] | None] | None = None,
+        on_save: Callable[[list[dict[str, Any]]], None] | None = None,
+        save_every_s: float = SAVE_EVERY_S,
     ) -> None:
         self.counters = list(counters)
         self.interval_s = interval_s
         self.clock = clock
-        self._accs = [Accumulator(c.wrap_j) for c in self.counters]
+        states = saved or [None] * len(self.counters)
+        self._accs = [
+            Accumulator.resumed(c.wrap_j, state) if state else Accumulator(c.wrap_j)
+            for c, state in zip(self.counters, states, strict=True)
+        ]
+        self.on_save, self.save_every_s = on_save, save_every_s
+        self._saved_at = -math.inf  # the first pass saves
+        self.save_error: str | None = None  # why the last save failed, if it did
         self._failed: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="aihpc-energy", daemon=True)
@@ -205,9 +250,20 @@ class Sampler:
             for i, c in enumerate(self.counters)
         ]
 
+    def states(self) -> list[dict[str, Any]]:
+        """Every counter's accumulator state (:meth:`Accumulator.state`), in the order given."""
+        return [acc.state() for acc in self._accs]
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._sample()
+            if self.on_save is not None and self.clock() - self._saved_at >= self.save_every_s:
+                self._saved_at = self.clock()
+                try:
+                    self.on_save(self.states())
+                # a state that cannot be saved costs only what a restart would continue from
+                except Exception as exc:
+                    self.save_error = f"{type(exc).__name__}: {exc}"
 
     def _sample(self) -> None:
         for i, counter in enumerate(self.counters):

@@ -6,17 +6,22 @@ that ``aihpc verify`` rebuilds results.json's ``energy`` from the store; the
 operations per joule are computed from it and the run's operations when
 results.json is built (:func:`aihpc.records.energy.energy_results`).
 
-Operations per joule are given only when every device that trained was
-measured: each worker's GPU on a GPU run, each host's CPU packages on a CPU
-run (the CPU's DRAM, and the CPUs of a GPU run, are added where readable).
-Otherwise they are ``None`` and ``reason`` says which device was not
-measured and why; a device measured is never estimated, only left out.
-Nothing here may lose the run: every failure becomes a ``reason``.
+A worker's meter survives its worker (:mod:`aihpc.energy.worker`): one its
+nanny restarted goes on from the readings it saved, its energy measured over
+the whole run; one lost for good is counted up to its last saved reading,
+and says so.  Operations per joule are given only when every device that
+trained was measured over the whole run: each worker's GPU on a GPU run,
+each host's CPU packages on a CPU run (the CPU's DRAM, and the CPUs of a GPU
+run, are added where readable).  Otherwise they are ``None`` and ``reason``
+says which device was not measured, or only in part, and why; a device
+measured is never estimated, only left out.  Nothing here may lose the run:
+every failure becomes a ``reason``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aihpc.energy.meter import SAMPLE_INTERVAL_S, DeviceEnergy
@@ -24,74 +29,107 @@ from aihpc.energy.meter import SAMPLE_INTERVAL_S, DeviceEnergy
 
 @dataclass(frozen=True)
 class EnergySession:
-    """The meters of one run: its key on the workers, and what each worker said when it started."""
+    """The meters of one run: its key on the workers, the folder where they save their readings,
+    and what each worker said when it started."""
 
     key: str
     device_kind: str  # "cuda" or "cpu": what trains
-    # worker address -> start_meter's answer
+    directory: Path | None = None  # where the meters save their readings (the run's energy folder)
+    # worker name -> what its meter reads and cannot (aihpc.energy.worker.meter_started)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: str | None = None  # why nothing was started
 
 
 def start_energy(
-    executor, key: str, device: str, device_kind: str, powercap_root: str | None = None
+    executor,
+    key: str,
+    device: str,
+    device_kind: str,
+    directory: Path,
+    powercap_root: str | None = None,
 ) -> EnergySession:
-    """Start a meter on every worker alive now; RAPL on the first worker (by address) of each
-    host."""
-    from aihpc.energy.worker import start_meter, worker_identity
+    """Start a meter on every worker alive now, and on any that starts later or again (a worker
+    plugin); RAPL on the first worker (by name) of each host.  The meters save their readings in
+    ``directory``, which every worker must see."""
+    from aihpc.energy.worker import EnergyMeters, meter_started, worker_host
 
     try:
-        identities = executor.run_on_each(worker_identity)
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        hosts = executor.ask_each(worker_host)
         readers: dict[str, str] = {}
-        for ident in identities:
-            readers.setdefault(ident["host"], ident["worker"])
-        answers = executor.run_on_each(
-            start_meter, key, device, sorted(readers.values()), powercap_root
-        )
+        for name in sorted(hosts):
+            readers.setdefault(hosts[name], name)
+        plugin = EnergyMeters(key, device, sorted(readers.values()), str(directory), powercap_root)
+        executor.register_plugin(plugin)
+        answers = executor.ask_each(meter_started, key)
     except Exception as exc:  # energy is beside the score: never a reason to lose the run
         return EnergySession(
-            key, device_kind, reason=f"the energy meters did not start: {type(exc).__name__}: {exc}"
+            key,
+            device_kind,
+            directory,
+            reason=f"the energy meters did not start: {type(exc).__name__}: {exc}",
         )
-    return EnergySession(key, device_kind, {a["worker"]: a for a in answers})
+    started = {name: answer for name, answer in answers.items() if answer is not None}
+    return EnergySession(key, device_kind, directory, started)
 
 
 def unmeasured_block(reason: str) -> dict[str, Any]:
     """The store's energy block of a run with no measurement at all."""
-    return {"devices": [], "complete": False, "reason": reason, "interval_s": SAMPLE_INTERVAL_S}
-
-
-def finish_energy(executor, session: EnergySession, procs_per_trial: int = 1) -> dict[str, Any]:
-    """Stop every meter; the block kept in the store's meta (see the module docstring)."""
-    from aihpc.energy.worker import stop_meter
-
-    if session.reason:
-        return unmeasured_block(session.reason)
-    try:
-        reports = {r["worker"]: r for r in executor.run_on_each(stop_meter, session.key)}
-    except Exception as exc:
-        return unmeasured_block(f"the energy meters could not be read: {type(exc).__name__}: {exc}")
-    devices = [
-        d
-        for worker, start in sorted(session.started.items())
-        for d in _worker_devices(start, reports.get(worker))
-    ]
     return {
-        "devices": [d.to_dict() for d in devices],
-        **coverage(devices, session, procs_per_trial),
+        "devices": [],
+        "complete": False,
+        "reason": reason,
+        "notes": [],
         "interval_s": SAMPLE_INTERVAL_S,
     }
 
 
-def _worker_devices(start: dict[str, Any], report: dict[str, Any] | None) -> list[DeviceEnergy]:
-    """A worker's devices at the run's end; those it metered, unmeasured with the reason, if it was
-    lost."""
+def finish_energy(executor, session: EnergySession, procs_per_trial: int = 1) -> dict[str, Any]:
+    """Stop every meter; the block kept in the store's meta (see the module docstring).  A worker
+    whose meter does not answer is counted from the readings it saved."""
+    from aihpc.energy.worker import stop_meter
+
+    if session.reason:
+        return unmeasured_block(session.reason)
+    notes = []
+    try:
+        reports = {r["worker"]: r for r in executor.run_on_each(stop_meter, session.key)}
+    except Exception as exc:
+        reports = {}
+        notes.append(f"the meters did not answer ({type(exc).__name__}: {exc})")
+    devices = [
+        d
+        for worker, start in sorted(session.started.items())
+        for d in _worker_devices(session, worker, start, reports.get(worker))
+    ]
+    restarted = sorted(w for w, r in reports.items() if r.get("restarts"))
+    if restarted:
+        notes.append(
+            f"worker(s) {', '.join(restarted)} restarted during the run; their meters went on "
+            "from the readings they saved"
+        )
+    return {
+        "devices": [d.to_dict() for d in devices],
+        **coverage(devices, session, procs_per_trial),
+        "notes": notes,
+        "interval_s": SAMPLE_INTERVAL_S,
+    }
+
+
+def _worker_devices(
+    session: EnergySession, worker: str, start: dict[str, Any], report: dict[str, Any] | None
+) -> list[DeviceEnergy]:
+    """A worker's devices at the run's end: those its meter measured; if it did not answer, those
+    it saved (each up to its last saved reading); else unmeasured, with the reason."""
+    from aihpc.energy.worker import saved_devices
+
     if report is not None and report["devices"] is not None:
         return [DeviceEnergy.from_dict(d) for d in report["devices"]]
-    why = (
-        report["reason"]
-        if report is not None
-        else f"worker {start['worker']} was lost during the run"
-    )
+    saved = saved_devices(session.directory, worker, session.key) if session.directory else None
+    if saved is not None:
+        return saved
+    why = report["reason"] if report is not None else f"worker {worker} was lost during the run"
+    why += ", and saved no readings"
     lost = [
         DeviceEnergy.unmeasured(m["device"], start["host"], m["source"], why)
         for m in start["metered"]
@@ -102,8 +140,9 @@ def _worker_devices(start: dict[str, Any], report: dict[str, Any] | None) -> lis
 def coverage(
     devices: list[DeviceEnergy], session: EnergySession, procs_per_trial: int
 ) -> dict[str, Any]:
-    """``complete`` when every device that trained was measured; ``reason`` names what was not."""
-    missing = [f"{d.host} {d.device}: {d.reason}" for d in devices if d.joules is None]
+    """``complete`` when every device that trained was measured over the whole run; ``reason``
+    names what was not, or only in part."""
+    missing = [f"{d.host} {d.device}: {d.reason}" for d in devices if d.reason]
     reset = [
         f"{d.host} {d.device}: its counter restarted {d.resets} time(s); its joules are a lower "
         "bound"
@@ -113,7 +152,7 @@ def coverage(
     if session.device_kind == "cuda":
         trained = [d for d in devices if d.source == "nvml"]
         complete = len(trained) == len(session.started) and all(
-            d.joules is not None for d in trained
+            d.joules is not None and d.reason is None for d in trained
         )
         if procs_per_trial > 1:
             complete = False
@@ -122,7 +161,7 @@ def coverage(
             )
     else:
         trained = [d for d in devices if d.source == "rapl"]
-        complete = bool(trained) and all(d.joules is not None for d in trained)
+        complete = bool(trained) and all(d.joules is not None and d.reason is None for d in trained)
     complete = complete and not reset
     notes = list(dict.fromkeys(missing + reset))
     return {"complete": complete, "reason": "; ".join(notes) if notes else None}

@@ -22,6 +22,11 @@ WORKER_CONFIG = {
     # a worker streaming its data (aihpc.train.feed) starts DataLoader processes,
     # and a daemonic process may not have children
     "distributed.worker.daemon": False,
+    # A worker runs one trial at a time, sent only where it fits in the worker's limit
+    # (aihpc.train.memory).  Dask would pause a worker past 80 % of it: one whose memory stays
+    # high after a large trial (the allocator keeps what it freed) would then idle, with the
+    # next epoch queued for it until the run's deadline.
+    "distributed.worker.memory.pause": False,
     # A worker process shares the run's stderr, where aihpc's errors are one line.  A worker whose
     # scheduler closes before it does (the run ending while a loaded machine is slow to stop it)
     # logs a traceback at ERROR, "Failed to communicate with scheduler during heartbeat"; what
@@ -34,11 +39,12 @@ WORKER_CONFIG = {
 # unless the variable is already set.  Jobs set a 128 MiB trim threshold and a
 # 32 MiB mmap threshold (the ceiling of glibc's dynamic one), so tensors stay in
 # the heap: measured as fast as glibc's defaults (65 vs 66 GOPS per thread).  And
-# the job's workers are not daemonic, as above.
+# the job's workers are not daemonic, nor paused for memory, as above.
 JOB_PROLOGUE = [
     "export MALLOC_TRIM_THRESHOLD_=134217728",
     "export MALLOC_MMAP_THRESHOLD_=33554432",
     "export DASK_DISTRIBUTED__WORKER__DAEMON=False",
+    "export DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE=False",
 ]
 
 

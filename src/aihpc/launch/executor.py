@@ -36,6 +36,9 @@ if TYPE_CHECKING:  # for the types only: Dask is imported when a run starts its 
 
 T = TypeVar("T")
 R = TypeVar("R")
+# How long a lost task's worker's memory restart may take to reach the scheduler after the loss
+# (the nanny sends it just before it kills the worker, on another connection).
+KILL_EVENT_WAIT = 1.0
 
 
 @dataclass(frozen=True)
@@ -160,10 +163,47 @@ class DaskExecutor:
         hosts = Counter(host.values())
         return {address: hosts[h] for address, h in host.items()}
 
+    def hosts(self) -> dict[str, int]:
+        """The hosts of the workers alive now (by address), with how many workers each has."""
+        from collections import Counter
+
+        from distributed.comm import get_address_host
+
+        return dict(Counter(get_address_host(address) for address in self.alive()))
+
     def register_plugin(self, plugin: WorkerPlugin) -> None:
         """Install a Dask worker plugin on every worker, now and on any that joins or restarts
         later."""
         self.client.register_plugin(plugin)
+
+    def memory_limits(self) -> dict[str, int | None]:
+        """Each worker's memory limit in bytes (None: none), by worker name, as the scheduler
+        has it."""
+        from aihpc.launch.memory import scheduler_limits
+
+        # Client.run_on_scheduler is unannotated
+        limits: dict[str, int | None] = self.client.run_on_scheduler(  # type: ignore[no-untyped-call]
+            scheduler_limits
+        )
+        return limits
+
+    def memory_kill(self, exc: BaseException) -> str | None:
+        """Why the worker of a task lost with ``exc`` (Dask's ``KilledWorker``, naming it) died,
+        if its nanny killed it for memory (:func:`aihpc.launch.memory.memory_kill`, from the
+        event the nanny sent its scheduler just before); None otherwise, after waiting
+        ``KILL_EVENT_WAIT`` seconds for such an event to arrive."""
+        from aihpc.launch.memory import MEMORY_RESTART_TOPIC, memory_kill
+
+        last = getattr(exc, "last_worker", None)
+        if last is None:
+            return None
+        deadline = time.monotonic() + KILL_EVENT_WAIT
+        while True:
+            events = self.client.get_events(MEMORY_RESTART_TOPIC)
+            why = memory_kill(list(events), last.address, getattr(last, "memory_limit", None))
+            if why is not None or time.monotonic() >= deadline:
+                return why
+            time.sleep(0.1)
 
     def submit(self, fn: Callable[[T], R], task: T, key: str) -> Future[R]:
         return self.client.submit(fn, task, key=key, pure=False)
@@ -197,19 +237,25 @@ class DaskExecutor:
 def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
     """A cluster on this machine, bound to loopback, one process per worker.
 
-    ``memory``: each worker's limit (Dask's nanny restarts a worker that
-    goes past 95 % of it); default an equal share of the machine's memory.
-    On GPUs each worker is started with its own ``CUDA_VISIBLE_DEVICES``
-    (:func:`local_gpu_cluster`); on CPU a plain ``LocalCluster``.
+    ``memory``: each worker's limit, a size like ``"8GiB"`` (Dask's nanny
+    restarts a worker that goes past 95 % of it); default this machine's
+    memory less the reserve, divided among the workers
+    (:func:`aihpc.launch.memory.worker_limit`: ConfigError, before anything
+    starts, for a limit no worker can start in).  On GPUs each worker is
+    started with its own ``CUDA_VISIBLE_DEVICES`` (:func:`local_gpu_cluster`);
+    on CPU a plain ``LocalCluster``.
     """
     from distributed import Client, LocalCluster
 
+    from aihpc.launch.memory import worker_limit
+
+    limit = worker_limit(memory, layout.workers)
     use_worker_config()
     fork_local_workers()
     if layout.device == "cuda":
         from aihpc.machine.devices import visible_gpus
 
-        cluster = local_gpu_cluster(layout, visible_gpus(), memory)
+        cluster = local_gpu_cluster(layout, visible_gpus(), limit)
     else:
         # LocalCluster.__init__ is unannotated
         cluster = LocalCluster(  # type: ignore[no-untyped-call]
@@ -223,15 +269,16 @@ def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
             scheduler_kwargs={"dashboard_address": ":0"},
             silence_logs=logging.ERROR,
             worker_class="distributed.Nanny",
-            memory_limit=memory or "auto",
+            memory_limit=limit,
         )
     return DaskExecutor(Client(cluster), cluster)  # type: ignore[no-untyped-call]  # Client.__init__: unannotated
 
 
-def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None) -> SpecCluster:
+def local_gpu_cluster(layout: Layout, gpus: list[str], limit: int) -> SpecCluster:
     """A ``SpecCluster`` of ``layout.workers`` nannies on loopback, named 0, 1, ..., as
     LocalCluster names them, worker i seeing GPUs ``gpus[i*P : i*P+P]`` (P = ``layout.procs``;
-    :func:`aihpc.machine.devices.local_worker_envs`)."""
+    :func:`aihpc.machine.devices.local_worker_envs`), each with a memory limit of ``limit``
+    bytes."""
     from distributed import Nanny, Scheduler, SpecCluster
 
     from aihpc.machine.devices import local_worker_envs
@@ -240,7 +287,7 @@ def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None
     options = {
         "nthreads": 1,
         "host": "127.0.0.1",
-        "memory_limit": memory or "auto",
+        "memory_limit": limit,
         "silence_logs": logging.ERROR,
     }
     workers = {
@@ -256,22 +303,38 @@ def local_gpu_cluster(layout: Layout, gpus: list[str], memory: str | None = None
     )
 
 
-def remote_executor(address: str) -> DaskExecutor:
+def remote_executor(address: str, memory: str | None = None) -> DaskExecutor:
     """The workers of a running scheduler.  TLS (``tls://`` addresses) uses the
-    certificates of Dask's configuration (``distributed.comm.tls.*``)."""
+    certificates of Dask's configuration (``distributed.comm.tls.*``).
+
+    Their memory limits are set through their nannies
+    (:meth:`aihpc.launch.memory.NodeShare.for_scheduler`): ``memory`` (a size
+    like ``"8GiB"``) for every worker; None: the node's share for a worker
+    started with Dask's default limit, and a limit given to ``dask worker``
+    kept.  A worker whose limit changes is restarted once with it.
+    """
+    from dask.utils import parse_bytes
     from distributed import Client
+
+    from aihpc.launch.memory import NodeShare
 
     try:
         # Client.__init__ is unannotated
-        return DaskExecutor(Client(address, timeout="20s"))  # type: ignore[no-untyped-call]
+        executor = DaskExecutor(Client(address, timeout="20s"))  # type: ignore[no-untyped-call]
     except ValueError as exc:  # a malformed address
         raise ConfigError(f"cannot connect to scheduler {address}: {exc}") from None
     except (OSError, TimeoutError) as exc:
         raise WorkersLost(f"cannot connect to scheduler {address}: {exc}") from None
+    per_host = executor.hosts()
+    fixed = int(parse_bytes(memory)) if memory is not None else None
+    executor.client.register_plugin(NodeShare.for_scheduler(per_host, fixed))
+    return executor
 
 
 def batch_executor(layout: Layout, config: RunConfig, run_dir: Path) -> DaskExecutor:
-    """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``."""
+    """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``;
+    each worker's memory ``--worker-memory``, else its share of its node
+    (:func:`aihpc.launch.jobqueue.jobqueue_cluster`)."""
     from distributed import Client
 
     use_worker_config()
@@ -282,7 +345,8 @@ def batch_executor(layout: Layout, config: RunConfig, run_dir: Path) -> DaskExec
         config.batch_system,
         layout.workers,
         cores_per_worker=layout.threads * layout.procs,
-        memory_per_worker=config.worker_memory or "4GiB",
+        memory_per_worker=config.worker_memory,
+        workers_per_node=-(-layout.workers // max(config.nodes, 1)),
         gpus_per_worker=layout.procs if config.gpus_per_node else 0,  # a trial's GPUs
         queue=config.partition,
         walltime=config.walltime,

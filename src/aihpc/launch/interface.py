@@ -92,6 +92,15 @@ class Executor(TaskExecutor, Protocol):
         """Install a Dask worker plugin on every worker, now and on any that joins later."""
         ...
 
+    def memory_limits(self) -> dict[str, int | None]:
+        """Each worker's memory limit in bytes (None: none), by worker name."""
+        ...
+
+    def memory_kill(self, exc: BaseException) -> str | None:
+        """Why the worker of a task that failed with ``exc`` died, if its nanny killed it for
+        memory: its memory against its limit, in words; None otherwise."""
+        ...
+
     def close(self) -> None:
         """Let the workers go (those the executor started, it stops)."""
         ...

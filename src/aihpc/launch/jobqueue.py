@@ -37,8 +37,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aihpc.base.config import MIN_WORKER_MEMORY
 from aihpc.base.errors import ConfigError
 from aihpc.launch.dask_settings import JOB_PROLOGUE
+from aihpc.launch.memory import NodeShare
 from aihpc.machine.cluster import check_interface, check_slurm
 
 SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}
@@ -48,6 +50,7 @@ _WALLTIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 
 if TYPE_CHECKING:  # for the types only: dask-jobqueue is imported when batch jobs are made
     from dask_jobqueue.core import JobQueueCluster
+    from distributed.diagnostics.plugin import NannyPlugin
     from distributed.security import Security
 
 
@@ -55,8 +58,9 @@ def jobqueue_cluster(
     system: str,
     workers: int,
     cores_per_worker: int,
-    memory_per_worker: str,
+    memory_per_worker: str | None,
     gpus_per_worker: int = 0,
+    workers_per_node: int = 1,
     queue: str | None = None,
     walltime: str = "01:00:00",
     extra_directives: Sequence[str] = (),
@@ -74,8 +78,14 @@ def jobqueue_cluster(
     ``Client(cluster).wait_for_workers(n)`` waits for them.  Close the
     cluster to cancel them.
 
-    ``memory_per_worker`` is a Dask size string (e.g. ``"8GiB"``), also the
-    worker's memory limit; ``walltime`` is the batch system's format;
+    ``memory_per_worker`` is a Dask size string (e.g. ``"8GiB"``): what each
+    job asks of the batch system and its worker's memory limit.  None: a job
+    asks for no memory (the batch system's default for a job), and its
+    worker's limit is set on its node, before the worker starts, by
+    :class:`aihpc.launch.memory.NodeShare` (the node's memory less the
+    reserve, over ``workers_per_node``; or the job's own memory less the
+    reserve, where the batch system confines the job to it).
+    ``walltime`` is the batch system's format;
     ``extra_directives`` are added to the job script (e.g. ``["--qos=short"]``
     for SLURM); ``log_directory`` receives each job's output;
     ``shared_temp_directory`` (readable by this user only, seen by every
@@ -94,20 +104,44 @@ def jobqueue_cluster(
     )
     security = run_security(tls, shared_temp_directory)
     cls, own = _system_options(system, cores_per_worker, gpus_per_worker, extra_directives)
+    options = _job_options(cores_per_worker, log_directory, shared_temp_directory)
+    if memory_per_worker is None:
+        options["job_script_prologue"].insert(0, NODE_SHARE_NOTE.format(workers_per_node))
     cluster = cls(
-        memory=memory_per_worker,
+        memory=memory_per_worker or f"{MIN_WORKER_MEMORY}B",  # NodeShare replaces the latter
+        job_directives_skip=list(_MEMORY_DIRECTIVES) if memory_per_worker is None else [],
         queue=queue,
         walltime=walltime,
         security=security,
         protocol="tls://" if security else None,
         interface=interface,
-        **_job_options(cores_per_worker, log_directory, shared_temp_directory),
+        **options,
         name=system,  # worker names: slurm-0, pbs-1, ...
         **own,
     )
+    if memory_per_worker is None:
+        _register_before_jobs(cluster, NodeShare.for_batch_jobs(workers_per_node))
     if workers:
         cluster.scale(jobs=workers)  # type: ignore[no-untyped-call]  # unannotated in distributed
     return cluster
+
+
+#: The job script's line where its worker's limit is set on its node (the worker command's
+#: ``--memory-limit`` is then replaced before the worker starts).
+NODE_SHARE_NOTE = (
+    "# aihpc: this worker's memory limit is set on its node (aihpc.launch.memory.NodeShare): "
+    "the node's memory less the reserve, over {} workers per node"
+)
+#: The directives by which SLURM and LSF jobs ask for memory, left out where a job asks for none.
+_MEMORY_DIRECTIVES = ("--mem", "-M ")
+
+
+def _register_before_jobs(cluster: JobQueueCluster, plugin: NannyPlugin) -> None:
+    """Give the scheduler ``plugin`` for every nanny that joins (before any job is submitted)."""
+    from distributed import Client
+
+    with Client(cluster) as client:  # type: ignore[no-untyped-call]  # unannotated
+        client.register_plugin(plugin)
 
 
 def _system_options(
@@ -181,7 +215,7 @@ def _check(
     workers: int,
     queue: str | None,
     cores: int,
-    memory: str,
+    memory: str | None,
     gpus: int,
     walltime: str,
     directives: Sequence[str],
@@ -199,12 +233,18 @@ def _check(
         raise ConfigError(f"cores per worker must be >= 1, got {cores}")
     if gpus < 0:
         raise ConfigError(f"GPUs per worker must be >= 0, got {gpus}")
-    try:
-        size = parse_bytes(memory)
-    except (ValueError, TypeError):
-        raise ConfigError(f"memory per worker must be a size like '4GiB', got {memory!r}") from None
-    if size < 2**20:
-        raise ConfigError(f"memory per worker must be >= 1MiB, got {memory!r}")
+    if memory is not None:
+        try:
+            size = parse_bytes(memory)
+        except (ValueError, TypeError):
+            raise ConfigError(
+                f"memory per worker must be a size like '4GiB', got {memory!r}"
+            ) from None
+        if size < MIN_WORKER_MEMORY:
+            raise ConfigError(
+                f"memory per worker must be >= {MIN_WORKER_MEMORY // 2**20}MiB (a worker with "
+                f"torch loaded, before it trains), got {memory!r}"
+            )
     if system == "slurm" and not _WALLTIME.match(walltime):
         raise ConfigError(f"walltime must be SLURM's [D-]HH:MM:SS (or minutes), got {walltime!r}")
     for directive in directives:

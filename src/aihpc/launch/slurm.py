@@ -97,6 +97,7 @@ def runner_context(
     timeout: float = 300.0,
     tls: bool = True,
     gpus_per_worker: int = 1,
+    worker_memory: str | None = None,
 ) -> Iterator[Client]:
     """Run the Dask cluster across the tasks of an ``srun`` step; rank 0 gets a client.
 
@@ -118,16 +119,25 @@ def runner_context(
     ``--gpus-per-task`` SLURM has already done that.  ``timeout`` (seconds)
     bounds how long a worker waits for the scheduler file.  ``tls``: TLS with
     a certificate made for this step, sent in the scheduler file (mode 0600).
+    ``worker_memory``: each worker's memory limit, a size like ``"8GiB"``;
+    default the allocation's memory on its node less the reserve, divided among
+    the step's tasks there (:mod:`aihpc.launch.memory`; a limit no worker can
+    start in is a ConfigError, on every rank, before anything starts).
     """
+    from aihpc.launch.memory import tasks_on_node, worker_limit
+
     task, path, env = _task_setup(scheduler_file, interface, gpus_per_worker)
+    limit = worker_limit(worker_memory, tasks_on_node())
     if task.rank != 0:
-        _serve_worker(task, path, env, interface, local_directory, timeout)
+        _serve_worker(task, path, env, limit, interface, local_directory, timeout)
         raise SystemExit(0)
 
     from distributed import Client
 
     path.unlink(missing_ok=True)
-    cluster, security = _rank0_cluster(task, env, interface, local_directory, worker_on_rank0, tls)
+    cluster, security = _rank0_cluster(
+        task, env, limit, interface, local_directory, worker_on_rank0, tls
+    )
     client = None
     try:
         _write_scheduler_file(
@@ -174,12 +184,14 @@ def _write_scheduler_file(path: Path, address: str, job_id: str, security: Secur
 def _rank0_cluster(
     task: SlurmTask,
     env: dict[str, str],
+    memory_limit: int,
     interface: str | None,
     local_directory: str | os.PathLike[str] | None,
     worker_on_rank0: bool,
     tls: bool,
 ) -> tuple[SpecCluster, Security]:
-    """Rank 0's scheduler (and, unless ``worker_on_rank0`` is False, its worker).
+    """Rank 0's scheduler (and, unless ``worker_on_rank0`` is False, its worker, with a memory
+    limit of ``memory_limit`` bytes).
 
     Returns (cluster, security).
 
@@ -205,6 +217,7 @@ def _rank0_cluster(
     worker_options: dict[str, Any] = {
         "nthreads": 1,
         "env": env,
+        "memory_limit": memory_limit,
         "interface": interface,
         "silence_logs": 40,
         "security": security,
@@ -239,11 +252,13 @@ def _serve_worker(
     task: SlurmTask,
     path: Path,
     env: dict[str, str],
+    memory_limit: int,
     interface: str | None,
     local_directory: str | os.PathLike[str] | None,
     timeout: float,
 ) -> None:
-    """Run one Dask worker (under a nanny) for this rank until the scheduler closes it."""
+    """Run one Dask worker (under a nanny, with a limit of ``memory_limit`` bytes) for this rank
+    until the scheduler closes it."""
     import asyncio
 
     if not wait_for_file(path, timeout, poll=0.2):
@@ -276,6 +291,7 @@ def _serve_worker(
             nthreads=1,
             interface=interface,
             env=env,
+            memory_limit=memory_limit,
             local_directory=str(local_directory) if local_directory is not None else None,
             death_timeout=timeout,
             silence_logs=40,

@@ -29,6 +29,7 @@ class MetaKey(StrEnum):
     STAGING = "staging"
     ENERGY = "energy"
     HELPER_RESTARTS = "helper_restarts"
+    WORKER_MEMORY = "worker_memory"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class RunMeta:
     energy: dict[str, Any] | None = None  # the energy block (energy.run)
     # the hyperparameter search processes restarted (nas.hpo), over every segment of the run
     helper_restarts: list[dict[str, Any]] = field(default_factory=list)
+    # each worker's memory limit and what it held before its first trial (launch.memory)
+    worker_memory: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunMeta:

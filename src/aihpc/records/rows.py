@@ -141,10 +141,19 @@ class LostEpoch:
 
     @classmethod
     def of(
-        cls, exc: BaseException, t: float, trial_id: int, epoch: int, attempt: int, requeued: bool
+        cls,
+        exc: BaseException,
+        t: float,
+        trial_id: int,
+        epoch: int,
+        attempt: int,
+        requeued: bool,
+        cause: str | None = None,
     ) -> LostEpoch:
         """The loss of epoch ``epoch`` (attempt ``attempt``) of ``trial_id`` to ``exc``, the
-        exception its future raised: Dask's ``KilledWorker`` names the worker it last ran on."""
+        exception its future raised: Dask's ``KilledWorker`` names the worker it last ran on.
+        ``cause``: why the worker died, where known (its nanny killed it for memory); the reason
+        is then that, else the exception."""
         last = getattr(exc, "last_worker", None)
         name = getattr(last, "name", None)
         return cls(
@@ -154,7 +163,7 @@ class LostEpoch:
             attempt=attempt,
             worker=str(name) if name is not None else None,
             address=getattr(last, "host", None),
-            reason=f"{type(exc).__name__}: {exc}".strip(),
+            reason=cause or f"{type(exc).__name__}: {exc}".strip(),
             requeued=requeued,
         )
 

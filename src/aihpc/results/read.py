@@ -63,6 +63,7 @@ _SHAPES: dict[str, type] = {
     "segments": list,
     "losses": list,
     "helper_restarts": list,
+    "worker_memory": dict,
 }
 
 
@@ -319,6 +320,9 @@ class RunResults:
     losses: tuple[LostEpoch, ...]  # epochs lost with their workers; absent in older files
     # hyperparameter search processes started again; absent in older files
     helper_restarts: tuple[HelperRestart, ...] = ()
+    # each worker's memory limit and what it held before its first trial (the rule with them);
+    # absent in older files
+    worker_memory: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> RunResults:
@@ -357,6 +361,7 @@ class RunResults:
             helper_restarts=tuple(
                 HelperRestart.from_dict(r) for r in doc.get("helper_restarts") or ()
             ),
+            worker_memory=doc.get("worker_memory"),
         )
 
     def worker_hosts(self) -> dict[str, str]:

@@ -16,6 +16,12 @@ total, with operations per joule (see aihpc.energy.run).
 the epochs lost with their workers (:class:`aihpc.records.rows.LostEpoch`),
 ``t`` relative to the run's start.
 
+``worker_memory`` (a new field, no version change; absent in older files) holds
+each worker's memory limit, its node's memory and what it held before its
+first trial, with the rule that sized the limits (:mod:`aihpc.launch.memory`);
+a loss's ``reason`` says where the worker's nanny killed it for memory, its
+memory against its limit.
+
 ``helper_restarts`` (a new field, no version change; absent in older files)
 lists the hyperparameter search processes that died and were started again
 (:class:`aihpc.nas.helper_restart.HelperRestart`), ``t`` relative to the run's
@@ -130,6 +136,7 @@ def results_fields(store, score: Score) -> dict[str, Any]:
         "screenings": [screening_record(sc, t0) for sc in screenings],
         "losses": [{**loss.to_dict(), "t": loss.t - t0} for loss in store.losses()],
         "helper_restarts": [{**r, "t": r["t"] - t0} for r in meta.helper_restarts],
+        "worker_memory": meta.worker_memory,
         "integrity": integrity(store),
         **model_flops(store, score),
         **compilation(store),

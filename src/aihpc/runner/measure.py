@@ -135,6 +135,8 @@ def worker_stage(
         return {"worker": worker_name(), "error": str(exc)}
 
 
+# Where the workers' meters save their readings, in the run directory (aihpc.energy.worker).
+ENERGY_DIR = "energy"
 # Why a resumed run has no energy: the meters of the segments before it died with their master.
 RESUMED_ENERGY = (
     "the run was stopped and resumed: the meters of its earlier segments ended with them, "
@@ -159,6 +161,7 @@ def start_meters(
         f"{store.meta().run_id}-{secrets.token_hex(4)}",
         layout.device if layout else "auto",
         device,
+        store.run_dir / ENERGY_DIR,
     )
 
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, das
     from aihpc.launch.interface import Executor
     from aihpc.mlperf.log import MLPerfLog
     from aihpc.runner.display.console import Console
+    from aihpc.runner.search.memory import MemoryWatch
 
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
@@ -201,6 +202,10 @@ def check_inputs(
         if config.interface and client is None:
             check_interface(config.interface)  # the login side's; a node's is checked on the node
         layout = choose_layout(config, client)
+        if layout is not None and client is None and not config.batch_system:
+            from aihpc.launch.memory import worker_limit
+
+            worker_limit(config.worker_memory, layout.workers)  # workers on this machine can start
         device = layout.device if layout else ("cuda" if config.device == "cuda" else "cpu")
         if not resume:
             config = with_default_workload(config, device)
@@ -251,21 +256,30 @@ def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Scor
     config, store, executor, layout = run.config, run.store, run.executor, run.layout
     placement = Placement(executor, layout.device if layout else "auto", config.procs_per_trial)
     store.set_meta(MetaKey.DEVICES, placement.place())
-
-    def place_joined() -> None:
-        mapping = placement.joined()
-        if mapping is not None:
-            store.set_meta(MetaKey.DEVICES, mapping)
-
     quality = task_of(config.task).quality(config, run.data_info)
     if resume:
         resume_log(run.mlperf, store, store.run_dir / "mlperf.log", quality.metric)
     else:
         initialise(run)
+    memory = watch_memory(run, resume)
+
+    def place_joined() -> None:
+        mapping = placement.joined()
+        if mapping is not None:
+            store.set_meta(MetaKey.DEVICES, mapping)
+            measure_memory(run, memory)
+
     meters = start_meters(store, executor, layout, run.device, resume)
     observers = Observers(console, run.mlperf, quality)
     master = Master(
-        config, store, executor, run.data_info, layout, observers, workers_joined=place_joined
+        config,
+        store,
+        executor,
+        run.data_info,
+        layout,
+        observers,
+        workers_joined=place_joined,
+        memory=memory,
     )
     with console:
         score = master.run()
@@ -273,6 +287,41 @@ def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Scor
     kinds = task_of(config.task).peak_kernels
     record_peak_after(store, executor, layout, config.peak_seconds, kinds)
     return score, results_fields(store, score)
+
+
+def watch_memory(run: OpenRun, resume: bool) -> MemoryWatch:
+    """The master's view of its workers' memory (:mod:`aihpc.runner.search.memory`), each worker
+    measured now, before its first trial; ConfigError if not even the seed network fits."""
+    from aihpc.runner.search.memory import MemoryWatch
+
+    staged = 0
+    if resume and run.device == "cpu":  # the data each worker stages into its memory, not yet
+        per_worker = (run.store.meta().staging or {}).get("per_worker") or []
+        staged = max((w["bytes"] for w in per_worker if w.get("tier") == "device"), default=0)
+    task = task_of(run.config.task)
+    memory = MemoryWatch(task, run.config, run.device, run.executor.memory_kill, staged)
+    measure_memory(run, memory)
+    memory.check_seed(run.data_info)
+    return memory
+
+
+def measure_memory(run: OpenRun, memory: MemoryWatch) -> None:
+    """Measure the workers alive now that ``memory`` has not measured, and keep every record in
+    the store (results.json's ``worker_memory``)."""
+    from aihpc.launch.memory import RULE, TERMINATE_FRACTION, worker_memory
+
+    device = run.layout.device if run.layout else "auto"
+    answers = run.executor.ask_each(worker_memory, device)
+    limits = run.executor.memory_limits()
+    memory.add(
+        [{"worker": name, **answers[name], "limit_bytes": limits.get(name)} for name in answers]
+    )
+    block = {
+        "rule": RULE,
+        "terminate_fraction": TERMINATE_FRACTION,
+        "workers": [memory.records[name] for name in sorted(memory.records)],
+    }
+    run.store.set_meta(MetaKey.WORKER_MEMORY, block)
 
 
 def initialise(run: OpenRun) -> None:
@@ -340,7 +389,7 @@ def open_executor(
     if client is not None:
         executor = DaskExecutor(client, owns_client=False)
     elif config.scheduler:
-        executor = remote_executor(config.scheduler)
+        executor = remote_executor(config.scheduler, config.worker_memory)
     else:
         assert layout is not None  # choose_layout's, for any workers but a scheduler's
         if config.batch_system:

@@ -168,6 +168,12 @@ class Task(Protocol):
         """The dtype a worker stages the data in on ``device``."""
         ...
 
+    def sample_shape(self, arch: Arch) -> tuple[int, ...]:
+        """The shape of one staged sample a network of ``arch`` trains on (what
+        :meth:`inputs_and_targets` takes a batch of): the host memory estimate's
+        (:mod:`aihpc.train.memory`)."""
+        ...
+
     def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
         """How many training samples one epoch of data set ``ref`` trains on, of
         ``train_samples``."""

@@ -164,6 +164,9 @@ class ImageTask:
 
         return training_dtype(device)
 
+    def sample_shape(self, arch: Arch) -> tuple[int, ...]:
+        return tuple(_spec(arch).input_shape)
+
     def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
         return train_samples
 

@@ -212,6 +212,10 @@ class LanguageTask:
     def staging_dtype(self, device: torch.device) -> torch.dtype:
         return torch.int32
 
+    def sample_shape(self, arch: Arch) -> tuple[int, ...]:
+        """A window: ``context + 1`` tokens (the inputs and, shifted by one, the targets)."""
+        return (_lm(arch).context + 1,)
+
     def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
         options = ref.options_dict()
         tokens = int(options.get("epoch_tokens") or 0)

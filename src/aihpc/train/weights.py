@@ -121,20 +121,30 @@ def _without_crc32() -> Iterator[None]:
 #: wrote: 11 of the GPU default's ResNet-50 (181 MiB with its momentum), a whole population of
 #: the CPU default's (2.2 MiB).
 CACHE_BYTES = 2 * 2**30
+#: ... and at most this share of the worker's memory limit, which the master's estimate of a
+#: trial's memory counts as held (:mod:`aihpc.train.memory`).
+CACHE_SHARE = 0.25
+
+
+def cache_bytes(limit: int | None) -> int:
+    """The bytes of states a worker with memory limit ``limit`` (None: none) keeps."""
+    return CACHE_BYTES if not limit else min(CACHE_BYTES, int(CACHE_SHARE * limit))
 
 
 class StateCache:
     """The states this worker wrote, in host memory, by their file's reference (least recently
-    used out first past ``max_bytes``, but never the last one put, whatever its size: a child
-    most often grows from the trial its worker just trained, and reading a large model's file
-    back keeps the device waiting; thread-safe: the writer's thread puts, training gets).
+    used out first past ``max_bytes``, :func:`cache_bytes` by default, but never the last one
+    put, whatever its size: a child most often grows from the trial its worker just trained, and
+    reading a large model's file back keeps the device waiting; thread-safe: the writer's thread
+    puts, training gets).
 
     A state here is the very one its file was serialised from, so it needs no digest check; a
     file changed on disk afterwards is still caught by every other worker that reads it.
     :meth:`get` returns a copy: the model and optimizer that start from it train in place.
     """
 
-    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
+        # None: cache_bytes() of this worker's limit, read when the first state is put
         self.max_bytes = max_bytes
         self._states: OrderedDict[WeightsRef, tuple[State, State | None, int]] = OrderedDict()
         self._lock = threading.Lock()
@@ -142,6 +152,10 @@ class StateCache:
 
     def put(self, ref: WeightsRef, model: State, optimizer: State | None) -> None:
         size = _nbytes(model) + _nbytes(optimizer)
+        if self.max_bytes is None:
+            from aihpc.launch.memory import this_worker_limit
+
+            self.max_bytes = cache_bytes(this_worker_limit())
         with self._lock:
             self._states[ref] = (model, optimizer, size)
             self._states.move_to_end(ref)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.base.fmt import format_si
+from aihpc.launch.memory import MEMORY_KILL
 from aihpc.records.energy import energy_text
 from aihpc.records.rows import LostEpoch
 from aihpc.results.read import RunResults, results_file
@@ -32,6 +33,7 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
         f"  trials           {tallies.trials_completed} completed, {tallies.trials_failed} failed, "
         f"{tallies.trials_diverged} diverged, {results.trial_count} in all"
     )
+    lines += memory_lines(results)
     lines += loss_lines(results)
     lines += restart_lines(results)
     if results.screenings:
@@ -141,7 +143,8 @@ def worker_lines(results: RunResults) -> list[str]:
 
 def loss_lines(results: RunResults) -> list[str]:
     """The epochs lost with their workers: how many were sent again, then each worker that was
-    lost, by its host, when, and the epochs it took with it (nothing where none was lost)."""
+    lost, by its host, when, and the epochs it took with it, and why where its nanny killed it for
+    memory (nothing where none was lost)."""
     if not results.losses:
         return []
     sent = sum(loss.requeued for loss in results.losses)
@@ -160,14 +163,41 @@ def loss_lines(results: RunResults) -> list[str]:
     for worker, losses in list(by_worker.items())[:LISTED]:
         where = hosts.get(worker or "") or losses[0].address or "an unknown host"
         epochs = ", ".join(f"trial {loss.trial_id} epoch {loss.epoch}" for loss in losses)
+        why = losses[-1].reason
         lines.append(
             f"  worker lost      {worker or 'unnamed'} on {where} at {losses[0].t:.1f} s: {epochs}"
+            + (f" ({why})" if why.startswith(MEMORY_KILL) else "")
         )
     if len(by_worker) > LISTED:
         lines.append(
             f"  worker lost      and {len(by_worker) - LISTED} more (results.json's losses)"
         )
     return lines
+
+
+def memory_lines(results: RunResults) -> list[str]:
+    """Each worker's memory limit and what it held before its first trial, in one line (nothing
+    for older runs)."""
+    workers = (results.worker_memory or {}).get("workers") or []
+    if not workers:
+        return []
+    limits = sorted(w["limit_bytes"] for w in workers if w.get("limit_bytes"))
+    if not limits:
+        limit = "no memory limit"
+    elif limits[0] == limits[-1]:
+        limit = f"a limit of {_gib(limits[0])} each"
+    else:
+        limit = f"limits of {_gib(limits[0])} to {_gib(limits[-1])}"
+    held = sorted(w["rss_bytes"] for w in workers)
+    node = max(w["node_bytes"] for w in workers)
+    return [
+        f"  worker memory    {len(workers)} workers, {limit} (nodes of {_gib(node)}); "
+        f"{_gib(held[len(held) // 2])} held before a trial (median)"
+    ]
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
 
 
 def restart_lines(results: RunResults) -> list[str]:
@@ -195,6 +225,7 @@ def staging_lines(staging: dict[str, Any] | None) -> list[str]:
 def energy_lines(energy: dict[str, Any] | None) -> list[str]:
     """The run's energy in one line (or why it was not measured), then each device measured."""
     lines = [f"  energy           {energy_text(energy)}"]
+    lines += [f"                   ({note})" for note in (energy or {}).get("notes") or []]
     devices = (energy or {}).get("devices") or []
     if len(devices) > LISTED:
         return [*lines, f"    {len(devices)} devices measured (each in results.json's energy)"]

@@ -52,6 +52,7 @@ from aihpc.scoring.score import Score, active_seconds, compute_score, wall_secon
 if TYPE_CHECKING:
     from aihpc.launch.executor import Layout
     from aihpc.launch.interface import TaskExecutor, TaskFuture
+    from aihpc.runner.search.memory import MemoryWatch
     from aihpc.runner.search.observer import Observer
     from aihpc.tasks import Arch
 
@@ -62,6 +63,11 @@ EPOCH_HISTORY = 8  # recent epoch durations from which the time an epoch takes i
 # how long in-flight epochs may run past the deadline before they are cancelled
 GRACE_SECONDS = 60.0
 TICK_SECONDS = 1.0  # the master's idle loop: segment clock, live view, workers that joined
+# new trials proposed for one free slot before it waits for the next fill, when every one is
+# refused for want of memory
+PROPOSALS_PER_SLOT = 8
+# an epoch whose worker its nanny killed for memory this many times in a row fails its trial
+MEMORY_KILLS = 2
 
 
 class Master:
@@ -77,6 +83,7 @@ class Master:
         observer: Observer,
         clock: Callable[[], float] = time.time,
         workers_joined: Callable[[], object] = lambda: None,
+        memory: MemoryWatch | None = None,
     ) -> None:
         from aihpc.nas.hpo import HyperparameterSearch
         from aihpc.nas.search import make_strategy
@@ -86,6 +93,8 @@ class Master:
         self.clock = clock  # seconds since the epoch; tests pass a clock they advance themselves
         # called when the task slots grow, before they are filled: the run places new workers
         self.workers_joined = workers_joined
+        # the workers' memory: a trial is sent only where it fits (None: not known, all are sent)
+        self.memory = memory
         self.store = store
         self.executor = executor
         self.layout = layout
@@ -179,6 +188,8 @@ class Master:
         free = self.slots - len(self.in_flight)
         for _ in range(max(free, 0)):
             task = self.pending.pop(0) if self.pending else self._new_work()
+            if task is None:  # every trial proposed was refused: the slot waits for the next fill
+                return
             self.in_flight[self._submit(task)] = task
 
     def _submit(self, task: EpochTask | ScreenTask) -> Pending:
@@ -193,11 +204,16 @@ class Master:
         )
 
     # -- proposals --------------------------------------------------------------------
-    def _new_work(self) -> EpochTask | ScreenTask:
-        """A new trial's first epoch; with screening, a screening of candidate children first."""
+    def _new_work(self) -> EpochTask | ScreenTask | None:
+        """A new trial's first epoch; with screening, a screening of candidate children first;
+        None where ``PROPOSALS_PER_SLOT`` trials in a row did not fit in memory."""
         if self.config.screen and self.strategy is not None and self.next_id > 0:
             return self._screen_task()
-        return self._new_trial_task()
+        for _ in range(PROPOSALS_PER_SLOT):
+            task = self._new_trial_task()
+            if task is not None:
+                return task
+        return None
 
     def _screen_task(self) -> ScreenTask:
         parent, children = self.proposer.children(self.config.screen)
@@ -216,7 +232,9 @@ class Master:
             threads=self.layout.threads if self.layout else None,
         )
 
-    def _new_trial_task(self, child: Child | None = None) -> EpochTask:
+    def _new_trial_task(self, child: Child | None = None) -> EpochTask | None:
+        """A new trial's first epoch; None if the trial does not fit in its worker's memory: it is
+        recorded as failed, with the reason."""
         budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
         trial = self.proposer.trial(self.next_id, budget, self.slots, child)
         self.next_id += 1
@@ -239,6 +257,10 @@ class Master:
                 t_created=self.clock(),
             )
         )
+        refused = self.memory.refusal(trial) if self.memory is not None else None
+        if refused is not None:
+            self._finish(trial, TrialStatus.FAILED, refused)
+            return None
         return self._task(trial, attempt=1)
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
@@ -286,7 +308,7 @@ class Master:
         if result.status == EpochStatus.DEADLINE:
             self._finish(trial, TrialStatus.DEADLINE, None)
             return
-        trial.epochs_done = task.epoch
+        trial.epochs_done, trial.memory_kills = task.epoch, 0
         self.epoch_counter += 1
         self.epoch_seconds.append(result.t_end - result.t_start)
         value = result.metrics[self.quality.metric]
@@ -309,9 +331,13 @@ class Master:
 
     def _lost(self, trial: LiveTrial, task: EpochTask, exc: Exception) -> None:
         """``task``'s worker died or vanished: the epoch is sent again, or after ``max_attempts``
-        the trial fails; either way the loss is recorded (who, when, why)."""
-        requeue = task.attempt < self.config.max_attempts
-        loss = LostEpoch.of(exc, self.clock(), trial.id, task.epoch, task.attempt, requeue)
+        (or ``MEMORY_KILLS`` in a row by its nanny, for memory) the trial fails; either way the
+        loss is recorded (who, when, why: its memory against its limit, where its nanny killed
+        it)."""
+        cause = self.memory.killed(exc) if self.memory is not None else None
+        trial.memory_kills = trial.memory_kills + 1 if cause else 0
+        requeue = task.attempt < self.config.max_attempts and trial.memory_kills < MEMORY_KILLS
+        loss = LostEpoch.of(exc, self.clock(), trial.id, task.epoch, task.attempt, requeue, cause)
         self.store.add_attempt(trial.id)
         self.store.add_loss(loss)
         if not requeue:
@@ -344,9 +370,10 @@ class Master:
         trial_id = None
         if self.clock() < self.deadline:
             spec, recipe, how = children[result.chosen if result.status == ScreenStatus.OK else 0]
+            trial_id = self.next_id
             first = self._new_trial_task((parent, spec, recipe, how))
-            self.pending.insert(0, first)
-            trial_id = first.trial_id
+            if first is not None:
+                self.pending.insert(0, first)
         self.parents.unpin(parent)  # the trial, if one started, holds its own pin
         record = screening.row(
             task, result, [(spec.content_hash(), how) for spec, _, how in children], trial_id

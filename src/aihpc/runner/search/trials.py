@@ -35,6 +35,7 @@ class LiveTrial:
     best_epoch: int = 0
     weights: WeightsRef | None = None  # the weights of the last epoch committed
     spec: Arch | None = None  # its architecture's value, where the master has built it
+    memory_kills: int = 0  # its epoch's last attempts in a row whose worker was killed for memory
 
     def needs_parent(self) -> bool:
         """Whether its next epoch starts from its parent's weights (through its recipe): a
