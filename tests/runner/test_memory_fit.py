@@ -160,3 +160,20 @@ def test_a_trial_lost_twice_in_a_row_for_memory_fails_with_the_cause(
             "its nanny killed it for memory: 7.36 GiB resident, against its limit of 8.00 GiB "
             "(restarted past 95 %, 7.60 GiB)"
         )
+
+
+def test_a_state_larger_than_the_weight_cache_is_counted_as_held_beyond_it() -> None:
+    """A worker keeps the last state it wrote whatever its size, so a trial whose state is larger
+    than the cache's cap needs the difference too; one under the cap needs nothing more."""
+    from aihpc.runner.search.memory import Room
+    from aihpc.train.memory import trial_memory
+
+    config = _config()
+    watch = _watch(config, 2**30)
+    seed = task_of("image").seed_arch(DIGITS)
+    hp = Hyperparameters(lr=0.1, batch_size=32)
+    snapshot = trial_memory(task_of("image"), seed, hp, "cpu", None).snapshot
+    roomy = Room("w0", 64 * 2**30, HELD)  # a cache of 2 GiB, far above the seed's state
+    assert watch.kept_beyond_cache(seed, hp, roomy) == 0
+    tight = Room("w0", 2 * snapshot, HELD)  # a cache of half the seed's state
+    assert watch.kept_beyond_cache(seed, hp, tight) == snapshot - cache_bytes(2 * snapshot) > 0

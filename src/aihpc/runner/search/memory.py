@@ -101,6 +101,17 @@ class MemoryWatch:
             peaks.append(trial_memory(self.task, spec, hparams, self.device_kind, own, procs).peak)
         return max(peaks)
 
+    def kept_beyond_cache(self, spec: Arch, hparams: Hyperparameters, room: Room) -> int:
+        """What a worker holds beyond its weight cache's bytes while it trains ``spec``: it
+        always keeps the last state it wrote, whatever its size (:class:`aihpc.train.weights.
+        StateCache`), and that of a trial of this size is as large as this one's own snapshot."""
+        from aihpc.train.memory import trial_memory
+        from aihpc.train.weights import cache_bytes
+
+        procs = self.config.procs_per_trial
+        own = trial_memory(self.task, spec, hparams, self.device_kind, None, procs).snapshot
+        return max(0, own - cache_bytes(room.limit))
+
     def refusal(self, trial: LiveTrial) -> str | None:
         """Why ``trial`` is not sent (one line naming its need and the room), or None: it fits."""
         room = self.tightest()
@@ -111,7 +122,9 @@ class MemoryWatch:
         if trial.recipe is not None:
             start = self.task.arch(trial.recipe.parent_arch)
         try:
-            need = self.need(spec, trial.hparams, start, trial.budget)
+            need = self.need(spec, trial.hparams, start, trial.budget) + self.kept_beyond_cache(
+                spec, trial.hparams, room
+            )
         # an architecture the estimate cannot step through (an operation fake tensors lack) is
         # sent, as it would be without the estimate: the run does not end on it
         except Exception:
