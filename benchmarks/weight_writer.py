@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from bench_main import script
+
 
 def sync_snapshot(task, setup, group):
     """The write as it was before the background writer: done before validation, the epoch waiting."""
@@ -107,11 +109,12 @@ def gpu_default_state() -> None:
           f"the background writer kept the caller {kept:.3f} s (host copy) and finished in {total:.2f} s")
 
 
-def main() -> int:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--samples", type=int, default=12000, help="data set size (the CPU default: 12,000)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     epochs(args.repeats, args.samples)
     gpu_default_state()
     return 0
