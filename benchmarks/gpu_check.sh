@@ -6,7 +6,10 @@
 #   benchmarks/gpu_check.sh all         lm infer fill infer-lm verify tests, then the summary
 #   benchmarks/gpu_check.sh STEP...     the steps named, in that order, then the summary
 #
-# Steps (their files go to $OUT, default ./gpu-check; run directories stay on the node):
+# verify just before tests runs beside them (it uses the CPU only; the tests are not timed).
+#
+# Steps (their files go to $OUT, default gpu-check in the current folder; run directories stay
+# on the node, in a temporary folder removed at the end):
 #   lm         gpu_fill.py --task lm: a language run of LM_MINUTES on LM_TOKENS synthetic tokens,
 #              then a profiled epoch of the language seed (kernel time by group)
 #   fill       gpu_fill.py: the default image run, IMAGE_MINUTES (profiled where PROFILE_IMAGE=1)
@@ -28,14 +31,17 @@
 #   BUDGET=540                      seconds for the whole call: each step's timeout is cut to what is
 #                                   left of it less the summary's 30 s, and a step with less than it
 #                                   needs left is skipped (the summary says so)
-# e.g. LM_MINUTES=2 IMAGE_MINUTES=1 INFER_SECONDS=3 SERVER_STEPS=3 BUDGET=420 benchmarks/gpu_check.sh all
+# DRY_RUN=1 prints each step's command ("dry run: ...") instead of running it, and installs nothing.
+# e.g. LM_MINUTES=1.5 IMAGE_MINUTES=1 INFER_SECONDS=3 SERVER_STEPS=3 TESTS_TIMEOUT=120 BUDGET=430 \
+#      benchmarks/gpu_check.sh all
 #
 # The wheelhouse $WHEELHOUSE (default .whl) needs only what the node lacks: make it on a machine
 # with network, `make wheelhouse WHEELHOUSE=.whl PY_VERSION=3.12 PLATFORM=manylinux_2_28_x86_64
 # EXTRAS=infer`, then delete the wheels of packages the node already has (its `pip list`).  It is
 # installed with `make install-offline` into the node's Python ($PYTHON, default python3),
-# keeping its CUDA build of torch; a wheelhouse without aihpc's wheel (WHEELHOUSE=none) skips the
-# install and uses the aihpc that Python already has.
+# keeping its CUDA build of torch.  WHEELHOUSE=none skips the install and uses the aihpc that
+# Python already has.  Bad steps or settings: one line, exit 2, nothing run.  Exit 1 where a step
+# failed or was stopped (the summary says which), 0 where all ran.
 set -uo pipefail
 
 STEPS="lm fill compile stream infer infer-lm verify tests summary"
@@ -69,8 +75,11 @@ TESTS_TIMEOUT=$(number TESTS_TIMEOUT 300) || exit 2
 BUDGET=$(number BUDGET 540) || exit 2
 secs() { awk "BEGIN{print int($1 + 0.5)}"; }  # secs EXPRESSION: its value in whole seconds
 
-out=${OUT:-gpu-check}
+out=$(realpath -m "${OUT:-gpu-check}")
+wheelhouse=${WHEELHOUSE:-.whl}
+[ "$wheelhouse" = none ] || wheelhouse=$(realpath -m "$wheelhouse")
 mkdir -p "$out" || die "cannot make the output folder $out"
+cd "$(dirname "$0")/.." || die "cannot enter the repository"
 work=$(mktemp -d) || die "cannot make a temporary folder"
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -90,6 +99,11 @@ step() {
     return 1
   fi
   local limit=$(( want < left ? want : left )) t0=$(date +%s)
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    echo "dry run: $*" | log
+    record "$name" "dry run" 0 "$limit" ""
+    return 0
+  fi
   echo "== $name  $(date -u +%H:%M:%S)  (timeout $limit s)" | log
   timeout -k 20 "$limit" "$@" 2>&1 | log
   local rc=${PIPESTATUS[0]} took=$(( $(date +%s) - t0 ))
@@ -103,12 +117,13 @@ step() {
 
 run_seconds() { secs "$1 * 60"; }
 plan() {  # plan STEP...: the timeout of each step, printed before the call starts
-  local total=180 line="plan (timeouts): install 180 s" s t
+  local total=30 line="plan (timeouts):" s t
+  [ "$wheelhouse" = none ] || { total=$(( total + 180 )); line+=" install 180 s,"; }
   for s in "$@"; do
     [ "$s" = summary ] && continue
-    t=$(timeout_of "$s"); total=$(( total + t )); line+=", $s $t s"
+    t=$(timeout_of "$s"); total=$(( total + t )); line+=" $s $t s,"
   done
-  echo "$line; summary 30 s. The call ends within $(secs "$BUDGET") s (BUDGET), $(( total + 30 )) s if no step is cut."
+  echo "$line summary 30 s. The call ends within $(secs "$BUDGET") s (BUDGET), $total s if no step is cut."
 }
 timeout_of() {
   case $1 in
@@ -140,7 +155,7 @@ run_step() {  # run_step NAME: the step's commands
     infer|infer-lm)
       local what=(--model resnet50 --input 3x224x224) name=infer-resnet50
       [ "$s" = infer-lm ] && what=("$work/lm") name=infer-lm
-      if [ "$s" = infer-lm ] && [ ! -f "$work/lm/results.json" ]; then
+      if [ "$s" = infer-lm ] && [ ! -f "$work/lm/results.json" ] && [ "${DRY_RUN:-0}" != 1 ]; then
         record infer-lm skipped 0 0 "the language run left no results"; return
       fi
       step "$s" "$(timeout_of "$s")" 60 "$PY" -m aihpc infer "${what[@]}" --seconds "$INFER_SECONDS" \
@@ -149,7 +164,8 @@ run_step() {  # run_step NAME: the step's commands
     verify)
       local name made=0
       for name in lm fill compile stream infer-resnet50 infer-lm; do
-        [ -d "$work/$name" ] || continue
+        if [ "${DRY_RUN:-0}" = 1 ]; then has "${name/infer-resnet50/infer}" || continue  # its step's
+        else [ -d "$work/$name" ] || continue; fi
         made=1
         step "verify-$name" 120 20 bash -c '"$0" -m aihpc verify --json "$1" > "$2"' "$PY" "$work/$name" "$out/verify-$name.json"
       done
@@ -172,17 +188,24 @@ for s in "${steps[@]}"; do [ "$s" = summary ] || needs_install=1; done
 if (( needs_install )); then
   rm -f "$out/steps.tsv"  # this call's steps only
   plan "$@" | log
-  if [ "${WHEELHOUSE:-.whl}" != none ]; then
-    step install 180 30 make install-offline WHEELHOUSE="${WHEELHOUSE:-.whl}" PYTHON="$PY" EXTRAS=infer || die "the install failed (above); nothing measured"
+  if [ "$wheelhouse" != none ] && [ "${DRY_RUN:-0}" != 1 ]; then
+    step install 180 30 make install-offline WHEELHOUSE="$wheelhouse" PYTHON="$PY" EXTRAS=infer || die "the install failed (above); nothing measured"
   fi
   "$PY" -c "import aihpc" 2>/dev/null || PY=.venv/bin/python  # a Python outside a venv installs into .venv
-  { "$PY" -c "import aihpc, torch; print(f'{torch.cuda.get_device_name(0) if torch.cuda.is_available() else \"no CUDA device\"}, torch {torch.__version__}, aihpc {aihpc.__version__}')" 2>&1
-    ! command -v nvidia-smi >/dev/null || nvidia-smi --query-gpu=name,power.draw,clocks.sm,temperature.gpu --format=csv,noheader 2>&1 | head -1
+  [ "${DRY_RUN:-0}" = 1 ] || { timeout 60 "$PY" -c "import aihpc, torch; print(f'{torch.cuda.get_device_name(0) if torch.cuda.is_available() else \"no CUDA device\"}, torch {torch.__version__}, aihpc {aihpc.__version__}')" 2>&1
+    ! command -v nvidia-smi >/dev/null || timeout 20 nvidia-smi --query-gpu=name,power.draw,clocks.sm,temperature.gpu --format=csv,noheader 2>&1 | head -1
   } | tee "$out/device.txt" | log
 fi
-for s in "${steps[@]}"; do
-  [ "$s" = summary ] || run_step "$s"
+verifying=
+for (( i = 0; i < ${#steps[@]}; i++ )); do
+  s=${steps[i]}
+  if [ "$s" = verify ] && [ "${steps[i + 1]:-}" = tests ]; then
+    run_step verify & verifying=$!
+  elif [ "$s" != summary ]; then
+    run_step "$s"
+  fi
 done
+[ -z "$verifying" ] || wait "$verifying"
 "$PY" benchmarks/gpu_summary.py "$out" || exit 2
 rm -rf "$work"
 # exit 1 where a step of this call failed or was stopped

@@ -46,9 +46,9 @@ from aihpc_runs import run_aihpc
 from analysis import peak_text, percent, quality_text, read_run, tally_text, trial_tally, utilisation
 from bench_main import script
 
-# the profiled epoch's default size: images, or windows of the language's context (8 steps of
+# the profiled epoch's default size: images, or windows of the language's context (4 steps of
 # the language's middle batch size on a GPU)
-PROFILE_SAMPLES = {"image": 4096, "lm": 256}
+PROFILE_SAMPLES = {"image": 4096, "lm": 128}
 
 # Kernel groups by the kernel's name before its template arguments, the first that matches:
 # attention (flash and SDPA kernels, PyTorch's, cuDNN's, CUTLASS's), matrix products and
@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--samples", type=int,
                     help="the run's data: images, or training tokens with --task lm (default: the task's GPU default)")
     ap.add_argument("--profile-samples", type=int,
-                    help="size of the profiled epoch: images, or windows with --task lm (default 4096, 256)")
+                    help="size of the profiled epoch: images, or windows with --task lm (default 4096, 128)")
     ap.add_argument("--no-profile", action="store_true", help="skip the profiled epoch")
     ap.add_argument("--profile-out", type=Path, help="write the profile's figures here as JSON")
     ap.add_argument("--keep", type=Path, help="run directory to keep (default: a temporary one)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -205,11 +206,48 @@ def test_a_call_on_a_cpu_records_what_failed_and_writes_the_summary(tmp_path):
     out = tmp_path / "out"
     done = gpu_check("lm", "infer-lm", "verify", out=out, WHEELHOUSE="none", BUDGET="300")
     assert done.returncode == 1, done.stderr
-    plan = "plan (timeouts): install 180 s, lm 420 s, infer-lm 180 s, verify 240 s;"
-    assert done.stdout.startswith(plan)
-    assert "The call ends within 300 s (BUDGET)" in done.stdout
+    plan = "plan (timeouts): lm 420 s, infer-lm 180 s, verify 240 s, summary 30 s. The call ends "
+    assert done.stdout.startswith(plan + "within 300 s (BUDGET), 870 s if no step is cut.\n")
     steps = [line.split("\t")[:2] for line in (out / "steps.tsv").read_text().splitlines()]
     assert steps == [["lm", "failed"], ["infer-lm", "skipped"], ["verify", "skipped"]]
     summary = (out / "summary.md").read_text()
     assert "not measured: step lm failed: exit 2 (lm-results.json not written)" in summary
     assert "no CUDA GPU on this machine" in (out / "gpu-check.log").read_text()
+
+
+def test_every_command_of_a_whole_call_is_one_its_program_accepts(tmp_path, bench):
+    """``DRY_RUN=1 ... all`` prints each step's command: aihpc's own parser takes the infer steps',
+    gpu_fill.py's takes the runs', and the GPU tests are the files that hold them."""
+    from aihpc.cli import build_parser
+
+    done = gpu_check("all", out=tmp_path / "out", DRY_RUN="1", WHEELHOUSE="none")
+    assert done.returncode == 0, done.stderr
+    commands = [
+        shlex.split(line.removeprefix("dry run: "))
+        for line in done.stdout.splitlines()
+        if line.startswith("dry run: ") and "aihpc verify" not in line
+    ]
+    programs = [c[1] if c[1] != "-m" else c[2] for c in commands]
+    assert programs == [
+        "benchmarks/gpu_fill.py",
+        "aihpc",
+        "benchmarks/gpu_fill.py",
+        "aihpc",
+        "pytest",
+    ]
+    lm, infer, fill, infer_lm, tests = commands
+    for run in (lm, fill):
+        args = bench("gpu_fill").parse_args(run[2:])
+        assert args.report is None and args.minutes > 0
+    assert bench("gpu_fill").parse_args(lm[2:]).task == "lm"
+    for call in (infer, infer_lm):
+        args = build_parser().parse_args(call[3:])
+        assert args.command == "infer" and args.seconds == 5 and args.server_steps == 4
+    assert build_parser().parse_args(infer[3:]).input == "3x224x224"
+    files = [a for a in tests if a.startswith("tests/") and a.endswith(".py")]
+    assert "tests/train/test_gpu.py" in files
+    assert all("pytest.mark.gpu" in (ROOT / f).read_text() for f in files)
+    steps = (tmp_path / "out" / "steps.tsv").read_text().splitlines()
+    assert {step.split("\t")[0] for step in steps if step.startswith("verify-")} == {
+        "verify-lm", "verify-fill", "verify-infer-resnet50", "verify-infer-lm",
+    }  # fmt: skip
