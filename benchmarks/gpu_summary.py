@@ -170,7 +170,8 @@ def verify_text(out: Path, name: str, steps: dict[str, dict[str, str]]) -> str:
 
 def infer_section(out: Path, name: str, steps: dict[str, dict[str, str]]) -> list[str]:
     """An inference's figures: the offline rate and its share of the peak, the server's rate within
-    its bound against the offline rate, single-stream's latency, and the p99 split."""
+    its bound against the offline rate, single-stream's latency, and the p99 split; for a language
+    model, its tokens' latencies at the server's point shown."""
     doc = read_json(out / f"{name}.json")
     if doc is None:
         return [missing(name, f"{name}.json", steps)]
@@ -178,20 +179,31 @@ def infer_section(out: Path, name: str, steps: dict[str, dict[str, str]]) -> lis
     scenarios = data["scenarios"]
     offline, server, single = (scenarios.get(k) or {} for k in ("offline", "server", "single-stream"))
     rate, best = offline.get("samples_per_second"), server.get("max_qps")
-    bound = (data.get("bounds") or {}).get("latency")
     ratio = None if rate is None or best is None else best / rate
     valid = "VALID" if data["valid"] else "INVALID: " + "; ".join(data["invalid_reasons"])
     rows = [
         ("served", f"{data['source']['label']} on {data['device']} in {data['dtype']}, {valid}", ""),
         ("offline", f"{_rate(rate)} samples/s; {percent(offline.get('peak_fraction'))} of the measured peak, "
                     f"{percent(offline.get('nominal_peak_fraction'))} of nominal", ""),
-        (f"server within {_ms(bound)} at p99", f"{_rate(best)} queries/s = {percent(ratio)} of the offline rate",
-         f"at least {percent(GOALS['server'], 0)} of the offline rate"),
+        (f"server within {bound_text(data.get('bounds') or {})}", f"{_rate(best)} queries/s = "
+         f"{percent(ratio)} of the offline rate", f"at least {percent(GOALS['server'], 0)} of the offline rate"),
         ("single-stream", f"p90 {_ms(single.get('p90_latency_s'))}, p50 {_ms(single.get('p50_latency_s'))}", ""),
-        ("server p99: queueing / compute", p99_split(server), "says which missed the bound"),
-        ("aihpc verify", verify_text(out, name, steps), "VERIFIED"),
     ]  # fmt: skip
+    if data.get("generation"):
+        rows.append(("server p99: first token / per output token",
+                     f"{_ms(server.get('p99_first_token_s'))} / {_ms(server.get('p99_time_per_output_token_s'))}", ""))
+    rows += [("server p99: queueing / compute", p99_split(server), "says which missed the bound"),
+             ("aihpc verify", verify_text(out, name, steps), "VERIFIED")]  # fmt: skip
     return table(rows)
+
+
+def bound_text(bounds: dict[str, Any]) -> str:
+    """The server's bound: on a sample's latency, or on a language model's first token and each
+    output token, at its percentile."""
+    at = f"at p{100 * bounds.get('percentile', 0.99):g}"
+    if bounds.get("latency") is not None:
+        return f"{_ms(bounds['latency'])} {at}"
+    return f"first token {_ms(bounds.get('ttft'))}, per token {_ms(bounds.get('tpot'))} {at}"
 
 
 def p99_split(server: dict[str, Any]) -> str:
@@ -209,7 +221,10 @@ def _rate(value: float | None) -> str:
 
 
 def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{1e3 * seconds:.3g} ms"
+    if seconds is None:
+        return "-"
+    ms = 1e3 * seconds
+    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
 
 
 def tests_line(out: Path, steps: dict[str, dict[str, str]]) -> str:

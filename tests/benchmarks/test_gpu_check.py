@@ -3,11 +3,13 @@
 summary it writes from the files a call leaves in $OUT (benchmarks/gpu_summary.py).
 
 The summary is made from real records, each where a GPU call would put it: the H200 language
-run (fixtures/h200-lm), the suite's fixture run standing for the image run, an `aihpc infer`
-record of the zoo ResNet-50 on this CPU (fixtures/gpu-check/infer-resnet50-cpu.json: 3x32x32,
-64 samples, 1-second tests, 2 server steps, a 200 ms bound), `aihpc verify --json` of that
-record and of the fixture run, and of a copy of the fixture run with one trial's operations
-changed (verify-tampered.json), and a profile made here.  Regenerate them with those commands.
+run (fixtures/h200-lm), the suite's fixture run standing for the image run, `aihpc infer`
+records made on this CPU (fixtures/gpu-check: infer-resnet50-cpu.json, the zoo ResNet-50 at
+3x32x32, 64 samples, 1-second tests, 2 server steps, a 200 ms bound; infer-lm-cpu.json, the best
+trial of a 0.3-minute CPU language run of 16,384-token epochs, 16 samples, 1-second tests, 2
+server steps), `aihpc verify --json` of the ResNet-50 record, of the fixture run and of a copy of
+it with one trial's operations changed (verify-tampered.json), and a profile made here.
+Regenerate them with those commands.
 """
 
 from __future__ import annotations
@@ -126,21 +128,24 @@ def test_the_language_seed_is_profiled_on_the_cpu(lm_profile, bench):
 
 
 def _call_folder(out: Path, lm_profile: dict) -> Path:
-    """$OUT as a call of lm, infer, fill, infer-lm (stopped by its timeout) and verify leaves it."""
+    """$OUT as a call of lm, infer, fill, infer-lm and verify leaves it (the verify of infer-lm
+    stopped by its timeout)."""
     out.mkdir()
     shutil.copy(FIXTURES / "h200-lm" / "results.json", out / "lm-results.json")
     (out / "lm-profile.json").write_text(json.dumps(lm_profile))
     shutil.copy(FIXTURES / "run" / "results.json", out / "fill-results.json")
     shutil.copy(RECORDS / "infer-resnet50-cpu.json", out / "infer-resnet50.json")
+    shutil.copy(RECORDS / "infer-lm-cpu.json", out / "infer-lm.json")
     shutil.copy(RECORDS / "verify-tampered.json", out / "verify-lm.json")
     shutil.copy(RECORDS / "verify-run.json", out / "verify-fill.json")
     shutil.copy(RECORDS / "verify-infer.json", out / "verify-infer-resnet50.json")
     (out / "device.txt").write_text("NVIDIA H200, torch 2.11.0+cu130, aihpc 0.1.0\n")
     steps = [("lm", "ok", 241, 420), ("infer", "ok", 70, 180), ("fill", "ok", 160, 300),
-             ("infer-lm", "timed out", 181, 180), ("verify-lm", "failed", 9, 120)]  # fmt: skip
+             ("infer-lm", "ok", 80, 180), ("verify-lm", "failed", 9, 120),
+             ("verify-infer-lm", "timed out", 121, 120)]  # fmt: skip
     (out / "steps.tsv").write_text(
         "".join(
-            f"{n}\t{s}\t{t}\t{limit}\t{'stopped after 180 s' if s == 'timed out' else ''}\n"
+            f"{n}\t{s}\t{t}\t{limit}\t{'stopped after 120 s' if s == 'timed out' else ''}\n"
             for n, s, t, limit in steps
         )  # fmt: skip
     )
@@ -178,8 +183,13 @@ def test_the_summary_of_a_call_has_every_figure(tmp_path, lm_profile):
         "| server p99: queueing / compute | not in the record (p99 109 ms in all) |",
     ):
         assert row in serving, row
-    # what was not measured, and why
-    assert "not measured: step infer-lm timed out: stopped after 180 s (infer-lm.json " in best
+    # the language model served: its bound on tokens, their latencies; its verify stopped
+    for row in (
+        "| server within first token 2000 ms, per token 100 ms at p99 | 183.3 queries/s = 100.0 ",
+        "| server p99: first token / per output token | 386 ms / 2.63 ms |",
+        "| aihpc verify | not measured: step verify-infer-lm timed out: stopped after 120 s ",
+    ):
+        assert row in best, row
     assert text.endswith("## GPU tests\n\nnot measured: step tests did not run in this call\n")
 
 
