@@ -15,11 +15,16 @@ from typing import Any
 from analysis import read_run
 
 
+def run_argv(out: Path, minutes: float, *args: str) -> list[str]:
+    """The arguments of ``aihpc`` for a run: ``run --minutes MINUTES --out OUT --no-live ARGS``."""
+    return ["run", "--minutes", str(minutes), "--out", str(out), "--no-live", *args]
+
+
 def run_aihpc(out: Path, minutes: float, *args: str, show: bool = False) -> dict[str, Any]:
-    """``aihpc run --minutes MINUTES --out OUT --no-live ARGS``; its results.  Fails loudly on error.
+    """``aihpc`` :func:`run_argv`, in a process of its own; its results.  Fails loudly on error.
 
     ``show`` lets the run's own output (its summary) through; otherwise it is discarded."""
-    cmd = [sys.executable, "-m", "aihpc", "run", "--minutes", str(minutes), "--out", str(out), "--no-live", *args]
+    cmd = [sys.executable, "-m", "aihpc", *run_argv(out, minutes, *args)]
     subprocess.run(cmd, check=True, stdout=None if show else subprocess.DEVNULL)
     return read_run(out)
 
@@ -36,7 +41,7 @@ def check_runs(minutes: float, runs: list[tuple[str, list[str]]]) -> None:
 
     parser = build_parser()
     for name, args in runs:
-        ns = parser.parse_args(["run", "--minutes", str(minutes), *args])
+        ns = parser.parse_args(run_argv(Path(name), minutes, *args))  # the command run_aihpc runs
         try:
             values = load_toml(ns.config) if ns.config else {}
             RunConfig.from_dict({**values, **config_flags(ns)}, source=ns.config or "config")

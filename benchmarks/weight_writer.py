@@ -68,13 +68,15 @@ def epochs(repeats: int, samples: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         task = epoch_task(tmp, samples)
         run_epoch(task)  # warm-up: staging, counting, first allocations
-        for _ in range(repeats):
-            for label, fn in (("synchronous write", sync_snapshot), ("background writer", background)):
-                trainer.snapshot = fn
-                r = run_epoch(task)
-                assert r.status == "ok", r.reason
-                times[label].append((r.t_end - r.t_start, r.phase_seconds["other"]))
-        trainer.snapshot = background
+        try:
+            for _ in range(repeats):
+                for label, fn in (("synchronous write", sync_snapshot), ("background writer", background)):
+                    trainer.snapshot = fn
+                    r = run_epoch(task)
+                    assert r.status == "ok", r.reason
+                    times[label].append((r.t_end - r.t_start, r.phase_seconds["other"]))
+        finally:
+            trainer.snapshot = background
         size = sum(f.stat().st_size for f in Path(tmp).glob("*.pt")) / len(list(Path(tmp).glob("*.pt")))
     print(f"epoch             CPU default seed, {samples} samples, weight file {size / 2**20:.2f} MiB, "
           f"{torch.get_num_threads()} threads, {repeats} each, alternating")

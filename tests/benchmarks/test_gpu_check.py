@@ -112,6 +112,7 @@ def lm_profile(tmp_path_factory) -> dict:
     return gpu_fill.profile("lm", "cpu", 16)
 
 
+@pytest.mark.slow
 def test_the_language_seed_is_profiled_on_the_cpu(lm_profile, bench):
     f = lm_profile
     assert (f["task"], f["device"], f["samples"], f["batch"]) == ("lm", "cpu", 16, 16)
@@ -152,6 +153,7 @@ def _call_folder(out: Path, lm_profile: dict) -> Path:
     return out
 
 
+@pytest.mark.slow  # its profile (the module's fixture)
 def test_the_summary_of_a_call_has_every_figure(tmp_path, lm_profile):
     out = _call_folder(tmp_path / "out", lm_profile)
     done = gpu_check("summary", out=out)
@@ -209,6 +211,7 @@ def test_the_summary_counts_the_gpu_tests(tmp_path, bench):
     assert text.rstrip().endswith("2 passed, 1 failed, 1 skipped (failed: test_b), in 83 s")
 
 
+@pytest.mark.slow
 def test_a_call_on_a_cpu_records_what_failed_and_writes_the_summary(tmp_path):
     """The steps' machinery end to end without a GPU: lm fails (gpu_fill.py finds no GPU), the
     language run's inference is skipped for want of its run, nothing is left to verify; the

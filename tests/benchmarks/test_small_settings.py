@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fixture_run import FIXTURES, aihpc_main
+from fixture_run import aihpc_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,10 +142,14 @@ def test_automl_run_runs_a_whole_run_at_its_smallest(call, tmp_path):
     """The one script run here with a real `aihpc run` (the others share its run_aihpc and are
     reported on kept runs): the fixture run's settings for 0.05 minutes."""
     run, config = tmp_path / "run", tmp_path / "run.toml"
-    # the fixture run's settings, with one hyperparameter search process (each imports Optuna)
-    config.write_text((FIXTURES / "run.toml").read_text() + "hpo_processes = 1\n")
+    # the fixture run's data and worker, one hyperparameter search process (each imports Optuna)
+    # and a short peak search
+    config.write_text(
+        'dataset = "digits"\nworkers = 1\nthreads_per_worker = 1\nepochs_min = 1\n'
+        "batch_sizes = [128]\nhpo_processes = 1\npeak_seconds = 0.2\n"
+    )
     code, out, err = call(
-        "automl_run", "--minutes", "0.05", "--keep", str(run), "--", "--config", str(config)
+        "automl_run", "--minutes", "0.03", "--keep", str(run), "--", "--config", str(config)
     )
     assert code == 0, err
     results = json.loads((run / "results.json").read_text())
@@ -153,6 +157,7 @@ def test_automl_run_runs_a_whole_run_at_its_smallest(call, tmp_path):
     assert out.startswith("score             ") and "harness overhead" in out
 
 
+@pytest.mark.slow
 def test_rank_epochs_trains_consecutive_epochs(call):
     """In this process (``--procs 1``): a rank pool's start, two processes importing torch, costs
     some 8 core-s; the pool's epochs are tested in tests/train/test_rank_pool.py."""
@@ -164,6 +169,7 @@ def test_rank_epochs_trains_consecutive_epochs(call):
     assert second["val_loss"] < first["val_loss"]
 
 
+@pytest.mark.slow
 def test_compile_regions_runs_its_baseline_case(call, tmp_path):
     """The eager case alone (a compiled case adds some 9 core-s of Dynamo's tracing in a process of
     its own; the regional compilation it times is tested in tests/train/test_regions.py)."""
