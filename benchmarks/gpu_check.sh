@@ -73,7 +73,7 @@ INFER_SECONDS=$(number INFER_SECONDS 5) || exit 2
 SERVER_STEPS=$(number SERVER_STEPS 4) || exit 2
 TESTS_TIMEOUT=$(number TESTS_TIMEOUT 300) || exit 2
 BUDGET=$(number BUDGET 540) || exit 2
-secs() { awk "BEGIN{print int($1 + 0.5)}"; }  # secs EXPRESSION: its value in whole seconds
+secs() { awk "BEGIN{s = int($1 + 0.5); print s < 1 ? 1 : s}"; }  # secs EXPR: its value rounded, at least 1
 
 out=$(realpath -m "${OUT:-gpu-check}")
 wheelhouse=${WHEELHOUSE:-.whl}
@@ -107,11 +107,13 @@ step() {
   echo "== $name  $(date -u +%H:%M:%S)  (timeout $limit s)" | log
   timeout -k 20 "$limit" "$@" 2>&1 | log
   local rc=${PIPESTATUS[0]} took=$(( $(date +%s) - t0 ))
-  case $rc in
-    0) record "$name" ok "$took" "$limit" "" ;;
-    124|137) record "$name" "timed out" "$took" "$limit" "stopped after $limit s" ;;
-    *) record "$name" failed "$took" "$limit" "exit $rc" ;;
-  esac
+  if (( rc == 0 )); then
+    record "$name" ok "$took" "$limit" ""
+  elif (( rc == 124 || (rc == 137 && took >= limit) )); then  # timeout's TERM, or its KILL 20 s on
+    record "$name" "timed out" "$took" "$limit" "stopped after $limit s"
+  else
+    record "$name" failed "$took" "$limit" "exit $rc"
+  fi
   return "$rc"
 }
 

@@ -212,19 +212,37 @@ def test_the_summary_counts_the_gpu_tests(tmp_path, bench):
 
 
 @pytest.mark.slow
-def test_a_call_on_a_cpu_records_what_failed_and_writes_the_summary(tmp_path):
+def test_a_call_on_a_cpu_records_what_failed_or_was_stopped_and_writes_the_summary(tmp_path):
     """The steps' machinery end to end without a GPU: lm fails (gpu_fill.py finds no GPU), the
-    language run's inference is skipped for want of its run, nothing is left to verify; the
-    summary says so and the call exits 1."""
+    language run's inference is skipped for want of its run, nothing is left to verify, and the
+    GPU tests are stopped by their timeout (1 s: pytest has not started them); the summary says
+    so and the call exits 1."""
     out = tmp_path / "out"
-    done = gpu_check("lm", "infer-lm", "verify", out=out, WHEELHOUSE="none", BUDGET="300")
+    done = gpu_check(
+        "lm",
+        "infer-lm",
+        "verify",
+        "tests",
+        out=out,
+        WHEELHOUSE="none",
+        BUDGET="300",
+        TESTS_TIMEOUT="1",
+    )
     assert done.returncode == 1, done.stderr
-    plan = "plan (timeouts): lm 420 s, infer-lm 180 s, verify 240 s, summary 30 s. The call ends "
-    assert done.stdout.startswith(plan + "within 300 s (BUDGET), 870 s if no step is cut.\n")
-    steps = [line.split("\t")[:2] for line in (out / "steps.tsv").read_text().splitlines()]
-    assert steps == [["lm", "failed"], ["infer-lm", "skipped"], ["verify", "skipped"]]
+    plan = "plan (timeouts): lm 420 s, infer-lm 180 s, verify 240 s, tests 1 s, summary 30 s. "
+    assert done.stdout.startswith(
+        plan + "The call ends within 300 s (BUDGET), 871 s if no step is cut.\n"
+    )
+    steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()]
+    assert [s[:2] for s in steps] == [
+        ["lm", "failed"], ["infer-lm", "skipped"], ["verify", "skipped"], ["tests", "timed out"],
+    ]  # fmt: skip
+    assert steps[-1][3:] == ["1", "stopped after 1 s"]
     summary = (out / "summary.md").read_text()
     assert "not measured: step lm failed: exit 2 (lm-results.json not written)" in summary
+    assert (
+        "not measured: step tests timed out: stopped after 1 s (tests.xml not written)" in summary
+    )
     assert "no CUDA GPU on this machine" in (out / "gpu-check.log").read_text()
 
 
