@@ -28,10 +28,11 @@ process), whole-compiled (in (ii)'s) and regional (in (iii)'s, before the
 child); an epoch of the default size (10,800 training samples, 1,200
 validation samples) is extrapolated from the medians, not run.  Prints the
 load average with each case (the machine may be shared); ``--out`` writes
-every number as JSON.
+every number as JSON.  ``--cases`` runs some of the cases (their keys, below;
+eager always runs, the baseline), each with the cases whose cache it reads.
 
     python benchmarks/compile_regions.py [--out FILE] [--batch 64] [--steps 30] [--seed 0]
-                                         [--backend inductor] [--timeout 1800]
+                                         [--backend inductor] [--timeout 1800] [--cases KEY,...]
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_main import script
+
 SHAPE, CLASSES, MAX_PARAMS = (3, 16, 16), 50, 2_000_000
 TRAIN_SAMPLES, VAL_SAMPLES = 10_800, 1_200  # the CPU default: 12,000 samples, 10 % validation
 WARMUP = 3
@@ -63,6 +66,31 @@ CASES: dict[str, tuple[str, tuple[str, ...], str | None, bool]] = {
     "(v) regional, child, new process": ("regional", ("child",), "regional", False),
     "(vi) regional, warm": ("regional", ("parent",), "regional", False),
 }
+# --cases: key -> (case name, the keys of the cases before it whose cache it reads)
+KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "eager": ("eager", ()),
+    "whole-cold": ("(i) whole, cold", ()),
+    "whole-warm": ("(ii) whole, warm", ("whole-cold",)),
+    "whole-child": ("(*) whole, child", ("whole-cold", "whole-warm")),
+    "regional": ("(iii)+(iv) regional, cold, then child", ()),
+    "regional-child": ("(v) regional, child, new process", ("regional",)),
+    "regional-warm": ("(vi) regional, warm", ("regional",)),
+}
+
+
+def chosen_cases(keys: str | None) -> list[str]:
+    """The case names of ``--cases`` (all by default), in CASES's order, eager always among them;
+    ValueError naming the key for an unknown key or a case without the cases whose cache it reads."""
+    if keys is None:
+        return list(CASES)
+    chosen = {"eager", *keys.split(",")}
+    for key in chosen:
+        if key not in KEYS:
+            raise ValueError(f"--cases: no case {key!r}; the cases are {', '.join(KEYS)}")
+        missing = [k for k in KEYS[key][1] if k not in chosen]
+        if missing:
+            raise ValueError(f"--cases: {key} reads the cache of {', '.join(missing)}: add it")
+    return [name for key, (name, _) in KEYS.items() if key in chosen]
 
 
 def architectures(seed: int) -> dict[str, Any]:
@@ -226,7 +254,8 @@ def print_tables(results: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"  (epoch extrapolated: {steps} training steps + {evals} eval batches, not run)")
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write every number as JSON here")
     ap.add_argument("--batch", type=int, default=64)
@@ -234,15 +263,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="draws the child's morphism")
     ap.add_argument("--backend", default="inductor")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per case")
+    ap.add_argument("--cases", help=f"the cases to run, comma-separated, of {', '.join(KEYS)} (default all)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--archs", help=argparse.SUPPRESS)
     ap.add_argument("--cache-dir", help=argparse.SUPPRESS)
     ap.add_argument("--steady", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args)))
-        return
+        return 0
+    try:
+        cases = chosen_cases(args.cases)
+    except ValueError as exc:
+        ap.error(str(exc))
     from aihpc.train.regions import partition
 
     specs = architectures(args.seed)
@@ -255,7 +289,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="compile-regions-") as tmp:
         folders = {"whole": f"{tmp}/whole", "regional": f"{tmp}/regional"}
-        for name in CASES:
+        for name in cases:
             results[name] = run_case(name, args, folders)
             archs = results[name]["archs"]
             first = ", ".join(f"{a} {r['first_step_s']:.1f} s" for a, r in archs.items())
@@ -263,6 +297,7 @@ def main() -> None:
     print_tables(results, args)
     if args.out:
         write_json(args, specs, new, results)
+    return 0
 
 
 def write_json(args, specs, new, results) -> None:
@@ -272,7 +307,7 @@ def write_json(args, specs, new, results) -> None:
         "format": FORMAT,
         "benchmark": "compile_regions",
         "environment": collect(Path(__file__).resolve().parents[1]).to_dict(),
-        "settings": {k: getattr(args, k) for k in ("batch", "steps", "seed", "backend")},
+        "settings": {k: getattr(args, k) for k in ("batch", "steps", "seed", "backend", "cases")},
         "child": {"description": specs["description"], "new_signatures": len(new)},
         "epoch_extrapolated": {"train_samples": TRAIN_SAMPLES, "val_samples": VAL_SAMPLES},
         "cases": results,
@@ -282,4 +317,4 @@ def write_json(args, specs, new, results) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -43,6 +43,7 @@ from aihpc.nas.seeds import seed_spec
 from aihpc.nas.spec import ArchSpec
 from aihpc.tasks.image import ImageTask
 from aihpc.tasks.image_count import count_spec_per_sample
+from bench_main import script
 
 count_ops_per_sample = ImageTask().count_per_sample  # the whole-network count
 
@@ -78,14 +79,17 @@ def timed(count, spec: ArchSpec, batch: int, dropout: float) -> tuple[tuple[floa
     return result, (time.perf_counter() - start) * 1e3
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="gpu")
     ap.add_argument("--children", type=int, default=100, help="counted both ways")
     ap.add_argument("--more", type=int, default=1000, help="then counted layer by layer only")
     ap.add_argument("--population", type=int, default=0, help="0: every architecture")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.children < 1 or args.more < 0:
+        ap.error(f"--children must be at least 1 and --more at least 0, got {args.children} and {args.more}")
     shape, classes, max_params, batches = WORKLOADS[args.workload]
     rng = random.Random(args.seed)
     seed = seed_spec(shape, classes)
@@ -138,7 +142,8 @@ def main() -> None:
                 f"  architectures {first}-{first + len(part) - 1}: "
                 f"{statistics.fmean(part):.3f} ms/architecture"
             )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

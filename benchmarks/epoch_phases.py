@@ -6,7 +6,7 @@ the median and the range of each phase (data, forward, backward, optimizer,
 eval, compile, other) and of the whole epoch.  Used to compare the trainer's
 phase timing before and after a change, side by side on one machine.
 
-    python benchmarks/epoch_phases.py [--device cpu] [--repeats 5] [--batch 64] [--threads 1]
+    python benchmarks/epoch_phases.py [--device cpu] [--repeats 5] [--batch 64] [--threads 1] [--samples N]
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from aihpc.tasks.image import DEFAULT_SYNTHETIC
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.train.worker import run_epoch
+from bench_main import script
 
 
-def epoch_task(device: str, batch: int, threads: int | None, weights_dir: str, trial: int) -> EpochTask:
-    options = DEFAULT_SYNTHETIC[device]
+def epoch_task(device: str, batch: int, threads: int | None, weights_dir: str, trial: int,
+               samples: int | None = None) -> EpochTask:
+    options = {**DEFAULT_SYNTHETIC[device], **({"num_samples": samples} if samples else {})}
     data = load_dataset("synthetic", seed=0, **options)
     spec = seed_spec(data.input_shape, data.num_classes)
     hp = {"lr": 0.05, "batch_size": batch, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
@@ -36,16 +38,20 @@ def epoch_task(device: str, batch: int, threads: int | None, weights_dir: str, t
                      threads=threads)  # fmt: skip
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
+    ap.add_argument("--samples", type=int, help="data set size (default: the device's default workload's)")
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {args.repeats}")
     with tempfile.TemporaryDirectory() as tmp:
-        run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, 0))  # warm-up: data, counts, caches
-        results = [run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, i + 1))
+        run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, 0, args.samples))  # warm-up: data, counts, caches
+        results = [run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, i + 1, args.samples))
                    for i in range(args.repeats)]  # fmt: skip
     bad = [r.reason for r in results if r.status != "ok"]
     if bad:
@@ -56,7 +62,8 @@ def main() -> None:
     for name in [*phases, "epoch"]:
         values = [r.t_end - r.t_start if name == "epoch" else r.phase_seconds.get(name, 0.0) for r in results]
         print(f"{name:10s} median {statistics.median(values):8.3f} s   range {min(values):8.3f} .. {max(values):8.3f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

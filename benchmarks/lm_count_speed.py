@@ -40,6 +40,7 @@ from aihpc.tasks.language import (
     LanguageTask,
 )
 from aihpc.tasks.lm_count import count_lm_per_sample
+from bench_main import script
 
 traced_count = LanguageTask().count_per_sample
 
@@ -64,12 +65,15 @@ def timed(count, spec: LMSpec, batch: int) -> tuple[tuple[float, float], float]:
     return result, time.perf_counter() - start
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--children", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.children < 1:
+        ap.error(f"--children must be at least 1, got {args.children}")
     rng = random.Random(args.seed)
     context, batches = DEFAULT_CONTEXT[args.workload], DEFAULT_BATCH_SIZES[args.workload]
     seed = seed_lm_spec(vocab_size=257, context=context, **SEEDS[args.workload])
@@ -95,7 +99,8 @@ def main() -> None:
     print(f"  traced (count_per_sample)          {t:.4f} s/architecture (max {max(traced):.3f})")
     print(f"  closed form (count_lm_per_sample) {c * 1e6:.1f} us/architecture")
     print(f"  speed-up {t / c:,.0f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -16,11 +16,14 @@ default, operations counted as a run counts them:
 * ``final``: the lineage's last architecture trained from scratch until the
   same operations.
 
-Each runs in its own process one after another (one worker's threads);
+They run one after another in this process, with one worker's threads;
 seeds ``--seeds``; the validation loss at the end, against the unigram and
 bigram losses and the floor.  Prints a table, writes JSON with ``--out``.
+The language's size: ``--epoch-tokens`` an epoch, ``--train-tokens`` in all
+(the CPU default's epoch; a quarter of its data).
 
     python benchmarks/lm_growth.py [--seeds 0 1 2] [--steps 4] [--epochs 2] [--threads 2]
+        [--epoch-tokens 262144] [--train-tokens 2097152]
 """
 
 from __future__ import annotations
@@ -37,42 +40,46 @@ from typing import Any
 from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from bench_main import script
 
 LM = task_of("lm")
-OPTIONS = (("doc_length", 128), ("epoch_tokens", 1 << 18), ("train_tokens", 1 << 21))
+DOC_LENGTH, EPOCH_TOKENS, TRAIN_TOKENS = 128, 1 << 18, 1 << 21
 HPARAMS = Hyperparameters(lr=2e-3, batch_size=16, weight_decay=0.05, optimizer="adamw", warmup=0.1)
 
 
-def main() -> int:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=4, help="growth steps of the lineage")
     ap.add_argument("--epochs", type=int, default=2, help="epochs each network of it trains")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--epoch-tokens", type=int, default=EPOCH_TOKENS, help="tokens an epoch trains on")
+    ap.add_argument("--train-tokens", type=int, default=TRAIN_TOKENS, help="the training split's tokens")
     ap.add_argument("--out", type=Path, help="write every figure as JSON here")
-    args = ap.parse_args()
-    data = DataRef("synthetic", options=OPTIONS, task="lm")
-    info = LM.inspect_data(_config(), "cpu")
-    rows = [measure(seed, args, data) for seed in args.seeds]
+    args = ap.parse_args(argv)
+    options = (("doc_length", DOC_LENGTH), ("epoch_tokens", args.epoch_tokens), ("train_tokens", args.train_tokens))
+    data = DataRef("synthetic", options=options, task="lm")
+    info = LM.inspect_data(_config(options), "cpu")
+    rows = [measure(seed, args, data, info) for seed in args.seeds]
     print(table(rows, info))
     if args.out:
         args.out.write_text(json.dumps({"data": _losses(info), "rows": rows}, indent=2) + "\n")
     return 0
 
 
-def _config():
+def _config(options: tuple[tuple[str, int], ...]):
     from aihpc.base.config import RunConfig
 
-    return LM.default_workload(RunConfig(task="lm", data_options=dict(OPTIONS)), "cpu")
+    return LM.default_workload(RunConfig(task="lm", data_options=dict(options)), "cpu")
 
 
 def _losses(info: dict[str, Any]) -> dict[str, Any]:
     return {k: info.get(k) for k in ("floor", "bigram_loss", "unigram_loss", "context")}
 
 
-def measure(seed: int, args: argparse.Namespace, data: DataRef) -> dict[str, Any]:
+def measure(seed: int, args: argparse.Namespace, data: DataRef, info: dict[str, Any]) -> dict[str, Any]:
     """The three schedules for one seed: their final validation losses and operations."""
-    info = LM.inspect_data(_config(), "cpu")
     with tempfile.TemporaryDirectory() as tmp:
         lineage, grown = train_lineage(LM.seed_arch(info), args, data, Path(tmp), seed)
         budget = grown["ops"]

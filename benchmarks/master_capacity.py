@@ -42,6 +42,7 @@ from aihpc.base.config import RunConfig
 from aihpc.runner.search.master import Master
 from aihpc.records.store import RunStore
 from aihpc.records.messages import EpochResult, WeightsRef
+from bench_main import script
 
 
 class VirtualClock:
@@ -172,7 +173,8 @@ def measure(slots: int, epoch_seconds: float, minutes: float, dataset: str, warm
     return Capacity(epochs / seconds, trials / seconds, epochs, trials)
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--slots", type=int, default=64, help="workers: epochs in flight at once")
     ap.add_argument("--epoch-seconds", type=float, default=8.0, help="virtual length of one trial-epoch")
@@ -181,7 +183,7 @@ def main() -> None:
     ap.add_argument("--dataset", default="digits", help="sets the seed network's size")
     ap.add_argument("--hpo-processes", type=int, default=RunConfig.hpo_processes,
                     help="TPE processes (a run's hpo_processes)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     c = measure(args.slots, args.epoch_seconds, args.minutes, args.dataset, args.warmup, args.hpo_processes)
     print(f"master: {c.results_per_second:.1f} epoch results per second with {c.trials_per_second:.1f} "
           f"new trials per second ({c.epochs} epochs of {c.trials} trials, {c.epochs / c.trials:.2f} epochs "
@@ -189,7 +191,8 @@ def main() -> None:
           f"{args.epoch_seconds:g}-s epochs; {args.dataset} seed network; {args.hpo_processes} TPE process(es))")
     for t in (2.5, 8.0, 60.0):
         print(f"  epochs of {t:>5.1f} s: saturates at about {c.results_per_second * t:,.0f} workers")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -18,6 +18,7 @@ import subprocess
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from bench_main import script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,11 +29,26 @@ def git(*args: str) -> str:
     ).stdout
 
 
-def show(rev: str, path: str) -> str | None:
-    try:
-        return git("show", f"{rev}:{path}")
-    except subprocess.CalledProcessError:
-        return None
+def read_files(rev: str, paths: list[str]) -> dict[str, str | None]:
+    """The text of each of ``paths`` at ``rev`` (None where it is not there), read by one
+    ``git cat-file --batch`` (its answer: a header ``OID TYPE SIZE`` or ``NAME missing``, then
+    the object and a newline)."""
+    request = "".join(f"{rev}:{path}\n" for path in paths).encode()
+    data = subprocess.run(
+        ["git", "cat-file", "--batch"], cwd=ROOT, input=request, capture_output=True, check=True
+    ).stdout
+    texts: dict[str, str | None] = {}
+    at = 0
+    for path in paths:
+        end = data.index(b"\n", at)
+        header, at = data[at:end].split(), end + 1
+        if header[-1] == b"missing":
+            texts[path] = None
+            continue
+        size = int(header[2])
+        texts[path] = data[at : at + size].decode()
+        at += size + 1
+    return texts
 
 
 @dataclass
@@ -103,31 +119,32 @@ def strict_packages(pyproject: str) -> str:
 
 def counts_at(rev: str) -> Counts:
     counts = Counts()
-    paths = git("ls-tree", "-r", "--name-only", rev, "src/aihpc").split()
-    for path in paths:
-        if path.endswith(".py"):
-            counts_source = show(rev, path) or ""
-            count_module(counts_source, counts)
-            counts.modules_in_package_root += path.count("/") == 2 and not path.endswith(
-                ("/__init__.py", "/__main__.py")
-            )
-    counts.strict_mypy_packages = strict_packages(show(rev, "pyproject.toml") or "")
-    counts.readme_lines = len((show(rev, "README.md") or "").splitlines())
-    counts.architecture_lines = len((show(rev, "ARCHITECTURE.md") or "").splitlines())
+    sources = [p for p in git("ls-tree", "-r", "--name-only", rev, "src/aihpc").split() if p.endswith(".py")]
+    texts = read_files(rev, [*sources, "pyproject.toml", "README.md", "ARCHITECTURE.md"])
+    for path in sources:
+        count_module(texts[path] or "", counts)
+        counts.modules_in_package_root += path.count("/") == 2 and not path.endswith(
+            ("/__init__.py", "/__main__.py")
+        )
+    counts.strict_mypy_packages = strict_packages(texts["pyproject.toml"] or "")
+    counts.readme_lines = len((texts["README.md"] or "").splitlines())
+    counts.architecture_lines = len((texts["ARCHITECTURE.md"] or "").splitlines())
     return counts
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("revs", nargs="*", default=["HEAD"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     table = {rev: counts_at(rev) for rev in args.revs}
     print("| measure | " + " | ".join(args.revs) + " |")
     print("| --- |" + " ---: |" * len(args.revs))
     for field in fields(Counts):
         row = [str(getattr(table[rev], field.name)) for rev in args.revs]
         print(f"| {field.name.replace('_', ' ')} | " + " | ".join(row) + " |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -16,13 +16,15 @@ import argparse
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+from bench_main import script
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("junit", type=Path)
     parser.add_argument("--top", type=int, default=20, help="files listed (default 20)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     suite = ET.parse(args.junit).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     assert suite is not None, f"no testsuite in {args.junit}"
@@ -41,7 +43,8 @@ def main() -> None:
     print(f"| all | {sum(by_group.values()):.0f} |\n")
     for file, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"{seconds:7.1f}  {file}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

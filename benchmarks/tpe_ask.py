@@ -29,6 +29,7 @@ import time
 from aihpc.base.config import RunConfig
 from aihpc.nas.hpo import HyperparameterSearch
 from aihpc.nas.tpe_study import WINDOW, WindowedStudy, image_space
+from bench_main import script
 
 MARKS = (100, 1_000, 5_000, 10_000)
 BATCH_SIZES = (32, 64, 128, 256)
@@ -103,7 +104,7 @@ def drive(backend, trials: int, in_flight: int, rate: float = 0.0) -> tuple[list
 
 def report(name: str, durations: list[float], ends: list[float], batch: int) -> None:
     print(f"{name}")
-    for mark in (m for m in MARKS if m <= len(durations) + 1):
+    for mark in (m for m in MARKS if batch + 2 <= m <= len(durations) + 1):
         window = durations[mark - 1 - batch : mark - 1]
         seconds = ends[mark - 2] - ends[mark - 2 - batch]
         deciles = statistics.quantiles(window, n=10)
@@ -113,7 +114,8 @@ def report(name: str, durations: list[float], ends: list[float], batch: int) -> 
     print(f"  sustained: {len(durations) / ends[-1]:.1f} asks/s over {len(durations) + 1:,} trials")
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=10_000)
     ap.add_argument("--in-flight", type=int, default=64, help="trials running at once")
@@ -123,7 +125,9 @@ def main() -> None:
     ap.add_argument("--paced-asks", type=int, default=1_000)
     ap.add_argument("--backends", default="core,process", help="which to run, comma-separated")
     ap.add_argument("--processes", type=int, default=RunConfig.hpo_processes, help="the process backend's children")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.trials < 3 or not (args.paced_asks == 0 or args.paced_asks >= 3):
+        ap.error(f"--trials must be at least 3 and --paced-asks 0 or at least 3, got {args.trials} and {args.paced_asks}")
     print(f"window {args.window}, {args.in_flight} trials in flight, tell per ask")
     backends = {"core": lambda: CoreBackend(args.window), "process": lambda: ProcessBackend(args.window, args.processes)}
     for key in args.backends.split(","):
@@ -139,7 +143,8 @@ def main() -> None:
         print(f"process paced at {args.paced_rate:.0f} asks/s ({args.paced_asks:,} asks): master-side ask "
               f"median {statistics.median(durations) * 1e6:.0f} us, p99 {deciles[98] * 1e6:.0f} us, "
               f"{len(durations) / ends[-1]:.1f} asks/s achieved")  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,7 +8,12 @@ measurement we report.
 
 import sys
 
-from aihpc.cli import main
+from aihpc.cli import main as aihpc
+
+
+def main(argv: list[str] | None = None) -> int:
+    return aihpc(["scaling", *(sys.argv[1:] if argv is None else argv)])
+
 
 if __name__ == "__main__":
-    sys.exit(main(["scaling", *sys.argv[1:]]))
+    sys.exit(main())

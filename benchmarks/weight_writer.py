@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from bench_main import script
+
 
 def sync_snapshot(task, setup, group):
     """The write as it was before the background writer: done before validation, the epoch waiting."""
@@ -66,13 +68,15 @@ def epochs(repeats: int, samples: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         task = epoch_task(tmp, samples)
         run_epoch(task)  # warm-up: staging, counting, first allocations
-        for _ in range(repeats):
-            for label, fn in (("synchronous write", sync_snapshot), ("background writer", background)):
-                trainer.snapshot = fn
-                r = run_epoch(task)
-                assert r.status == "ok", r.reason
-                times[label].append((r.t_end - r.t_start, r.phase_seconds["other"]))
-        trainer.snapshot = background
+        try:
+            for _ in range(repeats):
+                for label, fn in (("synchronous write", sync_snapshot), ("background writer", background)):
+                    trainer.snapshot = fn
+                    r = run_epoch(task)
+                    assert r.status == "ok", r.reason
+                    times[label].append((r.t_end - r.t_start, r.phase_seconds["other"]))
+        finally:
+            trainer.snapshot = background
         size = sum(f.stat().st_size for f in Path(tmp).glob("*.pt")) / len(list(Path(tmp).glob("*.pt")))
     print(f"epoch             CPU default seed, {samples} samples, weight file {size / 2**20:.2f} MiB, "
           f"{torch.get_num_threads()} threads, {repeats} each, alternating")
@@ -107,11 +111,12 @@ def gpu_default_state() -> None:
           f"the background writer kept the caller {kept:.3f} s (host copy) and finished in {total:.2f} s")
 
 
-def main() -> int:
+@script
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--samples", type=int, default=12000, help="data set size (the CPU default: 12,000)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     epochs(args.repeats, args.samples)
     gpu_default_state()
     return 0
