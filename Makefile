@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 TEST_PROCS ?= $(shell echo $$(( $$(nproc) + 2 )))
 
-# Compute nodes without network access (README: "On compute nodes without network access"):
+# Compute nodes without network access (docs/guide/offline.md):
 #   make wheelhouse        on a machine with network: every wheel aihpc needs into $(WHEELHOUSE)/,
 #                          for PY_VERSION and PLATFORM (default: this machine's); TORCH=2.13.0 adds
 #                          torch, EXTRAS=test,onnx the extras
@@ -18,13 +18,11 @@ WHEELHOUSE ?= wheelhouse
 
 .PHONY: run test lint install clean wheelhouse install-offline
 
-# The venv's pip is first brought up to date: Python 3.11's own (23.2) took 17.1 s to install the
-# rest where pip 26.3 took 10.9 s (2026-11-27, 2 cores).  Nothing is compiled to bytecode whole: of
-# the 9,164 modules installed (torch's 2,285, pandas' 1,440 ...) `make run` loads 1,660 and the test
-# suite 3,471.  Importing the 1,636 that every run and test loads compiles and caches those (8.4 s
-# on 2 cores, where compileall -j 0 of the venv took 16.0 s and pip's own compile on one core
-# longer); `make run` and `make test` cache the rest as they first load it, whatever
-# PYTHONDONTWRITEBYTECODE says.
+# The venv's pip is first brought up to date (a current pip installs the rest faster than Python
+# 3.11's own).  Nothing is compiled to bytecode whole: `make run` and the tests load a fraction of
+# the modules installed, so importing the ones every run and test loads compiles and caches those,
+# and `make run` and `make test` cache the rest as they first load it, whatever
+# PYTHONDONTWRITEBYTECODE says.  Measured: docs/measurements/2026-11-27-test-suite-time.md.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install --quiet --no-compile --upgrade pip || echo "pip not upgraded: installing with the venv's own"
@@ -43,9 +41,7 @@ run: $(VENV)/.installed
 # where they cannot be installed those tests skip, saying why.  Tests run in two processes
 # more than cores (pytest-xdist): a whole timed run keeps its workers busy until its clock runs
 # out, however many cores it gets, so whole runs that overlap share the cores and leave more to
-# the rest.  On 2 cores, 2026-11-27: 4 processes took 11 min 33 s where 3 had taken 12 min 35 s
-# on the commit before; 5 took 11 min 15 s where 4 took 10 min 53 s on the commit
-# after, and broke a LoadGen latency bound.  Whole timed runs are in xdist groups (slurm, runs,
+# the rest (measured: docs/measurements/2026-11-27-test-suite-time.md).  Whole timed runs are in xdist groups (slurm, runs,
 # runs2, large, faults, ranks, install, verify), each group's tests one at a time, as are the
 # modules whose tests share a costly module fixture, so that it is made once.  The groups start
 # first, in the order tests/conftest.py gives (--no-loadscope-reorder keeps xdist from
@@ -58,11 +54,11 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
 
-# make test runs `make lint` beside the tests, not before them: the type checker takes one core for
-# some 25 s, and before the tests the other core waited.  What lint says is printed after the
-# tests' summary, and make test fails if either fails.  The tests' Python processes write their
-# bytecode caches even where the environment says not to (PYTHONDONTWRITEBYTECODE): some 300 of
-# them import aihpc, and compiling all of it costs 0.26 core-s.
+# make test runs `make lint` beside the tests, not before them: the type checker takes most of one
+# core, and before the tests the other core waited.  What lint says is printed after the tests'
+# summary, and make test fails if either fails.  The tests' Python processes write their bytecode
+# caches even where the environment says not to (PYTHONDONTWRITEBYTECODE): hundreds of them import
+# aihpc, and each would otherwise compile it again.
 test: $(VENV)/.installed
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		scripts/slurm/setup-cluster.sh --install-only || echo "SLURM packages not installed: the SLURM tests will skip"; \

@@ -5,7 +5,7 @@ error's :attr:`~AihpcError.exit_code`; anything else is a bug and keeps its
 traceback (Python's exit code 1).  Messages name the rule and the offending
 value, e.g. ``"batch must be >= 1, got 0"``, or what failed.
 
-Three kinds (the README's table lists the exit codes):
+Three kinds (docs/reference/exit-codes.md lists the exit codes):
 
 * **a user's mistake**, exit 2: a configuration value or argument
   (:class:`ConfigError`), a model or architecture (:class:`ModelError`,

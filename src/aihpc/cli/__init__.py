@@ -8,7 +8,7 @@ libraries (torch, numpy, ...) are imported inside ``run``.
 Any :class:`aihpc.base.errors.AihpcError` raised by a command becomes one line on
 stderr and the exit code of its kind (2: the user's mistake, 3: the machine
 failed, 4: the measurement fails its check), without a traceback; a bug
-keeps its traceback (exit 1).  The table of exit codes is in README.md.
+keeps its traceback (exit 1).  The table of exit codes is docs/reference/exit-codes.md.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def format_recommendation(rec: Recommendation) -> str:
         legend = (
             "pred acc: the matcher's accuracy after 100 training steps, in [1/classes, 1]; "
             "the interval held 80 % of calibration accuracies with their family left out "
-            "(56-67 % of held-out validation accuracies: README)"
+            "(56-67 % of held-out validation accuracies: docs/guide/recommend.md)"
         )
     else:
         rule = (
