@@ -15,6 +15,8 @@
 #   fill       gpu_fill.py: the default image run, IMAGE_MINUTES (profiled where PROFILE_IMAGE=1)
 #   compile    the image run with regional compilation on (-- --compile)
 #   stream     the image run with the data streamed (-- --staging stream)
+#   lm-step    lm_step.py: the language seed's training step eager, eager on bfloat16 weights and
+#              compiled block by block on them (LM_STEP_SECONDS each), kernel time by kind
 #   infer      aihpc infer on a zoo ResNet-50 at 3x224x224, all three scenarios
 #   infer-lm   aihpc infer on the best trial of this call's language run (name lm before it)
 #   verify     aihpc verify of every run and inference this call made
@@ -26,6 +28,7 @@
 #   LM_MINUTES=3  IMAGE_MINUTES=2   the runs' clocks (MINUTES sets both)
 #   LM_TOKENS=16777216              the language's training tokens (its GPU default, 64 M, takes
 #                                   minutes of the node's CPU to generate)
+#   LM_STEP_SECONDS=8               timed steps of each variant of lm-step
 #   INFER_SECONDS=5  SERVER_STEPS=4 LoadGen's least duration of each test; the server's rate search
 #   TESTS_TIMEOUT=300               seconds the GPU tests may take
 #   BUDGET=540                      seconds for the whole call: each step's timeout is cut to what is
@@ -44,7 +47,7 @@
 # failed or was stopped (the summary says which), 0 where all ran.
 set -uo pipefail
 
-STEPS="lm fill compile stream infer infer-lm verify tests summary"
+STEPS="lm lm-step fill compile stream infer infer-lm verify tests summary"
 ALL="lm infer fill infer-lm verify tests"
 die() { echo "gpu_check: $*" >&2; exit 2; }
 [ $# -gt 0 ] || die "name the steps to run: all, or some of ${STEPS// /, }"
@@ -69,6 +72,7 @@ number() {  # number NAME DEFAULT: the environment's NAME, a positive number, el
 LM_MINUTES=$(number LM_MINUTES "${MINUTES:-3}") || exit 2
 IMAGE_MINUTES=$(number IMAGE_MINUTES "${MINUTES:-2}") || exit 2
 LM_TOKENS=$(number LM_TOKENS 16777216) || exit 2
+LM_STEP_SECONDS=$(number LM_STEP_SECONDS 8) || exit 2
 INFER_SECONDS=$(number INFER_SECONDS 5) || exit 2
 SERVER_STEPS=$(number SERVER_STEPS 4) || exit 2
 TESTS_TIMEOUT=$(number TESTS_TIMEOUT 300) || exit 2
@@ -132,6 +136,7 @@ timeout_of() {
     lm) echo $(( $(run_seconds "$LM_MINUTES") + 240 )) ;;  # start, the tokens, the peak, the profile
     fill|stream) echo $(( $(run_seconds "$IMAGE_MINUTES") + 180 )) ;;
     compile) echo $(( $(run_seconds "$IMAGE_MINUTES") + 300 )) ;;
+    lm-step) secs "3 * ($LM_STEP_SECONDS + 60) + 60" ;;  # three variants: start, compile, children
     infer|infer-lm) secs "2 * $INFER_SECONDS * ($SERVER_STEPS + 2) + 120" ;;
     verify) echo 240 ;;
     tests) secs "$TESTS_TIMEOUT" ;;
@@ -146,6 +151,9 @@ run_step() {  # run_step NAME: the step's commands
       step lm "$(timeout_of lm)" "$(( $(run_seconds "$LM_MINUTES") + 60 ))" "$PY" benchmarks/gpu_fill.py \
         --task lm --minutes "$LM_MINUTES" --samples "$(secs "$LM_TOKENS")" --keep "$work/lm" --profile-out "$out/lm-profile.json"
       cp "$work/lm/results.json" "$out/lm-results.json" 2>/dev/null ;;
+    lm-step)
+      step lm-step "$(timeout_of lm-step)" 90 "$PY" benchmarks/lm_step.py --device cuda \
+        --variants eager,eager-bf16,compiled-bf16 --seconds "$LM_STEP_SECONDS" --out "$out/lm-step.json" ;;
     fill|compile|stream)
       local args=() profile=(--no-profile)
       [ "$s" = compile ] && args=(-- --compile)

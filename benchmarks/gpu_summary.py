@@ -11,6 +11,7 @@ summary says so beside the figures it would have given):
     lm-results.json      the language run's results.json; lm-profile.json, its seed's profiled
                          epoch (gpu_fill.py --profile-out: kernel time by group)
     fill-results.json    the image run's (and compile-, stream-results.json)
+    lm-step.json         lm_step.py's figures: the language seed's step each way
     infer-resnet50.json  the zoo ResNet-50's inference record (aihpc infer's infer.json);
                          infer-lm.json, the language run's best trial's
     verify-NAME.json     ``aihpc verify --json`` of the run or inference NAME
@@ -64,6 +65,8 @@ def summary(out: Path) -> str:
     for name, title in RUNS:
         if name in steps or (out / f"{name}-results.json").is_file():
             lines += ["", f"## {title}", "", *run_section(out, name, steps)]
+    if "lm-step" in steps or (out / "lm-step.json").is_file():
+        lines += ["", "## The language seed's training step, each way", "", *lm_step_section(out, steps)]
     for name, title in INFERENCES:
         if name in steps or (out / f"{name}.json").is_file():
             lines += ["", f"## {title}", "", *infer_section(out, name, steps)]
@@ -156,6 +159,31 @@ def profile_row(out: Path, steps: dict[str, dict[str, str]]) -> tuple[str, str, 
             f"{total:.3f} s: {groups}", goal)
 
 
+def lm_step_section(out: Path, steps: dict[str, dict[str, str]]) -> list[str]:
+    """lm_step.py's variants: step time, model FLOPs per second (and their share of the language
+    run's measured peak, where this call made one), compilation, and the elementwise share of
+    the kernel time where profiled."""
+    doc = read_json(out / "lm-step.json")
+    if doc is None:
+        return [missing("lm-step", "lm-step.json", steps)]
+    run = read_json(out / "lm-results.json") or {}
+    peak = ((run.get("peak") or {}).get("total_flops_per_s") or 0) / 1e12
+    rows = []
+    for v in doc["variants"]:
+        if "error" in v:
+            rows.append((v["variant"], f"failed: {v['error']}", ""))
+            continue
+        share = f" ({percent(v['model_tflops'] / peak)} of the measured peak)" if peak else ""
+        text = (f"{1e3 * v['step_s']:.1f} ms a step, {v['model_tflops']:.0f} TFLOP/s in model FLOPs{share}; "
+                f"compile {v['compile_s']:.1f} s, regions {v['regions']['compiled']}/{v['regions']['needed']}")
+        kernels = v.get("kernels")
+        if kernels and kernels.get("busy_s"):
+            elementwise = kernels["by_kind"].get("elementwise", 0.0) / kernels["busy_s"]
+            text += f"; elementwise {percent(elementwise)} of kernel time"
+        rows.append((v["variant"], text, f"elementwise under {percent(GOALS['elementwise'], 0)}"))
+    return table(rows)
+
+
 def verify_text(out: Path, name: str, steps: dict[str, dict[str, str]]) -> str:
     verdict = read_json(out / f"verify-{name}.json")
     if verdict is None:
@@ -207,13 +235,18 @@ def bound_text(bounds: dict[str, Any]) -> str:
 
 
 def p99_split(server: dict[str, Any]) -> str:
-    """The server's 99th-percentile latency split into queueing and compute (issue 41, item 2).
-
-    TO WIRE: the split is not in the infer record this aihpc writes (its server record has
-    ``p99_latency_s`` only); when the serving change adds the two fields to the server's
-    record, read them here and give both, in ms, at the point the record shows."""
-    total = server.get("p99_latency_s")
-    return f"not in the record (p99 {_ms(total)} in all)"
+    """The server's 99th-percentile latency split into queueing and compute (issue 41, item 2): the
+    record's ``timing`` of the test the scenario shows (:func:`aihpc.infer.latency.timing_split`),
+    with its slowest 1 %'s means, which add up where the percentiles need not."""
+    timing = server.get("timing")
+    if not timing:
+        return f"not in the record (p99 {_ms(server.get('p99_latency_s'))} in all)"
+    tail = timing.get("tail") or {}
+    return (
+        f"p99 {_ms(timing.get('p99_latency_s'))}: queueing {_ms(timing.get('p99_queueing_s'))}, "
+        f"compute {_ms(timing.get('p99_compute_s'))}; slowest 1 % {_ms(tail.get('latency_s'))} = "
+        f"{_ms(tail.get('queueing_s'))} + {_ms(tail.get('compute_s'))}"
+    )
 
 
 def _rate(value: float | None) -> str:

@@ -54,14 +54,16 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from bench_main import script
 
 VARIANTS = ("eager", "eager-bf16", "compiled", "compiled-bf16")
 VOCAB = 257  # the synthetic language's 256 tokens and its begin-of-sequence token
 TINY = {"width": 32, "layers": 2, "heads": 2, "head_dim": 16, "mlp_hidden": 64}
 
 
-def main() -> int:
-    args = parse_args()
+@script
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     device = torch.device(args.device)
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="lm-step-inductor-")
     from aihpc.train.regions import use_cache_dir
@@ -85,7 +87,7 @@ def main() -> int:
     return 0 if all("error" not in r for r in rows) else 1
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
     p.add_argument("--device", default=default_device)
@@ -99,7 +101,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--peak", type=float, help="the device's measured peak in TFLOP/s: shares of it")
     p.add_argument("--out", help="write every figure as JSON")
     p.add_argument("--smallest", action="store_true", help="the suite's setting (seconds)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     for v in args.variants:
         if v not in VARIANTS:

@@ -20,7 +20,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 import time
+
+from bench_main import script
 
 from aihpc.base.fmt import format_si
 from aihpc.machine.processor import Processor, describe_processor
@@ -52,12 +55,13 @@ def time_case(name: str, processor: Processor, seconds: float, elements: int | N
     return total
 
 
-def main() -> None:
+@script
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.01)
     parser.add_argument("--elements", type=int, default=65536)
     parser.add_argument("--only", choices=("features", "native"), default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     processor = describe_processor()
     native = dataclasses.replace(
         processor, extensions=tuple(sorted({*processor.extensions, "avx512_fp16"}))
@@ -70,7 +74,8 @@ def main() -> None:
         if args.only in (None, key)
     }
     print("\n" + "; ".join(f"{key}: {total:.1f} s" for key, total in totals.items()))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

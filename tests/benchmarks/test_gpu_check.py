@@ -2,13 +2,13 @@
 (one line, exit 2, nothing run), gpu_fill.py's profiled epoch of the language seed, and the
 summary it writes from the files a call leaves in $OUT (benchmarks/gpu_summary.py).
 
-The summary is made from real records, each where a GPU call would put it: the H200 language
-run (fixtures/h200-lm), the suite's fixture run standing for the image run, `aihpc infer`
-records made on this CPU (fixtures/gpu-check: infer-resnet50-cpu.json, the zoo ResNet-50 at
-3x32x32, 64 samples, 1-second tests, 2 server steps, a 200 ms bound; infer-lm-cpu.json, the best
-trial of a 0.3-minute CPU language run of 16,384-token epochs, 16 samples, 1-second tests, 2
-server steps), `aihpc verify --json` of the ResNet-50 record, of the fixture run and of a copy of
-it with one trial's operations changed (verify-tampered.json), and a profile made here.
+The summary is made from real records, each where a GPU call would put it: the H200 language run
+(fixtures/h200-lm), the suite's fixture run standing for the image run, `aihpc infer` records
+made on this CPU (fixtures/gpu-check: infer-resnet50-cpu.json, the zoo ResNet-50 at 3x32x32, 64
+samples, 3-second tests, 2 server steps, a 200 ms bound, 0.5-s peak stages; infer-lm-cpu.json,
+the best trial of a 0.3-minute CPU language run of 16,384-token epochs, 16 samples, 1-second
+tests, 2 server steps), `aihpc verify --json` of the ResNet-50 record, of the fixture run and of
+a copy of it with one trial's operations changed (verify-tampered.json), and a profile made here.
 Regenerate them with those commands.
 """
 
@@ -52,8 +52,8 @@ def gpu_check(*args: str, out: Path, **env: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "args, env, line",
     [
-        ((), {}, "name the steps to run: all, or some of lm, fill"),
-        (("lm", "bogus"), {}, "a step is all or one of lm, fill, compile, stream, infer, "),
+        ((), {}, "name the steps to run: all, or some of lm, lm-step, fill"),
+        (("lm", "bogus"), {}, "a step is all or one of lm, lm-step, fill, compile, stream, "),
         (("all", "tests"), {}, "all runs every step: name all alone, or the steps"),
         (("infer-lm", "lm"), {}, "infer-lm serves the best trial of this call's language run"),
         (("lm",), {"LM_MINUTES": "0"}, "LM_MINUTES must be a positive number, got '0'"),
@@ -180,9 +180,10 @@ def test_the_summary_of_a_call_has_every_figure(tmp_path, lm_profile):
     data = json.loads((RECORDS / "infer-resnet50-cpu.json").read_text())["data"]["scenarios"]
     ratio = data["server"]["max_qps"] / data["offline"]["samples_per_second"]
     for row in (
-        f"| server within 200 ms at p99 | 16.15 queries/s = {100 * ratio:.1f} % of the offline ",
-        "| offline | 244 samples/s; 52.2 % of the measured peak, 50.5 % of nominal |",
-        "| server p99: queueing / compute | not in the record (p99 109 ms in all) |",
+        f"| server within 200 ms at p99 | 213.3 queries/s = {100 * ratio:.1f} % of the offline ",
+        "| offline | 353.4 samples/s; 53.0 % of the measured peak, 73.1 % of nominal |",
+        "| server p99: queueing / compute | p99 121 ms: queueing 65.1 ms, compute 71.3 ms; "
+        "slowest 1 % 124 ms = 66.1 ms + 58.2 ms |",
     ):
         assert row in serving, row
     # the language model served: its bound on tokens, their latencies; its verify stopped
@@ -209,6 +210,26 @@ def test_the_summary_counts_the_gpu_tests(tmp_path, bench):
     text = bench("gpu_summary").summary(out)
     assert "Steps: not recorded (no steps.tsv)." in text
     assert text.rstrip().endswith("2 passed, 1 failed, 1 skipped (failed: test_b), in 83 s")
+
+
+def test_the_summary_gives_each_way_of_the_language_step(tmp_path, bench):
+    """lm_step.py's record (made here: `lm_step.py --smallest --out`): each variant's step time,
+    model FLOPs per second and compilation; the H200 run's peak gives their shares."""
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copy(RECORDS / "lm-step-cpu.json", out / "lm-step.json")
+    shutil.copy(FIXTURES / "h200-lm" / "results.json", out / "lm-results.json")
+    text = bench("gpu_summary").summary(out)
+    section = text.split("## The language seed's training step, each way", 1)[1].split("##")[0]
+    record = json.loads((RECORDS / "lm-step-cpu.json").read_text())["variants"]
+    assert [row.split(" | ")[0] for row in section.strip().splitlines()[2:]] == [
+        f"| {v['variant']}" for v in record
+    ]
+    compiled = next(v for v in record if v["variant"] == "compiled-bf16")
+    assert (
+        f"| compiled-bf16 | {1e3 * compiled['step_s']:.1f} ms a step, 0 TFLOP/s in model FLOPs "
+        f"(0.0 % of the measured peak); compile {compiled['compile_s']:.1f} s, regions 1/2 |"
+    ) in section
 
 
 @pytest.mark.slow

@@ -189,3 +189,46 @@ def test_compile_regions_runs_its_baseline_case(call, tmp_path):
 def test_compile_regions_refuses_a_case_without_its_cache(call):
     code, _, err = call("compile_regions", "--cases", "whole-warm")
     assert code == 2 and "whole-warm reads the cache of whole-cold: add it" in err
+
+
+@pytest.mark.slow
+def test_lm_step_times_every_variant_at_its_smallest(tmp_path):
+    """In a process of its own (it points inductor's cache at a folder of its own): every variant,
+    each compiled one with its two children; a variant that fails would be a row with an error and
+    exit 1.  The eager variants train the same network alike: their first losses agree to the
+    bfloat16 weights' rounding."""
+    import sys
+
+    out = tmp_path / "step.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "lm_step.py"), "--smallest", "--device", "cpu",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {r["variant"]: r for r in json.loads(out.read_text())["variants"]}
+    assert list(rows) == ["eager", "eager-bf16", "compiled", "compiled-bf16"]
+    assert all(r["step_s"] > 0 and r["model_tflops"] > 0 for r in rows.values())
+    for name in ("compiled", "compiled-bf16"):
+        regions, children = rows[name]["regions"], rows[name]["children"]
+        assert regions == {"compiled": 1, "needed": 2}  # two equal blocks: one compiled region
+        assert children["add_block"]["regions_compiled"] == 0  # a block of the seed's shape
+        assert children["widen_mlp"]["regions_compiled"] == 1  # one block of a new shape
+    assert rows["eager"]["regions"] == {"compiled": 0, "needed": 0}
+
+
+def test_lm_step_refuses_an_unknown_variant_in_one_line(call):
+    code, _, err = call("lm_step", "--smallest", "--variants", "eager,fastest")
+    assert code == 2 and "fastest" in err and "Traceback" not in err
+
+
+def test_roofline_dtypes_times_this_processors_defaults(call):
+    """The features' case alone at the smallest sizes (the native-float16 case searches every
+    float16 kernel: minutes where the processor emulates it, which is what it measures)."""
+    code, out, err = call(
+        "roofline_dtypes", "--only", "features", "--seconds", "0.001", "--elements", "4096"
+    )
+    assert code == 0, err
+    assert "this processor's features: extensions " in out and "native" not in out.split("\n")[-2]
+    assert re.search(r"peak float32 +[\d.]+ [GMT]?FLOP/s", out)
+    assert re.search(r"^features: \d+\.\d s$", out.strip().splitlines()[-1])
