@@ -28,6 +28,7 @@ from aihpc.infer.scenarios import (
     ScenarioBench,
     ScenarioRun,
     best_valid,
+    predicted_seconds,
     server_floor,
     warm_up,
 )
@@ -149,7 +150,7 @@ def test_the_server_batches_under_load_and_its_search_brackets_the_highest_valid
     finally:
         hook.remove()
     runs = search.runs
-    assert search.batch == 64 and search.floor == server_floor(1.0) == 640
+    assert search.batch == 64 and search.floor == server_floor(1.0) == 160  # 640 in 4 s
     assert search.top == DIGITS.rate(64)  # what batches of 64 sustain, below the offline 20,000/s
     assert len(runs) == 4 and runs[0].valid
     rates = [r.loadgen.settings.target_qps for r in runs]
@@ -174,9 +175,9 @@ def test_a_bound_missed_at_every_rate_is_an_invalid_server_result_after_three_te
 ):
     """The search gives up after two quarterings, never below the floor.  The bound (1 us) is
     missed at any rate, so the calibration only sets the rates tried (500, 125, then 32
-    queries/s, the floor of 16 queries in 0.5 s, not a quarter's 31), and each test is held to
-    16 queries, not LoadGen's 640, which a bound missed at any count does not need."""
-    monkeypatch.setattr(scenarios, "SERVER_MIN_QUERIES", 16)
+    queries/s, the floor of 64 queries in four times 0.5 s, not a quarter's 31), and each test
+    is held to 64 queries, not LoadGen's 640, which a bound missed at any count does not need."""
+    monkeypatch.setattr(scenarios, "SERVER_MIN_QUERIES", 64)
     calibration = Calibration({1: 0.001, 2: 0.0015, 4: 0.0025, 8: 0.0045})
     tester = ScenarioBench([step], 256, tmp_path, SECONDS)
     search = tester.server(calibration, Bounds(1e-6), 1e4, 6)
@@ -187,15 +188,17 @@ def test_a_bound_missed_at_every_rate_is_an_invalid_server_result_after_three_te
     assert record["valid"] is False and record["max_qps"] is None
     reason = server_reason(record)
     assert reason.startswith(
-        "server: no rate searched met the bound, down to 32 queries/s (the least a 0.5-s test "
-        "fills with LoadGen's 16 queries: a longer --seconds tries lower rates): "
+        "server: no rate searched met the bound, down to 32 queries/s (the least at which "
+        "LoadGen's 64 queries fit in a test of at most 2 s: a longer --seconds tries lower "
+        "rates): "
     )
     assert "its slowest 1 % took" in reason and "queueing" in reason and "compute" in reason
 
 
 def test_a_rate_the_test_s_time_cannot_fill_with_loadgen_s_queries_is_not_tried(step, tmp_path):
-    """Batches that sustain 200 queries/s cannot reach 640 queries in a 0.5-s test (1,280/s
-    needed): no test runs, and the reason says how long a test would need to be."""
+    """Batches that sustain 200 queries/s cannot reach 640 queries in a test of at most four
+    times 0.5 s (320/s needed): no test runs, and the reason says how long a test would need to
+    be."""
     calibration = Calibration({1: 0.01, 2: 0.015, 4: 0.02})
     tester = ScenarioBench([step], 256, tmp_path, SECONDS)
     search = tester.server(calibration, Bounds(0.1), 1e4, 6)
@@ -203,8 +206,9 @@ def test_a_rate_the_test_s_time_cannot_fill_with_loadgen_s_queries_is_not_tried(
     record = server_record(search)
     assert record["valid"] is False and record["tests"] == [] and record["curve"] == []
     assert server_reason(record) == (
-        "server: no rate tried: the 200 queries/s its batches of 4 sustain is below 1280/s, "
-        "the least at which a 0.5-s test reaches LoadGen's 640 queries (--seconds 4 would)"
+        "server: no rate tried: the 200 queries/s its batches of 4 sustain is below 320/s, "
+        "the least at which a test of at most 4 x 0.5 s reaches LoadGen's 640 queries "
+        "(--seconds 1 would)"
     )
 
 
@@ -310,7 +314,11 @@ def test_cli_serves_a_zoo_model_and_records_every_scenario(tmp_path):
     assert tail["queueing_s"] + tail["compute_s"] == pytest.approx(tail["latency_s"])
     duration = data["duration"]
     assert set(duration["predicted_s"]) == {"offline", "single-stream", "server", "peak"}
-    assert duration["predicted_s"]["server"] == 3 * SECONDS
+    calibration = Calibration({int(b): t for b, t in data["calibration_s"].items()})
+    bounds = Bounds(**data["bounds"])
+    expected = predicted_seconds(calibration, ("server",), SECONDS, (3, bounds, 1))["server"]
+    assert duration["predicted_s"]["server"] == pytest.approx(expected)
+    assert expected >= 3 * SECONDS
     assert duration["actual_s"]["server"] == pytest.approx(
         sum(t["wall_s"] for t in server["tests"])
     )

@@ -133,8 +133,15 @@ def test_the_duration_predicted_is_each_scenario_s_tests() -> None:
     assert plan == {
         "offline": pytest.approx(OFFLINE_HEADROOM * OFFLINE_QUERY_SHARE * 10.0),
         "single-stream": max(10.0, SINGLE_STREAM_MIN_QUERIES * 0.01),
-        "server": 50.0,
+        # the first at half a single stream's 100/s, 640 queries in 12.8 s; four at 200/s, 10 s
+        "server": pytest.approx(640 / 50 + 4 * 10.0),
     }
-    # 200 queries/s sustained: below 640 in a 2-s test, so no server test
+    # 2-s tests: the first at the floor (640 queries in 4 x 2 s: 80/s), the rest 3.2 s at 200/s
     short = predicted_seconds(calibration, ("single-stream", "server"), 2.0, (5, bound, 1))
-    assert short == {"single-stream": SINGLE_STREAM_MIN_QUERIES * 0.01, "server": 0.0}
+    assert short == {
+        "single-stream": SINGLE_STREAM_MIN_QUERIES * 0.01,
+        "server": pytest.approx(640 / 80 + 4 * 640 / 200),
+    }
+    # 200 queries/s sustained: below 640 in four 0.2-s tests (800/s), so no server test
+    none = predicted_seconds(calibration, ("server",), 0.2, (5, bound, 1))
+    assert none == {"server": 0.0}

@@ -58,7 +58,7 @@ def test_a_worker_limited_as_on_the_h200_refuses_the_trials_it_cannot_hold_and_t
             "aihpc",
             "run",
             "--minutes",
-            "0.5",
+            "0.75",  # a batch-16 epoch of 1,200 images within it, beside a loaded suite
             "--workers",
             "1",
             "--threads-per-worker",

@@ -174,12 +174,13 @@ def server_reason(record: dict[str, Any]) -> str:
     """Why the server's result is invalid: no rate tried, or none valid (the lowest's why)."""
     if not record["tests"]:
         search = record["search"]
-        needed = math.ceil(search["min_queries"] / search["top_qps"])
+        stretch = search["min_queries"] / (search["floor_qps"] * search["seconds_per_test"])
+        needed = math.ceil(search["min_queries"] / (stretch * search["top_qps"]))
         return (
             f"server: no rate tried: the {search['top_qps']:.4g} queries/s its batches of "
             f"{search['batch']} sustain is below {search['floor_qps']:.4g}/s, the least at which a "
-            f"{search['seconds_per_test']:g}-s test reaches LoadGen's {search['min_queries']} "
-            f"queries (--seconds {needed} would)"
+            f"test of at most {stretch:g} x {search['seconds_per_test']:g} s reaches LoadGen's "
+            f"{search['min_queries']} queries (--seconds {needed} would)"
         )
     slowest = min(record["tests"], key=lambda t: t["settings"]["target_qps"])
     results = slowest["results"]
@@ -193,8 +194,9 @@ def server_reason(record: dict[str, Any]) -> str:
     lowest = slowest["settings"]["target_qps"]
     search = record["search"]
     floor = (
-        f" (the least a {search['seconds_per_test']:g}-s test fills with LoadGen's "
-        f"{search['min_queries']} queries: a longer --seconds tries lower rates)"
+        f" (the least at which LoadGen's {search['min_queries']} queries fit in a test of at "
+        f"most {search['min_queries'] / search['floor_qps']:.3g} s: a longer --seconds tries "
+        f"lower rates)"
         if lowest <= search["floor_qps"] * (1 + 1e-9)
         else ""
     )

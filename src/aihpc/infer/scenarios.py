@@ -16,8 +16,10 @@ Every step is warmed up at its fixed batch sizes first (:func:`warm_up`,
   first token and time per output token) *and* the system kept up with the
   arrivals (:func:`aihpc.infer.loadgen.kept_up`: a short test's queue that
   grows throughout can still meet the bound).  A server test lasts
-  ``seconds``: a rate below :func:`server_floor` (LoadGen's minimum query
-  count in that time) is never tried.  The rate is searched here, not by
+  ``seconds``, or longer where LoadGen needs its minimum query count, but at
+  most :data:`SERVER_STRETCH` times ``seconds``: a rate below
+  :func:`server_floor` (that count in that time) is never tried, so the
+  search takes a bounded time.  The rate is searched here, not by
   LoadGen's FindPeakPerformance mode: a first test at half the rate a single
   stream sustains (a quarter of that, twice at most, while invalid; if none
   is valid the scenario's result is INVALID, the others' kept), then the
@@ -46,6 +48,9 @@ from aihpc.infer.systems import BatchingSystem, Step
 #: Queries of a server test: LoadGen's early stopping needs about 460 queries, none over the
 #: bound, to be 99 % confident of a 99th percentile; a few over it need more.
 SERVER_MIN_QUERIES = 640
+#: The longest a server test may run, in multiples of ``--seconds``: a lower rate would need more
+#: time than that to reach LoadGen's minimum query count, and is not tried.
+SERVER_STRETCH = 4.0
 #: Queries of a single-stream test (early stopping's count for a 90th percentile is about 60).
 SINGLE_STREAM_MIN_QUERIES = 256
 #: The single-stream test's expected latency is the calibrated one over this.
@@ -174,8 +179,14 @@ class Bounds:
 
 def server_floor(seconds: float) -> float:
     """The lowest rate a server test of ``seconds`` is run at: LoadGen's minimum query count
-    (:data:`SERVER_MIN_QUERIES`) in that time."""
-    return SERVER_MIN_QUERIES / seconds
+    (:data:`SERVER_MIN_QUERIES`) in :data:`SERVER_STRETCH` times that time."""
+    return SERVER_MIN_QUERIES / (SERVER_STRETCH * seconds)
+
+
+def server_test_seconds(rate: float, seconds: float) -> float:
+    """How long a server test at ``rate`` of at least ``seconds`` runs: until LoadGen has issued
+    its minimum query count."""
+    return max(seconds, SERVER_MIN_QUERIES / rate)
 
 
 def server_batch(calibration: Calibration, bounds: Bounds) -> int:
@@ -341,16 +352,23 @@ def predicted_seconds(
 ) -> dict[str, float]:
     """The seconds each scenario's tests should take: :data:`OFFLINE_HEADROOM` times LoadGen's
     offline query at the calibrated rate; a single stream's minimum duration or query count;
-    ``server`` = (steps, bounds, devices): that many server tests of ``seconds``, none where
-    the server's batches cannot sustain :func:`server_floor`.  Their last queries' latency and
-    LoadGen's own work aside; a test run again is not foreseen."""
+    ``server`` = (steps, bounds, devices): that many server tests, the first at the search's
+    first rate and the others at the rate the server's batches sustain (each
+    :func:`server_test_seconds` long), none where that rate is below :func:`server_floor`.
+    Their last queries' latency and LoadGen's own work aside; a test run again, or a search
+    that goes below its first rate, is not foreseen."""
     steps, bounds, devices = server
     single = max(seconds, SINGLE_STREAM_MIN_QUERIES * calibration.seconds[min(calibration.seconds)])
     sustained = devices * calibration.rate(server_batch(calibration, bounds))
+    floor = server_floor(seconds)
+    first = min(max(0.5 * calibration.rate(1), floor), sustained)
     each = {
         "offline": OFFLINE_HEADROOM * OFFLINE_QUERY_SHARE * seconds,
         "single-stream": single,
-        "server": steps * seconds if sustained >= server_floor(seconds) else 0.0,
+        "server": 0.0
+        if sustained < floor
+        else server_test_seconds(first, seconds)
+        + (steps - 1) * server_test_seconds(sustained, seconds),
     }
     return {name: each[name] for name in scenarios}
 
@@ -358,16 +376,18 @@ def predicted_seconds(
 def _until_long_enough(
     at: Callable[[float], ScenarioRun], rate: float, headroom: float
 ) -> ScenarioRun:
-    """``at(rate)``, run again at ``headroom`` times the rate it reached while the system was
-    through LoadGen's queries before the minimum duration, :data:`RETRIES` times at most."""
+    """``at(rate)``, run again while the system was through LoadGen's queries before the minimum
+    duration, :data:`RETRIES` times at most: at ``headroom`` times the rate it reached, then twice
+    that (a system whose speed moves between tests, as one that shares its cores does, still
+    meets the duration at the last try)."""
     run = at(rate)
-    for _ in range(RETRIES):
+    for attempt in range(RETRIES):
         results = run.loadgen.results
         # samples per second offline; queries per second in a single stream
         reached = results.get("samples_per_second") or results.get("qps_with_loadgen_overhead")
         if results.get("min_duration_met") is not False or not reached:
             break
-        run = at(headroom * float(reached))
+        run = at(headroom * 2**attempt * float(reached))
     return run
 
 
