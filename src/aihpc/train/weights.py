@@ -315,8 +315,8 @@ def morphed_state(kind: Task, morph: Morph, arch: dict[str, Any], directory: Pat
         state = kind.model(spec).state_dict()
     rng = random.Random(morph.seed)
     for _ in range(morph.steps):
-        spec, apply, _ = kind.plan(spec, rng, morph.max_params)
-        state = apply(state)
+        spec, growth, _ = kind.plan(spec, rng, morph.max_params)
+        state = growth.weights(state)
     child = kind.arch(arch)
     if spec.content_hash() != child.content_hash():
         raise ValueError(
