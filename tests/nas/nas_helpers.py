@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 import torch
 
 from aihpc.nas import ArchSpec, Layer, SpecNet
+from aihpc.nas.lm_net import LMNet
 from aihpc.nas.lm_spec import Block, LMSpec
 
 
@@ -88,3 +92,25 @@ def mixed_spec() -> LMSpec:
         blocks=(Block(3, 40), Block(1, 16), Block(2, 24)),
         norm_eps=1e-6,
     )
+
+
+def perturbed(
+    spec: LMSpec, seed: int, state: Mapping[str, torch.Tensor] | None = None
+) -> dict[str, torch.Tensor]:
+    """Random float64 weights of ``spec``'s shapes (those of ``state`` if given)."""
+    if state is None:
+        state = LMNet(spec, device="meta").state_dict()
+    g = torch.Generator().manual_seed(seed)
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        if key.endswith("norm.weight"):
+            out[key] = torch.rand(value.shape, generator=g, dtype=torch.float64) + 0.5
+        else:
+            scale = 1 / math.sqrt(value.shape[-1])
+            out[key] = torch.randn(value.shape, generator=g, dtype=torch.float64) * scale
+    return out
+
+
+def tokens_for(spec: LMSpec, seed: int, batch: int = 2, length: int | None = None) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, spec.vocab_size, (batch, length or spec.context), generator=g)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 import pytest
 import torch
 import torch.nn.functional as F
-from nas_helpers import mixed_spec
+from nas_helpers import mixed_spec, perturbed, tokens_for
 
 from aihpc.base.errors import MorphError
 from aihpc.nas import lm_morphism as lm
@@ -34,31 +34,11 @@ State = dict[str, torch.Tensor]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def perturbed(spec: LMSpec, seed: int, state: Mapping[str, torch.Tensor] | None = None) -> State:
-    """Random float64 weights of ``spec``'s shapes (those of ``state`` if given)."""
-    if state is None:
-        state = LMNet(spec, device="meta").state_dict()
-    g = torch.Generator().manual_seed(seed)
-    out: State = {}
-    for key, value in state.items():
-        if key.endswith("norm.weight"):
-            out[key] = torch.rand(value.shape, generator=g, dtype=torch.float64) + 0.5
-        else:
-            scale = 1 / math.sqrt(value.shape[-1])
-            out[key] = torch.randn(value.shape, generator=g, dtype=torch.float64) * scale
-    return out
-
-
 def logits(spec: LMSpec, state: Mapping[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     net = LMNet(spec, device="meta")  # no initialisation: the state replaces every tensor
     net.load_state_dict(state, strict=True, assign=True)
     with torch.no_grad():
         return net(tokens)
-
-
-def tokens_for(spec: LMSpec, seed: int, batch: int = 2, length: int | None = None) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, spec.vocab_size, (batch, length or spec.context), generator=g)
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -275,7 +255,7 @@ def test_plans_are_deterministic_in_the_rng() -> None:
         a = lm.random_lm_plan(spec, random.Random(seed), max_context=64)
         b = lm.random_lm_plan(spec, random.Random(seed), max_context=64)
         assert a[0] == b[0] and a[2] == b[2]
-        sa, sb = a[1](state), b[1](state)
+        sa, sb = a[1].weights(state), b[1].weights(state)
         assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 

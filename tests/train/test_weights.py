@@ -116,7 +116,7 @@ def test_a_childs_start_computes_its_parents_function(tmp_path):
     recipe, child_spec = _recipe(ref)
     child = SpecNet(child_spec)
     child.load_state_dict(
-        morphed_state(task_of("image"), recipe, child_spec.to_dict(), tmp_path), strict=True
+        morphed_state(task_of("image"), recipe, child_spec.to_dict(), tmp_path)[0], strict=True
     )
     x = torch.randn(16, 1, 8, 8, dtype=torch.float32)
     parent.eval(), child.eval()

@@ -79,6 +79,9 @@ class RunConfig:
     hpo_processes: int = 2
     # candidate children scored by zero-cost proxies per new child, the best trained; 0: off
     screen: int = 0
+    # a child's first epoch starts from its parent's optimizer state carried through the growth
+    # (aihpc.nas.moments), not from a fresh optimizer
+    carry_optimizer: bool = True
     epochs_min: int = 2
     epochs_max: int = 8
     patience: int = 2

@@ -88,6 +88,13 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
         "proxies and the recommender's matcher, train the best (default 0: off)",
     )
     p.add_argument(
+        "--carry-optimizer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a child's first epoch starts from its parent's optimizer state (momentum; AdamW's "
+        "moments and steps) carried through the growth, not a fresh optimizer (default: on)",
+    )
+    p.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,

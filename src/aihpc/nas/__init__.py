@@ -8,6 +8,8 @@
 * :mod:`aihpc.nas.seeds` -- ResNet-style seed specs sized to the input;
 * :mod:`aihpc.nas.morphism` -- function-preserving morphisms (deepen, widen,
   add_skip, random_morph) that carry a parent's weights to its child;
+* :mod:`aihpc.nas.moments` -- what a growth step does to the optimizer's
+  state: each step's gradient map, beside its weight map;
 * :mod:`aihpc.nas.search` -- the strategies that choose a parent;
   :mod:`aihpc.nas.hpo` -- hyperparameters from TPE (:mod:`aihpc.nas.tpe_study`)
   in child processes (:mod:`aihpc.nas.hpo_process`), restarted when they die

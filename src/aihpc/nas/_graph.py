@@ -11,11 +11,13 @@ import torch
 from aihpc.base.errors import MorphError, SpecError
 from aihpc.nas.build import state_shapes
 from aihpc.nas.layer import INPUT, Layer
+from aihpc.nas.moments import Growth
 from aihpc.nas.spec import ArchSpec
 
 StateDict = dict[str, torch.Tensor]
-#: A planned morphism: child spec, function parent state -> child state, description.
-Plan = tuple[ArchSpec, Callable[[Mapping[str, torch.Tensor]], StateDict], str]
+#: A planned morphism: child spec, its maps of the parent's weights and optimizer state
+#: (:class:`~aihpc.nas.moments.Growth`), description.
+Plan = tuple[ArchSpec, Growth, str]
 #: How many random candidates a random morphism tries before it gives up.
 ATTEMPTS = 50
 AnyPlan = TypeVar("AnyPlan", bound=tuple[Any, ...])

@@ -9,12 +9,12 @@ take the parent's dtype and device.  New random weights are normal(0, 0.02)
 (:data:`~aihpc.nas.lm_net.INIT_STD`), drawn from a seed that the plan takes
 from ``rng``, so a plan replays identically.  Each operator has a
 ``plan_*`` twin that plans the child without weights, as
-:func:`aihpc.nas.morphism.random_plan` does for CNNs.
-
-The optimizer: a child always starts with a FRESH AdamW (moments and step
-count reset) and re-warms its learning rate (the trainer's warm-up), as the
-CNN children do.  The paragraphs below say what each operator would do to
-carried-over moments, i.e. why resetting them is the simple, safe choice.
+:func:`aihpc.nas.morphism.random_plan` does for CNNs; its
+:class:`~aihpc.nas.moments.Growth` maps the weights and, beside them, the
+optimizer's state by the operator's gradient map (:mod:`aihpc.nas.moments`:
+moments times the gradient's factors, second moments times their squares,
+new entries zero, new tensors no state).  Each paragraph below ends with
+its operator's gradient map.
 
 :func:`add_block` -- a new pre-norm block ``x + attn(norm(x)) + mlp(norm(x))``
 at position ``index`` whose attention output projection and MLP down
@@ -22,22 +22,24 @@ projection are zero, so both branches add exactly zero and the block is the
 identity on the residual stream.  Its norms, q, k, v and MLP up projection
 are random (gains 1), so the zero projections receive non-zero gradients at
 once (zeroing both sides of a branch would stall it: each side's gradient
-is a product with the other).  Optimizer: the later blocks' indices shift by
-one, and the new block has no moments; carried moments would have to be
-renumbered and Adam's step count would be wrong for the new ones.
+is a product with the other).  Gradients: the block's Jacobian is the
+identity (both branches end in a zero matrix), so every parent tensor keeps
+its gradient (factor 1), renumbered with its block; the new block's tensors
+are new (no state).
 
 :func:`widen_mlp` -- new hidden units with random input weights (rows of
 ``up``) and zero output weights (columns of ``down``): whatever GELU gives
 them is multiplied by zero.  ``down``'s new columns get gradients at once;
-``up``'s new rows from the next step on.  Optimizer: the two matrices
-change shape, so their moments would need zero-padding.
+``up``'s new rows from the next step on.  Gradients: the old entries keep
+theirs (factor 1); the new rows and columns are new (zero moments).
 
 :func:`add_heads` -- new heads of the same ``head_dim`` (so attention's
 ``1/sqrt(head_dim)`` scale is unchanged) with random q, k, v rows and zero
 rows of the output projection (columns of ``attn.out.weight``, which is
 stored ``(d, heads*head_dim)``).  Heads are computed independently, so the
 old heads' outputs are unchanged and the new ones are multiplied by zero.
-Optimizer: q, k, v and the output projection change shape, as above.
+Gradients: as :func:`widen_mlp`'s, old entries factor 1, new rows of q, k,
+v and new columns of the output projection zero.
 
 :func:`widen_stream` -- the residual stream grows from ``d`` to ``d'``.  New
 embedding columns are zero and the new output rows of every projection that
@@ -51,13 +53,17 @@ of squares over ``d'`` is ``d/d'`` times the old one, so with
 and gains ``g' = g * sqrt(d/d')`` cancel it exactly: ``norm_eps`` is
 multiplied by ``d/d'`` and every gain by ``sqrt(d/d')``, new gains included
 (``sqrt(d/d')``, the image of the default gain 1; they multiply zeros).
-Optimizer: every matrix changes shape and every gain is rescaled, so every
-carried second moment would be on the wrong scale.
+Gradients: a gain scaled by ``a = sqrt(d/d')`` divides by ``a`` a
+denominator also ``a`` times larger, so its gradient is the old one times
+``1/a``, its first moments times ``1/a``, its second times ``1/a² = d'/d``;
+the stream's old dimensions see no new term (the new ones are zero), so
+every old entry of a matrix keeps its gradient (factor 1); the new entries
+(columns, rows, gains) are new (zero moments).
 
 :func:`grow_context` -- only the spec's ``context`` changes: rotary
 positions have no parameters, so the logits of every sequence the parent
-accepted are the same, and longer ones become legal.  Optimizer: nothing
-changes shape; the fresh optimizer is still the rule, for one code path.
+accepted are the same, and longer ones become legal.  Gradients: unchanged,
+every tensor copied (factor 1).
 
 Invalid requests raise :class:`~aihpc.base.errors.MorphError`.
 """
@@ -76,6 +82,16 @@ from aihpc.base.errors import MorphError, SpecError
 from aihpc.nas._graph import ATTEMPTS, StateDict, clone_state, first_within, float_kind
 from aihpc.nas.lm_net import INIT_STD, lm_state_shapes
 from aihpc.nas.lm_spec import Block, LMSpec
+from aihpc.nas.moments import (
+    Growth,
+    Moment,
+    ParamState,
+    ParamStates,
+    copy_states,
+    growing,
+    map_param,
+    padded,
+)
 
 __all__ = [
     "LMPlan",
@@ -94,8 +110,9 @@ __all__ = [
     "widen_stream",
 ]
 
-#: A planned operator: child spec, function parent state -> child state, description.
-LMPlan = tuple[LMSpec, Callable[[Mapping[str, torch.Tensor]], StateDict], str]
+#: A planned operator: child spec, its maps of the parent's weights and optimizer state
+#: (:class:`~aihpc.nas.moments.Growth`), description.
+LMPlan = tuple[LMSpec, Growth, str]
 
 #: Grown widths (MLP, stream, heads * head_dim, context) are multiples of 16: vector units hold
 #: 16 float32 values and tensor cores want multiples of 8 in bfloat16 (as the CNN's widths).
@@ -207,7 +224,11 @@ def plan_add_block(
                 out[key] = randn(*shape)
         return out
 
-    return child, apply, f"add block {index} ({new.heads} heads, mlp {new.mlp_hidden})"
+    def moments(states: Mapping[str, ParamState]) -> ParamStates:
+        return {_shift_block(k, index): v for k, v in copy_states(states).items()}
+
+    growth = Growth(apply, moments)
+    return child, growth, f"add block {index} ({new.heads} heads, mlp {new.mlp_hidden})"
 
 
 def _shift_block(key: str, index: int) -> str:
@@ -232,8 +253,8 @@ def add_block(
     (block 0 when ``index`` is 0).  Exact: see the module docstring.  MorphError for a bad
     index or shape, or a state that does not match ``spec``."""
     check_lm_state(spec, state)
-    child, apply, _ = plan_add_block(spec, index, rng, heads, mlp_hidden)
-    return child, apply(state)
+    child, growth, _ = plan_add_block(spec, index, rng, heads, mlp_hidden)
+    return child, growth.weights(state)
 
 
 # --------------------------------------------------------------------------------- widen_mlp
@@ -261,7 +282,8 @@ def plan_widen_mlp(spec: LMSpec, block: int, new_hidden: int, rng: random.Random
         out[down] = torch.cat((state[down].detach(), _full(state, 0.0, d, extra)), dim=1)
         return out
 
-    return child, apply, f"widen mlp of block {i} to {new_hidden}"
+    growth = Growth(apply, growing({up: padded(0, extra), down: padded(1, extra)}))
+    return child, growth, f"widen mlp of block {i} to {new_hidden}"
 
 
 def widen_mlp(
@@ -271,8 +293,8 @@ def widen_mlp(
     the stream through random weights and write it through zero ones.  Exact: see the module
     docstring."""
     check_lm_state(spec, state)
-    child, apply, _ = plan_widen_mlp(spec, block, new_hidden, rng)
-    return child, apply(state)
+    child, growth, _ = plan_widen_mlp(spec, block, new_hidden, rng)
+    return child, growth.weights(state)
 
 
 # --------------------------------------------------------------------------------- add_heads
@@ -297,7 +319,9 @@ def plan_add_heads(spec: LMSpec, block: int, count: int, rng: random.Random) -> 
         out[key] = torch.cat((state[key].detach(), _full(state, 0.0, d, extra)), dim=1)
         return out
 
-    return child, apply, f"add {count} heads to block {i} ({heads} in all)"
+    grown = {f"{p}{name}.weight": padded(0, extra) for name in ("q", "k", "v")}
+    growth = Growth(apply, growing({**grown, f"{p}out.weight": padded(1, extra)}))
+    return child, growth, f"add {count} heads to block {i} ({heads} in all)"
 
 
 def add_heads(
@@ -306,8 +330,8 @@ def add_heads(
     """Add ``count`` heads (of the spec's ``head_dim``) to block ``block``: random q, k, v,
     zero output projection.  Exact: see the module docstring."""
     check_lm_state(spec, state)
-    child, apply, _ = plan_add_heads(spec, block, count, rng)
-    return child, apply(state)
+    child, growth, _ = plan_add_heads(spec, block, count, rng)
+    return child, growth.weights(state)
 
 
 # ------------------------------------------------------------------------------ widen_stream
@@ -339,7 +363,24 @@ def plan_widen_stream(spec: LMSpec, new_width: int, rng: random.Random) -> LMPla
             out[key] = new
         return out
 
-    return child, apply, f"widen stream to {new_width}"
+    def moments(states: Mapping[str, ParamState]) -> ParamStates:
+        return {k: map_param(v, _stream_moment(k, extra, gain)) for k, v in states.items()}
+
+    return child, Growth(apply, moments), f"widen stream to {new_width}"
+
+
+def _stream_moment(key: str, extra: int, gain: float) -> Moment:
+    """The gradient map of :func:`widen_stream` for tensor ``key`` (the module docstring): a
+    gain's old entries times ``1/gain`` (to the moment's power), every other old entry
+    unchanged, the new ones zero."""
+    if key.endswith("norm.weight"):
+        pad = padded(0, extra)
+        return lambda moment, power: pad(moment * gain**-power, power)
+    if key == "embed.weight" or key.endswith(_READS):
+        return padded(1, extra)
+    if key.endswith(_WRITES):
+        return padded(0, extra)
+    raise AssertionError(f"widen_stream: no rule for state key {key!r}")
 
 
 def widen_stream(
@@ -348,8 +389,8 @@ def widen_stream(
     """Widen the residual stream to ``new_width``; ``norm_eps`` times ``d/d'`` and every
     RMSNorm gain times ``sqrt(d/d')``.  Exact: see the module docstring."""
     check_lm_state(spec, state)
-    child, apply, _ = plan_widen_stream(spec, new_width, rng)
-    return child, apply(state)
+    child, growth, _ = plan_widen_stream(spec, new_width, rng)
+    return child, growth.weights(state)
 
 
 # ------------------------------------------------------------------------------ grow_context
@@ -360,7 +401,7 @@ def plan_grow_context(spec: LMSpec, new_context: int) -> LMPlan:
         "grow_context: new_context", new_context, c + 1, error=MorphError, what=f"an integer > {c}"
     )
     child = _child(spec, "grow_context", context=new_context)
-    return child, clone_state, f"grow context to {new_context}"
+    return child, Growth(clone_state, copy_states), f"grow context to {new_context}"
 
 
 def grow_context(
@@ -368,8 +409,8 @@ def grow_context(
 ) -> tuple[LMSpec, StateDict]:
     """Raise the longest sequence to ``new_context``; the weights are copied unchanged."""
     check_lm_state(spec, state)
-    child, apply, _ = plan_grow_context(spec, new_context)
-    return child, apply(state)
+    child, growth, _ = plan_grow_context(spec, new_context)
+    return child, growth.weights(state)
 
 
 # ------------------------------------------------------------------------------- random plans
@@ -461,5 +502,5 @@ def random_lm_morph(
     """Apply :func:`random_lm_plan`'s step to ``state``: ``(child_spec, child_state,
     description)``; MorphError as it, or if ``state`` does not match ``spec``."""
     check_lm_state(spec, state)
-    child, apply, description = random_lm_plan(spec, rng, max_params, max_context)
-    return child, apply(state), description
+    child, growth, description = random_lm_plan(spec, rng, max_params, max_context)
+    return child, growth.weights(state), description

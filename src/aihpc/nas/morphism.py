@@ -8,6 +8,14 @@ the parent, up to floating-point rounding.  (In training mode BN uses batch
 statistics, so only eval mode is preserved.)  The child state never aliases
 the parent's tensors; new tensors take the parent's dtype and device.
 
+Each ``plan_*`` function plans a morphism without weights; its
+:class:`~aihpc.nas.moments.Growth` maps the weights and, beside them, the
+optimizer's state (the gradient map, :mod:`aihpc.nas.moments`).  The
+gradient maps: :func:`deepen` and :func:`add_skip` keep every parent tensor
+unchanged (factor 1: the new block is the identity, the new branch adds
+zero and passes no gradient back) and add whole new tensors (no state);
+:func:`widen` is Net2WiderNet's (:mod:`aihpc.nas.widening`).
+
 * :func:`deepen` -- insert an identity conv-BN-ReLU (or dense-ReLU) block;
 * :func:`widen` -- Net2WiderNet (see :mod:`aihpc.nas.widening`);
 * :func:`add_skip` -- a zero-initialised connection added to a layer's output;
@@ -45,6 +53,7 @@ from aihpc.nas._graph import (
     rewired,
 )
 from aihpc.nas.layer import BN_EPS, INPUT, Layer
+from aihpc.nas.moments import Growth, copy_states
 from aihpc.nas.spec import ArchSpec
 from aihpc.nas.widening import plan_widen, widen
 
@@ -81,12 +90,12 @@ def plan_deepen(spec: ArchSpec, after: str, kernel_size: int = 3) -> Plan:
     layers = insert_after(rewired(spec.layers, after, last), [after], new)
     child = child_spec(spec, layers, last if spec.output == after else spec.output, "deepen")
 
-    def apply(state: Mapping[str, torch.Tensor]) -> StateDict:
+    def weights(state: Mapping[str, torch.Tensor]) -> StateDict:
         out = clone_state(state)
         out.update(_identity_weights(p, shape, k, state))
         return out
 
-    return child, apply, f"deepen after {after} ({what})"
+    return child, Growth(weights, copy_states), f"deepen after {after} ({what})"
 
 
 def _identity_block(p: str, after: str, shape: tuple[int, ...], k: int) -> tuple[list[Layer], str]:
@@ -160,8 +169,8 @@ def deepen(
     that does not match ``spec``.
     """
     check_state(spec, state)
-    child, apply, _ = plan_deepen(spec, after, kernel_size)
-    return child, apply(state)
+    child, growth, _ = plan_deepen(spec, after, kernel_size)
+    return child, growth.weights(state)
 
 
 def _match_stride(src_hw: tuple[int, ...], dst_hw: tuple[int, ...]) -> int | None:
@@ -227,7 +236,7 @@ def plan_skip(spec: ArchSpec, src: str, dst: str) -> Plan:
     output = f"{p}_add" if spec.output == dst else spec.output
     child = child_spec(spec, layers, output, "add_skip")
 
-    def apply(state: Mapping[str, torch.Tensor]) -> StateDict:
+    def weights(state: Mapping[str, torch.Tensor]) -> StateDict:
         out = clone_state(state)
         dtype, device = float_kind(state)
         if len(ds) == 3:
@@ -236,7 +245,7 @@ def plan_skip(spec: ArchSpec, src: str, dst: str) -> Plan:
             out[f"{branch}.weight"] = torch.zeros(ds[0], ss[0], dtype=dtype, device=device)
         return out
 
-    return child, apply, f"skip {src} -> {dst} ({what})"
+    return child, Growth(weights, copy_states), f"skip {src} -> {dst} ({what})"
 
 
 def add_skip(
@@ -256,8 +265,8 @@ def add_skip(
     dict that does not match ``spec``.
     """
     check_state(spec, state)
-    child, apply, _ = plan_skip(spec, src, dst)
-    return child, apply(state)
+    child, growth, _ = plan_skip(spec, src, dst)
+    return child, growth.weights(state)
 
 
 def _propose(kind: str, spec: ArchSpec, rng: random.Random) -> Plan:
@@ -300,8 +309,8 @@ def random_morph(
     not match ``spec``.
     """
     check_state(spec, state)
-    child, apply, description = random_plan(spec, rng, max_params)
-    return child, apply(state), description
+    child, growth, description = random_plan(spec, rng, max_params)
+    return child, growth.weights(state), description
 
 
 def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = None) -> Plan:

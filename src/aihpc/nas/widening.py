@@ -17,6 +17,18 @@ Consumers.  A conv or dense that reads a widened space gets incoming weights
 A concat of widened inputs gets the composed map (other inputs unchanged) and
 the same rules apply downstream of it.
 
+Gradients (the optimizer's moments, :mod:`aihpc.nas.moments`).  At the
+morph point, new channel ``j``'s activation is old channel ``g(j)``'s and
+every consumer divides it by ``count(g(j))``, so the loss's gradient with
+respect to it is old ``g(j)``'s divided by ``count(g(j))``.  Hence the
+factors: a producer's row ``j`` (and its bias), and a batch norm's weight and
+bias ``j``, get old ``g(j)``'s gradient times ``1/count(g(j))``; a consumer's
+column ``j`` gets old column ``g(j)``'s gradient unchanged (its input is the
+same value; the division was of the weight).  A weight both read and written
+in widened spaces gets the product: its row's factor.  Every child entry
+derives from a parent entry; none is new.  This holds in training mode too:
+a copy's batch statistics are its original's.
+
 Refused with MorphError: widening a space that contains the network input or
 the network output, that involves a grouped conv (producer or consumer), or
 that is tied through an add to a concat whose channels would not follow the
@@ -36,6 +48,7 @@ from aihpc.base.checks import integer
 from aihpc.base.errors import MorphError
 from aihpc.nas._graph import Plan, StateDict, check_state, child_spec, clone_state, get_layer
 from aihpc.nas.layer import INPUT, Layer
+from aihpc.nas.moments import Growth, ParamStates, copy_states, map_param
 from aihpc.nas.spec import ArchSpec
 
 _PER_CHANNEL = ("bn", "relu", "maxpool", "avgpool", "dropout", "global_avgpool")
@@ -106,11 +119,10 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
     child = child_spec(spec, layers, spec.output, "widen")
     others = [x for x in widened if x != name]
     tied = f" (tied: {', '.join(others)})" if others else ""
-    return (
-        child,
-        partial(_replicate_units, spec, rep, maps),
-        f"widen {name} {old}->{new_width}{tied}",
+    growth = Growth(
+        partial(_replicate_units, spec, rep, maps), partial(_replicate_moments, spec, rep, maps)
     )
+    return child, growth, f"widen {name} {old}->{new_width}{tied}"
 
 
 def _channel_maps(
@@ -198,6 +210,44 @@ def _replicate_units(
     return new
 
 
+def _replicate_moments(
+    spec: ArchSpec,
+    rep: dict[str, str],
+    maps: dict[str, list[int]],
+    states: Mapping[str, Mapping[str, object]],
+) -> ParamStates:
+    """The optimizer's ``states`` (by parameter name) carried as :func:`_replicate_units` carries
+    the weights, with the gradient's factors (the module docstring): every copy of a unit gets
+    its moments, divided by its number of copies (squared for second moments) for the copy's
+    incoming weights, bias and batch-norm parameters, unchanged for its outgoing weights."""
+    out = copy_states(states)
+    for layer in spec.layers:
+        n, kind = layer.name, layer.type
+        if kind not in ("bn", "conv", "dense"):
+            continue
+        out_map = maps.get(rep[n])
+        in_map = maps.get(rep[layer.inputs[0]]) if kind != "bn" else None
+        for key, reads in (("weight", in_map), ("bias", None)):
+            name = f"{n}.{key}"
+            if name in states and (out_map is not None or reads is not None):
+                out[name] = map_param(states[name], partial(_replicated, out_map, reads))
+    return out
+
+
+def _replicated(
+    out_map: list[int] | None, in_map: list[int] | None, moment: torch.Tensor, power: int
+) -> torch.Tensor:
+    """One tensor's moments with its rows copied by ``out_map`` (each divided by its unit's
+    number of copies to the ``power``) and its columns by ``in_map`` (unchanged)."""
+    if out_map is not None:
+        idx = torch.tensor(out_map, dtype=torch.long, device=moment.device)
+        count = torch.bincount(idx).to(moment.dtype)[idx]
+        moment = moment[idx] / count.reshape(-1, *([1] * (moment.dim() - 1))) ** power
+    if in_map is not None:
+        moment = moment[:, torch.tensor(in_map, dtype=torch.long, device=moment.device)]
+    return moment.contiguous()
+
+
 def widen(
     spec: ArchSpec,
     state: Mapping[str, torch.Tensor],
@@ -214,5 +264,5 @@ def widen(
     MorphError for an unknown or non-widenable layer, ``new_width <=`` the
     current width, or a state dict that does not match ``spec``."""
     check_state(spec, state)
-    child, apply, _ = plan_widen(spec, layer, new_width, rng)
-    return child, apply(state)
+    child, growth, _ = plan_widen(spec, layer, new_width, rng)
+    return child, growth.weights(state)

@@ -99,10 +99,12 @@ class EpochTask:
     """Train ``trial_id`` for epoch ``epoch`` (1-based) of ``epochs``.
 
     The epoch starts from ``start`` (a weight file with the model's and the
-    optimizer's state), or from ``morph`` (a child's first epoch), or else
-    from a fresh initialisation seeded by ``seed``.  Its weights are written
-    to ``weights_dir``.  ``deadline`` is an absolute ``time.time()``:
-    training stops there, and the samples processed until then still count.
+    optimizer's state), or from ``morph`` (a child's first epoch: with
+    ``carry_optimizer``, its parent's optimizer state carried through the
+    growth, else a fresh optimizer), or else from a fresh initialisation
+    seeded by ``seed``.  Its weights are written to ``weights_dir``.
+    ``deadline`` is an absolute ``time.time()``: training stops there, and
+    the samples processed until then still count.
     """
 
     trial_id: int
@@ -122,6 +124,7 @@ class EpochTask:
     # compile the model region by region (aihpc.train.regions); None: the task's compile_auto
     compile: bool | None = None
     attempt: int = 1
+    carry_optimizer: bool = True  # RunConfig.carry_optimizer
 
 
 class EpochStatus(StrEnum):

@@ -15,7 +15,7 @@ The contract, per method: units, what never changes, who calls it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aihpc.base.config import RunConfig
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import torch
 
+    from aihpc.nas.moments import Growth
     from aihpc.nas.spec import LayerMemo
 
 #: The data set as :meth:`Task.inspect_data` describes it: results.json's ``data``, a JSON
@@ -56,8 +57,9 @@ class Arch(Protocol):
         ...
 
 
-#: One planned growth step: (child, apply(parent state dict) -> child state dict, description).
-Plan = tuple[Arch, Callable[[Mapping[str, "torch.Tensor"]], StateDict], str]
+#: One planned growth step: (child, its maps of the parent's weights and optimizer state,
+#: description).
+Plan = tuple[Arch, "Growth", str]
 
 
 class Normalizer(Protocol):

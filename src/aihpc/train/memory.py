@@ -9,8 +9,9 @@ step by step, in bytes of float32 (4 per value):
 ``loading``
     its starting weights: a file read whole and unpickled (two copies of the
     model and optimizer state it holds, a child's parent's or its own last
-    epoch's), and a child's morphed weights beside them; a fresh network is
-    initialised on the host (one copy of its parameters).
+    epoch's), and a child's morphed weights and optimizer state beside them
+    (``RunConfig.carry_optimizer``: counted whether it is on or not); a
+    fresh network is initialised on the host (one copy of its parameters).
 ``model``
     where it trains on the CPU: its parameters, their gradients and the
     optimizer's state (SGD with momentum one value per parameter, AdamW
@@ -105,7 +106,7 @@ def trial_memory(
         loading = params * FLOAT
     else:
         start_state = (1 + optimizer_values(hparams)) * start_params * FLOAT
-        loading = 2 * start_state + (params * FLOAT if start_params != params else 0)
+        loading = 2 * start_state + (state if start_params != params else 0)
     cpu = device_kind == "cpu"
     batch = math.ceil(hparams.batch_size / procs)
     return TrialMemory(

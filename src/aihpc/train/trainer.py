@@ -61,7 +61,7 @@ from aihpc.train.sample_ops import count_ops_per_sample
 from aihpc.train.staging import Staged, stage
 from aihpc.train.step_model import step_model_for, use_compile_cache
 from aihpc.train.timing import PhaseTimer, timer_for
-from aihpc.train.weights import SnapshotWriter, State, file_name, starting_state
+from aihpc.train.weights import SnapshotWriter, State, file_name, load_optimizer, starting_state
 
 # Steps between the checks that read a value back from the device (a
 # non-finite loss; the deadline agreed between data-parallel ranks).  Each
@@ -271,7 +271,7 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
         torch.backends.cudnn.benchmark = True
     optimizer = make_optimizer(model, hp)
     if opt_state is not None:
-        optimizer.load_state_dict(opt_state)
+        load_optimizer(optimizer, model, opt_state)
     compiled_before = None
     if compiled:
         from aihpc.train.regions import default_cache

@@ -13,6 +13,10 @@ worker sees (on a cluster: the shared scratch or home file system).
 
 A file holds ``{"model": state_dict, "optimizer": state_dict | None}``,
 saved with ``torch.save`` on the CPU and loaded with ``weights_only=True``.
+An optimizer's state is loaded by parameter name (:func:`load_optimizer`):
+a child's first epoch starts from its parent's weights and, with
+``carry_optimizer``, its parent's optimizer state, both carried through the
+growth steps of its recipe (:func:`morphed_state`).
 
 Writing does not stall training (:class:`SnapshotWriter`): the state is
 copied to host memory at once (into pinned memory on a GPU, queued behind
@@ -46,8 +50,9 @@ import torch
 
 from aihpc.base.errors import StorageError
 from aihpc.base.fileio import atomic_open
+from aihpc.nas.moments import POWERS, ParamStates
 from aihpc.records.messages import EpochTask, Morph, WeightsRef
-from aihpc.tasks import Task, task_of
+from aihpc.tasks import Arch, Task, task_of
 
 #: A state dict as torch makes and loads it: a model's (tensors by name) or an optimizer's
 #: (nested dicts and lists of tensors and numbers).
@@ -291,36 +296,120 @@ def load(directory: Path, ref: WeightsRef, optimizer: bool = True) -> tuple[Stat
 
 def starting_state(task: EpochTask) -> tuple[State | None, State | None]:
     """The (model, optimizer) state ``task`` starts from; (None, None) for a fresh
-    initialisation."""
+    initialisation, and None for a fresh optimizer (a child without ``carry_optimizer``, or
+    whose parent has no weight file yet)."""
     if task.start is not None:
         return load(Path(task.weights_dir), task.start)
     if task.morph is not None:
         kind = task_of(task.data.task)
-        return morphed_state(kind, task.morph, task.arch, Path(task.weights_dir)), None
+        directory = Path(task.weights_dir)
+        return morphed_state(kind, task.morph, task.arch, directory, task.carry_optimizer)
     return None, None
 
 
-def morphed_state(kind: Task, morph: Morph, arch: dict[str, Any], directory: Path) -> State:
-    """A child's starting weights: its parent's, carried through the morph recipe by the task's
-    growth steps (:meth:`aihpc.tasks.base.Task.plan`).
+def morphed_state(
+    kind: Task,
+    morph: Morph,
+    arch: dict[str, Any],
+    directory: Path,
+    carry_optimizer: bool = True,
+) -> tuple[State, State | None]:
+    """A child's starting weights and optimizer state: its parent's, carried through the morph
+    recipe by the task's growth steps (:meth:`aihpc.tasks.base.Task.plan`), the weights by
+    each step's weight map and, with ``carry_optimizer``, the optimizer's state by its
+    gradient map (:mod:`aihpc.nas.moments`), as an optimizer's ``state_dict()`` that names its
+    parameters (:func:`load_optimizer` reads it).  The optimizer's state is None (a fresh
+    optimizer) without ``carry_optimizer`` or where the parent has no weights yet (the seed
+    network at its initialisation).
 
     The replayed architecture must be the child's (``arch``): a mismatch
     means master and worker disagree on the morphisms and is an error.
     """
     spec = kind.arch(morph.parent_arch)
+    moments: ParamStates | None = None
     if morph.parent_weights is not None:
-        state = load(directory, morph.parent_weights, optimizer=False)[0]
+        state, optimizer = load(directory, morph.parent_weights, optimizer=carry_optimizer)
+        if optimizer is not None:
+            moments = named_states(optimizer, _parameter_shapes(kind, spec))
     else:
         torch.manual_seed(morph.parent_seed)
         state = kind.model(spec).state_dict()
     rng = random.Random(morph.seed)
     for _ in range(morph.steps):
-        spec, apply, _ = kind.plan(spec, rng, morph.max_params)
-        state = apply(state)
+        spec, growth, _ = kind.plan(spec, rng, morph.max_params)
+        state = growth.weights(state)
+        if moments is not None:
+            moments = growth.moments(moments)
     child = kind.arch(arch)
     if spec.content_hash() != child.content_hash():
         raise ValueError(
             f"the morph recipe gives architecture {spec.content_hash()[:12]}, "
             f"not the child's {child.content_hash()[:12]}"
         )
-    return state
+    return state, None if moments is None else _named_state_dict(moments)
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module, saved: State) -> None:
+    """Load ``saved``, an optimizer's ``state_dict()`` (a weight file's, or
+    :func:`morphed_state`'s), into ``optimizer``, built on ``model``, parameter by parameter
+    name (:func:`named_states`).  ``optimizer`` keeps its own hyperparameters (its
+    ``param_groups``: the trial's); StorageError where ``saved`` does not fit ``model``."""
+    params = dict(model.named_parameters())
+    by_name = named_states(saved, {name: tuple(p.shape) for name, p in params.items()})
+    name_of = {id(p): name for name, p in params.items()}
+    # torch numbers an optimizer's parameters through its groups in order, from 0
+    order = [name_of[id(p)] for group in optimizer.param_groups for p in group["params"]]
+    number = {name: i for i, name in enumerate(order)}
+    own = optimizer.state_dict()["param_groups"]
+    optimizer.load_state_dict(
+        {"state": {number[n]: s for n, s in by_name.items()}, "param_groups": own}
+    )
+
+
+def named_states(saved: State, params: dict[str, tuple[int, ...]]) -> ParamStates:
+    """The per-parameter states of ``saved``, an optimizer's ``state_dict()``, by parameter name:
+    the names its groups list (``param_names``, as torch writes for an optimizer built on named
+    parameters) or else, in order, those of ``params`` (the model's ``named_parameters()``: an
+    optimizer built on ``model.parameters()``).  StorageError where they do not fit
+    ``params``: another number of parameters, an unknown name, a moment of another shape."""
+    groups = saved["param_groups"]
+    numbers = [number for group in groups for number in group["params"]]
+    if all("param_names" in group for group in groups):
+        names = [name for group in groups for name in group["param_names"]]
+    else:
+        names = list(params)
+        if len(numbers) != len(names):
+            raise StorageError(
+                f"the optimizer's state holds {len(numbers)} parameters, the model {len(names)}"
+            )
+    name_of = dict(zip(numbers, names, strict=True))
+    out: ParamStates = {}
+    for number, state in saved["state"].items():
+        name = name_of.get(number)
+        if name not in params:
+            raise StorageError(f"the optimizer's state names parameter {name!r}, not the model's")
+        for key, value in state.items():
+            if key in POWERS and value is not None and tuple(value.shape) != params[name]:
+                raise StorageError(
+                    f"the optimizer's {key!r} of parameter {name!r} has shape "
+                    f"{tuple(value.shape)}, the parameter {params[name]}"
+                )
+        out[name] = state
+    return out
+
+
+def _named_state_dict(states: ParamStates) -> State:
+    """An optimizer's ``state_dict()`` holding ``states``, its parameters named."""
+    names = list(states)
+    return {
+        "state": {i: states[name] for i, name in enumerate(names)},
+        "param_groups": [{"params": list(range(len(names))), "param_names": names}],
+    }
+
+
+def _parameter_shapes(kind: Task, spec: Arch) -> dict[str, tuple[int, ...]]:
+    """The shapes of a network of ``spec``'s parameters, by name in ``named_parameters()``'s
+    order (built on the meta device: nothing allocated)."""
+    with torch.device("meta"):
+        model = kind.model(spec)
+    return {name: tuple(p.shape) for name, p in model.named_parameters()}

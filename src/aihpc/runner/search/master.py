@@ -281,6 +281,7 @@ class Master:
             procs=self.config.procs_per_trial,
             compile=self.config.compile,
             attempt=attempt,
+            carry_optimizer=self.config.carry_optimizer,
         )
 
     # -- results ----------------------------------------------------------------------
