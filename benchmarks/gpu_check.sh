@@ -29,6 +29,9 @@
 #   LM_TOKENS=16777216              the language's training tokens (its GPU default, 64 M, takes
 #                                   minutes of the node's CPU to generate)
 #   LM_STEP_SECONDS=8               timed steps of each variant of lm-step
+#   LM_STEP_VARIANTS=eager,eager-bf16,compiled-bf16   the variants lm-step times
+#   LM_PROFILE=1                    0: the lm step does not profile the seed (lm-step profiles
+#                                   each variant's kernels)
 #   INFER_SECONDS=5  SERVER_STEPS=4 LoadGen's least duration of each test; the server's rate search
 #   TESTS_TIMEOUT=300               seconds the GPU tests may take
 #   BUDGET=540                      seconds for the whole call: each step's timeout is cut to what is
@@ -148,12 +151,14 @@ run_step() {  # run_step NAME: the step's commands
   local s=$1
   case $s in
     lm)
+      local lm_profile=(--profile-out "$out/lm-profile.json")
+      [ "${LM_PROFILE:-1}" = 0 ] && lm_profile=(--no-profile)
       step lm "$(timeout_of lm)" "$(( $(run_seconds "$LM_MINUTES") + 60 ))" "$PY" benchmarks/gpu_fill.py \
-        --task lm --minutes "$LM_MINUTES" --samples "$(secs "$LM_TOKENS")" --keep "$work/lm" --profile-out "$out/lm-profile.json"
+        --task lm --minutes "$LM_MINUTES" --samples "$(secs "$LM_TOKENS")" --keep "$work/lm" "${lm_profile[@]}"
       cp "$work/lm/results.json" "$out/lm-results.json" 2>/dev/null ;;
     lm-step)
       step lm-step "$(timeout_of lm-step)" 90 "$PY" benchmarks/lm_step.py --device cuda \
-        --variants eager,eager-bf16,compiled-bf16 --seconds "$LM_STEP_SECONDS" --out "$out/lm-step.json" ;;
+        --variants "${LM_STEP_VARIANTS:-eager,eager-bf16,compiled-bf16}" --seconds "$LM_STEP_SECONDS" --out "$out/lm-step.json" ;;
     fill|compile|stream)
       local args=() profile=(--no-profile)
       [ "$s" = compile ] && args=(-- --compile)
