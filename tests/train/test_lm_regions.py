@@ -264,6 +264,46 @@ def test_a_compiled_language_trial_and_its_children_count_their_regions(tmp_path
     )
 
 
+def test_an_epoch_near_its_deadline_runs_eager_rather_than_begin_a_compilation(
+    tmp_path, monkeypatch
+):
+    """A compilation cannot be interrupted: an epoch 30 s from its deadline (less than the
+    least room, MIN_COMPILE_ROOM_S) whose blocks were never compiled trains eager; with room it
+    compiles; once the blocks are in the cache, an epoch near its deadline runs them compiled."""
+    from aihpc.train import regions
+    from aihpc.train.step_model import MIN_COMPILE_ROOM_S
+
+    monkeypatch.setattr(regions, "_DEFAULT", regions.RegionCache("aot_eager"))
+    assert MIN_COMPILE_ROOM_S > 30
+    for name in ("near", "far", "cached"):
+        (tmp_path / name).mkdir()
+    near = run_epoch(_task(tmp_path / "near", compile=True, deadline=time.time() + 30))
+    assert near.status == "ok", near.reason
+    assert "regions_needed" not in near.metrics and not near.phase_seconds.get("compile")
+    far = run_epoch(_task(tmp_path / "far", trial_id=1, compile=True))
+    assert far.metrics["regions_needed"] == 3 and far.metrics["regions_compiled"] == 1
+    cached = run_epoch(
+        _task(tmp_path / "cached", trial_id=2, compile=True, deadline=time.time() + 30)
+    )
+    assert cached.metrics["regions_needed"] == 3 and cached.metrics["regions_compiled"] == 0
+
+
+def test_the_room_to_compile_grows_with_the_regions_to_compile_and_the_longest_compilation():
+    from aihpc.train.regions import RegionCache
+    from aihpc.train.step_model import COMPILE_ROOM, MIN_COMPILE_ROOM_S, room_to_compile
+
+    cache = RegionCache("aot_eager")
+    wide = lm.random_lm_plan(SPEC, random.Random(5), None)[0]  # one block of a new shape
+    assert not room_to_compile(SPEC, cache, MIN_COMPILE_ROOM_S - 1)
+    assert room_to_compile(SPEC, cache, MIN_COMPILE_ROOM_S)
+    cache._longest = 100.0  # as after a compilation of 100 s
+    need = COMPILE_ROOM * 100.0  # the seed's one block shape
+    assert not room_to_compile(SPEC, cache, need - 1) and room_to_compile(SPEC, cache, need)
+    need_wide = COMPILE_ROOM * 2 * 100.0  # the child's two shapes (none compiled yet)
+    assert not room_to_compile(wide, cache, need_wide - 1)
+    assert room_to_compile(wide, cache, need_wide)
+
+
 # torch.autocast("cuda") made where CUDA is not available says so, and is never entered here
 @pytest.mark.filterwarnings("ignore:CUDA is not available")
 def test_what_the_steps_call_for_a_language_model_by_device_and_processes() -> None:

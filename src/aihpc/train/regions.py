@@ -293,7 +293,7 @@ class RegionCache:
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._hits = self._compiled = 0
         self._signatures: set[str] = set()
-        self._seconds = 0.0
+        self._seconds = self._longest = 0.0
 
     def run(
         self,
@@ -322,7 +322,9 @@ class RegionCache:
             # the backward is compiled with the forward, so its time is counted here
             with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
                 out = entry.fn(entry.template, tensors, args)
-            self._seconds += time.perf_counter() - start
+            took = time.perf_counter() - start
+            self._seconds += took
+            self._longest = max(self._longest, took)
         return out
 
     def _compile(
@@ -354,6 +356,10 @@ class RegionCache:
     def signatures(self) -> frozenset[str]:
         """The signatures of the regions compiled so far (in any mode or shape)."""
         return frozenset(self._signatures)
+
+    def longest_seconds(self) -> float:
+        """The longest one key's compilation took so far (0 before the first)."""
+        return self._longest
 
     def stats(self) -> RegionStats:
         """The counts so far, dynamo's compiled entries for the keys read back now."""

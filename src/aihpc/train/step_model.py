@@ -25,8 +25,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from aihpc.tasks import Arch
+    from aihpc.train.regions import RegionCache
 
 #: An autocast context, or nothing.
 Autocast = contextlib.AbstractContextManager[object]
@@ -81,6 +86,43 @@ def step_model_for(
         # both passes compile: training's and evaluation's
         return StepModel(net, autocast, ("train", "eval"), 2 * len(net.regions))
     return StepModel(model, autocast)
+
+
+#: A compilation cannot be interrupted, and one that runs past the epoch's deadline holds its
+#: worker from the run's end (the energy and the peak after the run wait for it): an epoch whose
+#: model has regions not compiled yet compiles only where the time to its deadline is at least
+#: this many times what they should take (each as long as the longest this process compiled) ...
+COMPILE_ROOM = 2.0
+#: ... and at least this many seconds, whatever this process has compiled before (its first
+#: compilation included).
+MIN_COMPILE_ROOM_S = 60.0
+
+
+def region_signatures(spec: Arch) -> frozenset[str]:
+    """The signatures of the regions a compiled model of ``spec`` runs."""
+    from aihpc.nas.lm_spec import LMSpec
+    from aihpc.nas.spec import ArchSpec
+
+    if isinstance(spec, LMSpec):
+        from aihpc.train.lm_regions import block_regions
+
+        return frozenset(r.signature for r in block_regions(spec))
+    if isinstance(spec, ArchSpec):
+        from aihpc.train.regions import partition
+
+        return frozenset(r.signature for r in partition(spec))
+    raise TypeError(f"no compiled regions for a {type(spec).__name__}")
+
+
+def room_to_compile(spec: Arch, cache: RegionCache, seconds_left: float) -> bool:
+    """Whether a model of ``spec`` may compile with ``seconds_left`` to its epoch's deadline:
+    yes where ``cache`` holds every region it runs, else where :data:`COMPILE_ROOM` times the
+    compilations still to make fits (at least :data:`MIN_COMPILE_ROOM_S`)."""
+    missing = region_signatures(spec) - cache.signatures()
+    if not missing:
+        return True
+    needed = COMPILE_ROOM * len(missing) * cache.longest_seconds()
+    return seconds_left >= max(needed, MIN_COMPILE_ROOM_S)
 
 
 _COMPILE_CACHE: Path | None = None

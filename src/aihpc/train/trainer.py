@@ -201,13 +201,27 @@ def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
     """The model, optimizer and data the epoch trains with: kept from the last epoch, or built.
 
     Compiled where the task says (``compile``), else by the task's default for the device kind
-    (:attr:`aihpc.tasks.base.Task.compile_auto`)."""
-    auto = task_of(task.data.task).compile_auto.get(device.type, False)
+    (:attr:`aihpc.tasks.base.Task.compile_auto`), but a model built afresh whose regions are not
+    all compiled yet runs eager where its deadline leaves no room to compile them
+    (:func:`aihpc.train.step_model.room_to_compile`)."""
+    kind = task_of(task.data.task)
+    auto = kind.compile_auto.get(device.type, False)
     compiled = auto if task.compile is None else bool(task.compile)
-    setup = take_resident(task, device, compiled, group) or build(task, device, group, compiled)
+    setup = take_resident(task, device, compiled, group)
+    if setup is None:
+        if compiled:  # every rank alike: none compiles where one has no room
+            compiled = not group.any(not _room_to_compile(task, kind))
+        setup = build(task, device, group, compiled)
     # the epoch's random draws (dropout) from its own seed, alike for a kept and a rebuilt model
     torch.manual_seed(task.seed * 1_000_003 + task.epoch)
     return setup
+
+
+def _room_to_compile(task: EpochTask, kind: Task) -> bool:
+    from aihpc.train.regions import default_cache
+    from aihpc.train.step_model import room_to_compile
+
+    return room_to_compile(kind.arch(task.arch), default_cache(), task.deadline - time.time())
 
 
 def take_resident(
