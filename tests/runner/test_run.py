@@ -123,16 +123,21 @@ def _check_score(results: dict) -> None:
 
 
 def _check_peak(results: dict) -> None:
-    """The peak is every worker's at once, measured before the run and again after it; each
-    worker's is the sum of its processes' (one each, or procs_per_trial), all measured at once."""
+    """The peak is every worker's at once, measured before the run and again after it (on the
+    workers left: a worker killed near the end may not be back), its drift over the workers
+    measured both times, each against its own; each worker's is the sum of its processes' (one
+    each, or procs_per_trial), all measured at once."""
     peak = results["peak"]
     assert peak["workers"] == len(peak["per_worker"]) == len(results["workers"])
     assert peak["total_flops_per_s"] == pytest.approx(
         sum(p["flops_per_s"] for p in peak["per_worker"])
     )
-    assert peak["after"]["workers"] == peak["workers"]
+    before = {p["worker"]: p["flops_per_s"] for p in peak["per_worker"]}
+    after = {p["worker"]: p["flops_per_s"] for p in peak["after"]["per_worker"]}
+    both = peak["drift_workers"]
+    assert set(after) <= set(before) and both == sorted(after)
     assert peak["drift"] == pytest.approx(
-        peak["after"]["total_flops_per_s"] / peak["total_flops_per_s"] - 1
+        sum(after[w] for w in both) / sum(before[w] for w in both) - 1
     )
     procs = results["config"]["procs_per_trial"]
     for p in peak["per_worker"]:
