@@ -137,8 +137,8 @@ def test_peak_drift_is_flagged_past_ten_percent():
 
 
 def test_peak_drift_compares_the_workers_measured_both_times_each_with_its_own_peak():
-    # b was lost during the run and c joined it: the drift is a's alone, +5 %, where the totals
-    # (63 against 100) would say -37 %
+    # b was lost during the run and c joined it, each on a node of its own: the drift is a's
+    # alone, +5 %, where the totals (63 against 100) would say -37 %
     from aihpc.runner.measure import peak_drift
 
     drift = peak_drift(_peaks(a=60e9, b=40e9), _peaks(a=63e9, c=50e9))
@@ -147,15 +147,27 @@ def test_peak_drift_compares_the_workers_measured_both_times_each_with_its_own_p
     unknown = peak_drift(_peaks(a=60e9, b=40e9), _peaks(c=50e9))
     assert unknown["drift"] is None and unknown["drift_workers"] == []
     assert unknown["drift_warning"] == (
-        "none of the 2 worker(s) measured before the run was left to measure after it: the "
-        "peak's drift is not known"
+        "none of the 2 worker(s) measured before the run was measured after it beside the same "
+        "workers of its node (workers were lost or joined): the peak's drift is not known"
     )
 
 
+def test_peak_drift_leaves_out_the_node_of_a_lost_worker():
+    # a and b share node x, d is alone on y; b was lost: a measured alone on x (+50 %: the
+    # node's cores to itself) is no drift of the machine, d is compared
+    from aihpc.runner.measure import peak_drift
+
+    hosts = {"a": "x", "b": "x", "d": "y"}
+    drift = peak_drift(_peaks(a=40e9, b=40e9, d=40e9), _peaks(a=60e9, d=38e9), hosts)
+    assert drift["drift_workers"] == ["d"] and drift["drift"] == pytest.approx(-0.05)
+    alone = peak_drift(_peaks(a=40e9, b=40e9), _peaks(a=60e9), {"a": "x", "b": "x"})
+    assert alone["drift"] is None and alone["drift_workers"] == []
+
+
 def test_peak_after_a_run_that_lost_a_worker_is_measured_on_those_left_without_waiting(tmp_path):
-    # The run began on workers 0 and 1; only 0 is alive at its end (1 lost, not back): the peak
-    # after is measured on 0 at once (it used to wait 30 s for 1, then give up), and its drift
-    # is 0's own, against 0's peak before.
+    # The run began on workers 0 and 1, each on a node of its own; only 0 is alive at its end (1
+    # lost with its node): the peak after is measured on 0 at once (it used to wait 30 s for 1,
+    # then give up), and its drift is 0's own, against 0's peak before.
     import time
 
     import aihpc.runner.measure as measure
@@ -166,6 +178,8 @@ def test_peak_after_a_run_that_lost_a_worker_is_measured_on_those_left_without_w
     environ = dict(os.environ)  # Dask's nanny sets OMP_NUM_THREADS=1 & co. in this very process
     store = RunStore(tmp_path)
     store.set_meta(MetaKey.PEAK, _peaks(**{"0": 2e9, "1": 5e9}))
+    nodes = [{"worker": "0", "host": "node-a"}, {"worker": "1", "host": "node-b"}]
+    store.set_meta(MetaKey.DEVICES, {"workers": nodes})
     layout = local_layout(1, 1, "cpu")
     executor = local_executor(layout)
     try:

@@ -133,11 +133,13 @@ class SilentWorkers(SchedulerPlugin):
             SILENT_TOPIC,
             {"worker": ws.address, "name": str(ws.name), "silent": silent, "limit": limit},
         )
-        nanny = ws.nanny
+        nanny, stream = ws.nanny, scheduler.stream_comms.get(ws.address)
         # not told to close: a worker told so closes its nanny too, which could restart it
         await scheduler.remove_worker(
             ws.address, stimulus_id=f"aihpc-silent-worker-{time()}", close=False
         )
+        if stream is not None:  # its connection, which a node that is gone never closes
+            stream.abort()  # type: ignore[no-untyped-call]  # BatchedSend.abort: unannotated
         if nanny:
             task = asyncio.ensure_future(self.have_nanny_restart(nanny))
             self.restarts.add(task)

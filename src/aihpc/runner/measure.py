@@ -209,8 +209,9 @@ def record_peak_after(
     The run's end waits for no worker it lost: the peak after is measured on the workers alive
     now, and a worker lost while they measure (the others measured beside one that failed) has
     them measure once more.  The drift compares like for like (:func:`peak_drift`): the workers
-    measured both times, each against its own peak before.  Where none is left to measure, the
-    peak after stays unmeasured and the results say why.
+    measured both times beside the same workers of their node (the run's ``devices`` give each
+    worker's host).  Where none is left to measure, the peak after stays unmeasured and the
+    results say why.
     """
     before = store.meta().peak
     if not before:
@@ -233,26 +234,45 @@ def record_peak_after(
             },
         )
         return
-    store.set_meta(MetaKey.PEAK, {**before, **peak_drift(before, after.to_dict())})
+    devices = store.meta().devices or {}
+    hosts = {w["worker"]: w["host"] for w in devices.get("workers", []) if "host" in w}
+    store.set_meta(MetaKey.PEAK, {**before, **peak_drift(before, after.to_dict(), hosts)})
 
 
-def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def peak_drift(
+    before: dict[str, Any], after: dict[str, Any], hosts: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The peak measured after the run against the one before, like for like: over the workers
-    measured both times (``drift_workers``, by name), their total after over their total before;
-    a warning past ``PEAK_DRIFT``.  A worker lost during the run is not in the peak after, and a
-    worker that joined during the run not in the one before: neither counts.  With no worker
-    measured both times the drift is not known, and the warning says why."""
+    measured both times beside the same workers of their node (``drift_workers``, by name),
+    their total after over their total before; a warning past ``PEAK_DRIFT``.
+
+    A worker lost during the run is not in the peak after, nor one that joined it in the peak
+    before; and the other workers of its node (``hosts``: each worker's host, by name; a worker
+    of no known host is on its own) do not count either, since they shared the node's cores,
+    memory or power with one more or one fewer than before.  With no worker left to compare,
+    the drift is not known, and the warning says why.
+    """
     peaks_before = {w["worker"]: w["flops_per_s"] for w in before["per_worker"]}
     peaks_after = {w["worker"]: w["flops_per_s"] for w in after["per_worker"]}
-    both = sorted(set(peaks_before) & set(peaks_after))
+    on = hosts or {}
+
+    def node_mates(names: set[str], worker: str) -> set[str]:
+        return {w for w in names if on.get(w, w) == on.get(worker, worker)}
+
+    both = sorted(
+        w
+        for w in peaks_before.keys() & peaks_after.keys()
+        if node_mates(set(peaks_before), w) == node_mates(set(peaks_after), w)
+    )
     if not both:
         return {
             "after": after,
             "drift": None,
             "drift_workers": [],
             "drift_warning": (
-                f"none of the {len(peaks_before)} worker(s) measured before the run was left to "
-                "measure after it: the peak's drift is not known"
+                f"none of the {len(peaks_before)} worker(s) measured before the run was measured "
+                "after it beside the same workers of its node (workers were lost or joined): "
+                "the peak's drift is not known"
             ),
         }
     drift = sum(peaks_after[w] for w in both) / sum(peaks_before[w] for w in both) - 1.0
