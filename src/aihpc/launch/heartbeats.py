@@ -15,11 +15,13 @@ itself only after ``distributed.comm.timeouts.tcp`` (30 s; Dask allows no less t
 :class:`SilentWorkers`, a scheduler plugin on every scheduler a run uses
 (:meth:`aihpc.launch.executor.DaskExecutor.watch_heartbeats`), drops a worker at once when its
 last heartbeat is :func:`silence_limit` seconds old: the task it was running fails with
-``KilledWorker`` (aihpc sets ``allowed-failures`` to 0), and the master sends the epoch again.
-Then it asks the worker's nanny, where it still answers, to kill the worker: the nanny starts a
-new one, so a hung process on a live node comes back as a fresh worker of the same name.  A
-worker's loss is thus noticed between ``silence_limit - interval`` and ``silence_limit +
-CHECK_SECONDS`` seconds after its last heartbeat (``interval`` the heartbeat interval above).
+``KilledWorker`` (aihpc sets ``allowed-failures`` to 0), and the master sends the epoch again;
+its connections are closed, so that no question to it waits any longer.  Then it asks the
+worker's nanny, where it still answers, to kill the worker: the nanny starts a new one, so a
+hung process on a live node comes back as a fresh worker of the same name.  A worker lost is
+thus dropped between ``silence_limit - interval`` and ``silence_limit + CHECK_SECONDS`` seconds
+after it went silent (``interval`` the heartbeat interval above: its last heartbeat came up to
+one interval before).
 
 The limit must never drop a worker that is only busy.  A worker trains on a thread of its own;
 its heartbeats come from its event loop, which needs the GIL only briefly.  Python hands the GIL
@@ -134,7 +136,7 @@ class SilentWorkers(SchedulerPlugin):
             {"worker": ws.address, "name": str(ws.name), "silent": silent, "limit": limit},
         )
         nanny, stream = ws.nanny, scheduler.stream_comms.get(ws.address)
-        # not told to close: a worker told so closes its nanny too, which could restart it
+        # not told to close: a worker told so closes its nanny with it, and none would start again
         await scheduler.remove_worker(
             ws.address, stimulus_id=f"aihpc-silent-worker-{time()}", close=False
         )
