@@ -80,6 +80,12 @@ def test_a_run_peak_reads_back_its_own_json() -> None:
     )
     lost = RunPeak(**{**peak.__dict__, "drift": PeakDrift(None, None, "not measured again")})
     assert RunPeak.from_dict(lost.to_dict()) == lost
+    # the drift over the workers measured both times; a record without them reads as None
+    compared = RunPeak(**{**peak.__dict__, "drift": PeakDrift(after, -0.1, None, ("w0",))})
+    data = json.loads(json.dumps(compared.to_dict()))
+    assert data["drift_workers"] == ["w0"] and RunPeak.from_dict(data) == compared
+    del data["drift_workers"]
+    assert RunPeak.from_dict(data).drift == PeakDrift(compared.drift.after, -0.1, None)
 
 
 def test_a_matmul_peak_from_before_the_kernel_search_reads_as_that_matmul() -> None:

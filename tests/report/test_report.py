@@ -438,6 +438,22 @@ def test_peak_section_shows_the_total_the_share_uses_and_its_drift(tmp_path: Pat
     assert "of 110 GFLOP/s, the total measured peak of 2 workers at once" in header
 
 
+def test_peak_section_says_which_workers_the_drift_compares_after_a_lost_one(
+    tmp_path: Path,
+) -> None:
+    results = _total_peak(_fixture(), [55e9, 55e9])
+    results["peak"].update(
+        after={"total_flops_per_s": 56e9, "workers": 1},
+        drift=56 / 55 - 1,
+        drift_workers=["0"],
+        drift_warning=None,
+    )
+    page = write_report(_run_dir(tmp_path, results)).read_text()
+    section = page[page.index("<h2>Measured peak</h2>") : page.index("<h2>Configuration</h2>")]
+    assert "<tr><th>total after the run, on the 1 worker(s) left</th><td>56.0 GFLOP/s" in section
+    assert "<tr><th>drift of worker(s) 0, each against its own</th><td>1.8%" in section
+
+
 def test_peak_section_warns_when_the_share_used_another_peak(tmp_path: Path) -> None:
     results = _total_peak(_fixture(), [55e9, 55e9])
     results["score"]["peak_flops_per_s"] = 55e9  # one worker's peak: not what the share should use

@@ -7,6 +7,12 @@ inside a SLURM allocation (:mod:`aihpc.launch.slurm`) take
 the same settings as environment variables (:data:`JOB_PROLOGUE`).  Both
 take the network interface their scheduler and workers use
 (:func:`aihpc.machine.cluster.check_interface`).
+
+Dask's watch on silent workers (``distributed.scheduler.worker-ttl``) and its
+connection timeouts (``distributed.comm.timeouts``) are left as they are: a
+worker whose node is gone or whose process hangs is dropped within seconds by
+aihpc's own watch, a plugin on the scheduler (:mod:`aihpc.launch.heartbeats`
+says why Dask's would take up to a minute).
 """
 
 from __future__ import annotations

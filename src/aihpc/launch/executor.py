@@ -10,11 +10,14 @@ set by the task.  See :mod:`aihpc.launch.dask_settings` for the Dask settings we
 and why.  Dask's automatic retry of tasks whose worker died is turned
 off (``allowed-failures = 0``) for clusters we start, so the master sees the
 failure at once and requeues the epoch itself, with a bounded number of
-attempts.
+attempts.  A worker that stops heartbeating (its node gone, its process hung)
+is dropped within seconds by aihpc's own watch on its scheduler
+(:mod:`aihpc.launch.heartbeats`), so its task fails the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -100,6 +103,14 @@ class DaskExecutor:
         self.owns_client = owns_client
         # where a task's failure on a worker is logged (runner.remote)
         self.log_dir: Path | None = None
+        self.watch_heartbeats()
+
+    def watch_heartbeats(self) -> None:
+        """Have the scheduler drop a worker silent for seconds, and its nanny restart it
+        (:class:`aihpc.launch.heartbeats.SilentWorkers`; kept where it already runs)."""
+        from aihpc.launch.heartbeats import SilentWorkers
+
+        self.client.register_plugin(SilentWorkers())
 
     def alive(self) -> dict[str, int]:
         """The workers alive now, by address, with their threads: asked of the scheduler each time.
@@ -190,12 +201,16 @@ class DaskExecutor:
     def memory_kill(self, exc: BaseException) -> str | None:
         """Why the worker of a task lost with ``exc`` (Dask's ``KilledWorker``, naming it) died,
         if its nanny killed it for memory (:func:`aihpc.launch.memory.memory_kill`, from the
-        event the nanny sent its scheduler just before); None otherwise, after waiting
+        event the nanny sent its scheduler just before); None otherwise: at once for a worker
+        dropped for its silence (:mod:`aihpc.launch.heartbeats`), else after waiting
         ``KILL_EVENT_WAIT`` seconds for such an event to arrive."""
+        from aihpc.launch.heartbeats import SILENT_TOPIC, silent_drops
         from aihpc.launch.memory import MEMORY_RESTART_TOPIC, memory_kill
 
         last = getattr(exc, "last_worker", None)
         if last is None:
+            return None
+        if silent_drops(list(self.client.get_events(SILENT_TOPIC)), last.address):
             return None
         deadline = time.monotonic() + KILL_EVENT_WAIT
         while True:
@@ -227,6 +242,11 @@ class DaskExecutor:
     def close(self) -> None:
         if not self.owns_client:
             return
+        if self.cluster is None:  # a scheduler started elsewhere: it goes on without aihpc's watch
+            from aihpc.launch.heartbeats import PLUGIN_NAME
+
+            with contextlib.suppress(Exception):
+                self.client.unregister_scheduler_plugin(PLUGIN_NAME)
         try:
             self.client.close(timeout=10)  # type: ignore[no-untyped-call]  # Client.close: unannotated
         finally:

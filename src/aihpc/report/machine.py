@@ -204,14 +204,28 @@ def peaks(results: dict[str, Any]) -> str:
         rows.append(("largest spread of a worker's repeats", format_fraction(peak.get("spread"))))
     rows += _nominal_rows(peak)
     rows += _share_rows(results, total)
-    after = section(peak, "after")
-    if as_number(after.get("total_flops_per_s")) is not None:
-        rows.append(("total after the run", format_si(after.get("total_flops_per_s"), "FLOP/s")))
-        rows.append(("drift", format_fraction(peak.get("drift"))))
+    rows += _after_rows(peak)
     for key in ("above_nominal", "drift_warning"):
         if peak.get(key):
             rows.append(("warning", str(peak[key])))
     return kv_table(rows)
+
+
+def _after_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:
+    """The peak after the run and its drift; where the run lost workers, which workers the drift
+    compares (those measured both times, ``drift_workers``)."""
+    after = section(peak, "after")
+    if as_number(after.get("total_flops_per_s")) is None:
+        return []
+    total, drift = "total after the run", "drift"
+    compared = peak.get("drift_workers")
+    if isinstance(compared, list) and len(compared) != peak.get("workers"):
+        total += f", on the {format_value(after.get('workers'))} worker(s) left"
+        drift += f" of worker(s) {', '.join(map(str, compared))}, each against its own"
+    return [
+        (total, format_si(after.get("total_flops_per_s"), "FLOP/s")),
+        (drift, format_fraction(peak.get("drift"))),
+    ]
 
 
 def _nominal_rows(peak: dict[str, Any]) -> list[tuple[str, str]]:

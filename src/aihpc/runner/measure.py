@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 # The peak is measured by every worker at once (config.peak_seconds),
 # before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
 PEAK_DRIFT = 0.10
-# How long the peak after the run waits for workers the run lost to come back:
-# a Dask nanny restarts a killed worker within 3-10 s (importing torch), and a
-# worker job the batch system lost takes minutes, longer than any wait here.
-AFTER_WAIT_SECONDS = 30.0
+# How long the peak before the run waits for every worker the run placed: one the scheduler
+# dropped for a moment (its nanny restarting it) is back within 3-10 s.  The peak after the run
+# waits for none: it is measured on the workers left.
+PLACED_WAIT_SECONDS = 30.0
 
 
 def measure_run_peak(
@@ -40,7 +40,8 @@ def measure_run_peak(
     workers: int = 1,
     kinds: tuple[str, ...] = ("matmul", "conv"),
 ) -> RunPeak:
-    """The peak of the devices the run uses, measured the way the run uses them.
+    """The peak of the devices the run uses, measured the way the run uses them, once the
+    ``workers`` the run placed are all there (``PLACED_WAIT_SECONDS``; else WorkersLost).
 
     Every worker measures at once, with its own device and torch threads, in
     the dtype it trains in (float32 on CPU, bfloat16 — the trainer's
@@ -48,19 +49,28 @@ def measure_run_peak(
     machine's cores or memory bandwidth slow each other down here as they do
     in the run, which one worker alone, times the workers, would hide.  With
     ``procs`` processes per trial, each worker's peak is that of its ``procs``
-    rank processes (GPUs) measuring at once, its ``parts``.  ``workers``: how many the run
-    placed, which the measurement waits for; ``kinds``: the kernels the task's networks call
-    (:attr:`aihpc.tasks.base.Task.peak_kernels`).
+    rank processes (GPUs) measuring at once, its ``parts``.  ``kinds``: the kernels the task's
+    networks call (:attr:`aihpc.tasks.base.Task.peak_kernels`).
     """
-    # A worker the scheduler dropped for a moment (a heartbeat missed under load) gets
-    # AFTER_WAIT_SECONDS to come back: the peak is measured on every worker the run placed.
-    executor.wait_for_workers(workers, timeout=AFTER_WAIT_SECONDS)
+    executor.wait_for_workers(workers, timeout=PLACED_WAIT_SECONDS)
+    return measure_peak_now(executor, layout, seconds, procs, kinds)
+
+
+def measure_peak_now(
+    executor: Executor,
+    layout: Layout | None,
+    seconds: float,
+    procs: int,
+    kinds: tuple[str, ...],
+) -> RunPeak:
+    """The peak of the workers alive now, measured at once (as :func:`measure_run_peak`);
+    WorkersLost if there is none, or one dies while measuring."""
     threads = layout.threads if layout else None
     per_worker = executor.run_on_each(
         worker_peak, layout.device if layout else "auto", threads, seconds, procs, kinds
     )
     if not per_worker:
-        raise WorkersLost(f"no worker was alive to measure the peak (the run placed {workers})")
+        raise WorkersLost("no worker was alive to measure the peak")
     return RunPeak.of([WorkerPeak.from_dict(w) for w in per_worker], procs)
 
 
@@ -193,21 +203,25 @@ def record_peak_after(
     seconds: float,
     kinds: tuple[str, ...],
 ) -> None:
-    """Measure the peak again after the run; keep it, and its drift, beside the one before.
+    """Measure the peak again after the run, on the workers left; keep it, and its drift, beside
+    the one before.  The run's score does not depend on it.
 
-    It is measured on as many workers as before, so that the totals compare:
-    a worker the run lost (killed, restarting) gets ``AFTER_WAIT_SECONDS`` to
-    come back; if it does not, the peak after stays unmeasured and the
-    results say why.  The run's score does not depend on it.
+    The run's end waits for no worker it lost: the peak after is measured on the workers alive
+    now, and a worker lost while they measure (the others measured beside one that failed) has
+    them measure once more.  The drift compares like for like (:func:`peak_drift`): the workers
+    measured both times beside the same workers of their node (the run's ``devices`` give each
+    worker's host).  Where none is left to measure, the peak after stays unmeasured and the
+    results say why.
     """
     before = store.meta().peak
     if not before:
         return
     procs = before.get("procs_per_worker", 1)
     try:
-        after = measure_run_peak(
-            executor, layout, seconds, procs, before["workers"], kinds
-        ).to_dict()
+        try:
+            after = measure_peak_now(executor, layout, seconds, procs, kinds)
+        except WorkersLost:
+            after = measure_peak_now(executor, layout, seconds, procs, kinds)
     except WorkersLost as exc:
         store.set_meta(
             MetaKey.PEAK,
@@ -215,16 +229,53 @@ def record_peak_after(
                 **before,
                 "after": None,
                 "drift": None,
+                "drift_workers": None,
                 "drift_warning": f"the peak was not measured again after the run: {exc}",
             },
         )
         return
-    store.set_meta(MetaKey.PEAK, {**before, **peak_drift(before, after)})
+    devices = store.meta().devices or {}
+    hosts = {w["worker"]: w["host"] for w in devices.get("workers", []) if "host" in w}
+    store.set_meta(MetaKey.PEAK, {**before, **peak_drift(before, after.to_dict(), hosts)})
 
 
-def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """The peak measured after the run against the one before; a warning past ``PEAK_DRIFT``."""
-    drift = after["total_flops_per_s"] / before["total_flops_per_s"] - 1.0
+def peak_drift(
+    before: dict[str, Any], after: dict[str, Any], hosts: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The peak measured after the run against the one before, like for like: over the workers
+    measured both times beside the same workers of their node (``drift_workers``, by name),
+    their total after over their total before; a warning past ``PEAK_DRIFT``.
+
+    A worker lost during the run is not in the peak after, nor one that joined it in the peak
+    before; and the other workers of its node (``hosts``: each worker's host, by name; a worker
+    of no known host is on its own) do not count either, since they shared the node's cores,
+    memory or power with one more or one fewer than before.  With no worker left to compare,
+    the drift is not known, and the warning says why.
+    """
+    peaks_before = {w["worker"]: w["flops_per_s"] for w in before["per_worker"]}
+    peaks_after = {w["worker"]: w["flops_per_s"] for w in after["per_worker"]}
+    on = hosts or {}
+
+    def node_mates(names: set[str], worker: str) -> set[str]:
+        return {w for w in names if on.get(w, w) == on.get(worker, worker)}
+
+    both = sorted(
+        w
+        for w in peaks_before.keys() & peaks_after.keys()
+        if node_mates(set(peaks_before), w) == node_mates(set(peaks_after), w)
+    )
+    if not both:
+        return {
+            "after": after,
+            "drift": None,
+            "drift_workers": [],
+            "drift_warning": (
+                f"none of the {len(peaks_before)} worker(s) measured before the run was measured "
+                "after it beside the same workers of its node (workers were lost or joined): "
+                "the peak's drift is not known"
+            ),
+        }
+    drift = sum(peaks_after[w] for w in both) / sum(peaks_before[w] for w in both) - 1.0
     warning = None
     if abs(drift) > PEAK_DRIFT:
         warning = (
@@ -232,7 +283,7 @@ def peak_drift(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
             f"(more than {100 * PEAK_DRIFT:.0f} %): throttling or other load; "
             "the score may not repeat"
         )
-    return {"after": after, "drift": drift, "drift_warning": warning}
+    return {"after": after, "drift": drift, "drift_workers": both, "drift_warning": warning}
 
 
 def worker_peak(

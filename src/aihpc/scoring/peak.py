@@ -10,8 +10,9 @@ A run measures every worker at once, in the dtype it trains in
 of its processes' measurements (its ``parts``), the :class:`RunPeak` the sum
 over the workers, with the nominal peaks summed alike.  The run store's meta
 ``peak`` and results.json's ``peak`` hold :meth:`RunPeak.to_dict`, with the
-peak measured again after the run, its ``drift`` and ``drift_warning`` beside
-it once the run has ended.  Each record is frozen, checked on construction (a
+peak measured again after the run, its ``drift`` (over ``drift_workers``, the
+workers measured both times) and ``drift_warning`` beside it once the run has
+ended.  Each record is frozen, checked on construction (a
 :class:`DataError` naming the rule and the value), and reads back its own dict
 with ``from_dict``; a peak written before the kernel search (a matmul's
 ``size``, ``matmuls_per_repeat``, ``flops_per_matmul``; no nominal) reads as
@@ -252,11 +253,14 @@ class WorkerPeak:
 
 @dataclass(frozen=True)
 class PeakDrift:
-    """The peak measured again after the run (None: it could not be), and how far it moved."""
+    """The peak measured again after the run (None: it could not be), and how far it moved: over
+    ``workers``, the workers measured both times (a worker the run lost is not measured after
+    it); None in records from before this was recorded, where the drift is over every worker."""
 
     after: RunPeak | None
-    drift: float | None  # after / before - 1
+    drift: float | None  # the workers' total after / their total before - 1
     warning: str | None
+    workers: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.drift is not None and not math.isfinite(self.drift):
@@ -264,15 +268,22 @@ class PeakDrift:
 
     def to_dict(self) -> dict[str, Any]:
         after = None if self.after is None else self.after.to_dict()
-        return {"after": after, "drift": self.drift, "drift_warning": self.warning}
+        workers = None if self.workers is None else list(self.workers)
+        return {
+            "after": after,
+            "drift": self.drift,
+            "drift_warning": self.warning,
+            "drift_workers": workers,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PeakDrift:
-        after = data["after"]
+        after, workers = data["after"], data.get("drift_workers")
         return cls(
             None if after is None else RunPeak.from_dict(after),
             data["drift"],
             data["drift_warning"],
+            None if workers is None else tuple(workers),
         )
 
 
