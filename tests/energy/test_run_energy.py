@@ -65,6 +65,27 @@ def test_meters_on_two_workers_read_the_host_once(tmp_path: Path, executor) -> N
     assert results["total"]["sources"] == ["rapl"]
 
 
+def test_the_meters_stop_beside_a_task_a_worker_still_runs(tmp_path: Path, executor) -> None:
+    """At the run's end a worker may still run an epoch the master gave up on (one that began
+    compiling at its deadline): its meter is stopped beside that task, not after it."""
+    root = tmp_path / "powercap"
+    zone(root, "intel-rapl:0", "package-0", 10_000_000)
+    session = start_energy(
+        executor, "test-busy", "cpu", "cpu", tmp_path / "energy", powercap_root=str(root)
+    )
+    busy = [
+        executor.client.submit(time.sleep, 30, workers=[a], pure=False)
+        for a in _addresses(executor).values()
+    ]
+    time.sleep(1.0)  # both workers' one thread in their task
+    start = time.monotonic()
+    block = finish_energy(executor, session)
+    assert time.monotonic() - start < 10
+    assert block["reason"] is None and block["notes"] == []
+    for future in busy:
+        future.cancel()
+
+
 def _name(dask_worker) -> str:
     return str(dask_worker.name)
 

@@ -93,7 +93,10 @@ def finish_energy(executor, session: EnergySession, procs_per_trial: int = 1) ->
         return unmeasured_block(session.reason)
     notes = []
     try:
-        reports = {r["worker"]: r for r in executor.run_on_each(stop_meter, session.key)}
+        # out of band, beside whatever a worker still runs (an epoch the master gave up on at
+        # the run's end): the meters stop as the run ends, and nothing waits for that task
+        answers = executor.ask_each(stop_meter, session.key).values()
+        reports = {r["worker"]: r for r in answers}
     except Exception as exc:
         reports = {}
         notes.append(f"the meters did not answer ({type(exc).__name__}: {exc})")
