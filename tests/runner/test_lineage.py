@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 
 from aihpc.records.trial import Hyperparameters
-from aihpc.runner.search.lineage import Lineage, expected_seconds, positions
+from aihpc.runner.search.lineage import Lineage, expected_seconds, positions, steady_seconds
 from aihpc.train.optim import learning_rate, step_position
 
 
@@ -28,10 +28,12 @@ def test_positions_match_exact_arithmetic():
         start = rng.uniform(0.0, run_length * 0.99)
         t = rng.uniform(start, run_length * 1.1)
         seconds = rng.uniform(0.0, run_length / 4)
-        at, end = positions(start, t, seconds, run_length)
-        assert at == pytest.approx(_exact(start, t, run_length), rel=1e-12, abs=1e-15)
+        reached = rng.choice([0.0, rng.uniform(0.0, 1.0)])  # where the lineage's last epoch ended
+        at, end = positions(start, t, seconds, run_length, reached)
+        exact = max(_exact(start, t, run_length), reached)
+        assert at == pytest.approx(exact, rel=1e-12, abs=1e-15)
         assert end == pytest.approx(
-            max(_exact(start, t + seconds, run_length), at), rel=1e-12, abs=1e-15
+            max(_exact(start, t + seconds, run_length), exact), rel=1e-12, abs=1e-15
         )
         assert 0.0 <= at <= end <= 1.0
 
@@ -41,6 +43,9 @@ def test_positions_at_the_edges():
     assert positions(40.0, 40.0, 30.0, 100.0) == (0.0, 0.5)  # a root that starts later
     assert positions(0.0, 95.0, 10.0, 100.0) == (0.95, 1.0)  # held at the run's end
     assert positions(100.0, 100.0, 5.0, 100.0) == (1.0, 1.0)  # nothing left of the run
+    # ahead of the clock: it starts where the last epoch ended and holds until the clock is there
+    assert positions(0.0, 10.0, 10.0, 100.0, reached=0.4) == (0.4, 0.4)
+    assert positions(0.0, 10.0, 40.0, 100.0, reached=0.4) == (0.4, 0.5)
 
 
 def test_a_lineage_passes_its_epochs_on():
@@ -87,3 +92,10 @@ def test_a_lineages_steps_follow_one_schedule_of_the_run_clock_through_a_child()
     assert rates[0] == 0.0 and peak in (23, 24)
     assert rates[:peak] == sorted(rates[:peak])
     assert rates[peak:] == sorted(rates[peak:], reverse=True)
+
+
+def test_a_next_epoch_is_expected_to_take_its_last_less_what_it_paid_once():
+    phases = {"forward": 3.0, "backward": 4.0, "other": 2.5, "compile": 1.5}
+    assert steady_seconds(12.0, phases) == 8.0  # building, counting, compiling: not again
+    assert steady_seconds(12.0, {}) == 12.0  # nothing timed by phase
+    assert steady_seconds(3.0, {"other": 3.0}) == 3.0  # nothing else timed: all of it

@@ -55,34 +55,42 @@ def _rising(t: int, e: int) -> float:
 
 # -- the lineage schedule ----------------------------------------------------------------------
 def test_a_lineage_trains_on_one_schedule_from_its_roots_start_to_the_runs_end(tmp_path):
-    master, store, executor, _ = _run(tmp_path, _rising, early_stop=False)
+    """Every task's positions recomputed from the store: from the clock's position when it was
+    sent (or where its lineage's last epoch ended, if later: the schedule never runs back) to
+    the clock's position at its expected end (its trial's last epoch's 10 s; a child's first:
+    its parent's, scaled by their operations per sample; the run's very first: the time left
+    over epochs_max)."""
+    master, store, executor, _ = _run(tmp_path, _rising, samples=1438, early_stop=False)
     start, run_length = store.segments()[0].start, 120.0
     rows = {r.id: r for r in store.trials()}
     assert len(rows) >= 3 and all(r.lineage_start == 0.0 for r in rows.values())  # one lineage
+    assert {r.lineage_epochs for r in rows.values()} > {0}
+    reached: dict[int, float] = {}
     for task in executor.tasks:
         epoch = next(e for e in store.epochs(task.trial_id) if e.epoch == task.epoch)
+        row = rows[task.trial_id]
         t = epoch.t_start - start  # when it was sent, on the run's clock
-        assert task.schedule_from == pytest.approx(t / run_length)
-        assert task.schedule_from < task.schedule_to <= 1.0
+        if task.epoch > 1:
+            seconds, before = 10.0, reached[row.id]
+        elif row.parent is not None:
+            scale = IMAGE.recount_per_sample(IMAGE.arch(row.arch), 1, 0.0)[0]
+            scale /= store.epochs(row.parent)[-1].ops_per_sample["train"]
+            seconds, before = 10.0 * scale, reached[row.parent]
+        else:
+            seconds, before = (run_length - t) / 3, 0.0
+        at = max(t / run_length, before)
+        assert task.schedule_from == pytest.approx(at)
+        assert task.schedule_to == pytest.approx(max(min((t + seconds) / run_length, 1.0), at))
+        reached[row.id] = task.schedule_to
         # the worker recorded the positions its steps went between
-        assert (epoch.metrics["schedule_from"], epoch.metrics["schedule_to"]) == (
-            task.schedule_from,
-            task.schedule_to,
-        )
-    # a trial's later epochs are expected to last as long as its last one (10 s)
-    later = [t for t in executor.tasks if t.epoch > 1]
-    assert all(t.schedule_to - t.schedule_from == pytest.approx(10 / 120) for t in later)
-    # a child continues where its parent stopped: no new warm-up, no restart at position 0
-    for row in rows.values():
+        recorded = (epoch.metrics["schedule_from"], epoch.metrics["schedule_to"])
+        assert recorded == (task.schedule_from, task.schedule_to)
+    for row in rows.values():  # a child's epochs count on from its parent's along the lineage
         if row.parent is not None:
-            first = next(t for t in executor.tasks if t.trial_id == row.id and t.epoch == 1)
-            parent_last = max(
-                (t for t in executor.tasks if t.trial_id == row.parent), key=lambda t: t.epoch
-            )
-            assert first.schedule_from >= parent_last.schedule_to - 1e-12
-            assert row.lineage_epochs == rows[row.parent].lineage_epochs + len(
-                store.epochs(row.parent)
-            )
+            parent = rows[row.parent]
+            assert row.lineage_epochs == parent.lineage_epochs + len(store.epochs(parent.id))
+    positions = [t.schedule_from for t in executor.tasks]
+    assert positions == sorted(positions)  # one lineage, one worker: it never runs back
 
 
 def test_without_the_lineage_schedule_each_trial_runs_its_own(tmp_path):
@@ -279,7 +287,7 @@ class _Dies(BaseException):
 
 
 def test_a_resumed_master_rebuilds_lineages_rungs_and_positions(tmp_path):
-    trainer = scripted_epoch(_mixed)
+    trainer = scripted_epoch(_mixed, samples=1438)
     holder: dict = {}
 
     def dies(task):
@@ -321,6 +329,9 @@ def test_a_resumed_master_rebuilds_lineages_rungs_and_positions(tmp_path):
     for task in map(resumed._scheduled, resumed.pending):  # as each would be sent now
         trial = resumed.running[task.trial_id]
         span = 180.0 - trial.lineage.start
+        epochs = resumed.store.epochs(trial.id)
+        # where its last epoch ended, as its worker recorded it (the clock is past it: 50 s down)
+        assert trial.reached == (epochs[-1].metrics["schedule_to"] if epochs else 0.0)
         assert task.schedule_from == pytest.approx((t - trial.lineage.start) / span)
-        if trial.epochs_done:  # expected to last as long as its last epoch: 10 s
+        if epochs:  # expected to last as long as its last epoch: 10 s
             assert task.schedule_to - task.schedule_from == pytest.approx(10.0 / span)

@@ -50,6 +50,7 @@ from aihpc.records.store import RunStore
 from aihpc.runner.search import screening
 from aihpc.runner.search.growth import worker_room
 from aihpc.runner.search.lifecycle import Epoch, Mechanisms, Rungs, decide, trial_budget
+from aihpc.runner.search.lineage import steady_seconds
 from aihpc.runner.search.parents import ParentPool, Trained
 from aihpc.runner.search.proposals import Child, Moment, Proposer
 from aihpc.runner.search.resume import rebuild
@@ -295,10 +296,12 @@ class Master:
             self._finish(trial, TrialStatus.DEADLINE, None)
             return
         trial.epochs_done, trial.memory_kills = task.epoch, 0
-        trial.epoch_seconds = result.t_end - result.t_start
+        seconds = result.t_end - result.t_start
+        trial.epoch_seconds = steady_seconds(seconds, result.phase_seconds)
         trial.ops_per_sample = result.ops_per_sample.get("train")
+        trial.reached = task.schedule_to if task.schedule_to is not None else trial.reached
         self.epoch_counter += 1
-        self.epoch_seconds.append(trial.epoch_seconds)
+        self.epoch_seconds.append(seconds)
         value = result.metrics[self.quality.metric]
         self._better(value)
         self.observer.epoch(self.epoch_counter, result, self.best)
@@ -419,6 +422,7 @@ class Master:
                 trial.lineage.after(trial.epochs_done),
                 trial.epoch_seconds,
                 trial.ops_per_sample,
+                trial.reached,
             )
             self.parents.finished(
                 trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec, trained

@@ -105,6 +105,7 @@ class Proposer:
         live = self._live(trial_id, spec, hparams, number, budget, lineage, origin)
         live.parent, live.morph, live.recipe = parent, morph, recipe
         live.first_seconds = self._first_seconds(spec, trained)
+        live.reached = trained.reached if trained is not None else 0.0
         return live
 
     def _first_seconds(self, spec: Arch, parent: Trained | None) -> float | None:

@@ -84,6 +84,8 @@ def rebuild(
         hpo.restore(row.hparams.searched(), best)
         if best is not None and done.weights is not None:
             lineage = stored_lineage(row).after(len(done.values))
-            trained = Trained(row.hparams, lineage, done.epoch_seconds, done.ops_per_sample)
+            trained = Trained(
+                row.hparams, lineage, done.epoch_seconds, done.ops_per_sample, done.reached or 0.0
+            )
             parents.finished(row.id, best, row.arch, done.weights, trained=trained)
     return out

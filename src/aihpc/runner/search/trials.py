@@ -10,7 +10,7 @@ from aihpc.base.config import RunConfig
 from aihpc.records.messages import EpochStatus, Morph, WeightsRef
 from aihpc.records.rows import EpochRow, NewTrial, TrialRow
 from aihpc.records.trial import Hyperparameters
-from aihpc.runner.search.lineage import Lineage
+from aihpc.runner.search.lineage import Lineage, steady_seconds
 
 if TYPE_CHECKING:
     from aihpc.tasks import Arch
@@ -39,10 +39,14 @@ class LiveTrial:
     weights: WeightsRef | None = None  # the weights of the last epoch committed
     spec: Arch | None = None  # its architecture's value, where the master has built it
     memory_kills: int = 0  # its epoch's last attempts in a row whose worker was killed for memory
-    # its last finished epoch's seconds and training operations per sample (None: none yet)
+    # its last finished epoch's seconds (steady: without its one-time phases) and training
+    # operations per sample (None: none yet)
     epoch_seconds: float | None = None
     ops_per_sample: float | None = None
     first_seconds: float | None = None  # its first epoch's expected seconds (from its parent's)
+    # the schedule's position its lineage reached: where its last finished epoch (or, before
+    # its first, its parent's) ended (aihpc.runner.search.lineage; 0 for a trial's own schedule)
+    reached: float = 0.0
 
     def needs_parent(self) -> bool:
         """Whether its next epoch starts from its parent's weights (through its recipe): a
@@ -100,13 +104,15 @@ def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> 
 @dataclass(frozen=True)
 class Progress:
     """A stored trial's finished epochs as the search reads them back: the values of the
-    validation metric, its last weights, and its last finished epoch's seconds and training
-    operations per sample (None: no finished epoch)."""
+    validation metric, its last weights, and its last finished epoch's seconds (steady:
+    :func:`aihpc.runner.search.lineage.steady_seconds`) and training operations per sample
+    (None: no finished epoch)."""
 
     values: list[float]
     weights: WeightsRef | None
     epoch_seconds: float | None
     ops_per_sample: float | None
+    reached: float | None  # the schedule's position its last finished epoch ended at
 
 
 def progress(epochs: list[EpochRow], metric: str) -> Progress:
@@ -117,8 +123,9 @@ def progress(epochs: list[EpochRow], metric: str) -> Progress:
     return Progress(
         [e.metrics[metric] for e in ok],
         weights,
-        last.t_end - last.t_start if last else None,
+        steady_seconds(last.t_end - last.t_start, last.phase_seconds) if last else None,
         last.ops_per_sample.get("train") if last else None,
+        last.metrics.get("schedule_to") if last else None,
     )
 
 
@@ -162,6 +169,7 @@ def resumed_trial(
         weights=done.weights,
         epoch_seconds=done.epoch_seconds,
         ops_per_sample=done.ops_per_sample,
+        reached=done.reached or 0.0,
     )
 
 

@@ -72,7 +72,9 @@ class Work:
             moment.left,
             trial.budget or self.config.epochs_max,
         )
-        at, end = lineage.positions(trial.lineage.start, moment.t, seconds, self.run_length)
+        at, end = lineage.positions(
+            trial.lineage.start, moment.t, seconds, self.run_length, trial.reached
+        )
         return dataclasses.replace(task, schedule_from=at, schedule_to=end)
 
     def screening(
