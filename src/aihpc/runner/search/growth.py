@@ -26,38 +26,42 @@ from collections.abc import Callable
 from aihpc.base.errors import MorphError
 from aihpc.tasks import Arch, DataInfo, Task
 
-MAX_STEPS = 16  # growth steps of one child at most (each step is counted: the master's time)
+# growth steps of one child at most: each is drawn and counted in the master's time, and 8 widen
+# or deepen a network several times over
+MAX_STEPS = 8
 CACHED = 4096  # architectures whose counts are kept (a run's parents and recent children)
 
 
 class Sizes:
     """The counted sizes of architectures, each counted once while it is among the
     :data:`CACHED` most recently asked: its :meth:`~aihpc.tasks.base.Task.min_train_ops` and
-    its training operations per sample (at a batch of one)."""
+    its training operations per sample (at a batch of one), each counted when first asked."""
 
     def __init__(self, task: Task, data: DataInfo) -> None:
         self.task, self.data = task, data
-        self._counts: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._min_ops: OrderedDict[str, float] = OrderedDict()
+        self._per_sample: OrderedDict[str, float] = OrderedDict()
 
     def min_train_ops(self, spec: Arch) -> float:
-        return self._count(spec)[0]
+        return _cached(self._min_ops, spec, lambda: self.task.min_train_ops(spec, self.data))
 
     def ops_per_sample(self, spec: Arch) -> float:
-        return self._count(spec)[1]
-
-    def _count(self, spec: Arch) -> tuple[float, float]:
-        key = spec.content_hash()
-        if key in self._counts:
-            self._counts.move_to_end(key)
-            return self._counts[key]
-        counts = (
-            self.task.min_train_ops(spec, self.data),
-            self.task.recount_per_sample(spec, 1, 0.0)[0],
+        return _cached(
+            self._per_sample, spec, lambda: self.task.recount_per_sample(spec, 1, 0.0)[0]
         )
-        self._counts[key] = counts
-        if len(self._counts) > CACHED:
-            self._counts.popitem(last=False)
-        return counts
+
+
+def _cached(cache: OrderedDict[str, float], spec: Arch, count: Callable[[], float]) -> float:
+    """``spec``'s value in ``cache``, counted by ``count`` where it is not there; the least
+    recently asked leaves past :data:`CACHED`."""
+    key = spec.content_hash()
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    value = cache[key] = count()
+    if len(cache) > CACHED:
+        cache.popitem(last=False)
+    return value
 
 
 def worker_room(ops: float, elapsed: float, workers: int, left: float) -> float | None:
