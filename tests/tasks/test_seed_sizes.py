@@ -42,8 +42,9 @@ def test_the_image_seeds_as_stated(device, info, params, min_ops):
 
 
 def test_the_image_seed_width_applies_where_the_size_takes_one():
-    assert IMAGE_SEEDS == {"cpu": 8, "cuda": None}
+    assert IMAGE_SEEDS == {"cpu": {"cifar": 8}, "cuda": {}}
     assert seed_network((3, 16, 16), "cpu") == {"width": 8}
+    assert seed_network((1, 8, 8), "cpu") == {}  # digits: far below compute-optimal as it is
     assert seed_network((3, 224, 224), "cpu") == {}  # ResNet-50 is fixed
     assert seed_network((3, 32, 32), "cuda") == {}
     # a run recorded before the field: the seed as it was

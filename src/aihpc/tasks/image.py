@@ -48,9 +48,9 @@ DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
 # choice): the ResNet-50 seed's children trained at 46, 94 and 106 TFLOP/s with batches of 128,
 # 256 and 512; a batch of 128 at 128x128 is too little work per kernel (README, "On a GPU").
 DEFAULT_BATCH_SIZES = {"cpu": (32, 64, 128), "cuda": (256, 512)}
-# The seed network's base width by device kind (aihpc.nas.seeds: for the sizes that take one; the
-# module docstring says why these): None, the seed size's own
-SEEDS: dict[str, int | None] = {"cpu": 8, "cuda": None}
+# The seed network's base width by device kind and seed size (aihpc.nas.seeds.SIZES), where it
+# is not the size's own: on the CPU, the default data's (the module docstring says why)
+SEEDS: dict[str, dict[str, int]] = {"cpu": {"cifar": 8}, "cuda": {}}
 # The epochs of the run's data a network needs to be worth training (min_train_ops): the geometric
 # middle of a default trial's epochs (epochs_min 2 to epochs_max 8)
 WORTH_EPOCHS = 4
@@ -238,11 +238,11 @@ class ImageTask:
 
 def seed_network(input_shape: tuple[int, ...], device: str) -> dict[str, Any]:
     """What the seed network of ``input_shape`` on ``device`` sets (results.json's
-    ``data.seed_network``): its base width by :data:`SEEDS`, where its size takes one."""
+    ``data.seed_network``): its base width by :data:`SEEDS`, where that gives one."""
     from aihpc.nas.seeds import auto_size
 
-    width = SEEDS[device]
-    return {} if width is None or auto_size(input_shape) == "resnet50" else {"width": width}
+    width = SEEDS[device].get(auto_size(input_shape))
+    return {} if width is None else {"width": width}
 
 
 def _spec(arch: Arch) -> ArchSpec:
