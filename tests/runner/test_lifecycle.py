@@ -7,9 +7,11 @@ import pytest
 
 from aihpc.base.config import RunConfig
 from aihpc.records.rows import TrialStatus
+from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lifecycle import (
     MIN_PEERS,
     Epoch,
+    Judge,
     Mechanisms,
     Rungs,
     decide,
@@ -17,6 +19,8 @@ from aihpc.runner.search.lifecycle import (
     plateaued,
     trial_budget,
 )
+from aihpc.runner.search.lineage import Lineage
+from aihpc.runner.search.trials import LiveTrial
 from aihpc.scoring.quality import Accuracy, Loss
 
 ALL = Mechanisms(True, True, True, True, until_deadline=False)
@@ -155,3 +159,37 @@ def test_a_new_trials_budget_by_mechanism():
     assert trial_budget(config, ALL, 150.0, [100.0]) == 6  # its plateau ends it: epochs_max caps
     seed = Mechanisms.of(RunConfig(strategy="seed"))
     assert trial_budget(config, seed, 150.0, [100.0]) == 0  # until the deadline
+
+
+def _live(trial_id: int) -> LiveTrial:
+    return LiveTrial(
+        id=trial_id,
+        parent=2,
+        arch={},
+        arch_hash="h",
+        morph="m",
+        hparams=Hyperparameters(lr=0.1, batch_size=32),
+        hpo_number=trial_id,
+        budget=8,
+        num_params=1,
+        seed=0,
+        lineage=Lineage(0.0, 3),  # its first epoch is its lineage's fourth: a rung
+        hparams_origin="tpe",
+    )
+
+
+def test_the_judge_keeps_a_trials_best_and_decides_by_its_lineage_epochs():
+    judge = Judge(ALL, resolution=0.01, patience=2)
+    for v in (0.9, 0.8):
+        judge.rungs.add(4, v)
+    leader, trailer = _live(5), _live(6)
+    leader.epochs_done = trailer.epochs_done = 1
+    assert judge.after(leader, 0.95) is None  # first of 3 at rung 4
+    assert (leader.best_goodness, leader.best_epoch) == (0.95, 1)
+    status, reason = judge.after(trailer, 0.85)  # third of 4 there: outside the better 2
+    assert status == TrialStatus.EARLY_STOPPED and "ranked 3 of the 4" in reason
+    leader.epochs_done = 2
+    status, reason = judge.after(leader, 0.955)  # lineage epoch 5: no rung; a gain of 0.005
+    assert status == TrialStatus.COMPLETED and reason.startswith("plateau: epoch 2")
+    assert (leader.best_goodness, leader.best_epoch) == (0.955, 2)
+    assert judge.rungs.count(4) == 4 and judge.rungs.count(5) == 0

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from aihpc.base.config import RunConfig
 from aihpc.nas.search import NO_PARENTS
 from aihpc.records.rows import TrialStatus
-from aihpc.runner.search.trials import epoch_budget
+from aihpc.runner.search.trials import LiveTrial, epoch_budget
 
 MIN_PEERS = 2  # other trials at a rung before ASHA stops anyone there
 
@@ -155,3 +155,31 @@ def decide(
     if epoch.since_best >= patience:
         return TrialStatus.EARLY_STOPPED, None
     return None
+
+
+class Judge:
+    """The master's decisions after each finished epoch, by the run's rules: its
+    :class:`Mechanisms`, the rungs of successive halving so far, the metric's ``resolution``
+    and ``patience``."""
+
+    def __init__(self, mechanisms: Mechanisms, resolution: float, patience: int) -> None:
+        self.mechanisms, self.resolution, self.patience = mechanisms, resolution, patience
+        self.rungs = Rungs()
+
+    def after(self, trial: LiveTrial, goodness: float) -> tuple[TrialStatus, str | None] | None:
+        """How ``trial`` ends after the epoch it just finished (its ``epochs_done`` counts it),
+        whose validation value was ``goodness`` (higher is better), or None: it trains on.  The
+        trial's best is updated."""
+        before = trial.best_goodness
+        if before is None or goodness > before:
+            trial.best_goodness, trial.best_epoch = goodness, trial.epochs_done
+        epoch = Epoch(
+            done=trial.epochs_done,
+            budget=trial.budget,
+            lineage_epochs=trial.lineage_epochs(),
+            goodness=goodness,
+            best_before=before,
+            best_after=max(goodness, before) if before is not None else goodness,
+            since_best=trial.epochs_done - trial.best_epoch,
+        )
+        return decide(epoch, self.mechanisms, self.rungs, self.resolution, self.patience)

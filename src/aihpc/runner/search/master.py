@@ -49,7 +49,7 @@ from aihpc.records.rows import LostEpoch, TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import screening
 from aihpc.runner.search.growth import worker_room
-from aihpc.runner.search.lifecycle import Epoch, Mechanisms, Rungs, decide, trial_budget
+from aihpc.runner.search.lifecycle import Judge, Mechanisms, trial_budget
 from aihpc.runner.search.lineage import steady_seconds
 from aihpc.runner.search.parents import ParentPool, Trained
 from aihpc.runner.search.proposals import Child, Moment, Proposer
@@ -122,7 +122,8 @@ class Master:
             config, self.task, self.strategy, self.hpo, self.parents, data_info
         )
         self.mechanisms = Mechanisms.of(config)
-        self.rungs = Rungs()  # successive halving's rungs (early_stop)
+        # what ends a trial: its budget, successive halving, its plateau, patience
+        self.judge = Judge(self.mechanisms, self.quality.resolution, config.patience)
         self.work = Work(config, self.weights_dir, layout, self.mechanisms.lineage_schedule)
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
@@ -305,31 +306,11 @@ class Master:
         value = result.metrics[self.quality.metric]
         self._better(value)
         self.observer.epoch(self.epoch_counter, result, self.best)
-        ended = decide(self._epoch(trial, self.quality.goodness(value)), *self._rules())
+        ended = self.judge.after(trial, self.quality.goodness(value))
         if ended is not None:
             self._finish(trial, *ended)
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
-
-    def _epoch(self, trial: LiveTrial, good: float) -> Epoch:
-        """``trial``'s epoch just finished, of goodness ``good``, as :func:`decide` reads it (the
-        trial's best updated)."""
-        before = trial.best_goodness
-        if before is None or good > before:
-            trial.best_goodness, trial.best_epoch = good, trial.epochs_done
-        return Epoch(
-            done=trial.epochs_done,
-            budget=trial.budget,
-            lineage_epochs=trial.lineage_epochs(),
-            goodness=good,
-            best_before=before,
-            best_after=trial.best_goodness if trial.best_goodness is not None else good,
-            since_best=trial.epochs_done - trial.best_epoch,
-        )
-
-    def _rules(self) -> tuple[Mechanisms, Rungs, float, int]:
-        """What :func:`decide` decides by, besides the epoch."""
-        return self.mechanisms, self.rungs, self.quality.resolution, self.config.patience
 
     def _better(self, value: float) -> None:
         """``value`` of the quality metric is the run's best if it beats the best so far."""
@@ -438,7 +419,9 @@ class Master:
         (:mod:`aihpc.runner.search.resume`); weight files that nothing names any more are
         deleted, and each trial that was running goes on from its last finished epoch."""
         self.ops = self.store.total_ops()
-        rebuilt = rebuild(self.store, self.config, self.quality, self.hpo, self.parents, self.rungs)
+        rebuilt = rebuild(
+            self.store, self.config, self.quality, self.hpo, self.parents, self.judge.rungs
+        )
         self.next_id = max(self.next_id, rebuilt.next_id)
         self.proposer.seen_hashes |= rebuilt.hashes
         self.epoch_counter += rebuilt.epochs
