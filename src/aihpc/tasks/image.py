@@ -12,12 +12,14 @@ The seed is smaller than compute-optimal for the default budget (5 minutes),
 so that growing is needed (:meth:`ImageTask.min_train_ops`: 4 epochs of the
 data).  On the CPU, the default data (9,600 training images of 3x16x16) and a
 ResNet-20 of base width 8: 70,106 parameters, 1.59e7 training operations an
-image, ``min_train_ops`` 6.1e11; a worker of this project's 2-core CPU does
-about 3.7e10 operations a second, 1.1e13 in 5 minutes: 18 times the seed's
-(ResNet-20 at its usual width 16 would be 2.4e12, a fifth of it).  On a GPU,
-the default data (40,000 training images of 3x128x128) and ResNet-50:
-8.0e9 operations an image, ``min_train_ops`` 1.3e15; an H200 worker did
-9.6e13 operations a second, 2.9e16 in 5 minutes: 22 times the seed's.
+image, ``min_train_ops`` 6.1e11; a worker of this project's 2-core CPU did
+about 3.7e10 operations a second (the default run's 74 GOPS over 2 workers,
+docs/measurements/2026-11-22-search-headroom-cpu.md), 1.1e13 in 5 minutes:
+18 times the seed's (ResNet-20 at its usual width 16 would be 2.4e12, a fifth
+of it).  On a GPU, the default data (40,000 training images of 3x128x128) and
+ResNet-50: 8.0e9 operations an image, ``min_train_ops`` 1.3e15; an H200
+worker did 9.6e13 operations a second (docs/measurements/2026-11-26-gpu-h200.md),
+2.9e16 in 5 minutes: 22 times the seed's, which stays as it is.
 """
 
 from __future__ import annotations
