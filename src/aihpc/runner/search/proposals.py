@@ -19,6 +19,7 @@ from its parent, where it starts from the parent's trained weights.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -102,11 +103,14 @@ class Proposer:
             number, origin = self.hpo.adopt(hparams.searched()), inherit.origin(parent)
         else:
             number, hparams, origin = self._tpe(depth)
-        live = self._live(trial_id, spec, hparams, number, budget, lineage, origin)
-        live.parent, live.morph, live.recipe = parent, morph, recipe
-        live.first_seconds = self._first_seconds(spec, trained)
-        live.reached = trained.reached if trained is not None else 0.0
-        return live
+        return dataclasses.replace(
+            self._live(trial_id, spec, hparams, number, budget, lineage, origin),
+            parent=parent,
+            morph=morph,
+            recipe=recipe,
+            first_seconds=self._first_seconds(spec, trained),
+            reached=trained.reached if trained is not None else 0.0,
+        )
 
     def _first_seconds(self, spec: Arch, parent: Trained | None) -> float | None:
         """How long a child of ``spec`` should take for its first epoch: its parent's last epoch,
@@ -146,7 +150,7 @@ class Proposer:
         lineage: Lineage,
         origin: str,
     ) -> LiveTrial:
-        """A trial of ``spec`` without a parent (:meth:`trial` sets a child's)."""
+        """A trial of ``spec`` without a parent (:meth:`trial` makes a child of one)."""
         arch_hash = spec.content_hash()
         self.seen_hashes.add(arch_hash)
         return LiveTrial(
