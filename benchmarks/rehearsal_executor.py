@@ -349,9 +349,13 @@ class SimulatedExecutor:
         self.seconds["worker"] += spent
 
     def _counts(self, task: EpochTask) -> Counts:
-        """What a worker counts of the task's trial (:func:`count_trial`), counted once."""
+        """What a worker counts of the task's trial (:func:`count_trial`), counted once: the
+        counts of the trials that trained most recently are kept (a trial that trains on while
+        many others start and end keeps its own)."""
         cached = self.counts.get(task.trial_id)
-        if cached is None:
+        if cached is not None:
+            self.counts.move_to_end(task.trial_id)
+        else:
             t = time.perf_counter()
             with tpe_paused(self.pool_pids):
                 cached = self.counting.pop(task.trial_id).get(timeout=COUNT_TIMEOUT)

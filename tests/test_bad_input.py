@@ -40,7 +40,7 @@ CASES = [
     (
         "run",
         ["--strategy", "bayes"],
-        "strategy must be one of evolution, random, none, got 'bayes'",
+        "strategy must be one of evolution, random, none, seed, got 'bayes'",
     ),
     ("run", ["--screen", "1"], "screen must be 0 (off) or in [2, 16], got 1"),
     ("run", ["--min-accuracy", "1.5"], "min_accuracy must be in [0, 1), got 1.5"),

@@ -24,7 +24,10 @@ def test_unknown_keys_list_the_valid_ones(tmp_path):
         ({"minutes": "five"}, "minutes must be of type float, got 'five'"),
         ({"workers": 0}, "workers must be >= 1, got 0"),
         ({"min_accuracy": 1.5}, "min_accuracy must be in [0, 1), got 1.5"),
-        ({"strategy": "bayes"}, "strategy must be one of evolution, random, none, got 'bayes'"),
+        (
+            {"strategy": "bayes"},
+            "strategy must be one of evolution, random, none, seed, got 'bayes'",
+        ),
         ({"epochs_min": 4, "epochs_max": 2}, "epochs_max must be >= epochs_min, got 2"),
         ({"batch_sizes": []}, "batch_sizes must be a non-empty list"),
         ({"batch_sizes": [32, "x"]}, "batch_sizes must be of type tuple"),

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from aihpc.base.config import RunConfig
+import pytest
+
+from aihpc.base.config import RunConfig, load_toml
+from aihpc.base.errors import ConfigError
 from aihpc.cli import run as run_cli
 
 
@@ -33,3 +36,41 @@ def test_flags_given_reach_the_configuration_and_absent_ones_do_not():
         "walltime": "00:10:00",
         "batch_system": "slurm",
     }
+
+
+MECHANISMS = ("lineage_schedule", "inherit_hparams", "grow_on_plateau", "early_stop")
+
+
+def test_the_search_mechanisms_are_on_by_default_and_each_flag_pair_and_key_sets_one(tmp_path):
+    """``--NAME`` / ``--no-NAME`` on the command line, ``NAME = true/false`` in a TOML file; the
+    flag wins over the file, and an absent flag leaves the file's value."""
+    assert [getattr(RunConfig(), name) for name in MECHANISMS] == [True] * 4
+    assert [name for name, _ in run_cli.MECHANISMS] == list(MECHANISMS)
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    for name in MECHANISMS:
+        flag = name.replace("_", "-")
+        off = run_cli.config_flags(parser.parse_args([f"--no-{flag}"]))
+        assert off == {name: False} and not getattr(RunConfig.from_dict(off), name)
+        assert run_cli.config_flags(parser.parse_args([f"--{flag}"])) == {name: True}
+        toml = tmp_path / f"{name}.toml"
+        toml.write_text(f"{name} = false\n")
+        values = load_toml(toml)
+        assert not getattr(RunConfig.from_dict(values), name)
+        flags = run_cli.config_flags(parser.parse_args([f"--{flag}"]))
+        assert getattr(RunConfig.from_dict({**values, **flags}), name)
+        assert not getattr(
+            RunConfig.from_dict({**values, **run_cli.config_flags(parser.parse_args([]))}), name
+        )
+
+
+def test_a_mechanism_takes_a_boolean_only():
+    with pytest.raises(ConfigError, match="early_stop must be of type bool, got 'no'"):
+        RunConfig.from_dict({"early_stop": "no"})
+
+
+def test_strategy_seed_is_a_strategy_of_the_command_line():
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    flags = run_cli.config_flags(parser.parse_args(["--strategy", "seed"]))
+    assert RunConfig.from_dict(flags).strategy == "seed"

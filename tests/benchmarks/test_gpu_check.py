@@ -116,14 +116,14 @@ def lm_profile(tmp_path_factory) -> dict:
 def test_the_language_seed_is_profiled_on_the_cpu(lm_profile, bench):
     f = lm_profile
     assert (f["task"], f["device"], f["samples"], f["batch"]) == ("lm", "cpu", 16, 16)
-    assert f["params"] == 131_520  # the CPU seed: width 64, 2 blocks, vocabulary 257
+    assert f["params"] == 80_208  # the CPU seed: width 48, 2 blocks, vocabulary 257
     assert 0 < f["steps_s"] <= f["epoch_s"]
     assert f["idle_epoch"] is None and f["kernel_s"] == 0.0  # no GPU: no kernels
     types = dict(f["types"])
     assert types["mm"] > 0 and "attention" in types  # the matrix products, the fused attention
     lines = bench("gpu_fill").profile_text(f)
     assert lines[0].startswith(
-        "profiled epoch    lm seed (131,520 parameters) on cpu, 16 windows, batch 16"
+        "profiled epoch    lm seed (80,208 parameters) on cpu, 16 windows, batch 16"
     )
     assert lines[1].startswith("CPU time by type  ") and "GPU" not in "".join(lines)
 
@@ -169,7 +169,7 @@ def test_the_summary_of_a_call_has_every_figure(tmp_path, lm_profile):
         "| share of the measured peak | 33.6 % of 667 TFLOP/s | at least 45 % in 3 minutes, 55 % ",
         "| workers busy (a task in hand) | 99.2 % |",
         "| training and evaluation / harness overhead | 78.4 % / 21.6 % | overhead under 5 % |",
-        "(16 windows, batch 16, 131,520 parameters, on cpu) | no GPU kernels recorded",
+        "(16 windows, batch 16, 80,208 parameters, on cpu) | no GPU kernels recorded",
         "| aihpc verify | DOES NOT VERIFY: 1 mismatches, the first: results: trial 2: ",
     ):
         assert row in lm, row

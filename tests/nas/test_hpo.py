@@ -124,7 +124,7 @@ def test_search_process_end_to_end():
                 {**_params(10 ** (-3 + 0.25 * i)), "optimizer": "sgd", "schedule": "cosine"},
                 0.5 + i / 100,
             )
-        resumed = hpo.resume(_params(0.05))
+        resumed = hpo.adopt(_params(0.05))
         numbers = set()
         for _ in range(3 * PREFETCH_MIN):
             number, params = hpo.ask()

@@ -30,6 +30,9 @@ def _add(
             budget=2,
             num_params=1,
             t_created=0.0,
+            lineage_start=0.0,
+            lineage_epochs=0,
+            hparams_origin="tpe",
         )
     )
 

@@ -23,6 +23,15 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+#: The digits data set as the image task describes it (Task.inspect_data), for a master's tests.
+DIGITS = {
+    "input_shape": [1, 8, 8],
+    "num_classes": 10,
+    "num_train": 1438,
+    "num_val": 359,
+    "max_params": 2_000_000,
+}
+
 
 def query_store(db: Path, sql: str, *args) -> list[tuple]:
     """``sql``'s rows in a run store as it is now (read-only, beside the running master); none
@@ -53,6 +62,7 @@ class InProcessExecutor:
         self._slots = slots
         self.script = script
         self.keys: list[str] = []
+        self.tasks: list[Any] = []  # every task submitted, in order
 
     def slots(self) -> int:
         return self._slots
@@ -60,6 +70,7 @@ class InProcessExecutor:
     def submit(self, fn, task: Any, key: str) -> Future:
         """``script`` stands in for the trainer only: a proxy screening runs the real ``fn``."""
         self.keys.append(key)
+        self.tasks.append(task)
         self.clock.now += self.clock.step
         future: Future = Future()
         try:
@@ -88,14 +99,17 @@ class NullObserver:
     def screening(self, record) -> None: ...
 
 
-def scripted_epoch(accuracy, lost=lambda task: False):
+def scripted_epoch(accuracy, lost=lambda task: False, samples: int | None = None):
     """A stand-in for the trainer: epoch ``e`` of trial ``t`` scores ``accuracy(t, e)``.
 
     It trains nothing, but makes its starting weights as a worker does (a
     child replays its parent's morphs) and writes them as the epoch's
     weights, so children morph real weights of the right shape;
     ``lost(task)`` true makes the epoch's task raise, as a dead worker's
-    does.  Every epoch counts 1000 training and 100 evaluation operations.
+    does.  Every epoch counts 1000 training and 100 evaluation operations;
+    with ``samples``, it counts as a worker does: ``samples`` training
+    samples and 10 validation samples at the architecture's counted
+    operations per sample (the task's fast recount).
     """
     from pathlib import Path
 
@@ -104,6 +118,7 @@ def scripted_epoch(accuracy, lost=lambda task: False):
     from aihpc.nas.build import SpecNet
     from aihpc.nas.spec import ArchSpec
     from aihpc.records.messages import EpochResult
+    from aihpc.tasks import task_of
     from aihpc.train.weights import file_name, save, starting_state
 
     def run(task):
@@ -120,15 +135,26 @@ def scripted_epoch(accuracy, lost=lambda task: False):
             opt_state,
         )
         now = time.time()
+        per_sample, seen = (10.0, 10.0), 100
+        if samples is not None:
+            spec, hp = ArchSpec.from_dict(task.arch), task.hparams
+            per_sample, seen = (
+                task_of("image").recount_per_sample(spec, hp.batch_size, 0.0),
+                samples,
+            )
+        ops_train, ops_eval = round(per_sample[0] * seen), round(per_sample[1] * 10)
+        schedule_from, schedule_to = task.positions()
         metrics = {
             "epoch": task.epoch,
-            "train_samples": 100,
+            "schedule_from": schedule_from,  # as a worker records them
+            "schedule_to": schedule_to,
+            "train_samples": seen,
             "train_loss": 1.0,
             "train_accuracy": 0.5,
             "val_samples": 10,
             "val_loss": 1.0,
             "val_accuracy": accuracy(task.trial_id, task.epoch),
-            "ops": 1100,
+            "ops": ops_train + ops_eval,
             "seconds": 0.0,
         }
         return EpochResult(
@@ -139,9 +165,9 @@ def scripted_epoch(accuracy, lost=lambda task: False):
             now,
             now,
             metrics=metrics,
-            ops_train=1000,
-            ops_eval=100,
-            ops_per_sample={"train": 10.0, "eval": 10.0},
+            ops_train=ops_train,
+            ops_eval=ops_eval,
+            ops_per_sample={"train": per_sample[0], "eval": per_sample[1]},
             weights=weights,
         )
 

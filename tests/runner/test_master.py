@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 from aihpc.base.config import RunConfig
 from aihpc.nas.build import SpecNet
@@ -17,8 +17,6 @@ from aihpc.runner.search.master import Master
 
 # one process runs the module under pytest-xdist: its fixture (the killed run) is made once
 pytestmark = pytest.mark.xdist_group("master")
-
-DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
 
 def _store(tmp_path: Path, **config) -> tuple[RunConfig, RunStore]:
@@ -66,7 +64,9 @@ def test_strategy_none_retrains_the_seed_from_fresh_weights(tmp_path: Path) -> N
 
 
 def test_evolution_morphs_children_from_finished_parents(tmp_path: Path) -> None:
-    store, _ = _run(tmp_path, strategy="evolution")
+    # without grow_on_plateau, every child grows (with it, a child of a parent already large
+    # enough keeps its architecture: tests/runner/test_search_mechanisms.py)
+    store, _ = _run(tmp_path, strategy="evolution", grow_on_plateau=False)
     trials = store.trials()
     assert len(trials) == 6
     assert trials[0].parent is None and trials[0].morph == "seed"
@@ -136,6 +136,7 @@ def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path
         epochs_min=5,
         epochs_max=5,
         patience=2,
+        grow_on_plateau=False,  # else the first epoch without a gain ends it at once
     )
     first = store.trials()[0]
     assert first.status == "early_stopped" and first.budget == 5
@@ -156,6 +157,7 @@ def test_epoch_budget_ramps_from_epochs_min_to_epochs_max(tmp_path: Path) -> Non
         epochs_min=1,
         epochs_max=4,
         patience=10,
+        grow_on_plateau=False,  # with it, a trial's budget is epochs_max: its plateau ends it
     )
     trials = store.trials()
     start = store.segments()[0].start
@@ -177,6 +179,7 @@ def test_run_ends_at_the_deadline_and_closes_running_trials(tmp_path: Path) -> N
         epochs_min=100,
         epochs_max=100,
         patience=1000,
+        grow_on_plateau=False,  # a flat curve would end the trial at its second epoch
     )
     assert len(executor.keys) == 6  # 60 s of clock at 10 s a task
     (trial,) = store.trials()
@@ -207,6 +210,8 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
         patience=10,
         batch_sizes=(128,),
         report_seconds=600,
+        grow_on_plateau=False,  # every trial trains its 3 epochs (a resume with the mechanisms
+        # at work: tests/runner/test_search_mechanisms.py)
     )
     run_dir = tmp_path_factory.mktemp("killed") / "run"
     store = RunStore(run_dir)

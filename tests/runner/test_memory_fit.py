@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError
@@ -22,7 +22,6 @@ from aihpc.runner.search.memory import MemoryWatch
 from aihpc.tasks import task_of
 from aihpc.train.weights import cache_bytes
 
-DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 HELD = 300 * 2**20  # what the worker holds before a trial (its resident memory, as measured)
 LINE = re.compile(
     r"not sent: it needs an estimated (\d+\.\d\d) GiB of host memory; worker w0 has "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 from aihpc.base.config import RunConfig
 from aihpc.records.messages import WeightsRef
@@ -14,8 +14,6 @@ from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
 from aihpc.runner.search.parents import KEEP_BEST, ParentPool
-
-DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
 
 def _finish(pool: ParentPool, folder: Path, trial_id: int, accuracy: float) -> str:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from runner_helpers import InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError
@@ -18,8 +18,6 @@ from aihpc.records.messages import DataRef, ScreenStatus, ScreenTask
 from aihpc.records.rows import ScreeningRow
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
-
-DIGITS = {"input_shape": [1, 8, 8], "num_classes": 10, "num_val": 360, "max_params": 2_000_000}
 
 
 class Recorder(NullObserver):

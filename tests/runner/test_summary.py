@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aihpc.records.energy import energy_results
 from aihpc.results.read import RunResults
-from aihpc.runner.display.summary import energy_lines, loss_lines, summary_lines
+from aihpc.runner.display.summary import energy_lines, loss_lines, search_lines, summary_lines
 
 BLOCK = {
     "complete": True,
@@ -304,3 +304,59 @@ def test_a_share_above_100_percent_and_a_peak_above_the_nominal_are_flagged() ->
         "hypervisor hides the clock)"
     )
     assert lines[2] in summary_lines(RunResults.from_dict(results), Path("run"))
+
+
+def _scored(**fields) -> RunResults:
+    score = {
+        "valid": True,
+        "invalid_reason": None,
+        "ops_per_second": 1e9,
+        "regulated_score": 1e9,
+        "error_percent": 10.0,
+        "best_accuracy": 0.9,
+        "ops": 1e10,
+        "wall_seconds": 10.0,
+        "trials_completed": 1,
+        "trials_failed": 0,
+        "trials_diverged": 0,
+        "min_accuracy": 0.5,
+        "peak_flops_per_s": None,
+        "peak_fraction": None,
+        **fields,
+    }
+    return RunResults.from_dict(
+        {"run_id": "r", "score": score, "trials": [], "workers": [], "schema_version": 3}
+    )
+
+
+def test_the_search_gain_over_the_best_seed_only_trial_in_the_tasks_quality() -> None:
+    gained = _scored(seed_only_best=0.8612, seed_only_trial=4, search_gain=0.9 - 0.8612)
+    assert search_lines(gained) == [
+        "  search gain      3.88 points above the best seed-only trial (trial 4: 86.12 %)"
+    ]
+    assert search_lines(gained)[0] in summary_lines(gained, Path("run"))
+    lost = _scored(seed_only_best=0.92, seed_only_trial=0, search_gain=-0.02)
+    assert search_lines(lost) == [
+        "  search gain      2.00 points below the best seed-only trial (trial 0: 92.00 %)"
+    ]
+    loss = _scored(
+        best_accuracy=None,
+        error_percent=None,
+        min_accuracy=None,
+        best_val_loss=2.2310,
+        max_val_loss=2.48,
+        unigram_loss=4.28,
+        loss_floor=2.13,
+        gap_to_floor=0.101,
+        bits_per_byte=None,
+        seed_only_best=2.2431,
+        seed_only_trial=0,
+        search_gain=2.2431 - 2.2310,
+    )
+    assert search_lines(loss) == [
+        "  search gain      0.0121 nats/token below the best seed-only trial "
+        "(trial 0: 2.2431 nats/token)"
+    ]
+    # none where the file is older, or no seed-only trial finished an evaluation
+    assert search_lines(_scored()) == []
+    assert search_lines(_scored(seed_only_best=None, seed_only_trial=None, search_gain=None)) == []

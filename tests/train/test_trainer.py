@@ -3,8 +3,10 @@ parallelism."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +17,7 @@ from aihpc.nas.build import SpecNet
 from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
-from aihpc.train.optim import learning_rate
+from aihpc.train.optim import learning_rate, step_position
 from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch
 
@@ -104,14 +106,45 @@ def test_a_broken_architecture_fails_without_raising(tmp_path):
 
 def test_learning_rate_schedules_by_hand():
     hp = Hyperparameters(lr=0.1, batch_size=1, schedule="cosine")
-    assert learning_rate(hp, 4, 0) == pytest.approx(0.1)
-    assert learning_rate(hp, 4, 2) == pytest.approx(0.05)
-    assert learning_rate(hp, 4, 4) == pytest.approx(0.0, abs=1e-12)
-    assert learning_rate(hp, 4, 1) == pytest.approx(0.05 * (1 + math.cos(math.pi / 4)))
+    assert learning_rate(hp, 0.0) == pytest.approx(0.1)
+    assert learning_rate(hp, 0.5) == pytest.approx(0.05)
+    assert learning_rate(hp, 1.0) == pytest.approx(0.0, abs=1e-12)
+    assert learning_rate(hp, 0.25) == pytest.approx(0.05 * (1 + math.cos(math.pi / 4)))
+    assert learning_rate(hp, 1.5) == learning_rate(hp, 1.0)  # held within [0, 1]
     step = Hyperparameters(lr=0.1, batch_size=1, schedule="step")
-    assert [learning_rate(step, 4, p) for p in (0, 1.9, 2, 3, 3.9)] == pytest.approx(
+    assert [learning_rate(step, p / 4) for p in (0, 1.9, 2, 3, 3.9)] == pytest.approx(
         [0.1, 0.1, 0.01, 0.001, 0.001]
     )
+    warm = Hyperparameters(lr=0.1, batch_size=1, schedule="cosine", warmup=0.2)
+    peak = 0.05 * (1 + math.cos(math.pi * 0.2))  # the schedule's value where the warm-up ends
+    assert learning_rate(warm, 0.1) == pytest.approx(peak / 2)
+    assert learning_rate(warm, 0.6) == pytest.approx(0.05 * (1 + math.cos(math.pi * 0.6)))
+
+
+def test_a_task_without_positions_runs_its_own_schedule_and_one_with_them_interpolates():
+    task = _task(Path("/nonexistent"), epoch=3, epochs=4)
+    assert task.positions() == (0.5, 0.75)  # epoch 3 of 4
+    lineage = dataclasses.replace(task, schedule_from=0.2, schedule_to=0.3)
+    assert lineage.positions() == (0.2, 0.3)
+    steps = 8
+    got = [step_position(*lineage.positions(), i, steps) for i in range(steps)]
+    assert got == pytest.approx([0.2 + 0.1 * i / steps for i in range(steps)])
+
+
+def test_the_steps_train_at_the_positions_the_task_gives_and_record_them(tmp_path):
+    """At the schedule's end (position 1) a cosine rate is 0: an epoch there leaves every
+    parameter at its initialisation; the epoch records the positions it trained between."""
+    r = run_epoch(_task(tmp_path, schedule_from=1.0, schedule_to=1.0))
+    assert r.status == "ok", r.reason
+    assert (r.metrics["schedule_from"], r.metrics["schedule_to"]) == (1.0, 1.0)
+    torch.manual_seed(3)
+    fresh = SpecNet(seed_spec((1, 8, 8), 10))
+    trained = load(tmp_path, r.weights)[0]
+    for name, value in fresh.named_parameters():
+        torch.testing.assert_close(trained[name], value.detach(), rtol=0, atol=0)
+    moved = run_epoch(_task(tmp_path, trial_id=1, schedule_from=0.0, schedule_to=0.1))
+    assert (moved.metrics["schedule_from"], moved.metrics["schedule_to"]) == (0.0, 0.1)
+    assert not torch.equal(load(tmp_path, moved.weights)[0]["fc.weight"], fresh.fc.weight)
 
 
 @pytest.mark.slow

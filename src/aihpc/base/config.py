@@ -18,7 +18,7 @@ from typing import Any
 from aihpc.base.errors import ConfigError, StorageError
 
 TASKS = ("image", "lm")  # aihpc.tasks: image classification, language modelling
-STRATEGIES = ("evolution", "random", "none")
+STRATEGIES = ("evolution", "random", "none", "seed")  # aihpc.nas.search
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
 DEVICES = ("auto", "cpu", "cuda")
@@ -82,6 +82,17 @@ class RunConfig:
     # a child's first epoch starts from its parent's optimizer state carried through the growth
     # (aihpc.nas.moments), not from a fresh optimizer
     carry_optimizer: bool = True
+    # the search's mechanisms (aihpc.runner.search: each applies to the strategies that morph,
+    # evolution and random; benchmarks/search_value.py ablates them one at a time):
+    # the learning rate follows one schedule per lineage, from its root's start to the run's end
+    lineage_schedule: bool = True
+    # a child takes its parent's hyperparameters, perturbed (PBT's exploit and explore), not TPE's
+    inherit_hparams: bool = True
+    # a trial ends when its validation curve flattens, and a child grows towards the size that is
+    # compute-optimal for the time left
+    grow_on_plateau: bool = True
+    # asynchronous successive halving: a trial trailing its peers at a rung of lineage epochs stops
+    early_stop: bool = True
     epochs_min: int = 2
     epochs_max: int = 8
     patience: int = 2

@@ -77,8 +77,11 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--strategy",
-        help="parent selection: evolution (default), random, or none (no architecture search)",
+        help="parent selection: evolution (default), random, none (no architecture search: the "
+        "seed retrained with TPE's hyperparameters), or seed (the baseline: the seed trained once "
+        "per worker for the whole run with the task's default hyperparameters)",
     )
+    _mechanism_arguments(p)
     p.add_argument("--max-params", type=int, help="largest network a child may grow to")
     p.add_argument(
         "--screen",
@@ -113,6 +116,42 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
         dest="procs_per_trial",
         help="GPUs training each trial data-parallel (NCCL); same setting as --procs-per-trial",
     )
+
+
+#: the search's mechanisms, each on by default and turned off by --no-NAME (RunConfig's fields)
+MECHANISMS = (
+    (
+        "lineage_schedule",
+        "one learning-rate schedule per lineage, from its root's start to the run's end: a child "
+        "continues at its lineage's position, with no new warm-up",
+    ),
+    (
+        "inherit_hparams",
+        "a child takes its parent's hyperparameters, learning rate and weight decay each x0.8 or "
+        "x1.25 (PBT), instead of TPE's",
+    ),
+    (
+        "grow_on_plateau",
+        "a trial ends when its last epoch improved its best by less than the metric's standard "
+        "error, and a child grows towards the size compute-optimal for the time left",
+    ),
+    (
+        "early_stop",
+        "asynchronous successive halving: a trial outside the better half of its peers at 1, 2, "
+        "4, 8 ... lineage epochs is stopped",
+    ),
+)
+
+
+def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
+    """The search's mechanisms, --NAME / --no-NAME each."""
+    for name, what in MECHANISMS:
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=f"{what} (default: on)",
+        )
 
 
 def _batch_arguments(p: argparse.ArgumentParser) -> None:

@@ -110,8 +110,9 @@ class HyperparameterSearch:
         # number -> (child, token, params)
         self._tokens: dict[int, tuple[SearchProcess, int, dict[str, Any]]] = {}
         # number -> params: trials the children learn of only as finished ones, when
-        # told: resumed from an earlier segment, or drawn by a child since restarted
-        self._resumed: dict[int, dict[str, Any]] = {}
+        # told: adopted (resumed from an earlier segment, inherited, the task's defaults), or
+        # drawn by a child since restarted
+        self._adopted: dict[int, dict[str, Any]] = {}
         # what a restarted child is told: the finished trials a WindowedStudy keeps
         self._history: BestAndRecent[tuple[dict[str, Any], float]] = BestAndRecent(window)
 
@@ -143,8 +144,8 @@ class HyperparameterSearch:
         if number in self._tokens:
             owner, token, params = self._tokens.pop(number)
             self._finish(params, accuracy, (owner, token))
-        elif number in self._resumed:
-            self._finish(self._resumed.pop(number), accuracy)
+        elif number in self._adopted:
+            self._finish(self._adopted.pop(number), accuracy)
         else:
             raise ValueError(f"trial number {number} was never asked, or was told already")
 
@@ -152,14 +153,16 @@ class HyperparameterSearch:
         """Re-add a trial finished in an earlier segment of the run."""
         self._finish(self._values(params), None if accuracy is None else float(accuracy))
 
-    def resume(self, params: dict[str, Any]) -> int:
-        """A number for a trial that was running when a master died; it keeps its old parameters.
+    def adopt(self, params: dict[str, Any]) -> int:
+        """A number for a trial whose hyperparameters TPE did not draw: one that was running when
+        a master died (it keeps its old ones), one that inherited its parent's, or one with the
+        task's defaults.  ``params`` must lie within the search space.
 
         The children learn of it only when it is told (as a frozen trial), so
         constant liar does not count it as running meanwhile.
         """
         number = self._new_number()
-        self._resumed[number] = self._values(params)
+        self._adopted[number] = self._values(params)
         return number
 
     def history(self) -> list[tuple[dict[str, Any], float]]:
@@ -226,7 +229,7 @@ class HyperparameterSearch:
                 dead.process.kill()  # it closed its pipe: of no more use
             dead.stop()
             for number in [n for n, (child, _, _) in self._tokens.items() if child is dead]:
-                self._resumed[number] = self._tokens.pop(number)[2]
+                self._adopted[number] = self._tokens.pop(number)[2]
             child = self._children[stream] = self._start(stream)
             history = self.history()
             self.restarts.append(HelperRestart(death.t, stream, death.pid, death.how, len(history)))

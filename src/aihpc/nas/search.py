@@ -13,9 +13,12 @@ edit-distance kernel, which serialises the master on a Gaussian-process fit),
 costs microseconds per proposal, and works unchanged when results arrive out
 of order from many workers.  ``random`` (a uniformly chosen trial of the same
 window of the ``population`` most recently finished)
-is the baseline any strategy should beat, and ``none`` (no architecture search:
+is the baseline any strategy should beat; ``none`` (no architecture search:
 every trial retrains the seed network from a fresh initialisation, only its
-hyperparameters searched) the baseline that any search must beat.
+hyperparameters searched) and ``seed`` (no search at all: the seed network
+trained once per worker for the whole run, with the task's default
+hyperparameters and one learning-rate schedule) the baselines that any search
+must beat.  Neither chooses parents (:func:`make_strategy` gives None).
 """
 
 from __future__ import annotations
@@ -71,12 +74,17 @@ class RandomParent(Strategy):
         return rng.choice(list(finished)) if finished else None
 
 
+#: The strategies that choose no parent: every trial is the seed network.
+NO_PARENTS = ("none", "seed")
+
+
 def make_strategy(name: str, population: int, tournament: int) -> Strategy | None:
-    """The strategy called ``name``; ``None`` for ``"none"`` (no architecture search)."""
-    if name == "none":
+    """The strategy called ``name``; ``None`` for those of :data:`NO_PARENTS` (no architecture
+    search)."""
+    if name in NO_PARENTS:
         return None
     if name == "evolution":
         return AgingEvolution(population, tournament)
     if name == "random":
         return RandomParent()
-    raise ConfigError(f"strategy must be one of evolution, random, none, got {name!r}")
+    raise ConfigError(f"strategy must be one of evolution, random, none, seed, got {name!r}")

@@ -131,6 +131,13 @@ def _checked_shape(
     return shape
 
 
+def auto_size(input_shape: tuple[int, ...]) -> str:
+    """The size ``size="auto"`` picks for ``(C, H, W)`` inputs: by the smaller side, ``tiny``
+    under 16, ``cifar`` under 96, else ``resnet50``."""
+    side = min(input_shape[1], input_shape[2])
+    return "tiny" if side < 16 else "cifar" if side < 96 else "resnet50"
+
+
 def seed_spec(
     input_shape: tuple[int, int, int],
     num_classes: int,
@@ -148,8 +155,7 @@ def seed_spec(
     """
     shape = _checked_shape(size, input_shape, num_classes)
     if size == "auto":
-        side = min(shape[1], shape[2])
-        size = "tiny" if side < 16 else "cifar" if side < 96 else "resnet50"
+        size = auto_size(shape)
     for key, value in (("width", width), ("blocks", blocks)):
         if value is None:
             continue

@@ -52,6 +52,9 @@ RECORD_COLUMNS: dict[str, tuple[str, ...]] = {
         "num_params",
         "recipe",
         "t_created",
+        "lineage_start",
+        "lineage_epochs",
+        "hparams_origin",
     ),
     "finish": ("id", "status", "t_end", "reason", "traceback"),
     "attempt": ("id", "attempts"),
@@ -106,8 +109,11 @@ def record_digest(kind: str, row: dict[str, Any]) -> str:
 
     Values are those stored: JSON columns as their stored text, numbers as
     SQLite returns them (a float survives JSON exactly: ``repr`` round-trips).
+    A column the row lacks is left out: a store of an older format, written
+    before the column was added, linked its records without it (a store that
+    has the column linked it, so one dropped later no longer matches).
     """
-    record = {column: row[column] for column in RECORD_COLUMNS[kind]}
+    record = {column: row[column] for column in RECORD_COLUMNS[kind] if column in row}
     text = json.dumps([kind, record], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

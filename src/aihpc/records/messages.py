@@ -105,6 +105,12 @@ class EpochTask:
     seeded by ``seed``.  Its weights are written to ``weights_dir``.
     ``deadline`` is an absolute ``time.time()``: training stops there, and
     the samples processed until then still count.
+
+    ``schedule_from`` and ``schedule_to``: the learning-rate schedule's
+    position (0 at its start, 1 at its end) at the epoch's start and at its
+    expected end, which the steps interpolate (:meth:`positions`); the master
+    sets them (:mod:`aihpc.runner.search.lineage`); None: the trial's own
+    schedule over its ``epochs``.
     """
 
     trial_id: int
@@ -125,6 +131,15 @@ class EpochTask:
     compile: bool | None = None
     attempt: int = 1
     carry_optimizer: bool = True  # RunConfig.carry_optimizer
+    schedule_from: float | None = None
+    schedule_to: float | None = None
+
+    def positions(self) -> tuple[float, float]:
+        """The schedule's position at the epoch's start and at its (expected) end: the master's,
+        or, where it gave none, epoch ``epoch`` of ``epochs`` along the trial's own schedule."""
+        if self.schedule_from is not None and self.schedule_to is not None:
+            return self.schedule_from, self.schedule_to
+        return (self.epoch - 1) / self.epochs, self.epoch / self.epochs
 
 
 class EpochStatus(StrEnum):

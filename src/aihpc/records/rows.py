@@ -61,6 +61,11 @@ class TrialRow:
     traceback: str | None
     # the architecture as the edits of the parent's, where the store keeps it so (format 4)
     arch_diff: dict[str, Any] | None = None
+    # where its learning-rate schedule and epochs count from, and where its hyperparameters came
+    # from (NewTrial's; None: a store from before they were kept, format 4)
+    lineage_start: float | None = None
+    lineage_epochs: int | None = None
+    hparams_origin: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in tuple(TrialStatus):
@@ -174,7 +179,14 @@ class NewTrial:
 
     ``parent_arch``: its parent's architecture, of which the store keeps its
     own as the diff (None: kept in full).  ``recipe``: how a child's first
-    epoch makes its weights from its parent's.
+    epoch makes its weights from its parent's.  ``budget``: its epochs at
+    most (0: until the run's deadline).  ``lineage_start``: when its
+    lineage's root started, in seconds of the run's clock (the seconds its
+    masters ran, from the run's start: the learning-rate schedule's start);
+    ``lineage_epochs``: the epochs its lineage trained before its first (its
+    ancestors' whose weights it starts from); ``hparams_origin``: where its
+    hyperparameters came from (:func:`aihpc.runner.search.inherit.origin`:
+    ``tpe``, ``default``, or ``inherited from trial N``).
     """
 
     id: int
@@ -189,6 +201,9 @@ class NewTrial:
     budget: int
     num_params: int | None
     t_created: float
+    lineage_start: float
+    lineage_epochs: int
+    hparams_origin: str
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,9 @@ class RunStore:
                 trial.num_params,
                 _recipe_json(trial.recipe),
                 trial.t_created,
+                trial.lineage_start,
+                trial.lineage_epochs,
+                trial.hparams_origin,
             ),
             link=("trial", (trial.id,)),
         )
@@ -179,6 +182,10 @@ class RunStore:
             (trial_id,),
             link=("attempt", (trial_id,)),
         )
+
+    def roots(self) -> set[int]:
+        """The ids of the trials without a parent: the seed network trained afresh."""
+        return {int(r[0]) for r in self.db.execute("SELECT id FROM trials WHERE parent IS NULL")}
 
     def finish_order(self) -> list[int]:
         """The ids of the finished trials in the order they finished (their digest-chain links)."""

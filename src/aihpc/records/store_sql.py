@@ -26,7 +26,10 @@ CREATE TABLE IF NOT EXISTS trials (
     t_created REAL NOT NULL,
     t_end REAL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    traceback TEXT
+    traceback TEXT,
+    lineage_start REAL,
+    lineage_epochs INTEGER,
+    hparams_origin TEXT
 );
 CREATE TABLE IF NOT EXISTS epochs (
     trial_id INTEGER NOT NULL,
@@ -90,7 +93,8 @@ def _insert(table: str, columns: tuple[str, ...], verb: str = "INSERT") -> str:
 # The store's INSERTs; every column named, in the table's order
 TRIAL_COLUMNS = (
     *("id", "parent", "arch_hash", "arch", "morph", "hparams", "hpo_number", "budget"),
-    *("status", "num_params", "recipe", "t_created"),
+    *("status", "num_params", "recipe", "t_created", "lineage_start", "lineage_epochs"),
+    "hparams_origin",
 )
 EPOCH_COLUMNS = (
     *("trial_id", "epoch", "status", "worker", "t_start", "t_end", "ops_train", "ops_eval"),
@@ -129,5 +133,6 @@ RECORD_SQL = {
 # aihpc that writes the same format (format 1 kept every trial's weights in
 # one file, which the master wrote; format 2 had no digest chain; format 3 kept
 # every trial's architecture in full, where format 4 keeps a child's as
-# {"arch_diff": the edits of its parent's}, see aihpc.records.archdiff).
-STORE_FORMAT = 4
+# {"arch_diff": the edits of its parent's}, see aihpc.records.archdiff; format 4's trials lack
+# lineage_start, lineage_epochs and hparams_origin, which a resumed search needs).
+STORE_FORMAT = 5

@@ -257,11 +257,16 @@ class Tallies:
     trials_failed: int
     trials_diverged: int
     screening_ops: int  # operations of the proxy screenings, part of the score's ops
+    # the best value of the trials without a parent, the first trial to reach it, and the run's
+    # best less it where higher is better (aihpc.results.write.seed_only); None in older files
+    seed_only_best: float | None = None
+    seed_only_trial: int | None = None
+    search_gain: float | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tallies:
         """The tallies of a ``score`` block; ``screening_ops`` is 0 in files from before
-        screening."""
+        screening, the seed-only figures None in files from before them."""
         missing = [
             k for k in ("trials_completed", "trials_failed", "trials_diverged") if k not in data
         ]
@@ -272,6 +277,9 @@ class Tallies:
             data["trials_failed"],
             data["trials_diverged"],
             data.get("screening_ops", 0),
+            data.get("seed_only_best"),
+            data.get("seed_only_trial"),
+            data.get("search_gain"),
         )
 
 

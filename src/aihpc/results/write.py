@@ -31,6 +31,14 @@ start.
 compiled) counts what the trials' compiled models needed and what the
 workers' caches already held (:func:`compilation`).
 
+A trial's ``lineage_start`` (seconds of the run's clock at which its
+lineage's root started: its learning-rate schedule's start),
+``lineage_epochs`` (the epochs its ancestors trained before its first) and
+``hparams_origin`` (``tpe``, ``default``, or ``inherited from trial N``) are
+new fields, no version change (absent for runs from before them); so are the
+score's ``seed_only_best``, ``seed_only_trial`` and ``search_gain``
+(:func:`seed_only`).
+
 Version 3 writes a child's architecture as ``arch_diff``, the edits of its
 parent's (:mod:`aihpc.records.archdiff`), instead of ``arch`` in full (which
 only trials without a parent keep), and lays the file out one line per
@@ -115,6 +123,7 @@ def results_fields(store, score: Score) -> dict[str, Any]:
         "trials_failed": counts.get(TrialStatus.FAILED, 0),
         "trials_diverged": counts.get(TrialStatus.DIVERGED, 0),
         "screening_ops": sum(sc.ops for sc in screenings),
+        **seed_only(store, score),
     }
     meta = store.meta()
     return {
@@ -141,6 +150,30 @@ def results_fields(store, score: Score) -> dict[str, Any]:
         **model_flops(store, score),
         **compilation(store),
     }
+
+
+def seed_only(store, score: Score) -> dict[str, Any]:
+    """How far the search got above the seed network trained afresh, in the same run:
+    ``seed_only_best``, the best validation value of the trials without a parent (the seed, and
+    every trial of strategies "none" and "seed"), ``seed_only_trial`` the first to reach it, and
+    ``search_gain`` the run's best less it, in the quality's units where higher is better
+    (accuracy as a fraction; a loss in nats per token, the seed-only loss less the run's best).
+    None where no such trial finished an evaluation."""
+    metric, sign = ("val_loss", -1.0) if score.is_loss else ("val_accuracy", 1.0)
+    roots = store.roots()
+    best: float | None = None
+    trial: int | None = None
+    for e in store.iter_epochs():
+        value = e.metrics.get(metric) if e.status == EpochStatus.OK else None
+        if (
+            e.trial_id in roots
+            and value is not None
+            and (best is None or sign * value > sign * best)
+        ):
+            best, trial = value, e.trial_id
+    run_best = score.best_val_loss if score.is_loss else score.best_accuracy
+    gain = None if best is None or run_best is None else sign * (run_best - best)
+    return {"seed_only_best": best, "seed_only_trial": trial, "search_gain": gain}
 
 
 #: results.json's ``model_flops``: a language model run's utilisation by PaLM's convention.
@@ -246,6 +279,7 @@ def trial_record(
         "reason": row.reason,
         "traceback": row.traceback,
         "attempts": row.attempts,
+        **lineage_fields(row),
         "worker": max(workers, key=lambda w: workers[w]) if workers else None,
         "t_start": (epochs[0].t_start - t0) if epochs else None,
         "t_end": (max(e.t_end for e in epochs) - t0) if epochs else None,
@@ -265,6 +299,17 @@ def trial_record(
         "ops": {"train": ops_train, "eval": ops_eval, "total": ops_train + ops_eval},
         "ops_per_sample": epochs[-1].ops_per_sample if epochs else None,
         "phase_seconds": dict(phases),
+    }
+
+
+def lineage_fields(row: TrialRow) -> dict[str, Any]:
+    """A trial's lineage and its hyperparameters' origin, where its store kept them (format 5)."""
+    if row.hparams_origin is None:
+        return {}
+    return {
+        "lineage_start": row.lineage_start,
+        "lineage_epochs": row.lineage_epochs,
+        "hparams_origin": row.hparams_origin,
     }
 
 

@@ -55,6 +55,13 @@ class Quality(Protocol):
         "best_val_loss")."""
         ...
 
+    @property
+    def resolution(self) -> float:
+        """One standard error of the metric as the validation set measures it: a smaller
+        difference between two values is not told apart from none (the plateau rule of
+        :mod:`aihpc.runner.search.lifecycle`)."""
+        ...
+
     def text(self, value: float | None) -> str:
         """A metric value as the console and summary print it ("-" for None)."""
         ...
@@ -92,6 +99,12 @@ class Accuracy:
     higher_is_better: bool = True
     best_key: str = "best_accuracy"
     trial_key: str = "best_val_accuracy"
+
+    @property
+    def resolution(self) -> float:
+        """The standard error of an accuracy over ``val_samples`` samples at its largest (at one
+        half): sqrt(p (1 - p) / n) <= 0.5 / sqrt(n)."""
+        return 0.5 / math.sqrt(max(self.val_samples, 1))
 
     def text(self, value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.2f}%"

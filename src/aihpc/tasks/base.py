@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aihpc.base.config import RunConfig
 from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.messages import DataRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.scoring.quality import Quality
 
 # torch and numpy are imported where a task trains or counts, not where it is named
@@ -123,6 +124,20 @@ class Task(Protocol):
 
     def search_space(self, config: RunConfig) -> SearchSpace:
         """The hyperparameters TPE draws for a trial, and the fixed ones."""
+        ...
+
+    def default_hparams(self, config: RunConfig) -> Hyperparameters:
+        """The hyperparameters a trial trains with when nothing searches them (strategy "seed",
+        the baseline): the usual values for the task's networks, within :meth:`search_space`'s
+        ranges, so that TPE can be told the trial's result."""
+        ...
+
+    def min_train_ops(self, arch: Arch, data: DataInfo) -> float:
+        """The operations a network of ``arch`` needs to be worth training on the data
+        :meth:`inspect_data` described: the compute-optimal size for a budget of B operations
+        is the largest whose ``min_train_ops`` is within B (the growth of
+        :mod:`aihpc.runner.search.growth`).  Counted as the run counts (training operations per
+        sample, :meth:`recount_per_sample`); the rule, per task, in its docstring."""
         ...
 
     # -- architectures (aihpc.runner.search.proposals, the worker's replay of a recipe) ------------

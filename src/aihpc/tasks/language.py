@@ -19,6 +19,21 @@ context is the run's (``context``, or the synthetic documents' length):
 growing it is exact (rotary positions have no parameters), but every window
 of a run has one length, so the search grows networks, not their context.
 
+The seed network is smaller than compute-optimal for the default budget
+(5 minutes), so that growing is needed (:meth:`LanguageTask.min_train_ops`:
+Chinchilla's 20 tokens a parameter).  On the CPU (vocabulary 257, context
+128): width 48, 2 blocks of 3 heads of 16, MLP 192: 80,208 parameters,
+5.8e5 training operations a token, ``min_train_ops`` 9.3e11; a worker of this
+project's 2-core CPU did about 5.2e10 operations a second (the default run's
+105 GOPS over 2 workers, docs/measurements/2026-11-27-language-task-cpu.md),
+1.6e13 in 5 minutes: 17 times the seed's (the previous seed, width 64, was
+2.4e12).  On a GPU (context 1024): width 384, 4 blocks of 6 heads of 64, MLP
+1536: 7.3 M parameters, 6.2e7 operations a token, ``min_train_ops`` 9.1e15;
+one H200 worker did 2.2e14 operations a second
+(tests/fixtures/h200-lm/results.json), 6.7e16 in 5 minutes: 7 times the
+seed's, where the previous seed (202 M parameters, ``min_train_ops`` 5.7e18)
+was 85 times past it.
+
 Operations are counted per window on the meta device (:func:`aihpc.counting.count_ops`):
 every matrix product, the attention's two products counted over the full
 ``T x T`` scores (the causal mask's upper half included, as ``FlopCounterMode``
@@ -41,6 +56,7 @@ from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.messages import DataRef
+from aihpc.records.trial import Hyperparameters
 from aihpc.scoring.quality import Loss
 from aihpc.tasks.base import Arch, DataInfo, Plan, Split
 
@@ -65,11 +81,13 @@ DEFAULT_SYNTHETIC = {
 DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 700_000_000}
 # sequences per step (tokens per step = sequences x context)
 DEFAULT_BATCH_SIZES = {"cpu": (8, 16, 32), "cuda": (16, 32, 64)}
-# the seed network: width, blocks, heads, head size, MLP width
+# the seed network: width, blocks, heads, head size, MLP width (the module docstring says why)
 SEEDS = {
-    "cpu": {"width": 64, "layers": 2, "heads": 4, "head_dim": 16, "mlp_hidden": 256},
-    "cuda": {"width": 1024, "layers": 16, "heads": 16, "head_dim": 64, "mlp_hidden": 4096},
+    "cpu": {"width": 48, "layers": 2, "heads": 3, "head_dim": 16, "mlp_hidden": 192},
+    "cuda": {"width": 384, "layers": 4, "heads": 6, "head_dim": 64, "mlp_hidden": 1536},
 }
+# Training tokens per parameter of a compute-optimal language model (Hoffmann et al. 2022)
+TOKENS_PER_PARAM = 20
 
 
 class LanguageTask:
@@ -154,6 +172,29 @@ class LanguageTask:
             choices=(("batch_size", tuple(config.batch_sizes)),),
             fixed=(("optimizer", optimizer), ("schedule", config.schedule), ("dropout", 0.0)),
         )
+
+    def default_hparams(self, config: RunConfig) -> Hyperparameters:
+        """AdamW at 1e-3 (SGD: 0.03) with weight decay 0.1, a warm-up over 5 % of the schedule,
+        the middle batch size: the usual values for small GPT-style decoders."""
+        assert config.batch_sizes is not None, "batch sizes are sized to the device first"
+        sizes = sorted(config.batch_sizes)
+        optimizer = config.optimizer or "adamw"
+        return Hyperparameters(
+            lr=1e-3 if optimizer == "adamw" else 0.03,
+            batch_size=sizes[(len(sizes) - 1) // 2],
+            weight_decay=0.1,
+            optimizer=optimizer,
+            schedule=config.schedule,
+            warmup=0.05,
+        )
+
+    def min_train_ops(self, arch: Arch, data: DataInfo) -> float:
+        """Chinchilla's compute-optimal rule (Hoffmann et al. 2022): :data:`TOKENS_PER_PARAM`
+        training tokens per parameter, at the architecture's counted training operations per
+        token (a window's over its ``context`` predicted tokens)."""
+        spec = _lm(arch)
+        train, _ = self.recount_per_sample(spec, 1, 0.0)
+        return TOKENS_PER_PARAM * spec.num_params() * train / spec.context
 
     def seed_arch(self, data: DataInfo) -> LMSpec:
         from aihpc.nas.lm_spec import seed_lm_spec

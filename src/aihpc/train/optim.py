@@ -22,18 +22,24 @@ def make_optimizer(model: torch.nn.Module, hp: Hyperparameters) -> torch.optim.O
     )
 
 
-def learning_rate(hp: Hyperparameters, epochs: int, progress: float) -> float:
-    """The learning rate at ``progress`` epochs into a trial of ``epochs``.
+def learning_rate(hp: Hyperparameters, position: float) -> float:
+    """The learning rate at ``position`` along a schedule (0 at its start, 1 at its end: a
+    trial's own epochs, or its lineage's time, :meth:`aihpc.records.messages.EpochTask.positions`).
 
-    cosine: lr/2 · (1 + cos(π · progress/epochs)); step: lr, ÷10 at 50 % and
-    again at 75 % of the trial; over the first ``warmup`` share of the trial
-    it rises linearly from 0 to that (a child starts with a fresh optimizer:
-    its moments re-warm while the rate does).
+    cosine: lr/2 · (1 + cos(π · position)); step: lr, ÷10 at 50 % and again at
+    75 %; over the first ``warmup`` share of the schedule it rises linearly from
+    0 to that (a lineage warms up once, at its root's start).
     """
-    frac = min(max(progress / epochs, 0.0), 1.0)
+    frac = min(max(position, 0.0), 1.0)
     if frac < hp.warmup:
         return _scheduled(hp, hp.warmup) * frac / hp.warmup
     return _scheduled(hp, frac)
+
+
+def step_position(start: float, end: float, step: int, steps: int) -> float:
+    """The schedule's position at step ``step`` of an epoch of ``steps`` from ``start`` to
+    ``end``: linear between them."""
+    return start + (end - start) * step / steps
 
 
 def _scheduled(hp: Hyperparameters, frac: float) -> float:
@@ -42,10 +48,8 @@ def _scheduled(hp: Hyperparameters, frac: float) -> float:
     return hp.lr * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
 
 
-def set_lr(
-    optimizer: torch.optim.Optimizer, hp: Hyperparameters, epochs: int, progress: float
-) -> None:
-    lr = learning_rate(hp, epochs, progress)
+def set_lr(optimizer: torch.optim.Optimizer, hp: Hyperparameters, position: float) -> None:
+    lr = learning_rate(hp, position)
     for group in optimizer.param_groups:
         group["lr"] = lr
 

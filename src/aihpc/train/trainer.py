@@ -56,7 +56,7 @@ from aihpc.tasks import Arch, Task, task_of
 from aihpc.train import feed
 from aihpc.train.evaluation import channels_last, evaluate, loss_sums
 from aihpc.train.group import SINGLE, Group
-from aihpc.train.optim import make_optimizer, set_dropout, set_lr
+from aihpc.train.optim import make_optimizer, set_dropout, set_lr, step_position
 from aihpc.train.sample_ops import count_ops_per_sample
 from aihpc.train.staging import Staged, stage
 from aihpc.train.step_model import step_model_for, use_compile_cache
@@ -365,6 +365,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
         setup.data.train, order, batch, steps, group.rank, group.world, device
     )
     check_every = CHECK_EVERY.get(device.type, 1)
+    positions = task.positions()
     sums = torch.zeros(3, dtype=torch.float64, device=device)  # loss × targets, correct, targets
     progress = Progress()
     model.train()
@@ -380,7 +381,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
         if global_batch < group.world:  # a batch too small to give every rank a sample
             break
         with timer(phase("forward")):
-            set_lr(optimizer, task.hparams, task.epochs, (task.epoch - 1) + i / steps)
+            set_lr(optimizer, task.hparams, step_position(*positions, i, steps))
             with setup.autocast:
                 logits = model(xb)
                 loss = F.cross_entropy(logits.flatten(0, -2), yb.flatten())
@@ -409,11 +410,17 @@ def _phases(setup: Setup, mode: str) -> Callable[[str], str]:
 
 
 def train_metrics(task: EpochTask, progress: Progress) -> dict[str, Any]:
-    """The epoch's metrics from its training steps (validation still to come)."""
+    """The epoch's metrics from its training steps (validation still to come), with the
+    learning-rate schedule's positions its steps went between (the rate of a step is
+    :func:`aihpc.train.optim.learning_rate` of the trial's hyperparameters at
+    :func:`aihpc.train.optim.step_position`)."""
     seen, ok = progress.seen, progress.seen and progress.status != EpochStatus.DIVERGED
     targets = progress.targets or 1.0
+    schedule_from, schedule_to = task.positions()
     return {
         "epoch": task.epoch,
+        "schedule_from": schedule_from,
+        "schedule_to": schedule_to,
         "train_samples": seen,
         "train_loss": progress.loss_sum / targets if ok else None,
         "train_accuracy": progress.correct / targets if ok else None,

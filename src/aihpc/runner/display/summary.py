@@ -24,6 +24,7 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
         f"  score            {format_si(s.ops_per_second, 'OPS')}",
         f"  regulated score  {format_si(s.regulated_score, 'OPS')}",
         *(val_loss_lines(results) if s.is_loss else accuracy_lines(results)),
+        *search_lines(results),
         f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
     ]
     lines += peak_lines(results)
@@ -63,6 +64,26 @@ def accuracy_lines(results: RunResults) -> list[str]:
             "(a classifier that knows how the data were made)"
         )
     return lines
+
+
+def search_lines(results: RunResults) -> list[str]:
+    """How far the search got above the best seed-only trial of the run (a trial without a
+    parent: the seed network trained afresh), in the task's quality; nothing in older files, or
+    where no such trial finished an evaluation."""
+    tallies, loss = results.tallies, results.score.is_loss
+    best, gain = tallies.seed_only_best, tallies.search_gain
+    if tallies.seed_only_trial is None or best is None or gain is None:
+        return []
+    if loss:  # a gain is a lower loss
+        seed = f"{best:.4f} nats/token"
+        by = f"{abs(gain):.4f} nats/token {'below' if gain >= 0 else 'above'}"
+    else:
+        seed = f"{100 * best:.2f} %"
+        by = f"{100 * abs(gain):.2f} points {'above' if gain >= 0 else 'below'}"
+    return [
+        f"  search gain      {by} the best seed-only trial (trial {tallies.seed_only_trial}: "
+        f"{seed})"
+    ]
 
 
 def val_loss_lines(results: RunResults) -> list[str]:

@@ -1,13 +1,18 @@
 """The master: one process that runs the asynchronous search.
 
 Whenever a worker slot is free the master fills it at once: with the next
-epoch of a running trial, an epoch to retry, or a new trial — a child morphed
+epoch of a running trial, an epoch to retry, or a new trial — a child grown
 from a parent the strategy chooses, starting from the parent's trained
-weights (with strategy "none", the seed network afresh), with
-hyperparameters from TPE.  Results come back epoch by epoch and
-are committed to the store as they arrive.  With ``screen = K``, a new
-child is first a proxy screening of K candidate children on a worker, and
-the best scored becomes the trial (:mod:`aihpc.runner.search.screening`).
+weights (with strategy "none" or "seed", the seed network afresh), with
+hyperparameters from TPE or its parent's (:mod:`aihpc.runner.search.proposals`).
+Each epoch's task carries its learning-rate schedule's positions
+(:mod:`aihpc.runner.search.lineage`).  Results come back epoch by epoch and
+are committed to the store as they arrive; after each, the trial trains on
+or ends (:mod:`aihpc.runner.search.lifecycle`: its budget, successive
+halving, its plateau, patience).  With ``screen = K``, a new child is first
+a proxy screening of K candidate children on a worker, and the best scored
+becomes the trial (:mod:`aihpc.runner.search.screening`).  A resumed master
+rebuilds the search from the store (:mod:`aihpc.runner.search.resume`).
 
 Weights never pass through the master: workers write them to the run's
 weight directory and return references (:mod:`aihpc.train.weights`).  The
@@ -30,7 +35,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from aihpc.base.config import RunConfig
 from aihpc.records.messages import (
-    DataRef,
     EpochResult,
     EpochStatus,
     EpochTask,
@@ -41,12 +45,17 @@ from aihpc.records.messages import (
     WeightsRef,
 )
 from aihpc.records.meta import MetaKey
-from aihpc.records.rows import LostEpoch, NewTrial, TrialStatus
+from aihpc.records.rows import LostEpoch, TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import screening
-from aihpc.runner.search.parents import SEED_TRIAL, ParentPool
-from aihpc.runner.search.proposals import Child, Proposer
-from aihpc.runner.search.trials import LiveTrial, epoch_budget, progress, resumed_trial, trial_seed
+from aihpc.runner.search.growth import worker_room
+from aihpc.runner.search.lifecycle import Judge, Mechanisms, trial_budget
+from aihpc.runner.search.lineage import steady_seconds
+from aihpc.runner.search.parents import ParentPool, Trained
+from aihpc.runner.search.proposals import Child, Moment, Proposer
+from aihpc.runner.search.resume import rebuild
+from aihpc.runner.search.trials import LiveTrial
+from aihpc.runner.search.work import Work
 from aihpc.scoring.score import Score, active_seconds, compute_score, wall_seconds
 
 if TYPE_CHECKING:
@@ -99,7 +108,6 @@ class Master:
         self.executor = executor
         self.layout = layout
         self.observer = observer
-        self.data = DataRef.of(config)
         self.task = task_of(config.task)
         self.quality = self.task.quality(config, data_info)
         # None: no architecture search (strategy "none"), every trial retrains the seed network
@@ -113,6 +121,10 @@ class Master:
         self.proposer = Proposer(
             config, self.task, self.strategy, self.hpo, self.parents, data_info
         )
+        self.mechanisms = Mechanisms.of(config)
+        # what ends a trial: its budget, successive halving, its plateau, patience
+        self.judge = Judge(self.mechanisms, self.quality.resolution, config.patience)
+        self.work = Work(config, self.weights_dir, layout, self.mechanisms.lineage_schedule)
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
@@ -190,6 +202,8 @@ class Master:
             task = self.pending.pop(0) if self.pending else self._new_work()
             if task is None:  # every trial proposed was refused: the slot waits for the next fill
                 return
+            if isinstance(task, EpochTask):
+                task = self._scheduled(task)
             self.in_flight[self._submit(task)] = task
 
     def _submit(self, task: EpochTask | ScreenTask) -> Pending:
@@ -216,47 +230,32 @@ class Master:
         return None
 
     def _screen_task(self) -> ScreenTask:
-        parent, children = self.proposer.children(self.config.screen)
+        parent, children = self.proposer.children(self.config.screen, self._moment().room)
         # none is proposed again
         self.proposer.seen_hashes.update(spec.content_hash() for spec, _, _ in children)
         screen_id, self.next_screen = self.next_screen, self.next_screen + 1
         self.screens[screen_id] = (parent, children)
         self.parents.pin(parent)  # the chosen child's recipe names its weights
-        return ScreenTask(
-            screen_id=screen_id,
-            parent=parent,
-            candidates=tuple(s.to_dict() for s, _, _ in children),
-            data=self.data,
-            seed=screening.screen_seed(self.config.seed, screen_id),
-            device=self.layout.device if self.layout else "auto",
-            threads=self.layout.threads if self.layout else None,
-        )
+        return self.work.screening(screen_id, parent, [s.to_dict() for s, _, _ in children])
+
+    def _moment(self) -> Moment:
+        """The run now: its clock, the seconds left, and what one worker can still do."""
+        left = self.deadline - self.clock()
+        t = self.work.run_length - left
+        return Moment(t, left, worker_room(self.ops, t, self.slots, left))
 
     def _new_trial_task(self, child: Child | None = None) -> EpochTask | None:
         """A new trial's first epoch; None if the trial does not fit in its worker's memory: it is
         recorded as failed, with the reason."""
-        budget = epoch_budget(self.config, self.deadline - self.clock(), list(self.epoch_seconds))
-        trial = self.proposer.trial(self.next_id, budget, self.slots, child)
+        moment = self._moment()
+        recent = list(self.epoch_seconds)
+        budget = trial_budget(self.config, self.mechanisms, moment.left, recent)
+        trial = self.proposer.trial(self.next_id, budget, self.slots, moment, child)
         self.next_id += 1
         self.running[trial.id] = trial
         if trial.needs_parent():
             self.parents.pin(trial.parent)
-        self.store.add_trial(
-            NewTrial(
-                id=trial.id,
-                parent=trial.parent,
-                arch_hash=trial.arch_hash,
-                arch=trial.arch,
-                parent_arch=trial.recipe.parent_arch if trial.recipe else None,
-                morph=trial.morph,
-                recipe=trial.recipe,
-                hparams=trial.hparams,
-                hpo_number=trial.hpo_number,
-                budget=trial.budget,
-                num_params=trial.num_params,
-                t_created=self.clock(),
-            )
-        )
+        self.store.add_trial(trial.new_row(self.clock()))
         refused = self.memory.refusal(trial) if self.memory is not None else None
         if refused is not None:
             self._finish(trial, TrialStatus.FAILED, refused)
@@ -264,25 +263,13 @@ class Master:
         return self._task(trial, attempt=1)
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
-        return EpochTask(
-            trial_id=trial.id,
-            epoch=trial.epochs_done + 1,
-            epochs=trial.budget,
-            arch=trial.arch,
-            hparams=trial.hparams,
-            data=self.data,
-            deadline=self.deadline,
-            seed=trial.seed,
-            weights_dir=self.weights_dir,
-            start=trial.weights,
-            morph=trial.recipe if trial.weights is None else None,
-            device=self.layout.device if self.layout else "auto",
-            threads=self.layout.threads if self.layout else None,
-            procs=self.config.procs_per_trial,
-            compile=self.config.compile,
-            attempt=attempt,
-            carry_optimizer=self.config.carry_optimizer,
-        )
+        """The task of ``trial``'s next epoch (its schedule set when it is sent)."""
+        return self.work.epoch(trial, attempt, self.deadline)
+
+    def _scheduled(self, task: EpochTask) -> EpochTask:
+        """``task`` on its schedule, as it is sent now."""
+        trial = self.running[task.trial_id]
+        return self.work.scheduled(task, trial, self._moment(), list(self.epoch_seconds))
 
     # -- results ----------------------------------------------------------------------
     def _collect(self, future: Pending, task: EpochTask | ScreenTask) -> None:
@@ -310,18 +297,18 @@ class Master:
             self._finish(trial, TrialStatus.DEADLINE, None)
             return
         trial.epochs_done, trial.memory_kills = task.epoch, 0
+        seconds = result.t_end - result.t_start
+        trial.epoch_seconds = steady_seconds(seconds, result.phase_seconds)
+        trial.ops_per_sample = result.ops_per_sample.get("train")
+        trial.reached = task.schedule_to if task.schedule_to is not None else trial.reached
         self.epoch_counter += 1
-        self.epoch_seconds.append(result.t_end - result.t_start)
+        self.epoch_seconds.append(seconds)
         value = result.metrics[self.quality.metric]
-        good = self.quality.goodness(value)
-        if trial.best_goodness is None or good > trial.best_goodness:
-            trial.best_goodness, trial.best_epoch = good, task.epoch
         self._better(value)
         self.observer.epoch(self.epoch_counter, result, self.best)
-        if trial.epochs_done >= trial.budget:
-            self._finish(trial, TrialStatus.COMPLETED, None)
-        elif trial.epochs_done - trial.best_epoch >= self.config.patience:
-            self._finish(trial, TrialStatus.EARLY_STOPPED, None)
+        ended = self.judge.after(trial, self.quality.goodness(value))
+        if ended is not None:
+            self._finish(trial, *ended)
         else:
             self.pending.insert(0, self._task(trial, attempt=1))
 
@@ -411,8 +398,15 @@ class Master:
         if trial.needs_parent():
             self.parents.unpin(trial.parent)
         if trial.best_goodness is not None and trial.weights is not None:
+            trained = Trained(
+                trial.hparams,
+                trial.lineage.after(trial.epochs_done),
+                trial.epoch_seconds,
+                trial.ops_per_sample,
+                trial.reached,
+            )
             self.parents.finished(
-                trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec
+                trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec, trained
             )
         elif trial.weights is not None:  # no finished epoch: nothing can start from them
             Path(self.weights_dir, trial.weights.name).unlink(missing_ok=True)
@@ -421,45 +415,23 @@ class Master:
 
     # -- resume -----------------------------------------------------------------------
     def _restore(self) -> None:
-        """Rebuild the search's state from a store that already holds trials.
-
-        Finished trials are told to the hyperparameter search and given to
-        the parent pool in the order they finished, so the pool keeps what it
-        kept before; weight files that nothing names any more are deleted.  A
-        trial that was running when the previous master died continues from
-        its last finished epoch, with that epoch's weights and optimizer
-        state (without one, from its recipe, as a child's first epoch does).
-        """
+        """Rebuild the search's state from a store that already holds trials
+        (:mod:`aihpc.runner.search.resume`); weight files that nothing names any more are
+        deleted, and each trial that was running goes on from its last finished epoch."""
         self.ops = self.store.total_ops()
-        rows = {row.id: row for row in self.store.trials()}
-        if SEED_TRIAL in rows:
-            self.parents.add_seed(rows[SEED_TRIAL].arch)
-        ended = []
-        for row in rows.values():
-            values, weights = progress(self.store.epochs(row.id), self.quality.metric)
-            accs = [self.quality.goodness(v) for v in values]
-            best = max(accs) if accs else None
-            self.next_id = max(self.next_id, row.id + 1)
-            self.proposer.seen_hashes.add(row.arch_hash)
-            self.epoch_counter += len(accs)
-            for value in values:
-                self._better(value)
-            if row.status != TrialStatus.RUNNING:
-                ended.append((row, best, weights))
-                continue
-            hpo_number = self.hpo.resume(row.hparams.searched())
-            parent_arch = rows[row.parent].arch if row.parent is not None else None
-            seed = trial_seed(self.config.seed, row.id)
-            trial = resumed_trial(row, accs, weights, parent_arch, hpo_number, seed)
+        rebuilt = rebuild(
+            self.store, self.config, self.quality, self.hpo, self.parents, self.judge.rungs
+        )
+        self.next_id = max(self.next_id, rebuilt.next_id)
+        self.proposer.seen_hashes |= rebuilt.hashes
+        self.epoch_counter += rebuilt.epochs
+        for value in rebuilt.values:
+            self._better(value)
+        for trial in rebuilt.running:
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
             if trial.needs_parent():
                 self.parents.pin(trial.parent)
-        order = {trial_id: i for i, trial_id in enumerate(self.store.finish_order())}
-        for row, best, weights in sorted(ended, key=lambda e: (order.get(e[0].id, -1), e[0].id)):
-            self.hpo.restore(row.hparams.searched(), best)
-            if best is not None and weights is not None:
-                self.parents.finished(row.id, best, row.arch, weights)
         self.parents.sweep({t.weights.name for t in self.running.values() if t.weights})
 
     # -- progress ---------------------------------------------------------------------

@@ -89,14 +89,14 @@ class MemoryWatch:
         return min(rooms, key=lambda room: room.free, default=None)
 
     def need(self, spec: Arch, hparams: Hyperparameters, start: Arch | None, epochs: int) -> int:
-        """The host memory (bytes) of a trial of ``spec`` over ``epochs`` epochs, the first from
-        the weights of ``start`` (None: afresh)."""
+        """The host memory (bytes) of a trial of ``spec`` over ``epochs`` epochs (0: until the
+        deadline), the first from the weights of ``start`` (None: afresh)."""
         from aihpc.train.memory import trial_memory
 
         procs = self.config.procs_per_trial
         first = start.num_params() if start is not None else None
         peaks = [trial_memory(self.task, spec, hparams, self.device_kind, first, procs).peak]
-        if epochs > 1:
+        if epochs != 1:
             own = spec.num_params()
             peaks.append(trial_memory(self.task, spec, hparams, self.device_kind, own, procs).peak)
         return max(peaks)

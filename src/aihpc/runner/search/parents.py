@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.nas.search import Candidate
 from aihpc.records.messages import WeightsRef
+from aihpc.records.trial import Hyperparameters
+from aihpc.runner.search.lineage import Lineage
 
 if TYPE_CHECKING:
     from aihpc.tasks import Arch
@@ -42,14 +44,31 @@ KEEP_BEST = 4  # the most accurate finished trials whose weights are kept to the
 SEED_TRIAL = 0
 
 
+@dataclass(frozen=True)
+class Trained:
+    """What a child takes from a finished parent besides its architecture and weights: its
+    hyperparameters (``inherit_hparams``), its lineage as it leaves it (its own epochs counted,
+    and the schedule's position it reached), and its last epoch's seconds and training
+    operations per sample (the child's first epoch's expected duration,
+    :mod:`aihpc.runner.search.lineage`; None: not measured)."""
+
+    hparams: Hyperparameters
+    lineage: Lineage
+    epoch_seconds: float | None = None
+    ops_per_sample: float | None = None
+    reached: float = 0.0
+
+
 @dataclass
 class _Kept:
-    """What the pool holds of one trial: its architecture (and spec, built when first needed) and
-    its last weights (None: the trial has none yet, or never wrote any)."""
+    """What the pool holds of one trial: its architecture (and spec, built when first needed),
+    its last weights (None: the trial has none yet, or never wrote any) and what a child takes
+    from it (None: the seed before it trained)."""
 
     arch: dict[str, Any]
     weights: WeightsRef | None
     spec: Arch | None = None
+    trained: Trained | None = None
 
 
 class ParentPool:
@@ -86,6 +105,11 @@ class ParentPool:
     def weights(self, trial_id: int) -> WeightsRef | None:
         return self._kept[trial_id].weights
 
+    def trained(self, trial_id: int) -> Trained | None:
+        """What a child of ``trial_id`` takes from it; None: it has not trained (the seed before
+        it finished), so a child of it starts a lineage of its own."""
+        return self._kept[trial_id].trained
+
     def best(self) -> list[int]:
         """The kept most accurate finished trials, best first."""
         return [-negated for _, negated in sorted(self._best, reverse=True)]
@@ -107,11 +131,12 @@ class ParentPool:
         arch: dict[str, Any],
         weights: WeightsRef,
         spec: Arch | None = None,
+        trained: Trained | None = None,
     ) -> None:
         """A trial finished with ``weights`` and best ``accuracy`` (its quality's goodness: higher
         is better): it joins the window (and the best, if it is among them); trials that leave
         both are released."""
-        self._kept[trial_id] = _Kept(arch, weights, spec)
+        self._kept[trial_id] = _Kept(arch, weights, spec, trained)
         leaving = [self.window[0].trial_id] if len(self.window) == self.window.maxlen else []
         self.window.append(Candidate(trial_id, accuracy))
         entry = (accuracy, -trial_id)  # ties: the earlier trial ranks higher

@@ -1,25 +1,38 @@
 """The master's proposals: what a new trial is.
 
 A new trial is the seed network (the first trial, and every trial with
-strategy "none"), or a child: a parent the strategy chooses among the
-finished trials that can still be parents (:class:`~aihpc.runner.search.parents.ParentPool`),
-morphed by random function-preserving growth steps of the run's task
-(:meth:`aihpc.tasks.base.Task.plan`) until its architecture is one never
-tried.  Its hyperparameters come from TPE.  Only architectures are morphed
-here; a :class:`~aihpc.records.messages.Morph` recipe lets the worker make the
+strategy "none" or "seed"), or a child: a parent the strategy chooses among
+the finished trials that can still be parents
+(:class:`~aihpc.runner.search.parents.ParentPool`), grown by the run's
+task's function-preserving growth steps (:meth:`aihpc.tasks.base.Task.plan`):
+towards the size compute-optimal for the time left, or kept at its
+parent's size where that is already past it
+(:mod:`aihpc.runner.search.growth`).  Only architectures are morphed here;
+a :class:`~aihpc.records.messages.Morph` recipe lets the worker make the
 same steps on the parent's weights.
+
+Its hyperparameters come from TPE, from its parent perturbed
+(:mod:`aihpc.runner.search.inherit`), or, with strategy "seed", from the
+task's defaults; its place in a lineage (:mod:`aihpc.runner.search.lineage`)
+from its parent, where it starts from the parent's trained weights.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import MorphError
 from aihpc.records.messages import Morph
 from aihpc.records.trial import Hyperparameters
-from aihpc.runner.search.parents import SEED_TRIAL, ParentPool
+from aihpc.runner.search import inherit
+from aihpc.runner.search.growth import Sizes, grow, keeps_size
+from aihpc.runner.search.lifecycle import Mechanisms
+from aihpc.runner.search.lineage import Lineage
+from aihpc.runner.search.parents import SEED_TRIAL, ParentPool, Trained
 from aihpc.runner.search.trials import LiveTrial, trial_seed
 from aihpc.tasks import Arch, Task
 
@@ -27,10 +40,23 @@ if TYPE_CHECKING:
     from aihpc.nas.hpo import HyperparameterSearch
     from aihpc.nas.search import Strategy
 
-MORPH_TRIES = 10  # parents tried, and morphs per parent, before a proposal gives up
+MORPH_TRIES = 10  # parents tried before a proposal gives up
+#: The morph of a child that keeps its parent's architecture (aihpc.runner.search.growth).
+EXPLOIT = "exploit (the parent's architecture: compute-optimal for the time left)"
 
 #: A child ready to become a trial: (parent, spec, recipe, the morphs applied).
 Child = tuple[int, Arch, Morph, str]
+
+
+@dataclass(frozen=True)
+class Moment:
+    """The run when a trial is proposed: ``t`` seconds of its clock from its start (the seconds
+    its masters ran), ``left`` seconds to the deadline, and the operations one worker can still
+    do (:func:`aihpc.runner.search.growth.worker_room`; None: not known yet)."""
+
+    t: float
+    left: float
+    room: float | None
 
 
 class Proposer:
@@ -48,61 +74,119 @@ class Proposer:
         self.config = config
         self.task = task
         self.strategy = strategy  # None: no architecture search
+        self.mechanisms = Mechanisms.of(config)
         self.hpo = hpo
+        self.space = task.search_space(config)
         self.parents = parents
         self.data = data  # the data set, as the task described it (its seed network's input)
+        self.sizes = Sizes(task, data)
         self.max_params: int | None = data["max_params"]
         self.rng = random.Random(config.seed)
         self.seen_hashes: set[str] = set()
 
     def trial(
-        self, trial_id: int, budget: int, depth: int, child: Child | None = None
+        self, trial_id: int, budget: int, depth: int, moment: Moment, child: Child | None = None
     ) -> LiveTrial:
         """Trial ``trial_id``: the seed, ``child``, or a child morphed now.
 
         ``depth``: how many suggestions TPE should keep drawn ahead (the
         master's slots).
         """
-        number, drawn = self.hpo.ask(depth=depth)
         if child is None and (trial_id == SEED_TRIAL or self.strategy is None):
-            spec = self.task.seed_arch(self.data)
-            parent, morph, recipe = None, "seed", None
+            return self._seed(trial_id, budget, depth, moment)
+        parent, spec, recipe, morph = child if child is not None else self.child(moment.room)
+        trained = self.parents.trained(parent)
+        # a child of the seed before it trained starts a lineage of its own
+        lineage = trained.lineage if trained is not None else Lineage(moment.t, 0)
+        if trained is not None and self.mechanisms.inherit_hparams:
+            hparams = inherit.perturb(trained.hparams, self.rng, self.space)
+            number, origin = self.hpo.adopt(hparams.searched()), inherit.origin(parent)
         else:
-            if child is None:
-                child = self.child()
-            parent, spec, recipe, morph = child
-        arch, arch_hash = spec.to_dict(), spec.content_hash()
-        self.seen_hashes.add(arch_hash)
+            number, hparams, origin = self._tpe(depth)
+        return dataclasses.replace(
+            self._live(trial_id, spec, hparams, number, budget, lineage, origin),
+            parent=parent,
+            morph=morph,
+            recipe=recipe,
+            first_seconds=self._first_seconds(spec, trained),
+            reached=trained.reached if trained is not None else 0.0,
+        )
+
+    def _first_seconds(self, spec: Arch, parent: Trained | None) -> float | None:
+        """How long a child of ``spec`` should take for its first epoch: its parent's last epoch,
+        scaled by their training operations per sample (None: not known, or not needed without a
+        lineage schedule)."""
+        if parent is None or not (parent.epoch_seconds and parent.ops_per_sample):
+            return None
+        if not self.mechanisms.lineage_schedule:
+            return None
+        return parent.epoch_seconds * self.sizes.ops_per_sample(spec) / parent.ops_per_sample
+
+    def _seed(self, trial_id: int, budget: int, depth: int, moment: Moment) -> LiveTrial:
+        """The seed network afresh, a lineage's root: with the task's default hyperparameters
+        (strategy "seed"), else TPE's."""
+        spec = self.task.seed_arch(self.data)
+        if self.mechanisms.until_deadline:
+            hparams = self.task.default_hparams(self.config)
+            number, origin = self.hpo.adopt(hparams.searched()), inherit.DEFAULT
+        else:
+            number, hparams, origin = self._tpe(depth)
         if trial_id == SEED_TRIAL:
-            self.parents.add_seed(arch, spec)
+            self.parents.add_seed(spec.to_dict(), spec)
+        lineage = Lineage(moment.t, 0)
+        return self._live(trial_id, spec, hparams, number, budget, lineage, origin)
+
+    def _tpe(self, depth: int) -> tuple[int, Hyperparameters, str]:
+        number, drawn = self.hpo.ask(depth=depth)
+        return number, Hyperparameters.from_dict(drawn), inherit.TPE
+
+    def _live(
+        self,
+        trial_id: int,
+        spec: Arch,
+        hparams: Hyperparameters,
+        number: int,
+        budget: int,
+        lineage: Lineage,
+        origin: str,
+    ) -> LiveTrial:
+        """A trial of ``spec`` without a parent (:meth:`trial` makes a child of one)."""
+        arch_hash = spec.content_hash()
+        self.seen_hashes.add(arch_hash)
         return LiveTrial(
             id=trial_id,
-            parent=parent,
-            arch=arch,
+            parent=None,
+            arch=spec.to_dict(),
             arch_hash=arch_hash,
-            morph=morph,
-            hparams=Hyperparameters.from_dict(drawn),
+            morph="seed",
+            hparams=hparams,
             hpo_number=number,
             budget=budget,
             num_params=spec.num_params(),
             seed=trial_seed(self.config.seed, trial_id),
-            recipe=recipe,
+            lineage=lineage,
+            hparams_origin=origin,
             spec=spec,
         )
 
-    def child(self) -> Child:
-        """One new child of a parent the strategy chooses."""
-        parent, children = self.children(1)
+    def child(self, room: float | None = None) -> Child:
+        """One new child of a parent the strategy chooses; ``room``: the operations one worker can
+        still do (None: not known)."""
+        parent, children = self.children(1, room)
         return (parent, *children[0])
 
-    def children(self, k: int) -> tuple[int, list[tuple[Arch, Morph, str]]]:
+    def children(
+        self, k: int, room: float | None = None
+    ) -> tuple[int, list[tuple[Arch, Morph, str]]]:
         """``k`` new architectures morphed from one parent the strategy chooses.
 
         Returns (parent, [(spec, recipe, how)]).  Before any trial has
         finished, the parent is the seed with its initial weights.  A child
         whose architecture was already tried (or is a sibling's) is morphed
         again; a parent that cannot give ``k`` new children within
-        ``max_params`` is passed over for another (the seed, the smallest, last).
+        ``max_params`` is passed over for another (the seed, the smallest,
+        last).  Only a lone child (``k`` = 1) may keep its parent's
+        architecture (:func:`aihpc.runner.search.growth.keeps_size`).
         """
         assert self.strategy is not None, "only a run with a search strategy morphs"
         last_error = None
@@ -115,33 +199,48 @@ class Proposer:
             parent = chosen.trial_id if chosen is not None else SEED_TRIAL
             taken: set[str] = set()
             try:
-                return parent, [self._morph(parent, taken) for _ in range(k)]
+                return parent, [self._morph(parent, taken, room, k == 1) for _ in range(k)]
             except MorphError as exc:
                 last_error = exc
         raise MorphError(f"no new architecture within max_params={self.max_params}: {last_error}")
 
-    def _morph(self, parent: int, taken: set[str]) -> tuple[Arch, Morph, str]:
-        """One child of ``parent`` whose architecture is neither tried nor in ``taken``.
-
-        The child's architecture is added to ``taken``.
-        """
+    def _morph(
+        self, parent: int, taken: set[str], room: float | None, alone: bool
+    ) -> tuple[Arch, Morph, str]:
+        """One child of ``parent``: its architecture kept (``alone``, a trained parent already
+        as large as ``room`` affords, with ``grow_on_plateau``), or grown (towards ``room``) to
+        one neither tried nor in ``taken``, which it joins."""
         seed = self.rng.getrandbits(63)
-        rng = random.Random(seed)
         spec = self.parents.spec(parent)
-        morphs: list[str] = []
-        for steps in range(1, MORPH_TRIES + 1):  # morph again until the architecture is new
-            spec, _, description = self.task.plan(spec, rng, self.max_params)
-            morphs.append(description)
-            arch_hash = spec.content_hash()
-            if arch_hash not in self.seen_hashes and arch_hash not in taken:
-                taken.add(arch_hash)
-                recipe = Morph(
-                    self.parents.arch(parent),
-                    self.parents.weights(parent),
-                    trial_seed(self.config.seed, parent),
-                    seed,
-                    steps,
-                    self.max_params,
-                )
-                return spec, recipe, "; ".join(morphs)
-        raise MorphError(f"{MORPH_TRIES} morphs of trial {parent} gave no new architecture")
+        grows = self.mechanisms.grow_on_plateau
+        if grows and alone and self.parents.trained(parent) is not None:
+            if keeps_size(self.sizes, spec, room):
+                return spec, self._recipe(parent, seed, 0), EXPLOIT
+
+        def fits(child: Arch) -> bool:
+            return grows and room is not None and self.sizes.min_train_ops(child) <= room
+
+        def is_new(child: Arch) -> bool:
+            arch_hash = child.content_hash()
+            return arch_hash not in self.seen_hashes and arch_hash not in taken
+
+        try:
+            spec, steps, morphs = grow(
+                self.task, spec, random.Random(seed), self.max_params, fits, is_new
+            )
+        except MorphError as exc:
+            raise MorphError(f"trial {parent}: {exc}") from None
+        taken.add(spec.content_hash())
+        return spec, self._recipe(parent, seed, steps), "; ".join(morphs)
+
+    def _recipe(self, parent: int, seed: int, steps: int) -> Morph:
+        """How a worker makes the child's weights: ``steps`` growth steps drawn from ``seed``,
+        replayed on ``parent``'s."""
+        return Morph(
+            self.parents.arch(parent),
+            self.parents.weights(parent),
+            trial_seed(self.config.seed, parent),
+            seed,
+            steps,
+            self.max_params,
+        )

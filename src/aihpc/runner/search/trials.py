@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
 from aihpc.records.messages import EpochStatus, Morph, WeightsRef
-from aihpc.records.rows import EpochRow, TrialRow
+from aihpc.records.rows import EpochRow, NewTrial, TrialRow
 from aihpc.records.trial import Hyperparameters
+from aihpc.runner.search.lineage import Lineage, steady_seconds
 
 if TYPE_CHECKING:
     from aihpc.tasks import Arch
@@ -26,9 +27,11 @@ class LiveTrial:
     morph: str
     hparams: Hyperparameters
     hpo_number: int
-    budget: int
+    budget: int  # epochs at most (0: until the deadline)
     num_params: int | None  # None in a store row that never recorded it
     seed: int
+    lineage: Lineage  # its place in its lineage (aihpc.runner.search.lineage)
+    hparams_origin: str  # where its hyperparameters came from (aihpc.runner.search.inherit)
     recipe: Morph | None = None  # how a child's first epoch makes its starting weights
     epochs_done: int = 0
     best_goodness: float | None = None  # its best validation metric, higher better (the quality's)
@@ -36,11 +39,43 @@ class LiveTrial:
     weights: WeightsRef | None = None  # the weights of the last epoch committed
     spec: Arch | None = None  # its architecture's value, where the master has built it
     memory_kills: int = 0  # its epoch's last attempts in a row whose worker was killed for memory
+    # its last finished epoch's seconds (steady: without its one-time phases) and training
+    # operations per sample (None: none yet)
+    epoch_seconds: float | None = None
+    ops_per_sample: float | None = None
+    first_seconds: float | None = None  # its first epoch's expected seconds (from its parent's)
+    # the schedule's position its lineage reached: where its last finished epoch (or, before
+    # its first, its parent's) ended (aihpc.runner.search.lineage; 0 for a trial's own schedule)
+    reached: float = 0.0
 
     def needs_parent(self) -> bool:
         """Whether its next epoch starts from its parent's weights (through its recipe): a
         child whose first epoch is not yet committed."""
         return self.recipe is not None and self.weights is None
+
+    def new_row(self, t_created: float) -> NewTrial:
+        """The trial as the store records it when it starts, at ``t_created``."""
+        return NewTrial(
+            id=self.id,
+            parent=self.parent,
+            arch_hash=self.arch_hash,
+            arch=self.arch,
+            parent_arch=self.recipe.parent_arch if self.recipe else None,
+            morph=self.morph,
+            recipe=self.recipe,
+            hparams=self.hparams,
+            hpo_number=self.hpo_number,
+            budget=self.budget,
+            num_params=self.num_params,
+            t_created=t_created,
+            lineage_start=self.lineage.start,
+            lineage_epochs=self.lineage.epochs,
+            hparams_origin=self.hparams_origin,
+        )
+
+    def lineage_epochs(self) -> int:
+        """Epochs trained along its lineage: its ancestors' and its own finished ones."""
+        return self.lineage.epochs + self.epochs_done
 
 
 def trial_seed(run_seed: int, trial_id: int) -> int:
@@ -66,24 +101,50 @@ def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> 
     return budget
 
 
-def progress(epochs: list[EpochRow], metric: str) -> tuple[list[float], WeightsRef | None]:
-    """A stored trial's values of the validation ``metric`` of its finished epochs, and its last
-    weights."""
-    values = [e.metrics[metric] for e in epochs if e.status == EpochStatus.OK]
+@dataclass(frozen=True)
+class Progress:
+    """A stored trial's finished epochs as the search reads them back: the values of the
+    validation metric, its last weights, and its last finished epoch's seconds (steady:
+    :func:`aihpc.runner.search.lineage.steady_seconds`) and training operations per sample
+    (None: no finished epoch)."""
+
+    values: list[float]
+    weights: WeightsRef | None
+    epoch_seconds: float | None
+    ops_per_sample: float | None
+    reached: float | None  # the schedule's position its last finished epoch ended at
+
+
+def progress(epochs: list[EpochRow], metric: str) -> Progress:
+    """A stored trial's :class:`Progress` from its epochs' rows."""
+    ok = [e for e in epochs if e.status == EpochStatus.OK]
     weights = next((e.weights for e in reversed(epochs) if e.weights is not None), None)
-    return values, weights
+    last = ok[-1] if ok else None
+    return Progress(
+        [e.metrics[metric] for e in ok],
+        weights,
+        steady_seconds(last.t_end - last.t_start, last.phase_seconds) if last else None,
+        last.ops_per_sample.get("train") if last else None,
+        last.metrics.get("schedule_to") if last else None,
+    )
+
+
+def stored_lineage(row: TrialRow) -> Lineage:
+    """A stored trial's lineage (a row without one, from an older store: a root at the run's
+    start)."""
+    return Lineage(row.lineage_start or 0.0, row.lineage_epochs or 0)
 
 
 def resumed_trial(
     row: TrialRow,
     accs: list[float],
-    weights: WeightsRef | None,
+    done: Progress,
     parent_arch: dict[str, Any] | None,
     hpo_number: int,
     seed: int,
 ) -> LiveTrial:
     """A trial that was running when the previous master died, after ``len(accs)`` finished epochs
-    whose goodness (the quality's, higher better) ``accs`` lists.
+    whose goodness (the quality's, higher better) ``accs`` lists, as ``done`` read them.
 
     ``parent_arch``: its parent's architecture, from which a child whose first
     epoch is still to be made from its recipe starts.
@@ -99,11 +160,16 @@ def resumed_trial(
         budget=row.budget,
         num_params=row.num_params,
         seed=seed,
+        lineage=stored_lineage(row),
+        hparams_origin=row.hparams_origin or "tpe",
         recipe=_recipe(row.recipe, parent_arch) if row.recipe is not None else None,
         epochs_done=len(accs),
         best_goodness=max(accs) if accs else None,
         best_epoch=accs.index(max(accs)) + 1 if accs else 0,
-        weights=weights,
+        weights=done.weights,
+        epoch_seconds=done.epoch_seconds,
+        ops_per_sample=done.ops_per_sample,
+        reached=done.reached or 0.0,
     )
 
 

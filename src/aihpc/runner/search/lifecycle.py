@@ -1,0 +1,185 @@
+"""When a trial ends: the master's decision after each of its finished epochs.
+
+A trial trains epoch after epoch until one of these, checked in this order
+(:func:`decide`):
+
+1. its epoch budget is spent (``COMPLETED``);
+2. asynchronous successive halving (``RunConfig.early_stop``; ASHA, Li et
+   al. 2018): at a *rung* of 1, 2, 4, 8 ... epochs along its lineage (its
+   own and its ancestors', :mod:`aihpc.runner.search.lineage`), its
+   validation value is compared with those of every trial that reached the
+   same rung before it; with at least ``MIN_PEERS`` others there, a trial
+   outside the better half (its rank among the n trials there, ties in its
+   favour, above n // 2: ASHA's promotion rule with a reduction factor of 2,
+   as Optuna's ``SuccessiveHalvingPruner`` applies it) is stopped
+   (``EARLY_STOPPED``, the reason says where), and its worker trains a
+   child of a leader;
+3. its validation curve flattens (``RunConfig.grow_on_plateau``): its last
+   epoch improved its best value by less than the metric's resolution (one
+   standard error, :attr:`aihpc.scoring.quality.Quality.resolution`), from
+   its second epoch on: more epochs of this size no longer pay, so it ends
+   (``COMPLETED``, the reason says so) and becomes a parent the strategy
+   can choose, whose child grows (:mod:`aihpc.runner.search.growth`);
+4. ``patience`` epochs without a better value (``EARLY_STOPPED``).
+
+The mechanisms apply to the strategies that morph (evolution, random):
+strategy "none" trains as it always did (its trials' own schedules and
+drawn budgets), and strategy "seed" trains one trial per worker until the
+deadline (:class:`Mechanisms`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right, insort
+from dataclasses import dataclass
+
+from aihpc.base.config import RunConfig
+from aihpc.nas.search import NO_PARENTS
+from aihpc.records.rows import TrialStatus
+from aihpc.runner.search.trials import LiveTrial, epoch_budget
+
+MIN_PEERS = 2  # other trials at a rung before ASHA stops anyone there
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """Which of the search's mechanisms a run applies (the module docstring)."""
+
+    lineage_schedule: bool
+    inherit_hparams: bool
+    grow_on_plateau: bool
+    early_stop: bool
+    until_deadline: bool  # strategy "seed": a trial ends only at the deadline
+
+    @classmethod
+    def of(cls, config: RunConfig) -> Mechanisms:
+        morphs = config.strategy not in NO_PARENTS
+        seed = config.strategy == "seed"
+        return cls(
+            lineage_schedule=seed or (morphs and config.lineage_schedule),
+            inherit_hparams=morphs and config.inherit_hparams,
+            grow_on_plateau=morphs and config.grow_on_plateau,
+            early_stop=morphs and config.early_stop,
+            until_deadline=seed,
+        )
+
+
+def trial_budget(
+    config: RunConfig, mechanisms: Mechanisms, left: float, epoch_seconds: list[float]
+) -> int:
+    """The epochs a new trial may train, ``left`` seconds before the deadline: 0 (until the
+    deadline) for strategy "seed"; ``epochs_max`` where its plateau ends it; else the budget
+    drawn as the run goes on (:func:`aihpc.runner.search.trials.epoch_budget`)."""
+    if mechanisms.until_deadline:
+        return 0
+    if mechanisms.grow_on_plateau:
+        return config.epochs_max
+    return epoch_budget(config, left, epoch_seconds)
+
+
+def is_rung(lineage_epochs: int) -> bool:
+    """Whether ``lineage_epochs`` epochs along a lineage is a rung: 1, 2, 4, 8 ..."""
+    return lineage_epochs >= 1 and lineage_epochs & (lineage_epochs - 1) == 0
+
+
+class Rungs:
+    """The validation values (goodness: higher is better) of the trials that reached each rung,
+    in sorted lists: a run's rungs hold a few values per trial."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, list[float]] = {}
+
+    def add(self, lineage_epochs: int, goodness: float) -> None:
+        """A trial's value at ``lineage_epochs`` (nothing where that is no rung)."""
+        if is_rung(lineage_epochs):
+            insort(self._values.setdefault(lineage_epochs, []), goodness)
+
+    def judge(self, lineage_epochs: int, goodness: float) -> str | None:
+        """Add a trial's value and say why it stops (None: it goes on, or this is no rung)."""
+        if not is_rung(lineage_epochs):
+            return None
+        values = self._values.setdefault(lineage_epochs, [])
+        others = len(values)
+        ahead = others - bisect_right(values, goodness)  # strictly better
+        insort(values, goodness)
+        there = others + 1
+        if others < MIN_PEERS or ahead + 1 <= there // 2:
+            return None
+        return (
+            f"successive halving at {lineage_epochs} lineage epochs: ranked {ahead + 1} of the "
+            f"{there} trials there, outside the better {there // 2}"
+        )
+
+    def count(self, lineage_epochs: int) -> int:
+        """How many trials reached the rung."""
+        return len(self._values.get(lineage_epochs, ()))
+
+
+def plateaued(best_before: float | None, best_after: float, resolution: float) -> bool:
+    """Whether an epoch that took a trial's best goodness from ``best_before`` (None: its first
+    epoch) to ``best_after`` improved it by less than ``resolution``."""
+    return best_before is not None and best_after - best_before < resolution
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """A trial's finished epoch as :func:`decide` reads it."""
+
+    done: int  # the trial's epochs finished, this one included
+    budget: int  # its epochs at most (0: until the deadline)
+    lineage_epochs: int  # epochs along its lineage, this one included
+    goodness: float  # this epoch's validation value (higher is better)
+    best_before: float | None  # the trial's best before this epoch (None: its first)
+    best_after: float  # its best after it
+    since_best: int  # epochs since its best one (0: this one is its best)
+
+
+def decide(
+    epoch: Epoch, mechanisms: Mechanisms, rungs: Rungs, resolution: float, patience: int
+) -> tuple[TrialStatus, str | None] | None:
+    """How the trial ends after ``epoch`` (status, reason), or None: it trains on.  Its value
+    joins ``rungs`` (with ``early_stop``) whatever is decided."""
+    if mechanisms.until_deadline:
+        return None
+    stop = rungs.judge(epoch.lineage_epochs, epoch.goodness) if mechanisms.early_stop else None
+    if epoch.budget and epoch.done >= epoch.budget:
+        return TrialStatus.COMPLETED, None
+    if stop is not None:
+        return TrialStatus.EARLY_STOPPED, stop
+    if mechanisms.grow_on_plateau and plateaued(epoch.best_before, epoch.best_after, resolution):
+        gain = epoch.best_after - (epoch.best_before or 0.0)
+        return TrialStatus.COMPLETED, (
+            f"plateau: epoch {epoch.done} improved its best by {gain:.4g}, less than the "
+            f"resolution {resolution:.4g}"
+        )
+    if epoch.since_best >= patience:
+        return TrialStatus.EARLY_STOPPED, None
+    return None
+
+
+class Judge:
+    """The master's decisions after each finished epoch, by the run's rules: its
+    :class:`Mechanisms`, the rungs of successive halving so far, the metric's ``resolution``
+    and ``patience``."""
+
+    def __init__(self, mechanisms: Mechanisms, resolution: float, patience: int) -> None:
+        self.mechanisms, self.resolution, self.patience = mechanisms, resolution, patience
+        self.rungs = Rungs()
+
+    def after(self, trial: LiveTrial, goodness: float) -> tuple[TrialStatus, str | None] | None:
+        """How ``trial`` ends after the epoch it just finished (its ``epochs_done`` counts it),
+        whose validation value was ``goodness`` (higher is better), or None: it trains on.  The
+        trial's best is updated."""
+        before = trial.best_goodness
+        if before is None or goodness > before:
+            trial.best_goodness, trial.best_epoch = goodness, trial.epochs_done
+        epoch = Epoch(
+            done=trial.epochs_done,
+            budget=trial.budget,
+            lineage_epochs=trial.lineage_epochs(),
+            goodness=goodness,
+            best_before=before,
+            best_after=max(goodness, before) if before is not None else goodness,
+            since_best=trial.epochs_done - trial.best_epoch,
+        )
+        return decide(epoch, self.mechanisms, self.rungs, self.resolution, self.patience)

@@ -1,0 +1,66 @@
+"""PBT's exploit and explore (aihpc.runner.search.inherit): a child's hyperparameters are its
+parent's, the learning rate and weight decay each x0.8 or x1.25, within the search space."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter
+
+import pytest
+
+from aihpc.base.config import RunConfig
+from aihpc.nas.tpe_study import image_space
+from aihpc.records.trial import Hyperparameters
+from aihpc.runner.search.inherit import FACTORS, origin, perturb
+from aihpc.tasks import task_of
+
+SPACE = image_space((32, 64, 128), "sgd", "cosine")  # lr in [1e-3, 0.4], wd in [1e-6, 1e-2]
+PARENT = Hyperparameters(lr=0.05, batch_size=64, weight_decay=1e-4, momentum=0.8, dropout=0.2)
+
+
+def test_a_child_multiplies_lr_and_weight_decay_and_keeps_the_rest():
+    rng = random.Random(0)
+    seen: Counter[tuple[float, float]] = Counter()
+    for _ in range(400):
+        child = perturb(PARENT, rng, SPACE)
+        lr, wd = child.lr / PARENT.lr, child.weight_decay / PARENT.weight_decay
+        assert lr == pytest.approx(FACTORS[lr > 1]) and wd == pytest.approx(FACTORS[wd > 1])
+        seen[(round(lr, 2), round(wd, 2))] += 1
+        assert dataclasses.replace(child, lr=PARENT.lr, weight_decay=PARENT.weight_decay) == PARENT
+    # each factor independently, with equal chances: four pairs, each about a quarter
+    assert set(seen) == {(0.8, 0.8), (0.8, 1.25), (1.25, 0.8), (1.25, 1.25)}
+    assert all(60 < n < 140 for n in seen.values()), seen
+
+
+def test_a_perturbed_value_is_held_within_the_search_space():
+    edge = dataclasses.replace(PARENT, lr=0.4, weight_decay=1e-6)
+    for seed in range(20):
+        child = perturb(edge, random.Random(seed), SPACE)
+        assert 1e-3 <= child.lr <= 0.4 and 1e-6 <= child.weight_decay <= 1e-2
+        assert child.lr in (0.4, 0.4 * 0.8) and child.weight_decay in (1e-6, 1e-6 * 1.25)
+
+
+def test_the_draws_repeat_with_the_seed():
+    a = [perturb(PARENT, random.Random(5), SPACE) for _ in range(3)]
+    assert a[0] == a[1] == a[2]
+
+
+def test_the_origins_read_as_results_json_shows_them():
+    assert origin(None) == "tpe" and origin(7) == "inherited from trial 7"
+
+
+@pytest.mark.parametrize("name", ["image", "lm"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_the_tasks_defaults_lie_within_their_search_space(name: str, optimizer: str):
+    """TPE is told a default trial's result, which it takes only within its ranges."""
+    task = task_of(name)
+    for device in ("cpu", "cuda"):
+        config = task.default_workload(RunConfig(task=name, optimizer=optimizer), device)
+        hp = task.default_hparams(config)
+        space = task.search_space(config)
+        for key, low, high, _ in space.floats:
+            assert low <= getattr(hp, key) <= high, (name, device, key)
+        for key, choices in space.choices:
+            assert getattr(hp, key) in choices
+        assert all(getattr(hp, key) == value for key, value in space.fixed)

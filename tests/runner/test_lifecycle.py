@@ -1,0 +1,195 @@
+"""The master's decision after a trial's epoch (aihpc.runner.search.lifecycle): the plateau rule,
+successive halving's rungs, the order of the rules, and which strategies apply them."""
+
+from __future__ import annotations
+
+import pytest
+
+from aihpc.base.config import RunConfig
+from aihpc.records.rows import TrialStatus
+from aihpc.records.trial import Hyperparameters
+from aihpc.runner.search.lifecycle import (
+    MIN_PEERS,
+    Epoch,
+    Judge,
+    Mechanisms,
+    Rungs,
+    decide,
+    is_rung,
+    plateaued,
+    trial_budget,
+)
+from aihpc.runner.search.lineage import Lineage
+from aihpc.runner.search.trials import LiveTrial
+from aihpc.scoring.quality import Accuracy, Loss
+
+ALL = Mechanisms(True, True, True, True, until_deadline=False)
+NONE = Mechanisms(False, False, False, False, until_deadline=False)
+
+
+def _epoch(**changes) -> Epoch:
+    base = dict(
+        done=2,
+        budget=8,
+        lineage_epochs=3,  # no rung
+        goodness=0.6,
+        best_before=0.5,
+        best_after=0.6,
+        since_best=0,
+    )
+    return Epoch(**{**base, **changes})
+
+
+def test_the_resolution_is_one_standard_error_of_the_metric():
+    # an accuracy over n samples: sqrt(p (1 - p) / n), at its largest (p = 1/2)
+    assert Accuracy(val_samples=2500, min_accuracy=0.5).resolution == pytest.approx(0.01)
+    assert Accuracy(val_samples=0, min_accuracy=0.5).resolution == 0.5  # no samples: one
+    # a loss's is given (1 / sqrt(predicted tokens), aihpc.tasks.language)
+    assert Loss(unigram=4.0, max_loss=3.0, floor=None, resolution=0.002).resolution == 0.002
+
+
+def test_a_plateau_is_an_improvement_of_the_best_by_less_than_the_resolution():
+    assert not plateaued(None, 0.3, 0.01)  # a first epoch: nothing to improve on
+    assert plateaued(0.50, 0.505, 0.01)
+    assert plateaued(0.50, 0.50, 0.01)  # no better
+    assert not plateaued(0.50, 0.51, 0.01)  # exactly one standard error: it paid
+    assert not plateaued(-2.40, -2.30, 0.05)  # a loss falling by 0.1 nats (goodness: negated)
+    assert plateaued(-2.40, -2.39, 0.05)
+
+
+def test_rungs_are_the_powers_of_two():
+    assert [n for n in range(0, 40) if is_rung(n)] == [1, 2, 4, 8, 16, 32]
+
+
+def test_a_rung_stops_nobody_until_it_holds_enough_peers():
+    rungs = Rungs()
+    for i in range(MIN_PEERS):
+        assert rungs.judge(4, 0.1 * i) is None  # 0 and then 1 other trial there
+    assert rungs.count(4) == MIN_PEERS
+    assert rungs.judge(3, 0.0) is None and rungs.count(3) == 0  # no rung: nothing kept
+
+
+@pytest.mark.parametrize(
+    ("there", "kept"),
+    [(3, 1), (4, 2), (5, 2), (6, 3), (9, 4)],
+)
+def test_only_the_better_half_of_the_trials_at_a_rung_goes_on(there: int, kept: int):
+    """A trial reaching a rung with n - 1 others there goes on where its rank among the n is at
+    most n // 2 (ASHA with a reduction factor of 2): checked for each rank it could take."""
+    others = [float(v) for v in range(1, there)]  # ranks 1 .. n-1 already there
+    for rank in range(1, there + 1):
+        rungs = Rungs()
+        for v in others:
+            rungs.add(2, v)
+        value = there - rank + 0.5  # exactly rank - 1 of the others are better
+        reason = rungs.judge(2, value)
+        assert (reason is None) == (rank <= kept), (there, rank, reason)
+        if reason is not None:
+            assert reason == (
+                f"successive halving at 2 lineage epochs: ranked {rank} of the {there} trials "
+                f"there, outside the better {there // 2}"
+            )
+
+
+def test_ties_at_a_rung_count_in_the_trials_favour():
+    rungs = Rungs()
+    for v in (0.5, 0.5, 0.5):
+        rungs.add(1, v)
+    assert rungs.judge(1, 0.5) is None  # 4 there, none strictly better: rank 1
+    assert rungs.judge(1, 0.49) is not None
+
+
+def test_the_budget_ends_a_trial_before_the_other_rules_and_the_rung_still_counts_it():
+    rungs = Rungs()
+    for v in (0.9, 0.8):
+        rungs.add(4, v)
+    epoch = _epoch(done=8, budget=8, lineage_epochs=4, goodness=0.1, best_before=0.1)
+    assert decide(epoch, ALL, rungs, 0.01, patience=2) == (TrialStatus.COMPLETED, None)
+    assert rungs.count(4) == 3
+
+
+def test_successive_halving_stops_a_trailing_trial_with_its_reason():
+    rungs = Rungs()
+    for v in (0.9, 0.8):
+        rungs.add(4, v)
+    status, reason = decide(_epoch(lineage_epochs=4, goodness=0.6), ALL, rungs, 0.01, 2)
+    assert status == TrialStatus.EARLY_STOPPED and "successive halving at 4" in reason
+    assert decide(_epoch(lineage_epochs=4, goodness=0.6), NONE, rungs, 0.01, 2) is None
+
+
+def test_a_plateau_ends_a_trial_as_completed_with_its_gain_and_the_resolution():
+    flat = _epoch(done=3, goodness=0.504, best_before=0.5, best_after=0.504)
+    status, reason = decide(flat, ALL, Rungs(), 0.01, patience=5)
+    assert status == TrialStatus.COMPLETED
+    assert reason == "plateau: epoch 3 improved its best by 0.004, less than the resolution 0.01"
+    assert decide(flat, NONE, Rungs(), 0.01, patience=5) is None
+    first = _epoch(done=1, lineage_epochs=5, goodness=0.1, best_before=None, best_after=0.1)
+    assert decide(first, ALL, Rungs(), 0.01, patience=5) is None  # nothing to improve on yet
+
+
+def test_patience_still_stops_a_trial_without_the_plateau_rule():
+    stale = _epoch(done=5, goodness=0.4, best_before=0.6, best_after=0.6, since_best=2)
+    assert decide(stale, NONE, Rungs(), 0.01, patience=2) == (TrialStatus.EARLY_STOPPED, None)
+    assert decide(stale, NONE, Rungs(), 0.01, patience=3) is None
+
+
+def test_a_seed_strategy_trial_ends_only_at_the_deadline():
+    seed = Mechanisms.of(RunConfig(strategy="seed"))
+    spent = _epoch(done=100, budget=0, lineage_epochs=4, best_before=0.6, since_best=50)
+    assert decide(spent, seed, Rungs(), 0.01, patience=1) is None
+
+
+def test_the_mechanisms_apply_to_the_strategies_that_morph():
+    for strategy in ("evolution", "random"):
+        assert Mechanisms.of(RunConfig(strategy=strategy)) == ALL
+        off = RunConfig(strategy=strategy, lineage_schedule=False, early_stop=False)
+        assert Mechanisms.of(off) == Mechanisms(False, True, True, False, until_deadline=False)
+    assert Mechanisms.of(RunConfig(strategy="none")) == NONE  # as it always trained
+    # the seed baseline: one schedule from the run's start to its end, nothing else
+    assert Mechanisms.of(RunConfig(strategy="seed", lineage_schedule=False)) == Mechanisms(
+        True, False, False, False, until_deadline=True
+    )
+
+
+def test_a_new_trials_budget_by_mechanism():
+    config = RunConfig(minutes=10.0, epochs_min=2, epochs_max=6)
+    # drawn: from epochs_min at the start, never more than fit at 100 s an epoch
+    assert trial_budget(config, NONE, 600.0, []) == 2
+    assert trial_budget(config, NONE, 150.0, [100.0]) == 1
+    assert trial_budget(config, ALL, 150.0, [100.0]) == 6  # its plateau ends it: epochs_max caps
+    seed = Mechanisms.of(RunConfig(strategy="seed"))
+    assert trial_budget(config, seed, 150.0, [100.0]) == 0  # until the deadline
+
+
+def _live(trial_id: int) -> LiveTrial:
+    return LiveTrial(
+        id=trial_id,
+        parent=2,
+        arch={},
+        arch_hash="h",
+        morph="m",
+        hparams=Hyperparameters(lr=0.1, batch_size=32),
+        hpo_number=trial_id,
+        budget=8,
+        num_params=1,
+        seed=0,
+        lineage=Lineage(0.0, 3),  # its first epoch is its lineage's fourth: a rung
+        hparams_origin="tpe",
+    )
+
+
+def test_the_judge_keeps_a_trials_best_and_decides_by_its_lineage_epochs():
+    judge = Judge(ALL, resolution=0.01, patience=2)
+    for v in (0.9, 0.8):
+        judge.rungs.add(4, v)
+    leader, trailer = _live(5), _live(6)
+    leader.epochs_done = trailer.epochs_done = 1
+    assert judge.after(leader, 0.95) is None  # first of 3 at rung 4
+    assert (leader.best_goodness, leader.best_epoch) == (0.95, 1)
+    status, reason = judge.after(trailer, 0.85)  # third of 4 there: outside the better 2
+    assert status == TrialStatus.EARLY_STOPPED and "ranked 3 of the 4" in reason
+    leader.epochs_done = 2
+    status, reason = judge.after(leader, 0.955)  # lineage epoch 5: no rung; a gain of 0.005
+    assert status == TrialStatus.COMPLETED and reason.startswith("plateau: epoch 2")
+    assert (leader.best_goodness, leader.best_epoch) == (0.955, 2)
+    assert judge.rungs.count(4) == 4 and judge.rungs.count(5) == 0
