@@ -10,9 +10,10 @@ from collections import Counter
 import pytest
 
 from aihpc.base.config import RunConfig
+from aihpc.nas.search import Candidate
 from aihpc.nas.tpe_study import image_space
 from aihpc.records.trial import Hyperparameters
-from aihpc.runner.search.inherit import FACTORS, origin, perturb
+from aihpc.runner.search.inherit import FACTORS, origin, perturb, worth_inheriting
 from aihpc.tasks import task_of
 
 SPACE = image_space((32, 64, 128), "sgd", "cosine")  # lr in [1e-3, 0.4], wd in [1e-6, 1e-2]
@@ -64,3 +65,15 @@ def test_the_tasks_defaults_lie_within_their_search_space(name: str, optimizer: 
         for key, choices in space.choices:
             assert getattr(hp, key) in choices
         assert all(getattr(hp, key) == value for key, value in space.fixed)
+
+
+def test_only_a_parent_in_the_better_half_of_the_window_passes_its_hyperparameters_on():
+    window = [Candidate(i, acc) for i, acc in enumerate([0.03, 0.70, 0.55, 0.80])]
+    assert [worth_inheriting(c.trial_id, window) for c in window] == [False, True, False, True]
+    assert worth_inheriting(0, window[:1])  # alone: the best there is
+    assert not worth_inheriting(0, window[:2]) and worth_inheriting(1, window[:2])
+    three = window[:3]  # the median, 0.55, is in the better half
+    assert [worth_inheriting(c.trial_id, three) for c in three] == [False, True, True]
+    assert worth_inheriting(9, window)  # a parent the window no longer holds
+    ties = [Candidate(0, 0.5), Candidate(1, 0.5)]
+    assert worth_inheriting(0, ties) and worth_inheriting(1, ties)

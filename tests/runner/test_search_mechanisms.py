@@ -110,8 +110,12 @@ def test_a_child_inherits_its_parents_hyperparameters_perturbed_and_tpe_hears_of
     master, store, _, _ = _run(tmp_path, _rising, early_stop=False)
     rows = {r.id: r for r in store.trials()}
     children = [r for r in rows.values() if r.parent is not None]
-    assert children and rows[0].hparams_origin == "tpe"
-    for child in children:
+    # the run's first trial starts from the task's defaults; a child of a parent in the worse
+    # half of the window draws from TPE instead (inherit.worth_inheriting)
+    assert children and rows[0].hparams_origin == "default"
+    inherited = [c for c in children if c.hparams_origin != "tpe"]
+    assert inherited
+    for child in inherited:
         parent = rows[child.parent].hparams
         assert child.hparams_origin == f"inherited from trial {child.parent}"
         assert child.hparams.lr / parent.lr == pytest.approx(0.8) or (

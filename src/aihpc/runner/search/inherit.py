@@ -5,9 +5,13 @@ trained weights takes its parent's hyperparameters as well, perturbed
 (Population Based Training's exploit and explore, Jaderberg et al. 2017):
 the learning rate and the weight decay each multiplied by 0.8 or 1.25 at
 random, within the search space's ranges; the batch size and everything
-else kept.  TPE still proposes for trials without a parent, and is told
-every trial's result (an inherited trial's as a trial it did not draw,
-:meth:`aihpc.nas.hpo.HyperparameterSearch.adopt`).
+else kept — where the parent is worth it (:func:`worth_inheriting`: PBT
+exploits the better members of its population only); a child of a parent
+in the worse half draws TPE's instead.  The run's first trial, the root of
+the lineage most early children grow from, takes the task's default
+hyperparameters.  TPE still proposes for the other trials without a
+parent, and is told every trial's result (an inherited trial's as a trial
+it did not draw, :meth:`aihpc.nas.hpo.HyperparameterSearch.adopt`).
 
 A trial records its hyperparameters' origin (:func:`origin`), which
 results.json shows beside them.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from aihpc.nas.search import Candidate
 from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.trial import Hyperparameters
 
@@ -31,6 +36,17 @@ def origin(parent: int | None) -> str:
     """The origin of a trial's hyperparameters inherited from trial ``parent``; of one drawn by
     TPE where ``parent`` is None."""
     return TPE if parent is None else f"inherited from trial {parent}"
+
+
+def worth_inheriting(parent: int, finished: list[Candidate]) -> bool:
+    """Whether a child of ``parent`` takes its hyperparameters: the parent is in the better half
+    of ``finished`` (the trials a parent is chosen from, with their goodness: higher is better),
+    its goodness at least their upper median (a parent not among them, or none finished: yes)."""
+    mine = next((c.accuracy for c in finished if c.trial_id == parent), None)
+    if mine is None:
+        return True
+    ranked = sorted(c.accuracy for c in finished)
+    return mine >= ranked[len(ranked) // 2]
 
 
 def perturb(hp: Hyperparameters, rng: random.Random, space: SearchSpace) -> Hyperparameters:

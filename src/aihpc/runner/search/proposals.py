@@ -98,7 +98,11 @@ class Proposer:
         trained = self.parents.trained(parent)
         # a child of the seed before it trained starts a lineage of its own
         lineage = trained.lineage if trained is not None else Lineage(moment.t, 0)
-        if trained is not None and self.mechanisms.inherit_hparams:
+        if (
+            trained is not None
+            and self.mechanisms.inherit_hparams
+            and inherit.worth_inheriting(parent, list(self.parents.window))
+        ):
             hparams = inherit.perturb(trained.hparams, self.rng, self.space)
             number, origin = self.hpo.adopt(hparams.searched()), inherit.origin(parent)
         else:
@@ -124,9 +128,11 @@ class Proposer:
 
     def _seed(self, trial_id: int, budget: int, depth: int, moment: Moment) -> LiveTrial:
         """The seed network afresh, a lineage's root: with the task's default hyperparameters
-        (strategy "seed"), else TPE's."""
+        (strategy "seed"; and the run's first trial where children inherit: the lineage most
+        children grow from starts from values known to train), else TPE's."""
         spec = self.task.seed_arch(self.data)
-        if self.mechanisms.until_deadline:
+        first = trial_id == SEED_TRIAL and self.mechanisms.inherit_hparams
+        if self.mechanisms.until_deadline or first:
             hparams = self.task.default_hparams(self.config)
             number, origin = self.hpo.adopt(hparams.searched()), inherit.DEFAULT
         else:
