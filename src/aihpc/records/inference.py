@@ -1,4 +1,10 @@
-"""An inference result (``infer.json``, kind ``infer``) as ``aihpc compare`` and ``rank`` see it.
+"""An inference result (``infer.json``, kind ``infer``): its record, and what ``aihpc compare``
+and ``rank`` see of it.
+
+:class:`InferData` is the document's ``data`` (:class:`aihpc.infer.record.InferRecord`
+builds it): what was served on which devices, the quality check, the operations per query,
+the calibration, the server's bounds, the peak, and per scenario the figures LoadGen
+measured (``scenarios``: each scenario's figures and its tests, as LoadGen gave them).
 
 :func:`comparison_fields` reduces the document to the fields of a comparison's entry
 (:class:`aihpc.ranking.compare.Entry`, less its source and kind):
@@ -26,9 +32,69 @@ import json
 from typing import Any
 
 from aihpc.machine.environment import Environment
+from aihpc.records.codec import Record
+from aihpc.records.peak import PeakRecord
 
 INFER_FILE = "infer.json"  # aihpc.infer.record.RECORD_FILE (that module imports torch)
 MLPERF_SECONDS = 600.0  # aihpc.infer.record.MLPERF_SECONDS: MLPerf's minimum test duration
+
+
+class InferBounds(Record):
+    """The server scenario's latency bounds in seconds (:class:`aihpc.infer.scenarios.Bounds`)."""
+
+    latency: float | None
+    ttft: float | None
+    tpot: float | None
+    percentile: float
+
+
+class Generation(Record):
+    """A language model's queries: prompt and answer lengths in tokens."""
+
+    prompt_tokens: int
+    new_tokens: int
+
+
+class InferQuality(Record):
+    """The quality served against float32's (:class:`aihpc.infer.accuracy.QualityCheck`):
+    ``measure`` accuracy, loss, or a zoo model's agreement."""
+
+    measure: str
+    served: float | None
+    reference: float | None
+    kept: float | None
+    dtype: str
+    samples: int
+    valid: bool
+    reason: str | None
+
+
+class InferData(Record):
+    """infer.json's ``data`` (the module docstring); the fields after ``invalid_reasons`` are
+    absent from files older than them."""
+
+    source: dict[str, Any]  # label, task, arch, and the run and trial or the zoo model
+    device: str
+    devices: tuple[str, ...]
+    dtype: str
+    threads: int
+    samples: int
+    generation: Generation | None
+    ops_per_query: float
+    quality: InferQuality
+    calibration_s: dict[str, float]
+    bounds: InferBounds
+    seconds_per_test: float
+    scenarios: dict[str, dict[str, Any]]
+    peak: PeakRecord | None
+    loadgen_version: str | None
+    valid: bool
+    invalid_reasons: tuple[str, ...]
+    batch_sizes: tuple[int, ...] | None = None
+    warm_up: dict[str, Any] | None = None
+    short_test: bool | None = None
+    kept_up_shortfall: float | None = None
+    duration: dict[str, Any] | None = None
 
 
 def _model(data: dict[str, Any]) -> str:

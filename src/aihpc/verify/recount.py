@@ -372,7 +372,7 @@ def check_results(
     from aihpc.results.write import results_fields
 
     found = Found("results")
-    expected = results_fields(store, score)
+    expected = results_fields(store, score).to_dict()
     for key in (
         "run_id",
         "config",
@@ -407,7 +407,7 @@ def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
     quality = of_run(meta.config, meta.data)[1]
     t0 = run_start(store)
     stored = (
-        (row.arch, trial_record(row, store.epochs(row.id), t0, quality))
+        (row.arch, trial_record(row, store.epochs(row.id), t0, quality).to_dict())
         for row in store.iter_trials()
     )
     arch, want = next(stored, (None, None))
