@@ -372,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         document = make_document(args.source, args.copies, Path(folder))
         rows = [measure(name, Path(document["path"]), args.repeats) for name in libraries]
     cases = malformed(args.source)
-    errors = {case: {name: error_of(name, data) for name in libraries} for case, data in cases.items()}
+    errors = {
+        case: {name: error_of(name, data) for name in libraries} for case, data in cases.items()
+    }
     text = table(document, rows) + "\n" + errors_table(errors)
     print(text)
     if args.out is not None:

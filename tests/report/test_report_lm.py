@@ -27,7 +27,7 @@ from aihpc.report.lineage import build_lineage, lineage_html, morph_kind
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.report.plots import plot_timeline
 from aihpc.report.quality import ACCURACY, LOSS, loss_floor, quality_for
-from aihpc.results.write import write_results
+from fixture_run import write_results_document
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LM = FIXTURES / "results_lm.json"
@@ -291,7 +291,7 @@ def test_a_large_run_keeps_and_lists_its_lowest_losses(tmp_path: Path) -> None:
     doc = _large_lm(n)
     run = tmp_path / "run"
     run.mkdir()
-    write_results(run, doc)
+    write_results_document(run, doc)
     read = read_for_report(run / "results.json")
     assert read["digest"]["quality"] == "loss"
     scored = sorted(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import re
 from collections.abc import Iterator
 from typing import Any, TypeVar, overload
@@ -129,7 +130,13 @@ def exact(value: Any, kind: Any, what: str) -> Any:
     """``value`` (what a producer measured, as JSON-like builtins) as a ``kind`` that keeps every
     bit of it: DataError naming the first field the record would drop or change (a field its
     producer gained that the record lacks), and as :func:`convert` for one of the wrong type.
-    What a writer checks the sections it copies with."""
+    What a writer checks the sections it copies with.  A number that is not finite (JSON has
+    none) is refused too, naming its field."""
+    bad = _non_finite(value, "")
+    if bad is not None:
+        raise DataError(
+            f"{what}: {bad[0].lstrip('.') or 'the value'}: not a finite number ({bad[1]})"
+        )
     record = convert(value, kind, what)
     written = _to_builtins(record)
     plain = msgspec.json.decode(msgspec.json.encode(value))
@@ -137,6 +144,23 @@ def exact(value: Any, kind: Any, what: str) -> Any:
         path, detail = _first_difference(plain, written, "")
         raise DataError(f"{what}: {path.lstrip('.') or 'the value'}: {detail}")
     return record
+
+
+def _non_finite(value: Any, path: str) -> tuple[str, float] | None:
+    """The first number in ``value`` (JSON-like builtins) that is not finite, with its path."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for at, item in items:
+        found = _non_finite(item, at)
+        if found is not None:
+            return found
+    return None
 
 
 def _first_difference(given: Any, kept: Any, path: str) -> tuple[str, str]:
@@ -178,8 +202,7 @@ def _where(exc: msgspec.DecodeError, data: bytes | str) -> str:
     match = re.search(r"\(byte (\d+)\)", text)
     if match is None:
         if "truncated" in text:  # msgspec names no place: the end
-            lines = raw.count(b"\n") + 1
-            return f"cut short at line {lines}, after {len(raw)} bytes"
+            return f"cut short after {len(raw)} bytes"
         return text
     offset = int(match[1])
     line = raw.count(b"\n", 0, offset) + 1

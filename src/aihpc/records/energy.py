@@ -13,7 +13,7 @@ from aihpc.records.codec import UNSET, Record, UnsetType
 GIGA = 1e9
 
 
-class DeviceEnergyRecord(Record):
+class DeviceEnergyRecord(Record, frozen=True):
     """The energy one device used over the run, or why it was not measured
     (:class:`aihpc.energy.meter.DeviceEnergy`)."""
 
@@ -30,7 +30,7 @@ class DeviceEnergyRecord(Record):
     resets: int | None = None
 
 
-class EnergyTotalRecord(Record):
+class EnergyTotalRecord(Record, frozen=True):
     """The run's energy over its devices, and operations per joule where every device was
     metered."""
 
@@ -42,7 +42,7 @@ class EnergyTotalRecord(Record):
     gops_per_watt: float | None
 
 
-class EnergyRecord(Record):
+class EnergyRecord(Record, frozen=True):
     """results.json's ``energy`` (:func:`energy_results`): each device's, whether every device was
     metered (``complete``; ``reason`` says why not), the sampling interval, the total."""
 

@@ -17,7 +17,7 @@ from aihpc.machine.processor import Cache, Processor
 from aihpc.records.codec import UNSET, Record, UnsetType, value_or_none
 
 
-class CacheRecord(Record):
+class CacheRecord(Record, frozen=True):
     """One cache of the first CPU (:class:`aihpc.machine.processor.Cache`)."""
 
     level: int
@@ -26,7 +26,7 @@ class CacheRecord(Record):
     shared_by: int | None
 
 
-class ProcessorRecord(Record):
+class ProcessorRecord(Record, frozen=True):
     """The processor in detail (:class:`aihpc.machine.processor.Processor`); a field it gained
     later is absent from older files."""
 
@@ -68,7 +68,7 @@ class ProcessorRecord(Record):
         )
 
 
-class GpuRecord(Record):
+class GpuRecord(Record, frozen=True):
     """One visible CUDA device (:class:`aihpc.machine.environment.Gpu`)."""
 
     index: int
@@ -78,7 +78,7 @@ class GpuRecord(Record):
     multiprocessors: int
 
 
-class EnvironmentRecord(Record):
+class EnvironmentRecord(Record, frozen=True):
     """The machine and software that made a result (the fields of
     :mod:`aihpc.machine.environment`): each is ``null`` where it could not be read, absent
     where the file is older than it."""

@@ -50,7 +50,7 @@ RESULT_FILE_SCHEMA_VERSION = 1
 """The format version of these result files (results.json's is ``RESULTS_SCHEMA_VERSION``)."""
 
 
-class ResultFile(Record, tag_field="kind"):
+class ResultFile(Record, tag_field="kind", frozen=True):
     """A result file: its kind (the tag), format version, when and where it was made, and its
     ``data`` (each kind's subclass types it)."""
 
@@ -59,47 +59,47 @@ class ResultFile(Record, tag_field="kind"):
     environment: EnvironmentRecord
 
 
-class BenchOperatorsFile(ResultFile, tag="bench-operators"):
+class BenchOperatorsFile(ResultFile, tag="bench-operators", frozen=True):
     data: BenchOperatorsData
 
 
-class BenchNetworkFile(ResultFile, tag="bench-network"):
+class BenchNetworkFile(ResultFile, tag="bench-network", frozen=True):
     data: BenchNetworkData
 
 
-class BenchTrainingFile(ResultFile, tag="bench-training"):
+class BenchTrainingFile(ResultFile, tag="bench-training", frozen=True):
     data: BenchTrainingData
 
 
-class BenchDistributedFile(ResultFile, tag="bench-distributed"):
+class BenchDistributedFile(ResultFile, tag="bench-distributed", frozen=True):
     data: BenchDistributedData
 
 
-class ProfileFile(ResultFile, tag="profile"):
+class ProfileFile(ResultFile, tag="profile", frozen=True):
     data: ProfileData
 
 
-class RooflineFile(ResultFile, tag="roofline"):
+class RooflineFile(ResultFile, tag="roofline", frozen=True):
     data: RooflineData
 
 
-class RecommendFile(ResultFile, tag="recommend"):
+class RecommendFile(ResultFile, tag="recommend", frozen=True):
     data: RecommendData
 
 
-class CalibrationFile(ResultFile, tag="recommend-calibration"):
+class CalibrationFile(ResultFile, tag="recommend-calibration", frozen=True):
     data: CalibrationData
 
 
-class ValidationFile(ResultFile, tag="recommend-validation"):
+class ValidationFile(ResultFile, tag="recommend-validation", frozen=True):
     data: ValidationData
 
 
-class TrainToTargetFile(ResultFile, tag="train-to-target"):
+class TrainToTargetFile(ResultFile, tag="train-to-target", frozen=True):
     data: TrainToTargetData
 
 
-class InferFile(ResultFile, tag="infer"):
+class InferFile(ResultFile, tag="infer", frozen=True):
     data: InferData
 
 
@@ -177,7 +177,9 @@ def read_result_file(path: Path, kind: str | None = None) -> ResultFile:
     except FileNotFoundError:
         raise DataError(f"result file not found: {path}") from None
     except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise StorageError(f"cannot read result file {path}: {' '.join(str(exc).split())}") from None
+        raise StorageError(
+            f"cannot read result file {path}: {' '.join(str(exc).split())}"
+        ) from None
     header = decode(text, _Header, what)
     if not bytes(header.data).startswith(b"{"):
         raise DataError(f"not an aihpc result file (no 'data' object): {path}")

@@ -39,7 +39,7 @@ INFER_FILE = "infer.json"  # aihpc.infer.record.RECORD_FILE (that module imports
 MLPERF_SECONDS = 600.0  # aihpc.infer.record.MLPERF_SECONDS: MLPerf's minimum test duration
 
 
-class InferBounds(Record):
+class InferBounds(Record, frozen=True):
     """The server scenario's latency bounds in seconds (:class:`aihpc.infer.scenarios.Bounds`)."""
 
     latency: float | None
@@ -48,14 +48,14 @@ class InferBounds(Record):
     percentile: float
 
 
-class Generation(Record):
+class Generation(Record, frozen=True):
     """A language model's queries: prompt and answer lengths in tokens."""
 
     prompt_tokens: int
     new_tokens: int
 
 
-class InferQuality(Record):
+class InferQuality(Record, frozen=True):
     """The quality served against float32's (:class:`aihpc.infer.accuracy.QualityCheck`):
     ``measure`` accuracy, loss, or a zoo model's agreement."""
 
@@ -69,7 +69,7 @@ class InferQuality(Record):
     reason: str | None
 
 
-class InferData(Record):
+class InferData(Record, frozen=True):
     """infer.json's ``data`` (the module docstring); the fields after ``invalid_reasons`` are
     absent from files older than them."""
 

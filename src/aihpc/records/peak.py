@@ -17,7 +17,7 @@ from aihpc.records.codec import UNSET, Record, UnsetType
 from aihpc.scoring.peak import PeakResult, RunPeak
 
 
-class NominalPeakRecord(Record):
+class NominalPeakRecord(Record, frozen=True):
     """What a device's silicon can do in one dtype (:class:`aihpc.scoring.peak.NominalPeak`)."""
 
     dtype: str
@@ -26,14 +26,14 @@ class NominalPeakRecord(Record):
     note: str | None
 
 
-class KernelRateRecord(Record):
+class KernelRateRecord(Record, frozen=True):
     """One kernel's rate in a peak search."""
 
     kernel: str
     flops_per_s: float
 
 
-class PeakRecord(Record):
+class PeakRecord(Record, frozen=True):
     """One measured peak (:class:`aihpc.scoring.peak.PeakResult`): the fastest kernel's rate in
     timed repeats.  ``devices`` and ``seconds``: infer.json's, the devices it was measured on at
     once and the seconds the measurement took."""
@@ -67,7 +67,7 @@ class PeakRecord(Record):
         return PeakResult.from_dict(self.to_dict())
 
 
-class WorkerPeakRecord(Record):
+class WorkerPeakRecord(Record, frozen=True):
     """One worker's peak: the sum of its processes' (``parts``); in files from before a trial
     trained on several processes, the worker's one measurement (the fields of
     :class:`PeakRecord`, no ``worker`` or ``parts``)."""
@@ -96,7 +96,7 @@ class WorkerPeakRecord(Record):
     flops_per_matmul: int | None = None
 
 
-class RunPeakRecord(Record):
+class RunPeakRecord(Record, frozen=True):
     """The run's peak: every worker's, measured at once (:class:`aihpc.scoring.peak.RunPeak`);
     ``kernels``, ``nominal`` and ``above_nominal`` as derived when written; once the run ended,
     the peak measured again (``after``: None where it could not be), its ``drift`` over
@@ -126,7 +126,7 @@ class RunPeakRecord(Record):
         return RunPeak.from_dict(self.to_dict())
 
 
-class DtypePeakRecord(Record):
+class DtypePeakRecord(Record, frozen=True):
     """results.json's schema 1: the peak measured in one dtype (a matmul of ``matrix_size``)."""
 
     device: str

@@ -20,7 +20,7 @@ from aihpc.records.codec import Record
 IMAGE_TASK = "image"
 
 
-class ImageDataRecord(Record):
+class ImageDataRecord(Record, frozen=True):
     """The images of an image run: ``input_shape`` (C, H, W), ``num_classes``, the splits'
     sizes, ``description``; ``generator`` (a synthetic set's parameters) and ``ceiling`` (the
     best accuracy its generator allows, where affordable to estimate) None otherwise."""
@@ -37,7 +37,7 @@ class ImageDataRecord(Record):
     seed_network: dict[str, Any] | None = None  # absent in older files
 
 
-class LanguageDataRecord(Record):
+class LanguageDataRecord(Record, frozen=True):
     """The tokens of a language model run: windows of ``context`` tokens (``num_train``,
     ``num_val``; ``val_predicted`` tokens scored), the vocabulary, the reference losses in nats
     per token (``unigram_loss``, ``bigram_loss``, the synthetic generator's ``floor``) and where

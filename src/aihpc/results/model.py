@@ -51,7 +51,7 @@ from aihpc.results.trial import TrialRecord
 D = TypeVar("D", ImageDataRecord, LanguageDataRecord)
 
 
-class RunHead(Record, Generic[D]):
+class RunHead(Record, Generic[D], frozen=True):
     """Every section of results.json but its trials (what ``aihpc compare`` and ``rank`` read)."""
 
     schema_version: int
@@ -100,7 +100,7 @@ class RunHead(Record, Generic[D]):
         return {w.worker: w.host for w in self.devices.workers} if self.devices else {}
 
 
-class RunResults(RunHead[D], Generic[D], kw_only=True):
+class RunResults(RunHead[D], Generic[D], frozen=True, kw_only=True):
     """One run's result: results.json whole (the module docstring)."""
 
     trials: tuple[TrialRecord, ...]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -86,10 +86,9 @@ def decode_results(data: bytes, what: str) -> RunResults[Any]:
         trials = decode(raw, _TRIALS_TYPE, what, at=TRIALS)
     else:
         parsed = msgspec.json.decode(raw)
-        if not isinstance(parsed, list):
-            raise DataError(f"{what}: trials: expected array, got {type(parsed).__name__}")
-        upgraded = [upgrade_trial(t, record.schema_version) for t in parsed]
-        trials = convert(upgraded, _TRIALS_TYPE, what, at=TRIALS)
+        if isinstance(parsed, list):  # else refused by the conversion, as not an array
+            parsed = [upgrade_trial(t, record.schema_version) for t in parsed]
+        trials = convert(parsed, _TRIALS_TYPE, what, at=TRIALS)
     values = {name: getattr(record, name) for name in RunHead.__struct_fields__}
     return RunResults(**values, trials=trials)
 
@@ -99,14 +98,14 @@ def _head_record(head: dict[str, Any], what: str) -> RunHead[Any]:
     version = head.get("schema_version")
     if isinstance(version, bool) or version not in READ_VERSIONS:
         supported = ", ".join(str(v) for v in READ_VERSIONS)
+        where = what.removeprefix("results file ")
         raise DataError(
-            f"unsupported results schema_version {version!r} in {what.removeprefix('results file ')}"
-            f" (supported: {supported})"
+            f"unsupported results schema_version {version!r} in {where} (supported: {supported})"
         )
     upgraded = upgrade_head(head)
     config = upgraded.get("config")
     task = (config.get("task") if isinstance(config, dict) else None) or IMAGE_TASK
-    kind = RunHead[data_record(str(task))]  # type: ignore[misc]
+    kind: Any = RunHead[data_record(str(task))]  # type: ignore[misc]
     record: RunHead[Any] = convert(upgraded, kind, what)
     return record
 
@@ -235,7 +234,19 @@ def _read_head_lines(path: Path) -> dict[str, Any]:
     return head
 
 
-def architecture(trials: Mapping[int, TrialRecord], trial_id: int) -> dict[str, Any] | None:
+class ArchLink(Protocol):
+    """What a trial's architecture is rebuilt from: its parent, and its ``arch`` in full or its
+    ``arch_diff`` of its parent's (a :class:`TrialRecord` is one)."""
+
+    @property
+    def parent(self) -> int | None: ...
+    @property
+    def arch(self) -> dict[str, Any] | None: ...
+    @property
+    def arch_diff(self) -> dict[str, Any] | None: ...
+
+
+def architecture(trials: Mapping[int, ArchLink], trial_id: int) -> dict[str, Any] | None:
     """The architecture of trial ``trial_id`` among ``trials`` (by id), rebuilt through its
     ancestors' diffs where results.json wrote it as one (:mod:`aihpc.records.archdiff`); None
     where ``trials`` lacks it or one of its ancestors."""
@@ -274,9 +285,29 @@ def iter_trials(path: Path, only: set[Any] | None = None) -> Iterator[dict[str, 
 
 
 def trial_arch(trials: dict[Any, dict[str, Any]], trial_id: Any) -> dict[str, Any] | None:
-    """:func:`architecture` of trials as JSON objects (by id); None where one is not a trial."""
-    try:
-        records = {k: convert(t, TrialRecord, "a trial") for k, t in trials.items()}
-    except DataError:
-        return None
-    return architecture(records, trial_id)
+    """:func:`architecture` of trials as JSON objects (by id)."""
+    return architecture({k: _DictLink(t) for k, t in trials.items()}, trial_id)
+
+
+class _DictLink:
+    """A trial as a JSON object, as :func:`architecture` reads it (what is not an object, None)."""
+
+    def __init__(self, trial: dict[str, Any]) -> None:
+        self._trial = trial
+
+    def _object(self, key: str) -> dict[str, Any] | None:
+        value = self._trial.get(key)
+        return value if isinstance(value, dict) else None
+
+    @property
+    def parent(self) -> int | None:
+        parent = self._trial.get("parent")
+        return parent if isinstance(parent, int) else None
+
+    @property
+    def arch(self) -> dict[str, Any] | None:
+        return self._object("arch")
+
+    @property
+    def arch_diff(self) -> dict[str, Any] | None:
+        return self._object("arch_diff")

@@ -31,7 +31,7 @@ class QualityKind(StrEnum):
         return self is QualityKind.ACCURACY
 
 
-class ScoreRecord(Record):
+class ScoreRecord(Record, frozen=True):
     """results.json's ``score``: the score (:class:`aihpc.scoring.score.Score`), how the trials
     ended, and how far the search got above the seed network trained afresh."""
 
@@ -86,14 +86,14 @@ class ScoreRecord(Record):
         )
 
 
-class SegmentRecord(Record):
+class SegmentRecord(Record, frozen=True):
     """One stretch a master ran."""
 
     t_start: float
     t_end: float
 
 
-class TimelinePoint(Record):
+class TimelinePoint(Record, frozen=True):
     """The run's progress at one report: operations so far, their rate, the best value of its
     quality (``best_accuracy`` or ``best_val_loss``), trials done and running."""
 
@@ -108,7 +108,7 @@ class TimelinePoint(Record):
     best_val_loss: float | None | UnsetType = UNSET
 
 
-class WorkerBusy(Record):
+class WorkerBusy(Record, frozen=True):
     """How busy one worker was over the run's wall time (``epochs``; schema 1: ``trials``)."""
 
     name: str
@@ -118,7 +118,7 @@ class WorkerBusy(Record):
     trials: int | None = None
 
 
-class CandidateRecord(Record):
+class CandidateRecord(Record, frozen=True):
     """One candidate child of a proxy screening (:class:`aihpc.records.rows.Candidate`, less its
     architecture: the chosen one's is its trial's)."""
 
@@ -129,7 +129,7 @@ class CandidateRecord(Record):
     proxies: dict[str, float | None] | None
 
 
-class ScreeningRecord(Record):
+class ScreeningRecord(Record, frozen=True):
     """One proxy screening (:class:`aihpc.records.rows.ScreeningRow`)."""
 
     id: int
@@ -146,14 +146,14 @@ class ScreeningRecord(Record):
     reason: str | None
 
 
-class IntegrityRecord(Record):
+class IntegrityRecord(Record, frozen=True):
     """The head of the run store's digest chain as results.json was written."""
 
     chain_sha256: str
     links: int
 
 
-class ModelFlopsRecord(Record):
+class ModelFlopsRecord(Record, frozen=True):
     """A language model run's model FLOPs (:data:`aihpc.results.write.MODEL_FLOPS_CONVENTION`)."""
 
     convention: str
@@ -162,7 +162,7 @@ class ModelFlopsRecord(Record):
     utilisation: float | None
 
 
-class CompilationRecord(Record):
+class CompilationRecord(Record, frozen=True):
     """What the trials' region-compiled models needed (:func:`aihpc.results.write.compilation`)."""
 
     models: int
@@ -172,7 +172,7 @@ class CompilationRecord(Record):
     compile_seconds: float
 
 
-class DeviceRecord(Record):
+class DeviceRecord(Record, frozen=True):
     """One device a worker trains on: its torch name, and a GPU's model and identity."""
 
     device: str
@@ -181,7 +181,7 @@ class DeviceRecord(Record):
     uuid: str | None | UnsetType = UNSET
 
 
-class PlacedWorker(Record):
+class PlacedWorker(Record, frozen=True):
     """A worker's host, slot, the devices it sees (``CUDA_VISIBLE_DEVICES``) and trains on."""
 
     worker: str
@@ -191,7 +191,7 @@ class PlacedWorker(Record):
     devices: tuple[DeviceRecord, ...]
 
 
-class DevicesRecord(Record):
+class DevicesRecord(Record, frozen=True):
     """Which devices each worker trains on (:mod:`aihpc.launch.placement`), with the rule."""
 
     rule: str
@@ -199,7 +199,7 @@ class DevicesRecord(Record):
     procs_per_worker: int | None = None
 
 
-class LayoutRecord(Record):
+class LayoutRecord(Record, frozen=True):
     """The workers' layout (:class:`aihpc.launch.executor.Layout`), or the address of the Dask
     scheduler they joined."""
 
@@ -210,17 +210,30 @@ class LayoutRecord(Record):
     scheduler: str | None | UnsetType = UNSET
 
 
-class StagedWorker(Record):
-    """How one worker staged the data set: where (its tier), its bytes and seconds."""
+class StagedRank(Record, frozen=True):
+    """How one data-parallel rank of a worker staged its copy (:meth:`aihpc.train.staging.Staged.
+    record`)."""
+
+    tier: str
+    seconds: float
+    bytes: int
+    dtype: str
+
+
+class StagedWorker(Record, frozen=True):
+    """How one worker staged the data set: where (its tier), its bytes and seconds; a worker
+    whose trials train on several processes, each rank's (``ranks``: the slowest one's seconds,
+    all their bytes)."""
 
     worker: str
     tier: str
     bytes: int
     seconds: float
     dtype: str | None = None
+    ranks: tuple[StagedRank, ...] | None = None
 
 
-class StagingRecord(Record):
+class StagingRecord(Record, frozen=True):
     """How the data set was staged on the workers before the run's clock started."""
 
     bytes: int
@@ -230,7 +243,7 @@ class StagingRecord(Record):
     per_worker: tuple[StagedWorker, ...]
 
 
-class WorkerMemory(Record):
+class WorkerMemory(Record, frozen=True):
     """One worker's memory limit, its node's memory and what it held before its first trial."""
 
     worker: str
@@ -241,7 +254,7 @@ class WorkerMemory(Record):
     limit_bytes: int | None
 
 
-class WorkerMemoryRecord(Record):
+class WorkerMemoryRecord(Record, frozen=True):
     """Each worker's memory (:mod:`aihpc.launch.memory`), with the rule that sized the limits."""
 
     rule: str

@@ -19,7 +19,7 @@ from aihpc.records.trial import Hyperparameters
 from aihpc.results.sections import QualityKind
 
 
-class EpochRecord(Record):
+class EpochRecord(Record, frozen=True):
     """One epoch of a trial: its status, worker, device, attempt and times (seconds since the
     run's start), and the metrics its worker measured (``train_loss`` and the other quality
     figures ``null`` where not measured, absent from a failed epoch)."""
@@ -52,7 +52,7 @@ class EpochRecord(Record):
         return value_or_none(self.val_accuracy if kind is QualityKind.ACCURACY else self.val_loss)
 
 
-class HparamsRecord(Record):
+class HparamsRecord(Record, frozen=True):
     """A trial's hyperparameters (:class:`aihpc.records.trial.Hyperparameters`; ``warmup``
     absent where it is 0, and every field but ``lr`` and ``batch_size`` absent from files older
     than it)."""
@@ -75,7 +75,7 @@ class HparamsRecord(Record):
         return Hyperparameters.from_dict(self.to_dict())
 
 
-class TrialOps(Record):
+class TrialOps(Record, frozen=True):
     """A trial's operations: training, evaluation, both."""
 
     train: int
@@ -83,14 +83,14 @@ class TrialOps(Record):
     total: int
 
 
-class OpsPerSample(Record):
+class OpsPerSample(Record, frozen=True):
     """The operations per sample of a trial's architecture (empty where its last epoch failed)."""
 
     train: float | None = None
     eval: float | None = None
 
 
-class TrialRecord(Record):
+class TrialRecord(Record, frozen=True):
     """One trial of results.json: what it is, how it was made, how it ended, its epochs."""
 
     id: int

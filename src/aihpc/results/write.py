@@ -65,7 +65,7 @@ from typing import Any
 from aihpc import __version__
 from aihpc.base.fileio import atomic_open
 from aihpc.nas.helper_restart import HelperRestart
-from aihpc.records.codec import encode, exact
+from aihpc.records.codec import UNSET, encode, exact
 from aihpc.records.energy import EnergyRecord, energy_results
 from aihpc.records.environment import EnvironmentRecord
 from aihpc.records.messages import EpochStatus
@@ -324,12 +324,8 @@ def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float, quality: Qual
     values = [e.metrics[quality.metric] for e in epochs if e.status == EpochStatus.OK]
     ops_train = sum(e.ops_train for e in epochs)
     ops_eval = sum(e.ops_eval for e in epochs)
-    lineage = {} if row.hparams_origin is None else {
-        "lineage_start": row.lineage_start,
-        "lineage_epochs": row.lineage_epochs,
-        "hparams_origin": row.hparams_origin,
-    }
-    best = {quality.trial_key: max(values, key=quality.goodness) if values else None}
+    best = max(values, key=quality.goodness) if values else None
+    of_accuracy = quality.trial_key == "best_val_accuracy"
     return TrialRecord(
         id=row.id,
         parent=row.parent,
@@ -351,8 +347,11 @@ def trial_record(row: TrialRow, epochs: list[EpochRow], t0: float, quality: Qual
         ops=TrialOps(train=ops_train, eval=ops_eval, total=ops_train + ops_eval),
         ops_per_sample=OpsPerSample(**epochs[-1].ops_per_sample) if epochs else None,
         phase_seconds=dict(phases),
-        **lineage,
-        **best,
+        lineage_start=row.lineage_start,  # the three None where the store's format predates them
+        lineage_epochs=row.lineage_epochs,
+        hparams_origin=row.hparams_origin,
+        best_val_accuracy=best if of_accuracy else UNSET,
+        best_val_loss=UNSET if of_accuracy else best,
     )
 
 

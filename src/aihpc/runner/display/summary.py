@@ -90,9 +90,7 @@ def search_lines(results: RunHead[Any]) -> list[str]:
     else:
         seed = f"{100 * best:.2f} %"
         by = f"{100 * abs(gain):.2f} points {'above' if gain >= 0 else 'below'}"
-    return [
-        f"  search gain      {by} the best seed-only trial (trial {trial}: {seed})"
-    ]
+    return [f"  search gain      {by} the best seed-only trial (trial {trial}: {seed})"]
 
 
 def val_loss_lines(results: RunHead[Any]) -> list[str]:
@@ -262,7 +260,10 @@ def energy_lines(energy: EnergyRecord | None) -> list[str]:
         return lines
     lines += [f"                   ({note})" for note in energy.notes or ()]
     if len(energy.devices) > LISTED:
-        return [*lines, f"    {len(energy.devices)} devices measured (each in results.json's energy)"]
+        return [
+            *lines,
+            f"    {len(energy.devices)} devices measured (each in results.json's energy)",
+        ]
     for d in energy.devices:
         if d.joules is not None:
             lines.append(
