@@ -26,7 +26,10 @@ from aihpc.results.model import RunResults
 
 #: Each published document's record, by the name of its schema file.
 DOCUMENTS: dict[str, Any] = {
-    **{f"results-{task}": RunResults[record] for task, record in DATA_RECORDS.items()},
+    **{
+        f"results-{task}": RunResults[record]  # type: ignore[valid-type]
+        for task, record in DATA_RECORDS.items()
+    },
     **FILES,
 }
 
