@@ -126,6 +126,10 @@ def convert(value: Any, kind: Any, what: str, at: str = "") -> Any:
         raise DataError(f"{what}: {problem(exc, at)}") from None
 
 
+@overload
+def exact(value: Any, kind: type[T], what: str) -> T: ...
+@overload
+def exact(value: Any, kind: Any, what: str) -> Any: ...
 def exact(value: Any, kind: Any, what: str) -> Any:
     """``value`` (what a producer measured, as JSON-like builtins) as a ``kind`` that keeps every
     bit of it: DataError naming the first field the record would drop or change (a field its
