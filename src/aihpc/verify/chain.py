@@ -10,13 +10,14 @@ from typing import Any
 
 from aihpc.records.chain import GENESIS, chain_digest, record_digest, record_key
 from aihpc.records.rows import TrialStatus
+from aihpc.results.model import RunHead
 from aihpc.verify.checks import Check, Found, Mismatch
 
 CHAIN_FORMAT = 3  # the first store format with a digest chain
 AFTER_RESULTS = {("meta", "finished")}  # the links a run commits after writing results.json
 
 
-def check_chain(store, results: dict[str, Any], log_path: Path) -> tuple[Check, list[Mismatch]]:
+def check_chain(store, results: RunHead[Any], log_path: Path) -> tuple[Check, list[Mismatch]]:
     """Rows against the last link of their key; the chain continuous; its head where the run wrote
     it."""
     found = Found("integrity")
@@ -95,23 +96,19 @@ def _records(store) -> dict[tuple[str, str], str]:
 
 
 def _check_head(
-    links: list[dict[str, Any]], results: dict[str, Any], log_path: Path, found: Found
+    links: list[dict[str, Any]], results: RunHead[Any], log_path: Path, found: Found
 ) -> None:
     """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and
     only
     the links a run commits after its results follow it."""
     from aihpc.mlperf.check import iter_events
 
-    recorded = results.get("integrity")
-    if not isinstance(recorded, dict):
+    recorded = results.integrity
+    if recorded is None:
         found.add("results.json records no chain head (integrity section missing)")
         return
-    n, head = recorded.get("links"), recorded.get("chain_sha256")
-    if (
-        not isinstance(n, int)
-        or not 0 <= n <= len(links)
-        or (links[n - 1]["chain_sha256"] if n else GENESIS) != head
-    ):
+    n, head = recorded.links, recorded.chain_sha256
+    if not 0 <= n <= len(links) or (links[n - 1]["chain_sha256"] if n else GENESIS) != head:
         found.add(
             f"results.json records chain head {str(head)[:16]} at link {n}; the store's chain "
             f"({len(links)} links) does not hold it there: links were removed or rewritten"

@@ -43,17 +43,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from aihpc.base.errors import AihpcError, DataError, StorageError
 from aihpc.nas.spec import LayerMemo
 from aihpc.records.messages import EpochStatus, ScreenStatus
 from aihpc.records.rows import EpochRow, ScreeningRow, TrialRow
-from aihpc.results.read import (
-    iter_trials,
-    laid_out_by_line,
-    read_results_document,
-    read_results_head,
-    results_file,
-)
+from aihpc.results.model import RunHead
+from aihpc.results.read import iter_trial_records, read_run_head, results_file
+from aihpc.results.trial import TrialRecord
 from aihpc.scoring.score import Score, compute_score, wall_seconds
 from aihpc.tasks import Task, of_run
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
@@ -93,13 +91,11 @@ def open_run(run_dir: Path):
         raise
 
 
-def _read_head(path: Path, run_dir: Path) -> dict[str, Any]:
+def _read_head(path: Path, run_dir: Path) -> RunHead[Any]:
     """results.json's fields but its trials (which the checks read one at a time)."""
     if not path.is_file():
         raise DataError(f"run {run_dir} has not finished (no results.json): nothing to verify yet")
-    if laid_out_by_line(path):
-        return read_results_head(path)
-    return {**read_results_document(path), "trials": []}
+    return read_run_head(path)
 
 
 def verify_run(run_dir: Path) -> Verification:
@@ -142,11 +138,11 @@ def verify_run(run_dir: Path) -> Verification:
     return Verification(str(run_dir), checks, mismatches)
 
 
-def _trials(path: Path) -> Iterator[dict[str, Any]]:
+def _trials(path: Path) -> Iterator[TrialRecord]:
     """results.json's trials, one at a time; a trial that cannot be read is results.json's damage
     (StorageError), not the store's, which is what a DataError within the checks means."""
     try:
-        yield from iter_trials(path)
+        yield from iter_trial_records(path)
     except DataError as exc:
         raise StorageError(str(exc)) from None
 
@@ -335,9 +331,9 @@ def recomputed_score(store) -> Score:
     )
 
 
-def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+def check_score(score: Score, results: RunHead[Any]) -> tuple[Check, list[Mismatch]]:
     found = Found("score")
-    recorded = results.get("score") or {}
+    recorded = results.score.to_dict()  # the fields the file holds (a later one may be absent)
     for key, expected in score.to_dict().items():
         if key not in recorded and key in Score.ADDED_LATER:
             continue  # a file written before the field existed
@@ -349,14 +345,11 @@ def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mism
                 "operations and "
                 f"times: {expected!r}"
             )
-    segments = results.get("segments") or []
-    if segments and "wall_seconds" in recorded:
-        span = segments[-1]["t_end"] - segments[0]["t_start"]
-        if not same(span, recorded["wall_seconds"], rel=1e-9):
-            found.add(
-                f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's "
-                f"segments {span!r}"
-            )
+    segments, wall = results.segments, results.score.wall_seconds
+    if segments:
+        span = segments[-1].t_end - segments[0].t_start
+        if not same(span, wall, rel=1e-9):
+            found.add(f"wall_seconds {wall!r} is not the span of results.json's segments {span!r}")
     return found.outcome(
         f"ops, OPS, regulated score, error and share of peak from {score.ops:,} operations "
         f"in {score.wall_seconds:.2f} s"
@@ -365,14 +358,15 @@ def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mism
 
 # -- results.json ------------------------------------------------------------------------
 def check_results(
-    store, score: Score, head: dict[str, Any], trials: Iterator[dict[str, Any]]
+    store, score: Score, head: RunHead[Any], trials: Iterator[TrialRecord]
 ) -> tuple[Check, list[Mismatch]]:
-    """results.json against the one the store rebuilds: its fields (``head``), then its
-    ``trials`` one at a time against the store's, both by id."""
+    """results.json against the one the store rebuilds: its fields (``head``: those the file
+    holds), then its ``trials`` one at a time against the store's, both by id; each compared
+    field by field as written."""
     from aihpc.results.write import results_fields
 
     found = Found("results")
-    expected = results_fields(store, score).to_dict()
+    expected, recorded = results_fields(store, score).to_dict(), head.to_dict()
     for key in (
         "run_id",
         "config",
@@ -389,8 +383,8 @@ def check_results(
         "helper_restarts",
         "model_flops",
     ):
-        if key in head and not same(head[key], expected.get(key)):
-            path, got, want = next(diffs(head[key], expected[key], key))
+        if key in recorded and not same(recorded[key], expected.get(key)):
+            path, got, want = next(diffs(recorded[key], expected.get(key), key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
     count = _check_trials(store, trials, found)
     return found.outcome(
@@ -398,7 +392,7 @@ def check_results(
     ), found.items
 
 
-def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
+def _check_trials(store, trials: Iterator[TrialRecord], found: Found) -> int:
     """Each trial of results.json against the store's record of it, the two read side by side in
     id order (as results.json is written); how many trials results.json holds."""
     from aihpc.results.write import run_start, trial_record
@@ -407,46 +401,47 @@ def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
     quality = of_run(meta.config, meta.data)[1]
     t0 = run_start(store)
     stored = (
-        (row.arch, trial_record(row, store.epochs(row.id), t0, quality).to_dict())
+        (row.arch, trial_record(row, store.epochs(row.id), t0, quality))
         for row in store.iter_trials()
     )
     arch, want = next(stored, (None, None))
     count, previous = 0, -1
     for got in trials:
         count += 1
-        trial_id = got.get("id")
-        if not isinstance(trial_id, int) or trial_id <= previous:
-            found.add(f"results.json's trials are not in id order: {trial_id!r} after {previous}")
+        if got.id <= previous:
+            found.add(f"results.json's trials are not in id order: {got.id!r} after {previous}")
             return count
-        previous = trial_id
-        while want is not None and want["id"] < trial_id:
-            found.add("in the run store but missing from results.json", want["id"])
+        previous = got.id
+        while want is not None and want.id < got.id:
+            found.add("in the run store but missing from results.json", want.id)
             arch, want = next(stored, (None, None))
-        if want is None or want["id"] != trial_id:
-            found.add("in results.json but not in the run store", trial_id)
+        if want is None or want.id != got.id:
+            found.add("in results.json but not in the run store", got.id)
             continue
         _compare_trial(got, want, arch, found)
         arch, want = next(stored, (None, None))
     while want is not None:
-        found.add("in the run store but missing from results.json", want["id"])
+        found.add("in the run store but missing from results.json", want.id)
         arch, want = next(stored, (None, None))
     return count
 
 
-def _compare_trial(got: dict[str, Any], want: dict[str, Any], arch: Any, found: Found) -> None:
+def _compare_trial(got: TrialRecord, want: TrialRecord, arch: Any, found: Found) -> None:
     """One trial of results.json (``got``) against the store's (``want``, whose architecture in
-    full is ``arch``): the first MAX_DIFFS differing fields, and how many more."""
-    if "arch" in got and "arch" not in want:  # a file older than schema 3: architectures in full
-        want = {**{k: v for k, v in want.items() if k != "arch_diff"}, "arch": arch}
-    changed = list(diffs(got, want, ""))
+    full is ``arch``): the first MAX_DIFFS differing fields, as written, and how many more."""
+    if got == want:
+        return
+    if got.arch is not None and want.arch is None:  # older than schema 3: architectures in full
+        want = msgspec.structs.replace(want, arch=arch, arch_diff=None)
+    changed = list(diffs(got.to_dict(), want.to_dict(), ""))
     for path, value, stored in changed[:MAX_DIFFS]:
         found.add(
             f"results.json {path.lstrip('.')} is {_short(value)}; the run store has "
             f"{_short(stored)}",
-            got["id"],
+            got.id,
         )
     if len(changed) > MAX_DIFFS:
-        found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", got["id"])
+        found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", got.id)
 
 
 # -- helpers -----------------------------------------------------------------------------
