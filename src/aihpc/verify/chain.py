@@ -6,18 +6,23 @@ See :mod:`aihpc.records.chain` for how the chain is written and what it proves.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.records.chain import GENESIS, chain_digest, record_digest, record_key
 from aihpc.records.rows import TrialStatus
 from aihpc.results.model import RunHead
 from aihpc.verify.checks import Check, Found, Mismatch
 
+if TYPE_CHECKING:
+    from aihpc.records.store import RunStore
+
 CHAIN_FORMAT = 3  # the first store format with a digest chain
 AFTER_RESULTS = {("meta", "finished")}  # the links a run commits after writing results.json
 
 
-def check_chain(store, results: RunHead[Any], log_path: Path) -> tuple[Check, list[Mismatch]]:
+def check_chain(
+    store: RunStore, results: RunHead[Any], log_path: Path
+) -> tuple[Check, list[Mismatch]]:
     """Rows against the last link of their key; the chain continuous; its head where the run wrote
     it."""
     found = Found("integrity")
@@ -71,7 +76,7 @@ def _check_continuity(links: list[dict[str, Any]], found: Found) -> None:
         previous = link["chain_sha256"]
 
 
-def _records(store) -> dict[tuple[str, str], str]:
+def _records(store: RunStore) -> dict[tuple[str, str], str]:
     """(kind, key) -> record digest of every chained row as it is now."""
     out: dict[tuple[str, str], str] = {}
 

@@ -244,7 +244,8 @@ def _joules_per_query(test: dict[str, Any]) -> float | None:
     energy = test.get("energy") or []
     if not energy or any(d.get("joules") is None for d in energy):
         return None
-    return sum(d["joules"] for d in energy) / max(int(test.get("samples_served") or 0), 1)
+    joules: float = sum(d["joules"] for d in energy)
+    return joules / max(int(test.get("samples_served") or 0), 1)
 
 
 def _one_test_figures(name: str, test: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.mlperf.check import iter_events
 from aihpc.records.messages import EpochStatus
@@ -29,6 +29,9 @@ from aihpc.results.model import RunHead
 from aihpc.results.trial import TrialRecord
 from aihpc.tasks import of_run
 from aihpc.verify.checks import Check, Found, Mismatch, same
+
+if TYPE_CHECKING:
+    from aihpc.records.store import RunStore
 
 SLACK_MS = 1000  # the master's segments start just after run_start and end before run_stop
 PER_EPOCH = {"eval_accuracy": 0, "epoch_start": 1, "epoch_stop": 2}  # their place in Log.epochs
@@ -74,7 +77,7 @@ def read_log(path: Path) -> Log:
 
 
 def check_mlperf(
-    path: Path, store, head: RunHead[Any], trials: Iterator[TrialRecord]
+    path: Path, store: RunStore, head: RunHead[Any], trials: Iterator[TrialRecord]
 ) -> tuple[Check, list[Mismatch]]:
     """The log at ``path`` against the store, results.json's fields (``head``) and its
     ``trials`` (read one at a time)."""
@@ -94,7 +97,7 @@ def check_mlperf(
 
 
 def _check_epochs(
-    log: Log, store, head: RunHead[Any], trials: Iterator[TrialRecord], found: Found
+    log: Log, store: RunStore, head: RunHead[Any], trials: Iterator[TrialRecord], found: Found
 ) -> None:
     """Each finished epoch of results.json is logged once, with its quality (an accuracy, or a
     loss: the run's task's); nothing else is."""
@@ -128,7 +131,9 @@ def _check_epochs(
         )
 
 
-def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
+def _check_screenings(
+    by_key: dict[str, list[dict[str, Any]]], store: RunStore, found: Found
+) -> None:
     """Each proxy screening of the store is logged once, with its operations and its trial."""
     from aihpc.runner.search.screening import MLPERF_KEY
 
@@ -136,8 +141,8 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
     stored = {sc.id: sc for sc in store.screenings()}
     for sid in sorted(set(stored) - set(logged), key=str):
         found.add(f"proxy screening {sid} is in the store but not in the MLPerf log")
-    for sid in sorted(set(logged) - set(stored), key=str):
-        found.add(f"proxy screening {sid} is in the MLPerf log but not in the store")
+    for unknown in sorted(set(logged) - set(stored), key=str):
+        found.add(f"proxy screening {unknown} is in the MLPerf log but not in the store")
     for sid in sorted(set(stored) & set(logged)):
         event, row = logged[sid], stored[sid]
         trial = (event.get("metadata") or {}).get("trial_id")
@@ -149,7 +154,7 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
             )
 
 
-def _check_times(log: Log, store, found: Found) -> None:
+def _check_times(log: Log, store: RunStore, found: Found) -> None:
     """Each logged epoch interval is its store row's (t_start, t_end), in whole milliseconds."""
     for row in store.iter_epochs():
         slots = log.epochs.get((row.trial_id, row.epoch))
@@ -170,7 +175,7 @@ def _check_times(log: Log, store, found: Found) -> None:
 
 
 def _check_run(
-    by_key: dict[str, list[dict[str, Any]]], store, head: RunHead[Any], found: Found
+    by_key: dict[str, list[dict[str, Any]]], store: RunStore, head: RunHead[Any], found: Found
 ) -> None:
     data = head.data or None
     for key, size in (("train_samples", "num_train"), ("eval_samples", "num_val")):

@@ -41,7 +41,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -56,13 +56,16 @@ from aihpc.scoring.score import Score, compute_score, wall_seconds
 from aihpc.tasks import Task, of_run
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
+if TYPE_CHECKING:
+    from aihpc.records.store import RunStore
+
 MAX_DIFFS = 5  # differing fields named per trial before "and N more"
 PARALLEL_FROM_TRIALS = 2_000
 """From this many trials the operations are recounted in a second process while this one runs
 the other checks (starting it costs a few seconds: smaller runs are recounted here)."""
 
 
-def open_run(run_dir: Path):
+def open_run(run_dir: Path) -> tuple[RunStore, RunHead[Any]]:
     """The run's store (read-only) and results.json's fields but its trials; DataError, one line,
     if it is not a finished run (StorageError if its store cannot be read)."""
     from aihpc.records.store import RunStore
@@ -148,7 +151,7 @@ def _trials(path: Path) -> Iterator[TrialRecord]:
 
 
 @contextmanager
-def _second_process(store) -> Iterator[Any]:
+def _second_process(store: RunStore) -> Iterator[Any]:
     """A pool of one spawned process for the recount where the run has ``PARALLEL_FROM_TRIALS``
     trials or more and this process may use two cores; None otherwise.  Leaving it ends the
     process, also when a check fails."""
@@ -172,7 +175,7 @@ def _check_operations_in(run_dir: str) -> tuple[Check, list[Mismatch]]:
 
 
 # -- operations --------------------------------------------------------------------------
-def check_operations(store) -> tuple[Check, list[Mismatch]]:
+def check_operations(store: RunStore) -> tuple[Check, list[Mismatch]]:
     """Every epoch's operations recomputed from its trial's architecture and its samples."""
     found = Found("operations")
     meta = store.meta()
@@ -315,7 +318,7 @@ def _check_epoch_ops(
 
 
 # -- score -------------------------------------------------------------------------------
-def recomputed_score(store) -> Score:
+def recomputed_score(store: RunStore) -> Score:
     """The score from the store's operations, segment times and validation metrics (not from
     results.json)."""
     meta = store.meta()
@@ -358,7 +361,7 @@ def check_score(score: Score, results: RunHead[Any]) -> tuple[Check, list[Mismat
 
 # -- results.json ------------------------------------------------------------------------
 def check_results(
-    store, score: Score, head: RunHead[Any], trials: Iterator[TrialRecord]
+    store: RunStore, score: Score, head: RunHead[Any], trials: Iterator[TrialRecord]
 ) -> tuple[Check, list[Mismatch]]:
     """results.json against the one the store rebuilds: its fields (``head``: those the file
     holds), then its ``trials`` one at a time against the store's, both by id; each compared
@@ -392,7 +395,7 @@ def check_results(
     ), found.items
 
 
-def _check_trials(store, trials: Iterator[TrialRecord], found: Found) -> int:
+def _check_trials(store: RunStore, trials: Iterator[TrialRecord], found: Found) -> int:
     """Each trial of results.json against the store's record of it, the two read side by side in
     id order (as results.json is written); how many trials results.json holds."""
     from aihpc.results.write import run_start, trial_record
