@@ -258,10 +258,11 @@ def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
 
 
 def test_timeline_without_accuracy_still_plots() -> None:
-    results = {"timeline": [{"t": 5.0, "ops_per_second": 1e9}, {"t": 10.0, "ops_per_second": 2e9}]}
-    png = plot_timeline(results)
+    score = _fixture()["score"]
+    timeline = [{"t": 5.0, "ops_per_second": 1e9}, {"t": 10.0, "ops_per_second": 2e9}]
+    png = plot_timeline({"score": score, "timeline": timeline})
     assert png is not None and png[:8] == PNG_SIGNATURE
-    assert plot_timeline({"timeline": []}) is None
+    assert plot_timeline({"score": score, "timeline": []}) is None
 
 
 # --------------------------------------------------------------------------- errors

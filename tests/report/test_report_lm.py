@@ -63,12 +63,11 @@ def _pixels_near(png: bytes, hex_color: str, tolerance: int = 6) -> int:
 # --------------------------------------------------------------------------- the quality
 
 
-def test_the_quality_follows_the_score_else_the_trials() -> None:
+def test_the_quality_is_the_one_its_score_holds() -> None:
     assert quality_for(_lm()) is LOSS
     assert quality_for(json.loads(IMAGE.read_text())) is ACCURACY
-    assert quality_for({}) is ACCURACY and quality_for({"schema_version": 1}) is ACCURACY
-    assert quality_for({"trials": [{"id": 0, "best_val_loss": 2.5}]}) is LOSS  # no score block
-    assert quality_for({"trials": [{"id": 0, "best_val_accuracy": 0.5}]}) is ACCURACY
+    v1 = json.loads((Path(__file__).parent / "fixtures" / "results_v1.json").read_text())
+    assert quality_for(v1) is ACCURACY  # every file from before the language task
     assert (LOSS.trial_key, LOSS.epoch_key, LOSS.best_key) == (
         "best_val_loss",
         "val_loss",
@@ -251,7 +250,8 @@ def test_the_timeline_draws_the_best_loss_and_the_floor() -> None:
     without["score"]["loss_floor"] = None
     without["data"]["floor"] = None
     assert _pixels_near(plot_timeline(without), "#616161", 2) < _pixels_near(drawn, "#616161", 2)
-    only_loss = {"score": {"best_val_loss": 2.0}, "timeline": [{"t": 1.0, "best_val_loss": 2.0}]}
+    score = {**_lm()["score"], "best_val_loss": 2.0}
+    only_loss = {"score": score, "timeline": [{"t": 1.0, "best_val_loss": 2.0}]}
     assert plot_timeline(only_loss) is not None
 
 

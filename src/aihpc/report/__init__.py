@@ -37,7 +37,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     else ``RUN_DIR/report.html`` or ``FILE.html`` beside the file.  Raises
     :class:`DataError` if ``path`` does not exist, a directory holds neither
     results.json nor a result file, or a file is invalid (see
-    :func:`aihpc.results.read.read_results_document`).
+    :func:`aihpc.results.read.read_results`).
     """
     from aihpc.report.documents import render_page, render_sections
     from aihpc.report.html import render_html

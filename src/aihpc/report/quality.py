@@ -3,8 +3,8 @@ in nats per token (language-model runs).
 
 Every part of the report that reads, ranks, formats or plots a model's quality
 goes through one :class:`ReportQuality`, chosen for a run by
-:func:`quality_for` from its ``score`` block
-(:func:`aihpc.scoring.quality.quality_of`): which keys to read in the trials,
+:func:`report_quality` from the quality its score record holds
+(:meth:`aihpc.results.sections.ScoreRecord.quality_kind`): which keys to read in the trials,
 epochs and timeline, the words that name it, which way is better, and how its
 values are written.  :data:`ACCURACY` writes what the report always wrote for
 image runs.
@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aihpc.base.fmt import NA, as_number, format_fraction
-from aihpc.scoring.quality import Accuracy, Loss, quality_of
+from aihpc.records.codec import convert
+from aihpc.results.sections import QualityKind, ScoreRecord
+from aihpc.scoring.quality import Accuracy, Loss
 
 T = TypeVar("T")
 
@@ -26,8 +28,8 @@ T = TypeVar("T")
 class ReportQuality:
     """How the report reads and writes one quality measure.
 
-    ``name``: "accuracy" or "loss", as :func:`quality_of` says; ``trial_key``,
-    ``epoch_key``, ``best_key``: a trial's best value, an epoch's value, and
+    ``name``: "accuracy" or "loss", as :class:`~aihpc.results.sections.QualityKind` names
+    it; ``trial_key``, ``epoch_key``, ``best_key``: a trial's best value, an epoch's value, and
     the best so far in the timeline and the score; ``label``: the quality in
     words ("accuracy", "validation loss"); ``short``: one word ("accuracy",
     "loss"); ``column``: the trials table's heading; ``unit``: of plotted
@@ -149,22 +151,17 @@ LOSS = ReportQuality(
 )
 
 
+def report_quality(kind: QualityKind) -> ReportQuality:
+    """How the report shows the quality ``kind`` a run judged its models by."""
+    return LOSS if kind is QualityKind.LOSS else ACCURACY
+
+
 def quality_for(results: dict[str, Any]) -> ReportQuality:
-    """The quality of a run's results: by its ``score`` block; where that says nothing (no score,
-    or neither quality's best in it), by its trials' keys; else accuracy, as in every file from
-    before the language task."""
-    score = results.get("score")
-    score = score if isinstance(score, dict) else {}
-    if quality_of(score) == "loss":
-        return LOSS
-    if ACCURACY.best_key in score:
-        return ACCURACY
-    trials = [t for t in results.get("trials") or [] if isinstance(t, dict)]
-    if any(LOSS.trial_key in t for t in trials) and not any(
-        ACCURACY.trial_key in t for t in trials
-    ):
-        return LOSS
-    return ACCURACY
+    """The quality of a run's results as the report holds them (read and checked by
+    :mod:`aihpc.results.read`): its score's (:meth:`aihpc.results.sections.ScoreRecord.
+    quality_kind`, the one rule)."""
+    score = convert(results["score"], ScoreRecord, "results.json's score")
+    return report_quality(score.quality_kind())
 
 
 def loss_floor(results: dict[str, Any]) -> float | None:

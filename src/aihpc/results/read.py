@@ -15,9 +15,9 @@ and recorded one peak per dtype (read as ``peak_by_dtype``); schema 2 is
 schema 3 with every architecture in full (``arch``, which schema 3 keeps for
 trials without a parent).  The record keeps the ``schema_version`` written.
 
-:func:`read_results_document`, :func:`read_results_head` and
-:func:`iter_trials` give the same as JSON objects, for the readers that have
-not moved to the records yet (the report, verify, compare, infer).
+:func:`read_results_document` (the document as JSON objects) and
+:func:`trial_arch` (an architecture among trials as JSON objects) serve the
+report's pages, which render JSON objects still.
 """
 
 from __future__ import annotations
@@ -265,23 +265,11 @@ def architecture(trials: Mapping[int, ArchLink], trial_id: int) -> dict[str, Any
     return arch
 
 
-# -- JSON objects, for the readers not yet on the records ----------------------------------
+# -- JSON objects, for the readers not yet on the records (the report's pages, its tests) --
 def read_results_document(path: Path) -> dict[str, Any]:
     """:func:`read_results` as the JSON object it reads (upgraded; ``schema_version`` the
     current)."""
     return {**read_results(path).to_dict(), "schema_version": CURRENT_VERSION}
-
-
-def read_results_head(path: Path) -> dict[str, Any]:
-    """:func:`read_run_head` as a JSON object, ``trials`` an empty list (``schema_version`` as
-    written, which ``aihpc compare`` holds alike)."""
-    return {**read_run_head(path).to_dict(), TRIALS: []}
-
-
-def iter_trials(path: Path, only: set[Any] | None = None) -> Iterator[dict[str, Any]]:
-    """:func:`iter_trial_records` as JSON objects."""
-    for trial in iter_trial_records(path, only):
-        yield trial.to_dict()
 
 
 def trial_arch(trials: dict[Any, dict[str, Any]], trial_id: Any) -> dict[str, Any] | None:

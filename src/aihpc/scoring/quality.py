@@ -193,13 +193,3 @@ class Loss:
             "gap_to_floor": None if best is None or self.floor is None else best - self.floor,
             "bits_per_byte": bits,
         }
-
-
-def quality_of(score: dict[str, Any]) -> str:
-    """Which quality a results.json ``score`` block holds: "loss" (language models) or
-    "accuracy" (images; every file from before the language task)."""
-    return (
-        "loss"
-        if score.get("best_val_loss") is not None or "max_val_loss" in score
-        else ("accuracy")
-    )
