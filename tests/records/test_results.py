@@ -190,3 +190,24 @@ def test_a_large_run_writes_its_results_compressed_and_every_reader_takes_them(
     # a smaller run written again in the same directory is plain once more
     assert write_results(run, head, trials).path == run / "results.json"
     assert not packed.exists()
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "verify"])
+def test_every_reader_refuses_a_document_that_does_not_match_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    import shutil
+
+    from fixture_run import aihpc_main
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "run", run)
+    doc = json.loads(RUN.read_text())
+    doc["score"]["trials_failed"] = "none"
+    (run / "results.json").write_text(json.dumps(doc))
+    runs = [str(run)] * (2 if command == "compare" else 1)
+    code, out, err = aihpc_main(capsys, command, *runs)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and err.endswith(
+        f"results file {run / 'results.json'}: score.trials_failed: expected int, got str\n"
+    )
