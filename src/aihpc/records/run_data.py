@@ -67,7 +67,9 @@ class LanguageDataRecord(Record, frozen=True):
 
 DataRecord = ImageDataRecord | LanguageDataRecord
 
-#: The record of each task's ``data``, by the task's name in the run's configuration.
+#: The record of each task's ``data``, by the task's name in the run's configuration: the one
+#: place that chooses by the task's name (results.json is read below the layer of the tasks,
+#: so the reader cannot ask the task); a new task adds its record here.
 DATA_RECORDS: dict[str, type[ImageDataRecord] | type[LanguageDataRecord]] = {
     "image": ImageDataRecord,
     "lm": LanguageDataRecord,
