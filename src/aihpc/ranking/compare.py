@@ -38,7 +38,7 @@ from aihpc.base.errors import ConfigError, DataError
 from aihpc.base.fmt import text_table
 from aihpc.records.codec import value_or_none
 from aihpc.records.energy import EnergyRecord
-from aihpc.records.files import InferFile, ResultFile, read_result_file
+from aihpc.records.files import InferFile, read_result_file
 from aihpc.results.model import RunHead
 from aihpc.results.read import RESULTS_FILES, read_run_head, results_file
 
@@ -201,18 +201,13 @@ def load_entry(path: Path) -> Entry:
     if file.name in RESULTS_FILES:
         return _run_entry(read_run_head(file), file)
     document = read_result_file(file)
-    kind = _kind(document)
+    kind = document.kind()
     if kind not in SCORED_KINDS:
         raise DataError(
             f"cannot compare {file}: result kind {kind!r} carries no score "
             f"(comparable kinds: {', '.join(SCORED_KINDS)})"
         )
     return SCORED_KINDS[kind].read(document, file)
-
-
-def _kind(document: ResultFile) -> str:
-    """The kind of a result file, as it names itself."""
-    return str(document.__struct_config__.tag)
 
 
 def check_like_for_like(entries: list[Entry], strict: bool = False) -> list[str]:

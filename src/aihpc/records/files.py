@@ -57,6 +57,11 @@ class ResultFile(Record, tag_field="kind", frozen=True):
     schema_version: int
     created_utc: str
     environment: EnvironmentRecord
+    data: Any
+
+    def kind(self) -> str:
+        """The kind of result it is (one of :data:`KINDS`), as its file names it."""
+        return str(self.__struct_config__.tag)
 
 
 class BenchOperatorsFile(ResultFile, tag="bench-operators", frozen=True):
@@ -194,9 +199,3 @@ def read_result_file(path: Path, kind: str | None = None) -> ResultFile:
         )
     document: ResultFile = decode(text, FILES[header.kind], what)
     return document
-
-
-def read_result(path: Path, kind: str | None = None) -> dict[str, Any]:
-    """:func:`read_result_file` as the JSON object it reads (for the readers not yet on the
-    records: the report, verify, roofline, recommend)."""
-    return read_result_file(path, kind).to_dict()
