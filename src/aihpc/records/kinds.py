@@ -2,9 +2,10 @@
 
 A kind whose data has its record here is read and written field by field:
 ``aihpc bench training`` (:class:`BenchTrainingData`, of
-:meth:`aihpc.bench.training.TrainingOutcome.to_dict`) and ``aihpc bench
+:meth:`aihpc.bench.training.TrainingOutcome.to_dict`), ``aihpc bench
 distributed`` (:class:`BenchDistributedData`, of
-:meth:`aihpc.bench.distributed.DistributedOutcome.to_dict`).  The other kinds'
+:meth:`aihpc.bench.distributed.DistributedOutcome.to_dict`) and ``aihpc
+train-to-target`` (:class:`aihpc.records.ttt.TTTSummary`).  The other kinds'
 data have no record yet: each is the JSON object its command wrote
 (``dict[str, Any]``), checked only for being an object; its readers look its
 keys up.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from aihpc.records.codec import Record
+from aihpc.records.ttt import TTTSummary
 
 
 class TrainingEpoch(Record, frozen=True):
@@ -112,4 +114,6 @@ RooflineData = dict[str, Any]
 RecommendData = dict[str, Any]
 CalibrationData = dict[str, Any]
 ValidationData = dict[str, Any]
-TrainToTargetData = dict[str, Any]
+#: ``aihpc train-to-target``'s summary: its frozen records (:mod:`aihpc.records.ttt`), read as they
+#: are built (their checks included)
+TrainToTargetData = TTTSummary
