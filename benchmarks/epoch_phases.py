@@ -16,13 +16,14 @@ import statistics
 import tempfile
 import time
 
-from aihpc.data import load_dataset
-from aihpc.nas.seeds import seed_spec
-from aihpc.tasks.image import DEFAULT_SYNTHETIC
+from bench_main import script
+
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks.image.data import load_dataset
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.image.task import DEFAULT_SYNTHETIC
 from aihpc.train.worker import run_epoch
-from bench_main import script
 
 
 def epoch_task(device: str, batch: int, threads: int | None, weights_dir: str, trial: int,

@@ -43,7 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from aihpc_runs import run_aihpc
-from analysis import peak_text, percent, quality_text, read_run, tally_text, trial_tally, utilisation
+from analysis import (
+    peak_text,
+    percent,
+    quality_text,
+    read_run,
+    tally_text,
+    trial_tally,
+    utilisation,
+)
 from bench_main import script
 
 # the profiled epoch's default size: images, or windows of the language's context (4 steps of
@@ -180,7 +188,7 @@ def profile_data(kind: str, device: str, samples: int) -> dict[str, int]:
     context (as many training tokens as the epoch takes)."""
     if kind == "image":
         return {"num_samples": samples}
-    from aihpc.tasks.language import DEFAULT_CONTEXT
+    from aihpc.tasks.language.task import DEFAULT_CONTEXT
 
     tokens = samples * DEFAULT_CONTEXT[device]
     return {"epoch_tokens": tokens, "train_tokens": tokens}

@@ -38,11 +38,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aihpc.base.config import RunConfig
-from aihpc.runner.search.master import Master
-from aihpc.records.store import RunStore
-from aihpc.records.messages import EpochResult, WeightsRef
 from bench_main import script
+
+from aihpc.base.config import RunConfig
+from aihpc.records.messages import EpochResult, WeightsRef
+from aihpc.records.store import RunStore
+from aihpc.runner.search.master import Master
 
 
 class VirtualClock:

@@ -20,12 +20,13 @@ import sys
 import tempfile
 import time
 
-from aihpc.nas.seeds import seed_spec
+from bench_main import script
+
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train.ranks import close_pool
 from aihpc.train.worker import run_epoch
-from bench_main import script
 
 HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
       "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip

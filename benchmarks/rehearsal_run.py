@@ -138,9 +138,9 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
     """The master's search until the deadline, as ``search_and_score`` runs it; (score, stats)."""
     from aihpc.energy.run import unmeasured_block
     from aihpc.runner.display.console import Console
-    from aihpc.runner.search.master import Master
-    from aihpc.runner.measure import record_peak_after
     from aihpc.runner.display.observer import Observers
+    from aihpc.runner.measure import record_peak_after
+    from aihpc.runner.search.master import Master
     from aihpc.tasks import task_of
 
     config, store, executor = run.config, run.store, run.executor

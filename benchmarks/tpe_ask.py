@@ -26,10 +26,11 @@ import math
 import statistics
 import time
 
+from bench_main import script
+
 from aihpc.base.config import RunConfig
 from aihpc.nas.hpo import HyperparameterSearch
 from aihpc.nas.tpe_study import WINDOW, WindowedStudy, image_space
-from bench_main import script
 
 MARKS = (100, 1_000, 5_000, 10_000)
 BATCH_SIZES = (32, 64, 128, 256)

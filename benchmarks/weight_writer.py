@@ -26,7 +26,6 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import torch
-
 from bench_main import script
 
 
@@ -45,10 +44,10 @@ def sync_snapshot(task, setup, group):
 
 
 def epoch_task(weights_dir: str, samples: int):
-    from aihpc.nas.seeds import seed_spec
-    from aihpc.tasks.image import DEFAULT_SYNTHETIC
     from aihpc.records.messages import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
+    from aihpc.tasks.image.seeds import seed_spec
+    from aihpc.tasks.image.task import DEFAULT_SYNTHETIC
 
     options = {**DEFAULT_SYNTHETIC["cpu"], "num_samples": samples}
     spec = seed_spec((options["channels"], options["image_size"], options["image_size"]), options["num_classes"])
@@ -87,8 +86,8 @@ def epochs(repeats: int, samples: int) -> None:
 
 
 def gpu_default_state() -> None:
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.seeds import seed_spec
+    from aihpc.tasks.image.build import SpecNet
+    from aihpc.tasks.image.seeds import seed_spec
     from aihpc.train.weights import SnapshotWriter, host_copy, save
 
     model = SpecNet(seed_spec((3, 128, 128), 100))

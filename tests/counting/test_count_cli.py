@@ -95,7 +95,7 @@ def test_model_or_spec_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("aihpc.nas.spec")
+    pytest.importorskip("aihpc.tasks.image.spec")
     spec = {
         "version": 1,
         "input_shape": [3, 8, 8],

@@ -198,7 +198,7 @@ def test_cli_export_errors(
 
 
 def test_cli_export_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec_mod = pytest.importorskip("aihpc.nas.spec")
+    spec_mod = pytest.importorskip("aihpc.tasks.image.spec")
     spec = spec_mod.ArchSpec.from_dict(
         {
             "version": spec_mod.FORMAT_VERSION,

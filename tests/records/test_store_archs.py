@@ -6,11 +6,11 @@ import json
 import random
 from pathlib import Path
 
-from aihpc.nas.morphism import random_plan
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.rows import NewTrial
 from aihpc.records.store import RunStore
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks.image.morphism import random_plan
+from aihpc.tasks.image.seeds import seed_spec
 
 
 def _add(

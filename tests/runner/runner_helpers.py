@@ -115,10 +115,10 @@ def scripted_epoch(accuracy, lost=lambda task: False, samples: int | None = None
 
     import torch
 
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.spec import ArchSpec
     from aihpc.records.messages import EpochResult
     from aihpc.tasks import task_of
+    from aihpc.tasks.image.build import SpecNet
+    from aihpc.tasks.image.spec import ArchSpec
     from aihpc.train.weights import file_name, save, starting_state
 
     def run(task):

@@ -44,7 +44,7 @@ def test_the_resolution_is_one_standard_error_of_the_metric():
     # an accuracy over n samples: sqrt(p (1 - p) / n), at its largest (p = 1/2)
     assert Accuracy(val_samples=2500, min_accuracy=0.5).resolution == pytest.approx(0.01)
     assert Accuracy(val_samples=0, min_accuracy=0.5).resolution == 0.5  # no samples: one
-    # a loss's is given (1 / sqrt(predicted tokens), aihpc.tasks.language)
+    # a loss's is given (1 / sqrt(predicted tokens), aihpc.tasks.language.task)
     assert Loss(unigram=4.0, max_loss=3.0, floor=None, resolution=0.002).resolution == 0.002
 
 

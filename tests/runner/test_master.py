@@ -9,11 +9,11 @@ import pytest
 from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 from aihpc.base.config import RunConfig
-from aihpc.nas.build import SpecNet
-from aihpc.nas.spec import ArchSpec
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.spec import ArchSpec
 
 # one process runs the module under pytest-xdist: its fixture (the killed run) is made once
 pytestmark = pytest.mark.xdist_group("master")

@@ -11,13 +11,13 @@ from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, s
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError
-from aihpc.nas.build import SpecNet
-from aihpc.nas.spec import ArchSpec
 from aihpc.recommend.proxies import proxy_ops
 from aihpc.records.messages import DataRef, ScreenStatus, ScreenTask
 from aihpc.records.rows import ScreeningRow
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.spec import ArchSpec
 
 
 class Recorder(NullObserver):
@@ -90,7 +90,7 @@ def test_the_best_predicted_child_is_trained_and_the_screening_counted(tmp_path:
 def test_a_failed_screening_trains_its_first_candidate_unscreened(
     tmp_path: Path, monkeypatch
 ) -> None:
-    import aihpc.train.screen as screen
+    import aihpc.recommend.screen as screen
 
     def broken(task, device, x, y):
         raise RuntimeError("no proxies today")
@@ -119,8 +119,8 @@ def test_screening_is_off_by_default_and_bounded() -> None:
 def test_worker_scores_candidates_with_the_proxies_and_the_matcher() -> None:
     """screen_children on digits: the prediction is the matcher's on the proxies, the pick its
     argmax."""
-    from aihpc.nas.seeds import seed_spec
-    from aihpc.train.screen import screen_children
+    from aihpc.recommend.screen import screen_children
+    from aihpc.tasks.image.seeds import seed_spec
 
     seed = seed_spec((1, 8, 8), 10)
     wide = ArchSpec.from_dict(json.loads(json.dumps(seed.to_dict())))

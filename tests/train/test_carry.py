@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from aihpc.base.errors import StorageError
-from aihpc.nas.build import SpecNet
-from aihpc.nas.lm_morphism import random_lm_plan
-from aihpc.nas.lm_net import LMNet
-from aihpc.nas.lm_spec import seed_lm_spec
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.language.morphism import random_lm_plan
+from aihpc.tasks.language.net import LMNet
+from aihpc.tasks.language.spec import seed_lm_spec
 from aihpc.train.group import SINGLE
 from aihpc.train.trainer import build
 from aihpc.train.weights import load, load_optimizer

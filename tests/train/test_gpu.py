@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
-from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.image.task import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
 from aihpc.train.timing import timer_for
 from aihpc.train.worker import run_epoch
 
@@ -139,7 +139,7 @@ def test_epochs_of_the_default_gpu_workload(tmp_path, compile):
 
 
 def _lm_task(weights_dir: Path, **changes) -> EpochTask:
-    from aihpc.nas.lm_spec import seed_lm_spec
+    from aihpc.tasks.language.spec import seed_lm_spec
 
     spec = seed_lm_spec(
         vocab_size=257, context=256, width=256, layers=4, heads=4, head_dim=64, mlp_hidden=1024

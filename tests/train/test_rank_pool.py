@@ -24,8 +24,8 @@ import psutil
 import pytest
 from test_trainer import HP, _task
 
-from aihpc.data import load_dataset
 from aihpc.records.messages import DataRef
+from aihpc.tasks.image.data import load_dataset
 from aihpc.train import ranks
 from aihpc.train.ranks import close_pool, pool_ranks
 from aihpc.train.worker import run_epoch

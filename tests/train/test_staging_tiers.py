@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from aihpc.base.errors import DataError
-from aihpc.data import load_dataset
-from aihpc.nas.build import SpecNet
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.data import load_dataset
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train import feed, staging
 from aihpc.train.trainer import build_model
 from aihpc.train.weights import SnapshotWriter, load

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from aihpc.counting import count_ops
-from aihpc.data import load_dataset
-from aihpc.nas.build import SpecNet
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.data import load_dataset
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train.optim import learning_rate, step_position
 from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch
@@ -196,7 +196,7 @@ def test_a_failed_epoch_leaves_no_kept_model(tmp_path):
 
 
 def _small_spec():
-    from aihpc.nas.spec import INPUT, ArchSpec, Layer
+    from aihpc.tasks.image.spec import INPUT, ArchSpec, Layer
 
     layers = (
         Layer(
@@ -254,8 +254,8 @@ def test_a_compiled_child_compiles_only_the_regions_its_morphism_changed(tmp_pat
     fast): a child of the parent this worker trained compiles its changed regions alone."""
     import random
 
-    from aihpc.nas.morphism import random_plan
     from aihpc.records.messages import Morph
+    from aihpc.tasks.image.morphism import random_plan
     from aihpc.train import regions
 
     monkeypatch.setattr(regions, "_DEFAULT", regions.RegionCache("aot_eager"))

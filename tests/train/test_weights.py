@@ -7,12 +7,12 @@ import time
 
 import torch
 
-from aihpc.nas.build import SpecNet
-from aihpc.nas.morphism import random_plan
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask, Morph, WeightsRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.morphism import random_plan
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train.weights import load, morphed_state, save
 from aihpc.train.worker import run_epoch
 

@@ -97,11 +97,11 @@ def _build(
     import torch
 
     if spec is not None:
-        from aihpc.nas.spec_file import build_net, input_shape, load_spec
+        from aihpc.arch.spec_file import build_net, input_shape, load_spec
 
         if num_classes is not None:
             raise ConfigError("--num-classes applies to --model only (a spec fixes its classes)")
-        from aihpc.nas.lm_spec import LMSpec
+        from aihpc.tasks.language.spec import LMSpec
 
         arch = load_spec(spec)
         shape = shape or input_shape(arch)

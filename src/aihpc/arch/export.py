@@ -324,8 +324,8 @@ def _spec_model(
 ) -> tuple[nn.Module, tuple[int, ...], int | None]:
     """The network of a spec file (a CNN, or a language model: its tokens' vocabulary), its
     input shape."""
-    from aihpc.nas.lm_spec import LMSpec
-    from aihpc.nas.spec_file import build_net, input_shape, load_spec
+    from aihpc.arch.spec_file import build_net, input_shape, load_spec
+    from aihpc.tasks.language.spec import LMSpec
 
     if num_classes is not None:
         raise ConfigError("--num-classes applies to --model only; a spec fixes its own classes")

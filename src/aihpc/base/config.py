@@ -43,7 +43,7 @@ class RunConfig:
     task: str = "image"  # what the search searches (aihpc.tasks): "image" or "lm"
     dataset: str = "synthetic"  # the task's own synthetic data unless another is named
     data_path: str | None = None
-    # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
+    # options passed to aihpc.tasks.image.data.load_dataset (e.g. num_samples, difficulty)
     data_options: dict[str, Any] = field(default_factory=dict)
     # where workers stage the data: "device" (whole, on it), "stream" (a local file, read
     # through a DataLoader)
@@ -70,7 +70,7 @@ class RunConfig:
     seed: int = 0
     min_accuracy: float = 0.5  # image task: the best accuracy of a valid run
     # language task: the best validation loss (nats/token) of a valid run; None: the data's
-    # bigram loss (aihpc.tasks.language)
+    # bigram loss (aihpc.tasks.language.task)
     max_val_loss: float | None = None
     strategy: str = "evolution"
     population: int = 16
@@ -99,7 +99,7 @@ class RunConfig:
     max_params: int | None = None  # None: sized to the device
     optimizer: str | None = None  # None: the task's (image: sgd; lm: adamw)
     schedule: str = "cosine"
-    # None: sized to the device by the task (aihpc.tasks.image.DEFAULT_BATCH_SIZES, ...)
+    # None: sized to the device by the task (aihpc.tasks.image.task.DEFAULT_BATCH_SIZES, ...)
     batch_sizes: tuple[int, ...] | None = None
     # compile each trial's model region by region (aihpc.train.regions); None: the task's default
     # for the device (Task.compile_auto)

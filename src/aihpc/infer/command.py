@@ -21,7 +21,7 @@ The record holds each phase's seconds beside the prediction.
 
 Operations per query are counted analytically, as ``aihpc count`` counts:
 an image's forward pass, or a language model's prefill of its prompt plus
-each decode step at its real cache length (:func:`aihpc.nas.lm_decode.decode_ops`).
+each decode step at its real cache length (:func:`aihpc.tasks.language.decode.decode_ops`).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def generation(source: Source, options: InferOptions) -> tuple[int, int] | None:
     (an image model, or a zoo model served as one forward pass per query)."""
     if source.task != "lm" or source.arch is None:
         return None
-    from aihpc.nas.lm_decode import check_context
+    from aihpc.tasks.language.decode import check_context
 
     context = int(source.inputs.shape[1])
     prompt = options.prompt_tokens or context // 2
@@ -155,7 +155,7 @@ def serving_steps(
             steps.append(Generate(model, prompts, tokens[1], device, dtype, sizes))
     if tokens is None:
         return steps, source.ops_per_query
-    from aihpc.nas.lm_decode import decode_ops
+    from aihpc.tasks.language.decode import decode_ops
 
     return steps, sum(decode_ops(_lm_spec(source), *tokens))
 

@@ -79,7 +79,7 @@ class WeightsRef:
 class Morph:
     """How a child's starting weights are made from its parent's.
 
-    Replay ``steps`` plans of :func:`aihpc.nas.morphism.random_plan` on the
+    Replay ``steps`` plans of :func:`aihpc.tasks.image.morphism.random_plan` on the
     parent's architecture with ``random.Random(seed)`` and ``max_params``,
     applying each to the parent's weights: those in ``parent_weights``, or,
     where the parent has none yet (the seed network before any trial
@@ -235,7 +235,7 @@ class ScreenTask:
     The worker builds every candidate architecture at a fresh initialisation
     (seeded by ``seed``), measures the zero-cost proxies on one minibatch of
     the training data, and has the shipped matcher predict each one's
-    accuracy (see :mod:`aihpc.train.screen`).  ``screen_id`` numbers the
+    accuracy (see :mod:`aihpc.recommend.screen`).  ``screen_id`` numbers the
     screenings of a run.
     """
 

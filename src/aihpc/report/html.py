@@ -21,7 +21,6 @@ from aihpc.base.fmt import (
     format_si,
     format_value,
 )
-from aihpc.nas.lm_spec import is_lm_arch
 from aihpc.records.energy import energy_text
 from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
@@ -30,6 +29,7 @@ from aihpc.report.markup import CSS, card, esc, kv_table, no_data
 from aihpc.report.quality import LOSS, ReportQuality, loss_floor, quality_for
 from aihpc.report.trials_table import next_token_accuracy, trial_count, trial_list, trials_section
 from aihpc.results.read import trial_arch
+from aihpc.tasks.language.spec import is_lm_arch
 
 
 def plot_sections(quality: ReportQuality) -> tuple[tuple[str, str, str], ...]:
@@ -264,7 +264,7 @@ _LM_SHOWN = {"blocks", "width", "context", "vocab_size", "head_dim"}
 
 def _lm_rows(arch: dict[str, Any]) -> list[tuple[str, str]]:
     """A language model's blocks, width, context, vocabulary, and each block's heads and MLP
-    width (:class:`aihpc.nas.lm_spec.LMSpec`)."""
+    width (:class:`aihpc.tasks.language.spec.LMSpec`)."""
     blocks = [b for b in arch.get("blocks") or [] if isinstance(b, dict)]
     heads = ", ".join(format_value(b.get("heads")) for b in blocks) or NA
     return [

@@ -25,8 +25,9 @@ from aihpc.base.fmt import NA, as_number, format_value
 from aihpc.records.rows import SUCCEEDED
 from aihpc.report.quality import ACCURACY, ReportQuality, quality_for
 
-#: The morphism kinds the search makes, with their plot colours: a CNN's (aihpc.nas.morphism),
-#: then a language model's growth steps (aihpc.nas.lm_morphism), each like its CNN analogue.
+#: The morphism kinds the search makes, with their plot colours: a CNN's
+#: (aihpc.tasks.image.morphism), then a language model's growth steps
+#: (aihpc.tasks.language.morphism), each like its CNN analogue.
 MORPH_COLORS = {
     "seed": "#212121",
     "deepen": "#1e88e5",

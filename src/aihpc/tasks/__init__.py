@@ -1,8 +1,8 @@
 """The tasks of the AutoML benchmark, behind one interface (:class:`aihpc.tasks.base.Task`).
 
 ``image`` (the default): image classification, CNNs grown by network morphism
-(:mod:`aihpc.tasks.image`).  ``lm``: language modelling, decoder-only
-transformers grown by exact operators (:mod:`aihpc.tasks.language`).  The
+(:mod:`aihpc.tasks.image.task`).  ``lm``: language modelling, decoder-only
+transformers grown by exact operators (:mod:`aihpc.tasks.language.task`).  The
 runner, trainer, counter and records ask the run's task (``RunConfig.task``,
 ``DataRef.task``) through :func:`task_of`.
 
@@ -28,11 +28,11 @@ def task_of(name: str) -> Task:
     """The task called ``name`` (ConfigError naming the valid ones for any other)."""
     if name not in _CACHE:
         if name == "image":
-            from aihpc.tasks.image import ImageTask
+            from aihpc.tasks.image.task import ImageTask
 
             _CACHE[name] = ImageTask()
         elif name == "lm":
-            from aihpc.tasks.language import LanguageTask
+            from aihpc.tasks.language.task import LanguageTask
 
             _CACHE[name] = LanguageTask()
         else:

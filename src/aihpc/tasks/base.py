@@ -14,8 +14,10 @@ The contract, per method: units, what never changes, who calls it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aihpc.base.config import RunConfig
@@ -31,11 +33,11 @@ if TYPE_CHECKING:
     import torch
 
     from aihpc.nas.moments import Growth
-    from aihpc.nas.spec import LayerMemo
 
 #: The data set as :meth:`Task.inspect_data` describes it: results.json's ``data``, a JSON
 #: object whose keys are the task's and its data set's (``num_train``, ``num_val``,
-#: ``max_params``... ``aihpc.data`` adds its own), read back from the store or results.json.
+#: ``max_params``... the image task's data sets add their own), read back from the store or
+#: results.json.
 DataInfo = dict[str, Any]
 #: A network's weights by name (``state_dict()``), as a morphism reads and writes them.
 StateDict = dict[str, "torch.Tensor"]
@@ -55,6 +57,52 @@ class Arch(Protocol):
 
     def num_params(self) -> int:
         """Parameters of a network of this architecture."""
+        ...
+
+
+#: Hex digits of a compiled region's signature (64 bits: no collision among the regions of a
+#: search).
+SIGNATURE_CHARS = 16
+
+
+def canonical(value: Any) -> str:
+    """JSON with keys sorted, no whitespace, ASCII only, no NaN: the form an architecture's
+    ``content_hash`` and a region's signature digest."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
+def signature(text: str) -> str:
+    """A compiled region's signature: the first :data:`SIGNATURE_CHARS` hex digits of the
+    SHA-256 of ``text`` (its :func:`canonical` description)."""
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:SIGNATURE_CHARS]
+
+
+class Compilable(Protocol):
+    """A region of a task's network that the trainer's cache compiles: a ``signature`` (equal for
+    regions computing the same function of the same tensors) and a ``template()``, the module
+    computing it, built on the meta device, whose keys name the tensors it is run with."""
+
+    @property
+    def signature(self) -> str: ...
+
+    def template(self) -> torch.nn.Module: ...
+
+
+class RegionRunner(Protocol):
+    """What a task's compiled regions run through (:class:`aihpc.train.regions.RegionCache`)."""
+
+    def run(
+        self,
+        region: Compilable,
+        tensors: dict[str, torch.Tensor],
+        args: tuple[torch.Tensor, ...],
+        training: bool,
+        dropout: tuple[float, ...] = (),
+    ) -> torch.Tensor:
+        """``region`` applied to ``args`` with the network's ``tensors`` (its template's keys),
+        in train or eval mode, its dropout layers at the ``dropout`` rates in order."""
         ...
 
 
@@ -145,10 +193,13 @@ class Task(Protocol):
         """The first trial's architecture for the data :meth:`inspect_data` described."""
         ...
 
-    def arch(self, data: dict[str, Any], memo: LayerMemo | None = None) -> Arch:
-        """The architecture of its ``to_dict()`` (SpecError if it is not one of this task's);
-        ``memo`` lets the many related architectures of a run share their parts where the
-        task's architectures can (:class:`aihpc.nas.spec.LayerMemo`)."""
+    def arch(self, data: dict[str, Any]) -> Arch:
+        """The architecture of its ``to_dict()`` (SpecError if it is not one of this task's)."""
+        ...
+
+    def arch_reader(self) -> Callable[[dict[str, Any]], Arch]:
+        """What reads the many related architectures of one run (``aihpc verify``'s trials) as
+        :meth:`arch` does, sharing their parts where the task's architectures can."""
         ...
 
     def plan(self, arch: Arch, rng: random.Random, max_params: int | None) -> Plan:

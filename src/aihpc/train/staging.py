@@ -28,7 +28,7 @@ The task decides what is staged (:meth:`aihpc.tasks.base.Task.splits`,
 Either tier is filled in chunks of about :data:`CHUNK_BYTES` of float32
 samples: a pool of the worker's threads produces the chunks (generated,
 decoded or read; images then normalised with the same float32 operation as
-:meth:`aihpc.data.base.SplitDataset.materialize`, so the values are
+:meth:`aihpc.tasks.image.data.base.SplitDataset.materialize`, so the values are
 bit-identical to it), and each is converted to the staging dtype and copied
 into place, in order.  The host holds a few chunks in float32 at a time,
 never a whole split: the data set's size is bounded by the device (or the

@@ -3,12 +3,12 @@
 :func:`step_model_for` chooses, from the model's kind, the device and whether
 the run compiles (:attr:`aihpc.tasks.base.Task.compile_auto`, ``--compile``):
 
-* a CNN (:class:`~aihpc.nas.build.SpecNet`) compiled runs region by region
+* a CNN (:class:`~aihpc.tasks.image.build.SpecNet`) compiled runs region by region
   (:class:`aihpc.train.regions.RegionNet`), under bfloat16 autocast on a GPU;
-* a language model (:class:`~aihpc.nas.lm_net.LMNet`) runs through an
-  :class:`aihpc.train.lm_regions.LMStep`: its blocks compiled one by one
+* a language model (:class:`~aihpc.tasks.language.net.LMNet`) runs through an
+  :class:`aihpc.tasks.language.regions.LMStep`: its blocks compiled one by one
   where compiled, its passes on bfloat16 compute weights with the float32
-  parameters as master where :data:`aihpc.train.lm_regions.COMPUTE_DTYPE`
+  parameters as master where :data:`aihpc.tasks.language.regions.COMPUTE_DTYPE`
   says so for the device (then without autocast: the logits come back in
   float32 for the loss), in one process only (data-parallel ranks keep
   float32 weights under autocast);
@@ -58,9 +58,10 @@ def step_model_for(
     """The step model of ``model`` (see the module docstring), trained by ``optimizer`` on
     ``device`` in ``world`` data-parallel processes; ``compiled`` through the process's
     :func:`aihpc.train.regions.default_cache`."""
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.lm_net import LMNet
-    from aihpc.train.regions import RegionNet, default_cache
+    from aihpc.tasks.image.build import SpecNet
+    from aihpc.tasks.image.regions import RegionNet
+    from aihpc.tasks.language.net import LMNet
+    from aihpc.train.regions import default_cache
 
     autocast: Autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16)
@@ -68,7 +69,7 @@ def step_model_for(
         else contextlib.nullcontext()
     )
     if isinstance(model, LMNet):
-        from aihpc.train.lm_regions import COMPUTE_DTYPE, LMStep
+        from aihpc.tasks.language.regions import COMPUTE_DTYPE, LMStep
 
         dtype = COMPUTE_DTYPE.get(device.type) if world == 1 else None
         if dtype is None and not compiled:
@@ -82,7 +83,7 @@ def step_model_for(
     if compiled:
         if not isinstance(model, SpecNet):
             raise TypeError(f"no regional compilation for a {type(model).__name__}")
-        net = RegionNet(model)
+        net = RegionNet(model, default_cache())
         # both passes compile: training's and evaluation's
         return StepModel(net, autocast, ("train", "eval"), 2 * len(net.regions))
     return StepModel(model, autocast)
@@ -100,15 +101,15 @@ MIN_COMPILE_ROOM_S = 60.0
 
 def region_signatures(spec: Arch) -> frozenset[str]:
     """The signatures of the regions a compiled model of ``spec`` runs."""
-    from aihpc.nas.lm_spec import LMSpec
-    from aihpc.nas.spec import ArchSpec
+    from aihpc.tasks.image.spec import ArchSpec
+    from aihpc.tasks.language.spec import LMSpec
 
     if isinstance(spec, LMSpec):
-        from aihpc.train.lm_regions import block_regions
+        from aihpc.tasks.language.regions import block_regions
 
         return frozenset(r.signature for r in block_regions(spec))
     if isinstance(spec, ArchSpec):
-        from aihpc.train.regions import partition
+        from aihpc.tasks.image.regions import partition
 
         return frozenset(r.signature for r in partition(spec))
     raise TypeError(f"no compiled regions for a {type(spec).__name__}")

@@ -11,7 +11,7 @@ for the next batch: gathered on the device, or streamed, see
 :mod:`aihpc.train.feed`), ``forward`` (model and loss), ``backward``,
 ``optimizer`` (the step), ``eval`` (validation forward passes), ``compile``
 (the first pass of a model compiled region by region, :mod:`aihpc.train.regions` and
-:mod:`aihpc.train.lm_regions`, compilation included) and ``other`` (model build, weight
+:mod:`aihpc.tasks.language.regions`, compilation included) and ``other`` (model build, weight
 loading, operation counting, and any wait for the weight file).
 
 Every batch a trial trains on has the same shape, so that cuDNN's autotuner

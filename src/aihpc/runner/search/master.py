@@ -208,7 +208,7 @@ class Master:
 
     def _submit(self, task: EpochTask | ScreenTask) -> Pending:
         if isinstance(task, ScreenTask):
-            from aihpc.train.screen import screen_children
+            from aihpc.recommend.screen import screen_children
 
             return self.executor.submit(screen_children, task, f"screen{task.screen_id}")
         from aihpc.train.worker import run_epoch

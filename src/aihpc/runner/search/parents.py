@@ -97,7 +97,7 @@ class ParentPool:
     def spec(self, trial_id: int) -> Arch:
         kept = self._kept[trial_id]
         if kept.spec is None:
-            from aihpc.nas.spec import ArchSpec
+            from aihpc.tasks.image.spec import ArchSpec
 
             kept.spec = (self._parse or ArchSpec.from_dict)(kept.arch)
         return kept.spec
