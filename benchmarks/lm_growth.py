@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _config(options: tuple[tuple[str, int], ...]):
-    from aihpc.base.config import RunConfig
+    from aihpc.tasks import read_config
 
-    return LM.default_workload(RunConfig(task="lm", data_options=dict(options)), "cpu")
+    return LM.default_workload(read_config(dict(task="lm", data_options=dict(options))), "cpu")
 
 
 def _losses(info: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def _task(
 def _epoch(task: EpochTask, threads: int):
     from aihpc.train.worker import run_epoch
 
-    result = run_epoch(EpochTask(**{**task.__dict__, "threads": threads}))
+    result = run_epoch(LM, EpochTask(**{**task.__dict__, "threads": threads}))
     if result.status != "ok":
         raise SystemExit(
             f"trial {task.trial_id} epoch {task.epoch}: {result.status} {result.reason}"

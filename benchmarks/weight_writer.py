@@ -59,6 +59,7 @@ def epoch_task(weights_dir: str, samples: int):
 
 
 def epochs(repeats: int, samples: int) -> None:
+    from aihpc.tasks import task_of
     from aihpc.train import trainer
     from aihpc.train.worker import run_epoch
 
@@ -66,12 +67,13 @@ def epochs(repeats: int, samples: int) -> None:
     times: dict[str, list[tuple[float, float]]] = {"synchronous write": [], "background writer": []}
     with tempfile.TemporaryDirectory() as tmp:
         task = epoch_task(tmp, samples)
-        run_epoch(task)  # warm-up: staging, counting, first allocations
+        image = task_of("image")
+        run_epoch(image, task)  # warm-up: staging, counting, first allocations
         try:
             for _ in range(repeats):
                 for label, fn in (("synchronous write", sync_snapshot), ("background writer", background)):
                     trainer.snapshot = fn
-                    r = run_epoch(task)
+                    r = run_epoch(image, task)
                     assert r.status == "ok", r.reason
                     times[label].append((r.t_end - r.t_start, r.phase_seconds["other"]))
         finally:

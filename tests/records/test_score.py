@@ -4,8 +4,8 @@ import os
 import pytest
 
 from aihpc.base.errors import DataError
-from aihpc.scoring.quality import Accuracy
 from aihpc.scoring.score import Score, Segment, active_seconds, compute_score, wall_seconds
+from aihpc.tasks.image.quality import Accuracy
 
 
 def test_score_against_a_hand_computation():

@@ -107,11 +107,11 @@ def _sent_as_before_it_loses_its_worker(
     the worker, and the loss is recorded with the worker's memory against its limit."""
     import time
 
-    from aihpc.base.config import RunConfig
     from aihpc.launch.executor import local_executor, local_layout
     from aihpc.launch.memory import MEMORY_KILL
     from aihpc.records.messages import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
+    from aihpc.tasks import read_config
     from aihpc.train.worker import run_epoch
 
     task = EpochTask(
@@ -120,7 +120,7 @@ def _sent_as_before_it_loses_its_worker(
         epochs=1,
         arch=trial["arch"],
         hparams=Hyperparameters.from_dict(trial["hparams"]),
-        data=DataRef.of(RunConfig.from_dict(config)),
+        data=DataRef.of(read_config(config)),
         deadline=time.time() + 120,
         seed=1,
         weights_dir=str(tmp_path),

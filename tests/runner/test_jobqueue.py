@@ -156,13 +156,13 @@ def test_missing_submit_command_is_a_config_error(system, command, monkeypatch, 
     [("slurm", "#SBATCH --gres=gpu:2"), ("pbs", "ngpus=2"), ("lsf", '#BSUB -gpu "num=2"')],
 )
 def test_a_worker_of_two_gpu_trials_books_two_gpus(system, gpus):
-    from aihpc.base.config import RunConfig
     from aihpc.launch.executor import batch_layout
+    from aihpc.tasks import read_config
 
-    config = RunConfig.from_dict(
+    config = read_config(
         {"batch_system": system, "nodes": 2, "gpus_per_node": 4, "procs_per_trial": 2}
     )
-    layout = batch_layout(config)
+    layout = batch_layout(config.launch)
     assert (layout.workers, layout.procs, layout.device) == (
         4,
         2,
@@ -184,14 +184,14 @@ def test_a_worker_of_two_gpu_trials_books_two_gpus(system, gpus):
 
 
 def test_gpus_per_node_must_be_a_multiple_of_gpus_per_trial():
-    from aihpc.base.config import RunConfig
     from aihpc.launch.executor import batch_layout
+    from aihpc.tasks import read_config
 
-    config = RunConfig.from_dict(
+    config = read_config(
         {"batch_system": "slurm", "nodes": 1, "gpus_per_node": 3, "procs_per_trial": 2}
     )
     with pytest.raises(
         ConfigError,
         match=re.escape("gpus_per_node must be a multiple of gpus_per_trial (2), got 3"),
     ):
-        batch_layout(config)
+        batch_layout(config.launch)

@@ -32,6 +32,7 @@ import torch
 
 from aihpc.machine.devices import resolve_device, worker_name
 from aihpc.records.messages import DataRef, ScreenResult, ScreenStatus, ScreenTask
+from aihpc.tasks import Task
 from aihpc.train.staging import stage
 
 if TYPE_CHECKING:
@@ -40,16 +41,18 @@ if TYPE_CHECKING:
     from aihpc.tasks.image.spec import ArchSpec
 
 
-def screen_children(task: ScreenTask) -> ScreenResult:
-    """Score every candidate of ``task``; never raises (a failure is data for the master)."""
+def screen_children(kind: Task, task: ScreenTask) -> ScreenResult:
+    """Score every candidate of ``task`` on the data of the run's task ``kind`` (the master gives
+    it with the work: ``functools.partial(screen_children, kind)``); never raises (a failure is
+    data for the master)."""
     t_start = time.time()
     worker = worker_name()
     try:
         if task.threads:
             torch.set_num_threads(task.threads)
         device = resolve_device(task.device)
-        x, y = minibatch(task.data, str(device), task.seed)
-        predicted, proxies, ops = _score(task, device, x, y)
+        x, y = minibatch(kind, task.data, str(device), task.seed)
+        predicted, proxies, ops = _score(kind, task, device, x, y)
         chosen = max(range(len(predicted)), key=lambda i: (predicted[i], -i))
         return ScreenResult(
             task.screen_id,
@@ -77,7 +80,7 @@ def screen_children(task: ScreenTask) -> ScreenResult:
 
 
 def _score(
-    task: ScreenTask, device: torch.device, x: torch.Tensor, y: torch.Tensor
+    kind: Task, task: ScreenTask, device: torch.device, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[list[float], list[dict[str, float]], list[int]]:
     """(the matcher's predicted accuracy, proxies, operations) of every candidate, in order."""
     from aihpc.recommend.matcher import features
@@ -86,7 +89,7 @@ def _score(
     from aihpc.tasks.image.build import SpecNet
     from aihpc.tasks.image.spec import ArchSpec
 
-    complexity = task_complexity(task.data, str(device))
+    complexity = task_complexity(kind, task.data, str(device))
     predicted, proxies, ops = [], [], []
     for arch in task.candidates:
         spec = ArchSpec.from_dict(arch)
@@ -123,32 +126,41 @@ def screening_ops(spec: ArchSpec, batch: int) -> tuple[int, float]:
     return proxy_total(step, forward, batch), step / batch
 
 
-def minibatch(ref: DataRef, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def minibatch(
+    kind: Task, ref: DataRef, device: str, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The proxies' minibatch: ``PROXY_BATCH`` training samples drawn with ``seed`` (float32 on
     ``device``)."""
     from aihpc.recommend.scoring import PROXY_BATCH
 
-    train = stage(ref, device).train
+    train = stage(kind, ref, device).train
     g = torch.Generator().manual_seed(seed)
     idx = torch.randperm(len(train), generator=g)[:PROXY_BATCH].to(train.x.device)
     return train.x[idx].float().to(device), train.y[idx].to(device)
 
 
-@functools.lru_cache(maxsize=4)
-def task_complexity(ref: DataRef, device: str) -> Complexity:
+#: The complexity measures a worker took, by data set and device (:func:`task_complexity`).
+_COMPLEXITY: dict[tuple[DataRef, str], Complexity] = {}
+
+
+def task_complexity(kind: Task, ref: DataRef, device: str) -> Complexity:
     """The complexity measures of the training split (:func:`aihpc.recommend.complexity.measure`),
-    once per worker.
+    once per worker and data set.
 
     Measured on a class-stratified sample of at most ``MAX_SAMPLES`` of the
     training samples already on ``device``; only that sample goes to the CPU.
     """
     from aihpc.recommend.complexity import MAX_SAMPLES, measure, stratified_sample
 
-    train = stage(ref, device).train
-    labels = train.y.cpu().numpy()
-    idx = stratified_sample(labels, MAX_SAMPLES, ref.seed)
-    sample = train.x[torch.as_tensor(idx, device=train.x.device)].float().cpu().numpy()
-    return measure(sample, labels[idx], seed=ref.seed, name=ref.name, num_samples=len(labels))
+    if (ref, device) not in _COMPLEXITY:
+        train = stage(kind, ref, device).train
+        labels = train.y.cpu().numpy()
+        idx = stratified_sample(labels, MAX_SAMPLES, ref.seed)
+        sample = train.x[torch.as_tensor(idx, device=train.x.device)].float().cpu().numpy()
+        _COMPLEXITY[ref, device] = measure(
+            sample, labels[idx], seed=ref.seed, name=ref.name, num_samples=len(labels)
+        )
+    return _COMPLEXITY[ref, device]
 
 
 @functools.cache

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aihpc.base.fmt import NA, as_number, format_value
 from aihpc.records.rows import SUCCEEDED
-from aihpc.report.quality import ACCURACY, ReportQuality, quality_for
+from aihpc.report.quality import quality_for
+from aihpc.scoring.quality import ReportQuality
 
 #: The morphism kinds the search makes, with their plot colours: a CNN's
 #: (aihpc.tasks.image.morphism), then a language model's growth steps
@@ -79,7 +80,7 @@ class Lineage:
     nodes: dict[Any, LineageNode]
     roots: tuple[Any, ...]
     ancestry: tuple[Any, ...]
-    quality: ReportQuality = field(default=ACCURACY)
+    quality: ReportQuality
 
 
 def morph_kind(morph: Any) -> str:

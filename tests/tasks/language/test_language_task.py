@@ -12,14 +12,13 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.quality import Loss
-from aihpc.tasks import task_of
+from aihpc.tasks import read_config, task_of
 from aihpc.tasks.language.morphism import random_lm_plan
 from aihpc.tasks.language.net import LMNet
+from aihpc.tasks.language.quality import Loss
 from aihpc.tasks.language.spec import seed_lm_spec
 from aihpc.tasks.language.task import model_flops_per_token
 from aihpc.tasks.language.windows import TokenWindows
@@ -63,9 +62,9 @@ def test_the_count_of_a_window_agrees_with_flop_counter_mode_on_the_matrix_produ
 
 
 def _flat(net: torch.nn.Module) -> torch.nn.Module:
-    from aihpc.tasks.language.task import _Flat
+    from aihpc.tasks.language.net import FlatLogits
 
-    return _Flat(net)
+    return FlatLogits(net)
 
 
 def test_the_count_per_token_beside_palms_model_flops() -> None:
@@ -115,9 +114,10 @@ def test_the_loss_quality_scores_in_e_folds_of_the_reducible_loss() -> None:
 
 def test_the_task_rejects_what_it_cannot_do() -> None:
     with pytest.raises(ConfigError, match="screen scores CNN children"):
-        LM.default_workload(RunConfig(task="lm", screen=4), "cpu")
+        LM.default_workload(read_config(dict(task="lm", screen=4)), "cpu")
     with pytest.raises(ConfigError, match="dataset for the language task must be one of"):
-        LM.inspect_data(RunConfig(task="lm", dataset="digits"), "cpu")
+        digits = LM.default_workload(read_config(dict(task="lm", dataset="digits")), "cpu")
+        LM.inspect_data(digits, "cpu")
 
 
 def _task(tmp_path, **changes) -> EpochTask:
@@ -146,7 +146,7 @@ def _task(tmp_path, **changes) -> EpochTask:
 
 
 def test_a_trial_epoch_trains_on_tokens_and_counts_its_windows(tmp_path) -> None:
-    r = run_epoch(_task(tmp_path))
+    r = run_epoch(LM, _task(tmp_path))
     assert r.status == "ok", r.reason
     m = r.metrics
     assert m["train_samples"] == 4096 // 32  # epoch_tokens / context windows of one document each
@@ -160,11 +160,11 @@ def test_a_trial_epoch_trains_on_tokens_and_counts_its_windows(tmp_path) -> None
 
 
 def test_a_child_trains_on_from_its_parents_weights(tmp_path) -> None:
-    parent = run_epoch(_task(tmp_path))
+    parent = run_epoch(LM, _task(tmp_path))
     child_spec, _, how = random_lm_plan(SPEC, random.Random(5))
     morph = Morph(SPEC.to_dict(), parent.weights, parent_seed=3, seed=5, steps=1, max_params=None)
-    child = run_epoch(_task(tmp_path, trial_id=1, arch=child_spec.to_dict(), morph=morph))
-    fresh = run_epoch(_task(tmp_path, trial_id=2, arch=child_spec.to_dict()))
+    child = run_epoch(LM, _task(tmp_path, trial_id=1, arch=child_spec.to_dict(), morph=morph))
+    fresh = run_epoch(LM, _task(tmp_path, trial_id=2, arch=child_spec.to_dict()))
     assert child.status == "ok" and fresh.status == "ok", (child.reason, fresh.reason)
     # the child starts where its parent ended: after one more epoch it is ahead of the same
     # architecture trained from scratch for one epoch

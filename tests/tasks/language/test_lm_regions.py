@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks import task_of
 from aihpc.tasks.language import morphism as lm
 from aihpc.tasks.language.net import LMNet
 from aihpc.tasks.language.regions import LMStep, block_regions
@@ -25,6 +26,7 @@ from aihpc.tasks.language.spec import LMSpec, seed_lm_spec
 from aihpc.train.regions import RegionCache
 from aihpc.train.worker import run_epoch
 
+LM = task_of("lm")
 SPEC = seed_lm_spec(
     vocab_size=65, context=16, width=32, layers=3, heads=2, head_dim=8, mlp_hidden=64
 )
@@ -229,8 +231,8 @@ def test_a_compiled_language_trial_and_its_children_count_their_regions(tmp_path
 
     monkeypatch.setattr(regions, "_DEFAULT", regions.RegionCache("aot_eager"))
     (tmp_path / "eager").mkdir()
-    eager = run_epoch(_task(tmp_path / "eager", trial_id=10, compile=False))
-    parent = run_epoch(_task(tmp_path, compile=True))
+    eager = run_epoch(LM, _task(tmp_path / "eager", trial_id=10, compile=False))
+    parent = run_epoch(LM, _task(tmp_path, compile=True))
     assert parent.status == eager.status == "ok", (parent.reason, eager.reason)
     assert parent.metrics["regions_needed"] == 3 and parent.metrics["regions_compiled"] == 1
     assert parent.phase_seconds["compile"] > 0 and "regions_needed" not in eager.metrics
@@ -244,7 +246,7 @@ def test_a_compiled_language_trial_and_its_children_count_their_regions(tmp_path
         assert described.startswith(how)
         morph = Morph(SPEC.to_dict(), parent.weights, 3, seed, steps=1, max_params=None)
         child = run_epoch(
-            _task(tmp_path, trial_id=trial, arch=spec.to_dict(), morph=morph, compile=True)
+            LM, _task(tmp_path, trial_id=trial, arch=spec.to_dict(), morph=morph, compile=True)
         )
         assert child.status == "ok", child.reason
         assert child.metrics["regions_needed"] == needed, how
@@ -277,13 +279,13 @@ def test_an_epoch_near_its_deadline_runs_eager_rather_than_begin_a_compilation(
     assert MIN_COMPILE_ROOM_S > 30
     for name in ("near", "far", "cached"):
         (tmp_path / name).mkdir()
-    near = run_epoch(_task(tmp_path / "near", compile=True, deadline=time.time() + 30))
+    near = run_epoch(LM, _task(tmp_path / "near", compile=True, deadline=time.time() + 30))
     assert near.status == "ok", near.reason
     assert "regions_needed" not in near.metrics and not near.phase_seconds.get("compile")
-    far = run_epoch(_task(tmp_path / "far", trial_id=1, compile=True))
+    far = run_epoch(LM, _task(tmp_path / "far", trial_id=1, compile=True))
     assert far.metrics["regions_needed"] == 3 and far.metrics["regions_compiled"] == 1
     cached = run_epoch(
-        _task(tmp_path / "cached", trial_id=2, compile=True, deadline=time.time() + 30)
+        LM, _task(tmp_path / "cached", trial_id=2, compile=True, deadline=time.time() + 30)
     )
     assert cached.metrics["regions_needed"] == 3 and cached.metrics["regions_compiled"] == 0
 
@@ -294,14 +296,14 @@ def test_the_room_to_compile_grows_with_the_regions_to_compile_and_the_longest_c
 
     cache = RegionCache("aot_eager")
     wide = lm.random_lm_plan(SPEC, random.Random(5), None)[0]  # one block of a new shape
-    assert not room_to_compile(SPEC, cache, MIN_COMPILE_ROOM_S - 1)
-    assert room_to_compile(SPEC, cache, MIN_COMPILE_ROOM_S)
+    assert not room_to_compile(LM, SPEC, cache, MIN_COMPILE_ROOM_S - 1)
+    assert room_to_compile(LM, SPEC, cache, MIN_COMPILE_ROOM_S)
     cache._longest = 100.0  # as after a compilation of 100 s
     need = COMPILE_ROOM * 100.0  # the seed's one block shape
-    assert not room_to_compile(SPEC, cache, need - 1) and room_to_compile(SPEC, cache, need)
+    assert not room_to_compile(LM, SPEC, cache, need - 1) and room_to_compile(LM, SPEC, cache, need)
     need_wide = COMPILE_ROOM * 2 * 100.0  # the child's two shapes (none compiled yet)
-    assert not room_to_compile(wide, cache, need_wide - 1)
-    assert room_to_compile(wide, cache, need_wide)
+    assert not room_to_compile(LM, wide, cache, need_wide - 1)
+    assert room_to_compile(LM, wide, cache, need_wide)
 
 
 # torch.autocast("cuda") made where CUDA is not available says so, and is never entered here
@@ -312,21 +314,19 @@ def test_what_the_steps_call_for_a_language_model_by_device_and_processes() -> N
     the CPU trains the model itself; compiled or not, as the run says."""
     import contextlib
 
-    from aihpc.tasks import task_of
     from aihpc.train.step_model import step_model_for
 
     net = _net(dtype=torch.float32)
     optimizer = torch.optim.AdamW(net.parameters())
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    single = step_model_for(net, optimizer, cuda, 1, compiled=True)
-    ranks = step_model_for(net, optimizer, cuda, 2, compiled=True)
+    single = step_model_for(LM, net, optimizer, cuda, 1, compiled=True)
+    ranks = step_model_for(LM, net, optimizer, cuda, 2, compiled=True)
     assert isinstance(single.module, LMStep) and single.module.twin is not None
     assert single.module.twin.embed.weight.dtype == torch.bfloat16
     assert isinstance(single.autocast, contextlib.nullcontext)
     assert single.compiled_modes == ("train",) and single.regions_needed == SPEC.layers
     assert isinstance(ranks.module, LMStep) and ranks.module.twin is None
     assert isinstance(ranks.autocast, torch.autocast)
-    plain = step_model_for(net, optimizer, cpu, 1, compiled=False)
+    plain = step_model_for(LM, net, optimizer, cpu, 1, compiled=False)
     assert plain.module is net and plain.regions_needed == 0 and not plain.compiled_modes
-    lm = task_of("lm")
-    assert lm.compile_auto["cuda"] and not lm.compile_auto["cpu"]
+    assert LM.compile_auto["cuda"] and not LM.compile_auto["cpu"]

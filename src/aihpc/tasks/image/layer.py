@@ -182,7 +182,8 @@ class Layer:
         part of :meth:`ArchSpec.content_hash`, made once (a layer never changes)."""
         if "_canonical_json" not in self.__dict__:
             object.__setattr__(self, "_canonical_json", canonical(self.to_dict()))
-        return self.__dict__["_canonical_json"]
+        result: str = self.__dict__["_canonical_json"]
+        return result
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Layer:

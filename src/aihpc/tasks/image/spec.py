@@ -147,7 +147,8 @@ class ArchSpec:
         statistics are buffers, not parameters)."""
         if "_num_params" not in self.__dict__:  # a spec never changes
             object.__setattr__(self, "_num_params", self._count_params())
-        return self.__dict__["_num_params"]
+        result: int = self.__dict__["_num_params"]
+        return result
 
     def _count_params(self) -> int:
         total = 0
@@ -262,7 +263,8 @@ class ArchSpec:
             object.__setattr__(
                 self, "_content_hash", hashlib.sha256(text.encode("ascii")).hexdigest()
             )
-        return self.__dict__["_content_hash"]
+        result: str = self.__dict__["_content_hash"]
+        return result
 
 
 def _topological_order(layers: tuple[Layer, ...], by_name: dict[str, Layer]) -> list[str]:

@@ -26,21 +26,31 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from aihpc.base.config import RunConfig
+from aihpc.base.config import RunConfig, TaskOptions
 from aihpc.base.errors import ConfigError
-from aihpc.nas.tpe_study import SearchSpace, image_space
+from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.quality import Accuracy
-from aihpc.tasks.base import Arch, DataInfo, Plan, Split
+from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks.base import (
+    Arch,
+    DataInfo,
+    Plan,
+    RegionRunner,
+    Split,
+    StepModel,
+    device_autocast,
+)
+from aihpc.tasks.image.options import ImageOptions
+from aihpc.tasks.image.quality import ACCURACY, Accuracy, arch_rows
 
 if TYPE_CHECKING:
+    import torch
+
     from aihpc.tasks.image.spec import ArchSpec
 
 # Largest network a child may grow to, by device kind, when max_params is not set
@@ -89,15 +99,20 @@ class ImageTask:
     # regional compilation (aihpc.train.regions) off on both: measured slower over a search
     # (README, "Regional compilation, measured on this project's CPU" and "Measured on an H100")
     compile_auto: Mapping[str, bool] = MappingProxyType({"cpu": False, "cuda": False})
+    options_type: type[TaskOptions] = ImageOptions
+    input_kind: str = "image"
+    generates: bool = False
+    report_quality: ReportQuality = ACCURACY
 
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
-        if config.optimizer is None:
+        search = config.search
+        if search.optimizer is None:
             config = config.replace(optimizer="sgd")
-        if config.batch_sizes is None:
+        if search.batch_sizes is None:
             config = config.replace(batch_sizes=list(DEFAULT_BATCH_SIZES[device]))
-        if config.dataset != "synthetic":
+        if config.run.dataset != "synthetic":
             return config
-        options = {**DEFAULT_SYNTHETIC[device], **config.data_options}
+        options = {**DEFAULT_SYNTHETIC[device], **_options(config).data_options}
         return config.replace(data_options=options)
 
     def inspect_data(self, config: RunConfig, device: str) -> DataInfo:
@@ -105,7 +120,10 @@ class ImageTask:
         from aihpc.tasks.image.data.ceiling import task_description
 
         data = load_dataset(
-            config.dataset, path=config.data_path, seed=config.seed, **config.data_options
+            config.run.dataset,
+            path=config.run.data_path,
+            seed=config.run.seed,
+            **_options(config).data_options,
         )
         info: DataInfo = {
             "input_shape": list(data.input_shape),
@@ -113,7 +131,7 @@ class ImageTask:
             "seed_network": seed_network(tuple(data.input_shape), device),
         }
         seed_params = self.seed_arch(info).num_params()
-        max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
+        max_params = config.search.max_params or DEFAULT_MAX_PARAMS[device]
         if seed_params > max_params:
             raise ConfigError(
                 f"max_params must be at least the seed network's {seed_params} parameters, "
@@ -129,20 +147,23 @@ class ImageTask:
         }
 
     def quality(self, config: RunConfig, data: DataInfo) -> Accuracy:
-        return Accuracy(val_samples=int(data.get("num_val") or 1), min_accuracy=config.min_accuracy)
+        least = _options(config).min_accuracy
+        return Accuracy(val_samples=int(data.get("num_val") or 1), min_accuracy=least)
 
     def search_space(self, config: RunConfig) -> SearchSpace:
-        assert config.batch_sizes is not None, "batch sizes are sized to the device first"
-        return image_space(config.batch_sizes, config.optimizer or "sgd", config.schedule)
+        search = config.search
+        assert search.batch_sizes is not None, "batch sizes are sized to the device first"
+        return image_space(search.batch_sizes, search.optimizer or "sgd", search.schedule)
 
     def default_hparams(self, config: RunConfig) -> Hyperparameters:
         """SGD with momentum 0.9 at ResNet's learning rate of 0.1 per 256 images, scaled linearly
         to the batch (Goyal et al. 2017), weight decay 5e-4 (AdamW: 1e-3 and 1e-2), the middle
         batch size, no dropout."""
-        assert config.batch_sizes is not None, "batch sizes are sized to the device first"
-        sizes = sorted(config.batch_sizes)
+        search = config.search
+        assert search.batch_sizes is not None, "batch sizes are sized to the device first"
+        sizes = sorted(search.batch_sizes)
         batch = sizes[(len(sizes) - 1) // 2]
-        optimizer = config.optimizer or "sgd"
+        optimizer = search.optimizer or "sgd"
         if optimizer == "sgd":
             lr, weight_decay = min(max(0.1 * batch / 256, 1e-3), 0.4), 5e-4
         else:
@@ -153,7 +174,7 @@ class ImageTask:
             weight_decay=weight_decay,
             momentum=0.9,
             optimizer=optimizer,
-            schedule=config.schedule,
+            schedule=search.schedule,
         )
 
     def min_train_ops(self, arch: Arch, data: DataInfo) -> float:
@@ -199,7 +220,39 @@ class ImageTask:
 
         return SpecNet(_spec(arch))
 
+    def model_input(self, arch: Arch) -> tuple[tuple[int, ...], int | None]:
+        return tuple(_spec(arch).input_shape), None
+
+    def step_model(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        device: torch.device,
+        world: int,
+        cache: RegionRunner | None,
+    ) -> StepModel:
+        """The network itself under bfloat16 autocast on a GPU; compiled, region by region
+        (:class:`aihpc.tasks.image.regions.RegionNet`: its stem, blocks and head), both its
+        training and its evaluation passes."""
+        autocast = device_autocast(device)
+        if cache is None:
+            return StepModel(model, autocast)
+        from aihpc.tasks.image.build import SpecNet
+        from aihpc.tasks.image.regions import RegionNet
+
+        if not isinstance(model, SpecNet):
+            raise TypeError(f"no regional compilation for a {type(model).__name__}")
+        net = RegionNet(model, cache)
+        return StepModel(net, autocast, ("train", "eval"), 2 * len(net.regions))
+
+    def region_signatures(self, arch: Arch) -> frozenset[str]:
+        from aihpc.tasks.image.regions import partition
+
+        return frozenset(r.signature for r in partition(_spec(arch)))
+
     def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
+        import torch
+
         from aihpc.counting import count_ops
 
         meta = torch.device("meta")
@@ -245,6 +298,31 @@ class ImageTask:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return xb, yb
 
+    def decode_ops(self, arch: Arch, prompt_tokens: int, new_tokens: int) -> tuple[float, float]:
+        raise ValueError(
+            "an image classifier answers a query with one forward pass; it does not generate"
+        )
+
+    def arch_rows(self, arch: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return arch_rows(arch)
+
+
+def image_space(batch_sizes: Sequence[int], optimizer: str, schedule: str) -> SearchSpace:
+    """The image task's: lr log-uniform in [1e-3, 0.4] (SGD) or [1e-4, 1e-2] (AdamW); weight
+    decay log-uniform in [1e-6, 1e-2]; momentum in [0.5, 0.99]; dropout in [0, 0.5]; batch size
+    one of ``batch_sizes``; ``optimizer`` and ``schedule`` fixed."""
+    lr_low, lr_high = (1e-3, 0.4) if optimizer == "sgd" else (1e-4, 1e-2)
+    return SearchSpace(
+        floats=(
+            ("lr", lr_low, lr_high, True),
+            ("weight_decay", 1e-6, 1e-2, True),
+            ("momentum", 0.5, 0.99, False),
+            ("dropout", 0.0, 0.5, False),
+        ),
+        choices=(("batch_size", tuple(batch_sizes)),),
+        fixed=(("optimizer", optimizer), ("schedule", schedule)),
+    )
+
 
 def seed_network(input_shape: tuple[int, ...], device: str) -> dict[str, Any]:
     """What the seed network of ``input_shape`` on ``device`` sets (results.json's
@@ -253,6 +331,14 @@ def seed_network(input_shape: tuple[int, ...], device: str) -> dict[str, Any]:
 
     width = SEEDS[device].get(auto_size(input_shape))
     return {} if width is None else {"width": width}
+
+
+def _options(config: RunConfig) -> ImageOptions:
+    """The image task's own settings of ``config`` (a TypeError for another task's)."""
+    if not isinstance(config.options, ImageOptions):
+        kind = type(config.options).__name__
+        raise TypeError(f"the image task's settings are ImageOptions, got {kind}")
+    return config.options
 
 
 def _spec(arch: Arch) -> ArchSpec:

@@ -61,6 +61,7 @@ validation, else the last ``val_fraction`` of the file.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -123,7 +124,7 @@ class LanguageData:
     doc_length: int | None = None
     floor: float | None = None
     bytes_per_token: float | None = None
-    generator: dict | None = None
+    generator: dict[str, Any] | None = None
     source: str = ""  # where the tokens came from: a path, or "synthetic"
 
     def __post_init__(self) -> None:
@@ -153,7 +154,7 @@ class LanguageData:
             if not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
                 raise DataError(f"{name} must be a finite number >= 0 or None, got {value!r}")
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """Everything but the arrays, JSON-serialisable: what results.json records."""
         out = {
             f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("train", "val")
@@ -169,7 +170,9 @@ class LanguageData:
 # ---------------------------------------------------------------------------- streamed counts
 
 
-def _chunks(tokens: np.ndarray, doc_length: int | None, chunk: int) -> Iterator[tuple]:
+def _chunks(
+    tokens: np.ndarray, doc_length: int | None, chunk: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(current, previous)`` int64 arrays chunk by chunk; previous is -1 where a token has
     none (the stream's first, or a document's first)."""
     n = tokens.shape[0]
@@ -253,7 +256,7 @@ def bigram_loss(
     return total / len(val)
 
 
-def _hmm_options(options: dict, val_fraction: float) -> dict:
+def _hmm_options(options: dict[str, Any], val_fraction: float) -> dict[str, Any]:
     check_options("hmm", options, HMM_DEFAULTS)
     o = {**HMM_DEFAULTS, **options}
     for name, minimum in (("doc_length", 2), ("vocab_size", 2), ("topics", 1), ("states", 1)):
@@ -281,7 +284,9 @@ def _hmm_options(options: dict, val_fraction: float) -> dict:
     return o
 
 
-def _load_hmm(path, *, seed: int, val_fraction: float, **options) -> LanguageData:
+def _load_hmm(
+    path: str | os.PathLike[str] | None, *, seed: int, val_fraction: float, **options: Any
+) -> LanguageData:
     if path is not None:
         raise ConfigError(f"data set 'hmm' takes no path, got {path!r}")
     o = _hmm_options(options, val_fraction)
@@ -333,7 +338,9 @@ def _text_files(root: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
-def _load_text(path, *, seed: int, val_fraction: float, **options) -> LanguageData:
+def _load_text(
+    path: str | os.PathLike[str] | None, *, seed: int, val_fraction: float, **options: Any
+) -> LanguageData:
     check_options("text", options, ())
     if path is None:
         raise ConfigError("data set 'text' needs path=<a folder of UTF-8 text files>")
@@ -368,7 +375,9 @@ def _token_file(path: object, dtype: np.dtype) -> np.memmap:
     return np.memmap(file, dtype=dtype, mode="r")
 
 
-def _load_tokens(path, *, seed: int, val_fraction: float, **options) -> LanguageData:
+def _load_tokens(
+    path: str | os.PathLike[str] | None, *, seed: int, val_fraction: float, **options: Any
+) -> LanguageData:
     check_options("tokens", options, ("dtype", "vocab_size", "val_path"))
     if path is None:
         raise ConfigError("data set 'tokens' needs path=<a flat file of token ids>")
@@ -391,7 +400,9 @@ def _load_tokens(path, *, seed: int, val_fraction: float, **options) -> Language
     return _finish("tokens", int(vocab), train, val, source=str(path))
 
 
-def _finish(name: str, vocab: int, train: np.ndarray, val: np.ndarray, **fields) -> LanguageData:
+def _finish(
+    name: str, vocab: int, train: np.ndarray, val: np.ndarray, **fields: Any
+) -> LanguageData:
     """The record, with the unigram and bigram losses counted on these splits."""
     uni = unigram_loss(train, val, vocab)
     bi = bigram_loss(train, val, vocab, doc_length=fields.get("doc_length"))
@@ -412,7 +423,12 @@ def language_names() -> list[str]:
 
 
 def load_language(
-    name: str = "hmm", *, path=None, seed: int = 0, val_fraction: float = 0.1, **options
+    name: str = "hmm",
+    *,
+    path: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    val_fraction: float = 0.1,
+    **options: Any,
 ) -> LanguageData:
     """Load language data set ``name``; see the module docstring for each.
 

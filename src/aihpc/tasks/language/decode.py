@@ -107,7 +107,8 @@ def _attend(attn: Attention, x: torch.Tensor, cache: KVCache, index: int) -> tor
     keys[:, :, start:stop] = apply_rotary(attn.k(x).view(shape).transpose(1, 2), cos, sin)
     values[:, :, start:stop] = attn.v(x).view(shape).transpose(1, 2)
     y = F.scaled_dot_product_attention(q, keys[:, :, :stop], values[:, :, :stop], is_causal=t > 1)
-    return attn.out(y.transpose(1, 2).reshape(b, t, attn.heads * attn.head_dim))
+    result: torch.Tensor = attn.out(y.transpose(1, 2).reshape(b, t, attn.heads * attn.head_dim))
+    return result
 
 
 def _run(model: LMNet, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -119,7 +120,8 @@ def _run(model: LMNet, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
         x = x + _attend(block.attn, block.attn_norm(x), cache, i)
         x = x + block.mlp(block.mlp_norm(x))
     cache.length += tokens.shape[1]
-    return model.unembed(model.final_norm(x[:, -1]))
+    result: torch.Tensor = model.unembed(model.final_norm(x[:, -1]))
+    return result
 
 
 @torch.inference_mode()
@@ -179,7 +181,8 @@ def _attend_at(
     values.index_copy_(2, position, attn.v(x).view(shape).transpose(1, 2).to(values.dtype))
     visible = (cache.positions <= position).view(1, 1, 1, cache.max_len)
     y = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible)
-    return attn.out(y.transpose(1, 2).reshape(b, 1, attn.heads * attn.head_dim))
+    result: torch.Tensor = attn.out(y.transpose(1, 2).reshape(b, 1, attn.heads * attn.head_dim))
+    return result
 
 
 @torch.inference_mode()
@@ -195,7 +198,8 @@ def decode_at(
         block = cast(TransformerBlock, module)
         x = x + _attend_at(block.attn, block.attn_norm(x), cache, i, position)
         x = x + block.mlp(block.mlp_norm(x))
-    return model.unembed(model.final_norm(x[:, -1]))
+    result: torch.Tensor = model.unembed(model.final_norm(x[:, -1]))
+    return result
 
 
 class StaticDecoder:

@@ -27,7 +27,8 @@ FORWARD_BATCH = 4096
 
 
 def _with_floor(p: np.ndarray) -> np.ndarray:
-    return (1.0 - PROB_FLOOR) * p + PROB_FLOOR / p.shape[-1]
+    result: np.ndarray = (1.0 - PROB_FLOOR) * p + PROB_FLOOR / p.shape[-1]
+    return result
 
 
 def _cumulative_rows(p: np.ndarray) -> np.ndarray:
@@ -42,7 +43,8 @@ def _cumulative_rows(p: np.ndarray) -> np.ndarray:
 
 def _draw(cumulative: np.ndarray, rows: np.ndarray, u: np.ndarray, width: int) -> np.ndarray:
     picked = np.searchsorted(cumulative, rows + u, side="right") - rows * width
-    return np.minimum(picked, width - 1)
+    result: np.ndarray = np.minimum(picked, width - 1)
+    return result
 
 
 @dataclass(frozen=True, eq=False)

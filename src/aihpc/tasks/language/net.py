@@ -120,7 +120,8 @@ class Attention(nn.Module):
         k = apply_rotary(self.k(x).view(shape).transpose(1, 2), cos, sin)
         v = self.v(x).view(shape).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
+        result: torch.Tensor = self.out(y.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
+        return result
 
 
 class MLP(nn.Module):
@@ -134,7 +135,8 @@ class MLP(nn.Module):
         self.down = nn.Linear(hidden, width, bias=False, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.gelu(self.up(x)))
+        result: torch.Tensor = self.down(F.gelu(self.up(x)))
+        return result
 
 
 class TransformerBlock(nn.Module):
@@ -153,7 +155,8 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), cos, sin)
-        return x + self.mlp(self.mlp_norm(x))
+        result: torch.Tensor = x + self.mlp(self.mlp_norm(x))
+        return result
 
 
 class LMNet(nn.Module):
@@ -227,4 +230,18 @@ class LMNet(nn.Module):
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """The logits ``(B, T, vocab)`` of the last block's output ``x``."""
-        return self.unembed(self.final_norm(x))
+        result: torch.Tensor = self.unembed(self.final_norm(x))
+        return result
+
+
+class FlatLogits(nn.Module):
+    """A language model whose logits come flattened to (tokens, vocabulary), as the loss reads
+    them: what :func:`aihpc.counting.count_ops` counts."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.net(tokens)
+        return logits.flatten(0, 1)

@@ -168,7 +168,8 @@ class LMSpec:
         if "_content_hash" not in self.__dict__:  # a spec never changes, so neither does its hash
             digest = hashlib.sha256(canonical(self.to_dict()).encode("ascii")).hexdigest()
             object.__setattr__(self, "_content_hash", digest)
-        return self.__dict__["_content_hash"]
+        result: str = self.__dict__["_content_hash"]
+        return result
 
 
 def _check_keys(data: Mapping[str, Any], expected: tuple[str, ...], where: str) -> None:

@@ -53,24 +53,32 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from aihpc.base.checks import integer
-from aihpc.base.config import RunConfig
+from aihpc.base.config import RunConfig, TaskOptions
 from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.quality import Loss
-from aihpc.tasks.base import Arch, DataInfo, Plan, Split
+from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks.base import (
+    Arch,
+    DataInfo,
+    Plan,
+    RegionRunner,
+    Split,
+    StepModel,
+    device_autocast,
+)
+from aihpc.tasks.language.options import MOVED, LanguageOptions
+from aihpc.tasks.language.quality import LOSS, Loss, arch_rows
 
 if TYPE_CHECKING:
+    import torch
+
     from aihpc.tasks.language.data import LanguageData
     from aihpc.tasks.language.spec import LMSpec
     from aihpc.tasks.language.windows import TokenWindows
 
-#: The task's own data options (the rest go to aihpc.tasks.language.data.load_language).
-TASK_OPTIONS = ("context", "epoch_tokens")
 #: The run's data-set name -> aihpc.tasks.language.data's.
 LANGUAGES = {"synthetic": "hmm", "text": "text", "tokens": "tokens"}
 
@@ -106,42 +114,49 @@ class LanguageTask:
     # trial): off on the CPU, where a step gains less than a new block shape costs; on on a GPU,
     # where the fused norms, residual adds and rotary products remove most elementwise passes
     compile_auto: Mapping[str, bool] = MappingProxyType({"cpu": False, "cuda": True})
+    options_type: type[TaskOptions] = LanguageOptions
+    input_kind: str = "tokens"
+    generates: bool = True
+    report_quality: ReportQuality = LOSS
 
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
-        if config.screen:
+        if config.search.screen:
             raise ConfigError(
                 f"screen scores CNN children with the image recommender's proxies; the language "
-                f"task has none, got screen {config.screen}"
+                f"task has none, got screen {config.search.screen}"
             )
-        options: dict[str, Any] = {"epoch_tokens": DEFAULT_EPOCH_TOKENS[device]}
-        if config.dataset == "synthetic":
-            doc = config.data_options.get("context", DEFAULT_CONTEXT[device])
-            options.update(DEFAULT_SYNTHETIC[device], doc_length=doc)
+        own = _options(config)
+        changes: dict[str, Any] = {"epoch_tokens": own.epoch_tokens or DEFAULT_EPOCH_TOKENS[device]}
+        if config.run.dataset == "synthetic":  # the documents' length is the context
+            doc = own.context or DEFAULT_CONTEXT[device]
+            data = {**DEFAULT_SYNTHETIC[device], "doc_length": doc, **own.data_options}
+            changes["data_options"] = data
         else:
-            options["context"] = DEFAULT_CONTEXT[device]
-        changes: dict[str, Any] = {"data_options": {**options, **config.data_options}}
-        if config.batch_sizes is None:
+            changes["context"] = own.context or DEFAULT_CONTEXT[device]
+        if config.search.batch_sizes is None:
             changes["batch_sizes"] = list(DEFAULT_BATCH_SIZES[device])
-        if config.optimizer is None:
+        if config.search.optimizer is None:
             changes["optimizer"] = "adamw"
         return config.replace(**changes)
 
     def inspect_data(self, config: RunConfig, device: str) -> DataInfo:
+        own = _options(config)
+        assert own.epoch_tokens is not None, "an epoch's tokens are sized to the device first"
         data = load(DataRef.of(config))
-        context = context_of(data, config.data_options)
+        context = context_of(data, own.ref_options())
         seed = SEEDS[device]
         info: DataInfo = {
             **data.info(),
-            "name": config.dataset,
+            "name": config.run.dataset,
             "vocab_size": vocab_of(data),
             "context": context,
             "seed_network": seed,
-            "epoch_tokens": int(config.data_options["epoch_tokens"]),
+            "epoch_tokens": own.epoch_tokens,
         }
         train, val = windows(data, context)
         info.update(num_train=len(train), num_val=len(val), val_predicted=val.predicted_tokens)
         seed_params = self.seed_arch(info).num_params()
-        max_params = config.max_params or DEFAULT_MAX_PARAMS[device]
+        max_params = config.search.max_params or DEFAULT_MAX_PARAMS[device]
         if seed_params > max_params:
             raise ConfigError(
                 f"max_params must be at least the seed network's {seed_params} parameters, "
@@ -151,7 +166,7 @@ class LanguageTask:
 
     def quality(self, config: RunConfig, data: DataInfo) -> Loss:
         unigram = float(data["unigram_loss"])
-        threshold = config.max_val_loss
+        threshold = _options(config).max_val_loss
         if threshold is None:
             threshold = data.get("bigram_loss") or unigram
         return Loss(
@@ -163,8 +178,9 @@ class LanguageTask:
         )
 
     def search_space(self, config: RunConfig) -> SearchSpace:
-        assert config.batch_sizes is not None, "batch sizes are sized to the device first"
-        optimizer = config.optimizer or "adamw"
+        search = config.search
+        assert search.batch_sizes is not None, "batch sizes are sized to the device first"
+        optimizer = search.optimizer or "adamw"
         lr_low, lr_high = (1e-4, 3e-3) if optimizer == "adamw" else (1e-3, 0.3)
         return SearchSpace(
             floats=(
@@ -172,22 +188,23 @@ class LanguageTask:
                 ("warmup", 0.0, 0.2, False),
                 ("weight_decay", 1e-3, 0.3, True),
             ),
-            choices=(("batch_size", tuple(config.batch_sizes)),),
-            fixed=(("optimizer", optimizer), ("schedule", config.schedule), ("dropout", 0.0)),
+            choices=(("batch_size", tuple(search.batch_sizes)),),
+            fixed=(("optimizer", optimizer), ("schedule", search.schedule), ("dropout", 0.0)),
         )
 
     def default_hparams(self, config: RunConfig) -> Hyperparameters:
         """AdamW at 1e-3 (SGD: 0.03) with weight decay 0.1, a warm-up over 5 % of the schedule,
         the middle batch size: the usual values for small GPT-style decoders."""
-        assert config.batch_sizes is not None, "batch sizes are sized to the device first"
-        sizes = sorted(config.batch_sizes)
-        optimizer = config.optimizer or "adamw"
+        search = config.search
+        assert search.batch_sizes is not None, "batch sizes are sized to the device first"
+        sizes = sorted(search.batch_sizes)
+        optimizer = search.optimizer or "adamw"
         return Hyperparameters(
             lr=1e-3 if optimizer == "adamw" else 0.03,
             batch_size=sizes[(len(sizes) - 1) // 2],
             weight_decay=0.1,
             optimizer=optimizer,
-            schedule=config.schedule,
+            schedule=search.schedule,
             warmup=0.05,
         )
 
@@ -225,14 +242,57 @@ class LanguageTask:
 
         return LMNet(_lm(arch))
 
+    def model_input(self, arch: Arch) -> tuple[tuple[int, ...], int | None]:
+        """``context`` token ids of a vocabulary of ``vocab_size``."""
+        spec = _lm(arch)
+        return (spec.context,), spec.vocab_size
+
+    def step_model(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        device: torch.device,
+        world: int,
+        cache: RegionRunner | None,
+    ) -> StepModel:
+        """An :class:`aihpc.tasks.language.regions.LMStep`: its blocks compiled one by one
+        where ``cache`` is given, its passes on bfloat16 compute weights with the float32
+        parameters as master where :data:`aihpc.tasks.language.regions.COMPUTE_DTYPE` says so
+        for the device (then without autocast: the logits come back in float32 for the loss),
+        in one process only (data-parallel ranks keep float32 weights under autocast); else the
+        network itself, under bfloat16 autocast on a GPU."""
+        import contextlib
+
+        from aihpc.tasks.language.net import LMNet
+        from aihpc.tasks.language.regions import COMPUTE_DTYPE, LMStep
+
+        if not isinstance(model, LMNet):
+            raise TypeError(f"the language task's models are LMNets, got {type(model).__name__}")
+        autocast = device_autocast(device)
+        dtype = COMPUTE_DTYPE.get(device.type) if world == 1 else None
+        if dtype is None and cache is None:
+            return StepModel(model, autocast)
+        step = LMStep(model, compute_dtype=dtype, cache=cache)
+        step.follow(optimizer)
+        passes = autocast if dtype is None else contextlib.nullcontext()
+        return StepModel(step, passes, step.compiled_modes, step.regions_needed())
+
+    def region_signatures(self, arch: Arch) -> frozenset[str]:
+        from aihpc.tasks.language.regions import block_regions
+
+        return frozenset(r.signature for r in block_regions(_lm(arch)))
+
     def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
         """Operations per window of ``arch.context + 1`` tokens (its ``context`` predicted)."""
+        import torch
+
         from aihpc.counting import count_ops
+        from aihpc.tasks.language.net import FlatLogits
 
         spec = _lm(arch)
         meta = torch.device("meta")
         with meta:
-            model = _Flat(self.model(spec))
+            model = FlatLogits(self.model(spec))
         x = torch.zeros((batch, spec.context), dtype=torch.long, device=meta)
         y = torch.zeros(batch * spec.context, dtype=torch.long, device=meta)
         train = count_ops(model, (x,), train=True, target=y).total / batch
@@ -258,6 +318,8 @@ class LanguageTask:
         return windows(data, context_of(data, ref.options_dict()))
 
     def staging_dtype(self, device: torch.device) -> torch.dtype:
+        import torch
+
         return torch.int32
 
     def sample_shape(self, arch: Arch) -> tuple[int, ...]:
@@ -277,6 +339,16 @@ class LanguageTask:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return xb[:, :-1].long(), xb[:, 1:].long()
 
+    def decode_ops(self, arch: Arch, prompt_tokens: int, new_tokens: int) -> tuple[float, float]:
+        """:func:`aihpc.tasks.language.decode.decode_ops` (ValueError where the prompt and the
+        new tokens do not fit the context)."""
+        from aihpc.tasks.language.decode import decode_ops
+
+        return decode_ops(_lm(arch), prompt_tokens, new_tokens)
+
+    def arch_rows(self, arch: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return arch_rows(arch)
+
 
 _RECOUNTS: dict[tuple[str, int], tuple[float, float]] = {}
 
@@ -294,24 +366,11 @@ def model_flops_per_token(arch: LMSpec) -> int:
     return 6 * matmul_params + attention
 
 
-class _Flat(torch.nn.Module):
-    """A language model whose logits come flattened to (tokens, vocabulary), as the loss reads
-    them: what :func:`aihpc.counting.count_ops` counts."""
-
-    def __init__(self, net: torch.nn.Module) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        logits: torch.Tensor = self.net(tokens)
-        return logits.flatten(0, 1)
-
-
 def load(ref: DataRef) -> LanguageData:
     """The language data set ``ref`` names (its task options set aside)."""
     from aihpc.tasks.language.data import load_language
 
-    options = {k: v for k, v in ref.options_dict().items() if k not in TASK_OPTIONS}
+    options = {k: v for k, v in ref.options_dict().items() if k not in MOVED}
     name = LANGUAGES.get(ref.name)
     if name is None:
         raise ConfigError(
@@ -342,6 +401,14 @@ def windows(data: LanguageData, context: int) -> tuple[TokenWindows, TokenWindow
         TokenWindows(tokens, context + 1, data.doc_length, bos) for tokens in (data.train, data.val)
     )
     return train, val
+
+
+def _options(config: RunConfig) -> LanguageOptions:
+    """The language task's own settings of ``config`` (a TypeError for another task's)."""
+    if not isinstance(config.options, LanguageOptions):
+        kind = type(config.options).__name__
+        raise TypeError(f"the language task's settings are LanguageOptions, got {kind}")
+    return config.options
 
 
 def _lm(arch: Arch) -> LMSpec:

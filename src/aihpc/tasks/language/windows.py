@@ -61,7 +61,8 @@ class TokenWindows:
             )
 
     def __len__(self) -> int:
-        return self._count
+        result: int = self._count
+        return result
 
     def raw(self, positions: np.ndarray) -> np.ndarray:
         """The windows at ``positions`` as an int64 array (n, length)."""
@@ -81,4 +82,5 @@ class TokenWindows:
     @property
     def predicted_tokens(self) -> int:
         """Tokens predicted over all windows (``length - 1`` per window)."""
-        return self._count * (self.length - 1)
+        result: int = self._count * (self.length - 1)
+        return result

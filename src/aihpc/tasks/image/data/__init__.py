@@ -24,6 +24,8 @@ files instead of raising).  Everything else is a data-set specific option.
 from __future__ import annotations
 
 import importlib
+import os
+from typing import Any
 
 from aihpc.base.checks import check_fraction, integer
 from aihpc.base.errors import ConfigError
@@ -77,12 +79,12 @@ def _check_name(name: object) -> None:
 def load_dataset(
     name: str,
     *,
-    path=None,
+    path: str | os.PathLike[str] | None = None,
     val_fraction: float = 0.2,
     seed: int = 0,
     normalize: bool = True,
     skip_corrupt: bool = False,
-    **options,
+    **options: Any,
 ) -> ImageData:
     """Load data set ``name`` split into train/val.
 
@@ -94,7 +96,7 @@ def load_dataset(
     val_fraction = check_fraction(val_fraction)
     integer("seed", seed, 0)
     module = importlib.import_module(DATASETS[name][0])
-    return module.load(
+    data: ImageData = module.load(
         path,
         val_fraction=val_fraction,
         seed=seed,
@@ -102,3 +104,4 @@ def load_dataset(
         skip_corrupt=bool(skip_corrupt),
         **options,
     )
+    return data

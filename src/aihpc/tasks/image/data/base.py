@@ -141,7 +141,7 @@ class Normalizer:
         return x.sub_(self.mean).div_(self.std)
 
 
-class SplitDataset(Dataset):
+class SplitDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """One split (train or val) of a data set.
 
     Subclasses implement :meth:`raw` (un-normalised float32 images for a
@@ -161,7 +161,8 @@ class SplitDataset(Dataset):
 
     def label(self, positions: np.ndarray) -> np.ndarray:
         """Labels (int64) at split ``positions``."""
-        return self.labels[positions]
+        result: np.ndarray = self.labels[positions]
+        return result
 
     def raw(self, positions: np.ndarray) -> np.ndarray:
         """Un-normalised images at split ``positions``: a new float32 array (n, C, H, W)."""
@@ -169,7 +170,8 @@ class SplitDataset(Dataset):
 
     def raw_single(self, position: int) -> np.ndarray:
         """Un-normalised image at one split position: float32 (C, H, W)."""
-        return self.raw(np.array([position], dtype=np.int64))[0]
+        result: np.ndarray = self.raw(np.array([position], dtype=np.int64))[0]
+        return result
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self)
@@ -213,7 +215,8 @@ class ArraySplit(SplitDataset):
         self.normalizer = Normalizer(None, None)
 
     def raw(self, positions: np.ndarray) -> np.ndarray:
-        return self.images[self.indices[positions]]
+        result: np.ndarray = self.images[self.indices[positions]]
+        return result
 
 
 @dataclass

@@ -33,10 +33,15 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from aihpc.base.errors import DataError
+
+if TYPE_CHECKING:
+    from aihpc.tasks.image.data.base import ImageData
+    from aihpc.tasks.image.data.synthetic import SyntheticGenerator
 
 #: Classes whose single-template fit is best that enter the pairwise fits.
 TOP = 6
@@ -68,11 +73,11 @@ class Ceiling:
     samples: int
     method: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def synthetic_ceiling(data, max_samples: int = MAX_SAMPLES) -> Ceiling:
+def synthetic_ceiling(data: ImageData, max_samples: int = MAX_SAMPLES) -> Ceiling:
     """The oracle's accuracy on the validation split of a synthetic ``ImageData``.
 
     Raises DataError for any other data set (its generative model is unknown).
@@ -100,7 +105,7 @@ def synthetic_ceiling(data, max_samples: int = MAX_SAMPLES) -> Ceiling:
     )
 
 
-def task_description(data) -> dict:
+def task_description(data: ImageData) -> dict[str, Any]:
     """What results.json records about the task: the data set, and its ceiling where it is known.
 
     ``ceiling`` is ``None`` for data sets whose generative model is unknown
@@ -118,15 +123,16 @@ def task_description(data) -> dict:
     }
 
 
-def _cost_per_sample(generator) -> float:
+def _cost_per_sample(generator: SyntheticGenerator) -> float:
     """Arithmetic operations the oracle spends on one sample: projections and pairwise fits per
     shift."""
     c, h, w = generator.shape
     shifts = (2 * generator.margin + 1) ** 2
-    return shifts * (2 * c * h * w * generator.num_classes + 60 * TOP * TOP)
+    result: float = shifts * (2 * c * h * w * generator.num_classes + 60 * TOP * TOP)
+    return result
 
 
-def oracle_predict(generator, raw: np.ndarray, top: int = TOP) -> np.ndarray:
+def oracle_predict(generator: SyntheticGenerator, raw: np.ndarray, top: int = TOP) -> np.ndarray:
     """Labels the model-aware classifier gives raw images ``(n, C, H, W)``."""
     n = raw.shape[0]
     z = ((raw.reshape(n, -1).astype(np.float64)) - 0.5) / 0.25

@@ -9,7 +9,9 @@ classes ``"0"`` .. ``"9"``.  No options.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +21,13 @@ from aihpc.tasks.image.data.base import ArraySplit, ImageData, finish, stratifie
 
 
 def load(
-    path, *, val_fraction: float, seed: int, normalize: bool, skip_corrupt: bool, **options
+    path: str | os.PathLike[str] | None,
+    *,
+    val_fraction: float,
+    seed: int,
+    normalize: bool,
+    skip_corrupt: bool,
+    **options: Any,
 ) -> ImageData:
     """Load the digits, split stratified by ``seed``, normalise on the train split."""
     check_options("digits", options, ())

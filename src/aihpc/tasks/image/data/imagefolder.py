@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ def _check_file(path: Path, full: bool) -> tuple[tuple[int, int] | None, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _fit(im, size: tuple[int, int]):
+def _fit(im: Any, size: tuple[int, int]) -> Any:
     """Resize (bilinear) to cover ``size`` = (h, w) keeping aspect, then center-crop."""
     from PIL import Image
 
@@ -231,7 +232,7 @@ def _scan(
 
 
 def _checked_options(
-    path, options: dict[str, Any]
+    path: str | os.PathLike[str] | None, options: dict[str, Any]
 ) -> tuple[Path, int, str, int, int, tuple[int, int] | None]:
     """The folder and the options of :func:`load`, checked: (root, channels, verify, stats_samples,
     workers, image size or None); ConfigError or DataError naming the bad value."""
@@ -260,7 +261,13 @@ def _checked_options(
 
 
 def load(
-    path, *, val_fraction: float, seed: int, normalize: bool, skip_corrupt: bool, **options
+    path: str | os.PathLike[str] | None,
+    *,
+    val_fraction: float,
+    seed: int,
+    normalize: bool,
+    skip_corrupt: bool,
+    **options: Any,
 ) -> ImageData:
     """Scan an image folder and build lazily decoded splits (see module docstring)."""
     root, channels, verify, stats_samples, workers, size = _checked_options(path, options)
@@ -294,7 +301,7 @@ def load(
     if size is None:
         size = sizes[0] if all(s == sizes[0] for s in sizes) else (DEFAULT_SIZE, DEFAULT_SIZE)
 
-    def make(files: list[str], labels) -> ImageFileSplit:
+    def make(files: list[str], labels: Sequence[int] | np.ndarray) -> ImageFileSplit:
         return ImageFileSplit(files, np.asarray(labels, dtype=np.int64), size, channels, workers)
 
     if presplit:

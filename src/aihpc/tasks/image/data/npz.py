@@ -26,8 +26,10 @@ error.  The file is read with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +95,13 @@ def _labels(y: np.ndarray, n: int, key: str, xkey: str, path: Path) -> np.ndarra
 
 
 def load(
-    path, *, val_fraction: float, seed: int, normalize: bool, skip_corrupt: bool, **options
+    path: str | os.PathLike[str] | None,
+    *,
+    val_fraction: float,
+    seed: int,
+    normalize: bool,
+    skip_corrupt: bool,
+    **options: Any,
 ) -> ImageData:
     """Load an .npz file (see the module docstring for keys and layouts)."""
     check_options("npz", options, OPTIONS)

@@ -57,6 +57,9 @@ generated alone (``__getitem__``) or inside a vectorised batch
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -98,7 +101,8 @@ def _mix(z: np.ndarray) -> np.ndarray:
     z = z * _M1
     z = z ^ (z >> np.uint64(27))
     z = z * _M2
-    return z ^ (z >> np.uint64(31))
+    result: np.ndarray = z ^ (z >> np.uint64(31))
+    return result
 
 
 def _uniform_pairs(keys: np.ndarray, count: int, stream: int) -> np.ndarray:
@@ -124,7 +128,9 @@ def _unit(a: np.ndarray) -> np.ndarray:
     return a / max(float(a.std()), 1e-12)
 
 
-def _pattern(rng: np.random.Generator, channels: int, yy: np.ndarray, xx: np.ndarray, fmax: float):
+def _pattern(
+    rng: np.random.Generator, channels: int, yy: np.ndarray, xx: np.ndarray, fmax: float
+) -> np.ndarray:
     """One random smooth pattern (C, Hp, Wp) in float64, zero mean, unit std."""
     out = np.zeros((channels,) + yy.shape)
     for _ in range(_GRATINGS):
@@ -183,18 +189,18 @@ class SyntheticGenerator:
         self.distract = np.float32(DISTRACT * difficulty)
         self._key = _mix(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0]
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # The window view would pickle as a full (K, C, 2m+1, 2m+1, H, W) copy.
         state = dict(self.__dict__)
         del state["_windows"]
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         _, h, w = self.shape
         self._windows = sliding_window_view(self.prototypes, (h, w), axis=(2, 3))
 
-    def shifted_templates(self):
+    def shifted_templates(self) -> Iterator[np.ndarray]:
         """Every shift's prototypes as flat float64 rows: yields ``(K, C*H*W)`` arrays.
 
         ``z = (x_raw - 0.5) / 0.25`` of a sample is ``contrast * (P_k + r * P_j)
@@ -205,7 +211,7 @@ class SyntheticGenerator:
             for dx in range(2 * self.margin + 1):
                 yield self._windows[:, :, dy, dx].reshape(k, -1).astype(np.float64)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The generative model's parameters (for results.json)."""
         return {
             "model": (
@@ -290,7 +296,13 @@ class SyntheticSplit(SplitDataset):
 
 
 def load(
-    path, *, val_fraction: float, seed: int, normalize: bool, skip_corrupt: bool, **options
+    path: str | os.PathLike[str] | None,
+    *,
+    val_fraction: float,
+    seed: int,
+    normalize: bool,
+    skip_corrupt: bool,
+    **options: Any,
 ) -> ImageData:
     """Build the synthetic data set; see the module docstring for the model.
 
