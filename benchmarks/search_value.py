@@ -33,7 +33,8 @@ for the documentation's measurements), and a plot of best quality against operat
 (``DIR/search-value-TASK-STAGE.png``).
 
     python benchmarks/search_value.py DIR [--tasks image,lm] [--stages short,ablations,long,workers]
-        [--seeds 5] [--short-minutes 3] [--long-minutes 15] [--keep] [--report] [--page FILE]
+        [--configs NAMES] [--seeds 5] [--short-minutes 3] [--long-minutes 15] [--keep] [--report]
+        [--page FILE]
         [-- more aihpc run arguments]
 """
 
@@ -109,8 +110,9 @@ def plan(args: argparse.Namespace) -> list[Run]:
         for stage in args.stages:
             minutes = args.long_minutes if stage == "long" else args.short_minutes
             seeds = {"short": args.seeds, "long": args.long_seeds}.get(stage, args.ablation_seeds)
+            configs = [c for c in STAGE_CONFIGS[stage] if not args.configs or c in args.configs]
             for seed in range(seeds):
-                runs += [Run(task, stage, c, seed, minutes) for c in STAGE_CONFIGS[stage]]
+                runs += [Run(task, stage, c, seed, minutes) for c in configs]
     return runs
 
 
@@ -341,6 +343,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("dir", type=Path, help="where state.json, the tables and the plots are kept")
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument(
+        "--configs", help="only these configurations (comma-separated), e.g. default,seed"
+    )
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--ablation-seeds", type=int, default=3)
     ap.add_argument("--long-seeds", type=int, default=3)
@@ -353,6 +358,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     args.tasks = _names(ap, args.tasks, TASKS, "task")
     args.stages = _names(ap, args.stages, STAGES, "stage")
+    known = (*BASELINES, *ABLATIONS, *ONE_WORKER)
+    args.configs = _names(ap, args.configs, known, "configuration") if args.configs else None
     for name in ("seeds", "ablation_seeds", "long_seeds"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")

@@ -105,7 +105,23 @@ def test_score_repeatability_reports_kept_runs(call, tmp_path):
     assert f"CV {100 * cv:.2f} % over 2 runs" in out
     assert "  0     2.26" in out and "98.89 %" in out  # the digits run: its accuracy
     assert "  1 224342.32" in out and "2.2329" in out  # the language run: its loss
-    assert out.rstrip().splitlines()[-1].startswith("verdict: the score varies")
+    lines = out.rstrip().splitlines()
+    assert lines[-6].startswith("verdict: the score varies")
+    assert lines[-5] == "where the spread comes from (score = slots x busy x machine x path):"
+    assert [line.split()[0] for line in lines[-4:]] == ["slots", "busy", "machine", "path"]
+
+
+def test_a_runs_score_is_the_product_of_its_four_factors(bench):
+    """slots x busy x machine x path is the score itself, for an image and a language run."""
+    import math
+
+    sr, analysis = bench("score_repeatability"), bench("analysis")
+    for path in (RUN, H200_LM):
+        results = analysis.read_run(path)
+        parts = sr.factors(results)
+        assert parts is not None and set(parts) == set(sr.FACTORS)
+        assert math.prod(parts.values()) == pytest.approx(results["score"]["ops_per_second"])
+        assert 0 < parts["busy"] <= 1
 
 
 def test_screening_reports_kept_runs_and_leaves_out_what_a_run_lacks(call, tmp_path):

@@ -48,6 +48,7 @@ def test_a_worker_limited_as_on_the_h200_refuses_the_trials_it_cannot_hold_and_t
     cfg.write_text(
         'dataset = "synthetic"\nbatch_sizes = [16, 1024]\n'
         "epochs_min = 1\nepochs_max = 1\npeak_seconds = 0.2\n"
+        "inherit_hparams = false\n"  # TPE draws each trial's batch, so both sizes come
         "[data_options]\nnum_samples = 1500\nimage_size = 32\n"
     )
     run_dir = tmp_path / "run"

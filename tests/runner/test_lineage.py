@@ -15,9 +15,13 @@ from aihpc.runner.search.lineage import Lineage, expected_seconds, positions, st
 from aihpc.train.optim import learning_rate, step_position
 
 
-def _exact(start: float, t: float, run_length: float) -> float:
-    """The position at run time ``t`` in exact arithmetic, held within [0, 1]."""
-    f = (Fraction(t) - Fraction(start)) / (Fraction(run_length) - Fraction(start))
+def _exact(start: float, t: float, run_length: float, epoch: float) -> float:
+    """The position at run time ``t`` in exact arithmetic, held within [0, 1], of a schedule that
+    ends ``epoch`` seconds before the run."""
+    end = Fraction(run_length) - Fraction(epoch)
+    if end <= Fraction(start):
+        return 1.0
+    f = (Fraction(t) - Fraction(start)) / (end - Fraction(start))
     return float(min(max(f, Fraction(0)), Fraction(1)))
 
 
@@ -30,22 +34,26 @@ def test_positions_match_exact_arithmetic():
         seconds = rng.uniform(0.0, run_length / 4)
         reached = rng.choice([0.0, rng.uniform(0.0, 1.0)])  # where the lineage's last epoch ended
         at, end = positions(start, t, seconds, run_length, reached)
-        exact = max(_exact(start, t, run_length), reached)
+        exact = max(_exact(start, t, run_length, seconds), reached)
         assert at == pytest.approx(exact, rel=1e-12, abs=1e-15)
         assert end == pytest.approx(
-            max(_exact(start, t + seconds, run_length), exact), rel=1e-12, abs=1e-15
+            max(_exact(start, t + seconds, run_length, seconds), exact), rel=1e-12, abs=1e-15
         )
         assert 0.0 <= at <= end <= 1.0
 
 
 def test_positions_at_the_edges():
-    assert positions(0.0, 0.0, 10.0, 100.0) == (0.0, 0.1)  # a root at the run's start
-    assert positions(40.0, 40.0, 30.0, 100.0) == (0.0, 0.5)  # a root that starts later
-    assert positions(0.0, 95.0, 10.0, 100.0) == (0.95, 1.0)  # held at the run's end
+    """The schedule ends one epoch (as long as the one sent) before the run: the last epoch to
+    end before the deadline ends annealed, and one the deadline would cut runs at the end."""
+    assert positions(0.0, 0.0, 10.0, 110.0) == (0.0, 0.1)  # a root at the run's start
+    assert positions(40.0, 40.0, 30.0, 130.0) == (0.0, 0.5)  # a root that starts later
+    assert positions(0.0, 90.0, 10.0, 100.0) == (1.0, 1.0)  # the last epoch that ends in time
+    assert positions(0.0, 85.0, 10.0, 100.0) == pytest.approx((85 / 90, 1.0))
+    assert positions(0.0, 95.0, 10.0, 100.0) == (1.0, 1.0)  # one the deadline cuts
     assert positions(100.0, 100.0, 5.0, 100.0) == (1.0, 1.0)  # nothing left of the run
     # ahead of the clock: it starts where the last epoch ended and holds until the clock is there
-    assert positions(0.0, 10.0, 10.0, 100.0, reached=0.4) == (0.4, 0.4)
-    assert positions(0.0, 10.0, 40.0, 100.0, reached=0.4) == (0.4, 0.5)
+    assert positions(0.0, 10.0, 10.0, 110.0, reached=0.4) == (0.4, 0.4)
+    assert positions(0.0, 10.0, 40.0, 140.0, reached=0.4) == (0.4, 0.5)
 
 
 def test_a_lineage_passes_its_epochs_on():
@@ -76,7 +84,7 @@ def test_a_lineages_steps_follow_one_schedule_of_the_run_clock_through_a_child()
             a, b = positions(lineage.start, t, seconds, run_length)
             for i in range(steps):
                 rates.append(learning_rate(hp, step_position(a, b, i, steps)))
-                f = _exact(start, t + seconds * i / steps, run_length)
+                f = _exact(start, t + seconds * i / steps, run_length, seconds)
                 warm = hp.lr * 0.5 * (1 + math.cos(math.pi * hp.warmup))
                 reference.append(
                     warm * f / hp.warmup
@@ -86,10 +94,11 @@ def test_a_lineages_steps_follow_one_schedule_of_the_run_clock_through_a_child()
             t += seconds
         lineage = lineage.after(epochs)
     assert rates == pytest.approx(reference, rel=1e-9, abs=1e-15)
-    # one warm-up, from 0 until 5 % of the lineage's 280 s (t = 34 s: step 23 of the first
-    # epoch's 0.6 s steps), then a decay that never rises again, also across the growth
+    # one warm-up, from 0 until 5 % of the lineage's schedule of 250 s (it ends an epoch, 30 s,
+    # before the run: t = 32.5 s, step 21 of the first epoch's 0.6 s steps), then a decay that
+    # never rises again, also across the growth (which moves the schedule's end on)
     peak = rates.index(max(rates))
-    assert rates[0] == 0.0 and peak in (23, 24)
+    assert rates[0] == 0.0 and peak in (20, 21, 22)
     assert rates[:peak] == sorted(rates[:peak])
     assert rates[peak:] == sorted(rates[peak:], reverse=True)
 

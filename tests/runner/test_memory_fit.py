@@ -36,6 +36,7 @@ def _config(**changes) -> RunConfig:
             dataset="digits",
             report_seconds=600,
             optimizer="sgd",
+            inherit_hparams=False,  # TPE draws each trial's batch size, so both sizes come
             **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **changes},
         )
     )

@@ -1,20 +1,19 @@
 """Where a trial's hyperparameters come from: TPE, the task's defaults, or its parent (PBT).
 
-With ``RunConfig.inherit_hparams`` a child that starts from its parent's
-trained weights takes its parent's hyperparameters as well, perturbed
-(Population Based Training's exploit and explore, Jaderberg et al. 2017):
-the learning rate and the weight decay each multiplied by 0.8 or 1.25 at
-random, within the search space's ranges; the batch size and everything
-else kept — where the parent is worth it (:func:`worth_inheriting`: PBT
-exploits the better members of its population only); a child of a parent
-in the worse half draws TPE's instead.  The run's first trial, the root of
-the lineage most early children grow from, takes the task's default
-hyperparameters.  TPE still proposes for the other trials without a
-parent, and is told every trial's result (an inherited trial's as a trial
-it did not draw, :meth:`aihpc.nas.hpo.HyperparameterSearch.adopt`).
+With ``RunConfig.inherit_hparams`` a child that starts from its parent's trained weights takes its
+parent's hyperparameters as well, perturbed (Population Based Training's exploit and explore,
+Jaderberg et al. 2017): the learning rate and the weight decay each multiplied by 0.8 or 1.25 at
+random, within the search space's ranges; the batch size and everything else kept — where the
+parent is worth it (:func:`worth_inheriting`: PBT exploits the better members of its population
+only); a child of a parent in the worse half draws TPE's instead. The run's first trial, the root
+of the lineage most early children grow from, takes the task's default hyperparameters, and the
+other roots of lineages at the run's start (the seed's children before it trained) take them
+perturbed, as PBT starts its population: TPE's first suggestions are random draws, and a lineage
+rooted in a bad one takes the worker it runs on for most of a short run. TPE still proposes for the
+other trials without a parent, and is told every trial's result (an inherited trial's as a trial it
+did not draw, :meth:`aihpc.nas.hpo.HyperparameterSearch.adopt`).
 
-A trial records its hyperparameters' origin (:func:`origin`), which
-results.json shows beside them.
+A trial records its hyperparameters' origin (:func:`origin`), which results.json shows beside them.
 """
 
 from __future__ import annotations
@@ -29,7 +28,8 @@ from aihpc.records.trial import Hyperparameters
 PERTURBED = ("lr", "weight_decay")  # the hyperparameters a child perturbs
 FACTORS = (0.8, 1.25)  # each multiplied by one of these, drawn with equal chances
 TPE = "tpe"  # drawn by TPE
-DEFAULT = "default"  # the task's defaults (strategy "seed")
+DEFAULT = "default"  # the task's defaults (strategy "seed"; a search's first trial)
+DEFAULT_PERTURBED = "default, perturbed"  # a lineage's root beside the seed's
 
 
 def origin(parent: int | None) -> str:

@@ -38,7 +38,7 @@ from aihpc.nas.search import NO_PARENTS
 from aihpc.records.rows import TrialStatus
 from aihpc.runner.search.trials import LiveTrial, epoch_budget
 
-MIN_PEERS = 2  # other trials at a rung before ASHA stops anyone there
+MIN_PEERS = 1  # other trials at a rung before ASHA stops anyone there
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,14 @@ from the store.
 With one schedule per lineage (``RunConfig.lineage_schedule``, and always
 for strategy "seed"), the schedule's position at run time ``t`` is::
 
-    f = (t - lineage start) / (run length - lineage start)      in [0, 1]
+    f = (t - lineage start) / (run length - epoch - lineage start)      in [0, 1]
 
-so a lineage's learning rate starts (with its root's warm-up) when the
-root starts and anneals to zero at the run's end, and a child continues at
-its lineage's position without warming up again.  The master puts the
+where the run's length is less one epoch (the one being sent, as long as
+it is expected to take): a lineage's learning rate starts (with its root's
+warm-up) when the root starts and anneals to zero at the end of the last
+epoch that ends before the deadline, so the annealed weights are evaluated
+(an epoch the deadline cuts is not: it then runs at the schedule's end),
+and a child continues at its lineage's position without warming up again.  The master puts the
 position at an epoch's start and at its expected end in the epoch's task
 (:func:`positions`), and the worker interpolates between them step by step
 (:meth:`aihpc.records.messages.EpochTask.positions`) and records them, so the
@@ -54,11 +57,12 @@ def positions(
     start: float, t: float, seconds: float, run_length: float, reached: float = 0.0
 ) -> tuple[float, float]:
     """The lineage schedule's positions for an epoch sent at run time ``t`` and expected to last
-    ``seconds``, for a lineage that started at ``start``, in a run of ``run_length`` seconds:
-    from the clock's position, or from ``reached`` (where the lineage's last epoch ended) if
-    that is later, to the clock's position at its expected end, or no further than it starts
-    (each within [0, 1])."""
-    span = run_length - start
+    ``seconds``, for a lineage that started at ``start``, in a run of ``run_length`` seconds
+    (whose schedule ends ``seconds`` before the run does: the module docstring): from the
+    clock's position, or from ``reached`` (where the lineage's last epoch ended) if that is
+    later, to the clock's position at its expected end, or no further than it starts (each
+    within [0, 1])."""
+    span = run_length - seconds - start
     if span <= 0:
         return 1.0, 1.0
     at = min(max((t - start) / span, reached, 0.0), 1.0)

@@ -105,6 +105,10 @@ class Proposer:
         ):
             hparams = inherit.perturb(trained.hparams, self.rng, self.space)
             number, origin = self.hpo.adopt(hparams.searched()), inherit.origin(parent)
+        elif trained is None and self.mechanisms.inherit_hparams:
+            # a lineage's root beside the seed's: the defaults explored, as PBT starts a population
+            hparams = inherit.perturb(self.task.default_hparams(self.config), self.rng, self.space)
+            number, origin = self.hpo.adopt(hparams.searched()), inherit.DEFAULT_PERTURBED
         else:
             number, hparams, origin = self._tpe(depth)
         return dataclasses.replace(
