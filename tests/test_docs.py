@@ -22,7 +22,7 @@ import pytest
 
 from aihpc.cli import COMMANDS, build_parser
 from aihpc.cli import run as run_cli
-from test_config_flags import settings
+from cli.test_config_flags import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

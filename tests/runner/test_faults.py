@@ -2,7 +2,7 @@
 fills up.
 
 (Killed workers and a killed master: tests/runner/test_run.py; cancelled SLURM
-jobs: tests/runner/test_slurm.py.)
+jobs: tests/launch/test_slurm.py.)
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
 COMMAND_FLAGS = ("config", "out", "resume", "live", "help")
 #: what aihpc's entry point sets on every command's arguments (aihpc.cli): no flag of this one's
 PARSER_NAMES = ("command", "_module")
-#: settings given in a TOML file only (tests/test_config_flags.py holds the two lists to the
+#: settings given in a TOML file only (tests/cli/test_config_flags.py holds the two lists to the
 #: parser and to the settings of the sections and of every task: a new setting needs a flag or a
 #: place here, a new flag a setting or COMMAND_FLAGS)
 TOML_ONLY = (

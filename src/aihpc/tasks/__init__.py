@@ -12,7 +12,7 @@ A run's task is resolved once, where the run starts (:func:`task_of` of
 ``RunConfig.run.task``), and handed on as an object: to the master, to the
 workers with each piece of work, to what reads a finished run
 (:func:`of_run`).  Nothing outside ``tasks/`` asks which task it is
-(``tests/test_task_branching.py``).
+(``tests/tasks/test_task_branching.py``).
 
 Adding a task: a package with a class of the :class:`~aihpc.tasks.base.Task`
 methods, and one call of :func:`register` (the built-in tasks' are at the end

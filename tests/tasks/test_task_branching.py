@@ -23,7 +23,7 @@ import pytest
 
 from aihpc.tasks import names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "aihpc"
 TASKS = SRC / "tasks"
 #: functions that tell a task from its data rather than asking the run's task

@@ -2,7 +2,7 @@
 arguments.
 
 Nothing is submitted here (``workers=0``); submitting to a real SLURM
-cluster is tested in tests/runner/test_slurm.py.
+cluster is tested in tests/launch/test_slurm.py.
 """
 
 from __future__ import annotations

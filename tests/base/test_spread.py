@@ -11,8 +11,8 @@ import pytest
 from aihpc.base.spread import SPREAD_WARNING, STATISTIC, spread, spread_warning
 from aihpc.scoring.peak import PeakResult, RunPeak
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run" / "results.json"
-LM_FIXTURE = Path(__file__).resolve().parent / "report" / "fixtures" / "results_lm.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "run" / "results.json"
+LM_FIXTURE = Path(__file__).resolve().parents[1] / "report" / "fixtures" / "results_lm.json"
 
 
 def test_the_spread_is_the_interquartile_range_over_the_median() -> None:

@@ -12,7 +12,7 @@ from aihpc.tasks import read_config
 from aihpc.tasks.image.options import ImageOptions
 from aihpc.tasks.language.options import LanguageOptions
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_defaults_are_valid_and_round_trip():
@@ -133,7 +133,7 @@ def test_a_flat_file_s_other_task_settings_are_ignored_as_they_always_were():
     ],
 )
 def test_results_json_configs_of_earlier_versions_read_and_write_back(path):
-    doc = json.loads((Path(__file__).parent / path).read_text())
+    doc = json.loads((Path(__file__).parents[1] / path).read_text())
     config = read_config(doc["config"], source=path)
     assert config.run.task == doc["config"].get("task", "image")
     again = read_config(config.to_dict())

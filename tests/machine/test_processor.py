@@ -15,7 +15,7 @@ from aihpc.base.errors import ConfigError, DataError
 from aihpc.machine import cpu_libraries as libs
 from aihpc.machine import processor as proc
 from aihpc.machine.processor import Cache, Processor, describe_processor, emulation
-from records.processor_fixtures import ARM_GRACE, INTEL_GUEST, fixture_processor
+from machine.processor_fixtures import ARM_GRACE, INTEL_GUEST, fixture_processor
 
 HYPERVISOR_CLOCK = re.compile(r"hypervisor.*boost clock is hidden")
 

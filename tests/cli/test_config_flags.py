@@ -19,7 +19,7 @@ def parser_dests() -> set[str]:
     return {action.dest for action in parser._actions}
 
 
-#: aihpc's own tasks (a test may register another: tests/tasks/toy/)
+#: aihpc's own tasks (a test may register another: tests/toy_task/)
 BUILT_IN = ("image", "lm")
 
 

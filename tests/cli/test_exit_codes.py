@@ -1,6 +1,6 @@
 """Errors by kind, as a user types the command: each kind's exit code, one line, no traceback.
 
-2 is the user's mistake (tests/test_bad_input.py holds the table of those),
+2 is the user's mistake (tests/cli/test_bad_input.py holds the table of those),
 3 the machine's failure, 4 a measurement that fails its check; a bug keeps
 its traceback.  A task that fails inside a Dask worker is one line naming
 the worker, its traceback in the output folder's ``worker-errors.log``.
