@@ -30,6 +30,10 @@ class BlobsOptions:
         return section_keys(cls)
 
     @classmethod
+    def ignored(cls) -> tuple[str, ...]:
+        return ()  # a task newer than flat configurations meets none of another task's
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str) -> BlobsOptions:
         return read_section(cls, values, source)
 

@@ -43,9 +43,6 @@ MAX_SCREEN = 16
 # the least memory limit a worker is given: a worker process with torch loaded, before it trains,
 # with room to measure the peak (aihpc.launch.memory sizes the limits)
 MIN_WORKER_MEMORY = 512 * 2**20
-#: Settings of a task's own that a flat file from before typed task settings holds for every
-#: task (each was read by its task alone): a run of another task ignores them, as it always did.
-EVERY_TASKS_KEYS = ("min_accuracy", "max_val_loss")
 
 Section = TypeVar("Section")
 
@@ -257,6 +254,12 @@ class TaskOptions(Protocol):
         ...
 
     @classmethod
+    def ignored(cls) -> tuple[str, ...]:
+        """Another task's settings that a flat configuration from before typed task settings
+        holds (every run's held them all), which this task ignores, as it always did."""
+        ...
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str) -> TaskOptions:
         """The settings of ``values`` (ConfigError naming the key and the value)."""
         ...
@@ -309,7 +312,7 @@ class RunConfig:
                     _put(parts[key], inner, item, source)
             elif (home := _home(key, options_type, task)) is not None:
                 _put(parts[home], key, value, source)
-            elif key not in EVERY_TASKS_KEYS:
+            elif key not in options_type.ignored():
                 unknown.append(key)
         if unknown:
             keys = sorted({k for kind in SECTIONS.values() for k in section_keys(kind)})

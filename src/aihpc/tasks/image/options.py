@@ -28,6 +28,10 @@ class ImageOptions:
         return section_keys(cls)
 
     @classmethod
+    def ignored(cls) -> tuple[str, ...]:
+        return ("max_val_loss",)  # the language task's, in every flat configuration from before
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str) -> ImageOptions:
         return read_section(cls, values, source)
 

@@ -48,6 +48,10 @@ class LanguageOptions:
         return section_keys(cls)
 
     @classmethod
+    def ignored(cls) -> tuple[str, ...]:
+        return ("min_accuracy",)  # the image task's, in every flat configuration from before
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str) -> LanguageOptions:
         values = dict(values)
         data = dict(values.get("data_options") or {})
