@@ -122,7 +122,8 @@ def _peaks(**flops: float) -> dict:
 
 
 def test_peak_drift_is_flagged_past_ten_percent():
-    from aihpc.runner.measure import PEAK_DRIFT, peak_drift
+    from aihpc.runner.measure import peak_drift
+    from aihpc.scoring.peak import PEAK_DRIFT
 
     before = _peaks(a=60e9, b=40e9)
     steady = peak_drift(before, _peaks(a=57e9, b=38e9))

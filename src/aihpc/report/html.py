@@ -23,7 +23,7 @@ from aihpc.records.energy import energy_text
 from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
 from aihpc.report.machine import configuration, environment, peak_card, peaks, section
-from aihpc.report.markup import CSS, card, esc, kv_table, no_data
+from aihpc.report.markup import CSS, card, esc, figure_card, kv_table, no_data
 from aihpc.report.quality import quality_for
 from aihpc.report.trials_table import next_token_accuracy, trial_count, trial_list, trials_section
 from aihpc.results.read import trial_arch
@@ -87,18 +87,21 @@ def _header(results: dict[str, Any]) -> str:
         )
         if score.get(k) is not None
     ]
+    unrepeatable = score.get("not_repeatable")
     cards = [
-        card(
+        figure_card(
             "Score",
             format_si(score.get("ops_per_second"), "OPS"),
             f"{format_si(score.get('ops'))} operations in "
             f"{format_seconds(score.get('wall_seconds'))}",
+            unrepeatable,
             "main",
         ),
-        card(
+        figure_card(
             "Regulated score",
             format_si(score.get("regulated_score"), "OPS"),
             quality.regulated,
+            unrepeatable,
         ),
         *(card(title, value, note) for title, value, note in quality.headline(results)),
         card("Result", validity, validity_note, value_css=validity_css),

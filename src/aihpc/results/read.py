@@ -31,7 +31,7 @@ from aihpc.machine.environment import Environment
 from aihpc.nas.helper_restart import HelperRestart
 from aihpc.records.archdiff import patch
 from aihpc.records.rows import LostEpoch
-from aihpc.scoring.peak import RunPeak
+from aihpc.scoring.peak import RunPeak, current_run_peak
 from aihpc.scoring.score import Score
 
 #: A run's results, and the name they take when written compressed (see
@@ -262,6 +262,9 @@ class Tallies:
     seed_only_best: float | None = None
     seed_only_trial: int | None = None
     search_gain: float | None = None
+    # why the score and its share of peak would not repeat (the peak moved during the run:
+    # aihpc.scoring.peak.RunPeak.not_repeatable); None where they would, and in older files
+    not_repeatable: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tallies:
@@ -280,6 +283,7 @@ class Tallies:
             data.get("seed_only_best"),
             data.get("seed_only_trial"),
             data.get("search_gain"),
+            data.get("not_repeatable"),
         )
 
 
@@ -345,9 +349,6 @@ class RunResults:
             base = Score.from_dict(score)
         except KeyError as exc:
             raise DataError(f"results.json's score lacks {exc.args[0]}") from None
-        peak = doc.get("peak")
-        if not (isinstance(peak, dict) and "procs_per_worker" in peak):
-            peak = None  # not measured, or in an older form (see RunResults.peak)
         return cls(
             schema_version=version,
             aihpc_version=doc.get("aihpc_version"),
@@ -355,7 +356,7 @@ class RunResults:
             config=doc.get("config") or {},
             data=doc.get("data") or {},
             environment=Environment.from_dict(doc.get("environment") or {}),
-            peak=None if peak is None else RunPeak.from_dict(peak),
+            peak=current_run_peak(doc.get("peak")),
             layout=doc.get("layout"),
             staging=doc.get("staging"),
             energy=doc.get("energy"),

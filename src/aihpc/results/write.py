@@ -37,7 +37,9 @@ lineage's root started: its learning-rate schedule's start),
 ``hparams_origin`` (``tpe``, ``default``, or ``inherited from trial N``) are
 new fields, no version change (absent for runs from before them); so are the
 score's ``seed_only_best``, ``seed_only_trial`` and ``search_gain``
-(:func:`seed_only`).
+(:func:`seed_only`), and its ``not_repeatable`` (:func:`not_repeatable`: why
+the score and its share of peak would not repeat, the peak having moved during
+the run; null where they would).
 
 Version 3 writes a child's architecture as ``arch_diff``, the edits of its
 parent's (:mod:`aihpc.records.archdiff`), instead of ``arch`` in full (which
@@ -61,6 +63,7 @@ from aihpc.records.energy import energy_results
 from aihpc.records.messages import EpochStatus
 from aihpc.records.rows import SUCCEEDED, EpochRow, ScreeningRow, TrialRow, TrialStatus
 from aihpc.results.read import COMPRESSED_RESULTS_FILE, RESULTS_FILE
+from aihpc.scoring.peak import current_run_peak
 from aihpc.scoring.quality import Quality
 from aihpc.scoring.score import Score
 
@@ -126,6 +129,7 @@ def results_fields(store, score: Score) -> dict[str, Any]:
         **seed_only(store, score),
     }
     meta = store.meta()
+    score_block["not_repeatable"] = not_repeatable(meta.peak)
     return {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "aihpc_version": __version__,
@@ -150,6 +154,13 @@ def results_fields(store, score: Score) -> dict[str, Any]:
         **model_flops(store, score),
         **compilation(store),
     }
+
+
+def not_repeatable(peak: dict[str, Any] | None) -> str | None:
+    """Why the score and its share of peak would not repeat (:meth:`RunPeak.not_repeatable`);
+    None where they would, or where the peak was not measured (or is in an older form)."""
+    run_peak = current_run_peak(peak)
+    return None if run_peak is None else run_peak.not_repeatable()
 
 
 def seed_only(store, score: Score) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from aihpc.base.config import RunConfig
 from aihpc.base.errors import DataError, WorkersLost
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
-from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
+from aihpc.scoring.peak import PEAK_DRIFT, PeakResult, RunPeak, WorkerPeak
 
 if TYPE_CHECKING:
     from aihpc.energy.run import EnergySession
@@ -24,9 +24,8 @@ if TYPE_CHECKING:
     from aihpc.records.messages import DataRef
     from aihpc.tasks import Task
 
-# The peak is measured by every worker at once (config.run.peak_seconds),
-# before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
-PEAK_DRIFT = 0.10
+# The peak is measured by every worker at once (config.run.peak_seconds), before the run and
+# after it; a drift between the two past scoring.peak.PEAK_DRIFT is flagged.
 # How long the peak before the run waits for every worker the run placed: one the scheduler
 # dropped for a moment (its nanny restarting it) is back within 3-10 s.  The peak after the run
 # waits for none: it is measured on the workers left.

@@ -391,10 +391,22 @@ def check_results(
         if key in head and not same(head[key], expected.get(key)):
             path, got, want = next(diffs(head[key], expected[key], key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
+    _check_repeatable(head.get("score") or {}, expected["score"], found)
     count = _check_trials(store, trials, found)
     return found.outcome(
         f"{count} trials and every section rebuilt from the run store"
     ), found.items
+
+
+def _check_repeatable(recorded: dict[str, Any], expected: dict[str, Any], found: Found) -> None:
+    """The score's ``not_repeatable`` against the rule applied to the store's peak (files written
+    before it have none)."""
+    key = "not_repeatable"
+    if key in recorded and recorded[key] != expected[key]:
+        found.add(
+            f"results.json's score.{key} is {recorded[key]!r}; the run store's peak gives "
+            f"{expected[key]!r}"
+        )
 
 
 def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:

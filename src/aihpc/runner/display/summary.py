@@ -13,16 +13,19 @@ from aihpc.records.rows import LostEpoch
 from aihpc.results.read import RunResults, results_file
 
 LISTED = 8  # workers, lost workers and metered devices listed one a line; past it, a summary
+# beside the score and its share of peak where they would not repeat (the peak's warning says why)
+UNREPEATABLE = "  (not repeatable: the machine's peak moved during the run)"
 
 
 def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
     s, tallies = results.score, results.tallies
+    mark = UNREPEATABLE if tallies.not_repeatable else ""
     lines = [
         "",
         f"aihpc run {results.run_id}: {'VALID' if s.valid else 'INVALID'}"
         + (f" ({s.invalid_reason})" if s.invalid_reason else ""),
-        f"  score            {format_si(s.ops_per_second, 'OPS')}",
-        f"  regulated score  {format_si(s.regulated_score, 'OPS')}",
+        f"  score            {format_si(s.ops_per_second, 'OPS')}{mark}",
+        f"  regulated score  {format_si(s.regulated_score, 'OPS')}{mark}",
         *(val_loss_lines(results) if s.is_loss else accuracy_lines(results)),
         *search_lines(results),
         f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
@@ -120,6 +123,7 @@ def peak_lines(results: RunResults) -> list[str]:
         lines.append(
             f"  share of peak    {100 * s.peak_fraction:.1f} % of the measured "
             f"{format_si(s.peak_flops_per_s, 'FLOP/s')} ({kernels}{workers} workers at once)"
+            + (UNREPEATABLE if results.tallies.not_repeatable else "")
         )
     nominal = peak.nominal if peak is not None else None
     if s.nominal_peak_fraction is not None and s.nominal_peak_flops_per_s is not None:
