@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from aihpc.base.errors import DataError, StorageError
+from aihpc.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,12 @@ class Source:
     windows); ``targets``: their labels or next tokens (None for a zoo model
     on synthetic inputs); ``ops_per_query``: operations of one sample's
     forward pass (eval mode), counted as ``aihpc count`` counts;
-    ``task``: "image" or "lm"; ``label``: what it is, for the records.
+    ``task``: the task whose model it is (a zoo model: the task whose models read its kind of
+    input, :func:`aihpc.tasks.serving`); ``label``: what it is, for the records.
     """
 
     label: str
-    task: str
+    task: Task
     model: torch.nn.Module
     inputs: torch.Tensor
     targets: torch.Tensor | None
@@ -78,7 +80,7 @@ def from_run(run_dir: Path, samples: int | None = None) -> Source:
     }
     return Source(
         f"trial {best['id']} of {run_dir}",
-        task.name,
+        task,
         model.eval(),
         inputs,
         targets,
@@ -109,15 +111,15 @@ def _trial_weights(run_dir: Path, trial_id: int) -> dict[str, torch.Tensor]:
 
 
 def _validation(
-    task, doc: dict[str, Any], samples: int | None
+    task: Task, doc: dict[str, Any], samples: int | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The run's validation split (its first ``samples``): inputs and targets."""
     import numpy as np
 
-    from aihpc.base.config import RunConfig
     from aihpc.records.messages import DataRef
+    from aihpc.tasks import read_config
 
-    config = RunConfig.from_dict(doc.get("config") or {}, source="the run's configuration")
+    config = read_config(doc.get("config") or {}, source="the run's configuration")
     val = task.splits(DataRef.of(config))[1]
     n = len(val) if samples is None else min(samples, len(val))
     positions = np.arange(n, dtype=np.int64)
@@ -132,25 +134,25 @@ def from_zoo(name: str, input_shape: tuple[int, ...] | None, samples: int, seed:
     """Zoo model ``name`` (untrained) on ``samples`` synthetic inputs of its shape."""
     from aihpc import models
     from aihpc.counting import count_ops
+    from aihpc.tasks import serving
 
     info = models.info(name)
     shape = tuple(input_shape or info.input_shape)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # the untrained weights: the same again for verify
+    task = serving(info.input_kind)
     if info.input_kind == "tokens":
         model = models.create(name)
-        vocab = info.num_classes
-        inputs = torch.randint(0, vocab, (samples, *shape), generator=gen)
-        task = "lm"
+        inputs = torch.randint(0, info.num_classes, (samples, *shape), generator=gen)
+        with torch.device("meta"):
+            meta = models.create(name)
+        example: Any = torch.zeros((1, *shape), dtype=torch.long, device="meta")
     else:
         model = models.create(name, in_channels=shape[0])
         inputs = torch.randn((samples, *shape), generator=gen)
-        task = "image"
-    with torch.device("meta"):
-        meta = models.create(name) if task == "lm" else models.create(name, in_channels=shape[0])
-    example = (
-        torch.zeros((1, *shape), dtype=torch.long, device="meta") if task == "lm" else (1, *shape)
-    )
+        with torch.device("meta"):
+            meta = models.create(name, in_channels=shape[0])
+        example = (1, *shape)
     ops = count_ops(meta, example, train=False).total
     details = {
         "zoo_model": name,

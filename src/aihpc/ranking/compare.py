@@ -39,6 +39,7 @@ from aihpc.base.fileio import read_json
 from aihpc.base.fmt import text_table
 from aihpc.machine.environment import Environment
 from aihpc.results.read import RESULTS_FILES, read_results_head, results_file
+from aihpc.tasks import recorded_task
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
 SIGNIFICANCE_RULE = (
@@ -102,19 +103,17 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
     options = ", ".join(f"{k}={v}" for k, v in sorted((config.get("data_options") or {}).items()))
     dataset = f"{data.get('name') or config.get('dataset')}" + (f" ({options})" if options else "")
     workers = (doc.get("layout") or {}).get("workers") or config.get("workers")
-    # a run from before there were tasks is an image run; "task" is left out of the key with it
-    task = config.get("task") or "image"
+    # a run from before there were tasks is of the default task (recorded_task): its key names it
+    task = recorded_task(config)
     key = {
-        k: v
-        for k, v in sorted(config.items())
-        if k not in UNGROUPED_CONFIG and not (k == "task" and v == "image")
+        k: v for k, v in sorted({**config, "task": task.name}.items()) if k not in UNGROUPED_CONFIG
     }
     return Entry(
         source=str(path),
         kind="run",
         schema_version=doc["schema_version"],
         aihpc_version=doc.get("aihpc_version"),
-        workload="aihpc_automl" if task == "image" else f"aihpc_automl_{task}",
+        workload=task.mlperf_benchmark,
         dataset=dataset,
         budget=f"{config.get('minutes')} min",
         config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "

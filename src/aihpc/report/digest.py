@@ -22,13 +22,14 @@ from typing import Any
 
 from aihpc.base.fmt import as_number
 from aihpc.report.lineage import morph_kind
-from aihpc.report.quality import ReportQuality, quality_for
+from aihpc.report.quality import quality_for
 from aihpc.results.read import (
     iter_trials,
     laid_out_by_line,
     read_results_document,
     read_results_head,
 )
+from aihpc.scoring.quality import ReportQuality
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
 SHOWN = 100  # the best trials a digest keeps whole

@@ -314,7 +314,7 @@ class RunResults:
     config: dict[
         str, Any
     ]  # the run's configuration, as aihpc.base.config.RunConfig.to_dict gives it
-    data: dict[str, Any]  # what the data set is (aihpc.data), its ceiling where known
+    data: dict[str, Any]  # what the data set is (aihpc.tasks.image.data), its ceiling where known
     environment: Environment
     # None: not measured, or recorded in an older form that the document keeps as it is:
     # version 1's one peak per dtype, or a peak per worker of one process (before aihpc
