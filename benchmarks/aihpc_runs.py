@@ -34,16 +34,17 @@ def check_runs(minutes: float, runs: list[tuple[str, list[str]]]) -> None:
     parser, then the settings with any ``--config`` file), so that a bad setting of the last run
     stops the benchmark before the first: a ConfigError naming the first bad run (argparse's
     own exit 2, with its line, for an unknown flag)."""
-    from aihpc.base.config import RunConfig, load_toml
+    from aihpc.base.config import load_toml
     from aihpc.base.errors import ConfigError
     from aihpc.cli import build_parser
     from aihpc.cli.run import config_flags
+    from aihpc.tasks import read_config
 
     parser = build_parser()
     for name, args in runs:
         ns = parser.parse_args(run_argv(Path(name), minutes, *args))  # the command run_aihpc runs
         try:
             values = load_toml(ns.config) if ns.config else {}
-            RunConfig.from_dict({**values, **config_flags(ns)}, source=ns.config or "config")
+            read_config({**values, **config_flags(ns)}, source=ns.config or "config")
         except ConfigError as exc:
             raise ConfigError(f"run {name} ({' '.join(args) or 'no arguments'}): {exc}") from None

@@ -95,8 +95,8 @@ def chosen_cases(keys: str | None) -> list[str]:
 
 def architectures(seed: int) -> dict[str, Any]:
     """The parent (the CPU seed) and its child, with the morphism's description."""
-    from aihpc.nas.morphism import random_plan
-    from aihpc.nas.seeds import seed_spec
+    from aihpc.tasks.image.morphism import random_plan
+    from aihpc.tasks.image.seeds import seed_spec
 
     parent = seed_spec(SHAPE, CLASSES)
     child, _, description = random_plan(parent, random.Random(seed), MAX_PARAMS)
@@ -110,8 +110,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Run one case; returns its numbers (printed as the last line of stdout)."""
     import torch
 
-    from aihpc.nas.build import SpecNet
-    from aihpc.train.regions import RegionCache, RegionNet, use_cache_dir
+    from aihpc.tasks.image.build import SpecNet
+    from aihpc.tasks.image.regions import RegionNet
+    from aihpc.train.regions import RegionCache, use_cache_dir
 
     if args.cache_dir:
         use_cache_dir(args.cache_dir)
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = chosen_cases(args.cases)
     except ValueError as exc:
         ap.error(str(exc))
-    from aihpc.train.regions import partition
+    from aihpc.tasks.image.regions import partition
 
     specs = architectures(args.seed)
     parent_sigs = {r.signature for r in partition(specs["parent"])}

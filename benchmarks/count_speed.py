@@ -1,12 +1,12 @@
 """Benchmark: operations per sample of fresh architectures, counted whole and layer by layer.
 
 ``aihpc verify`` recounts every trial's operations from its logged architecture.
-The whole-network count (:meth:`aihpc.tasks.image.ImageTask.count_per_sample`: build
+The whole-network count (:meth:`aihpc.tasks.image.task.ImageTask.count_per_sample`: build
 the SpecNet on the meta device, trace it under FlopCounterMode) takes 85 ms
 (the CPU workload) to 200 ms (the GPU workload's ResNet-50 children) per architecture
 with its op memo (:mod:`aihpc.counting.op_memo`; 230 and 570 ms without,
 2026-11-27), and the search never repeats one; the layered count
-(:func:`aihpc.tasks.image_count.count_spec_per_sample`) counts each distinct
+(:func:`aihpc.tasks.image.count.count_spec_per_sample`) counts each distinct
 layer once and then only walks the architecture.
 
 Architectures are made as the search makes them: each is one ``random_plan``
@@ -37,13 +37,14 @@ import random
 import statistics
 import time
 
-from aihpc.base.errors import MorphError
-from aihpc.nas.morphism import random_plan
-from aihpc.nas.seeds import seed_spec
-from aihpc.nas.spec import ArchSpec
-from aihpc.tasks.image import ImageTask
-from aihpc.tasks.image_count import count_spec_per_sample
 from bench_main import script
+
+from aihpc.base.errors import MorphError
+from aihpc.tasks.image.count import count_spec_per_sample
+from aihpc.tasks.image.morphism import random_plan
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.image.spec import ArchSpec
+from aihpc.tasks.image.task import ImageTask
 
 count_ops_per_sample = ImageTask().count_per_sample  # the whole-network count
 

@@ -16,13 +16,15 @@ import statistics
 import tempfile
 import time
 
-from aihpc.data import load_dataset
-from aihpc.nas.seeds import seed_spec
-from aihpc.tasks.image import DEFAULT_SYNTHETIC
+from bench_main import script
+
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks import task_of
+from aihpc.tasks.image.data import load_dataset
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.image.task import DEFAULT_SYNTHETIC
 from aihpc.train.worker import run_epoch
-from bench_main import script
 
 
 def epoch_task(device: str, batch: int, threads: int | None, weights_dir: str, trial: int,
@@ -50,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
     with tempfile.TemporaryDirectory() as tmp:
-        run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, 0, args.samples))  # warm-up: data, counts, caches
-        results = [run_epoch(epoch_task(args.device, args.batch, args.threads, tmp, i + 1, args.samples))
+        image = task_of("image")
+        run_epoch(image, epoch_task(args.device, args.batch, args.threads, tmp, 0, args.samples))  # warm-up: data, counts, caches
+        results = [run_epoch(image, epoch_task(args.device, args.batch, args.threads, tmp, i + 1, args.samples))
                    for i in range(args.repeats)]  # fmt: skip
     bad = [r.reason for r in results if r.status != "ok"]
     if bad:

@@ -43,7 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from aihpc_runs import run_aihpc
-from analysis import peak_text, percent, quality_text, read_run, tally_text, trial_tally, utilisation
+from analysis import (
+    peak_text,
+    percent,
+    quality_text,
+    read_run,
+    tally_text,
+    trial_tally,
+    utilisation,
+)
 from bench_main import script
 
 # the profiled epoch's default size: images, or windows of the language's context (4 steps of
@@ -163,11 +171,12 @@ def report_run(results: dict[str, Any]) -> None:
 def profile(kind: str, device: str, samples: int, compiled: bool | None = None) -> dict[str, Any]:
     """Profile a steady-state epoch of task ``kind``'s seed on ``device`` (the epoch after a first
     one that builds the model, stages the data and compiles); its figures (:func:`profile_text`)."""
+    from aihpc.tasks import task_of
     from aihpc.train.worker import run_epoch
 
     with tempfile.TemporaryDirectory() as tmp:
         task = profile_task(kind, device, samples, tmp, compiled)
-        first = run_epoch(task)
+        first = run_epoch(task_of(kind), task)
         if first.status != "ok":
             raise SystemExit(f"gpu_fill: the profiled trial's first epoch failed: {first.reason}")
         figures = profiled_epoch(replace(task, epoch=2, start=first.weights))
@@ -180,7 +189,7 @@ def profile_data(kind: str, device: str, samples: int) -> dict[str, int]:
     context (as many training tokens as the epoch takes)."""
     if kind == "image":
         return {"num_samples": samples}
-    from aihpc.tasks.language import DEFAULT_CONTEXT
+    from aihpc.tasks.language.task import DEFAULT_CONTEXT
 
     tokens = samples * DEFAULT_CONTEXT[device]
     return {"epoch_tokens": tokens, "train_tokens": tokens}
@@ -189,17 +198,16 @@ def profile_data(kind: str, device: str, samples: int) -> dict[str, int]:
 def profile_task(kind: str, device: str, samples: int, weights_dir: str, compiled: bool | None = None):
     """The first epoch of the seed of task ``kind`` on ``device``, its default workload for the
     device on a smaller synthetic data set (:func:`profile_data`), at the middle of its batch sizes."""
-    from aihpc.base.config import RunConfig
     from aihpc.records.messages import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
-    from aihpc.tasks import task_of
+    from aihpc.tasks import read_config, task_of
 
     task = task_of(kind)
-    config = task.default_workload(RunConfig(task=kind, data_options=profile_data(kind, device, samples)), device)
+    config = task.default_workload(read_config(dict(task=kind, data_options=profile_data(kind, device, samples))), device)
     info = task.inspect_data(config, device)
-    lr = 0.1 if config.optimizer == "sgd" else 3e-4
-    hp = {"lr": lr, "batch_size": statistics.median_high(config.batch_sizes), "weight_decay": 5e-5,
-          "momentum": 0.9, "dropout": 0.0, "optimizer": config.optimizer, "schedule": "cosine"}  # fmt: skip
+    lr = 0.1 if config.search.optimizer == "sgd" else 3e-4
+    hp = {"lr": lr, "batch_size": statistics.median_high(config.search.batch_sizes), "weight_decay": 5e-5,
+          "momentum": 0.9, "dropout": 0.0, "optimizer": config.search.optimizer, "schedule": "cosine"}  # fmt: skip
     return EpochTask(trial_id=0, epoch=1, epochs=2, arch=task.seed_arch(info).to_dict(),
                      hparams=Hyperparameters.from_dict(hp), data=DataRef.of(config),
                      deadline=time.time() + 3600, seed=0, weights_dir=weights_dir, device=device,
@@ -215,13 +223,14 @@ def profiled_epoch(task) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from aihpc.profile.step import operator_times
+    from aihpc.tasks import task_of
     from aihpc.train.worker import run_epoch
 
     device = torch.device(task.device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         with record_function("aihpc:epoch"):
-            result = run_epoch(task)
+            result = run_epoch(task_of(task.data.task), task)
         if device.type == "cuda":
             torch.cuda.synchronize()
     if result.status != "ok":

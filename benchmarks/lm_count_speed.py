@@ -1,11 +1,11 @@
 """Benchmark: operations per window of grown language models, traced and in closed form.
 
 ``aihpc verify`` recounts every trial's operations from its logged architecture.
-The traced count (:meth:`aihpc.tasks.language.LanguageTask.count_per_sample`:
+The traced count (:meth:`aihpc.tasks.language.task.LanguageTask.count_per_sample`:
 build the LMNet on the meta device, trace a training step and an evaluation
 forward under FlopCounterMode) takes 0.1 to 1 s per architecture, and the
 search never repeats one; the closed form
-(:func:`aihpc.tasks.lm_count.count_lm_per_sample`) sums integer polynomials
+(:func:`aihpc.tasks.language.count.count_lm_per_sample`) sums integer polynomials
 over the blocks.
 
 Architectures are made as the search makes them: each is one
@@ -16,7 +16,7 @@ agree exactly.  Prints seconds per architecture for each and the speed-up.
 
     python benchmarks/lm_count_speed.py [--workload cpu|cuda] [--children 50] [--seed 0]
 
-Workloads (aihpc.tasks.language's defaults): ``cpu``: the 2-block width-64 seed,
+Workloads (aihpc.tasks.language.task's defaults): ``cpu``: the 2-block width-64 seed,
 context 128, max_params 2 M, batch 8/16/32; ``cuda``: the 16-block width-1024
 seed, context 1024, max_params 700 M, batch 16/32/64; vocabulary 257 (bytes and
 a begin-of-sequence token).
@@ -29,18 +29,19 @@ import random
 import statistics
 import time
 
+from bench_main import script
+
 from aihpc.base.errors import MorphError
-from aihpc.nas.lm_morphism import random_lm_plan
-from aihpc.nas.lm_spec import LMSpec, seed_lm_spec
-from aihpc.tasks.language import (
+from aihpc.tasks.language.count import count_lm_per_sample
+from aihpc.tasks.language.morphism import random_lm_plan
+from aihpc.tasks.language.spec import LMSpec, seed_lm_spec
+from aihpc.tasks.language.task import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_CONTEXT,
     DEFAULT_MAX_PARAMS,
     SEEDS,
     LanguageTask,
 )
-from aihpc.tasks.lm_count import count_lm_per_sample
-from bench_main import script
 
 traced_count = LanguageTask().count_per_sample
 

@@ -8,7 +8,7 @@ scratch.  Three schedules, each trained through the worker's own trainer
 default, operations counted as a run counts them:
 
 * ``grown``: the seed, then ``--steps`` children, each one random growth step
-  (:func:`aihpc.nas.lm_morphism.random_lm_plan`) of the one before, each
+  (:func:`aihpc.tasks.language.morphism.random_lm_plan`) of the one before, each
   trained ``--epochs`` epochs from its parent's weights (a fresh optimizer
   re-warmed, as in a run);
 * ``seed``: the seed trained from scratch until it has spent the grown
@@ -37,10 +37,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_main import script
+
 from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
-from bench_main import script
 
 LM = task_of("lm")
 DOC_LENGTH, EPOCH_TOKENS, TRAIN_TOKENS = 128, 1 << 18, 1 << 21
@@ -69,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _config(options: tuple[tuple[str, int], ...]):
-    from aihpc.base.config import RunConfig
+    from aihpc.tasks import read_config
 
-    return LM.default_workload(RunConfig(task="lm", data_options=dict(options)), "cpu")
+    return LM.default_workload(read_config(dict(task="lm", data_options=dict(options))), "cpu")
 
 
 def _losses(info: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +116,7 @@ def _task(
 def _epoch(task: EpochTask, threads: int):
     from aihpc.train.worker import run_epoch
 
-    result = run_epoch(EpochTask(**{**task.__dict__, "threads": threads}))
+    result = run_epoch(LM, EpochTask(**{**task.__dict__, "threads": threads}))
     if result.status != "ok":
         raise SystemExit(
             f"trial {task.trial_id} epoch {task.epoch}: {result.status} {result.reason}"

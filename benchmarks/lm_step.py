@@ -1,6 +1,6 @@
 """Benchmark: one training step of the language task's seed network, each way it can run.
 
-The seed network of the device's default workload (aihpc.tasks.language:
+The seed network of the device's default workload (aihpc.tasks.language.task:
 ``SEEDS``, ``DEFAULT_CONTEXT``; vocabulary 257, the synthetic language's 256
 tokens and its begin-of-sequence token) at ``--batch`` windows (32 on a GPU,
 16 on the CPU), random tokens, AdamW (fused on a GPU) with the trainer's
@@ -11,7 +11,7 @@ these variants (``--variants``, comma-separated):
                    float32 weights, under bfloat16 autocast on a GPU
     eager-bf16     LMStep on bfloat16 compute weights (the residual stream, norms and
                    products in bfloat16, no casts per step) with the float32 master
-    compiled       LMStep with each block compiled (aihpc.train.lm_regions), float32
+    compiled       LMStep with each block compiled (aihpc.tasks.language.regions), float32
                    weights (autocast on a GPU)
     compiled-bf16  both
 
@@ -21,7 +21,7 @@ unless ``--cache-dir``), runs two more steps, then times steps for
 ``--seconds`` (at least 3), the device synchronised only at the ends: the
 step time is their mean.  Rates: PaLM's model FLOPs (6N + 12·L·H·Q·T per
 token, what Megatron-LM and torchtitan report) and aihpc's counted operations
-(every operation, :mod:`aihpc.tasks.lm_count`), per second.  "compile" is the
+(every operation, :mod:`aihpc.tasks.language.count`), per second.  "compile" is the
 first step less a timed one.  A compiled variant then grows two children of
 the seed and times each one's first step: one more block (its blocks all of
 the seed's shape: nothing to compile) and one block's MLP widened (one new
@@ -115,8 +115,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def seed(args: argparse.Namespace):
-    from aihpc.nas.lm_spec import seed_lm_spec
-    from aihpc.tasks.language import DEFAULT_CONTEXT, SEEDS
+    from aihpc.tasks.language.spec import seed_lm_spec
+    from aihpc.tasks.language.task import DEFAULT_CONTEXT, SEEDS
 
     kind = torch.device(args.device).type
     if args.smallest:
@@ -141,8 +141,8 @@ class Trainer:
     """A network, its optimizer and the step model the trainer would make for a variant."""
 
     def __init__(self, spec, name: str, device: torch.device, cache, batch: int) -> None:
-        from aihpc.nas.lm_net import LMNet
-        from aihpc.train.lm_regions import LMStep
+        from aihpc.tasks.language.net import LMNet
+        from aihpc.tasks.language.regions import LMStep
 
         torch.manual_seed(0)
         with torch.device(device):
@@ -176,8 +176,8 @@ class Trainer:
 
 
 def run_variant(name: str, spec, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    from aihpc.tasks.language import model_flops_per_token
-    from aihpc.tasks.lm_count import lm_ops
+    from aihpc.tasks.language.count import lm_ops
+    from aihpc.tasks.language.task import model_flops_per_token
     from aihpc.train.regions import RegionCache
 
     cache = RegionCache(args.backend)
@@ -239,7 +239,7 @@ def steady(
 
 def children(spec, name: str, device: torch.device, cache, batch: int) -> dict[str, Any]:
     """The first step of two children of ``spec``: one more block, one block's MLP wider."""
-    from aihpc.nas.lm_spec import Block
+    from aihpc.tasks.language.spec import Block
 
     grown = {
         "add_block": spec.blocks + (spec.blocks[-1],),

@@ -38,11 +38,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aihpc.base.config import RunConfig
-from aihpc.runner.search.master import Master
-from aihpc.records.store import RunStore
-from aihpc.records.messages import EpochResult, WeightsRef
 from bench_main import script
+
+from aihpc.base.config import SearchSection
+from aihpc.records.messages import EpochResult, WeightsRef
+from aihpc.records.store import RunStore
+from aihpc.runner.search.master import Master
+from aihpc.tasks import read_config, task_of
 
 
 class VirtualClock:
@@ -136,24 +138,23 @@ class Capacity:
 
 
 def measure(slots: int, epoch_seconds: float, minutes: float, dataset: str, warmup: int,
-            hpo_processes: int = RunConfig.hpo_processes) -> Capacity:
+            hpo_processes: int = SearchSection.hpo_processes) -> Capacity:
     """The master's rates over a whole virtual run, after ``warmup`` trials.
 
     The warm-up trials (the hyperparameter search's process starting, TPE's
     random start-up trials, the first morphs) are run but not timed.
     """
-    from aihpc.runner.run import inspect_data, with_default_workload
-
-    config = RunConfig(dataset=dataset, minutes=minutes, report_seconds=1e9,
-                       hpo_processes=hpo_processes)  # default epochs 2..8, patience 2
-    config = with_default_workload(config, "cpu")
-    info = inspect_data(config, "cpu")
+    config = read_config(dict(dataset=dataset, minutes=minutes, report_seconds=1e9,
+                              hpo_processes=hpo_processes))  # default epochs 2..8, patience 2
+    task = task_of(config.run.task)
+    config = task.default_workload(config, "cpu")
+    info = task.inspect_data(config, "cpu")
     clock = VirtualClock(time.time())
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore(Path(tmp))
         store.set_meta("config", config.to_dict())
         executor = InstantExecutor(slots, clock, epoch_seconds)
-        master = Master(config, store, executor, info, None, _Quiet(), clock=clock)
+        master = Master(task, config, store, executor, info, None, _Quiet(), clock=clock)
         master.segment = store.open_segment(clock.now)
         master.deadline, master.run_start = clock.now + minutes * 60.0, clock.now
         t0 = None
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=5.0, help="virtual length of the run")
     ap.add_argument("--warmup", type=int, default=100, help="trials run before the clock starts")
     ap.add_argument("--dataset", default="digits", help="sets the seed network's size")
-    ap.add_argument("--hpo-processes", type=int, default=RunConfig.hpo_processes,
+    ap.add_argument("--hpo-processes", type=int, default=SearchSection.hpo_processes,
                     help="TPE processes (a run's hpo_processes)")
     args = ap.parse_args(argv)
     c = measure(args.slots, args.epoch_seconds, args.minutes, args.dataset, args.warmup, args.hpo_processes)

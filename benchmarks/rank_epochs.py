@@ -20,12 +20,14 @@ import sys
 import tempfile
 import time
 
-from aihpc.nas.seeds import seed_spec
+from bench_main import script
+
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks import task_of
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train.ranks import close_pool
 from aihpc.train.worker import run_epoch
-from bench_main import script
 
 HP = {"lr": 0.05, "batch_size": 100, "weight_decay": 1e-4, "momentum": 0.9, "dropout": 0.0,
       "optimizer": "sgd", "schedule": "cosine"}  # fmt: skip
@@ -61,7 +63,7 @@ def epochs(spec, data: DataRef, count: int, procs: int, weights_dir: str) -> int
                          deadline=time.time() + 3600, seed=3, weights_dir=weights_dir, start=start, device="cpu",
                          threads=1, procs=procs)  # fmt: skip
         t0 = time.perf_counter()
-        result = run_epoch(task)
+        result = run_epoch(task_of("image"), task)
         start = result.weights
         print(json.dumps({"epoch": epoch, "status": result.status, "wall_seconds": round(time.perf_counter() - t0, 2),
                           "other_seconds": round(result.phase_seconds.get("other", 0.0), 3),

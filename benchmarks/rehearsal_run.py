@@ -35,7 +35,7 @@ from typing import Any
 from master_capacity import VirtualClock
 from rehearsal_executor import COUNTER, SimulatedExecutor, peak_rss_bytes
 
-from aihpc.base.config import RunConfig
+from aihpc.tasks import read_config
 
 # results.json's energy: the simulated workers have no meters to start
 NO_ENERGY = "a scale rehearsal (benchmarks/scale_rehearsal.py): its workers are simulated"
@@ -76,28 +76,24 @@ def open_run(args: argparse.Namespace, progress: Progress):
     """
     from aihpc.launch.executor import Layout
     from aihpc.launch.placement import Placement
-    from aihpc.runner.run import (
-        OpenRun,
-        initialise,
-        inspect_data,
-        open_mlperf_log,
-        prepare,
-        with_default_workload,
-    )
+    from aihpc.runner.run import OpenRun, initialise, open_mlperf_log, prepare
+    from aihpc.tasks import task_of
 
-    config = RunConfig(
+    config = read_config(dict(
         task=args.task,
         dataset=args.dataset,
         minutes=args.minutes,
         workers=args.workers,
         **({"peak_seconds": args.peak_seconds} if args.peak_seconds else {}),
-    )
+    ))
     if args.resume:
         config, store = prepare(config, args.run_dir, resume=True)
-        data_info = inspect_data(config, args.device)
+        task = task_of(config.run.task)
     else:
-        config = with_default_workload(config, args.device)
-        data_info = inspect_data(config, args.device)
+        task = task_of(config.run.task)
+        config = task.default_workload(config, args.device)
+    data_info = task.inspect_data(config, args.device)
+    if not args.resume:
         config, store = prepare(config, args.run_dir, resume=False)
     clock = VirtualClock(time.time())
     expected = args.workers * args.minutes * 60.0 / args.epoch_seconds
@@ -112,36 +108,33 @@ def open_run(args: argparse.Namespace, progress: Progress):
     )
     progress.update(counter=COUNTER, expected_epochs=expected)
     print(f"operations counted with {COUNTER}", flush=True)
-    mlperf = open_mlperf_log(args.run_dir, config, data_info, args.resume)
+    mlperf = open_mlperf_log(args.run_dir, task, config, data_info, args.resume)
     layout = Layout(workers=args.workers, threads=1, device=args.device)
-    run = OpenRun(config, store, executor, mlperf, layout, args.device, data_info)
-    placement = Placement(executor, layout.device, config.procs_per_trial)
+    run = OpenRun(config, task, store, executor, mlperf, layout, args.device, data_info)
+    placement = Placement(executor, layout.device, config.launch.procs_per_trial)
     store.set_meta("devices", placement.place())
     if args.resume:
         from aihpc.runner.display.observer import resume_log
 
-        metric = run_quality(config, data_info).metric
+        metric = run.task.quality(config, data_info).metric
         resume_log(mlperf, store, args.run_dir / "mlperf.log", metric)
     else:
         initialise(run)
     return run, clock
 
 
-def run_quality(config, data_info: dict[str, Any]):
+def run_quality(run) -> Any:
     """How the run's task judges models."""
-    from aihpc.tasks import task_of
-
-    return task_of(config.task).quality(config, data_info)
+    return run.task.quality(run.config, run.data_info)
 
 
 def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str, Any]]:
     """The master's search until the deadline, as ``search_and_score`` runs it; (score, stats)."""
     from aihpc.energy.run import unmeasured_block
     from aihpc.runner.display.console import Console
-    from aihpc.runner.search.master import Master
-    from aihpc.runner.measure import record_peak_after
     from aihpc.runner.display.observer import Observers
-    from aihpc.tasks import task_of
+    from aihpc.runner.measure import record_peak_after
+    from aihpc.runner.search.master import Master
 
     config, store, executor = run.config, run.store, run.executor
     # where a run starts its energy meters on the workers (start_meters): there are none
@@ -153,12 +146,13 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
     segments = store.segments()
     clock.now = max(time.time(), segments[-1].stop if segments else 0.0)
     master = Master(
+        run.task,
         config,
         store,
         executor,
         run.data_info,
         run.layout,
-        Observers(console, run.mlperf, run_quality(config, run.data_info)),
+        Observers(console, run.mlperf, run_quality(run)),
         clock=clock,
     )
     progress.stage("master")
@@ -167,7 +161,7 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
         progress.update(master=snapshot, trials=master.next_id, epochs=master.epoch_counter)
 
     executor.on_progress = report
-    executor.begin(clock.now + config.minutes * 60.0)
+    executor.begin(clock.now + config.run.minutes * 60.0)
     with console:
         score = master.run()
     stats = executor.finish()
@@ -178,8 +172,7 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
     )
     progress.update(master=stats, trials=master.next_id, epochs=master.epoch_counter)
     progress.stage("after")  # the peak after the run: not timed
-    kinds = task_of(config.task).peak_kernels
-    record_peak_after(store, executor, run.layout, config.peak_seconds, kinds)
+    record_peak_after(store, executor, run.layout, config.run.peak_seconds, run.task.peak_kernels)
     return score, stats
 
 
@@ -192,7 +185,7 @@ def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, flo
     t0 = time.perf_counter()
     head = results_fields(run.store, score)
     t1 = time.perf_counter()
-    quality = run_quality(run.config, run.data_info)
+    quality = run_quality(run)
     written = write_results(run.store.run_dir, head, trial_records(run.store, quality))
     t2 = time.perf_counter()
     run.mlperf.run_stop(

@@ -20,6 +20,7 @@ import subprocess
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+
 from bench_main import script
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tier", choices=["device", "stream"], default="device")
     args = ap.parse_args(argv)
-    from aihpc.data import load_dataset
-    from aihpc.tasks.image import DEFAULT_SYNTHETIC
+    from aihpc.tasks.image.data import load_dataset
+    from aihpc.tasks.image.task import DEFAULT_SYNTHETIC
     from aihpc.train import staging
 
     options = {**DEFAULT_SYNTHETIC["cuda"], **({"num_samples": args.samples} if args.samples else {})}

@@ -16,6 +16,7 @@ import argparse
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+
 from bench_main import script
 
 

@@ -26,10 +26,12 @@ import math
 import statistics
 import time
 
-from aihpc.base.config import RunConfig
-from aihpc.nas.hpo import HyperparameterSearch
-from aihpc.nas.tpe_study import WINDOW, WindowedStudy, image_space
 from bench_main import script
+
+from aihpc.base.config import SearchSection
+from aihpc.nas.hpo import HyperparameterSearch
+from aihpc.nas.tpe_study import WINDOW, WindowedStudy
+from aihpc.tasks.image.task import image_space
 
 MARKS = (100, 1_000, 5_000, 10_000)
 BATCH_SIZES = (32, 64, 128, 256)
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paced-rate", type=float, default=100.0, help="asks per second in the paced run")
     ap.add_argument("--paced-asks", type=int, default=1_000)
     ap.add_argument("--backends", default="core,process", help="which to run, comma-separated")
-    ap.add_argument("--processes", type=int, default=RunConfig.hpo_processes, help="the process backend's children")
+    ap.add_argument("--processes", type=int, default=SearchSection.hpo_processes, help="the process backend's children")
     args = ap.parse_args(argv)
     if args.trials < 3 or not (args.paced_asks == 0 or args.paced_asks >= 3):
         ap.error(f"--trials must be at least 3 and --paced-asks 0 or at least 3, got {args.trials} and {args.paced_asks}")

@@ -26,7 +26,6 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import torch
-
 from bench_main import script
 
 
@@ -45,10 +44,10 @@ def sync_snapshot(task, setup, group):
 
 
 def epoch_task(weights_dir: str, samples: int):
-    from aihpc.nas.seeds import seed_spec
-    from aihpc.tasks.image import DEFAULT_SYNTHETIC
     from aihpc.records.messages import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
+    from aihpc.tasks.image.seeds import seed_spec
+    from aihpc.tasks.image.task import DEFAULT_SYNTHETIC
 
     options = {**DEFAULT_SYNTHETIC["cpu"], "num_samples": samples}
     spec = seed_spec((options["channels"], options["image_size"], options["image_size"]), options["num_classes"])
@@ -60,6 +59,7 @@ def epoch_task(weights_dir: str, samples: int):
 
 
 def epochs(repeats: int, samples: int) -> None:
+    from aihpc.tasks import task_of
     from aihpc.train import trainer
     from aihpc.train.worker import run_epoch
 
@@ -67,12 +67,13 @@ def epochs(repeats: int, samples: int) -> None:
     times: dict[str, list[tuple[float, float]]] = {"synchronous write": [], "background writer": []}
     with tempfile.TemporaryDirectory() as tmp:
         task = epoch_task(tmp, samples)
-        run_epoch(task)  # warm-up: staging, counting, first allocations
+        image = task_of("image")
+        run_epoch(image, task)  # warm-up: staging, counting, first allocations
         try:
             for _ in range(repeats):
                 for label, fn in (("synchronous write", sync_snapshot), ("background writer", background)):
                     trainer.snapshot = fn
-                    r = run_epoch(task)
+                    r = run_epoch(image, task)
                     assert r.status == "ok", r.reason
                     times[label].append((r.t_end - r.t_start, r.phase_seconds["other"]))
         finally:
@@ -87,8 +88,8 @@ def epochs(repeats: int, samples: int) -> None:
 
 
 def gpu_default_state() -> None:
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.seeds import seed_spec
+    from aihpc.tasks.image.build import SpecNet
+    from aihpc.tasks.image.seeds import seed_spec
     from aihpc.train.weights import SnapshotWriter, host_copy, save
 
     model = SpecNet(seed_spec((3, 128, 128), 100))

@@ -2,7 +2,7 @@
 
 ``scripts/slurm/setup-cluster.sh --nodes 2 --no-install`` starts it once per
 test session (the ``slurm_up`` fixture of tests/conftest.py), for the
-one-node tests (tests/runner/test_slurm.py, partition ``debug``: this host)
+one-node tests (tests/launch/test_slurm.py, partition ``debug``: this host)
 and the multi-node ones (tests/runner/test_multinode.py, partition ``netns``:
 the nodes ``aihpc-n1`` and ``aihpc-n2``).  It never installs packages; where it
 cannot start (no root, no packages, no namespaces) the tests that need it

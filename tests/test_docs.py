@@ -4,8 +4,8 @@ The site is built as its readers get it, ``mkdocs build --strict``: a broken lin
 page left out of the navigation, or an API page naming a module that is gone fails.  Every
 command the README and the site show is parsed by aihpc's own command line (and every ``make``
 target, script and file they name must exist), the configuration reference names every
-``RunConfig`` field and every ``aihpc run`` flag, and every measurement page is listed in its
-index.
+setting (the sections' and each built-in task's own) and every ``aihpc run`` flag, and every
+measurement page is listed in its index.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import re
 import shlex
 import subprocess
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from aihpc.base.config import RunConfig
 from aihpc.cli import COMMANDS, build_parser
 from aihpc.cli import run as run_cli
+from cli.test_config_flags import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -120,7 +119,7 @@ def test_the_configuration_reference_names_every_setting_and_flag() -> None:
     run = argparse.ArgumentParser()
     run_cli.add_arguments(run)
     flags = {s for a in run._actions for s in a.option_strings if s.startswith("--")}
-    missing = sorted(f.name for f in fields(RunConfig) if f"`{f.name}`" not in page)
+    missing = sorted(name for name in settings() if f"`{name}`" not in page)
     missing += sorted(flag for flag in flags - {"--help"} if f"`{flag}" not in page)
     assert not missing, f"docs/reference/configuration.md lacks {missing}"
 

@@ -16,8 +16,8 @@ _LAZY: dict[str, str] = {
     "count_ops": "aihpc.counting:count_ops",
     "OpCount": "aihpc.counting:OpCount",
     "models": "aihpc.models:",
-    "ArchSpec": "aihpc.nas.spec:ArchSpec",
-    "load_dataset": "aihpc.data:load_dataset",
+    "ArchSpec": "aihpc.tasks.image.spec:ArchSpec",
+    "load_dataset": "aihpc.tasks.image.data:load_dataset",
     "export_onnx": "aihpc.arch.export:export_onnx",
 }
 

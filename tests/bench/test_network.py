@@ -18,12 +18,12 @@ from aihpc.bench.model_checks import check_fits, reported_modules
 from aihpc.bench.model_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops
-from aihpc.nas.build import SpecNet
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.files import read_result_file, result_document, write_result
 from aihpc.roofline.bandwidth import measure_bandwidth
 from aihpc.roofline.model import Roofline
 from aihpc.roofline.peak import measure_peak
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.seeds import seed_spec
 from fixture_run import aihpc_in_process
 
 # one process runs the module under pytest-xdist: its fixtures (the roofline, resnet20 measured)

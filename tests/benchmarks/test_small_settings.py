@@ -173,7 +173,8 @@ def test_rank_epochs_trains_consecutive_epochs(call):
 @pytest.mark.slow
 def test_compile_regions_runs_its_baseline_case(call, tmp_path):
     """The eager case alone (a compiled case adds some 9 core-s of Dynamo's tracing in a process of
-    its own; the regional compilation it times is tested in tests/train/test_regions.py)."""
+    its own; the regional compilation it times is tested in
+    tests/tasks/image/test_image_regions.py)."""
     code, out, err = call(
         "compile_regions", "--cases", "eager", "--batch", "4", "--steps", "2",
         "--out", str(tmp_path / "c.json"),

@@ -15,9 +15,9 @@ from torch import nn
 
 from aihpc import models
 from aihpc.counting import count_ops, op_memo
-from aihpc.nas.build import SpecNet
-from aihpc.nas.morphism import random_plan
-from aihpc.nas.seeds import seed_spec
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.morphism import random_plan
+from aihpc.tasks.image.seeds import seed_spec
 
 SMALL_ZOO = ("resnet20", "vgg_small", "mobilenet_v2_small", "digits_cnn")
 

@@ -14,8 +14,8 @@ import torch
 from aihpc.infer.batches import Replay
 from aihpc.infer.source import from_zoo
 from aihpc.infer.steps import Classify, Generate
-from aihpc.nas.lm_net import LMNet
-from aihpc.nas.lm_spec import seed_lm_spec
+from aihpc.tasks.language.net import LMNet
+from aihpc.tasks.language.spec import seed_lm_spec
 from fixture_run import aihpc
 
 pytestmark = [

@@ -22,9 +22,9 @@ from aihpc.infer.scenarios import (
 from aihpc.infer.source import from_zoo
 from aihpc.infer.steps import Classify, Generate
 from aihpc.infer.systems import BatchingSystem
-from aihpc.nas.lm_decode import generate
-from aihpc.nas.lm_net import LMNet
-from aihpc.nas.lm_spec import seed_lm_spec
+from aihpc.tasks.language.decode import generate
+from aihpc.tasks.language.net import LMNet
+from aihpc.tasks.language.spec import seed_lm_spec
 
 #: float32 logits of a sample in a padded batch against the sample alone: max |difference| over
 #: max |logit| (a batch changes the order of a convolution's sums, not its terms).

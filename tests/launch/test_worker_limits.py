@@ -14,7 +14,7 @@ from dask.utils import format_bytes
 from distributed.system import MEMORY_LIMIT
 from distributed.worker_memory import parse_memory_limit
 
-from aihpc.base.config import MIN_WORKER_MEMORY, RunConfig
+from aihpc.base.config import MIN_WORKER_MEMORY
 from aihpc.base.errors import ConfigError
 from aihpc.launch.executor import DaskExecutor, local_executor, local_layout, remote_executor
 from aihpc.launch.memory import (
@@ -28,6 +28,7 @@ from aihpc.launch.memory import (
 )
 from aihpc.records.rows import LostEpoch
 from aihpc.runner.display.summary import loss_lines
+from aihpc.tasks import read_config
 from fixture_run import results_head
 
 GIB = 2**30
@@ -80,7 +81,7 @@ def test_a_limit_no_worker_can_start_in_is_refused_in_one_line_naming_it() -> No
     with pytest.raises(
         ConfigError, match=r"^worker_memory must be at least 512MiB .* got '100MiB'"
     ):
-        RunConfig(worker_memory="100MiB")  # the flag itself, before anything starts
+        read_config(dict(worker_memory="100MiB"))  # the flag itself, before anything starts
 
 
 @pytest.mark.parametrize(

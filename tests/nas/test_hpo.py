@@ -7,7 +7,8 @@ import pytest
 
 from aihpc.base.errors import AihpcError
 from aihpc.nas.hpo import PREFETCH_MAX, PREFETCH_MIN, HyperparameterSearch
-from aihpc.nas.tpe_study import WindowedStudy, image_space
+from aihpc.nas.tpe_study import WindowedStudy
+from aihpc.tasks.image.task import image_space
 
 NAMES = {"lr", "batch_size", "weight_decay", "momentum", "dropout"}
 BEST_LR = 0.03

@@ -11,7 +11,7 @@ from aihpc.base.errors import RunFailure
 from aihpc.nas import hpo_process
 from aihpc.nas.hpo import PREFETCH_MIN, HyperparameterSearch
 from aihpc.nas.hpo_process import ProcessDied
-from aihpc.nas.tpe_study import image_space
+from aihpc.tasks.image.task import image_space
 
 WINDOW = 8  # a history of the 4 best and the 4 most recent
 

@@ -22,17 +22,18 @@ from functools import reduce
 import pytest
 import torch
 import torch.nn.functional as F
-from nas_helpers import inputs_for, mixed_spec, model_of, perturbed, tiny_spec, tokens_for
 
 from aihpc.base.errors import MorphError
-from aihpc.nas import ArchSpec, Layer, seed_spec
-from aihpc.nas import lm_morphism as lm
-from aihpc.nas.lm_net import LMNet
-from aihpc.nas.lm_spec import LMSpec, seed_lm_spec
 from aihpc.nas.moments import Growth, ParamStates, copy_states, map_param
-from aihpc.nas.morphism import plan_deepen, plan_skip, random_plan
-from aihpc.nas.seeds import _resnet
-from aihpc.nas.widening import plan_widen
+from aihpc.tasks.image.layer import Layer
+from aihpc.tasks.image.morphism import plan_deepen, plan_skip, random_plan
+from aihpc.tasks.image.seeds import _resnet, seed_spec
+from aihpc.tasks.image.spec import ArchSpec
+from aihpc.tasks.image.widening import plan_widen
+from aihpc.tasks.language import morphism as lm
+from aihpc.tasks.language.net import LMNet
+from aihpc.tasks.language.spec import LMSpec, seed_lm_spec
+from arch_helpers import inputs_for, mixed_spec, model_of, perturbed, tiny_spec, tokens_for
 
 TOLERANCE = 1e-10
 STEP = 7.0  # the parent's step count, kept by every mapped tensor

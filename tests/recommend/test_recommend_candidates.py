@@ -5,9 +5,9 @@ import json
 import pytest
 
 from aihpc.base.errors import ConfigError, SpecError
-from aihpc.nas.seeds import seed_spec
 from aihpc.recommend.archs import matched_specs, wide_range_specs
 from aihpc.recommend.candidates import resolve
+from aihpc.tasks.image.seeds import seed_spec
 
 SHAPE, K = (1, 8, 8), 10
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aihpc.cli import main
-from aihpc.nas.seeds import seed_spec
+from aihpc.tasks.image.seeds import seed_spec
 from fixture_run import ENVIRONMENT
 
 

@@ -8,11 +8,11 @@ import random
 import pytest
 
 from aihpc.base.errors import DataError
-from aihpc.nas.morphism import random_plan
-from aihpc.nas.seeds import seed_spec
-from aihpc.nas.spec import ArchSpec
 from aihpc.records.archdiff import ArchBook, diff, patch
 from aihpc.results.read import trial_arch
+from aihpc.tasks.image.morphism import random_plan
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.image.spec import ArchSpec
 
 
 def _lineage(n: int, seed: int = 0) -> list[tuple[int, int | None, dict]]:

@@ -6,11 +6,11 @@ import json
 import random
 from pathlib import Path
 
-from aihpc.nas.morphism import random_plan
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.rows import NewTrial
 from aihpc.records.store import RunStore
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks.image.morphism import random_plan
+from aihpc.tasks.image.seeds import seed_spec
 
 
 def _add(
@@ -59,6 +59,6 @@ def test_children_are_stored_as_diffs_and_read_back_in_full(tmp_path: Path) -> N
     )
     assert stored < full / 4
     from aihpc.results.write import trial_record
-    from aihpc.scoring.quality import Accuracy
+    from aihpc.tasks.image.quality import Accuracy
 
     assert trial_record(rows[3], [], 0.0, Accuracy(100, 0.5)).arch_diff == rows[3].arch_diff

@@ -7,13 +7,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.chain import RECORD_COLUMNS, record_digest
 from aihpc.records.rows import NewTrial, TrialRow
 from aihpc.records.store import STORE_FORMAT, RunStore
 from aihpc.records.trial import Hyperparameters
 from aihpc.results.write import trial_record
-from aihpc.scoring.quality import Accuracy
+from aihpc.tasks.image.quality import Accuracy
+from aihpc.tasks.image.seeds import seed_spec
 
 NEW = ("lineage_start", "lineage_epochs", "hparams_origin")
 

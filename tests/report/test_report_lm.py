@@ -26,7 +26,9 @@ from aihpc.report.html import best_trial
 from aihpc.report.lineage import build_lineage, lineage_html, morph_kind
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.report.plots import plot_timeline
-from aihpc.report.quality import ACCURACY, LOSS, loss_floor, quality_for
+from aihpc.report.quality import quality_for
+from aihpc.tasks.image.quality import ACCURACY
+from aihpc.tasks.language.quality import LOSS, loss_floor
 from fixture_run import write_results_document
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -63,9 +65,12 @@ def _pixels_near(png: bytes, hex_color: str, tolerance: int = 6) -> int:
 # --------------------------------------------------------------------------- the quality
 
 
-def test_the_quality_is_the_one_its_score_holds() -> None:
+def test_the_quality_is_the_run_s_task_s() -> None:
     assert quality_for(_lm()) is LOSS
     assert quality_for(json.loads(IMAGE.read_text())) is ACCURACY
+    # a file from before there were tasks, or with no configuration: the image task's
+    assert quality_for({}) is ACCURACY and quality_for({"schema_version": 1}) is ACCURACY
+    assert quality_for({"config": {"task": "lm"}, "trials": []}) is LOSS
     v1 = json.loads((Path(__file__).parent / "fixtures" / "results_v1.json").read_text())
     assert quality_for(v1) is ACCURACY  # every file from before the language task
     assert (LOSS.trial_key, LOSS.epoch_key, LOSS.best_key) == (
@@ -250,8 +255,12 @@ def test_the_timeline_draws_the_best_loss_and_the_floor() -> None:
     without["score"]["loss_floor"] = None
     without["data"]["floor"] = None
     assert _pixels_near(plot_timeline(without), "#616161", 2) < _pixels_near(drawn, "#616161", 2)
-    score = {**_lm()["score"], "best_val_loss": 2.0}
-    only_loss = {"score": score, "timeline": [{"t": 1.0, "best_val_loss": 2.0}]}
+    # the run's task names its quality: a file with its config and a loss alone is drawn
+    only_loss = {
+        "config": {"task": "lm"},
+        "score": {"best_val_loss": 2.0},
+        "timeline": [{"t": 1.0, "best_val_loss": 2.0}],
+    }
     assert plot_timeline(only_loss) is not None
 
 

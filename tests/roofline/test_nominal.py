@@ -18,7 +18,7 @@ from aihpc.roofline.nominal import (
     worker_cores,
 )
 from aihpc.scoring.peak import NominalPeak
-from records.processor_fixtures import fixture_processor
+from machine.processor_fixtures import fixture_processor
 
 GHZ = 1e9
 

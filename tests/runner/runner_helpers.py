@@ -115,16 +115,18 @@ def scripted_epoch(accuracy, lost=lambda task: False, samples: int | None = None
 
     import torch
 
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.spec import ArchSpec
     from aihpc.records.messages import EpochResult
     from aihpc.tasks import task_of
+    from aihpc.tasks.image.build import SpecNet
+    from aihpc.tasks.image.spec import ArchSpec
     from aihpc.train.weights import file_name, save, starting_state
+
+    image = task_of("image")
 
     def run(task):
         if lost(task):
             raise RuntimeError(f"worker lost trial {task.trial_id} epoch {task.epoch}")
-        state, opt_state = starting_state(task)
+        state, opt_state = starting_state(image, task)
         if state is None:
             torch.manual_seed(task.seed)
             state = SpecNet(ArchSpec.from_dict(task.arch)).state_dict()
@@ -139,7 +141,7 @@ def scripted_epoch(accuracy, lost=lambda task: False, samples: int | None = None
         if samples is not None:
             spec, hp = ArchSpec.from_dict(task.arch), task.hparams
             per_sample, seen = (
-                task_of("image").recount_per_sample(spec, hp.batch_size, 0.0),
+                image.recount_per_sample(spec, hp.batch_size, 0.0),
                 samples,
             )
         ops_train, ops_eval = round(per_sample[0] * seen), round(per_sample[1] * 10)

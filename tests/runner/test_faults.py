@@ -2,11 +2,12 @@
 fills up.
 
 (Killed workers and a killed master: tests/runner/test_run.py; cancelled SLURM
-jobs: tests/runner/test_slurm.py.)
+jobs: tests/launch/test_slurm.py.)
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -102,26 +103,27 @@ def test_a_worker_limited_as_on_the_h200_refuses_the_trials_it_cannot_hold_and_t
 
 
 def _sent_as_before_it_loses_its_worker(
-    trial: dict, config: dict, limit: int, tmp_path: Path
+    trial: dict, config_dict: dict, limit: int, tmp_path: Path
 ) -> None:
     """The refused trial's first epoch, sent anyway to a worker of the same limit: its nanny kills
     the worker, and the loss is recorded with the worker's memory against its limit."""
     import time
 
-    from aihpc.base.config import RunConfig
     from aihpc.launch.executor import local_executor, local_layout
     from aihpc.launch.memory import MEMORY_KILL
     from aihpc.records.messages import DataRef, EpochTask
     from aihpc.records.trial import Hyperparameters
+    from aihpc.tasks import read_config, task_of
     from aihpc.train.worker import run_epoch
 
+    config = read_config(config_dict)
     task = EpochTask(
         trial_id=trial["id"],
         epoch=1,
         epochs=1,
         arch=trial["arch"],
         hparams=Hyperparameters.from_dict(trial["hparams"]),
-        data=DataRef.of(RunConfig.from_dict(config)),
+        data=DataRef.of(config),
         deadline=time.time() + 120,
         seed=1,
         weights_dir=str(tmp_path),
@@ -130,7 +132,9 @@ def _sent_as_before_it_loses_its_worker(
     )
     executor = local_executor(local_layout(1, 1, "cpu"), str(limit))
     try:
-        future = executor.submit(run_epoch, task, "as-before")
+        future = executor.submit(
+            functools.partial(run_epoch, task_of(config.run.task)), task, "as-before"
+        )
         with pytest.raises(Exception) as lost:
             future.result()
         cause = executor.memory_kill(lost.value)

@@ -8,10 +8,10 @@ import random
 import pytest
 
 from aihpc.base.errors import MorphError
-from aihpc.nas.lm_spec import seed_lm_spec
-from aihpc.nas.seeds import seed_spec
 from aihpc.runner.search.growth import MAX_STEPS, Sizes, grow, keeps_size, worker_room
 from aihpc.tasks import task_of
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.language.spec import seed_lm_spec
 
 IMAGE = task_of("image")
 DIGITS = {"num_train": 1438}

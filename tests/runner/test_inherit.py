@@ -9,12 +9,11 @@ from collections import Counter
 
 import pytest
 
-from aihpc.base.config import RunConfig
 from aihpc.nas.search import Candidate
-from aihpc.nas.tpe_study import image_space
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.inherit import FACTORS, origin, perturb, worth_inheriting
-from aihpc.tasks import task_of
+from aihpc.tasks import read_config, task_of
+from aihpc.tasks.image.task import image_space
 
 SPACE = image_space((32, 64, 128), "sgd", "cosine")  # lr in [1e-3, 0.4], wd in [1e-6, 1e-2]
 PARENT = Hyperparameters(lr=0.05, batch_size=64, weight_decay=1e-4, momentum=0.8, dropout=0.2)
@@ -57,7 +56,7 @@ def test_the_tasks_defaults_lie_within_their_search_space(name: str, optimizer: 
     """TPE is told a default trial's result, which it takes only within its ranges."""
     task = task_of(name)
     for device in ("cpu", "cuda"):
-        config = task.default_workload(RunConfig(task=name, optimizer=optimizer), device)
+        config = task.default_workload(read_config(dict(task=name, optimizer=optimizer)), device)
         hp = task.default_hparams(config)
         space = task.search_space(config)
         for key, low, high, _ in space.floats:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from aihpc.base.config import RunConfig
 from aihpc.records.rows import TrialStatus
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lifecycle import (
@@ -21,7 +20,9 @@ from aihpc.runner.search.lifecycle import (
 )
 from aihpc.runner.search.lineage import Lineage
 from aihpc.runner.search.trials import LiveTrial
-from aihpc.scoring.quality import Accuracy, Loss
+from aihpc.tasks import read_config
+from aihpc.tasks.image.quality import Accuracy
+from aihpc.tasks.language.quality import Loss
 
 ALL = Mechanisms(True, True, True, True, until_deadline=False)
 NONE = Mechanisms(False, False, False, False, until_deadline=False)
@@ -44,7 +45,7 @@ def test_the_resolution_is_one_standard_error_of_the_metric():
     # an accuracy over n samples: sqrt(p (1 - p) / n), at its largest (p = 1/2)
     assert Accuracy(val_samples=2500, min_accuracy=0.5).resolution == pytest.approx(0.01)
     assert Accuracy(val_samples=0, min_accuracy=0.5).resolution == 0.5  # no samples: one
-    # a loss's is given (1 / sqrt(predicted tokens), aihpc.tasks.language)
+    # a loss's is given (1 / sqrt(predicted tokens), aihpc.tasks.language.task)
     assert Loss(unigram=4.0, max_loss=3.0, floor=None, resolution=0.002).resolution == 0.002
 
 
@@ -134,30 +135,30 @@ def test_patience_still_stops_a_trial_without_the_plateau_rule():
 
 
 def test_a_seed_strategy_trial_ends_only_at_the_deadline():
-    seed = Mechanisms.of(RunConfig(strategy="seed"))
+    seed = Mechanisms.of(read_config(dict(strategy="seed")))
     spent = _epoch(done=100, budget=0, lineage_epochs=4, best_before=0.6, since_best=50)
     assert decide(spent, seed, Rungs(), 0.01, patience=1) is None
 
 
 def test_the_mechanisms_apply_to_the_strategies_that_morph():
     for strategy in ("evolution", "random"):
-        assert Mechanisms.of(RunConfig(strategy=strategy)) == ALL
-        off = RunConfig(strategy=strategy, lineage_schedule=False, early_stop=False)
+        assert Mechanisms.of(read_config(dict(strategy=strategy))) == ALL
+        off = read_config(dict(strategy=strategy, lineage_schedule=False, early_stop=False))
         assert Mechanisms.of(off) == Mechanisms(False, True, True, False, until_deadline=False)
-    assert Mechanisms.of(RunConfig(strategy="none")) == NONE  # as it always trained
+    assert Mechanisms.of(read_config(dict(strategy="none"))) == NONE  # as it always trained
     # the seed baseline: one schedule from the run's start to its end, nothing else
-    assert Mechanisms.of(RunConfig(strategy="seed", lineage_schedule=False)) == Mechanisms(
+    assert Mechanisms.of(read_config(dict(strategy="seed", lineage_schedule=False))) == Mechanisms(
         True, False, False, False, until_deadline=True
     )
 
 
 def test_a_new_trials_budget_by_mechanism():
-    config = RunConfig(minutes=10.0, epochs_min=2, epochs_max=6)
+    config = read_config(dict(minutes=10.0, epochs_min=2, epochs_max=6))
     # drawn: from epochs_min at the start, never more than fit at 100 s an epoch
     assert trial_budget(config, NONE, 600.0, []) == 2
     assert trial_budget(config, NONE, 150.0, [100.0]) == 1
     assert trial_budget(config, ALL, 150.0, [100.0]) == 6  # its plateau ends it: epochs_max caps
-    seed = Mechanisms.of(RunConfig(strategy="seed"))
+    seed = Mechanisms.of(read_config(dict(strategy="seed")))
     assert trial_budget(config, seed, 150.0, [100.0]) == 0  # until the deadline
 
 

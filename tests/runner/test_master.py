@@ -9,11 +9,12 @@ import pytest
 from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
 from aihpc.base.config import RunConfig
-from aihpc.nas.build import SpecNet
-from aihpc.nas.spec import ArchSpec
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
+from aihpc.tasks import read_config, task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.spec import ArchSpec
 
 # one process runs the module under pytest-xdist: its fixture (the killed run) is made once
 pytestmark = pytest.mark.xdist_group("master")
@@ -21,13 +22,15 @@ pytestmark = pytest.mark.xdist_group("master")
 
 def _store(tmp_path: Path, **config) -> tuple[RunConfig, RunStore]:
     """A minute's run of one-epoch trials on digits (``config`` changes it), and its new store."""
-    cfg = RunConfig(
-        dataset="digits",
-        epochs_min=1,
-        epochs_max=1,
-        batch_sizes=(128,),
-        report_seconds=60,
-        **{"minutes": 1.0, **config},
+    cfg = read_config(
+        dict(
+            dataset="digits",
+            epochs_min=1,
+            epochs_max=1,
+            batch_sizes=(128,),
+            report_seconds=60,
+            **{"minutes": 1.0, **config},
+        )
     )
     store = RunStore(tmp_path / "run")
     store.set_meta(MetaKey.CONFIG, cfg.to_dict())
@@ -40,6 +43,7 @@ def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
     cfg, store = _store(tmp_path, **config)
     clock = StepClock(10.0)
     master = Master(
+        task_of("image"),
         cfg,
         store,
         InProcessExecutor(clock, slots=2),
@@ -78,21 +82,32 @@ def test_evolution_morphs_children_from_finished_parents(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", ["none", "evolution", "random"])
 def test_every_strategy_is_a_valid_configuration(name: str) -> None:
-    assert RunConfig(strategy=name).strategy == name
+    assert read_config(dict(strategy=name)).search.strategy == name
 
 
 def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 10.0, **config):
     """A master on the scripted trainer: each task takes ``step`` seconds of the master's clock."""
-    cfg = RunConfig(
-        dataset="digits",
-        report_seconds=600,
-        batch_sizes=(32, 64, 128),  # the CPU default
-        **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **config},
+    cfg = read_config(
+        dict(
+            dataset="digits",
+            report_seconds=600,
+            batch_sizes=(32, 64, 128),  # the CPU default
+            **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **config},
+        )
     )
     store = RunStore(tmp_path / "run")
     clock = StepClock(step)
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(accuracy, lost))
-    master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    master = Master(
+        task_of("image"),
+        cfg,
+        store,
+        executor,
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
     return store, master.run(), executor
 
 
@@ -202,16 +217,18 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
     directory (copy it before use), the configuration and the clock's time of death."""
     from aihpc.train.worker import run_epoch
 
-    cfg = RunConfig(
-        dataset="digits",
-        minutes=2.0,
-        epochs_min=3,
-        epochs_max=3,
-        patience=10,
-        batch_sizes=(128,),
-        report_seconds=600,
-        grow_on_plateau=False,  # every trial trains its 3 epochs (a resume with the mechanisms
-        # at work: tests/runner/test_search_mechanisms.py)
+    cfg = read_config(
+        dict(
+            dataset="digits",
+            minutes=2.0,
+            epochs_min=3,
+            epochs_max=3,
+            patience=10,
+            batch_sizes=(128,),
+            report_seconds=600,
+            grow_on_plateau=False,  # every trial trains its 3 epochs (a resume with the mechanisms
+            # at work: tests/runner/test_search_mechanisms.py)
+        )
     )
     run_dir = tmp_path_factory.mktemp("killed") / "run"
     store = RunStore(run_dir)
@@ -222,12 +239,19 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
     def dies(task):
         if len(executor.keys) > 7:
             raise _MasterDies
-        return run_epoch(task)
+        return run_epoch(task_of("image"), task)
 
     executor.script = dies
     with pytest.raises(_MasterDies):
         Master(
-            cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock
+            task_of("image"),
+            cfg,
+            store,
+            executor,
+            DIGITS,
+            layout=None,
+            observer=NullObserver(),
+            clock=clock,
         ).run()
     store.close()
     return run_dir, cfg, clock.now
@@ -250,6 +274,7 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(
     rows = store.trials()
     assert [r.status for r in rows] == ["completed", "completed", "running"]
     master = Master(
+        task_of("image"),
         cfg,
         store,
         InProcessExecutor(clock),
@@ -288,7 +313,16 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
     assert first.stop - first.start == 70.0  # seven tasks of 10 s, the last one touched
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(lambda t, e: 0.5))
     resumed = clock.now
-    master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    master = Master(
+        task_of("image"),
+        cfg,
+        store,
+        executor,
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
     master.run()
     assert master.deadline == resumed + 120.0 - 70.0
     assert executor.keys[:3] == ["trial2-epoch2-try1", "trial2-epoch3-try1", "trial3-epoch1-try1"]
@@ -314,6 +348,7 @@ def test_the_run_places_workers_that_join_before_their_slots_are_filled(tmp_path
     executor = InProcessExecutor(clock, slots=1, script=epoch_then_a_join)
     joined: list[tuple[int, int]] = []  # the tasks submitted and the slots, at each call
     master = Master(
+        task_of("image"),
         cfg,
         store,
         executor,

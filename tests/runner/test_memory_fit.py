@@ -19,7 +19,7 @@ from aihpc.records.store import RunStore
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.master import Master
 from aihpc.runner.search.memory import MemoryWatch
-from aihpc.tasks import task_of
+from aihpc.tasks import read_config, task_of
 from aihpc.train.weights import cache_bytes
 
 HELD = 300 * 2**20  # what the worker holds before a trial (its resident memory, as measured)
@@ -31,12 +31,14 @@ LINE = re.compile(
 
 
 def _config(**changes) -> RunConfig:
-    return RunConfig(
-        dataset="digits",
-        report_seconds=600,
-        optimizer="sgd",
-        inherit_hparams=False,  # TPE draws each trial's batch size, so both sizes come
-        **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **changes},
+    return read_config(
+        dict(
+            dataset="digits",
+            report_seconds=600,
+            optimizer="sgd",
+            inherit_hparams=False,  # TPE draws each trial's batch size, so both sizes come
+            **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **changes},
+        )
     )
 
 
@@ -67,7 +69,15 @@ def _run(tmp_path: Path, config: RunConfig, watch: MemoryWatch, lost=lambda task
         clock, slots=1, script=scripted_epoch(lambda t, e: 0.5 + 0.01 * t, lost)
     )
     master = Master(
-        config, store, executor, DIGITS, None, NullObserver(), clock=clock, memory=watch
+        task_of("image"),
+        config,
+        store,
+        executor,
+        DIGITS,
+        None,
+        NullObserver(),
+        clock=clock,
+        memory=watch,
     )
     master.run()
     return store, executor

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
-from aihpc.base.config import RunConfig
 from aihpc.records.messages import WeightsRef
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
 from aihpc.runner.search.parents import KEEP_BEST, ParentPool
+from aihpc.tasks import read_config, task_of
 
 
 def _finish(pool: ParentPool, folder: Path, trial_id: int, accuracy: float) -> str:
@@ -24,7 +24,7 @@ def _finish(pool: ParentPool, folder: Path, trial_id: int, accuracy: float) -> s
 
 
 def test_the_pool_keeps_the_window_the_best_the_seed_and_pinned_parents(tmp_path: Path) -> None:
-    pool = ParentPool(tmp_path, population=3, keep_best=2)
+    pool = ParentPool(tmp_path, population=3, parse=task_of("image").arch, keep_best=2)
     pool.add_seed({"id": 0})
     accuracies = {0: 0.1, 1: 0.9, 2: 0.2, 3: 0.8, 4: 0.3, 5: 0.4, 6: 0.5, 7: 0.6, 8: 0.1}
     for trial_id, accuracy in accuracies.items():
@@ -46,7 +46,7 @@ def test_the_pool_keeps_the_window_the_best_the_seed_and_pinned_parents(tmp_path
 
 
 def test_sweep_deletes_the_files_nothing_names(tmp_path: Path) -> None:
-    pool = ParentPool(tmp_path, population=2)
+    pool = ParentPool(tmp_path, population=2, parse=task_of("image").arch)
     kept = _finish(pool, tmp_path, 1, 0.5)
     (tmp_path / "trial7-epoch2-try1.pt").write_bytes(b"a running trial's")
     (tmp_path / "trial9-epoch1-try1.pt").write_bytes(b"an epoch the master never committed")
@@ -58,15 +58,17 @@ def test_a_long_run_keeps_a_bounded_set_of_weight_files(tmp_path: Path) -> None:
     """Every child starts from its parent's real file (a deleted one would fail the trial), and the
     folder never holds more than the pool's bound plus a file per slot and pinned parent."""
     slots, population = 2, 3
-    cfg = RunConfig(
-        dataset="digits",
-        minutes=5.0,
-        epochs_min=1,
-        epochs_max=2,
-        batch_sizes=(128,),
-        report_seconds=600,
-        population=population,
-        tournament=2,
+    cfg = read_config(
+        dict(
+            dataset="digits",
+            minutes=5.0,
+            epochs_min=1,
+            epochs_max=2,
+            batch_sizes=(128,),
+            report_seconds=600,
+            population=population,
+            tournament=2,
+        )
     )
     store = RunStore(tmp_path / "run")
     store.set_meta(MetaKey.CONFIG, cfg.to_dict())
@@ -80,7 +82,16 @@ def test_a_long_run_keeps_a_bounded_set_of_weight_files(tmp_path: Path) -> None:
         return epoch(task)
 
     executor = InProcessExecutor(clock, slots=slots, script=counted)
-    master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    master = Master(
+        task_of("image"),
+        cfg,
+        store,
+        executor,
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
     master.run()
     rows = store.trials()
     assert len(rows) > 3 * (population + KEEP_BEST + 1) and {r.status for r in rows} <= {

@@ -153,8 +153,8 @@ def test_infer_serves_the_best_language_model_with_a_key_value_cache(
     """aihpc infer RUN_DIR: the best trial generates under LoadGen, its first token and each next
     one timed; quality is the loss in float32; operations per query are the prefill and decode
     steps counted."""
-    from aihpc.nas.lm_decode import decode_ops
     from aihpc.tasks import task_of
+    from aihpc.tasks.language.decode import decode_ops
 
     folder = tmp_path / "infer"
     code, out, err = aihpc_main(

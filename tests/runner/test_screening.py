@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
-from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError
-from aihpc.nas.build import SpecNet
-from aihpc.nas.spec import ArchSpec
 from aihpc.recommend.proxies import proxy_ops
 from aihpc.records.messages import DataRef, ScreenStatus, ScreenTask
 from aihpc.records.rows import ScreeningRow
 from aihpc.records.store import RunStore
 from aihpc.runner.search.master import Master
+from aihpc.tasks import read_config, task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.spec import ArchSpec
 
 
 class Recorder(NullObserver):
@@ -29,14 +29,16 @@ class Recorder(NullObserver):
 
 
 def _screened_run(tmp_path: Path, screen: int, script=None):
-    cfg = RunConfig(
-        dataset="digits",
-        minutes=1.0,
-        epochs_min=1,
-        epochs_max=1,
-        batch_sizes=(128,),
-        report_seconds=600,
-        screen=screen,
+    cfg = read_config(
+        dict(
+            dataset="digits",
+            minutes=1.0,
+            epochs_min=1,
+            epochs_max=1,
+            batch_sizes=(128,),
+            report_seconds=600,
+            screen=screen,
+        )
     )
     store = RunStore(tmp_path / "run")
     clock = StepClock(10.0)
@@ -44,7 +46,9 @@ def _screened_run(tmp_path: Path, screen: int, script=None):
         clock, slots=1, script=script or scripted_epoch(lambda t, e: 0.5 + 0.01 * t)
     )
     observer = Recorder()
-    master = Master(cfg, store, executor, DIGITS, layout=None, observer=observer, clock=clock)
+    master = Master(
+        task_of("image"), cfg, store, executor, DIGITS, layout=None, observer=observer, clock=clock
+    )
     return store, master.run(), executor, observer
 
 
@@ -90,9 +94,9 @@ def test_the_best_predicted_child_is_trained_and_the_screening_counted(tmp_path:
 def test_a_failed_screening_trains_its_first_candidate_unscreened(
     tmp_path: Path, monkeypatch
 ) -> None:
-    import aihpc.train.screen as screen
+    import aihpc.recommend.screen as screen
 
-    def broken(task, device, x, y):
+    def broken(kind, task, device, x, y):
         raise RuntimeError("no proxies today")
 
     monkeypatch.setattr(screen, "_score", broken)
@@ -108,26 +112,27 @@ def test_a_failed_screening_trains_its_first_candidate_unscreened(
 
 
 def test_screening_is_off_by_default_and_bounded() -> None:
-    assert RunConfig().screen == 0
+    assert read_config({}).search.screen == 0
     for bad in (1, -1, 17):
         with pytest.raises(
             ConfigError, match=f"screen must be 0 \\(off\\) or in \\[2, 16\\], got {bad}"
         ):
-            RunConfig(screen=bad)
+            read_config(dict(screen=bad))
 
 
 def test_worker_scores_candidates_with_the_proxies_and_the_matcher() -> None:
     """screen_children on digits: the prediction is the matcher's on the proxies, the pick its
     argmax."""
-    from aihpc.nas.seeds import seed_spec
-    from aihpc.train.screen import screen_children
+    from aihpc.recommend.screen import screen_children
+    from aihpc.tasks.image.seeds import seed_spec
 
     seed = seed_spec((1, 8, 8), 10)
     wide = ArchSpec.from_dict(json.loads(json.dumps(seed.to_dict())))
     task = ScreenTask(
         0, 0, (seed.to_dict(), wide.to_dict()), DataRef("digits"), seed=3, device="cpu", threads=1
     )
-    a, b = screen_children(task), screen_children(task)
+    image = task_of("image")
+    a, b = screen_children(image, task), screen_children(image, task)
     assert a.status == "ok" and a.batch == 64 and len(a.predicted) == 2
     assert a.predicted == b.predicted and a.proxies == b.proxies  # seeded: the same every time
     assert (

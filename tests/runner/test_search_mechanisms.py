@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
 
-from aihpc.base.config import RunConfig
 from aihpc.records.rows import TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.results.write import seed_only
@@ -19,7 +18,7 @@ from aihpc.runner.search.growth import MAX_STEPS, Sizes
 from aihpc.runner.search.lifecycle import MIN_PEERS, is_rung
 from aihpc.runner.search.master import Master
 from aihpc.runner.search.proposals import EXPLOIT
-from aihpc.tasks import task_of
+from aihpc.tasks import read_config, task_of
 
 OFF = {"lineage_schedule": False, "inherit_hparams": False, "grow_on_plateau": False}
 IMAGE = task_of("image")
@@ -27,18 +26,29 @@ IMAGE = task_of("image")
 
 def _master(tmp_path: Path, accuracy, slots=1, step=10.0, samples=None, script=None, **config):
     """A master on the scripted trainer, ``step`` seconds of its clock a task (nothing run)."""
-    cfg = RunConfig(
-        dataset="digits",
-        report_seconds=600,
-        batch_sizes=(32, 64, 128),
-        **{"minutes": 2.0, "epochs_min": 3, "epochs_max": 3, "patience": 10, **config},
+    cfg = read_config(
+        dict(
+            dataset="digits",
+            report_seconds=600,
+            batch_sizes=(32, 64, 128),
+            **{"minutes": 2.0, "epochs_min": 3, "epochs_max": 3, "patience": 10, **config},
+        )
     )
     store = RunStore(tmp_path / "run")
     clock = StepClock(step)
     executor = InProcessExecutor(
         clock, slots=slots, script=script or scripted_epoch(accuracy, samples=samples)
     )
-    master = Master(cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock)
+    master = Master(
+        task_of("image"),
+        cfg,
+        store,
+        executor,
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
     return master, store, executor
 
 
@@ -328,6 +338,7 @@ def test_a_resumed_master_rebuilds_lineages_rungs_and_positions(tmp_path):
     clock = StepClock(10.0)
     clock.now = died_at + 50.0  # down for 50 s
     resumed = Master(
+        master.task,
         master.config,
         RunStore(tmp_path / "copy"),
         InProcessExecutor(clock, slots=2, script=trainer),

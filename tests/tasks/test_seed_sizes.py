@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from aihpc.nas.seeds import seed_spec
 from aihpc.tasks import task_of
-from aihpc.tasks.image import SEEDS as IMAGE_SEEDS
-from aihpc.tasks.image import WORTH_EPOCHS, seed_network
-from aihpc.tasks.language import DEFAULT_CONTEXT, TOKENS_PER_PARAM
-from aihpc.tasks.language import SEEDS as LM_SEEDS
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.image.task import SEEDS as IMAGE_SEEDS
+from aihpc.tasks.image.task import WORTH_EPOCHS, seed_network
+from aihpc.tasks.language.task import DEFAULT_CONTEXT, TOKENS_PER_PARAM
+from aihpc.tasks.language.task import SEEDS as LM_SEEDS
 
 IMAGE, LM = task_of("image"), task_of("lm")
 

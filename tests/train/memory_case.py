@@ -41,7 +41,7 @@ def main(case: dict) -> dict:
     hparams = Hyperparameters.from_dict(case["hparams"])
     start = WeightsRef(**case["start"]) if case.get("start") else None
     torch.set_num_threads(1)
-    stage(ref, "cpu")
+    stage(task, ref, "cpu")
     held = psutil.Process().memory_info().rss
     epoch = EpochTask(
         trial_id=0,
@@ -57,7 +57,7 @@ def main(case: dict) -> dict:
         device="cpu",
         threads=1,
     )
-    result = run_epoch(epoch)
+    result = run_epoch(task, epoch)
     estimate = trial_memory(task, arch, hparams, "cpu", arch.num_params() if start else None)
     return {
         "status": str(result.status),

@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from aihpc.base.errors import StorageError
-from aihpc.nas.build import SpecNet
-from aihpc.nas.lm_morphism import random_lm_plan
-from aihpc.nas.lm_net import LMNet
-from aihpc.nas.lm_spec import seed_lm_spec
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.language.morphism import random_lm_plan
+from aihpc.tasks.language.net import LMNet
+from aihpc.tasks.language.spec import seed_lm_spec
 from aihpc.train.group import SINGLE
 from aihpc.train.trainer import build
 from aihpc.train.weights import load, load_optimizer
@@ -93,10 +93,10 @@ def _by_name(setup) -> dict:
 
 
 def test_an_image_child_starts_from_its_parents_momentum_carried_through_its_recipe(tmp_path):
-    parent = run_epoch(_task(tmp_path, SEED))
+    parent = run_epoch(task_of("image"), _task(tmp_path, SEED))
     assert parent.status == "ok", parent.reason
     task = _child(tmp_path, SEED, parent, seed=11, steps=3, carry=True)
-    carried = _by_name(build(task, torch.device("cpu"), SINGLE, compiled=False))
+    carried = _by_name(build(task_of("image"), task, torch.device("cpu"), SINGLE, compiled=False))
     names = [n for n, _ in SpecNet(SEED).named_parameters()]
     expected = _expected("image", task, load(tmp_path, parent.weights)[1], names)
     assert carried and carried.keys() == expected.keys()
@@ -105,19 +105,19 @@ def test_an_image_child_starts_from_its_parents_momentum_carried_through_its_rec
             carried[name]["momentum_buffer"], state["momentum_buffer"], atol=0, rtol=0
         )
     fresh = _child(tmp_path, SEED, parent, seed=11, steps=3, carry=False)
-    assert not build(fresh, torch.device("cpu"), SINGLE, compiled=False).optimizer.state
-    assert run_epoch(task).status == "ok"
+    assert not build(task_of("image"), fresh, torch.device("cpu"), SINGLE, False).optimizer.state
+    assert run_epoch(task_of("image"), task).status == "ok"
 
 
 def test_a_language_child_goes_on_with_its_parents_adamw_moments_and_steps(tmp_path):
-    parent = run_epoch(_task(tmp_path, LM_SPEC))
+    parent = run_epoch(task_of("lm"), _task(tmp_path, LM_SPEC))
     assert parent.status == "ok", parent.reason
     # a new first block: every parent tensor moves up one block, the new block starts fresh
     seed = next(
         s for s in range(100) if "add block 0" in random_lm_plan(LM_SPEC, random.Random(s))[2]
     )
     task = _child(tmp_path, LM_SPEC, parent, seed=seed, steps=1, carry=True)
-    carried = _by_name(build(task, torch.device("cpu"), SINGLE, compiled=False))
+    carried = _by_name(build(task_of("lm"), task, torch.device("cpu"), SINGLE, compiled=False))
     names = [n for n, _ in LMNet(LM_SPEC, device="meta").named_parameters()]
     expected = _expected("lm", task, load(tmp_path, parent.weights)[1], names)
     assert carried.keys() == expected.keys() and not any(n.startswith("blocks.0.") for n in carried)
@@ -126,12 +126,14 @@ def test_a_language_child_goes_on_with_its_parents_adamw_moments_and_steps(tmp_p
         for key in ("exp_avg", "exp_avg_sq"):
             torch.testing.assert_close(carried[name][key], state[key], atol=0, rtol=0)
     # its epoch trains on from them: a carried tensor has taken the parent's steps and its own
-    child = run_epoch(task)
+    child = run_epoch(task_of("lm"), task)
     assert child.status == "ok", child.reason
     steps = {n: float(s["step"]) for n, s in _file_states(tmp_path, child, task).items()}
     assert steps["blocks.1.attn.q.weight"] == 2 * LM_STEPS
     assert steps["blocks.0.attn.q.weight"] == LM_STEPS
-    fresh = run_epoch(_child(tmp_path, LM_SPEC, parent, seed=seed, steps=1, carry=False))
+    fresh = run_epoch(
+        task_of("lm"), _child(tmp_path, LM_SPEC, parent, seed=seed, steps=1, carry=False)
+    )
     assert {float(s["step"]) for s in _file_states(tmp_path, fresh, task).values()} == {LM_STEPS}
 
 

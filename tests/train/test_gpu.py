@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
-from aihpc.tasks.image import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
+from aihpc.tasks import task_of
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.image.task import DEFAULT_BATCH_SIZES, DEFAULT_SYNTHETIC
 from aihpc.train.timing import timer_for
 from aihpc.train.worker import run_epoch
 
@@ -92,7 +93,7 @@ def test_the_training_loop_waits_for_the_gpu_once_in_check_every_steps(tmp_path)
 
     device = torch.device("cuda", 0)
     task = _gpu_task(tmp_path, 8192)  # the ResNet-50 seed, batch 256
-    setup = trainer.prepare(task, device, trainer.SINGLE)
+    setup = trainer.prepare(task_of("image"), task, device, trainer.SINGLE)
     trainer.train_steps(
         task, setup, timer_for(device), trainer.SINGLE
     )  # warm-up: cuDNN's autotuning
@@ -120,7 +121,7 @@ def test_the_training_loop_waits_for_the_gpu_once_in_check_every_steps(tmp_path)
 @needs_gpu
 @pytest.mark.parametrize("compile", [False, True])
 def test_epochs_of_the_default_gpu_workload(tmp_path, compile):
-    first = run_epoch(_gpu_task(tmp_path, 2048, compile=compile))
+    first = run_epoch(task_of("image"), _gpu_task(tmp_path, 2048, compile=compile))
     assert first.status == "ok", first.reason
     assert (
         first.device.startswith("cuda") and first.num_params == 23_712_932
@@ -129,7 +130,9 @@ def test_epochs_of_the_default_gpu_workload(tmp_path, compile):
     assert first.ops_per_sample["train"] == pytest.approx(
         8.007e9, rel=1e-3
     )  # aihpc count, 3x128x128
-    second = run_epoch(_gpu_task(tmp_path, 2048, compile=compile, epoch=2, start=first.weights))
+    second = run_epoch(
+        task_of("image"), _gpu_task(tmp_path, 2048, compile=compile, epoch=2, start=first.weights)
+    )
     assert second.status == "ok" and second.phase_seconds["compile"] == 0.0
     assert (first.phase_seconds["compile"] > 0) == compile
     work = sum(
@@ -139,7 +142,7 @@ def test_epochs_of_the_default_gpu_workload(tmp_path, compile):
 
 
 def _lm_task(weights_dir: Path, **changes) -> EpochTask:
-    from aihpc.nas.lm_spec import seed_lm_spec
+    from aihpc.tasks.language.spec import seed_lm_spec
 
     spec = seed_lm_spec(
         vocab_size=257, context=256, width=256, layers=4, heads=4, head_dim=64, mlp_hidden=1024
@@ -169,8 +172,8 @@ def test_a_language_trial_trains_alike_eager_and_with_compiled_blocks(tmp_path):
     within bfloat16's rounding, the weight files in float32."""
     from aihpc.train.weights import load
 
-    eager = run_epoch(_lm_task(tmp_path, trial_id=1, compile=False))
-    compiled = run_epoch(_lm_task(tmp_path, trial_id=2, compile=True))
+    eager = run_epoch(task_of("lm"), _lm_task(tmp_path, trial_id=1, compile=False))
+    compiled = run_epoch(task_of("lm"), _lm_task(tmp_path, trial_id=2, compile=True))
     assert eager.status == compiled.status == "ok", (eager.reason, compiled.reason)
     assert compiled.metrics["regions_needed"] == 4 and compiled.metrics["regions_compiled"] == 1
     for key in ("train_loss", "val_loss"):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from aihpc.nas.lm_spec import seed_lm_spec
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from aihpc.tasks.image.seeds import seed_spec
+from aihpc.tasks.language.spec import seed_lm_spec
 from aihpc.train.memory import TrialMemory, saved_bytes, trial_memory
 
 CASE = Path(__file__).with_name("memory_case.py")

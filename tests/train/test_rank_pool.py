@@ -24,11 +24,14 @@ import psutil
 import pytest
 from test_trainer import HP, _task
 
-from aihpc.data import load_dataset
 from aihpc.records.messages import DataRef
+from aihpc.tasks import task_of
+from aihpc.tasks.image.data import load_dataset
 from aihpc.train import ranks
 from aihpc.train.ranks import close_pool, pool_ranks
 from aihpc.train.worker import run_epoch
+
+IMAGE = task_of("image")
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranks")]
 
@@ -68,10 +71,12 @@ def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_fi
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     hp = {**HP, "dropout": 0.2}  # dropout draws too must not depend on whether the model was kept
-    first = run_epoch(_task(tmp_path / "a", hparams=hp, procs=2))
+    first = run_epoch(IMAGE, _task(tmp_path / "a", hparams=hp, procs=2))
     assert first.status == "ok", first.reason
     after_first = pool_ranks()
-    second = run_epoch(_task(tmp_path / "a", hparams=hp, procs=2, epoch=2, start=first.weights))
+    second = run_epoch(
+        IMAGE, _task(tmp_path / "a", hparams=hp, procs=2, epoch=2, start=first.weights)
+    )
     assert second.status == "ok", second.reason
     after_second = pool_ranks()
     pids = [r["pid"] for r in after_first]
@@ -92,7 +97,9 @@ def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_fi
     close_pool()
     assert _gone(pids)
     shutil.copy(tmp_path / "a" / first.weights.name, tmp_path / "b")
-    rebuilt = run_epoch(_task(tmp_path / "b", hparams=hp, procs=2, epoch=2, start=first.weights))
+    rebuilt = run_epoch(
+        IMAGE, _task(tmp_path / "b", hparams=hp, procs=2, epoch=2, start=first.weights)
+    )
     assert rebuilt.status == "ok", rebuilt.reason
     assert not set(r["pid"] for r in pool_ranks()) & set(pids)
     assert rebuilt.weights.digest == second.weights.digest  # bit for bit: weights and momentum
@@ -103,7 +110,7 @@ def test_epochs_of_a_trial_run_in_the_same_ranks_from_the_kept_model_with_the_fi
 def test_a_rank_killed_mid_epoch_fails_that_epoch_and_the_next_gets_a_new_pool(
     tmp_path, fresh_pool
 ):
-    warm = run_epoch(_task(tmp_path, procs=2))  # the pool is up
+    warm = run_epoch(IMAGE, _task(tmp_path, procs=2))  # the pool is up
     assert warm.status == "ok", warm.reason
     pids = [r["pid"] for r in pool_ranks()]
     # a long epoch (24,000 synthetic 8x8 images in batches of 32: tens of seconds)
@@ -118,13 +125,13 @@ def test_a_rank_killed_mid_epoch_fails_that_epoch_and_the_next_gets_a_new_pool(
     killer = threading.Timer(2.0, os.kill, (pids[1], signal.SIGKILL))
     killer.start()
     t0 = time.monotonic()
-    failed = run_epoch(long)
+    failed = run_epoch(IMAGE, long)
     killer.join()
     assert failed.status == "failed" and failed.reason == "rank 1 of 2 failed: killed by signal 9"
     assert time.monotonic() - t0 < 15  # failed when the rank died, not at the end of the epoch
     assert failed.weights is None
     assert _gone(pids)  # its peer was ended with it
-    again = run_epoch(_task(tmp_path, procs=2, trial_id=2))
+    again = run_epoch(IMAGE, _task(tmp_path, procs=2, trial_id=2))
     assert again.status == "ok", again.reason
     new = [r["pid"] for r in pool_ranks()]
     assert len(new) == 2 and not set(new) & set(pids)
@@ -138,8 +145,9 @@ def test_ranks_end_with_their_worker(tmp_path):
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         from test_trainer import _task
         from aihpc.train.ranks import pool_ranks
+        from aihpc.tasks import task_of
         from aihpc.train.worker import run_epoch
-        r = run_epoch(_task({str(tmp_path)!r}, procs=2))
+        r = run_epoch(task_of("image"), _task({str(tmp_path)!r}, procs=2))
         pids = [x["pid"] for x in pool_ranks()]
         print(json.dumps({{"status": r.status, "pids": pids}}), flush=True)
         time.sleep(600)
@@ -174,11 +182,11 @@ def test_ranks_stage_the_data_before_the_first_epoch_which_then_loads_nothing(tm
     if any(r["data_loads"] for r in pool_ranks()):
         close_pool()  # a pool that has loaded data already would prove nothing here
     data = load_dataset("digits")
-    staged = rank_stage(DataRef("digits"), "cpu", 2)
+    staged = rank_stage(IMAGE, DataRef("digits"), "cpu", 2)
     # float32 images of 8x8 and int64 labels, train and validation: the whole set on each rank
     assert [s["bytes"] for s in staged] == [(data.num_train + data.num_val) * (64 * 4 + 8)] * 2
     assert [r["data_loads"] for r in pool_ranks()] == [1, 1]
-    r = run_epoch(_task(tmp_path, procs=2))
+    r = run_epoch(IMAGE, _task(tmp_path, procs=2))
     assert r.status == "ok", r.reason
     assert [x["data_loads"] for x in pool_ranks()] == [1, 1]  # the staged copy was used
 
@@ -187,7 +195,7 @@ def test_an_error_in_the_ranks_fails_the_epoch_in_one_line(tmp_path):
     bad = _task(tmp_path).arch | {"num_classes": 10}
     bad["layers"] = [dict(layer) for layer in bad["layers"]]
     bad["layers"][0]["inputs"] = ["nowhere"]
-    r = run_epoch(_task(tmp_path, arch=bad, procs=2))
+    r = run_epoch(IMAGE, _task(tmp_path, arch=bad, procs=2))
     assert r.status == "failed" and r.reason.startswith("rank ") and " of 2 failed: " in r.reason
     assert "nowhere" in r.reason and "\n" not in r.reason and "Traceback" in r.traceback
     assert ranks._POOL is None  # closed; the next task starts a new one

@@ -14,16 +14,18 @@ import pytest
 import torch
 
 from aihpc.base.errors import DataError
-from aihpc.data import load_dataset
-from aihpc.nas.build import SpecNet
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.data import load_dataset
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train import feed, staging
 from aihpc.train.trainer import build_model
 from aihpc.train.weights import SnapshotWriter, load
 from aihpc.train.worker import run_epoch
+
+IMAGE = task_of("image")
 
 SYNTH = (("difficulty", 0.6), ("image_size", 12), ("num_classes", 7), ("num_samples", 900))
 
@@ -43,7 +45,7 @@ def test_chunked_staging_is_bit_identical_to_the_whole_split(monkeypatch):
 def test_the_stream_tier_maps_a_file_in_the_stage_dir_with_the_same_values(tmp_path, monkeypatch):
     monkeypatch.setattr(staging, "CHUNK_BYTES", 12 * 12 * 3 * 4 * 64)
     ref = DataRef("synthetic", options=SYNTH, seed=5, staging="stream", stage_dir=str(tmp_path))
-    staged = staging._stage(ref, torch.device("cpu"), share=1, threads=2)
+    staged = staging._stage(IMAGE, ref, torch.device("cpu"), share=1, threads=2)
     data = load_dataset("synthetic", seed=5, **dict(SYNTH))
     assert staged.tier == "stream" and staged.train.streamed
     assert Path(staged.train.path).parent.parent == tmp_path
@@ -99,7 +101,7 @@ def test_folders_of_dead_processes_are_removed_and_live_ones_kept(tmp_path):
 @pytest.mark.parametrize("world", [1, 2])
 def test_streamed_batches_are_the_gathered_ones(tmp_path, world):
     ref = DataRef("synthetic", options=SYNTH, seed=1, staging="stream", stage_dir=str(tmp_path))
-    streamed = staging._stage(ref, torch.device("cpu"), share=1, threads=1).train
+    streamed = staging._stage(IMAGE, ref, torch.device("cpu"), share=1, threads=1).train
     gathered = staging.StagedSplit(streamed.x.clone(), streamed.y.clone())
     order = torch.randperm(len(streamed), generator=torch.Generator().manual_seed(0))
     cpu = torch.device("cpu")
@@ -155,7 +157,7 @@ def test_an_epoch_streamed_through_the_loader_equals_one_gathered_on_the_device(
             "synthetic", options=SYNTH, seed=2, staging=tier, stage_dir=str(tmp_path / "stage")
         )
         (tmp_path / tier).mkdir()
-        results[tier] = run_epoch(_task(tmp_path / tier, ref))
+        results[tier] = run_epoch(IMAGE, _task(tmp_path / tier, ref))
     a, b = results["device"], results["stream"]
     assert a.status == b.status == "ok", (a.reason, b.reason)
     assert (

@@ -12,14 +12,17 @@ import pytest
 import torch
 
 from aihpc.counting import count_ops
-from aihpc.data import load_dataset
-from aihpc.nas.build import SpecNet
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask
 from aihpc.records.trial import Hyperparameters
+from aihpc.tasks import task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.data import load_dataset
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train.optim import learning_rate, step_position
 from aihpc.train.weights import load
 from aihpc.train.worker import run_epoch
+
+IMAGE = task_of("image")
 
 DATA = DataRef("digits")
 HP = {
@@ -53,7 +56,7 @@ def _task(weights_dir, **changes) -> EpochTask:
 
 
 def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
-    r = run_epoch(_task(tmp_path))
+    r = run_epoch(IMAGE, _task(tmp_path))
     assert r.status == "ok", r.reason
     data = load_dataset("digits")
     trained = (
@@ -85,13 +88,13 @@ def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
 
 
 def test_a_passed_deadline_trains_nothing_and_counts_nothing(tmp_path):
-    r = run_epoch(_task(tmp_path, deadline=time.time() - 1))
+    r = run_epoch(IMAGE, _task(tmp_path, deadline=time.time() - 1))
     assert r.status == "deadline"
     assert r.ops == 0 and r.metrics["train_samples"] == 0 and r.metrics["val_accuracy"] is None
 
 
 def test_a_huge_learning_rate_diverges(tmp_path):
-    r = run_epoch(_task(tmp_path, hparams={**HP, "lr": 1e12, "momentum": 0.0}))
+    r = run_epoch(IMAGE, _task(tmp_path, hparams={**HP, "lr": 1e12, "momentum": 0.0}))
     assert r.status == "diverged" and r.reason == "non-finite training loss"
     assert r.weights is None and not any(tmp_path.iterdir())
 
@@ -100,7 +103,7 @@ def test_a_broken_architecture_fails_without_raising(tmp_path):
     bad = _task(tmp_path).arch | {"num_classes": 10}
     bad["layers"] = [dict(layer) for layer in bad["layers"]]
     bad["layers"][0]["inputs"] = ["nowhere"]
-    r = run_epoch(_task(tmp_path, arch=bad))
+    r = run_epoch(IMAGE, _task(tmp_path, arch=bad))
     assert r.status == "failed" and "nowhere" in r.reason
 
 
@@ -134,7 +137,7 @@ def test_a_task_without_positions_runs_its_own_schedule_and_one_with_them_interp
 def test_the_steps_train_at_the_positions_the_task_gives_and_record_them(tmp_path):
     """At the schedule's end (position 1) a cosine rate is 0: an epoch there leaves every
     parameter at its initialisation; the epoch records the positions it trained between."""
-    r = run_epoch(_task(tmp_path, schedule_from=1.0, schedule_to=1.0))
+    r = run_epoch(IMAGE, _task(tmp_path, schedule_from=1.0, schedule_to=1.0))
     assert r.status == "ok", r.reason
     assert (r.metrics["schedule_from"], r.metrics["schedule_to"]) == (1.0, 1.0)
     torch.manual_seed(3)
@@ -142,15 +145,15 @@ def test_the_steps_train_at_the_positions_the_task_gives_and_record_them(tmp_pat
     trained = load(tmp_path, r.weights)[0]
     for name, value in fresh.named_parameters():
         torch.testing.assert_close(trained[name], value.detach(), rtol=0, atol=0)
-    moved = run_epoch(_task(tmp_path, trial_id=1, schedule_from=0.0, schedule_to=0.1))
+    moved = run_epoch(IMAGE, _task(tmp_path, trial_id=1, schedule_from=0.0, schedule_to=0.1))
     assert (moved.metrics["schedule_from"], moved.metrics["schedule_to"]) == (0.0, 0.1)
     assert not torch.equal(load(tmp_path, moved.weights)[0]["fc.weight"], fresh.fc.weight)
 
 
 @pytest.mark.slow
 def test_two_processes_with_gloo_count_the_same_operations_once(tmp_path):
-    one = run_epoch(_task(tmp_path))
-    two = run_epoch(_task(tmp_path, procs=2, trial_id=1))
+    one = run_epoch(IMAGE, _task(tmp_path))
+    two = run_epoch(IMAGE, _task(tmp_path, procs=2, trial_id=1))
     assert two.status == "ok", two.reason
     for key in ("train_samples", "val_samples"):
         assert two.metrics[key] == one.metrics[key]
@@ -168,18 +171,18 @@ def test_the_next_epoch_on_the_same_worker_starts_from_the_kept_model_with_the_s
     hp = {**HP, "dropout": 0.2}  # dropout draws too must not depend on whether the model was kept
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    first = run_epoch(_task(tmp_path / "a", hparams=hp))
+    first = run_epoch(IMAGE, _task(tmp_path / "a", hparams=hp))
     kept = trainer._RESIDENT
     assert kept is not None and kept.weights == first.weights
-    second = run_epoch(_task(tmp_path / "a", hparams=hp, epoch=2, start=first.weights))
+    second = run_epoch(IMAGE, _task(tmp_path / "a", hparams=hp, epoch=2, start=first.weights))
     assert (
         second.status == "ok" and trainer._RESIDENT.setup.model is kept.setup.model
     )  # not rebuilt
     # the same two epochs, the second rebuilt from the weight file as on another worker
-    again = run_epoch(_task(tmp_path / "b", hparams=hp))
+    again = run_epoch(IMAGE, _task(tmp_path / "b", hparams=hp))
     assert again.weights.digest == first.weights.digest
     trainer._RESIDENT = None
-    rebuilt = run_epoch(_task(tmp_path / "b", hparams=hp, epoch=2, start=again.weights))
+    rebuilt = run_epoch(IMAGE, _task(tmp_path / "b", hparams=hp, epoch=2, start=again.weights))
     assert rebuilt.weights.digest == second.weights.digest  # bit for bit: weights and momentum
     assert rebuilt.metrics["val_loss"] == second.metrics["val_loss"]
 
@@ -187,16 +190,17 @@ def test_the_next_epoch_on_the_same_worker_starts_from_the_kept_model_with_the_s
 def test_a_failed_epoch_leaves_no_kept_model(tmp_path):
     from aihpc.train import trainer
 
-    first = run_epoch(_task(tmp_path))
+    first = run_epoch(IMAGE, _task(tmp_path))
     assert trainer._RESIDENT is not None
     r = run_epoch(
-        _task(tmp_path, epoch=2, start=first.weights, hparams={**HP, "lr": 1e12, "momentum": 0.0})
+        IMAGE,
+        _task(tmp_path, epoch=2, start=first.weights, hparams={**HP, "lr": 1e12, "momentum": 0.0}),
     )
     assert r.status == "diverged" and trainer._RESIDENT is None  # a retry rebuilds from the file
 
 
 def _small_spec():
-    from aihpc.nas.spec import INPUT, ArchSpec, Layer
+    from aihpc.tasks.image.spec import INPUT, ArchSpec, Layer
 
     layers = (
         Layer(
@@ -221,7 +225,7 @@ def _small_spec():
 def test_a_compiled_model_trains_full_batches_and_counts_its_compilation_apart(tmp_path):
     """torch.compile forced on, on the CPU (inductor): 30-60 s here, most of it compiling."""
     arch = _small_spec().to_dict()
-    first = run_epoch(_task(tmp_path, arch=arch, compile=True))
+    first = run_epoch(IMAGE, _task(tmp_path, arch=arch, compile=True))
     assert first.status == "ok", first.reason
     data = load_dataset("digits")
     assert (
@@ -235,14 +239,16 @@ def test_a_compiled_model_trains_full_batches_and_counts_its_compilation_apart(t
         first.phase_seconds["compile"]
         > first.phase_seconds["forward"] + first.phase_seconds["backward"]
     )
-    from aihpc.train.regions import partition
+    from aihpc.tasks.image.regions import partition
 
     regions = len(partition(_small_spec()))  # the convolution's chain, and the head
     assert (
         regions == 2 and first.metrics["regions_needed"] == 2 * regions
     )  # in training and evaluation
     assert first.metrics["regions_compiled"] <= 2 * regions
-    second = run_epoch(_task(tmp_path, arch=arch, compile=True, epoch=2, start=first.weights))
+    second = run_epoch(
+        IMAGE, _task(tmp_path, arch=arch, compile=True, epoch=2, start=first.weights)
+    )
     assert (
         second.status == "ok" and second.phase_seconds["compile"] == 0.0
     )  # kept: compiled once per trial
@@ -254,32 +260,33 @@ def test_a_compiled_child_compiles_only_the_regions_its_morphism_changed(tmp_pat
     fast): a child of the parent this worker trained compiles its changed regions alone."""
     import random
 
-    from aihpc.nas.morphism import random_plan
     from aihpc.records.messages import Morph
+    from aihpc.tasks.image.morphism import random_plan
+    from aihpc.tasks.image.regions import partition
     from aihpc.train import regions
 
     monkeypatch.setattr(regions, "_DEFAULT", regions.RegionCache("aot_eager"))
     parent_spec = seed_spec((1, 8, 8), 10)
-    parent = run_epoch(_task(tmp_path, compile=True))
+    parent = run_epoch(IMAGE, _task(tmp_path, compile=True))
     assert parent.status == "ok", parent.reason
-    keys = len(regions.partition(parent_spec))
+    keys = len(partition(parent_spec))
     assert parent.metrics["regions_needed"] == 2 * keys
     assert parent.metrics["regions_compiled"] == 2 * len(
-        {r.signature for r in regions.partition(parent_spec)}
+        {r.signature for r in partition(parent_spec)}
     )
     child_spec, _, how = random_plan(parent_spec, random.Random(4))
-    new = {r.signature for r in regions.partition(child_spec)} - {
-        r.signature for r in regions.partition(parent_spec)
+    new = {r.signature for r in partition(child_spec)} - {
+        r.signature for r in partition(parent_spec)
     }
-    assert 0 < len(new) < len(regions.partition(child_spec)), how
+    assert 0 < len(new) < len(partition(child_spec)), how
     morph = Morph(
         parent_spec.to_dict(), parent.weights, parent_seed=3, seed=4, steps=1, max_params=None
     )
     child = run_epoch(
-        _task(tmp_path, trial_id=1, arch=child_spec.to_dict(), morph=morph, compile=True)
+        IMAGE, _task(tmp_path, trial_id=1, arch=child_spec.to_dict(), morph=morph, compile=True)
     )
     assert child.status == "ok", child.reason
-    assert child.metrics["regions_needed"] == 2 * len(regions.partition(child_spec))
+    assert child.metrics["regions_needed"] == 2 * len(partition(child_spec))
     assert child.metrics["regions_compiled"] == 2 * len(new), (
         how
     )  # the unchanged regions came from the cache

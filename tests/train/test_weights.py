@@ -7,14 +7,16 @@ import time
 
 import torch
 
-from aihpc.nas.build import SpecNet
-from aihpc.nas.morphism import random_plan
-from aihpc.nas.seeds import seed_spec
 from aihpc.records.messages import DataRef, EpochTask, Morph, WeightsRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
+from aihpc.tasks.image.build import SpecNet
+from aihpc.tasks.image.morphism import random_plan
+from aihpc.tasks.image.seeds import seed_spec
 from aihpc.train.weights import load, morphed_state, save
 from aihpc.train.worker import run_epoch
+
+IMAGE = task_of("image")
 
 HP = {
     "lr": 0.05,
@@ -65,7 +67,7 @@ def test_a_file_round_trips_and_its_digest_is_checked(tmp_path):
     data = bytearray(path.read_bytes())
     data[-20] ^= 0xFF  # one flipped byte
     path.write_bytes(bytes(data))
-    r = run_epoch(_task(tmp_path, start=ref))
+    r = run_epoch(IMAGE, _task(tmp_path, start=ref))
     assert (
         r.status == "failed"
         and "has changed since it was written" in r.reason
@@ -90,16 +92,16 @@ def test_a_large_file_is_hashed_beside_its_write_and_loads_without_torchs_crc(tm
 
 
 def test_a_missing_start_file_fails_the_epoch_with_its_name(tmp_path):
-    r = run_epoch(_task(tmp_path, start=WeightsRef("gone.pt", "0" * 64)))
+    r = run_epoch(IMAGE, _task(tmp_path, start=WeightsRef("gone.pt", "0" * 64)))
     assert r.status == "failed" and "cannot read weight file" in r.reason and "gone.pt" in r.reason
 
 
 def test_the_second_epoch_continues_from_the_first_epochs_file(tmp_path):
-    first = run_epoch(_task(tmp_path))
-    second = run_epoch(_task(tmp_path, epoch=2, start=first.weights))
+    first = run_epoch(IMAGE, _task(tmp_path))
+    second = run_epoch(IMAGE, _task(tmp_path, epoch=2, start=first.weights))
     assert second.status == "ok" and second.weights.name == "trial0-epoch2-try1.pt"
     # continuing (weights and momentum) beats starting over at the same point of the schedule
-    over = run_epoch(_task(tmp_path, epoch=2, trial_id=1))
+    over = run_epoch(IMAGE, _task(tmp_path, epoch=2, trial_id=1))
     assert second.metrics["train_loss"] < over.metrics["train_loss"]
     assert first.weights != second.weights and (tmp_path / first.weights.name).exists()
 
@@ -125,11 +127,11 @@ def test_a_childs_start_computes_its_parents_function(tmp_path):
 
 def test_a_childs_first_epoch_trains_from_the_recipe_and_a_wrong_recipe_fails(tmp_path):
     recipe, child_spec = _recipe(None)  # the seed's fresh weights, from parent_seed
-    r = run_epoch(_task(tmp_path, trial_id=4, arch=child_spec.to_dict(), morph=recipe))
+    r = run_epoch(IMAGE, _task(tmp_path, trial_id=4, arch=child_spec.to_dict(), morph=recipe))
     assert r.status == "ok", r.reason
     SpecNet(child_spec).load_state_dict(load(tmp_path, r.weights)[0], strict=True)
     wrong = Morph(**{**recipe.__dict__, "seed": recipe.seed + 1})
-    r = run_epoch(_task(tmp_path, trial_id=5, arch=child_spec.to_dict(), morph=wrong))
+    r = run_epoch(IMAGE, _task(tmp_path, trial_id=5, arch=child_spec.to_dict(), morph=wrong))
     assert r.status == "failed" and "the morph recipe gives architecture" in r.reason
 
 
@@ -176,10 +178,10 @@ def test_the_state_cache_keeps_the_most_recent_within_its_bytes_and_always_the_l
 def test_a_child_starts_from_the_parent_this_worker_trained_without_its_file(tmp_path):
     from aihpc.train import weights
 
-    parent = run_epoch(_task(tmp_path))
+    parent = run_epoch(IMAGE, _task(tmp_path))
     (tmp_path / parent.weights.name).rename(tmp_path / "moved.pt")  # only the kept copy remains
     hits = weights.STATES.hits
     morph, child = _recipe(parent.weights)
-    r = run_epoch(_task(tmp_path, trial_id=1, arch=child.to_dict(), morph=morph))
+    r = run_epoch(IMAGE, _task(tmp_path, trial_id=1, arch=child.to_dict(), morph=morph))
     assert r.status == "ok", r.reason
     assert weights.STATES.hits == hits + 1

@@ -1,10 +1,11 @@
 """``aihpc count``: the operations of one zoo model or architecture spec, counted on meta tensors.
 
-It sits above ``counting`` (the counter), ``models`` (the zoo) and ``nas``
-(specs), which are one layer and do not import each other: this is where a
-model by name or by spec is built and handed to the counter.  A tokens model
-of the zoo (``lstm_lm``, ``transformer_small``) is counted on int64 token ids
-``(batch, T)``; any other on one float32 input ``(batch, *shape)``.
+It sits above ``counting`` (the counter), ``models`` (the zoo) and ``tasks``
+(each task's architectures): this is where a model by name or by spec is built
+and handed to the counter.  A model that reads token ids (a tokens model of the
+zoo, ``lstm_lm``, ``transformer_small``; a spec whose task says its input is
+token ids) is counted on int64 ids ``(batch, T)``; any other on one float32
+input ``(batch, *shape)``.
 """
 
 from __future__ import annotations
@@ -97,16 +98,15 @@ def _build(
     import torch
 
     if spec is not None:
-        from aihpc.nas.spec_file import build_net, input_shape, load_spec
+        from aihpc.arch.spec_file import load_spec
 
         if num_classes is not None:
             raise ConfigError("--num-classes applies to --model only (a spec fixes its classes)")
-        from aihpc.nas.lm_spec import LMSpec
-
-        arch = load_spec(spec)
-        shape = shape or input_shape(arch)
-        factory: Any = functools.partial(build_net, arch)
-        label, tokens = str(spec), isinstance(arch, LMSpec)
+        task, arch = load_spec(spec)
+        own, vocab = task.model_input(arch)
+        shape = shape or own
+        factory: Any = functools.partial(task.model, arch)
+        label, tokens = str(spec), vocab is not None
     elif model is not None:
         from aihpc import models
 

@@ -322,23 +322,21 @@ def export_model(
 def _spec_model(
     spec_file: str | os.PathLike[str], input_text: str | None, num_classes: int | None
 ) -> tuple[nn.Module, tuple[int, ...], int | None]:
-    """The network of a spec file (a CNN, or a language model: its tokens' vocabulary), its
-    input shape."""
-    from aihpc.nas.lm_spec import LMSpec
-    from aihpc.nas.spec_file import build_net, input_shape, load_spec
+    """The network of a spec file, its input shape and, where it reads token ids, their
+    vocabulary (its task's :meth:`~aihpc.tasks.base.Task.model_input`)."""
+    from aihpc.arch.spec_file import load_spec
 
     if num_classes is not None:
         raise ConfigError("--num-classes applies to --model only; a spec fixes its own classes")
-    spec = load_spec(Path(spec_file))
-    shape = input_shape(spec)
-    vocab = spec.vocab_size if isinstance(spec, LMSpec) else None
+    task, spec = load_spec(Path(spec_file))
+    shape, vocab = task.model_input(spec)
     asked = None
     if input_text is not None:
         asked = parse_sequence_length(input_text) if vocab else parse_input_shape(input_text)
     if asked is not None and asked != shape:
         wanted = "x".join(map(str, shape))
         raise ConfigError(f"--input {input_text} does not match the spec's input shape {wanted}")
-    return build_net(spec), shape, vocab
+    return task.model(spec), shape, vocab
 
 
 def _zoo_model(

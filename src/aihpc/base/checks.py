@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TypeGuard
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeGuard
 
 from aihpc.base.errors import ConfigError
 
@@ -101,3 +102,21 @@ def _bounds(low: float | None, high: float | None, low_open: bool, high_open: bo
     if high is not None:
         return f"{'<' if high_open else '<='} {high:g}"
     return ""
+
+
+def check_fraction(val_fraction: float) -> float:
+    """Return ``val_fraction`` as float, or raise ConfigError unless 0 < f < 1."""
+    return number(
+        "val_fraction", val_fraction, 0, 1, low_open=True, high_open=True, finite=False, terse=True
+    )
+
+
+def check_options(dataset: str, options: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    """Raise ConfigError naming any option of data set ``dataset`` not in ``allowed``."""
+    names = sorted(allowed)
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) for data set {dataset!r}: {', '.join(unknown)}; "
+            f"valid: {', '.join(names) or '(none)'}"
+        )

@@ -1,8 +1,21 @@
-"""Configuration of an ``aihpc run``: one frozen dataclass, validated when built.
+"""Configuration of an ``aihpc run``: frozen sections, each validated when built.
+
+A :class:`RunConfig` is four sections: the run (:class:`RunSection`: the
+budget, the task and its data set, where the workers train, the run's
+clocks), the search (:class:`SearchSection`: the strategy and its mechanisms,
+how a trial trains), where the workers run (:class:`LaunchSection`: their
+number, a batch system or a scheduler), and the task's own typed settings
+(:class:`TaskOptions`, of the type the run's task gives:
+:attr:`aihpc.tasks.base.Task.options_type`).
 
 Values come from defaults, then a TOML file (``--config run.toml``), then
-command-line flags, each overriding the one before.  Unknown keys are rejected
-with the list of valid ones; every check names the rule and the bad value.
+command-line flags, each overriding the one before.  A file may give a setting
+at its top (``minutes = 10``, every file before sections did) or in its
+section (``[run]``, ``[search]``, ``[launch]``, and the task's own under the
+task's name, ``[image]`` or ``[lm]``); flags name settings alone.  Unknown keys
+are rejected with the list of valid ones; every check names the rule and the
+bad value.  :meth:`RunConfig.to_dict` writes every setting at the top, one key
+each, as results.json's ``config`` has always held them.
 """
 
 from __future__ import annotations
@@ -11,13 +24,13 @@ import dataclasses
 import math
 import tomllib
 import typing
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aihpc.base.errors import ConfigError, StorageError
 
-TASKS = ("image", "lm")  # aihpc.tasks: image classification, language modelling
 STRATEGIES = ("evolution", "random", "none", "seed")  # aihpc.nas.search
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step")
@@ -31,47 +44,54 @@ MAX_SCREEN = 16
 # with room to measure the peak (aihpc.launch.memory sizes the limits)
 MIN_WORKER_MEMORY = 512 * 2**20
 
+Section = TypeVar("Section")
+
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Everything that defines one benchmark run.
+class RunSection:
+    """``[run]``: the budget, the task and its data set, where the workers train, the clocks.
 
-    Times are in minutes or seconds as named; ``min_accuracy`` is a fraction.
+    Times are in minutes or seconds as named.
     """
 
     minutes: float = 5.0
-    task: str = "image"  # what the search searches (aihpc.tasks): "image" or "lm"
+    task: str = "image"  # what the search searches (aihpc.tasks): "image", "lm", or registered
     dataset: str = "synthetic"  # the task's own synthetic data unless another is named
     data_path: str | None = None
-    # options passed to aihpc.data.load_dataset (e.g. num_samples, difficulty)
-    data_options: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    device: str = "auto"
     # where workers stage the data: "device" (whole, on it), "stream" (a local file, read
     # through a DataLoader)
     staging: str = "auto"
     # node-local folder of the "stream" tier (None: the system's temporary folder)
     stage_dir: str | None = None
-    workers: int | None = None  # None: one per GPU, or cores split on CPU
-    threads_per_worker: int | None = None  # None: cores / workers
-    scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
-    # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
-    batch_system: str | None = None
-    nodes: int = 1  # batch: nodes to spread workers over
-    gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
-    partition: str | None = None  # batch: partition / queue (default: the system's default)
-    walltime: str = "01:00:00"  # batch: time limit of each worker job
-    # memory limit of each worker, e.g. "8GiB" (None: its node's memory less a reserve, divided
-    # among the node's workers: aihpc.launch.memory)
-    worker_memory: str | None = None
-    tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
-    # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
-    interface: str | None = None
-    procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
-    device: str = "auto"
-    seed: int = 0
-    min_accuracy: float = 0.5  # image task: the best accuracy of a valid run
-    # language task: the best validation loss (nats/token) of a valid run; None: the data's
-    # bigram loss (aihpc.tasks.language)
-    max_val_loss: float | None = None
+    # compile each trial's model region by region (aihpc.train.regions); None: the task's default
+    # for the device (Task.compile_auto)
+    compile: bool | None = None
+    max_attempts: int = 3
+    report_seconds: float = 30.0
+    # each worker's timed matmuls for the peak, before the run and after it (all at once)
+    peak_seconds: float = 3.0
+
+    def __post_init__(self) -> None:
+        _check(self.minutes > 0, "minutes must be > 0", self.minutes)
+        _check(
+            math.isfinite(self.peak_seconds) and self.peak_seconds > 0,
+            "peak_seconds must be a finite number > 0",
+            self.peak_seconds,
+        )
+        _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
+        _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
+        _check(
+            self.staging in STAGING, f"staging must be one of {', '.join(STAGING)}", self.staging
+        )
+        _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
+
+
+@dataclass(frozen=True)
+class SearchSection:
+    """``[search]``: the strategy, its mechanisms, and how each trial trains."""
+
     strategy: str = "evolution"
     population: int = 16
     tournament: int = 4
@@ -99,49 +119,95 @@ class RunConfig:
     max_params: int | None = None  # None: sized to the device
     optimizer: str | None = None  # None: the task's (image: sgd; lm: adamw)
     schedule: str = "cosine"
-    # None: sized to the device by the task (aihpc.tasks.image.DEFAULT_BATCH_SIZES, ...)
+    # None: sized to the device by the task (aihpc.tasks.image.task.DEFAULT_BATCH_SIZES, ...)
     batch_sizes: tuple[int, ...] | None = None
-    # compile each trial's model region by region (aihpc.train.regions); None: the task's default
-    # for the device (Task.compile_auto)
-    compile: bool | None = None
-    max_attempts: int = 3
-    report_seconds: float = 30.0
-    # each worker's timed matmuls for the peak, before the run and after it (all at once)
-    peak_seconds: float = 3.0
 
     def __post_init__(self) -> None:
-        self._check_budget()
-        self._check_workers()
-        self._check_search()
+        self._check_strategy()
+        self._check_training()
 
-    def _check_budget(self) -> None:
-        """The time budget, the epochs of a trial and the run's clocks."""
-        _check(self.minutes > 0, "minutes must be > 0", self.minutes)
+    def _check_strategy(self) -> None:
+        """The strategy, its population and tournament, TPE's processes, screening."""
         _check(
-            math.isfinite(self.peak_seconds) and self.peak_seconds > 0,
-            "peak_seconds must be a finite number > 0",
-            self.peak_seconds,
+            self.strategy in STRATEGIES,
+            f"strategy must be one of {', '.join(STRATEGIES)}",
+            self.strategy,
         )
+        _check(self.population >= 2, "population must be >= 2", self.population)
+        _check(
+            1 <= self.tournament <= self.population,
+            "tournament must be in [1, population]",
+            self.tournament,
+        )
+        _check(
+            1 <= self.hpo_processes <= MAX_HPO_PROCESSES,
+            f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
+            self.hpo_processes,
+        )
+        _check(
+            self.screen == 0 or 2 <= self.screen <= MAX_SCREEN,
+            f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
+            self.screen,
+        )
+
+    def _check_training(self) -> None:
+        """A trial's epochs, its networks' size, optimizer, schedule and batch sizes."""
         _check(self.epochs_min >= 1, "epochs_min must be >= 1", self.epochs_min)
         _check(
             self.epochs_max >= self.epochs_min, "epochs_max must be >= epochs_min", self.epochs_max
         )
         _check(self.patience >= 1, "patience must be >= 1", self.patience)
-        _check(self.max_attempts >= 1, "max_attempts must be >= 1", self.max_attempts)
-        _check(self.report_seconds > 0, "report_seconds must be > 0", self.report_seconds)
+        _check(
+            self.max_params is None or self.max_params >= 1000,
+            "max_params must be >= 1000",
+            self.max_params,
+        )
+        _check(
+            self.optimizer is None or self.optimizer in OPTIMIZERS,
+            f"optimizer must be one of {', '.join(OPTIMIZERS)}",
+            self.optimizer,
+        )
+        _check(
+            self.schedule in SCHEDULES,
+            f"schedule must be one of {', '.join(SCHEDULES)}",
+            self.schedule,
+        )
+        _check(
+            self.batch_sizes is None
+            or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
+            "batch_sizes must be a non-empty list of integers >= 1",
+            list(self.batch_sizes or ()),
+        )
 
-    def _check_workers(self) -> None:
-        """Where the workers run: their number, device, data tier, batch system or scheduler."""
+
+@dataclass(frozen=True)
+class LaunchSection:
+    """``[launch]``: where the workers run: on this machine, as batch jobs, or at a scheduler."""
+
+    workers: int | None = None  # None: one per GPU, or cores split on CPU
+    threads_per_worker: int | None = None  # None: cores / workers
+    scheduler: str | None = None  # tcp://HOST:PORT of a running Dask scheduler
+    # "slurm", "pbs" or "lsf": workers as batch jobs (SLURM: or the allocation's tasks)
+    batch_system: str | None = None
+    nodes: int = 1  # batch: nodes to spread workers over
+    gpus_per_node: int = 0  # batch: GPUs per node (0: CPU-only workers)
+    partition: str | None = None  # batch: partition / queue (default: the system's default)
+    walltime: str = "01:00:00"  # batch: time limit of each worker job
+    # memory limit of each worker, e.g. "8GiB" (None: its node's memory less a reserve, divided
+    # among the node's workers: aihpc.launch.memory)
+    worker_memory: str | None = None
+    tls: bool | None = None  # None: TLS whenever workers may run on other nodes (batch jobs)
+    # batch: network interface scheduler and workers use, e.g. "ib0" (default: all)
+    interface: str | None = None
+    procs_per_trial: int = 1  # processes (GPUs on GPU) training each trial data-parallel
+
+    def __post_init__(self) -> None:
         _check(self.workers is None or self.workers >= 1, "workers must be >= 1", self.workers)
         _check(
             self.threads_per_worker is None or self.threads_per_worker >= 1,
             "threads_per_worker must be >= 1",
             self.threads_per_worker,
         )
-        _check(
-            self.staging in STAGING, f"staging must be one of {', '.join(STAGING)}", self.staging
-        )
-        _check(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}", self.device)
         _check(self.nodes >= 1, "nodes must be >= 1", self.nodes)
         _check(
             self.worker_memory is None or _size(self.worker_memory) is not None,
@@ -172,81 +238,150 @@ class RunConfig:
             self.scheduler,
         )
 
-    def _check_search(self) -> None:
-        """The search: validity threshold, strategy, screening, networks and their training."""
-        _check(self.task in TASKS, f"task must be one of {', '.join(TASKS)}", self.task)
-        _check(0.0 <= self.min_accuracy < 1.0, "min_accuracy must be in [0, 1)", self.min_accuracy)
-        _check(
-            self.max_val_loss is None
-            or (math.isfinite(self.max_val_loss) and self.max_val_loss > 0),
-            "max_val_loss must be a finite number > 0",
-            self.max_val_loss,
-        )
-        _check(
-            self.strategy in STRATEGIES,
-            f"strategy must be one of {', '.join(STRATEGIES)}",
-            self.strategy,
-        )
-        _check(self.population >= 2, "population must be >= 2", self.population)
-        _check(
-            1 <= self.tournament <= self.population,
-            "tournament must be in [1, population]",
-            self.tournament,
-        )
-        _check(
-            1 <= self.hpo_processes <= MAX_HPO_PROCESSES,
-            f"hpo_processes must be in [1, {MAX_HPO_PROCESSES}]",
-            self.hpo_processes,
-        )
-        _check(
-            self.screen == 0 or 2 <= self.screen <= MAX_SCREEN,
-            f"screen must be 0 (off) or in [2, {MAX_SCREEN}]",
-            self.screen,
-        )
-        _check(
-            self.max_params is None or self.max_params >= 1000,
-            "max_params must be >= 1000",
-            self.max_params,
-        )
-        _check(
-            self.optimizer is None or self.optimizer in OPTIMIZERS,
-            f"optimizer must be one of {', '.join(OPTIMIZERS)}",
-            self.optimizer,
-        )
-        _check(
-            self.schedule in SCHEDULES,
-            f"schedule must be one of {', '.join(SCHEDULES)}",
-            self.schedule,
-        )
-        _check(
-            self.batch_sizes is None
-            or (len(self.batch_sizes) >= 1 and all(int(b) >= 1 for b in self.batch_sizes)),
-            "batch_sizes must be a non-empty list of integers >= 1",
-            list(self.batch_sizes or ()),
-        )
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["batch_sizes"] = list(self.batch_sizes) if self.batch_sizes is not None else None
-        return d
+#: The sections every run has, by the name a TOML file gives them.
+SECTIONS: dict[str, type] = {"run": RunSection, "search": SearchSection, "launch": LaunchSection}
+
+
+class TaskOptions(Protocol):
+    """A task's own settings (``RunConfig.options``): a frozen value of its task's type
+    (:attr:`aihpc.tasks.base.Task.options_type`), made by :meth:`from_dict`, which checks them
+    (:func:`read_section` reads a dataclass's)."""
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], source: str = "config") -> RunConfig:
-        """Build from a mapping; unknown keys and wrong types fail with a clear message."""
-        valid = typing.get_type_hints(cls)
-        unknown = sorted(set(values) - set(valid))
+    def keys(cls) -> tuple[str, ...]:
+        """Every setting's name, as a TOML file and :meth:`to_dict` write it."""
+        ...
+
+    @classmethod
+    def ignored(cls) -> tuple[str, ...]:
+        """Another task's settings that a flat configuration from before typed task settings
+        holds (every run's held them all), which this task ignores, as it always did."""
+        ...
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], source: str) -> TaskOptions:
+        """The settings of ``values`` (ConfigError naming the key and the value)."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings, one key each, as results.json's ``config`` holds them."""
+        ...
+
+    def ref_options(self) -> dict[str, Any]:
+        """What the workers load the data set with and key their copy by (``DataRef.options``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one benchmark run (the module docstring)."""
+
+    run: RunSection
+    search: SearchSection
+    launch: LaunchSection
+    options: TaskOptions  # the task's own, of its task's options_type
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting at the top, one key each (results.json's ``config``)."""
+        d: dict[str, Any] = {}
+        for section in (self.run, self.search, self.launch):
+            d.update(dataclasses.asdict(section))
+        sizes = self.search.batch_sizes
+        d["batch_sizes"] = list(sizes) if sizes is not None else None
+        return {**d, **self.options.to_dict()}
+
+    @classmethod
+    def from_dict(
+        cls, values: Mapping[str, Any], options_type: type[TaskOptions], source: str = "config"
+    ) -> RunConfig:
+        """Build from a mapping, flat or in sections (the module docstring), the task's own
+        settings by ``options_type``; unknown keys and wrong types fail with a clear message."""
+        task = task_name(values)
+        parts: dict[str, dict[str, Any]] = {name: {} for name in (*SECTIONS, task)}
+        unknown: list[str] = []
+        for key, value in values.items():
+            if key in parts:
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"[{key}] in {source} must be a table, got {value!r}")
+                for inner, item in value.items():
+                    home = _home(inner, options_type, task)
+                    if home != key:
+                        where = f" (it belongs in [{home}])" if home else ""
+                        raise ConfigError(f"unknown key {inner} in [{key}] of {source}{where}")
+                    _put(parts[key], inner, item, source)
+            elif (home := _home(key, options_type, task)) is not None:
+                _put(parts[home], key, value, source)
+            elif key not in options_type.ignored():
+                unknown.append(key)
         if unknown:
+            keys = sorted({k for kind in SECTIONS.values() for k in section_keys(kind)})
             raise ConfigError(
-                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}; "
-                f"valid keys: {', '.join(sorted(valid))}"
+                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(sorted(unknown))} in "
+                f"{source}; valid keys: {', '.join(sorted({*keys, *options_type.keys()}))}"
             )
-        clean = {name: _coerce(name, valid[name], value) for name, value in values.items()}
-        return cls(**clean)
+        return cls(
+            run=read_section(RunSection, parts["run"], source),
+            search=read_section(SearchSection, parts["search"], source),
+            launch=read_section(LaunchSection, parts["launch"], source),
+            options=options_type.from_dict(parts[task], source),
+        )
 
     def replace(self, **changes: Any) -> RunConfig:
+        """A copy with the settings named changed (their names as :meth:`to_dict` writes them;
+        a None leaves a setting as it is)."""
         merged = self.to_dict()
         merged.update({k: v for k, v in changes.items() if v is not None})
-        return RunConfig.from_dict(merged)
+        return RunConfig.from_dict(merged, type(self.options))
+
+
+def read_section(kind: type[Section], values: Mapping[str, Any], source: str) -> Section:
+    """A frozen dataclass ``kind`` (a section, a task's settings) from ``values``: unknown keys
+    and values of the wrong type fail with the key and the value."""
+    valid = typing.get_type_hints(kind)
+    unknown = sorted(set(values) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {source}; "
+            f"valid keys: {', '.join(sorted(valid))}"
+        )
+    clean = {name: _coerce(name, valid[name], value) for name, value in values.items()}
+    return kind(**clean)
+
+
+def section_keys(kind: type) -> tuple[str, ...]:
+    """The settings of a section or of a task's settings dataclass, in order."""
+    return tuple(f.name for f in dataclasses.fields(kind))
+
+
+def task_name(values: Mapping[str, Any]) -> str:
+    """The task a mapping of settings names (its ``task``, at the top or in ``[run]``; else the
+    default); ConfigError for a task that is not a name."""
+    run = values.get("run")
+    named = run.get("task") if isinstance(run, Mapping) else None
+    task = named if named is not None else values.get("task", RunSection.task)
+    if not isinstance(task, str):
+        raise ConfigError(f"task must be of type str, got {task!r}")
+    return task
+
+
+def _home(key: str, options: type[TaskOptions], task: str) -> str | None:
+    """The part a setting belongs to: a section's name, or the task's for its own settings;
+    None for a key of neither."""
+    for name, kind in SECTIONS.items():
+        if key in section_keys(kind):
+            return name
+    return task if key in options.keys() else None
+
+
+def _put(part: dict[str, Any], key: str, value: Any, source: str) -> None:
+    """``key`` into its part, ConfigError where it was given already (at the top of a file and
+    in its section's table)."""
+    if key in part:
+        raise ConfigError(
+            f"{key} is given twice in {source}: give it once, at the top or in its table"
+        )
+    part[key] = value
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:

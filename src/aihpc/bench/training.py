@@ -1,6 +1,6 @@
 """Deep500 Level 2: time to a target validation accuracy, with the convergence curve.
 
-:func:`time_to_target` trains a zoo model on a data set of :mod:`aihpc.data`
+:func:`time_to_target` trains a zoo model on a data set of :mod:`aihpc.tasks.image.data`
 with SGD (momentum 0.9, constant learning rate, cross-entropy), evaluates the
 whole validation split after every epoch, and stops at the first of:
 
@@ -229,7 +229,7 @@ class _Run:
 def _prepare(config: TrainingConfig, device: torch.device) -> _Run:
     """Load the data, check that the model fits it, build the seeded model and its optimizer."""
     from aihpc import models
-    from aihpc.data import load_dataset
+    from aihpc.tasks.image.data import load_dataset
 
     models.info(config.model)  # an unknown model fails before the data set loads
     path = Path(config.data_path) if config.data_path is not None else None

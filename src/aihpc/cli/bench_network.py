@@ -77,11 +77,11 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable[[Any], Any], dict[st
     if args.spec is not None:
         import torch
 
-        from aihpc.nas.spec import ArchSpec
+        from aihpc.tasks.image.spec import ArchSpec
 
         spec = ArchSpec.load(args.spec)
         size = (args.batch, *(shape or spec.input_shape))
-        from aihpc.nas.build import SpecNet
+        from aihpc.tasks.image.build import SpecNet
 
         return (
             SpecNet(spec),

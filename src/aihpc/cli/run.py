@@ -30,9 +30,8 @@ def _workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minutes", type=float, help="time budget of the search (default 5)")
     p.add_argument(
         "--task",
-        choices=["image", "lm"],
-        help="what the search searches: image (default: CNNs classifying images) or lm "
-        "(decoder-only transformer language models)",
+        help="what the search searches: image (default: CNNs classifying images), lm "
+        "(decoder-only transformer language models), or another registered task",
     )
     p.add_argument(
         "--dataset",
@@ -195,13 +194,18 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-#: the flags of the command itself; every other flag sets the RunConfig field of its name
+#: the flags of the command itself; every other flag sets the setting of its name
 COMMAND_FLAGS = ("config", "out", "resume", "live", "help")
-#: RunConfig fields set in a TOML file only (tests/test_config_flags.py holds the two lists to
-#: the parser: a new field needs a flag or a place here, a new flag a field or COMMAND_FLAGS)
+#: what aihpc's entry point sets on every command's arguments (aihpc.cli): no flag of this one's
+PARSER_NAMES = ("command", "_module")
+#: settings given in a TOML file only (tests/cli/test_config_flags.py holds the two lists to the
+#: parser and to the settings of the sections and of every task: a new setting needs a flag or a
+#: place here, a new flag a setting or COMMAND_FLAGS)
 TOML_ONLY = (
     "batch_sizes",
+    "context",
     "data_options",
+    "epoch_tokens",
     "epochs_max",
     "epochs_min",
     "hpo_processes",
@@ -217,25 +221,41 @@ TOML_ONLY = (
 
 
 def config_flags(args: argparse.Namespace) -> dict[str, object]:
-    """The RunConfig fields the command line set (flags override the TOML file)."""
-    from dataclasses import fields
+    """The settings the command line set (flags override the TOML file): every flag's but the
+    command's own, by the name of the setting it sets."""
+    return {
+        name: value
+        for name, value in vars(args).items()
+        if name not in (*COMMAND_FLAGS, *PARSER_NAMES) and value is not None
+    }
 
-    from aihpc.base.config import RunConfig
 
-    names = (f.name for f in fields(RunConfig))
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+def _merged(values: dict[str, object], flags: dict[str, object]) -> dict[str, object]:
+    """The TOML file's settings with the flags' over them: a flag replaces the setting of its
+    name wherever the file gives it (at its top, or in its section's table)."""
+    from aihpc.base.config import SECTIONS, task_name
+
+    tables = {*SECTIONS, task_name({**values, **flags})}
+    merged = {
+        k: {n: v for n, v in table.items() if n not in flags}
+        if k in tables and isinstance(table, dict)
+        else table
+        for k, table in values.items()
+    }
+    return {**merged, **flags}
 
 
 def run(args: argparse.Namespace) -> int:
-    from aihpc.base.config import RunConfig, load_toml
+    from aihpc.base.config import load_toml
     from aihpc.base.errors import ConfigError
+    from aihpc.tasks import read_config
 
     # the settings are checked before the runner (torch, dask) is imported: a mistake in them
     # is said at once
     values = load_toml(args.config) if args.config else {}
     source = args.config or "config"
     flags = config_flags(args)
-    config = RunConfig.from_dict({**values, **flags}, source=source)
+    config = read_config(_merged(values, flags), source=source)
     if args.resume and args.out:
         raise ConfigError(f"--resume continues the run in its own directory; drop --out {args.out}")
 
@@ -246,14 +266,14 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.resume or args.out or default_run_dir())
     console = Console(live=args.live)
-    if config.batch_system == "slurm" and in_allocation():
+    if config.launch.batch_system == "slurm" and in_allocation():
         # Under srun every task runs this: rank 0 gets a client and runs the
         # master; every other rank serves one worker and exits in runner_context.
         with runner_context(
-            interface=config.interface,
-            tls=config.tls is not False,
-            gpus_per_worker=config.procs_per_trial,
-            worker_memory=config.worker_memory,
+            interface=config.launch.interface,
+            tls=config.launch.tls is not False,
+            gpus_per_worker=config.launch.procs_per_trial,
+            worker_memory=config.launch.worker_memory,
         ) as client:
             written = run_benchmark(
                 config, run_dir, resume=bool(args.resume), console=console, client=client

@@ -22,7 +22,7 @@ module the counter's tracker is in at that moment, as the counter itself
 adds them, and new meta tensors of the kept shapes are returned.  So the
 count is the same integer for integer, in every row (``tests/counting/
 test_op_memo.py`` compares whole :class:`~aihpc.counting.counter.OpCount`
-objects, and the layered count of :mod:`aihpc.tasks.image_count`, which
+objects, and the layered count of :mod:`aihpc.tasks.image.count`, which
 does not use the memo, is held equal to the whole count on hundreds of
 architectures).
 

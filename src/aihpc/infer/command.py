@@ -21,7 +21,7 @@ The record holds each phase's seconds beside the prediction.
 
 Operations per query are counted analytically, as ``aihpc count`` counts:
 an image's forward pass, or a language model's prefill of its prompt plus
-each decode step at its real cache length (:func:`aihpc.nas.lm_decode.decode_ops`).
+each decode step at its real cache length (:func:`aihpc.tasks.language.decode.decode_ops`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from aihpc.infer.scenarios import (
 from aihpc.infer.source import Source
 from aihpc.infer.steps import Classify, Generate
 from aihpc.infer.systems import Step
+from aihpc.tasks import Arch
 
 #: MLPerf Inference's datacenter server bound for ResNet-50: 15 ms at the 99th percentile.
 IMAGE_LATENCY_S = 0.015
@@ -106,17 +107,16 @@ def bounds(options: InferOptions, generates: bool) -> Bounds:
 
 
 def generation(source: Source, options: InferOptions) -> tuple[int, int] | None:
-    """(prompt tokens, new tokens) for a language model of aihpc's search; None otherwise
-    (an image model, or a zoo model served as one forward pass per query)."""
-    if source.task != "lm" or source.arch is None:
+    """(prompt tokens, new tokens) for a model of aihpc's search whose task generates
+    (:attr:`aihpc.tasks.base.Task.generates`); None otherwise (a model that answers in one
+    forward pass, or a zoo model, served as one forward pass per query)."""
+    if not source.task.generates or source.arch is None:
         return None
-    from aihpc.nas.lm_decode import check_context
-
     context = int(source.inputs.shape[1])
     prompt = options.prompt_tokens or context // 2
     new = options.new_tokens or min(context - prompt, 64)
     try:
-        check_context(_lm_spec(source), prompt, new)
+        source.task.decode_ops(_spec(source), prompt, new)  # ValueError where they do not fit
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return prompt, new
@@ -155,16 +155,13 @@ def serving_steps(
             steps.append(Generate(model, prompts, tokens[1], device, dtype, sizes))
     if tokens is None:
         return steps, source.ops_per_query
-    from aihpc.nas.lm_decode import decode_ops
-
-    return steps, sum(decode_ops(_lm_spec(source), *tokens))
+    return steps, sum(source.task.decode_ops(_spec(source), *tokens))
 
 
-def _lm_spec(source: Source) -> Any:
-    from aihpc.tasks import task_of
-
+def _spec(source: Source) -> Arch:
+    """The architecture of a model of aihpc's search, read by its task."""
     assert source.arch is not None  # a model of aihpc's search
-    return task_of("lm").arch(source.arch)
+    return source.task.arch(source.arch)
 
 
 def infer(
@@ -343,11 +340,9 @@ def _peak(
     ``seconds`` a stage, times ``devices`` (the devices served on, alike), with the nominal one;
     None where it cannot be measured."""
     from aihpc.roofline.peak import search_peak
-    from aihpc.tasks import task_of
 
     try:
-        kernels = task_of(source.task).peak_kernels
-        peak = search_peak(device, dtype, seconds=seconds, kinds=kernels).to_dict()
+        peak = search_peak(device, dtype, seconds=seconds, kinds=source.task.peak_kernels).to_dict()
     except (ConfigError, DataError, RuntimeError):
         return None
     nominal = peak.get("nominal") or {}

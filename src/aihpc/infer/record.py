@@ -254,7 +254,7 @@ class InferRecord:
         data = {
             "source": {
                 "label": source.label,
-                "task": source.task,
+                "task": source.task.name,
                 "arch": source.arch,
                 **source.details,
             },

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from aihpc.base.errors import DataError, StorageError
+from aihpc.tasks import Task
 
 if TYPE_CHECKING:
     from aihpc.base.config import RunConfig
-    from aihpc.tasks.base import Task
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,12 @@ class Source:
     windows); ``targets``: their labels or next tokens (None for a zoo model
     on synthetic inputs); ``ops_per_query``: operations of one sample's
     forward pass (eval mode), counted as ``aihpc count`` counts;
-    ``task``: "image" or "lm"; ``label``: what it is, for the records.
+    ``task``: the task whose model it is (a zoo model: the task whose models read its kind of
+    input, :func:`aihpc.tasks.serving`); ``label``: what it is, for the records.
     """
 
     label: str
-    task: str
+    task: Task
     model: torch.nn.Module
     inputs: torch.Tensor
     targets: torch.Tensor | None
@@ -54,16 +55,17 @@ class Source:
 def from_run(run_dir: Path, samples: int | None = None) -> Source:
     """The best trial of the finished run in ``run_dir`` (DataError, StorageError: one line)."""
     from aihpc.results.read import architecture, read_results, results_file
-    from aihpc.tasks import of_run
+    from aihpc.tasks import of_run, read_config
 
     path = results_file(run_dir)
     if not path.is_file():
         raise DataError(f"{run_dir} holds no finished run (no {path.name}): nothing to serve")
     results = read_results(path)
     task, quality = of_run(results.config, results.data.to_dict() if results.data else None)
-    kind = results.quality_kind()
     trials = {t.id: t for t in results.trials}
-    scored = [(value, t) for t in trials.values() if (value := t.best(kind)) is not None]
+    scored = [
+        (value, t) for t in trials.values() if (value := t.best(quality.trial_key)) is not None
+    ]
     if not scored:
         raise DataError(f"{run_dir}: no trial finished an evaluation: nothing to serve")
     value, best = max(scored, key=lambda scored: quality.goodness(scored[0]))
@@ -73,7 +75,8 @@ def from_run(run_dir: Path, samples: int | None = None) -> Source:
     spec = task.arch(arch)
     model = task.model(spec)
     model.load_state_dict(_trial_weights(Path(run_dir), best.id), strict=True)
-    inputs, targets = _validation(task, results.run_config(), samples)
+    config = read_config(results.config, source="the run's recorded configuration")
+    inputs, targets = _validation(task, config, samples)
     _, eval_ops = task.count_per_sample(spec, 1, 0.0)
     details = {
         "run": str(Path(run_dir).resolve()),
@@ -83,7 +86,7 @@ def from_run(run_dir: Path, samples: int | None = None) -> Source:
     }
     return Source(
         f"trial {best.id} of {run_dir}",
-        task.name,
+        task,
         model.eval(),
         inputs,
         targets,
@@ -135,25 +138,25 @@ def from_zoo(name: str, input_shape: tuple[int, ...] | None, samples: int, seed:
     """Zoo model ``name`` (untrained) on ``samples`` synthetic inputs of its shape."""
     from aihpc import models
     from aihpc.counting import count_ops
+    from aihpc.tasks import serving
 
     info = models.info(name)
     shape = tuple(input_shape or info.input_shape)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # the untrained weights: the same again for verify
+    task = serving(info.input_kind)
     if info.input_kind == "tokens":
         model = models.create(name)
-        vocab = info.num_classes
-        inputs = torch.randint(0, vocab, (samples, *shape), generator=gen)
-        task = "lm"
+        inputs = torch.randint(0, info.num_classes, (samples, *shape), generator=gen)
+        with torch.device("meta"):
+            meta = models.create(name)
+        example: Any = torch.zeros((1, *shape), dtype=torch.long, device="meta")
     else:
         model = models.create(name, in_channels=shape[0])
         inputs = torch.randn((samples, *shape), generator=gen)
-        task = "image"
-    with torch.device("meta"):
-        meta = models.create(name) if task == "lm" else models.create(name, in_channels=shape[0])
-    example = (
-        torch.zeros((1, *shape), dtype=torch.long, device="meta") if task == "lm" else (1, *shape)
-    )
+        with torch.device("meta"):
+            meta = models.create(name, in_channels=shape[0])
+        example = (1, *shape)
     ops = count_ops(meta, example, train=False).total
     details = {
         "zoo_model": name,

@@ -3,7 +3,7 @@
 :class:`Classify`: an image classifier's forward pass on a batch of inputs
 copied into the size's input buffer (channels-last on a GPU); the answer is
 each real sample's top class.  :class:`Generate`: a language model's greedy
-answers with a key-value cache of fixed shape (:class:`~aihpc.nas.lm_decode.
+answers with a key-value cache of fixed shape (:class:`~aihpc.tasks.language.decode.
 StaticDecoder`, one per size, the smaller ones' caches the first rows of the
 largest's); its first token is reported as soon as the prefill gives it, then
 the whole answer with its number of tokens, for LoadGen's time to first token
@@ -78,14 +78,14 @@ class Generate(FixedBatches):
 
     def __init__(
         self,
-        model: Any,  # an aihpc.nas.lm_net.LMNet
+        model: Any,  # an aihpc.tasks.language.net.LMNet
         prompts: torch.Tensor,
         new_tokens: int,
         device: torch.device,
         dtype: str,
         sizes: tuple[int, ...],
     ) -> None:
-        from aihpc.nas.lm_decode import StaticDecoder
+        from aihpc.tasks.language.decode import StaticDecoder
 
         super().__init__(device, sizes, int(prompts.shape[0]))
         self.prompts = prompts.to(device)

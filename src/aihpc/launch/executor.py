@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # for the types only: Dask is imported when a run starts its 
     from distributed import Client, Future, SpecCluster
     from distributed.diagnostics.plugin import WorkerPlugin
 
-    from aihpc.base.config import RunConfig
+    from aihpc.base.config import LaunchSection
     from aihpc.launch.interface import F
 
 T = TypeVar("T")
@@ -351,7 +351,7 @@ def remote_executor(address: str, memory: str | None = None) -> DaskExecutor:
     return executor
 
 
-def batch_executor(layout: Layout, config: RunConfig, run_dir: Path) -> DaskExecutor:
+def batch_executor(layout: Layout, launch: LaunchSection, run_dir: Path) -> DaskExecutor:
     """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``;
     each worker's memory ``--worker-memory``, else its share of its node
     (:func:`aihpc.launch.jobqueue.jobqueue_cluster`)."""
@@ -360,19 +360,19 @@ def batch_executor(layout: Layout, config: RunConfig, run_dir: Path) -> DaskExec
     use_worker_config()
     from aihpc.launch.jobqueue import jobqueue_cluster
 
-    assert config.batch_system is not None  # a batch run's (choose_layout)
+    assert launch.batch_system is not None  # a batch run's (choose_layout)
     cluster = jobqueue_cluster(
-        config.batch_system,
+        launch.batch_system,
         layout.workers,
         cores_per_worker=layout.threads * layout.procs,
-        memory_per_worker=config.worker_memory,
-        workers_per_node=-(-layout.workers // max(config.nodes, 1)),
-        gpus_per_worker=layout.procs if config.gpus_per_node else 0,  # a trial's GPUs
-        queue=config.partition,
-        walltime=config.walltime,
-        interface=config.interface,
+        memory_per_worker=launch.worker_memory,
+        workers_per_node=-(-layout.workers // max(launch.nodes, 1)),
+        gpus_per_worker=layout.procs if launch.gpus_per_node else 0,  # a trial's GPUs
+        queue=launch.partition,
+        walltime=launch.walltime,
+        interface=launch.interface,
         log_directory=run_dir / "batch-logs",
-        tls=config.tls is not False,
+        tls=launch.tls is not False,
         shared_temp_directory=run_dir / "tls",
     )
     return DaskExecutor(Client(cluster), cluster)  # type: ignore[no-untyped-call]  # Client.__init__: unannotated
@@ -391,13 +391,13 @@ def allocation_layout(procs: int = 1) -> Layout:
     )
 
 
-def batch_layout(config: RunConfig) -> Layout:
+def batch_layout(launch: LaunchSection) -> Layout:
     """Workers as batch jobs: one per ``procs_per_trial`` GPUs
     (``nodes × gpus_per_node / procs_per_trial``), or one per node on CPU."""
-    gpus, procs = config.gpus_per_node, config.procs_per_trial
+    gpus, procs = launch.gpus_per_node, launch.procs_per_trial
     if gpus and gpus % procs:
         raise ConfigError(
             f"gpus_per_node must be a multiple of gpus_per_trial ({procs}), got {gpus}"
         )
-    workers = config.workers or config.nodes * max(gpus // procs, 1)
-    return Layout(workers, config.threads_per_worker or 1, "cuda" if gpus else "cpu", procs)
+    workers = launch.workers or launch.nodes * max(gpus // procs, 1)
+    return Layout(workers, launch.threads_per_worker or 1, "cuda" if gpus else "cpu", procs)

@@ -13,7 +13,6 @@ import heapq
 import logging
 import random
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -51,23 +50,6 @@ class SearchSpace:
         }
         drawn.update((name, D.CategoricalDistribution(list(v))) for name, v in self.choices)
         return drawn
-
-
-def image_space(batch_sizes: Sequence[int], optimizer: str, schedule: str) -> SearchSpace:
-    """The image task's: lr log-uniform in [1e-3, 0.4] (SGD) or [1e-4, 1e-2] (AdamW); weight
-    decay log-uniform in [1e-6, 1e-2]; momentum in [0.5, 0.99]; dropout in [0, 0.5]; batch size
-    one of ``batch_sizes``; ``optimizer`` and ``schedule`` fixed."""
-    lr_low, lr_high = (1e-3, 0.4) if optimizer == "sgd" else (1e-4, 1e-2)
-    return SearchSpace(
-        floats=(
-            ("lr", lr_low, lr_high, True),
-            ("weight_decay", 1e-6, 1e-2, True),
-            ("momentum", 0.5, 0.99, False),
-            ("dropout", 0.0, 0.5, False),
-        ),
-        choices=(("batch_size", tuple(batch_sizes)),),
-        fixed=(("optimizer", optimizer), ("schedule", schedule)),
-    )
 
 
 class BestAndRecent(Generic[T]):

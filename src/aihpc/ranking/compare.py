@@ -41,6 +41,7 @@ from aihpc.records.energy import EnergyRecord
 from aihpc.records.files import InferFile, read_result_file
 from aihpc.results.model import RunHead
 from aihpc.results.read import RESULTS_FILES, read_run_head, results_file
+from aihpc.tasks import recorded_task
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
 SIGNIFICANCE_RULE = (
@@ -106,18 +107,17 @@ def _run_entry(head: RunHead[Any], path: Path) -> Entry:
     name = head.data.name if head.data else None
     dataset = f"{name or config.get('dataset')}" + (f" ({options})" if options else "")
     workers = (head.layout.workers if head.layout else None) or config.get("workers")
-    # a run from before there were tasks is an image run; "task" is left out of the key with it
+    # a run from before there were tasks is of the default task (recorded_task): its key names it
+    task = recorded_task(config)
     key = {
-        k: v
-        for k, v in sorted(config.items())
-        if k not in UNGROUPED_CONFIG and not (k == "task" and v == "image")
+        k: v for k, v in sorted({**config, "task": task.name}.items()) if k not in UNGROUPED_CONFIG
     }
     return Entry(
         source=str(path),
         kind="run",
         schema_version=head.schema_version,
         aihpc_version=head.aihpc_version,
-        workload="aihpc_automl" if head.task == "image" else f"aihpc_automl_{head.task}",
+        workload=task.mlperf_benchmark,
         dataset=dataset,
         budget=f"{config.get('minutes')} min",
         config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "

@@ -1,4 +1,4 @@
-"""The built-in candidate architectures, as :class:`~aihpc.nas.spec.ArchSpec` templates.
+"""The built-in candidate architectures, as :class:`~aihpc.tasks.image.spec.ArchSpec` templates.
 
 Every template is a plain CNN: conv[-bn]-relu blocks, optional 2x2 max
 pools (only while the feature map is at least 4 pixels wide), optional
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aihpc.nas.layer import INPUT, Layer
-from aihpc.nas.spec import ArchSpec
+from aihpc.tasks.image.layer import INPUT, Layer
+from aihpc.tasks.image.spec import ArchSpec
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@
       {"children_of": "net.json" | "seed", "count": 4, "seed": 0}
 
   ``children_of`` makes ``count`` children of the spec (``"seed"``: the NAS
-  seed for the task's input) by :func:`aihpc.nas.morphism.random_plan`, as
+  seed for the task's input) by :func:`aihpc.tasks.image.morphism.random_plan`, as
   the search does.  Relative paths are read from the file's folder.
 
 Every candidate is checked against the task: a spec must have the data's
@@ -57,7 +57,7 @@ class Candidate:
 
 
 def _spec_candidate(name: str, spec, source: str = "spec", detail: str = "") -> Candidate:
-    from aihpc.nas.build import SpecNet
+    from aihpc.tasks.image.build import SpecNet
 
     return Candidate(
         name, source, functools.partial(SpecNet, spec), detail or f"{spec.num_params()} params"
@@ -97,7 +97,7 @@ def builtin(kind: str, shape: tuple[int, int, int], classes: int) -> list[Candid
 
 
 def _load_spec(path: Path, shape, classes):
-    from aihpc.nas.spec import ArchSpec
+    from aihpc.tasks.image.spec import ArchSpec
 
     spec = ArchSpec.load(path)
     if tuple(spec.input_shape) != tuple(shape) or spec.num_classes != classes:
@@ -110,8 +110,8 @@ def _load_spec(path: Path, shape, classes):
 
 
 def _children(entry: dict, base: Path, shape, classes) -> list[Candidate]:
-    from aihpc.nas.morphism import random_plan
-    from aihpc.nas.seeds import seed_spec
+    from aihpc.tasks.image.morphism import random_plan
+    from aihpc.tasks.image.seeds import seed_spec
 
     parent_ref = entry["children_of"]
     parent = (

@@ -5,7 +5,7 @@ classes, samples and difficulty.  Validation leaves one family out at a
 time (the matcher is refitted without it and judged on held-out tasks of
 it), so a family is the unit a user's own data is most likely to differ
 by.  Everything is built from data the project has or generates, and every
-task goes through one of :mod:`aihpc.data`'s readers, as a user's would:
+task goes through one of :mod:`aihpc.tasks.image.data`'s readers, as a user's would:
 
 * ``digits`` -- scikit-learn's 8x8 digits: class subsets, added noise,
   fewer samples, label noise (1x8x8; the ``digits`` reader);

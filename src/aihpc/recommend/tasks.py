@@ -1,7 +1,7 @@
 """Tasks (data sets as in-memory tensors) and a short fixed-budget training loop.
 
 A :class:`Task` holds normalised train/val tensors.  :func:`from_dataset`
-loads any :mod:`aihpc.data` set by name, keeping at most ``max_train``
+loads any :mod:`aihpc.tasks.image.data` set by name, keeping at most ``max_train``
 training samples (class-stratified), so a large data set costs no more than
 a small one.  :func:`relabel`, :func:`noisy`, :func:`fewer` and :func:`label_noise`
 derive variants of a task (:mod:`aihpc.recommend.families` builds the
@@ -57,8 +57,9 @@ def _sample(split, limit: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 def from_dataset(
     name: str, path=None, *, seed: int = 0, max_train: int = MAX_TRAIN, **options
 ) -> Task:
-    """Load data set ``name`` through :func:`aihpc.data.load_dataset`; DataError if unusable."""
-    from aihpc.data import load_dataset
+    """Load data set ``name`` through :func:`aihpc.tasks.image.data.load_dataset`; DataError if
+    unusable."""
+    from aihpc.tasks.image.data import load_dataset
 
     data = load_dataset(name, path=path, seed=seed, **options)
     check_task(np.asarray(data.train.labels), f"data set {name!r}")

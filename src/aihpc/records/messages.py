@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from aihpc.base.config import RunConfig
 from aihpc.base.errors import DataError
 from aihpc.records.trial import Hyperparameters
 
@@ -48,17 +49,19 @@ class DataRef:
         return dict(self.options)
 
     @classmethod
-    def of(cls, config: Any) -> DataRef:
+    def of(cls, config: RunConfig) -> DataRef:
         """The data set of a run's configuration, as every task names it (the workers' cache
-        key)."""
+        key): its ``[run]`` section's, with the options its task's settings give
+        (:meth:`aihpc.base.config.TaskOptions.ref_options`)."""
+        run = config.run
         return cls(
-            name=config.dataset,
-            path=config.data_path,
-            options=tuple(sorted(config.data_options.items())),
-            seed=config.seed,
-            staging=config.staging,
-            stage_dir=config.stage_dir,
-            task=config.task,
+            name=run.dataset,
+            path=run.data_path,
+            options=tuple(sorted(config.options.ref_options().items())),
+            seed=run.seed,
+            staging=run.staging,
+            stage_dir=run.stage_dir,
+            task=run.task,
         )
 
     @classmethod
@@ -79,7 +82,7 @@ class WeightsRef:
 class Morph:
     """How a child's starting weights are made from its parent's.
 
-    Replay ``steps`` plans of :func:`aihpc.nas.morphism.random_plan` on the
+    Replay ``steps`` growth steps of the run's task (:meth:`aihpc.tasks.base.Task.plan`) on the
     parent's architecture with ``random.Random(seed)`` and ``max_params``,
     applying each to the parent's weights: those in ``parent_weights``, or,
     where the parent has none yet (the seed network before any trial
@@ -235,7 +238,7 @@ class ScreenTask:
     The worker builds every candidate architecture at a fresh initialisation
     (seeded by ``seed``), measures the zero-cost proxies on one minibatch of
     the training data, and has the shipped matcher predict each one's
-    accuracy (see :mod:`aihpc.train.screen`).  ``screen_id`` numbers the
+    accuracy (see :mod:`aihpc.recommend.screen`).  ``screen_id`` numbers the
     screenings of a run.
     """
 

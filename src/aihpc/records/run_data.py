@@ -4,20 +4,17 @@ record per task.
 An image run's (:class:`ImageDataRecord`: the images' shape, classes, splits,
 the generator of a synthetic set and its accuracy ceiling) and a language
 model run's (:class:`LanguageDataRecord`: tokens, vocabulary, context, the
-reference losses) differ; :func:`data_record` picks the one of a run's task,
-the one place that chooses between them.  Both name the data set, its
-splits' sizes, the parameter bound the search kept to and the seed network.
+reference losses) differ; a run's task names its own
+(:attr:`aihpc.tasks.base.Task.data_record`), which is how results.json's reader and writer
+choose.  Both name the data set, its splits' sizes, the parameter bound the search kept to and
+the seed network.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aihpc.base.errors import DataError
 from aihpc.records.codec import Record
-
-#: A run's task, as its configuration names it, from before there were tasks (an image run).
-IMAGE_TASK = "image"
 
 
 class ImageDataRecord(Record, frozen=True):
@@ -66,21 +63,3 @@ class LanguageDataRecord(Record, frozen=True):
 
 
 DataRecord = ImageDataRecord | LanguageDataRecord
-
-#: The record of each task's ``data``, by the task's name in the run's configuration: the one
-#: place that chooses by the task's name (results.json is read below the layer of the tasks,
-#: so the reader cannot ask the task); a new task adds its record here.
-DATA_RECORDS: dict[str, type[ImageDataRecord] | type[LanguageDataRecord]] = {
-    "image": ImageDataRecord,
-    "lm": LanguageDataRecord,
-}
-
-
-def data_record(task: str) -> type[ImageDataRecord] | type[LanguageDataRecord]:
-    """The record of the ``data`` of a run of ``task`` (its configuration's ``task``); DataError
-    for a task this aihpc does not know."""
-    record = DATA_RECORDS.get(task)
-    if record is None:
-        known = ", ".join(sorted(DATA_RECORDS))
-        raise DataError(f"results.json's config.task: unknown task {task!r} (known: {known})")
-    return record

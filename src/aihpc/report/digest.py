@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.report.lineage import morph_kind
-from aihpc.report.quality import ReportQuality, report_quality
 from aihpc.results.read import (
     CURRENT_VERSION,
     iter_trial_records,
@@ -29,8 +28,9 @@ from aihpc.results.read import (
     read_results,
     read_run_head,
 )
-from aihpc.results.sections import QualityKind
 from aihpc.results.trial import TrialRecord
+from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks import recorded_task
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
 SHOWN = 100  # the best trials a digest keeps whole
@@ -46,7 +46,7 @@ def read_for_report(path: Path) -> dict[str, Any]:
         head, trials = results.head(), list(results.trials)
     else:
         head, trials = read_run_head(path), []
-    digest = Digest(head.quality_kind())
+    digest = Digest(recorded_task(head.config).report_quality)
     for trial in trials or iter_trial_records(path):
         digest.add(trial)
     if digest.count <= LISTED:
@@ -66,12 +66,12 @@ def _document(head: dict[str, Any], trials: list[TrialRecord]) -> dict[str, Any]
 
 
 class Digest:
-    """What the report needs of every trial, added one trial at a time; ``kind``: the run's
-    quality, which ranks the trials kept whole."""
+    """What the report needs of every trial, added one trial at a time; ``quality``: the run's
+    (its task's :attr:`~aihpc.tasks.base.Task.report_quality`), which ranks the trials kept
+    whole."""
 
-    def __init__(self, kind: QualityKind) -> None:
-        self.kind = kind
-        self.quality: ReportQuality = report_quality(kind)
+    def __init__(self, quality: ReportQuality) -> None:
+        self.quality = quality
         self.count = 0
         self.status: Counter[str] = Counter()
         self.epochs: Counter[int] = Counter()
@@ -92,7 +92,7 @@ class Digest:
             self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
         self.ops.append(float(trial.ops.total))
         self.params.append(float(trial.num_params or 0))
-        value = trial.best(self.kind)
+        value = trial.best(self.quality.trial_key)
         self.ids.append(trial.id)
         self.parents.append(trial.parent)
         self.values.append(value)

@@ -15,7 +15,7 @@ from typing import Any
 from aihpc.base.fmt import format_si
 from aihpc.report.figure import figure, png
 from aihpc.report.markup import kv_table
-from aihpc.report.quality import ReportQuality
+from aihpc.scoring.quality import ReportQuality
 
 
 def caption(results: dict[str, Any], quality: ReportQuality) -> str:

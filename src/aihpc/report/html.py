@@ -9,27 +9,26 @@ results goes through :func:`aihpc.report.markup.esc` (``html.escape``).
 from __future__ import annotations
 
 import base64
-from collections import Counter
 from typing import Any
 
 from aihpc.base.fmt import (
     NA,
     as_number,
     format_fraction,
-    format_percent,
     format_seconds,
     format_si,
     format_value,
 )
-from aihpc.nas.lm_spec import is_lm_arch
 from aihpc.records.energy import energy_text
 from aihpc.report.digest_views import ancestry_note
 from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
 from aihpc.report.machine import configuration, environment, peak_card, peaks, section
-from aihpc.report.markup import CSS, card, esc, kv_table, no_data
-from aihpc.report.quality import LOSS, ReportQuality, loss_floor, quality_for
+from aihpc.report.markup import CSS, card, esc, figure_card, kv_table, no_data
+from aihpc.report.quality import quality_for
 from aihpc.report.trials_table import next_token_accuracy, trial_count, trial_list, trials_section
 from aihpc.results.read import trial_arch
+from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks import recorded_task
 
 
 def plot_sections(quality: ReportQuality) -> tuple[tuple[str, str, str], ...]:
@@ -88,20 +87,23 @@ def _header(results: dict[str, Any]) -> str:
         )
         if score.get(k) is not None
     ]
+    unrepeatable = score.get("not_repeatable")
     cards = [
-        card(
+        figure_card(
             "Score",
             format_si(score.get("ops_per_second"), "OPS"),
             f"{format_si(score.get('ops'))} operations in "
             f"{format_seconds(score.get('wall_seconds'))}",
+            unrepeatable,
             "main",
         ),
-        card(
+        figure_card(
             "Regulated score",
             format_si(score.get("regulated_score"), "OPS"),
             quality.regulated,
+            unrepeatable,
         ),
-        *(_loss_cards(results) if quality is LOSS else _accuracy_cards(results)),
+        *(card(title, value, note) for title, value, note in quality.headline(results)),
         card("Result", validity, validity_note, value_css=validity_css),
         card("Wall time", format_seconds(score.get("wall_seconds"))),
         peak_card(results),
@@ -112,54 +114,6 @@ def _header(results: dict[str, Any]) -> str:
         f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run_id)}</code> · '
         f'aihpc {esc(version)}</p><div class="cards">{"".join(cards)}</div>'
     )
-
-
-def _accuracy_cards(results: dict[str, Any]) -> list[str]:
-    """An image run's error and best accuracy."""
-    score = section(results, "score")
-    min_acc = as_number(score.get("min_accuracy"))
-    return [
-        card("Error", format_percent(score.get("error_percent"))),
-        card(
-            "Best accuracy",
-            format_fraction(score.get("best_accuracy"), 2),
-            " · ".join(_accuracy_notes(results, min_acc)),
-        ),
-    ]
-
-
-def _loss_cards(results: dict[str, Any]) -> list[str]:
-    """A language-model run's best validation loss, beside the floor (the best loss any model can
-    reach, where known), the gap to it, bits per byte (byte-level text), the maximum of a valid
-    run, and the unigram loss the regulated score measures from."""
-    score = section(results, "score")
-    best = as_number(score.get(LOSS.best_key))
-    floor = loss_floor(results)
-    gap = as_number(score.get("gap_to_floor"))
-    if gap is None and best is not None and floor is not None:
-        gap = best - floor
-    notes = ["floor unknown" if floor is None else f"floor {floor:.4f}"]
-    if gap is not None:
-        notes.append(f"gap {gap:.4f}")
-    bits = as_number(score.get("bits_per_byte"))
-    if bits is not None:
-        notes.append(f"{bits:.3f} bits/byte")
-    for key, word in (("max_val_loss", "maximum"), ("unigram_loss", "unigram")):
-        value = as_number(score.get(key))
-        if value is not None:
-            notes.append(f"{word} {value:.4f}")
-    return [card("Best validation loss", LOSS.text(best), " · ".join(notes))]
-
-
-def _accuracy_notes(results: dict[str, Any], min_acc: float | None) -> list[str]:
-    """The minimum for a valid run, and the task's ceiling where it is known."""
-    notes = [f"minimum {format_fraction(min_acc, 0)}"] if min_acc is not None else []
-    data = results.get("data")
-    ceiling = data.get("ceiling") if isinstance(data, dict) else None
-    oracle = as_number(ceiling.get("oracle_accuracy")) if isinstance(ceiling, dict) else None
-    if oracle is not None:
-        notes.append(f"task ceiling {format_fraction(oracle, 1)}–100%")
-    return notes
 
 
 def _energycard(energy: Any) -> str:
@@ -235,62 +189,18 @@ def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
     return quality.best(trial_list(results), quality.value)
 
 
-def _layer_summary(arch: dict[str, Any]) -> tuple[int | None, str]:
-    """(layer count, "conv × 3, linear × 1") from an ArchSpec dict; tolerant of its exact shape."""
-    layers = next(
-        (arch[k] for k in ("layers", "nodes", "blocks") if isinstance(arch.get(k), list)), None
-    )
-    if layers is None:
-        return None, NA
-    kinds = []
-    for layer in layers:
-        if isinstance(layer, dict):
-            kinds.append(str(next((layer[k] for k in ("type", "kind", "op") if k in layer), "?")))
-        else:
-            kinds.append(str(layer))
-    counted = Counter(kinds)
-    return len(layers), ", ".join(f"{kind} × {n}" for kind, n in counted.items()) or "none"
-
-
-def _cnn_rows(arch: dict[str, Any]) -> list[tuple[str, str]]:
-    """A CNN's layer count and layer types."""
-    count, kinds = _layer_summary(arch)
-    return [("layers", format_value(count)), ("layer types", kinds)]
-
-
-#: The fields of a language-model spec that :func:`_lm_rows` shows.
-_LM_SHOWN = {"blocks", "width", "context", "vocab_size", "head_dim"}
-
-
-def _lm_rows(arch: dict[str, Any]) -> list[tuple[str, str]]:
-    """A language model's blocks, width, context, vocabulary, and each block's heads and MLP
-    width (:class:`aihpc.nas.lm_spec.LMSpec`)."""
-    blocks = [b for b in arch.get("blocks") or [] if isinstance(b, dict)]
-    heads = ", ".join(format_value(b.get("heads")) for b in blocks) or NA
-    return [
-        ("blocks", format_value(len(blocks))),
-        ("width", format_value(arch.get("width"))),
-        ("context", f"{format_value(arch.get('context'))} tokens"),
-        ("vocabulary", f"{format_value(arch.get('vocab_size'))} tokens"),
-        ("heads per block", f"{heads} (head dim {format_value(arch.get('head_dim'))})"),
-        ("MLP widths", ", ".join(format_value(b.get("mlp_hidden")) for b in blocks) or NA),
-    ]
-
-
 def _best_architecture(results: dict[str, Any]) -> str:
     quality = quality_for(results)
     best = best_trial(results)
     if best is None:
         return no_data(f"no trial reached a {quality.val_label}")
     arch = trial_arch({t.get("id"): t for t in trial_list(results)}, best.get("id")) or {}
-    language = is_lm_arch(arch)
     rows = [
         ("trial", format_value(best.get("id"))),
         (f"best val {quality.short}", quality.text(quality.value(best))),
     ]
-    if quality is LOSS:
+    if quality.epoch_accuracy:
         rows.append(("next-token acc", format_fraction(next_token_accuracy(best, quality), 1)))
-    rows += _lm_rows(arch) if language else _cnn_rows(arch)
     rows += [
         (
             "parameters",
@@ -300,8 +210,7 @@ def _best_architecture(results: dict[str, Any]) -> str:
         ("lineage (seed → best)", " → ".join(str(i) for i in build_lineage(results).ancestry)),
         ("hyperparameters", format_value(best.get("hparams") or {})),
     ]
-    shown = _LM_SHOWN if language else {"layers", "nodes", "blocks"}
-    rows += [(f"arch.{k}", format_value(v)) for k, v in sorted(arch.items()) if k not in shown]
+    rows += recorded_task(section(results, "config")).arch_rows(arch)
     return kv_table(rows)
 
 

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aihpc.base.fmt import NA, as_number, format_value
 from aihpc.records.rows import SUCCEEDED
-from aihpc.report.quality import ACCURACY, ReportQuality, quality_for
+from aihpc.report.quality import quality_for
+from aihpc.scoring.quality import ReportQuality
 
-#: The morphism kinds the search makes, with their plot colours: a CNN's (aihpc.nas.morphism),
-#: then a language model's growth steps (aihpc.nas.lm_morphism), each like its CNN analogue.
+#: The morphism kinds the search makes, with their plot colours: a CNN's
+#: (aihpc.tasks.image.morphism), then a language model's growth steps
+#: (aihpc.tasks.language.morphism), each like its CNN analogue.
 MORPH_COLORS = {
     "seed": "#212121",
     "deepen": "#1e88e5",
@@ -78,7 +80,7 @@ class Lineage:
     nodes: dict[Any, LineageNode]
     roots: tuple[Any, ...]
     ancestry: tuple[Any, ...]
-    quality: ReportQuality = field(default=ACCURACY)
+    quality: ReportQuality
 
 
 def morph_kind(morph: Any) -> str:

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from aihpc.base.fmt import NA, as_number, format_fraction, format_si, format_value
-from aihpc.report.markup import card, kv_table, no_data
+from aihpc.report.markup import figure_card, kv_table, no_data
 from aihpc.report.quality import quality_for
 
 
@@ -36,7 +36,12 @@ def peak_card(results: dict[str, Any]) -> str:
         )
     if score.get("peak_warning"):
         notes.append("above 100 %: the measured peak is unreliable")
-    return card("Share of peak", format_fraction(score.get("peak_fraction")), " · ".join(notes))
+    return figure_card(
+        "Share of peak",
+        format_fraction(score.get("peak_fraction")),
+        " · ".join(notes),
+        score.get("not_repeatable"),
+    )
 
 
 def _peak_note(results: dict[str, Any], used: float | None) -> str:

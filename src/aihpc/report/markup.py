@@ -21,6 +21,8 @@ h2 { border-bottom: 2px solid #e0e0e0; padding-bottom: 0.2em; margin-top: 1.6em;
 .card .note { font-size: 0.8em; color: #616161; }
 .card.main .value { font-size: 2em; color: #0d47a1; }
 .valid { color: #2e7d32; } .invalid { color: #c62828; }
+.card.unrepeatable { border-color: #f57c00; } .card.unrepeatable .value { color: #8d6e63; }
+.card .mark { font-size: 0.75em; font-weight: 600; color: #e65100; text-transform: uppercase; }
 table { border-collapse: collapse; background: white; font-size: 0.88em; margin: 0.5em 0; }
 th, td { border: 1px solid #e0e0e0; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f5f5f5; }
@@ -66,6 +68,18 @@ def card(label: str, value: str, note: str = "", css: str = "", value_css: str =
     return (
         f'<div class="card {css}"><div class="label">{esc(label)}</div>'
         f'<div class="value {value_css}">{esc(value)}</div>{note_html}</div>'
+    )
+
+
+def figure_card(label: str, value: str, note: str, unrepeatable: Any, css: str = "") -> str:
+    """A headline card of one of the run's figures; where it would not repeat (``unrepeatable``,
+    the reason: results.json's ``score.not_repeatable``), marked so above its value, and why."""
+    if not unrepeatable:
+        return card(label, value, note, css)
+    return (
+        f'<div class="card unrepeatable {css}"><div class="label">{esc(label)}</div>'
+        f'<div class="mark">not repeatable</div><div class="value">{esc(value)}</div>'
+        f'<div class="note">{esc(unrepeatable)}</div><div class="note">{esc(note)}</div></div>'
     )
 
 

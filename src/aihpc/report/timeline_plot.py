@@ -1,6 +1,6 @@
 """The report's timeline plot: the score and the best quality so far against the run's time.
 
-The quality panel reads the run's :class:`~aihpc.report.quality.ReportQuality`:
+The quality panel reads the run's :class:`~aihpc.scoring.quality.ReportQuality`:
 the best accuracy in % above the minimum of a valid run, or the best validation
 loss in nats per token under the maximum of a valid run and above the loss
 floor, where the data's floor is known.
@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.base.fmt import as_number
 from aihpc.report.figure import figure, png, si_axis
-from aihpc.report.quality import ReportQuality, loss_floor, quality_for
+from aihpc.report.quality import quality_for
+from aihpc.scoring.quality import ReportQuality
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -41,7 +42,7 @@ def plot_timeline(results: dict[str, Any]) -> bytes | None:
     ax_score.set_ylabel("score (operations / s)")
     ax_score.set_title(f"Score and best {quality.label} over the run")
     ax_score.grid(alpha=0.3)
-    _best_panel(ax_best, best_pts, quality, _thresholds(results, quality))
+    _best_panel(ax_best, best_pts, quality, quality.thresholds(results))
     return png(fig)
 
 
@@ -49,26 +50,6 @@ def _series(points: list[dict[str, Any]], key: str) -> list[tuple[float, float]]
     """The (t, value) of the timeline's points that hold both, by time."""
     pairs = [(as_number(p.get("t")), as_number(p.get(key))) for p in points]
     return sorted((t, v) for t, v in pairs if t is not None and v is not None)
-
-
-def _thresholds(results: dict[str, Any], quality: ReportQuality) -> list[tuple[float, str, str]]:
-    """The horizontal lines of the quality panel, (value, label, style): the validity threshold
-    (the minimum accuracy, the maximum loss) and, for a loss, its floor where known."""
-    score = results.get("score")
-    score = score if isinstance(score, dict) else {}
-    lines = []
-    if quality.higher_is_better:
-        least = as_number(score.get("min_accuracy"))
-        if least is not None:
-            lines.append((least, f"min accuracy {100 * least:.0f}%", "valid"))
-        return lines
-    most = as_number(score.get("max_val_loss"))
-    if most is not None:
-        lines.append((most, f"max loss {most:.4f} (valid below)", "valid"))
-    floor = loss_floor(results)
-    if floor is not None:
-        lines.append((floor, f"floor {floor:.4f} (best possible)", "floor"))
-    return lines
 
 
 def _best_panel(

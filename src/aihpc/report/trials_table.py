@@ -8,7 +8,8 @@ from typing import Any
 from aihpc.base.fmt import NA, as_number, format_fraction, format_seconds, format_si, format_value
 from aihpc.report.digest_views import caption, distribution_table
 from aihpc.report.markup import esc, no_data
-from aihpc.report.quality import LOSS, ReportQuality, quality_for
+from aihpc.report.quality import quality_for
+from aihpc.scoring.quality import ReportQuality
 
 
 def trial_list(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,7 +50,7 @@ def _trials_table(trials: list[dict[str, Any]], quality: ReportQuality) -> str:
     """The trials, a row each; a language-model run's rows add the next-token accuracy."""
     if not trials:
         return no_data("no trials ran")
-    next_token = quality is LOSS
+    next_token = quality.epoch_accuracy
     head = ["id", "parent", "morph", "params", "status", quality.column]
     head += ["next-token acc"] if next_token else []
     head += ["epochs", "ops", "seconds", "worker", "hyperparameters"]

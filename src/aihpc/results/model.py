@@ -3,17 +3,17 @@
 The record is the file's layout (:mod:`aihpc.results.write` writes it,
 :mod:`aihpc.results.read` reads it back), generic in the run's ``data``: an
 image run's is ``RunResults[ImageDataRecord]``, a language model run's
-``RunResults[LanguageDataRecord]`` (:func:`aihpc.records.run_data.data_record`
-chooses by the configuration's ``task``).  ``schema_version`` is the one the
-file was written with; its content is read into the current form (the
-upgrades of :mod:`aihpc.results.read`).  A section a file is too old to have
-is absent (UNSET or None, as its type says); ``config`` is the run's
-configuration as written (:meth:`RunHead.run_config` checks it into a
-:class:`~aihpc.base.config.RunConfig`).
+``RunResults[LanguageDataRecord]`` (the record its task names,
+:attr:`aihpc.tasks.base.Task.data_record`, by the configuration's ``task``).
+``schema_version`` is the one the file was written with; its content is read
+into the current form (the upgrades of :mod:`aihpc.results.read`).  A section a
+file is too old to have is absent (UNSET or None, as its type says); ``config`` is the run's
+configuration as written (:func:`aihpc.tasks.read_config` checks it into a
+:class:`~aihpc.base.config.RunConfig`, by its task's options).
 
-What computes with a run's result takes these records: the task
-(:attr:`RunHead.task`), the quality it judged models by
-(:meth:`RunHead.quality_kind`), the score as :mod:`aihpc.scoring` computes it
+What computes with a run's result takes these records: the task's name
+(:attr:`RunHead.task`: :func:`aihpc.tasks.recorded_task` gives the task, which says how the run
+judged its models), the score as :mod:`aihpc.scoring` computes it
 (:meth:`~aihpc.results.sections.ScoreRecord.score`), the peak
 (:meth:`~aihpc.records.peak.RunPeakRecord.run_peak`), the environment
 (:meth:`~aihpc.records.environment.EnvironmentRecord.environment`).
@@ -23,21 +23,19 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from aihpc.base.config import RunConfig
 from aihpc.nas.helper_restart import HelperRestart
 from aihpc.records.codec import UNSET, Record, UnsetType
 from aihpc.records.energy import EnergyRecord
 from aihpc.records.environment import EnvironmentRecord
 from aihpc.records.peak import DtypePeakRecord, RunPeakRecord
 from aihpc.records.rows import LostEpoch
-from aihpc.records.run_data import IMAGE_TASK, ImageDataRecord, LanguageDataRecord
+from aihpc.records.run_data import ImageDataRecord, LanguageDataRecord
 from aihpc.results.sections import (
     CompilationRecord,
     DevicesRecord,
     IntegrityRecord,
     LayoutRecord,
     ModelFlopsRecord,
-    QualityKind,
     ScoreRecord,
     ScreeningRecord,
     SegmentRecord,
@@ -47,6 +45,7 @@ from aihpc.results.sections import (
     WorkerMemoryRecord,
 )
 from aihpc.results.trial import TrialRecord
+from aihpc.tasks import DEFAULT_TASK
 
 D = TypeVar("D", ImageDataRecord, LanguageDataRecord)
 
@@ -84,16 +83,7 @@ class RunHead(Record, Generic[D], frozen=True):
     def task(self) -> str:
         """The run's task, as its configuration names it (``image`` for runs from before there
         were tasks)."""
-        return str(self.config.get("task") or IMAGE_TASK)
-
-    def quality_kind(self) -> QualityKind:
-        """What the run judged its models by (the score's quality)."""
-        return self.score.quality_kind()
-
-    def run_config(self) -> RunConfig:
-        """The run's configuration, checked (ConfigError for a key this aihpc does not know: a
-        configuration of an older aihpc's)."""
-        return RunConfig.from_dict(self.config, source="the run's recorded configuration")
+        return str(self.config.get("task") or DEFAULT_TASK)
 
     def worker_hosts(self) -> dict[str, str]:
         """Each worker's host name, by worker name (empty for files without ``devices``)."""

@@ -32,9 +32,9 @@ from aihpc.base.errors import DataError, StorageError
 from aihpc.base.fileio import open_binary
 from aihpc.records.archdiff import patch
 from aihpc.records.codec import convert, decode
-from aihpc.records.run_data import IMAGE_TASK, data_record
 from aihpc.results.model import RunHead, RunResults
 from aihpc.results.trial import TrialRecord
+from aihpc.tasks import recorded_task
 
 #: A run's results, and the name they take when written compressed (see
 #: :func:`aihpc.results.write.write_results`).
@@ -104,8 +104,8 @@ def _head_record(head: dict[str, Any], what: str) -> RunHead[Any]:
         )
     upgraded = upgrade_head(head)
     config = upgraded.get("config")
-    task = (config.get("task") if isinstance(config, dict) else None) or IMAGE_TASK
-    kind: Any = RunHead[data_record(str(task))]  # type: ignore[misc]
+    task = recorded_task(config if isinstance(config, dict) else None)
+    kind: Any = RunHead[task.data_record]  # type: ignore[name-defined]
     record: RunHead[Any] = convert(upgraded, kind, what)
     return record
 

@@ -21,14 +21,14 @@ from typing import Any
 from aihpc.base.errors import ConfigError
 from aihpc.records.codec import record_schema
 from aihpc.records.files import FILES
-from aihpc.records.run_data import DATA_RECORDS
 from aihpc.results.model import RunResults
+from aihpc.tasks import BUILT_IN, task_of
 
 #: Each published document's record, by the name of its schema file.
 DOCUMENTS: dict[str, Any] = {
     **{
-        f"results-{task}": RunResults[record]  # type: ignore[valid-type]
-        for task, record in DATA_RECORDS.items()
+        f"results-{name}": RunResults[task_of(name).data_record]  # type: ignore[misc]
+        for name in BUILT_IN
     },
     **FILES,
 }

@@ -7,28 +7,9 @@ had (see :mod:`aihpc.records.codec` for what a field's type says).
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from aihpc.records.codec import UNSET, Record, UnsetType, value_or_none
 from aihpc.records.messages import ScreenStatus
 from aihpc.scoring.score import Score
-
-
-class QualityKind(StrEnum):
-    """What a run judged its models by: the best validation accuracy (images, and every file from
-    before the language task) or the best validation loss (language models)."""
-
-    ACCURACY = "accuracy"
-    LOSS = "loss"
-
-    @property
-    def metric(self) -> str:
-        """The epochs' metric it reads."""
-        return "val_accuracy" if self is QualityKind.ACCURACY else "val_loss"
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self is QualityKind.ACCURACY
 
 
 class ScoreRecord(Record, frozen=True):
@@ -66,18 +47,14 @@ class ScoreRecord(Record, frozen=True):
     seed_only_best: float | None | UnsetType = UNSET
     seed_only_trial: int | None | UnsetType = UNSET
     search_gain: float | None | UnsetType = UNSET
+    # why the score and its share of peak would not repeat (the peak moved during the run:
+    # aihpc.scoring.peak.RunPeak.not_repeatable); None where they would; absent in older files
+    not_repeatable: str | None | UnsetType = UNSET
 
-    def quality_kind(self) -> QualityKind:
-        """The quality the score holds: a loss where the language model's fields are written."""
-        if self.max_val_loss is not UNSET or self.best_val_loss not in (None, UNSET):
-            return QualityKind.LOSS
-        return QualityKind.ACCURACY
-
-    def best(self) -> float | None:
-        """The run's best value of its quality (accuracy, or loss)."""
-        if self.quality_kind() is QualityKind.LOSS:
-            return value_or_none(self.best_val_loss)
-        return self.best_accuracy
+    def best(self, best_key: str) -> float | None:
+        """The run's best value of its quality, whose field is ``best_key`` (the task's
+        :attr:`~aihpc.scoring.quality.ReportQuality.best_key`); None where none was measured."""
+        return value_or_none(getattr(self, best_key))
 
     def score(self) -> Score:
         """The score itself (less the tallies), as :mod:`aihpc.scoring.score` computes with it."""

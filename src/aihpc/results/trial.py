@@ -16,7 +16,6 @@ from aihpc.records.codec import UNSET, Record, UnsetType, value_or_none
 from aihpc.records.messages import EpochStatus
 from aihpc.records.rows import TrialStatus
 from aihpc.records.trial import Hyperparameters
-from aihpc.results.sections import QualityKind
 
 
 class EpochRecord(Record, frozen=True):
@@ -47,9 +46,10 @@ class EpochRecord(Record, frozen=True):
     regions_needed: int | None = None
     regions_compiled: int | None = None
 
-    def value(self, kind: QualityKind) -> float | None:
-        """The epoch's validation value of ``kind`` (None where it was not measured)."""
-        return value_or_none(self.val_accuracy if kind is QualityKind.ACCURACY else self.val_loss)
+    def value(self, metric: str) -> float | None:
+        """The epoch's value of ``metric``, the run's quality (its task's
+        :attr:`~aihpc.scoring.quality.ReportQuality.epoch_key`); None where not measured."""
+        return value_or_none(getattr(self, metric))
 
 
 class HparamsRecord(Record, frozen=True):
@@ -121,8 +121,7 @@ class TrialRecord(Record, frozen=True):
     best_val_accuracy: float | None | UnsetType = UNSET
     best_val_loss: float | None | UnsetType = UNSET
 
-    def best(self, kind: QualityKind) -> float | None:
-        """Its best validation value of ``kind`` (None: no epoch measured one)."""
-        if kind is QualityKind.ACCURACY:
-            return value_or_none(self.best_val_accuracy)
-        return value_or_none(self.best_val_loss)
+    def best(self, trial_key: str) -> float | None:
+        """Its best validation value, whose field is ``trial_key`` (the run's task's
+        :attr:`~aihpc.scoring.quality.ReportQuality.trial_key`); None: no epoch measured one."""
+        return value_or_none(getattr(self, trial_key))

@@ -44,7 +44,9 @@ lineage's root started: its learning-rate schedule's start),
 ``hparams_origin`` (``tpe``, ``default``, or ``inherited from trial N``) are
 new fields, no version change (absent for runs from before them); so are the
 score's ``seed_only_best``, ``seed_only_trial`` and ``search_gain``
-(:func:`seed_only`).
+(:func:`seed_only`), and its ``not_repeatable`` (:func:`not_repeatable`: why
+the score and its share of peak would not repeat, the peak having moved during
+the run; null where they would).
 
 Version 3 writes a child's architecture as ``arch_diff``, the edits of its
 parent's (:mod:`aihpc.records.archdiff`), instead of ``arch`` in full (which
@@ -71,7 +73,6 @@ from aihpc.records.environment import EnvironmentRecord
 from aihpc.records.messages import EpochStatus
 from aihpc.records.peak import RunPeakRecord
 from aihpc.records.rows import SUCCEEDED, EpochRow, ScreeningRow, TrialRow, TrialStatus
-from aihpc.records.run_data import IMAGE_TASK, data_record
 from aihpc.results.model import RunHead, RunResults
 from aihpc.results.read import COMPRESSED_RESULTS_FILE, RESULTS_FILE, TRIALS
 from aihpc.results.sections import (
@@ -90,8 +91,10 @@ from aihpc.results.sections import (
     WorkerMemoryRecord,
 )
 from aihpc.results.trial import EpochRecord, HparamsRecord, OpsPerSample, TrialOps, TrialRecord
+from aihpc.scoring.peak import current_run_peak
 from aihpc.scoring.quality import Quality
 from aihpc.scoring.score import Score
+from aihpc.tasks import recorded_task
 
 # 2: a trial's parameter count is num_params (was params); 3: a child's architecture is
 # arch_diff, the edits of its parent's
@@ -128,13 +131,13 @@ def results_fields(store: Any, score: Score) -> RunHead[Any]:
     t0 = run_start(store)
     meta = store.meta()
     screenings = store.screenings()
-    task = str((meta.config or {}).get("task") or IMAGE_TASK)
+    task = recorded_task(meta.config)
     return RunHead(
         schema_version=RESULTS_SCHEMA_VERSION,
         aihpc_version=__version__,
         run_id=meta.run_id,
         config=meta.config,
-        data=_section(meta.data, data_record(task), "data"),
+        data=_section(meta.data, task.data_record, "data"),
         environment=exact(meta.environment, EnvironmentRecord, "results.json's environment"),
         peak=_section(meta.peak, RunPeakRecord, "peak"),
         layout=_section(meta.layout, LayoutRecord, "layout"),
@@ -196,10 +199,18 @@ def score_record(store: Any, score: Score, screenings: list[ScreeningRow]) -> Sc
             "trials_diverged": counts.get(TrialStatus.DIVERGED, 0),
             "screening_ops": sum(sc.ops for sc in screenings),
             **seed_only(store, score),
+            "not_repeatable": not_repeatable(store.meta().peak),
         },
         ScoreRecord,
         "results.json's score",
     )
+
+
+def not_repeatable(peak: dict[str, Any] | None) -> str | None:
+    """Why the score and its share of peak would not repeat (:meth:`RunPeak.not_repeatable`);
+    None where they would, or where the peak was not measured (or is in an older form)."""
+    run_peak = current_run_peak(peak)
+    return None if run_peak is None else run_peak.not_repeatable()
 
 
 def seed_only(store: Any, score: Score) -> dict[str, Any]:

@@ -15,17 +15,17 @@ from aihpc.base.config import RunConfig
 from aihpc.base.errors import DataError, WorkersLost
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
-from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
+from aihpc.scoring.peak import PEAK_DRIFT, PeakResult, RunPeak, WorkerPeak
 
 if TYPE_CHECKING:
     from aihpc.energy.run import EnergySession
     from aihpc.launch.executor import Layout
     from aihpc.launch.interface import Executor
     from aihpc.records.messages import DataRef
+    from aihpc.tasks import Task
 
-# The peak is measured by every worker at once (config.peak_seconds),
-# before the run and after it; a drift between the two past PEAK_DRIFT is flagged.
-PEAK_DRIFT = 0.10
+# The peak is measured by every worker at once (config.run.peak_seconds), before the run and
+# after it; a drift between the two past scoring.peak.PEAK_DRIFT is flagged.
 # How long the peak before the run waits for every worker the run placed: one the scheduler
 # dropped for a moment (its nanny restarting it) is back within 3-10 s.  The peak after the run
 # waits for none: it is measured on the workers left.
@@ -74,8 +74,11 @@ def measure_peak_now(
     return RunPeak.of([WorkerPeak.from_dict(w) for w in per_worker], procs)
 
 
-def stage_data(config: RunConfig, executor: Executor, layout: Layout | None) -> dict[str, Any]:
-    """Every worker stages the data set (:mod:`aihpc.train.staging`) before the run's clock starts.
+def stage_data(
+    task: Task, config: RunConfig, executor: Executor, layout: Layout | None
+) -> dict[str, Any]:
+    """Every worker stages the data set of the run's ``task`` (:mod:`aihpc.train.staging`) before
+    the run's clock starts.
 
     MLPerf HPC times data staging apart from the run (since HPC v3.0 it need
     not be in the run's time); here it is generating or reading the data
@@ -88,10 +91,11 @@ def stage_data(config: RunConfig, executor: Executor, layout: Layout | None) -> 
     device = layout.device if layout else "auto"
     per_worker = executor.run_on_each(
         worker_stage,
+        task,
         DataRef.of(config),
         device,
         executor.workers_per_host(),
-        config.procs_per_trial,
+        config.launch.procs_per_trial,
     )
     failed = [w for w in per_worker if "error" in w]
     if failed:
@@ -108,9 +112,10 @@ def stage_data(config: RunConfig, executor: Executor, layout: Layout | None) -> 
 
 
 def worker_stage(
-    ref: DataRef, device: str, sharing: dict[str, int] | None = None, procs: int = 1
+    task: Task, ref: DataRef, device: str, sharing: dict[str, int] | None = None, procs: int = 1
 ) -> dict[str, Any]:
-    """Runs on a worker: its staged copy of the data set, made now and kept for the epochs.
+    """Runs on a worker: its staged copy of the data set (``task``'s), made now and kept for the
+    epochs.
 
     ``sharing``: for each worker's address, the workers on its host (they
     share its memory when staging on the CPU).  With ``procs > 1`` the
@@ -123,7 +128,7 @@ def worker_stage(
     if procs > 1:
         from aihpc.train.ranks import rank_stage
 
-        ranks = rank_stage(ref, device, procs)
+        ranks = rank_stage(task, ref, device, procs)
         return {
             "worker": worker_name(),
             "tier": ranks[0]["tier"],
@@ -138,7 +143,7 @@ def worker_stage(
     try:
         return {
             "worker": worker_name(),
-            **stage(ref, str(resolve_device(device)), share=share).record(),
+            **stage(task, ref, str(resolve_device(device)), share=share).record(),
         }
     # the master says it in one line (raised here, Dask would log a traceback)
     except DataError as exc:

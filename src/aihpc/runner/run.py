@@ -32,7 +32,7 @@ from aihpc.runner.measure import (
 )
 from aihpc.runner.search.master import Master
 from aihpc.scoring.score import Score
-from aihpc.tasks import task_of
+from aihpc.tasks import Task, read_config, task_of
 
 if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, dask) when it starts
     from distributed import Client
@@ -74,7 +74,7 @@ def prepare(config: RunConfig, run_dir: Path, resume: bool) -> tuple[RunConfig, 
     if resume:
         stored = store.meta().config
         assert stored is not None  # check_resumable found it
-        return RunConfig.from_dict(stored, source=str(run_dir / "aihpc.sqlite")), store
+        return read_config(stored, source=str(run_dir / "aihpc.sqlite")), store
     store.set_meta(MetaKey.CONFIG, config.to_dict())
     store.set_meta(MetaKey.RUN_ID, run_dir.name)
     store.set_meta(MetaKey.STORE_FORMAT, STORE_FORMAT)
@@ -111,18 +111,6 @@ def check_resumable(run_dir: Path) -> None:
         )
 
 
-def with_default_workload(config: RunConfig, device: str) -> RunConfig:
-    """Fill in what the task sizes to the device (batch sizes, the synthetic data set's size),
-    only where the user did not set it (:meth:`aihpc.tasks.base.Task.default_workload`)."""
-    return task_of(config.task).default_workload(config, device)
-
-
-def inspect_data(config: RunConfig, device: str) -> dict[str, Any]:
-    """Load the data set once in the master: checks it exists and describes it (results.json's
-    ``data``, :meth:`aihpc.tasks.base.Task.inspect_data`)."""
-    return task_of(config.task).inspect_data(config, device)
-
-
 def run_benchmark(
     config: RunConfig,
     run_dir: Path,
@@ -138,14 +126,14 @@ def run_benchmark(
     from aihpc.results.write import trial_records, write_results
 
     inputs = check_inputs(config, run_dir, resume, client)
-    config, store = inputs.config, inputs.store
-    mlperf = open_mlperf_log(run_dir, config, inputs.data_info, resume)
+    config, store, task = inputs.config, inputs.store, inputs.task
+    mlperf = open_mlperf_log(run_dir, task, config, inputs.data_info, resume)
     executor = None
     try:
         executor = open_executor(config, inputs.layout, run_dir, client)
         run = OpenRun.of(inputs, executor, mlperf)
         score, head = search_and_score(run, resume, console)
-        quality = task_of(config.task).quality(config, inputs.data_info)
+        quality = task.quality(config, inputs.data_info)
         written = write_results(run_dir, head, trial_records(store, quality))
         chain_sha256, _ = store.chain_head()  # as results.json's integrity records it
         mlperf.run_stop("success" if score.valid else "aborted", chain_sha256=chain_sha256)
@@ -163,13 +151,12 @@ def run_benchmark(
 
 
 def open_mlperf_log(
-    run_dir: Path, config: RunConfig, data_info: dict[str, Any], resume: bool
+    run_dir: Path, task: Task, config: RunConfig, data_info: dict[str, Any], resume: bool
 ) -> MLPerfLog:
     """The run's MLPerf log, under its task's benchmark name and quality (an accuracy that never
     falls, or a loss that never rises); continued on a resume."""
     from aihpc.mlperf.log import MLPerfLog
 
-    task = task_of(config.task)
     return MLPerfLog(
         run_dir / "mlperf.log",
         task.mlperf_benchmark,
@@ -183,6 +170,7 @@ class RunInputs:
     """What :func:`check_inputs` found, before any worker starts."""
 
     config: RunConfig  # the run's own: with the task's defaults, or the resumed run's
+    task: Task  # the run's task, resolved here once
     store: RunStore  # open, the run directory made
     layout: Layout | None  # None: a scheduler's workers, as they are
     device: str  # the kind of device the workers train on: cpu or cuda
@@ -200,24 +188,27 @@ def check_inputs(
     if resume:  # the run's own configuration; flags other than --resume do not apply
         config, store = prepare(config, run_dir, resume)
     try:
-        if config.interface and client is None:
-            check_interface(config.interface)  # the login side's; a node's is checked on the node
+        task = task_of(config.run.task)
+        if config.launch.interface and client is None:
+            # the login side's; a node's is checked on the node
+            check_interface(config.launch.interface)
         layout = choose_layout(config, client)
-        if layout is not None and client is None and not config.batch_system:
+        if layout is not None and client is None and not config.launch.batch_system:
             from aihpc.launch.memory import worker_limit
 
-            worker_limit(config.worker_memory, layout.workers)  # workers on this machine can start
-        device = layout.device if layout else ("cuda" if config.device == "cuda" else "cpu")
-        if not resume:
-            config = with_default_workload(config, device)
-        data_info = inspect_data(config, device)
+            # workers on this machine can start
+            worker_limit(config.launch.worker_memory, layout.workers)
+        device = layout.device if layout else ("cuda" if config.run.device == "cuda" else "cpu")
+        if not resume:  # what the task sizes to the device, where the user did not set it
+            config = task.default_workload(config, device)
+        data_info = task.inspect_data(config, device)  # the data set checked, described
     except BaseException:
         if store is not None:
             store.close()
         raise
     if store is None:
         config, store = prepare(config, run_dir, resume)
-    return RunInputs(config, store, layout, device, data_info)
+    return RunInputs(config, task, store, layout, device, data_info)
 
 
 @dataclass(frozen=True)
@@ -225,6 +216,7 @@ class OpenRun:
     """A run being made: what :func:`check_inputs` found and what :func:`run_benchmark` opened."""
 
     config: RunConfig
+    task: Task  # the run's task
     store: RunStore
     executor: Executor  # its workers joined
     mlperf: MLPerfLog
@@ -237,6 +229,7 @@ class OpenRun:
         """The run of ``inputs``, with its workers and its MLPerf log."""
         return cls(
             inputs.config,
+            inputs.task,
             inputs.store,
             executor,
             mlperf,
@@ -255,9 +248,11 @@ def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Scor
     from aihpc.runner.display.observer import Observers, resume_log
 
     config, store, executor, layout = run.config, run.store, run.executor, run.layout
-    placement = Placement(executor, layout.device if layout else "auto", config.procs_per_trial)
+    placement = Placement(
+        executor, layout.device if layout else "auto", config.launch.procs_per_trial
+    )
     store.set_meta(MetaKey.DEVICES, placement.place())
-    quality = task_of(config.task).quality(config, run.data_info)
+    quality = run.task.quality(config, run.data_info)
     if resume:
         resume_log(run.mlperf, store, store.run_dir / "mlperf.log", quality.metric)
     else:
@@ -273,6 +268,7 @@ def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Scor
     meters = start_meters(store, executor, layout, run.device, resume)
     observers = Observers(console, run.mlperf, quality)
     master = Master(
+        run.task,
         config,
         store,
         executor,
@@ -284,9 +280,8 @@ def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Scor
     )
     with console:
         score = master.run()
-    record_energy(store, executor, meters, config.procs_per_trial)
-    kinds = task_of(config.task).peak_kernels
-    record_peak_after(store, executor, layout, config.peak_seconds, kinds)
+    record_energy(store, executor, meters, config.launch.procs_per_trial)
+    record_peak_after(store, executor, layout, config.run.peak_seconds, run.task.peak_kernels)
     return score, results_fields(store, score)
 
 
@@ -299,8 +294,7 @@ def watch_memory(run: OpenRun, resume: bool) -> MemoryWatch:
     if resume and run.device == "cpu":  # the data each worker stages into its memory, not yet
         per_worker = (run.store.meta().staging or {}).get("per_worker") or []
         staged = max((w["bytes"] for w in per_worker if w.get("tier") == "device"), default=0)
-    task = task_of(run.config.task)
-    memory = MemoryWatch(task, run.config, run.device, run.executor.memory_kill, staged)
+    memory = MemoryWatch(run.task, run.config, run.device, run.executor.memory_kill, staged)
     measure_memory(run, memory)
     memory.check_seed(run.data_info)
     return memory
@@ -334,8 +328,8 @@ def initialise(run: OpenRun) -> None:
     mlperf.submission_info(
         org="aihpc",
         platform=_platform(environment, run.device),
-        number_of_nodes=config.nodes if config.batch_system else 1,
-        accelerators_per_node=(layout.workers * layout.procs // max(config.nodes, 1))
+        number_of_nodes=config.launch.nodes if config.launch.batch_system else 1,
+        accelerators_per_node=(layout.workers * layout.procs // max(config.launch.nodes, 1))
         if run.device == "cuda" and layout
         else 0,  # every GPU of a node: workers x their processes
     )
@@ -345,20 +339,26 @@ def initialise(run: OpenRun) -> None:
     mlperf.eval_samples(run.data_info["num_val"])
     store.set_meta(MetaKey.ENVIRONMENT, environment.to_dict())
     store.set_meta(MetaKey.DATA, run.data_info)
-    store.set_meta(MetaKey.LAYOUT, layout.__dict__ if layout else {"scheduler": config.scheduler})
+    store.set_meta(
+        MetaKey.LAYOUT, layout.__dict__ if layout else {"scheduler": config.launch.scheduler}
+    )
     devices = store.meta().devices
     assert devices is not None  # placed by search_and_score before this
     placed = len(devices["workers"])
-    kinds = task_of(config.task).peak_kernels
     peak = measure_run_peak(
-        run.executor, layout, config.peak_seconds, config.procs_per_trial, placed, kinds
+        run.executor,
+        layout,
+        config.run.peak_seconds,
+        config.launch.procs_per_trial,
+        placed,
+        run.task.peak_kernels,
     )
     store.set_meta(MetaKey.PEAK, peak.to_dict())
     store.set_meta(MetaKey.PEAK_FLOPS_PER_S, peak.total_flops_per_s)
     nominal = peak.nominal
     store.set_meta(MetaKey.NOMINAL_PEAK_FLOPS_PER_S, nominal.flops_per_s if nominal else None)
     mlperf.staging_start()
-    staged = stage_data(config, run.executor, layout)
+    staged = stage_data(run.task, config, run.executor, layout)
     store.set_meta(MetaKey.STAGING, staged)
     mlperf.staging_stop(staged_bytes=staged["bytes"])
     mlperf.init_stop()
@@ -370,13 +370,16 @@ def choose_layout(config: RunConfig, client: Client | None) -> Layout | None:
     from aihpc.launch.executor import allocation_layout, batch_layout, local_layout
 
     if client is not None:
-        return allocation_layout(config.procs_per_trial)
-    if config.scheduler:
+        return allocation_layout(config.launch.procs_per_trial)
+    if config.launch.scheduler:
         return None  # the scheduler's workers are what they are
-    if config.batch_system:
-        return batch_layout(config)
+    if config.launch.batch_system:
+        return batch_layout(config.launch)
     return local_layout(
-        config.workers, config.threads_per_worker, config.device, config.procs_per_trial
+        config.launch.workers,
+        config.launch.threads_per_worker,
+        config.run.device,
+        config.launch.procs_per_trial,
     )
 
 
@@ -389,14 +392,14 @@ def open_executor(
 
     if client is not None:
         executor = DaskExecutor(client, owns_client=False)
-    elif config.scheduler:
-        executor = remote_executor(config.scheduler, config.worker_memory)
+    elif config.launch.scheduler:
+        executor = remote_executor(config.launch.scheduler, config.launch.worker_memory)
     else:
         assert layout is not None  # choose_layout's, for any workers but a scheduler's
-        if config.batch_system:
-            executor = batch_executor(layout, config, run_dir)
+        if config.launch.batch_system:
+            executor = batch_executor(layout, config.launch, run_dir)
         else:
-            executor = local_executor(layout, config.worker_memory)
+            executor = local_executor(layout, config.launch.worker_memory)
     executor.log_dir = run_dir
     try:
         executor.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)

@@ -251,6 +251,12 @@ class WorkerPeak:
         return cls(**{**values, "spread": spread, "parts": parts})
 
 
+#: How far the peak may move between its measurements before and after a run, either way, for
+#: the run's score and its share of peak to count as repeatable: past it the machine itself
+#: changed during the run (throttling, other load), and the same run would not score the same.
+PEAK_DRIFT = 0.10
+
+
 @dataclass(frozen=True)
 class PeakDrift:
     """The peak measured again after the run (None: it could not be), and how far it moved: over
@@ -324,6 +330,18 @@ class RunPeak:
             spread=max(w.spread for w in per_worker),
         )
 
+    def not_repeatable(self) -> str | None:
+        """Why the run's score and its share of peak would not repeat: the peak moved past
+        :data:`PEAK_DRIFT` between before the run and after it; None where it did not, or where
+        the drift is not known."""
+        drift = None if self.drift is None else self.drift.drift
+        if drift is None or abs(drift) <= PEAK_DRIFT:
+            return None
+        return (
+            f"the machine's peak moved by {100 * drift:+.1f} % between before the run and after "
+            f"it (more than {100 * PEAK_DRIFT:.0f} %)"
+        )
+
     @property
     def nominal(self) -> NominalPeak | None:
         """The nominal peak of every worker's devices, summed (None: not recorded)."""
@@ -392,3 +410,12 @@ class RunPeak:
             spread=max(w.spread for w in per_worker) if per_worker else data["spread"],
             drift=PeakDrift.from_dict(data) if "drift" in data else None,
         )
+
+
+def current_run_peak(data: Any) -> RunPeak | None:
+    """The run's peak from a store's or results.json's ``peak``: None where it was not measured
+    or is in an older form that is kept as written (version 1's one peak per dtype, a peak per
+    worker of one process from before ``procs_per_worker``)."""
+    if not (isinstance(data, dict) and "procs_per_worker" in data):
+        return None
+    return RunPeak.from_dict(data)

@@ -1,4 +1,5 @@
-"""How a task's models are judged: the quality measure behind the search, the score and validity.
+"""How a task's models are judged: the quality measure behind the search, the score and validity,
+and how a report writes it.
 
 A task names one validation metric its epochs report; everything that ranks
 or scores models reads it through a :class:`Quality`:
@@ -9,20 +10,23 @@ or scores models reads it through a :class:`Quality`:
 * the score's regulated factor and validity (:func:`aihpc.scoring.score.compute_score`)
   and the quality fields of results.json's ``score`` (:meth:`Quality.score_fields`).
 
-:class:`Accuracy` is the image task's (AIPerf's): regulated score = OPS x
-|ln(1 - best accuracy)|, valid from ``min_accuracy``.  :class:`Loss` is the
-language task's, in nats per token: regulated score = OPS x
-ln((unigram - floor) / (best - floor)), the number of e-folds by which the
-model cut the loss a context-free model leaves above the floor (0 at the
-unigram loss, growing without bound towards the floor, as |ln(1 - accuracy)|
-grows towards a perfect accuracy); valid at or below ``max_loss``.
+Everything in a report that reads, ranks, formats or plots a model's quality
+goes through the task's :class:`ReportQuality`.  Each task's measure and its
+report's words are the task's own: the image task's validation accuracy
+(:mod:`aihpc.tasks.image.quality`, AIPerf's), the language task's validation
+loss in nats per token (:mod:`aihpc.tasks.language.quality`).
 """
 
 from __future__ import annotations
 
-import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from aihpc.base.fmt import as_number
+
+T = TypeVar("T")
 
 
 class Quality(Protocol):
@@ -84,112 +88,98 @@ class Quality(Protocol):
 
 
 @dataclass(frozen=True)
-class Accuracy:
-    """Validation accuracy, a fraction: the image task's quality.
+class ReportQuality(ABC):
+    """How a report reads and writes one quality measure: a task's :attr:`report_quality`
+    (:attr:`aihpc.tasks.base.Task.report_quality`).
 
-    A validation set of ``val_samples`` samples cannot tell an accuracy above
-    1 - 1/(2n) from 1, so the regulated score caps it there (else a perfect
-    accuracy would score infinitely).
+    ``name``: the measure ("accuracy", "loss"); ``trial_key``, ``epoch_key``,
+    ``best_key``: a trial's best value in results.json, an epoch's value, and
+    the best so far in the timeline and the score; ``label``: the quality in
+    words ("accuracy", "validation loss"); ``short``: one word; ``column``: the
+    trials table's heading; ``unit``: of plotted values ("%", "nats/token");
+    ``ranked``: the trials a digest keeps whole; ``missing``: a trial without
+    a value (failed, cut short); ``regulated``: the regulated score's formula;
+    ``epoch_accuracy``: the epochs record a ``val_accuracy`` beside the
+    quality (a language model's next-token accuracy), which the report shows.
     """
 
-    val_samples: int
-    min_accuracy: float
-    metric: str = "val_accuracy"
-    label: str = "accuracy"
-    higher_is_better: bool = True
-    best_key: str = "best_accuracy"
-    trial_key: str = "best_val_accuracy"
+    name: str
+    trial_key: str
+    epoch_key: str
+    best_key: str
+    label: str
+    short: str
+    column: str
+    unit: str
+    higher_is_better: bool
+    ranked: str
+    missing: str
+    regulated: str
+    epoch_accuracy: bool = False
 
     @property
-    def resolution(self) -> float:
-        """The standard error of an accuracy over ``val_samples`` samples at its largest (at one
-        half): sqrt(p (1 - p) / n) <= 0.5 / sqrt(n)."""
-        return 0.5 / math.sqrt(max(self.val_samples, 1))
+    def val_label(self) -> str:
+        """The quality with "validation" in its name: "validation accuracy", "validation loss"."""
+        return self.label if self.label.startswith("validation") else f"validation {self.label}"
 
-    def text(self, value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.2f}%"
+    @property
+    def axis_label(self) -> str:
+        """A plot axis of best values: "best validation accuracy (%)"."""
+        return f"best {self.val_label} ({self.unit})"
 
-    def goodness(self, value: float) -> float:
-        return value
+    @property
+    def change_heading(self) -> str:
+        """The heading of a column of changes between parent and child."""
+        return "change" if self.higher_is_better else "change (lower is better)"
 
-    def regulated(self, ops_per_second: float, best: float | None) -> float:
-        capped = min(best or 0.0, 1.0 - 0.5 / max(self.val_samples, 1))
-        return ops_per_second * abs(math.log(1.0 - capped))
-
-    def invalid_reason(self, best: float | None) -> str | None:
-        if best is None:
-            return "no trial finished an evaluation"
-        if best < self.min_accuracy:
-            return f"best accuracy {best:.4f} is below the minimum {self.min_accuracy:.4f}"
-        return None
-
-    def score_fields(self, best: float | None) -> dict[str, Any]:
-        return {
-            "best_accuracy": best,
-            "error_percent": 100.0 * (1.0 - (best if best is not None else 0.0)),
-            "min_accuracy": self.min_accuracy,
-        }
-
-
-@dataclass(frozen=True)
-class Loss:
-    """Validation loss in nats per token: the language task's quality.
-
-    ``floor`` is the best loss any model can reach on the validation tokens
-    where the data's generative model is known (None: unknown, taken as 0 in
-    the regulated score); ``unigram`` the loss of the best context-free
-    model; ``max_loss`` the validity threshold.  The regulated factor's
-    distance to the floor is held at ``resolution`` or more: the standard
-    error of a mean over the validation tokens cannot tell a smaller gap
-    from none, as an accuracy is capped at half a sample.
-    """
-
-    unigram: float
-    max_loss: float
-    floor: float | None
-    resolution: float
-    bytes_per_token: float | None = None  # 1 for byte-level text: nats/token / ln 2 = bits/byte
-    metric: str = "val_loss"
-    label: str = "validation loss"
-    higher_is_better: bool = False
-    best_key: str = "best_val_loss"
-    trial_key: str = "best_val_loss"
-
-    def text(self, value: float | None) -> str:
-        return "-" if value is None else f"{value:.4f} nats/token"
+    def value(self, row: Mapping[str, Any]) -> float | None:
+        """A trial's best value (``trial_key``), None where it has none."""
+        return as_number(row.get(self.trial_key))
 
     def goodness(self, value: float) -> float:
-        return -value
+        """Higher is better: an accuracy as it is, a loss negated."""
+        return value if self.higher_is_better else -value
 
-    def regulated(self, ops_per_second: float, best: float | None) -> float:
-        if best is None:
-            return 0.0
-        floor = self.floor or 0.0
-        gap = max(best - floor, self.resolution)
-        return ops_per_second * max(0.0, math.log((self.unigram - floor) / gap))
+    def best(self, items: Iterable[T], value_of: Callable[[T], float | None]) -> T | None:
+        """The item of the best value (the first on ties), None if none has a value."""
+        best: T | None = None
+        best_goodness = 0.0
+        for item in items:
+            value = value_of(item)
+            if value is None:
+                continue
+            goodness = self.goodness(value)
+            if best is None or goodness > best_goodness:
+                best, best_goodness = item, goodness
+        return best
 
-    def invalid_reason(self, best: float | None) -> str | None:
-        if best is None:
-            return "no trial finished an evaluation"
-        if best > self.max_loss:
-            return (
-                f"best validation loss {best:.4f} nats/token is above the maximum "
-                f"{self.max_loss:.4f}"
-            )
-        return None
+    @abstractmethod
+    def cell(self, value: Any) -> str:
+        """A value for a table cell ("97.22%", "2.2784": the unit in the heading)."""
 
-    def score_fields(self, best: float | None) -> dict[str, Any]:
-        bits = None
-        if best is not None and self.bytes_per_token:
-            bits = best / math.log(2) / self.bytes_per_token
-        return {
-            "best_accuracy": None,
-            "error_percent": None,
-            "min_accuracy": None,
-            "best_val_loss": best,
-            "max_val_loss": self.max_loss,
-            "loss_floor": self.floor,
-            "unigram_loss": self.unigram,
-            "gap_to_floor": None if best is None or self.floor is None else best - self.floor,
-            "bits_per_byte": bits,
-        }
+    @abstractmethod
+    def brief(self, value: Any) -> str:
+        """A value in a list of many ("97.2%", "2.278")."""
+
+    @abstractmethod
+    def text(self, value: Any) -> str:
+        """A value with its unit ("97.22%", "2.2784 nats/token")."""
+
+    @abstractmethod
+    def change(self, new: float, old: float) -> str:
+        """From ``old`` to ``new`` ("+3.20 points", "-0.0377 nats/token")."""
+
+    @abstractmethod
+    def plotted(self, value: float) -> float:
+        """A value on a plot axis, in ``unit``."""
+
+    @abstractmethod
+    def headline(self, results: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+        """The report's cards of the run's quality, from its results.json: (title, value,
+        note) each."""
+
+    @abstractmethod
+    def thresholds(self, results: Mapping[str, Any]) -> list[tuple[float, str, str]]:
+        """The lines a plot of the best value so far draws, (value, label, style): the validity
+        threshold, and the best any model can reach where it is known (style ``"valid"``,
+        ``"floor"``)."""

@@ -3,26 +3,37 @@ task of the AutoML benchmark.
 
 A task is what the search searches and how a model of it is judged: its
 architectures and their function-preserving growth, its data, its quality
-measure, its counting.  Two exist: ``image`` (classification, CNNs grown by
-network morphism: AIPerf's) and ``lm`` (language modelling, decoder-only
-transformers grown by exact operators).  Code that needs a task-specific
-answer asks the run's task for it (:func:`aihpc.tasks.task_of`), never
-branches on its name.
+measure, its counting, its settings and the words a report uses for it.  Two
+are built in: ``image`` (classification, CNNs grown by network morphism:
+AIPerf's) and ``lm`` (language modelling, decoder-only transformers grown by
+exact operators); :func:`aihpc.tasks.register` adds others.  Code that needs a
+task-specific answer asks the run's task for it (the object the run resolved
+once, :func:`aihpc.tasks.task_of`), never branches on its name.
+
+A task is stateless (its class makes it, :func:`aihpc.tasks.load_task`) and
+its module imports torch inside its methods, so that naming it (``aihpc
+--help``, reading a configuration) stays fast.
 
 The contract, per method: units, what never changes, who calls it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aihpc.base.config import RunConfig
+from aihpc.base.config import RunConfig, TaskOptions
+from aihpc.base.fmt import format_value
 from aihpc.nas.tpe_study import SearchSpace
+from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.quality import Quality
+from aihpc.scoring.quality import Quality, ReportQuality
 
 # torch and numpy are imported where a task trains or counts, not where it is named
 if TYPE_CHECKING:
@@ -31,11 +42,11 @@ if TYPE_CHECKING:
     import torch
 
     from aihpc.nas.moments import Growth
-    from aihpc.nas.spec import LayerMemo
 
 #: The data set as :meth:`Task.inspect_data` describes it: results.json's ``data``, a JSON
 #: object whose keys are the task's and its data set's (``num_train``, ``num_val``,
-#: ``max_params``... ``aihpc.data`` adds its own), read back from the store or results.json.
+#: ``max_params``... the image task's data sets add their own), read back from the store or
+#: results.json.
 DataInfo = dict[str, Any]
 #: A network's weights by name (``state_dict()``), as a morphism reads and writes them.
 StateDict = dict[str, "torch.Tensor"]
@@ -56,6 +67,85 @@ class Arch(Protocol):
     def num_params(self) -> int:
         """Parameters of a network of this architecture."""
         ...
+
+
+#: Hex digits of a compiled region's signature (64 bits: no collision among the regions of a
+#: search).
+SIGNATURE_CHARS = 16
+
+
+def canonical(value: Any) -> str:
+    """JSON with keys sorted, no whitespace, ASCII only, no NaN: the form an architecture's
+    ``content_hash`` and a region's signature digest."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
+def signature(text: str) -> str:
+    """A compiled region's signature: the first :data:`SIGNATURE_CHARS` hex digits of the
+    SHA-256 of ``text`` (its :func:`canonical` description)."""
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:SIGNATURE_CHARS]
+
+
+class Compilable(Protocol):
+    """A region of a task's network that the trainer's cache compiles: a ``signature`` (equal for
+    regions computing the same function of the same tensors) and a ``template()``, the module
+    computing it, built on the meta device, whose keys name the tensors it is run with."""
+
+    @property
+    def signature(self) -> str: ...
+
+    def template(self) -> torch.nn.Module: ...
+
+
+class RegionRunner(Protocol):
+    """What a task's compiled regions run through (:class:`aihpc.train.regions.RegionCache`)."""
+
+    def run(
+        self,
+        region: Compilable,
+        tensors: dict[str, torch.Tensor],
+        args: tuple[torch.Tensor, ...],
+        training: bool,
+        dropout: tuple[float, ...] = (),
+    ) -> torch.Tensor:
+        """``region`` applied to ``args`` with the network's ``tensors`` (its template's keys),
+        in train or eval mode, its dropout layers at the ``dropout`` rates in order."""
+        ...
+
+
+#: An autocast context, or nothing.
+Autocast = contextlib.AbstractContextManager[object]
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """What a trial's training steps call (``module``: the model, or a faster way of computing
+    it), under ``autocast``; the passes (``"train"``, ``"eval"``) whose first run compiles, and
+    the compiled regions those first runs call.  The weights the optimizer steps, the weight
+    files hold and the growth steps read are always the model's own."""
+
+    module: torch.nn.Module
+    autocast: Autocast
+    compiled_modes: tuple[str, ...] = ()
+    regions_needed: int = 0
+
+
+def other_fields(arch: Mapping[str, Any], shown: set[str]) -> list[tuple[str, str]]:
+    """An architecture's fields but ``shown``, as a report lists them: ``("arch.<key>", value)``
+    in key order."""
+    return [(f"arch.{k}", format_value(v)) for k, v in sorted(arch.items()) if k not in shown]
+
+
+def device_autocast(device: torch.device) -> Autocast:
+    """bfloat16 autocast on a GPU, nothing elsewhere: how a model trains unless its task says
+    otherwise."""
+    import torch
+
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 #: One planned growth step: (child, its maps of the parent's weights and optimizer state,
@@ -93,9 +183,9 @@ class Split(Protocol):
 class Task(Protocol):
     """A task of the AutoML benchmark (the module docstring)."""
 
-    #: "image" or "lm", as RunConfig.task names it
+    #: its name, as ``RunConfig.run.task`` and a saved architecture's ``"kind"`` give it
     name: str
-    #: the data sets the task trains on (``RunConfig.dataset``)
+    #: the data sets the task trains on (``RunConfig.run.dataset``)
     datasets: tuple[str, ...]
     #: gradients clipped to this norm in every step (None: not clipped)
     grad_clip: float | None
@@ -107,6 +197,19 @@ class Task(Protocol):
     #: whether its models compile (``RunConfig.compile``) when the run leaves it open, by device
     #: kind ("cpu", "cuda"): the faster way as measured on that kind of device
     compile_auto: Mapping[str, bool]
+    #: its own settings, ``RunConfig.options`` (the type reads them: :class:`TaskOptions`)
+    options_type: type[TaskOptions]
+    #: the kind of input its models read, as the zoo names it (``aihpc.models.INPUT_KINDS``): a
+    #: zoo model of that kind is served as this task's (:func:`aihpc.tasks.serving`)
+    input_kind: str
+    #: whether its models answer a query by generating tokens (``aihpc infer``: a prefill, then
+    #: one step a token, :meth:`decode_ops`) rather than by one forward pass
+    generates: bool
+    #: how a report reads, ranks and writes its quality (:mod:`aihpc.report`)
+    report_quality: ReportQuality
+    #: the record of what :meth:`inspect_data` describes, as results.json's and the store's
+    #: ``data`` hold it (:mod:`aihpc.records.run_data`)
+    data_record: type[Record]
 
     # -- the run (aihpc.runner) -------------------------------------------------------------
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
@@ -145,10 +248,13 @@ class Task(Protocol):
         """The first trial's architecture for the data :meth:`inspect_data` described."""
         ...
 
-    def arch(self, data: dict[str, Any], memo: LayerMemo | None = None) -> Arch:
-        """The architecture of its ``to_dict()`` (SpecError if it is not one of this task's);
-        ``memo`` lets the many related architectures of a run share their parts where the
-        task's architectures can (:class:`aihpc.nas.spec.LayerMemo`)."""
+    def arch(self, data: dict[str, Any]) -> Arch:
+        """The architecture of its ``to_dict()`` (SpecError if it is not one of this task's)."""
+        ...
+
+    def arch_reader(self) -> Callable[[dict[str, Any]], Arch]:
+        """What reads the many related architectures of one run (``aihpc verify``'s trials) as
+        :meth:`arch` does, sharing their parts where the task's architectures can."""
         ...
 
     def plan(self, arch: Arch, rng: random.Random, max_params: int | None) -> Plan:
@@ -158,6 +264,29 @@ class Task(Protocol):
     # -- models and their operations (aihpc.train, aihpc.verify) ----------------------------
     def model(self, arch: Arch) -> torch.nn.Module:
         """A freshly initialised network of ``arch`` (on torch's current default device)."""
+        ...
+
+    def model_input(self, arch: Arch) -> tuple[tuple[int, ...], int | None]:
+        """One sample's input to a network of ``arch``: its shape, and the vocabulary where the
+        input is token ids (None: real values) (``aihpc count``, ``aihpc export``)."""
+        ...
+
+    def step_model(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        device: torch.device,
+        world: int,
+        cache: RegionRunner | None,
+    ) -> StepModel:
+        """What the training steps of ``model`` call on ``device`` in ``world`` data-parallel
+        processes: compiled region by region through ``cache`` where it is given (None: not
+        compiled)."""
+        ...
+
+    def region_signatures(self, arch: Arch) -> frozenset[str]:
+        """The signatures of the regions a compiled model of ``arch`` runs (what
+        :meth:`step_model` compiles; empty where nothing compiles)."""
         ...
 
     def count_per_sample(self, arch: Arch, batch: int, dropout: float) -> tuple[float, float]:
@@ -201,4 +330,17 @@ class Task(Protocol):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A staged batch as the model's input and the loss's targets (one target per output
         row once the logits are flattened to (targets, classes))."""
+        ...
+
+    # -- serving and reading a finished run (aihpc.infer, aihpc.verify, aihpc.report) -------
+    def decode_ops(self, arch: Arch, prompt_tokens: int, new_tokens: int) -> tuple[float, float]:
+        """Operations of answering one query by generation: a prefill of ``prompt_tokens``, then
+        ``new_tokens`` one at a time (prefill, all decode steps); ValueError where they do not
+        fit the architecture, or its task does not generate (:attr:`generates`)."""
+        ...
+
+    def arch_rows(self, arch: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """What a report shows of an architecture (its ``to_dict()``, read leniently: a field
+        missing shows as not available): (label, value) rows, its summary first, then each field
+        the summary does not show (:func:`other_fields`)."""
         ...

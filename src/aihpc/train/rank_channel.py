@@ -3,7 +3,8 @@
 The worker writes one request per line to every rank's standard input; each
 rank answers with one line on its standard output.  Nothing is pickled: a
 task, a result and a data set's reference travel as their dataclasses'
-fields (``dataclasses.asdict``), the weights as files.
+fields (``dataclasses.asdict``), the run's task as its class's path
+(:func:`aihpc.tasks.task_path`), the weights as files.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class EpochRequest(TypedDict):
     """Train one epoch (every rank its share; rank 0 answers with the result)."""
 
     op: Literal["epoch"]
+    kind: str  # the run's task, aihpc.tasks.task_path's
     task: dict[str, Any]  # the EpochTask's fields
     worker: str
     t_start: float
@@ -37,6 +39,7 @@ class StageRequest(TypedDict):
     """Stage the data set (kept for the rank's epochs)."""
 
     op: Literal["stage"]
+    kind: str  # the run's task, aihpc.tasks.task_path's
     data: dict[str, Any]  # the DataRef's fields
 
 

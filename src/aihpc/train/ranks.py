@@ -58,6 +58,7 @@ import torch.distributed as dist
 
 from aihpc.machine.devices import device_kind, gpu_indices, training_dtype
 from aihpc.records.messages import DataRef, EpochResult, EpochTask, WeightsRef
+from aihpc.tasks import Task, load_task, task_path
 from aihpc.train.group import Group
 from aihpc.train.rank_channel import (
     EpochRequest,
@@ -336,11 +337,12 @@ def _decode(line: str) -> RankAnswer | None:
     return answer if isinstance(answer, dict) else None
 
 
-def run_epoch_parallel(task: EpochTask, worker: str, t_start: float) -> EpochResult:
-    """Train ``task`` in this worker's pool of ``task.procs`` processes; rank 0's result is the
-    epoch's."""
+def run_epoch_parallel(kind: Task, task: EpochTask, worker: str, t_start: float) -> EpochResult:
+    """Train ``task`` (of ``kind``'s trial) in this worker's pool of ``task.procs`` processes;
+    rank 0's result is the epoch's."""
     request: EpochRequest = {
         "op": "epoch",
+        "kind": task_path(kind),
         "task": dataclasses.asdict(task),
         "worker": worker,
         "t_start": t_start,
@@ -367,10 +369,14 @@ def rank_peaks(
     return [a["peak"] for a in _ask(PoolKey.of(device, procs), request)]
 
 
-def rank_stage(ref: DataRef, device: str, procs: int) -> list[StagingRecord]:
-    """Every rank loads the data set onto its device now (kept for its epochs): seconds and bytes
-    per rank."""
-    request: StageRequest = {"op": "stage", "data": dataclasses.asdict(ref)}
+def rank_stage(kind: Task, ref: DataRef, device: str, procs: int) -> list[StagingRecord]:
+    """Every rank loads the data set of task ``kind`` onto its device now (kept for its epochs):
+    seconds and bytes per rank."""
+    request: StageRequest = {
+        "op": "stage",
+        "kind": task_path(kind),
+        "data": dataclasses.asdict(ref),
+    }
     return [a["staged"] for a in _ask(PoolKey.of(device, procs), request)]
 
 
@@ -424,9 +430,9 @@ def _rank_main() -> None:
 def _serve(request: RankRequest, group: ProcessGroup, device: torch.device) -> RankAnswer:
     op = request["op"]
     if request["op"] == "epoch":
-        result = train_epoch(
-            epoch_task(request["task"]), request["worker"], request["t_start"], group, device
-        )
+        kind = load_task(request["kind"])
+        task = epoch_task(request["task"])
+        result = train_epoch(kind, task, request["worker"], request["t_start"], group, device)
         return {"result": dataclasses.asdict(result)} if group.rank == 0 else {}
     if request["op"] == "peak":
         from aihpc.roofline.peak import search_peak
@@ -445,7 +451,8 @@ def _serve(request: RankRequest, group: ProcessGroup, device: torch.device) -> R
     if request["op"] == "stage":
         from aihpc.train.staging import stage
 
-        return {"staged": stage(DataRef.from_dict(request["data"]), str(device)).record()}
+        ref = DataRef.from_dict(request["data"])
+        return {"staged": stage(load_task(request["kind"]), ref, str(device)).record()}
     raise ValueError(f"rank request op must be epoch, peak or stage, got {op!r}")
 
 

@@ -28,7 +28,7 @@ The task decides what is staged (:meth:`aihpc.tasks.base.Task.splits`,
 Either tier is filled in chunks of about :data:`CHUNK_BYTES` of float32
 samples: a pool of the worker's threads produces the chunks (generated,
 decoded or read; images then normalised with the same float32 operation as
-:meth:`aihpc.data.base.SplitDataset.materialize`, so the values are
+:meth:`aihpc.tasks.image.data.base.SplitDataset.materialize`, so the values are
 bit-identical to it), and each is converted to the staging dtype and copied
 into place, in order.  The host holds a few chunks in float32 at a time,
 never a whole split: the data set's size is bounded by the device (or the
@@ -60,7 +60,7 @@ from aihpc.base.errors import DataError
 from aihpc.records.messages import DataRef
 
 if TYPE_CHECKING:
-    from aihpc.tasks import Split
+    from aihpc.tasks import Split, Task
 
 #: Share of the device's free memory (or of the host's available memory, on the
 #: CPU) the ``device`` tier may fill.  The rest is the model's: a ResNet-50 step
@@ -134,8 +134,11 @@ class Staged:
         }
 
 
-def stage(ref: DataRef, device: str, share: int = 1, threads: int | None = None) -> Staged:
-    """The data set ``ref`` staged for ``device``, made on the first call and kept (per worker).
+def stage(
+    kind: Task, ref: DataRef, device: str, share: int = 1, threads: int | None = None
+) -> Staged:
+    """The data set ``ref`` of task ``kind`` staged for ``device``, made on the first call and
+    kept (per worker).
 
     ``share``: workers sharing this host's memory (for the CPU's ``auto``
     choice); ``threads``: the staging pool's threads (default torch's).
@@ -148,7 +151,7 @@ def stage(ref: DataRef, device: str, share: int = 1, threads: int | None = None)
         return _STAGED[key]
     while len(_STAGED) >= CACHED:
         _STAGED.popitem(last=False)
-    staged = _stage(ref, torch.device(device), share, threads or torch.get_num_threads())
+    staged = _stage(kind, ref, torch.device(device), share, threads or torch.get_num_threads())
     _STAGED[key] = staged
     _LOADS += 1
     return staged
@@ -160,11 +163,8 @@ def loads() -> int:
     return _LOADS
 
 
-def _stage(ref: DataRef, device: torch.device, share: int, threads: int) -> Staged:
-    from aihpc.tasks import task_of
-
+def _stage(kind: Task, ref: DataRef, device: torch.device, share: int, threads: int) -> Staged:
     t0 = time.perf_counter()
-    kind = task_of(ref.task)
     splits = kind.splits(ref)
     dtype = kind.staging_dtype(device)
     image_bytes = sum(len(s) * math.prod(s.sample_shape) for s in splits) * dtype.itemsize

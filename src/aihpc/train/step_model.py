@@ -1,91 +1,45 @@
 """What a trial's training steps call: the model itself, or a faster way of computing it.
 
-:func:`step_model_for` chooses, from the model's kind, the device and whether
-the run compiles (:attr:`aihpc.tasks.base.Task.compile_auto`, ``--compile``):
-
-* a CNN (:class:`~aihpc.nas.build.SpecNet`) compiled runs region by region
-  (:class:`aihpc.train.regions.RegionNet`), under bfloat16 autocast on a GPU;
-* a language model (:class:`~aihpc.nas.lm_net.LMNet`) runs through an
-  :class:`aihpc.train.lm_regions.LMStep`: its blocks compiled one by one
-  where compiled, its passes on bfloat16 compute weights with the float32
-  parameters as master where :data:`aihpc.train.lm_regions.COMPUTE_DTYPE`
-  says so for the device (then without autocast: the logits come back in
-  float32 for the loss), in one process only (data-parallel ranks keep
-  float32 weights under autocast);
-* anything else is called as it is, under bfloat16 autocast on a GPU.
-
-The weights the optimizer steps, the weight files hold and the morphisms
-read are always the model's own.
+:func:`step_model_for` asks the run's task (:meth:`aihpc.tasks.base.Task.step_model`),
+giving it the process's region cache (:func:`aihpc.train.regions.default_cache`)
+where the run compiles (:attr:`aihpc.tasks.base.Task.compile_auto`,
+``--compile``): a CNN runs region by region, a language model block by block
+and on bfloat16 compute weights, each as its task says.  The weights the
+optimizer steps, the weight files hold and the growth steps read are always
+the model's own.  :func:`room_to_compile` decides whether an epoch has the time
+to compile what its model needs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
+from aihpc.tasks import Arch, Task
+from aihpc.tasks.base import StepModel
+
 if TYPE_CHECKING:
-    from aihpc.tasks import Arch
     from aihpc.train.regions import RegionCache
-
-#: An autocast context, or nothing.
-Autocast = contextlib.AbstractContextManager[object]
-
-
-@dataclass(frozen=True)
-class StepModel:
-    """What the steps call (``module``), under ``autocast``; the passes (``"train"``,
-    ``"eval"``) whose first run compiles, and the compiled regions those first runs call."""
-
-    module: torch.nn.Module
-    autocast: Autocast
-    compiled_modes: tuple[str, ...] = ()
-    regions_needed: int = 0
 
 
 def step_model_for(
+    task: Task,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     device: torch.device,
     world: int,
     compiled: bool,
 ) -> StepModel:
-    """The step model of ``model`` (see the module docstring), trained by ``optimizer`` on
-    ``device`` in ``world`` data-parallel processes; ``compiled`` through the process's
+    """The step model of ``model``, ``task``'s, trained by ``optimizer`` on ``device`` in
+    ``world`` data-parallel processes; ``compiled`` through the process's
     :func:`aihpc.train.regions.default_cache`."""
-    from aihpc.nas.build import SpecNet
-    from aihpc.nas.lm_net import LMNet
-    from aihpc.train.regions import RegionNet, default_cache
+    from aihpc.train.regions import default_cache
 
-    autocast: Autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if device.type == "cuda"
-        else contextlib.nullcontext()
-    )
-    if isinstance(model, LMNet):
-        from aihpc.train.lm_regions import COMPUTE_DTYPE, LMStep
-
-        dtype = COMPUTE_DTYPE.get(device.type) if world == 1 else None
-        if dtype is None and not compiled:
-            return StepModel(model, autocast)
-        step = LMStep(model, compute_dtype=dtype, cache=default_cache() if compiled else None)
-        step.follow(optimizer)
-        low: Autocast = contextlib.nullcontext()
-        return StepModel(
-            step, autocast if dtype is None else low, step.compiled_modes, step.regions_needed()
-        )
-    if compiled:
-        if not isinstance(model, SpecNet):
-            raise TypeError(f"no regional compilation for a {type(model).__name__}")
-        net = RegionNet(model)
-        # both passes compile: training's and evaluation's
-        return StepModel(net, autocast, ("train", "eval"), 2 * len(net.regions))
-    return StepModel(model, autocast)
+    return task.step_model(model, optimizer, device, world, default_cache() if compiled else None)
 
 
 #: A compilation cannot be interrupted, and one that runs past the epoch's deadline holds its
@@ -98,27 +52,11 @@ COMPILE_ROOM = 2.0
 MIN_COMPILE_ROOM_S = 60.0
 
 
-def region_signatures(spec: Arch) -> frozenset[str]:
-    """The signatures of the regions a compiled model of ``spec`` runs."""
-    from aihpc.nas.lm_spec import LMSpec
-    from aihpc.nas.spec import ArchSpec
-
-    if isinstance(spec, LMSpec):
-        from aihpc.train.lm_regions import block_regions
-
-        return frozenset(r.signature for r in block_regions(spec))
-    if isinstance(spec, ArchSpec):
-        from aihpc.train.regions import partition
-
-        return frozenset(r.signature for r in partition(spec))
-    raise TypeError(f"no compiled regions for a {type(spec).__name__}")
-
-
-def room_to_compile(spec: Arch, cache: RegionCache, seconds_left: float) -> bool:
-    """Whether a model of ``spec`` may compile with ``seconds_left`` to its epoch's deadline:
-    yes where ``cache`` holds every region it runs, else where :data:`COMPILE_ROOM` times the
-    compilations still to make fits (at least :data:`MIN_COMPILE_ROOM_S`)."""
-    missing = region_signatures(spec) - cache.signatures()
+def room_to_compile(task: Task, spec: Arch, cache: RegionCache, seconds_left: float) -> bool:
+    """Whether a model of ``spec`` (``task``'s) may compile with ``seconds_left`` to its epoch's
+    deadline: yes where ``cache`` holds every region it runs, else where :data:`COMPILE_ROOM`
+    times the compilations still to make fits (at least :data:`MIN_COMPILE_ROOM_S`)."""
+    missing = task.region_signatures(spec) - cache.signatures()
     if not missing:
         return True
     needed = COMPILE_ROOM * len(missing) * cache.longest_seconds()

@@ -11,7 +11,7 @@ for the next batch: gathered on the device, or streamed, see
 :mod:`aihpc.train.feed`), ``forward`` (model and loss), ``backward``,
 ``optimizer`` (the step), ``eval`` (validation forward passes), ``compile``
 (the first pass of a model compiled region by region, :mod:`aihpc.train.regions` and
-:mod:`aihpc.train.lm_regions`, compilation included) and ``other`` (model build, weight
+:mod:`aihpc.tasks.language.regions`, compilation included) and ``other`` (model build, weight
 loading, operation counting, and any wait for the weight file).
 
 Every batch a trial trains on has the same shape, so that cuDNN's autotuner
@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from aihpc.machine.devices import resolve_device
 from aihpc.records.messages import EpochResult, EpochStatus, EpochTask, WeightsRef
-from aihpc.tasks import Arch, Task, task_of
+from aihpc.tasks import Arch, Task
 from aihpc.train import feed
 from aihpc.train.evaluation import channels_last, evaluate, loss_sums
 from aihpc.train.group import SINGLE, Group
@@ -131,13 +131,14 @@ class Progress:
 
 
 def train_epoch(
+    kind: Task,
     task: EpochTask,
     worker: str,
     t_start: float,
     group: Group = SINGLE,
     device: torch.device | None = None,
 ) -> EpochResult:
-    """One epoch in this process; with a ``group``, this rank's share of it.
+    """One epoch of ``kind``'s trial in this process; with a ``group``, this rank's share of it.
 
     Each global batch of ``batch_size`` is split across the ranks; samples,
     losses and accuracies are summed over the ranks, so the result (and the
@@ -148,15 +149,15 @@ def train_epoch(
     device = device or resolve_device(task.device)
     # on a GPU, the worker's device is the current one: its stream carries the timing events
     with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-        return _train_epoch(task, worker, t_start, group, device)
+        return _train_epoch(kind, task, worker, t_start, group, device)
 
 
 def _train_epoch(
-    task: EpochTask, worker: str, t_start: float, group: Group, device: torch.device
+    kind: Task, task: EpochTask, worker: str, t_start: float, group: Group, device: torch.device
 ) -> EpochResult:
     timer = timer_for(device)
     with timer("other"):
-        setup = prepare(task, device, group)
+        setup = prepare(kind, task, device, group)
     progress = train_steps(task, setup, timer, group)
     metrics = train_metrics(task, progress)
     writing = None
@@ -197,21 +198,20 @@ def _train_epoch(
     )
 
 
-def prepare(task: EpochTask, device: torch.device, group: Group) -> Setup:
+def prepare(kind: Task, task: EpochTask, device: torch.device, group: Group) -> Setup:
     """The model, optimizer and data the epoch trains with: kept from the last epoch, or built.
 
     Compiled where the task says (``compile``), else by the task's default for the device kind
     (:attr:`aihpc.tasks.base.Task.compile_auto`), but a model built afresh whose regions are not
     all compiled yet runs eager where its deadline leaves no room to compile them
     (:func:`aihpc.train.step_model.room_to_compile`)."""
-    kind = task_of(task.data.task)
     auto = kind.compile_auto.get(device.type, False)
     compiled = auto if task.compile is None else bool(task.compile)
     setup = take_resident(task, device, compiled, group)
     if setup is None:
         if compiled:  # every rank alike: none compiles where one has no room
             compiled = not group.any(not _room_to_compile(task, kind))
-        setup = build(task, device, group, compiled)
+        setup = build(kind, task, device, group, compiled)
     # the epoch's random draws (dropout) from its own seed, alike for a kept and a rebuilt model
     torch.manual_seed(task.seed * 1_000_003 + task.epoch)
     return setup
@@ -221,7 +221,7 @@ def _room_to_compile(task: EpochTask, kind: Task) -> bool:
     from aihpc.train.regions import default_cache
     from aihpc.train.step_model import room_to_compile
 
-    return room_to_compile(kind.arch(task.arch), default_cache(), task.deadline - time.time())
+    return room_to_compile(kind, kind.arch(task.arch), default_cache(), task.deadline - time.time())
 
 
 def take_resident(
@@ -266,14 +266,13 @@ def compiled_regions(setup: Setup) -> dict[str, int]:
     return {"regions_needed": setup.regions_needed, "regions_compiled": compiled}
 
 
-def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -> Setup:
+def build(kind: Task, task: EpochTask, device: torch.device, group: Group, compiled: bool) -> Setup:
     """Build the model from the task's architecture and weights, its optimizer, and the data."""
-    kind = task_of(task.data.task)
     spec = kind.arch(task.arch)
     hp = task.hparams
     batch = hp.batch_size
     dropout = hp.dropout
-    state, opt_state = starting_state(task)
+    state, opt_state = starting_state(kind, task)
     model = build_model(kind, spec, state, task.seed, device)
     set_dropout(model, dropout)
     train_ops, eval_ops = count_ops_per_sample(kind, spec, batch, dropout)
@@ -292,14 +291,14 @@ def build(task: EpochTask, device: torch.device, group: Group, compiled: bool) -
 
         use_compile_cache(task.data.stage_dir)
         compiled_before = default_cache().stats().compiled
-    steps = step_model_for(model, optimizer, device, group.world, compiled)
+    steps = step_model_for(kind, model, optimizer, device, group.world, compiled)
     return Setup(
         kind=kind,
         spec=spec,
         model=model,
         step_model=group.wrap(steps.module),
         optimizer=optimizer,
-        data=stage(task.data, str(device)),
+        data=stage(kind, task.data, str(device)),
         device=device,
         batch=batch,
         train_ops=train_ops,

@@ -52,7 +52,7 @@ from aihpc.base.errors import StorageError
 from aihpc.base.fileio import atomic_open
 from aihpc.nas.moments import POWERS, ParamStates
 from aihpc.records.messages import EpochTask, Morph, WeightsRef
-from aihpc.tasks import Arch, Task, task_of
+from aihpc.tasks import Arch, Task
 
 #: A state dict as torch makes and loads it: a model's (tensors by name) or an optimizer's
 #: (nested dicts and lists of tensors and numbers).
@@ -294,14 +294,13 @@ def load(directory: Path, ref: WeightsRef, optimizer: bool = True) -> tuple[Stat
     return content["model"], content["optimizer"]
 
 
-def starting_state(task: EpochTask) -> tuple[State | None, State | None]:
-    """The (model, optimizer) state ``task`` starts from; (None, None) for a fresh
-    initialisation, and None for a fresh optimizer (a child without ``carry_optimizer``, or
-    whose parent has no weight file yet)."""
+def starting_state(kind: Task, task: EpochTask) -> tuple[State | None, State | None]:
+    """The (model, optimizer) state ``task`` (of a trial of ``kind``) starts from; (None, None)
+    for a fresh initialisation, and None for a fresh optimizer (a child without
+    ``carry_optimizer``, or whose parent has no weight file yet)."""
     if task.start is not None:
         return load(Path(task.weights_dir), task.start)
     if task.morph is not None:
-        kind = task_of(task.data.task)
         directory = Path(task.weights_dir)
         return morphed_state(kind, task.morph, task.arch, directory, task.carry_optimizer)
     return None, None

@@ -14,11 +14,13 @@ import torch
 
 from aihpc.machine.devices import worker_name
 from aihpc.records.messages import EpochResult, EpochTask
+from aihpc.tasks import Task
 from aihpc.train.trainer import train_epoch
 
 
-def run_epoch(task: EpochTask) -> EpochResult:
-    """Train ``task`` for one epoch; never raises for a failing trial.
+def run_epoch(kind: Task, task: EpochTask) -> EpochResult:
+    """Train ``task``, an epoch of a trial of ``kind`` (the run's task, which the master gives
+    with the work: ``functools.partial(run_epoch, kind)``); never raises for a failing trial.
 
     With ``task.procs > 1`` the epoch trains data-parallel in that many
     processes (see :mod:`aihpc.train.ranks`).
@@ -29,8 +31,8 @@ def run_epoch(task: EpochTask) -> EpochResult:
         if task.procs > 1:
             from aihpc.train.ranks import run_epoch_parallel
 
-            return run_epoch_parallel(task, worker, t_start)
-        return train_epoch(task, worker, t_start)
+            return run_epoch_parallel(kind, task, worker, t_start)
+        return train_epoch(kind, task, worker, t_start)
     except torch.cuda.OutOfMemoryError as exc:
         reason = f"out of memory: {str(exc).splitlines()[0]}"
     except Exception as exc:  # a trial's failure is data for the master, not a crash

@@ -5,7 +5,7 @@ operations
     (``source.zoo_model``) forward pass with the counter :func:`aihpc.infer.source.from_zoo`
     uses; a run's trial (``source.arch``) with its task's counter: an image model's
     evaluation pass (``count_per_sample``'s eval count), a language model's prefill of its
-    prompt plus its decode steps (:func:`aihpc.nas.lm_decode.decode_ops`, summed).  Its
+    prompt plus its decode steps (:func:`aihpc.tasks.language.decode.decode_ops`, summed).  Its
     parameter count too.
 quality
     The model rebuilt (:func:`aihpc.infer.source.from_run` on the run the record names, or
@@ -95,17 +95,14 @@ def recount(data: InferData, zoo: Any) -> tuple[float, int, str]:
     if src.get("arch") is not None:
         from aihpc.tasks import task_of
 
-        spec = task_of(src["task"]).arch(src["arch"])
+        task = task_of(src["task"])
+        spec = task.arch(src["arch"])
         g = data.generation
         if g is not None:
-            from aihpc.nas.lm_decode import decode_ops
-            from aihpc.nas.lm_spec import LMSpec
-
-            assert isinstance(spec, LMSpec), "a model that generates is a language model"
-            prefill, decode = decode_ops(spec, g.prompt_tokens, g.new_tokens)
+            prefill, decode = task.decode_ops(spec, g.prompt_tokens, g.new_tokens)
             how = f"a prefill of {g.prompt_tokens} tokens and {g.new_tokens} new tokens"
             return prefill + decode, spec.num_params(), how
-        ops = task_of(src["task"]).count_per_sample(spec, 1, 0.0)[1]
+        ops = task.count_per_sample(spec, 1, 0.0)[1]
         return ops, spec.num_params(), "the trial's evaluation pass"
     if zoo is None:
         raise AihpcError(f"zoo model {src.get('zoo_model')!r} cannot be built")

@@ -102,7 +102,7 @@ def _check_epochs(
     """Each finished epoch of results.json is logged once, with its quality (an accuracy, or a
     loss: the run's task's); nothing else is."""
     meta = store.meta()
-    quality, kind = of_run(meta.config, meta.data)[1], head.quality_kind()
+    quality = of_run(meta.config, meta.data)[1]
     unmatched = {key for key, slots in log.epochs.items() if slots[0] is not None}
     for trial in trials:
         for e in trial.epochs:
@@ -114,16 +114,16 @@ def _check_epochs(
                 continue
             unmatched.discard(key)
             logged = log.epochs[key][0]
-            if not same(logged, e.value(kind)):
+            if not same(logged, e.value(quality.metric)):
                 found.add(
-                    f"{quality.label} {e.value(kind)!r} in results.json, {logged!r} in "
+                    f"{quality.label} {e.value(quality.metric)!r} in results.json, {logged!r} in "
                     "the MLPerf log",
                     *key,
                 )
     for trial, epoch in sorted(unmatched, key=str):
         found.add("in the MLPerf log but not a finished epoch of results.json", trial, epoch)
     _check_times(log, store, found)
-    best = head.score.best()
+    best = head.score.best(quality.best_key)
     if log.accuracies and not same(log.last_accuracy, best):
         found.add(
             f"the log's last eval_accuracy {log.last_accuracy!r} is not the score's "

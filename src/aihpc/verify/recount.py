@@ -5,7 +5,7 @@ Five checks, each naming every mismatch by trial (and epoch) where it has one:
 operations
     Every epoch's operation count recomputed from the logged architecture
     and hyperparameters (batch size, dropout), with an independent,
-    layer-by-layer implementation (:func:`aihpc.tasks.image_count.count_spec_per_sample`)
+    layer-by-layer implementation (:func:`aihpc.tasks.image.count.count_spec_per_sample`)
     that tests hold equal to the worker's counter
     (:func:`aihpc.train.sample_ops.count_ops_per_sample`), times the logged samples:
     ``round(train ops/sample × train samples) + round(eval ops/sample × val
@@ -38,7 +38,7 @@ import json
 import multiprocessing
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,14 +46,15 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from aihpc.base.errors import AihpcError, DataError, StorageError
-from aihpc.nas.spec import LayerMemo
+from aihpc.records.codec import UNSET
 from aihpc.records.messages import EpochStatus, ScreenStatus
 from aihpc.records.rows import EpochRow, ScreeningRow, TrialRow
 from aihpc.results.model import RunHead
 from aihpc.results.read import iter_trial_records, read_run_head, results_file
+from aihpc.results.sections import ScoreRecord
 from aihpc.results.trial import TrialRecord
 from aihpc.scoring.score import Score, compute_score, wall_seconds
-from aihpc.tasks import Task, of_run
+from aihpc.tasks import Arch, Task, of_run
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
 if TYPE_CHECKING:
@@ -183,10 +184,10 @@ def check_operations(store: RunStore) -> tuple[Check, list[Mismatch]]:
     task = of_run(meta.config, meta.data)[0]
     epochs = 0
     arch_hashes: dict[int, str] = {}
-    memo = LayerMemo()
+    read = task.arch_reader()
     for trial in store.iter_trials():  # one at a time: a run may have hundreds of thousands
         arch_hashes[trial.id] = trial.arch_hash
-        counts = _per_sample(task, trial, found, memo)
+        counts = _per_sample(task, read, trial, found)
         for e in store.epochs(trial.id):
             epochs += 1
             _check_epoch_ops(trial.id, e, counts, data, found)
@@ -202,10 +203,10 @@ def check_operations(store: RunStore) -> tuple[Check, list[Mismatch]]:
 
 def _check_screening_ops(sc: ScreeningRow, arch_hashes: dict[int, str], found: Found) -> None:
     """A screening's operations recounted from each candidate's logged architecture and minibatch
-    size (:func:`aihpc.train.screen.screening_ops`); the trial it started is its chosen
+    size (:func:`aihpc.recommend.screen.screening_ops`); the trial it started is its chosen
     candidate."""
-    from aihpc.nas.spec import ArchSpec
-    from aihpc.train.screen import screening_ops
+    from aihpc.recommend.screen import screening_ops
+    from aihpc.tasks.image.spec import ArchSpec
 
     name = f"proxy screening {sc.id}"
     for i, c in enumerate(sc.candidates):
@@ -237,13 +238,13 @@ def _check_screening_ops(sc: ScreeningRow, arch_hashes: dict[int, str], found: F
 
 
 def _per_sample(
-    task: Task, trial: TrialRow, found: Found, memo: LayerMemo
+    task: Task, read: Callable[[dict[str, Any]], Arch], trial: TrialRow, found: Found
 ) -> tuple[float, float, float | None] | None:
     """(train, eval) operations per sample of the trial's logged architecture, as the worker counts
     them (:meth:`aihpc.tasks.base.Task.recount_per_sample`: the same numbers, fast), and its
     model FLOPs per trained sample where the task has them (``Task.model_flops``)."""
     try:
-        spec = task.arch(trial.arch, memo)
+        spec = read(trial.arch)
     except AihpcError as exc:
         found.add(f"its logged architecture is not valid: {exc}", trial.id)
         return None
@@ -369,7 +370,8 @@ def check_results(
     from aihpc.results.write import results_fields
 
     found = Found("results")
-    expected, recorded = results_fields(store, score).to_dict(), head.to_dict()
+    rebuilt = results_fields(store, score)
+    expected, recorded = rebuilt.to_dict(), head.to_dict()
     for key in (
         "run_id",
         "config",
@@ -389,10 +391,21 @@ def check_results(
         if key in recorded and not same(recorded[key], expected.get(key)):
             path, got, want = next(diffs(recorded[key], expected.get(key), key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
+    _check_repeatable(head.score, rebuilt.score, found)
     count = _check_trials(store, trials, found)
     return found.outcome(
         f"{count} trials and every section rebuilt from the run store"
     ), found.items
+
+
+def _check_repeatable(recorded: ScoreRecord, expected: ScoreRecord, found: Found) -> None:
+    """The score's ``not_repeatable`` against the rule applied to the store's peak (files written
+    before it have none)."""
+    if recorded.not_repeatable is not UNSET and recorded.not_repeatable != expected.not_repeatable:
+        found.add(
+            f"results.json's score.not_repeatable is {recorded.not_repeatable!r}; the run store's "
+            f"peak gives {expected.not_repeatable!r}"
+        )
 
 
 def _check_trials(store: RunStore, trials: Iterator[TrialRecord], found: Found) -> int:

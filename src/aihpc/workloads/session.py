@@ -131,7 +131,7 @@ def platform_name() -> str:
 def open_executor(settings: Settings, plan: Plan):
     """The executors of ``aihpc run``: a LocalCluster, a running scheduler, or SLURM jobs, one
     worker per instance, every one joined; a task's failure is logged in the output folder."""
-    from aihpc.base.config import RunConfig
+    from aihpc.base.config import LaunchSection, read_section
     from aihpc.launch.executor import Layout, batch_executor, local_executor, remote_executor
 
     layout = Layout(plan.instances, plan.threads or 1, "cpu")
@@ -145,10 +145,10 @@ def open_executor(settings: Settings, plan: Plan):
             "worker_memory": settings.worker_memory,
             "interface": settings.interface,
         }
-        config = RunConfig.from_dict(
-            {k: v for k, v in given.items() if v is not None}, source="flags"
+        launch = read_section(
+            LaunchSection, {k: v for k, v in given.items() if v is not None}, "flags"
         )
-        executor = batch_executor(layout, config, plan.out_dir)
+        executor = batch_executor(layout, launch, plan.out_dir)
     else:
         executor = local_executor(layout)
     executor.log_dir = plan.out_dir

@@ -14,23 +14,25 @@ from aihpc.records.rows import LostEpoch
 from aihpc.records.run_data import ImageDataRecord, LanguageDataRecord
 from aihpc.results.model import RunHead
 from aihpc.results.read import results_file
-from aihpc.results.sections import QualityKind, StagingRecord
+from aihpc.results.sections import StagingRecord
 
 LISTED = 8  # workers, lost workers and metered devices listed one a line; past it, a summary
+# beside the score and its share of peak where they would not repeat (the peak's warning says why)
+UNREPEATABLE = "  (not repeatable: the machine's peak moved during the run)"
 
 
 def summary_lines(results: RunHead[Any], trials: int, run_dir: Path) -> list[str]:
     """The summary of the run in ``run_dir`` whose results.json holds ``results`` and
     ``trials`` trials."""
     s, tallies = results.score.score(), results.score
-    loss = results.quality_kind() is QualityKind.LOSS
+    mark = UNREPEATABLE if value_or_none(tallies.not_repeatable) else ""
     lines = [
         "",
         f"aihpc run {results.run_id}: {'VALID' if s.valid else 'INVALID'}"
         + (f" ({s.invalid_reason})" if s.invalid_reason else ""),
-        f"  score            {format_si(s.ops_per_second, 'OPS')}",
-        f"  regulated score  {format_si(s.regulated_score, 'OPS')}",
-        *(val_loss_lines(results) if loss else accuracy_lines(results)),
+        f"  score            {format_si(s.ops_per_second, 'OPS')}{mark}",
+        f"  regulated score  {format_si(s.regulated_score, 'OPS')}{mark}",
+        *(val_loss_lines(results) if s.is_loss else accuracy_lines(results)),
         *search_lines(results),
         f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
     ]
@@ -79,7 +81,7 @@ def search_lines(results: RunHead[Any]) -> list[str]:
     """How far the search got above the best seed-only trial of the run (a trial without a
     parent: the seed network trained afresh), in the task's quality; nothing in older files, or
     where no such trial finished an evaluation."""
-    tallies, loss = results.score, results.quality_kind() is QualityKind.LOSS
+    tallies, loss = results.score, results.score.score().is_loss
     best, gain = value_or_none(tallies.seed_only_best), value_or_none(tallies.search_gain)
     trial = value_or_none(tallies.seed_only_trial)
     if trial is None or best is None or gain is None:
@@ -130,6 +132,7 @@ def peak_lines(results: RunHead[Any]) -> list[str]:
         lines.append(
             f"  share of peak    {100 * s.peak_fraction:.1f} % of the measured "
             f"{format_si(s.peak_flops_per_s, 'FLOP/s')} ({kernels}{workers} workers at once)"
+            + (UNREPEATABLE if value_or_none(results.score.not_repeatable) else "")
         )
     nominal = value_or_none(peak.nominal) if peak is not None else None
     if s.nominal_peak_fraction is not None and s.nominal_peak_flops_per_s is not None:

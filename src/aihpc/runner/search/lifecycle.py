@@ -53,13 +53,13 @@ class Mechanisms:
 
     @classmethod
     def of(cls, config: RunConfig) -> Mechanisms:
-        morphs = config.strategy not in NO_PARENTS
-        seed = config.strategy == "seed"
+        morphs = config.search.strategy not in NO_PARENTS
+        seed = config.search.strategy == "seed"
         return cls(
-            lineage_schedule=seed or (morphs and config.lineage_schedule),
-            inherit_hparams=morphs and config.inherit_hparams,
-            grow_on_plateau=morphs and config.grow_on_plateau,
-            early_stop=morphs and config.early_stop,
+            lineage_schedule=seed or (morphs and config.search.lineage_schedule),
+            inherit_hparams=morphs and config.search.inherit_hparams,
+            grow_on_plateau=morphs and config.search.grow_on_plateau,
+            early_stop=morphs and config.search.early_stop,
             until_deadline=seed,
         )
 
@@ -73,7 +73,7 @@ def trial_budget(
     if mechanisms.until_deadline:
         return 0
     if mechanisms.grow_on_plateau:
-        return config.epochs_max
+        return config.search.epochs_max
     return epoch_budget(config, left, epoch_seconds)
 
 

@@ -26,6 +26,7 @@ and counts → result → store → score.  Nothing downstream calls back upstre
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from aihpc.launch.interface import TaskExecutor, TaskFuture
     from aihpc.runner.search.memory import MemoryWatch
     from aihpc.runner.search.observer import Observer
-    from aihpc.tasks import Arch
+    from aihpc.tasks import Arch, Task
 
     #: A task in flight: an epoch's, or a screening's (which of the two, its task says).
     Pending = TaskFuture[EpochResult | ScreenResult]
@@ -84,6 +85,7 @@ class Master:
 
     def __init__(
         self,
+        task: Task,
         config: RunConfig,
         store: RunStore,
         executor: TaskExecutor,
@@ -96,7 +98,6 @@ class Master:
     ) -> None:
         from aihpc.nas.hpo import HyperparameterSearch
         from aihpc.nas.search import make_strategy
-        from aihpc.tasks import task_of
 
         self.config = config
         self.clock = clock  # seconds since the epoch; tests pass a clock they advance themselves
@@ -108,22 +109,24 @@ class Master:
         self.executor = executor
         self.layout = layout
         self.observer = observer
-        self.task = task_of(config.task)
+        self.task = task  # the run's, resolved where it started
         self.quality = self.task.quality(config, data_info)
         # None: no architecture search (strategy "none"), every trial retrains the seed network
-        self.strategy = make_strategy(config.strategy, config.population, config.tournament)
+        self.strategy = make_strategy(
+            config.search.strategy, config.search.population, config.search.tournament
+        )
         self.hpo = HyperparameterSearch(
-            config.seed, self.task.search_space(config), processes=config.hpo_processes
+            config.run.seed, self.task.search_space(config), processes=config.search.hpo_processes
         )
         self.running: dict[int, LiveTrial] = {}
         self.weights_dir = str(store.weights_dir.resolve())
-        self.parents = ParentPool(store.weights_dir, config.population, parse=self.task.arch)
+        self.parents = ParentPool(store.weights_dir, config.search.population, parse=self.task.arch)
         self.proposer = Proposer(
             config, self.task, self.strategy, self.hpo, self.parents, data_info
         )
         self.mechanisms = Mechanisms.of(config)
         # what ends a trial: its budget, successive halving, its plateau, patience
-        self.judge = Judge(self.mechanisms, self.quality.resolution, config.patience)
+        self.judge = Judge(self.mechanisms, self.quality.resolution, config.search.patience)
         self.work = Work(config, self.weights_dir, layout, self.mechanisms.lineage_schedule)
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
@@ -151,7 +154,7 @@ class Master:
         now = self.clock()
         self.segment = self.store.open_segment(now)
         segments = self.store.segments()
-        remaining = self.config.minutes * 60.0 - active_seconds(segments[:-1])
+        remaining = self.config.run.minutes * 60.0 - active_seconds(segments[:-1])
         self.deadline = now + max(remaining, 0.0)
         self.run_start = segments[0].start
         self._restore()
@@ -178,7 +181,7 @@ class Master:
                 self.store.touch_segment(self.segment, now)
                 self.observer.update(self.status(now))
                 last_tick = now
-            if now - last_report >= self.config.report_seconds:
+            if now - last_report >= self.config.run.report_seconds:
                 self._report(now)
                 last_report = now
         for future in self.in_flight:
@@ -208,20 +211,23 @@ class Master:
 
     def _submit(self, task: EpochTask | ScreenTask) -> Pending:
         if isinstance(task, ScreenTask):
-            from aihpc.train.screen import screen_children
+            from aihpc.recommend.screen import screen_children
 
-            return self.executor.submit(screen_children, task, f"screen{task.screen_id}")
+            screen = functools.partial(screen_children, self.task)
+            return self.executor.submit(screen, task, f"screen{task.screen_id}")
         from aihpc.train.worker import run_epoch
 
         return self.executor.submit(
-            run_epoch, task, f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}"
+            functools.partial(run_epoch, self.task),
+            task,
+            f"trial{task.trial_id}-epoch{task.epoch}-try{task.attempt}",
         )
 
     # -- proposals --------------------------------------------------------------------
     def _new_work(self) -> EpochTask | ScreenTask | None:
         """A new trial's first epoch; with screening, a screening of candidate children first;
         None where ``PROPOSALS_PER_SLOT`` trials in a row did not fit in memory."""
-        if self.config.screen and self.strategy is not None and self.next_id > 0:
+        if self.config.search.screen and self.strategy is not None and self.next_id > 0:
             return self._screen_task()
         for _ in range(PROPOSALS_PER_SLOT):
             task = self._new_trial_task()
@@ -230,7 +236,7 @@ class Master:
         return None
 
     def _screen_task(self) -> ScreenTask:
-        parent, children = self.proposer.children(self.config.screen, self._moment().room)
+        parent, children = self.proposer.children(self.config.search.screen, self._moment().room)
         # none is proposed again
         self.proposer.seen_hashes.update(spec.content_hash() for spec, _, _ in children)
         screen_id, self.next_screen = self.next_screen, self.next_screen + 1
@@ -324,7 +330,7 @@ class Master:
         it)."""
         cause = self.memory.killed(exc) if self.memory is not None else None
         trial.memory_kills = trial.memory_kills + 1 if cause else 0
-        requeue = task.attempt < self.config.max_attempts and trial.memory_kills < MEMORY_KILLS
+        requeue = task.attempt < self.config.run.max_attempts and trial.memory_kills < MEMORY_KILLS
         loss = LostEpoch.of(exc, self.clock(), trial.id, task.epoch, task.attempt, requeue, cause)
         self.store.add_attempt(trial.id)
         self.store.add_loss(loss)

@@ -93,7 +93,7 @@ class MemoryWatch:
         deadline), the first from the weights of ``start`` (None: afresh)."""
         from aihpc.train.memory import trial_memory
 
-        procs = self.config.procs_per_trial
+        procs = self.config.launch.procs_per_trial
         first = start.num_params() if start is not None else None
         peaks = [trial_memory(self.task, spec, hparams, self.device_kind, first, procs).peak]
         if epochs != 1:
@@ -108,7 +108,7 @@ class MemoryWatch:
         from aihpc.train.memory import trial_memory
         from aihpc.train.weights import cache_bytes
 
-        procs = self.config.procs_per_trial
+        procs = self.config.launch.procs_per_trial
         own = trial_memory(self.task, spec, hparams, self.device_kind, None, procs).snapshot
         return max(0, own - cache_bytes(room.limit))
 
@@ -137,9 +137,9 @@ class MemoryWatch:
         room = self.tightest()
         if room is None:
             return
-        batch = min(self.config.batch_sizes or (1,))
+        batch = min(self.config.search.batch_sizes or (1,))
         hparams = Hyperparameters(
-            lr=1e-3, batch_size=batch, optimizer=self.config.optimizer or "sgd"
+            lr=1e-3, batch_size=batch, optimizer=self.config.search.optimizer or "sgd"
         )
         need = self.need(self.task.seed_arch(data_info), hparams, None, 1)
         if need > room.free:

@@ -78,11 +78,11 @@ class ParentPool:
         self,
         weights_dir: Path,
         population: int,
+        parse: Callable[[dict[str, Any]], Arch],
         keep_best: int = KEEP_BEST,
-        parse: Callable[[dict[str, Any]], Arch] | None = None,
     ) -> None:
         self.weights_dir = Path(weights_dir)
-        self._parse = parse  # an architecture's dict -> its value (the task's; None: an ArchSpec)
+        self._parse = parse  # an architecture's dict -> its value (the run's task's)
         self.window: deque[Candidate] = deque(maxlen=population)  # oldest first
         self._best: list[tuple[float, int]] = []  # (accuracy, -trial id): a min-heap
         self._keep_best = keep_best
@@ -97,9 +97,7 @@ class ParentPool:
     def spec(self, trial_id: int) -> Arch:
         kept = self._kept[trial_id]
         if kept.spec is None:
-            from aihpc.nas.spec import ArchSpec
-
-            kept.spec = (self._parse or ArchSpec.from_dict)(kept.arch)
+            kept.spec = self._parse(kept.arch)
         return kept.spec
 
     def weights(self, trial_id: int) -> WeightsRef | None:

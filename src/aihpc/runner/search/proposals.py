@@ -81,7 +81,7 @@ class Proposer:
         self.data = data  # the data set, as the task described it (its seed network's input)
         self.sizes = Sizes(task, data)
         self.max_params: int | None = data["max_params"]
-        self.rng = random.Random(config.seed)
+        self.rng = random.Random(config.run.seed)
         self.seen_hashes: set[str] = set()
 
     def trial(
@@ -173,7 +173,7 @@ class Proposer:
             hpo_number=number,
             budget=budget,
             num_params=spec.num_params(),
-            seed=trial_seed(self.config.seed, trial_id),
+            seed=trial_seed(self.config.run.seed, trial_id),
             lineage=lineage,
             hparams_origin=origin,
             spec=spec,
@@ -249,7 +249,7 @@ class Proposer:
         return Morph(
             self.parents.arch(parent),
             self.parents.weights(parent),
-            trial_seed(self.config.seed, parent),
+            trial_seed(self.config.run.seed, parent),
             seed,
             steps,
             self.max_params,

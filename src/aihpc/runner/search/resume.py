@@ -77,7 +77,7 @@ def rebuild(
             continue
         number = hpo.adopt(row.hparams.searched())
         parent_arch = rows[row.parent].arch if row.parent is not None else None
-        seed = trial_seed(config.seed, row.id)
+        seed = trial_seed(config.run.seed, row.id)
         out.running.append(resumed_trial(row, accs, done, parent_arch, number, seed))
     order = {trial_id: i for i, trial_id in enumerate(store.finish_order())}
     for row, best, done in sorted(ended, key=lambda e: (order.get(e[0].id, -1), e[0].id)):

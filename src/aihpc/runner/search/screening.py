@@ -3,7 +3,7 @@
 When a new child is due, the master morphs K different children of one
 parent (chosen by the strategy, as for any child) and sends their
 architectures to a worker in one :class:`~aihpc.records.messages.ScreenTask`;
-:mod:`aihpc.train.screen` scores them untrained, with the zero-cost proxies
+:mod:`aihpc.recommend.screen` scores them untrained, with the zero-cost proxies
 and the recommender's matcher.  When the scores come back, the candidate
 with the highest predicted accuracy becomes the new trial; the others are
 never trained (their architectures count as tried, so no later child

@@ -92,9 +92,9 @@ def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> 
     What fits is the time left over the median of the recent epochs'
     durations ``epoch_seconds`` (at least one epoch).
     """
-    c = config
-    progress = min(max(1.0 - left / (c.minutes * 60.0), 0.0), 1.0)
-    budget = min(c.epochs_max, c.epochs_min + int(progress * (c.epochs_max - c.epochs_min + 1)))
+    s = config.search
+    progress = min(max(1.0 - left / (config.run.minutes * 60.0), 0.0), 1.0)
+    budget = min(s.epochs_max, s.epochs_min + int(progress * (s.epochs_max - s.epochs_min + 1)))
     per_epoch = statistics.median(epoch_seconds) if epoch_seconds else 0.0
     if per_epoch > 0:
         budget = min(budget, max(1, int(left / per_epoch)))

@@ -33,7 +33,7 @@ class Work:
         self.device = layout.device if layout else "auto"
         self.threads = layout.threads if layout else None
         self.lineage_schedule = lineage_schedule  # aihpc.runner.search.lifecycle.Mechanisms'
-        self.run_length = config.minutes * 60.0  # seconds of the run's clock
+        self.run_length = config.run.minutes * 60.0  # seconds of the run's clock
 
     def epoch(self, trial: LiveTrial, attempt: int, deadline: float) -> EpochTask:
         """The task of ``trial``'s next epoch, its schedule's positions still to set
@@ -52,10 +52,10 @@ class Work:
             morph=trial.recipe if trial.weights is None else None,
             device=self.device,
             threads=self.threads,
-            procs=self.config.procs_per_trial,
-            compile=self.config.compile,
+            procs=self.config.launch.procs_per_trial,
+            compile=self.config.run.compile,
             attempt=attempt,
-            carry_optimizer=self.config.carry_optimizer,
+            carry_optimizer=self.config.search.carry_optimizer,
         )
 
     def scheduled(
@@ -71,7 +71,7 @@ class Work:
             trial.first_seconds,
             recent,
             moment.left,
-            trial.budget or self.config.epochs_max,
+            trial.budget or self.config.search.epochs_max,
         )
         at, end = lineage.positions(
             trial.lineage.start, moment.t, seconds, self.run_length, trial.reached
@@ -87,7 +87,7 @@ class Work:
             parent=parent,
             candidates=tuple(candidates),
             data=self.data,
-            seed=screening.screen_seed(self.config.seed, screen_id),
+            seed=screening.screen_seed(self.config.run.seed, screen_id),
             device=self.device,
             threads=self.threads,
         )

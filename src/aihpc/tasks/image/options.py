@@ -1,0 +1,42 @@
+"""``[image]``: the image task's own settings (``RunConfig.options`` of an image run)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aihpc.base.config import read_section, section_keys
+from aihpc.base.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """The best accuracy of a valid run, and the data set's own options."""
+
+    min_accuracy: float = 0.5  # the best validation accuracy of a valid run, a fraction
+    # passed to the data set's reader (aihpc.tasks.image.data.load_dataset): the synthetic
+    # images' num_samples, num_classes, image_size, channels, difficulty; a reader's image_size
+    data_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_accuracy < 1.0:
+            raise ConfigError(f"min_accuracy must be in [0, 1), got {self.min_accuracy!r}")
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return section_keys(cls)
+
+    @classmethod
+    def ignored(cls) -> tuple[str, ...]:
+        return ("max_val_loss",)  # the language task's, in every flat configuration from before
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], source: str) -> ImageOptions:
+        return read_section(cls, values, source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min_accuracy": self.min_accuracy, "data_options": dict(self.data_options)}
+
+    def ref_options(self) -> dict[str, Any]:
+        return dict(self.data_options)

@@ -1,0 +1,269 @@
+"""Net2WiderNet on specs: grow a conv's or dense's width, preserving the function.
+
+Channel spaces.  Widening replicates units: new channel ``j`` of a tensor is
+old channel ``g(j)`` (``g`` is the identity on the old channels, random for the
+new ones).  Layers that act per channel (bn, relu, maxpool, avgpool, dropout,
+global_avgpool) pass ``g`` through; an ``add`` requires all its inputs to use
+the *same* ``g``.  So tensors fall into "channel spaces": union-find classes
+joined by per-channel layers and by adds.  Widening a layer widens every conv /
+dense *producing* a tensor of its space, all with the same ``g`` -- in a
+ResNet, widening the last conv of a block widens the whole residual stream of
+its stage (every block's last conv, the projection shortcut, the stem if it
+feeds the stream).  BN parameters and running statistics of the space are
+replicated with ``g``.
+
+Consumers.  A conv or dense that reads a widened space gets incoming weights
+``W'[:, j] = W[:, g(j)] / count(g(j))``, so it computes exactly what it did.
+A concat of widened inputs gets the composed map (other inputs unchanged) and
+the same rules apply downstream of it.
+
+Gradients (the optimizer's moments, :mod:`aihpc.nas.moments`).  At the
+morph point, new channel ``j``'s activation is old channel ``g(j)``'s and
+every consumer divides it by ``count(g(j))``, so the loss's gradient with
+respect to it is old ``g(j)``'s divided by ``count(g(j))``.  Hence the
+factors: a producer's row ``j`` (and its bias), and a batch norm's weight and
+bias ``j``, get old ``g(j)``'s gradient times ``1/count(g(j))``; a consumer's
+column ``j`` gets old column ``g(j)``'s gradient unchanged (its input is the
+same value; the division was of the weight).  A weight both read and written
+in widened spaces gets the product: its row's factor.  Every child entry
+derives from a parent entry; none is new.  This holds in training mode too:
+a copy's batch statistics are its original's.
+
+Refused with MorphError: widening a space that contains the network input or
+the network output, that involves a grouped conv (producer or consumer), or
+that is tied through an add to a concat whose channels would not follow the
+same map.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
+
+import torch
+
+from aihpc.base.checks import integer
+from aihpc.base.errors import MorphError
+from aihpc.nas.moments import Growth, ParamStates, copy_states, map_param
+from aihpc.nas.plans import StateDict, clone_state
+from aihpc.tasks.image.graph import Plan, check_state, child_spec, get_layer
+from aihpc.tasks.image.layer import INPUT, Layer
+from aihpc.tasks.image.spec import ArchSpec
+
+_PER_CHANNEL = ("bn", "relu", "maxpool", "avgpool", "dropout", "global_avgpool")
+
+
+def channel_spaces(spec: ArchSpec) -> dict[str, str]:
+    """Tensor name (layers and ``"input"``) -> representative of its channel space."""
+    parent = {INPUT: INPUT, **{x.name: x.name for x in spec.layers}}
+
+    def find(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for x in spec.layers:
+        if x.type in _PER_CHANNEL or x.type == "add":
+            for src in x.inputs:
+                parent[find(src)] = find(x.name)
+    return {n: find(n) for n in parent}
+
+
+def _concat_map(
+    layer: Layer,
+    maps: dict[str, list[int]],
+    rep: dict[str, str],
+    shapes: dict[str, tuple[int, ...]],
+) -> list[int]:
+    """The replication map of a concat's output given its inputs' maps."""
+    out: list[int] = []
+    offset = 0
+    for src in layer.inputs:
+        width = shapes[src][0]
+        out.extend(offset + c for c in maps.get(rep[src], range(width)))
+        offset += width
+    return out
+
+
+def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) -> Plan:
+    """Plan :func:`widen` without touching weights (draws the map from ``rng``)."""
+    target = get_layer(spec, name, "widen")
+    if target.type not in ("conv", "dense"):
+        raise MorphError(
+            f"widen: layer {name!r} is a {target.type}; only conv and dense layers can be widened"
+        )
+    old = int(target.out_channels if target.type == "conv" else target.out_features)  # type: ignore[arg-type]
+    integer(
+        "widen: new_width",
+        new_width,
+        old + 1,
+        error=MorphError,
+        what=f"> the current width {old} of layer {name!r}",
+    )
+    rep = channel_spaces(spec)
+    units = list(range(old)) + [rng.randrange(old) for _ in range(new_width - old)]
+    maps = _channel_maps(spec, rep, name, units)
+    layers = []
+    widened = []
+    for layer in spec.layers:
+        r = rep[layer.name]
+        if layer.type == "conv" and r in maps:
+            layer = replace(layer, out_channels=len(maps[r]))
+            widened.append(layer.name)
+        elif layer.type == "dense" and r in maps:
+            layer = replace(layer, out_features=len(maps[r]))
+            widened.append(layer.name)
+        layers.append(layer)
+    child = child_spec(spec, layers, spec.output, "widen")
+    others = [x for x in widened if x != name]
+    tied = f" (tied: {', '.join(others)})" if others else ""
+    growth = Growth(
+        partial(_replicate_units, spec, rep, maps), partial(_replicate_moments, spec, rep, maps)
+    )
+    return child, growth, f"widen {name} {old}->{new_width}{tied}"
+
+
+def _channel_maps(
+    spec: ArchSpec, rep: dict[str, str], name: str, units: list[int]
+) -> dict[str, list[int]]:
+    """For each channel space that widening ``name`` reaches: new unit -> old unit it copies.
+
+    ``name``'s space gets ``units``; concats fed by a widened space get the
+    map of their parts.  MorphError where the
+    widening would reach the input, the output, a grouped conv, or a concat
+    tied through an add that cannot replicate the same way.
+    """
+    shapes = spec.shapes()
+    maps: dict[str, list[int]] = {rep[name]: units}
+    concats = [x for x in spec.layers if x.type == "concat"]
+    changed = True
+    while changed:  # propagate through concats until nothing new is reached
+        changed = False
+        for c in concats:
+            if rep[c.name] not in maps and any(rep[i] in maps for i in c.inputs):
+                maps[rep[c.name]] = _concat_map(c, maps, rep, shapes)
+                changed = True
+    for tensor, r in rep.items():
+        if r not in maps:
+            continue
+        if tensor == INPUT:
+            raise MorphError(
+                f"widen: cannot widen {name!r}: its channels are tied through "
+                f"an add to the network input"
+            )
+        if tensor == spec.output:
+            raise MorphError(
+                f"widen: cannot widen {name!r}: it would change the width of "
+                f"the network output {spec.output!r}"
+            )
+        layer = spec.layer(tensor)
+        if layer.type == "concat" and _concat_map(layer, maps, rep, shapes) != maps[r]:
+            raise MorphError(
+                f"widen: cannot widen {name!r}: its channels are tied through an "
+                f"add to concat {tensor!r}, which cannot replicate them the same way"
+            )
+    for layer in spec.layers:
+        if (
+            layer.type == "conv"
+            and layer.groups != 1
+            and (rep[layer.name] in maps or rep[layer.inputs[0]] in maps)
+        ):
+            raise MorphError(
+                f"widen: cannot widen {name!r}: grouped conv {layer.name!r} "
+                f"(groups={layer.groups}) would be affected"
+            )
+    return maps
+
+
+def _replicate_units(
+    spec: ArchSpec,
+    rep: dict[str, str],
+    maps: dict[str, list[int]],
+    state: Mapping[str, torch.Tensor],
+) -> StateDict:
+    """The parent's ``state`` with every widened unit copied and each copy's outgoing weights
+    divided by its number of copies (Net2WiderNet), so the child computes the same function."""
+    new = clone_state(state)
+    for layer in spec.layers:
+        n, kind = layer.name, layer.type
+        out_map = maps.get(rep[n])
+        if kind == "bn" and out_map is not None:
+            idx = torch.tensor(out_map, dtype=torch.long, device=new[f"{n}.weight"].device)
+            for key in ("weight", "bias", "running_mean", "running_var"):
+                new[f"{n}.{key}"] = new[f"{n}.{key}"][idx]
+        if kind not in ("conv", "dense"):
+            continue
+        w = new[f"{n}.weight"]
+        if out_map is not None:
+            idx = torch.tensor(out_map, dtype=torch.long, device=w.device)
+            w = w[idx]
+            if f"{n}.bias" in new:
+                new[f"{n}.bias"] = new[f"{n}.bias"][idx]
+        in_map = maps.get(rep[layer.inputs[0]])
+        if in_map is not None:
+            idx = torch.tensor(in_map, dtype=torch.long, device=w.device)
+            count = torch.bincount(idx).to(w.dtype)[idx]
+            w = w[:, idx] / count.reshape(1, -1, *([1] * (w.dim() - 2)))
+        new[f"{n}.weight"] = w.contiguous()
+    return new
+
+
+def _replicate_moments(
+    spec: ArchSpec,
+    rep: dict[str, str],
+    maps: dict[str, list[int]],
+    states: Mapping[str, Mapping[str, object]],
+) -> ParamStates:
+    """The optimizer's ``states`` (by parameter name) carried as :func:`_replicate_units` carries
+    the weights, with the gradient's factors (the module docstring): every copy of a unit gets
+    its moments, divided by its number of copies (squared for second moments) for the copy's
+    incoming weights, bias and batch-norm parameters, unchanged for its outgoing weights."""
+    out = copy_states(states)
+    for layer in spec.layers:
+        n, kind = layer.name, layer.type
+        if kind not in ("bn", "conv", "dense"):
+            continue
+        out_map = maps.get(rep[n])
+        in_map = maps.get(rep[layer.inputs[0]]) if kind != "bn" else None
+        for key, reads in (("weight", in_map), ("bias", None)):
+            name = f"{n}.{key}"
+            if name in states and (out_map is not None or reads is not None):
+                out[name] = map_param(states[name], partial(_replicated, out_map, reads))
+    return out
+
+
+def _replicated(
+    out_map: list[int] | None, in_map: list[int] | None, moment: torch.Tensor, power: int
+) -> torch.Tensor:
+    """One tensor's moments with its rows copied by ``out_map`` (each divided by its unit's
+    number of copies to the ``power``) and its columns by ``in_map`` (unchanged)."""
+    if out_map is not None:
+        idx = torch.tensor(out_map, dtype=torch.long, device=moment.device)
+        count = torch.bincount(idx).to(moment.dtype)[idx]
+        moment = moment[idx] / count.reshape(-1, *([1] * (moment.dim() - 1))) ** power
+    if in_map is not None:
+        moment = moment[:, torch.tensor(in_map, dtype=torch.long, device=moment.device)]
+    return moment.contiguous()
+
+
+def widen(
+    spec: ArchSpec,
+    state: Mapping[str, torch.Tensor],
+    layer: str,
+    new_width: int,
+    rng: random.Random,
+) -> tuple[ArchSpec, StateDict]:
+    """Net2WiderNet: give conv/dense ``layer`` ``new_width`` output units by
+    replicating randomly chosen existing ones (drawn from ``rng``); see the
+    module docstring for how the change propagates through the DAG and what
+    is refused.  ``state`` is the parent's ``state_dict()`` (BN buffers
+    included); returns ``(child_spec, child_state)`` such that the child, in
+    eval mode, computes the parent's function (up to rounding).  Raises
+    MorphError for an unknown or non-widenable layer, ``new_width <=`` the
+    current width, or a state dict that does not match ``spec``."""
+    check_state(spec, state)
+    child, growth, _ = plan_widen(spec, layer, new_width, rng)
+    return child, growth.weights(state)
