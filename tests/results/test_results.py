@@ -4,6 +4,7 @@ the older versions'."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,20 @@ def test_a_document_that_does_not_match_is_one_line_naming_the_file_and_field(
     with pytest.raises(DataError) as err:
         read_results(path)
     assert str(err.value) == f"results file {path}: {words}"
+
+
+def test_a_run_of_a_task_this_aihpc_does_not_have_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(json.loads(RUN.read_text()) | {"config": {"task": "chess"}}))
+    with pytest.raises(DataError) as err:
+        read_results(path)
+    # the registered tasks named (a test may have registered one more than aihpc's own)
+    found = re.fullmatch(
+        rf"results file {re.escape(str(path))}: config\.task: task must be one of (.*), "
+        r"got 'chess'",
+        str(err.value),
+    )
+    assert found and {"image", "lm"} <= set(found[1].split(", ")), err.value
 
 
 def test_a_trial_that_does_not_match_is_named_by_its_place(tmp_path: Path) -> None:

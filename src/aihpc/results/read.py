@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from aihpc.base.errors import DataError, StorageError
+from aihpc.base.errors import ConfigError, DataError, StorageError
 from aihpc.base.fileio import open_binary
 from aihpc.records.archdiff import patch
 from aihpc.records.codec import convert, decode
@@ -104,7 +104,10 @@ def _head_record(head: dict[str, Any], what: str) -> RunHead[Any]:
         )
     upgraded = upgrade_head(head)
     config = upgraded.get("config")
-    task = recorded_task(config if isinstance(config, dict) else None)
+    try:
+        task = recorded_task(config if isinstance(config, dict) else None)
+    except ConfigError as exc:  # a task this aihpc does not have registered
+        raise DataError(f"{what}: config.task: {exc}") from None
     kind: Any = RunHead[task.data_record]  # type: ignore[name-defined]
     record: RunHead[Any] = convert(upgraded, kind, what)
     return record
