@@ -178,28 +178,24 @@ def search(run, clock: VirtualClock, progress: Progress) -> tuple[Any, dict[str,
 
 def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, float]:
     """results.json, the MLPerf log's run_stop, the summary: what ``aihpc run`` does last, timed."""
-    import dataclasses
-
-    from aihpc.results.read import RunResults
     from aihpc.results.write import results_fields, trial_records, write_results
     from aihpc.runner.display.summary import summary_lines
 
     progress.stage("results.json")
     t0 = time.perf_counter()
-    fields = results_fields(run.store, score)
+    head = results_fields(run.store, score)
     t1 = time.perf_counter()
     quality = run_quality(run)
-    path, count = write_results(run.store.run_dir, fields, trial_records(run.store, quality))
+    written = write_results(run.store.run_dir, head, trial_records(run.store, quality))
     t2 = time.perf_counter()
     run.mlperf.run_stop(
-        "success" if fields["score"]["valid"] else "aborted",
-        chain_sha256=fields["integrity"]["chain_sha256"],
+        "success" if head.score.valid else "aborted",
+        chain_sha256=head.integrity.chain_sha256 if head.integrity else None,
         time_ms=int(clock.now * 1000),
     )
     run.store.set_meta("finished", True)
     t3 = time.perf_counter()
-    results = dataclasses.replace(RunResults.from_dict(fields), trial_count=count)
-    for line in summary_lines(results, run.store.run_dir):
+    for line in summary_lines(written.head, written.trials, run.store.run_dir):
         print(line)
     t4 = time.perf_counter()
     return {
@@ -208,7 +204,7 @@ def finish(run, score, clock: VirtualClock, progress: Progress) -> dict[str, flo
         "mlperf_stop_s": t3 - t2,
         "summary_s": t4 - t3,
         "peak_rss": peak_rss_bytes(),
-        "results_file": path.name,
+        "results_file": written.path.name,
     }
 
 

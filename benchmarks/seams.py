@@ -3,8 +3,10 @@
     python benchmarks/seams.py [REV ...]        (default: HEAD)
 
 For each revision, read from git (the working tree is not touched), over
-``src/aihpc``: literal-key look-ups (``x["key"]``), public functions whose
-signature mentions ``Any`` and those returning ``dict[str, Any]``,
+``src/aihpc``: literal-key look-ups (``x["key"]``) and ``.get("key")`` calls
+(in all, and in the packages that read result documents), public functions
+whose signature mentions ``Any``, those taking or returning ``dict[str, Any]``
+and those returning it,
 parameters without an annotation (``self`` and ``cls`` left out), modules in
 the package root, the packages mypy checks strictly (pyproject.toml's
 overrides), and the lines of README.md and ARCHITECTURE.md.
@@ -52,9 +54,16 @@ def read_files(rev: str, paths: list[str]) -> dict[str, str | None]:
     return texts
 
 
+#: the packages that read result documents, whose look-ups are counted apart
+READERS = ("results", "records", "report", "verify", "ranking", "infer")
+
+
 @dataclass
 class Counts:
     literal_key_lookups: int = 0
+    literal_get_calls: int = 0
+    lookups_and_gets_by_reader: str = ""
+    public_signatures_with_dict_str_any: int = 0
     public_functions_with_any: int = 0
     public_functions_returning_dict_str_any: int = 0
     unannotated_parameters: int = 0
@@ -78,10 +87,29 @@ def _unannotated(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return sum(1 for a in args if a.annotation is None and a.arg not in {"self", "cls"})
 
 
-def count_module(source: str, counts: Counts) -> None:
+def _is_literal_get(node: ast.AST) -> bool:
+    """``x.get("key", ...)``: a look-up by a literal key through ``get``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
+
+
+def count_module(source: str, counts: Counts) -> int:
+    """Add the module's figures to ``counts``; its literal look-ups and gets."""
+    lookups = 0
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-            counts.literal_key_lookups += isinstance(node.slice.value, str)
+            literal = isinstance(node.slice.value, str)
+            counts.literal_key_lookups += literal
+            lookups += literal
+        if _is_literal_get(node):
+            counts.literal_get_calls += 1
+            lookups += 1
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             counts.unannotated_parameters += _unannotated(node)
             if node.name.startswith("_"):
@@ -89,6 +117,8 @@ def count_module(source: str, counts: Counts) -> None:
             params, returns = _signature_text(node)
             counts.public_functions_with_any += "Any" in params or "Any" in returns
             counts.public_functions_returning_dict_str_any += "dict[str, Any]" in returns
+            counts.public_signatures_with_dict_str_any += "dict[str, Any]" in f"{params} {returns}"
+    return lookups
 
 
 #: the per-module flags that mypy's --strict turns on (pyproject.toml spells them out)
@@ -120,13 +150,22 @@ def strict_packages(pyproject: str) -> str:
 
 def counts_at(rev: str) -> Counts:
     counts = Counts()
-    sources = [p for p in git("ls-tree", "-r", "--name-only", rev, "src/aihpc").split() if p.endswith(".py")]
+    sources = [
+        p
+        for p in git("ls-tree", "-r", "--name-only", rev, "src/aihpc").split()
+        if p.endswith(".py")
+    ]
     texts = read_files(rev, [*sources, "pyproject.toml", "README.md", "ARCHITECTURE.md"])
+    by_reader = dict.fromkeys(READERS, 0)
     for path in sources:
-        count_module(texts[path] or "", counts)
+        lookups = count_module(texts[path] or "", counts)
+        package = path.split("/")[2]
+        if package in by_reader:
+            by_reader[package] += lookups
         counts.modules_in_package_root += path.count("/") == 2 and not path.endswith(
             ("/__init__.py", "/__main__.py")
         )
+    counts.lookups_and_gets_by_reader = ", ".join(f"{k} {v}" for k, v in by_reader.items())
     counts.strict_mypy_packages = strict_packages(texts["pyproject.toml"] or "")
     counts.readme_lines = len((texts["README.md"] or "").splitlines())
     counts.architecture_lines = len((texts["ARCHITECTURE.md"] or "").splitlines())

@@ -122,3 +122,45 @@ def aihpc_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str
         torch.set_num_threads(threads)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+#: A machine's environment as a result document records it (the fields every one holds).
+ENVIRONMENT: dict[str, Any] = {
+    "hostname": "node1",
+    "torch_version": "2.x",
+    "python_version": "3.11.7",
+    "cpu_model": None,
+    "git_commit": None,
+    "git_dirty": None,
+    "gpus": [],
+}
+
+
+def results_head(doc: dict[str, Any]) -> Any:
+    """The record of results.json's head ``doc`` (an image run's; ``trials`` dropped), the
+    sections a test leaves out added empty."""
+    from aihpc.records.codec import convert
+    from aihpc.records.run_data import ImageDataRecord
+    from aihpc.results.model import RunHead
+
+    full = {
+        "aihpc_version": None,
+        "run_id": None,
+        "config": {},
+        "environment": ENVIRONMENT,
+        "peak": None,
+        "timeline": [],
+        "workers": [],
+        **{k: v for k, v in doc.items() if k != "trials"},
+    }
+    return convert(full, RunHead[ImageDataRecord], "a test's results")
+
+
+def write_results_document(run_dir: Path, doc: dict[str, Any], **kw: Any) -> Path:
+    """Write the results.json document ``doc`` (JSON objects, as a test edits it) into
+    ``run_dir`` by the writer a run uses; the file written.  ``kw`` goes to write_results."""
+    from aihpc.results.read import decode_results
+    from aihpc.results.write import write_results
+
+    results = decode_results(json.dumps(doc).encode(), "a test's results")
+    return write_results(run_dir, results.head(), results.trials, **kw).path

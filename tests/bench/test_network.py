@@ -18,7 +18,7 @@ from aihpc.bench.model_checks import check_fits, reported_modules
 from aihpc.bench.model_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops
-from aihpc.records.files import read_result, result_document, write_result
+from aihpc.records.files import read_result_file, result_document, write_result
 from aihpc.roofline.bandwidth import measure_bandwidth
 from aihpc.roofline.model import Roofline
 from aihpc.roofline.peak import measure_peak
@@ -227,7 +227,7 @@ def test_cli_writes_a_result(
         and "operator type" in done.stdout
     )
     assert f"results: {out}" in done.stdout
-    doc = read_result(out, "bench-network")
+    doc = read_result_file(out, "bench-network").to_dict()
     data = doc["data"]
     assert data["model"] == "digits_cnn" and data["spec"] is None and data["batch"] == 8
     assert data["input_shape"] == [1, 8, 8] and set(data["modes"]) == {"inference", "training"}
@@ -261,7 +261,7 @@ def test_cli_spec_from_the_nas(
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)["data"]
-    assert data == read_result(out)["data"]
+    assert data == read_result_file(out).data
     assert (
         data["spec"] == str(path) and data["model"] is None and list(data["modes"]) == ["training"]
     )

@@ -106,6 +106,7 @@ def test_seams_counts_at_head(call):
         ["git", "show", "HEAD:README.md"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     assert f"| readme lines | {len(readme.splitlines())} |" in out
+    assert "| literal get calls |" in out and "| lookups and gets by reader | results " in out
 
 
 def test_test_groups_sums_a_junit_report(call, tmp_path):
@@ -233,3 +234,24 @@ def test_roofline_dtypes_times_this_processors_defaults(call):
     assert "this processor's features: extensions " in out and "native" not in out.split("\n")[-2]
     assert re.search(r"peak float32 +[\d.]+ [GMT]?FLOP/s", out)
     assert re.search(r"^features: \d+\.\d s$", out.strip().splitlines()[-1])
+
+
+def test_records_decode_decodes_the_fixture_run_and_shows_each_librarys_errors(call, tmp_path):
+    libraries = "stdlib,msgspec-dataclass,msgspec"  # pydantic is not among aihpc's dependencies
+    code, out, _ = call(
+        "records_decode", "--copies", "2", "--repeats", "1", "--libraries", libraries,
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads((tmp_path / "records_decode.json").read_text())
+    fixture = json.loads((ROOT / "tests" / "fixtures" / "run" / "results.json").read_text())
+    assert report["document"]["trials"] == 2 * len(fixture["trials"])
+    assert [row["library"] for row in report["decode"]] == libraries.split(",")
+    assert all(row["seconds"] > 0 and row["memory"] >= 0 for row in report["decode"])
+    # aihpc's reader names the field of each malformed document, on one line
+    errors = report["errors"]
+    assert errors["a fractional count"]["msgspec"] == (
+        "DataError: results file: trials[0].ops.train: expected int, got float"
+    )
+    assert all("\n" not in errors[case]["msgspec"] for case in errors)
+    assert errors["a string for an integer"]["stdlib"] == "(accepted: no error)"

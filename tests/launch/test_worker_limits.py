@@ -27,9 +27,9 @@ from aihpc.launch.memory import (
     worker_limit,
 )
 from aihpc.records.rows import LostEpoch
-from aihpc.results.read import RunResults
 from aihpc.runner.display.summary import loss_lines
 from aihpc.tasks import read_config
+from fixture_run import results_head
 
 GIB = 2**30
 
@@ -173,9 +173,7 @@ def test_a_worker_its_nanny_kills_for_memory_is_recorded_with_its_memory_against
     assert match is not None, cause
     loss = LostEpoch.of(lost.value, 12.5, 3, 1, 1, True, cause)
     assert loss.reason == cause and loss.worker == "0"
-    results = RunResults.from_dict(
-        {"schema_version": 3, "score": _SCORE, "losses": [loss.to_dict()]}
-    )
+    results = results_head({"schema_version": 3, "score": _SCORE, "losses": [loss.to_dict()]})
     assert loss_lines(results)[1] == (
         f"  worker lost      0 on {loss.address} at 12.5 s: trial 3 epoch 1 ({cause})"
     )
@@ -188,7 +186,7 @@ _SCORE = {
     "regulated_score": 1e9,
     "error_percent": 10.0,
     "best_accuracy": 0.9,
-    "ops": 1e10,
+    "ops": 10**10,
     "wall_seconds": 10.0,
     "trials_completed": 1,
     "trials_failed": 0,

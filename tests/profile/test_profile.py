@@ -32,7 +32,7 @@ from aihpc.profile import (
     profile_workload,
 )
 from aihpc.profile.sweep import run_sweep
-from aihpc.records.files import read_result
+from aihpc.records.files import read_result_file
 from fixture_run import aihpc_in_process
 
 CPU = torch.device("cpu")
@@ -216,7 +216,7 @@ def test_cli_writes_a_profile_result(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "USDT" not in proc.stderr
     assert "memory at the peak" in proc.stdout and f"results: {out}" in proc.stdout
-    doc = read_result(out, "profile")
+    doc = read_result_file(out, "profile").to_dict()
     assert doc["data"]["model"] == "digits_cnn" and doc["data"]["input_shape"] == [1, 8, 8]
     assert set(doc["data"]["phases"]) == set(PHASES)
 
@@ -258,7 +258,7 @@ def test_cli_sweeps_an_lstm_over_sequence_length(
     )
     assert all(line.startswith("aihpc profile: sweep seq-len") for line in progress[1:])
     doc = json.loads(proc.stdout)
-    assert doc["kind"] == "profile" and doc == read_result(out, "profile")
+    assert doc["kind"] == "profile" and doc == read_result_file(out, "profile").to_dict()
     sweep = doc["data"]["sweep"]
     assert sweep["dimension"] == "seq-len" and sweep["values"] == [4, 8]
     assert sweep["rows"][0]["peak_bytes"] < sweep["rows"][1]["peak_bytes"]

@@ -18,7 +18,7 @@ from aihpc.ranking.compare import (
     welch_p_value,
 )
 from aihpc.ranking.rank import build_ranking, valid_flops
-from fixture_run import aihpc
+from fixture_run import ENVIRONMENT, FIXTURES, aihpc
 
 # Wikipedia, "Welch's t-test", Examples 1 and 2 (published: t = -2.46, df = 24.99, p = 0.021;
 # t = -1.57, df = 9.90, p = 0.149).
@@ -52,7 +52,9 @@ WELCH_2 = (
     ],
 )
 
-ENV = {"hostname": "node1", "cpu_model": "Test CPU", "cpu_logical_cores": 8, "gpus": []}
+ENV = {**ENVIRONMENT, "cpu_model": "Test CPU", "cpu_logical_cores": 8}
+#: the fixture run's results.json, whose sections results_doc changes
+RUN = json.loads((FIXTURES / "run" / "results.json").read_text())
 
 
 def results_doc(
@@ -69,35 +71,40 @@ def results_doc(
     environment: dict | None = None,
     energy: dict | None = None,
 ) -> dict:
-    """A results.json of ``aihpc run`` with the fields compare and rank read (``energy`` only where
-    given)."""
-    return ({"energy": energy} if energy is not None else {}) | {
-        "schema_version": version,
-        "aihpc_version": aihpc_version,
-        "run_id": f"run-{seed}",
-        "config": {
-            "dataset": dataset,
-            "data_options": {},
-            "minutes": minutes,
-            "workers": workers,
-            "strategy": "evolution",
-            "seed": seed,
-            "min_accuracy": min_accuracy,
-        },
-        "data": {"name": dataset, "num_train": 100, "num_val": 50},
-        "environment": environment or ENV,
-        "layout": {"workers": workers},
-        "score": {
-            "ops_per_second": score,
-            "error_percent": 100 * (1 - best),
-            "best_accuracy": best,
-            "regulated_score": score * abs(math.log(1 - best)),
-            "peak_fraction": score / 1e11,
-            "min_accuracy": min_accuracy,
-            "valid": best >= min_accuracy,
-        },
-        "trials": [],
-    }
+    """A results.json of ``aihpc run``: the fixture run's with the fields compare and rank read
+    changed (``energy`` only where given)."""
+    return (
+        RUN
+        | ({"energy": energy} if energy is not None else {})
+        | {
+            "schema_version": version,
+            "aihpc_version": aihpc_version,
+            "run_id": f"run-{seed}",
+            "config": {
+                "dataset": dataset,
+                "data_options": {},
+                "minutes": minutes,
+                "workers": workers,
+                "strategy": "evolution",
+                "seed": seed,
+                "min_accuracy": min_accuracy,
+            },
+            "data": {**RUN["data"], "name": dataset},
+            "environment": environment or ENV,
+            "layout": {"workers": workers},
+            "score": RUN["score"]
+            | {
+                "ops_per_second": score,
+                "error_percent": 100 * (1 - best),
+                "best_accuracy": best,
+                "regulated_score": score * abs(math.log(1 - best)),
+                "peak_fraction": score / 1e11,
+                "min_accuracy": min_accuracy,
+                "valid": best >= min_accuracy,
+            },
+            "trials": [],
+        }
+    )
 
 
 def write(path: Path, doc: dict) -> Path:
@@ -183,9 +190,9 @@ def test_compare_refuses_different_schema_versions(
 
 def test_compare_refuses_a_kind_without_a_score_and_different_workloads(tmp_path: Path) -> None:
     roofline = tmp_path / "roofline.json"
-    roofline.write_text(
-        json.dumps({"kind": "roofline", "schema_version": 1, "data": {}, "environment": {}})
-    )
+    from aihpc.records.files import result_document, write_result
+
+    write_result(roofline, result_document("roofline", {}, environment=ENVIRONMENT))
     one = write(tmp_path / "one", results_doc(1e9))
     proc = aihpc("compare", str(one), str(roofline))
     assert proc.returncode == 2

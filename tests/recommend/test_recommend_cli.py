@@ -7,6 +7,7 @@ import pytest
 
 from aihpc.cli import main
 from aihpc.tasks.image.seeds import seed_spec
+from fixture_run import ENVIRONMENT
 
 
 def _npz(path, n, classes):
@@ -248,7 +249,7 @@ def test_the_report_renders_the_recommend_result_kinds():
                     }
                 ],
             },
-            environment={},
+            environment=ENVIRONMENT,
         ),
         result_document(
             "recommend-validation",
@@ -271,10 +272,10 @@ def test_the_report_renders_the_recommend_result_kinds():
                     ],
                 }
             },
-            environment={},
+            environment=ENVIRONMENT,
         ),
     ]
-    page = render_page(docs, "t")
+    page = render_page([d.to_dict() for d in docs], "t")
     assert "Model recommendation" in page and "c2" in page and "80.0% .. 95.0%" in page
     assert "+0.60" in page and "3.0%" in page and "small 81 %" in page
 

@@ -11,12 +11,22 @@ from aihpc.base.errors import DataError, StorageError
 from aihpc.records.files import (
     KINDS,
     RESULT_FILE_SCHEMA_VERSION,
-    read_result,
+    ProfileFile,
+    RooflineFile,
+    read_result_file,
     result_document,
     write_result,
 )
 
-ENV = {"hostname": "node1", "torch_version": "2.x"}
+ENV = {
+    "hostname": "node1",
+    "torch_version": "2.x",
+    "python_version": "3.11.7",
+    "cpu_model": None,
+    "git_commit": None,
+    "git_dirty": None,
+    "gpus": [],
+}
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -24,18 +34,21 @@ def test_round_trip(tmp_path: Path) -> None:
     doc = result_document("roofline", data, environment=ENV)
     path = write_result(tmp_path / "r.json", doc)
     assert path == tmp_path / "r.json"
-    back = read_result(path, "roofline")
-    assert back == doc
-    assert back["kind"] == "roofline" and back["schema_version"] == RESULT_FILE_SCHEMA_VERSION == 1
-    assert back["data"]["peaks"]["float32"] == 1.25e11
+    back = read_result_file(path, "roofline")
+    assert back == doc and isinstance(back, RooflineFile)
+    assert back.to_dict()["kind"] == "roofline"
+    assert back.schema_version == RESULT_FILE_SCHEMA_VERSION == 1
+    assert back.data["peaks"]["float32"] == 1.25e11
+    assert back.environment.to_dict() == ENV
     text = path.read_text()
     assert text.endswith("\n") and list(json.loads(text)) == sorted(json.loads(text))  # keys sorted
 
 
 def test_default_environment_is_this_machine() -> None:
     doc = result_document("profile", {})
-    assert isinstance(doc["environment"]["hostname"], str) and doc["environment"]["torch_version"]
-    assert set(doc) == {"kind", "schema_version", "created_utc", "environment", "data"}
+    assert isinstance(doc, ProfileFile)
+    assert isinstance(doc.environment.hostname, str) and doc.environment.torch_version
+    assert set(doc.to_dict()) == {"kind", "schema_version", "created_utc", "environment", "data"}
 
 
 def test_unknown_kind_is_refused_when_writing() -> None:
@@ -55,9 +68,10 @@ def _write(path: Path, doc: object) -> Path:
         (None, "result file not found: {path}"),
         (
             "{not json",
-            "result file is not valid JSON: {path} (line 1, column 2: Expecting property name",
+            "result file {path}: not valid JSON (line 1, column 2: JSON is malformed",
         ),
-        ([1, 2], "not an aihpc result file (no 'data' object): {path}"),
+        ([1, 2], "result file {path}: expected object, got array"),
+        ({"kind": "roofline", "schema_version": 1}, "not an aihpc result file (no 'data' object)"),
         (
             {"kind": "bench-magic", "schema_version": 1, "data": {}},
             "unknown result kind 'bench-magic' in {path}",
@@ -82,14 +96,14 @@ def test_bad_files_are_one_line_data_errors_naming_the_file(
     elif content is not None:
         _write(path, content)
     with pytest.raises(DataError) as info:
-        read_result(path, "roofline")
+        read_result_file(path, "roofline")
     message = str(info.value)
     assert message.startswith(match.format(path=path)) and "\n" not in message
 
 
 def test_without_kind_any_known_kind_is_read(tmp_path: Path) -> None:
     doc = result_document("bench-network", {"points": []}, environment=ENV)
-    assert read_result(write_result(tmp_path / "n.json", doc))["kind"] == "bench-network"
+    assert read_result_file(write_result(tmp_path / "n.json", doc)) == doc
 
 
 def test_write_into_a_missing_directory_is_a_storage_error(tmp_path: Path) -> None:
@@ -102,6 +116,31 @@ def test_write_into_a_missing_directory_is_a_storage_error(tmp_path: Path) -> No
 
 def test_non_finite_numbers_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
-    with pytest.raises(ValueError, match="Out of range float"):
+    with pytest.raises(DataError, match=r"^a roofline result: data\.peak: not a finite number"):
         write_result(path, result_document("roofline", {"peak": float("nan")}, environment=ENV))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_field_of_the_wrong_type_is_one_line_naming_it(tmp_path: Path) -> None:
+    doc = result_document("roofline", {}, environment=ENV).to_dict()
+    path = _write(tmp_path / "r.json", {**doc, "environment": {**ENV, "gpus": [{"index": "0"}]}})
+    with pytest.raises(DataError) as info:
+        read_result_file(path)
+    assert str(info.value) == (
+        f"result file {path}: environment.gpus[0].index: expected int, got str"
+    )
+
+
+def test_a_record_that_would_drop_what_a_command_measured_is_refused() -> None:
+    with pytest.raises(DataError, match=r"^a profile result: environment\.fan_rpm: the record"):
+        result_document("profile", {}, environment={**ENV, "fan_rpm": 1200})
+
+
+@pytest.mark.parametrize("name", ["infer-lm-cpu.json", "infer-resnet50-cpu.json"])
+def test_an_infer_result_of_a_real_run_reads_back_whole(name: str) -> None:
+    from aihpc.records.files import InferFile
+
+    path = Path(__file__).parents[1] / "fixtures" / "gpu-check" / name
+    document = read_result_file(path, "infer")
+    assert isinstance(document, InferFile) and document.data.valid in (True, False)
+    assert document.to_dict() == json.loads(path.read_text())

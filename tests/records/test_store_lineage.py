@@ -54,7 +54,7 @@ def test_a_trials_lineage_and_origin_are_kept_chained_and_written_to_results(tmp
     for raw in store.raw_rows("trials"):
         assert record_digest("trial", raw) == links[("trial", str(raw["id"]))]["record_sha256"]
     record = trial_record(rows[1], [], 0.0, Accuracy(val_samples=10, min_accuracy=0.5))
-    assert {k: record[k] for k in NEW} == {
+    assert {k: getattr(record, k) for k in NEW} == {
         "lineage_start": 12.5,
         "lineage_epochs": 3,
         "hparams_origin": "inherited from trial 0",
@@ -98,4 +98,4 @@ def test_a_trial_of_an_older_store_has_no_lineage_in_results():
         traceback=None,
     )
     record = trial_record(row, [], 0.0, Accuracy(val_samples=10, min_accuracy=0.5))
-    assert not set(NEW) & set(record)  # as the results.json of that run has it
+    assert not set(NEW) & set(record.to_dict())  # as the results.json of that run has it

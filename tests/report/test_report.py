@@ -158,6 +158,8 @@ def test_schema_version_1_reads_as_version_3(tmp_path: Path) -> None:
     current["schema_version"] = 3
     for trial in current["trials"]:
         trial["num_params"] = trial.pop("params")
+    # version 1 recorded one peak per dtype, read as peak_by_dtype (the run's workers' peak none)
+    current["peak_by_dtype"], current["peak"] = current["peak"], None
     assert load_results(FIXTURE) == current  # version 1 called the parameter count "params"
 
 
@@ -217,9 +219,9 @@ def test_zero_trials_and_empty_sections(tmp_path: Path) -> None:
     results["trials"] = []
     results["timeline"] = []
     results["workers"] = []
-    del results["peak"]
+    results["peak"] = None
     for key in ("peak_flops_per_s", "peak_fraction"):
-        del results["score"][key]
+        results["score"][key] = None
     page = write_report(_run_dir(tmp_path, results)).read_text()
     assert "<img " not in page
     assert page.count("no data for this plot") == 4
@@ -228,20 +230,26 @@ def test_zero_trials_and_empty_sections(tmp_path: Path) -> None:
     assert "4.05 GOPS" in page
 
 
-def test_minimal_results_render(tmp_path: Path) -> None:
-    page = write_report(_run_dir(tmp_path, {"schema_version": 1})).read_text()
-    assert "<img " not in page
-    assert "no environment recorded" in page and "no configuration recorded" in page
-    assert "n/a" in page
+def test_a_document_without_its_sections_is_refused_naming_the_first(tmp_path: Path) -> None:
+    with pytest.raises(DataError) as exc:
+        write_report(_run_dir(tmp_path, {"schema_version": 1}))
+    assert _assert_one_line(exc).endswith(": object missing required field aihpc_version")
 
 
 def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
     results = _fixture()
-    bare = {"id": 8, "parent": 7, "status": "failed", "reason": "worker lost", "epochs": []}
-    results["trials"].append(bare)  # no times, ops, phases, hparams, arch
-    results["trials"][6].pop("phase_seconds")
+    bare = {
+        **{k: results["trials"][7][k] for k in ("arch_hash", "morph", "hparams")},
+        **{"id": 8, "parent": 7, "status": "failed", "reason": "worker lost", "epochs": []},
+        **{"num_params": None, "attempts": 1, "worker": None, "t_start": None, "t_end": None},
+        **{"ops": {"train": 0, "eval": 0, "total": 0}, "ops_per_sample": None},
+        "phase_seconds": {},
+    }
+    results["trials"].append(bare)  # no times, ops, phases, arch
+    results["trials"][6]["phase_seconds"] = {}
     results["trials"][0]["epochs"] = []
-    results["timeline"] = [{"t": 10.0, "ops": 0, "ops_per_second": 0.0, "best_accuracy": None}]
+    point = {"t": 10.0, "ops": 0, "ops_per_second": 0.0, "trials_done": 0, "running": 0}
+    results["timeline"] = [{**point, "best_accuracy": None}]
     page = write_report(_run_dir(tmp_path, results)).read_text()
     assert len(IMG_RE.findall(page)) == 5
     table = page[page.index("<h2>Trials</h2>") :]
@@ -250,10 +258,11 @@ def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
 
 
 def test_timeline_without_accuracy_still_plots() -> None:
-    results = {"timeline": [{"t": 5.0, "ops_per_second": 1e9}, {"t": 10.0, "ops_per_second": 2e9}]}
-    png = plot_timeline(results)
+    score = _fixture()["score"]
+    timeline = [{"t": 5.0, "ops_per_second": 1e9}, {"t": 10.0, "ops_per_second": 2e9}]
+    png = plot_timeline({"score": score, "timeline": timeline})
     assert png is not None and png[:8] == PNG_SIGNATURE
-    assert plot_timeline({"timeline": []}) is None
+    assert plot_timeline({"score": score, "timeline": []}) is None
 
 
 # --------------------------------------------------------------------------- errors
@@ -300,13 +309,13 @@ def test_unsupported_schema_version(tmp_path: Path, version: Any) -> None:
 @pytest.mark.parametrize(
     ("patch", "fragment"),
     [
-        ({"trials": {"0": {}}}, "'trials' must be a JSON array"),
-        ({"score": [1]}, "'score' must be a JSON object"),
-        ({"trials": [3]}, "trials[0] must be a JSON object"),
+        ({"trials": {"0": {}}}, ": trials: expected array, got object"),
+        ({"score": [1]}, ": score: expected object, got array"),
+        ({"trials": [3]}, ": trials[0]: expected object, got int"),
     ],
 )
 def test_wrong_section_types(tmp_path: Path, patch: dict[str, Any], fragment: str) -> None:
-    results = {"schema_version": 1, **patch}
+    results = {**_fixture(), **patch}
     with pytest.raises(DataError) as exc:
         write_report(_run_dir(tmp_path, results))
     assert fragment in _assert_one_line(exc)
@@ -316,7 +325,7 @@ def test_top_level_not_an_object(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "results.json").write_text("[1, 2]")
-    with pytest.raises(DataError, match="must hold a JSON object, got list"):
+    with pytest.raises(DataError, match="results.json: expected object, got array$"):
         write_report(run_dir)
 
 
@@ -382,7 +391,7 @@ def test_worker_plot_with_restart_segments(tmp_path: Path) -> None:
     page = write_report(_run_dir(tmp_path, results)).read_text()
     assert len(IMG_RE.findall(page)) == 5
     results["segments"] = {"t_start": 0.0}
-    with pytest.raises(DataError, match="'segments' must be a JSON array"):
+    with pytest.raises(DataError, match="segments: expected array | null, got object"):
         (tmp_path / "b").mkdir()
         load_results(_run_dir(tmp_path / "b", results) / "results.json")
 
@@ -407,7 +416,7 @@ def _total_peak(results: dict[str, Any], per_worker_flops: list[float]) -> dict[
 def test_peak_section_shows_the_total_the_share_uses_and_its_drift(tmp_path: Path) -> None:
     results = _total_peak(_fixture(), [55e9, 55e9])  # the fixture's score used 110e9 FLOP/s
     results["peak"].update(
-        after={"total_flops_per_s": 90e9},
+        after=_total_peak({}, [45e9, 45e9])["peak"],
         drift=-0.1818,
         drift_warning="the machine's peak changed by -18.2 % during the run",
     )
@@ -443,7 +452,7 @@ def test_peak_section_says_which_workers_the_drift_compares_after_a_lost_one(
 ) -> None:
     results = _total_peak(_fixture(), [55e9, 55e9])
     results["peak"].update(
-        after={"total_flops_per_s": 56e9, "workers": 1},
+        after=_total_peak({}, [56e9])["peak"],
         drift=56 / 55 - 1,
         drift_workers=["0"],
         drift_warning=None,
@@ -483,6 +492,7 @@ def test_peak_section_of_many_workers_shows_min_median_max(tmp_path: Path) -> No
 
 
 def test_energy_card_and_section_show_gops_per_watt_or_why_not(tmp_path: Path) -> None:
+    from aihpc.energy.meter import DeviceEnergy
     from aihpc.energy.run import unmeasured_block
     from aihpc.records.energy import energy_results
 
@@ -503,13 +513,11 @@ def test_energy_card_and_section_show_gops_per_watt_or_why_not(tmp_path: Path) -
                 "max_interval_s": 0.52,
                 "wraps": 0,
                 "resets": 0,
+                "reason": None,
             },
-            {
-                "device": "CPU packages",
-                "host": "gpu1",
-                "source": "rapl",
-                "reason": "no RAPL: /x does not exist",
-            },
+            DeviceEnergy.unmeasured(
+                "CPU packages", "gpu1", "rapl", "no RAPL: /x does not exist"
+            ).to_dict(),
         ],
     }
     # the fixture's 4.877e11 operations over 36 kJ: 1.355e7 operations per joule, 0.0135 GOPS/W

@@ -12,7 +12,7 @@ from typing import Any
 from aihpc.report import write_report
 from aihpc.report.digest import LISTED, SHOWN, read_for_report
 from aihpc.results.read import read_results_document
-from aihpc.results.write import write_results
+from fixture_run import write_results_document
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 MORPHS = (
@@ -61,7 +61,7 @@ def test_a_large_run_is_read_as_a_digest_and_its_best_trials(tmp_path: Path) -> 
     doc = _large(n)
     run = tmp_path / "run"
     run.mkdir()
-    write_results(run, doc)
+    write_results_document(run, doc)
     read = read_for_report(run / "results.json")
     digest = read["digest"]
     assert digest["trials"] == n and sum(digest["status"].values()) == n
@@ -89,7 +89,7 @@ def test_the_report_of_a_large_run_stays_small_and_names_the_best(tmp_path: Path
     doc = _large(n, seed=1)
     run = tmp_path / "run"
     run.mkdir()
-    write_results(run, doc, compress_above=0)  # compressed, as a large run writes it
+    write_results_document(run, doc, compress_above=0)  # compressed, as a large run writes it
     html = write_report(run).read_text()
     assert f"{n:,} trials: too many to list" in html
     rows = re.search(r"<h2>Trials</h2>(.*)$", html, re.S).group(1).count('<span class="status st-')

@@ -92,7 +92,7 @@ def test_fixture_lineage_html() -> None:
 
 def test_only_children_are_listed_flat() -> None:
     chain = [_trial(0, None, 0.5, "seed")] + [_trial(i, i - 1, 0.5 + i / 100) for i in range(1, 6)]
-    page = lineage_html(build_lineage({"trials": chain}))
+    page = lineage_html(build_lineage({"score": _fixture()["score"], "trials": chain}))
     tree = page[page.index("<h3>Search tree</h3>") :]
     assert (
         tree.count('<ul class="tree">') == 1 and tree.count("<li>") == 6 and "<details" not in tree
@@ -107,7 +107,7 @@ def test_unknown_parents_and_cycles_become_roots() -> None:
         _trial(3, 2, 0.6),
         _trial(4, 4, 0.2),
     ]
-    lineage = build_lineage({"trials": trials})
+    lineage = build_lineage({"score": _fixture()["score"], "trials": trials})
     assert lineage.roots == (0, 1, 2, 4)  # 99 unknown; 2 <-> 3 cut at 2; 4 its own parent
     assert lineage.nodes[3].parent == 2 and lineage.ancestry == (2, 3)
     assert "<li>" in lineage_html(lineage)
@@ -119,7 +119,7 @@ def test_unknown_parents_and_cycles_become_roots() -> None:
         {**_trial(3, 0, 0.6), "id": True},
         _trial(4, {"x": 1}, 0.1),
     ]  # type: ignore[arg-type]
-    lineage = build_lineage({"trials": odd})
+    lineage = build_lineage({"score": _fixture()["score"], "trials": odd})
     assert (
         list(lineage.nodes) == [0, 2, 4] and lineage.roots == (0, 2, 4) and lineage.ancestry == (2,)
     )
@@ -127,7 +127,7 @@ def test_unknown_parents_and_cycles_become_roots() -> None:
 
 def test_many_roots_fold_and_deep_trees_stop() -> None:
     roots = [_trial(i, None, 0.1 + i / 100, "seed") for i in range(15)]
-    page = lineage_html(build_lineage({"trials": roots}))
+    page = lineage_html(build_lineage({"score": _fixture()["score"], "trials": roots}))
     assert "<details><summary>5 more trials without a parent</summary>" in page
     assert page.count("<li>") == 15
     # A comb: each spine trial has a leaf and the next spine trial as children, deeper than
@@ -137,16 +137,20 @@ def test_many_roots_fold_and_deep_trees_stop() -> None:
         trials.append(_trial(len(trials), spine, 0.2))
         trials.append(_trial(len(trials), spine, 0.3 + n / 1000))
         spine = len(trials) - 1
-    page = lineage_html(build_lineage({"trials": trials}))
+    page = lineage_html(build_lineage({"score": _fixture()["score"], "trials": trials}))
     assert re.search(r"\d+ more trials below \(see the trials table\)", page)
     assert page.count("<details open>") == MAX_NESTING  # the best is the spine's end, below the cut
 
 
 def test_no_trials() -> None:
-    assert "no trials ran" in lineage_html(build_lineage({"trials": []}))
-    assert plot_lineage(build_lineage({})) is None
+    assert "no trials ran" in lineage_html(
+        build_lineage({"score": _fixture()["score"], "trials": []})
+    )
+    assert plot_lineage(build_lineage({"score": _fixture()["score"]})) is None
     assert "no trial reached" in lineage_html(
-        build_lineage({"trials": [_trial(0, None, None, "seed", "failed")]})
+        build_lineage(
+            {"score": _fixture()["score"], "trials": [_trial(0, None, None, "seed", "failed")]}
+        )
     )
 
 

@@ -27,9 +27,9 @@ from aihpc.report.lineage import build_lineage, lineage_html, morph_kind
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.report.plots import plot_timeline
 from aihpc.report.quality import quality_for
-from aihpc.results.write import write_results
 from aihpc.tasks.image.quality import ACCURACY
 from aihpc.tasks.language.quality import LOSS, loss_floor
+from fixture_run import write_results_document
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LM = FIXTURES / "results_lm.json"
@@ -71,6 +71,8 @@ def test_the_quality_is_the_run_s_task_s() -> None:
     # a file from before there were tasks, or with no configuration: the image task's
     assert quality_for({}) is ACCURACY and quality_for({"schema_version": 1}) is ACCURACY
     assert quality_for({"config": {"task": "lm"}, "trials": []}) is LOSS
+    v1 = json.loads((Path(__file__).parent / "fixtures" / "results_v1.json").read_text())
+    assert quality_for(v1) is ACCURACY  # every file from before the language task
     assert (LOSS.trial_key, LOSS.epoch_key, LOSS.best_key) == (
         "best_val_loss",
         "val_loss",
@@ -298,7 +300,7 @@ def test_a_large_run_keeps_and_lists_its_lowest_losses(tmp_path: Path) -> None:
     doc = _large_lm(n)
     run = tmp_path / "run"
     run.mkdir()
-    write_results(run, doc)
+    write_results_document(run, doc)
     read = read_for_report(run / "results.json")
     assert read["digest"]["quality"] == "loss"
     scored = sorted(

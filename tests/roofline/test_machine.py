@@ -19,6 +19,7 @@ from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
 from aihpc.scoring.peak import NominalPeak, PeakResult
+from fixture_run import ENVIRONMENT
 
 
 def _peak(
@@ -153,7 +154,7 @@ def test_table(data: dict) -> None:
 
 
 def _bench_file(path: Path, kind: str, data: dict) -> Path:
-    return write_result(path, result_document(kind, data, environment={}))
+    return write_result(path, result_document(kind, data, environment=ENVIRONMENT))
 
 
 def test_read_points(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline, RooflinePoint, load_or_measure, measure_roofline
+from fixture_run import ENVIRONMENT
 
 # 100 GFLOP/s float32, 400 GFLOP/s bfloat16, 20 GB/s: ridges at 5 and 20 FLOP/byte.
 ROOF = Roofline(device="cpu", peaks={"float32": 100e9, "bfloat16": 400e9}, bandwidth=20e9)
@@ -123,7 +124,9 @@ def test_point_from_dict_names_the_bad_field(bad: object, match: str) -> None:
 
 def _saved(tmp_path: Path, roof: Roofline) -> Path:
     path = tmp_path / "roofline.json"
-    write_result(path, result_document("roofline", {"roofline": roof.to_dict()}, environment={}))
+    write_result(
+        path, result_document("roofline", {"roofline": roof.to_dict()}, environment=ENVIRONMENT)
+    )
     return path
 
 
@@ -140,10 +143,12 @@ def test_load_or_measure_refuses_another_device(tmp_path: Path) -> None:
 
 def test_load_or_measure_refuses_a_broken_saved_roofline(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
-    write_result(path, result_document("roofline", {"roofline": {"device": "cpu"}}, environment={}))
+    write_result(
+        path, result_document("roofline", {"roofline": {"device": "cpu"}}, environment=ENVIRONMENT)
+    )
     with pytest.raises(DataError, match="broken.json: malformed roofline"):
         load_or_measure(path, "cpu", ("float32",))
-    write_result(path, result_document("roofline", {"peaks": {}}, environment={}))
+    write_result(path, result_document("roofline", {"peaks": {}}, environment=ENVIRONMENT))
     with pytest.raises(DataError, match="broken.json holds no roofline"):
         load_or_measure(path, "cpu", ("float32",))
 

@@ -25,7 +25,7 @@ from aihpc.machine.processor import describe_processor, emulation
 from aihpc.records.files import result_document, write_result
 from aihpc.roofline.kernels import candidate_kernels
 from aihpc.roofline.machine import left_out_dtypes, machine_dtypes
-from fixture_run import aihpc_cases
+from fixture_run import ENVIRONMENT, aihpc_cases
 
 # one process runs the module under pytest-xdist: its fixture (the --json run) is made once
 pytestmark = pytest.mark.xdist_group("roofline-cli")
@@ -68,7 +68,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
     paths = {name: d / f"{name}.json" for name in docs}
     for name, (kind, data) in docs.items():
-        write_result(paths[name], result_document(kind, data, environment={"hostname": "test"}))
+        write_result(paths[name], result_document(kind, data, environment=ENVIRONMENT))
     return paths
 
 

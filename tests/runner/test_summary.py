@@ -4,10 +4,14 @@ for the epochs lost with their workers."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from aihpc.records.energy import energy_results
-from aihpc.results.read import RunResults
+from aihpc.records.codec import convert
+from aihpc.records.energy import EnergyRecord, energy_results
+from aihpc.records.run_data import ImageDataRecord
+from aihpc.results.model import RunHead
 from aihpc.runner.display.summary import energy_lines, loss_lines, search_lines, summary_lines
+from fixture_run import results_head
 
 BLOCK = {
     "complete": True,
@@ -46,7 +50,8 @@ BLOCK = {
 
 def test_measured_energy_gives_joules_watts_and_gops_per_watt() -> None:
     # 9.6e12 operations over 4.8 kJ: 2e9 operations per joule = 2 GOPS/W
-    assert energy_lines(energy_results(BLOCK, ops=9.6e12)) == [
+    energy = convert(energy_results(BLOCK, ops=9.6e12), EnergyRecord, "energy")
+    assert energy_lines(energy) == [
         "  energy           4.80 kJ, 160 W average (rapl), 2 GOPS/W",
         "    node1 package-0        4.50 kJ, 150 W (rapl, 61 samples)",
         "    node1 package-0/dram   300 J, 10.0 W (rapl, 61 samples)",
@@ -63,7 +68,7 @@ def test_summary_of_older_results_says_energy_was_not_measured() -> None:
             "regulated_score": 1e9,
             "error_percent": 10.0,
             "best_accuracy": 0.9,
-            "ops": 1e10,
+            "ops": 10**10,
             "wall_seconds": 10.0,
             "trials_completed": 1,
             "trials_failed": 0,
@@ -76,7 +81,7 @@ def test_summary_of_older_results_says_energy_was_not_measured() -> None:
         "workers": [],
         "schema_version": 2,
     }
-    lines = summary_lines(RunResults.from_dict(results), Path("run"))
+    lines = summary_lines(results_head(results), 0, Path("run"))
     assert [line for line in lines if "energy" in line] == [
         "  energy           not measured: this run's aihpc did not measure energy"
     ]
@@ -110,7 +115,7 @@ def test_lost_workers_are_named_by_their_host_with_the_epochs_they_took() -> Non
             "regulated_score": 1e9,
             "error_percent": 10.0,
             "best_accuracy": 0.9,
-            "ops": 1e10,
+            "ops": 10**10,
             "wall_seconds": 10.0,
             "trials_completed": 1,
             "trials_failed": 0,
@@ -120,10 +125,11 @@ def test_lost_workers_are_named_by_their_host_with_the_epochs_they_took() -> Non
             "peak_fraction": None,
         },
         "devices": {
+            "rule": "one device per worker",
             "workers": [
-                {"worker": "slurm-0", "host": "aihpc-n1"},
-                {"worker": "slurm-1", "host": "aihpc-n2"},
-            ]
+                {"worker": w, "host": h, "slot": i, "visible": None, "devices": []}
+                for i, (w, h) in enumerate([("slurm-0", "aihpc-n1"), ("slurm-1", "aihpc-n2")])
+            ],
         },
         "losses": [
             _loss(41.25, 3, "slurm-1", "10.217.0.12"),
@@ -132,7 +138,7 @@ def test_lost_workers_are_named_by_their_host_with_the_epochs_they_took() -> Non
             _loss(80.0, 6, None, None),
         ],
     }
-    record = RunResults.from_dict(results)
+    record = results_head(results)
     assert loss_lines(record) == [
         "  lost epochs      4 lost with their workers, 3 sent again, 1 ended their trials",
         "  worker lost      slurm-1 on aihpc-n2 at 41.2 s: trial 3 epoch 2, trial 4 epoch 2",
@@ -140,10 +146,8 @@ def test_lost_workers_are_named_by_their_host_with_the_epochs_they_took() -> Non
         "  worker lost      w9 on 10.0.0.9 at 70.0 s: trial 5 epoch 2",
         "  worker lost      unnamed on an unknown host at 80.0 s: trial 6 epoch 2",
     ]
-    assert loss_lines(RunResults.from_dict({**results, "losses": []})) == []
-    assert (
-        loss_lines(RunResults.from_dict({k: v for k, v in results.items() if k != "losses"})) == []
-    )
+    assert loss_lines(results_head({**results, "losses": []})) == []
+    assert loss_lines(results_head({k: v for k, v in results.items() if k != "losses"})) == []
 
 
 def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
@@ -160,7 +164,7 @@ def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
             "regulated_score": 1e9,
             "error_percent": 10.0,
             "best_accuracy": 0.9,
-            "ops": 1e10,
+            "ops": 10**10,
             "wall_seconds": 100.0,
             "trials_completed": 1,
             "trials_failed": 0,
@@ -173,7 +177,7 @@ def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
     few = [
         {"name": f"w{i}", "busy_seconds": 90.0, "busy_fraction": 0.9, "epochs": 9} for i in range(2)
     ]
-    assert worker_lines(RunResults.from_dict({**base, "workers": few})) == [
+    assert worker_lines(results_head({**base, "workers": few})) == [
         "  worker w0         busy 90.0 %  (9 epochs)",
         "  worker w1         busy 90.0 %  (9 epochs)",
     ]
@@ -186,12 +190,12 @@ def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
         }
         for i in range(4096)
     ]
-    assert worker_lines(RunResults.from_dict({**base, "workers": many})) == [
+    assert worker_lines(results_head({**base, "workers": many})) == [
         "  workers          4096: busy 70.0 % (median), from 50.0 % (w0) to 90.0 % (w40); "
         "300 to 306 epochs each"
     ]
     lines = loss_lines(
-        RunResults.from_dict(
+        results_head(
             {
                 **base,
                 "workers": [],
@@ -261,7 +265,7 @@ def test_the_share_of_the_measured_and_the_nominal_peak() -> None:
         "derivation": "1 cores x 16 float32 lanes x 2 FMA units x 2 FLOP x 3.9 GHz",
         "note": None,
     }
-    assert peak_lines(RunResults.from_dict(_peak_results(80e9, nominal))) == [
+    assert peak_lines(results_head(_peak_results(80e9, nominal))) == [
         "  share of peak    40.0 % of the measured 200 GFLOP/s "
         "(conv3x3 128ch 8x8 batch 32; 2 workers at once)",
         "                   16.0 % of the nominal 500 GFLOP/s "
@@ -274,7 +278,7 @@ def test_the_share_of_the_measured_and_the_nominal_peak() -> None:
         "derivation": None,
         "note": "the processor reports no clock",
     }
-    assert peak_lines(RunResults.from_dict(_peak_results(80e9, unknown)))[1:] == [
+    assert peak_lines(results_head(_peak_results(80e9, unknown)))[1:] == [
         "                   nominal peak not known: the processor reports no clock"
     ]
 
@@ -290,7 +294,7 @@ def test_a_share_above_100_percent_and_a_peak_above_the_nominal_are_flagged() ->
     }
     results = _peak_results(230e9, small)
     assert results["score"]["peak_warning"] and results["peak"]["above_nominal"]
-    lines = peak_lines(RunResults.from_dict(results))
+    lines = peak_lines(results_head(results))
     assert lines[0].startswith("  share of peak    115.0 % of the measured 200 GFLOP/s")
     assert lines[2] == "                   (nominal: the hypervisor hides the clock)"
     lines = lines[:2] + lines[3:]
@@ -303,10 +307,10 @@ def test_a_share_above_100_percent_and_a_peak_above_the_nominal_are_flagged() ->
         "  warning          the measured peak is 2.00 times the nominal peak (the "
         "hypervisor hides the clock)"
     )
-    assert lines[2] in summary_lines(RunResults.from_dict(results), Path("run"))
+    assert lines[2] in summary_lines(results_head(results), 0, Path("run"))
 
 
-def _scored(**fields) -> RunResults:
+def _scored(**fields: Any) -> RunHead[ImageDataRecord]:
     score = {
         "valid": True,
         "invalid_reason": None,
@@ -314,7 +318,7 @@ def _scored(**fields) -> RunResults:
         "regulated_score": 1e9,
         "error_percent": 10.0,
         "best_accuracy": 0.9,
-        "ops": 1e10,
+        "ops": 10**10,
         "wall_seconds": 10.0,
         "trials_completed": 1,
         "trials_failed": 0,
@@ -324,7 +328,7 @@ def _scored(**fields) -> RunResults:
         "peak_fraction": None,
         **fields,
     }
-    return RunResults.from_dict(
+    return results_head(
         {"run_id": "r", "score": score, "trials": [], "workers": [], "schema_version": 3}
     )
 
@@ -334,7 +338,7 @@ def test_the_search_gain_over_the_best_seed_only_trial_in_the_tasks_quality() ->
     assert search_lines(gained) == [
         "  search gain      3.88 points above the best seed-only trial (trial 4: 86.12 %)"
     ]
-    assert search_lines(gained)[0] in summary_lines(gained, Path("run"))
+    assert search_lines(gained)[0] in summary_lines(gained, 0, Path("run"))
     lost = _scored(seed_only_best=0.92, seed_only_trial=0, search_gain=-0.02)
     assert search_lines(lost) == [
         "  search gain      2.00 points below the best seed-only trial (trial 0: 92.00 %)"

@@ -9,16 +9,19 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 
+from aihpc.records.codec import UNSET
 from aihpc.report.html import render_html
-from aihpc.results.read import RunResults
+from aihpc.results.read import read_results
+from aihpc.results.schema import schema_of
 from aihpc.results.write import not_repeatable
 from aihpc.runner.display.summary import summary_lines
 from aihpc.runner.measure import peak_drift
 from aihpc.scoring.peak import PEAK_DRIFT, PeakResult, RunPeak, WorkerPeak
 from aihpc.verify.recount import verify_run
-from fixture_run import FIXTURES
+from fixture_run import FIXTURES, results_head, write_results_document
 
 
 def _worker(name: str, rate: float) -> WorkerPeak:
@@ -86,15 +89,27 @@ def _marked_results() -> dict:
     return doc
 
 
+def test_the_mark_is_a_field_of_the_score_record_and_of_its_schema(tmp_path: Path) -> None:
+    doc = _marked_results()
+    path = write_results_document(tmp_path, doc)
+    assert read_results(path).score.not_repeatable == doc["score"]["not_repeatable"]
+    assert read_results(FIXTURES / "run" / "results.json").score.not_repeatable is UNSET
+    schema = schema_of("results-image")
+    jsonschema.validate(doc, schema)
+    doc["score"]["not_repeatable"] = 20.0  # not a reason
+    with pytest.raises(jsonschema.ValidationError, match="not_repeatable|20.0"):
+        jsonschema.validate(doc, schema)
+
+
 def test_the_summary_marks_the_score_and_its_share_of_peak() -> None:
     doc = _marked_results()
     doc["score"]["peak_fraction"], doc["score"]["peak_flops_per_s"] = 0.69, 3e9
-    lines = summary_lines(RunResults.from_dict(doc), Path("run"))
+    lines = summary_lines(results_head(doc), len(doc["trials"]), Path("run"))
     marked = [line.split()[0] for line in lines if "(not repeatable:" in line]
     assert marked == ["score", "regulated", "share"], lines
     assert any("changed by -20.0 % during the run" in line for line in lines)
     doc["score"]["not_repeatable"] = None
-    lines = summary_lines(RunResults.from_dict(doc), Path("run"))
+    lines = summary_lines(results_head(doc), len(doc["trials"]), Path("run"))
     assert not any("not repeatable" in line for line in lines)
 
 

@@ -15,11 +15,24 @@ import numpy as np
 import numpy.typing as npt
 
 from aihpc.base.errors import ConfigError
+from aihpc.records.codec import Record
 
 #: The options of a data set of points and their defaults.
 DEFAULTS: dict[str, Any] = {"num_samples": 2000, "dim": 8, "classes": 4, "spread": 1.0}
 #: The share of the samples the validation split holds.
 VAL_SHARE = 0.25
+
+
+class BlobsDataRecord(Record, frozen=True):
+    """The points of a run, as results.json's ``data`` holds what the task's ``inspect_data``
+    describes."""
+
+    name: str
+    in_dim: int
+    num_classes: int
+    num_train: int
+    num_val: int
+    max_params: int
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import torch
 from aihpc.base.config import RunConfig, TaskOptions
 from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
+from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.scoring.quality import ReportQuality
@@ -25,7 +26,7 @@ from aihpc.tasks.base import (
     device_autocast,
     other_fields,
 )
-from toy_task.data import options, points
+from toy_task.data import BlobsDataRecord, options, points
 from toy_task.net import MLP, deepen
 from toy_task.quality import REPORT, BlobsOptions, PointAccuracy
 from toy_task.spec import KIND, MLPSpec
@@ -49,6 +50,7 @@ class BlobsTask:
     input_kind: str = "points"
     generates: bool = False
     report_quality: ReportQuality = REPORT
+    data_record: type[Record] = BlobsDataRecord
 
     # -- the run ----------------------------------------------------------------------------
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:

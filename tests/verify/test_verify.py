@@ -14,7 +14,7 @@ import pytest
 
 from aihpc.records.chain import GENESIS, chain_digest, record_digest
 from aihpc.verify.recount import verify_run
-from fixture_run import aihpc_main
+from fixture_run import aihpc_main, write_results_document
 
 # Verification recounts the operations of the fixture's 7 architectures (about 1 s of CPU each,
 # cached within the process): over 5 s for any one of these tests alone.  One xdist group keeps them
@@ -325,9 +325,7 @@ def _trial_lines(run_dir: Path) -> tuple[list[str], int, int]:
 def test_a_results_file_laid_out_by_line_is_compared_a_trial_at_a_time(run_copy: Path) -> None:
     """The fixture's results.json rewritten in schema 3's layout (by the writer a run uses), read a
     trial at a time: it verifies; an edited trial, one removed and two swapped are each named."""
-    from aihpc.results.write import write_results
-
-    write_results(run_copy, _results(run_copy))
+    write_results_document(run_copy, _results(run_copy))
     assert verify_run(run_copy).status == "yes"
     lines, first, last = _trial_lines(run_copy)
     assert last - first >= 3
@@ -388,13 +386,11 @@ def test_the_recount_in_a_second_process_finds_what_one_process_does(
 def test_a_trial_line_of_results_json_that_is_not_json_is_one_line_naming_results_json(
     run_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from aihpc.results.write import write_results
-
-    write_results(run_copy, _results(run_copy))
+    write_results_document(run_copy, _results(run_copy))
     lines, first, _ = _trial_lines(run_copy)
     lines[first] = lines[first][: len(lines[first]) // 2] + "\n"
     (run_copy / "results.json").write_text("".join(lines))
     code, out, err = aihpc_main(capsys, "verify", str(run_copy))
     assert code == 2 and out == "", err
-    assert err.count("\n") == 1 and "a trial of " in err and "results.json is not JSON" in err
+    assert err.count("\n") == 1 and "results.json: trials[0]: not valid JSON (cut short" in err
     assert "run store" not in err

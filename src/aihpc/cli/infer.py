@@ -179,9 +179,9 @@ def run(args: argparse.Namespace) -> int:
         source, options, out, say=lambda line: None if args.json else print(line, flush=True)
     )
     if args.json:
-        print(json.dumps(record.data, sort_keys=True, indent=2))
+        print(json.dumps(record.data.to_dict(), sort_keys=True, indent=2))
     else:
-        print(summary_text(record.data, out))
+        print(summary_text(record.data.to_dict(), out))
     if not record.valid:
-        raise VerificationFailed(f"INVALID: {'; '.join(record.data['invalid_reasons'])}")
+        raise VerificationFailed(f"INVALID: {'; '.join(record.data.invalid_reasons)}")
     return 0

@@ -32,7 +32,7 @@ def emit(args: argparse.Namespace, kind: str, data: dict[str, Any], table: str) 
     doc = result_document(kind, data)
     write_result(args.out, doc)
     if args.json:
-        print(json.dumps(doc, sort_keys=True, indent=2))
+        print(json.dumps(doc.to_dict(), sort_keys=True, indent=2))
     else:
         print(table)
         print(f"results: {args.out}")

@@ -275,11 +275,11 @@ def run(args: argparse.Namespace) -> int:
             gpus_per_worker=config.launch.procs_per_trial,
             worker_memory=config.launch.worker_memory,
         ) as client:
-            results = run_benchmark(
+            written = run_benchmark(
                 config, run_dir, resume=bool(args.resume), console=console, client=client
             )
     else:
-        results = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)
-    for line in summary_lines(results, run_dir):
+        written = run_benchmark(config, run_dir, resume=bool(args.resume), console=console)
+    for line in summary_lines(written.head, written.trials, run_dir):
         print(line)
     return 0

@@ -39,6 +39,8 @@ from aihpc.infer.scenarios import (
     best_valid,
 )
 from aihpc.infer.source import Source
+from aihpc.records.codec import exact
+from aihpc.records.inference import InferData
 
 RECORD_FILE = "infer.json"
 HISTOGRAM_BINS = 40
@@ -220,14 +222,14 @@ def _reasons(quality: QualityCheck, scenarios: dict[str, dict[str, Any]]) -> lis
 
 @dataclass(frozen=True)
 class InferRecord:
-    """``infer.json``'s data (the module docstring)."""
+    """``infer.json``'s data (the module docstring), as its record."""
 
-    data: dict[str, Any]
+    data: InferData
     out_dir: str | None = None
 
     @property
     def valid(self) -> bool:
-        return bool(self.data["valid"])
+        return self.data.valid
 
     @classmethod
     def build(
@@ -280,10 +282,11 @@ class InferRecord:
             "valid": not reasons,
             "invalid_reasons": reasons,
         }
-        return cls(data)
+        return cls(exact(data, InferData, "the inference result"))
 
     def write(self, folder: Path) -> Path:
         from aihpc.records.files import result_document, write_result
 
         folder.mkdir(parents=True, exist_ok=True)
-        return write_result(folder / RECORD_FILE, result_document("infer", self.data))
+        document = result_document("infer", self.data.to_dict())
+        return write_result(folder / RECORD_FILE, document)

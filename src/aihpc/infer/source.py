@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from aihpc.base.errors import DataError, StorageError
 from aihpc.tasks import Task
+
+if TYPE_CHECKING:
+    from aihpc.base.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -51,35 +54,38 @@ class Source:
 
 def from_run(run_dir: Path, samples: int | None = None) -> Source:
     """The best trial of the finished run in ``run_dir`` (DataError, StorageError: one line)."""
-    from aihpc.results.read import read_results_document, results_file, trial_arch
-    from aihpc.tasks import of_run
+    from aihpc.results.read import architecture, read_results, results_file
+    from aihpc.tasks import of_run, read_config
 
     path = results_file(run_dir)
     if not path.is_file():
         raise DataError(f"{run_dir} holds no finished run (no {path.name}): nothing to serve")
-    doc = read_results_document(path)
-    task, quality = of_run(doc.get("config"), doc.get("data"))
-    trials = {t.get("id"): t for t in doc.get("trials") or []}
-    scored = [t for t in trials.values() if t.get(quality.trial_key) is not None]
+    results = read_results(path)
+    task, quality = of_run(results.config, results.data.to_dict() if results.data else None)
+    trials = {t.id: t for t in results.trials}
+    scored = [
+        (value, t) for t in trials.values() if (value := t.best(quality.trial_key)) is not None
+    ]
     if not scored:
         raise DataError(f"{run_dir}: no trial finished an evaluation: nothing to serve")
-    best = max(scored, key=lambda t: quality.goodness(t[quality.trial_key]))
-    arch = trial_arch(trials, best["id"])
+    value, best = max(scored, key=lambda scored: quality.goodness(scored[0]))
+    arch = architecture(trials, best.id)
     if arch is None:
-        raise DataError(f"{run_dir}: the architecture of trial {best['id']} cannot be rebuilt")
+        raise DataError(f"{run_dir}: the architecture of trial {best.id} cannot be rebuilt")
     spec = task.arch(arch)
     model = task.model(spec)
-    model.load_state_dict(_trial_weights(Path(run_dir), best["id"]), strict=True)
-    inputs, targets = _validation(task, doc, samples)
+    model.load_state_dict(_trial_weights(Path(run_dir), best.id), strict=True)
+    config = read_config(results.config, source="the run's recorded configuration")
+    inputs, targets = _validation(task, config, samples)
     _, eval_ops = task.count_per_sample(spec, 1, 0.0)
     details = {
         "run": str(Path(run_dir).resolve()),
-        "trial": best["id"],
-        quality.trial_key: best[quality.trial_key],
+        "trial": best.id,
+        quality.trial_key: value,
         "num_params": spec.num_params(),
     }
     return Source(
-        f"trial {best['id']} of {run_dir}",
+        f"trial {best.id} of {run_dir}",
         task,
         model.eval(),
         inputs,
@@ -111,15 +117,13 @@ def _trial_weights(run_dir: Path, trial_id: int) -> dict[str, torch.Tensor]:
 
 
 def _validation(
-    task: Task, doc: dict[str, Any], samples: int | None
+    task: Task, config: RunConfig, samples: int | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The run's validation split (its first ``samples``): inputs and targets."""
     import numpy as np
 
     from aihpc.records.messages import DataRef
-    from aihpc.tasks import read_config
 
-    config = read_config(doc.get("config") or {}, source="the run's configuration")
     val = task.splits(DataRef.of(config))[1]
     n = len(val) if samples is None else min(samples, len(val))
     positions = np.arange(n, dtype=np.int64)

@@ -35,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.base.errors import ConfigError, DataError
-from aihpc.base.fileio import read_json
 from aihpc.base.fmt import text_table
-from aihpc.machine.environment import Environment
-from aihpc.results.read import RESULTS_FILES, read_results_head, results_file
+from aihpc.records.codec import value_or_none
+from aihpc.records.energy import EnergyRecord
+from aihpc.records.files import InferFile, read_result_file
+from aihpc.results.model import RunHead
+from aihpc.results.read import RESULTS_FILES, read_run_head, results_file
 from aihpc.tasks import recorded_task
 
 SIGNIFICANCE = ((0.01, "**"), (0.05, "*"))
@@ -86,23 +88,25 @@ class Entry:
     short_test: bool | None = None  # an inference result's tests under MLPerf's 600 s
 
     def metric(self) -> float | None:
-        return getattr(self, SCORED_KINDS[self.kind].metric)
+        value: float | None = getattr(self, SCORED_KINDS[self.kind].metric)
+        return value
 
 
 @dataclass(frozen=True)
 class ScoredKind:
-    read: Callable[[dict[str, Any], Path], Entry]
+    read: Callable[[Any, Path], Entry]  # the kind's record (RunHead, InferFile) and its file
     metric: str  # the Entry field the significance test and rank order use
     higher_is_better: bool
     unit: str = "OPS"  # of the metric
 
 
-def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
-    """results.json of ``aihpc run``."""
-    config, score, data = doc.get("config") or {}, doc.get("score") or {}, doc.get("data") or {}
+def _run_entry(head: RunHead[Any], path: Path) -> Entry:
+    """results.json of ``aihpc run``, its head."""
+    config, score = head.config, head.score
     options = ", ".join(f"{k}={v}" for k, v in sorted((config.get("data_options") or {}).items()))
-    dataset = f"{data.get('name') or config.get('dataset')}" + (f" ({options})" if options else "")
-    workers = (doc.get("layout") or {}).get("workers") or config.get("workers")
+    name = head.data.name if head.data else None
+    dataset = f"{name or config.get('dataset')}" + (f" ({options})" if options else "")
+    workers = (head.layout.workers if head.layout else None) or config.get("workers")
     # a run from before there were tasks is of the default task (recorded_task): its key names it
     task = recorded_task(config)
     key = {
@@ -111,41 +115,40 @@ def _run_entry(doc: dict[str, Any], path: Path) -> Entry:
     return Entry(
         source=str(path),
         kind="run",
-        schema_version=doc["schema_version"],
-        aihpc_version=doc.get("aihpc_version"),
+        schema_version=head.schema_version,
+        aihpc_version=head.aihpc_version,
         workload=task.mlperf_benchmark,
         dataset=dataset,
         budget=f"{config.get('minutes')} min",
         config=f"{workers} worker{'' if workers == 1 else 's'}, {config.get('strategy', '?')}, "
         f"seed {config.get('seed')}",
         config_key=repr(key),
-        machine=Environment.from_dict(doc.get("environment") or {}).machine_name(),
-        score=score.get("ops_per_second"),
-        error_percent=score.get("error_percent"),
-        regulated_score=score.get("regulated_score"),
-        peak_fraction=score.get("peak_fraction"),
-        nominal_peak_fraction=score.get("nominal_peak_fraction"),
-        peak_unreliable=bool(score.get("peak_warning")),
-        best_accuracy=score.get("best_accuracy"),
-        target_accuracy=score.get("min_accuracy"),
-        best_val_loss=score.get("best_val_loss"),
-        max_val_loss=score.get("max_val_loss"),
-        valid=score.get("valid"),
-        **energy_fields(doc.get("energy")),
+        machine=head.environment.machine_name(),
+        score=score.ops_per_second,
+        error_percent=score.error_percent,
+        regulated_score=score.regulated_score,
+        peak_fraction=score.peak_fraction,
+        nominal_peak_fraction=value_or_none(score.nominal_peak_fraction),
+        peak_unreliable=bool(score.peak_warning),
+        best_accuracy=score.best_accuracy,
+        target_accuracy=score.min_accuracy,
+        best_val_loss=value_or_none(score.best_val_loss),
+        max_val_loss=value_or_none(score.max_val_loss),
+        valid=score.valid,
+        **energy_fields(value_or_none(head.energy)),
     )
 
 
-def energy_fields(energy: dict[str, Any] | None) -> dict[str, Any]:
+def energy_fields(energy: EnergyRecord | None) -> dict[str, Any]:
     """An Entry's energy fields from results.json's ``energy`` (absent before aihpc measured
     energy)."""
-    if not isinstance(energy, dict):
+    if energy is None:
         return {"energy_note": "results written before aihpc measured energy"}
-    total = energy.get("total") or {}
     return {
-        "joules": total.get("joules"),
-        "watts": total.get("watts"),
-        "gops_per_watt": total.get("gops_per_watt"),
-        "energy_note": energy.get("reason"),
+        "joules": energy.total.joules,
+        "watts": energy.total.watts,
+        "gops_per_watt": energy.total.gops_per_watt,
+        "energy_note": energy.reason,
     }
 
 
@@ -160,11 +163,12 @@ def energy_notes(entries: list[Entry], label: str = "#") -> list[str]:
     return notes
 
 
-def _infer_entry(doc: dict[str, Any], path: Path) -> Entry:
+def _infer_entry(doc: InferFile, path: Path) -> Entry:
     """infer.json of ``aihpc infer`` (:mod:`aihpc.records.inference`)."""
     from aihpc.records.inference import comparison_fields
 
-    return Entry(source=str(path), kind="infer", **comparison_fields(doc))
+    fields = comparison_fields(doc.data, doc.environment, doc.schema_version)
+    return Entry(source=str(path), kind="infer", **fields)
 
 
 # kind -> how to read it.  A new kind with a score: one line here.
@@ -194,20 +198,16 @@ def load_entry(path: Path) -> Entry:
     if path.is_dir() and not file.exists() and (path / INFER_FILE).is_file():
         file = path / INFER_FILE  # aihpc infer's output folder
     # a run's results: its trials are not read
-    doc = read_results_head(file) if file.name in RESULTS_FILES else read_json(file, "result file")
-    if not isinstance(doc, dict):
-        raise DataError(f"not an aihpc result: {file} (a JSON object expected)")
-    kind = doc.get(
-        "kind", "run" if isinstance(doc.get("score"), dict) and "trials" in doc else None
-    )
+    if file.name in RESULTS_FILES:
+        return _run_entry(read_run_head(file), file)
+    document = read_result_file(file)
+    kind = document.kind()
     if kind not in SCORED_KINDS:
         raise DataError(
             f"cannot compare {file}: result kind {kind!r} carries no score "
             f"(comparable kinds: {', '.join(SCORED_KINDS)})"
         )
-    if not isinstance(doc.get("schema_version"), int):
-        raise DataError(f"{file} has no schema_version")
-    return SCORED_KINDS[kind].read(doc, file)
+    return SCORED_KINDS[kind].read(document, file)
 
 
 def check_like_for_like(entries: list[Entry], strict: bool = False) -> list[str]:
@@ -269,7 +269,7 @@ class RepeatGroup:
 def group_repeats(entries: list[Entry]) -> list[RepeatGroup]:
     """Inputs grouped by configuration and machine, in input order; Welch's test of each group
     against the first."""
-    keys: dict[tuple, list[int]] = {}
+    keys: dict[tuple[str, ...], list[int]] = {}
     for number, e in enumerate(entries, start=1):
         keys.setdefault((e.workload, e.dataset, e.budget, e.config_key, e.machine), []).append(
             number

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -165,9 +166,9 @@ def observe_all(
 
 def read_observations(path: Path, kind: str) -> tuple[dict, list[Observation]]:
     """The data of a ``kind`` result file, read once, and the observations it holds."""
-    from aihpc.records.files import read_result
+    from aihpc.records.files import read_result_file
 
-    data = read_result(path, kind)["data"]
+    data: dict[str, Any] = read_result_file(path, kind).data
     observations = [observation_from_dict(o) for o in data.get("observations", [])]
     if not observations:
         raise DataError(f"{path} holds no observations")

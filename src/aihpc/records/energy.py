@@ -8,7 +8,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from aihpc.records.codec import UNSET, Record, UnsetType
+
 GIGA = 1e9
+
+
+class DeviceEnergyRecord(Record, frozen=True):
+    """The energy one device used over the run, or why it was not measured
+    (:class:`aihpc.energy.meter.DeviceEnergy`)."""
+
+    device: str
+    host: str
+    source: str
+    joules: float | None
+    seconds: float | None
+    watts: float | None
+    samples: int
+    reason: str | None
+    max_interval_s: float | None | UnsetType = UNSET
+    wraps: int | None = None
+    resets: int | None = None
+
+
+class EnergyTotalRecord(Record, frozen=True):
+    """The run's energy over its devices, and operations per joule where every device was
+    metered."""
+
+    joules: float | None
+    watts: float | None
+    seconds: float | None
+    sources: tuple[str, ...]
+    ops_per_joule: float | None
+    gops_per_watt: float | None
+
+
+class EnergyRecord(Record, frozen=True):
+    """results.json's ``energy`` (:func:`energy_results`): each device's, whether every device was
+    metered (``complete``; ``reason`` says why not), the sampling interval, the total."""
+
+    devices: tuple[DeviceEnergyRecord, ...]
+    complete: bool
+    reason: str | None
+    total: EnergyTotalRecord
+    interval_s: float | None = None
+    notes: tuple[str, ...] | None = None
 
 
 def energy_results(block: dict[str, Any] | None, ops: float) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aihpc.base.errors import DataError
 from aihpc.base.fileio import atomic_write
-from aihpc.records.files import read_result
+from aihpc.records.files import read_result_file
 from aihpc.report.digest import read_for_report
 from aihpc.results.read import RESULTS_FILE, results_file
 
@@ -37,7 +37,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     else ``RUN_DIR/report.html`` or ``FILE.html`` beside the file.  Raises
     :class:`DataError` if ``path`` does not exist, a directory holds neither
     results.json nor a result file, or a file is invalid (see
-    :func:`aihpc.results.read.read_results_document`).
+    :func:`aihpc.results.read.read_results`).
     """
     from aihpc.report.documents import render_page, render_sections
     from aihpc.report.html import render_html
@@ -45,11 +45,11 @@ def write_report(path: Path, out: Path | None = None) -> Path:
 
     path = Path(path)
     if path.is_file():
-        page = render_page([read_result(path)], f"aihpc {path.name}")
+        page = render_page([read_result_file(path).to_dict()], f"aihpc {path.name}")
         target = Path(out) if out is not None else path.with_suffix(".html")
     elif path.is_dir():
         files = [*sorted(path.glob("*.json")), *path.glob("infer/infer.json")]  # aihpc infer's
-        documents = [read_result(f) for f in files if _is_result_document(f)]
+        documents = [read_result_file(f).to_dict() for f in files if _is_result_document(f)]
         if documents and not results_file(path).exists():
             page = render_page(documents, f"aihpc {path.name}")
         else:

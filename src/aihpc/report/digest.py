@@ -20,59 +20,55 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from aihpc.base.fmt import as_number
 from aihpc.report.lineage import morph_kind
-from aihpc.report.quality import quality_for
 from aihpc.results.read import (
-    iter_trials,
+    CURRENT_VERSION,
+    iter_trial_records,
     laid_out_by_line,
-    read_results_document,
-    read_results_head,
+    read_results,
+    read_run_head,
 )
+from aihpc.results.trial import TrialRecord
 from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks import recorded_task
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
 SHOWN = 100  # the best trials a digest keeps whole
 
 
 def read_for_report(path: Path) -> dict[str, Any]:
-    """The results at ``path`` for the report: the whole document for a run of at most LISTED
-    trials; else its top-level fields, ``trials`` = the kept trials (see the module docstring),
-    and ``digest`` (:class:`Digest`'s ``to_dict``)."""
+    """The results at ``path`` for the report, as the JSON objects it renders (upgraded to the
+    current schema): the whole document for a run of at most LISTED trials; else its top-level
+    fields, ``trials`` = the kept trials (see the module docstring), and ``digest``
+    (:class:`Digest`'s ``to_dict``).  Read and checked by :mod:`aihpc.results.read`."""
     if not laid_out_by_line(path):  # an older file: parsed whole, once
-        return _digested(read_results_document(path))
-    head = read_results_head(path)
-    digest = Digest(quality_for(head))
-    for trial in iter_trials(path):
+        results = read_results(path)
+        head, trials = results.head(), list(results.trials)
+    else:
+        head, trials = read_run_head(path), []
+    digest = Digest(recorded_task(head.config).report_quality)
+    for trial in trials or iter_trial_records(path):
         digest.add(trial)
     if digest.count <= LISTED:
-        return read_results_document(path)
-    wanted = digest.ancestry()
-    kept = {t["id"]: t for _, _, t in digest.best}
-    kept.update({t["id"]: t for t in iter_trials(path, wanted - set(kept))})
-    return {
-        **head,
-        "trials": sorted(kept.values(), key=lambda t: t["id"]),
-        "digest": digest.to_dict(),
-    }
+        kept = trials or list(iter_trial_records(path))
+        return _document(head.to_dict(), kept)
+    wanted = digest.ancestry() | {t.id for _, _, t in digest.best}
+    if trials:
+        kept = [t for t in trials if t.id in wanted]
+    else:
+        kept = list(iter_trial_records(path, wanted))
+    return {**_document(head.to_dict(), kept), "digest": digest.to_dict()}
 
 
-def _digested(document: dict[str, Any]) -> dict[str, Any]:
-    """A document read whole (an older layout), digested the same way when it is large."""
-    trials = [t for t in document.get("trials") or [] if isinstance(t, dict)]
-    if len(trials) <= LISTED:
-        return document
-    digest = Digest(quality_for(document))
-    for trial in trials:
-        digest.add(trial)
-    wanted = digest.ancestry() | {t["id"] for _, _, t in digest.best}
-    kept = [t for t in trials if t.get("id") in wanted]
-    return {**document, "trials": kept, "digest": digest.to_dict()}
+def _document(head: dict[str, Any], trials: list[TrialRecord]) -> dict[str, Any]:
+    """results.json's fields ``head`` with ``trials``, in the current schema."""
+    return {**head, "schema_version": CURRENT_VERSION, "trials": [t.to_dict() for t in trials]}
 
 
 class Digest:
     """What the report needs of every trial, added one trial at a time; ``quality``: the run's
-    (:func:`aihpc.report.quality.quality_for`), which ranks the trials kept whole."""
+    (its task's :attr:`~aihpc.tasks.base.Task.report_quality`), which ranks the trials kept
+    whole."""
 
     def __init__(self, quality: ReportQuality) -> None:
         self.quality = quality
@@ -82,28 +78,25 @@ class Digest:
         self.phase_seconds: dict[str, float] = {}
         self.ops: list[float] = []
         self.params: list[float] = []
-        self.ids: list[Any] = []
-        self.parents: list[Any] = []
+        self.ids: list[int] = []
+        self.parents: list[int | None] = []
         self.values: list[float | None] = []
         self.kinds: list[str] = []
-        self.best: list[tuple[float, int, dict[str, Any]]] = []  # (goodness, -n, trial): min-heap
+        self.best: list[tuple[float, int, TrialRecord]] = []  # (goodness, -n, trial): min-heap
 
-    def add(self, trial: dict[str, Any]) -> None:
+    def add(self, trial: TrialRecord) -> None:
         self.count += 1
-        self.status[str(trial.get("status"))] += 1
-        epochs = trial.get("epochs")
-        self.epochs[len(epochs) if isinstance(epochs, list) else 0] += 1
-        for phase, seconds in (trial.get("phase_seconds") or {}).items():
-            self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + (
-                as_number(seconds) or 0.0
-            )
-        self.ops.append(as_number((trial.get("ops") or {}).get("total")) or 0.0)
-        self.params.append(as_number(trial.get("num_params")) or 0.0)
-        value = self.quality.value(trial)
-        self.ids.append(trial.get("id"))
-        self.parents.append(trial.get("parent"))
+        self.status[str(trial.status)] += 1
+        self.epochs[len(trial.epochs)] += 1
+        for phase, seconds in trial.phase_seconds.items():
+            self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
+        self.ops.append(float(trial.ops.total))
+        self.params.append(float(trial.num_params or 0))
+        value = trial.best(self.quality.trial_key)
+        self.ids.append(trial.id)
+        self.parents.append(trial.parent)
         self.values.append(value)
-        self.kinds.append(morph_kind(trial.get("morph")))
+        self.kinds.append(morph_kind(trial.morph))
         if value is not None:
             entry = (self.quality.goodness(value), -self.count, trial)
             if len(self.best) < SHOWN:
@@ -116,7 +109,8 @@ class Digest:
         if not self.best:
             return set()
         parent_of = dict(zip(self.ids, self.parents, strict=True))
-        current, seen = max(self.best, key=lambda e: e[:2])[2].get("id"), set()
+        current: int | None = max(self.best, key=lambda e: e[:2])[2].id
+        seen: set[int] = set()
         while current is not None and current not in seen:
             seen.add(current)
             current = parent_of.get(current)

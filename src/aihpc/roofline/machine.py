@@ -193,12 +193,14 @@ def peak_result(path: Path | None, device: str, dtype: str, seconds: float = 0.5
 
     A file of another device type, or without that dtype's peak, is a one-line error.
     """
-    from aihpc.records.files import read_result
+    from aihpc.records.files import RooflineFile, read_result_file
     from aihpc.roofline.peak import search_peak
 
     if path is None:
         return search_peak(device, dtype, seconds=seconds)
-    data = read_result(Path(path), "roofline")["data"]
+    document = read_result_file(Path(path), "roofline")
+    assert isinstance(document, RooflineFile)  # read_result_file checked its kind
+    data = document.data
     if str(data.get("device", "")).split(":")[0] != device.split(":")[0]:
         raise ConfigError(f"{path} holds the roofline of {data.get('device')}, not of {device}")
     record = (data.get("peaks") or {}).get(dtype)
@@ -240,20 +242,21 @@ def read_points(path: Path) -> PointsFile:
     A missing or malformed file, a file of another kind, or a bad point is a
     one-line DataError naming the file (and the point's index).
     """
-    from aihpc.records.files import read_result
+    from aihpc.records.files import BenchNetworkFile, BenchOperatorsFile, read_result_file
 
-    doc = read_result(path)
-    if doc["kind"] not in POINT_KINDS:
-        raise DataError(f"{path} holds {doc['kind']} results, not {' or '.join(POINT_KINDS)}")
-    data = doc["data"]
+    doc = read_result_file(path)
+    kind = doc.kind()
+    if not isinstance(doc, BenchOperatorsFile | BenchNetworkFile):
+        raise DataError(f"{path} holds {kind} results, not {' or '.join(POINT_KINDS)}")
+    data = doc.data
     if not isinstance(data.get("points"), list):
         raise DataError(f"{path} holds no list of points (data.points)")
     points = tuple(
-        RooflinePoint.from_dict(point, f"{path}: points[{i}]", doc["kind"])
+        RooflinePoint.from_dict(point, f"{path}: points[{i}]", kind)
         for i, point in enumerate(data["points"])
     )
     device = data.get("device") if isinstance(data.get("device"), str) else None
-    return PointsFile(path=Path(path), kind=doc["kind"], device=device, points=points)
+    return PointsFile(path=Path(path), kind=kind, device=device, points=points)
 
 
 def add_points(data: dict[str, Any], points: Sequence[RooflinePoint]) -> dict[str, Any]:

@@ -156,9 +156,11 @@ def load_or_measure(
     """
     if path is None:
         return measure_roofline(device, dtypes, seconds=seconds)
-    from aihpc.records.files import read_result
+    from aihpc.records.files import RooflineFile, read_result_file
 
-    data = read_result(Path(path), "roofline")["data"]
+    document = read_result_file(Path(path), "roofline")
+    assert isinstance(document, RooflineFile)  # read_result_file checked its kind
+    data = document.data
     if not isinstance(data.get("roofline"), dict):
         raise DataError(f"{path} holds no roofline (data.roofline is missing)")
     try:

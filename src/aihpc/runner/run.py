@@ -8,7 +8,6 @@ are up and the peak is measured (MLPerf's init phase is not timed).
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import shutil
 import time
@@ -23,7 +22,7 @@ from aihpc.machine.cluster import check_interface
 from aihpc.machine.environment import Environment
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import STORE_FORMAT, RunDirState, RunStore, read_meta, run_dir_state
-from aihpc.results.read import RunResults, results_file
+from aihpc.results.read import results_file
 from aihpc.runner.measure import (
     measure_run_peak,
     record_energy,
@@ -41,6 +40,8 @@ if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, das
     from aihpc.launch.executor import DaskExecutor, Layout
     from aihpc.launch.interface import Executor
     from aihpc.mlperf.log import MLPerfLog
+    from aihpc.results.model import RunHead
+    from aihpc.results.write import WrittenResults
     from aihpc.runner.display.console import Console
     from aihpc.runner.search.memory import MemoryWatch
 
@@ -116,7 +117,7 @@ def run_benchmark(
     resume: bool,
     console: Console,
     client: Client | None = None,
-) -> RunResults:
+) -> WrittenResults:
     """Run (or resume) the benchmark in ``run_dir``; returns what it wrote in results.json.
 
     ``client``: a Dask client of workers started elsewhere (inside a SLURM
@@ -131,13 +132,13 @@ def run_benchmark(
     try:
         executor = open_executor(config, inputs.layout, run_dir, client)
         run = OpenRun.of(inputs, executor, mlperf)
-        score, fields = search_and_score(run, resume, console)
+        score, head = search_and_score(run, resume, console)
         quality = task.quality(config, inputs.data_info)
-        _, count = write_results(run_dir, fields, trial_records(store, quality))
+        written = write_results(run_dir, head, trial_records(store, quality))
         chain_sha256, _ = store.chain_head()  # as results.json's integrity records it
         mlperf.run_stop("success" if score.valid else "aborted", chain_sha256=chain_sha256)
         store.set_meta(MetaKey.FINISHED, True)
-        return dataclasses.replace(RunResults.from_dict(fields), trial_count=count)
+        return written
     finally:
         try:
             if executor is not None:
@@ -238,7 +239,7 @@ class OpenRun:
         )
 
 
-def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Score, dict[str, Any]]:
+def search_and_score(run: OpenRun, resume: bool, console: Console) -> tuple[Score, RunHead[Any]]:
     """Place the workers, measure (a new run), search until the deadline, measure again, score.
 
     Returns the score and results.json's fields but its trials, for the caller to write with them.

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.base.errors import ConfigError, StorageError, kind_of_exit
-from aihpc.results.read import read_results, results_file
+from aihpc.results.read import read_run_head, results_file
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -63,7 +63,7 @@ def run_scaling(
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise kind_of_exit(proc.returncode)(f"the run with {n} workers failed: {last}")
-        score = read_results(results_file(run_dir)).score
+        score = read_run_head(results_file(run_dir)).score.score()
         rows.append(
             {
                 "workers": n,

@@ -31,6 +31,7 @@ from aihpc.scoring.quality import Quality
 from aihpc.tasks.base import Arch, DataInfo, Plan, Split, StateDict, Task
 
 __all__ = [
+    "BUILT_IN",
     "DEFAULT_TASK",
     "Arch",
     "DataInfo",
@@ -154,3 +155,7 @@ def _language() -> Task:
 
 register("image", _image)
 register("lm", _language)
+
+#: The tasks aihpc ships (another tool's or a test's are registered after them): the ones whose
+#: results.json has a published schema (:mod:`aihpc.results.schema`).
+BUILT_IN: tuple[str, ...] = names()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aihpc.base.config import RunConfig, TaskOptions
 from aihpc.base.fmt import format_value
 from aihpc.nas.tpe_study import SearchSpace
+from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.scoring.quality import Quality, ReportQuality
@@ -206,6 +207,9 @@ class Task(Protocol):
     generates: bool
     #: how a report reads, ranks and writes its quality (:mod:`aihpc.report`)
     report_quality: ReportQuality
+    #: the record of what :meth:`inspect_data` describes, as results.json's and the store's
+    #: ``data`` hold it (:mod:`aihpc.records.run_data`)
+    data_record: type[Record]
 
     # -- the run (aihpc.runner) -------------------------------------------------------------
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:

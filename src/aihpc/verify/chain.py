@@ -6,17 +6,23 @@ See :mod:`aihpc.records.chain` for how the chain is written and what it proves.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.records.chain import GENESIS, chain_digest, record_digest, record_key
 from aihpc.records.rows import TrialStatus
+from aihpc.results.model import RunHead
 from aihpc.verify.checks import Check, Found, Mismatch
+
+if TYPE_CHECKING:
+    from aihpc.records.store import RunStore
 
 CHAIN_FORMAT = 3  # the first store format with a digest chain
 AFTER_RESULTS = {("meta", "finished")}  # the links a run commits after writing results.json
 
 
-def check_chain(store, results: dict[str, Any], log_path: Path) -> tuple[Check, list[Mismatch]]:
+def check_chain(
+    store: RunStore, results: RunHead[Any], log_path: Path
+) -> tuple[Check, list[Mismatch]]:
     """Rows against the last link of their key; the chain continuous; its head where the run wrote
     it."""
     found = Found("integrity")
@@ -70,7 +76,7 @@ def _check_continuity(links: list[dict[str, Any]], found: Found) -> None:
         previous = link["chain_sha256"]
 
 
-def _records(store) -> dict[tuple[str, str], str]:
+def _records(store: RunStore) -> dict[tuple[str, str], str]:
     """(kind, key) -> record digest of every chained row as it is now."""
     out: dict[tuple[str, str], str] = {}
 
@@ -95,23 +101,19 @@ def _records(store) -> dict[tuple[str, str], str]:
 
 
 def _check_head(
-    links: list[dict[str, Any]], results: dict[str, Any], log_path: Path, found: Found
+    links: list[dict[str, Any]], results: RunHead[Any], log_path: Path, found: Found
 ) -> None:
     """The head results.json (and the MLPerf log's run_stop) recorded is a link of the chain, and
     only
     the links a run commits after its results follow it."""
     from aihpc.mlperf.check import iter_events
 
-    recorded = results.get("integrity")
-    if not isinstance(recorded, dict):
+    recorded = results.integrity
+    if recorded is None:
         found.add("results.json records no chain head (integrity section missing)")
         return
-    n, head = recorded.get("links"), recorded.get("chain_sha256")
-    if (
-        not isinstance(n, int)
-        or not 0 <= n <= len(links)
-        or (links[n - 1]["chain_sha256"] if n else GENESIS) != head
-    ):
+    n, head = recorded.links, recorded.chain_sha256
+    if not 0 <= n <= len(links) or (links[n - 1]["chain_sha256"] if n else GENESIS) != head:
         found.add(
             f"results.json records chain head {str(head)[:16]} at link {n}; the store's chain "
             f"({len(links)} links) does not hold it there: links were removed or rewritten"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +107,7 @@ def same(a: Any, b: Any, rel: float = 1e-12) -> bool:
     return type(a) is type(b) and a == b
 
 
-def diffs(a: Any, b: Any, path: str):
+def diffs(a: Any, b: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
     """Yield (path, a's value, b's value) for each leaf where two JSON values differ."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(a.keys() | b.keys(), key=str):

@@ -50,7 +50,8 @@ from aihpc.infer.loadgen import (
     read_results,
 )
 from aihpc.infer.record import RECORD_FILE
-from aihpc.records.files import read_result
+from aihpc.records.files import InferFile, read_result_file
+from aihpc.records.inference import InferData
 from aihpc.results.read import results_file
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
@@ -82,7 +83,9 @@ def verify_infer(folder: Path) -> Verification:
     from aihpc.verify.infer_model import model_checks
 
     path = Path(folder) / RECORD_FILE
-    data = read_result(path, "infer")["data"]
+    document = read_result_file(path, "infer")
+    assert isinstance(document, InferFile)  # read_result_file checked its kind
+    data = document.data
     try:
         outcomes = [
             check_loadgen(Path(folder), data),
@@ -96,11 +99,11 @@ def verify_infer(folder: Path) -> Verification:
     return Verification(str(folder), checks, mismatches)
 
 
-def _tests(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _tests(data: InferData) -> list[tuple[str, dict[str, Any]]]:
     """(where, test) of every recorded test, in the record's order."""
     return [
         (f"{name} test {i}", test)
-        for name, s in (data.get("scenarios") or {}).items()
+        for name, s in data.scenarios.items()
         for i, test in enumerate(s.get("tests") or [], start=1)
     ]
 
@@ -119,7 +122,7 @@ def log_folder(folder: Path, log_dir: Any) -> Path | None:
 
 
 # -- loadgen -----------------------------------------------------------------------------
-def check_loadgen(folder: Path, data: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+def check_loadgen(folder: Path, data: InferData) -> tuple[Check, list[Mismatch]]:
     """Each test's logs re-read and compared with its record."""
     found = Found("loadgen")
     seen: set[str] = set()
@@ -142,7 +145,7 @@ def check_loadgen(folder: Path, data: dict[str, Any]) -> tuple[Check, list[Misma
 
 
 def _check_logs(
-    where: str, logs: Path, test: dict[str, Any], data: dict[str, Any], found: Found
+    where: str, logs: Path, test: dict[str, Any], data: InferData, found: Found
 ) -> None:
     detail = read_detail(logs / DETAIL_LOG)
     logged = read_results(logs / DETAIL_LOG)
@@ -159,7 +162,7 @@ def _check_logs(
                 f"{where}: the settings say {key} {recorded!r}; LoadGen logged "
                 f"{_short(detail.get(key))}"
             )
-    version = data.get("loadgen_version")
+    version = data.loadgen_version
     if version is not None and detail.get("loadgen_version") != version:
         found.add(f"{where}: LoadGen {detail.get('loadgen_version')!r} wrote it, not {version!r}")
     summary = logs / SUMMARY_LOG
@@ -244,10 +247,11 @@ def _joules_per_query(test: dict[str, Any]) -> float | None:
     energy = test.get("energy") or []
     if not energy or any(d.get("joules") is None for d in energy):
         return None
-    return sum(d["joules"] for d in energy) / max(int(test.get("samples_served") or 0), 1)
+    joules: float = sum(d["joules"] for d in energy)
+    return joules / max(int(test.get("samples_served") or 0), 1)
 
 
-def _one_test_figures(name: str, test: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+def _one_test_figures(name: str, test: dict[str, Any], data: InferData) -> dict[str, Any]:
     r = test["results"]
     want = {
         **point(test, _judged(data)),
@@ -257,18 +261,19 @@ def _one_test_figures(name: str, test: dict[str, Any], data: dict[str, Any]) -> 
     }
     rate = want["samples_per_second"]
     if name == "offline" and rate is not None:
-        ops = rate * data["ops_per_query"]
-        peak = data.get("peak") or {}
-        measured, nominal = peak.get("flops_per_s"), (peak.get("nominal") or {}).get("flops_per_s")
+        ops = rate * data.ops_per_query
+        peak = data.peak
+        measured = peak.flops_per_s if peak else None
+        nominal = peak.nominal.flops_per_s if peak and peak.nominal else None
         want["ops_per_second"] = ops
         want["peak_fraction"] = ops / measured if measured else None
         want["nominal_peak_fraction"] = ops / nominal if nominal else None
     return want
 
 
-def _judged(data: dict[str, Any]) -> bool:
+def _judged(data: InferData) -> bool:
     """Whether the record holds whether each server test kept up (the module docstring)."""
-    return "kept_up_shortfall" in data
+    return data.kept_up_shortfall is not None
 
 
 def _server_figures(
@@ -287,15 +292,15 @@ def _server_figures(
     return want, shown
 
 
-def check_figures(data: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+def check_figures(data: InferData) -> tuple[Check, list[Mismatch]]:
     """Each scenario's figures recomputed from its tests; the histograms' counts; the batches
     and timing splits; validity."""
     found = Found("figures")
-    scenarios = data.get("scenarios") or {}
+    scenarios = data.scenarios
     judged = _judged(data)
-    if judged and data["kept_up_shortfall"] != KEPT_UP_SHORTFALL:
+    if judged and data.kept_up_shortfall != KEPT_UP_SHORTFALL:
         found.add(
-            f"kept_up_shortfall is {_short(data['kept_up_shortfall'])}; aihpc's rule is "
+            f"kept_up_shortfall is {_short(data.kept_up_shortfall)}; aihpc's rule is "
             f"{KEPT_UP_SHORTFALL}"
         )
     for name, s in scenarios.items():
@@ -336,12 +341,10 @@ def _check_untried(s: dict[str, Any], found: Found) -> None:
         found.add("server: no test recorded, yet a valid result or a rate")
 
 
-def _check_batches(
-    name: str, tests: list[dict[str, Any]], data: dict[str, Any], found: Found
-) -> None:
+def _check_batches(name: str, tests: list[dict[str, Any]], data: InferData, found: Found) -> None:
     """Each test's batches are of the sizes warmed up and hold what it served; its slowest
     1 %'s queueing and compute add up to its latency."""
-    sizes = {str(size) for size in data.get("batch_sizes") or []}
+    sizes = {str(size) for size in data.batch_sizes or ()}
     for i, test in enumerate(tests, start=1):
         where = f"{name} test {i}"
         served = {size: n for size, n in (test.get("batch_sizes") or {}).items()}
@@ -376,19 +379,18 @@ def _check_histograms(name: str, s: dict[str, Any], shown: dict[str, Any], found
             )
 
 
-def _check_validity(
-    data: dict[str, Any], scenarios: dict[str, dict[str, Any]], found: Found
-) -> None:
-    q = data["quality"]
-    if q.get("valid") is not (q["kept"] >= KEEP):
-        found.add(f"quality.valid is {q.get('valid')!r} for {q['kept']!r} kept (at least {KEEP})")
-    if q.get("samples") != data.get("samples"):
-        found.add(f"the quality was measured on {q.get('samples')} samples, not {data['samples']}")
-    valid = bool(q.get("valid")) and all(s.get("valid") is True for s in scenarios.values())
-    if data.get("valid") is not valid:
-        found.add(f"valid is {data.get('valid')!r}; the quality and the scenarios say {valid}")
-    if bool(data.get("invalid_reasons")) is valid:
-        found.add(f"invalid_reasons {_short(data.get('invalid_reasons'))} for a valid={valid}")
+def _check_validity(data: InferData, scenarios: dict[str, dict[str, Any]], found: Found) -> None:
+    q = data.quality
+    kept = q.kept is not None and q.kept >= KEEP
+    if q.valid is not kept:
+        found.add(f"quality.valid is {q.valid!r} for {q.kept!r} kept (at least {KEEP})")
+    if q.samples != data.samples:
+        found.add(f"the quality was measured on {q.samples} samples, not {data.samples}")
+    valid = q.valid and all(s.get("valid") is True for s in scenarios.values())
+    if data.valid is not valid:
+        found.add(f"valid is {data.valid!r}; the quality and the scenarios say {valid}")
+    if bool(data.invalid_reasons) is valid:
+        found.add(f"invalid_reasons {_short(list(data.invalid_reasons))} for a valid={valid}")
 
 
 def _short(value: Any) -> str:

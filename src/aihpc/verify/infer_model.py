@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.base.errors import AihpcError
+from aihpc.records.inference import InferData, InferQuality
 from aihpc.results.read import results_file
 from aihpc.verify.checks import Check, Found, Mismatch, same
 
 SAMPLE = 64  # samples the quality is measured again on
 
 
-def model_checks(folder: Path, data: dict[str, Any]) -> list[tuple[Check, list[Mismatch]]]:
+def model_checks(folder: Path, data: InferData) -> list[tuple[Check, list[Mismatch]]]:
     """The operations and quality checks (the module docstring); the source is built once."""
     source, why = _source(folder, data)
     return [check_operations(data, source), check_quality(data, source, why)]
@@ -56,48 +57,50 @@ def source_run(folder: Path) -> Path | None:
     """The run whose trial the record in ``folder`` served, where it is found; None for a zoo
     model, or a record that cannot be read."""
     from aihpc.infer.record import RECORD_FILE
-    from aihpc.records.files import read_result
+    from aihpc.records.files import InferFile, read_result_file
 
     try:
-        src = read_result(Path(folder) / RECORD_FILE, "infer")["data"]["source"]
-    except (AihpcError, KeyError, TypeError):
+        document = read_result_file(Path(folder) / RECORD_FILE, "infer")
+    except AihpcError:
         return None
+    assert isinstance(document, InferFile)  # read_result_file checked its kind
+    src = document.data.source
     return None if src.get("zoo_model") else _run_dir(folder, src.get("run"))
 
 
-def _source(folder: Path, data: dict[str, Any]) -> tuple[Any, str | None]:
+def _source(folder: Path, data: InferData) -> tuple[Any, str | None]:
     """The rebuilt source, or None and why not."""
     from aihpc.infer.source import from_run, from_zoo
 
-    src = data["source"]
+    src = data.source
     try:
         if src.get("zoo_model"):
             shape = src.get("input_shape")
             seed = int(src.get("seed") or 0)
             return from_zoo(
-                src["zoo_model"], tuple(shape) if shape else None, data["samples"], seed
+                src["zoo_model"], tuple(shape) if shape else None, data.samples, seed
             ), None
         run = _run_dir(folder, src.get("run"))
         if run is None:
             return None, f"the run {src.get('run')!r} that was served is not found"
-        return from_run(run, min(SAMPLE, data["samples"])), None
+        return from_run(run, min(SAMPLE, data.samples)), None
     except AihpcError as exc:
         return None, f"the model cannot be rebuilt: {exc}"
 
 
 # -- operations --------------------------------------------------------------------------
-def recount(data: dict[str, Any], zoo: Any) -> tuple[float, int, str]:
+def recount(data: InferData, zoo: Any) -> tuple[float, int, str]:
     """(operations per query, parameters, how they were counted)."""
-    src = data["source"]
+    src = data.source
     if src.get("arch") is not None:
         from aihpc.tasks import task_of
 
         task = task_of(src["task"])
         spec = task.arch(src["arch"])
-        g = data.get("generation")
+        g = data.generation
         if g is not None:
-            prefill, decode = task.decode_ops(spec, g["prompt_tokens"], g["new_tokens"])
-            how = f"a prefill of {g['prompt_tokens']} tokens and {g['new_tokens']} new tokens"
+            prefill, decode = task.decode_ops(spec, g.prompt_tokens, g.new_tokens)
+            how = f"a prefill of {g.prompt_tokens} tokens and {g.new_tokens} new tokens"
             return prefill + decode, spec.num_params(), how
         ops = task.count_per_sample(spec, 1, 0.0)[1]
         return ops, spec.num_params(), "the trial's evaluation pass"
@@ -106,25 +109,23 @@ def recount(data: dict[str, Any], zoo: Any) -> tuple[float, int, str]:
     return zoo.ops_per_query, zoo.details["num_params"], f"{zoo.label}'s forward pass"
 
 
-def check_operations(data: dict[str, Any], source: Any) -> tuple[Check, list[Mismatch]]:
+def check_operations(data: InferData, source: Any) -> tuple[Check, list[Mismatch]]:
     found = Found("operations")
-    src = data["source"]
+    src = data.source
     try:
         ops, params, how = recount(data, source if src.get("zoo_model") else None)
     except (AihpcError, ValueError) as exc:
         found.add(f"the served model's operations cannot be recounted: {exc}")
         return found.outcome("not recounted"), found.items
-    if not same(data.get("ops_per_query"), float(ops), rel=1e-9):
-        found.add(f"ops_per_query is {data.get('ops_per_query')!r}; recounted {ops!r} from {how}")
+    if not same(data.ops_per_query, float(ops), rel=1e-9):
+        found.add(f"ops_per_query is {data.ops_per_query!r}; recounted {ops!r} from {how}")
     if src.get("num_params") is not None and src["num_params"] != params:
         found.add(f"source.num_params is {src['num_params']!r}; the model has {params}")
     return found.outcome(f"{ops:,.0f} per query recounted from {how}"), found.items
 
 
 # -- quality -----------------------------------------------------------------------------
-def check_quality(
-    data: dict[str, Any], source: Any, why: str | None
-) -> tuple[Check, list[Mismatch]]:
+def check_quality(data: InferData, source: Any, why: str | None) -> tuple[Check, list[Mismatch]]:
     import torch
 
     from aihpc.infer import accuracy
@@ -132,7 +133,7 @@ def check_quality(
     found = Found("quality")
     if source is None:
         return Check("quality", "unchecked", str(why)), []
-    q, src = data["quality"], data["source"]
+    q, src = data.quality, data.source
     if src.get("trial") is not None and source.details.get("trial") != src["trial"]:
         found.add(
             f"the run's best trial is {source.details.get('trial')}, not the served {src['trial']}"
@@ -142,26 +143,29 @@ def check_quality(
     inputs = source.inputs[:n]
     targets = None if source.targets is None else source.targets[:n]
     cpu = torch.device("cpu")
-    got = accuracy.check_quality(source.model, inputs, targets, cpu, q["dtype"])
+    got = accuracy.check_quality(source.model, inputs, targets, cpu, q.dtype)
     tol, basis = tolerance(data, got.measure, n, _spread(source.model, inputs, targets, got, q))
-    if got.measure != q["measure"]:
-        found.add(f"the record measures {q['measure']}; the model's outputs give {got.measure}")
-    elif abs(got.served - q["served"]) > tol:
+    if got.measure != q.measure:
+        found.add(f"the record measures {q.measure}; the model's outputs give {got.measure}")
+    elif q.served is None:
+        found.add(f"the record has no served {q.measure}")
+    elif abs(got.served - q.served) > tol:
         found.add(
             f"{got.measure} {got.served:.4f} on the first {n} samples; the record has "
-            f"{q['served']:.4f} on {q['samples']} (tolerance {tol:.3g}: {basis})"
+            f"{q.served:.4f} on {q.samples} (tolerance {tol:.3g}: {basis})"
         )
-    if q.get("valid") and got.kept < accuracy.KEEP - tol:
+    if q.valid and got.kept < accuracy.KEEP - tol:
         found.add(
             f"{100 * got.kept:.2f} % of float32's {got.measure} kept on the first {n} samples"
         )
     return found.outcome(
-        f"{got.measure} {got.served:.4f} on the first {n} samples in {q['dtype']} on the CPU, "
-        f"recorded {q['served']:.4f} (tolerance {tol:.3g}: {basis})"
+        f"{got.measure} {got.served:.4f} on the first {n} samples in {q.dtype} on the CPU, "
+        f"recorded {'none' if q.served is None else f'{q.served:.4f}'} "
+        f"(tolerance {tol:.3g}: {basis})"
     ), found.items
 
 
-def _spread(model: Any, inputs: Any, targets: Any, got: Any, q: dict[str, Any]) -> float | None:
+def _spread(model: Any, inputs: Any, targets: Any, got: Any, q: InferQuality) -> float | None:
     """The standard deviation of the windows' losses (a language model's); None otherwise."""
     if got.measure != "loss":
         return None
@@ -170,26 +174,24 @@ def _spread(model: Any, inputs: Any, targets: Any, got: Any, q: dict[str, Any]) 
 
     from aihpc.infer.accuracy import outputs
 
-    logits = outputs(model, inputs, torch.device("cpu"), q["dtype"], SAMPLE)
+    logits = outputs(model, inputs, torch.device("cpu"), q.dtype, SAMPLE)
     losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
     per_window = losses.view(targets.shape[0], -1).mean(1)
     return float(per_window.std()) if per_window.numel() > 1 else 0.0
 
 
-def tolerance(
-    data: dict[str, Any], measure: str, n: int, spread: float | None
-) -> tuple[float, str]:
+def tolerance(data: InferData, measure: str, n: int, spread: float | None) -> tuple[float, str]:
     """How far the sample's figure may be from the record's (the module docstring)."""
-    q = data["quality"]
-    same_samples = n == q["samples"] and str(data.get("device", "")).startswith("cpu")
-    deterministic = data["source"].get("arch") is not None or q["dtype"] == "float32"
+    q = data.quality
+    same_samples = n == q.samples and data.device.startswith("cpu")
+    deterministic = data.source.get("arch") is not None or q.dtype == "float32"
     if same_samples and deterministic:
         if measure == "loss":
-            return 1e-3 * abs(q["served"]), "the same samples: 0.1 %"
+            return 1e-3 * abs(q.served or 0.0), "the same samples: 0.1 %"
         return 1.01 / n, "the same samples: one sample's share"
     if measure == "loss":
         se = (spread or 0.0) / math.sqrt(n)
     else:
-        p = min(max(float(q["served"]), 0.0), 1.0)
+        p = min(max(q.served or 0.0, 0.0), 1.0)
         se = math.sqrt(max(p * (1 - p), 1 / n) / n)
     return 4 * se, f"4 standard errors of a mean of {n} samples"

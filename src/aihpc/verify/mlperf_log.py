@@ -21,12 +21,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.mlperf.check import iter_events
 from aihpc.records.messages import EpochStatus
+from aihpc.results.model import RunHead
+from aihpc.results.trial import TrialRecord
 from aihpc.tasks import of_run
 from aihpc.verify.checks import Check, Found, Mismatch, same
+
+if TYPE_CHECKING:
+    from aihpc.records.store import RunStore
 
 SLACK_MS = 1000  # the master's segments start just after run_start and end before run_stop
 PER_EPOCH = {"eval_accuracy": 0, "epoch_start": 1, "epoch_stop": 2}  # their place in Log.epochs
@@ -72,7 +77,7 @@ def read_log(path: Path) -> Log:
 
 
 def check_mlperf(
-    path: Path, store, head: dict[str, Any], trials: Iterator[dict[str, Any]]
+    path: Path, store: RunStore, head: RunHead[Any], trials: Iterator[TrialRecord]
 ) -> tuple[Check, list[Mismatch]]:
     """The log at ``path`` against the store, results.json's fields (``head``) and its
     ``trials`` (read one at a time)."""
@@ -92,7 +97,7 @@ def check_mlperf(
 
 
 def _check_epochs(
-    log: Log, store, head: dict[str, Any], trials: Iterator[dict[str, Any]], found: Found
+    log: Log, store: RunStore, head: RunHead[Any], trials: Iterator[TrialRecord], found: Found
 ) -> None:
     """Each finished epoch of results.json is logged once, with its quality (an accuracy, or a
     loss: the run's task's); nothing else is."""
@@ -100,25 +105,25 @@ def _check_epochs(
     quality = of_run(meta.config, meta.data)[1]
     unmatched = {key for key, slots in log.epochs.items() if slots[0] is not None}
     for trial in trials:
-        for e in trial.get("epochs") or []:
-            if e.get("status") != EpochStatus.OK:
+        for e in trial.epochs:
+            if e.status != EpochStatus.OK:
                 continue
-            key = (trial.get("id"), e.get("epoch"))
+            key = (trial.id, e.epoch)
             if key not in unmatched:
                 found.add("finished in results.json but not in the MLPerf log", *key)
                 continue
             unmatched.discard(key)
             logged = log.epochs[key][0]
-            if not same(logged, e.get(quality.metric)):
+            if not same(logged, e.value(quality.metric)):
                 found.add(
-                    f"{quality.label} {e.get(quality.metric)!r} in results.json, {logged!r} in "
+                    f"{quality.label} {e.value(quality.metric)!r} in results.json, {logged!r} in "
                     "the MLPerf log",
                     *key,
                 )
     for trial, epoch in sorted(unmatched, key=str):
         found.add("in the MLPerf log but not a finished epoch of results.json", trial, epoch)
     _check_times(log, store, found)
-    best = (head.get("score") or {}).get(quality.best_key)
+    best = head.score.best(quality.best_key)
     if log.accuracies and not same(log.last_accuracy, best):
         found.add(
             f"the log's last eval_accuracy {log.last_accuracy!r} is not the score's "
@@ -126,7 +131,9 @@ def _check_epochs(
         )
 
 
-def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Found) -> None:
+def _check_screenings(
+    by_key: dict[str, list[dict[str, Any]]], store: RunStore, found: Found
+) -> None:
     """Each proxy screening of the store is logged once, with its operations and its trial."""
     from aihpc.runner.search.screening import MLPERF_KEY
 
@@ -134,8 +141,8 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
     stored = {sc.id: sc for sc in store.screenings()}
     for sid in sorted(set(stored) - set(logged), key=str):
         found.add(f"proxy screening {sid} is in the store but not in the MLPerf log")
-    for sid in sorted(set(logged) - set(stored), key=str):
-        found.add(f"proxy screening {sid} is in the MLPerf log but not in the store")
+    for unknown in sorted(set(logged) - set(stored), key=str):
+        found.add(f"proxy screening {unknown} is in the MLPerf log but not in the store")
     for sid in sorted(set(stored) & set(logged)):
         event, row = logged[sid], stored[sid]
         trial = (event.get("metadata") or {}).get("trial_id")
@@ -147,7 +154,7 @@ def _check_screenings(by_key: dict[str, list[dict[str, Any]]], store, found: Fou
             )
 
 
-def _check_times(log: Log, store, found: Found) -> None:
+def _check_times(log: Log, store: RunStore, found: Found) -> None:
     """Each logged epoch interval is its store row's (t_start, t_end), in whole milliseconds."""
     for row in store.iter_epochs():
         slots = log.epochs.get((row.trial_id, row.epoch))
@@ -168,13 +175,14 @@ def _check_times(log: Log, store, found: Found) -> None:
 
 
 def _check_run(
-    by_key: dict[str, list[dict[str, Any]]], store, head: dict[str, Any], found: Found
+    by_key: dict[str, list[dict[str, Any]]], store: RunStore, head: RunHead[Any], found: Found
 ) -> None:
-    data, score = head.get("data") or {}, head.get("score") or {}
+    data = head.data or None
     for key, size in (("train_samples", "num_train"), ("eval_samples", "num_val")):
         values = [e.get("value") for e in by_key.get(key, [])]
-        if values != [data.get(size)]:
-            found.add(f"{key} logged {values}, results.json's data has {size} {data.get(size)!r}")
+        recorded = getattr(data, size) if data is not None else None
+        if values != [recorded]:
+            found.add(f"{key} logged {values}, results.json's data has {size} {recorded!r}")
     starts, stops = by_key.get("run_start", []), by_key.get("run_stop", [])
     if len(starts) != 1 or len(stops) != 1:
         found.add(
@@ -182,8 +190,8 @@ def _check_run(
         )
         return
     status = (stops[0].get("metadata") or {}).get("status")
-    if (status == "success") != bool(score.get("valid")):
-        valid = "valid" if score.get("valid") else "invalid"
+    if (status == "success") != head.score.valid:
+        valid = "valid" if head.score.valid else "invalid"
         found.add(f"run_stop status {status!r} but results.json's score is {valid}")
     segments = store.segments()
     if segments:

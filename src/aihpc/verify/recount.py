@@ -41,21 +41,24 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from aihpc.base.errors import AihpcError, DataError, StorageError
+from aihpc.records.codec import UNSET
 from aihpc.records.messages import EpochStatus, ScreenStatus
 from aihpc.records.rows import EpochRow, ScreeningRow, TrialRow
-from aihpc.results.read import (
-    iter_trials,
-    laid_out_by_line,
-    read_results_document,
-    read_results_head,
-    results_file,
-)
+from aihpc.results.model import RunHead
+from aihpc.results.read import iter_trial_records, read_run_head, results_file
+from aihpc.results.sections import ScoreRecord
+from aihpc.results.trial import TrialRecord
 from aihpc.scoring.score import Score, compute_score, wall_seconds
 from aihpc.tasks import Arch, Task, of_run
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
+
+if TYPE_CHECKING:
+    from aihpc.records.store import RunStore
 
 MAX_DIFFS = 5  # differing fields named per trial before "and N more"
 PARALLEL_FROM_TRIALS = 2_000
@@ -63,7 +66,7 @@ PARALLEL_FROM_TRIALS = 2_000
 the other checks (starting it costs a few seconds: smaller runs are recounted here)."""
 
 
-def open_run(run_dir: Path):
+def open_run(run_dir: Path) -> tuple[RunStore, RunHead[Any]]:
     """The run's store (read-only) and results.json's fields but its trials; DataError, one line,
     if it is not a finished run (StorageError if its store cannot be read)."""
     from aihpc.records.store import RunStore
@@ -92,13 +95,11 @@ def open_run(run_dir: Path):
         raise
 
 
-def _read_head(path: Path, run_dir: Path) -> dict[str, Any]:
+def _read_head(path: Path, run_dir: Path) -> RunHead[Any]:
     """results.json's fields but its trials (which the checks read one at a time)."""
     if not path.is_file():
         raise DataError(f"run {run_dir} has not finished (no results.json): nothing to verify yet")
-    if laid_out_by_line(path):
-        return read_results_head(path)
-    return {**read_results_document(path), "trials": []}
+    return read_run_head(path)
 
 
 def verify_run(run_dir: Path) -> Verification:
@@ -141,17 +142,17 @@ def verify_run(run_dir: Path) -> Verification:
     return Verification(str(run_dir), checks, mismatches)
 
 
-def _trials(path: Path) -> Iterator[dict[str, Any]]:
+def _trials(path: Path) -> Iterator[TrialRecord]:
     """results.json's trials, one at a time; a trial that cannot be read is results.json's damage
     (StorageError), not the store's, which is what a DataError within the checks means."""
     try:
-        yield from iter_trials(path)
+        yield from iter_trial_records(path)
     except DataError as exc:
         raise StorageError(str(exc)) from None
 
 
 @contextmanager
-def _second_process(store) -> Iterator[Any]:
+def _second_process(store: RunStore) -> Iterator[Any]:
     """A pool of one spawned process for the recount where the run has ``PARALLEL_FROM_TRIALS``
     trials or more and this process may use two cores; None otherwise.  Leaving it ends the
     process, also when a check fails."""
@@ -175,7 +176,7 @@ def _check_operations_in(run_dir: str) -> tuple[Check, list[Mismatch]]:
 
 
 # -- operations --------------------------------------------------------------------------
-def check_operations(store) -> tuple[Check, list[Mismatch]]:
+def check_operations(store: RunStore) -> tuple[Check, list[Mismatch]]:
     """Every epoch's operations recomputed from its trial's architecture and its samples."""
     found = Found("operations")
     meta = store.meta()
@@ -318,7 +319,7 @@ def _check_epoch_ops(
 
 
 # -- score -------------------------------------------------------------------------------
-def recomputed_score(store) -> Score:
+def recomputed_score(store: RunStore) -> Score:
     """The score from the store's operations, segment times and validation metrics (not from
     results.json)."""
     meta = store.meta()
@@ -334,9 +335,9 @@ def recomputed_score(store) -> Score:
     )
 
 
-def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mismatch]]:
+def check_score(score: Score, results: RunHead[Any]) -> tuple[Check, list[Mismatch]]:
     found = Found("score")
-    recorded = results.get("score") or {}
+    recorded = results.score.to_dict()  # the fields the file holds (a later one may be absent)
     for key, expected in score.to_dict().items():
         if key not in recorded and key in Score.ADDED_LATER:
             continue  # a file written before the field existed
@@ -348,14 +349,11 @@ def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mism
                 "operations and "
                 f"times: {expected!r}"
             )
-    segments = results.get("segments") or []
-    if segments and "wall_seconds" in recorded:
-        span = segments[-1]["t_end"] - segments[0]["t_start"]
-        if not same(span, recorded["wall_seconds"], rel=1e-9):
-            found.add(
-                f"wall_seconds {recorded['wall_seconds']!r} is not the span of results.json's "
-                f"segments {span!r}"
-            )
+    segments, wall = results.segments, results.score.wall_seconds
+    if segments:
+        span = segments[-1].t_end - segments[0].t_start
+        if not same(span, wall, rel=1e-9):
+            found.add(f"wall_seconds {wall!r} is not the span of results.json's segments {span!r}")
     return found.outcome(
         f"ops, OPS, regulated score, error and share of peak from {score.ops:,} operations "
         f"in {score.wall_seconds:.2f} s"
@@ -364,14 +362,16 @@ def check_score(score: Score, results: dict[str, Any]) -> tuple[Check, list[Mism
 
 # -- results.json ------------------------------------------------------------------------
 def check_results(
-    store, score: Score, head: dict[str, Any], trials: Iterator[dict[str, Any]]
+    store: RunStore, score: Score, head: RunHead[Any], trials: Iterator[TrialRecord]
 ) -> tuple[Check, list[Mismatch]]:
-    """results.json against the one the store rebuilds: its fields (``head``), then its
-    ``trials`` one at a time against the store's, both by id."""
+    """results.json against the one the store rebuilds: its fields (``head``: those the file
+    holds), then its ``trials`` one at a time against the store's, both by id; each compared
+    field by field as written."""
     from aihpc.results.write import results_fields
 
     found = Found("results")
-    expected = results_fields(store, score)
+    rebuilt = results_fields(store, score)
+    expected, recorded = rebuilt.to_dict(), head.to_dict()
     for key in (
         "run_id",
         "config",
@@ -388,28 +388,27 @@ def check_results(
         "helper_restarts",
         "model_flops",
     ):
-        if key in head and not same(head[key], expected.get(key)):
-            path, got, want = next(diffs(head[key], expected[key], key))
+        if key in recorded and not same(recorded[key], expected.get(key)):
+            path, got, want = next(diffs(recorded[key], expected.get(key), key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
-    _check_repeatable(head.get("score") or {}, expected["score"], found)
+    _check_repeatable(head.score, rebuilt.score, found)
     count = _check_trials(store, trials, found)
     return found.outcome(
         f"{count} trials and every section rebuilt from the run store"
     ), found.items
 
 
-def _check_repeatable(recorded: dict[str, Any], expected: dict[str, Any], found: Found) -> None:
+def _check_repeatable(recorded: ScoreRecord, expected: ScoreRecord, found: Found) -> None:
     """The score's ``not_repeatable`` against the rule applied to the store's peak (files written
     before it have none)."""
-    key = "not_repeatable"
-    if key in recorded and recorded[key] != expected[key]:
+    if recorded.not_repeatable is not UNSET and recorded.not_repeatable != expected.not_repeatable:
         found.add(
-            f"results.json's score.{key} is {recorded[key]!r}; the run store's peak gives "
-            f"{expected[key]!r}"
+            f"results.json's score.not_repeatable is {recorded.not_repeatable!r}; the run store's "
+            f"peak gives {expected.not_repeatable!r}"
         )
 
 
-def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
+def _check_trials(store: RunStore, trials: Iterator[TrialRecord], found: Found) -> int:
     """Each trial of results.json against the store's record of it, the two read side by side in
     id order (as results.json is written); how many trials results.json holds."""
     from aihpc.results.write import run_start, trial_record
@@ -425,39 +424,40 @@ def _check_trials(store, trials: Iterator[dict[str, Any]], found: Found) -> int:
     count, previous = 0, -1
     for got in trials:
         count += 1
-        trial_id = got.get("id")
-        if not isinstance(trial_id, int) or trial_id <= previous:
-            found.add(f"results.json's trials are not in id order: {trial_id!r} after {previous}")
+        if got.id <= previous:
+            found.add(f"results.json's trials are not in id order: {got.id!r} after {previous}")
             return count
-        previous = trial_id
-        while want is not None and want["id"] < trial_id:
-            found.add("in the run store but missing from results.json", want["id"])
+        previous = got.id
+        while want is not None and want.id < got.id:
+            found.add("in the run store but missing from results.json", want.id)
             arch, want = next(stored, (None, None))
-        if want is None or want["id"] != trial_id:
-            found.add("in results.json but not in the run store", trial_id)
+        if want is None or want.id != got.id:
+            found.add("in results.json but not in the run store", got.id)
             continue
         _compare_trial(got, want, arch, found)
         arch, want = next(stored, (None, None))
     while want is not None:
-        found.add("in the run store but missing from results.json", want["id"])
+        found.add("in the run store but missing from results.json", want.id)
         arch, want = next(stored, (None, None))
     return count
 
 
-def _compare_trial(got: dict[str, Any], want: dict[str, Any], arch: Any, found: Found) -> None:
+def _compare_trial(got: TrialRecord, want: TrialRecord, arch: Any, found: Found) -> None:
     """One trial of results.json (``got``) against the store's (``want``, whose architecture in
-    full is ``arch``): the first MAX_DIFFS differing fields, and how many more."""
-    if "arch" in got and "arch" not in want:  # a file older than schema 3: architectures in full
-        want = {**{k: v for k, v in want.items() if k != "arch_diff"}, "arch": arch}
-    changed = list(diffs(got, want, ""))
+    full is ``arch``): the first MAX_DIFFS differing fields, as written, and how many more."""
+    if got == want:
+        return
+    if got.arch is not None and want.arch is None:  # older than schema 3: architectures in full
+        want = msgspec.structs.replace(want, arch=arch, arch_diff=None)
+    changed = list(diffs(got.to_dict(), want.to_dict(), ""))
     for path, value, stored in changed[:MAX_DIFFS]:
         found.add(
             f"results.json {path.lstrip('.')} is {_short(value)}; the run store has "
             f"{_short(stored)}",
-            got["id"],
+            got.id,
         )
     if len(changed) > MAX_DIFFS:
-        found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", got["id"])
+        found.add(f"and {len(changed) - MAX_DIFFS} more fields differ", got.id)
 
 
 # -- helpers -----------------------------------------------------------------------------

@@ -181,7 +181,7 @@ class _Recorder:
         summary = summarise(self.plan, rounds, self.compliance, self.generation_s, self.failures)
         document = result_document("train-to-target", summary.to_dict())
         write_result(self.plan.out_dir / RESULT_FILE, document)
-        self.outcome = Outcome(summary, document, self.plan.out_dir)
+        self.outcome = Outcome(summary, document.to_dict(), self.plan.out_dir)
 
 
 def train_to_target(settings: Settings) -> Outcome:

@@ -256,12 +256,12 @@ def test_a_compiled_language_trial_and_its_children_count_their_regions(tmp_path
     try:
         for result in results:
             store.add_epoch(result, attempt=1)
-        counts = compilation(store)["compilation"]
+        record = compilation(store)
     finally:
         store.close()
-    assert counts["models"] == 3 and counts["regions_needed"] == 3 + 4 + 3
-    assert counts["regions_compiled"] == 2 and counts["regions_from_cache"] == 8
-    assert counts["compile_seconds"] == pytest.approx(
+    assert record is not None and record.models == 3 and record.regions_needed == 3 + 4 + 3
+    assert record.regions_compiled == 2 and record.regions_from_cache == 8
+    assert record.compile_seconds == pytest.approx(
         sum(r.phase_seconds.get("compile", 0.0) for r in results)
     )
 

@@ -1,4 +1,4 @@
-"""The short summary printed at the end of a run."""
+"""The short summary printed at the end of a run, from the record of its results.json."""
 
 from __future__ import annotations
 
@@ -8,18 +8,24 @@ from typing import Any
 
 from aihpc.base.fmt import format_si
 from aihpc.launch.memory import MEMORY_KILL
-from aihpc.records.energy import energy_text
+from aihpc.records.codec import value_or_none
+from aihpc.records.energy import EnergyRecord, energy_text
 from aihpc.records.rows import LostEpoch
-from aihpc.results.read import RunResults, results_file
+from aihpc.records.run_data import ImageDataRecord, LanguageDataRecord
+from aihpc.results.model import RunHead
+from aihpc.results.read import results_file
+from aihpc.results.sections import StagingRecord
 
 LISTED = 8  # workers, lost workers and metered devices listed one a line; past it, a summary
 # beside the score and its share of peak where they would not repeat (the peak's warning says why)
 UNREPEATABLE = "  (not repeatable: the machine's peak moved during the run)"
 
 
-def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
-    s, tallies = results.score, results.tallies
-    mark = UNREPEATABLE if tallies.not_repeatable else ""
+def summary_lines(results: RunHead[Any], trials: int, run_dir: Path) -> list[str]:
+    """The summary of the run in ``run_dir`` whose results.json holds ``results`` and
+    ``trials`` trials."""
+    s, tallies = results.score.score(), results.score
+    mark = UNREPEATABLE if value_or_none(tallies.not_repeatable) else ""
     lines = [
         "",
         f"aihpc run {results.run_id}: {'VALID' if s.valid else 'INVALID'}"
@@ -31,20 +37,20 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
         f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
     ]
     lines += peak_lines(results)
-    lines += staging_lines(results.staging)
-    lines += energy_lines(results.energy)
+    lines += staging_lines(results.staging or None)
+    lines += energy_lines(results.energy or None)
     lines.append(
         f"  trials           {tallies.trials_completed} completed, {tallies.trials_failed} failed, "
-        f"{tallies.trials_diverged} diverged, {results.trial_count} in all"
+        f"{tallies.trials_diverged} diverged, {trials} in all"
     )
     lines += memory_lines(results)
     lines += loss_lines(results)
     lines += restart_lines(results)
     if results.screenings:
-        share = tallies.screening_ops / s.ops if s.ops else 0.0
+        share = (tallies.screening_ops or 0) / s.ops if s.ops else 0.0
         lines.append(
             f"  screening        {len(results.screenings)} proxy screenings of "
-            f"{len(results.screenings[0]['candidates'])} "
+            f"{len(results.screenings[0].candidates)} "
             f"candidates, {100 * share:.1f} % of the operations"
         )
     lines += worker_lines(results)
@@ -53,14 +59,16 @@ def summary_lines(results: RunResults, run_dir: Path) -> list[str]:
     return lines
 
 
-def accuracy_lines(results: RunResults) -> list[str]:
+def accuracy_lines(results: RunHead[Any]) -> list[str]:
     """An image run's quality: its error and best accuracy, and the task's ceiling where known."""
     s, best = results.score, results.score.best_accuracy
+    error = "-" if s.error_percent is None else f"{s.error_percent:.2f}"
     lines = [
-        f"  error            {s.error_percent:.2f} %"
+        f"  error            {error} %"
         + (f"  (best accuracy {100 * best:.2f} %)" if best is not None else "")
     ]
-    ceiling = results.data.get("ceiling")
+    data = results.data
+    ceiling = data.ceiling if isinstance(data, ImageDataRecord) else None
     if ceiling is not None:
         lines.append(
             f"  task ceiling     between {100 * ceiling['oracle_accuracy']:.1f} % and 100 % "
@@ -69,13 +77,14 @@ def accuracy_lines(results: RunResults) -> list[str]:
     return lines
 
 
-def search_lines(results: RunResults) -> list[str]:
+def search_lines(results: RunHead[Any]) -> list[str]:
     """How far the search got above the best seed-only trial of the run (a trial without a
     parent: the seed network trained afresh), in the task's quality; nothing in older files, or
     where no such trial finished an evaluation."""
-    tallies, loss = results.tallies, results.score.is_loss
-    best, gain = tallies.seed_only_best, tallies.search_gain
-    if tallies.seed_only_trial is None or best is None or gain is None:
+    tallies, loss = results.score, results.score.score().is_loss
+    best, gain = value_or_none(tallies.seed_only_best), value_or_none(tallies.search_gain)
+    trial = value_or_none(tallies.seed_only_trial)
+    if trial is None or best is None or gain is None:
         return []
     if loss:  # a gain is a lower loss
         seed = f"{best:.4f} nats/token"
@@ -83,49 +92,49 @@ def search_lines(results: RunResults) -> list[str]:
     else:
         seed = f"{100 * best:.2f} %"
         by = f"{100 * abs(gain):.2f} points {'above' if gain >= 0 else 'below'}"
-    return [
-        f"  search gain      {by} the best seed-only trial (trial {tallies.seed_only_trial}: "
-        f"{seed})"
-    ]
+    return [f"  search gain      {by} the best seed-only trial (trial {trial}: {seed})"]
 
 
-def val_loss_lines(results: RunResults) -> list[str]:
+def val_loss_lines(results: RunHead[Any]) -> list[str]:
     """A language model run's quality: its best validation loss, beside the floor and the losses
     of a context-free and a one-token model."""
-    s = results.score
+    s = results.score.score()
     best = "-" if s.best_val_loss is None else f"{s.best_val_loss:.4f} nats/token"
     if s.bits_per_byte is not None:
         best += f" ({s.bits_per_byte:.3f} bits per byte)"
-    lines = [f"  best val loss    {best} (valid at most {s.max_val_loss:.4f})"]
+    bound = "-" if s.max_val_loss is None else f"{s.max_val_loss:.4f}"
+    lines = [f"  best val loss    {best} (valid at most {bound})"]
     if s.loss_floor is not None:
         gap = "" if s.gap_to_floor is None else f"; {s.gap_to_floor:.4f} above it"
         lines.append(
             f"  loss floor       {s.loss_floor:.4f} nats/token (the true model of the synthetic "
             f"language{gap})"
         )
-    bigram = results.data.get("bigram_loss")
+    data = results.data
+    bigram = data.bigram_loss if isinstance(data, LanguageDataRecord) else None
+    unigram = "-" if s.unigram_loss is None else f"{s.unigram_loss:.4f}"
     lines.append(
-        f"  reference        unigram {s.unigram_loss:.4f}"
+        f"  reference        unigram {unigram}"
         + (f", bigram {bigram:.4f}" if bigram is not None else "")
         + " nats/token (counted on the training split)"
     )
     return lines
 
 
-def peak_lines(results: RunResults) -> list[str]:
+def peak_lines(results: RunHead[Any]) -> list[str]:
     """The score's share of the measured peak and of the nominal one, and the peak's warnings:
     a share above 100 %, a measured peak above the nominal one, a drift over the run."""
-    s, peak = results.score, results.peak
+    s, peak = results.score.score(), results.peak
     lines = []
     if s.peak_fraction is not None and s.peak_flops_per_s is not None:
-        kernels = f"{', '.join(peak.kernels)}; " if peak is not None else ""
+        kernels = f"{', '.join(peak.kernels)}; " if peak is not None and peak.kernels else ""
         workers = peak.workers if peak is not None else None
         lines.append(
             f"  share of peak    {100 * s.peak_fraction:.1f} % of the measured "
             f"{format_si(s.peak_flops_per_s, 'FLOP/s')} ({kernels}{workers} workers at once)"
-            + (UNREPEATABLE if results.tallies.not_repeatable else "")
+            + (UNREPEATABLE if value_or_none(results.score.not_repeatable) else "")
         )
-    nominal = peak.nominal if peak is not None else None
+    nominal = value_or_none(peak.nominal) if peak is not None else None
     if s.nominal_peak_fraction is not None and s.nominal_peak_flops_per_s is not None:
         lines.append(
             f"                   {100 * s.nominal_peak_fraction:.1f} % of the nominal "
@@ -138,14 +147,14 @@ def peak_lines(results: RunResults) -> list[str]:
         lines.append(f"                   nominal peak not known: {nominal.note}")
     warnings = [
         s.peak_warning,
-        peak.above_nominal if peak is not None else None,
-        peak.drift.warning if peak is not None and peak.drift is not None else None,
+        value_or_none(peak.above_nominal) if peak is not None else None,
+        value_or_none(peak.drift_warning) if peak is not None else None,
     ]
     lines += [f"  warning          {w}" for w in warnings if w]
     return lines
 
 
-def worker_lines(results: RunResults) -> list[str]:
+def worker_lines(results: RunHead[Any]) -> list[str]:
     """How busy each worker was; past ``LISTED`` workers, the spread in one line (each worker's
     figures are in results.json)."""
     workers = results.workers
@@ -166,7 +175,7 @@ def worker_lines(results: RunResults) -> list[str]:
     ]
 
 
-def loss_lines(results: RunResults) -> list[str]:
+def loss_lines(results: RunHead[Any]) -> list[str]:
     """The epochs lost with their workers: how many were sent again, then each worker that was
     lost, by its host, when, and the epochs it took with it, and why where its nanny killed it for
     memory (nothing where none was lost)."""
@@ -200,21 +209,21 @@ def loss_lines(results: RunResults) -> list[str]:
     return lines
 
 
-def memory_lines(results: RunResults) -> list[str]:
+def memory_lines(results: RunHead[Any]) -> list[str]:
     """Each worker's memory limit and what it held before its first trial, in one line (nothing
     for older runs)."""
-    workers = (results.worker_memory or {}).get("workers") or []
+    workers = results.worker_memory.workers if results.worker_memory else ()
     if not workers:
         return []
-    limits = sorted(w["limit_bytes"] for w in workers if w.get("limit_bytes"))
+    limits = sorted(w.limit_bytes for w in workers if w.limit_bytes)
     if not limits:
         limit = "no memory limit"
     elif limits[0] == limits[-1]:
         limit = f"a limit of {_gib(limits[0])} each"
     else:
         limit = f"limits of {_gib(limits[0])} to {_gib(limits[-1])}"
-    held = sorted(w["rss_bytes"] for w in workers)
-    node = max(w["node_bytes"] for w in workers)
+    held = sorted(w.rss_bytes for w in workers)
+    node = max(w.node_bytes or 0 for w in workers)
     return [
         f"  worker memory    {len(workers)} workers, {limit} (nodes of {_gib(node)}); "
         f"{_gib(held[len(held) // 2])} held before a trial (median)"
@@ -225,39 +234,43 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-def restart_lines(results: RunResults) -> list[str]:
+def restart_lines(results: RunHead[Any]) -> list[str]:
     """Each hyperparameter search process that died and was started again (none where none
     died)."""
     return [
         f"  helper restarted hyperparameter search process {r.stream} (pid {r.pid}) {r.how} at "
         f"{r.t:.1f} s; a new one was told {r.history} finished trials and the run went on"
-        for r in results.helper_restarts
+        for r in results.helper_restarts or ()
     ]
 
 
-def staging_lines(staging: dict[str, Any] | None) -> list[str]:
+def staging_lines(staging: StagingRecord | None) -> list[str]:
     """How long the workers took to stage the data, how much, and to which tiers (none for older
     runs)."""
     if not staging:
         return []
-    tiers = f" ({', '.join(staging['tiers'])})" if staging.get("tiers") else ""
+    tiers = f" ({', '.join(staging.tiers)})" if staging.tiers else ""
     return [
-        f"  data staging     {staging['seconds']:.1f} s before the clock, "
-        f"{format_si(staging['bytes'], 'B')} on {staging['workers']} workers{tiers}"
+        f"  data staging     {staging.seconds:.1f} s before the clock, "
+        f"{format_si(staging.bytes, 'B')} on {staging.workers} workers{tiers}"
     ]
 
 
-def energy_lines(energy: dict[str, Any] | None) -> list[str]:
+def energy_lines(energy: EnergyRecord | None) -> list[str]:
     """The run's energy in one line (or why it was not measured), then each device measured."""
-    lines = [f"  energy           {energy_text(energy)}"]
-    lines += [f"                   ({note})" for note in (energy or {}).get("notes") or []]
-    devices = (energy or {}).get("devices") or []
-    if len(devices) > LISTED:
-        return [*lines, f"    {len(devices)} devices measured (each in results.json's energy)"]
-    for d in devices:
-        if d.get("joules") is not None:
+    lines = [f"  energy           {energy_text(energy.to_dict() if energy else None)}"]
+    if energy is None:
+        return lines
+    lines += [f"                   ({note})" for note in energy.notes or ()]
+    if len(energy.devices) > LISTED:
+        return [
+            *lines,
+            f"    {len(energy.devices)} devices measured (each in results.json's energy)",
+        ]
+    for d in energy.devices:
+        if d.joules is not None:
             lines.append(
-                f"    {d['host']} {d['device']:<16} {format_si(d['joules'], 'J')}, "
-                f"{format_si(d['watts'], 'W')} ({d['source']}, {d['samples']} samples)"
+                f"    {d.host} {d.device:<16} {format_si(d.joules, 'J')}, "
+                f"{format_si(d.watts, 'W')} ({d.source}, {d.samples} samples)"
             )
     return lines

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 from aihpc.base.config import RunConfig, TaskOptions
 from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
+from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
+from aihpc.records.run_data import ImageDataRecord
 from aihpc.records.trial import Hyperparameters
 from aihpc.scoring.quality import ReportQuality
 from aihpc.tasks.base import (
@@ -103,6 +105,7 @@ class ImageTask:
     input_kind: str = "image"
     generates: bool = False
     report_quality: ReportQuality = ACCURACY
+    data_record: type[Record] = ImageDataRecord
 
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
         search = config.search

@@ -57,7 +57,9 @@ from aihpc.base.checks import integer
 from aihpc.base.config import RunConfig, TaskOptions
 from aihpc.base.errors import ConfigError
 from aihpc.nas.tpe_study import SearchSpace
+from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
+from aihpc.records.run_data import LanguageDataRecord
 from aihpc.records.trial import Hyperparameters
 from aihpc.scoring.quality import ReportQuality
 from aihpc.tasks.base import (
@@ -118,6 +120,7 @@ class LanguageTask:
     input_kind: str = "tokens"
     generates: bool = True
     report_quality: ReportQuality = LOSS
+    data_record: type[Record] = LanguageDataRecord
 
     def default_workload(self, config: RunConfig, device: str) -> RunConfig:
         if config.search.screen:
