@@ -91,6 +91,44 @@ def jobqueue_cluster(
     ``shared_temp_directory`` (readable by this user only, seen by every
     node) receives the workers' copy of the TLS key.
     """
+    cluster = _new_cluster(
+        system,
+        workers,
+        cores_per_worker,
+        memory_per_worker,
+        gpus_per_worker,
+        workers_per_node,
+        queue,
+        walltime,
+        extra_directives,
+        interface,
+        log_directory,
+        tls,
+        shared_temp_directory,
+    )
+    if memory_per_worker is None:
+        _register_before_jobs(cluster, NodeShare.for_batch_jobs(workers_per_node))
+    if workers:
+        cluster.scale(jobs=workers)  # type: ignore[no-untyped-call]  # unannotated in distributed
+    return cluster
+
+
+def _new_cluster(
+    system: str,
+    workers: int,
+    cores_per_worker: int,
+    memory_per_worker: str | None,
+    gpus_per_worker: int,
+    workers_per_node: int,
+    queue: str | None,
+    walltime: str,
+    extra_directives: Sequence[str],
+    interface: str | None,
+    log_directory: str | os.PathLike[str] | None,
+    tls: bool,
+    shared_temp_directory: str | os.PathLike[str] | None,
+) -> JobQueueCluster:
+    """:func:`jobqueue_cluster`'s cluster, its settings checked first, before any job is sent."""
     _check(
         system,
         workers,
@@ -107,7 +145,7 @@ def jobqueue_cluster(
     options = _job_options(cores_per_worker, log_directory, shared_temp_directory)
     if memory_per_worker is None:
         options["job_script_prologue"].insert(0, NODE_SHARE_NOTE.format(workers_per_node))
-    cluster = cls(
+    return cls(
         memory=memory_per_worker or f"{MIN_WORKER_MEMORY}B",  # NodeShare replaces the latter
         job_directives_skip=list(_MEMORY_DIRECTIVES) if memory_per_worker is None else [],
         queue=queue,
@@ -119,11 +157,6 @@ def jobqueue_cluster(
         name=system,  # worker names: slurm-0, pbs-1, ...
         **own,
     )
-    if memory_per_worker is None:
-        _register_before_jobs(cluster, NodeShare.for_batch_jobs(workers_per_node))
-    if workers:
-        cluster.scale(jobs=workers)  # type: ignore[no-untyped-call]  # unannotated in distributed
-    return cluster
 
 
 #: The job script's line where its worker's limit is set on its node (the worker command's

@@ -132,6 +132,25 @@ def runner_context(
         _serve_worker(task, path, env, limit, interface, local_directory, timeout)
         raise SystemExit(0)
 
+    with _rank0_client(
+        task, path, env, limit, interface, local_directory, worker_on_rank0, tls
+    ) as client:
+        yield client
+
+
+@contextmanager
+def _rank0_client(
+    task: SlurmTask,
+    path: Path,
+    env: dict[str, str],
+    limit: int,
+    interface: str | None,
+    local_directory: str | os.PathLike[str] | None,
+    worker_on_rank0: bool,
+    tls: bool,
+) -> Iterator[Client]:
+    """Rank 0's part of :func:`runner_context`: the scheduler (and a worker), its file written,
+    a client to it; on leaving, every worker and the scheduler shut down and the file removed."""
     from distributed import Client
 
     path.unlink(missing_ok=True)

@@ -190,6 +190,10 @@ class ImageFileSplit(SplitDataset):
         return out
 
 
+#: A scan's image files, their labels and their sizes (height, width).
+Scanned = tuple[list[str], list[int], list[tuple[int, int]]]
+
+
 def _scan(
     folders: list[tuple[str, Path]],
     class_index: dict[str, int],
@@ -197,7 +201,7 @@ def _scan(
     skip_corrupt: bool,
     workers: int,
     skipped: list[tuple[str, str]],
-) -> tuple[list[str], list[int], list[tuple[int, int]]]:
+) -> Scanned:
     """List and verify the images of ``folders``; returns (files, labels, sizes)."""
     per_class = []
     for name, folder in folders:
@@ -260,6 +264,23 @@ def _checked_options(
     return root, channels, verify, stats_samples, workers, size
 
 
+def _scan_presplit(
+    root: Path, full: bool, skip_corrupt: bool, workers: int, skipped: list[tuple[str, str]]
+) -> tuple[list[str], Scanned, Scanned]:
+    """A folder split already into ``train/`` and ``val/``: its classes (the train folder's) and
+    each split's scan; a val class without its train folder is refused."""
+    train_folders = _class_folders(root / "train")
+    classes = [f.name for f in train_folders]
+    index = {name: i for i, name in enumerate(classes)}
+    val_folders = _class_folders(root / "val")
+    for folder in val_folders:
+        if folder.name not in index:
+            raise DataError(f"val class folder {folder} has no matching folder in {root / 'train'}")
+    tr = _scan([(f.name, f) for f in train_folders], index, full, skip_corrupt, workers, skipped)
+    va = _scan([(f.name, f) for f in val_folders], index, full, skip_corrupt, workers, skipped)
+    return classes, tr, va
+
+
 def load(
     path: str | os.PathLike[str] | None,
     *,
@@ -275,19 +296,7 @@ def load(
     full = verify == "full"
     presplit = (root / "train").is_dir() and (root / "val").is_dir()
     if presplit:
-        train_folders = _class_folders(root / "train")
-        classes = [f.name for f in train_folders]
-        index = {name: i for i, name in enumerate(classes)}
-        val_folders = _class_folders(root / "val")
-        for folder in val_folders:
-            if folder.name not in index:
-                raise DataError(
-                    f"val class folder {folder} has no matching folder in {root / 'train'}"
-                )
-        tr = _scan(
-            [(f.name, f) for f in train_folders], index, full, skip_corrupt, workers, skipped
-        )
-        va = _scan([(f.name, f) for f in val_folders], index, full, skip_corrupt, workers, skipped)
+        classes, tr, va = _scan_presplit(root, full, skip_corrupt, workers, skipped)
         sizes = tr[2] + va[2]
     else:
         folders = _class_folders(root)

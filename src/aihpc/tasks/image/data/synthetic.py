@@ -295,6 +295,36 @@ class SyntheticSplit(SplitDataset):
         return out
 
 
+def _image_size(options: dict[str, Any]) -> tuple[int, int]:
+    """The images' height and width: ``image_size`` (int or (h, w)), or ``height`` and ``width``
+    (32 each by default), never both ways."""
+    if "image_size" in options:
+        if "height" in options or "width" in options:
+            raise ConfigError("give either image_size or height/width for 'synthetic', not both")
+        return check_size("image_size", options["image_size"])
+    h = integer("height", options.get("height", 32), 1, terse=True, numpy=True)
+    w = integer("width", options.get("width", 32), 1, terse=True, numpy=True)
+    return h, w
+
+
+def _validation_samples(n: int, k: int, val_fraction: float) -> int:
+    """How many of ``n`` samples of ``k`` classes the validation split takes; a split that leaves
+    either side too small is refused."""
+    if n < k:
+        raise ConfigError(f"num_samples must be >= num_classes ({k}), got {n}")
+    n_val = int(round(n * val_fraction))
+    if n_val < 1:
+        raise DataError(
+            f"val_fraction={val_fraction} leaves an empty validation split for num_samples={n}"
+        )
+    if n - n_val < k:
+        raise DataError(
+            f"num_samples={n} with val_fraction={val_fraction} leaves {n - n_val} training "
+            f"samples, fewer than num_classes={k}"
+        )
+    return n_val
+
+
 def load(
     path: str | os.PathLike[str] | None,
     *,
@@ -320,31 +350,14 @@ def load(
     n = integer("num_samples", options.get("num_samples", 10000), 2, terse=True, numpy=True)
     k = integer("num_classes", options.get("num_classes", 10), 2, terse=True, numpy=True)
     c = integer("channels", options.get("channels", 3), 1, terse=True, numpy=True)
-    if "image_size" in options:
-        if "height" in options or "width" in options:
-            raise ConfigError("give either image_size or height/width for 'synthetic', not both")
-        h, w = check_size("image_size", options["image_size"])
-    else:
-        h = integer("height", options.get("height", 32), 1, terse=True, numpy=True)
-        w = integer("width", options.get("width", 32), 1, terse=True, numpy=True)
+    h, w = _image_size(options)
     difficulty = options.get("difficulty", 0.3)
     number("difficulty", difficulty, 0, 1, finite=False, terse=True)
     default_stats = min(2048, max(256, (1 << 23) // (c * h * w)))
     stats_samples = integer(
         "stats_samples", options.get("stats_samples", default_stats), 1, terse=True, numpy=True
     )
-    if n < k:
-        raise ConfigError(f"num_samples must be >= num_classes ({k}), got {n}")
-    n_val = int(round(n * val_fraction))
-    if n_val < 1:
-        raise DataError(
-            f"val_fraction={val_fraction} leaves an empty validation split for num_samples={n}"
-        )
-    if n - n_val < k:
-        raise DataError(
-            f"num_samples={n} with val_fraction={val_fraction} leaves {n - n_val} training "
-            f"samples, fewer than num_classes={k}"
-        )
+    n_val = _validation_samples(n, k, val_fraction)
     gen = SyntheticGenerator(k, (c, h, w), float(difficulty), int(seed))
     return finish(
         "synthetic",
