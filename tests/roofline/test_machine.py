@@ -171,9 +171,9 @@ def test_read_points(tmp_path: Path) -> None:
 
 def test_read_points_refuses_other_kinds_and_missing_points(tmp_path: Path) -> None:
     with pytest.raises(
-        DataError, match="holds bench-training results, not bench-operators or bench-network"
+        DataError, match="holds profile results, not bench-operators or bench-network"
     ):
-        machine.read_points(_bench_file(tmp_path / "t.json", "bench-training", {"points": []}))
+        machine.read_points(_bench_file(tmp_path / "t.json", "profile", {"points": []}))
     with pytest.raises(DataError, match=r"o.json holds no list of points \(data.points\)"):
         machine.read_points(_bench_file(tmp_path / "o.json", "bench-operators", {"ops": []}))
 
