@@ -91,8 +91,67 @@ def test_the_workers_alive_are_asked_of_the_scheduler_not_read_from_the_client_s
 
 
 def test_placing_the_workers_when_none_is_alive_is_a_lost_worker_error() -> None:
-    with _local(0) as executor, pytest.raises(WorkersLost, match="no worker was alive to place"):
-        Placement(executor, "cpu", 1).place()
+    with _local(0) as executor:
+        t0 = time.monotonic()
+        with pytest.raises(WorkersLost, match="no worker was alive to place .* within 1 s"):
+            Placement(executor, "cpu", 1).place(wait=1.0)
+        assert time.monotonic() - t0 >= 1.0  # it waited for one to join
+
+
+def test_a_worker_that_leaves_while_it_is_placed_is_placed_once_its_nanny_starts_it_again() -> None:
+    """As on a loaded SLURM node: the scheduler dropped the only worker while the run asked it
+    where it was (CI: "no worker was alive to place on a device").  The worker its nanny starts
+    again joins under a new address, and is placed."""
+    with _local(1) as executor:
+        (first,) = executor.alive()
+        asked = executor.ask_each
+
+        def ask_as_it_leaves(fn, *args, workers=None):  # its process ends as it is first asked
+            if workers == [first]:
+                return asked(os._exit, 1, workers=workers)
+            return asked(fn, *args, workers=workers)
+
+        executor.ask_each = ask_as_it_leaves  # type: ignore[method-assign]
+        placement = Placement(executor, "cpu", 1)
+        (placed,) = placement.place(wait=60.0)["workers"]
+        (now,) = executor.alive()
+    assert now != first and placement.asked == {first, now}
+    assert placed["slot"] == 0 and placed["devices"] == [{"device": "cpu"}]
+
+
+def _preloaded() -> list[str]:
+    """The aihpc modules this worker has imported (this test module imports none of them)."""
+    import sys
+
+    return sorted(m for m in ("torch", "aihpc.train.worker") if m in sys.modules)
+
+
+def test_a_worker_started_afresh_has_imported_torch_and_aihpc_before_it_joins() -> None:
+    """A SLURM step's or a batch job's worker is a fresh interpreter (no fork server): it imports
+    torch and aihpc's worker code before it joins (Dask's preload), not on its event loop when
+    the master first asks it something, which could silence its heartbeats past the limit."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from aihpc.launch.dask_settings import JOB_PROLOGUE, WORKER_CONFIG, WORKER_PRELOAD
+
+    with (
+        dask.config.set(WORKER_CONFIG),
+        dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        (modules,) = client.run(_preloaded).values()
+        (preloads,) = client.run(lambda dask_worker: len(dask_worker.preloads)).values()
+    assert modules == ["aihpc.train.worker", "torch"] and preloads == len(WORKER_PRELOAD)
+    # a batch job's worker gets the same list from its environment
+    (line,) = [x for x in JOB_PROLOGUE if "PRELOAD" in x]
+    name, value = line.removeprefix("export ").split("=", 1)
+    assert dask.config.collect_env({name: value.strip('"')}) == {
+        "distributed": {"worker": {"preload": list(WORKER_PRELOAD)}}
+    }
 
 
 def _busy(seconds: float) -> float:

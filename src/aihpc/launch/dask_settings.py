@@ -17,7 +17,16 @@ says why Dask's would take up to a minute).
 
 from __future__ import annotations
 
+#: What every worker imports before it joins its scheduler (Dask's preload): torch and the code
+#: its tasks and the master's questions run.  The master's questions (:mod:`aihpc.launch.remote`)
+#: run on the worker's event loop, where its heartbeats come from; a worker that imported torch
+#: there, on its first question, would be silent until the import ended, and a loaded node can
+#: make that longer than the silence limit (:mod:`aihpc.launch.heartbeats`): the scheduler then
+#: dropped it before the run had placed it on a device.
+WORKER_PRELOAD = ("aihpc.train.worker",)
+
 WORKER_CONFIG = {
+    "distributed.worker.preload": list(WORKER_PRELOAD),
     # the master requeues a lost epoch itself, with a bounded number of attempts
     "distributed.scheduler.allowed-failures": 0,
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers to return
@@ -45,12 +54,13 @@ WORKER_CONFIG = {
 # unless the variable is already set.  Jobs set a 128 MiB trim threshold and a
 # 32 MiB mmap threshold (the ceiling of glibc's dynamic one), so tensors stay in
 # the heap: measured as fast as glibc's defaults (65 vs 66 GOPS per thread).  And
-# the job's workers are not daemonic, nor paused for memory, as above.
+# the job's workers are not daemonic, nor paused for memory, and import the preload, as above.
 JOB_PROLOGUE = [
     "export MALLOC_TRIM_THRESHOLD_=134217728",
     "export MALLOC_MMAP_THRESHOLD_=33554432",
     "export DASK_DISTRIBUTED__WORKER__DAEMON=False",
     "export DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE=False",
+    f'export DASK_DISTRIBUTED__WORKER__PRELOAD="{list(WORKER_PRELOAD)}"',
 ]
 
 

@@ -15,6 +15,7 @@ worker has.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -33,6 +34,10 @@ RULE = (
     "slot*P .. slot*P+P-1 of them, slot being its index by name among the workers of its host "
     "that see the same GPUs (a worker that joins later: the lowest slot none of them has)"
 )
+
+#: How long placing the run's workers waits for one to answer, when every worker alive left while
+#: it was asked (dropped as silent, its nanny starting it again under a new address), in seconds.
+PLACE_WAIT_SECONDS = 60.0
 
 
 class DeviceSlots(WorkerPlugin):
@@ -72,11 +77,22 @@ class Placement:
         self.records: dict[str, dict[str, Any]] = {}
         self.batches = 0  # the DeviceSlots plugins sent
 
-    def place(self) -> dict[str, Any]:
-        """Place the workers alive now (when the run starts); returns the mapping."""
+    def place(self, wait: float = PLACE_WAIT_SECONDS) -> dict[str, Any]:
+        """Place the workers alive now (when the run starts); returns the mapping.
+
+        Where every worker alive left while it was asked, the workers that join in the next
+        ``wait`` seconds are asked in turn (a worker its nanny started again has a new address);
+        WorkersLost if none answers by then.
+        """
+        deadline = time.monotonic() + wait
         self.joined()
-        if not self.records:
-            raise WorkersLost("no worker was alive to place on a device (all left after joining)")
+        while not self.records:
+            if time.monotonic() >= deadline:
+                raise WorkersLost(
+                    f"no worker was alive to place on a device (none answered within {wait:.0f} s)"
+                )
+            time.sleep(0.2)
+            self.joined()
         return self.mapping()
 
     def joined(self) -> dict[str, Any] | None:
