@@ -80,6 +80,37 @@ def test_evolution_morphs_children_from_finished_parents(tmp_path: Path) -> None
         assert t.parent is not None and t.parent < t.id and t.morph != "seed"
 
 
+@pytest.mark.parametrize("screen", [0, 2])
+def test_a_search_with_no_new_architecture_left_goes_on_over_hyperparameters(
+    tmp_path: Path, screen: int
+) -> None:
+    """Within ``max_params`` every architecture was tried (here: the seed is as large as
+    allowed, so no child fits; no child keeps its parent's architecture, as with
+    grow_on_plateau): the run does not end there; each new trial trains the seed afresh with
+    hyperparameters of its own, as with no architecture search, and says why."""
+    seed = task_of("image").seed_arch(DIGITS)
+    cfg, store = _store(tmp_path, strategy="evolution", screen=screen, grow_on_plateau=False)
+    clock = StepClock(10.0)
+    data = {**DIGITS, "max_params": seed.num_params()}
+    master = Master(
+        task_of("image"),
+        cfg,
+        store,
+        InProcessExecutor(clock, slots=2),
+        data,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
+    score = master.run()
+    trials = store.trials()
+    assert len(trials) == 6 and score.ops > 0
+    assert {t.arch_hash for t in trials} == {seed.content_hash()} and trials[0].morph == "seed"
+    for t in trials[1:]:
+        assert t.parent is None and t.morph.startswith("seed (no new architecture within"), t.morph
+    assert len({t.hparams for t in trials}) > 1  # the search went on over hyperparameters
+
+
 @pytest.mark.parametrize("name", ["none", "evolution", "random"])
 def test_every_strategy_is_a_valid_configuration(name: str) -> None:
     assert read_config(dict(strategy=name)).search.strategy == name

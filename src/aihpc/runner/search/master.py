@@ -26,6 +26,7 @@ and counts → result → store → score.  Nothing downstream calls back upstre
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections import deque
@@ -35,6 +36,7 @@ from traceback import format_exception
 from typing import TYPE_CHECKING, Any, cast
 
 from aihpc.base.config import RunConfig
+from aihpc.base.errors import MorphError
 from aihpc.records.messages import (
     EpochResult,
     EpochStatus,
@@ -228,7 +230,8 @@ class Master:
         """A new trial's first epoch; with screening, a screening of candidate children first;
         None where ``PROPOSALS_PER_SLOT`` trials in a row did not fit in memory."""
         if self.config.search.screen and self.strategy is not None and self.next_id > 0:
-            return self._screen_task()
+            with contextlib.suppress(MorphError):  # no screen of new children: a trial as above
+                return self._screen_task()
         for _ in range(PROPOSALS_PER_SLOT):
             task = self._new_trial_task()
             if task is not None:

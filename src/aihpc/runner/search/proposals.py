@@ -94,7 +94,14 @@ class Proposer:
         """
         if child is None and (trial_id == SEED_TRIAL or self.strategy is None):
             return self._seed(trial_id, budget, depth, moment)
-        parent, spec, recipe, morph = child if child is not None else self.child(moment.room)
+        if child is None:
+            try:
+                child = self.child(moment.room)
+            except MorphError as exc:  # every architecture within max_params is taken
+                return dataclasses.replace(
+                    self._seed(trial_id, budget, depth, moment), morph=f"seed ({exc})"
+                )
+        parent, spec, recipe, morph = child
         trained = self.parents.trained(parent)
         # a child of the seed before it trained starts a lineage of its own
         lineage = trained.lineage if trained is not None else Lineage(moment.t, 0)
