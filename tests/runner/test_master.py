@@ -25,11 +25,9 @@ def _store(tmp_path: Path, **config) -> tuple[RunConfig, RunStore]:
     cfg = read_config(
         dict(
             dataset="digits",
-            epochs_min=1,
-            epochs_max=1,
             batch_sizes=(128,),
             report_seconds=60,
-            **{"minutes": 1.0, **config},
+            **{"minutes": 1.0, "epochs_min": 1, "epochs_max": 1, **config},
         )
     )
     store = RunStore(tmp_path / "run")
@@ -171,6 +169,37 @@ def test_lost_epochs_are_requeued_up_to_max_attempts(tmp_path: Path) -> None:
     assert [loss.t for loss in losses] == sorted(loss.t for loss in losses)
     assert rows[0].status == rows[2].status == "completed" and rows[0].traceback is None
     assert score.ops == 1100 * len(store.epochs())
+
+
+def test_a_lost_epoch_is_sent_again_before_the_epochs_waiting(tmp_path: Path) -> None:
+    """A node lost with its worker leaves the run one slot: the lost epoch goes first, not behind
+    the next epoch of the trial that finished beside it (near the run's end it would never go)."""
+
+    def lost(task) -> bool:
+        if (task.trial_id, task.epoch, task.attempt) != (1, 1, 1):
+            return False
+        executor._slots = 1  # its worker is gone with it
+        return True
+
+    cfg, store = _store(tmp_path, epochs_min=2, epochs_max=2)
+    clock = StepClock(10.0)
+    executor = InProcessExecutor(clock, slots=2, script=scripted_epoch(lambda t, e: 0.5, lost))
+    Master(
+        task_of("image"),
+        cfg,
+        store,
+        executor,
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    ).run()
+    assert executor.keys[:4] == [
+        "trial0-epoch1-try1",
+        "trial1-epoch1-try1",
+        "trial1-epoch1-try2",  # before trial 0's second epoch, which was waiting
+        "trial1-epoch2-try1",
+    ]
 
 
 def test_early_stopping_after_patience_epochs_without_improvement(tmp_path: Path) -> None:

@@ -443,10 +443,14 @@ def test_a_node_lost_mid_run(two_nodes, tmp_path):
         k for k, e in epochs.items() if e["status"] == "ok"
     }  # no committed epoch lost
     resent = [epochs.get((loss["trial_id"], loss["epoch"])) for loss in losses]
+    timeline = (
+        f"node down at {t_down:.1f} s, losses seen at {[round(x['t'], 1) for x in losses]} s, "
+        f"the epochs after: {resent}"
+    )
     assert all(
         e is not None and e["attempt"] > loss["attempt"]
         for e, loss in zip(resent, losses, strict=True)
-    )
+    ), timeline
     assert all(e["worker"] != lost_worker for e in resent)
     verify = subprocess.run(
         [sys.executable, "-m", "aihpc", "verify", str(run_dir)],

@@ -342,7 +342,9 @@ class Master:
             self._finish(trial, TrialStatus.FAILED, reason, "".join(format_exception(exc)))
             return
         self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({loss.reason}); requeued")
-        self.pending.append(self._task(trial, attempt=task.attempt + 1))
+        # first in line: the oldest work the run has, which would otherwise wait behind every
+        # continuation (a run left with one worker near its end would never send it again)
+        self.pending.insert(0, self._task(trial, attempt=task.attempt + 1))
 
     def _restarted(self) -> None:
         """Record the hyperparameter search processes restarted since the last call (the store's
