@@ -219,7 +219,7 @@ def test_wheelhouse_then_install_offline_then_run(tmp_path: Path) -> None:
             node / "bin" / "aihpc",
             "run",
             "--minutes",
-            "0.3",
+            "0.15",
             "--config",
             str(tmp_path / "run.toml"),
             "--out",

@@ -54,7 +54,7 @@ def _trained(results: dict) -> int:
 
 
 COMMON = """
-minutes = 0.3
+minutes = 0.2
 workers = 1
 threads_per_worker = 1
 peak_seconds = 0.2
