@@ -15,6 +15,11 @@
 NETNS_BRIDGE=aihpc0
 NETNS_PREFIX=10.217.0
 NETNS_LOGIN_ADDR="$NETNS_PREFIX.1"
+# The bridge's own hardware address (locally administered).  A bridge left to choose takes the
+# lowest of its ports' addresses and changes it when that port goes: a node taken down (its veth
+# deleted) would then leave every other node's ARP entry for the login address stale, cutting
+# them off the scheduler for as long as the entry lives -- a switch does not do that.
+NETNS_BRIDGE_MAC=02:a1:4c:00:00:01
 
 netns_name() { echo "aihpc-n$1"; }
 netns_addr() { echo "$NETNS_PREFIX.$((10 + $1))"; }
@@ -28,6 +33,7 @@ netns_bridge_up() {
         ip link add "$NETNS_BRIDGE" type bridge || return 1
         ip addr add "$NETNS_LOGIN_ADDR/24" dev "$NETNS_BRIDGE" || return 1
     fi
+    ip link set "$NETNS_BRIDGE" address "$NETNS_BRIDGE_MAC" || return 1
     ip link set "$NETNS_BRIDGE" up
 }
 

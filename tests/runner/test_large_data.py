@@ -54,7 +54,6 @@ def _trained(results: dict) -> int:
 
 
 COMMON = """
-minutes = 0.2
 workers = 1
 threads_per_worker = 1
 peak_seconds = 0.2
@@ -69,7 +68,7 @@ def test_a_synthetic_set_over_2_gib_is_staged_whole_and_trained_on(tmp_path):
     # difficulty 0 (no pixel noise to draw) keeps the generation quick
     results = _run(
         tmp_path,
-        COMMON + "batch_sizes = [64]\n[data_options]\nnum_samples = 56000\n"
+        COMMON + "minutes = 0.2\nbatch_sizes = [64]\n[data_options]\nnum_samples = 56000\n"
         "num_classes = 10\nimage_size = 64\ndifficulty = 0.0\n",
     )
     staging = results["staging"]
@@ -97,7 +96,9 @@ def test_an_imagefolder_over_2_gib_is_streamed_from_a_local_file(tmp_path):
     stage_dir = tmp_path / "stage"
     results = _run(
         tmp_path,
-        COMMON + f'dataset = "imagefolder"\ndata_path = "{tmp_path / "images"}"\n'
+        COMMON
+        + "minutes = 0.3\n"  # its first batches come from files, decoded as they are read
+        + f'dataset = "imagefolder"\ndata_path = "{tmp_path / "images"}"\n'
         f'staging = "stream"\nstage_dir = "{stage_dir}"\nmax_params = 30000000\n'
         "batch_sizes = [8]\n[data_options]\nimage_size = 128\nworkers = 2\n",
     )

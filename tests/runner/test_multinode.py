@@ -365,6 +365,11 @@ def test_train_to_target_two_instances_one_on_each_node(two_nodes, tmp_path):
     assert all(node in proc.stdout for node in NODES)  # the table's host column
 
 
+def _bridge_address() -> str:
+    """The hardware address of the bridge the nodes reach the login side by."""
+    return Path(f"/sys/class/net/{INTERFACE}/address").read_text().strip()
+
+
 def _node_down(node: int) -> None:
     """Node ``node`` goes as a crashed node does: first its link (nothing it sends arrives any
     more), then every process in its namespace (its slurmd, the job's step, the worker)."""
@@ -423,7 +428,10 @@ def test_a_node_lost_mid_run(two_nodes, tmp_path):
         committed = set(query_store(db, "SELECT trial_id, epoch FROM epochs WHERE status = 'ok'"))
         t0 = query_store(db, "SELECT MIN(start) FROM segments")[0][0]
         t_down = time.time() - t0
+        bridge = _bridge_address()
         _node_down(2)
+        # as a switch's: the other node's ARP entry for the scheduler's address stays right
+        assert _bridge_address() == bridge
         stdout, stderr = run.communicate(timeout=400)
         t_exit = time.time() - t0
     finally:
@@ -476,8 +484,8 @@ def test_a_node_lost_mid_run(two_nodes, tmp_path):
     print(  # the timeline, for the record (pytest -s shows it)
         f"node-loss timeline: node down at {t_down:.1f} s, loss seen at {losses[0]['t']:.1f} s "
         f"({detection:.1f} s later), epoch sent again and started at "
-        f"{resent[0]['t_start']:.1f} s, run clock out at {LOST_RUN_MINUTES * 60:.1f} s, command ended {end_delay:.1f} s "
-        f"after it; the cluster back in {seconds:.1f} s"
+        f"{resent[0]['t_start']:.1f} s, run clock out at {LOST_RUN_MINUTES * 60:.1f} s, "
+        f"command ended {end_delay:.1f} s after it; the cluster back in {seconds:.1f} s"
     )
 
 

@@ -25,6 +25,7 @@ from aihpc.tasks.base import (
     StepModel,
     device_autocast,
     other_fields,
+    own,
 )
 from toy_task.data import BlobsDataRecord, options, points
 from toy_task.net import MLP, deepen
@@ -183,12 +184,8 @@ class BlobsTask:
 
 
 def _options(config: RunConfig) -> BlobsOptions:
-    if not isinstance(config.options, BlobsOptions):
-        raise TypeError(f"the blobs task's settings are BlobsOptions, got {type(config.options)}")
-    return config.options
+    return own(config.options, BlobsOptions, "the blobs task's settings")
 
 
 def _spec(arch: Arch) -> MLPSpec:
-    if not isinstance(arch, MLPSpec):
-        raise TypeError(f"the blobs task's architectures are MLPSpecs, got {type(arch).__name__}")
-    return arch
+    return own(arch, MLPSpec, "the blobs task's architectures")

@@ -18,7 +18,10 @@ last heartbeat is :func:`silence_limit` seconds old: the task it was running fai
 ``KilledWorker`` (aihpc sets ``allowed-failures`` to 0), and the master sends the epoch again;
 its connections are closed, so that no question to it waits any longer.  Then it asks the
 worker's nanny, where it still answers, to kill the worker: the nanny starts a new one, so a
-hung process on a live node comes back as a fresh worker of the same name.  A worker lost is
+hung process on a live node comes back as a fresh worker of the same name.  A worker whose
+node lived but could not reach the scheduler for the whole limit (its network cut, then back)
+finds its connection closed when the network returns, and Dask's worker then closes itself and
+its nanny: it does not come back, and the run goes on without it.  A worker lost is
 thus dropped between ``silence_limit - interval`` and ``silence_limit + CHECK_SECONDS`` seconds
 after it went silent (``interval`` the heartbeat interval above: its last heartbeat came up to
 one interval before).

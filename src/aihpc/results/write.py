@@ -144,7 +144,7 @@ def results_fields(store: Any, score: Score) -> RunHead[Any]:
         staging=_section(meta.staging, StagingRecord, "staging"),
         # which device(s) each worker trains on (aihpc.machine.devices)
         devices=_section(meta.devices, DevicesRecord, "devices"),
-        score=score_record(store, score, screenings),
+        score=score_record(store, score, screenings, meta.peak),
         energy=_section(energy_results(meta.energy, score.ops), EnergyRecord, "energy"),
         segments=tuple(SegmentRecord(**s.to_dict(t0)) for s in segments),
         timeline=exact(store.timeline(), tuple[TimelinePoint, ...], "results.json's timeline"),
@@ -187,9 +187,12 @@ def workers_busy(store: Any, wall: float, screenings: list[ScreeningRow]) -> tup
     )
 
 
-def score_record(store: Any, score: Score, screenings: list[ScreeningRow]) -> ScoreRecord:
-    """results.json's ``score``: the score, how the trials ended, the screenings' operations and
-    how far the search got above the seed network (:func:`seed_only`)."""
+def score_record(
+    store: Any, score: Score, screenings: list[ScreeningRow], peak: dict[str, Any] | None
+) -> ScoreRecord:
+    """results.json's ``score``: the score, how the trials ended, the screenings' operations, how
+    far the search got above the seed network (:func:`seed_only`) and, from the run's ``peak``
+    (the store's), whether it would repeat."""
     counts = store.status_counts()
     return exact(
         {
@@ -199,7 +202,7 @@ def score_record(store: Any, score: Score, screenings: list[ScreeningRow]) -> Sc
             "trials_diverged": counts.get(TrialStatus.DIVERGED, 0),
             "screening_ops": sum(sc.ops for sc in screenings),
             **seed_only(store, score),
-            "not_repeatable": not_repeatable(store.meta().peak),
+            "not_repeatable": not_repeatable(peak),
         },
         ScoreRecord,
         "results.json's score",

@@ -25,7 +25,7 @@ import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from aihpc.base.config import RunConfig, TaskOptions
 from aihpc.base.fmt import format_value
@@ -344,3 +344,14 @@ class Task(Protocol):
         missing shows as not available): (label, value) rows, its summary first, then each field
         the summary does not show (:func:`other_fields`)."""
         ...
+
+
+_Own = TypeVar("_Own")
+
+
+def own(value: object, kind: type[_Own], what: str) -> _Own:
+    """``value`` as a task's own ``kind`` (its settings, its architectures), which ``what`` names
+    ("the image task's settings"); a TypeError where it is another task's."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{what} are {kind.__name__}, got {type(value).__name__}")
+    return value

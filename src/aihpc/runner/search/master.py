@@ -204,12 +204,19 @@ class Master:
         self.slots = slots
         free = self.slots - len(self.in_flight)
         for _ in range(max(free, 0)):
-            task = self.pending.pop(0) if self.pending else self._new_work()
+            task = self._next() if self.pending else self._new_work()
             if task is None:  # every trial proposed was refused: the slot waits for the next fill
                 return
             if isinstance(task, EpochTask):
                 task = self._scheduled(task)
             self.in_flight[self._submit(task)] = task
+
+    def _next(self) -> EpochTask:
+        """The next waiting epoch to send: a lost epoch's next attempt first, the oldest work the
+        run has (behind the continuations, a run left with one worker near its end might never
+        send it again), else the first waiting."""
+        index = next((i for i, task in enumerate(self.pending) if task.attempt > 1), 0)
+        return self.pending.pop(index)
 
     def _submit(self, task: EpochTask | ScreenTask) -> Pending:
         if isinstance(task, ScreenTask):
@@ -342,9 +349,7 @@ class Master:
             self._finish(trial, TrialStatus.FAILED, reason, "".join(format_exception(exc)))
             return
         self.observer.event(f"trial {trial.id} epoch {task.epoch} lost ({loss.reason}); requeued")
-        # first in line: the oldest work the run has, which would otherwise wait behind every
-        # continuation (a run left with one worker near its end would never send it again)
-        self.pending.insert(0, self._task(trial, attempt=task.attempt + 1))
+        self.pending.append(self._task(trial, attempt=task.attempt + 1))  # sent first: _next
 
     def _restarted(self) -> None:
         """Record the hyperparameter search processes restarted since the last call (the store's

@@ -46,6 +46,7 @@ from aihpc.tasks.base import (
     Split,
     StepModel,
     device_autocast,
+    own,
 )
 from aihpc.tasks.image.options import ImageOptions
 from aihpc.tasks.image.quality import ACCURACY, Accuracy, arch_rows
@@ -338,16 +339,11 @@ def seed_network(input_shape: tuple[int, ...], device: str) -> dict[str, Any]:
 
 def _options(config: RunConfig) -> ImageOptions:
     """The image task's own settings of ``config`` (a TypeError for another task's)."""
-    if not isinstance(config.options, ImageOptions):
-        kind = type(config.options).__name__
-        raise TypeError(f"the image task's settings are ImageOptions, got {kind}")
-    return config.options
+    return own(config.options, ImageOptions, "the image task's settings")
 
 
 def _spec(arch: Arch) -> ArchSpec:
     """``arch`` as the image task's architecture (a TypeError for another task's)."""
     from aihpc.tasks.image.spec import ArchSpec
 
-    if not isinstance(arch, ArchSpec):
-        raise TypeError(f"the image task's architectures are ArchSpecs, got {type(arch).__name__}")
-    return arch
+    return own(arch, ArchSpec, "the image task's architectures")

@@ -70,6 +70,7 @@ from aihpc.tasks.base import (
     Split,
     StepModel,
     device_autocast,
+    own,
 )
 from aihpc.tasks.language.options import MOVED, LanguageOptions
 from aihpc.tasks.language.quality import LOSS, Loss, arch_rows
@@ -408,16 +409,11 @@ def windows(data: LanguageData, context: int) -> tuple[TokenWindows, TokenWindow
 
 def _options(config: RunConfig) -> LanguageOptions:
     """The language task's own settings of ``config`` (a TypeError for another task's)."""
-    if not isinstance(config.options, LanguageOptions):
-        kind = type(config.options).__name__
-        raise TypeError(f"the language task's settings are LanguageOptions, got {kind}")
-    return config.options
+    return own(config.options, LanguageOptions, "the language task's settings")
 
 
 def _lm(arch: Arch) -> LMSpec:
     """``arch`` as the language task's architecture (a TypeError for another task's)."""
     from aihpc.tasks.language.spec import LMSpec
 
-    if not isinstance(arch, LMSpec):
-        raise TypeError(f"the language task's architectures are LMSpecs, got {type(arch).__name__}")
-    return arch
+    return own(arch, LMSpec, "the language task's architectures")
