@@ -30,9 +30,16 @@ from aihpc.tasks.image.morphism import plan_deepen, plan_skip, random_plan
 from aihpc.tasks.image.seeds import _resnet, seed_spec
 from aihpc.tasks.image.spec import ArchSpec
 from aihpc.tasks.image.widening import plan_widen
-from aihpc.tasks.language import morphism as lm
+from aihpc.tasks.language.deepen import plan_add_block
+from aihpc.tasks.language.morphism import random_lm_plan
 from aihpc.tasks.language.net import LMNet
 from aihpc.tasks.language.spec import LMSpec, seed_lm_spec
+from aihpc.tasks.language.widen import (
+    plan_add_heads,
+    plan_grow_context,
+    plan_widen_mlp,
+    plan_widen_stream,
+)
 from arch_helpers import inputs_for, mixed_spec, model_of, perturbed, tiny_spec, tokens_for
 
 TOLERANCE = 1e-10
@@ -231,14 +238,14 @@ def test_random_cnn_recipes_compose(case: str) -> None:
 
 # ------------------------------------------------------------------------------- LM steps
 LM_STEPS: dict[str, Callable[[LMSpec], object]] = {
-    "add_block 0": lambda s: lm.plan_add_block(s, 0, random.Random(0)),
-    "add_block 2": lambda s: lm.plan_add_block(s, 2, random.Random(2)),
-    "add_block 3": lambda s: lm.plan_add_block(s, 3, random.Random(3)),
-    "widen_mlp": lambda s: lm.plan_widen_mlp(s, 1, 48, random.Random(1)),
-    "add_heads": lambda s: lm.plan_add_heads(s, 2, 3, random.Random(2)),
-    "widen_stream 21": lambda s: lm.plan_widen_stream(s, 21, random.Random(0)),
-    "widen_stream 40": lambda s: lm.plan_widen_stream(s, 40, random.Random(1)),
-    "grow_context": lambda s: lm.plan_grow_context(s, 32),
+    "add_block 0": lambda s: plan_add_block(s, 0, random.Random(0)),
+    "add_block 2": lambda s: plan_add_block(s, 2, random.Random(2)),
+    "add_block 3": lambda s: plan_add_block(s, 3, random.Random(3)),
+    "widen_mlp": lambda s: plan_widen_mlp(s, 1, 48, random.Random(1)),
+    "add_heads": lambda s: plan_add_heads(s, 2, 3, random.Random(2)),
+    "widen_stream 21": lambda s: plan_widen_stream(s, 21, random.Random(0)),
+    "widen_stream 40": lambda s: plan_widen_stream(s, 40, random.Random(1)),
+    "grow_context": lambda s: plan_grow_context(s, 32),
 }
 
 
@@ -253,7 +260,7 @@ def test_each_lm_step_maps_moments_as_gradients(case: str, seed: int) -> None:
 def test_widen_stream_divides_a_gains_moments_by_its_scale() -> None:
     """By hand: the gain's factor is sqrt(d'/d), its square d'/d."""
     spec = mixed_spec()
-    _, growth, _ = lm.plan_widen_stream(spec, 80, random.Random(0))
+    _, growth, _ = plan_widen_stream(spec, 80, random.Random(0))
     gain = torch.ones(20, dtype=torch.float64)
     out = growth.moments({"final_norm.weight": {"exp_avg": gain, "exp_avg_sq": gain, "step": 3}})
     moments = out["final_norm.weight"]
@@ -268,7 +275,7 @@ def test_random_lm_recipes_compose(seed: int) -> None:
     first, state = spec, perturbed(spec, seed)
     rng, growths = random.Random(seed), []
     for step in range(5):
-        child, growth, description = lm.random_lm_plan(spec, rng, 500_000, max_context=64)
+        child, growth, description = random_lm_plan(spec, rng, 500_000, max_context=64)
         fresh = perturbed(spec, 1000 * seed + step)
         assert_moments_follow_gradients(
             spec, fresh, child, growth, f"lm chain {seed}: {description}"

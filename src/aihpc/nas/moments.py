@@ -1,7 +1,7 @@
 """A growth step's two maps: of the parent's weights, and of its optimizer's state.
 
 Every growth step (a CNN morphism, :mod:`aihpc.tasks.image.morphism`; a transformer's
-operator, :mod:`aihpc.tasks.language.morphism`) is planned as a :class:`Growth`.  Its
+operator, :mod:`aihpc.tasks.language.growth`) is planned as a :class:`Growth`.  Its
 ``weights`` maps the parent's state dict to the child's, keeping the function.
 Its ``moments`` maps the optimizer's per-parameter state of the parent, by
 parameter name (:data:`ParamStates`), to the child's, so that a child can go

@@ -1,7 +1,7 @@
 """What every task's growth operators share: the first plan within a size, and state copies.
 
 A task's operators (the image task's morphisms, :mod:`aihpc.tasks.image.morphism`;
-the language task's, :mod:`aihpc.tasks.language.morphism`) plan a step as a
+the language task's, :mod:`aihpc.tasks.language.growth`) plan a step as a
 tuple whose first item is the child architecture; :func:`first_within` draws
 such plans until one fits the run's size limit.  A step never aliases its
 parent's tensors (:func:`clone_state`).

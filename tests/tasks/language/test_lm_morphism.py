@@ -17,9 +17,11 @@ import torch
 import torch.nn.functional as F
 
 from aihpc.base.errors import MorphError
-from aihpc.tasks.language import morphism as lm
+from aihpc.tasks.language.deepen import add_block
+from aihpc.tasks.language.morphism import WIDTH_MULTIPLE, random_lm_morph, random_lm_plan
 from aihpc.tasks.language.net import LMNet
 from aihpc.tasks.language.spec import Block, LMSpec, seed_lm_spec
+from aihpc.tasks.language.widen import add_heads, grow_context, widen_mlp, widen_stream
 from arch_helpers import mixed_spec, perturbed, tokens_for
 
 TOLERANCE = 1e-10
@@ -68,7 +70,7 @@ def assert_fresh(parent: State, child: State) -> None:
 def test_add_block_is_exact(index: int) -> None:
     spec = mixed_spec()
     state = perturbed(spec, index)
-    child, child_state = lm.add_block(spec, state, index, random.Random(index))
+    child, child_state = add_block(spec, state, index, random.Random(index))
     assert child.blocks[index] == spec.blocks[max(index - 1, 0)]
     assert child.blocks[:index] + child.blocks[index + 1 :] == spec.blocks
     assert_exact(spec, state, child, child_state)
@@ -86,7 +88,7 @@ def test_add_block_is_exact(index: int) -> None:
 def test_add_block_with_its_own_shape() -> None:
     spec = mixed_spec()
     state = perturbed(spec, 3)
-    child, child_state = lm.add_block(spec, state, 1, random.Random(0), heads=5, mlp_hidden=8)
+    child, child_state = add_block(spec, state, 1, random.Random(0), heads=5, mlp_hidden=8)
     assert child.blocks[1] == Block(5, 8)
     assert_exact(spec, state, child, child_state)
 
@@ -95,7 +97,7 @@ def test_add_block_with_its_own_shape() -> None:
 def test_widen_mlp_is_exact(block: int, new_hidden: int) -> None:
     spec = mixed_spec()
     state = perturbed(spec, block)
-    child, child_state = lm.widen_mlp(spec, state, block, new_hidden, random.Random(block))
+    child, child_state = widen_mlp(spec, state, block, new_hidden, random.Random(block))
     assert child.blocks[block].mlp_hidden == new_hidden
     assert_exact(spec, state, child, child_state)
     assert_fresh(state, child_state)
@@ -107,7 +109,7 @@ def test_widen_mlp_is_exact(block: int, new_hidden: int) -> None:
 def test_add_heads_is_exact(block: int, count: int) -> None:
     spec = mixed_spec()
     state = perturbed(spec, block + 10)
-    child, child_state = lm.add_heads(spec, state, block, count, random.Random(block))
+    child, child_state = add_heads(spec, state, block, count, random.Random(block))
     assert child.blocks[block].heads == spec.blocks[block].heads + count
     assert child.head_dim == spec.head_dim
     assert_exact(spec, state, child, child_state)
@@ -120,7 +122,7 @@ def test_add_heads_is_exact(block: int, count: int) -> None:
 def test_widen_stream_is_exact(new_width: int) -> None:
     spec = mixed_spec()
     state = perturbed(spec, new_width)
-    child, child_state = lm.widen_stream(spec, state, new_width, random.Random(new_width))
+    child, child_state = widen_stream(spec, state, new_width, random.Random(new_width))
     assert child.width == new_width
     d = spec.width
     assert child.norm_eps == pytest.approx(spec.norm_eps * d / new_width, rel=1e-15)
@@ -141,15 +143,15 @@ def test_widen_stream_ignores_the_key_order() -> None:
     spec = mixed_spec()
     state = perturbed(spec, 5)
     reordered = dict(reversed(list(state.items())))
-    _, a = lm.widen_stream(spec, state, 32, random.Random(1))
-    _, b = lm.widen_stream(spec, reordered, 32, random.Random(1))
+    _, a = widen_stream(spec, state, 32, random.Random(1))
+    _, b = widen_stream(spec, reordered, 32, random.Random(1))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_grow_context_is_exact_and_admits_longer_sequences() -> None:
     spec = mixed_spec()
     state = perturbed(spec, 7)
-    child, child_state = lm.grow_context(spec, state, 40)
+    child, child_state = grow_context(spec, state, 40)
     assert child.context == 40
     assert_exact(spec, state, child, child_state)
     assert_fresh(state, child_state)
@@ -162,9 +164,9 @@ def test_float32_parent_gives_float32_child() -> None:
     spec = mixed_spec()
     state = {k: v.float() for k, v in perturbed(spec, 2).items()}
     for _, child_state in (
-        lm.add_block(spec, state, 1, random.Random(0)),
-        lm.widen_stream(spec, state, 32, random.Random(0)),
-        lm.add_heads(spec, state, 0, 2, random.Random(0)),
+        add_block(spec, state, 1, random.Random(0)),
+        widen_stream(spec, state, 32, random.Random(0)),
+        add_heads(spec, state, 0, 2, random.Random(0)),
     ):
         assert_fresh(state, child_state)
 
@@ -172,14 +174,14 @@ def test_float32_parent_gives_float32_child() -> None:
 @pytest.mark.parametrize(
     ("op", "args", "message"),
     [
-        (lm.add_block, (4, random.Random()), "index must be in 0..3, got 4"),
-        (lm.widen_mlp, (3, 80, random.Random()), "block must be in 0..2, got 3"),
-        (lm.widen_mlp, (0, 40, random.Random()), "new_hidden must be an integer > 40, got 40"),
-        (lm.add_heads, (0, 0, random.Random()), "count must be an integer >= 1, got 0"),
-        (lm.add_heads, (-1, 2, random.Random()), "block must be in 0..2, got -1"),
-        (lm.widen_stream, (16, random.Random()), "new_width must be an integer > 20, got 16"),
-        (lm.grow_context, (12,), "new_context must be an integer > 12, got 12"),
-        (lm.add_block, (0, random.Random(), 0), "block heads must be an integer >= 1, got 0"),
+        (add_block, (4, random.Random()), "index must be in 0..3, got 4"),
+        (widen_mlp, (3, 80, random.Random()), "block must be in 0..2, got 3"),
+        (widen_mlp, (0, 40, random.Random()), "new_hidden must be an integer > 40, got 40"),
+        (add_heads, (0, 0, random.Random()), "count must be an integer >= 1, got 0"),
+        (add_heads, (-1, 2, random.Random()), "block must be in 0..2, got -1"),
+        (widen_stream, (16, random.Random()), "new_width must be an integer > 20, got 16"),
+        (grow_context, (12,), "new_context must be an integer > 12, got 12"),
+        (add_block, (0, random.Random(), 0), "block heads must be an integer >= 1, got 0"),
     ],
 )
 def test_invalid_requests(
@@ -196,11 +198,11 @@ def test_state_must_match_the_spec() -> None:
     state = perturbed(spec, 0)
     del state["final_norm.weight"]
     with pytest.raises(MorphError, match=r"missing keys \['final_norm.weight'\]"):
-        lm.widen_stream(spec, state, 32, random.Random())
+        widen_stream(spec, state, 32, random.Random())
     state = perturbed(spec, 0)
     state["embed.weight"] = state["embed.weight"][:, :4]
     with pytest.raises(MorphError, match=r"'embed.weight' is \(29, 4\), the spec needs \(29, 20\)"):
-        lm.add_block(spec, state, 0, random.Random())
+        add_block(spec, state, 0, random.Random())
 
 
 # --------------------------------------------------------------------------- random plans
@@ -215,10 +217,10 @@ def test_random_chain_is_exact_on_perturbed_parents(seed: int) -> None:
         state = perturbed(spec, 1000 * seed + step, state)
         replay = random.Random()
         replay.setstate(rng.getstate())
-        child, child_state, description = lm.random_lm_morph(
+        child, child_state, description = random_lm_morph(
             spec, state, rng, max_params=500_000, max_context=MAX_CONTEXT
         )
-        planned, _, planned_description = lm.random_lm_plan(spec, replay, 500_000, MAX_CONTEXT)
+        planned, _, planned_description = random_lm_plan(spec, replay, 500_000, MAX_CONTEXT)
         assert planned.content_hash() == child.content_hash()
         assert planned_description == description
         tokens = tokens_for(spec, step, batch=1, length=8)
@@ -239,7 +241,7 @@ def test_random_chain_keeps_the_seed_function() -> None:
     reference = logits(spec, state, tokens)
     rng, worst = random.Random(99), 0.0
     for _ in range(CHAIN_STEPS):
-        spec, state, description = lm.random_lm_morph(
+        spec, state, description = random_lm_morph(
             spec, state, rng, max_params=500_000, max_context=MAX_CONTEXT
         )
         worst = max(worst, relative_error(reference, logits(spec, state, tokens)))
@@ -252,8 +254,8 @@ def test_plans_are_deterministic_in_the_rng() -> None:
     spec = mixed_spec()
     state = perturbed(spec, 4)
     for seed in range(12):
-        a = lm.random_lm_plan(spec, random.Random(seed), max_context=64)
-        b = lm.random_lm_plan(spec, random.Random(seed), max_context=64)
+        a = random_lm_plan(spec, random.Random(seed), max_context=64)
+        b = random_lm_plan(spec, random.Random(seed), max_context=64)
         assert a[0] == b[0] and a[2] == b[2]
         sa, sb = a[1].weights(state), b[1].weights(state)
         assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
@@ -263,14 +265,14 @@ def test_random_plan_kinds_widths_and_descriptions() -> None:
     spec = mixed_spec()
     seen: set[str] = set()
     for seed in range(200):
-        child, _, description = lm.random_lm_plan(spec, random.Random(seed))
+        child, _, description = random_lm_plan(spec, random.Random(seed))
         assert child.context == spec.context  # no context growth unless asked
         words = description.split()
         seen.add(" ".join(words[:2]) if words[0] != "add" or words[1] == "block" else "add heads")
         if description.startswith("widen"):
-            assert int(words[-1]) % lm.WIDTH_MULTIPLE == 0
+            assert int(words[-1]) % WIDTH_MULTIPLE == 0
     assert seen == {"add block", "widen mlp", "add heads", "widen stream"}
-    grown = {lm.random_lm_plan(spec, random.Random(s), max_context=20)[2] for s in range(100)}
+    grown = {random_lm_plan(spec, random.Random(s), max_context=20)[2] for s in range(100)}
     assert "grow context to 20" in grown
 
 
@@ -278,15 +280,15 @@ def test_max_params() -> None:
     spec = mixed_spec()
     n = spec.num_params()
     with pytest.raises(MorphError, match=f"no growth step keeps the model within max_params={n}"):
-        lm.random_lm_plan(spec, random.Random(0), max_params=n)
+        random_lm_plan(spec, random.Random(0), max_params=n)
     with pytest.raises(MorphError, match=f"the parent has {n} parameters, more than"):
-        lm.random_lm_plan(spec, random.Random(0), max_params=n - 1)
+        random_lm_plan(spec, random.Random(0), max_params=n - 1)
     with pytest.raises(MorphError, match="max_params must be an integer >= 1, got 0"):
-        lm.random_lm_plan(spec, random.Random(0), max_params=0)
+        random_lm_plan(spec, random.Random(0), max_params=0)
     with pytest.raises(MorphError, match="max_context must be an integer >= 1, got 1.5"):
-        lm.random_lm_plan(spec, random.Random(0), max_context=1.5)  # type: ignore[arg-type]
+        random_lm_plan(spec, random.Random(0), max_context=1.5)  # type: ignore[arg-type]
     # only context growth adds no parameter
-    child, _, description = lm.random_lm_plan(spec, random.Random(0), n, max_context=100)
+    child, _, description = random_lm_plan(spec, random.Random(0), n, max_context=100)
     assert description.startswith("grow context") and child.num_params() == n
 
 
@@ -297,11 +299,11 @@ def test_a_grown_child_trains() -> None:
     spec = seed_lm_spec(31, 16, 16, 2, 2, 8, 32)
     state = perturbed(spec, 0)
     rng = random.Random(0)
-    spec, state = lm.widen_stream(spec, state, 32, rng)  # new rows 16: of out/down, cols of embed
-    spec, state = lm.add_block(spec, state, 1, rng)  # block 1: out, down zero
-    spec, state = lm.widen_mlp(spec, state, 0, 48, rng)  # block 0: down[:, 32:] zero
-    spec, state = lm.add_heads(spec, state, 2, 1, rng)  # block 2: out[:, 16:] zero
-    spec, state = lm.grow_context(spec, state, 32)
+    spec, state = widen_stream(spec, state, 32, rng)  # new rows 16: of out/down, cols of embed
+    spec, state = add_block(spec, state, 1, rng)  # block 1: out, down zero
+    spec, state = widen_mlp(spec, state, 0, 48, rng)  # block 0: down[:, 32:] zero
+    spec, state = add_heads(spec, state, 2, 1, rng)  # block 2: out[:, 16:] zero
+    spec, state = grow_context(spec, state, 32)
     tokens = tokens_for(spec, 3, batch=4)
     zeros = {  # where each zero-initialised projection is zero (embedding: the rows used)
         "embed.weight": (tokens[:, :-1].unique(), slice(16, None)),

@@ -19,10 +19,12 @@ import torch.nn.functional as F
 from aihpc.records.messages import DataRef, EpochTask, Morph
 from aihpc.records.trial import Hyperparameters
 from aihpc.tasks import task_of
-from aihpc.tasks.language import morphism as lm
+from aihpc.tasks.language.deepen import add_block
+from aihpc.tasks.language.morphism import random_lm_plan
 from aihpc.tasks.language.net import LMNet
 from aihpc.tasks.language.regions import LMStep, block_regions
 from aihpc.tasks.language.spec import LMSpec, seed_lm_spec
+from aihpc.tasks.language.widen import add_heads, widen_mlp, widen_stream
 from aihpc.train.regions import RegionCache
 from aihpc.train.worker import run_epoch
 
@@ -90,13 +92,13 @@ def test_equal_blocks_compile_once_and_a_child_compiles_only_blocks_of_a_new_sha
     assert compiled_for(SPEC) == 1
     state = _net().state_dict()
     rng = random.Random(0)
-    deeper, _ = lm.add_block(SPEC, state, 1, rng)  # a copy of its neighbours' shape
+    deeper, _ = add_block(SPEC, state, 1, rng)  # a copy of its neighbours' shape
     assert compiled_for(deeper) == 0
-    wider, wide_state = lm.widen_mlp(SPEC, state, 2, 128, rng)  # one block of a new shape
+    wider, wide_state = widen_mlp(SPEC, state, 2, 128, rng)  # one block of a new shape
     assert compiled_for(wider, wide_state) == 1
-    headed, _ = lm.add_heads(wider, wide_state, 0, 1, rng)  # and another
+    headed, _ = add_heads(wider, wide_state, 0, 1, rng)  # and another
     assert compiled_for(headed) == 1
-    stream, _ = lm.widen_stream(SPEC, state, 48, rng)  # every block new, all three equal
+    stream, _ = widen_stream(SPEC, state, 48, rng)  # every block new, all three equal
     assert compiled_for(stream) == 1
     assert len({r.signature for r in block_regions(headed)}) == 3
     stats = cache.stats()
@@ -242,7 +244,7 @@ def test_a_compiled_language_trial_and_its_children_count_their_regions(tmp_path
     for trial, (seed, how, needed, compiled) in enumerate(
         ((1, "add block", 4, 0), (5, "widen mlp", 3, 1)), start=1
     ):
-        spec, _, described = lm.random_lm_plan(SPEC, random.Random(seed), None)
+        spec, _, described = random_lm_plan(SPEC, random.Random(seed), None)
         assert described.startswith(how)
         morph = Morph(SPEC.to_dict(), parent.weights, 3, seed, steps=1, max_params=None)
         child = run_epoch(
@@ -295,7 +297,7 @@ def test_the_room_to_compile_grows_with_the_regions_to_compile_and_the_longest_c
     from aihpc.train.step_model import COMPILE_ROOM, MIN_COMPILE_ROOM_S, room_to_compile
 
     cache = RegionCache("aot_eager")
-    wide = lm.random_lm_plan(SPEC, random.Random(5), None)[0]  # one block of a new shape
+    wide = random_lm_plan(SPEC, random.Random(5), None)[0]  # one block of a new shape
     assert not room_to_compile(LM, SPEC, cache, MIN_COMPILE_ROOM_S - 1)
     assert room_to_compile(LM, SPEC, cache, MIN_COMPILE_ROOM_S)
     cache._longest = 100.0  # as after a compilation of 100 s

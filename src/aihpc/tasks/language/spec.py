@@ -19,7 +19,7 @@ deduplicate language models as it does CNNs.  Its fields:
 * ``norm_eps`` -- the epsilon of every RMSNorm.  It is part of the spec, not
   a constant, because widening the residual stream from ``d`` to ``d'`` with
   zeros shrinks every mean of squares by ``d/d'``; the operator
-  (:func:`aihpc.tasks.language.morphism.widen_stream`) multiplies ``norm_eps`` by the
+  (:func:`aihpc.tasks.language.widen.widen_stream`) multiplies ``norm_eps`` by the
   same ``d/d'`` (and the gains by ``sqrt(d/d')``) to keep the function exact;
 * ``version`` -- the format version (:data:`LM_FORMAT_VERSION`).
 
