@@ -299,6 +299,8 @@ def test_strategy_seed_trains_the_seed_once_per_worker_until_the_deadline(tmp_pa
         "seed_only_best": score.best_accuracy,
         "seed_only_trial": 1,  # trial 1 scores more at every epoch
         "search_gain": 0.0,
+        "seed_only_epochs": 3,  # ... and reached it at its last
+        "best_lineage_epochs": 3,
     }
 
 
@@ -309,6 +311,21 @@ def test_the_search_gain_is_the_best_less_the_best_seed_only_trial(tmp_path):
     assert figure["seed_only_trial"] == 0 and figure["seed_only_best"] == seed_best
     assert figure["search_gain"] == pytest.approx(score.best_accuracy - seed_best)
     assert figure["search_gain"] > 0
+    # the training behind each side: the seed's epochs to its best, the best trial's lineage's
+    ok = [e for e in store.iter_epochs() if e.status == "ok"]
+    seed_epoch = next(
+        e.epoch for e in ok if e.trial_id == 0 and e.metrics["val_accuracy"] == seed_best
+    )
+    best = next(e for e in ok if e.metrics["val_accuracy"] == score.best_accuracy)
+    lineage = {t.id: t for t in store.trials()}
+    along, trial = best.epoch, lineage[best.trial_id]
+    # each ancestor's epochs, back to the lineage's root (a child made before its parent had
+    # finished starts from the parent's first weights: a root of its own)
+    while trial.parent is not None and (lineage[trial.parent].t_end or 1e18) <= trial.t_created:
+        along += len([e for e in ok if e.trial_id == trial.parent])
+        trial = lineage[trial.parent]
+    assert figure["seed_only_epochs"] == seed_epoch
+    assert figure["best_lineage_epochs"] == along > seed_epoch
 
 
 # -- resume --------------------------------------------------------------------------------------

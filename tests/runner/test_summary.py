@@ -361,6 +361,19 @@ def test_the_search_gain_over_the_best_seed_only_trial_in_the_tasks_quality() ->
         "  search gain      0.0121 nats/token below the best seed-only trial "
         "(trial 0: 2.2431 nats/token)"
     ]
+    # with the training behind each side, where results.json has it
+    explained = _scored(
+        seed_only_best=0.2563,
+        seed_only_trial=0,
+        search_gain=0.8496 - 0.2563,
+        seed_only_epochs=1,
+        best_lineage_epochs=12,
+    )
+    assert search_lines(explained) == [
+        "  search gain      59.33 points above the best seed-only trial (trial 0: 25.63 % after "
+        "1 epoch;",
+        "                   the best after 12 epochs along its lineage)",
+    ]
     # none where the file is older, or no seed-only trial finished an evaluation
     assert search_lines(_scored()) == []
     assert search_lines(_scored(seed_only_best=None, seed_only_trial=None, search_gain=None)) == []

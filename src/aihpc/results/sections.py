@@ -47,6 +47,10 @@ class ScoreRecord(Record, frozen=True):
     seed_only_best: float | None | UnsetType = UNSET
     seed_only_trial: int | None | UnsetType = UNSET
     search_gain: float | None | UnsetType = UNSET
+    # the epochs behind that comparison: the seed-only trial's when it reached its best, and those
+    # along the lineage of the trial that reached the run's best (its ancestors' and its own)
+    seed_only_epochs: int | None | UnsetType = UNSET
+    best_lineage_epochs: int | None | UnsetType = UNSET
     # why the score and its share of peak would not repeat (the peak moved during the run:
     # aihpc.scoring.peak.RunPeak.not_repeatable); None where they would; absent in older files
     not_repeatable: str | None | UnsetType = UNSET

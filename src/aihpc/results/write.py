@@ -222,22 +222,35 @@ def seed_only(store: Any, score: Score) -> dict[str, Any]:
     every trial of strategies "none" and "seed"), ``seed_only_trial`` the first to reach it, and
     ``search_gain`` the run's best less it, in the quality's units where higher is better
     (accuracy as a fraction; a loss in nats per token, the seed-only loss less the run's best).
-    None where no such trial finished an evaluation."""
+    None where no such trial finished an evaluation.
+
+    And the training behind each side: ``seed_only_epochs``, the epochs the seed-only trial had
+    trained when it reached its best, and ``best_lineage_epochs``, those along the lineage of the
+    first trial to reach the run's best value (its ancestors' before its first epoch, and its own
+    up to that one); None where not known (a store from before lineages were recorded)."""
     metric, sign = ("val_loss", -1.0) if score.is_loss else ("val_accuracy", 1.0)
     roots = store.roots()
-    best: float | None = None
-    trial: int | None = None
+    before = {t.id: t.lineage_epochs for t in store.iter_trials()}
+    seed: tuple[float, int, int] | None = None  # value, trial, epoch
+    best: tuple[float, int | None] | None = None  # value, epochs along its lineage
     for e in store.iter_epochs():
         value = e.metrics.get(metric) if e.status == EpochStatus.OK else None
-        if (
-            e.trial_id in roots
-            and value is not None
-            and (best is None or sign * value > sign * best)
-        ):
-            best, trial = value, e.trial_id
+        if value is None:
+            continue
+        if e.trial_id in roots and (seed is None or sign * value > sign * seed[0]):
+            seed = (value, e.trial_id, e.epoch)
+        if best is None or sign * value > sign * best[0]:
+            lineage = before.get(e.trial_id)
+            best = (value, None if lineage is None else lineage + e.epoch)
     run_best = score.best_val_loss if score.is_loss else score.best_accuracy
-    gain = None if best is None or run_best is None else sign * (run_best - best)
-    return {"seed_only_best": best, "seed_only_trial": trial, "search_gain": gain}
+    gain = None if seed is None or run_best is None else sign * (run_best - seed[0])
+    return {
+        "seed_only_best": None if seed is None else seed[0],
+        "seed_only_trial": None if seed is None else seed[1],
+        "search_gain": gain,
+        "seed_only_epochs": None if seed is None else seed[2],
+        "best_lineage_epochs": None if best is None else best[1],
+    }
 
 
 #: results.json's ``model_flops``: a language model run's utilisation by PaLM's convention.

@@ -92,7 +92,19 @@ def search_lines(results: RunHead[Any]) -> list[str]:
     else:
         seed = f"{100 * best:.2f} %"
         by = f"{100 * abs(gain):.2f} points {'above' if gain >= 0 else 'below'}"
-    return [f"  search gain      {by} the best seed-only trial (trial {trial}: {seed})"]
+    line = f"  search gain      {by} the best seed-only trial (trial {trial}: {seed}"
+    seed_epochs = value_or_none(tallies.seed_only_epochs)
+    lineage_epochs = value_or_none(tallies.best_lineage_epochs)
+    if seed_epochs is None or lineage_epochs is None:
+        return [line + ")"]
+    return [
+        f"{line} after {_epochs(seed_epochs)};",
+        f"                   the best after {_epochs(lineage_epochs)} along its lineage)",
+    ]
+
+
+def _epochs(count: int) -> str:
+    return f"{count} epoch" if count == 1 else f"{count} epochs"
 
 
 def val_loss_lines(results: RunHead[Any]) -> list[str]:
