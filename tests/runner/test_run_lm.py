@@ -22,11 +22,12 @@ from fixture_run import FIXTURES, aihpc, aihpc_main
 
 pytestmark = [pytest.mark.xdist_group("runs2"), pytest.mark.slow]  # beside "runs": see Makefile
 
-# A small language and a small search: documents of 32 tokens, epochs of 8,192 tokens.
+# A small language and a small search, on one worker: documents of 32 tokens, epochs of 8,192
+# tokens.
 TIMEOUT = 300  # seconds for one aihpc command here (the shared helper allows 240)
 CONFIG = """
 task = "lm"
-workers = 2
+workers = 1
 threads_per_worker = 1
 epochs_min = 1
 epochs_max = 2
