@@ -35,21 +35,26 @@ def _store(tmp_path: Path, **config) -> tuple[RunConfig, RunStore]:
     return cfg, store
 
 
+def _master(cfg: RunConfig, store: RunStore, clock: StepClock, executor, data=DIGITS) -> Master:
+    """The image task's master of ``store``, on ``executor`` and ``clock``."""
+    return Master(
+        task_of("image"),
+        cfg,
+        store,
+        executor,
+        data,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
+
+
 def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
     """Run the master with 2 slots; every task takes 10 s of its clock, so 6 tasks fit in a
     minute."""
     cfg, store = _store(tmp_path, **config)
     clock = StepClock(10.0)
-    master = Master(
-        task_of("image"),
-        cfg,
-        store,
-        InProcessExecutor(clock, slots=2),
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    master = _master(cfg, store, clock, InProcessExecutor(clock, slots=2))
     return store, master.run()
 
 
@@ -90,16 +95,7 @@ def test_a_search_with_no_new_architecture_left_goes_on_over_hyperparameters(
     cfg, store = _store(tmp_path, strategy="evolution", screen=screen, grow_on_plateau=False)
     clock = StepClock(10.0)
     data = {**DIGITS, "max_params": seed.num_params()}
-    master = Master(
-        task_of("image"),
-        cfg,
-        store,
-        InProcessExecutor(clock, slots=2),
-        data,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    master = _master(cfg, store, clock, InProcessExecutor(clock, slots=2), data)
     score = master.run()
     trials = store.trials()
     assert len(trials) == 6 and score.ops > 0
@@ -127,16 +123,7 @@ def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 1
     store = RunStore(tmp_path / "run")
     clock = StepClock(step)
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(accuracy, lost))
-    master = Master(
-        task_of("image"),
-        cfg,
-        store,
-        executor,
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    master = _master(cfg, store, clock, executor)
     return store, master.run(), executor
 
 
@@ -184,16 +171,7 @@ def test_a_lost_epoch_is_sent_again_before_the_epochs_waiting(tmp_path: Path) ->
     cfg, store = _store(tmp_path, epochs_min=2, epochs_max=2)
     clock = StepClock(10.0)
     executor = InProcessExecutor(clock, slots=2, script=scripted_epoch(lambda t, e: 0.5, lost))
-    Master(
-        task_of("image"),
-        cfg,
-        store,
-        executor,
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    ).run()
+    _master(cfg, store, clock, executor).run()
     assert executor.keys[:4] == [
         "trial0-epoch1-try1",
         "trial1-epoch1-try1",
@@ -303,16 +281,7 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
 
     executor.script = dies
     with pytest.raises(_MasterDies):
-        Master(
-            task_of("image"),
-            cfg,
-            store,
-            executor,
-            DIGITS,
-            layout=None,
-            observer=NullObserver(),
-            clock=clock,
-        ).run()
+        _master(cfg, store, clock, executor).run()
     store.close()
     return run_dir, cfg, clock.now
 
@@ -333,16 +302,7 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(
     store, cfg, clock = _copy(killed_run, tmp_path)
     rows = store.trials()
     assert [r.status for r in rows] == ["completed", "completed", "running"]
-    master = Master(
-        task_of("image"),
-        cfg,
-        store,
-        InProcessExecutor(clock),
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    master = _master(cfg, store, clock, InProcessExecutor(clock))
     master.deadline = clock.now + 60.0  # run() sets it before restoring
     master._restore()
     assert master.next_id == 3 and master.epoch_counter == 7 and master.ops == store.total_ops()
@@ -373,16 +333,7 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
     assert first.stop - first.start == 70.0  # seven tasks of 10 s, the last one touched
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(lambda t, e: 0.5))
     resumed = clock.now
-    master = Master(
-        task_of("image"),
-        cfg,
-        store,
-        executor,
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    master = _master(cfg, store, clock, executor)
     master.run()
     assert master.deadline == resumed + 120.0 - 70.0
     assert executor.keys[:3] == ["trial2-epoch2-try1", "trial2-epoch3-try1", "trial3-epoch1-try1"]
