@@ -10,7 +10,8 @@ token ids and returns ``"logits"`` ``(rows, vocab)`` with ``rows = batch x T``
 
 Exporter choice: torch 2.13 defaults to the ``torch.export``-based exporter
 (``dynamo=True``).  For the plain CNNs of this project the TorchScript
-exporter produces equivalent graphs 5-20x faster and honours every opset from
+exporter produces equivalent graphs several times faster (the figures:
+docs/measurements/2026-11-29-figures-from-code-comments.md) and honours every opset from
 7 to 20 exactly, so it is the default here; ``dynamo=True`` selects the new
 exporter (opsets 18 and up).
 """

@@ -31,8 +31,8 @@ WORKER_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers to return
     # memory to the OS early; with PyTorch on CPU every tensor allocation then
-    # goes back to the kernel, and training runs 2.5x slower (measured: 26 vs
-    # 65 GOPS for one worker thread).  Keep glibc's default.
+    # goes back to the kernel, and training runs several times slower
+    # (docs/measurements/2026-11-29-figures-from-code-comments.md).  Keep glibc's default.
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     # a worker streaming its data (aihpc.train.feed) starts DataLoader processes,
     # and a daemonic process may not have children
@@ -53,7 +53,7 @@ WORKER_CONFIG = {
 # Batch jobs: the nanny there would give its workers MALLOC_TRIM_THRESHOLD_=65536
 # unless the variable is already set.  Jobs set a 128 MiB trim threshold and a
 # 32 MiB mmap threshold (the ceiling of glibc's dynamic one), so tensors stay in
-# the heap: measured as fast as glibc's defaults (65 vs 66 GOPS per thread).  And
+# the heap, as fast as glibc's defaults (the same page).  And
 # the job's workers are not daemonic, nor paused for memory, and import the preload, as above.
 JOB_PROLOGUE = [
     "export MALLOC_TRIM_THRESHOLD_=134217728",
@@ -74,13 +74,12 @@ def use_worker_config() -> None:
 # What the nannies of a cluster on this machine fork their workers from (where multiprocessing can
 # fork from a server process; else Dask's default, "spawn", starts each afresh): a server process
 # that has imported these once, so a worker starts, and restarts after its nanny killed it, without
-# importing torch again.  Measured with 2 CPU workers (local_executor, 2026-11-27): starting them
-# 4.8 core-s spawned, 3.3 forked (the server's imports); restarting both 4.2 core-s and 2.3 s
-# spawned, 0.17 core-s and 0.25 s forked.  A worker's own environment (the nanny's ``env``:
-# CUDA_VISIBLE_DEVICES on GPUs) is set in it before it uses torch, as before; neither the server
-# nor these imports touch CUDA.  Local clusters only: their start waits for every worker, where a
-# worker that joins a SLURM step or a batch job later than before (by the server's imports) would
-# miss the devices recorded when the run starts (aihpc.launch.placement).
+# importing torch again: a restart takes a fraction of a second, not a fresh interpreter's seconds
+# (docs/measurements/2026-11-29-figures-from-code-comments.md).  A worker's own environment (the
+# nanny's ``env``: CUDA_VISIBLE_DEVICES on GPUs) is set in it before it uses torch, as before;
+# neither the server nor these imports touch CUDA.  Local clusters only: a SLURM step's or a batch
+# job's worker is started by a nanny on its own node, a fresh interpreter that imports
+# WORKER_PRELOAD before it joins.
 FORKSERVER_PRELOAD = ("distributed", "torch", "aihpc.train.worker")
 
 

@@ -117,8 +117,8 @@ class DaskExecutor:
 
         Not ``Client.scheduler_info``: that returns the client's cached copy, which the client's
         own periodic refresh (asking for no workers) can overwrite between the answer and the
-        return, so that a loaded machine sees no workers at all (measured: 4 calls in 26,034,
-        one worker, 2 cores busy with 6 other processes).
+        return, so that a loaded machine can see no workers at all
+        (docs/measurements/2026-11-29-figures-from-code-comments.md).
         """
         return dict(self.client.nthreads())  # type: ignore[no-untyped-call]  # unannotated
 

@@ -195,7 +195,7 @@ class WindowedStudy:
             # sampler does not propose the same point to every idle worker
             constant_liar=True,
             # one joint model of all parameters: correlations such as lr with
-            # batch size, and ~2x faster asks than univariate (Optuna 5)
+            # batch size, and faster asks than univariate ones
             multivariate=True,
         )
         study = optuna.create_study(direction="maximize", sampler=sampler)

@@ -1,10 +1,10 @@
 """The dense kernels a workload calls, whose best measured rate is the machine's peak.
 
 A machine's peak is not one library's matmul: on an AMD processor with
-AVX-512, torch's float32 matmul is MKL's sgemm on its AVX2 path (about
-100 GFLOP/s a Zen 5 core) while oneDNN's 3x3 convolutions use AVX-512 (225-240
-GFLOP/s on the same core), so a peak from matmul alone is less than half of
-what the processor does, and a share of it can pass 100 %.  The peak is
+AVX-512, torch's float32 matmul is MKL's sgemm on its AVX2 path while oneDNN's
+3x3 convolutions use AVX-512, so a peak from matmul alone can be less than half
+of what the processor does, and a share of it can pass 100 %
+(docs/measurements/2026-11-29-figures-from-code-comments.md).  The peak is
 therefore the best of the kernels the image workload itself calls, over
 several shapes because their rates differ by shape (one shape can be slow in
 one process and fast in the next):

@@ -63,8 +63,9 @@ def partition(spec: ArchSpec) -> tuple[Region, ...]:
     the cut goes before the relu, which then opens the next region: a
     graph that ends in a relu saves its mask for the backward pass (the
     partitioner does not count the output it keeps anyway), and inductor's
-    CPU code stores such boolean masks some 15x slower than eager does, which
-    made regional training steps 1.8x slower than whole-model ones here.
+    CPU code stores such boolean masks far slower than eager does, which made
+    regional training steps slower than whole-model ones
+    (docs/measurements/2026-11-29-figures-from-code-comments.md).
     A block's region thus runs from the relu before it to its sum.
     """
     order = spec.topological_order()
