@@ -59,6 +59,6 @@ def test_children_are_stored_as_diffs_and_read_back_in_full(tmp_path: Path) -> N
     )
     assert stored < full / 4
     from aihpc.results.write import trial_record
-    from aihpc.tasks.image.quality import Accuracy
+    from aihpc.scoring.accuracy import Accuracy
 
     assert trial_record(rows[3], [], 0.0, Accuracy(100, 0.5)).arch_diff == rows[3].arch_diff

@@ -12,7 +12,7 @@ from aihpc.records.rows import NewTrial, TrialRow
 from aihpc.records.store import STORE_FORMAT, RunStore
 from aihpc.records.trial import Hyperparameters
 from aihpc.results.write import trial_record
-from aihpc.tasks.image.quality import Accuracy
+from aihpc.scoring.accuracy import Accuracy
 from aihpc.tasks.image.seeds import seed_spec
 
 NEW = ("lineage_start", "lineage_epochs", "hparams_origin")

@@ -27,7 +27,7 @@ from aihpc.report.lineage import build_lineage, lineage_html, morph_kind
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.report.plots import plot_timeline
 from aihpc.report.quality import quality_for
-from aihpc.tasks.image.quality import ACCURACY
+from aihpc.scoring.accuracy import ACCURACY
 from aihpc.tasks.language.quality import LOSS, loss_floor
 from fixture_run import write_results_document
 

@@ -20,8 +20,8 @@ from aihpc.runner.search.lifecycle import (
 )
 from aihpc.runner.search.lineage import Lineage
 from aihpc.runner.search.trials import LiveTrial
+from aihpc.scoring.accuracy import Accuracy
 from aihpc.tasks import read_config
-from aihpc.tasks.image.quality import Accuracy
 from aihpc.tasks.language.quality import Loss
 
 ALL = Mechanisms(True, True, True, True, until_deadline=False)

@@ -212,9 +212,9 @@ def test_thousands_of_workers_are_summed_up_in_one_line() -> None:
 def _peak_results(ops_per_second: float, nominal: dict | None) -> dict:
     """A run whose two workers' peaks are 100 GFLOP/s each (a convolution won the search on both),
     with ``nominal`` the nominal peak each worker's device reported."""
+    from aihpc.scoring.accuracy import Accuracy
     from aihpc.scoring.peak import PeakResult, RunPeak, WorkerPeak
     from aihpc.scoring.score import compute_score
-    from aihpc.tasks.image.quality import Accuracy
 
     def part() -> dict:
         return {

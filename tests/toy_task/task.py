@@ -15,6 +15,7 @@ from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
+from aihpc.scoring.accuracy import ACCURACY, Accuracy
 from aihpc.scoring.quality import ReportQuality
 from aihpc.tasks.base import (
     Arch,
@@ -29,7 +30,7 @@ from aihpc.tasks.base import (
 )
 from toy_task.data import BlobsDataRecord, options, points
 from toy_task.net import MLP, deepen
-from toy_task.quality import REPORT, BlobsOptions, PointAccuracy
+from toy_task.quality import BlobsOptions
 from toy_task.spec import KIND, MLPSpec
 
 #: The seed network's hidden layers.
@@ -50,7 +51,7 @@ class BlobsTask:
     options_type: type[TaskOptions] = BlobsOptions
     input_kind: str = "points"
     generates: bool = False
-    report_quality: ReportQuality = REPORT
+    report_quality: ReportQuality = ACCURACY
     data_record: type[Record] = BlobsDataRecord
 
     # -- the run ----------------------------------------------------------------------------
@@ -77,9 +78,9 @@ class BlobsTask:
             "max_params": config.search.max_params or 100_000,
         }
 
-    def quality(self, config: RunConfig, data: DataInfo) -> PointAccuracy:
+    def quality(self, config: RunConfig, data: DataInfo) -> Accuracy:
         least = _options(config).min_accuracy
-        return PointAccuracy(val_samples=int(data.get("num_val") or 1), min_accuracy=least)
+        return Accuracy(val_samples=int(data.get("num_val") or 1), min_accuracy=least)
 
     def search_space(self, config: RunConfig) -> SearchSpace:
         assert config.search.batch_sizes is not None, "batch sizes are set first"

@@ -13,7 +13,7 @@ or scores models reads it through a :class:`Quality`:
 Everything in a report that reads, ranks, formats or plots a model's quality
 goes through the task's :class:`ReportQuality`.  Each task's measure and its
 report's words are the task's own: the image task's validation accuracy
-(:mod:`aihpc.tasks.image.quality`, AIPerf's), the language task's validation
+(:mod:`aihpc.scoring.accuracy`, AIPerf's), the language task's validation
 loss in nats per token (:mod:`aihpc.tasks.language.quality`).
 """
 

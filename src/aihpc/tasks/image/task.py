@@ -37,6 +37,7 @@ from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.run_data import ImageDataRecord
 from aihpc.records.trial import Hyperparameters
+from aihpc.scoring.accuracy import ACCURACY, Accuracy
 from aihpc.scoring.quality import ReportQuality
 from aihpc.tasks.base import (
     Arch,
@@ -49,7 +50,7 @@ from aihpc.tasks.base import (
     own,
 )
 from aihpc.tasks.image.options import ImageOptions
-from aihpc.tasks.image.quality import ACCURACY, Accuracy, arch_rows
+from aihpc.tasks.image.quality import arch_rows
 
 if TYPE_CHECKING:
     import torch
