@@ -80,7 +80,7 @@ def use_worker_config() -> None:
 # neither the server nor these imports touch CUDA.  Local clusters only: a SLURM step's or a batch
 # job's worker is started by a nanny on its own node, a fresh interpreter that imports
 # WORKER_PRELOAD before it joins.
-FORKSERVER_PRELOAD = ("distributed", "torch", "aihpc.train.worker")
+FORKSERVER_PRELOAD = ("distributed", "torch", *WORKER_PRELOAD)
 
 
 def fork_local_workers() -> None:

@@ -187,6 +187,14 @@ class RunStore:
         """The ids of the trials without a parent: the seed network trained afresh."""
         return {int(r[0]) for r in self.db.execute("SELECT id FROM trials WHERE parent IS NULL")}
 
+    def lineage_epochs(self) -> dict[int, int | None]:
+        """Each trial's epochs trained along its lineage before its first, by id (None: a store
+        from before lineages were kept); without reading its architecture."""
+        return {
+            int(r[0]): None if r[1] is None else int(r[1])
+            for r in self.db.execute("SELECT id, lineage_epochs FROM trials")
+        }
+
     def finish_order(self) -> list[int]:
         """The ids of the finished trials in the order they finished (their digest-chain links)."""
         return [

@@ -230,7 +230,7 @@ def seed_only(store: Any, score: Score) -> dict[str, Any]:
     up to that one); None where not known (a store from before lineages were recorded)."""
     metric, sign = ("val_loss", -1.0) if score.is_loss else ("val_accuracy", 1.0)
     roots = store.roots()
-    before = {t.id: t.lineage_epochs for t in store.iter_trials()}
+    before = store.lineage_epochs()
     seed: tuple[float, int, int] | None = None  # value, trial, epoch
     best: tuple[float, int | None] | None = None  # value, epochs along its lineage
     for e in store.iter_epochs():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aihpc.base.fmt import as_number, format_fraction, format_percent
-from aihpc.scoring.quality import ReportQuality
+from aihpc.scoring.quality import ReportQuality, section
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,10 @@ class AccuracyReport(ReportQuality):
     def headline(self, results: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         """The error, and the best accuracy beside the minimum for a valid run and the task's
         ceiling where it is known."""
-        score = _section(results, "score")
+        score = section(results, "score")
         least = as_number(score.get("min_accuracy"))
         notes = [f"minimum {format_fraction(least, 0)}"] if least is not None else []
-        ceiling = _section(_section(results, "data"), "ceiling")
+        ceiling = section(section(results, "data"), "ceiling")
         oracle = as_number(ceiling.get("oracle_accuracy"))
         if oracle is not None:
             notes.append(f"task ceiling {format_fraction(oracle, 1)}–100%")
@@ -100,14 +100,8 @@ class AccuracyReport(ReportQuality):
         ]
 
     def thresholds(self, results: Mapping[str, Any]) -> list[tuple[float, str, str]]:
-        least = as_number(_section(results, "score").get("min_accuracy"))
+        least = as_number(section(results, "score").get("min_accuracy"))
         return [] if least is None else [(least, f"min accuracy {100 * least:.0f}%", "valid")]
-
-
-def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """``data[key]`` where it is a mapping (a section of results.json), else an empty one."""
-    value = data.get(key)
-    return value if isinstance(value, Mapping) else {}
 
 
 ACCURACY = AccuracyReport(

@@ -87,6 +87,13 @@ class Quality(Protocol):
         ...
 
 
+def section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``data[key]`` where it is a mapping (a section of results.json), else an empty one: what a
+    report quality's headline reads, tolerant of a file's shape."""
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 @dataclass(frozen=True)
 class ReportQuality(ABC):
     """How a report reads and writes one quality measure: a task's :attr:`report_quality`

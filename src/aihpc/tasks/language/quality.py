@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aihpc.base.fmt import NA, as_number, format_value
-from aihpc.scoring.quality import ReportQuality
+from aihpc.scoring.quality import ReportQuality, section
 from aihpc.tasks.base import other_fields
 
 
@@ -111,7 +111,7 @@ class LossReport(ReportQuality):
         """The best validation loss beside the floor (the best loss any model can reach, where
         known), the gap to it, bits per byte (byte-level text), the maximum of a valid run, and
         the unigram loss the regulated score measures from."""
-        score = _section(results, "score")
+        score = section(results, "score")
         best = as_number(score.get(self.best_key))
         floor = loss_floor(results)
         gap = as_number(score.get("gap_to_floor"))
@@ -131,7 +131,7 @@ class LossReport(ReportQuality):
 
     def thresholds(self, results: Mapping[str, Any]) -> list[tuple[float, str, str]]:
         lines = []
-        most = as_number(_section(results, "score").get("max_val_loss"))
+        most = as_number(section(results, "score").get("max_val_loss"))
         if most is not None:
             lines.append((most, f"max loss {most:.4f} (valid below)", "valid"))
         floor = loss_floor(results)
@@ -144,7 +144,7 @@ def loss_floor(results: Mapping[str, Any]) -> float | None:
     """The lowest loss any model can reach on the run's data (the score's ``loss_floor``, else
     the data's ``floor``), None where unknown."""
     for key, field in (("score", "loss_floor"), ("data", "floor")):
-        value = as_number(_section(results, key).get(field))
+        value = as_number(section(results, key).get(field))
         if value is not None:
             return value
     return None
@@ -165,12 +165,6 @@ def arch_rows(arch: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
     shown = {"blocks", "width", "context", "vocab_size", "head_dim"}
     return rows + other_fields(arch, shown)
-
-
-def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """``data[key]`` where it is a mapping (a section of results.json), else an empty one."""
-    value = data.get(key)
-    return value if isinstance(value, Mapping) else {}
 
 
 LOSS = LossReport(
