@@ -190,6 +190,9 @@ class RunStore:
     def lineage_epochs(self) -> dict[int, int | None]:
         """Each trial's epochs trained along its lineage before its first, by id (None: a store
         from before lineages were kept); without reading its architecture."""
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(trials)")}
+        if "lineage_epochs" not in columns:  # a store of a format before 4
+            return {int(r[0]): None for r in self.db.execute("SELECT id FROM trials")}
         return {
             int(r[0]): None if r[1] is None else int(r[1])
             for r in self.db.execute("SELECT id, lineage_epochs FROM trials")
