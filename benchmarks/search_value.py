@@ -22,6 +22,12 @@ with the same ``DIR`` runs only what is missing: the whole benchmark takes hours
 machine, so run it in the background and read the partial tables as they grow (``--report``
 reads ``state.json`` and runs nothing).
 
+A run is timed by the clock, so other work on the machine costs it epochs.  Each run keeps the
+share of the machine's CPU that processes outside its session took while it ran
+(``foreign_cpu``), and a later call makes again every kept run over ``--max-foreign`` (5 %).  To
+test beside it, lower the other work's whole session group (``echo 19 > /proc/self/autogroup``
+in a new session): a ``nice`` inside the default group does not yield to another group.
+
 The figures of a run: its best quality (image: validation accuracy, higher better; language:
 validation loss in nats per token, lower better), its operations, and its trajectory — the best
 quality so far against the operations counted so far, epoch by epoch in the order they ended.
@@ -43,10 +49,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,18 +156,49 @@ def figures(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every process of this machine has used since boot (``/proc/stat``)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def session_cpu_seconds(session: int) -> dict[int, float]:
+    """CPU seconds of each live process of ``session`` (``/proc/PID/stat``)."""
+    tick, seconds = os.sysconf("SC_CLK_TCK"), {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # the process ended while it was read
+            continue
+        if int(fields[3]) == session:
+            seconds[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return seconds
+
+
 def run_one(run: Run, root: Path, extra: list[str], keep: bool) -> dict[str, Any]:
-    """``aihpc run`` of ``run`` (its output discarded); its figures."""
+    """``aihpc run`` of ``run`` (its output discarded); its figures, and the share of the
+    machine's CPU that other processes took while it ran (``foreign_cpu``)."""
     out = root / "runs" / run.key.replace("/", "-")
     if out.exists():  # a run that did not finish before an earlier call stopped: start it again
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "aihpc", "run", "--minutes", f"{run.minutes:g}", "--out", str(out),
            "--no-live", *run.arguments(extra)]  # fmt: skip
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):  # 1: a run that finished INVALID still has its figures
-        raise SystemExit(f"search_value: {' '.join(cmd)} failed ({done.returncode}): "
-                         f"{done.stderr.strip()[-2000:]}")  # fmt: skip
-    result = figures(read_run(out))
+    busy, started = machine_busy_seconds(), time.monotonic()
+    own: dict[int, float] = {}  # the run's processes (its session): their CPU seconds last seen
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: it never fills and blocks
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        while proc.poll() is None:
+            own |= session_cpu_seconds(proc.pid)
+            time.sleep(1)
+        err.seek(0)
+        stderr = err.read()
+    foreign = machine_busy_seconds() - busy - sum(own.values())
+    capacity = (os.cpu_count() or 1) * (time.monotonic() - started)
+    if proc.returncode not in (0, 1):  # 1: a run that finished INVALID still has its figures
+        raise SystemExit(f"search_value: {' '.join(cmd)} failed ({proc.returncode}): "
+                         f"{stderr.strip()[-2000:]}")  # fmt: skip
+    result = {**figures(read_run(out)), "foreign_cpu": max(0.0, foreign / capacity)}
     if not keep:
         shutil.rmtree(out)
     return result
@@ -351,6 +390,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--long-seeds", type=int, default=3)
     ap.add_argument("--short-minutes", type=float, default=3.0)
     ap.add_argument("--long-minutes", type=float, default=15.0)
+    ap.add_argument(
+        "--max-foreign", type=float, default=0.05,
+        help="make again a kept run during which other processes took more than this share of "
+        "the machine's CPU (0.05)",
+    )  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep each run's directory")
     ap.add_argument("--report", action="store_true", help="only write the report of state.json")
     ap.add_argument("--page", type=Path, help="also write the report here (a dated docs page)")
@@ -386,10 +430,13 @@ def main(argv: list[str] | None = None) -> int:
     state_path = args.dir / "state.json"
     state = load_state(state_path)
     if not args.report:
+        disturbed = [k for k, v in state.items() if v.get("foreign_cpu", 0) > args.max_foreign]
+        for key in disturbed:  # made while other work took the machine: made again
+            del state[key]
         todo = [r for r in plan(args) if r.key not in state]
         hours = sum(r.minutes for r in todo) / 60
-        print(f"search_value: {len(todo)} runs to make ({len(state)} kept), about {hours:.1f} "
-              "hours of run clocks", flush=True)  # fmt: skip
+        print(f"search_value: {len(todo)} runs to make ({len(state)} kept, {len(disturbed)} made "
+              f"again: disturbed), about {hours:.1f} hours of run clocks", flush=True)  # fmt: skip
         for i, run in enumerate(todo, 1):
             started = time.time()
             state[run.key] = run_one(run, args.dir, args.extra, args.keep)

@@ -1,12 +1,16 @@
 """benchmarks/search_value.py: its plan, a run's figures read from a real results.json, the
-statistics against scipy and a direct computation, the report and plot of a kept state, and its
-refusals of bad settings."""
+statistics against scipy and a direct computation, the report and plot of a kept state, its
+refusals of bad settings, and how it tells a run's CPU from the rest of the machine's."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -116,3 +120,24 @@ def test_bad_settings_are_refused_in_one_line(call, tmp_path, argv, message):
 def test_a_report_of_nothing_says_so(call, tmp_path):
     code, _, err = call("search_value", str(tmp_path), "--report")
     assert code == 1 and "no runs kept yet" in err
+
+
+def test_a_runs_processes_are_told_from_the_others_by_their_session(bench):
+    """What a run and the rest of the machine used: the CPU seconds of a busy process in a
+    session of its own are its session's alone, and the machine's count holds them too."""
+    sv = bench("search_value")
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1: pass\n"
+    busy = [sys.executable, "-c", spin + "time.sleep(60)"]
+    machine = sv.machine_busy_seconds()
+    with subprocess.Popen(busy, start_new_session=True) as proc:
+        try:
+            seen: dict[int, float] = {}
+            deadline = time.monotonic() + 30
+            while seen.get(proc.pid, 0) < 1 and time.monotonic() < deadline:
+                seen = sv.session_cpu_seconds(proc.pid)
+                time.sleep(0.1)
+            assert set(seen) == {proc.pid} and 1 <= seen[proc.pid] < 3
+            assert sv.session_cpu_seconds(os.getsid(0)).get(os.getpid(), 0) > 0
+            assert sv.machine_busy_seconds() - machine >= 1
+        finally:
+            proc.kill()
