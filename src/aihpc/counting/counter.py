@@ -93,11 +93,11 @@ class OpCount:
         }
 
 
-class _OpRecorder(TorchDispatchMode):
+class _OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     """Counts the calls of every op that reaches it (i.e. that really runs)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.calls: Counter[Any] = Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -131,7 +131,12 @@ class _SumLoss(nn.Module):
 
 
 def _loss_module(loss: str) -> nn.Module:
-    return {"cross_entropy": nn.CrossEntropyLoss, "mse": nn.MSELoss, "sum": _SumLoss}[loss]()
+    kind: type[nn.Module] = {
+        "cross_entropy": nn.CrossEntropyLoss,
+        "mse": nn.MSELoss,
+        "sum": _SumLoss,
+    }[loss]
+    return kind()
 
 
 class _Step(nn.Module):
@@ -292,7 +297,7 @@ def count_ops(
             forward_counts = counter.get_flop_counts()
             macs = tally.macs
             if train and isinstance(value, torch.Tensor) and value.requires_grad:
-                value.backward()
+                value.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     except (RuntimeError, ValueError, NotImplementedError) as exc:
         raise _failed_to_run(model, exc, device) from exc
     all_counts = counter.get_flop_counts()

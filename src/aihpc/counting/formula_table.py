@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -82,7 +82,7 @@ def numel(shape: Sequence[int] | None) -> int:
     return int(math.prod(int(s) for s in shape))
 
 
-def is_shape(value: Any) -> bool:
+def is_shape(value: Any) -> TypeGuard[torch.Size]:
     """True for a tensor shape as passed to formulas (a ``torch.Size``)."""
     return isinstance(value, torch.Size)
 

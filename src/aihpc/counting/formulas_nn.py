@@ -45,8 +45,8 @@ def _add_term(out: Any, beta: Any, alpha: Any) -> int:
     beta == 0), plus a multiply for each of beta, alpha that is not 1."""
     n = numel(first_shape(out))
     if beta == 0:
-        return n * (alpha != 1)
-    return n * (1 + (beta != 1) + (alpha != 1))
+        return n * int(alpha != 1)
+    return n * (1 + int(beta != 1) + int(alpha != 1))
 
 
 @_reg(["mm"], "mm", macs=mm_macs)

@@ -138,7 +138,7 @@ def _on_meta(outputs: tuple[Any, ...]) -> bool:
     )
 
 
-class OpMemo(TorchDispatchMode):
+class OpMemo(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     """The memo of one count (module docstring): enter it after ``counter`` and ``recorder``.
 
     ``recorder.calls`` counts the ops that run (a ``Counter``); ``tally.macs`` sums the
@@ -148,7 +148,7 @@ class OpMemo(TorchDispatchMode):
     supports_higher_order_operators = True  # a higher-order op (torch.cond) runs, as views do
 
     def __init__(self, counter: FlopCounterMode, recorder: Any, tally: Any) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.counter, self.recorder, self.tally = counter, recorder, tally
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

@@ -13,7 +13,10 @@ is found by its PCI address, which both report.
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 
 class NvmlCounter:
@@ -29,14 +32,15 @@ class NvmlCounter:
         self.host = host
 
     def read(self) -> float:
-        return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3
+        millijoules: int = self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+        return millijoules / 1e3
 
     def close(self) -> None:
         """NVML counts its inits: each counter shuts down the one it made."""
         self._nvml.nvmlShutdown()
 
 
-def pci_bus_id(torch_device) -> str:
+def pci_bus_id(torch_device: torch.device) -> str:
     """The PCI address of a CUDA device, as NVML reads it: ``DDDDDDDD:BB:DD.0`` (hex)."""
     import torch
 
@@ -44,7 +48,9 @@ def pci_bus_id(torch_device) -> str:
     return f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
 
 
-def gpu_counter(torch_device, host: str | None = None) -> tuple[NvmlCounter | None, str | None]:
+def gpu_counter(
+    torch_device: torch.device, host: str | None = None
+) -> tuple[NvmlCounter | None, str | None]:
     """The energy counter of the GPU ``torch_device`` (a CUDA torch.device); or ``(None, reason)``.
 
     Nothing here raises: no nvidia-ml-py, no libnvidia-ml, a GPU without

@@ -92,7 +92,7 @@ def _zone_order(name: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2) or -1))
 
 
-def _counted_zone(root: Path, path: Path, match: re.Match) -> RaplZone | None:
+def _counted_zone(root: Path, path: Path, match: re.Match[str]) -> RaplZone | None:
     """The zone at ``path`` if it is counted (a package or DRAM), named after its package."""
     name = (path / "name").read_text().strip()
     if match.group(2) is None:

@@ -20,11 +20,21 @@ every failure becomes a ``reason``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aihpc.energy.meter import SAMPLE_INTERVAL_S, DeviceEnergy
+
+
+class Workers(Protocol):
+    """What the meters need of the run's executor (:class:`aihpc.launch.executor.DaskExecutor`,
+    a package beside this one, not imported): a question to every worker, a plugin on each."""
+
+    def ask_each(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]: ...
+
+    def register_plugin(self, plugin: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,7 @@ class EnergySession:
 
 
 def start_energy(
-    executor,
+    executor: Workers,
     key: str,
     device: str,
     device_kind: str,
@@ -84,7 +94,9 @@ def unmeasured_block(reason: str) -> dict[str, Any]:
     }
 
 
-def finish_energy(executor, session: EnergySession, procs_per_trial: int = 1) -> dict[str, Any]:
+def finish_energy(
+    executor: Workers, session: EnergySession, procs_per_trial: int = 1
+) -> dict[str, Any]:
     """Stop every meter; the block kept in the store's meta (see the module docstring).  A worker
     whose meter does not answer is counted from the readings it saved."""
     from aihpc.energy.worker import stop_meter

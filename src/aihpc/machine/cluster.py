@@ -36,7 +36,7 @@ def interface_address(name: str) -> str:
     check_interface(name)
     for address in psutil.net_if_addrs()[name]:
         if address.family == socket.AF_INET:
-            return address.address
+            return str(address.address)
     raise ConfigError(f"network interface must have an IPv4 address, got {name!r} without one")
 
 

@@ -79,12 +79,13 @@ def onednn_isa() -> str | None:
     try:
         import torch
 
-        if not torch.backends.mkldnn.is_available():
+        if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
             return None
         x, w = torch.ones(1, 8, 8, 8), torch.ones(8, 8, 3, 3)
 
         def convolve() -> None:
-            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            verbose = torch.backends.mkldnn.verbose  # torch leaves it unannotated
+            with verbose(torch.backends.mkldnn.VERBOSE_ON):  # type: ignore[no-untyped-call]
                 torch.ops.aten.mkldnn_convolution(x, w, None, [0, 0], [1, 1], [1, 1], 1)
 
         return onednn_isa_of(_stdout_of(convolve))

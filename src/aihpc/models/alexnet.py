@@ -45,7 +45,8 @@ class AlexNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.avgpool(self.features(x))
-        return self.classifier(torch.flatten(x, 1))
+        out: torch.Tensor = self.classifier(torch.flatten(x, 1))
+        return out
 
 
 def alexnet(num_classes: int = 1000, in_channels: int = 3) -> AlexNet:

@@ -71,7 +71,8 @@ class LSTMLanguageModel(nn.Module):
         x = self.drop(self.encoder(tokens))
         y, _ = self.rnn(x)
         logits = self.decoder(self.drop(y))
-        return logits.reshape(-1, logits.shape[-1])
+        out: torch.Tensor = logits.reshape(-1, logits.shape[-1])
+        return out
 
 
 def lstm_lm(num_classes: int = VOCAB) -> LSTMLanguageModel:

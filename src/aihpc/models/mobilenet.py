@@ -82,7 +82,8 @@ class InvertedResidual(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.conv(x)
-        return x + out if self.use_res_connect else out
+        result: torch.Tensor = x + out if self.use_res_connect else out
+        return result
 
 
 class MobileNetV2(nn.Module):
@@ -117,7 +118,8 @@ class MobileNetV2(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.adaptive_avg_pool2d(self.features(x), (1, 1))
-        return self.classifier(torch.flatten(x, 1))
+        out: torch.Tensor = self.classifier(torch.flatten(x, 1))
+        return out
 
 
 def mobilenet_v2(num_classes: int = 1000, in_channels: int = 3) -> MobileNetV2:

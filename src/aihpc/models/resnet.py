@@ -47,7 +47,8 @@ class BasicBlock(nn.Module):
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(out + identity)
+        result: torch.Tensor = self.relu(out + identity)
+        return result
 
 
 class Bottleneck(nn.Module):
@@ -73,7 +74,8 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
+        result: torch.Tensor = self.relu(out + identity)
+        return result
 
 
 class ResNet(nn.Module):
@@ -118,7 +120,8 @@ class ResNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+        out: torch.Tensor = self.fc(torch.flatten(self.avgpool(x), 1))
+        return out
 
 
 def init_conv_bn(model: nn.Module) -> None:
@@ -199,7 +202,8 @@ class CifarResNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.layers(F.relu(self.bn1(self.conv1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+        out: torch.Tensor = self.fc(torch.flatten(self.avgpool(x), 1))
+        return out
 
 
 def resnet20(num_classes: int = 10, in_channels: int = 3) -> CifarResNet:

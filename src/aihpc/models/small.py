@@ -36,7 +36,8 @@ class DigitsCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.avgpool(self.features(x))
-        return self.classifier(torch.flatten(x, 1))
+        out: torch.Tensor = self.classifier(torch.flatten(x, 1))
+        return out
 
 
 def digits_cnn(num_classes: int = 10, in_channels: int = 1) -> DigitsCNN:

@@ -59,7 +59,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(d, dim=2)
         q, k, v = (z.view(n, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(n, t, d))
+        out: torch.Tensor = self.proj(y.transpose(1, 2).reshape(n, t, d))
+        return out
 
 
 class MLP(nn.Module):
@@ -72,7 +73,8 @@ class MLP(nn.Module):
         self.fc2 = nn.Linear(4 * d_model, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))
+        out: torch.Tensor = self.fc2(self.act(self.fc1(x)))
+        return out
 
 
 class Block(nn.Module):
@@ -87,7 +89,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        out: torch.Tensor = x + self.mlp(self.ln2(x))
+        return out
 
 
 class TransformerLM(nn.Module):
@@ -128,14 +131,16 @@ class TransformerLM(nn.Module):
         """``(N, T)`` int64 token ids -> ``(N * T, vocab)`` logits; ModelError if
         ``T > context``."""
         t = tokens.shape[1]
-        if not torch.jit.is_tracing() and t > self.context:  # traced: T is fixed by the example
+        tracing = torch.jit.is_tracing()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+        if not tracing and t > self.context:  # traced: T is fixed by the example
             raise ModelError(
                 f"sequence length must be <= the model's context {self.context}, got {t}"
             )
         positions = torch.arange(t, device=tokens.device)
         x = self.tok_emb(tokens) + self.pos_emb(positions)
         logits = self.head(self.ln_f(self.blocks(x)))
-        return logits.reshape(-1, logits.shape[-1])
+        out: torch.Tensor = logits.reshape(-1, logits.shape[-1])
+        return out
 
 
 def transformer_small(num_classes: int = VOCAB) -> TransformerLM:

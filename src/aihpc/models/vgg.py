@@ -99,7 +99,8 @@ class VGG(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.avgpool(self.features(x))
-        return self.classifier(torch.flatten(x, 1))
+        out: torch.Tensor = self.classifier(torch.flatten(x, 1))
+        return out
 
 
 class SmallVGG(nn.Module):
@@ -116,7 +117,8 @@ class SmallVGG(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.avgpool(self.features(x))
-        return self.classifier(torch.flatten(x, 1))
+        out: torch.Tensor = self.classifier(torch.flatten(x, 1))
+        return out
 
 
 def vgg11(num_classes: int = 1000, in_channels: int = 3) -> VGG:

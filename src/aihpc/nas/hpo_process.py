@@ -99,7 +99,7 @@ class SearchProcess:
                     self.pid, f"sent nothing for {REPLY_TIMEOUT_S:.0f} s and was killed"
                 )
         try:
-            message = self.conn.recv()
+            message: tuple[Any, ...] = self.conn.recv()
         except (EOFError, OSError):
             raise self._death() from None
         if message[0] == "error":
@@ -186,7 +186,7 @@ def _handle(core: WindowedStudy, message: tuple[Any, ...]) -> int:
     """Apply one message from the master; returns how many more suggestions it asks for."""
     kind = message[0]
     if kind == "draw":
-        return message[1]
+        return int(message[1])
     if kind == "tell":
         core.tell(message[1], message[2])
     elif kind == "add":

@@ -63,4 +63,5 @@ def get(name: str) -> Workload:
     if name not in _WORKLOADS:
         raise ConfigError(f"unknown workload {name!r}; valid names: {', '.join(names())}")
     module, cls = _WORKLOADS[name].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    workload: Workload = getattr(importlib.import_module(module), cls)()
+    return workload

@@ -292,4 +292,5 @@ class CosmoFlowNet(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return 1.2 * self.head(self.features(x))
+        out: torch.Tensor = 1.2 * self.head(self.features(x))
+        return out

@@ -310,4 +310,5 @@ class SegmentationNet(nn.Module):
         m = self.mid(self.pool(e2))
         d2 = self.dec2(torch.cat([self.up2(m), e2], 1))
         d1 = self.dec1(torch.cat([self.up1(d2), e1], 1))
-        return self.head(d1)
+        out: torch.Tensor = self.head(d1)
+        return out

@@ -34,9 +34,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.errors import StorageError, WorkersLost
+
+if TYPE_CHECKING:
+    import torch
+
+    from aihpc.mlperf.log import MLPerfLog
+    from aihpc.workloads.base import Samples, Size, Workload
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,9 @@ class _Initialised:
     eval_ops: int  # per evaluated sample
 
 
-def _initialise(task: InstanceTask, workload, size, log, staged_data: Path) -> _Initialised:
+def _initialise(
+    task: InstanceTask, workload: Workload, size: Size, log: MLPerfLog, staged_data: Path
+) -> _Initialised:
     """MLPerf's init phase, logged: stage the data (timed apart), build the model, count it."""
     import torch
 
@@ -200,18 +208,19 @@ def _meet_peers(task: InstanceTask) -> None:
     """Runs on a Dask worker: set this instance's Event of the barrier, then wait for the peers'."""
     if task.barrier is None:
         return
-    from distributed import Event
+    from distributed import Event  # Dask leaves Event unannotated
 
-    Event(f"{task.barrier}-{task.instance}").set()
+    Event(f"{task.barrier}-{task.instance}").set()  # type: ignore[no-untyped-call]
     for i in range(task.peers):
-        if not Event(f"{task.barrier}-{i}").wait(timeout=BARRIER_TIMEOUT_S):
+        event = Event(f"{task.barrier}-{i}")  # type: ignore[no-untyped-call]
+        if not event.wait(timeout=BARRIER_TIMEOUT_S):  # type: ignore[no-untyped-call]
             raise WorkersLost(
                 f"instance {i} of run {task.run} did not finish staging and initialisation "
                 f"within {BARRIER_TIMEOUT_S:.0f} s of instance {task.instance}"
             )
 
 
-def _ops_per_sample(workload, model, size) -> tuple[int, int]:
+def _ops_per_sample(workload: Workload, model: torch.nn.Module, size: Size) -> tuple[int, int]:
     """Operations of one training sample (forward, loss, backward) and one evaluated sample."""
     from aihpc.counting import count_ops
 
@@ -222,7 +231,12 @@ def _ops_per_sample(workload, model, size) -> tuple[int, int]:
 
 
 def _train(
-    task: InstanceTask, workload, size, init: _Initialised, log, data_dir: Path
+    task: InstanceTask,
+    workload: Workload,
+    size: Size,
+    init: _Initialised,
+    log: MLPerfLog,
+    data_dir: Path,
 ) -> InstanceResult:
     """MLPerf's run phase, logged: read the staged data, train epochs until the target or
     the budget, and the instance's result."""
@@ -264,7 +278,15 @@ def _train(
     )
 
 
-def _epochs(task: InstanceTask, workload, size, init: _Initialised, log, data, start: int):
+def _epochs(
+    task: InstanceTask,
+    workload: Workload,
+    size: Size,
+    init: _Initialised,
+    log: MLPerfLog,
+    data: tuple[Samples, Samples],
+    start: int,
+) -> tuple[list[EpochPoint], float | None, bool, float]:
     """Train and evaluate epoch after epoch; stop at the target, the budget or divergence.
 
     Returns (the curve, the best metric or None, whether the target was reached, the last metric).

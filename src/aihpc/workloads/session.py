@@ -19,13 +19,17 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.base.fmt import text_table
 from aihpc.machine.cluster import check_interface
 from aihpc.records.ttt import TTTSummary
 from aihpc.workloads.ttt import Plan
+
+if TYPE_CHECKING:
+    from aihpc.launch.executor import DaskExecutor
+    from aihpc.workloads.instance import InstanceResult
 
 RESULT_FILE = "ttt.json"
 WORKER_WAIT_S = 600.0  # for every instance's worker to join (batch jobs may queue)
@@ -128,7 +132,7 @@ def platform_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def open_executor(settings: Settings, plan: Plan):
+def open_executor(settings: Settings, plan: Plan) -> DaskExecutor:
     """The executors of ``aihpc run``: a LocalCluster, a running scheduler, or SLURM jobs, one
     worker per instance, every one joined; a task's failure is logged in the output folder."""
     from aihpc.base.config import LaunchSection, read_section
@@ -170,7 +174,7 @@ class _Recorder:
         self.failures: dict[str, str] = {}
         self.outcome: Outcome | None = None
 
-    def __call__(self, rounds) -> None:
+    def __call__(self, rounds: list[list[InstanceResult]]) -> None:
         from aihpc.records.files import result_document, write_result
         from aihpc.workloads import get
         from aihpc.workloads.ttt import check_logs, summarise

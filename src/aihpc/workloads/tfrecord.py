@@ -40,6 +40,7 @@ import gzip
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ def masked_crc(data: bytes) -> int:
 
 
 # ------------------------------------------------------------------ framing
-def _open(path: Path, mode: str):
+def _open(path: Path, mode: str) -> gzip.GzipFile | IO[Any]:
     raw = path.read_bytes()[:2] if mode == "rb" else b""
     if mode == "rb" and raw == b"\x1f\x8b":  # gzip magic: a GZIP-compressed TFRecord file
         return gzip.open(path, "rb")

@@ -25,12 +25,17 @@ from __future__ import annotations
 import math
 import statistics
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aihpc.base.errors import WorkersLost
 from aihpc.records.ttt import TTTInstance, TTTRun, TTTSummary
 from aihpc.workloads.instance import InstanceResult, InstanceTask, run_instance
+
+if TYPE_CHECKING:
+    from aihpc.launch.executor import DaskExecutor
 
 OLYMPIC_MIN_RUNS = 3
 
@@ -105,7 +110,11 @@ class Plan:
         ]
 
 
-def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]]:
+def run_rounds(
+    plan: Plan,
+    executor: DaskExecutor | None,
+    on_round: Callable[[list[list[InstanceResult]]], None] | None = None,
+) -> list[list[InstanceResult]]:
     """Every run, one after another; the instances of a run at once, one per worker.
 
     ``executor``: a :class:`aihpc.launch.executor.DaskExecutor`, or None to run
@@ -152,7 +161,7 @@ def run_rounds(plan: Plan, executor, on_round=None) -> list[list[InstanceResult]
 ROUND_WAIT_S = 60.0
 
 
-def _workers(executor, n: int) -> list[str]:
+def _workers(executor: DaskExecutor, n: int) -> list[str]:
     """The addresses of ``n`` or more workers alive now, waiting up to ROUND_WAIT_S for them."""
     try:
         executor.client.wait_for_workers(n, timeout=ROUND_WAIT_S)
