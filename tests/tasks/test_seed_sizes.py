@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from aihpc.base.errors import ConfigError
 from aihpc.tasks import task_of
+from aihpc.tasks.image.options import ImageOptions
 from aihpc.tasks.image.seeds import seed_spec
 from aihpc.tasks.image.task import SEEDS as IMAGE_SEEDS
 from aihpc.tasks.image.task import WORTH_EPOCHS, seed_network
@@ -50,6 +52,23 @@ def test_the_image_seed_width_applies_where_the_size_takes_one():
     # a run recorded before the field: the seed as it was
     old = {"input_shape": [3, 16, 16], "num_classes": 50}
     assert IMAGE.seed_arch(old) == seed_spec((3, 16, 16), 50)
+
+
+def test_a_run_sets_the_image_seeds_width_where_its_size_takes_one():
+    assert seed_network((3, 16, 16), "cpu", 12) == {"width": 12}
+    assert seed_network((3, 32, 32), "cuda", 24) == {"width": 24}
+    info = {"input_shape": [3, 16, 16], "num_classes": 50, "seed_network": {"width": 16}}
+    assert IMAGE.seed_arch(info) == seed_spec((3, 16, 16), 50, width=16)
+    with pytest.raises(
+        ConfigError, match=r"seed_width does not apply to inputs of 224x224 .*got 8"
+    ):
+        seed_network((3, 224, 224), "cpu", 8)
+
+
+@pytest.mark.parametrize("width", [0, -3, 2.5, True, "8"])
+def test_a_seed_width_that_is_not_a_whole_number_from_1_is_refused(width):
+    with pytest.raises(ConfigError, match=f"seed_width must be a whole number >= 1, got {width!r}"):
+        ImageOptions(seed_width=width)
 
 
 @pytest.mark.parametrize(

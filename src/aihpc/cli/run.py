@@ -69,6 +69,12 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
         "--min-accuracy", type=float, help="image: best accuracy below which the run is invalid"
     )
     p.add_argument(
+        "--seed-width",
+        type=int,
+        help="image: the seed network's base width, channels of its first stage (default: by "
+        "device and image size; 8 for the CPU's default images)",
+    )
+    p.add_argument(
         "--max-val-loss",
         type=float,
         help="lm: best validation loss (nats/token) above which the run is invalid (default: "

@@ -12,9 +12,12 @@ from aihpc.base.errors import ConfigError
 
 @dataclass(frozen=True)
 class ImageOptions:
-    """The best accuracy of a valid run, and the data set's own options."""
+    """The best accuracy of a valid run, the seed network's width, and the data set's own
+    options."""
 
     min_accuracy: float = 0.5  # the best validation accuracy of a valid run, a fraction
+    # the seed network's base width (channels of its first stage); None: the device's (SEEDS)
+    seed_width: int | None = None
     # passed to the data set's reader (aihpc.tasks.image.data.load_dataset): the synthetic
     # images' num_samples, num_classes, image_size, channels, difficulty; a reader's image_size
     data_options: dict[str, Any] = field(default_factory=dict)
@@ -22,6 +25,11 @@ class ImageOptions:
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_accuracy < 1.0:
             raise ConfigError(f"min_accuracy must be in [0, 1), got {self.min_accuracy!r}")
+        width = self.seed_width
+        if width is not None and (
+            isinstance(width, bool) or not isinstance(width, int) or width < 1
+        ):
+            raise ConfigError(f"seed_width must be a whole number >= 1, got {width!r}")
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -36,7 +44,11 @@ class ImageOptions:
         return read_section(cls, values, source)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"min_accuracy": self.min_accuracy, "data_options": dict(self.data_options)}
+        return {
+            "min_accuracy": self.min_accuracy,
+            "seed_width": self.seed_width,
+            "data_options": dict(self.data_options),
+        }
 
     def ref_options(self) -> dict[str, Any]:
         return dict(self.data_options)

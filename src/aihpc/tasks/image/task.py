@@ -133,7 +133,9 @@ class ImageTask:
         info: DataInfo = {
             "input_shape": list(data.input_shape),
             "num_classes": data.num_classes,
-            "seed_network": seed_network(tuple(data.input_shape), device),
+            "seed_network": seed_network(
+                tuple(data.input_shape), device, _options(config).seed_width
+            ),
         }
         seed_params = self.seed_arch(info).num_params()
         max_params = config.search.max_params or DEFAULT_MAX_PARAMS[device]
@@ -329,12 +331,23 @@ def image_space(batch_sizes: Sequence[int], optimizer: str, schedule: str) -> Se
     )
 
 
-def seed_network(input_shape: tuple[int, ...], device: str) -> dict[str, Any]:
+def seed_network(
+    input_shape: tuple[int, ...], device: str, width: int | None = None
+) -> dict[str, Any]:
     """What the seed network of ``input_shape`` on ``device`` sets (results.json's
-    ``data.seed_network``): its base width by :data:`SEEDS`, where that gives one."""
+    ``data.seed_network``): its base width, ``width`` where the run sets one (ConfigError where
+    the seed's size is fixed), else by :data:`SEEDS`, where that gives one."""
     from aihpc.tasks.image.seeds import auto_size
 
-    width = SEEDS[device].get(auto_size(input_shape))
+    size = auto_size(input_shape)
+    if width is not None:
+        if size == "resnet50":
+            raise ConfigError(
+                f"seed_width does not apply to inputs of {input_shape[1]}x{input_shape[2]} (the "
+                f"seed is ResNet-50, fixed), got {width}"
+            )
+        return {"width": width}
+    width = SEEDS[device].get(size)
     return {} if width is None else {"width": width}
 
 
