@@ -398,8 +398,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep each run's directory")
     ap.add_argument("--report", action="store_true", help="only write the report of state.json")
     ap.add_argument("--page", type=Path, help="also write the report here (a dated docs page)")
-    ap.add_argument("extra", nargs="*", help="more `aihpc run` arguments, after --")
-    args = ap.parse_args(argv)
+    # what follows "--" goes to every `aihpc run` as it is (argparse would not give it to a
+    # positional list after the positional DIR)
+    argv = sys.argv[1:] if argv is None else argv
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = ap.parse_args(argv[:cut])
+    args.extra = argv[cut + 1 :]
     args.tasks = _names(ap, args.tasks, TASKS, "task")
     args.stages = _names(ap, args.stages, STAGES, "stage")
     known = (*BASELINES, *ABLATIONS, *ONE_WORKER)

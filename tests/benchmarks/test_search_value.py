@@ -35,6 +35,8 @@ def test_the_plan_interleaves_seeds_and_sizes_each_stage(bench):
         "--task", "lm", "--seed", "0", "--workers", "1", "--threads-per-worker", "1", "--x",
     ]  # fmt: skip
     assert len({r.key for r in runs}) == len(runs)
+    extra = sv.parse(["out", "--seeds", "1", "--", "--seed-width", "16"]).extra
+    assert extra == ["--seed-width", "16"] and sv.parse(["out"]).extra == []
 
 
 def test_a_runs_figures_follow_its_epochs_in_the_order_they_ended(bench):
