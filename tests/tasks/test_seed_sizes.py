@@ -4,14 +4,17 @@ behind ``min_train_ops``."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from aihpc.base.errors import ConfigError
-from aihpc.tasks import task_of
+from aihpc.tasks import read_config, task_of
 from aihpc.tasks.image.options import ImageOptions
 from aihpc.tasks.image.seeds import seed_spec
 from aihpc.tasks.image.task import SEEDS as IMAGE_SEEDS
 from aihpc.tasks.image.task import WORTH_EPOCHS, seed_network
+from aihpc.tasks.language.options import LanguageOptions
 from aihpc.tasks.language.task import DEFAULT_CONTEXT, TOKENS_PER_PARAM
 from aihpc.tasks.language.task import SEEDS as LM_SEEDS
 
@@ -81,3 +84,27 @@ def test_the_language_seeds_as_stated(device, params, min_ops):
     assert LM.min_train_ops(spec, info) == pytest.approx(min_ops, rel=0.01)
     per_token = LM.count_per_sample(spec, 1, 0.0)[0] / spec.context
     assert LM.min_train_ops(spec, info) == pytest.approx(TOKENS_PER_PARAM * params * per_token)
+
+
+def test_a_run_sets_the_language_seeds_sizes_and_keeps_the_rest_of_the_devices():
+    small = {"doc_length": 32, "train_tokens": 8192, "val_tokens": 2048, "vocab_size": 64}
+    config = read_config(dict(task="lm", seed_network={"width": 64}, data_options=small))
+    info = LM.inspect_data(LM.default_workload(config, "cpu"), "cpu")
+    assert info["seed_network"] == {**LM_SEEDS["cpu"], "width": 64}
+    assert LM.seed_arch(info).width == 64
+
+
+@pytest.mark.parametrize(
+    ("seed", "message"),
+    [
+        (
+            {"depth": 3},
+            "seed_network's keys are width, layers, heads, head_dim, mlp_hidden, got 'depth'",
+        ),
+        ({"layers": 0}, "seed_network.layers"),
+        ([48], "seed_network must be a table, got [48]"),
+    ],
+)
+def test_a_language_seed_setting_it_cannot_use_is_refused(seed, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        LanguageOptions(seed_network=seed)

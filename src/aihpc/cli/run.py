@@ -222,6 +222,7 @@ TOML_ONLY = (
     "population",
     "report_seconds",
     "schedule",
+    "seed_network",
     "tournament",
 )
 

@@ -18,11 +18,14 @@ from aihpc.base.errors import ConfigError
 
 #: The task's own settings a file from before typed settings gave among the data set's options.
 MOVED = ("context", "epoch_tokens")
+#: What a run may set of the seed network (``seed_network``; the rest is the device's seed)
+SEED_KEYS = ("width", "layers", "heads", "head_dim", "mlp_hidden")
 
 
 @dataclass(frozen=True)
 class LanguageOptions:
-    """The best loss of a valid run, the context, an epoch's tokens, the data set's options."""
+    """The best loss of a valid run, the context, an epoch's tokens, the seed network, the data
+    set's options."""
 
     # the best validation loss (nats/token) of a valid run; None: the data's bigram loss
     max_val_loss: float | None = None
@@ -31,6 +34,8 @@ class LanguageOptions:
     context: int | None = None
     # tokens of windows one epoch trains on; None: sized to the device
     epoch_tokens: int | None = None
+    # the seed network's sizes that differ from the device's seed (SEED_KEYS), e.g. {width = 64}
+    seed_network: dict[str, int] = field(default_factory=dict)
     # passed to the data set's reader (aihpc.tasks.language.data.load_language): the synthetic
     # language's train_tokens, topics, ...; a token file's dtype, vocab_size, val_path
     data_options: dict[str, Any] = field(default_factory=dict)
@@ -42,6 +47,12 @@ class LanguageOptions:
         for name in MOVED:
             if getattr(self, name) is not None:
                 integer(name, getattr(self, name), 1)
+        if not isinstance(self.seed_network, Mapping):
+            raise ConfigError(f"seed_network must be a table, got {self.seed_network!r}")
+        for key, value in self.seed_network.items():
+            if key not in SEED_KEYS:
+                raise ConfigError(f"seed_network's keys are {', '.join(SEED_KEYS)}, got {key!r}")
+            integer(f"seed_network.{key}", value, 1)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -69,6 +80,7 @@ class LanguageOptions:
             "max_val_loss": self.max_val_loss,
             "context": self.context,
             "epoch_tokens": self.epoch_tokens,
+            "seed_network": dict(self.seed_network),
             "data_options": dict(self.data_options),
         }
 

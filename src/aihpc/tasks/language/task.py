@@ -148,7 +148,7 @@ class LanguageTask:
         assert own.epoch_tokens is not None, "an epoch's tokens are sized to the device first"
         data = load(DataRef.of(config))
         context = context_of(data, own.ref_options())
-        seed = SEEDS[device]
+        seed = {**SEEDS[device], **own.seed_network}
         info: DataInfo = {
             **data.info(),
             "name": config.run.dataset,
