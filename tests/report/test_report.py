@@ -20,6 +20,7 @@ from aihpc.base.fmt import format_fraction, format_seconds, format_si
 from aihpc.cli import main
 from aihpc.report import write_report
 from aihpc.report.digest import ReportRun, read_for_report
+from aihpc.report.html import render_html
 from aihpc.report.plots import phase_totals, plot_timeline, tick_label, trial_spans
 from aihpc.results.read import decode_results
 from aihpc.results.read import read_results_document as load_results
@@ -268,6 +269,12 @@ def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
     table = page[page.index("<h2>Trials</h2>") :]
     assert "worker lost" in table
     assert re.findall(r'<tr><td class="num">(\d+)</td>', table)[-1] == "8"
+
+
+def test_a_run_without_an_id_or_version_says_not_available() -> None:
+    page = render_html(_report_run({**_fixture(), "run_id": None, "aihpc_version": None}), {})
+    assert "<title>aihpc report</title>" in page
+    assert '<p class="sub">run <code>n/a</code> · aihpc n/a</p>' in page
 
 
 def test_timeline_without_accuracy_still_plots() -> None:
