@@ -12,15 +12,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from aihpc.base.errors import DataError
 from aihpc.base.fmt import format_fraction, format_seconds, format_si
 from aihpc.cli import main
 from aihpc.report import write_report
-from aihpc.report.html import best_trial
+from aihpc.report.digest import ReportRun, read_for_report
+from aihpc.report.html import render_html
 from aihpc.report.plots import phase_totals, plot_timeline, tick_label, trial_spans
+from aihpc.results.read import decode_results
 from aihpc.results.read import read_results_document as load_results
+from aihpc.results.trial import EpochRecord
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -29,6 +33,12 @@ IMG_RE = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
 def _fixture() -> dict[str, Any]:
     return json.loads(FIXTURE.read_text())
+
+
+def _report_run(doc: dict[str, Any]) -> ReportRun:
+    """The run of the results.json document ``doc``, as the report reads it."""
+    results = decode_results(json.dumps(doc).encode(), "a test's results")
+    return ReportRun.of(results.head(), results.trials)
 
 
 def _run_dir(tmp_path: Path, results: dict[str, Any] | None = None) -> Path:
@@ -116,6 +126,9 @@ def test_report_from_fixture(tmp_path: Path) -> None:
         "6 completed, 1 failed, 1 diverged",
     ):
         assert text in page, text
+    # Schema 1's peak, one per dtype, is what the share of peak divided by.
+    peak = page[page.index("<h2>Measured peak</h2>") : page.index("<h2>Energy</h2>")]
+    assert "<tr><th>float32 on cpu</th><td>110 GFLOP/s</td></tr>" in peak
     # Environment and configuration.
     for text in (
         "bench-node-07",
@@ -165,8 +178,9 @@ def test_schema_version_1_reads_as_version_3(tmp_path: Path) -> None:
 
 def test_best_trial_and_phase_totals() -> None:
     results = _fixture()
-    assert best_trial(results)["id"] == 7
-    totals = phase_totals(results)
+    run = read_for_report(FIXTURE)
+    assert run.best_trial().id == 7
+    totals = phase_totals(run.trials)
     assert list(totals)[:7] == [
         "data",
         "forward",
@@ -257,12 +271,21 @@ def test_trials_with_missing_optional_fields(tmp_path: Path) -> None:
     assert re.findall(r'<tr><td class="num">(\d+)</td>', table)[-1] == "8"
 
 
+def test_a_run_without_an_id_or_version_says_not_available() -> None:
+    page = render_html(_report_run({**_fixture(), "run_id": None, "aihpc_version": None}), {})
+    assert "<title>aihpc report</title>" in page
+    assert '<p class="sub">run <code>n/a</code> · aihpc n/a</p>' in page
+
+
 def test_timeline_without_accuracy_still_plots() -> None:
-    score = _fixture()["score"]
-    timeline = [{"t": 5.0, "ops_per_second": 1e9}, {"t": 10.0, "ops_per_second": 2e9}]
-    png = plot_timeline({"score": score, "timeline": timeline})
+    point = {"ops": 0, "trials_done": 0, "running": 1}
+    timeline = [
+        {**point, "t": 5.0, "ops_per_second": 1e9},
+        {**point, "t": 10.0, "ops_per_second": 2e9},
+    ]
+    png = plot_timeline(_report_run({**_fixture(), "timeline": timeline}))
     assert png is not None and png[:8] == PNG_SIGNATURE
-    assert plot_timeline({"score": score, "timeline": []}) is None
+    assert plot_timeline(_report_run({**_fixture(), "timeline": []})) is None
 
 
 # --------------------------------------------------------------------------- errors
@@ -372,16 +395,21 @@ def test_cli_import_is_lazy() -> None:
 
 def test_trial_spans_follow_epoch_workers() -> None:
     # Epochs 1-2 on worker-0, epoch 3 resumed on worker-1 after the master restarted.
-    epochs = [
-        {"epoch": 1, "worker": "worker-0", "t_start": 10.0, "t_end": 14.0},
-        {"epoch": 2, "worker": "worker-0", "t_start": 14.5, "t_end": 18.0},
-        {"epoch": 3, "worker": "worker-1", "t_start": 40.0, "t_end": 43.0},
-    ]
-    trial = {"id": 1, "worker": "worker-0", "t_start": 10.0, "t_end": 43.0, "epochs": epochs}
-    assert trial_spans(trial) == [("worker-0", 10.0, 18.0), ("worker-1", 40.0, 43.0)]
+    epochs = (
+        EpochRecord(epoch=1, worker="worker-0", t_start=10.0, t_end=14.0),
+        EpochRecord(epoch=2, worker="worker-0", t_start=14.5, t_end=18.0),
+        EpochRecord(epoch=3, worker="worker-1", t_start=40.0, t_end=43.0),
+    )
+    trial = msgspec.structs.replace(
+        read_for_report(FIXTURE).trials[1], worker="worker-0", t_start=10.0, t_end=43.0
+    )
+    spanned = msgspec.structs.replace(trial, epochs=epochs)
+    assert trial_spans(spanned) == [("worker-0", 10.0, 18.0), ("worker-1", 40.0, 43.0)]
     # Epochs without times fall back to the trial's own span; reversed times are dropped.
-    assert trial_spans({**trial, "epochs": [{"epoch": 1}]}) == [("worker-0", 10.0, 43.0)]
-    assert trial_spans({"worker": "w", "t_start": 5.0, "t_end": 4.0}) == []
+    untimed = msgspec.structs.replace(trial, epochs=(EpochRecord(epoch=1),))
+    assert trial_spans(untimed) == [("worker-0", 10.0, 43.0)]
+    reversed_ = msgspec.structs.replace(untimed, worker="w", t_start=5.0, t_end=4.0)
+    assert trial_spans(reversed_) == []
 
 
 def test_worker_plot_with_restart_segments(tmp_path: Path) -> None:

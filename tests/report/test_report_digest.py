@@ -63,11 +63,12 @@ def test_a_large_run_is_read_as_a_digest_and_its_best_trials(tmp_path: Path) -> 
     run.mkdir()
     write_results_document(run, doc)
     read = read_for_report(run / "results.json")
-    digest = read["digest"]
-    assert digest["trials"] == n and sum(digest["status"].values()) == n
-    assert digest["status"]["failed"] == sum(1 for t in doc["trials"] if t["status"] == "failed")
-    assert digest["ops"] == [10 * i + 10 for i in range(n)]
-    assert digest["phase_seconds"] == {
+    digest = read.digest
+    assert digest is not None and read.trial_count == n
+    assert digest.count == n and sum(digest.status.values()) == n
+    assert digest.status["failed"] == sum(1 for t in doc["trials"] if t["status"] == "failed")
+    assert digest.ops == [10 * i + 10 for i in range(n)]
+    assert digest.phase_seconds == {
         k: sum(t["phase_seconds"][k] for t in doc["trials"])
         for k in doc["trials"][0]["phase_seconds"]
     }
@@ -75,13 +76,14 @@ def test_a_large_run_is_read_as_a_digest_and_its_best_trials(tmp_path: Path) -> 
         (t for t in doc["trials"] if t["best_val_accuracy"] is not None),
         key=lambda t: (-t["best_val_accuracy"], t["id"]),
     )
-    kept = {t["id"] for t in read["trials"]}
+    kept = {t.id for t in read.trials}
     assert kept == {t["id"] for t in scored[:SHOWN]} | set(_ancestry(doc))
-    assert all(t == doc["trials"][t["id"]] for t in read["trials"])  # whole, as written
+    assert all(t.to_dict() == doc["trials"][t.id] for t in read.trials)  # whole, as written
     # an older, indented file is digested the same way
     (run / "results.json").write_text(json.dumps({**doc, "schema_version": 2}, indent=2))
     older = read_for_report(run / "results.json")
-    assert older["digest"] == digest and {t["id"] for t in older["trials"]} == kept
+    assert older.digest is not None and {t.id for t in older.trials} == kept
+    assert vars(older.digest) == vars(digest)
 
 
 def test_the_report_of_a_large_run_stays_small_and_names_the_best(tmp_path: Path) -> None:
@@ -94,9 +96,7 @@ def test_the_report_of_a_large_run_stays_small_and_names_the_best(tmp_path: Path
     assert f"{n:,} trials: too many to list" in html
     rows = re.search(r"<h2>Trials</h2>(.*)$", html, re.S).group(1).count('<span class="status st-')
     assert (
-        rows
-        == len(read_for_report(run / "results.json.gz")["trials"])
-        <= SHOWN + len(_ancestry(doc))
+        rows == len(read_for_report(run / "results.json.gz").trials) <= SHOWN + len(_ancestry(doc))
     )
     for trial_id in _ancestry(doc):
         assert f"<td>#{trial_id}</td>" in html  # the best trial's ancestry table

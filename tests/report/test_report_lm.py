@@ -21,12 +21,11 @@ import pytest
 from PIL import Image
 
 from aihpc.report import write_report
-from aihpc.report.digest import LISTED, SHOWN, read_for_report
-from aihpc.report.html import best_trial
-from aihpc.report.lineage import build_lineage, lineage_html, morph_kind
+from aihpc.report.digest import LISTED, SHOWN, ReportRun, read_for_report
+from aihpc.report.lineage import lineage_html, morph_kind
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.report.plots import plot_timeline
-from aihpc.report.quality import quality_for
+from aihpc.results.read import decode_results
 from aihpc.scoring.accuracy import ACCURACY
 from aihpc.tasks.language.quality import LOSS, loss_floor
 from fixture_run import write_results_document
@@ -39,6 +38,12 @@ IMG_RE = re.compile(r"data:image/png;base64,[A-Za-z0-9+/=]+")
 
 def _lm() -> dict[str, Any]:
     return json.loads(LM.read_text())
+
+
+def _report_run(doc: dict[str, Any]) -> ReportRun:
+    """The run of the results.json document ``doc``, as the report reads it."""
+    results = decode_results(json.dumps(doc).encode(), "a test's results")
+    return ReportRun.of(results.head(), results.trials)
 
 
 def _page(tmp_path: Path, results: dict[str, Any]) -> str:
@@ -66,13 +71,11 @@ def _pixels_near(png: bytes, hex_color: str, tolerance: int = 6) -> int:
 
 
 def test_the_quality_is_the_run_s_task_s() -> None:
-    assert quality_for(_lm()) is LOSS
-    assert quality_for(json.loads(IMAGE.read_text())) is ACCURACY
-    # a file from before there were tasks, or with no configuration: the image task's
-    assert quality_for({}) is ACCURACY and quality_for({"schema_version": 1}) is ACCURACY
-    assert quality_for({"config": {"task": "lm"}, "trials": []}) is LOSS
-    v1 = json.loads((Path(__file__).parent / "fixtures" / "results_v1.json").read_text())
-    assert quality_for(v1) is ACCURACY  # every file from before the language task
+    assert read_for_report(LM).quality is LOSS and read_for_report(LM).lineage.quality is LOSS
+    # a configuration that names no task (every file from before there were tasks): the image
+    # task's
+    assert "task" not in json.loads(IMAGE.read_text())["config"]
+    assert read_for_report(IMAGE).quality is ACCURACY
     assert (LOSS.trial_key, LOSS.epoch_key, LOSS.best_key) == (
         "best_val_loss",
         "val_loss",
@@ -143,7 +146,7 @@ def test_nothing_says_accuracy_but_the_next_token_accuracy(tmp_path: Path) -> No
 
 def test_the_best_trial_is_the_lowest_loss(tmp_path: Path) -> None:
     results = _lm()
-    assert best_trial(results)["id"] == 4
+    assert _report_run(results).best_trial().id == 4
     best = _between(_page(tmp_path, results), "<h2>Best trial</h2>", '<h2 id="lineage">')
     for row in (
         "<th>trial</th><td>4</td>",
@@ -162,7 +165,8 @@ def test_the_best_trial_is_the_lowest_loss(tmp_path: Path) -> None:
     # A lower loss elsewhere makes that trial the best; a higher one never does.
     results["trials"][3]["best_val_loss"] = 2.1
     results["trials"][0]["best_val_loss"] = 9.9
-    assert best_trial(results)["id"] == 3 and build_lineage(results).ancestry == (0, 1, 3)
+    run = _report_run(results)
+    assert run.best_trial().id == 3 and run.lineage.ancestry == (0, 1, 3)
 
 
 def test_the_trials_table_shows_losses_and_next_token_accuracy(tmp_path: Path) -> None:
@@ -186,7 +190,7 @@ def test_the_trials_table_shows_losses_and_next_token_accuracy(tmp_path: Path) -
 
 
 def test_the_lineage_shows_the_change_in_loss_per_step() -> None:
-    lineage = build_lineage(_lm())
+    lineage = read_for_report(LM).lineage
     assert lineage.quality is LOSS and lineage.ancestry == (0, 2, 4)
     assert {i: n.kind for i, n in lineage.nodes.items()} == {
         0: "seed",
@@ -227,7 +231,7 @@ def test_a_language_model_s_growth_steps_have_their_kinds(morph: str, kind: str)
 
 
 def test_the_lineage_plot_puts_unevaluated_trials_above_the_worst_loss() -> None:
-    png = plot_lineage(build_lineage(_lm()))
+    png = plot_lineage(read_for_report(LM).lineage)
     assert png is not None
     for color in (
         "#212121",
@@ -241,7 +245,7 @@ def test_the_lineage_plot_puts_unevaluated_trials_above_the_worst_loss() -> None
 
 def test_the_timeline_draws_the_best_loss_and_the_floor() -> None:
     results = _lm()
-    drawn = plot_timeline(results)
+    drawn = plot_timeline(_report_run(results))
     assert drawn is not None
     assert _pixels_near(drawn, "#2e7d32") > 100  # the best-so-far loss
     assert _pixels_near(drawn, "#c62828") > 100  # the maximum of a valid run
@@ -249,19 +253,14 @@ def test_the_timeline_draws_the_best_loss_and_the_floor() -> None:
     for point in results["timeline"]:
         point["best_accuracy"] = 0.9  # an image run's key is not read for a loss
         del point["best_val_loss"]
-    assert _pixels_near(plot_timeline(results), "#2e7d32") == 0
+    assert _pixels_near(plot_timeline(_report_run(results)), "#2e7d32") == 0
     # Without a floor, its dotted line is gone.
     without = _lm()
     without["score"]["loss_floor"] = None
     without["data"]["floor"] = None
-    assert _pixels_near(plot_timeline(without), "#616161", 2) < _pixels_near(drawn, "#616161", 2)
-    # the run's task names its quality: a file with its config and a loss alone is drawn
-    only_loss = {
-        "config": {"task": "lm"},
-        "score": {"best_val_loss": 2.0},
-        "timeline": [{"t": 1.0, "best_val_loss": 2.0}],
-    }
-    assert plot_timeline(only_loss) is not None
+    assert _pixels_near(plot_timeline(_report_run(without)), "#616161", 2) < _pixels_near(
+        drawn, "#616161", 2
+    )
 
 
 # --------------------------------------------------------------------------- a large run
@@ -302,14 +301,14 @@ def test_a_large_run_keeps_and_lists_its_lowest_losses(tmp_path: Path) -> None:
     run.mkdir()
     write_results_document(run, doc)
     read = read_for_report(run / "results.json")
-    assert read["digest"]["quality"] == "loss"
+    assert read.digest is not None and read.digest.quality is LOSS
     scored = sorted(
         (t for t in doc["trials"] if t["best_val_loss"] is not None),
         key=lambda t: (t["best_val_loss"], t["id"]),
     )
-    kept = {t["id"] for t in read["trials"]}
+    kept = {t.id for t in read.trials}
     assert {t["id"] for t in scored[:SHOWN]} <= kept
-    assert scored[0]["id"] == build_lineage(read).ancestry[-1]
+    assert scored[0]["id"] == read.lineage.ancestry[-1]
     page = IMG_RE.sub("", write_report(run).read_text())
     table = page.split("<h2>Trials</h2>")[1]
     assert "(the lowest loss and the best trial's ancestry), lowest loss first" in table

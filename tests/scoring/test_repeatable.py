@@ -13,8 +13,9 @@ import jsonschema
 import pytest
 
 from aihpc.records.codec import UNSET
+from aihpc.report.digest import ReportRun
 from aihpc.report.html import render_html
-from aihpc.results.read import read_results
+from aihpc.results.read import decode_results, read_results
 from aihpc.results.schema import schema_of
 from aihpc.results.write import not_repeatable
 from aihpc.runner.display.summary import summary_lines
@@ -113,16 +114,21 @@ def test_the_summary_marks_the_score_and_its_share_of_peak() -> None:
     assert not any("not repeatable" in line for line in lines)
 
 
+def _report_run(doc: dict) -> ReportRun:
+    results = decode_results(json.dumps(doc).encode(), "a test's results")
+    return ReportRun.of(results.head(), results.trials)
+
+
 def test_the_report_marks_its_headline_cards() -> None:
     doc = _marked_results()
-    page = render_html(doc, {})
+    page = render_html(_report_run(doc), {})
     cards = re.findall(r'<div class="card ([^"]*)"><div class="label">([^<]*)</div>', page)
     marked = sorted(label for css, label in cards if "unrepeatable" in css)
     assert marked == ["Regulated score", "Score", "Share of peak"], cards
     assert page.count('<div class="mark">not repeatable</div>') == 3
     assert page.count("moved by -20.0 % between before the run and after it") == 3
     doc["score"]["not_repeatable"] = None
-    assert "not repeatable" not in render_html(doc, {})
+    assert "not repeatable" not in render_html(_report_run(doc), {})
 
 
 def test_verify_checks_the_mark_against_the_store_s_peak(run_copy: Path) -> None:

@@ -1,46 +1,49 @@
-"""A large run's results as the report reads them: aggregates of every trial, a few trials whole.
+"""A run's results as the report reads them: :class:`ReportRun`, and a large run's digest.
+
+:func:`read_for_report` reads results.json (every version :mod:`aihpc.results.read`
+reads) into one :class:`ReportRun`: the run's sections, its trials by id, its task
+(which names the quality every part of the report reads, ranks, writes and plots:
+the task's :class:`~aihpc.scoring.quality.ReportQuality`) and its search lineage,
+each derived once here for every renderer.
 
 A one-hour run on thousands of accelerators has hundreds of thousands of
 trials: a table row, a bar and a tree node for each would make a page no
 one can read or render.  A run with more than :data:`LISTED` trials is
-therefore reported from a digest made while its trials are read one at a
+therefore reported from a :class:`Digest` made while its trials are read one at a
 time (never all in memory): how the trials ended, the distributions of
-their quality (accuracy or validation loss, :mod:`aihpc.report.quality`),
+their quality (accuracy or validation loss),
 operations, epochs and parameters, the time by phase, and each trial's (id,
-parent, quality, morphism) for the lineage plot.  The :data:`SHOWN` best
+parent, quality) for the lineage plot.  The :data:`SHOWN` best
 trials (most accurate, or of lowest loss) and the best trial's whole
 ancestry are kept whole, for the tables.  A run of at most :data:`LISTED` trials is
-reported in full, as before.
+reported in full.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aihpc.report.lineage import morph_kind
-from aihpc.results.read import (
-    CURRENT_VERSION,
-    iter_trial_records,
-    laid_out_by_line,
-    read_results,
-    read_run_head,
-)
+from aihpc.report.lineage import Lineage, build_lineage
+from aihpc.results.model import RunHead
+from aihpc.results.read import iter_trial_records, laid_out_by_line, read_results, read_run_head
 from aihpc.results.trial import TrialRecord
 from aihpc.scoring.quality import ReportQuality
 from aihpc.tasks import recorded_task
+from aihpc.tasks.base import Task
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
 SHOWN = 100  # the best trials a digest keeps whole
 
 
-def read_for_report(path: Path) -> dict[str, Any]:
-    """The results at ``path`` for the report, as the JSON objects it renders (upgraded to the
-    current schema): the whole document for a run of at most LISTED trials; else its top-level
-    fields, ``trials`` = the kept trials (see the module docstring), and ``digest``
-    (:class:`Digest`'s ``to_dict``).  Read and checked by :mod:`aihpc.results.read`."""
+def read_for_report(path: Path) -> ReportRun:
+    """The results at ``path`` for the report: every trial of a run of at most LISTED; else the
+    kept trials (see the module docstring) and the digest of all.  Read and checked by
+    :mod:`aihpc.results.read`."""
     if not laid_out_by_line(path):  # an older file: parsed whole, once
         results = read_results(path)
         head, trials = results.head(), list(results.trials)
@@ -50,19 +53,63 @@ def read_for_report(path: Path) -> dict[str, Any]:
     for trial in trials or iter_trial_records(path):
         digest.add(trial)
     if digest.count <= LISTED:
-        kept = trials or list(iter_trial_records(path))
-        return _document(head.to_dict(), kept)
+        return ReportRun.of(head, trials or iter_trial_records(path))
     wanted = digest.ancestry() | {t.id for _, _, t in digest.best}
     if trials:
-        kept = [t for t in trials if t.id in wanted]
+        kept: Iterable[TrialRecord] = [t for t in trials if t.id in wanted]
     else:
-        kept = list(iter_trial_records(path, wanted))
-    return {**_document(head.to_dict(), kept), "digest": digest.to_dict()}
+        kept = iter_trial_records(path, wanted)
+    return ReportRun.of(head, kept, digest)
 
 
-def _document(head: dict[str, Any], trials: list[TrialRecord]) -> dict[str, Any]:
-    """results.json's fields ``head`` with ``trials``, in the current schema."""
-    return {**head, "schema_version": CURRENT_VERSION, "trials": [t.to_dict() for t in trials]}
+@dataclass(frozen=True)
+class ReportRun:
+    """One run as the report renders it: its sections (``head``: every one but its trials), its
+    trials by id (every one, or those a large run's ``digest`` kept whole), its task, and the
+    search lineage of those trials."""
+
+    head: RunHead[Any]
+    trials: tuple[TrialRecord, ...]
+    task: Task
+    lineage: Lineage
+    digest: Digest | None = None
+
+    @classmethod
+    def of(
+        cls, head: RunHead[Any], trials: Iterable[TrialRecord], digest: Digest | None = None
+    ) -> ReportRun:
+        """The run of ``head`` and ``trials`` (in any order), its task the one its configuration
+        names."""
+        task = recorded_task(head.config)
+        ordered = tuple(sorted(trials, key=lambda t: t.id))
+        return cls(head, ordered, task, build_lineage(ordered, task.report_quality), digest)
+
+    @property
+    def quality(self) -> ReportQuality:
+        """The run's quality: its task's (:attr:`aihpc.tasks.base.Task.report_quality`)."""
+        return self.task.report_quality
+
+    @property
+    def trial_count(self) -> int:
+        """Every trial of the run, listed or digested."""
+        return self.digest.count if self.digest is not None else len(self.trials)
+
+    def by_id(self) -> dict[int, TrialRecord]:
+        """Its trials by id."""
+        return {t.id: t for t in self.trials}
+
+    def best_trial(self) -> TrialRecord | None:
+        """The trial of the best value of the run's quality (the lowest id on ties; the end of
+        the lineage's ancestry), or None."""
+        ancestry = self.lineage.ancestry
+        return self.by_id()[ancestry[-1]] if ancestry else None
+
+    def quality_sections(self) -> Mapping[str, Any]:
+        """The sections the quality's cards and plot lines read (its
+        :meth:`~aihpc.scoring.quality.ReportQuality.headline` and ``thresholds``, which take
+        results.json's ``score`` and ``data`` as JSON objects)."""
+        data = self.head.data
+        return {"score": self.head.score.to_dict(), "data": data.to_dict() if data else None}
 
 
 class Digest:
@@ -81,7 +128,6 @@ class Digest:
         self.ids: list[int] = []
         self.parents: list[int | None] = []
         self.values: list[float | None] = []
-        self.kinds: list[str] = []
         self.best: list[tuple[float, int, TrialRecord]] = []  # (goodness, -n, trial): min-heap
 
     def add(self, trial: TrialRecord) -> None:
@@ -96,7 +142,6 @@ class Digest:
         self.ids.append(trial.id)
         self.parents.append(trial.parent)
         self.values.append(value)
-        self.kinds.append(morph_kind(trial.morph))
         if value is not None:
             entry = (self.quality.goodness(value), -self.count, trial)
             if len(self.best) < SHOWN:
@@ -104,7 +149,7 @@ class Digest:
             elif entry[:2] > self.best[0][:2]:
                 heapq.heapreplace(self.best, entry)
 
-    def ancestry(self) -> set[Any]:
+    def ancestry(self) -> set[int]:
         """The ids of the best trial (the first on ties) and of its ancestors."""
         if not self.best:
             return set()
@@ -115,20 +160,3 @@ class Digest:
             seen.add(current)
             current = parent_of.get(current)
         return seen
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trials": self.count,
-            "status": dict(self.status),
-            "epochs": dict(sorted(self.epochs.items())),
-            "phase_seconds": self.phase_seconds,
-            "ops": self.ops,
-            "params": self.params,
-            "quality": self.quality.name,
-            "lineage": {
-                "ids": self.ids,
-                "parents": self.parents,
-                "values": self.values,
-                "kinds": self.kinds,
-            },
-        }

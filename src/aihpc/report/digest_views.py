@@ -10,25 +10,28 @@ quality (accuracy or validation loss) is the run's :class:`ReportQuality`.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aihpc.base.fmt import format_si
+from aihpc.report.digest import Digest
 from aihpc.report.figure import figure, png
 from aihpc.report.markup import kv_table
-from aihpc.scoring.quality import ReportQuality
+from aihpc.results.sections import WorkerBusy
 
 
-def caption(results: dict[str, Any], quality: ReportQuality) -> str:
-    digest = results["digest"]
+def caption(digest: Digest, kept: int) -> str:
+    """What the trials section of a large run shows: its distributions, then the ``kept`` trials
+    whole."""
+    ranked = digest.quality.ranked
     return (
-        f'<p class="sub">{digest["trials"]:,} trials: too many to list. How they ended and '
-        "how they are distributed, then the "
-        f"{len(results.get('trials') or [])} trials kept whole (the {quality.ranked} and the "
-        f"best trial's ancestry), {quality.ranked} first; every trial is in the results file.</p>"
+        f'<p class="sub">{digest.count:,} trials: too many to list. How they ended and '
+        f"how they are distributed, then the {kept} trials kept whole (the {ranked} and the "
+        f"best trial's ancestry), {ranked} first; every trial is in the results file.</p>"
     )
 
 
-def _spread(values: list[float], fmt) -> str:
+def _spread(values: list[float], fmt: Callable[[Any], str]) -> str:
     if not values:
         return "—"
     deciles = statistics.quantiles(values, n=10) if len(values) > 1 else [values[0]] * 9
@@ -38,25 +41,26 @@ def _spread(values: list[float], fmt) -> str:
     )
 
 
-def distribution_table(digest: dict[str, Any], quality: ReportQuality) -> str:
+def distribution_table(digest: Digest) -> str:
     """How the trials ended and the spread of their quality, operations, parameters, epochs."""
-    values = [v for v in digest["lineage"]["values"] if v is not None]
-    epochs = ", ".join(f"{n:,} with {k}" for k, n in digest["epochs"].items())
+    quality = digest.quality
+    values = [v for v in digest.values if v is not None]
+    epochs = ", ".join(f"{n:,} with {k}" for k, n in sorted(digest.epochs.items()))
     return kv_table(
         [
-            ("trials", f"{digest['trials']:,}"),
-            ("ended", ", ".join(f"{n:,} {s}" for s, n in sorted(digest["status"].items()))),
+            ("trials", f"{digest.count:,}"),
+            ("ended", ", ".join(f"{n:,} {s}" for s, n in sorted(digest.status.items()))),
             (f"best val {quality.short}", _spread(values, quality.brief)),
-            ("operations", _spread(digest["ops"], format_si)),
-            ("parameters", _spread(digest["params"], format_si)),
+            ("operations", _spread(digest.ops, format_si)),
+            ("parameters", _spread(digest.params, format_si)),
             ("epochs", epochs),
         ]
     )
 
 
-def ops_histogram(digest: dict[str, Any]) -> bytes | None:
+def ops_histogram(digest: Digest) -> bytes | None:
     """Histogram of the operations per trial (log-spaced bins)."""
-    values = [v for v in digest["ops"] if v > 0]
+    values = [v for v in digest.ops if v > 0]
     if not values:
         return None
     import numpy as np
@@ -74,9 +78,9 @@ def ops_histogram(digest: dict[str, Any]) -> bytes | None:
     return png(fig)
 
 
-def busy_histogram(workers: list[dict[str, Any]]) -> bytes | None:
+def busy_histogram(workers: Sequence[WorkerBusy]) -> bytes | None:
     """Histogram of the workers' busy fractions."""
-    busy = [100 * w["busy_fraction"] for w in workers if isinstance(w.get("busy_fraction"), float)]
+    busy = [100 * w.busy_fraction for w in workers]
     if not busy:
         return None
     fig = figure(9, 3.4)
@@ -89,16 +93,14 @@ def busy_histogram(workers: list[dict[str, Any]]) -> bytes | None:
     return png(fig)
 
 
-def lineage_density(
-    digest: dict[str, Any], ancestry: tuple[Any, ...], quality: ReportQuality
-) -> bytes | None:
-    """Every trial's (id, best value of ``quality``) as a density, the best trial's ancestry over
-    it."""
-    lineage = digest["lineage"]
+def lineage_density(digest: Digest, ancestry: tuple[int, ...]) -> bytes | None:
+    """Every trial's (id, best value of the run's quality) as a density, the best trial's
+    ancestry over it."""
+    quality = digest.quality
     points = [
         (i, quality.plotted(v))
-        for i, v in zip(lineage["ids"], lineage["values"], strict=True)
-        if v is not None and isinstance(i, int)
+        for i, v in zip(digest.ids, digest.values, strict=True)
+        if v is not None
     ]
     if not points:
         return None
@@ -116,9 +118,9 @@ def lineage_density(
     return png(fig)
 
 
-def ancestry_note(digest: dict[str, Any]) -> str:
+def ancestry_note(digest: Digest) -> str:
     return (
-        f'<p class="sub">The search tree of {digest["trials"]:,} trials is too large to draw '
+        f'<p class="sub">The search tree of {digest.count:,} trials is too large to draw '
         "node by node: the plot shows their density, and the table the best trial's "
         "ancestry; each trial names its parent in the results file.</p>"
     )

@@ -1,7 +1,7 @@
 """Build the self-contained HTML page of a run report.
 
-:func:`render_html` turns the parsed ``results.json`` and the PNG bytes of the
-plots into one HTML document: inline CSS, images as base64 ``data:`` URIs, no
+:func:`render_html` turns the run's results (:class:`~aihpc.report.digest.ReportRun`) and
+the PNG bytes of the plots into one HTML document: inline CSS, images as base64 ``data:`` URIs, no
 scripts, fonts or links, so it opens offline.  Every string taken from the
 results goes through :func:`aihpc.report.markup.esc` (``html.escape``).
 """
@@ -9,26 +9,18 @@ results goes through :func:`aihpc.report.markup.esc` (``html.escape``).
 from __future__ import annotations
 
 import base64
-from typing import Any
 
-from aihpc.base.fmt import (
-    NA,
-    as_number,
-    format_fraction,
-    format_seconds,
-    format_si,
-    format_value,
-)
-from aihpc.records.energy import energy_text
+from aihpc.base.fmt import NA, format_fraction, format_seconds, format_si, format_value
+from aihpc.records.codec import value_or_none
+from aihpc.records.energy import EnergyRecord, energy_text
+from aihpc.report.digest import ReportRun
 from aihpc.report.digest_views import ancestry_note
-from aihpc.report.lineage import ancestry_html, build_lineage, lineage_html
-from aihpc.report.machine import configuration, environment, peak_card, peaks, section
+from aihpc.report.lineage import ancestry_html, lineage_html
+from aihpc.report.machine import configuration, environment, peak_card, peaks
 from aihpc.report.markup import CSS, card, esc, figure_card, kv_table, no_data
-from aihpc.report.quality import quality_for
-from aihpc.report.trials_table import next_token_accuracy, trial_count, trial_list, trials_section
-from aihpc.results.read import trial_arch
+from aihpc.report.trials_table import hparams_text, next_token_accuracy, trials_section
+from aihpc.results.read import architecture
 from aihpc.scoring.quality import ReportQuality
-from aihpc.tasks import recorded_task
 
 
 def plot_sections(quality: ReportQuality) -> tuple[tuple[str, str, str], ...]:
@@ -64,103 +56,88 @@ _OTHER_PLOTS = (
 # --------------------------------------------------------------------------- sections
 
 
-def _header(results: dict[str, Any]) -> str:
-    score = section(results, "score")
-    quality = quality_for(results)
-    run_id = results.get("run_id", NA)
-    version = results.get("aihpc_version", NA)
-    valid = score.get("valid")
-    if valid is True:
+def _header(run: ReportRun) -> str:
+    score = run.head.score
+    if score.valid:
         validity, validity_css, validity_note = "valid", "valid", ""
-    elif valid is False:
-        reason = score.get("invalid_reason")
-        validity, validity_css = "INVALID", "invalid"
-        validity_note = str(reason) if reason else "no reason given"
     else:
-        validity, validity_css, validity_note = NA, "", ""
-    counts = [
-        f"{score[k]} {label}"
-        for k, label in (
-            ("trials_completed", "completed"),
-            ("trials_failed", "failed"),
-            ("trials_diverged", "diverged"),
-        )
-        if score.get(k) is not None
-    ]
-    unrepeatable = score.get("not_repeatable")
+        validity, validity_css = "INVALID", "invalid"
+        validity_note = score.invalid_reason or "no reason given"
+    counts = (
+        f"{score.trials_completed} completed, {score.trials_failed} failed, "
+        f"{score.trials_diverged} diverged"
+    )
+    unrepeatable = value_or_none(score.not_repeatable)
     cards = [
         figure_card(
             "Score",
-            format_si(score.get("ops_per_second"), "OPS"),
-            f"{format_si(score.get('ops'))} operations in "
-            f"{format_seconds(score.get('wall_seconds'))}",
+            format_si(score.ops_per_second, "OPS"),
+            f"{format_si(score.ops)} operations in {format_seconds(score.wall_seconds)}",
             unrepeatable,
             "main",
         ),
         figure_card(
             "Regulated score",
-            format_si(score.get("regulated_score"), "OPS"),
-            quality.regulated,
+            format_si(score.regulated_score, "OPS"),
+            run.quality.regulated,
             unrepeatable,
         ),
-        *(card(title, value, note) for title, value, note in quality.headline(results)),
+        *(card(title, value, note) for title, value, note in _headline(run)),
         card("Result", validity, validity_note, value_css=validity_css),
-        card("Wall time", format_seconds(score.get("wall_seconds"))),
-        peak_card(results),
-        card("Trials", f"{trial_count(results):,}", ", ".join(counts)),
-        _energycard(results.get("energy")),
+        card("Wall time", format_seconds(score.wall_seconds)),
+        peak_card(run),
+        card("Trials", f"{run.trial_count:,}", counts),
+        _energy_card(value_or_none(run.head.energy)),
     ]
     return (
-        f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run_id)}</code> · '
-        f'aihpc {esc(version)}</p><div class="cards">{"".join(cards)}</div>'
+        f'<h1>aihpc run report</h1><p class="sub">run <code>{esc(run.head.run_id or NA)}</code> · '
+        f'aihpc {esc(run.head.aihpc_version or NA)}</p><div class="cards">{"".join(cards)}</div>'
     )
 
 
-def _energycard(energy: Any) -> str:
+def _headline(run: ReportRun) -> list[tuple[str, str, str]]:
+    """The cards of the run's quality (its task's)."""
+    return run.quality.headline(run.quality_sections())
+
+
+def _energy_card(energy: EnergyRecord | None) -> str:
     """GOPS/W beside the score (as Green500 gives GFLOPS/W), with the joules and watts it divides
     by."""
-    total = section(energy, "total") if isinstance(energy, dict) else {}
-    gops = as_number(total.get("gops_per_watt"))
-    if as_number(total.get("joules")) is None:
-        reason = (
-            energy.get("reason")
-            if isinstance(energy, dict)
-            else "results written before aihpc measured energy"
-        )
-        return card("Energy", "not measured", str(reason or "no reason recorded"))
-    note = f"{format_si(total['joules'], 'J')} at {format_si(total.get('watts'), 'W')} average"
+    if energy is None:
+        return card("Energy", "not measured", "results written before aihpc measured energy")
+    total = energy.total
+    if total.joules is None:
+        return card("Energy", "not measured", energy.reason or "no reason recorded")
+    note = f"{format_si(total.joules, 'J')} at {format_si(total.watts, 'W')} average"
+    gops = total.gops_per_watt
     return card("GOPS/W", NA if gops is None else f"{gops:.3g}", note)
 
 
-def _energy(results: dict[str, Any]) -> str:
+def _energy(energy: EnergyRecord | None) -> str:
     """Every device's measured energy (or why not), and the total the GOPS/W divides by."""
-    energy = results.get("energy")
-    if not isinstance(energy, dict):
+    if energy is None:
         return no_data("energy not measured: results written before aihpc measured energy")
     rows = []
-    for d in energy.get("devices") or []:
-        if not isinstance(d, dict):
-            continue
-        where = f"{d.get('host', '?')} {d.get('device', '?')} ({d.get('source', '?')})"
-        if as_number(d.get("joules")) is None:
-            rows.append((where, f"not measured: {d.get('reason')}"))
+    for d in energy.devices:
+        where = f"{d.host} {d.device} ({d.source})"
+        if d.joules is None:
+            rows.append((where, f"not measured: {d.reason}"))
         else:
             rows.append(
                 (
                     where,
-                    f"{format_si(d['joules'], 'J')}, {format_si(d.get('watts'), 'W')} average, "
-                    f"{format_value(d.get('samples'))} samples, longest gap "
-                    f"{format_seconds(d.get('max_interval_s'))}",
+                    f"{format_si(d.joules, 'J')}, {format_si(d.watts, 'W')} average, "
+                    f"{format_value(d.samples)} samples, longest gap "
+                    f"{format_seconds(value_or_none(d.max_interval_s))}",
                 )
             )
-    total = section(energy, "total")
-    rows.append(("total", energy_text(energy)))
-    if as_number(total.get("ops_per_joule")) is not None:
+    rows.append(("total", energy_text(energy.to_dict())))
+    total = energy.total
+    if total.ops_per_joule is not None:
         rows.append(
             (
                 "operations per joule",
-                f"{format_si(total['ops_per_joule'], 'OP/J')} "
-                f"= {total['gops_per_watt']:.3g} GOPS/W",
+                f"{format_si(total.ops_per_joule, 'OP/J')} = {total.gops_per_watt:.3g} GOPS/W",
             )
         )
     return kv_table(rows)
@@ -182,77 +159,66 @@ def _plots(images: dict[str, bytes | None], quality: ReportQuality) -> str:
     return "".join(parts)
 
 
-def best_trial(results: dict[str, Any]) -> dict[str, Any] | None:
-    """The trial of the best value of the run's quality: the highest ``best_val_accuracy``, the
-    lowest ``best_val_loss`` (lowest id on ties), or ``None``."""
-    quality = quality_for(results)
-    return quality.best(trial_list(results), quality.value)
-
-
-def _best_architecture(results: dict[str, Any]) -> str:
-    quality = quality_for(results)
-    best = best_trial(results)
+def _best_architecture(run: ReportRun) -> str:
+    quality = run.quality
+    best = run.best_trial()
     if best is None:
         return no_data(f"no trial reached a {quality.val_label}")
-    arch = trial_arch({t.get("id"): t for t in trial_list(results)}, best.get("id")) or {}
+    arch = architecture(run.by_id(), best.id) or {}
     rows = [
-        ("trial", format_value(best.get("id"))),
-        (f"best val {quality.short}", quality.text(quality.value(best))),
+        ("trial", str(best.id)),
+        (f"best val {quality.short}", quality.text(best.best(quality.trial_key))),
     ]
     if quality.epoch_accuracy:
         rows.append(("next-token acc", format_fraction(next_token_accuracy(best, quality), 1)))
     rows += [
-        (
-            "parameters",
-            format_si(best.get("num_params")) + f" ({format_value(best.get('num_params'))})",
-        ),
-        ("architecture hash", format_value(best.get("arch_hash"))),
-        ("lineage (seed → best)", " → ".join(str(i) for i in build_lineage(results).ancestry)),
-        ("hyperparameters", format_value(best.get("hparams") or {})),
+        ("parameters", format_si(best.num_params) + f" ({format_value(best.num_params)})"),
+        ("architecture hash", best.arch_hash),
+        ("lineage (seed → best)", " → ".join(str(i) for i in run.lineage.ancestry)),
+        ("hyperparameters", hparams_text(best)),
     ]
-    rows += recorded_task(section(results, "config")).arch_rows(arch)
+    rows += run.task.arch_rows(arch)
     return kv_table(rows)
 
 
-def _lineage_section(results: dict[str, Any], png: bytes | None) -> str:
+def _lineage_section(run: ReportRun, png: bytes | None) -> str:
     figure = ""
     if png:
         data = base64.b64encode(png).decode("ascii")
         figure = (
             f'<figure><img src="data:image/png;base64,{data}" alt="Search lineage">'
-            f"<figcaption>Each trial at its id and best {quality_for(results).val_label}, joined "
+            f"<figcaption>Each trial at its id and best {run.quality.val_label}, joined "
             "to the trial it was morphed from and coloured by the morphism that made it."
             "</figcaption></figure>"
         )
-    if "digest" in results:
-        lineage = build_lineage(results)
-        return figure + ancestry_note(results["digest"]) + ancestry_html(lineage)
-    return figure + lineage_html(build_lineage(results))
+    if run.digest is not None:
+        return figure + ancestry_note(run.digest) + ancestry_html(run.lineage)
+    return figure + lineage_html(run.lineage)
 
 
-def render_html(results: dict[str, Any], images: dict[str, bytes | None], extra: str = "") -> str:
-    """The full report page for ``results`` with ``images`` (plot key -> PNG bytes or None);
+def render_html(run: ReportRun, images: dict[str, bytes | None], extra: str = "") -> str:
+    """The full report page for ``run`` with ``images`` (plot key -> PNG bytes or None);
     ``extra``: more sections (HTML) after the trials."""
-    title = f"aihpc report {results.get('run_id', '')}".strip()
+    title = f"aihpc report {run.head.run_id or ''}".strip()
     body = "".join(
         [
-            _header(results),
+            _header(run),
             '<div class="grid2"><div><h2>Environment</h2>',
-            environment(results),
+            environment(run),
             "<h2>Measured peak</h2>",
-            peaks(results),
+            peaks(run),
             "<h2>Energy</h2>",
-            _energy(results),
+            _energy(value_or_none(run.head.energy)),
             "</div><div><h2>Configuration</h2>",
-            configuration(results),
+            configuration(run),
             "</div></div>",
-            _plots(images, quality_for(results)),
+            _plots(images, run.quality),
             "<h2>Best trial</h2>",
-            _best_architecture(results),
+            _best_architecture(run),
             '<h2 id="lineage">Search lineage</h2>',
-            _lineage_section(results, images.get("lineage")),
+            _lineage_section(run, images.get("lineage")),
             "<h2>Trials</h2>",
-            trials_section(results),
+            trials_section(run),
             extra,
         ]
     )

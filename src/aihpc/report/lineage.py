@@ -1,8 +1,8 @@
 """The search's lineage: which trial came from which, by which morphism, with what quality.
 
-:func:`build_lineage` turns the ``trials`` of results.json (each with its
+:func:`build_lineage` turns the trials of results.json (each with its
 ``parent``, ``morph`` and best value of the run's quality: ``best_val_accuracy``
-or ``best_val_loss``, :mod:`aihpc.report.quality`) into a :class:`Lineage` of
+or ``best_val_loss``, its task's ReportQuality) into a :class:`Lineage` of
 frozen :class:`LineageNode`; :func:`aihpc.report.lineage_plot.plot_lineage`
 draws it (trial id across, the quality up, a line from each parent to its child, the best
 trial's ancestry in bold) and :func:`lineage_html` writes the ancestry of the best trial in
@@ -10,20 +10,21 @@ full and the rest of the tree as collapsed ``<details>`` branches, so a run of
 a few hundred trials stays readable.  A chain of only children is listed flat;
 the tree nests only where a trial has several children.
 
-Parents that are missing, unknown or part of a cycle make their trial a root,
-so a damaged file still renders.
+Parents that are unknown (not among the trials) or part of a cycle make their trial a
+root, so a damaged file still renders.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aihpc.base.fmt import NA, as_number, format_value
+from aihpc.base.fmt import NA
 from aihpc.records.rows import SUCCEEDED
-from aihpc.report.quality import quality_for
+from aihpc.results.trial import TrialRecord
 from aihpc.scoring.quality import ReportQuality
 
 #: The morphism kinds the search makes, with their plot colours: a CNN's
@@ -57,19 +58,13 @@ MAX_NESTING = 40
 class LineageNode:
     """One trial in the search tree."""
 
-    id: Any
-    parent: Any  # None for a root
+    id: int
+    parent: int | None  # None for a root
     morph: str
     kind: str  # "seed", "deepen", "widen", "skip", ... ("widen+deepen" for several morphisms)
     value: float | None  # the trial's best value of the run's quality (Lineage.quality)
     status: str
-    children: tuple[Any, ...]
-
-    @property
-    def accuracy(self) -> float | None:
-        """:attr:`value` by its name from before the language task (read it where the quality
-        is an accuracy)."""
-        return self.value
+    children: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -77,13 +72,13 @@ class Lineage:
     """The search tree: nodes by trial id, the roots, the best trial's ancestry (root first), and
     the quality the nodes' values are of."""
 
-    nodes: dict[Any, LineageNode]
-    roots: tuple[Any, ...]
-    ancestry: tuple[Any, ...]
+    nodes: dict[int, LineageNode]
+    roots: tuple[int, ...]
+    ancestry: tuple[int, ...]
     quality: ReportQuality
 
 
-def morph_kind(morph: Any) -> str:
+def morph_kind(morph: str | None) -> str:
     """The kind of a morphism description: ``"widen conv1 16->32"`` -> ``"widen"``,
     ``"add block 2 (4 heads, mlp 128)"`` -> ``"block"``; several morphisms joined by ``"; "``
     give ``"widen+deepen"``; an empty one ``"?"``."""
@@ -103,48 +98,34 @@ def morph_color(kind: str) -> str:
     return MORPH_COLORS.get(kind.split("+")[0], _OTHER_MORPH_COLOR)
 
 
-def _sort_key(trial_id: Any) -> tuple[bool, float, str]:
-    number = as_number(trial_id)
-    return (number is None, number or 0.0, str(trial_id))
-
-
-def _is_id(value: Any) -> bool:
-    """A trial id as results.json holds it: a number or a string (not a bool, list or object)."""
-    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
-
-
-def build_lineage(results: dict[str, Any]) -> Lineage:
-    """The search tree of ``results["trials"]``; the best trial has the best value of the run's
-    quality (:func:`aihpc.report.quality.quality_for`; lowest id on ties)."""
-    quality = quality_for(results)
-    trials = {
-        t["id"]: t
-        for t in results.get("trials") or []
-        if isinstance(t, dict) and _is_id(t.get("id"))
-    }
-    ids = sorted(trials, key=_sort_key)
-    parent_of = {i: trials[i].get("parent") for i in ids}
-    parent_of = {
-        i: p if _is_id(p) and p in trials and p != i else None for i, p in parent_of.items()
-    }
-    _break_cycles(ids, parent_of)
-    children: dict[Any, list[Any]] = {i: [] for i in ids}
+def build_lineage(trials: Sequence[TrialRecord], quality: ReportQuality) -> Lineage:
+    """The search tree of ``trials``; the best trial has the best value of the run's ``quality``
+    (the lowest id on ties)."""
+    by_id = {t.id: t for t in trials}
+    ids = sorted(by_id)
+    parent_of: dict[int, int | None] = {}
     for i in ids:
-        if parent_of[i] is not None:
-            children[parent_of[i]].append(i)
+        parent = by_id[i].parent
+        parent_of[i] = parent if parent in by_id and parent != i else None
+    _break_cycles(ids, parent_of)
+    children: dict[int, list[int]] = {i: [] for i in ids}
+    for i in ids:
+        parent = parent_of[i]
+        if parent is not None:
+            children[parent].append(i)
     nodes = {}
     for i in ids:
-        t = trials[i]
+        t = by_id[i]
         nodes[i] = LineageNode(
             id=i,
             parent=parent_of[i],
-            morph=format_value(t.get("morph")),
-            kind=morph_kind(t.get("morph")),
-            value=quality.value(t),
-            status=str(t.get("status", NA)),
+            morph=t.morph,
+            kind=morph_kind(t.morph),
+            value=t.best(quality.trial_key),
+            status=str(t.status),
             children=tuple(children[i]),
         )
-    ancestry: list[Any] = []
+    ancestry: list[int] = []
     current = quality.best(ids, lambda i: nodes[i].value)
     while current is not None:
         ancestry.append(current)
@@ -157,12 +138,13 @@ def build_lineage(results: dict[str, Any]) -> Lineage:
     )
 
 
-def _break_cycles(ids: list[Any], parent_of: dict[Any, Any]) -> None:
+def _break_cycles(ids: list[int], parent_of: dict[int, int | None]) -> None:
     """Make the lowest id of each parent cycle a root, so that every trial hangs from one."""
-    settled: set[Any] = set()
+    settled: set[int] = set()
     for start in ids:
-        path: list[Any] = []
-        on_path: set[Any] = set()
+        path: list[int] = []
+        on_path: set[int] = set()
+        current: int | None
         current = start
         while current is not None and current not in settled and current not in on_path:
             path.append(current)
@@ -170,18 +152,18 @@ def _break_cycles(ids: list[Any], parent_of: dict[Any, Any]) -> None:
             current = parent_of[current]
         if current is not None and current in on_path:  # a cycle: cut it at its lowest id
             cycle = path[path.index(current) :]
-            parent_of[min(cycle, key=_sort_key)] = None
+            parent_of[min(cycle)] = None
         settled.update(path)
 
 
-def subtree_stats(lineage: Lineage, root: Any) -> tuple[int, Any]:
+def subtree_stats(lineage: Lineage, root: int) -> tuple[int, int | None]:
     """(trials in the subtree of ``root``, the best of them or None; lowest id on ties)."""
     members, stack = [], [root]
     while stack:
         node = lineage.nodes[stack.pop()]
         members.append(node.id)
         stack.extend(node.children)
-    best = lineage.quality.best(sorted(members, key=_sort_key), lambda i: lineage.nodes[i].value)
+    best = lineage.quality.best(sorted(members), lambda i: lineage.nodes[i].value)
     return len(members), best
 
 
@@ -214,7 +196,7 @@ def _label(lineage: Lineage, node: LineageNode) -> str:
     )
 
 
-def _branch(lineage: Lineage, start: Any, depth: int) -> str:
+def _branch(lineage: Lineage, start: int, depth: int) -> str:
     """A list of ``start`` and its only children in turn, with the branches below where it forks."""
     items = []
     node = lineage.nodes[start]
@@ -233,7 +215,7 @@ def _branch(lineage: Lineage, start: Any, depth: int) -> str:
     return f'<ul class="tree">{"".join(items)}{nested}</li></ul>'
 
 
-def _fold(lineage: Lineage, start: Any, depth: int) -> str:
+def _fold(lineage: Lineage, start: int, depth: int) -> str:
     """The branch from ``start``: open on the best's ancestry, else folded under a one-line
     summary."""
     count, best = subtree_stats(lineage, start)

@@ -5,9 +5,8 @@ The lineage itself is built in :mod:`aihpc.report.lineage`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from aihpc.base.fmt import as_number
 from aihpc.report.figure import figure, png
 from aihpc.report.lineage import Lineage, morph_color
 
@@ -28,8 +27,7 @@ def plot_lineage(lineage: Lineage) -> bytes | None:
     ids = list(lineage.nodes)
     if not ids:
         return None
-    numeric = all(as_number(i) is not None for i in ids)
-    x = {i: (as_number(i) if numeric else float(n)) or 0.0 for n, i in enumerate(ids)}
+    x = {i: float(i) for i in ids}
     quality = lineage.quality
     values = [quality.plotted(n.value) for n in lineage.nodes.values() if n.value is not None]
     low, high = (min(values), max(values)) if values else (0.0, 100.0)
@@ -63,10 +61,10 @@ def plot_lineage(lineage: Lineage) -> bytes | None:
     return png(fig)
 
 
-def _points(ax: Axes, lineage: Lineage, x: dict[Any, float], y: dict[Any, float]) -> dict[str, str]:
+def _points(ax: Axes, lineage: Lineage, x: dict[int, float], y: dict[int, float]) -> dict[str, str]:
     """Each trial's point, coloured by its morphism (a cross: no value); the colours used."""
     size = 36 if len(lineage.nodes) <= 60 else 14
-    groups: dict[tuple[str, str], list[Any]] = {}
+    groups: dict[tuple[str, str], list[int]] = {}
     for i, node in lineage.nodes.items():
         groups.setdefault(
             (node.kind.split("+")[0], "o" if node.value is not None else "x"), []
@@ -85,7 +83,7 @@ def _points(ax: Axes, lineage: Lineage, x: dict[Any, float], y: dict[Any, float]
     return {kind: morph_color(kind) for kind, _ in groups}
 
 
-def _mark_best(ax: Axes, path: tuple[Any, ...], x: dict[Any, float], y: dict[Any, float]) -> None:
+def _mark_best(ax: Axes, path: tuple[int, ...], x: dict[int, float], y: dict[int, float]) -> None:
     """A star on the best trial, and the ids of its last 12 ancestors."""
     ax.scatter(
         [x[path[-1]]],

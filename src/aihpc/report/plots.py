@@ -5,24 +5,25 @@ pyplot, so no global backend state and no display needed); ``savefig`` to PNG
 goes through the Agg renderer.  matplotlib is imported inside the functions so
 importing this module stays cheap.
 
-Each ``plot_*`` function takes the parsed ``results.json`` dict and returns the
-PNG bytes, or ``None`` when the results hold no data for that plot (the HTML
-then shows a "no data" note instead of an image).
+Each ``plot_*`` function takes the run (:class:`~aihpc.report.digest.ReportRun`) or the
+part of it it draws and returns the PNG bytes, or ``None`` when the results hold no data
+for that plot (the HTML then shows a "no data" note instead of an image).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aihpc.base.fmt import as_number
+from aihpc.report.digest import ReportRun
 from aihpc.report.digest_views import busy_histogram, lineage_density, ops_histogram
 from aihpc.report.figure import DPI, figure, png, si_axis
 from aihpc.report.figure import tick_label as tick_label  # re-exported: tests and callers
-from aihpc.report.lineage import build_lineage
 from aihpc.report.lineage_plot import plot_lineage
-from aihpc.report.quality import quality_for
 from aihpc.report.timeline_plot import plot_timeline as plot_timeline  # re-exported
+from aihpc.results.sections import SegmentRecord
+from aihpc.results.trial import TrialRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -50,43 +51,33 @@ _PHASE_COLORS = {
 _EXTRA_PHASE_COLORS = ("#6d4c41", "#00897b", "#d81b60", "#546e7a")
 
 
-def status_color(status: Any) -> str:
+def status_color(status: str) -> str:
     """Hex colour used for a trial status (grey for unknown statuses)."""
-    return STATUS_COLORS.get(str(status), _OTHER_STATUS_COLOR)
+    return STATUS_COLORS.get(status, _OTHER_STATUS_COLOR)
 
 
-def render_all(results: dict[str, Any]) -> dict[str, bytes | None]:
+def render_all(run: ReportRun) -> dict[str, bytes | None]:
     """All plots, keyed ``timeline``, ``ops``, ``workers``, ``phases``, ``lineage``; a large run's
     from its digest (:mod:`aihpc.report.digest_views`)."""
-    digest = results.get("digest")
+    digest = run.digest
     if digest is not None:
         return {
-            "timeline": plot_timeline(results),
+            "timeline": plot_timeline(run),
             "ops": ops_histogram(digest),
-            "workers": busy_histogram(results.get("workers") or []),
-            "phases": plot_phases(results, totals=digest["phase_seconds"]),
-            "lineage": lineage_density(
-                digest, build_lineage(results).ancestry, quality_for(results)
-            ),
+            "workers": busy_histogram(run.head.workers),
+            "phases": plot_phases(run.trials, totals=digest.phase_seconds),
+            "lineage": lineage_density(digest, run.lineage.ancestry),
         }
     return {
-        "timeline": plot_timeline(results),
-        "ops": plot_trial_ops(results),
-        "workers": plot_worker_timeline(results),
-        "phases": plot_phases(results),
-        "lineage": plot_lineage(build_lineage(results)),
+        "timeline": plot_timeline(run),
+        "ops": plot_trial_ops(run.trials),
+        "workers": plot_worker_timeline(run),
+        "phases": plot_phases(run.trials),
+        "lineage": plot_lineage(run.lineage),
     }
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _trials(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Trials that are dicts, sorted by id (trials without a numeric id last)."""
-    trials = [t for t in results.get("trials") or [] if isinstance(t, dict)]
-    return sorted(
-        trials, key=lambda t: (as_number(t.get("id")) is None, as_number(t.get("id")) or 0)
-    )
 
 
 def _edge_width(bars: int) -> float:
@@ -94,8 +85,8 @@ def _edge_width(bars: int) -> float:
     return 0.5 if bars <= 60 else 0.0
 
 
-def _trial_label(trial: dict[str, Any]) -> str:
-    return str(trial.get("id", "?"))
+def _trial_label(trial: TrialRecord) -> str:
+    return str(trial.id)
 
 
 def _status_legend(
@@ -122,13 +113,12 @@ def _thin_ticks(ax: Axes, positions: list[int], labels: list[str], max_labels: i
 # --------------------------------------------------------------------------- plots
 
 
-def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
-    """Total operations per trial as bars, coloured by status (log y if spread > 100x)."""
-    trials = _trials(results)
+def plot_trial_ops(trials: Sequence[TrialRecord]) -> bytes | None:
+    """Total operations per trial (by id) as bars, coloured by status (log y if spread > 100x)."""
     if not trials:
         return None
-    heights = [as_number((t.get("ops") or {}).get("total")) or 0.0 for t in trials]
-    statuses = [str(t.get("status", "unknown")) for t in trials]
+    heights = [float(t.ops.total) for t in trials]
+    statuses = [str(t.status) for t in trials]
     positions = list(range(len(trials)))
     fig = figure(9, 3.8)
     ax = fig.subplots()
@@ -152,7 +142,7 @@ def plot_trial_ops(results: dict[str, Any]) -> bytes | None:
     return png(fig)
 
 
-def trial_spans(trial: dict[str, Any]) -> list[tuple[str, float, float]]:
+def trial_spans(trial: TrialRecord) -> list[tuple[str, float, float]]:
     """(worker, start, end) spans of a trial, seconds since the run's start.
 
     When the trial's epochs carry ``worker``, ``t_start`` and ``t_end`` (a trial
@@ -161,27 +151,24 @@ def trial_spans(trial: dict[str, Any]) -> list[tuple[str, float, float]]:
     ``t_end`` make one span.  Spans with missing or reversed times are dropped.
     """
     spans: list[tuple[str, float, float]] = []
-    for epoch in trial.get("epochs") or []:
-        if not isinstance(epoch, dict):
-            continue
-        start, end = as_number(epoch.get("t_start")), as_number(epoch.get("t_end"))
-        if epoch.get("worker") is None or start is None or end is None or end < start:
+    for epoch in trial.epochs:
+        worker, start, end = epoch.worker, epoch.t_start, epoch.t_end
+        if worker is None or start is None or end is None or end < start:
             spans = []
             break
-        worker = str(epoch["worker"])
         if spans and spans[-1][0] == worker:
             spans[-1] = (worker, min(spans[-1][1], start), max(spans[-1][2], end))
         else:
             spans.append((worker, start, end))
     if spans:
         return spans
-    start, end = as_number(trial.get("t_start")), as_number(trial.get("t_end"))
+    start, end = trial.t_start, trial.t_end
     if start is None or end is None or end < start:
         return []
-    return [(str(trial.get("worker", "?")), start, end)]
+    return [(str(trial.worker), start, end)]
 
 
-def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
+def plot_worker_timeline(run: ReportRun) -> bytes | None:
     """One row per worker; a bar per trial from ``t_start`` to ``t_end``, coloured by status.
 
     See :func:`trial_spans` for trials whose epochs ran on several workers.
@@ -191,15 +178,15 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
     """
     from matplotlib.patches import Patch
 
-    spans = _worker_spans(results)
-    listed = [w for w in results.get("workers") or [] if isinstance(w, dict)]
-    names = list(dict.fromkeys([str(w.get("name", "?")) for w in listed] + list(spans)))
+    spans = _worker_spans(run.trials)
+    listed = run.head.workers
+    names = list(dict.fromkeys([w.name for w in listed] + list(spans)))
     if not spans:
         return None
-    wall = as_number((results.get("score") or {}).get("wall_seconds"))
+    wall = run.head.score.wall_seconds
     t_max = max(end for rows in spans.values() for _, end, _ in rows)
-    x_max = max(wall or 0.0, t_max) or 1.0
-    busy_given = {str(w.get("name", "?")): as_number(w.get("busy_fraction")) for w in listed}
+    x_max = max(wall, t_max) or 1.0
+    busy_given = {w.name: w.busy_fraction for w in listed}
 
     fig = figure(9, 1.4 + 0.55 * len(names))
     ax = fig.subplots()
@@ -216,9 +203,8 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
     ax.set_yticklabels(labels, fontsize="small")
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlim(0, x_max)
-    if wall is not None:
-        ax.axvline(wall, color="black", linewidth=0.8, linestyle=":")
-    down = master_down(results)
+    ax.axvline(wall, color="black", linewidth=0.8, linestyle=":")
+    down = master_down(run.head.segments or ())
     for start, end in down:
         ax.axvspan(
             start, end, facecolor="#e0e0e0", edgecolor="#9e9e9e", hatch="//", linewidth=0, zorder=0
@@ -235,22 +221,24 @@ def plot_worker_timeline(results: dict[str, Any]) -> bytes | None:
     return png(fig)
 
 
-def _worker_spans(results: dict[str, Any]) -> dict[str, list[tuple[float, float, dict[str, Any]]]]:
+def _worker_spans(
+    trials: Sequence[TrialRecord],
+) -> dict[str, list[tuple[float, float, TrialRecord]]]:
     """Each worker's (start, end, trial) bars, from :func:`trial_spans`."""
-    spans: dict[str, list[tuple[float, float, dict[str, Any]]]] = {}
-    for trial in _trials(results):
+    spans: dict[str, list[tuple[float, float, TrialRecord]]] = {}
+    for trial in trials:
         for worker, start, end in trial_spans(trial):
             spans.setdefault(worker, []).append((start, end, trial))
     return spans
 
 
 def _worker_row(
-    ax: Axes, row: int, rows: list[tuple[float, float, dict[str, Any]]], x_max: float
+    ax: Axes, row: int, rows: list[tuple[float, float, TrialRecord]], x_max: float
 ) -> list[str]:
     """One worker's bars, labelled where wide enough; returns their statuses."""
     statuses = []
     for start, end, trial in rows:
-        status = str(trial.get("status", "unknown"))
+        status = str(trial.status)
         statuses.append(status)
         ax.barh(
             row,
@@ -276,43 +264,37 @@ def _worker_row(
     return statuses
 
 
-def master_down(results: dict[str, Any]) -> list[tuple[float, float]]:
-    """The gaps between the run's segments (the master was down), oldest first."""
-    bounds = [
-        (as_number(g.get("t_start")), as_number(g.get("t_end")))
-        for g in results.get("segments") or []
-        if isinstance(g, dict)
-    ]
-    segments = sorted((a, b) for a, b in bounds if a is not None and b is not None)
+def master_down(segments: Sequence[SegmentRecord]) -> list[tuple[float, float]]:
+    """The gaps between the run's ``segments`` (the master was down), oldest first."""
+    bounds = sorted((g.t_start, g.t_end) for g in segments)
     return [
         (prev_end, next_start)
-        for (_, prev_end), (next_start, _) in itertools.pairwise(segments)
+        for (_, prev_end), (next_start, _) in itertools.pairwise(bounds)
         if next_start > prev_end
     ]
 
 
-def phase_totals(results: dict[str, Any]) -> dict[str, float]:
-    """Seconds per phase summed over all trials, known phases first, zero phases kept."""
+def phase_totals(trials: Sequence[TrialRecord]) -> dict[str, float]:
+    """Seconds per phase summed over ``trials``, known phases first, zero phases kept."""
     totals: dict[str, float] = {p: 0.0 for p in PHASES}
-    for trial in _trials(results):
-        for phase, seconds in (trial.get("phase_seconds") or {}).items():
-            value = as_number(seconds)
-            if value is not None:
-                totals[str(phase)] = totals.get(str(phase), 0.0) + value
+    for trial in trials:
+        for phase, seconds in trial.phase_seconds.items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
     return totals
 
 
-def plot_phases(results: dict[str, Any], totals: dict[str, float] | None = None) -> bytes | None:
-    """Stacked bars of ``phase_seconds``: the total over all trials, then each trial; given the
-    ``totals`` of a large run, the total alone."""
+def plot_phases(
+    trials: Sequence[TrialRecord], totals: Mapping[str, float] | None = None
+) -> bytes | None:
+    """Stacked bars of ``phase_seconds``: the total over all ``trials``, then each trial; given
+    the ``totals`` of a large run, the total alone."""
     per_trial = totals is None
-    totals = phase_totals(results) if totals is None else {**dict.fromkeys(PHASES, 0.0), **totals}
+    totals = phase_totals(trials) if totals is None else {**dict.fromkeys(PHASES, 0.0), **totals}
     if sum(totals.values()) <= 0:
         return None
     phases = list(totals)
     extra = iter(_EXTRA_PHASE_COLORS * (len(phases) // len(_EXTRA_PHASE_COLORS) + 1))
     colors = {p: _PHASE_COLORS.get(p) or next(extra) for p in phases}
-    trials = [t for t in _trials(results) if isinstance(t.get("phase_seconds"), dict)]
 
     fig = figure(9 if per_trial else 4, 4.2)
     if not per_trial:
@@ -360,12 +342,12 @@ def _phases_overall(ax: Axes, totals: dict[str, float], colors: dict[str, str]) 
     ax.set_title("Overall")
 
 
-def _phases_per_trial(ax: Axes, trials: list[dict[str, Any]], colors: dict[str, str]) -> None:
+def _phases_per_trial(ax: Axes, trials: Sequence[TrialRecord], colors: dict[str, str]) -> None:
     """A bar per trial of its phase seconds stacked, in the phases' order of ``colors``."""
     positions = list(range(len(trials)))
     bottoms = [0.0] * len(trials)
     for phase, color in colors.items():
-        values = [as_number(t["phase_seconds"].get(phase)) or 0.0 for t in trials]
+        values = [t.phase_seconds.get(phase, 0.0) for t in trials]
         ax.bar(
             positions,
             values,

@@ -8,24 +8,25 @@ floor, where the data's floor is known.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from aihpc.base.fmt import as_number
+from aihpc.report.digest import ReportRun
 from aihpc.report.figure import figure, png, si_axis
-from aihpc.report.quality import quality_for
 from aihpc.scoring.quality import ReportQuality
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
 
-def plot_timeline(results: dict[str, Any]) -> bytes | None:
+def plot_timeline(run: ReportRun) -> bytes | None:
     """Score (ops/s) and the best quality so far (accuracy or validation loss, the timeline's
     ``best_accuracy`` or ``best_val_loss``) against run time, two panels sharing x."""
-    quality = quality_for(results)
-    points = [p for p in results.get("timeline") or [] if isinstance(p, dict)]
-    score_pts = _series(points, "ops_per_second")
-    best_pts = _series(points, quality.best_key)
+    quality = run.quality
+    points = run.head.timeline
+    score_pts = sorted((p.t, p.ops_per_second) for p in points)
+    best_pts = sorted(
+        (p.t, value) for p in points if (value := p.best(quality.best_key)) is not None
+    )
     if not score_pts and not best_pts:
         return None
     fig = figure(9, 5.4)
@@ -42,14 +43,8 @@ def plot_timeline(results: dict[str, Any]) -> bytes | None:
     ax_score.set_ylabel("score (operations / s)")
     ax_score.set_title(f"Score and best {quality.label} over the run")
     ax_score.grid(alpha=0.3)
-    _best_panel(ax_best, best_pts, quality, quality.thresholds(results))
+    _best_panel(ax_best, best_pts, quality, quality.thresholds(run.quality_sections()))
     return png(fig)
-
-
-def _series(points: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
-    """The (t, value) of the timeline's points that hold both, by time."""
-    pairs = [(as_number(p.get("t")), as_number(p.get(key))) for p in points]
-    return sorted((t, v) for t, v in pairs if t is not None and v is not None)
 
 
 def _best_panel(

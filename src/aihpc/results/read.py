@@ -17,7 +17,7 @@ trials without a parent).  The record keeps the ``schema_version`` written.
 
 :func:`read_results_document` (the document as JSON objects) and
 :func:`trial_arch` (an architecture among trials as JSON objects) serve the
-report's pages, which render JSON objects still.
+readers that edit or compare documents as JSON objects (tests, benchmarks/analysis.py).
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def architecture(trials: Mapping[int, ArchLink], trial_id: int) -> dict[str, Any
     return arch
 
 
-# -- JSON objects, for the readers not yet on the records (the report's pages, its tests) --
+# -- JSON objects, for the readers of documents as JSON objects (tests, benchmarks) --
 def read_results_document(path: Path) -> dict[str, Any]:
     """:func:`read_results` as the JSON object it reads (upgraded; ``schema_version`` the
     current)."""

@@ -88,6 +88,11 @@ class TimelinePoint(Record, frozen=True):
     best_accuracy: float | None | UnsetType = UNSET
     best_val_loss: float | None | UnsetType = UNSET
 
+    def best(self, best_key: str) -> float | None:
+        """The best value of the run's quality so far, whose field is ``best_key`` (the task's
+        :attr:`~aihpc.scoring.quality.ReportQuality.best_key`); None where none was measured."""
+        return value_or_none(getattr(self, best_key))
+
 
 class WorkerBusy(Record, frozen=True):
     """How busy one worker was over the run's wall time (``epochs``; schema 1: ``trials``)."""

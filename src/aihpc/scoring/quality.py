@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from aihpc.base.fmt import as_number
-
 T = TypeVar("T")
 
 
@@ -138,10 +136,6 @@ class ReportQuality(ABC):
     def change_heading(self) -> str:
         """The heading of a column of changes between parent and child."""
         return "change" if self.higher_is_better else "change (lower is better)"
-
-    def value(self, row: Mapping[str, Any]) -> float | None:
-        """A trial's best value (``trial_key``), None where it has none."""
-        return as_number(row.get(self.trial_key))
 
     def goodness(self, value: float) -> float:
         """Higher is better: an accuracy as it is, a loss negated."""
