@@ -32,7 +32,9 @@ The figures of a run: its best quality (image: validation accuracy, higher bette
 validation loss in nats per token, lower better), its operations, and its trajectory — the best
 quality so far against the operations counted so far, epoch by epoch in the order they ended.
 The table gives, per task, stage and configuration, the mean ± standard deviation over seeds, the
-difference to (a), that difference over its standard error, and Welch's t-test's p-value; for the
+difference to (a), that difference over its standard error, and Welch's t-test's p-value, then the
+same paired seed by seed (the mean of the per-seed differences, its standard error, the paired
+t-test's p-value: a seed sets the data of every configuration alike); for the
 language task, the share of (c)'s operations that (a) needed to reach (c)'s final loss, seed by
 seed.  It is written as Markdown (``DIR/search-value.md``, and ``--page FILE`` too: a dated page
 for the documentation's measurements), and a plot of best quality against operations per stage
@@ -235,6 +237,24 @@ def compare(ref: list[float], other: list[float]) -> dict[str, float | None]:
     return {"diff": diff, "se": se, "p": float(ttest_ind(other, ref, equal_var=False).pvalue)}
 
 
+def paired(ref: dict[int, float], other: dict[int, float]) -> dict[str, float | None]:
+    """``other`` against ``ref`` seed by seed (the seeds both have: the same data, the same
+    initial network): the mean difference, its standard error, and the paired t-test's
+    two-sided p-value (None where fewer than two seeds pair or the differences do not spread).
+    A seed changes the data as well, so pairing removes the spread that seeds add to both."""
+    seeds = sorted(set(ref) & set(other))
+    diffs = [other[s] - ref[s] for s in seeds]
+    if len(diffs) < 2:
+        return {"diff": statistics.fmean(diffs) if diffs else None, "se": None, "p": None}
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    if se == 0:
+        return {"diff": statistics.fmean(diffs), "se": 0.0, "p": None}
+    from scipy.stats import ttest_rel
+
+    p = float(ttest_rel([other[s] for s in seeds], [ref[s] for s in seeds]).pvalue)
+    return {"diff": statistics.fmean(diffs), "se": se, "p": p}
+
+
 def ops_to_reach(trajectory: list[list[float]], target: float, lower: bool) -> int | None:
     """The operations after which the run's best first reached ``target`` (None: never)."""
     for ops, best in trajectory:
@@ -280,26 +300,34 @@ def stage_table(state: dict[str, Any], task: str, stage: str, minutes: float) ->
     what = "best validation loss, nats/token" if lower else "best validation accuracy"
     lines = [f"### {task}, {stage}, {minutes:g} minutes ({what})", "",
              "| configuration | runs | best (mean ± sd) | to (a) | over its s.e. | Welch p | "
-             "trials (mean) | ops (mean) |",
-             "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+             "paired: to (a) | over its s.e. | paired p | trials (mean) | ops (mean) |",
+             "|---|---:|---|---|---:|---:|---|---:|---:|---:|---:|"]  # fmt: skip
     for name, runs in [(REFERENCE, ref), *[(n, r) for n, r in configs.items() if n != REFERENCE]]:
         values = [f["best"] for f in runs.values() if f["best"] is not None]
         if not values:
-            lines.append(f"| {name} | {len(runs)} | no quality measured | | | | | |")
+            lines.append(f"| {name} | {len(runs)} | no quality measured | | | | | | | | |")
             continue
         m, sd = mean_sd(values)
         ref_values = [f["best"] for f in ref.values() if f["best"] is not None]
-        cells = ["", "", ""]
+        cells = [""] * 6
         if name != REFERENCE and ref_values:
-            c = compare(ref_values, values)
-            ratio = "-" if not c["se"] else f"{c['diff'] / c['se']:+.1f}"
-            p = "-" if c["p"] is None else f"{c['p']:.3f}"
-            cells = [difference(c["diff"], lower), ratio, p]
+            by_seed = {s: f["best"] for s, f in runs.items() if f["best"] is not None}
+            ref_by_seed = {s: f["best"] for s, f in ref.items() if f["best"] is not None}
+            cells = [*_cells(compare(ref_values, values), lower),
+                     *_cells(paired(ref_by_seed, by_seed), lower)]  # fmt: skip
         trials = statistics.fmean(f["trials"] for f in runs.values())
         ops = statistics.fmean(f["ops"] for f in runs.values())
         lines.append(f"| {name} | {len(values)} | {quality(m, lower)} ± {quality(sd, lower)} | "
                      f"{' | '.join(cells)} | {trials:.1f} | {ops:.3g} |")  # fmt: skip
     return lines
+
+
+def _cells(c: dict[str, float | None], lower: bool) -> list[str]:
+    """A comparison's cells: the difference, it over its standard error, the p-value."""
+    diff, se, p = c["diff"], c["se"], c["p"]
+    return ["-" if diff is None else difference(diff, lower),
+            "-" if not se or diff is None else f"{diff / se:+.1f}",
+            "-" if p is None else f"{p:.3f}"]  # fmt: skip
 
 
 def savings(state: dict[str, Any], task: str, stage: str, minutes: float) -> list[str]:
@@ -323,7 +351,9 @@ def report(state: dict[str, Any]) -> str:
     when = time.strftime("%Y-%m-%d", time.gmtime())
     lines = [f"# The search's value ({when})", "",
              f"`benchmarks/search_value.py`: {len(state)} runs. (a) is `default`; each difference "
-             "is to (a)'s mean, over its standard error (Welch).", ""]  # fmt: skip
+             "is to (a)'s mean, over its standard error (Welch), and seed by seed (paired: a "
+             "seed sets the data and the first network of every configuration alike).",
+             ""]  # fmt: skip
     for task, stage, minutes in sorted(
         groups(state), key=lambda k: (k[0], STAGES.index(k[1]), k[2])
     ):

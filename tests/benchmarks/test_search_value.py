@@ -74,6 +74,20 @@ def test_the_comparison_is_welchs(bench):
     assert sv.compare([0.9], [0.8])["p"] is None  # one run: no spread to compare with
 
 
+def test_the_paired_comparison_takes_the_seeds_both_have(bench):
+    from scipy.stats import ttest_rel
+
+    sv = bench("search_value")
+    ref = {0: 0.90, 1: 0.80, 2: 0.85, 3: 0.70}  # seed 3: (a) only
+    other = {0: 0.92, 1: 0.81, 2: 0.88, 4: 0.99}  # seed 4: the other only
+    diffs = [0.02, 0.01, 0.03]
+    c = sv.paired(ref, other)
+    assert c["diff"] == pytest.approx(statistics.fmean(diffs))
+    assert c["se"] == pytest.approx(statistics.stdev(diffs) / math.sqrt(3))
+    assert c["p"] == pytest.approx(ttest_rel([0.92, 0.81, 0.88], [0.90, 0.80, 0.85]).pvalue)
+    assert sv.paired({0: 0.9}, {0: 0.8}) == {"diff": pytest.approx(-0.1), "se": None, "p": None}
+
+
 def test_the_operations_to_reach_a_target(bench):
     sv = bench("search_value")
     trajectory = [[10, 3.0], [25, 2.5], [40, 2.2]]
