@@ -127,8 +127,11 @@ FILES: dict[str, type[ResultFile]] = {
     )
 }
 KINDS = tuple(FILES)
-#: Each kind's ``data`` record, by kind.
-DATA: dict[str, type[Record]] = {
+#: What a kind's ``data`` is: a record, or train-to-target's summary (frozen dataclasses that
+#: msgspec reads and writes as it does records).
+KindData = Record | TrainToTargetData
+#: Each kind's ``data`` type, by kind.
+DATA: dict[str, type[KindData]] = {
     kind: next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
     for kind, cls in FILES.items()
 }
@@ -143,7 +146,7 @@ class _Header(msgspec.Struct):
 
 
 def result_document(
-    kind: str, data: Record, environment: dict[str, Any] | None = None
+    kind: str, data: KindData, environment: dict[str, Any] | None = None
 ) -> ResultFile:
     """The versioned document of ``kind`` for ``data``, the kind's record as its command built it
     (DataError naming the field where it is not one: a number that is not finite, a value its
