@@ -46,11 +46,10 @@ def time_case(name: str, processor: Processor, seconds: float, elements: int | N
 
     data = measure_machine("cpu", dtypes, seconds, elements, progress, processor=processor)
     total = time.perf_counter() - start
-    for dtype, peak in data["peaks"].items():
-        rate = format_si(peak["flops_per_s"], "FLOP/s")
-        print(
-            f"  peak {dtype:<9} {rate:>14}  {peak['kernel']} ({len(peak['candidates'])} searched)"
-        )
+    for dtype, peak in data.peaks.items():
+        rate = format_si(peak.flops_per_s, "FLOP/s")
+        searched = len(peak.candidates or ())
+        print(f"  peak {dtype:<9} {rate:>14}  {peak.kernel} ({searched} searched)")
     print(f"  total {total:.1f} s; load average after: {os.getloadavg()[0]:.2f}")
     return total
 

@@ -18,13 +18,14 @@ from aihpc.bench.model_checks import check_fits, reported_modules
 from aihpc.bench.model_trace import OTHER, row_ops
 from aihpc.cli import main
 from aihpc.counting import count_ops
-from aihpc.records.files import read_result_file, result_document, write_result
+from aihpc.records.files import read_result_file
 from aihpc.roofline.bandwidth import measure_bandwidth
 from aihpc.roofline.model import Roofline
 from aihpc.roofline.peak import measure_peak
 from aihpc.tasks.image.build import SpecNet
 from aihpc.tasks.image.seeds import seed_spec
 from fixture_run import aihpc_in_process
+from kind_files import roofline_file as roofline_file_of
 
 # one process runs the module under pytest-xdist: its fixtures (the roofline, resnet20 measured)
 # are made once
@@ -52,9 +53,7 @@ def roofline() -> Roofline:
 
 @pytest.fixture(scope="module")
 def roofline_file(tmp_path_factory: pytest.TempPathFactory, roofline: Roofline) -> Path:
-    path = tmp_path_factory.mktemp("roofline") / "roofline.json"
-    write_result(path, result_document("roofline", {"roofline": roofline.to_dict()}))
-    return path
+    return roofline_file_of(tmp_path_factory.mktemp("roofline") / "roofline.json", roofline)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +63,7 @@ def resnet20(roofline: Roofline) -> dict[str, Any]:
     model = models.create("resnet20")
     x = models.example_input("resnet20", 4)
     result = bench_network(model, x, device=CPU, roofline=roofline, profile_seconds=0.2)
-    return {"model": model, "x": x, "data": result.to_dict()}
+    return {"model": model, "x": x, "data": result.to_record("resnet20", None).to_dict()}
 
 
 def test_layer_ops_add_up_to_the_counted_step(resnet20: dict[str, Any]) -> None:
@@ -156,12 +155,13 @@ def test_depth_reports_containers_whole(roofline: Roofline) -> None:
     x = models.example_input("resnet20", 2)
     data = bench_network(
         model, x, modes=("inference",), device=CPU, roofline=roofline, depth=1, profile_seconds=0.1
-    ).to_dict()
-    rows = {r["name"]: r for r in data["modes"]["inference"]["layers"]}
+    ).to_record("resnet20", None)
+    rows = {r.name: r for r in data.modes["inference"].layers}
     assert set(rows) == {"(model)", "conv1", "bn1", "layers", "avgpool", "fc"}  # (model): F.relu
     count = count_ops(model, x, train=False)
-    assert rows["layers"]["ops"] == count.by_module["layers"]["forward"]
-    assert rows["layers"]["seconds"] > 10 * rows["fc"]["seconds"]
+    assert rows["layers"].ops == count.by_module["layers"]["forward"]
+    assert rows["layers"].seconds > 10 * rows["fc"].seconds
+    assert rows["fc"].forward is None and rows["fc"].backward is None  # inference: no split
 
 
 def test_tokens_model_and_bfloat16(roofline: Roofline) -> None:
@@ -178,9 +178,13 @@ def test_tokens_model_and_bfloat16(roofline: Roofline) -> None:
                 model, x, device=CPU, dtype="bfloat16", roofline=roofline, profile_seconds=0.1
             )
         return
-    data = bench_network(
-        model, x, device=CPU, dtype="bfloat16", roofline=roofline, profile_seconds=0.1
-    ).to_dict()
+    data = (
+        bench_network(
+            model, x, device=CPU, dtype="bfloat16", roofline=roofline, profile_seconds=0.1
+        )
+        .to_record("lstm_lm", None)
+        .to_dict()
+    )
     assert data["dtype"] == "bfloat16" and data["input_shape"] == [8]
     for mode in data["modes"].values():
         rows = {r["name"]: r for r in mode["layers"]}
@@ -261,7 +265,7 @@ def test_cli_spec_from_the_nas(
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)["data"]
-    assert data == read_result_file(out).data
+    assert data == read_result_file(out).data.to_dict()
     assert (
         data["spec"] == str(path) and data["model"] is None and list(data["modes"]) == ["training"]
     )

@@ -16,9 +16,9 @@ from aihpc.bench import operators as ops
 from aihpc.bench.op_catalogue import CATALOGUE, Function, OpCase, register, unregister
 from aihpc.bench.op_check import build_case, check_case, errors
 from aihpc.bench.timing import Timing
-from aihpc.records.files import result_document, write_result
 from aihpc.roofline.model import Roofline
 from fixture_run import aihpc_in_process
+from kind_files import roofline_file as roofline_file_of
 
 CPU = torch.device("cpu")
 ROOF = Roofline(device="cpu", peaks={"float32": 2e10, "bfloat16": 8e10}, bandwidth=4e9)
@@ -74,9 +74,7 @@ def wrong_backward() -> Iterator[OpCase]:
 @pytest.fixture
 def roofline_file(tmp_path: Path) -> Path:
     """A roofline result file as ``aihpc roofline`` writes it (peaks given, not measured)."""
-    return write_result(
-        tmp_path / "roofline.json", result_document("roofline", {"roofline": ROOF.to_dict()})
-    )
+    return roofline_file_of(tmp_path / "roofline.json", ROOF)
 
 
 # ------------------------------------------------------------- validation
@@ -131,7 +129,7 @@ def test_wrong_forward_is_failed_and_untimed(wrong_forward: OpCase) -> None:
     assert (
         "float64 output differs" in bfloat16.validation.reason
     )  # 1% hides in bfloat16 rounding otherwise
-    assert result.to_dict()["points"] == []
+    assert result.to_record(1.0).points == ()
 
 
 def test_wrong_backward_fails_gradcheck(wrong_backward: OpCase) -> None:
@@ -200,7 +198,10 @@ def test_timed_row_rates_follow_counts() -> None:
         assert p.roofline_share == pytest.approx(
             p.flops_per_s / ROOF.attainable(p.intensity, "float32")
         )
-    assert [p["label"] for p in result.to_dict()["points"]] == ["relu fwd", "relu fwd+bwd"]
+    data = result.to_record(1.0)
+    assert [p.label for p in data.points] == ["relu fwd", "relu fwd+bwd"]
+    assert [p.pass_ for p in data.points] == ["fwd", "fwd+bwd"]
+    assert data.sweep_seconds == result.seconds and data.seconds == 1.0
 
 
 def test_shape_too_large_for_memory() -> None:
@@ -245,7 +246,7 @@ def test_cli_quick(tmp_path: Path, roofline_file: Path, capsys: pytest.CaptureFi
     assert doc["kind"] == "bench-operators" and doc["schema_version"] == 1
     data = doc["data"]
     assert [r["name"] for r in data["rows"]] == ["conv3x3", "matmul"] and data["failed"] == []
-    assert data["roofline"] == ROOF.to_dict() and len(data["points"]) == 4
+    assert data["roofline"] == ROOF.to_record().to_dict() and len(data["points"]) == 4
     matmul = data["rows"][1]
     assert matmul["forward"]["ops"] == 2 * 64 * 128 * 64
     assert matmul["forward"]["roofline_share"] is not None

@@ -36,8 +36,7 @@ def test_digits_cnn_reaches_a_modest_target_and_says_so() -> None:
         p.samples == DIGITS_TRAIN // 64 * 64 for p in curve
     )  # the last partial batch is dropped
     assert all(p.eval_s > 0 for p in curve)
-    data = outcome.to_dict()
-    json.dumps(data, allow_nan=False)
+    data = outcome.to_record().to_dict()
     assert data["time_to_target_s"] == pytest.approx(seconds[-1])
     assert data["throughput_samples_per_s"] == pytest.approx(
         len(curve) * (DIGITS_TRAIN // 64 * 64) / seconds[-1]

@@ -107,7 +107,7 @@ def test_cnn_profile_has_convolution_and_counted_ops() -> None:
     conv = next(o for o in prof.timing.operators if o.type == "convolution")
     assert conv.seconds > 0 and conv.calls >= 1
     assert sum(o.share for o in prof.timing.operators) < 1.0
-    data = prof.to_dict()
+    data = prof.to_record().to_dict()
     assert set(data) >= {
         "model",
         "input_shape",

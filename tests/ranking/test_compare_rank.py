@@ -189,10 +189,9 @@ def test_compare_refuses_different_schema_versions(
 
 
 def test_compare_refuses_a_kind_without_a_score_and_different_workloads(tmp_path: Path) -> None:
-    roofline = tmp_path / "roofline.json"
-    from aihpc.records.files import result_document, write_result
+    from kind_files import real_file
 
-    write_result(roofline, result_document("roofline", {}, environment=ENVIRONMENT))
+    roofline = real_file("roofline")  # a real roofline result
     one = write(tmp_path / "one", results_doc(1e9))
     proc = aihpc("compare", str(one), str(roofline))
     assert proc.returncode == 2

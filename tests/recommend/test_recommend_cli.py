@@ -2,12 +2,14 @@
 
 import json
 
+import msgspec
 import numpy as np
 import pytest
 
 from aihpc.cli import main
 from aihpc.tasks.image.seeds import seed_spec
 from fixture_run import ENVIRONMENT
+from kind_files import real_data, real_file
 
 
 def _npz(path, n, classes):
@@ -53,21 +55,23 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys):
         ["recommend", "validate", "--calibration", str(tmp_path / "none.json"), *out],
         "not found",
     )
-    from aihpc.recommend.study import shipped_calibration
-    from aihpc.records.files import result_document, write_result
-
     no_steps = tmp_path / "v.json"  # held-out observations whose validation block is missing
-    write_result(
-        no_steps,
-        result_document(
-            "recommend-validation",
-            {"observations": [o.to_dict() for o in shipped_calibration()[:1]]},
-        ),
-    )
+    document = json.loads(real_file("recommend-validation").read_text())
+    del document["data"]["validation"]
+    no_steps.write_text(json.dumps(document))
     _bad(
         capsys,
         ["recommend", "validate", "--observations", str(no_steps), *out],
-        "its validation gives no step count (got None)",
+        f"result file {no_steps}: data: object missing required field validation",
+    )
+    zero_steps = tmp_path / "v0.json"
+    document = json.loads(real_file("recommend-validation").read_text())
+    document["data"]["validation"]["steps"] = 0
+    zero_steps.write_text(json.dumps(document))
+    _bad(
+        capsys,
+        ["recommend", "validate", "--observations", str(zero_steps), *out],
+        f"{zero_steps}: validation.steps: expected >= 1, got 0",
     )
     assert not (tmp_path / "r.json").exists()
 
@@ -228,56 +232,59 @@ def test_validate_fast_then_rejudged_from_its_file(tmp_path, capsys):
 
 def test_the_report_renders_the_recommend_result_kinds():
     from aihpc.records.files import result_document
+    from aihpc.records.kinds_recommend import RankedRecord, TaskScoreRecord
     from aihpc.report.documents import render_page
 
+    recommend = real_data("recommend")
+    candidate = RankedRecord(
+        name="c2",
+        source="spec",
+        detail="10 params",
+        params=10,
+        ops_per_sample=1e6,
+        proxies={},
+        predicted_accuracy=0.9,
+        interval=(0.8, 0.95),
+        rank=1,
+        within_budget=True,
+    )
+    validation = real_data("recommend-validation")
+    scores = tuple(
+        TaskScoreRecord(
+            candidate_set="small",
+            task="t",
+            family="f",
+            shape="1x8x8",
+            predictor="recommender",
+            tau=tau,
+            regret=regret,
+        )
+        for tau, regret in ((0.5, 0.01), (0.7, 0.03))
+    )
     docs = [
         result_document(
             "recommend",
-            {
-                "complexity": {"f1": 1.5, "n3": 0.02},
-                "choice": "c2",
-                "method": "matcher",
-                "domain": "inside the calibrated domain",
-                "candidates": [
-                    {
-                        "name": "c2",
-                        "rank": 1,
-                        "params": 10,
-                        "predicted_accuracy": 0.9,
-                        "interval": [0.8, 0.95],
-                        "ops_per_sample": 1e6,
-                    }
-                ],
-            },
+            msgspec.structs.replace(
+                recommend, choice="c2", method="matcher", candidates=(candidate,)
+            ),
             environment=ENVIRONMENT,
         ),
         result_document(
             "recommend-validation",
-            {
-                "validation": {
-                    "coverage": {"small": 0.81},
-                    "scores": [
-                        {
-                            "candidate_set": "small",
-                            "predictor": "recommender",
-                            "tau": 0.5,
-                            "regret": 0.01,
-                        },
-                        {
-                            "candidate_set": "small",
-                            "predictor": "recommender",
-                            "tau": 0.7,
-                            "regret": 0.03,
-                        },
-                    ],
-                }
-            },
+            msgspec.structs.replace(
+                validation,
+                validation=msgspec.structs.replace(
+                    validation.validation, coverage={"small": 0.81}, scores=scores
+                ),
+            ),
             environment=ENVIRONMENT,
         ),
+        result_document("recommend-calibration", real_data("recommend-calibration")),
     ]
-    page = render_page([d.to_dict() for d in docs], "t")
+    page = render_page(docs, "t")
     assert "Model recommendation" in page and "c2" in page and "80.0% .. 95.0%" in page
     assert "+0.60" in page and "3.0%" in page and "small 81 %" in page
+    assert "Recommendation matcher calibration" in page and "aihpc recommend calibrate" in page
 
 
 def test_calibrate_refits_the_shipped_matcher_from_its_observations(tmp_path, capsys):

@@ -48,5 +48,5 @@ def test_observations_do_not_depend_on_the_number_of_workers():
     two = observe_all(specs, seeds=1, steps=1, limit=2, workers=2)
     assert [o.task for o in one] == [s.name for s in specs for _ in range(2)]
     for a, b in zip(one, two, strict=True):
-        assert a.to_dict() == b.to_dict()
+        assert a.to_record() == b.to_record()
         np.testing.assert_array_equal(a.accuracy, b.accuracy)

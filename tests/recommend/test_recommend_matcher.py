@@ -1,5 +1,6 @@
 """The matcher's fit against scikit-learn, its bounds, interval and file; the domain; the pick."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -215,7 +216,7 @@ def test_decide_predicts_inside_the_domain_and_falls_back_to_synflow_outside():
     inside = decide(o.complexity, list(o.scores), M.load())
     assert inside.method == "matcher" and inside.prediction is not None and not inside.outside
     np.testing.assert_array_equal(inside.values, inside.prediction.eta)
-    far = Complexity(**{**o.complexity.to_dict(), "dimension": 3 * 128 * 128})
+    far = dataclasses.replace(o.complexity, dimension=3 * 128 * 128)
     outside = decide(far, list(o.scores), M.load())
     assert outside.method == "synflow" and outside.prediction is None
     assert any(x.feature == "log_dimension" for x in outside.outside)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fixture_run import aihpc_cases, aihpc_main
+from fixture_run import ENVIRONMENT, aihpc_cases, aihpc_main
 
 # one process runs the module under pytest-xdist: its fixture (the result files the commands
 # write) is made once
@@ -140,6 +140,7 @@ def test_the_roofline_section_says_what_the_processor_does_not_compute() -> None
     """A float16 peak measured on one kernel (a processor without float16 arithmetic) carries
     its note, and a dtype left out of the defaults has its row saying why."""
     from aihpc.machine.processor import Processor
+    from aihpc.records.files import result_document
     from aihpc.report.documents import render_sections
     from aihpc.report.markup import esc
     from aihpc.roofline.machine import left_out_dtypes, measure_machine
@@ -147,10 +148,35 @@ def test_the_roofline_section_says_what_the_processor_does_not_compute() -> None
     avx2 = Processor(extensions=("avx2", "f16c", "fma"))  # no bfloat16 or float16 arithmetic
     left_out = {"bfloat16": left_out_dtypes("cpu", avx2)["bfloat16"]}
     data = measure_machine("cpu", ["float16"], 0.01, 4096, left_out=left_out, processor=avx2)
-    page = render_sections([{"kind": "roofline", "data": data}])
-    note = data["peaks"]["float16"]["note"]
-    assert note.startswith("this processor has no float16 arithmetic") and esc(note) in page
+    page = render_sections([result_document("roofline", data, environment=ENVIRONMENT)])
+    note = data.peaks["float16"].note
+    assert note is not None and note.startswith("this processor has no float16 arithmetic")
+    assert esc(note) in page
     assert (
         f"<th>not measured, bfloat16</th><td>left out of the defaults: {esc(left_out['bfloat16'])}"
         in page
     )
+
+
+def test_a_real_file_of_every_kind_gets_its_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The result files the commands wrote (tests/fixtures/kinds), one section each."""
+    from kind_files import real_file
+
+    titles = {
+        "roofline": "Roofline",
+        "bench-operators": "Level 0: operators",
+        "bench-network": "Level 1: network",
+        "profile": "Workload characterisation",
+        "recommend": "Model recommendation",
+        "recommend-calibration": "Recommendation matcher calibration",
+        "recommend-validation": "Recommendation validation",
+    }
+    for kind in titles:
+        shutil.copy(real_file(kind), tmp_path / f"{kind}.json")
+    _report(capsys, str(tmp_path))
+    page = (tmp_path / "report.html").read_text()
+    assert [title for title in titles.values() if f"<h2>{title}</h2>" not in page] == []
+    recommend = json.loads(real_file("recommend").read_text())["data"]
+    assert f"<th>recommendation</th><td>{recommend['choice']}</td>" in page

@@ -16,6 +16,7 @@ from fixture_run import FIXTURES
 
 PUBLISHED = Path(__file__).parents[2] / "docs" / "reference" / "schema"
 REPORT = Path(__file__).parents[1] / "report" / "fixtures"
+SRC = Path(__file__).parents[2] / "src"
 
 
 @pytest.mark.parametrize("name", list(DOCUMENTS))
@@ -38,6 +39,18 @@ def test_nothing_else_is_published() -> None:
         ("results-lm", REPORT / "results_lm.json"),
         ("infer", FIXTURES / "gpu-check" / "infer-lm-cpu.json"),
         ("infer", FIXTURES / "gpu-check" / "infer-resnet50-cpu.json"),
+        *(
+            (kind, FIXTURES / "kinds" / f"{kind}.json")
+            for kind in (
+                "roofline",
+                "bench-operators",
+                "bench-network",
+                "profile",
+                "recommend",
+                "recommend-validation",
+            )
+        ),
+        ("recommend-calibration", SRC / "aihpc" / "recommend" / "data" / "calibration.json"),
     ],
 )
 def test_real_documents_are_valid_by_their_schema(name: str, path: Path) -> None:

@@ -6,20 +6,22 @@ values with round numbers, so every derived figure can be worked by hand.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.machine.devices import resolve_device
 from aihpc.machine.processor import Processor
 from aihpc.records.files import result_document, write_result
+from aihpc.records.kinds_measure import RooflineData
 from aihpc.roofline import machine
 from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
 from aihpc.scoring.peak import NominalPeak, PeakResult
 from fixture_run import ENVIRONMENT
+from kind_files import real_data
 
 
 def _peak(
@@ -63,7 +65,7 @@ def _stream(kernel: str, rate: float) -> BandwidthResult:
 
 
 @pytest.fixture
-def data() -> dict:
+def data() -> RooflineData:
     """float32 at 100 GFLOP/s, bfloat16 at 400 GFLOP/s, copy 16 GB/s, triad 20 GB/s."""
     nominal = NominalPeak(
         "float32", 150e9, "2 cores x 16 float32 lanes x 2 FMA units x 2 FLOP x 1.17 GHz", None
@@ -79,45 +81,45 @@ def data() -> dict:
     )
 
 
-def test_machine_data(data: dict) -> None:
-    assert data["roofline"] == {
+def test_machine_data(data: RooflineData) -> None:
+    assert data.roofline.to_dict() == {
         "device": "cpu",
         "peaks": {"float32": 100e9, "bfloat16": 400e9},
         "bandwidth": 20e9,
     }
-    assert data["ridge"] == {"float32": pytest.approx(5.0), "bfloat16": pytest.approx(20.0)}
-    assert data["bandwidth"]["triad"]["bytes_per_call"] == 24 * 2**26
-    assert data["warnings"] == ["bfloat16 peak: busy"] and data["points"] == []
-    assert data["left_out"] == {}
-    assert json.loads(json.dumps(data)) == data
+    assert data.ridge == {"float32": pytest.approx(5.0), "bfloat16": pytest.approx(20.0)}
+    assert data.bandwidth["triad"].bytes_per_call == 24 * 2**26
+    assert data.warnings == ("bfloat16 peak: busy",) and data.points == ()
+    assert data.left_out == {}
+    peak = data.peaks["float32"].peak_result()  # the measurement, read back whole
+    assert peak.flops_per_s == 100e9 and peak.nominal is not None and peak.nominal.note is None
 
 
 def test_without_triad_the_ridges_are_unknown() -> None:
     d = machine.machine_data("cpu", 1.0, {"float32": _peak("float32", 100e9)}, {})
-    assert d["roofline"]["bandwidth"] is None and d["ridge"] == {"float32": None}
+    assert d.roofline.bandwidth is None and d.ridge == {"float32": None}
     assert "  float32    unknown" in machine.format_table(d)
 
 
-def test_add_points_places_them_and_flags_dtypes_without_a_roof(data: dict) -> None:
-    machine.add_points(
+def test_add_points_places_them_and_flags_dtypes_without_a_roof(data: RooflineData) -> None:
+    data = machine.add_points(
         data,
         [
             RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
             RooflinePoint("ln", "float16", 1.0, 1e9, "bench-network"),
         ],
     )
-    relu, ln = data["points"]
-    assert relu["attainable_flops_per_s"] == pytest.approx(5e9)  # 0.25 FLOP/byte x 20 GB/s
-    assert relu["share"] == pytest.approx(0.5)
-    assert ln["attainable_flops_per_s"] is None and ln["share"] is None
+    relu, ln = data.points
+    assert relu.attainable_flops_per_s == pytest.approx(5e9)  # 0.25 FLOP/byte x 20 GB/s
+    assert relu.share == pytest.approx(0.5)
+    assert ln.attainable_flops_per_s is None and ln.share is None
     assert (
-        data["warnings"][-1]
-        == "no float16 peak was measured: float16 points have no roof (unknown)"
+        data.warnings[-1] == "no float16 peak was measured: float16 points have no roof (unknown)"
     )
 
 
-def test_table(data: dict) -> None:
-    machine.add_points(
+def test_table(data: RooflineData) -> None:
+    data = machine.add_points(
         data,
         [
             RooflinePoint("relu", "float32", 0.25, 2.5e9, "bench-operators"),
@@ -153,29 +155,38 @@ def test_table(data: dict) -> None:
     ]
 
 
-def _bench_file(path: Path, kind: str, data: dict) -> Path:
+def _bench_file(path: Path, kind: str, **changes: object) -> Path:
+    """The real file of ``kind`` with ``changes`` to its data, written at ``path``."""
+    data = msgspec.structs.replace(real_data(kind), **changes)
     return write_result(path, result_document(kind, data, environment=ENVIRONMENT))
 
 
 def test_read_points(tmp_path: Path) -> None:
-    pts = [{"label": "conv", "dtype": "bfloat16", "intensity": 30, "flops_per_s": 9e10, "extra": 1}]
-    f = machine.read_points(
-        _bench_file(tmp_path / "n.json", "bench-network", {"device": "cpu", "points": pts})
+    network = real_data("bench-network")
+    point = msgspec.structs.replace(
+        network.points[0], label="conv", dtype="bfloat16", intensity=30.0, flops_per_s=9e10
     )
+    f = machine.read_points(_bench_file(tmp_path / "n.json", "bench-network", points=(point,)))
     assert f.kind == "bench-network" and f.device == "cpu"
     assert f.points == (RooflinePoint("conv", "bfloat16", 30.0, 9e10, "bench-network"),)
     f.check_device("cpu")
     with pytest.raises(ConfigError, match=r"n.json holds kernels measured on cpu, not on cuda:0$"):
         f.check_device("cuda:0")
+    operators = machine.read_points(_bench_file(tmp_path / "o.json", "bench-operators"))
+    assert [p.label for p in operators.points] == [
+        p.label for p in real_data("bench-operators").points
+    ]
 
 
-def test_read_points_refuses_other_kinds_and_missing_points(tmp_path: Path) -> None:
+def test_read_points_refuses_other_kinds_and_negative_points(tmp_path: Path) -> None:
     with pytest.raises(
         DataError, match="holds profile results, not bench-operators or bench-network"
     ):
-        machine.read_points(_bench_file(tmp_path / "t.json", "profile", {"points": []}))
-    with pytest.raises(DataError, match=r"o.json holds no list of points \(data.points\)"):
-        machine.read_points(_bench_file(tmp_path / "o.json", "bench-operators", {"ops": []}))
+        machine.read_points(_bench_file(tmp_path / "t.json", "profile"))
+    point = msgspec.structs.replace(real_data("bench-network").points[0], intensity=-1.0)
+    path = _bench_file(tmp_path / "n.json", "bench-network", points=(point,))
+    with pytest.raises(DataError, match=r"n.json: points\[0\].intensity must be a finite number"):
+        machine.read_points(path)
 
 
 ZEN3 = Processor(extensions=("avx2", "f16c", "fma"))
@@ -208,11 +219,12 @@ def test_an_emulated_dtype_is_measured_on_one_kernel_and_said_so() -> None:
         "cpu", ["float16"], 0.01, elements=4096, progress=lines.append, processor=ZEN4
     )
     assert lines[0] == "[1/3] float16 peak on cpu (one kernel: not computed natively)"
-    peak = d["peaks"]["float16"]
-    assert len(peak["candidates"]) == 1 and peak["note"].endswith("alone was measured")
-    d["left_out"] = machine.left_out_dtypes("cpu", ZEN3)
+    peak = d.peaks["float16"]
+    assert peak.candidates is not None and peak.note is not None
+    assert len(peak.candidates) == 1 and peak.note.endswith("alone was measured")
+    d = msgspec.structs.replace(d, left_out=machine.left_out_dtypes("cpu", ZEN3))
     table = machine.format_table(d).splitlines()
-    assert table[table.index("notes:") + 1] == f"  float16    {peak['note']}"
+    assert table[table.index("notes:") + 1] == f"  float16    {peak.note}"
     left = table.index("left out of the defaults (measure one with --dtype):")
     assert table[left + 1].startswith("  bfloat16   this processor has no bfloat16 arithmetic")
     assert table[left + 2].startswith("  float16    this processor has no float16 arithmetic")
@@ -244,7 +256,8 @@ def test_measure_machine_reports_progress() -> None:
         "[2/3] STREAM copy bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)",
         "[3/3] STREAM triad bandwidth on cpu (4096 float64 = 0.03125 MiB per array, 0.05 s)",
     ]
-    assert d["bandwidth"]["copy"]["bytes_per_call"] == 16 * 4096
-    assert d["ridge"]["float32"] == pytest.approx(
-        d["peaks"]["float32"]["flops_per_s"] / d["roofline"]["bandwidth"]
+    assert d.bandwidth["copy"].bytes_per_call == 16 * 4096
+    assert d.roofline.bandwidth is not None
+    assert d.ridge["float32"] == pytest.approx(
+        d.peaks["float32"].flops_per_s / d.roofline.bandwidth
     )

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from aihpc.base.errors import ConfigError, DataError
-from aihpc.records.files import result_document, write_result
+from aihpc.records.codec import decode, encode
+from aihpc.records.kinds_bench import RooflineRecord
 from aihpc.roofline.model import Roofline, RooflinePoint, load_or_measure, measure_roofline
-from fixture_run import ENVIRONMENT
+from kind_files import roofline_file
 
 # 100 GFLOP/s float32, 400 GFLOP/s bfloat16, 20 GB/s: ridges at 5 and 20 FLOP/byte.
 ROOF = Roofline(device="cpu", peaks={"float32": 100e9, "bfloat16": 400e9}, bandwidth=20e9)
@@ -52,82 +53,48 @@ def test_without_bandwidth_only_the_compute_roof_bounds() -> None:
     assert roof.ridge("float32") is None
 
 
-def test_to_dict_from_dict_round_trip_through_json() -> None:
-    d = json.loads(json.dumps(ROOF.to_dict()))
-    assert d == {"device": "cpu", "peaks": {"float32": 100e9, "bfloat16": 400e9}, "bandwidth": 20e9}
-    assert Roofline.from_dict(d) == ROOF
+def test_to_record_from_record_round_trip_through_json() -> None:
+    record = decode(encode(ROOF.to_record()), RooflineRecord, "a roofline")
+    assert record.to_dict() == {
+        "device": "cpu",
+        "peaks": {"float32": 100e9, "bfloat16": 400e9},
+        "bandwidth": 20e9,
+    }
+    assert Roofline.from_record(record) == ROOF
     no_bw = Roofline(device="cuda:0", peaks={"tf32": 3e14})
-    assert Roofline.from_dict(json.loads(json.dumps(no_bw.to_dict()))) == no_bw
+    assert Roofline.from_record(no_bw.to_record()) == no_bw
 
 
 @pytest.mark.parametrize(
     "bad, match",
     [
-        ({"peaks": {}}, "malformed roofline"),
-        ({"device": "cpu", "peaks": []}, "malformed roofline"),
         (
-            {"device": "cpu", "peaks": {"float32": "fast"}},
-            "peak of float32 must be a finite number >= 0, got 'fast'",
-        ),
-        (
-            {"device": "cpu", "peaks": {"float32": 0}},
+            RooflineRecord(device="cpu", peaks={"float32": 0}, bandwidth=None),
             "peak of float32 must be a finite number > 0, got 0",
         ),
         (
-            {"device": "cpu", "peaks": {}, "bandwidth": -1.0},
+            RooflineRecord(device="cpu", peaks={}, bandwidth=-1.0),
             "bandwidth must be a finite number >= 0, got -1.0",
         ),
-        ("roofline", "malformed roofline"),
     ],
 )
-def test_from_dict_rejects_malformed(bad: object, match: str) -> None:
+def test_from_record_rejects_roofs_not_above_zero(bad: RooflineRecord, match: str) -> None:
     with pytest.raises(DataError, match=match):
-        Roofline.from_dict(bad)
+        Roofline.from_record(bad)
 
 
-def test_point_from_dict_and_placement() -> None:
-    p = RooflinePoint.from_dict(
-        {"label": "relu", "dtype": "float32", "intensity": 0.125, "flops_per_s": 1e9},
-        "ops.json: points[0]",
-        "bench-operators",
-    )
-    assert p == RooflinePoint("relu", "float32", 0.125, 1e9, "bench-operators")
-    d = p.to_dict(ROOF)
-    assert d["attainable_flops_per_s"] == pytest.approx(2.5e9)  # 0.125 x 20e9
-    assert d["share"] == pytest.approx(0.4)
-    unknown = RooflinePoint("ln", "float16", 1.0, 1e9).to_dict(ROOF)
-    assert unknown["attainable_flops_per_s"] is None and unknown["share"] is None
-
-
-@pytest.mark.parametrize(
-    "bad, match",
-    [
-        ([1, 2], r"ops.json: points\[3\] must be an object"),
-        (
-            {"label": 3, "dtype": "float32", "intensity": 1, "flops_per_s": 1},
-            r"points\[3\].label must be a string",
-        ),
-        (
-            {"label": "x", "dtype": "float32", "intensity": -1, "flops_per_s": 1},
-            r"points\[3\].intensity must be a finite number >= 0, got -1",
-        ),
-        (
-            {"label": "x", "dtype": "float32", "intensity": 1, "flops_per_s": float("nan")},
-            r"points\[3\].flops_per_s must be a finite number >= 0, got nan",
-        ),
-    ],
-)
-def test_point_from_dict_names_the_bad_field(bad: object, match: str) -> None:
-    with pytest.raises(DataError, match=match):
-        RooflinePoint.from_dict(bad, "ops.json: points[3]")
+def test_a_point_placed_under_the_roofs() -> None:
+    p = RooflinePoint("relu", "float32", 0.125, 1e9, "bench-operators")
+    placed = p.placed(ROOF)
+    assert placed.attainable_flops_per_s == pytest.approx(2.5e9)  # 0.125 x 20e9
+    assert placed.share == pytest.approx(0.4)
+    assert (placed.label, placed.source) == ("relu", "bench-operators")
+    unknown = RooflinePoint("ln", "float16", 1.0, 1e9).placed(ROOF)
+    assert unknown.attainable_flops_per_s is None and unknown.share is None
 
 
 def _saved(tmp_path: Path, roof: Roofline) -> Path:
-    path = tmp_path / "roofline.json"
-    write_result(
-        path, result_document("roofline", {"roofline": roof.to_dict()}, environment=ENVIRONMENT)
-    )
-    return path
+    return roofline_file(tmp_path / "roofline.json", roof)
 
 
 def test_load_or_measure_reads_a_saved_roofline(tmp_path: Path) -> None:
@@ -142,15 +109,15 @@ def test_load_or_measure_refuses_another_device(tmp_path: Path) -> None:
 
 
 def test_load_or_measure_refuses_a_broken_saved_roofline(tmp_path: Path) -> None:
-    path = tmp_path / "broken.json"
-    write_result(
-        path, result_document("roofline", {"roofline": {"device": "cpu"}}, environment=ENVIRONMENT)
-    )
-    with pytest.raises(DataError, match="broken.json: malformed roofline"):
+    path = _saved(tmp_path, Roofline(device="cpu", peaks={"float32": 0.0}))
+    with pytest.raises(DataError, match="roofline.json: peak of float32 must be a finite number"):
         load_or_measure(path, "cpu", ("float32",))
-    write_result(path, result_document("roofline", {"peaks": {}}, environment=ENVIRONMENT))
-    with pytest.raises(DataError, match="broken.json holds no roofline"):
+    document = json.loads(path.read_text())
+    del document["data"]["roofline"]
+    path.write_text(json.dumps(document))
+    with pytest.raises(DataError) as info:
         load_or_measure(path, "cpu", ("float32",))
+    assert str(info.value) == (f"result file {path}: data: object missing required field roofline")
 
 
 def test_measure_roofline_small() -> None:

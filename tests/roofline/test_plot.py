@@ -5,11 +5,14 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from aihpc.base.errors import StorageError
+from aihpc.records.kinds_measure import RooflineData
 from aihpc.roofline.model import Roofline, RooflinePoint
 from aihpc.roofline.plot import DTYPE_COLORS, plot_roofline, roofline_figure, roofline_png
+from kind_files import real_data
 
 ROOF = Roofline(device="cpu", peaks={"float32": 100e9, "bfloat16": 400e9}, bandwidth=20e9)
 POINTS = [
@@ -20,11 +23,12 @@ POINTS = [
 ]
 
 
-def _data(roof: Roofline = ROOF, points: list[RooflinePoint] = POINTS) -> dict:
-    return {"roofline": roof.to_dict(), "points": [p.to_dict(roof) for p in points]}
+def _data(roof: Roofline = ROOF, points: list[RooflinePoint] = POINTS) -> RooflineData:
+    placed = tuple(p.placed(roof) for p in points)
+    return msgspec.structs.replace(real_data("roofline"), roofline=roof.to_record(), points=placed)
 
 
-def _lines(data: dict) -> dict[str, list]:
+def _lines(data: RooflineData) -> dict[str, list]:
     ax = roofline_figure(data).axes[0]
     return {
         line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")

@@ -19,13 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from aihpc.machine.processor import describe_processor, emulation
 from aihpc.records.files import result_document, write_result
+from aihpc.records.kinds_bench import NetworkPointRecord, OperatorPointRecord
 from aihpc.roofline.kernels import candidate_kernels
 from aihpc.roofline.machine import left_out_dtypes, machine_dtypes
 from fixture_run import ENVIRONMENT, aihpc_cases
+from kind_files import real_data
 
 # one process runs the module under pytest-xdist: its fixture (the --json run) is made once
 pytestmark = pytest.mark.xdist_group("roofline-cli")
@@ -53,22 +56,30 @@ def _aihpc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
     )
 
 
+def _points(kind: str, points: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """``points`` as a ``kind`` file's records (an operator's name is its label, a forward)."""
+    if kind == "bench-network":
+        return tuple(NetworkPointRecord(**p) for p in points)
+    return tuple(OperatorPointRecord(**p, name=p["label"], pass_="fwd") for p in points)
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real bench files (tests/fixtures/kinds) holding the points above, and a profile."""
     d = tmp_path_factory.mktemp("inputs")
     docs = {
-        "ops": ("bench-operators", {"device": "cpu", "points": OPS_POINTS}),
-        "net": ("bench-network", {"points": NET_POINTS}),
-        "profile": ("profile", {"points": OPS_POINTS}),
-        "gpu_ops": ("bench-operators", {"device": "cuda:0", "points": OPS_POINTS}),
-        "bad_point": (
-            "bench-operators",
-            {"points": [{"label": "relu", "dtype": "float32", "intensity": "high"}]},
-        ),
+        "ops": ("bench-operators", {"device": "cpu", "points": _points("ops", OPS_POINTS)}),
+        "net": ("bench-network", {"points": _points("bench-network", NET_POINTS)}),
+        "profile": ("profile", {}),
+        "gpu_ops": ("bench-operators", {"device": "cuda:0", "points": _points("ops", OPS_POINTS)}),
     }
-    paths = {name: d / f"{name}.json" for name in docs}
-    for name, (kind, data) in docs.items():
+    paths = {name: d / f"{name}.json" for name in [*docs, "bad_point"]}
+    for name, (kind, changes) in docs.items():
+        data = msgspec.structs.replace(real_data(kind), **changes)
         write_result(paths[name], result_document(kind, data, environment=ENVIRONMENT))
+    bad = json.loads(paths["ops"].read_text())
+    bad["data"]["points"][0]["intensity"] = "high"
+    paths["bad_point"].write_text(json.dumps(bad))
     return paths
 
 
@@ -225,7 +236,7 @@ BAD = [
     (["--points", "{gpu_ops}"], "{gpu_ops} holds kernels measured on cuda:0, not on cpu"),
     (
         ["--points", "{bad_point}"],
-        "{bad_point}: points[0].intensity must be a finite number >= 0, got 'high'",
+        "result file {bad_point}: data.points[0].intensity: expected float, got str",
     ),
     (
         ["--out", "{tmp}/no/r.json"],

@@ -69,7 +69,6 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -78,6 +77,7 @@ from aihpc.base.errors import ConfigError
 from aihpc.base.spread import spread as spread_of
 from aihpc.base.spread import spread_warning
 from aihpc.bench.distributed_launch import Launcher, RankReport, launch
+from aihpc.records.kinds import BenchDistributedData, StepTimesRecord, VolumeRecord
 
 VOLUME_CALLS = 10
 """All-reduces of the gradient buffer between the byte-counter readings."""
@@ -210,27 +210,27 @@ class DistributedOutcome:
     def allreduce_share(self) -> float:
         return self.parallel.allreduce_s / self.parallel.step_s
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_record(self) -> BenchDistributedData:
         """The result data documented in the module docstring."""
         c = self.config
-        return {
-            "procs": c.procs,
-            "backend": self.backend,
-            "device": self.device,
-            "model": c.model,
-            "batch_per_rank": c.batch,
-            "steps": c.steps,
-            "warmup": c.warmup,
-            "threads_per_rank": self.threads_per_rank,
-            "launcher": "srun" if c.launcher.srun else "local",
-            "nodes": c.launcher.nodes,
-            "hosts": list(self.hosts),
-            "single": asdict(self.single),
-            "parallel": asdict(self.parallel),
-            "scaling_efficiency": self.scaling_efficiency,
-            "allreduce_share": self.allreduce_share,
-            "volume": asdict(self.volume),
-        }
+        return BenchDistributedData(
+            procs=c.procs,
+            backend=self.backend,
+            device=self.device,
+            model=c.model,
+            batch_per_rank=c.batch,
+            steps=c.steps,
+            warmup=c.warmup,
+            threads_per_rank=self.threads_per_rank,
+            launcher="srun" if c.launcher.srun else "local",
+            nodes=c.launcher.nodes,
+            hosts=tuple(self.hosts),
+            single=StepTimesRecord(**asdict(self.single)),
+            parallel=StepTimesRecord(**asdict(self.parallel)),
+            scaling_efficiency=self.scaling_efficiency,
+            allreduce_share=self.allreduce_share,
+            volume=VolumeRecord(**asdict(self.volume)),
+        )
 
 
 def step_times(samples: list[list[float]], procs: int, batch: int) -> StepTimes:

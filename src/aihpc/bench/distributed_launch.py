@@ -143,7 +143,9 @@ def _srun(folder: Path, procs: int, threads: int | None, launcher: Launcher) -> 
         _kill([srun] if srun is not None else [])
 
 
-def _wait(processes: list[subprocess.Popen], folder: Path, procs: int, srun: bool = False) -> None:
+def _wait(
+    processes: list[subprocess.Popen[bytes]], folder: Path, procs: int, srun: bool = False
+) -> None:
     """Wait for every process; at the first failure, raise naming the rank that failed (with srun:
     the first rank that wrote an error, else srun itself) with the last line it wrote."""
     while True:
@@ -178,7 +180,7 @@ def _first_rank_with_errors(folder: Path, procs: int) -> int | None:
     return next((rank for rank, text in written if text), None)
 
 
-def _kill(processes: list[subprocess.Popen]) -> None:
+def _kill(processes: list[subprocess.Popen[bytes]]) -> None:
     """Only ours, and only those still running (interrupted, or a peer failed): SIGTERM (srun
     passes it on to its tasks and ends the step), then SIGKILL after ``STOP_WAIT_S``."""
     running = [p for p in processes if p.poll() is None]
@@ -195,4 +197,5 @@ def _kill(processes: list[subprocess.Popen]) -> None:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port

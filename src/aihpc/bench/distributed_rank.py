@@ -93,7 +93,7 @@ def _ddp_step(r: _Replica) -> float:
     _sync(r.device)
     start = time.perf_counter()
     r.flat.zero_()
-    F.cross_entropy(r.ddp(r.x), r.y).backward()
+    torch.autograd.backward(F.cross_entropy(r.ddp(r.x), r.y))
     r.optimizer.step()
     _sync(r.device)
     return time.perf_counter() - start
@@ -106,7 +106,7 @@ def _split_step(r: _Replica, world: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     r.flat.zero_()
     with r.ddp.no_sync():
-        F.cross_entropy(r.ddp(r.x), r.y).backward()
+        torch.autograd.backward(F.cross_entropy(r.ddp(r.x), r.y))
     _sync(r.device)
     t1 = time.perf_counter()
     dist.barrier()  # untimed: the all-reduce starts on every rank together
@@ -225,7 +225,7 @@ def _join(folder: Path, backend: str, rank: int, world: int) -> None:
     if rank == 0:
         host = _own_address()
         # not waiting for the others here: they learn where to connect from the file below
-        store = dist.TCPStore(
+        store = dist.TCPStore(  # type: ignore[attr-defined, unused-ignore]
             host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
         )
         atomic_write(path, f"{host} {store.port}")  # the others never read half of it
@@ -235,7 +235,9 @@ def _join(folder: Path, backend: str, rank: int, world: int) -> None:
                 f"rank 0 wrote no rendezvous in {path} within {COLLECTIVE_TIMEOUT_S} s"
             )
         host, port = path.read_text().split()
-        store = dist.TCPStore(host, int(port), world, is_master=False, timeout=timeout)
+        store = dist.TCPStore(  # type: ignore[attr-defined, unused-ignore]
+            host, int(port), world, is_master=False, timeout=timeout
+        )
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
 
 

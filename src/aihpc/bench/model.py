@@ -51,12 +51,13 @@ gradients set to None first) -- and explains it:
   ``convolution`` is "convolution"; an op with no known op above it keeps
   its own name), beside the family's counted operations.
 
-Data format (the ``data`` of a ``bench-network`` result; seconds, operations
+Data format (the ``data`` of a ``bench-network`` result,
+:class:`aihpc.records.kinds_bench.BenchNetworkData`; seconds, operations
 and bytes per step of ``batch`` samples, rates in operations/s)::
 
     {"model": str | null, "spec": str | null, "input_shape": [...], "batch": int,
      "device": str, "dtype": str, "threads": int, "depth": int | null,
-     "roofline": Roofline.to_dict(),
+     "roofline": RooflineRecord,
      "modes": {"inference" | "training": {
          "seconds", "spread", "warning", "profiled_seconds", "profiled_steps",
          "ops", "flops_per_s", "peak_share", "other_seconds",
@@ -93,6 +94,14 @@ from aihpc.bench.model_checks import (
 )
 from aihpc.bench.model_trace import LOSS, MODEL, OTHER
 from aihpc.bench.timing import Timing, measure
+from aihpc.records.kinds_bench import (
+    BenchNetworkData,
+    LayerRecord,
+    ModeRecord,
+    NetworkPointRecord,
+    OperatorTypeRecord,
+    PhaseRecord,
+)
 from aihpc.roofline.model import Roofline
 
 __all__ = ["MODES", "NetworkResult", "bench_network"]
@@ -114,7 +123,11 @@ class Phase:
     def __add__(self, other: Phase) -> Phase:
         return Phase(self.ops + other.ops, self.seconds + other.seconds, self.bytes + other.bytes)
 
-    def to_dict(self, roofline: Roofline, dtype: str, step_seconds: float) -> dict[str, Any]:
+    def to_record(self, roofline: Roofline, dtype: str, step_seconds: float) -> PhaseRecord:
+        return PhaseRecord(**self._figures(roofline, dtype, step_seconds))
+
+    def _figures(self, roofline: Roofline, dtype: str, step_seconds: float) -> dict[str, Any]:
+        """The phase's fields of a :class:`PhaseRecord` (a layer's row holds them too)."""
         rate = self.ops / self.seconds if self.seconds > 0 else None
         intensity = self.ops / self.bytes if self.bytes > 0 else None
         share = roofline.share(rate, intensity, dtype) if rate is not None and intensity else None
@@ -142,16 +155,18 @@ class LayerResult:
     def total(self) -> Phase:
         return self.forward if self.backward is None else self.forward + self.backward
 
-    def to_dict(self, roofline: Roofline, dtype: str, step_seconds: float) -> dict[str, Any]:
-        row = {
-            "name": self.name,
-            "type": self.type,
-            **self.total.to_dict(roofline, dtype, step_seconds),
-        }
-        if self.backward is not None:
-            row["forward"] = self.forward.to_dict(roofline, dtype, step_seconds)
-            row["backward"] = self.backward.to_dict(roofline, dtype, step_seconds)
-        return row
+    def to_record(self, roofline: Roofline, dtype: str, step_seconds: float) -> LayerRecord:
+        """Both phases together; in training (a backward), each phase apart too."""
+        figures = self.total._figures(roofline, dtype, step_seconds)
+        if self.backward is None:
+            return LayerRecord(name=self.name, type=self.type, **figures)
+        return LayerRecord(
+            name=self.name,
+            type=self.type,
+            **figures,
+            forward=self.forward.to_record(roofline, dtype, step_seconds),
+            backward=self.backward.to_record(roofline, dtype, step_seconds),
+        )
 
 
 @dataclass(frozen=True)
@@ -166,35 +181,29 @@ class ModeResult:
     layers: tuple[LayerResult, ...]
     operators: tuple[tuple[str, float, int], ...]  # (family, seconds, ops), slowest first
 
-    def to_dict(self, roofline: Roofline, dtype: str) -> dict[str, Any]:
+    def to_record(self, roofline: Roofline, dtype: str) -> ModeRecord:
         step = self.timing.median
         rate = self.ops / step
         peak = roofline.peaks.get(dtype)
         operators = [
-            {"type": t, "seconds": s, "ops": n, "flops_per_s": n / s if s > 0 else None}
+            OperatorTypeRecord(type=t, seconds=s, ops=n, flops_per_s=n / s if s > 0 else None)
             for t, s, n in self.operators
         ]
-        operators.append(
-            {
-                "type": OTHER,
-                "seconds": step - sum(s for _, s, _ in self.operators),
-                "ops": 0,
-                "flops_per_s": None,
-            }
+        other = step - sum(s for _, s, _ in self.operators)
+        operators.append(OperatorTypeRecord(type=OTHER, seconds=other, ops=0, flops_per_s=None))
+        return ModeRecord(
+            seconds=step,
+            spread=self.timing.spread,
+            warning=self.timing.warning,
+            profiled_seconds=self.profiled_seconds,
+            profiled_steps=self.profiled_steps,
+            ops=self.ops,
+            flops_per_s=rate,
+            peak_share=rate / peak if peak else None,
+            other_seconds=step - sum(layer.total.seconds for layer in self.layers),
+            layers=tuple(layer.to_record(roofline, dtype, step) for layer in self.layers),
+            operators=tuple(operators),
         )
-        return {
-            "seconds": step,
-            "spread": self.timing.spread,
-            "warning": self.timing.warning,
-            "profiled_seconds": self.profiled_seconds,
-            "profiled_steps": self.profiled_steps,
-            "ops": self.ops,
-            "flops_per_s": rate,
-            "peak_share": rate / peak if peak else None,
-            "other_seconds": step - sum(layer.total.seconds for layer in self.layers),
-            "layers": [layer.to_dict(roofline, dtype, step) for layer in self.layers],
-            "operators": operators,
-        }
 
 
 def _step(
@@ -216,7 +225,7 @@ def _step(
             logits = model(example)
             with torch.autograd.profiler.record_function(trace.RANGE + LOSS):
                 loss = F.cross_entropy(logits, target)
-        loss.backward()
+        torch.autograd.backward(loss)
 
     return train if training else infer
 
@@ -293,7 +302,7 @@ def _run_mode(
 
 @dataclass(frozen=True)
 class NetworkResult:
-    """Every mode of one network on one device and dtype; :meth:`to_dict` is the result's
+    """Every mode of one network on one device and dtype; :meth:`to_record` is the result's
     ``data``."""
 
     device: str
@@ -305,30 +314,33 @@ class NetworkResult:
     roofline: Roofline
     modes: dict[str, ModeResult]
 
-    def to_dict(self) -> dict[str, Any]:
-        modes = {m: r.to_dict(self.roofline, self.dtype) for m, r in self.modes.items()}
-        points = [
-            {
-                "label": f"{m}:{row['name']}",
-                "dtype": self.dtype,
-                "intensity": row["intensity"],
-                "flops_per_s": row["flops_per_s"],
-            }
-            for m, d in modes.items()
-            for row in d["layers"]
-            if row["flops_per_s"] and row["intensity"]
-        ]
-        return {
-            "device": self.device,
-            "dtype": self.dtype,
-            "batch": self.batch,
-            "input_shape": list(self.input_shape),
-            "depth": self.depth,
-            "threads": self.threads,
-            "roofline": self.roofline.to_dict(),
-            "modes": modes,
-            "points": points,
-        }
+    def to_record(self, model: str | None, spec: str | None) -> BenchNetworkData:
+        """The result's data, of the zoo ``model`` or the spec file ``spec`` (the other None)."""
+        modes = {m: r.to_record(self.roofline, self.dtype) for m, r in self.modes.items()}
+        points = tuple(
+            NetworkPointRecord(
+                label=f"{m}:{row.name}",
+                dtype=self.dtype,
+                intensity=row.intensity,
+                flops_per_s=row.flops_per_s,
+            )
+            for m, mode in modes.items()
+            for row in mode.layers
+            if row.flops_per_s and row.intensity
+        )
+        return BenchNetworkData(
+            model=model,
+            spec=spec,
+            device=self.device,
+            dtype=self.dtype,
+            batch=self.batch,
+            input_shape=tuple(self.input_shape),
+            depth=self.depth,
+            threads=self.threads,
+            roofline=self.roofline.to_record(),
+            modes=modes,
+            points=points,
+        )
 
 
 def _validate(model: nn.Module, example: torch.Tensor, autocast: Callable[[], Any]) -> torch.Tensor:

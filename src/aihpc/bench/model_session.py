@@ -3,7 +3,8 @@
 :func:`measure_network` takes the model and a maker of its input batch (the
 CLI builds them from a zoo name or a spec) and returns the ``bench-network``
 result's data (:mod:`aihpc.bench.model` documents the method and the
-format); :func:`aihpc.bench.tables.network_table` renders it.
+format, :class:`aihpc.records.kinds_bench.BenchNetworkData` the record);
+:func:`aihpc.bench.tables.network_table` renders it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from typing import Any
 
 from torch import nn
 
+from aihpc.records.kinds_bench import BenchNetworkData
+
 
 def measure_network(
     model: nn.Module,
     make_example: Callable[[Any], Any],
-    label: dict[str, Any],
+    label: tuple[str | None, str | None],
     *,
     mode: str,
     device_name: str,
@@ -27,13 +30,14 @@ def measure_network(
     depth: int | None,
     profile_seconds: float,
     batch_text: str,
-) -> dict[str, Any]:
+) -> BenchNetworkData:
     """Measure ``mode`` ("inference", "training" or "both") of ``model`` on ``device_name``.
 
     The step is checked against the device's free memory on the meta device
     before anything big is allocated (:class:`~aihpc.base.errors.OutOfMemory`, one
     line naming ``batch_text``); the roofline is read from ``roofline_file``
-    or measured now.  Returns ``label`` with the result's fields.
+    or measured now.  ``label`` is the zoo model's name and the spec file's (one of them
+    None).
     """
     from aihpc.bench.model import MODES, bench_network
     from aihpc.bench.model_checks import check_dtype, check_fits, memory_guard
@@ -57,4 +61,4 @@ def measure_network(
         depth=depth,
         profile_seconds=profile_seconds,
     )
-    return {**label, **result.to_dict()}
+    return result.to_record(*label)

@@ -114,7 +114,8 @@ def evaluate(
 
 def call_module(module: nn.Module, *inputs: Tensor) -> Output:
     """The candidate, called as :func:`evaluate` calls a reference: ``fn(module, *inputs)``."""
-    return module(*inputs)
+    output: Output = module(*inputs)
+    return output
 
 
 def errors(got: Sequence[Tensor | None], want: Sequence[Tensor | None]) -> tuple[float, float]:
@@ -152,7 +153,8 @@ def _gradcheck(module: nn.Module, inputs: Sequence[Tensor]) -> bool:
         for i, value in zip(floating, values, strict=False):
             args[i] = value
         params = dict(zip(names, values[len(floating) :], strict=True))
-        return torch.func.functional_call(module, params, tuple(args))
+        output: Output = torch.func.functional_call(module, params, tuple(args))
+        return output
 
     return bool(torch.autograd.gradcheck(fn, tensors, raise_exception=False, **GRADCHECK))
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from aihpc.bench.op_check import SEED, as_leaves, as_tuple, differentiated, seeded
 from aihpc.bench.timing import Timing, measure
+from aihpc.records.kinds_bench import PassRecord
 from aihpc.roofline.model import Roofline
 
 
@@ -56,8 +56,8 @@ class PassResult:
     intensity: float
     roofline_share: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_record(self) -> PassRecord:
+        return PassRecord(**asdict(self))
 
 
 class _Differentiated(nn.Module):

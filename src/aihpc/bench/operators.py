@@ -53,10 +53,11 @@ For each operator of :mod:`aihpc.bench.op_catalogue` and each dtype asked
    an operator whose tensors stay in cache (quick shapes, small element-wise
    ops) can show a share above 100 %: read it as "cache-resident".
 
-Result format (``data`` of a ``"bench-operators"`` result document)::
+Result format (``data`` of a ``"bench-operators"`` result document, the record
+:class:`aihpc.records.kinds_bench.BenchOperatorsData`)::
 
     {"device": "cpu", "dtypes": ["float32", ...], "quick": bool, "scale": int,
-     "roofline": Roofline.to_dict() | None,
+     "roofline": RooflineRecord | None,
      "tolerances": {dtype: relative L2}, "float64_tolerance": float,
      "gradcheck": {"eps", "atol", "rtol"},
      "rows": [{"name", "family", "note", "shape": {size: int}, "dtype",
@@ -67,8 +68,8 @@ Result format (``data`` of a ``"bench-operators"`` result document)::
                "forward": PASS | None, "forward_backward": PASS | None,
                "uncounted": {op: calls}}, ...],
      "points": [{"label", "name", "pass", "dtype", "intensity", "flops_per_s"}],
-     "seconds": wall seconds of the sweep (the CLI writes the whole command's,
-                roofline measurement included, and the sweep's as "sweep_seconds"),
+     "seconds": wall seconds of the whole command, roofline measurement included,
+     "sweep_seconds": wall seconds of the sweep,
      "failed": [operator names]}
 
     PASS = {"seconds" (median per call), "spread" (IQR / median), "warning",
@@ -86,7 +87,6 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -113,6 +113,13 @@ from aihpc.bench.op_passes import (
     pass_result,
     time_passes,
     traffic,
+)
+from aihpc.records.kinds_bench import (
+    BenchOperatorsData,
+    GradcheckRecord,
+    OperatorPointRecord,
+    OperatorRowRecord,
+    OperatorValidationRecord,
 )
 from aihpc.roofline.model import Roofline
 
@@ -159,8 +166,8 @@ class Validation:
     def passed(self) -> bool:
         return self.status == "passed"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_record(self) -> OperatorValidationRecord:
+        return OperatorValidationRecord(**asdict(self))
 
 
 @dataclass(frozen=True)
@@ -177,35 +184,33 @@ class OperatorRow:
     forward_backward: PassResult | None = None
     uncounted: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "family": self.family,
-            "note": self.note,
-            "shape": dict(self.shape),
-            "dtype": self.dtype,
-            "validation": self.validation.to_dict(),
-            "forward": self.forward.to_dict() if self.forward else None,
-            "forward_backward": self.forward_backward.to_dict() if self.forward_backward else None,
-            "uncounted": dict(self.uncounted),
-        }
+    def to_record(self) -> OperatorRowRecord:
+        return OperatorRowRecord(
+            name=self.name,
+            family=self.family,
+            note=self.note,
+            shape=dict(self.shape),
+            dtype=self.dtype,
+            validation=self.validation.to_record(),
+            forward=self.forward.to_record() if self.forward else None,
+            forward_backward=self.forward_backward.to_record() if self.forward_backward else None,
+            uncounted=dict(self.uncounted),
+        )
 
-    def points(self) -> list[dict[str, Any]]:
+    def points(self) -> list[OperatorPointRecord]:
         """The roofline points of the timed passes (for ``aihpc roofline --points``)."""
-        found = []
-        for label, result in (("fwd", self.forward), ("fwd+bwd", self.forward_backward)):
-            if result is not None:
-                found.append(
-                    {
-                        "label": f"{self.name} {label}",
-                        "name": self.name,
-                        "pass": label,
-                        "dtype": self.dtype,
-                        "intensity": result.intensity,
-                        "flops_per_s": result.flops_per_s,
-                    }
-                )
-        return found
+        return [
+            OperatorPointRecord(
+                label=f"{self.name} {label}",
+                name=self.name,
+                pass_=label,
+                dtype=self.dtype,
+                intensity=result.intensity,
+                flops_per_s=result.flops_per_s,
+            )
+            for label, result in (("fwd", self.forward), ("fwd+bwd", self.forward_backward))
+            if result is not None
+        ]
 
 
 @dataclass(frozen=True)
@@ -225,21 +230,24 @@ class OperatorsResult:
         """Names of the operators with at least one failed row, in catalogue order."""
         return list(dict.fromkeys(r.name for r in self.rows if not r.validation.passed))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "dtypes": list(self.dtypes),
-            "quick": self.quick,
-            "scale": self.scale,
-            "roofline": self.roofline.to_dict() if self.roofline else None,
-            "tolerances": dict(TOLERANCES),
-            "float64_tolerance": FLOAT64_TOLERANCE,
-            "gradcheck": dict(GRADCHECK),
-            "rows": [r.to_dict() for r in self.rows],
-            "points": [p for r in self.rows for p in r.points()],
-            "seconds": self.seconds,
-            "failed": self.failed,
-        }
+    def to_record(self, seconds: float) -> BenchOperatorsData:
+        """The result's data; ``seconds``: the whole command's (the roofline measured included),
+        the sweep's being ``sweep_seconds``."""
+        return BenchOperatorsData(
+            device=self.device,
+            dtypes=tuple(self.dtypes),
+            quick=self.quick,
+            scale=self.scale,
+            roofline=self.roofline.to_record() if self.roofline else None,
+            tolerances=dict(TOLERANCES),
+            float64_tolerance=FLOAT64_TOLERANCE,
+            gradcheck=GradcheckRecord(**GRADCHECK),
+            rows=tuple(r.to_record() for r in self.rows),
+            points=tuple(p for r in self.rows for p in r.points()),
+            seconds=seconds,
+            sweep_seconds=self.seconds,
+            failed=tuple(self.failed),
+        )
 
 
 # ------------------------------------------------------------ device, dtypes

@@ -1,15 +1,22 @@
 """The terminal tables of Deep500's levels 0 and 1, rendered from their result records.
 
 :func:`operators_table` renders a ``bench-operators`` result's ``data``
-(:mod:`aihpc.bench.operators`), :func:`network_table` a ``bench-network``
-one (:mod:`aihpc.bench.model`); both with :func:`aihpc.base.fmt.text_table`.
+(:class:`aihpc.records.kinds_bench.BenchOperatorsData`), :func:`network_table` a
+``bench-network`` one (:class:`aihpc.records.kinds_bench.BenchNetworkData`); both with
+:func:`aihpc.base.fmt.text_table`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from aihpc.base.fmt import text_table
+from aihpc.records.kinds_bench import (
+    BenchNetworkData,
+    BenchOperatorsData,
+    LayerRecord,
+    ModeRecord,
+    OperatorRowRecord,
+    PassRecord,
+)
 
 # ------------------------------------------------------------------ Level 0: operators
 OPERATOR_HEAD = [
@@ -29,82 +36,83 @@ OPERATOR_HEAD = [
 ]
 
 
-def _ms(p: dict[str, Any] | None) -> str:
+def _ms(p: PassRecord | None) -> str:
     if p is None:
         return "-"
-    return f"{p['seconds'] * 1e3:.3g}" + ("!" if p.get("warning") else "")
+    return f"{p.seconds * 1e3:.3g}" + ("!" if p.warning else "")
 
 
-def _rate(p: dict[str, Any] | None, key: str, uncounted: bool = False) -> str:
+def _rate(rate: float | None, uncounted: bool = False) -> str:
+    if rate is None:
+        return "-"
+    return f"{rate / 1e9:.3g}" + ("*" if uncounted else "")
+
+
+def _share(p: PassRecord | None) -> str:
     if p is None:
         return "-"
-    return f"{p[key] / 1e9:.3g}" + ("*" if uncounted else "")
-
-
-def _share(p: dict[str, Any] | None) -> str:
-    if p is None:
-        return "-"
-    return "unknown" if p.get("roofline_share") is None else f"{p['roofline_share']:.0%}"
+    return "unknown" if p.roofline_share is None else f"{p.roofline_share:.0%}"
 
 
 def _err(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1e}"
 
 
-def _operator_cells(row: dict[str, Any]) -> list[str]:
-    v, f, fb = row["validation"], row["forward"], row["forward_backward"]
-    star = bool(row.get("uncounted"))
+def _operator_cells(row: OperatorRowRecord) -> list[str]:
+    v, f, fb = row.validation, row.forward, row.forward_backward
+    star = bool(row.uncounted)
     return [
-        row["name"],
-        row["dtype"],
-        "ok" if v["status"] == "passed" else "FAILED",
-        _err(v["l2"]),
-        _err(v["max_abs"]),
-        _err(v["grad_l2"]),
+        row.name,
+        row.dtype,
+        "ok" if v.status == "passed" else "FAILED",
+        _err(v.l2),
+        _err(v.max_abs),
+        _err(v.grad_l2),
         _ms(f),
-        _rate(f, "flops_per_s", star),
-        _rate(f, "bytes_per_s"),
+        _rate(None if f is None else f.flops_per_s, star),
+        _rate(None if f is None else f.bytes_per_s),
         _share(f),
         _ms(fb),
-        _rate(fb, "flops_per_s", star),
+        _rate(None if fb is None else fb.flops_per_s, star),
         _share(fb),
     ]
 
 
-def _roofline_line(data: dict[str, Any]) -> str:
-    roof = data.get("roofline") or {}
-    peaks = ", ".join(f"{k} {v / 1e9:.3g}" for k, v in (roof.get("peaks") or {}).items()) or "none"
-    bandwidth = roof.get("bandwidth")
+def _roofline_line(data: BenchOperatorsData) -> str:
+    roof = data.roofline
+    peaks = (roof.peaks if roof else {}).items()
+    text = ", ".join(f"{k} {v / 1e9:.3g}" for k, v in peaks) or "none"
+    bandwidth = roof.bandwidth if roof else None
     memory = "unknown" if bandwidth is None else f"{bandwidth / 1e9:.3g} GB/s"
-    device = roof.get("device", data["device"])
-    return f"roofline of {device}: matmul peaks (GFLOP/s) {peaks}; triad {memory}"
+    device = roof.device if roof else data.device
+    return f"roofline of {device}: matmul peaks (GFLOP/s) {text}; triad {memory}"
 
 
-def _operator_notes(data: dict[str, Any]) -> list[str]:
-    rows = data["rows"]
+def _operator_notes(data: BenchOperatorsData) -> list[str]:
+    rows = data.rows
     notes = [
-        f"FAILED {r['name']} {r['dtype']}: {r['validation']['reason']}"
+        f"FAILED {r.name} {r.dtype}: {r.validation.reason}"
         for r in rows
-        if r["validation"]["status"] != "passed"
+        if r.validation.status != "passed"
     ]
-    uncounted = {r["name"]: r["uncounted"] for r in rows if r.get("uncounted")}
+    uncounted = {r.name: r.uncounted for r in rows if r.uncounted}
     notes += [
         f"* {name}: uncounted ops {ops} (its GFLOP/s are a lower bound)"
         for name, ops in uncounted.items()
     ]
-    if any(p and p.get("warning") for r in rows for p in (r["forward"], r["forward_backward"])):
+    if any(p and p.warning for r in rows for p in (r.forward, r.forward_backward)):
         notes.append("! the timing's spread is wide or unmeasured: see 'warning' in the JSON")
     notes.append(
         f"errors: relative L2 and max |error| against float64; {len(rows)} rows in "
-        f"{data['seconds']:.1f} s"
+        f"{data.seconds:.1f} s"
     )
     return notes
 
 
-def operators_table(data: dict[str, Any]) -> str:
+def operators_table(data: BenchOperatorsData) -> str:
     """A ``bench-operators`` result's ``data``: one line per (operator, dtype), with notes."""
-    title = f"Level 0 operators on {data['device']}" + (" (quick)" if data.get("quick") else "")
-    table = text_table(OPERATOR_HEAD, [_operator_cells(r) for r in data["rows"]])
+    title = f"Level 0 operators on {data.device}" + (" (quick)" if data.quick else "")
+    table = text_table(OPERATOR_HEAD, [_operator_cells(r) for r in data.rows])
     return "\n".join([title, _roofline_line(data), "", table, "", *_operator_notes(data)])
 
 
@@ -117,56 +125,58 @@ def _percent(value: float | None) -> str:
     return "unknown" if value is None else f"{100 * value:.1f}%"
 
 
-def _layer_table(mode: dict[str, Any], top: int, training: bool) -> str:
+def _layer_cells(layer: LayerRecord, training: bool) -> list[str]:
+    times = [
+        _number(phase.seconds if phase else None, 1e-3)
+        for phase in ((layer.forward, layer.backward) if training else ())
+    ]
+    return [
+        layer.name,
+        layer.type,
+        _number(layer.seconds, 1e-3),
+        *times,
+        _percent(layer.share),
+        _number(layer.ops, 1e9, 3),
+        _number(layer.flops_per_s, 1e9),
+        _percent(layer.roofline_share),
+    ]
+
+
+def _layer_table(mode: ModeRecord, top: int, training: bool) -> str:
     """The ``top`` slowest layers, then the rest as "other"."""
     split = ["fwd ms", "bwd ms"] if training else []
     head = ["layer", "type", "ms", *split, "share", "GFLOP", "GFLOP/s", "of roof"]
-    rows = []
-    for layer in sorted(mode["layers"], key=lambda r: -r["seconds"])[:top]:
-        times = [
-            _number(layer[part]["seconds"], 1e-3) for part in ("forward", "backward") if training
-        ]
-        rows.append(
-            [
-                layer["name"],
-                layer["type"],
-                _number(layer["seconds"], 1e-3),
-                *times,
-                _percent(layer["share"]),
-                _number(layer["ops"], 1e9, 3),
-                _number(layer["flops_per_s"], 1e9),
-                _percent(layer["roofline_share"]),
-            ]
-        )
-    other = mode["other_seconds"]
+    layers = sorted(mode.layers, key=lambda r: -r.seconds)[:top]
+    rows = [_layer_cells(layer, training) for layer in layers]
+    other = mode.other_seconds
     blank = [""] * len(split)
-    rows.append(["other", "", _number(other, 1e-3), *blank, _percent(other / mode["seconds"])])
+    rows.append(["other", "", _number(other, 1e-3), *blank, _percent(other / mode.seconds)])
     rows[-1] += [""] * (len(head) - len(rows[-1]))
     return text_table(head, rows)
 
 
-def _operator_type_table(mode: dict[str, Any], top: int) -> str:
+def _operator_type_table(mode: ModeRecord, top: int) -> str:
     """Time by operator type: the ``top`` slowest and the last (the fastest), if more."""
-    operators = mode["operators"]
-    shown = operators[:top] + ([operators[-1]] if len(operators) > top else [])
+    operators = mode.operators
+    shown = operators[:top] + ((operators[-1],) if len(operators) > top else ())
     rows = [
         [
-            op["type"],
-            _number(op["seconds"], 1e-3),
-            _percent(op["seconds"] / mode["seconds"]),
-            _number(op["ops"], 1e9, 3) if op["ops"] else "",
-            _number(op["flops_per_s"], 1e9) if op["flops_per_s"] else "",
+            op.type,
+            _number(op.seconds, 1e-3),
+            _percent(op.seconds / mode.seconds),
+            _number(op.ops, 1e9, 3) if op.ops else "",
+            _number(op.flops_per_s, 1e9) if op.flops_per_s else "",
         ]
         for op in shown
     ]
     return text_table(["operator type", "ms", "share", "GFLOP", "GFLOP/s"], rows)
 
 
-def _mode_lines(name: str, mode: dict[str, Any], top: int) -> list[str]:
+def _mode_lines(name: str, mode: ModeRecord, top: int) -> list[str]:
     title = (
-        f"{name}: {mode['seconds'] * 1e3:.2f} ms per step (spread {mode['spread']:.0%}; profiled "
-        f"{mode['profiled_seconds'] * 1e3:.2f} ms), {mode['ops'] / 1e9:.3f} GFLOP, "
-        f"{_number(mode['flops_per_s'], 1e9)} GFLOP/s = {_percent(mode['peak_share'])} of peak"
+        f"{name}: {mode.seconds * 1e3:.2f} ms per step (spread {mode.spread:.0%}; profiled "
+        f"{mode.profiled_seconds * 1e3:.2f} ms), {mode.ops / 1e9:.3f} GFLOP, "
+        f"{_number(mode.flops_per_s, 1e9)} GFLOP/s = {_percent(mode.peak_share)} of peak"
     )
     lines = [
         title,
@@ -174,19 +184,19 @@ def _mode_lines(name: str, mode: dict[str, Any], top: int) -> list[str]:
         "",
         _operator_type_table(mode, top),
     ]
-    return lines + ([f"warning: {mode['warning']}"] if mode["warning"] else [])
+    return lines + ([f"warning: {mode.warning}"] if mode.warning else [])
 
 
-def network_table(data: dict[str, Any], top: int = 10) -> str:
+def network_table(data: BenchNetworkData, top: int = 10) -> str:
     """The ``top`` slowest layers of each mode (time, share of the step, counted GFLOP, GFLOP/s,
     share of the roofline at the layer's intensity), then time by operator type."""
-    source = data["model"] or data["spec"]
-    shape = "x".join(map(str, [data["batch"], *data["input_shape"]]))
-    peak = data["roofline"]["peaks"].get(data["dtype"])
+    source = data.model or data.spec
+    shape = "x".join(map(str, [data.batch, *data.input_shape]))
+    peak = data.roofline.peaks.get(data.dtype)
     lines = [
-        f"{source}: input {shape}, {data['device']}, {data['dtype']}, {data['threads']} threads, "
+        f"{source}: input {shape}, {data.device}, {data.dtype}, {data.threads} threads, "
         f"peak {_number(peak, 1e9, 1)} GFLOP/s"
     ]
-    for name, mode in data["modes"].items():
+    for name, mode in data.modes.items():
         lines += ["", *_mode_lines(name, mode, top)]
     return "\n".join(lines)

@@ -54,7 +54,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -62,6 +61,7 @@ import torch.nn.functional as F
 from aihpc.base.checks import integer
 from aihpc.base.errors import ConfigError
 from aihpc.machine.devices import resolve_device
+from aihpc.records.kinds import BenchTrainingData, TrainingEpoch
 
 MOMENTUM = 0.9
 """SGD momentum of every Level-2 run."""
@@ -150,34 +150,34 @@ class TrainingOutcome:
         """All training samples over all training seconds (samples/s)."""
         return sum(p.samples for p in self.curve) / self.train_s if self.train_s > 0 else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_record(self) -> BenchTrainingData:
         """The result data documented in the module docstring."""
         c = self.config
-        return {
-            "model": c.model,
-            "dataset": c.dataset,
-            "target": c.target,
-            "reached": self.reached,
-            "stop_reason": self.stop_reason,
-            "time_to_target_s": self.time_to_target_s,
-            "epochs": [vars(p).copy() for p in self.curve],
-            "throughput_samples_per_s": self.throughput,
-            "device": self.device,
-            "batch": c.batch,
-            "lr": c.lr,
-            "momentum": MOMENTUM,
-            "seed": c.seed,
-            "max_epochs": c.max_epochs,
-            "minutes": c.minutes,
-            "threads": self.threads,
-            "parameters": self.parameters,
-            "train_samples": self.train_samples,
-            "val_samples": self.val_samples,
-            "best_val_accuracy": max((p.val_accuracy for p in self.curve), default=0.0),
-            "train_s": self.train_s,
-            "eval_s": sum(p.eval_s for p in self.curve),
-            "wall_s": self.wall_s,
-        }
+        return BenchTrainingData(
+            model=c.model,
+            dataset=c.dataset,
+            target=c.target,
+            reached=self.reached,
+            stop_reason=self.stop_reason,
+            time_to_target_s=self.time_to_target_s,
+            epochs=tuple(TrainingEpoch(**vars(p)) for p in self.curve),
+            throughput_samples_per_s=self.throughput,
+            device=self.device,
+            batch=c.batch,
+            lr=c.lr,
+            momentum=MOMENTUM,
+            seed=c.seed,
+            max_epochs=c.max_epochs,
+            minutes=c.minutes,
+            threads=self.threads,
+            parameters=self.parameters,
+            train_samples=self.train_samples,
+            val_samples=self.val_samples,
+            best_val_accuracy=max((p.val_accuracy for p in self.curve), default=0.0),
+            train_s=self.train_s,
+            eval_s=sum(p.eval_s for p in self.curve),
+            wall_s=self.wall_s,
+        )
 
 
 def check_fit(
@@ -279,7 +279,7 @@ def _train_epoch(run: _Run, batch: int, seed: int, epoch: int) -> tuple[float, f
         idx = order[i * batch : (i + 1) * batch]
         loss = F.cross_entropy(run.model(run.x_train[idx]), run.y_train[idx])
         run.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        torch.autograd.backward(loss)
         run.optimizer.step()
         losses.append(loss.detach())
     mean_loss = float(torch.stack(losses).mean())  # one synchronisation per epoch, not per step

@@ -83,4 +83,4 @@ def run(args: argparse.Namespace) -> int:
         progress=lambda line: print(f"bench distributed: {line}", file=sys.stderr),
         shared_dir=args.out.parent.resolve() if args.slurm else None,
     )
-    return emit(args, "bench-distributed", outcome.to_dict(), format_table(outcome))
+    return emit(args, "bench-distributed", outcome.to_record(), format_table(outcome))

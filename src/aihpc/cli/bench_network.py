@@ -68,9 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser, "bench-network.json")
 
 
-def _build(args: argparse.Namespace) -> tuple[Any, Callable[[Any], Any], dict[str, Any]]:
+def _build(
+    args: argparse.Namespace,
+) -> tuple[Any, Callable[[Any], Any], tuple[str | None, str | None]]:
     """The model (on the CPU), a maker of a random input batch on a given device, and the
-    label fields of the result."""
+    result's label: the zoo model's name and the spec file's (one of them None)."""
     from aihpc.cli.count import parse_shape
 
     shape = parse_shape(args.input) if args.input is not None else None
@@ -86,7 +88,7 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable[[Any], Any], dict[st
         return (
             SpecNet(spec),
             lambda device: torch.randn(size, device=device),
-            {"model": None, "spec": str(args.spec)},
+            (None, str(args.spec)),
         )
     from aihpc import models
 
@@ -99,7 +101,7 @@ def _build(args: argparse.Namespace) -> tuple[Any, Callable[[Any], Any], dict[st
     return (
         model,
         lambda device: models.example_input(args.model, args.batch, shape, device=device),
-        {"model": args.model, "spec": None},
+        (args.model, None),
     )
 
 

@@ -100,9 +100,7 @@ def run(args: argparse.Namespace) -> int:
     result = operators.run_operators(
         cases, dtypes, device, roofline, quick=args.quick, scale=args.scale, progress=_progress
     )
-    data = result.to_dict()
-    data["seconds"] = time.perf_counter() - start
-    data["sweep_seconds"] = result.seconds
+    data = result.to_record(time.perf_counter() - start)
     emit(args, "bench-operators", data, operators_table(data))
     if result.failed:
         raise VerificationFailed(

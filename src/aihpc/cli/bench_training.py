@@ -79,4 +79,4 @@ def run(args: argparse.Namespace) -> int:
     outcome = time_to_target(
         config, progress=lambda line: print(f"bench training: {line}", file=sys.stderr)
     )
-    return emit(args, "bench-training", outcome.to_dict(), format_table(outcome))
+    return emit(args, "bench-training", outcome.to_record(), format_table(outcome))

@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aihpc.records.codec import Record
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:
@@ -25,8 +28,9 @@ def add_output_arguments(parser: argparse.ArgumentParser, default_out: str) -> N
     )
 
 
-def emit(args: argparse.Namespace, kind: str, data: dict[str, Any], table: str) -> int:
-    """Write ``data`` as a ``kind`` result to ``args.out``; print ``table`` (or the document)."""
+def emit(args: argparse.Namespace, kind: str, data: Record, table: str) -> int:
+    """Write ``data``, the kind's record, as a ``kind`` result to ``args.out``; print ``table``
+    (or the document)."""
     from aihpc.records.files import result_document, write_result
 
     doc = result_document(kind, data)

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         )
         plots = {Path(args.plots) / names[kind]: png for kind, png in pngs.items()}
     table = format_profile(profile) + "".join(f"\nplot: {path}" for path in plots)
-    code = emit(args, "profile", profile.to_dict(), table)
+    code = emit(args, "profile", profile.to_record(), table)
     for path, png in plots.items():
         atomic_write(path, png)
     return code

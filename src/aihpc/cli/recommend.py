@@ -29,10 +29,13 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.errors import ConfigError
 from aihpc.cli.output import emit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aihpc.recommend.study import Observation
 
 #: Torch threads for every form.  On this project's shared 2-core CPU, 100
 #: training steps of a 29k-parameter candidate at 1x8x8 took 3 s with one
@@ -313,7 +316,7 @@ def _recommend(args: argparse.Namespace) -> int:
         budget_ops=args.budget_ops,
         seed=args.seed,
     )
-    return emit(args, "recommend", rec.to_dict(), format_recommendation(rec))
+    return emit(args, "recommend", rec.to_record(), format_recommendation(rec))
 
 
 def _progress(line: str) -> None:
@@ -325,6 +328,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     from aihpc.base.fileio import atomic_write
     from aihpc.recommend.calibrate import calibrate, format_matcher, refit
+    from aihpc.records.kinds_recommend import CalibrationData
 
     if args.matcher_out.parent and not args.matcher_out.parent.is_dir():
         raise ConfigError(
@@ -341,13 +345,10 @@ def _calibrate(args: argparse.Namespace) -> int:
             command=_calibrate_command(args),
             progress=None if args.json else _progress,
         )
+    record = matcher.to_record()
     atomic_write(args.matcher_out, json.dumps(matcher.to_dict(), indent=2, sort_keys=True) + "\n")
-    return emit(
-        args,
-        "recommend-calibration",
-        {"matcher": matcher.to_dict(), "observations": [o.to_dict() for o in observations]},
-        format_matcher(matcher, args.matcher_out),
-    )
+    data = CalibrationData(matcher=record, observations=tuple(o.to_record() for o in observations))
+    return emit(args, "recommend-calibration", data, format_matcher(record, args.matcher_out))
 
 
 def _calibrate_command(args: argparse.Namespace) -> str:
@@ -364,12 +365,13 @@ def _calibrate_command(args: argparse.Namespace) -> str:
     return shlex.join(parts)
 
 
-def _calibration(args: argparse.Namespace) -> list:
+def _calibration(args: argparse.Namespace) -> list[Observation]:
     """The calibration observations the validation refits (a file, or the shipped ones)."""
-    from aihpc.recommend.study import read_observations, shipped_calibration
+    from aihpc.recommend.study import observations_of, read_calibration, shipped_calibration
 
     if args.calibration is not None:
-        return read_observations(args.calibration, "recommend-calibration")[1]
+        data = read_calibration(args.calibration)
+        return observations_of(data.observations, args.calibration)
 
     return shipped_calibration()
 
@@ -377,6 +379,7 @@ def _calibration(args: argparse.Namespace) -> list:
 def _validate(args: argparse.Namespace) -> int:
     from aihpc.recommend.families import validation_tasks
     from aihpc.recommend.validate import format_validation, rejudge_file, validate
+    from aihpc.records.kinds_recommend import ValidationData
 
     margin = args.margin
     calibration = _calibration(args)
@@ -395,5 +398,7 @@ def _validate(args: argparse.Namespace) -> int:
             specs=validation_tasks()[:1] if args.fast else None,
             limit=3 if args.fast else None,
         )
-    data = {"validation": result.to_dict(), "observations": [o.to_dict() for o in held_out]}
+    data = ValidationData(
+        validation=result.to_record(), observations=tuple(o.to_record() for o in held_out)
+    )
     return emit(args, "recommend-validation", data, format_validation(result))

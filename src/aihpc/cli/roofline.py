@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     data = machine.measure_machine(
         device, dtypes, seconds, args.elements, progress=_progress, left_out=left_out
     )
-    machine.add_points(data, points)
+    data = machine.add_points(data, points)
     table = machine.format_table(data)
     if args.plot is not None:
         from aihpc.roofline.plot import plot_roofline

@@ -288,5 +288,5 @@ class InferRecord:
         from aihpc.records.files import result_document, write_result
 
         folder.mkdir(parents=True, exist_ok=True)
-        document = result_document("infer", self.data.to_dict())
+        document = result_document("infer", self.data)
         return write_result(folder / RECORD_FILE, document)

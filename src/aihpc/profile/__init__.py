@@ -22,7 +22,8 @@ The workloads of the sources are all in the zoo: VGG (``vgg11``, ``vgg16``,
 model ``lstm_lm`` and the Transformer ``transformer_small``.
 
 ``aihpc profile`` writes the result as a ``"profile"`` document
-(:mod:`aihpc.records.files`) whose ``data`` is :meth:`Profile.to_dict`::
+(:mod:`aihpc.records.files`) whose ``data`` is :meth:`Profile.to_record`
+(:class:`aihpc.records.kinds_measure.ProfileData`)::
 
     {"model": "resnet18", "input_kind": "image", "input_shape": [3, 224, 224],
      "batch": 32, "device": "cpu", "optimizer": "sgd", "steps": 3,

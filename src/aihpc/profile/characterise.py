@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -42,6 +41,14 @@ from aihpc.profile.step import (
     step_timing,
 )
 from aihpc.profile.sweep import Sweep, plan_sweep, run_sweep
+from aihpc.records.kinds_measure import (
+    OperatorTimeRecord,
+    PhaseTimeRecord,
+    ProfileData,
+    StepOpsRecord,
+    StepPeakRecord,
+)
+from aihpc.records.peak import NominalPeakRecord
 from aihpc.scoring.peak import PeakResult
 
 
@@ -63,51 +70,52 @@ class Profile:
         """Counted operations of a step over its median seconds."""
         return self.ops.total / self.timing.median
 
-    def peak_dict(self) -> dict[str, Any] | None:
+    def peak_record(self) -> StepPeakRecord | None:
         """The peak the step's rate is set against: measured (its fastest kernel) and nominal,
         with the step's share of each."""
         if self.peak is None:
             return None
         nominal = self.peak.nominal
         nominal_rate = nominal.flops_per_s if nominal is not None else None
-        return {
-            "flops_per_s": self.peak.flops_per_s,
-            "kernel": self.peak.kernel,
-            "share": self.flops_per_s / self.peak.flops_per_s,
-            "nominal": None if nominal is None else nominal.to_dict(),
-            "nominal_share": self.flops_per_s / nominal_rate if nominal_rate else None,
-        }
+        return StepPeakRecord(
+            flops_per_s=self.peak.flops_per_s,
+            kernel=self.peak.kernel,
+            share=self.flops_per_s / self.peak.flops_per_s,
+            nominal=None if nominal is None else NominalPeakRecord(**asdict(nominal)),
+            nominal_share=self.flops_per_s / nominal_rate if nominal_rate else None,
+        )
 
-    def to_dict(self) -> dict[str, Any]:
-        t = self.timing
-        return {
-            "model": self.config.model,
-            "input_kind": self.config.input_kind,
-            "input_shape": list(self.config.input_shape),
-            "batch": self.config.batch,
-            "device": self.device,
-            "optimizer": self.config.optimizer,
-            "steps": self.config.steps,
-            "phases": {p.name: {"seconds": p.seconds, "share": p.share} for p in t.phases},
-            "step_seconds": t.median,
-            "step_seconds_each": list(t.step_seconds),
-            "step_spread": t.spread,
-            "operators": [
-                {"type": o.type, "seconds": o.seconds, "share": o.share, "calls": o.calls}
+    def to_record(self) -> ProfileData:
+        """The ``data`` of the ``profile`` result (:mod:`aihpc.profile`)."""
+        t, c = self.timing, self.config
+        return ProfileData(
+            model=c.model,
+            input_kind=c.input_kind,
+            input_shape=tuple(c.input_shape),
+            batch=c.batch,
+            device=self.device,
+            optimizer=c.optimizer,
+            steps=c.steps,
+            phases={p.name: PhaseTimeRecord(seconds=p.seconds, share=p.share) for p in t.phases},
+            step_seconds=t.median,
+            step_seconds_each=tuple(t.step_seconds),
+            step_spread=t.spread,
+            operators=tuple(
+                OperatorTimeRecord(type=o.type, seconds=o.seconds, share=o.share, calls=o.calls)
                 for o in t.operators
-            ],
-            "ops": {
-                "forward": self.ops.forward,
-                "backward": self.ops.backward,
-                "total": self.ops.total,
-                "conv_linear_macs": self.ops.conv_linear_macs,
-                "uncounted": dict(self.ops.uncounted),
-            },
-            "flops_per_s": self.flops_per_s,
-            "peak": self.peak_dict(),
-            "memory": self.memory.to_dict(),
-            "sweep": None if self.sweep is None else self.sweep.to_dict(),
-        }
+            ),
+            ops=StepOpsRecord(
+                forward=self.ops.forward,
+                backward=self.ops.backward,
+                total=self.ops.total,
+                conv_linear_macs=self.ops.conv_linear_macs,
+                uncounted=dict(self.ops.uncounted),
+            ),
+            flops_per_s=self.flops_per_s,
+            peak=self.peak_record(),
+            memory=self.memory.to_record(),
+            sweep=None if self.sweep is None else self.sweep.to_record(),
+        )
 
 
 def _profiled_steps(w: StepWorkload, steps: int) -> tuple[StepTiming, int]:

@@ -68,13 +68,15 @@ from torch import nn
 from aihpc import models
 from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.profile.step import DATA_BATCHES, StepConfig, in_channels
+from aihpc.records.kinds_measure import MemoryRecord
 
 GIB = 2**30
 
 
 def _storage_key(t: torch.Tensor) -> int:
     """Identity of a tensor's storage, valid on every device (``meta`` included) while it lives."""
-    return t.untyped_storage()._cdata
+    key: int = t.untyped_storage()._cdata
+    return key
 
 
 def unique_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -189,8 +191,8 @@ class MemoryBreakdown:
             - self.activations
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "other": self.other}
+    def to_record(self) -> MemoryRecord:
+        return MemoryRecord(**asdict(self), other=self.other)
 
 
 def peak_method(device: torch.device) -> str:

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.autograd import DeviceType
+from torch.autograd import DeviceType  # type: ignore[attr-defined, unused-ignore]
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from aihpc import models
@@ -178,7 +178,7 @@ class StepWorkload:
     ) -> StepWorkload:
         """A workload for any model (already on ``device``) and host data set."""
         gen = torch.Generator().manual_seed(seed)
-        order = torch.randperm(inputs.shape[0], generator=gen).split(batch)
+        order = torch.split(torch.randperm(inputs.shape[0], generator=gen), batch)
         if device.type == "cuda":
             inputs, targets = inputs.pin_memory(), targets.pin_memory()
         model.train()
@@ -231,7 +231,7 @@ def run_step(w: StepWorkload, index: int) -> None:
         loss = F.cross_entropy(logits, y)
         w.sync()
     with record_function(_PHASE_PREFIX + "backward"):
-        loss.backward()
+        torch.autograd.backward(loss)
         w.sync()
     with record_function(_PHASE_PREFIX + "optimizer"):
         w.optimizer.step()
@@ -361,7 +361,7 @@ def operator_type(event: Any) -> tuple[str, int]:
 def step_timing(prof: profile, steps: int, device: torch.device) -> StepTiming:
     """The phases and op types of ``steps`` profiled steps, from the profiler's events."""
     ranges: dict[str, list[float]] = defaultdict(list)
-    for event in prof.events():
+    for event in prof.events():  # type: ignore[no-untyped-call, unused-ignore]  # torch leaves it unannotated
         if event.device_type != DeviceType.CPU:  # a GPU's copy of a range (user annotation)
             continue
         if event.name == STEP_RANGE or event.name.startswith(_PHASE_PREFIX):
@@ -388,7 +388,7 @@ def operator_times(
     slowest first."""
     seconds: dict[str, float] = defaultdict(float)
     roots: dict[str, set[int]] = defaultdict(set)
-    for event in prof.events():
+    for event in prof.events():  # type: ignore[no-untyped-call, unused-ignore]  # torch leaves it unannotated
         if event.device_type != DeviceType.CPU or not event.name.startswith("aten::"):
             continue
         us = event.self_device_time_total if device.type == "cuda" else event.self_cpu_time_total

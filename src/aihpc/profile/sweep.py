@@ -27,11 +27,12 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aihpc.base.checks import is_integer
 from aihpc.base.errors import ConfigError
 from aihpc.profile.step import StepConfig
+from aihpc.records.kinds_measure import SweepRecord, SweepRowRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -127,15 +128,15 @@ class Sweep:
     def values(self) -> tuple[int, ...]:
         return tuple(r.value for r in self.rows)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dimension": self.dimension,
-            "values": list(self.values),
-            "rows": [
-                {"value": r.value, "step_seconds": r.step_seconds, "peak_bytes": r.peak_bytes}
+    def to_record(self) -> SweepRecord:
+        return SweepRecord(
+            dimension=self.dimension,
+            values=self.values,
+            rows=tuple(
+                SweepRowRecord(value=r.value, step_seconds=r.step_seconds, peak_bytes=r.peak_bytes)
                 for r in self.rows
-            ],
-        }
+            ),
+        )
 
 
 Measure = Callable[[StepConfig], tuple[float, int]]

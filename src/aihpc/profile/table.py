@@ -85,21 +85,21 @@ def _sweep(p: Profile) -> list[str]:
 
 def _peak(p: Profile) -> list[str]:
     """The step's share of the measured peak (its kernel) and of the nominal peak."""
-    peak = p.peak_dict()
+    peak = p.peak_record()
     if peak is None:
         return []
     line = (
-        f"share of peak: {100 * peak['share']:.1f} % of the measured "
-        f"{format_si(peak['flops_per_s'], 'FLOP/s')} ({peak['kernel']})"
+        f"share of peak: {100 * peak.share:.1f} % of the measured "
+        f"{format_si(peak.flops_per_s, 'FLOP/s')} ({peak.kernel})"
     )
-    nominal = peak["nominal"]
-    if peak["nominal_share"] is not None:
+    nominal = peak.nominal
+    if peak.nominal_share is not None and nominal is not None:
         line += (
-            f", {100 * peak['nominal_share']:.1f} % of the nominal "
-            f"{format_si(nominal['flops_per_s'], 'FLOP/s')}"
+            f", {100 * peak.nominal_share:.1f} % of the nominal "
+            f"{format_si(nominal.flops_per_s, 'FLOP/s')}"
         )
     elif nominal is not None:
-        line += f"; nominal peak not known ({nominal['note']})"
+        line += f"; nominal peak not known ({nominal.note})"
     return [line]
 
 

@@ -15,14 +15,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from aihpc.base.errors import DataError
 from aihpc.recommend.families import calibration_tasks
 from aihpc.recommend.matcher import Matcher, features, fit
-from aihpc.recommend.study import SETS, Observation, observe_all, read_observations
+from aihpc.recommend.study import (
+    SETS,
+    Observation,
+    observations_of,
+    observe_all,
+    read_calibration,
+)
 from aihpc.recommend.tasks import STEPS
+from aihpc.records.kinds_recommend import MatcherRecord
 
 
 def design(observations: list[Observation]) -> tuple[np.ndarray, ...]:
@@ -39,7 +47,7 @@ def design(observations: list[Observation]) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(v) for v in (np.stack(rows), targets, classes, groups, tasks))
 
 
-def fit_observations(observations: list[Observation], provenance: dict) -> Matcher:
+def fit_observations(observations: list[Observation], provenance: dict[str, Any]) -> Matcher:
     """The matcher fitted on ``observations`` (at least two families, for cross-validation)."""
     families = sorted({o.family for o in observations})
     if len(families) < 2:
@@ -91,20 +99,20 @@ def calibrate(
 def refit(path: Path, command: str) -> tuple[Matcher, list[Observation]]:
     """The matcher fitted again on the observations of a saved calibration result (no
     training); its provenance keeps the original's and adds ``refit``: the command."""
-    data, observations = read_observations(path, "recommend-calibration")
-    provenance = dict((data.get("matcher") or {}).get("provenance") or {})
-    provenance["refit"] = command
+    data = read_calibration(path)
+    observations = observations_of(data.observations, path)
+    provenance = {**data.matcher.provenance.to_dict(), "refit": command}
     return fit_observations(observations, provenance), observations
 
 
-def format_matcher(matcher: Matcher, path: Path) -> str:
+def format_matcher(matcher: MatcherRecord, path: Path) -> str:
     """What a calibration found, in words: its data, penalties, their cross-validated quality."""
     prov, (within, between), (low, high) = matcher.provenance, matcher.alpha, matcher.residuals
-    tau = prov["cv_tau_by_within_alpha"][str(within)]
-    mae = 100 * prov["cv_mae_by_between_alpha"][str(between)]
+    tau = prov.cv_tau_by_within_alpha[str(within)]
+    mae = 100 * prov.cv_mae_by_between_alpha[str(between)]
     return (
-        f"matcher: {prov['rows']} rows from {len(prov['tasks'])} tasks of "
-        f"{len(prov['families'])} families; leave one family out: within-task penalty "
+        f"matcher: {prov.rows} rows from {len(prov.tasks)} tasks of "
+        f"{len(prov.families)} families; leave one family out: within-task penalty "
         f"{within:g} (Kendall tau {tau:+.2f}), between-task penalty {between:g} (mean "
         f"absolute error {mae:.1f} accuracy points); logit residuals {low:+.2f}..{high:+.2f} "
         f"give the 80 % interval\nmatcher file: {path}"

@@ -29,10 +29,18 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aihpc.base.checks import integer
 from aihpc.base.errors import AihpcError, ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+    from aihpc.tasks.image.spec import ArchSpec
+
+#: An input shape (C, H, W).
+Shape = tuple[int, int, int]
 
 BUILTIN = ("small", "matched", "zoo")
 #: Zoo image models whose default input side is below this are in the ``zoo`` set.
@@ -48,15 +56,16 @@ class Candidate:
     factory: Callable[[], Any]
     detail: str = ""
 
-    def build(self, seed: int):
+    def build(self, seed: int) -> nn.Module:
         """A freshly initialised model (torch's RNG seeded with ``seed``)."""
         import torch
 
         torch.manual_seed(seed)
-        return self.factory()
+        model: nn.Module = self.factory()
+        return model
 
 
-def _spec_candidate(name: str, spec, source: str = "spec", detail: str = "") -> Candidate:
+def _spec_candidate(name: str, spec: ArchSpec, source: str = "spec", detail: str = "") -> Candidate:
     from aihpc.tasks.image.build import SpecNet
 
     return Candidate(
@@ -96,7 +105,7 @@ def builtin(kind: str, shape: tuple[int, int, int], classes: int) -> list[Candid
     ]
 
 
-def _load_spec(path: Path, shape, classes):
+def _load_spec(path: Path, shape: Shape, classes: int) -> ArchSpec:
     from aihpc.tasks.image.spec import ArchSpec
 
     spec = ArchSpec.load(path)
@@ -109,13 +118,13 @@ def _load_spec(path: Path, shape, classes):
     return spec
 
 
-def _children(entry: dict, base: Path, shape, classes) -> list[Candidate]:
+def _children(entry: dict[str, Any], base: Path, shape: Shape, classes: int) -> list[Candidate]:
     from aihpc.tasks.image.morphism import random_plan
     from aihpc.tasks.image.seeds import seed_spec
 
     parent_ref = entry["children_of"]
     parent = (
-        seed_spec(tuple(shape), classes)
+        seed_spec(shape, classes)
         if parent_ref == "seed"
         else _load_spec(base / str(parent_ref), shape, classes)
     )
@@ -130,7 +139,7 @@ def _children(entry: dict, base: Path, shape, classes) -> list[Candidate]:
     return out
 
 
-def _entry(entry: Any, base: Path, shape, classes) -> list[Candidate]:
+def _entry(entry: Any, base: Path, shape: Shape, classes: int) -> list[Candidate]:
     if not isinstance(entry, dict) or len(set(entry) & {"zoo", "spec", "children_of"}) != 1:
         raise ConfigError(
             f"candidates file: each entry must be an object with exactly one of "
@@ -158,7 +167,7 @@ def _entry(entry: Any, base: Path, shape, classes) -> list[Candidate]:
     return _children(entry, base, shape, classes)
 
 
-def from_file(path: Path, shape, classes) -> list[Candidate]:
+def from_file(path: Path, shape: Shape, classes: int) -> list[Candidate]:
     """Candidates listed in a JSON file (see the module docstring)."""
     from aihpc.base.fileio import read_json
 
@@ -219,7 +228,7 @@ def check_fits(candidate: Candidate, shape: tuple[int, int, int], classes: int) 
         )
 
 
-def _fits(candidate: Candidate, shape, classes) -> bool:
+def _fits(candidate: Candidate, shape: Shape, classes: int) -> bool:
     try:
         check_fits(candidate, shape, classes)
     except ConfigError:
@@ -227,5 +236,5 @@ def _fits(candidate: Candidate, shape, classes) -> bool:
     return True
 
 
-def _fmt(shape) -> str:
+def _fmt(shape: Shape) -> str:
     return "x".join(str(int(s)) for s in shape)

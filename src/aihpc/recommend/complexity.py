@@ -36,9 +36,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import msgspec
 import numpy as np
 
 from aihpc.base.errors import DataError
+from aihpc.records.kinds_recommend import ComplexityRecord
 
 #: Points the sample-based measures (F1, N1, N3, probe) use at most.
 MAX_SAMPLES = 1000
@@ -65,8 +67,12 @@ class Complexity:
     num_classes: int
     dimension: int
 
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+    def to_record(self) -> ComplexityRecord:
+        return ComplexityRecord(**asdict(self))
+
+    @classmethod
+    def from_record(cls, record: ComplexityRecord) -> Complexity:
+        return cls(**msgspec.structs.asdict(record))
 
 
 def check_task(labels: np.ndarray, name: str = "data set") -> None:
@@ -127,7 +133,8 @@ def _distances(x: np.ndarray) -> np.ndarray:
     sq = (x * x).sum(axis=1)
     d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * x @ x.T, 0.0)
     np.fill_diagonal(d2, 0.0)
-    return np.sqrt(d2)
+    distances: np.ndarray = np.sqrt(d2)
+    return distances
 
 
 def minimum_spanning_edges(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

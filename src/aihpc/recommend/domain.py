@@ -11,17 +11,19 @@ says why in one line (:func:`describe`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from aihpc.recommend.matcher import CANDIDATE_FEATURES, FEATURES, TASK_FEATURES, Matcher
+from aihpc.records.kinds_recommend import OutsideRecord
 
 #: How far past the calibrated range a feature may go, as a fraction of the range.
 TOLERANCE = 0.1
 
 #: Plain words for each checked feature, and how to show its value (from the feature).
-_SHOWN = {
+_SHOWN: dict[str, tuple[str, Callable[[float], str]]] = {
     "probe_error": ("random-feature probe error", lambda v: f"{v:.2f}"),
     "n3": ("1-NN error N3", lambda v: f"{v:.2f}"),
     "n1": ("boundary fraction N1", lambda v: f"{v:.2f}"),
@@ -55,14 +57,14 @@ class Outside:
         who = f" ({self.candidate})" if self.candidate else ""
         return f"{words}{who} {show(self.value)} not in {show(self.low)}..{show(self.high)}"
 
-    def to_dict(self) -> dict:
-        return {
-            "feature": self.feature,
-            "value": self.value,
-            "low": self.low,
-            "high": self.high,
-            "candidate": self.candidate,
-        }
+    def to_record(self) -> OutsideRecord:
+        return OutsideRecord(
+            feature=self.feature,
+            value=self.value,
+            low=self.low,
+            high=self.high,
+            candidate=self.candidate,
+        )
 
 
 def check(matcher: Matcher, rows: np.ndarray, names: list[str]) -> list[Outside]:

@@ -39,6 +39,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -67,7 +68,7 @@ class TaskSpec:
         return int(np.prod(self.shape))
 
 
-def _digits_variant(kind: str, seed: int, **how) -> Task:
+def _digits_variant(kind: str, seed: int, **how: Any) -> Task:
     digits = from_dataset("digits", seed=seed)
     if "classes" in how:
         digits = relabel(digits, list(how["classes"]), "d")
@@ -122,8 +123,8 @@ def _place(
 
 
 def _draw(
-    images,
-    labels,
+    images: np.ndarray,
+    labels: np.ndarray,
     pool: np.ndarray,
     count: int,
     side: int,
@@ -135,7 +136,9 @@ def _draw(
     return _place(images[pick], side, channels, noise, rng), labels[pick]
 
 
-def _via_npz(x_tr, y_tr, x_va, y_va, seed: int) -> Task:
+def _via_npz(
+    x_tr: np.ndarray, y_tr: np.ndarray, x_va: np.ndarray, y_va: np.ndarray, seed: int
+) -> Task:
     with tempfile.TemporaryDirectory(prefix="aihpc-task-") as tmp:
         path = Path(tmp) / "task.npz"
         np.savez(path, x=x_tr, y=y_tr, x_val=x_va, y_val=y_va)
@@ -224,11 +227,15 @@ def _synthetic(
     )
 
 
-def _spec(family: str, name: str, shape: tuple[int, int, int], fn, **kw) -> TaskSpec:
+def _spec(
+    family: str, name: str, shape: tuple[int, int, int], fn: Callable[..., Task], **kw: Any
+) -> TaskSpec:
     return TaskSpec(family, name, shape, functools.partial(fn, **kw))
 
 
-def _digits_specs(seed: int, variants: list[tuple[str, tuple[str, dict]]]) -> list[TaskSpec]:
+def _digits_specs(
+    seed: int, variants: list[tuple[str, tuple[str, dict[str, Any]]]]
+) -> list[TaskSpec]:
     return [
         _spec("digits", name, (1, 8, 8), _digits_variant, kind=kind, seed=seed, **how)
         for name, (kind, how) in variants
@@ -236,7 +243,12 @@ def _digits_specs(seed: int, variants: list[tuple[str, tuple[str, dict]]]) -> li
 
 
 def _placed(
-    channels: int, side: int, samples: int, noise: float, seed: int, classes=tuple(range(10))
+    channels: int,
+    side: int,
+    samples: int,
+    noise: float,
+    seed: int,
+    classes: tuple[int, ...] = tuple(range(10)),
 ) -> TaskSpec:
     family = "digits-placed" if channels == 1 else "digits-colour"
     sub = "" if len(classes) == 10 else "_k" + "".join(map(str, classes))

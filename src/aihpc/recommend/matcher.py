@@ -48,6 +48,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,8 @@ from aihpc.base.errors import DataError
 from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.scoring import PROXY_BATCH, CandidateScore
 from aihpc.recommend.stats import kendall_tau
+from aihpc.records.codec import exact
+from aihpc.records.kinds_recommend import MatcherRecord, ProvenanceRecord
 
 FORMAT_VERSION = 2
 TASK_FEATURES = ("probe_error", "n3", "n1", "log_f1", "log_t2", "log_dimension", "log_classes")
@@ -118,13 +121,15 @@ def _sigmoid(eta: np.ndarray) -> np.ndarray:
 
 def modelled_accuracy(eta: np.ndarray, chance: float | np.ndarray) -> np.ndarray:
     """The modelled accuracy: ``chance + (1 - chance) * sigmoid(eta)``."""
-    return chance + (1 - chance) * _sigmoid(eta)
+    accuracy: np.ndarray = chance + (1 - chance) * _sigmoid(eta)
+    return accuracy
 
 
 def logit(y: np.ndarray) -> np.ndarray:
     """The logit of fractions, clipped to [EPS, 1 - EPS] first."""
     y = np.clip(y, EPS, 1 - EPS)
-    return np.log(y / (1 - y))
+    logits: np.ndarray = np.log(y / (1 - y))
+    return logits
 
 
 @dataclass(frozen=True)
@@ -162,12 +167,13 @@ class Matcher:
     residuals: tuple[float, float]  # the INTERVAL percentiles of the logit-scale CV residuals
     lower: tuple[float, ...]  # every feature's calibration range
     upper: tuple[float, ...]
-    provenance: dict = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def eta(self, x: np.ndarray) -> np.ndarray:
         """The linear predictor of feature rows ``x`` (n, len(FEATURES)); it orders candidates."""
         z = (np.atleast_2d(x) - np.asarray(self.mean)) / np.asarray(self.scale)
-        return z @ np.asarray(self.coef) + self.intercept
+        eta: np.ndarray = z @ np.asarray(self.coef) + self.intercept
+        return eta
 
     def predict(self, x: np.ndarray, classes: int) -> Prediction:
         """Predicted accuracy in [1 / classes, 1] with its 80 % interval."""
@@ -181,7 +187,7 @@ class Matcher:
             chance,
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "format_version": FORMAT_VERSION,
             "features": list(FEATURES),
@@ -196,8 +202,28 @@ class Matcher:
             "provenance": self.provenance,
         }
 
+    def to_record(self) -> MatcherRecord:
+        """The matcher as a calibration result records it (its provenance a calibration's:
+        DataError naming a field it lacks)."""
+        provenance: ProvenanceRecord = exact(
+            self.provenance, ProvenanceRecord, "the matcher's provenance"
+        )
+        return MatcherRecord(
+            format_version=FORMAT_VERSION,
+            features=FEATURES,
+            mean=self.mean,
+            scale=self.scale,
+            coef=self.coef,
+            intercept=self.intercept,
+            alpha=self.alpha,
+            residuals=self.residuals,
+            lower=self.lower,
+            upper=self.upper,
+            provenance=provenance,
+        )
+
     @classmethod
-    def from_dict(cls, d: dict, where: str = "matcher") -> Matcher:
+    def from_dict(cls, d: dict[str, Any], where: str = "matcher") -> Matcher:
         if not isinstance(d, dict) or d.get("format_version") != FORMAT_VERSION:
             raise DataError(f"{where}: not a matcher of format_version {FORMAT_VERSION}")
         if tuple(d.get("features", ())) != FEATURES:
@@ -313,7 +339,7 @@ def fit(
     classes: np.ndarray,
     groups: np.ndarray,
     tasks: np.ndarray,
-    provenance: dict,
+    provenance: dict[str, Any],
 ) -> Matcher:
     """Fit on rows ``x`` with accuracies and class counts; ``tasks`` (ids) for the within-task
     stage, ``groups`` (families) for cross-validation and the interval's residuals.

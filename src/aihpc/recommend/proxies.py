@@ -62,7 +62,7 @@ def _loss_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> nn.Mo
     """A training-mode copy of ``model`` holding dL/dW of the minibatch in ``.grad``."""
     net = copy.deepcopy(model).train()
     net.zero_grad(set_to_none=True)
-    F.cross_entropy(net(x), y).backward()
+    torch.autograd.backward(F.cross_entropy(net(x), y))
     return net
 
 

@@ -38,6 +38,7 @@ from aihpc.recommend.domain import Outside, check, describe
 from aihpc.recommend.matcher import Matcher, Prediction, features
 from aihpc.recommend.scoring import CandidateScore, score_candidates, task_complexity
 from aihpc.recommend.tasks import Task
+from aihpc.records.kinds_recommend import RankedRecord, RecommendData
 
 #: Predicted accuracy a cheaper candidate may give up against the best (absolute).  Chosen on
 #: the calibration observations, leave one family out: 0, 0.01 and 0.02 gave a median regret of
@@ -59,14 +60,15 @@ class Ranked:
     rank: int
     within_budget: bool
 
-    def to_dict(self) -> dict:
-        return {
-            **self.score.to_dict(),
-            "predicted_accuracy": self.predicted,
-            "interval": (None if self.low is None else [self.low, self.high]),
-            "rank": self.rank,
-            "within_budget": self.within_budget,
-        }
+    def to_record(self) -> RankedRecord:
+        interval = None if self.low is None or self.high is None else (self.low, self.high)
+        return RankedRecord(
+            **self.score.fields(),
+            predicted_accuracy=self.predicted,
+            interval=interval,
+            rank=self.rank,
+            within_budget=self.within_budget,
+        )
 
 
 @dataclass(frozen=True)
@@ -87,20 +89,21 @@ class Recommendation:
     def domain(self) -> str:
         return describe(list(self.outside))
 
-    def to_dict(self) -> dict:
-        return {
-            "task": self.task,
-            "complexity": self.complexity.to_dict(),
-            "choice": self.choice,
-            "method": self.method,
-            "domain": self.domain,
-            "in_domain": not self.outside,
-            "outside": [o.to_dict() for o in self.outside],
-            "margin": self.margin,
-            "budget_ops": self.budget_ops,
-            "seconds": self.seconds,
-            "candidates": [r.to_dict() for r in self.ranked],
-        }
+    def to_record(self) -> RecommendData:
+        """The ``data`` of the ``recommend`` result."""
+        return RecommendData(
+            task=self.task,
+            complexity=self.complexity.to_record(),
+            choice=self.choice,
+            method=self.method,
+            domain=self.domain,
+            in_domain=not self.outside,
+            outside=tuple(o.to_record() for o in self.outside),
+            margin=self.margin,
+            budget_ops=self.budget_ops,
+            seconds=self.seconds,
+            candidates=tuple(r.to_record() for r in self.ranked),
+        )
 
 
 def in_budget(score: CandidateScore, budget_ops: float | None) -> bool:
@@ -136,7 +139,10 @@ def choose(
 
 def proxy_values(scores: list[CandidateScore], proxy: str) -> np.ndarray:
     """One proxy of each candidate (larger = better; a failed one, NaN, becomes -inf: last)."""
-    return np.nan_to_num(np.array([s.proxies[proxy] for s in scores], dtype=float), nan=-np.inf)
+    values: np.ndarray = np.nan_to_num(
+        np.array([s.proxies[proxy] for s in scores], dtype=float), nan=-np.inf
+    )
+    return values
 
 
 def choose_by_fallback(scores: list[CandidateScore], budget_ops: float | None = None) -> int:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from aihpc.base.fmt import format_si
 from aihpc.recommend.proxies import PROXIES
-from aihpc.recommend.ranking import Recommendation
+from aihpc.recommend.ranking import Ranked, Recommendation
 
 
-def _prediction(r) -> str:
+def _prediction(r: Ranked) -> str:
     if r.predicted is None:
         return f"{'-':>6} {'':>13}"
     return f"{r.predicted:>6.3f} [{r.low:.3f}, {r.high:.3f}]"

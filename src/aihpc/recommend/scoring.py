@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -17,6 +18,7 @@ from aihpc.recommend.candidates import Candidate
 from aihpc.recommend.complexity import Complexity, measure
 from aihpc.recommend.proxies import score_all
 from aihpc.recommend.tasks import Task
+from aihpc.records.kinds_recommend import CandidateScoreRecord
 
 #: Samples in the proxies' minibatch (NASWOT's kernel is this size).
 PROXY_BATCH = 64
@@ -33,7 +35,9 @@ class CandidateScore:
     ops_per_sample: float
     proxies: dict[str, float]
 
-    def to_dict(self) -> dict:
+    def fields(self) -> dict[str, Any]:
+        """The fields of a :class:`CandidateScoreRecord` (a ranked or observed candidate's
+        record holds them too); a proxy that failed (not finite) is None."""
         return {
             "name": self.name,
             "source": self.source,
@@ -42,6 +46,18 @@ class CandidateScore:
             "ops_per_sample": self.ops_per_sample,
             "proxies": {k: (v if math.isfinite(v) else None) for k, v in self.proxies.items()},
         }
+
+    @classmethod
+    def from_record(cls, record: CandidateScoreRecord) -> CandidateScore:
+        """The inverse of :meth:`fields` (a proxy that failed read back as NaN)."""
+        return cls(
+            record.name,
+            record.source,
+            record.detail,
+            record.params,
+            record.ops_per_sample,
+            {k: math.nan if v is None else v for k, v in record.proxies.items()},
+        )
 
 
 def task_complexity(task: Task, seed: int = 0) -> Complexity:

@@ -9,7 +9,8 @@ def pair_signs(v: np.ndarray) -> np.ndarray:
     """sign(v_i - v_j) along the last axis, shape (..., n, n); -inf values tie with each other."""
     v = np.asarray(v, float)
     with np.errstate(invalid="ignore"):  # -inf - -inf: a tie
-        return np.nan_to_num(np.sign(v[..., :, None] - v[..., None, :]))
+        signs: np.ndarray = np.nan_to_num(np.sign(v[..., :, None] - v[..., None, :]))
+    return signs
 
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -21,4 +22,7 @@ def kendall_tau(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     sa, sb = pair_signs(a), pair_signs(b)
     den = np.sqrt((sa * sa).sum((-1, -2)) * (sb * sb).sum((-1, -2)))
-    return np.divide((sa * sb).sum((-1, -2)), den, out=np.zeros(den.shape), where=den > 0)
+    tau: np.ndarray = np.divide(
+        (sa * sb).sum((-1, -2)), den, out=np.zeros(den.shape), where=den > 0
+    )
+    return tau

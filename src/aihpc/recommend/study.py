@@ -8,10 +8,9 @@ minibatches drawn from the same seed, so an observation is reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -21,6 +20,12 @@ from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.families import TaskSpec
 from aihpc.recommend.scoring import CandidateScore, score_candidates, task_complexity
 from aihpc.recommend.tasks import STEPS, Task, train_briefly
+from aihpc.records.kinds_recommend import (
+    CalibrationData,
+    ObservationRecord,
+    ObservedCandidateRecord,
+    ValidationData,
+)
 
 #: The two candidate sets studied: sizes that differ widely, and about one size.
 SETS = ("small", "matched")
@@ -38,49 +43,31 @@ class Observation:
     family: str = ""
     input_shape: tuple[int, int, int] = (0, 0, 0)
 
-    def to_dict(self) -> dict:
-        return {
-            "task": self.task,
-            "family": self.family,
-            "input_shape": list(self.input_shape),
-            "candidate_set": self.candidate_set,
-            "complexity": self.complexity.to_dict(),
-            "candidates": [
-                {**s.to_dict(), "accuracy": [float(a) for a in acc]}
+    def to_record(self) -> ObservationRecord:
+        return ObservationRecord(
+            task=self.task,
+            family=self.family,
+            input_shape=self.input_shape,
+            candidate_set=self.candidate_set,
+            complexity=self.complexity.to_record(),
+            candidates=tuple(
+                ObservedCandidateRecord(**s.fields(), accuracy=tuple(float(a) for a in acc))
                 for s, acc in zip(self.scores, self.accuracy, strict=True)
-            ],
-        }
+            ),
+        )
 
 
-def observation_from_dict(d: dict) -> Observation:
-    """Inverse of :meth:`Observation.to_dict` (as read back from a validation result file)."""
-    try:
-        scores = tuple(
-            CandidateScore(
-                c["name"],
-                c["source"],
-                c["detail"],
-                int(c["params"]),
-                float(c["ops_per_sample"]),
-                {k: float("nan") if v is None else float(v) for k, v in c["proxies"].items()},
-            )
-            for c in d["candidates"]
-        )
-        acc = np.array([[float(a) for a in c["accuracy"]] for c in d["candidates"]])
-        shape = tuple(int(v) for v in d.get("input_shape", (0, 0, 0)))
-        if len(shape) != 3:
-            raise ValueError(f"input_shape {shape} is not (C, H, W)")
-        return Observation(
-            str(d["task"]),
-            str(d["candidate_set"]),
-            Complexity(**d["complexity"]),
-            scores,
-            acc,
-            str(d.get("family", "")),
-            shape,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"malformed observation in the result file ({exc!r})") from None
+def observation_from_record(record: ObservationRecord) -> Observation:
+    """The inverse of :meth:`Observation.to_record` (as read back from a result file)."""
+    return Observation(
+        record.task,
+        record.candidate_set,
+        Complexity.from_record(record.complexity),
+        tuple(CandidateScore.from_record(c) for c in record.candidates),
+        np.array([c.accuracy for c in record.candidates], dtype=float),
+        record.family,
+        record.input_shape,
+    )
 
 
 def observe(
@@ -164,15 +151,29 @@ def observe_all(
     return [o for i in range(len(specs)) for o in done[i]]
 
 
-def read_observations(path: Path, kind: str) -> tuple[dict, list[Observation]]:
-    """The data of a ``kind`` result file, read once, and the observations it holds."""
-    from aihpc.records.files import read_result_file
+def read_calibration(path: Path) -> CalibrationData:
+    """The data of the ``recommend-calibration`` result file at ``path``."""
+    from aihpc.records.files import CalibrationFile, read_result_file
 
-    data: dict[str, Any] = read_result_file(path, kind).data
-    observations = [observation_from_dict(o) for o in data.get("observations", [])]
-    if not observations:
+    document = read_result_file(path, "recommend-calibration")
+    assert isinstance(document, CalibrationFile)  # read_result_file checked its kind
+    return document.data
+
+
+def read_validation(path: Path) -> ValidationData:
+    """The data of the ``recommend-validation`` result file at ``path``."""
+    from aihpc.records.files import ValidationFile, read_result_file
+
+    document = read_result_file(path, "recommend-validation")
+    assert isinstance(document, ValidationFile)  # read_result_file checked its kind
+    return document.data
+
+
+def observations_of(records: Sequence[ObservationRecord], path: Path) -> list[Observation]:
+    """The observations a result file at ``path`` holds; DataError if it holds none."""
+    if not records:
         raise DataError(f"{path} holds no observations")
-    return data, observations
+    return [observation_from_record(o) for o in records]
 
 
 #: The result of the ``calibrate`` run that made the shipped matcher: its observations.
@@ -181,12 +182,15 @@ SHIPPED_CALIBRATION = "calibration.json"
 
 def shipped_calibration() -> list[Observation]:
     """The observations the shipped matcher was fitted on (validation refits them)."""
-    import json
     from importlib import resources
+
+    from aihpc.records.codec import decode
+    from aihpc.records.files import CalibrationFile
 
     text = (
         resources.files("aihpc.recommend")
         .joinpath("data", SHIPPED_CALIBRATION)
         .read_text(encoding="utf-8")
     )
-    return [observation_from_dict(o) for o in json.loads(text)["data"]["observations"]]
+    document = decode(text, CalibrationFile, f"the shipped {SHIPPED_CALIBRATION}")
+    return [observation_from_record(o) for o in document.data.observations]

@@ -17,12 +17,17 @@ matters.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from aihpc.recommend.complexity import check_task, stratified_sample
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aihpc.tasks.image.data.base import SplitDataset
 
 #: Training samples a task keeps at most (class-stratified).
 MAX_TRAIN = 2000
@@ -47,7 +52,7 @@ class Task:
         return tuple(int(s) for s in self.x_train.shape[1:])  # type: ignore[return-value]
 
 
-def _sample(split, limit: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _sample(split: SplitDataset, limit: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     labels = np.asarray(split.labels, dtype=np.int64)
     pos = stratified_sample(labels, limit, seed)
     x = torch.from_numpy(np.ascontiguousarray(split.raw(pos), dtype=np.float32))
@@ -55,7 +60,12 @@ def _sample(split, limit: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def from_dataset(
-    name: str, path=None, *, seed: int = 0, max_train: int = MAX_TRAIN, **options
+    name: str,
+    path: str | Path | None = None,
+    *,
+    seed: int = 0,
+    max_train: int = MAX_TRAIN,
+    **options: Any,
 ) -> Task:
     """Load data set ``name`` through :func:`aihpc.tasks.image.data.load_dataset`; DataError if
     unusable."""
@@ -140,7 +150,7 @@ def train_briefly(
         idx = order[at : at + batch]
         at += batch
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(task.x_train[idx]), task.y_train[idx]).backward()
+        torch.autograd.backward(F.cross_entropy(model(task.x_train[idx]), task.y_train[idx]))
         opt.step()
     model.eval()
     with torch.no_grad():

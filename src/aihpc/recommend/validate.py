@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,11 @@ from aihpc.recommend.families import TaskSpec, validation_tasks
 from aihpc.recommend.matcher import Matcher
 from aihpc.recommend.proxies import PROXIES
 from aihpc.recommend.ranking import FALLBACK, MARGIN, decide, proxy_values
+from aihpc.recommend.scoring import CandidateScore
 from aihpc.recommend.stats import kendall_tau, pair_signs
-from aihpc.recommend.study import Observation, observe_all, read_observations
+from aihpc.recommend.study import Observation, observations_of, observe_all, read_validation
 from aihpc.recommend.tasks import STEPS
+from aihpc.records.kinds_recommend import TaskScoreRecord, ValidationRecord
 
 RECOMMENDER = "recommender"
 
@@ -69,22 +72,32 @@ class Validation:
     steps: int
     margin: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_record(self) -> ValidationRecord:
+        """The ``validation`` of the ``recommend-validation`` result."""
+        return ValidationRecord(
+            scores=tuple(TaskScoreRecord(**asdict(s)) for s in self.scores),
+            coverage=dict(self.coverage),
+            out_of_domain=tuple(self.out_of_domain),
+            seed_tau=dict(self.seed_tau),
+            seeds=self.seeds,
+            steps=self.steps,
+            margin=self.margin,
+        )
 
 
 def _tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(kendall_tau(a, b))
 
 
-def vote(scores: list) -> np.ndarray:
+def vote(scores: list[CandidateScore]) -> np.ndarray:
     """Mean rank (1 = best) of each candidate over the zero-cost proxies (larger proxy = better;
     ties share their average rank; a proxy that failed, NaN, ranks last)."""
     ranks = []
     for proxy in PROXIES:
         sign = pair_signs(proxy_values(scores, proxy))
         ranks.append(1 + (sign < 0).sum(1) + ((sign == 0).sum(1) - 1) / 2)
-    return np.mean(ranks, axis=0)
+    mean_rank: np.ndarray = np.mean(ranks, axis=0)
+    return mean_rank
 
 
 def baselines(o: Observation) -> dict[str, tuple[np.ndarray, int]]:
@@ -160,7 +173,7 @@ def judge(
 
 
 def leave_one_family_out(
-    calibration: list[Observation], families: set[str], provenance: dict
+    calibration: list[Observation], families: set[str], provenance: dict[str, Any]
 ) -> dict[str, Matcher]:
     """For each family, the matcher fitted on the calibration observations of the others."""
     return {
@@ -216,10 +229,11 @@ def rejudge_file(
 ) -> tuple[Validation, list[Observation]]:
     """:func:`rejudge` on the held-out observations of a saved validation result, at the step
     count it was trained for."""
-    data, held_out = read_observations(path, "recommend-validation")
-    steps = (data.get("validation") or {}).get("steps")
+    data = read_validation(path)
+    held_out = observations_of(data.observations, path)
+    steps = data.validation.steps
     if not is_integer(steps, 1):
-        raise DataError(f"{path}: its validation gives no step count (got {steps!r})")
+        raise DataError(f"{path}: validation.steps: expected >= 1, got {steps!r}")
     return rejudge(calibration, held_out, margin=margin, steps=steps), held_out
 
 

@@ -14,10 +14,11 @@ it, and a reader refuses versions it does not know.
 
 Each kind is a record (:class:`ResultFile`'s subclasses: ``kind`` chooses
 which), its ``data`` the kind's own record (:mod:`aihpc.records.kinds`,
-:class:`aihpc.records.inference.InferData`).  :func:`result_document` builds
-one from what a command measured, checking that its record keeps all of it;
-:func:`write_result` writes it; :func:`read_result_file` reads one back,
-checked field by field.
+:class:`aihpc.records.inference.InferData`; :data:`DATA` by kind).  A command
+builds its kind's data record from what it measured; :func:`result_document`
+wraps it in a document (checking that every number is finite and that the
+record's checks hold); :func:`write_result` writes it; :func:`read_result_file`
+reads one back, checked field by field.
 """
 
 from __future__ import annotations
@@ -126,6 +127,14 @@ FILES: dict[str, type[ResultFile]] = {
     )
 }
 KINDS = tuple(FILES)
+#: What a kind's ``data`` is: a record, or train-to-target's summary (frozen dataclasses that
+#: msgspec reads and writes as it does records).
+KindData = Record | TrainToTargetData
+#: Each kind's ``data`` type, by kind.
+DATA: dict[str, type[KindData]] = {
+    kind: next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
+    for kind, cls in FILES.items()
+}
 
 
 class _Header(msgspec.Struct):
@@ -137,21 +146,24 @@ class _Header(msgspec.Struct):
 
 
 def result_document(
-    kind: str, data: dict[str, Any], environment: dict[str, Any] | None = None
+    kind: str, data: KindData, environment: dict[str, Any] | None = None
 ) -> ResultFile:
-    """The versioned document of ``kind`` for ``data`` (what the command measured, which the
-    kind's record must keep whole: DataError naming what it would not); ``environment``
-    defaults to this machine's."""
+    """The versioned document of ``kind`` for ``data``, the kind's record as its command built it
+    (DataError naming the field where it is not one: a number that is not finite, a value its
+    record's checks refuse); ``environment`` defaults to this machine's."""
     from aihpc.machine.environment import collect
 
     if kind not in FILES:
         raise ValueError(f"unknown result kind {kind!r}; known: {', '.join(KINDS)}")
+    expected = DATA[kind]
+    if not isinstance(data, expected):
+        raise TypeError(f"a {kind} result's data is a {expected.__name__}, not {type(data)!r}")
     values = {
         "kind": kind,
         "schema_version": RESULT_FILE_SCHEMA_VERSION,
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "environment": collect().to_dict() if environment is None else environment,
-        "data": data,
+        "data": msgspec.to_builtins(data),
     }
     document: ResultFile = exact(values, FILES[kind], f"a {kind} result")
     return document

@@ -1,22 +1,36 @@
 """The ``data`` of each result file kind but infer's (:mod:`aihpc.records.files`).
 
-A kind whose data has its record here is read and written field by field:
-``aihpc bench training`` (:class:`BenchTrainingData`, of
-:meth:`aihpc.bench.training.TrainingOutcome.to_dict`), ``aihpc bench
+Each kind's data is a record, read and written field by field: ``aihpc bench
+training`` (:class:`BenchTrainingData`, of
+:meth:`aihpc.bench.training.TrainingOutcome.to_record`) and ``aihpc bench
 distributed`` (:class:`BenchDistributedData`, of
-:meth:`aihpc.bench.distributed.DistributedOutcome.to_dict`) and ``aihpc
-train-to-target`` (:class:`aihpc.records.ttt.TTTSummary`).  The other kinds'
-data have no record yet: each is the JSON object its command wrote
-(``dict[str, Any]``), checked only for being an object; its readers look its
-keys up.
+:meth:`aihpc.bench.distributed.DistributedOutcome.to_record`) here; ``aihpc bench
+operators`` and ``aihpc bench network`` in :mod:`aihpc.records.kinds_bench`;
+``aihpc roofline`` and ``aihpc profile`` in :mod:`aihpc.records.kinds_measure`;
+the three ``aihpc recommend`` kinds in :mod:`aihpc.records.kinds_recommend`;
+``aihpc train-to-target`` is :class:`aihpc.records.ttt.TTTSummary`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from aihpc.records.codec import Record
+from aihpc.records.kinds_bench import BenchNetworkData, BenchOperatorsData
+from aihpc.records.kinds_measure import ProfileData, RooflineData
+from aihpc.records.kinds_recommend import CalibrationData, RecommendData, ValidationData
 from aihpc.records.ttt import TTTSummary
+
+__all__ = [
+    "BenchDistributedData",
+    "BenchNetworkData",
+    "BenchOperatorsData",
+    "BenchTrainingData",
+    "CalibrationData",
+    "ProfileData",
+    "RecommendData",
+    "RooflineData",
+    "TrainToTargetData",
+    "ValidationData",
+]
 
 
 class TrainingEpoch(Record, frozen=True):
@@ -107,13 +121,6 @@ class BenchDistributedData(Record, frozen=True):
     volume: VolumeRecord
 
 
-BenchOperatorsData = dict[str, Any]
-BenchNetworkData = dict[str, Any]
-ProfileData = dict[str, Any]
-RooflineData = dict[str, Any]
-RecommendData = dict[str, Any]
-CalibrationData = dict[str, Any]
-ValidationData = dict[str, Any]
 #: ``aihpc train-to-target``'s summary: its frozen records (:mod:`aihpc.records.ttt`), read as they
 #: are built (their checks included)
 TrainToTargetData = TTTSummary

@@ -45,11 +45,11 @@ def write_report(path: Path, out: Path | None = None) -> Path:
 
     path = Path(path)
     if path.is_file():
-        page = render_page([read_result_file(path).to_dict()], f"aihpc {path.name}")
+        page = render_page([read_result_file(path)], f"aihpc {path.name}")
         target = Path(out) if out is not None else path.with_suffix(".html")
     elif path.is_dir():
         files = [*sorted(path.glob("*.json")), *path.glob("infer/infer.json")]  # aihpc infer's
-        documents = [read_result_file(f).to_dict() for f in files if _is_result_document(f)]
+        documents = [read_result_file(f) for f in files if _is_result_document(f)]
         if documents and not results_file(path).exists():
             page = render_page(documents, f"aihpc {path.name}")
         else:

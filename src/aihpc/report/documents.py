@@ -1,9 +1,11 @@
-"""Report sections for the result files of the explaining commands (bench, profile, roofline)
-and of ``aihpc infer`` (:mod:`aihpc.report.infer_section`).
+"""Report sections for the result files of the explaining commands (bench, profile, roofline,
+recommend) and of ``aihpc infer`` (:mod:`aihpc.report.infer_section`).
 
-:func:`render_sections` turns result documents (:mod:`aihpc.records.files`)
-into HTML sections, one per document, in the order given; each kind has its
-renderer, and a field a document lacks shows as "n/a" rather than failing.
+:func:`render_sections` turns result documents (:class:`aihpc.records.files.ResultFile`
+records, as :func:`~aihpc.records.files.read_result_file` reads them) into HTML sections, one
+per document, in the order given; each kind has its renderer, which takes the kind's data
+record; a value the record allows to be unknown (None) shows as "n/a".  Train-to-target
+results have no section.
 :func:`render_page` wraps sections in a page of their own (``aihpc report
 FILE.json``); :func:`aihpc.report.write_report` appends them to a run's report
 when the run directory holds such files.
@@ -12,23 +14,57 @@ when the run directory holds such files.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from statistics import mean, median
+from typing import TypeVar
 
 from aihpc.base.fmt import format_fraction, format_seconds, format_si, format_value
+from aihpc.records.files import (
+    BenchDistributedFile,
+    BenchNetworkFile,
+    BenchOperatorsFile,
+    BenchTrainingFile,
+    CalibrationFile,
+    InferFile,
+    ProfileFile,
+    RecommendFile,
+    ResultFile,
+    RooflineFile,
+    TrainToTargetFile,
+    ValidationFile,
+)
+from aihpc.records.kinds import BenchDistributedData, BenchTrainingData, TrainingEpoch
+from aihpc.records.kinds_bench import (
+    BenchNetworkData,
+    BenchOperatorsData,
+    LayerRecord,
+    ModeRecord,
+    OperatorRowRecord,
+    OperatorTypeRecord,
+    PassRecord,
+)
+from aihpc.records.kinds_measure import (
+    OperatorTimeRecord,
+    PhaseTimeRecord,
+    ProfileData,
+    RooflineData,
+    SweepRowRecord,
+)
+from aihpc.records.kinds_recommend import (
+    CalibrationData,
+    RankedRecord,
+    RecommendData,
+    TaskScoreRecord,
+    ValidationData,
+)
 from aihpc.report.infer_section import render_infer
 from aihpc.report.markup import CSS, esc, image, kv_table, no_data
 
-Column = tuple[str, Callable[[dict[str, Any]], str]]
+Row = TypeVar("Row")
+Column = tuple[str, Callable[[Row], str]]
 
 
-def _get(row: Any, *keys: str) -> Any:
-    for key in keys:
-        row = row.get(key) if isinstance(row, dict) else None
-    return row
-
-
-def _table(rows: Sequence[Any], columns: Sequence[Column], limit: int = 200) -> str:
-    rows = [r for r in rows if isinstance(r, dict)][:limit]
+def _table(rows: Sequence[Row], columns: Sequence[Column[Row]], limit: int = 200) -> str:
+    rows = rows[:limit]
     if not rows:
         return no_data()
     head = "".join(f"<th>{esc(title)}</th>" for title, _ in columns)
@@ -38,317 +74,288 @@ def _table(rows: Sequence[Any], columns: Sequence[Column], limit: int = 200) -> 
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _image(png: bytes | None, caption: str) -> str:
-    return image(png, caption)
-
-
-def _roofline(data: dict[str, Any]) -> str:
+def _roofline(data: RooflineData) -> str:
     rows = [
         (
             f"peak, {dtype}",
-            f"{format_si(_get(p, 'flops_per_s'), 'FLOP/s')} "
-            f"(spread {format_fraction(_get(p, 'spread'))}; {_get(p, 'kernel') or 'n/a'})"
-            + (f"; {p['note']}" if _get(p, "note") else ""),
+            f"{format_si(p.flops_per_s, 'FLOP/s')} "
+            f"(spread {format_fraction(p.spread)}; {p.kernel or 'n/a'})"
+            + (f"; {p.note}" if p.note else ""),
         )
-        for dtype, p in sorted((data.get("peaks") or {}).items())
+        for dtype, p in sorted(data.peaks.items())
     ]
     rows += [
         (f"not measured, {dtype}", f"left out of the defaults: {why}")
-        for dtype, why in sorted((data.get("left_out") or {}).items())
+        for dtype, why in sorted((data.left_out or {}).items())
     ]
     rows += [
         (
             f"memory bandwidth, {kernel}",
-            f"{format_si(_get(b, 'bytes_per_s'), 'B/s')} "
-            f"(spread {format_fraction(_get(b, 'spread'))})",
+            f"{format_si(b.bytes_per_s, 'B/s')} (spread {format_fraction(b.spread)})",
         )
-        for kernel, b in sorted((data.get("bandwidth") or {}).items())
+        for kernel, b in sorted(data.bandwidth.items())
     ]
     rows += [
         (f"ridge point, {dtype}", f"{format_value(v)} FLOP/byte")
-        for dtype, v in sorted((data.get("ridge") or {}).items())
+        for dtype, v in sorted(data.ridge.items())
     ]
     from aihpc.roofline.plot import roofline_png
 
-    return kv_table(rows) + _image(
+    return kv_table(rows) + image(
         roofline_png(data), "Roofline: measured roofs and the kernels placed under them"
     )
 
 
-def _pass(row: dict[str, Any], pass_name: str, field: str, unit: str = "") -> str:
-    value = _get(row, pass_name, field)
+def _pass(p: PassRecord | None, field: str, unit: str = "") -> str:
     if field == "seconds":
-        return format_seconds(value)
+        return format_seconds(None if p is None else p.seconds)
     if field == "roofline_share":
-        return format_fraction(value) if value is not None else "unknown"
-    return format_si(value, unit)
+        share = None if p is None else p.roofline_share
+        return format_fraction(share) if share is not None else "unknown"
+    rate = None if p is None else (p.flops_per_s if field == "flops_per_s" else p.bytes_per_s)
+    return format_si(rate, unit)
 
 
-def _operators(data: dict[str, Any]) -> str:
-    columns: list[Column] = [
-        ("operator", lambda r: format_value(r.get("name"))),
-        ("dtype", lambda r: format_value(r.get("dtype"))),
-        ("validation", lambda r: format_value(_get(r, "validation", "status"))),
-        ("forward", lambda r: _pass(r, "forward", "seconds")),
-        ("fwd FLOP/s", lambda r: _pass(r, "forward", "flops_per_s", "FLOP/s")),
-        ("fwd B/s", lambda r: _pass(r, "forward", "bytes_per_s", "B/s")),
-        ("share of roof", lambda r: _pass(r, "forward", "roofline_share")),
-        ("fwd+bwd", lambda r: _pass(r, "forward_backward", "seconds")),
-        ("fwd+bwd FLOP/s", lambda r: _pass(r, "forward_backward", "flops_per_s", "FLOP/s")),
+def _operators(data: BenchOperatorsData) -> str:
+    columns: list[Column[OperatorRowRecord]] = [
+        ("operator", lambda r: format_value(r.name)),
+        ("dtype", lambda r: format_value(r.dtype)),
+        ("validation", lambda r: format_value(r.validation.status)),
+        ("forward", lambda r: _pass(r.forward, "seconds")),
+        ("fwd FLOP/s", lambda r: _pass(r.forward, "flops_per_s", "FLOP/s")),
+        ("fwd B/s", lambda r: _pass(r.forward, "bytes_per_s", "B/s")),
+        ("share of roof", lambda r: _pass(r.forward, "roofline_share")),
+        ("fwd+bwd", lambda r: _pass(r.forward_backward, "seconds")),
+        ("fwd+bwd FLOP/s", lambda r: _pass(r.forward_backward, "flops_per_s", "FLOP/s")),
     ]
-    failed = data.get("failed") or []
     note = (
-        f"<p>Failed validation (not timed): {esc(', '.join(map(str, failed)))}</p>"
-        if failed
+        f"<p>Failed validation (not timed): {esc(', '.join(data.failed))}</p>"
+        if data.failed
         else ""
     )
-    return note + _table(data.get("rows") or [], columns)
+    return note + _table(data.rows, columns)
 
 
-def _network(data: dict[str, Any]) -> str:
-    parts = []
-    for mode, m in sorted((data.get("modes") or {}).items()):
-        if not isinstance(m, dict):
-            continue
-        layers = sorted(
-            (x for x in m.get("layers") or [] if isinstance(x, dict)),
-            key=lambda x: -(x.get("seconds") or 0),
-        )[:15]
-        parts.append(
-            f"<h3>{esc(mode)}: {esc(format_seconds(m.get('seconds')))} a step, "
-            f"{esc(format_si(m.get('flops_per_s'), 'FLOP/s'))}</h3>"
-        )
-        parts.append(
-            _table(
-                layers,
-                [
-                    ("layer", lambda r: format_value(r.get("name"))),
-                    ("type", lambda r: format_value(r.get("type"))),
-                    ("time", lambda r: format_seconds(r.get("seconds"))),
-                    ("ops", lambda r: format_si(r.get("ops"))),
-                    ("FLOP/s", lambda r: format_si(r.get("flops_per_s"), "FLOP/s")),
-                    (
-                        "share of roof",
-                        lambda r: (
-                            format_fraction(r.get("roofline_share"))
-                            if r.get("roofline_share") is not None
-                            else "unknown"
-                        ),
-                    ),
-                ],
-            )
-        )
-        parts.append(
-            _table(
-                m.get("operators") or [],
-                [
-                    ("operator type", lambda r: format_value(r.get("type"))),
-                    ("time", lambda r: format_seconds(r.get("seconds"))),
-                    ("ops", lambda r: format_si(r.get("ops"))),
-                ],
-            )
-        )
+def _network_mode(mode_name: str, m: ModeRecord) -> list[str]:
+    layers = sorted(m.layers, key=lambda x: -x.seconds)[:15]
+    layer_columns: list[Column[LayerRecord]] = [
+        ("layer", lambda r: format_value(r.name)),
+        ("type", lambda r: format_value(r.type)),
+        ("time", lambda r: format_seconds(r.seconds)),
+        ("ops", lambda r: format_si(r.ops)),
+        ("FLOP/s", lambda r: format_si(r.flops_per_s, "FLOP/s")),
+        (
+            "share of roof",
+            lambda r: (
+                format_fraction(r.roofline_share) if r.roofline_share is not None else "unknown"
+            ),
+        ),
+    ]
+    operator_columns: list[Column[OperatorTypeRecord]] = [
+        ("operator type", lambda r: format_value(r.type)),
+        ("time", lambda r: format_seconds(r.seconds)),
+        ("ops", lambda r: format_si(r.ops)),
+    ]
+    return [
+        f"<h3>{esc(mode_name)}: {esc(format_seconds(m.seconds))} a step, "
+        f"{esc(format_si(m.flops_per_s, 'FLOP/s'))}</h3>",
+        _table(layers, layer_columns),
+        _table(m.operators, operator_columns),
+    ]
+
+
+def _network(data: BenchNetworkData) -> str:
+    parts = [part for name, m in sorted(data.modes.items()) for part in _network_mode(name, m)]
     return "".join(parts) or no_data()
 
 
-def _training(data: dict[str, Any]) -> str:
+def _training(data: BenchTrainingData) -> str:
     outcome = [
-        ("model", format_value(data.get("model"))),
-        ("data set", format_value(data.get("dataset"))),
-        ("target", format_value(data.get("target"))),
-        ("outcome", format_value(data.get("stop_reason"))),
-        ("time to target", format_seconds(data.get("time_to_target_s"))),
-        ("throughput", format_si(data.get("throughput_samples_per_s"), "samples/s")),
+        ("model", format_value(data.model)),
+        ("data set", format_value(data.dataset)),
+        ("target", format_value(data.target)),
+        ("outcome", format_value(data.stop_reason)),
+        ("time to target", format_seconds(data.time_to_target_s)),
+        ("throughput", format_si(data.throughput_samples_per_s, "samples/s")),
     ]
-    curve = _table(
-        data.get("epochs") or [],
-        [
-            ("epoch", lambda r: format_value(r.get("epoch"))),
-            ("seconds", lambda r: format_seconds(r.get("seconds"))),
-            ("train loss", lambda r: format_value(r.get("train_loss"))),
-            ("val accuracy", lambda r: format_fraction(r.get("val_accuracy"), 2)),
-        ],
-    )
-    return kv_table(outcome) + curve
+    columns: list[Column[TrainingEpoch]] = [
+        ("epoch", lambda r: format_value(r.epoch)),
+        ("seconds", lambda r: format_seconds(r.seconds)),
+        ("train loss", lambda r: format_value(r.train_loss)),
+        ("val accuracy", lambda r: format_fraction(r.val_accuracy, 2)),
+    ]
+    return kv_table(outcome) + _table(data.epochs, columns)
 
 
-def _distributed(data: dict[str, Any]) -> str:
-    par = data.get("parallel") or {}
-    vol = data.get("volume") or {}
+def _distributed(data: BenchDistributedData) -> str:
+    par, vol = data.parallel, data.volume
     rows = [
-        ("processes", format_value(data.get("procs"))),
-        ("backend", format_value(data.get("backend"))),
-        ("model", format_value(data.get("model"))),
-        ("scaling efficiency", format_fraction(data.get("scaling_efficiency"))),
-        ("step", format_seconds(par.get("step_s"))),
-        ("all-reduce", format_seconds(par.get("allreduce_s"))),
-        ("all-reduce share of step", format_fraction(data.get("allreduce_share"))),
-        ("overlapped with backward", format_seconds(par.get("overlap_s"))),
-        ("ring volume per rank, computed", format_si(vol.get("ring_bytes_per_rank_computed"), "B")),
-        ("bytes sent per rank, measured", format_si(vol.get("bytes_per_rank_measured"), "B")),
+        ("processes", format_value(data.procs)),
+        ("backend", format_value(data.backend)),
+        ("model", format_value(data.model)),
+        ("scaling efficiency", format_fraction(data.scaling_efficiency)),
+        ("step", format_seconds(par.step_s)),
+        ("all-reduce", format_seconds(par.allreduce_s)),
+        ("all-reduce share of step", format_fraction(data.allreduce_share)),
+        ("overlapped with backward", format_seconds(par.overlap_s)),
+        ("ring volume per rank, computed", format_si(vol.ring_bytes_per_rank_computed, "B")),
+        ("bytes sent per rank, measured", format_si(vol.bytes_per_rank_measured, "B")),
     ]
     return kv_table(rows)
 
 
-def _profile(data: dict[str, Any]) -> str:
-    phases = [
-        {"phase": k, **v} for k, v in (data.get("phases") or {}).items() if isinstance(v, dict)
+def _profile(data: ProfileData) -> str:
+    memory = data.memory
+    phase_columns: list[Column[tuple[str, PhaseTimeRecord]]] = [
+        ("phase", lambda r: format_value(r[0])),
+        ("time", lambda r: format_seconds(r[1].seconds)),
+        ("share", lambda r: format_fraction(r[1].share)),
     ]
-    memory = data.get("memory") or {}
+    operator_columns: list[Column[OperatorTimeRecord]] = [
+        ("operator type", lambda r: format_value(r.type)),
+        ("time", lambda r: format_seconds(r.seconds)),
+        ("share", lambda r: format_fraction(r.share)),
+    ]
+    memory_rows = [
+        ("parameters", memory.parameters),
+        ("gradients", memory.gradients),
+        ("optimizer_state", memory.optimizer_state),
+        ("activations", memory.activations),
+        ("other", memory.other),
+        ("peak_bytes", memory.peak_bytes),
+    ]
     parts = [
-        _table(
-            phases,
-            [
-                ("phase", lambda r: format_value(r.get("phase"))),
-                ("time", lambda r: format_seconds(r.get("seconds"))),
-                ("share", lambda r: format_fraction(r.get("share"))),
-            ],
-        ),
-        kv_table(
-            [
-                (k, format_si(memory.get(k), "B"))
-                for k in (
-                    "parameters",
-                    "gradients",
-                    "optimizer_state",
-                    "activations",
-                    "other",
-                    "peak_bytes",
-                )
-            ]
-        ),
-        _table(
-            data.get("operators") or [],
-            [
-                ("operator type", lambda r: format_value(r.get("type"))),
-                ("time", lambda r: format_seconds(r.get("seconds"))),
-                ("share", lambda r: format_fraction(r.get("share"))),
-            ],
-            limit=20,
-        ),
+        _table(list(data.phases.items()), phase_columns),
+        kv_table([(k, format_si(v, "B")) for k, v in memory_rows]),
+        _table(data.operators, operator_columns, limit=20),
     ]
-    sweep = data.get("sweep")
-    if isinstance(sweep, dict):
-        parts.append(
-            _table(
-                sweep.get("rows") or [],
-                [
-                    (format_value(sweep.get("dimension")), lambda r: format_value(r.get("value"))),
-                    ("step time", lambda r: format_seconds(r.get("step_seconds"))),
-                    ("peak memory", lambda r: format_si(r.get("peak_bytes"), "B")),
-                ],
-            )
-        )
+    sweep = data.sweep
+    if sweep is not None:
+        sweep_columns: list[Column[SweepRowRecord]] = [
+            (format_value(sweep.dimension), lambda r: format_value(r.value)),
+            ("step time", lambda r: format_seconds(r.step_seconds)),
+            ("peak memory", lambda r: format_si(r.peak_bytes, "B")),
+        ]
+        parts.append(_table(sweep.rows, sweep_columns))
     return "".join(parts)
 
 
-def _interval(r: dict[str, Any]) -> str:
-    lo, hi = (r.get("interval") or [None, None])[:2]
-    return "" if lo is None else f"{format_fraction(lo)} .. {format_fraction(hi)}"
+def _interval(r: RankedRecord) -> str:
+    if r.interval is None:
+        return ""
+    lo, hi = r.interval
+    return f"{format_fraction(lo)} .. {format_fraction(hi)}"
 
 
-def _recommend(data: dict[str, Any]) -> str:
-    cx = data.get("complexity") or {}
-    cands = sorted(
-        [c for c in data.get("candidates") or [] if isinstance(c, dict)],
-        key=lambda c: c.get("rank") or 0,
-    )
+def _recommend(data: RecommendData) -> str:
+    cx = data.complexity
+    cands = sorted(data.candidates, key=lambda c: c.rank)
+    columns: list[Column[RankedRecord]] = [
+        ("rank", lambda r: format_value(r.rank)),
+        ("candidate", lambda r: format_value(r.name)),
+        ("predicted accuracy", lambda r: format_fraction(r.predicted_accuracy)),
+        ("80 % interval", _interval),
+        ("parameters", lambda r: format_value(r.params)),
+        ("train ops/sample", lambda r: format_si(r.ops_per_sample)),
+    ]
+    measures = [("f1", cx.f1), ("n1", cx.n1), ("n3", cx.n3), ("t2", cx.t2)]
     return kv_table(
-        [(k, format_value(cx.get(k))) for k in ("f1", "n1", "n3", "t2", "probe_error")]
+        [(k, format_value(v)) for k, v in [*measures, ("probe_error", cx.probe_error)]]
         + [
-            ("domain", format_value(data.get("domain"))),
-            ("ranked by", format_value(data.get("method"))),
-            ("recommendation", format_value(data.get("choice"))),
+            ("domain", format_value(data.domain)),
+            ("ranked by", format_value(data.method)),
+            ("recommendation", format_value(data.choice)),
         ]
-    ) + _table(
-        cands,
-        [
-            ("rank", lambda r: format_value(r.get("rank"))),
-            ("candidate", lambda r: format_value(r.get("name"))),
-            ("predicted accuracy", lambda r: format_fraction(r.get("predicted_accuracy"))),
-            ("80 % interval", _interval),
-            ("parameters", lambda r: format_value(r.get("params"))),
-            ("train ops/sample", lambda r: format_si(r.get("ops_per_sample"))),
-        ],
-    )
+    ) + _table(cands, columns)
 
 
-def _two(x: Any) -> str:
-    return (
-        f"{x:+.2f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else format_value(x)
-    )
+def _two(x: float) -> str:
+    return f"{x:+.2f}"
 
 
-def _recommend_validation(data: dict[str, Any]) -> str:
-    from statistics import mean, median
-
-    v = data.get("validation") or {}
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for s in v.get("scores") or []:
-        if isinstance(s, dict):
-            groups.setdefault((str(s.get("candidate_set")), str(s.get("predictor"))), []).append(s)
+def _recommend_validation(data: ValidationData) -> str:
+    v = data.validation
+    groups: dict[tuple[str, str], list[TaskScoreRecord]] = {}
+    for s in v.scores:
+        groups.setdefault((s.candidate_set, s.predictor), []).append(s)
     rows = [
-        {
-            "set": k[0],
-            "predictor": k[1],
-            "tau": mean(float(s["tau"]) for s in ss),
-            "median": median(float(s["regret"]) for s in ss),
-            "worst": max(float(s["regret"]) for s in ss),
-        }
-        for k, ss in groups.items()
+        (group, predictor, mean(s.tau for s in ss), median(s.regret for s in ss))
+        + (max(s.regret for s in ss),)
+        for (group, predictor), ss in groups.items()
     ]
     if not rows:
         return no_data()
-    cover = ", ".join(f"{esc(k)} {100 * c:.0f} %" for k, c in (v.get("coverage") or {}).items())
+    cover = ", ".join(f"{esc(k)} {100 * c:.0f} %" for k, c in v.coverage.items())
+    columns: list[Column[tuple[str, str, float, float, float]]] = [
+        ("candidate set", lambda r: format_value(r[0])),
+        ("predictor", lambda r: format_value(r[1])),
+        ("Kendall tau", lambda r: _two(r[2])),
+        ("regret, median", lambda r: format_fraction(r[3])),
+        ("regret, worst", lambda r: format_fraction(r[4])),
+    ]
     return f"<p>leave one family out; 80 % intervals hold the truth: {cover}</p>" + _table(
-        rows,
-        [
-            ("candidate set", lambda r: format_value(r["set"])),
-            ("predictor", lambda r: format_value(r["predictor"])),
-            ("Kendall tau", lambda r: _two(r["tau"])),
-            ("regret, median", lambda r: format_fraction(r["median"])),
-            ("regret, worst", lambda r: format_fraction(r["worst"])),
-        ],
+        rows, columns
     )
 
 
-def _recommend_calibration(data: dict[str, Any]) -> str:
-    prov = (data.get("matcher") or {}).get("provenance") or {}
+def _recommend_calibration(data: CalibrationData) -> str:
+    prov = data.matcher.provenance
     return kv_table(
-        [(k, format_value(prov.get(k))) for k in ("command", "seed", "steps", "rows", "families")]
+        [
+            ("command", format_value(prov.command)),
+            ("seed", format_value(prov.seed)),
+            ("steps", format_value(prov.steps)),
+            ("rows", format_value(prov.rows)),
+            ("families", format_value(list(prov.families))),
+        ]
     )
 
 
-RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
-    "roofline": ("Roofline", _roofline),
-    "bench-operators": ("Level 0: operators", _operators),
-    "bench-network": ("Level 1: network", _network),
-    "bench-training": ("Level 2: time to accuracy", _training),
-    "bench-distributed": ("Level 3: data-parallel training", _distributed),
-    "profile": ("Workload characterisation", _profile),
-    "recommend": ("Model recommendation", _recommend),
-    "recommend-calibration": ("Recommendation matcher calibration", _recommend_calibration),
-    "recommend-validation": ("Recommendation validation", _recommend_validation),
-    "infer": ("Inference under MLPerf LoadGen", render_infer),
-}
+def _section(doc: ResultFile) -> tuple[str, str | None, str] | None:
+    """A result document's section: its title, the device it was measured on, and its HTML;
+    None for a kind the report has no section for (train-to-target's)."""
+    match doc:
+        case RooflineFile(data=data):
+            return "Roofline", data.device, _roofline(data)
+        case BenchOperatorsFile(data=data):
+            return "Level 0: operators", data.device, _operators(data)
+        case BenchNetworkFile(data=data):
+            return "Level 1: network", data.device, _network(data)
+        case BenchTrainingFile(data=data):
+            return "Level 2: time to accuracy", data.device, _training(data)
+        case BenchDistributedFile(data=data):
+            return "Level 3: data-parallel training", data.device, _distributed(data)
+        case ProfileFile(data=data):
+            return "Workload characterisation", data.device, _profile(data)
+        case RecommendFile(data=data):
+            return "Model recommendation", None, _recommend(data)
+        case CalibrationFile(data=data):
+            return "Recommendation matcher calibration", None, _recommend_calibration(data)
+        case ValidationFile(data=data):
+            return "Recommendation validation", None, _recommend_validation(data)
+        case InferFile(data=data):
+            return "Inference under MLPerf LoadGen", data.device, render_infer(data.to_dict())
+    assert isinstance(doc, TrainToTargetFile), doc.kind()  # every other kind has its section
+    return None
 
 
-def render_sections(documents: Sequence[dict[str, Any]]) -> str:
+def render_sections(documents: Sequence[ResultFile]) -> str:
     """One ``<h2>`` section per result document, in the order given."""
     parts = []
     for doc in documents:
-        title, render = RENDERERS[doc["kind"]]
-        env = doc.get("environment") or {}
-        where = " on ".join(str(x) for x in (doc["data"].get("device"), env.get("hostname")) if x)
+        section = _section(doc)
+        if section is None:
+            continue
+        title, device, html = section
+        where = " on ".join(x for x in (device, doc.environment.hostname) if x)
         parts.append(
-            f'<h2>{esc(title)}</h2><p class="sub">{esc(where)}, '
-            f"{esc(doc.get('created_utc', ''))}</p>"
+            f'<h2>{esc(title)}</h2><p class="sub">{esc(where)}, {esc(doc.created_utc)}</p>'
         )
-        parts.append(render(doc["data"]))
+        parts.append(html)
     return "".join(parts)
 
 
-def render_page(documents: Sequence[dict[str, Any]], title: str) -> str:
+def render_page(documents: Sequence[ResultFile], title: str) -> str:
     """A page of its own for result documents."""
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'

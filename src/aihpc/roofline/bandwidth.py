@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -38,6 +37,7 @@ from aihpc.base.checks import integer, number
 from aihpc.base.errors import ConfigError, OutOfMemory
 from aihpc.base.spread import STATISTIC
 from aihpc.machine.devices import resolve_device
+from aihpc.records.kinds_measure import BandwidthRecord
 from aihpc.roofline.peak import summarise, time_calls
 
 KERNELS: dict[str, int] = {"copy": 2, "triad": 3}
@@ -86,13 +86,10 @@ class BandwidthResult:
     cache_bytes: int | None
     warning: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict of all fields (``repeats`` as a list) and
-        ``spread_statistic``, the statistic of ``spread``."""
-        d = asdict(self)
-        d["repeats"] = list(self.repeats)
-        d["spread_statistic"] = STATISTIC
-        return d
+    def to_record(self) -> BandwidthRecord:
+        """The measurement as result files record it, with ``spread_statistic``, the statistic of
+        ``spread``."""
+        return BandwidthRecord(**asdict(self), spread_statistic=STATISTIC)
 
 
 def bytes_per_call(kernel: str, elements: int) -> int:

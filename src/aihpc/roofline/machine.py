@@ -4,16 +4,16 @@
 the best of the dense kernels searched, :func:`aihpc.roofline.peak.search_peak`,
 with the hardware's nominal peak beside it) and both STREAM kernels (copy and triad,
 :mod:`aihpc.roofline.bandwidth`) on one device and returns the ``data`` of an
-``aihpc roofline`` result file::
+``aihpc roofline`` result file (:class:`aihpc.records.kinds_measure.RooflineData`)::
 
     {"device": "cpu",
      "seconds": 2.0,                                 timed seconds per measurement
-     "peaks": {dtype: PeakResult.to_dict()},         FLOP/s, the kernel that won, the nominal
+     "peaks": {dtype: PeakRecord},                   FLOP/s, the kernel that won, the nominal
      "left_out": {dtype: why},                       defaults the processor does not compute
-     "bandwidth": {"copy": BandwidthResult.to_dict(), "triad": ...},  bytes/s
-     "roofline": Roofline.to_dict(),                 the triad bandwidth is the memory roof
+     "bandwidth": {"copy": BandwidthRecord, "triad": ...},  bytes/s
+     "roofline": RooflineRecord,                     the triad bandwidth is the memory roof
      "ridge": {dtype: FLOP/byte or None},
-     "points": [RooflinePoint.to_dict(roofline)],    kernels of bench files
+     "points": [PlacedPointRecord],                  kernels of bench files
      "warnings": [str]}
 
 :func:`read_points` reads the kernels of an ``aihpc bench operators`` or
@@ -28,7 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from aihpc.base.checks import number
 from aihpc.base.errors import ConfigError, DataError
@@ -41,6 +43,15 @@ from aihpc.machine.processor import (
     describe_processor,
     emulation,
 )
+from aihpc.records.codec import exact
+from aihpc.records.kinds_bench import (
+    BenchNetworkData,
+    BenchOperatorsData,
+    NetworkPointRecord,
+    OperatorPointRecord,
+)
+from aihpc.records.kinds_measure import BandwidthRecord, PlacedPointRecord, RooflineData
+from aihpc.records.peak import PeakRecord
 from aihpc.roofline.model import Roofline, RooflinePoint
 from aihpc.scoring.peak import NominalPeak, PeakResult
 
@@ -110,9 +121,9 @@ def measure_machine(
     progress: Progress | None = None,
     left_out: Mapping[str, str] | None = None,
     processor: Processor | None = None,
-) -> dict[str, Any]:
+) -> RooflineData:
     """Measure the roofs of ``device`` (a :func:`aihpc.machine.devices.resolve_device`, as a
-    string) into a result ``data`` dict.
+    string) into a result's ``data``.
 
     One peak per dtype (the kernel search; on a CPU that does not compute the dtype natively,
     ``processor``'s extensions deciding, one kernel: :func:`aihpc.roofline.peak.search_peak`),
@@ -159,8 +170,8 @@ def machine_data(
     peaks: dict[str, PeakResult],
     bandwidth: dict[str, BandwidthResult],
     left_out: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The result ``data`` dict (module docstring) of measured ``peaks`` and ``bandwidth``.
+) -> RooflineData:
+    """The result ``data`` (module docstring) of measured ``peaks`` and ``bandwidth``.
 
     The memory roof is ``bandwidth["triad"]`` (None without it); the warnings
     of every measurement are collected, each prefixed with what it concerns;
@@ -174,17 +185,23 @@ def machine_data(
     )
     warnings = [f"{d} peak: {r.warning}" for d, r in peaks.items() if r.warning]
     warnings += [f"{k} bandwidth: {r.warning}" for k, r in bandwidth.items() if r.warning]
-    return {
-        "device": device,
-        "seconds": seconds,
-        "peaks": {d: r.to_dict() for d, r in peaks.items()},
-        "left_out": dict(left_out or {}),
-        "bandwidth": {k: r.to_dict() for k, r in bandwidth.items()},
-        "roofline": roofline.to_dict(),
-        "ridge": {d: roofline.ridge(d) for d in peaks},
-        "points": [],
-        "warnings": warnings,
-    }
+    return RooflineData(
+        device=device,
+        seconds=seconds,
+        peaks={d: _peak_record(r) for d, r in peaks.items()},
+        left_out=dict(left_out or {}),
+        bandwidth={k: r.to_record() for k, r in bandwidth.items()},
+        roofline=roofline.to_record(),
+        ridge={d: roofline.ridge(d) for d in peaks},
+        points=(),
+        warnings=tuple(warnings),
+    )
+
+
+def _peak_record(peak: PeakResult) -> PeakRecord:
+    """A measured peak as result files record it (every field of it kept)."""
+    record: PeakRecord = exact(peak.to_dict(), PeakRecord, f"the {peak.dtype} peak")
+    return record
 
 
 def peak_result(path: Path | None, device: str, dtype: str, seconds: float = 0.5) -> PeakResult:
@@ -201,15 +218,15 @@ def peak_result(path: Path | None, device: str, dtype: str, seconds: float = 0.5
     document = read_result_file(Path(path), "roofline")
     assert isinstance(document, RooflineFile)  # read_result_file checked its kind
     data = document.data
-    if str(data.get("device", "")).split(":")[0] != device.split(":")[0]:
-        raise ConfigError(f"{path} holds the roofline of {data.get('device')}, not of {device}")
-    record = (data.get("peaks") or {}).get(dtype)
-    if not isinstance(record, dict):
+    if data.device.split(":")[0] != device.split(":")[0]:
+        raise ConfigError(f"{path} holds the roofline of {data.device}, not of {device}")
+    record = data.peaks.get(dtype)
+    if record is None:
         raise DataError(
             f"{path} holds no {dtype} peak (measure it: aihpc roofline --dtype {dtype})"
         )
     try:
-        return PeakResult.from_dict(record)
+        return record.peak_result()
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
 
@@ -219,18 +236,18 @@ class PointsFile:
     """The kernels of one ``bench operators`` or ``bench network`` result file.
 
     ``kind`` is the file's kind (each point's ``source``); ``device`` its
-    ``data.device`` (None where the file does not say).
+    ``data.device``.
     """
 
     path: Path
     kind: str
-    device: str | None
+    device: str
     points: tuple[RooflinePoint, ...]
 
     def check_device(self, device: str) -> None:
         """ConfigError when the kernels were timed on another device type: a GPU's say nothing under
         a CPU's roofs."""
-        if self.device is not None and self.device.split(":")[0] != device.split(":")[0]:
+        if self.device.split(":")[0] != device.split(":")[0]:
             raise ConfigError(
                 f"{self.path} holds kernels measured on {self.device}, not on {device}"
             )
@@ -239,92 +256,97 @@ class PointsFile:
 def read_points(path: Path) -> PointsFile:
     """Read ``data.points`` of a ``bench operators`` or ``bench network`` result file.
 
-    A missing or malformed file, a file of another kind, or a bad point is a
-    one-line DataError naming the file (and the point's index).
+    A missing or malformed file, a file of another kind, or a point with a negative intensity
+    or rate is a one-line DataError naming the file (and the point's index).
     """
     from aihpc.records.files import BenchNetworkFile, BenchOperatorsFile, read_result_file
 
     doc = read_result_file(path)
     kind = doc.kind()
-    if not isinstance(doc, BenchOperatorsFile | BenchNetworkFile):
+    data: BenchOperatorsData | BenchNetworkData
+    if isinstance(doc, BenchOperatorsFile):
+        data = doc.data
+    elif isinstance(doc, BenchNetworkFile):
+        data = doc.data
+    else:
         raise DataError(f"{path} holds {kind} results, not {' or '.join(POINT_KINDS)}")
-    data = doc.data
-    if not isinstance(data.get("points"), list):
-        raise DataError(f"{path} holds no list of points (data.points)")
-    points = tuple(
-        RooflinePoint.from_dict(point, f"{path}: points[{i}]", kind)
-        for i, point in enumerate(data["points"])
-    )
-    device = data.get("device") if isinstance(data.get("device"), str) else None
-    return PointsFile(path=Path(path), kind=kind, device=device, points=points)
+    found: Sequence[OperatorPointRecord | NetworkPointRecord] = data.points
+    points = []
+    for i, point in enumerate(found):
+        for name, value in (("intensity", point.intensity), ("flops_per_s", point.flops_per_s)):
+            number(f"{path}: points[{i}].{name}", value, 0, error=DataError)
+        points.append(
+            RooflinePoint(point.label, point.dtype, point.intensity, point.flops_per_s, kind)
+        )
+    return PointsFile(path=Path(path), kind=kind, device=data.device, points=tuple(points))
 
 
-def add_points(data: dict[str, Any], points: Sequence[RooflinePoint]) -> dict[str, Any]:
-    """Append ``points`` to ``data["points"]`` with their attainable FLOP/s and share; returns
-    ``data``.
+def add_points(data: RooflineData, points: Sequence[RooflinePoint]) -> RooflineData:
+    """``data`` with ``points`` appended to its points, each with its attainable FLOP/s and
+    share.
 
     A point whose dtype has no measured peak keeps None for both, and one
     warning per such dtype says so.
     """
-    roofline = Roofline.from_dict(data["roofline"])
-    data["points"].extend(p.to_dict(roofline) for p in points)
-    for dtype in sorted({p.dtype for p in points} - set(roofline.peaks)):
-        data["warnings"].append(
-            f"no {dtype} peak was measured: {dtype} points have no roof (unknown)"
-        )
-    return data
+    roofline = Roofline.from_record(data.roofline)
+    placed = tuple(p.placed(roofline) for p in points)
+    warnings = tuple(
+        f"no {dtype} peak was measured: {dtype} points have no roof (unknown)"
+        for dtype in sorted({p.dtype for p in points} - set(roofline.peaks))
+    )
+    return msgspec.structs.replace(
+        data, points=data.points + placed, warnings=data.warnings + warnings
+    )
 
 
-def format_table(data: dict[str, Any]) -> str:
-    """The readable table of a roofline ``data`` dict: roofs, ridge points, placed kernels,
+def format_table(data: RooflineData) -> str:
+    """The readable table of a roofline result's ``data``: roofs, ridge points, placed kernels,
     warnings."""
-    lines = [f"roofline of {data['device']}", "", f"{'roof':<22}{'rate':>16}{'spread':>9}  detail"]
+    lines = [f"roofline of {data.device}", "", f"{'roof':<22}{'rate':>16}{'spread':>9}  detail"]
     nominal = []
-    for dtype, record in data["peaks"].items():
-        peak = PeakResult.from_dict(record)
+    for dtype, record in data.peaks.items():
+        peak = record.peak_result()
         detail = f"{peak.kernel}, {peak.threads} threads"
         rate = format_si(peak.flops_per_s, "FLOP/s")
         lines.append(_row(f"peak {dtype}", rate, peak.spread, detail))
         if peak.nominal is not None:
             nominal.append(_nominal_line(peak.nominal))
-    for kernel, r in data["bandwidth"].items():
-        element_bytes = r["bytes_per_call"] // r["elements"]
-        detail = f"{r['elements']} float64 per array, {element_bytes} bytes per element"
-        lines.append(
-            _row(f"STREAM {kernel}", format_si(r["bytes_per_s"], "B/s"), _spread(r), detail)
-        )
-    notes = [f"  {d:<10} {r['note']}" for d, r in data["peaks"].items() if r.get("note")]
+    for kernel, r in data.bandwidth.items():
+        element_bytes = r.bytes_per_call // r.elements
+        detail = f"{r.elements} float64 per array, {element_bytes} bytes per element"
+        lines.append(_row(f"STREAM {kernel}", format_si(r.bytes_per_s, "B/s"), _spread(r), detail))
+    notes = [f"  {d:<10} {r.note}" for d, r in data.peaks.items() if r.note]
     if notes:
         lines += ["", "notes:", *notes]
-    left_out = data.get("left_out") or {}  # absent in files from before it was recorded
+    left_out = data.left_out or {}  # absent in files from before it was recorded
     if left_out:
         lines += ["", "left out of the defaults (measure one with --dtype):"]
         lines += [f"  {d:<10} {why}" for d, why in left_out.items()]
     if nominal:
         lines += ["", "nominal peaks (the hardware's figures):", *nominal]
     lines += ["", "ridge (triad memory roof meets the compute roof):"]
-    for dtype, ridge in data["ridge"].items():
+    for dtype, ridge in data.ridge.items():
         lines.append(f"  {dtype:<10} {_unknown(ridge, lambda v: f'{v:.3g} FLOP/byte')}")
-    if data["points"]:
-        lines += ["", *_points_table(data["points"])]
-    if data["warnings"]:
-        lines += ["", "warnings:", *(f"  - {w}" for w in data["warnings"])]
+    if data.points:
+        lines += ["", *_points_table(data.points)]
+    if data.warnings:
+        lines += ["", "warnings:", *(f"  - {w}" for w in data.warnings)]
     return "\n".join(lines)
 
 
-def _points_table(points: list[dict[str, Any]]) -> list[str]:
-    width = max(len("kernel"), *(len(p["label"]) for p in points))
+def _points_table(points: Sequence[PlacedPointRecord]) -> list[str]:
+    width = max(len("kernel"), *(len(p.label) for p in points))
     head = (
         f"{'kernel':<{width}}  {'dtype':<9}{'FLOP/byte':>11}{'achieved':>16}"
         f"{'attainable':>16}{'share':>9}  source"
     )
     rows = [head]
     for p in points:
-        share = _unknown(p["share"], lambda v: f"{v:.0%}")
-        bound = _unknown(p["attainable_flops_per_s"], lambda v: format_si(v, "FLOP/s"))
+        share = _unknown(p.share, lambda v: f"{v:.0%}")
+        bound = _unknown(p.attainable_flops_per_s, lambda v: format_si(v, "FLOP/s"))
         rows.append(
-            f"{p['label']:<{width}}  {p['dtype']:<9}{p['intensity']:>11.3g}"
-            f"{format_si(p['flops_per_s'], 'FLOP/s'):>16}{bound:>16}{share:>9}  {p['source']}"
+            f"{p.label:<{width}}  {p.dtype:<9}{p.intensity:>11.3g}"
+            f"{format_si(p.flops_per_s, 'FLOP/s'):>16}{bound:>16}{share:>9}  {p.source}"
         )
     return rows
 
@@ -338,12 +360,12 @@ def _nominal_line(nominal: NominalPeak) -> str:
     return line + (f" ({nominal.note})" if nominal.note else "")
 
 
-def _spread(record: dict[str, Any]) -> float:
+def _spread(record: BandwidthRecord) -> float:
     """A bandwidth's spread: recomputed from its repeats where it was written as the range
     (no ``spread_statistic``: a file from before :mod:`aihpc.base.spread`)."""
-    if record.get("spread_statistic") == STATISTIC or not record.get("repeats"):
-        return float(record["spread"])
-    return spread_of(record["repeats"])
+    if record.spread_statistic == STATISTIC or not record.repeats:
+        return record.spread
+    return spread_of(record.repeats)
 
 
 def _row(name: str, rate: str, spread: float, detail: str) -> str:

@@ -20,6 +20,8 @@ from typing import Any
 
 from aihpc.base.checks import number
 from aihpc.base.errors import ConfigError, DataError
+from aihpc.records.kinds_bench import RooflineRecord
+from aihpc.records.kinds_measure import PlacedPointRecord
 
 
 @dataclass(frozen=True)
@@ -54,25 +56,20 @@ class Roofline:
         peak = self.peaks.get(dtype)
         return None if peak is None or not self.bandwidth else peak / self.bandwidth
 
-    def to_dict(self) -> dict[str, Any]:
-        """``{"device", "peaks": {dtype: FLOP/s}, "bandwidth": bytes/s or None}``."""
-        return {"device": self.device, "peaks": dict(self.peaks), "bandwidth": self.bandwidth}
+    def to_record(self) -> RooflineRecord:
+        """The roofline as result files record it."""
+        return RooflineRecord(device=self.device, peaks=dict(self.peaks), bandwidth=self.bandwidth)
 
     @classmethod
-    def from_dict(cls, data: Any) -> Roofline:
-        """The inverse of :meth:`to_dict`; a malformed dict is a one-line :class:`DataError`."""
-        try:
-            peaks = {str(k): _positive(v, f"peak of {k}") for k, v in data["peaks"].items()}
-            bandwidth = data.get("bandwidth")
-            return cls(
-                device=str(data["device"]),
-                peaks=peaks,
-                bandwidth=None if bandwidth is None else _positive(bandwidth, "bandwidth"),
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise DataError(
-                f"malformed roofline (needs device, peaks, bandwidth): {exc!r}"
-            ) from None
+    def from_record(cls, record: RooflineRecord) -> Roofline:
+        """The inverse of :meth:`to_record`; a peak or bandwidth that is not > 0 is a one-line
+        :class:`DataError`."""
+        bandwidth = record.bandwidth
+        return cls(
+            device=record.device,
+            peaks={k: _positive(v, f"peak of {k}") for k, v in record.peaks.items()},
+            bandwidth=None if bandwidth is None else _positive(bandwidth, "bandwidth"),
+        )
 
 
 @dataclass(frozen=True)
@@ -90,43 +87,18 @@ class RooflinePoint:
     flops_per_s: float
     source: str | None = None
 
-    @classmethod
-    def from_dict(cls, data: Any, where: str, source: str | None = None) -> RooflinePoint:
-        """A point from ``{"label", "dtype", "intensity", "flops_per_s"}``; ``where`` names it in
-        errors."""
-        if not isinstance(data, dict):
-            raise DataError(
-                f"{where} must be an object with label, dtype, intensity, flops_per_s, got {data!r}"
-            )
-        for key in ("label", "dtype"):
-            if not isinstance(data.get(key), str):
-                raise DataError(f"{where}.{key} must be a string, got {data.get(key)!r}")
-        numbers = [
-            number(f"{where}.{key}", data.get(key), 0, error=DataError)
-            for key in ("intensity", "flops_per_s")
-        ]
-        return cls(
-            label=data["label"],
-            dtype=data["dtype"],
-            intensity=numbers[0],
-            flops_per_s=numbers[1],
-            source=source,
+    def placed(self, roofline: Roofline) -> PlacedPointRecord:
+        """The point under ``roofline``: with the FLOP/s it allows at the point's intensity and
+        the share of it achieved (None where unknown)."""
+        return PlacedPointRecord(
+            label=self.label,
+            dtype=self.dtype,
+            intensity=self.intensity,
+            flops_per_s=self.flops_per_s,
+            source=self.source,
+            attainable_flops_per_s=roofline.attainable(self.intensity, self.dtype),
+            share=roofline.share(self.flops_per_s, self.intensity, self.dtype),
         )
-
-    def to_dict(self, roofline: Roofline | None = None) -> dict[str, Any]:
-        """The fields; with ``roofline``, also ``attainable_flops_per_s`` and ``share`` (None where
-        unknown)."""
-        d: dict[str, Any] = {
-            "label": self.label,
-            "dtype": self.dtype,
-            "intensity": self.intensity,
-            "flops_per_s": self.flops_per_s,
-            "source": self.source,
-        }
-        if roofline is not None:
-            d["attainable_flops_per_s"] = roofline.attainable(self.intensity, self.dtype)
-            d["share"] = roofline.share(self.flops_per_s, self.intensity, self.dtype)
-        return d
 
 
 def measure_roofline(
@@ -160,11 +132,8 @@ def load_or_measure(
 
     document = read_result_file(Path(path), "roofline")
     assert isinstance(document, RooflineFile)  # read_result_file checked its kind
-    data = document.data
-    if not isinstance(data.get("roofline"), dict):
-        raise DataError(f"{path} holds no roofline (data.roofline is missing)")
     try:
-        saved = Roofline.from_dict(data["roofline"])
+        saved = Roofline.from_record(document.data.roofline)
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
     if saved.device.split(":")[0] != str(device).split(":")[0]:

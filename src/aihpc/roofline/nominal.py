@@ -63,7 +63,9 @@ class Microarchitecture:
     note: str | None = None
 
 
-def _intel(models: dict[int, str], units: int, bits: int, note: str | None = None) -> dict:
+def _intel(
+    models: dict[int, str], units: int, bits: int, note: str | None = None
+) -> dict[tuple[str, int | None, int], Microarchitecture]:
     return {
         ("GenuineIntel", 6, m): Microarchitecture(n, units, bits, note) for m, n in models.items()
     }

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.base.fileio import atomic_write
 from aihpc.base.fmt import format_si
+from aihpc.records.kinds_measure import PlacedPointRecord, RooflineData
 from aihpc.roofline.model import Roofline
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +48,7 @@ _MEMORY_COLOR = "#424242"
 _MAX_LABELS = 25  # more kernel labels than this overlap into noise
 
 
-def roofline_png(data: dict[str, Any]) -> bytes:
+def roofline_png(data: RooflineData) -> bytes:
     """The roofline plot of a roofline result's ``data`` as PNG bytes (for files and the HTML
     report)."""
     buffer = io.BytesIO()
@@ -55,14 +56,14 @@ def roofline_png(data: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def roofline_figure(data: dict[str, Any]) -> Figure:
+def roofline_figure(data: RooflineData) -> Figure:
     """The roofline plot of a roofline result's ``data`` (``roofline`` and ``points``) as a
     matplotlib Figure."""
     from matplotlib.figure import Figure
 
-    roof = Roofline.from_dict(data["roofline"])
-    points = [p for p in data.get("points") or [] if p["intensity"] > 0 and p["flops_per_s"] > 0]
-    colors = _dtype_colors([*roof.peaks, *(p["dtype"] for p in points)])
+    roof = Roofline.from_record(data.roofline)
+    points = [p for p in data.points if p.intensity > 0 and p.flops_per_s > 0]
+    colors = _dtype_colors([*roof.peaks, *(p.dtype for p in points)])
     lo, hi = _x_range(roof, points)
     fig = Figure(figsize=(8.5, 5.5), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
@@ -83,7 +84,7 @@ def roofline_figure(data: dict[str, Any]) -> Figure:
     return fig
 
 
-def plot_roofline(data: dict[str, Any], path: Path) -> Path:
+def plot_roofline(data: RooflineData, path: Path) -> Path:
     """Write :func:`roofline_png` of ``data`` to ``path`` atomically; StorageError if it cannot."""
     path = Path(path)
     atomic_write(path, roofline_png(data))
@@ -118,19 +119,19 @@ def _draw_roofs(ax: Axes, roof: Roofline, colors: dict[str, str], lo: float, hi:
 
 
 def _draw_points(
-    ax: Axes, points: list[dict[str, Any]], colors: dict[str, str], roofed: set[str]
+    ax: Axes, points: list[PlacedPointRecord], colors: dict[str, str], roofed: set[str]
 ) -> None:
     """Kernels as markers, one legend entry per (dtype, source); labels while there are few."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[PlacedPointRecord]] = {}
     for p in points:
-        groups.setdefault((p["dtype"], str(p.get("source"))), []).append(p)
+        groups.setdefault((p.dtype, str(p.source)), []).append(p)
     for (dtype, source), group in groups.items():
         label = f"{dtype} {SOURCE_NAMES.get(source, source)}" + (
             "" if dtype in roofed else " (no measured peak)"
         )
         ax.scatter(
-            [p["intensity"] for p in group],
-            [p["flops_per_s"] for p in group],
+            [p.intensity for p in group],
+            [p.flops_per_s for p in group],
             s=36,
             zorder=3,
             color=colors[dtype],
@@ -142,18 +143,18 @@ def _draw_points(
     if len(points) <= _MAX_LABELS:
         for p in points:
             ax.annotate(
-                p["label"],
-                (p["intensity"], p["flops_per_s"]),
+                p.label,
+                (p.intensity, p.flops_per_s),
                 xytext=(4, 3),
                 textcoords="offset points",
                 fontsize=7,
             )
 
 
-def _x_range(roof: Roofline, points: list[dict[str, Any]]) -> tuple[float, float]:
+def _x_range(roof: Roofline, points: list[PlacedPointRecord]) -> tuple[float, float]:
     """Decades around every ridge and kernel intensity, one spare decade each side (1e-2..1e3 if
     none)."""
-    xs = [r for r in (roof.ridge(d) for d in roof.peaks) if r] + [p["intensity"] for p in points]
+    xs = [r for r in (roof.ridge(d) for d in roof.peaks) if r] + [p.intensity for p in points]
     if not xs:
         return 1e-2, 1e3
     return 10.0 ** (math.floor(math.log10(min(xs))) - 1), 10.0 ** (

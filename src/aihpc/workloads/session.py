@@ -183,7 +183,7 @@ class _Recorder:
         self.compliance.update(ok)
         self.failures.update({k: v for k, v in output.items() if not ok[k]})
         summary = summarise(self.plan, rounds, self.compliance, self.generation_s, self.failures)
-        document = result_document("train-to-target", summary.to_dict())
+        document = result_document("train-to-target", summary)
         write_result(self.plan.out_dir / RESULT_FILE, document)
         self.outcome = Outcome(summary, document.to_dict(), self.plan.out_dir)
 
