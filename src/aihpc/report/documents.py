@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aihpc.base.fmt import format_fraction, format_seconds, format_si, format_value
+from aihpc.records.codec import convert
+from aihpc.records.inference import InferData
 from aihpc.report.infer_section import render_infer
 from aihpc.report.markup import CSS, esc, image, kv_table, no_data
 
@@ -329,7 +331,10 @@ RENDERERS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "recommend": ("Model recommendation", _recommend),
     "recommend-calibration": ("Recommendation matcher calibration", _recommend_calibration),
     "recommend-validation": ("Recommendation validation", _recommend_validation),
-    "infer": ("Inference under MLPerf LoadGen", render_infer),
+    "infer": (
+        "Inference under MLPerf LoadGen",
+        lambda d: render_infer(convert(d, InferData, "infer")),
+    ),
 }
 
 
