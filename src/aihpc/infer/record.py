@@ -50,6 +50,7 @@ from aihpc.records.inference_scenarios import (
     TimingSplit,
     loadgen_number,
     loadgen_seconds,
+    loadgen_valid,
 )
 from aihpc.records.peak import PeakRecord
 
@@ -208,7 +209,7 @@ def server_reason(record: ServerScenario) -> str:
         return "server: no rate tried" if search is None else _untried_reason(search)
     slowest = min(record.tests, key=lambda t: t.settings.target_qps or 0.0)
     results = slowest.results
-    why = [] if slowest.loadgen_valid() else [why_invalid(results)]
+    why = [] if loadgen_valid(results) else [why_invalid(results)]
     if slowest.kept_up is False:
         why.append(
             f"the system fell behind its arrivals (it completed "

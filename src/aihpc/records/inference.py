@@ -2,9 +2,11 @@
 and ``rank`` see of it.
 
 :class:`InferData` is the document's ``data`` (:class:`aihpc.infer.record.InferRecord`
-builds it): what was served on which devices, the quality check, the operations per query,
-the calibration, the server's bounds, the peak, and per scenario the figures LoadGen
-measured (``scenarios``: each scenario's figures and its tests, as LoadGen gave them).
+builds it), a record all the way down: what was served (:class:`InferSource`) on which
+devices, the quality check, the operations per query, each batch size's warm-up and
+calibration, the server's bounds, the peak, the time predicted and taken
+(:class:`InferDuration`), and per scenario the figures LoadGen measured and its tests
+(:class:`aihpc.records.inference_scenarios.Scenarios`).
 
 :func:`comparison_fields` reduces the document to the fields of a comparison's entry
 (:class:`aihpc.ranking.compare.Entry`, less its source and kind):

@@ -109,13 +109,6 @@ class InferTest(Record, frozen=True):
     kept_up: bool | None | UnsetType = UNSET
     wall_s: float | None = None
 
-    def rate(self) -> float | None:
-        """The samples per second LoadGen saw (:func:`loadgen_rate`)."""
-        return loadgen_rate(self.results)
-
-    def loadgen_valid(self) -> bool:
-        return loadgen_valid(self.results)
-
 
 class ScenarioPoint(Record, frozen=True):
     """One test as a point of the throughput-latency curve: LoadGen's figures, whether the
