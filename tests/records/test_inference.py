@@ -122,8 +122,8 @@ def test_the_commands_that_read_it_refuse_it_in_one_line(
 ) -> None:
     path, value, said = BROKEN[3]
     file = _broken(tmp_path, path, value)
-    args = [str(file.parent)] if command != "compare" else [str(file), str(RESNET)]
-    if command == "compare":
+    args = [str(file.parent)]
+    if command == "compare":  # beside a whole result
         shutil.copy(RESNET, tmp_path / "other.json")
         args = [str(file), str(tmp_path / "other.json")]
     code, _, stderr = aihpc_main(capsys, command, *args)
