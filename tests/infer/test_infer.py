@@ -185,7 +185,7 @@ def test_a_bound_missed_at_every_rate_is_an_invalid_server_result_after_three_te
     assert rates == [500, 125, 32]
     assert best_valid(search.runs) is None
     record = server_record(search)
-    assert record["valid"] is False and record["max_qps"] is None
+    assert record.valid is False and record.max_qps is None
     reason = server_reason(record)
     assert reason.startswith(
         "server: no rate searched met the bound, down to 32 queries/s (the least at which "
@@ -204,7 +204,7 @@ def test_a_rate_the_test_s_time_cannot_fill_with_loadgen_s_queries_is_not_tried(
     search = tester.server(calibration, Bounds(0.1), 1e4, 6)
     assert search.runs == [] and tester.tests == 0 and search.top == 200
     record = server_record(search)
-    assert record["valid"] is False and record["tests"] == [] and record["curve"] == []
+    assert record.valid is False and record.tests == () and record.curve == ()
     assert server_reason(record) == (
         "server: no rate tried: the 200 queries/s its batches of 4 sustain is below 320/s, "
         "the least at which a test of at most 4 x 0.5 s reaches LoadGen's 640 queries "
@@ -223,17 +223,18 @@ def test_a_server_test_whose_queue_grows_is_not_a_valid_point_whatever_loadgen_s
     assert run.kept_up is False and not run.valid
     results = run.loadgen.results
     assert results["completed_samples_per_sec"] < 0.9 * results["scheduled_samples_per_sec"]
-    tail = run.to_dict()["timing"]["tail"]
-    assert tail["queueing_s"] > tail["compute_s"]  # the slowest waited: queueing, not compute
+    timing = run.record().timing
+    # the slowest waited: queueing, not compute
+    assert timing is not None and timing.tail.queueing_s > timing.tail.compute_s
 
 
 def test_histogram_counts_every_value_once_in_log_bins():
     values = [0.001, 0.002, 0.004, 0.008, 0.016, 0.016]
     h = histogram(values, bins=4)
-    assert sum(h["counts"]) == len(values) and len(h["edges_s"]) == 5
-    assert h["edges_s"][0] == 0.001 and h["edges_s"][-1] >= 0.016
-    assert h["counts"][0] >= 1 and h["counts"][-1] >= 2
-    assert histogram([]) == {"edges_s": [], "counts": []}
+    assert sum(h.counts) == len(values) and len(h.edges_s) == 5
+    assert h.edges_s[0] == 0.001 and h.edges_s[-1] >= 0.016
+    assert h.counts[0] >= 1 and h.counts[-1] >= 2
+    assert histogram([]).to_dict() == {"edges_s": [], "counts": []}
 
 
 def test_why_invalid_names_each_unmet_condition():
@@ -247,7 +248,7 @@ def test_why_invalid_names_each_unmet_condition():
 def test_scenario_names_and_a_prompt_longer_than_the_context_are_refused():
     with pytest.raises(ConfigError, match="multistream"):
         check_scenario("multistream")
-    assert Settings("server", 1.0, 1).to_dict()["scenario"] == "server"
+    assert Settings("server", 1.0, 1).record().scenario == "server"
     zoo = from_zoo("digits_cnn", None, 4)
     assert generation(zoo, InferOptions()) is None  # an image model is one forward pass a query
 

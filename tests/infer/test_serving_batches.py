@@ -94,9 +94,9 @@ def test_the_warm_up_times_every_size_eagerly_on_the_cpu(classify: Classify) -> 
     assert sorted(calibration.seconds) == [1, 2, 4, 8, 16]
     assert set(classify.timings) == {1, 2, 4, 8, 16}
     for size, timing in calibration.warm_up.items():
-        assert timing["served_as"] == "eager" and timing["graph_s"] is None
-        assert timing["why_eager"] == "no CUDA graphs on a cpu"
-        assert calibration.seconds[size] == timing["eager_s"] > 0
+        assert timing.served_as == "eager" and timing.graph_s is None
+        assert timing.why_eager == "no CUDA graphs on a cpu"
+        assert calibration.seconds[size] == timing.eager_s > 0
 
 
 def test_the_timing_split_adds_up_and_names_the_tail() -> None:
@@ -104,12 +104,13 @@ def test_the_timing_split_adds_up_and_names_the_tail() -> None:
     compute = [0.002 + 0.0001 * (i % 7) for i in range(200)]
     latencies = [q + c for q, c in zip(queueing, compute, strict=True)]
     split = timing_split(latencies, queueing, compute)
-    assert split["p99_latency_s"] == percentile(latencies, 99) == sorted(latencies)[197]
-    assert split["p99_queueing_s"] == pytest.approx(0.009)
-    tail = split["tail"]
-    assert tail["samples"] == sum(v >= split["p99_latency_s"] for v in latencies)
-    assert tail["queueing_s"] + tail["compute_s"] == pytest.approx(tail["latency_s"], abs=1e-12)
-    assert percentile([], 99) is None and timing_split([], [], [])["tail"]["latency_s"] is None
+    assert split.p99_latency_s == percentile(latencies, 99) == sorted(latencies)[197]
+    assert split.p99_queueing_s == pytest.approx(0.009)
+    tail = split.tail
+    assert tail.samples == sum(v >= split.p99_latency_s for v in latencies)
+    assert tail.queueing_s is not None and tail.compute_s is not None
+    assert tail.queueing_s + tail.compute_s == pytest.approx(tail.latency_s, abs=1e-12)
+    assert percentile([], 99) is None and timing_split([], [], []).tail.latency_s is None
     with pytest.raises(ValueError, match="got 2, 1 and 2"):
         timing_split([1.0, 2.0], [1.0], [0.0, 0.0])
 

@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record.data.to_dict(), sort_keys=True, indent=2))
     else:
-        print(summary_text(record.data.to_dict(), out))
+        print(summary_text(record.data, out))
     if not record.valid:
         raise VerificationFailed(f"INVALID: {'; '.join(record.data.invalid_reasons)}")
     return 0

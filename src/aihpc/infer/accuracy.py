@@ -17,11 +17,13 @@ run under the serving dtype's autocast (``float32``: none).
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from aihpc.records.inference import InferQuality
 
 #: MLPerf Inference's share of the float32 quality a served model must keep.
 KEEP = 0.99
@@ -41,8 +43,18 @@ class QualityCheck:
     valid: bool
     reason: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def record(self) -> InferQuality:
+        """As infer.json's ``quality`` records it."""
+        return InferQuality(
+            measure=self.measure,
+            served=self.served,
+            reference=self.reference,
+            kept=self.kept,
+            dtype=self.dtype,
+            samples=self.samples,
+            valid=self.valid,
+            reason=self.reason,
+        )
 
 
 def autocast_for(device: torch.device, dtype: str) -> Any:
@@ -91,7 +103,9 @@ def check_quality(
     return _check("accuracy", acc_s, acc_r, acc_s / acc_r if acc_r > 0 else 1.0, n, dtype)
 
 
-def _check(measure: str, served: float, reference: float, kept: float, n: int, dtype: str):
+def _check(
+    measure: str, served: float, reference: float, kept: float, n: int, dtype: str
+) -> QualityCheck:
     valid = kept >= KEEP
     reason = None
     if not valid:

@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from aihpc.records.inference import WarmUpRecord
+
 #: Untimed passes of a size before it is timed (the first tunes its kernels).
 WARMUPS = 2
 #: Timed passes of a size; its time is their median.
@@ -72,13 +74,14 @@ class SizeTiming:
         """The seconds of a batch as it is served."""
         return self.graph_s if self.graph and self.graph_s is not None else self.eager_s
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "eager_s": self.eager_s,
-            "graph_s": self.graph_s,
-            "served_as": "cuda-graph" if self.graph else "eager",
-            "why_eager": self.why_eager,
-        }
+    def record(self) -> WarmUpRecord:
+        """As infer.json's ``warm_up`` records it."""
+        return WarmUpRecord(
+            eager_s=self.eager_s,
+            graph_s=self.graph_s,
+            served_as="cuda-graph" if self.graph else "eager",
+            why_eager=self.why_eager,
+        )
 
 
 def time_batch(run: Callable[[], Any], warmups: int = WARMUPS, repeats: int = REPEATS) -> float:
@@ -101,7 +104,7 @@ class Replay:
 
     def __init__(self, call: Callable[[], Any], device: torch.device, pool: Any) -> None:
         with torch.cuda.device(device):
-            side = torch.cuda.Stream()
+            side = torch.cuda.Stream()  # type: ignore[no-untyped-call, unused-ignore]
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 for _ in range(WARMUPS):

@@ -32,13 +32,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+import msgspec
 import torch
 
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.infer.loadgen import loadgen
-from aihpc.infer.record import InferRecord, Measured, scenario_record
+from aihpc.infer.record import InferRecord, Measured
 from aihpc.infer.scenarios import (
     Bounds,
     Calibration,
@@ -51,6 +51,9 @@ from aihpc.infer.scenarios import (
 from aihpc.infer.source import Source
 from aihpc.infer.steps import Classify, Generate
 from aihpc.infer.systems import Step
+from aihpc.records.codec import exact
+from aihpc.records.inference import InferDuration
+from aihpc.records.peak import NominalPeakRecord, PeakRecord
 from aihpc.tasks import Arch
 
 #: MLPerf Inference's datacenter server bound for ResNet-50: 15 ms at the 99th percentile.
@@ -270,7 +273,9 @@ def _serve_and_record(
         peak = _peak(source, devices[0], m.dtype, len(devices), options.peak_seconds)
         clock.lap("peak")
         duration = duration_record(m.plan, clock, runs)
-        record = InferRecord.build(source, options, devices, m, runs, search, peak, duration)
+        record = InferRecord.build(
+            source, options.seconds, devices, m, runs, search, peak, duration
+        )
         record.write(partial)
         if out.exists():
             shutil.rmtree(out)
@@ -283,7 +288,7 @@ def _serve_and_record(
 
 def duration_record(
     plan: dict[str, float], clock: Clock, runs: dict[str, list[ScenarioRun]]
-) -> dict[str, Any]:
+) -> InferDuration:
     """The seconds predicted for each scenario and the peak, and taken: by those and by the
     phases before them; what followed the warm-up, predicted and taken; the whole."""
     taken = {
@@ -292,13 +297,13 @@ def duration_record(
         **{name: sum(r.wall_s for r in scenario_runs) for name, scenario_runs in runs.items()},
         "peak": clock.phases["peak"],
     }
-    return {
-        "predicted_s": plan,
-        "actual_s": taken,
-        "after_warm_up_predicted_s": sum(plan.values()),
-        "after_warm_up_actual_s": clock.phases["loadgen"] + clock.phases["peak"],
-        "total_s": clock.total(),
-    }
+    return InferDuration(
+        predicted_s=plan,
+        actual_s=taken,
+        after_warm_up_predicted_s=sum(plan.values()),
+        after_warm_up_actual_s=clock.phases["loadgen"] + clock.phases["peak"],
+        total_s=clock.total(),
+    )
 
 
 def check_bound(calibration: Calibration, limits: Bounds) -> None:
@@ -335,24 +340,29 @@ def run_scenarios(
 
 def _peak(
     source: Source, device: torch.device, dtype: str, devices: int, seconds: float
-) -> dict[str, Any] | None:
+) -> PeakRecord | None:
     """The measured peak in ``dtype`` (the kernels the task calls) of one device, searched for
     ``seconds`` a stage, times ``devices`` (the devices served on, alike), with the nominal one;
     None where it cannot be measured."""
     from aihpc.roofline.peak import search_peak
 
     try:
-        peak = search_peak(device, dtype, seconds=seconds, kinds=source.task.peak_kernels).to_dict()
+        found = search_peak(device, dtype, seconds=seconds, kinds=source.task.peak_kernels)
     except (ConfigError, DataError, RuntimeError):
         return None
-    nominal = peak.get("nominal") or {}
-    return {
-        **peak,
-        "seconds": seconds,
-        "devices": devices,
-        "flops_per_s": peak["flops_per_s"] * devices,
-        "nominal": {**nominal, "flops_per_s": (nominal.get("flops_per_s") or 0) * devices or None},
-    }
+    one: PeakRecord = exact(found.to_dict(), PeakRecord, "the measured peak")
+    nominal = one.nominal if isinstance(one.nominal, NominalPeakRecord) else None
+    return msgspec.structs.replace(
+        one,
+        seconds=seconds,
+        devices=devices,
+        flops_per_s=one.flops_per_s * devices,
+        nominal=None
+        if nominal is None
+        else msgspec.structs.replace(
+            nominal, flops_per_s=(nominal.flops_per_s or 0) * devices or None
+        ),
+    )
 
 
-__all__ = ["InferOptions", "infer", "scenario_record"]
+__all__ = ["InferOptions", "infer"]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+
+from aihpc.records.inference_scenarios import TailTiming, TimingSplit
 
 PERCENTILE = 99.0
 
@@ -31,7 +32,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 def timing_split(
     latencies: Sequence[float], queueing: Sequence[float], compute: Sequence[float]
-) -> dict[str, Any]:
+) -> TimingSplit:
     """The 99th percentiles of each part and the tail's means (the module docstring)."""
     if not len(latencies) == len(queueing) == len(compute):
         raise ValueError(
@@ -44,14 +45,14 @@ def timing_split(
     def mean(values: Sequence[float]) -> float | None:
         return sum(values[i] for i in tail) / len(tail) if tail else None
 
-    return {
-        "p99_latency_s": p99,
-        "p99_queueing_s": percentile(queueing, PERCENTILE),
-        "p99_compute_s": percentile(compute, PERCENTILE),
-        "tail": {
-            "samples": len(tail),
-            "latency_s": mean(latencies),
-            "queueing_s": mean(queueing),
-            "compute_s": mean(compute),
-        },
-    }
+    return TimingSplit(
+        p99_latency_s=p99,
+        p99_queueing_s=percentile(queueing, PERCENTILE),
+        p99_compute_s=percentile(compute, PERCENTILE),
+        tail=TailTiming(
+            samples=len(tail),
+            latency_s=mean(latencies),
+            queueing_s=mean(queueing),
+            compute_s=mean(compute),
+        ),
+    )

@@ -25,6 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from aihpc.base.errors import ConfigError
+from aihpc.records.codec import convert
+from aihpc.records.inference_scenarios import (
+    LoadGenResults,
+    LoadGenSettings,
+    loadgen_number,
+    loadgen_rate,
+    loadgen_seconds,
+    loadgen_valid,
+)
 
 #: aihpc's scenario names -> LoadGen's TestScenario members.
 SCENARIOS = {"offline": "Offline", "server": "Server", "single-stream": "SingleStream"}
@@ -75,8 +84,18 @@ class Settings:
     ttft: float | None = None
     tpot: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def record(self) -> LoadGenSettings:
+        """As infer.json records a test's settings."""
+        return LoadGenSettings(
+            scenario=self.scenario,
+            seconds=self.seconds,
+            min_queries=self.min_queries,
+            target_qps=self.target_qps,
+            latency=self.latency,
+            percentile=self.percentile,
+            ttft=self.ttft,
+            tpot=self.tpot,
+        )
 
 
 def test_settings(settings: Settings) -> Any:
@@ -111,34 +130,22 @@ class LoadGenResult:
     the folder holding its logs."""
 
     settings: Settings
-    results: dict[str, Any]
+    results: LoadGenResults
     log_dir: str  # relative to the result's folder: loadgen/NN-scenario
     version: str | None = None
 
     @property
     def valid(self) -> bool:
-        return self.results.get("validity") == "VALID"
+        return loadgen_valid(self.results)
 
     @property
     def samples_per_second(self) -> float | None:
-        """Samples per second: LoadGen's result (offline, single-stream), or the rate it saw
-        completed (server, whose result is its target rate)."""
-        value = self.results.get(
-            "samples_per_second", self.results.get("completed_samples_per_sec")
-        )
-        return None if value is None else float(value)
+        """Samples per second (:func:`aihpc.records.inference_scenarios.loadgen_rate`)."""
+        return loadgen_rate(self.results)
 
     def latency(self, percentile: float) -> float | None:
         """The ``percentile`` (e.g. 99.0) latency in seconds, where LoadGen reported it."""
-        value = self.results.get(f"{percentile:.2f}_percentile_latency_ns")
-        return None if value is None else float(value) / 1e9
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "settings": self.settings.to_dict(),
-            "results": self.results,
-            "log_dir": self.log_dir,
-        }
+        return loadgen_seconds(self.results, f"{percentile:.2f}_percentile_latency_ns")
 
 
 def run_test(
@@ -165,7 +172,9 @@ def run_test(
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
     detail = read_detail(outdir / DETAIL_LOG)
-    return LoadGenResult(settings, results_of(detail), name, detail.get("loadgen_version"))
+    version = detail.get("loadgen_version")
+    results = results_of(detail)
+    return LoadGenResult(settings, results, name, None if version is None else str(version))
 
 
 def read_detail(path: Path) -> dict[str, Any]:
@@ -182,17 +191,19 @@ def read_detail(path: Path) -> dict[str, Any]:
     return values
 
 
-def read_results(path: Path) -> dict[str, Any]:
-    """The ``result_*`` keys of a detail log, the prefix dropped, and ``early_stopping_met``."""
-    return results_of(read_detail(path))
+def read_results(path: Path) -> LoadGenResults:
+    """The ``result_*`` keys of a detail log, the prefix dropped, and ``early_stopping_met``;
+    DataError (one line) where one is not a number, a flag or a word."""
+    return results_of(read_detail(path), str(path))
 
 
-def results_of(detail: dict[str, Any]) -> dict[str, Any]:
+def results_of(detail: dict[str, Any], where: str = "LoadGen's detail log") -> LoadGenResults:
     """:func:`read_results` of a detail log already read."""
     results = {k[len("result_") :]: v for k, v in detail.items() if k.startswith("result_")}
     if "early_stopping_met" in detail:
         results["early_stopping_met"] = detail["early_stopping_met"]
-    return results
+    typed: LoadGenResults = convert(results, LoadGenResults, where)
+    return typed
 
 
 #: The shortfall of a server test's completed rate against its scheduled rate (the Poisson
@@ -200,7 +211,7 @@ def results_of(detail: dict[str, Any]) -> dict[str, Any]:
 KEPT_UP_SHORTFALL = 0.02
 
 
-def kept_up(results: dict[str, Any]) -> bool | None:
+def kept_up(results: LoadGenResults) -> bool | None:
     """Whether a server test's system kept up with its arrivals, from LoadGen's ``result_*``
     values: it completed at least (1 - :data:`KEPT_UP_SHORTFALL`) of the rate scheduled; None
     where they lack either rate (not a server test).
@@ -210,11 +221,11 @@ def kept_up(results: dict[str, Any]) -> bool | None:
     whose queue grows, by the share of the arrivals it could not serve.  A short test cannot
     tell a queue growing slower than that from its last samples' latency (over MLPerf's 600 s
     such a queue misses any bound of seconds, and LoadGen's verdict tells)."""
-    scheduled = results.get("scheduled_samples_per_sec")
-    completed = results.get("completed_samples_per_sec")
+    scheduled = loadgen_number(results, "scheduled_samples_per_sec")
+    completed = loadgen_number(results, "completed_samples_per_sec")
     if scheduled is None or completed is None:
         return None
-    return float(completed) >= (1 - KEPT_UP_SHORTFALL) * float(scheduled)
+    return completed >= (1 - KEPT_UP_SHORTFALL) * scheduled
 
 
 #: LoadGen's conditions of a valid result, as its detail log names them.
@@ -226,7 +237,7 @@ CONDITIONS = {
 }
 
 
-def why_invalid(results: dict[str, Any]) -> str:
+def why_invalid(results: LoadGenResults) -> str:
     """Why LoadGen called a result invalid, from its conditions (its own reason first)."""
     reasons = [text for key, text in CONDITIONS.items() if results.get(key) is False]
     if results.get("invalid_reason"):

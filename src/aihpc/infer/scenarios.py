@@ -39,11 +39,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aihpc.infer.latency import timing_split
 from aihpc.infer.loadgen import LoadGenResult, Settings, kept_up, run_test
 from aihpc.infer.systems import BatchingSystem, Step
+from aihpc.records.codec import exact
+from aihpc.records.energy import DeviceEnergyRecord
+from aihpc.records.inference import WarmUpRecord
+from aihpc.records.inference_scenarios import InferTest, ServerSearchRecord, loadgen_number
 
 #: Queries of a server test: LoadGen's early stopping needs about 460 queries, none over the
 #: bound, to be 99 % confident of a 99th percentile; a few over it need more.
@@ -74,10 +77,10 @@ LOWER_TRIES = 2
 @dataclass(frozen=True)
 class Calibration:
     """Seconds per batch by batch size, as served (:func:`warm_up`); ``warm_up``: each size's
-    eager and graph timings (:meth:`aihpc.infer.batches.SizeTiming.to_dict`)."""
+    eager and graph timings (:meth:`aihpc.infer.batches.SizeTiming.record`)."""
 
     seconds: dict[int, float]
-    warm_up: dict[int, dict[str, Any]] = field(default_factory=dict)
+    warm_up: dict[int, WarmUpRecord] = field(default_factory=dict)
 
     def rate(self, batch: int) -> float:
         return batch / self.seconds[batch]
@@ -89,8 +92,13 @@ class Calibration:
         fitting = [b for b, s in self.seconds.items() if s <= seconds]
         return max(fitting) if fitting else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def seconds_by_size(self) -> dict[str, float]:
+        """The seconds per batch by size, as infer.json's ``calibration_s`` records them."""
         return {str(b): s for b, s in sorted(self.seconds.items())}
+
+    def warm_up_by_size(self) -> dict[str, WarmUpRecord]:
+        """Each size's warm-up, as infer.json's ``warm_up`` records it."""
+        return {str(b): t for b, t in sorted(self.warm_up.items())}
 
 
 def warm_up(steps: Sequence[Step]) -> Calibration:
@@ -100,7 +108,7 @@ def warm_up(steps: Sequence[Step]) -> Calibration:
     first = timings[0]
     return Calibration(
         {size: t.seconds for size, t in first.items()},
-        {size: t.to_dict() for size, t in first.items()},
+        {size: t.record() for size, t in first.items()},
     )
 
 
@@ -118,7 +126,7 @@ class ScenarioRun:
     queueing: tuple[float, ...]
     compute: tuple[float, ...]
     first_token_latencies: tuple[float, ...]
-    energy: tuple[dict[str, Any], ...] = ()
+    energy: tuple[DeviceEnergyRecord, ...] = ()
     wall_s: float = 0.0
 
     @property
@@ -140,25 +148,29 @@ class ScenarioRun:
     @property
     def joules_per_query(self) -> float | None:
         """Energy per sample served, where every metered device was measured."""
-        if not self.energy or any(d.get("joules") is None for d in self.energy):
+        joules = [d.joules for d in self.energy]
+        if not joules or None in joules:
             return None
-        return sum(d["joules"] for d in self.energy) / max(len(self.latencies), 1)
+        return sum(j or 0.0 for j in joules) / max(len(self.latencies), 1)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.loadgen.to_dict(),
-            "max_batch": self.max_batch,
-            "max_wait_s": self.max_wait,
-            "batches": self.batches,
-            "batch_sizes": {str(s): n for s, n in sorted(self.sizes.items())},
-            "padded_samples": self.padding,
-            "samples_served": len(self.latencies),
-            "timing": timing_split(self.latencies, self.queueing, self.compute),
-            "kept_up": self.kept_up,
-            "wall_s": self.wall_s,
-            "energy": list(self.energy),
-            "joules_per_query": self.joules_per_query,
-        }
+    def record(self) -> InferTest:
+        """As infer.json records a test."""
+        return InferTest(
+            settings=self.loadgen.settings.record(),
+            results=self.loadgen.results,
+            log_dir=self.loadgen.log_dir,
+            max_batch=self.max_batch,
+            max_wait_s=self.max_wait,
+            batches=self.batches,
+            batch_sizes={str(s): n for s, n in sorted(self.sizes.items())},
+            padded_samples=self.padding,
+            samples_served=len(self.latencies),
+            timing=timing_split(self.latencies, self.queueing, self.compute),
+            kept_up=self.kept_up,
+            wall_s=self.wall_s,
+            energy=self.energy,
+            joules_per_query=self.joules_per_query,
+        )
 
 
 @dataclass(frozen=True)
@@ -225,7 +237,8 @@ class ScenarioBench:
                 name = str(folder.relative_to(self.out.parent))
                 result = run_test(system.issue, system.flush, self.total, settings, folder, name)
         finally:
-            energy = tuple(stop_meter(key)["devices"] or ())
+            metered = stop_meter(key)["devices"] or []
+        energy = exact(metered, tuple[DeviceEnergyRecord, ...], "the energy metered")
         if system.error is not None:
             raise system.error
         return ScenarioRun(
@@ -336,14 +349,15 @@ class ServerSearch:
     seconds: float
     min_queries: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "batch": self.batch,
-            "top_qps": self.top,
-            "floor_qps": self.floor,
-            "seconds_per_test": self.seconds,
-            "min_queries": self.min_queries,
-        }
+    def record(self) -> ServerSearchRecord:
+        """As infer.json records the server's search."""
+        return ServerSearchRecord(
+            batch=self.batch,
+            top_qps=self.top,
+            floor_qps=self.floor,
+            seconds_per_test=self.seconds,
+            min_queries=self.min_queries,
+        )
 
 
 def predicted_seconds(
@@ -386,10 +400,12 @@ def _until_long_enough(
     for attempt in range(RETRIES):
         results = run.loadgen.results
         # samples per second offline; queries per second in a single stream
-        reached = results.get("samples_per_second") or results.get("qps_with_loadgen_overhead")
+        reached = loadgen_number(results, "samples_per_second") or loadgen_number(
+            results, "qps_with_loadgen_overhead"
+        )
         if results.get("min_duration_met") is not False or not reached:
             break
-        run = at(headroom * 2**attempt * float(reached))
+        run = at(headroom * 2**attempt * reached)
     return run
 
 

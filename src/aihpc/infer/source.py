@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from aihpc.base.errors import DataError, StorageError
+from aihpc.records.codec import exact
+from aihpc.records.inference import InferSource
 from aihpc.tasks import Task
 
 if TYPE_CHECKING:
@@ -39,17 +41,26 @@ class Source:
     on synthetic inputs); ``ops_per_query``: operations of one sample's
     forward pass (eval mode), counted as ``aihpc count`` counts;
     ``task``: the task whose model it is (a zoo model: the task whose models read its kind of
-    input, :func:`aihpc.tasks.serving`); ``label``: what it is, for the records.
+    input, :func:`aihpc.tasks.serving`); ``record``: what it is, as infer.json records it.
     """
 
-    label: str
+    record: InferSource
     task: Task
     model: torch.nn.Module
     inputs: torch.Tensor
     targets: torch.Tensor | None
     ops_per_query: float
-    arch: dict[str, Any] | None
-    details: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        """What it is, for the records and the summary."""
+        return self.record.label
+
+    @property
+    def arch(self) -> dict[str, Any] | None:
+        """The architecture of a model of aihpc's search (the task's value); None for a zoo
+        model."""
+        return self.record.arch
 
 
 def from_run(run_dir: Path, samples: int | None = None) -> Source:
@@ -78,22 +89,17 @@ def from_run(run_dir: Path, samples: int | None = None) -> Source:
     config = read_config(results.config, source="the run's recorded configuration")
     inputs, targets = _validation(task, config, samples)
     _, eval_ops = task.count_per_sample(spec, 1, 0.0)
-    details = {
+    described = {
+        "label": f"trial {best.id} of {run_dir}",
+        "task": task.name,
+        "arch": arch,
         "run": str(Path(run_dir).resolve()),
         "trial": best.id,
-        quality.trial_key: value,
+        quality.trial_key: value,  # the run's quality, by its name (InferSource's fields)
         "num_params": spec.num_params(),
     }
-    return Source(
-        f"trial {best.id} of {run_dir}",
-        task,
-        model.eval(),
-        inputs,
-        targets,
-        eval_ops,
-        arch,
-        details,
-    )
+    record = exact(described, InferSource, f"what {run_dir} serves")
+    return Source(record, task, model.eval(), inputs, targets, eval_ops)
 
 
 def _trial_weights(run_dir: Path, trial_id: int) -> dict[str, torch.Tensor]:
@@ -158,10 +164,13 @@ def from_zoo(name: str, input_shape: tuple[int, ...] | None, samples: int, seed:
             meta = models.create(name, in_channels=shape[0])
         example = (1, *shape)
     ops = count_ops(meta, example, train=False).total
-    details = {
-        "zoo_model": name,
-        "input_shape": list(shape),
-        "seed": seed,
-        "num_params": sum(p.numel() for p in model.parameters()),
-    }
-    return Source(name, task, model.eval(), inputs, None, float(ops), None, details)
+    record = InferSource(
+        label=name,
+        task=task.name,
+        arch=None,
+        zoo_model=name,
+        input_shape=shape,
+        seed=seed,
+        num_params=sum(p.numel() for p in model.parameters()),
+    )
+    return Source(record, task, model.eval(), inputs, None, float(ops))

@@ -66,7 +66,8 @@ class Classify(FixedBatches):
         size = size_for(self.sizes, len(indices))
         self.buffer[:size].copy_(self.inputs[padded(indices, size)])
         (forward,) = self.calls[size]
-        return forward()[: len(indices)]
+        logits: torch.Tensor = forward()
+        return logits[: len(indices)]
 
     def serve(self, indices: list[int], first_token: Callable[[int], None]) -> list[int]:
         self.logits(indices).argmax(-1).cpu()  # waits for the device: the answers exist

@@ -68,7 +68,7 @@ class BatchingSystem:
     # when its lock was free on an empty queue and the deadline has passed by the time it loops
     # (it then waits with a negative timeout, which means no timeout).  A batch's short wait for
     # one more sample hung so under load, its samples never completed, and LoadGen waited for them.
-    _queue: queue.Queue = field(default_factory=queue.Queue)
+    _queue: queue.Queue[tuple[int, int, float] | None] = field(default_factory=queue.Queue)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     error: BaseException | None = None

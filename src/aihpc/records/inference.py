@@ -2,9 +2,11 @@
 and ``rank`` see of it.
 
 :class:`InferData` is the document's ``data`` (:class:`aihpc.infer.record.InferRecord`
-builds it): what was served on which devices, the quality check, the operations per query,
-the calibration, the server's bounds, the peak, and per scenario the figures LoadGen
-measured (``scenarios``: each scenario's figures and its tests, as LoadGen gave them).
+builds it), a record all the way down: what was served (:class:`InferSource`) on which
+devices, the quality check, the operations per query, each batch size's warm-up and
+calibration, the server's bounds, the peak, the time predicted and taken
+(:class:`InferDuration`), and per scenario the figures LoadGen measured and its tests
+(:class:`aihpc.records.inference_scenarios.Scenarios`).
 
 :func:`comparison_fields` reduces the document to the fields of a comparison's entry
 (:class:`aihpc.ranking.compare.Entry`, less its source and kind):
@@ -33,6 +35,7 @@ from typing import Any
 
 from aihpc.records.codec import Record, value_or_none
 from aihpc.records.environment import EnvironmentRecord
+from aihpc.records.inference_scenarios import Scenarios, StreamScenario
 from aihpc.records.peak import PeakRecord
 
 INFER_FILE = "infer.json"  # aihpc.infer.record.RECORD_FILE (that module imports torch)
@@ -69,11 +72,63 @@ class InferQuality(Record, frozen=True):
     reason: str | None
 
 
+class InferSource(Record, frozen=True):
+    """What was served (:class:`aihpc.infer.source.Source`): its label, task, architecture
+    (the task's own value; None for a zoo model) and parameters; a run's trial (the run's
+    folder, the trial and its best value of the run's quality, ``best_val_accuracy`` or
+    ``best_val_loss``), or a zoo model (its name, input shape and the seed of its weights and
+    inputs)."""
+
+    label: str
+    task: str
+    arch: dict[str, Any] | None
+    num_params: int
+    run: str | None = None
+    trial: int | None = None
+    best_val_accuracy: float | None = None
+    best_val_loss: float | None = None
+    zoo_model: str | None = None
+    input_shape: tuple[int, ...] | None = None
+    seed: int | None = None
+
+    def model(self) -> str:
+        """The model served, for a comparison's workload: a zoo model by name and input shape;
+        a run's trial by its task and a hash of its architecture."""
+        if self.zoo_model:
+            shape = self.input_shape
+            return self.zoo_model + (f" {'x'.join(map(str, shape))}" if shape else "")
+        arch = json.dumps(self.arch, sort_keys=True, separators=(",", ":"))
+        return f"{self.task} trial {hashlib.sha256(arch.encode()).hexdigest()[:12]}"
+
+
+class WarmUpRecord(Record, frozen=True):
+    """One batch size warmed up (:class:`aihpc.infer.batches.SizeTiming`): its seconds eager
+    and as a CUDA graph (None where none was captured, ``why_eager`` saying why), and how it
+    was served (``eager`` or ``cuda-graph``)."""
+
+    eager_s: float
+    graph_s: float | None
+    served_as: str
+    why_eager: str | None
+
+
+class InferDuration(Record, frozen=True):
+    """The seconds predicted for each scenario and the peak, and taken (by those and by the
+    phases before them: ``quality``, ``warm_up``); what followed the warm-up, predicted and
+    taken; the whole command."""
+
+    predicted_s: dict[str, float]
+    actual_s: dict[str, float]
+    after_warm_up_predicted_s: float
+    after_warm_up_actual_s: float
+    total_s: float
+
+
 class InferData(Record, frozen=True):
     """infer.json's ``data`` (the module docstring); the fields after ``invalid_reasons`` are
-    absent from files older than them."""
+    absent from files older than them.  ``calibration_s`` and ``warm_up`` are by batch size."""
 
-    source: dict[str, Any]  # label, task, arch, and the run and trial or the zoo model
+    source: InferSource
     device: str
     devices: tuple[str, ...]
     dtype: str
@@ -85,25 +140,16 @@ class InferData(Record, frozen=True):
     calibration_s: dict[str, float]
     bounds: InferBounds
     seconds_per_test: float
-    scenarios: dict[str, dict[str, Any]]
+    scenarios: Scenarios
     peak: PeakRecord | None
     loadgen_version: str | None
     valid: bool
     invalid_reasons: tuple[str, ...]
     batch_sizes: tuple[int, ...] | None = None
-    warm_up: dict[str, Any] | None = None
+    warm_up: dict[str, WarmUpRecord] | None = None
     short_test: bool | None = None
     kept_up_shortfall: float | None = None
-    duration: dict[str, Any] | None = None
-
-
-def _model(data: InferData) -> str:
-    src = data.source
-    if src.get("zoo_model"):
-        shape = src.get("input_shape")
-        return str(src["zoo_model"]) + (f" {'x'.join(map(str, shape))}" if shape else "")
-    arch = json.dumps(src.get("arch"), sort_keys=True, separators=(",", ":"))
-    return f"{src.get('task')} trial {hashlib.sha256(arch.encode()).hexdigest()[:12]}"
+    duration: InferDuration | None = None
 
 
 def _ms(seconds: float) -> str:
@@ -112,27 +158,26 @@ def _ms(seconds: float) -> str:
 
 def scored_scenario(data: InferData) -> str | None:
     """The scenario the score is of (the module docstring), with its bound."""
-    if "server" in data.scenarios:
+    if data.scenarios.server is not None:
         b = data.bounds
         pct = f"p{100 * b.percentile:g}"
         if b.latency is not None:
             return f"server {pct} <= {_ms(b.latency)}"
         return f"server ttft <= {_ms(b.ttft or 0)}, tpot <= {_ms(b.tpot or 0)}"
-    return "offline" if "offline" in data.scenarios else None
+    return "offline" if data.scenarios.offline is not None else None
 
 
 def workload(data: InferData) -> str:
     g = data.generation
     tokens = f", {g.prompt_tokens}+{g.new_tokens} tokens" if g else ""
-    return f"aihpc_infer {_model(data)}{tokens}, {scored_scenario(data) or 'single-stream'}"
+    return f"aihpc_infer {data.source.model()}{tokens}, {scored_scenario(data) or 'single-stream'}"
 
 
 def score(data: InferData) -> float | None:
-    if "server" in data.scenarios:
-        qps: float | None = data.scenarios["server"].get("max_qps")
-        return qps
-    rate: float | None = data.scenarios.get("offline", {}).get("samples_per_second")
-    return rate
+    if data.scenarios.server is not None:
+        return data.scenarios.server.max_qps
+    offline = data.scenarios.offline
+    return None if offline is None else offline.samples_per_second
 
 
 def _quality(q: InferQuality) -> dict[str, Any]:
@@ -143,18 +188,18 @@ def _quality(q: InferQuality) -> dict[str, Any]:
     return {}
 
 
-def _energy(offline: dict[str, Any]) -> dict[str, Any]:
+def _energy(offline: StreamScenario | None) -> dict[str, Any]:
     """Joules and watts of the offline test, all devices; why not where one was not metered."""
-    tests = offline.get("tests") or []
-    devices = (tests[0].get("energy") or []) if tests else []
-    missing = [d for d in devices if d.get("joules") is None]
+    tests = offline.tests if offline is not None else ()
+    devices = tests[0].energy if tests else ()
+    missing = [d for d in devices if d.joules is None]
     if not devices or missing:
-        why = "; ".join(str(d.get("reason")) for d in missing) or "no offline test metered"
+        why = "; ".join(str(d.reason) for d in missing) or "no offline test metered"
         return {"energy_note": f"offline test: {why}"}
-    watts = sum(d.get("watts") or 0.0 for d in devices)
-    ops = offline.get("ops_per_second")
+    watts = sum(d.watts or 0.0 for d in devices)
+    ops = offline.ops_per_second if offline is not None else None
     return {
-        "joules": sum(d["joules"] for d in devices),
+        "joules": sum(d.joules or 0.0 for d in devices),
         "watts": watts,
         "gops_per_watt": ops / watts / 1e9 if ops and watts else None,
         "energy_note": None,
@@ -174,12 +219,9 @@ def comparison_fields(
 ) -> dict[str, Any]:
     """The fields of a comparison's entry of an ``infer`` document: its ``data``, the
     ``environment`` it was made in and its ``schema_version`` (the module docstring)."""
-    offline = data.scenarios.get("offline", {})
-    what = (
-        "synthetic samples"
-        if data.source.get("zoo_model")
-        else "samples of the run's validation split"
-    )
+    offline = data.scenarios.offline
+    what = "synthetic samples" if data.source.zoo_model else "samples of the run's validation split"
+    peak_fraction = value_or_none(offline.peak_fraction) if offline else None
     config = {
         "device": data.device,
         "dtype": data.dtype,
@@ -187,7 +229,7 @@ def comparison_fields(
         "samples": data.samples,
         "bounds": data.bounds.to_dict(),
         "generation": data.generation.to_dict() if data.generation else None,
-        "scenarios": sorted(data.scenarios),
+        "scenarios": sorted(data.scenarios.names()),
     }
     return {
         "schema_version": schema_version,
@@ -202,9 +244,9 @@ def comparison_fields(
         "config_key": json.dumps(config, sort_keys=True),
         "machine": environment.machine_name(),
         "score": score(data),
-        "peak_fraction": offline.get("peak_fraction"),
-        "nominal_peak_fraction": offline.get("nominal_peak_fraction"),
-        "peak_unreliable": (offline.get("peak_fraction") or 0.0) > 1.0,
+        "peak_fraction": peak_fraction,
+        "nominal_peak_fraction": value_or_none(offline.nominal_peak_fraction) if offline else None,
+        "peak_unreliable": (peak_fraction or 0.0) > 1.0,
         "valid": data.valid,
         **_quality(data.quality),
         **_energy(offline),

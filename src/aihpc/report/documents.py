@@ -334,7 +334,7 @@ def _section(doc: ResultFile) -> tuple[str, str | None, str] | None:
         case ValidationFile(data=data):
             return "Recommendation validation", None, _recommend_validation(data)
         case InferFile(data=data):
-            return "Inference under MLPerf LoadGen", data.device, render_infer(data.to_dict())
+            return "Inference under MLPerf LoadGen", data.device, render_infer(data)
     assert isinstance(doc, TrainToTargetFile), doc.kind()  # every other kind has its section
     return None
 

@@ -12,9 +12,18 @@ throughput-latency curve, PNG bytes (None where the record holds nothing to draw
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from aihpc.base.fmt import as_number
+from aihpc.records.inference import InferData
+from aihpc.records.inference_scenarios import (
+    Histogram,
+    InferTest,
+    StreamScenario,
+    loadgen_number,
+    loadgen_rate,
+    loadgen_seconds,
+    loadgen_valid,
+)
 from aihpc.report.figure import figure, png, si_axis, tick_label
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,32 +46,35 @@ def log_seconds(ax: Axes) -> None:
     ax.xaxis.set_minor_formatter(minor)
 
 
-def _histograms(data: dict[str, Any], key: str) -> dict[str, tuple[list[float], list[float]]]:
-    """Scenario -> (edges in seconds, share of the samples per bin) of histogram ``key``."""
+def _histograms(
+    data: InferData, first_token: bool
+) -> dict[str, tuple[tuple[float, ...], list[float]]]:
+    """Scenario -> (edges in seconds, share of the samples per bin) of its latencies' histogram
+    (``first_token``: of its times to first token)."""
     found = {}
-    for name, s in (data.get("scenarios") or {}).items():
-        h = (s or {}).get(key) or {}
-        edges, counts = h.get("edges_s") or [], h.get("counts") or []
-        total = sum(counts)
-        if total and len(edges) == len(counts) + 1:
-            found[name] = (edges, [c / total for c in counts])
+    for name, s in data.scenarios.items():
+        h: Histogram | None = s.first_token_histogram if first_token else s.histogram
+        if h is None:
+            continue
+        total = sum(h.counts)
+        if total and len(h.edges_s) == len(h.counts) + 1:
+            found[name] = (h.edges_s, [c / total for c in h.counts])
     return found
 
 
-def bound(data: dict[str, Any]) -> tuple[float | None, str]:
+def bound(data: InferData) -> tuple[float | None, str]:
     """The server's bound in seconds and what it bounds (a latency, or the time to first
     token)."""
-    b = data.get("bounds") or {}
-    if as_number(b.get("latency")) is not None:
-        return float(b["latency"]), "latency"
-    ttft = as_number(b.get("ttft"))
-    return ttft, "time to first token"
+    b = data.bounds
+    if b.latency is not None:
+        return b.latency, "latency"
+    return b.ttft, "time to first token"
 
 
-def plot_latency(data: dict[str, Any]) -> bytes | None:
+def plot_latency(data: InferData) -> bytes | None:
     """The latency distributions (the module docstring)."""
-    panels = [("latency of a query", _histograms(data, "histogram"))]
-    first = _histograms(data, "first_token_histogram")
+    panels = [("latency of a query", _histograms(data, first_token=False))]
+    first = _histograms(data, first_token=True)
     if first:
         panels.append(("time to first token", first))
     if not panels[0][1] and not first:
@@ -84,37 +96,34 @@ def plot_latency(data: dict[str, Any]) -> bytes | None:
     return png(fig)
 
 
-def achieved(test: dict[str, Any]) -> float | None:
+def achieved(test: InferTest) -> float | None:
     """The samples per second a test achieved: LoadGen's completed rate (server), its rate
     (offline), else the rate asked."""
-    r = test.get("results") or {}
-    for key in ("completed_samples_per_sec", "samples_per_second"):
-        if as_number(r.get(key)) is not None:
-            return float(r[key])
-    return as_number((test.get("settings") or {}).get("target_qps"))
+    r = test.results
+    completed = loadgen_number(r, "completed_samples_per_sec")
+    rate = completed if completed is not None else loadgen_rate(r)
+    return rate if rate is not None else test.settings.target_qps
 
 
-def server_points(data: dict[str, Any], tokens: bool) -> list[tuple[float, float, bool]]:
+def server_points(data: InferData, tokens: bool) -> list[tuple[float, float, bool]]:
     """(p99 latency or time to first token in s, samples/s, valid) of each server test."""
     key = "first_token_99.00_percentile_latency_ns" if tokens else "99.00_percentile_latency_ns"
+    server = data.scenarios.server
     points = []
-    for test in ((data.get("scenarios") or {}).get("server") or {}).get("tests") or []:
-        r = test.get("results") or {}
-        x, y = as_number(r.get(key)), achieved(test)
+    for test in server.tests if server is not None else ():
+        x, y = loadgen_seconds(test.results, key), achieved(test)
         if x is not None and y is not None:  # valid: LoadGen's verdict, and it kept up
-            points.append(
-                (x / 1e9, y, r.get("validity") == "VALID" and test.get("kept_up") is not False)
-            )
+            points.append((x, y, loadgen_valid(test.results) and test.kept_up is not False))
     return sorted(points, key=lambda p: p[1])
 
 
-def plot_throughput_latency(data: dict[str, Any]) -> bytes | None:
+def plot_throughput_latency(data: InferData) -> bytes | None:
     """The throughput-latency curve (the module docstring)."""
     limit, what = bound(data)
     tokens = what != "latency"
     points = server_points(data, tokens)
-    offline = (data.get("scenarios") or {}).get("offline") or {}
-    rate = as_number(offline.get("samples_per_second"))
+    offline = data.scenarios.offline
+    rate = offline.samples_per_second if offline is not None else None
     if not points and rate is None:
         return None
     fig = figure(9, 4.2)
@@ -147,11 +156,11 @@ def _marks(ax: Axes, points: list[tuple[float, float, bool]]) -> None:
             ax.scatter(xs, ys, marker=marker, color=color, s=40, zorder=2, label=f"server, {label}")
 
 
-def _offline(ax: Axes, offline: dict[str, Any], rate: float | None, tokens: bool) -> None:
-    if rate is None:
+def _offline(ax: Axes, offline: StreamScenario | None, rate: float | None, tokens: bool) -> None:
+    if rate is None or offline is None:
         return
     ax.axhline(rate, color=COLORS["offline"], linestyle=":", linewidth=1, label="offline rate")
-    x = as_number(offline.get("p99_first_token_s" if tokens else "p99_latency_s"))
+    x = offline.p99_first_token_s if tokens else offline.p99_latency_s
     if x is not None and x > 0:
         ax.scatter(
             [x], [rate], marker="s", color=COLORS["offline"], s=40, zorder=2, label="offline"

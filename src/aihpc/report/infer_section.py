@@ -10,104 +10,103 @@ two plots of :mod:`aihpc.report.infer_plots`.  A field the record lacks shows as
 
 from __future__ import annotations
 
-from typing import Any
-
 from aihpc.base.fmt import format_fraction, format_si, format_value
+from aihpc.records.codec import value_or_none
+from aihpc.records.inference import InferData, InferDuration, InferQuality
+from aihpc.records.inference_scenarios import (
+    InferTest,
+    Scenario,
+    ServerScenario,
+    StreamScenario,
+    loadgen_number,
+    loadgen_seconds,
+)
 from aihpc.report.infer_plots import achieved, plot_latency, plot_throughput_latency
 from aihpc.report.markup import esc, image, kv_table, no_data
 
 
-def _ms(seconds: Any) -> str:
+def _ms(seconds: float | None) -> str:
     """A latency: ``"2.16 ms"``, ``"1.65 s"``."""
     if seconds is None:
         return "n/a"
-    value = float(seconds)
-    return f"{value:.3g} s" if value >= 1 else f"{1e3 * value:.3g} ms"
+    return f"{seconds:.3g} s" if seconds >= 1 else f"{1e3 * seconds:.3g} ms"
 
 
-def _figure(name: str, s: dict[str, Any]) -> str:
+def _figure(name: str, s: Scenario) -> str:
     """The figure MLPerf reports for scenario ``name``."""
+    if isinstance(s, ServerScenario):
+        best = s.max_qps
+        return "no rate met the bound" if best is None else f"{best:.4g} queries/s within the bound"
     if name == "offline":
-        return f"{format_value(s.get('samples_per_second'))} samples/s"
-    if name == "single-stream":
-        return f"p90 {_ms(s.get('p90_latency_s'))}"
-    best = s.get("max_qps")
-    return "no rate met the bound" if best is None else f"{best:.4g} queries/s within the bound"
+        return f"{format_value(s.samples_per_second)} samples/s"
+    return f"p90 {_ms(s.p90_latency_s)}"
 
 
-def _quality(q: dict[str, Any]) -> str:
-    if not q:
-        return "n/a"
+def _quality(q: InferQuality) -> str:
     return (
-        f"{q.get('measure')} {format_value(q.get('served'))} in {q.get('dtype')} against "
-        f"float32's {format_value(q.get('reference'))} on {q.get('samples')} samples: "
-        f"{format_fraction(q.get('kept'), 2)} kept (99 % needed)"
+        f"{q.measure} {format_value(q.served)} in {q.dtype} against "
+        f"float32's {format_value(q.reference)} on {q.samples} samples: "
+        f"{format_fraction(q.kept, 2)} kept (99 % needed)"
     )
 
 
-def _bounds(data: dict[str, Any]) -> str:
-    b = data.get("bounds") or {}
-    pct = f"p{100 * (b.get('percentile') or 0.99):g}"
-    if b.get("latency") is not None:
-        return f"{pct} latency <= {_ms(b['latency'])}"
-    return f"{pct} time to first token <= {_ms(b.get('ttft'))}, per output token <= " + _ms(
-        b.get("tpot")
-    )
+def _bounds(data: InferData) -> str:
+    b = data.bounds
+    pct = f"p{100 * b.percentile:g}"
+    if b.latency is not None:
+        return f"{pct} latency <= {_ms(b.latency)}"
+    return f"{pct} time to first token <= {_ms(b.ttft)}, per output token <= {_ms(b.tpot)}"
 
 
-def _batches(data: dict[str, Any]) -> str:
-    sizes = data.get("batch_sizes")
+def _batches(data: InferData) -> str:
+    sizes = data.batch_sizes
     if not sizes:
         return "n/a"
-    warm = data.get("warm_up") or {}
-    graphs = [str(b) for b in sizes if (warm.get(str(b)) or {}).get("served_as") == "cuda-graph"]
+    warm = data.warm_up or {}
+    graphs = [str(b) for b in sizes if str(b) in warm and warm[str(b)].served_as == "cuda-graph"]
     how = f"CUDA graphs at {', '.join(graphs)}, the others eager" if graphs else "all eager"
     return f"{', '.join(map(str, sizes))}, each warmed up before LoadGen; {how}"
 
 
-def _seconds(data: dict[str, Any]) -> str:
-    seconds = format_value(data.get("seconds_per_test"))
-    if data.get("short_test"):
+def _seconds(data: InferData) -> str:
+    seconds = format_value(data.seconds_per_test)
+    if data.short_test:
         return f"{seconds} (a short test: MLPerf's are 600 s)"
     return seconds
 
 
-def _time(d: dict[str, Any]) -> str:
-    if not d:
+def _time(d: InferDuration | None) -> str:
+    if d is None:
         return "n/a"
     return (
-        f"{format_value(d.get('total_s'))} s in all; after the warm-up "
-        f"{format_value(d.get('after_warm_up_actual_s'))} s, "
-        f"{format_value(d.get('after_warm_up_predicted_s'))} s predicted"
+        f"{format_value(d.total_s)} s in all; after the warm-up "
+        f"{format_value(d.after_warm_up_actual_s)} s, "
+        f"{format_value(d.after_warm_up_predicted_s)} s predicted"
     )
 
 
-def _summary(data: dict[str, Any]) -> str:
-    src = data.get("source") or {}
-    g = data.get("generation")
-    valid = (
-        "valid" if data.get("valid") else "INVALID: " + "; ".join(data.get("invalid_reasons") or [])
-    )
+def _summary(data: InferData) -> str:
+    src = data.source
+    g = data.generation
+    valid = "valid" if data.valid else "INVALID: " + "; ".join(data.invalid_reasons)
     rows = [
-        ("served", format_value(src.get("label"))),
-        ("task", format_value(src.get("task"))),
-        ("parameters", format_si(src.get("num_params"), count=True)),
-        ("device", f"{data.get('device')} in {data.get('dtype')}"),
-        ("operator threads", format_value(data.get("threads"))),
-        ("samples", format_value(data.get("samples"))),
-        ("operations per query", format_si(data.get("ops_per_query"), "OPS") + " (counted)"),
-        ("quality", _quality(data.get("quality") or {})),
+        ("served", format_value(src.label)),
+        ("task", format_value(src.task)),
+        ("parameters", format_si(src.num_params, count=True)),
+        ("device", f"{data.device} in {data.dtype}"),
+        ("operator threads", format_value(data.threads)),
+        ("samples", format_value(data.samples)),
+        ("operations per query", format_si(data.ops_per_query, "OPS") + " (counted)"),
+        ("quality", _quality(data.quality)),
         ("batch sizes", _batches(data)),
         ("server bound", _bounds(data)),
         ("seconds per test", _seconds(data)),
-        ("time", _time(data.get("duration") or {})),
-        ("LoadGen", format_value(data.get("loadgen_version"))),
+        ("time", _time(data.duration)),
+        ("LoadGen", format_value(data.loadgen_version)),
         ("result", valid),
     ]
     if g:
-        rows.insert(
-            5, ("generation", f"prompts of {g['prompt_tokens']}, {g['new_tokens']} new tokens")
-        )
+        rows.insert(5, ("generation", f"prompts of {g.prompt_tokens}, {g.new_tokens} new tokens"))
     return kv_table(rows)
 
 
@@ -127,20 +126,21 @@ SCENARIO_COLUMNS = (
 )
 
 
-def _scenario_cells(name: str, s: dict[str, Any]) -> list[str]:
+def _scenario_cells(name: str, s: Scenario) -> list[str]:
+    stream = s if isinstance(s, StreamScenario) else None
     return [
         name,
         _figure(name, s),
-        _ms(s.get("p50_latency_s")),
-        _ms(s.get("p90_latency_s")),
-        _ms(s.get("p99_latency_s")),
-        _ms(s.get("p99_first_token_s")),
-        _ms(s.get("p99_time_per_output_token_s")),
-        format_si(s.get("ops_per_second"), "OPS"),
-        format_fraction(s.get("peak_fraction")),
-        format_si(s.get("joules_per_query"), "J"),
-        str(len(s.get("tests") or [])),
-        "yes" if s.get("valid") else "NO",
+        _ms(stream.p50_latency_s if stream else None),
+        _ms(stream.p90_latency_s if stream else None),
+        _ms(value_or_none(s.p99_latency_s)),
+        _ms(value_or_none(s.p99_first_token_s)),
+        _ms(value_or_none(s.p99_time_per_output_token_s)),
+        format_si(stream.ops_per_second if stream else None, "OPS"),
+        format_fraction(value_or_none(stream.peak_fraction) if stream else None),
+        format_si(stream.joules_per_query if stream else None, "J"),
+        str(len(s.tests)),
+        "yes" if s.valid else "NO",
     ]
 
 
@@ -152,31 +152,27 @@ def _rows_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _ns(results: dict[str, Any], key: str) -> float | None:
-    value = results.get(key)
-    return None if value is None else float(value) / 1e9
-
-
-def _server_row(i: int, t: dict[str, Any]) -> list[str]:
-    r = t.get("results") or {}
-    tail = (t.get("timing") or {}).get("tail") or {}
-    sizes = t.get("batch_sizes") or {}
+def _server_row(i: int, t: InferTest) -> list[str]:
+    r = t.results
+    tail = t.timing.tail if t.timing is not None else None
+    sizes = t.batch_sizes or {}
     return [
         str(i),
-        format_value((t.get("settings") or {}).get("target_qps")),
-        format_value(r.get("scheduled_samples_per_sec")),
+        format_value(t.settings.target_qps),
+        format_value(loadgen_number(r, "scheduled_samples_per_sec")),
         format_value(achieved(t)),
-        format_value(t.get("kept_up")),
-        _ms(_ns(r, "99.00_percentile_latency_ns")),
-        _ms(_ns(r, "first_token_99.00_percentile_latency_ns")),
-        f"{_ms(tail.get('queueing_s'))} + {_ms(tail.get('compute_s'))}" if tail else "n/a",
-        ", ".join(f"{n} x {b}" for b, n in sizes.items()) or format_value(t.get("max_batch")),
+        format_value(value_or_none(t.kept_up)),
+        _ms(loadgen_seconds(r, "99.00_percentile_latency_ns")),
+        _ms(loadgen_seconds(r, "first_token_99.00_percentile_latency_ns")),
+        f"{_ms(tail.queueing_s)} + {_ms(tail.compute_s)}" if tail else "n/a",
+        ", ".join(f"{n} x {b}" for b, n in sizes.items()) or format_value(t.max_batch),
         format_value(r.get("validity")),
     ]
 
 
-def _server_tests(data: dict[str, Any]) -> str:
-    tests = ((data.get("scenarios") or {}).get("server") or {}).get("tests") or []
+def _server_tests(data: InferData) -> str:
+    server = data.scenarios.server
+    tests = server.tests if server is not None else ()
     rows = [_server_row(i, t) for i, t in enumerate(tests, start=1)]
     columns = (
         "test",
@@ -193,10 +189,9 @@ def _server_tests(data: dict[str, Any]) -> str:
     return "<h3>The server's tests</h3>" + _rows_table(columns, rows) if rows else ""
 
 
-def render_infer(data: dict[str, Any]) -> str:
+def render_infer(data: InferData) -> str:
     """The section's HTML (the module docstring)."""
-    scenarios = data.get("scenarios") or {}
-    rows = [_scenario_cells(name, s) for name, s in scenarios.items() if isinstance(s, dict)]
+    rows = [_scenario_cells(name, s) for name, s in data.scenarios.items()]
     return (
         _summary(data)
         + _rows_table(SCENARIO_COLUMNS, rows)

@@ -38,6 +38,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from aihpc.base.errors import DataError
 from aihpc.infer.accuracy import KEEP
 from aihpc.infer.loadgen import (
@@ -52,6 +54,17 @@ from aihpc.infer.loadgen import (
 from aihpc.infer.record import RECORD_FILE
 from aihpc.records.files import InferFile, read_result_file
 from aihpc.records.inference import InferData
+from aihpc.records.inference_scenarios import (
+    InferTest,
+    LoadGenSettings,
+    ScenarioPoint,
+    ServerScenario,
+    StreamScenario,
+    loadgen_number,
+    loadgen_rate,
+    loadgen_seconds,
+    loadgen_valid,
+)
 from aihpc.results.read import results_file
 from aihpc.verify.checks import Check, Found, Mismatch, Verification, diffs, same
 
@@ -99,19 +112,19 @@ def verify_infer(folder: Path) -> Verification:
     return Verification(str(folder), checks, mismatches)
 
 
-def _tests(data: InferData) -> list[tuple[str, dict[str, Any]]]:
+def _tests(data: InferData) -> list[tuple[str, InferTest]]:
     """(where, test) of every recorded test, in the record's order."""
     return [
         (f"{name} test {i}", test)
         for name, s in data.scenarios.items()
-        for i, test in enumerate(s.get("tests") or [], start=1)
+        for i, test in enumerate(s.tests, start=1)
     ]
 
 
-def log_folder(folder: Path, log_dir: Any) -> Path | None:
+def log_folder(folder: Path, log_dir: str) -> Path | None:
     """The folder under ``folder`` holding a test's logs (the module docstring); None where
     the record points outside ``folder`` to a folder not named as LoadGen's are here."""
-    if not isinstance(log_dir, str) or not log_dir:
+    if not log_dir:
         return None
     path = Path(log_dir)
     if not path.is_absolute() and (folder / path).is_dir():
@@ -128,12 +141,12 @@ def check_loadgen(folder: Path, data: InferData) -> tuple[Check, list[Mismatch]]
     seen: set[str] = set()
     tests = _tests(data)
     for where, test in tests:
-        logs = log_folder(folder, test.get("log_dir"))
+        logs = log_folder(folder, test.log_dir)
         if logs is None or not (logs / DETAIL_LOG).is_file():
-            found.add(f"{where}: no LoadGen detail log for its log_dir {test.get('log_dir')!r}")
+            found.add(f"{where}: no LoadGen detail log for its log_dir {test.log_dir!r}")
             continue
         seen.add(logs.name)
-        if logs.name.partition("-")[2] != test["settings"]["scenario"]:
+        if logs.name.partition("-")[2] != test.settings.scenario:
             found.add(f"{where}: its logs {logs.name} are of another scenario")
         _check_logs(where, logs, test, data, found)
     if (folder / LOGS).is_dir():
@@ -144,19 +157,17 @@ def check_loadgen(folder: Path, data: InferData) -> tuple[Check, list[Mismatch]]
     ), found.items
 
 
-def _check_logs(
-    where: str, logs: Path, test: dict[str, Any], data: InferData, found: Found
-) -> None:
+def _check_logs(where: str, logs: Path, test: InferTest, data: InferData, found: Found) -> None:
     detail = read_detail(logs / DETAIL_LOG)
     logged = read_results(logs / DETAIL_LOG)
-    changed = list(diffs(test.get("results"), logged, "results"))
+    changed = list(diffs(test.results, logged, "results"))
     for path, recorded, read in changed[:MAX_DIFFS]:
         found.add(
             f"{where}: recorded {path} is {_short(recorded)}; LoadGen's log has {_short(read)}"
         )
     if len(changed) > MAX_DIFFS:
         found.add(f"{where}: and {len(changed) - MAX_DIFFS} more result values differ")
-    for key, recorded, rel in _logged_settings(test["settings"]):
+    for key, recorded, rel in _logged_settings(test.settings):
         if not same(_number(detail.get(key)), recorded, rel):
             found.add(
                 f"{where}: the settings say {key} {recorded!r}; LoadGen logged "
@@ -176,22 +187,22 @@ def _check_logs(
         )
 
 
-def _logged_settings(s: dict[str, Any]) -> list[tuple[str, Any, float]]:
+def _logged_settings(s: LoadGenSettings) -> list[tuple[str, Any, float]]:
     """(detail log key, the value the recorded settings ask, relative tolerance): LoadGen
     logs rates to 6 significant digits."""
     keys: list[tuple[str, Any, float]] = [
-        ("effective_scenario", SCENARIOS.get(s["scenario"]), 0.0),
-        ("effective_min_duration_ms", float(int(s["seconds"] * 1000)), 0.0),
-        ("effective_min_query_count", float(s["min_queries"]), 0.0),
+        ("effective_scenario", SCENARIOS.get(s.scenario), 0.0),
+        ("effective_min_duration_ms", float(int(s.seconds * 1000)), 0.0),
+        ("effective_min_query_count", float(s.min_queries), 0.0),
     ]
-    rate = s.get("target_qps")
-    if s["scenario"] == "server":
+    rate = s.target_qps
+    if s.scenario == "server":
         keys.append(("requested_server_target_qps", rate, 1e-5))
-        if s.get("latency") is not None:
-            keys.append(("requested_server_target_latency_ns", float(int(s["latency"] * 1e9)), 0))
-    elif s["scenario"] == "offline" and rate:
+        if s.latency is not None:
+            keys.append(("requested_server_target_latency_ns", float(int(s.latency * 1e9)), 0))
+    elif s.scenario == "offline" and rate:
         keys.append(("requested_offline_expected_qps", rate, 1e-5))
-    elif s["scenario"] == "single-stream" and rate:
+    elif s.scenario == "single-stream" and rate:
         keys.append(("requested_single_stream_expected_latency_ns", float(int(1e9 / rate)), 1e-5))
     return keys
 
@@ -211,55 +222,47 @@ def _text(path: Path) -> str:
 
 
 # -- figures -----------------------------------------------------------------------------
-def _ns(results: dict[str, Any], key: str) -> float | None:
-    value = results.get(key)
-    return None if value is None else float(value) / 1e9
-
-
-def point(test: dict[str, Any], judged: bool) -> dict[str, Any]:
+def point(test: InferTest, judged: bool) -> ScenarioPoint:
     """A test's figures as the record shows them (a point of the throughput-latency curve);
     ``judged``: the record holds whether its system kept up (the module docstring)."""
-    r = test["results"]
-    rate = r.get("samples_per_second", r.get("completed_samples_per_sec"))
-    loadgen_valid = r.get("validity") == "VALID"
-    figures = {
-        "target_qps": test["settings"].get("target_qps"),
-        "samples_per_second": None if rate is None else float(rate),
-        "p99_latency_s": _ns(r, "99.00_percentile_latency_ns"),
-        "p99_first_token_s": _ns(r, "first_token_99.00_percentile_latency_ns"),
-        "p99_time_per_output_token_s": _ns(r, "time_per_output_token_99.00_percentile_ns"),
-        "valid": loadgen_valid,
-    }
+    r = test.results
+    verdict = loadgen_valid(r)
+    figures = ScenarioPoint(
+        target_qps=test.settings.target_qps,
+        samples_per_second=loadgen_rate(r),
+        p99_latency_s=loadgen_seconds(r, "99.00_percentile_latency_ns"),
+        p99_first_token_s=loadgen_seconds(r, "first_token_99.00_percentile_latency_ns"),
+        p99_time_per_output_token_s=loadgen_seconds(r, "time_per_output_token_99.00_percentile_ns"),
+        valid=verdict,
+    )
     if not judged:
         return figures
-    scheduled = r.get("scheduled_samples_per_sec")
     kept = kept_up(r)
-    return {
-        **figures,
-        "scheduled_qps": None if scheduled is None else float(scheduled),
-        "loadgen_valid": loadgen_valid,
-        "kept_up": kept,
-        "valid": loadgen_valid and kept is not False,
-    }
+    return msgspec.structs.replace(
+        figures,
+        scheduled_qps=loadgen_number(r, "scheduled_samples_per_sec"),
+        loadgen_valid=verdict,
+        kept_up=kept,
+        valid=verdict and kept is not False,
+    )
 
 
-def _joules_per_query(test: dict[str, Any]) -> float | None:
-    energy = test.get("energy") or []
-    if not energy or any(d.get("joules") is None for d in energy):
+def _joules_per_query(test: InferTest) -> float | None:
+    joules = [d.joules for d in test.energy]
+    if not joules or None in joules:
         return None
-    joules: float = sum(d["joules"] for d in energy)
-    return joules / max(int(test.get("samples_served") or 0), 1)
+    return sum(j or 0.0 for j in joules) / max(test.samples_served, 1)
 
 
-def _one_test_figures(name: str, test: dict[str, Any], data: InferData) -> dict[str, Any]:
-    r = test["results"]
+def _one_test_figures(name: str, test: InferTest, data: InferData) -> dict[str, Any]:
+    r = test.results
     want = {
-        **point(test, _judged(data)),
-        "p90_latency_s": _ns(r, "90.00_percentile_latency_ns"),
-        "p50_latency_s": _ns(r, "50.00_percentile_latency_ns"),
+        **point(test, _judged(data)).to_dict(),
+        "p90_latency_s": loadgen_seconds(r, "90.00_percentile_latency_ns"),
+        "p50_latency_s": loadgen_seconds(r, "50.00_percentile_latency_ns"),
         "joules_per_query": _joules_per_query(test),
     }
-    rate = want["samples_per_second"]
+    rate = loadgen_rate(r)
     if name == "offline" and rate is not None:
         ops = rate * data.ops_per_query
         peak = data.peak
@@ -276,17 +279,16 @@ def _judged(data: InferData) -> bool:
     return data.kept_up_shortfall is not None
 
 
-def _server_figures(
-    tests: list[dict[str, Any]], judged: bool
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def _server_figures(tests: tuple[InferTest, ...], judged: bool) -> tuple[dict[str, Any], InferTest]:
     """The server's figures from its tests, and the test its point and histogram show."""
-    valid = [t for t in tests if point(t, judged)["valid"]]
-    best = max(valid, key=lambda t: t["settings"].get("target_qps") or 0.0, default=None)
+    valid = [t for t in tests if point(t, judged).valid]
+    best = max(valid, key=lambda t: t.settings.target_qps or 0.0, default=None)
     shown = best or tests[-1]
+    curve = sorted((point(t, judged) for t in tests), key=lambda p: p.target_qps or 0.0)
     want = {
-        "max_qps": None if best is None else best["settings"].get("target_qps"),
-        **point(shown, judged),
-        "curve": sorted((point(t, judged) for t in tests), key=lambda p: p["target_qps"] or 0.0),
+        "max_qps": None if best is None else best.settings.target_qps,
+        **point(shown, judged).to_dict(),
+        "curve": [p.to_dict() for p in curve],
         "valid": best is not None,
     }
     return want, shown
@@ -304,8 +306,8 @@ def check_figures(data: InferData) -> tuple[Check, list[Mismatch]]:
             f"{KEPT_UP_SHORTFALL}"
         )
     for name, s in scenarios.items():
-        tests = s.get("tests") or []
-        if name == "server" and not tests and judged:
+        tests = s.tests
+        if isinstance(s, ServerScenario) and not tests and judged:
             _check_untried(s, found)
             continue
         if not tests or (name != "server" and len(tests) != 1):
@@ -315,62 +317,71 @@ def check_figures(data: InferData) -> tuple[Check, list[Mismatch]]:
             want, shown = _server_figures(tests, judged)
         else:
             want, shown = _one_test_figures(name, tests[0], data), tests[0]
+        recorded = s.to_dict()
         for key, value in want.items():
-            if not same(s.get(key), value, rel=1e-9):
+            if not same(recorded.get(key), value, rel=1e-9):
                 found.add(
-                    f"scenarios.{name}.{key} is {_short(s.get(key))}; its tests give {value!r}"
+                    f"scenarios.{name}.{key} is {_short(recorded.get(key))}; its tests give "
+                    f"{value!r}"
                 )
         _check_histograms(name, s, shown, found)
         if judged:
             _check_batches(name, tests, data, found)
-            if not same(s.get("timing"), shown.get("timing")):
+            if s.timing != shown.timing:
                 found.add(f"scenarios.{name}.timing is not the timing of the test it shows")
-    _check_validity(data, scenarios, found)
+    _check_validity(data, found)
     return found.outcome(
-        f"the figures of {len(scenarios)} scenarios recomputed from their tests"
+        f"the figures of {len(scenarios.items())} scenarios recomputed from their tests"
     ), found.items
 
 
-def _check_untried(s: dict[str, Any], found: Found) -> None:
+def _check_untried(s: ServerScenario, found: Found) -> None:
     """A server that ran no test: its best rate was below the least a test fills."""
-    search = s.get("search") or {}
-    top, floor = search.get("top_qps"), search.get("floor_qps")
-    if not (isinstance(top, (int, float)) and isinstance(floor, (int, float)) and top < floor):
-        found.add(f"server: no test recorded, yet its search {_short(search)} says one could run")
-    if s.get("valid") is not False or s.get("max_qps") is not None:
+    search = s.search
+    if search is None or not search.top_qps < search.floor_qps:
+        shown = None if search is None else search.to_dict()
+        found.add(f"server: no test recorded, yet its search {_short(shown)} says one could run")
+    if s.valid is not False or s.max_qps is not None:
         found.add("server: no test recorded, yet a valid result or a rate")
 
 
-def _check_batches(name: str, tests: list[dict[str, Any]], data: InferData, found: Found) -> None:
+def _check_batches(name: str, tests: tuple[InferTest, ...], data: InferData, found: Found) -> None:
     """Each test's batches are of the sizes warmed up and hold what it served; its slowest
     1 %'s queueing and compute add up to its latency."""
     sizes = {str(size) for size in data.batch_sizes or ()}
     for i, test in enumerate(tests, start=1):
         where = f"{name} test {i}"
-        served = {size: n for size, n in (test.get("batch_sizes") or {}).items()}
+        served = test.batch_sizes or {}
         if not set(served) <= sizes:
             found.add(f"{where}: batches of {sorted(set(served) - sizes)}, not sizes warmed up")
         held = sum(int(size) * n for size, n in served.items())
-        if held != test.get("samples_served", 0) + test.get("padded_samples", 0):
+        padding = test.padded_samples or 0
+        if held != test.samples_served + padding:
             found.add(
-                f"{where}: its batches hold {held} samples, not the {test.get('samples_served')} "
-                f"served and {test.get('padded_samples')} padding"
+                f"{where}: its batches hold {held} samples, not the {test.samples_served} "
+                f"served and {test.padded_samples} padding"
             )
-        tail = (test.get("timing") or {}).get("tail") or {}
-        queueing, compute, latency = (tail.get(k) for k in ("queueing_s", "compute_s", "latency_s"))
-        if latency is not None and not (
-            isinstance(queueing, float)
-            and isinstance(compute, float)
-            and math.isclose(queueing + compute, latency, rel_tol=1e-6, abs_tol=1e-9)
+        tail = test.timing.tail if test.timing is not None else None
+        if not (
+            tail is None
+            or tail.latency_s is None
+            or (
+                tail.queueing_s is not None
+                and tail.compute_s is not None
+                and math.isclose(
+                    tail.queueing_s + tail.compute_s, tail.latency_s, rel_tol=1e-6, abs_tol=1e-9
+                )
+            )
         ):
             found.add(f"{where}: its slowest 1 %'s queueing and compute do not add up")
 
 
-def _check_histograms(name: str, s: dict[str, Any], shown: dict[str, Any], found: Found) -> None:
-    served = shown.get("samples_served")
-    for key in ("histogram", "first_token_histogram"):
-        h = s.get(key) or {}
-        counts, edges = h.get("counts") or [], h.get("edges_s") or []
+def _check_histograms(
+    name: str, s: StreamScenario | ServerScenario, shown: InferTest, found: Found
+) -> None:
+    served = shown.samples_served
+    for key, h in (("histogram", s.histogram), ("first_token_histogram", s.first_token_histogram)):
+        counts, edges = (h.counts, h.edges_s) if h is not None else ((), ())
         if counts and len(edges) != len(counts) + 1:
             found.add(f"scenarios.{name}.{key} has {len(edges)} edges for {len(counts)} bins")
         if (counts or key == "histogram") and sum(counts) != served:
@@ -379,14 +390,14 @@ def _check_histograms(name: str, s: dict[str, Any], shown: dict[str, Any], found
             )
 
 
-def _check_validity(data: InferData, scenarios: dict[str, dict[str, Any]], found: Found) -> None:
+def _check_validity(data: InferData, found: Found) -> None:
     q = data.quality
     kept = q.kept is not None and q.kept >= KEEP
     if q.valid is not kept:
         found.add(f"quality.valid is {q.valid!r} for {q.kept!r} kept (at least {KEEP})")
     if q.samples != data.samples:
         found.add(f"the quality was measured on {q.samples} samples, not {data.samples}")
-    valid = q.valid and all(s.get("valid") is True for s in scenarios.values())
+    valid = q.valid and all(s.valid is True for _, s in data.scenarios.items())
     if data.valid is not valid:
         found.add(f"valid is {data.valid!r}; the quality and the scenarios say {valid}")
     if bool(data.invalid_reasons) is valid:

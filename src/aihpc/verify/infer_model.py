@@ -65,7 +65,7 @@ def source_run(folder: Path) -> Path | None:
         return None
     assert isinstance(document, InferFile)  # read_result_file checked its kind
     src = document.data.source
-    return None if src.get("zoo_model") else _run_dir(folder, src.get("run"))
+    return None if src.zoo_model else _run_dir(folder, src.run)
 
 
 def _source(folder: Path, data: InferData) -> tuple[Any, str | None]:
@@ -74,15 +74,11 @@ def _source(folder: Path, data: InferData) -> tuple[Any, str | None]:
 
     src = data.source
     try:
-        if src.get("zoo_model"):
-            shape = src.get("input_shape")
-            seed = int(src.get("seed") or 0)
-            return from_zoo(
-                src["zoo_model"], tuple(shape) if shape else None, data.samples, seed
-            ), None
-        run = _run_dir(folder, src.get("run"))
+        if src.zoo_model:
+            return from_zoo(src.zoo_model, src.input_shape, data.samples, src.seed or 0), None
+        run = _run_dir(folder, src.run)
         if run is None:
-            return None, f"the run {src.get('run')!r} that was served is not found"
+            return None, f"the run {src.run!r} that was served is not found"
         return from_run(run, min(SAMPLE, data.samples)), None
     except AihpcError as exc:
         return None, f"the model cannot be rebuilt: {exc}"
@@ -92,11 +88,11 @@ def _source(folder: Path, data: InferData) -> tuple[Any, str | None]:
 def recount(data: InferData, zoo: Any) -> tuple[float, int, str]:
     """(operations per query, parameters, how they were counted)."""
     src = data.source
-    if src.get("arch") is not None:
+    if src.arch is not None:
         from aihpc.tasks import task_of
 
-        task = task_of(src["task"])
-        spec = task.arch(src["arch"])
+        task = task_of(src.task)
+        spec = task.arch(src.arch)
         g = data.generation
         if g is not None:
             prefill, decode = task.decode_ops(spec, g.prompt_tokens, g.new_tokens)
@@ -105,22 +101,22 @@ def recount(data: InferData, zoo: Any) -> tuple[float, int, str]:
         ops = task.count_per_sample(spec, 1, 0.0)[1]
         return ops, spec.num_params(), "the trial's evaluation pass"
     if zoo is None:
-        raise AihpcError(f"zoo model {src.get('zoo_model')!r} cannot be built")
-    return zoo.ops_per_query, zoo.details["num_params"], f"{zoo.label}'s forward pass"
+        raise AihpcError(f"zoo model {src.zoo_model!r} cannot be built")
+    return zoo.ops_per_query, zoo.record.num_params, f"{zoo.label}'s forward pass"
 
 
 def check_operations(data: InferData, source: Any) -> tuple[Check, list[Mismatch]]:
     found = Found("operations")
     src = data.source
     try:
-        ops, params, how = recount(data, source if src.get("zoo_model") else None)
+        ops, params, how = recount(data, source if src.zoo_model else None)
     except (AihpcError, ValueError) as exc:
         found.add(f"the served model's operations cannot be recounted: {exc}")
         return found.outcome("not recounted"), found.items
     if not same(data.ops_per_query, float(ops), rel=1e-9):
         found.add(f"ops_per_query is {data.ops_per_query!r}; recounted {ops!r} from {how}")
-    if src.get("num_params") is not None and src["num_params"] != params:
-        found.add(f"source.num_params is {src['num_params']!r}; the model has {params}")
+    if src.num_params != params:
+        found.add(f"source.num_params is {src.num_params!r}; the model has {params}")
     return found.outcome(f"{ops:,.0f} per query recounted from {how}"), found.items
 
 
@@ -134,10 +130,8 @@ def check_quality(data: InferData, source: Any, why: str | None) -> tuple[Check,
     if source is None:
         return Check("quality", "unchecked", str(why)), []
     q, src = data.quality, data.source
-    if src.get("trial") is not None and source.details.get("trial") != src["trial"]:
-        found.add(
-            f"the run's best trial is {source.details.get('trial')}, not the served {src['trial']}"
-        )
+    if src.trial is not None and source.record.trial != src.trial:
+        found.add(f"the run's best trial is {source.record.trial}, not the served {src.trial}")
         return found.outcome("the run serves another trial now"), found.items
     n = min(SAMPLE, int(source.inputs.shape[0]))
     inputs = source.inputs[:n]
@@ -184,7 +178,7 @@ def tolerance(data: InferData, measure: str, n: int, spread: float | None) -> tu
     """How far the sample's figure may be from the record's (the module docstring)."""
     q = data.quality
     same_samples = n == q.samples and data.device.startswith("cpu")
-    deterministic = data.source.get("arch") is not None or q.dtype == "float32"
+    deterministic = data.source.arch is not None or q.dtype == "float32"
     if same_samples and deterministic:
         if measure == "loss":
             return 1e-3 * abs(q.served or 0.0), "the same samples: 0.1 %"
