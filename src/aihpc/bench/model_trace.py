@@ -113,13 +113,13 @@ def _model_errors(model: nn.Module, example: torch.Tensor) -> Iterator[None]:
         ) from None
 
 
-class _Traffic(TorchDispatchMode):  # type: ignore[no-untyped-call, unused-ignore]
+class _Traffic(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Bytes each aten op reads and writes (its tensor inputs and outputs, each storage once;
     views move nothing), charged to the row on top of ``stack``; ``outputs`` and ``largest``:
     the sum and the largest of the op outputs."""
 
     def __init__(self, stack: list[str]) -> None:
-        super().__init__()  # type: ignore[no-untyped-call, unused-ignore]  # torch leaves it unannotated
+        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         self.stack = stack
         self.bytes: dict[str, int] = {}
         self.outputs = self.largest = 0
@@ -272,7 +272,7 @@ def _layer_ranges(modules: dict[str, nn.Module]) -> Iterator[None]:
 
     def enter(name: str, _: Any) -> None:
         rf = torch.autograd.profiler.record_function(RANGE + name)
-        rf.__enter__()  # type: ignore[no-untyped-call, unused-ignore]  # torch leaves it unannotated
+        rf.__enter__()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         open_ranges.setdefault(name, []).append(rf)
 
     with _hooks(modules, enter, lambda name, _: open_ranges[name].pop().__exit__(None, None, None)):
@@ -399,7 +399,7 @@ def profile_layers(
         finally:
             with _quiet_fd2():
                 prof.stop()
-    events = prof.events()  # type: ignore[no-untyped-call, unused-ignore]  # torch leaves it unannotated
+    events = prof.events()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     return _Attribution(list(events), device.type)
 
 

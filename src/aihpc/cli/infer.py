@@ -20,9 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aihpc.base.errors import ConfigError
 from aihpc.cli.options import add_device, add_dtype
+
+if TYPE_CHECKING:
+    from aihpc.infer.command import InferOptions
 
 SCENARIOS = ("offline", "server", "single-stream")  # aihpc.infer.loadgen.SCENARIOS
 
@@ -128,7 +132,7 @@ def _checked(args: argparse.Namespace) -> None:
             )
 
 
-def _options(args: argparse.Namespace):
+def _options(args: argparse.Namespace) -> InferOptions:
     from aihpc.infer.command import InferOptions
 
     ms = {

@@ -76,7 +76,7 @@ def _note(namespace: argparse.Namespace, dest: str) -> None:
     setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {dest})
 
 
-class _Forms(argparse._SubParsersAction):
+class _Forms(argparse._SubParsersAction[argparse.ArgumentParser]):
     """The forms: each has its own defaults, and an option of every form given before the
     form's name (``recommend --seed 3 calibrate``) is kept unless the form's own gives it."""
 
@@ -223,11 +223,11 @@ def _workers(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _data_options(items: list[str]) -> dict:
+def _data_options(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs as a dict; VALUE is JSON where it parses (32, 0.5, [16, 16]) or text."""
     import json
 
-    options = {}
+    options: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

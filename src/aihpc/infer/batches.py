@@ -104,7 +104,7 @@ class Replay:
 
     def __init__(self, call: Callable[[], Any], device: torch.device, pool: Any) -> None:
         with torch.cuda.device(device):
-            side = torch.cuda.Stream()  # type: ignore[no-untyped-call, unused-ignore]
+            side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 for _ in range(WARMUPS):

@@ -361,7 +361,7 @@ def operator_type(event: Any) -> tuple[str, int]:
 def step_timing(prof: profile, steps: int, device: torch.device) -> StepTiming:
     """The phases and op types of ``steps`` profiled steps, from the profiler's events."""
     ranges: dict[str, list[float]] = defaultdict(list)
-    for event in prof.events():  # type: ignore[no-untyped-call, unused-ignore]  # torch leaves it unannotated
+    for event in prof.events():  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         if event.device_type != DeviceType.CPU:  # a GPU's copy of a range (user annotation)
             continue
         if event.name == STEP_RANGE or event.name.startswith(_PHASE_PREFIX):
@@ -388,7 +388,7 @@ def operator_times(
     slowest first."""
     seconds: dict[str, float] = defaultdict(float)
     roots: dict[str, set[int]] = defaultdict(set)
-    for event in prof.events():  # type: ignore[no-untyped-call, unused-ignore]  # torch leaves it unannotated
+    for event in prof.events():  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         if event.device_type != DeviceType.CPU or not event.name.startswith("aten::"):
             continue
         us = event.self_device_time_total if device.type == "cuda" else event.self_cpu_time_total
