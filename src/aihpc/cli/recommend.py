@@ -76,7 +76,13 @@ def _note(namespace: argparse.Namespace, dest: str) -> None:
     setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {dest})
 
 
-class _Forms(argparse._SubParsersAction[argparse.ArgumentParser]):
+if TYPE_CHECKING:  # typeshed's generic; argparse's own class takes no type argument
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    _SubParsers = argparse._SubParsersAction
+
+
+class _Forms(_SubParsers):
     """The forms: each has its own defaults, and an option of every form given before the
     form's name (``recommend --seed 3 calibrate``) is kept unless the form's own gives it."""
 
