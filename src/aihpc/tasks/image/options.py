@@ -12,15 +12,15 @@ from aihpc.base.errors import ConfigError
 
 @dataclass(frozen=True)
 class ImageOptions:
-    """The best accuracy of a valid run, the seed network's width, and the data set's own
-    options."""
+    """The best accuracy of a valid run, the data set's own options, and the seed network's
+    width."""
 
     min_accuracy: float = 0.5  # the best validation accuracy of a valid run, a fraction
-    # the seed network's base width (channels of its first stage); None: the device's (SEEDS)
-    seed_width: int | None = None
     # passed to the data set's reader (aihpc.tasks.image.data.load_dataset): the synthetic
     # images' num_samples, num_classes, image_size, channels, difficulty; a reader's image_size
     data_options: dict[str, Any] = field(default_factory=dict)
+    # the seed network's base width (channels of its first stage); None: the device's (SEEDS)
+    seed_width: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_accuracy < 1.0:
@@ -46,8 +46,8 @@ class ImageOptions:
     def to_dict(self) -> dict[str, Any]:
         return {
             "min_accuracy": self.min_accuracy,
-            "seed_width": self.seed_width,
             "data_options": dict(self.data_options),
+            "seed_width": self.seed_width,
         }
 
     def ref_options(self) -> dict[str, Any]:

@@ -24,8 +24,8 @@ SEED_KEYS = ("width", "layers", "heads", "head_dim", "mlp_hidden")
 
 @dataclass(frozen=True)
 class LanguageOptions:
-    """The best loss of a valid run, the context, an epoch's tokens, the seed network, the data
-    set's options."""
+    """The best loss of a valid run, the context, an epoch's tokens, the data set's options, the
+    seed network."""
 
     # the best validation loss (nats/token) of a valid run; None: the data's bigram loss
     max_val_loss: float | None = None
@@ -34,11 +34,11 @@ class LanguageOptions:
     context: int | None = None
     # tokens of windows one epoch trains on; None: sized to the device
     epoch_tokens: int | None = None
-    # the seed network's sizes that differ from the device's seed (SEED_KEYS), e.g. {width = 64}
-    seed_network: dict[str, int] = field(default_factory=dict)
     # passed to the data set's reader (aihpc.tasks.language.data.load_language): the synthetic
     # language's train_tokens, topics, ...; a token file's dtype, vocab_size, val_path
     data_options: dict[str, Any] = field(default_factory=dict)
+    # the seed network's sizes that differ from the device's seed (SEED_KEYS), e.g. {width = 64}
+    seed_network: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         loss = self.max_val_loss
@@ -80,8 +80,8 @@ class LanguageOptions:
             "max_val_loss": self.max_val_loss,
             "context": self.context,
             "epoch_tokens": self.epoch_tokens,
-            "seed_network": dict(self.seed_network),
             "data_options": dict(self.data_options),
+            "seed_network": dict(self.seed_network),
         }
 
     def ref_options(self) -> dict[str, Any]:
