@@ -9,6 +9,7 @@ results, not a failed run.
 from __future__ import annotations
 
 import secrets
+import time
 from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
@@ -41,7 +42,8 @@ def measure_run_peak(
     kinds: tuple[str, ...] = ("matmul", "conv"),
 ) -> RunPeak:
     """The peak of the devices the run uses, measured the way the run uses them, once the
-    ``workers`` the run placed are all there (``PLACED_WAIT_SECONDS``; else WorkersLost).
+    ``workers`` the run placed are all there (``PLACED_WAIT_SECONDS``; else WorkersLost), and
+    measured again where one of them left before it answered and came back in that time.
 
     Every worker measures at once, with its own device and torch threads, in
     the dtype it trains in (float32 on CPU, bfloat16 — the trainer's
@@ -52,8 +54,18 @@ def measure_run_peak(
     rank processes (GPUs) measuring at once, its ``parts``.  ``kinds``: the kernels the task's
     networks call (:attr:`aihpc.tasks.base.Task.peak_kernels`).
     """
+    deadline = time.monotonic() + PLACED_WAIT_SECONDS
     executor.wait_for_workers(workers, timeout=PLACED_WAIT_SECONDS)
-    return measure_peak_now(executor, layout, seconds, procs, kinds)
+    peak = measure_peak_now(executor, layout, seconds, procs, kinds)
+    # a worker the scheduler dropped between joining and measuring (a heartbeat missed on a
+    # loaded node) comes back: measure again with it, or the peak would leave its device out
+    while peak.workers < workers and time.monotonic() < deadline:
+        try:
+            executor.wait_for_workers(workers, timeout=max(deadline - time.monotonic(), 0.1))
+        except WorkersLost:  # it did not come back in time: the peak is that of those there
+            break
+        peak = measure_peak_now(executor, layout, seconds, procs, kinds)
+    return peak
 
 
 def measure_peak_now(
