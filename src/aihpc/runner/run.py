@@ -8,6 +8,7 @@ are up and the peak is measured (MLPerf's init phase is not timed).
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
-from aihpc.base.errors import ConfigError, DataError, StorageError
+from aihpc.base.errors import ConfigError, DataError, StorageError, WorkersLost
 from aihpc.launch.placement import Placement
 from aihpc.machine.cluster import check_interface
 from aihpc.machine.environment import Environment
@@ -47,6 +48,10 @@ if TYPE_CHECKING:  # for the types only: a run imports them (mlperf_logging, das
 
 # How long to wait for the first worker (SLURM jobs may queue).
 WORKER_WAIT_SECONDS = 600.0
+# How long, once the first has joined, to wait for the rest of the workers the run started, so
+# that they are placed and their devices measured in the peak before the clock starts; a
+# worker later than that joins the run when it comes
+ALL_WORKERS_WAIT_SECONDS = 60.0
 
 
 def default_run_dir() -> Path:
@@ -387,7 +392,8 @@ def open_executor(
     config: RunConfig, layout: Layout | None, run_dir: Path, client: Client | None
 ) -> DaskExecutor:
     """The run's workers (those of ``client``, of the scheduler, batch jobs, or on this machine),
-    once the first has joined; ``layout`` is :func:`choose_layout`'s."""
+    once the first has joined, and every one the run started itself within
+    ``ALL_WORKERS_WAIT_SECONDS`` after it; ``layout`` is :func:`choose_layout`'s."""
     from aihpc.launch.executor import DaskExecutor, batch_executor, local_executor, remote_executor
 
     if client is not None:
@@ -406,6 +412,10 @@ def open_executor(
     except BaseException:
         executor.close()
         raise
+    started_here = client is None and not config.launch.scheduler
+    if started_here and layout is not None and layout.workers > 1:
+        with contextlib.suppress(WorkersLost):  # the run starts with those there
+            executor.wait_for_workers(layout.workers, timeout=ALL_WORKERS_WAIT_SECONDS)
     return executor
 
 
