@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aihpc.base.checks import integer
 from aihpc.base.config import read_section, section_keys
 from aihpc.base.errors import ConfigError
 
@@ -25,11 +26,8 @@ class ImageOptions:
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_accuracy < 1.0:
             raise ConfigError(f"min_accuracy must be in [0, 1), got {self.min_accuracy!r}")
-        width = self.seed_width
-        if width is not None and (
-            isinstance(width, bool) or not isinstance(width, int) or width < 1
-        ):
-            raise ConfigError(f"seed_width must be a whole number >= 1, got {width!r}")
+        if self.seed_width is not None:
+            integer("seed_width", self.seed_width, 1, what="a whole number >= 1")
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
