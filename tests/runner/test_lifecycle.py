@@ -9,6 +9,7 @@ from aihpc.records.rows import TrialStatus
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lifecycle import (
     MIN_PEERS,
+    PLATEAU_EPOCHS,
     Epoch,
     Judge,
     Mechanisms,
@@ -34,7 +35,7 @@ def _epoch(**changes) -> Epoch:
         budget=8,
         lineage_epochs=3,  # no rung
         goodness=0.6,
-        best_before=0.5,
+        best_before_window=0.5,
         best_after=0.6,
         since_best=0,
     )
@@ -104,7 +105,7 @@ def test_the_budget_ends_a_trial_before_the_other_rules_and_the_rung_still_count
     rungs = Rungs()
     for v in (0.9, 0.8):
         rungs.add(4, v)
-    epoch = _epoch(done=8, budget=8, lineage_epochs=4, goodness=0.1, best_before=0.1)
+    epoch = _epoch(done=8, budget=8, lineage_epochs=4, goodness=0.1, best_before_window=0.1)
     assert decide(epoch, ALL, rungs, 0.01, patience=2) == (TrialStatus.COMPLETED, None)
     assert rungs.count(4) == 3
 
@@ -119,24 +120,27 @@ def test_successive_halving_stops_a_trailing_trial_with_its_reason():
 
 
 def test_a_plateau_ends_a_trial_as_completed_with_its_gain_and_the_resolution():
-    flat = _epoch(done=3, goodness=0.504, best_before=0.5, best_after=0.504)
+    flat = _epoch(done=5, goodness=0.504, best_before_window=0.5, best_after=0.504)
     status, reason = decide(flat, ALL, Rungs(), 0.01, patience=5)
     assert status == TrialStatus.COMPLETED
-    assert reason == "plateau: epoch 3 improved its best by 0.004, less than the resolution 0.01"
+    assert reason == "plateau: epochs 3-5 improved its best by 0.004, less than the resolution 0.01"
     assert decide(flat, NONE, Rungs(), 0.01, patience=5) is None
-    first = _epoch(done=1, lineage_epochs=5, goodness=0.1, best_before=None, best_after=0.1)
+    first = _epoch(done=1, lineage_epochs=5, goodness=0.1, best_before_window=None, best_after=0.1)
     assert decide(first, ALL, Rungs(), 0.01, patience=5) is None  # nothing to improve on yet
 
 
 def test_patience_still_stops_a_trial_without_the_plateau_rule():
-    stale = _epoch(done=5, goodness=0.4, best_before=0.6, best_after=0.6, since_best=2)
+    stale = _epoch(done=5, goodness=0.4, best_before_window=0.6, best_after=0.6, since_best=2)
     assert decide(stale, NONE, Rungs(), 0.01, patience=2) == (TrialStatus.EARLY_STOPPED, None)
     assert decide(stale, NONE, Rungs(), 0.01, patience=3) is None
+    # with it, the plateau decides: two epochs past a best that its window gained goes on
+    rising = _epoch(done=5, goodness=0.58, best_before_window=0.5, best_after=0.6, since_best=2)
+    assert decide(rising, ALL, Rungs(), 0.01, patience=2) is None
 
 
 def test_a_seed_strategy_trial_ends_only_at_the_deadline():
     seed = Mechanisms.of(read_config(dict(strategy="seed")))
-    spent = _epoch(done=100, budget=0, lineage_epochs=4, best_before=0.6, since_best=50)
+    spent = _epoch(done=100, budget=0, lineage_epochs=4, best_before_window=0.6, since_best=50)
     assert decide(spent, seed, Rungs(), 0.01, patience=1) is None
 
 
@@ -189,8 +193,50 @@ def test_the_judge_keeps_a_trials_best_and_decides_by_its_lineage_epochs():
     assert (leader.best_goodness, leader.best_epoch) == (0.95, 1)
     status, reason = judge.after(trailer, 0.85)  # third of 4 there: outside the better 2
     assert status == TrialStatus.EARLY_STOPPED and "ranked 3 of the 4" in reason
-    leader.epochs_done = 2
-    status, reason = judge.after(leader, 0.955)  # lineage epoch 5: no rung; a gain of 0.005
-    assert status == TrialStatus.COMPLETED and reason.startswith("plateau: epoch 2")
-    assert (leader.best_goodness, leader.best_epoch) == (0.955, 2)
+    for done, value in ((2, 0.953), (3, 0.956)):  # lineage epochs 5, 6: no rungs
+        leader.epochs_done = done
+        assert judge.after(leader, value) is None  # fewer than PLATEAU_EPOCHS + 1 epochs
+    leader.epochs_done = 4
+    status, reason = judge.after(leader, 0.959)  # epochs 2-4 gained 0.009 over epoch 1's best
+    assert status == TrialStatus.COMPLETED and reason.startswith("plateau: epochs 2-4")
+    assert (leader.best_goodness, leader.best_epoch) == (0.959, 4)
+    assert leader.history == [0.95, 0.953, 0.956, 0.959]
     assert judge.rungs.count(4) == 4 and judge.rungs.count(5) == 0
+
+
+def _judged(curve: list[float], resolution: float = 0.01) -> tuple[int, str | None] | None:
+    """The epoch at which a trial of this curve (goodness by epoch) ends by the judge's rules
+    with every mechanism but early stopping, and its reason (None: it trains on)."""
+    judge = Judge(Mechanisms(True, True, True, False, until_deadline=False), resolution, 100)
+    trial = _live(1)
+    for done, value in enumerate(curve, start=1):
+        trial.epochs_done = done
+        ended = judge.after(trial, value)
+        if ended is not None:
+            return done, ended[1]
+    return None
+
+
+def test_the_plateau_window_lets_a_slow_steady_gain_go_on_and_ends_a_flat_curve():
+    assert PLATEAU_EPOCHS == 3
+    # gaining 0.4 of the resolution each epoch: under it each epoch, over it in three
+    assert _judged([0.5 + 0.004 * e for e in range(7)]) is None  # (its budget is 8)
+    # one noisy epoch (a dip, then no new best) does not end a rising trial
+    assert _judged([0.50, 0.52, 0.515, 0.54, 0.56, 0.58]) is None
+    # a curve that flattens after its third epoch ends three epochs later
+    done, reason = _judged([0.50, 0.55, 0.60, 0.601, 0.602, 0.603, 0.604])
+    assert done == 6 and reason.startswith("plateau: epochs 4-6 improved its best by 0.003")
+    # a loss (goodness negated) flattening likewise
+    assert _judged([-2.5, -2.4, -2.3, -2.299, -2.298, -2.297], resolution=0.005)[0] == 6
+
+
+def test_a_resumed_trial_judges_its_window_with_the_epochs_before_the_resume():
+    trial = _live(1)
+    trial.history, trial.best_goodness, trial.best_epoch = [0.5, 0.55, 0.6], 0.6, 3
+    trial.epochs_done = 4
+    judge = Judge(Mechanisms(True, True, True, False, until_deadline=False), 0.01, 100)
+    assert judge.after(trial, 0.601) is None  # epochs 2-4 gained 0.051 over epoch 1
+    trial.epochs_done = 5
+    assert judge.after(trial, 0.602) is None  # epochs 3-5: 0.052 over 0.55
+    trial.epochs_done = 6
+    assert judge.after(trial, 0.603)[1].startswith("plateau: epochs 4-6")

@@ -15,12 +15,16 @@ A trial trains epoch after epoch until one of these, checked in this order
    (``EARLY_STOPPED``, the reason says where), and its worker trains a
    child of a leader;
 3. its validation curve flattens (``RunConfig.grow_on_plateau``): its last
-   epoch improved its best value by less than the metric's resolution (one
-   standard error, :attr:`aihpc.scoring.quality.Quality.resolution`), from
-   its second epoch on: more epochs of this size no longer pay, so it ends
-   (``COMPLETED``, the reason says so) and becomes a parent the strategy
-   can choose, whose child grows (:mod:`aihpc.runner.search.growth`);
-4. ``patience`` epochs without a better value (``EARLY_STOPPED``).
+   :data:`PLATEAU_EPOCHS` epochs together improved its best value by less
+   than the metric's resolution (one standard error,
+   :attr:`aihpc.scoring.quality.Quality.resolution`): more epochs of this
+   size no longer pay, so it ends (``COMPLETED``, the reason says so) and
+   becomes a parent the strategy can choose, whose child grows
+   (:mod:`aihpc.runner.search.growth`);
+4. without the plateau rule, ``patience`` epochs without a better value
+   (``EARLY_STOPPED``); with it, the plateau decides instead (a trial
+   :data:`PLATEAU_EPOCHS` epochs past its best is at its plateau, and one
+   that is fewer past it, after a noisy epoch, may still be rising).
 
 The mechanisms apply to the strategies that morph (evolution, random):
 strategy "none" trains as it always did (its trials' own schedules and
@@ -39,6 +43,12 @@ from aihpc.records.rows import TrialStatus
 from aihpc.runner.search.trials import LiveTrial, epoch_budget
 
 MIN_PEERS = 1  # other trials at a rung before ASHA stops anyone there
+# The plateau rule's window.  One epoch's validation value is noisy by about one resolution, so
+# a window of one epoch ends a trial on noise while it still gains a little each epoch; the rule
+# asks what the last PLATEAU_EPOCHS epochs gained together, and so ends a trial once its gain per
+# epoch falls under a third of the resolution.  A trial trains at least PLATEAU_EPOCHS + 1
+# epochs at each size before its plateau can end it.
+PLATEAU_EPOCHS = 3
 
 
 @dataclass(frozen=True)
@@ -116,9 +126,16 @@ class Rungs:
 
 
 def plateaued(best_before: float | None, best_after: float, resolution: float) -> bool:
-    """Whether an epoch that took a trial's best goodness from ``best_before`` (None: its first
-    epoch) to ``best_after`` improved it by less than ``resolution``."""
+    """Whether the epochs that took a trial's best goodness from ``best_before`` (None: the
+    trial has no epochs before them) to ``best_after`` improved it by less than ``resolution``."""
     return best_before is not None and best_after - best_before < resolution
+
+
+def best_before_window(history: list[float]) -> float | None:
+    """A trial's best goodness before its last :data:`PLATEAU_EPOCHS` epochs (``history``: each
+    epoch's, in order); None where it has no epoch before them."""
+    earlier = history[:-PLATEAU_EPOCHS]
+    return max(earlier) if earlier else None
 
 
 @dataclass(frozen=True)
@@ -129,8 +146,10 @@ class Epoch:
     budget: int  # its epochs at most (0: until the deadline)
     lineage_epochs: int  # epochs along its lineage, this one included
     goodness: float  # this epoch's validation value (higher is better)
-    best_before: float | None  # the trial's best before this epoch (None: its first)
-    best_after: float  # its best after it
+    # the trial's best before its last PLATEAU_EPOCHS epochs, this one included (None: it has
+    # no epoch before them)
+    best_before_window: float | None
+    best_after: float  # its best after this epoch
     since_best: int  # epochs since its best one (0: this one is its best)
 
 
@@ -146,13 +165,15 @@ def decide(
         return TrialStatus.COMPLETED, None
     if stop is not None:
         return TrialStatus.EARLY_STOPPED, stop
-    if mechanisms.grow_on_plateau and plateaued(epoch.best_before, epoch.best_after, resolution):
-        gain = epoch.best_after - (epoch.best_before or 0.0)
+    before = epoch.best_before_window
+    if mechanisms.grow_on_plateau and plateaued(before, epoch.best_after, resolution):
+        gain = epoch.best_after - (before or 0.0)
+        first = epoch.done - PLATEAU_EPOCHS + 1
         return TrialStatus.COMPLETED, (
-            f"plateau: epoch {epoch.done} improved its best by {gain:.4g}, less than the "
-            f"resolution {resolution:.4g}"
+            f"plateau: epochs {first}-{epoch.done} improved its best by {gain:.4g}, less than "
+            f"the resolution {resolution:.4g}"
         )
-    if epoch.since_best >= patience:
+    if not mechanisms.grow_on_plateau and epoch.since_best >= patience:
         return TrialStatus.EARLY_STOPPED, None
     return None
 
@@ -173,12 +194,13 @@ class Judge:
         before = trial.best_goodness
         if before is None or goodness > before:
             trial.best_goodness, trial.best_epoch = goodness, trial.epochs_done
+        trial.history.append(goodness)
         epoch = Epoch(
             done=trial.epochs_done,
             budget=trial.budget,
             lineage_epochs=trial.lineage_epochs(),
             goodness=goodness,
-            best_before=before,
+            best_before_window=best_before_window(trial.history),
             best_after=max(goodness, before) if before is not None else goodness,
             since_best=trial.epochs_done - trial.best_epoch,
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
@@ -36,6 +36,7 @@ class LiveTrial:
     epochs_done: int = 0
     best_goodness: float | None = None  # its best validation metric, higher better (the quality's)
     best_epoch: int = 0
+    history: list[float] = field(default_factory=list)  # each finished epoch's goodness
     weights: WeightsRef | None = None  # the weights of the last epoch committed
     spec: Arch | None = None  # its architecture's value, where the master has built it
     memory_kills: int = 0  # its epoch's last attempts in a row whose worker was killed for memory
@@ -166,6 +167,7 @@ def resumed_trial(
         epochs_done=len(accs),
         best_goodness=max(accs) if accs else None,
         best_epoch=accs.index(max(accs)) + 1 if accs else 0,
+        history=list(accs),
         weights=done.weights,
         epoch_seconds=done.epoch_seconds,
         ops_per_sample=done.ops_per_sample,
