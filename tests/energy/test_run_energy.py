@@ -10,6 +10,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_rapl import MAX_UJ, write, zone
@@ -22,7 +23,8 @@ from aihpc.energy.run import (
     start_energy,
     unmeasured_block,
 )
-from aihpc.records.energy import energy_results, energy_text
+from aihpc.records.codec import convert
+from aihpc.records.energy import EnergyRecord, energy_results, energy_text
 
 
 @pytest.fixture
@@ -228,16 +230,20 @@ def test_gpu_runs_give_operations_per_joule_only_when_every_gpu_was_measured() -
     }
     total = energy_results(block, ops=6e12)["total"]
     assert (total["joules"], total["watts"], total["ops_per_joule"]) == (3000.0, 300.0, None)
-    assert energy_text(energy_results(block, 6e12)) == (
+    assert energy_text(_record(energy_results(block, 6e12))) == (
         "3.00 kJ, 300 W average (nvml), GOPS/W not given; not measured: n GPU cuda:1 of worker w1: "
         "NVML cannot start: not found"
     )
 
 
+def _record(energy: dict[str, Any] | None) -> EnergyRecord:
+    """results.json's ``energy`` as the summary and the report read it."""
+    return convert(energy, EnergyRecord, "energy")
+
+
 def test_text_of_a_run_without_any_reading() -> None:
-    assert energy_text(energy_results(unmeasured_block("no RAPL: /p does not exist"), 1e9)) == (
-        "not measured: no RAPL: /p does not exist"
-    )
+    unmeasured = energy_results(unmeasured_block("no RAPL: /p does not exist"), 1e9)
+    assert energy_text(_record(unmeasured)) == ("not measured: no RAPL: /p does not exist")
     assert energy_text(None) == "not measured: this run's aihpc did not measure energy"
 
 

@@ -1,20 +1,20 @@
 """The matcher's fit against scikit-learn, its bounds, interval and file; the domain; the pick."""
 
-import dataclasses
 import json
 
+import msgspec
 import numpy as np
 import pytest
 
 from aihpc.base.errors import ConfigError, DataError
 from aihpc.recommend import matcher as M
-from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.domain import check, describe
 from aihpc.recommend.ranking import choose, choose_by_fallback, decide
 from aihpc.recommend.scoring import CandidateScore
 from aihpc.recommend.validate import vote
+from aihpc.records.kinds_recommend import ComplexityRecord
 
-CX = Complexity(
+CX = ComplexityRecord(
     f1=1.0,
     n1=0.2,
     n3=0.1,
@@ -216,7 +216,7 @@ def test_decide_predicts_inside_the_domain_and_falls_back_to_synflow_outside():
     inside = decide(o.complexity, list(o.scores), M.load())
     assert inside.method == "matcher" and inside.prediction is not None and not inside.outside
     np.testing.assert_array_equal(inside.values, inside.prediction.eta)
-    far = dataclasses.replace(o.complexity, dimension=3 * 128 * 128)
+    far = msgspec.structs.replace(o.complexity, dimension=3 * 128 * 128)
     outside = decide(far, list(o.scores), M.load())
     assert outside.method == "synflow" and outside.prediction is None
     assert any(x.feature == "log_dimension" for x in outside.outside)

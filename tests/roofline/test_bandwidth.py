@@ -10,9 +10,9 @@ import torch
 
 from aihpc.base.errors import ConfigError
 from aihpc.base.spread import spread
+from aihpc.records.kinds_measure import BandwidthRecord
 from aihpc.roofline import bandwidth
 from aihpc.roofline.bandwidth import (
-    BandwidthResult,
     bytes_per_call,
     cpu_last_level_cache_bytes,
     default_elements,
@@ -57,7 +57,7 @@ def test_small_measurement_is_fast_and_consistent(kernel: str) -> None:
     t0 = time.perf_counter()
     r = measure_bandwidth("cpu", kernel, elements=4096, seconds=0.1, repeats=3)
     assert time.perf_counter() - t0 < 2.0
-    assert isinstance(r, BandwidthResult)
+    assert isinstance(r, BandwidthRecord)
     assert (r.device, r.kernel, r.elements) == ("cpu", kernel, 4096)
     assert r.bytes_per_call == {"copy": 16, "triad": 24}[kernel] * 4096
     assert len(r.repeats) == 3 and r.calls_per_repeat >= 1
@@ -66,7 +66,7 @@ def test_small_measurement_is_fast_and_consistent(kernel: str) -> None:
         r.bytes_per_s > 1e6
     )  # 1 MB/s: 2 threads on 2 oversubscribed cores once gave 0.13 GB/s here
     assert r.spread == pytest.approx(spread(r.repeats))
-    d = r.to_record().to_dict()
+    d = r.to_dict()
     assert d["repeats"] == list(r.repeats) and d["spread_statistic"] == "iqr/median"
 
 

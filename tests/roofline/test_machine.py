@@ -1,6 +1,6 @@
 """Tests for aihpc.roofline.machine: the data dict, points files, placement and the table.
 
-Peaks and bandwidths here are real :class:`PeakResult` / :class:`BandwidthResult`
+Peaks and bandwidths here are real :class:`PeakResult` / :class:`BandwidthRecord`
 values with round numbers, so every derived figure can be worked by hand.
 """
 
@@ -12,12 +12,12 @@ import msgspec
 import pytest
 
 from aihpc.base.errors import ConfigError, DataError
+from aihpc.base.spread import STATISTIC
 from aihpc.machine.devices import resolve_device
 from aihpc.machine.processor import Processor
 from aihpc.records.files import result_document, write_result
-from aihpc.records.kinds_measure import RooflineData
+from aihpc.records.kinds_measure import BandwidthRecord, RooflineData
 from aihpc.roofline import machine
-from aihpc.roofline.bandwidth import BandwidthResult
 from aihpc.roofline.model import RooflinePoint
 from aihpc.scoring.peak import NominalPeak, PeakResult
 from fixture_run import ENVIRONMENT
@@ -45,9 +45,9 @@ def _peak(
     )
 
 
-def _stream(kernel: str, rate: float) -> BandwidthResult:
+def _stream(kernel: str, rate: float) -> BandwidthRecord:
     n = 2**26
-    return BandwidthResult(
+    return BandwidthRecord(
         device="cpu",
         kernel=kernel,
         elements=n,
@@ -61,6 +61,7 @@ def _stream(kernel: str, rate: float) -> BandwidthResult:
         threads=2,
         cache_bytes=None,
         warning=None,
+        spread_statistic=STATISTIC,
     )
 
 

@@ -1,8 +1,9 @@
 """One timed pass of a Level 0 operator: its operations, its bytes, its time and rates.
 
 Steps 2 to 4 of :mod:`aihpc.bench.operators` (counting, timing, bytes), whose
-module docstring gives the conventions; a :class:`PassResult` is one pass's
-record (forward, or forward+backward).
+module docstring gives the conventions; a
+:class:`~aihpc.records.kinds_bench.PassRecord` is one pass's record (forward,
+or forward+backward).
 """
 
 from __future__ import annotations
@@ -39,25 +40,6 @@ FULL_TIMING = TimingPlan(warmup_s=0.05, min_run_time=0.2, max_run_time=2.0)
 def finite_or_none(x: float | None) -> float | None:
     """``x`` where it is finite, else None (JSON has no inf)."""
     return None if x is None or not math.isfinite(x) else float(x)
-
-
-@dataclass(frozen=True)
-class PassResult:
-    """One timed pass (forward, or forward+backward): median seconds per call and the rates."""
-
-    seconds: float
-    spread: float | None
-    warning: str | None
-    calls: int
-    ops: int
-    bytes: int
-    flops_per_s: float
-    bytes_per_s: float
-    intensity: float
-    roofline_share: float | None
-
-    def to_record(self) -> PassRecord:
-        return PassRecord(**asdict(self))
 
 
 class _Differentiated(nn.Module):
@@ -101,7 +83,7 @@ def traffic(
 
 def pass_result(
     ops: int, nbytes: int, timing: Timing, roofline: Roofline | None, dtype: str
-) -> PassResult:
+) -> PassRecord:
     """Rates of one pass: ops / median seconds, bytes / median seconds, ops / bytes, roofline
     share."""
     seconds = timing.median
@@ -114,7 +96,7 @@ def pass_result(
     flops = ops / seconds if seconds > 0 else math.inf
     intensity = ops / nbytes if nbytes else math.inf
     share = roofline.share(flops, intensity, dtype) if roofline is not None else None
-    return PassResult(
+    return PassRecord(
         seconds=seconds,
         spread=finite_or_none(timing.spread),
         warning=warning,

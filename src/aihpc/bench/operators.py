@@ -86,8 +86,9 @@ import contextlib
 import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 
+import msgspec
 import torch
 from torch import Tensor, nn
 
@@ -106,7 +107,6 @@ from aihpc.bench.op_check import (
 from aihpc.bench.op_passes import (
     FULL_TIMING,
     QUICK_TIMING,
-    PassResult,
     TimingPlan,
     count_case,
     finite_or_none,
@@ -148,79 +148,13 @@ TOLERANCES: dict[str, float] = {
 
 
 @dataclass(frozen=True)
-class Validation:
-    """Validation of one (operator, dtype); errors as in the module docstring (None: not finite)."""
-
-    status: str
-    reason: str | None
-    l2: float | None
-    max_abs: float | None
-    grad_l2: float | None
-    grad_max_abs: float | None
-    gradcheck: bool
-    float64_l2: float | None
-    float64_grad_l2: float | None
-    tolerance: float
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "passed"
-
-    def to_record(self) -> OperatorValidationRecord:
-        return OperatorValidationRecord(**asdict(self))
-
-
-@dataclass(frozen=True)
-class OperatorRow:
-    """One (operator, dtype): its validation and, if it passed, its two timed passes."""
-
-    name: str
-    family: str
-    note: str
-    shape: dict[str, int]
-    dtype: str
-    validation: Validation
-    forward: PassResult | None = None
-    forward_backward: PassResult | None = None
-    uncounted: dict[str, int] = field(default_factory=dict)
-
-    def to_record(self) -> OperatorRowRecord:
-        return OperatorRowRecord(
-            name=self.name,
-            family=self.family,
-            note=self.note,
-            shape=dict(self.shape),
-            dtype=self.dtype,
-            validation=self.validation.to_record(),
-            forward=self.forward.to_record() if self.forward else None,
-            forward_backward=self.forward_backward.to_record() if self.forward_backward else None,
-            uncounted=dict(self.uncounted),
-        )
-
-    def points(self) -> list[OperatorPointRecord]:
-        """The roofline points of the timed passes (for ``aihpc roofline --points``)."""
-        return [
-            OperatorPointRecord(
-                label=f"{self.name} {label}",
-                name=self.name,
-                pass_=label,
-                dtype=self.dtype,
-                intensity=result.intensity,
-                flops_per_s=result.flops_per_s,
-            )
-            for label, result in (("fwd", self.forward), ("fwd+bwd", self.forward_backward))
-            if result is not None
-        ]
-
-
-@dataclass(frozen=True)
 class OperatorsResult:
     """A Level 0 sweep: every row, the roofline used and the wall time (s)."""
 
     device: str
     dtypes: tuple[str, ...]
     roofline: Roofline | None
-    rows: tuple[OperatorRow, ...]
+    rows: tuple[OperatorRowRecord, ...]
     seconds: float
     quick: bool = False
     scale: int = 1
@@ -242,12 +176,28 @@ class OperatorsResult:
             tolerances=dict(TOLERANCES),
             float64_tolerance=FLOAT64_TOLERANCE,
             gradcheck=GradcheckRecord(**GRADCHECK),
-            rows=tuple(r.to_record() for r in self.rows),
-            points=tuple(p for r in self.rows for p in r.points()),
+            rows=self.rows,
+            points=tuple(p for r in self.rows for p in row_points(r)),
             seconds=seconds,
             sweep_seconds=self.seconds,
             failed=tuple(self.failed),
         )
+
+
+def row_points(row: OperatorRowRecord) -> list[OperatorPointRecord]:
+    """The roofline points of a row's timed passes (for ``aihpc roofline --points``)."""
+    return [
+        OperatorPointRecord(
+            label=f"{row.name} {label}",
+            name=row.name,
+            pass_=label,
+            dtype=row.dtype,
+            intensity=result.intensity,
+            flops_per_s=result.flops_per_s,
+        )
+        for label, result in (("fwd", row.forward), ("fwd+bwd", row.forward_backward))
+        if result is not None
+    ]
 
 
 # ------------------------------------------------------------ device, dtypes
@@ -284,8 +234,8 @@ def resolve_dtypes(requested: Iterable[str] | None, device: str) -> tuple[str, .
 
 def validate(
     case: OpCase, module: nn.Module, inputs: Sequence[Tensor], dtype: str, check: CaseCheck
-) -> tuple[Validation, tuple[Tensor, ...]]:
-    """The row's :class:`Validation` and the candidate's outputs (at the dtype)."""
+) -> tuple[OperatorValidationRecord, tuple[Tensor, ...]]:
+    """The row's validation and the candidate's outputs (at the dtype)."""
     outputs, grads, grad_output = evaluate(call_module, module, inputs, None)
     module64 = copy.deepcopy(module).to(torch.float64)
     inputs64 = tuple(x.detach().to(torch.float64) if x.is_floating_point() else x for x in inputs)
@@ -298,7 +248,7 @@ def validate(
         problems.append(f"{dtype} output L2 error {l2:.1e} > {tolerance:.0e}")
     if not grad_l2 <= tolerance:
         problems.append(f"{dtype} gradient L2 error {grad_l2:.1e} > {tolerance:.0e}")
-    validation = Validation(
+    validation = OperatorValidationRecord(
         status="failed" if problems else "passed",
         reason="; ".join(problems) or None,
         l2=finite_or_none(l2),
@@ -360,7 +310,7 @@ def run_row(
     roofline: Roofline | None,
     plan: TimingPlan,
     counts: dict[str, Counts] | None = None,
-) -> OperatorRow:
+) -> OperatorRowRecord:
     """Build, validate and, if the operator is right, count and time one (operator, dtype).
 
     ``counts`` caches :func:`count_case` by operator name (counts do not depend on the dtype).
@@ -372,7 +322,17 @@ def run_row(
         if _is_memory_error(exc):
             raise
         validation, outputs = _raised_validation(dtype, check, exc), ()
-    row = OperatorRow(case.name, case.family, case.note, shape, dtype, validation)
+    row = OperatorRowRecord(
+        name=case.name,
+        family=case.family,
+        note=case.note,
+        shape=dict(shape),
+        dtype=dtype,
+        validation=validation,
+        forward=None,
+        forward_backward=None,
+        uncounted={},
+    )
     if not validation.passed:
         return row
     counts = {} if counts is None else counts
@@ -381,7 +341,7 @@ def run_row(
     ops_forward, ops_total, uncounted = counts[case.name]
     bytes_forward, bytes_total = traffic(module, inputs, outputs)
     t_forward, t_total = time_passes(module, inputs, plan, f"{case.name} {dtype}")
-    return replace(
+    return msgspec.structs.replace(
         row,
         forward=pass_result(ops_forward, bytes_forward, t_forward, roofline, dtype),
         forward_backward=pass_result(ops_total, bytes_total, t_total, roofline, dtype),
@@ -389,11 +349,13 @@ def run_row(
     )
 
 
-def _raised_validation(dtype: str, check: CaseCheck, exc: BaseException) -> Validation:
+def _raised_validation(
+    dtype: str, check: CaseCheck, exc: BaseException
+) -> OperatorValidationRecord:
     reason = "; ".join(
         [*check.problems(), f"the operator raised {type(exc).__name__}: {_first_line(exc)}"]
     )
-    return Validation(
+    return OperatorValidationRecord(
         status="failed",
         reason=reason,
         l2=None,
@@ -407,7 +369,7 @@ def _raised_validation(dtype: str, check: CaseCheck, exc: BaseException) -> Vali
     )
 
 
-def describe(row: OperatorRow) -> str:
+def describe(row: OperatorRowRecord) -> str:
     """One progress line for a finished row."""
     head = f"{row.name} {row.dtype}"
     if row.forward is None or row.forward_backward is None:
@@ -456,7 +418,7 @@ def run_operators(
     dev = torch.device(device)
     plan = QUICK_TIMING if quick else FULL_TIMING
     start = time.perf_counter()
-    rows: list[OperatorRow] = []
+    rows: list[OperatorRowRecord] = []
     counts: dict[str, Counts] = {}
     with ieee_float32():
         for case in cases:

@@ -404,7 +404,5 @@ def _validate(args: argparse.Namespace) -> int:
             specs=validation_tasks()[:1] if args.fast else None,
             limit=3 if args.fast else None,
         )
-    data = ValidationData(
-        validation=result.to_record(), observations=tuple(o.to_record() for o in held_out)
-    )
+    data = ValidationData(validation=result, observations=tuple(o.to_record() for o in held_out))
     return emit(args, "recommend-validation", data, format_validation(result))

@@ -53,7 +53,7 @@ the autograd engine, the profiler's own bookkeeping).
 from __future__ import annotations
 
 from aihpc.profile.characterise import Profile, characterise, measure_point, profile_workload
-from aihpc.profile.memory import ActivationMeter, MemoryBreakdown, check_fits
+from aihpc.profile.memory import ActivationMeter, check_fits, memory_breakdown
 from aihpc.profile.step import (
     OPTIMIZERS,
     PHASES,
@@ -70,7 +70,7 @@ __all__ = [
     "OPTIMIZERS",
     "PHASES",
     "ActivationMeter",
-    "MemoryBreakdown",
+    "memory_breakdown",
     "Profile",
     "StepConfig",
     "StepTiming",

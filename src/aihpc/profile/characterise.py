@@ -20,11 +20,11 @@ import torch
 from aihpc.counting import OpCount, count_ops
 from aihpc.profile.memory import (
     ActivationMeter,
-    MemoryBreakdown,
     allocation_errors,
     check_fits,
     describe,
     gradient_bytes,
+    memory_breakdown,
     optimizer_state_bytes,
     parameter_bytes,
     peak_method,
@@ -42,6 +42,7 @@ from aihpc.profile.step import (
 )
 from aihpc.profile.sweep import Sweep, plan_sweep, run_sweep
 from aihpc.records.kinds_measure import (
+    MemoryRecord,
     OperatorTimeRecord,
     PhaseTimeRecord,
     ProfileData,
@@ -59,7 +60,7 @@ class Profile:
     config: StepConfig
     device: str
     timing: StepTiming
-    memory: MemoryBreakdown
+    memory: MemoryRecord
     ops: OpCount
     sweep: Sweep | None = None
     # the device's peak in float32 (what the step computes in), as every command measures it
@@ -113,7 +114,7 @@ class Profile:
             ),
             flops_per_s=self.flops_per_s,
             peak=self.peak_record(),
-            memory=self.memory.to_record(),
+            memory=self.memory,
             sweep=None if self.sweep is None else self.sweep.to_record(),
         )
 
@@ -153,12 +154,12 @@ def measure_point(config: StepConfig, device: torch.device) -> tuple[float, int]
     return timing.median, peak
 
 
-def profile_workload(w: StepWorkload, steps: int) -> tuple[StepTiming, MemoryBreakdown]:
+def profile_workload(w: StepWorkload, steps: int) -> tuple[StepTiming, MemoryRecord]:
     """Warm-up (measuring saved activations), then ``steps`` profiled steps of any workload."""
     with ActivationMeter(w.model) as meter:
         run_step(w, 0)
     timing, peak = _profiled_steps(w, steps)
-    memory = MemoryBreakdown(
+    memory = memory_breakdown(
         peak_bytes=peak,
         parameters=parameter_bytes(w.model),
         gradients=gradient_bytes(w.model),

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -170,29 +169,26 @@ def transient_peak(prof: torch.profiler.profile, device: torch.device) -> int:
     return peak
 
 
-@dataclass(frozen=True)
-class MemoryBreakdown:
-    """Memory at the peak of a training step, in bytes (see the module docstring)."""
-
-    peak_bytes: int
-    parameters: int
-    gradients: int
-    optimizer_state: int
-    activations: int
-    method: str
-
-    @property
-    def other(self) -> int:
-        return (
-            self.peak_bytes
-            - self.parameters
-            - self.gradients
-            - self.optimizer_state
-            - self.activations
-        )
-
-    def to_record(self) -> MemoryRecord:
-        return MemoryRecord(**asdict(self), other=self.other)
+def memory_breakdown(
+    peak_bytes: int,
+    parameters: int,
+    gradients: int,
+    optimizer_state: int,
+    activations: int,
+    method: str,
+) -> MemoryRecord:
+    """Memory at the peak of a training step, in bytes (see the module docstring), with
+    ``other``: what the peak holds beyond the parts named."""
+    other = peak_bytes - parameters - gradients - optimizer_state - activations
+    return MemoryRecord(
+        peak_bytes=peak_bytes,
+        parameters=parameters,
+        gradients=gradients,
+        optimizer_state=optimizer_state,
+        activations=activations,
+        other=other,
+        method=method,
+    )
 
 
 def peak_method(device: torch.device) -> str:

@@ -34,9 +34,6 @@ All inputs are NumPy arrays; nothing here imports torch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
-import msgspec
 import numpy as np
 
 from aihpc.base.errors import DataError
@@ -51,28 +48,6 @@ PROBE_FILTERS = 32
 #: Fewest samples and samples per class a task needs to be measured.
 MIN_SAMPLES = 20
 MIN_PER_CLASS = 2
-
-
-@dataclass(frozen=True)
-class Complexity:
-    """The complexity measures of one task (see the module docstring)."""
-
-    f1: float
-    n1: float
-    n3: float
-    t2: float
-    probe_error: float
-    num_samples: int
-    sample_size: int
-    num_classes: int
-    dimension: int
-
-    def to_record(self) -> ComplexityRecord:
-        return ComplexityRecord(**asdict(self))
-
-    @classmethod
-    def from_record(cls, record: ComplexityRecord) -> Complexity:
-        return cls(**msgspec.structs.asdict(record))
 
 
 def check_task(labels: np.ndarray, name: str = "data set") -> None:
@@ -239,7 +214,7 @@ def measure(
     seed: int = 0,
     name: str = "data set",
     num_samples: int | None = None,
-) -> Complexity:
+) -> ComplexityRecord:
     """All measures of images ``x`` (N, C, H, W) with labels ``y`` (N,), on a bounded sample.
 
     ``num_samples``: training samples of the whole data set, for T2, when
@@ -252,7 +227,7 @@ def measure(
     _, ys = np.unique(y[idx], return_inverse=True)
     flat = xs.reshape(len(ys), -1)
     dim = flat.shape[1]
-    return Complexity(
+    return ComplexityRecord(
         f1=fisher_f1(flat, ys),
         n1=boundary_n1(flat, ys),
         n3=nn_error_n3(flat, ys),

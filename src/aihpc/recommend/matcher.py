@@ -53,11 +53,10 @@ from typing import Any
 import numpy as np
 
 from aihpc.base.errors import DataError
-from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.scoring import PROXY_BATCH, CandidateScore
 from aihpc.recommend.stats import kendall_tau
 from aihpc.records.codec import exact
-from aihpc.records.kinds_recommend import MatcherRecord, ProvenanceRecord
+from aihpc.records.kinds_recommend import ComplexityRecord, MatcherRecord, ProvenanceRecord
 
 FORMAT_VERSION = 2
 TASK_FEATURES = ("probe_error", "n3", "n1", "log_f1", "log_t2", "log_dimension", "log_classes")
@@ -88,7 +87,7 @@ def _log(v: float) -> float:
     return math.log10(v) if math.isfinite(v) and v > 0 else -30.0
 
 
-def features(task: Complexity, cand: CandidateScore) -> np.ndarray:
+def features(task: ComplexityRecord, cand: CandidateScore) -> np.ndarray:
     """The feature vector of one (task, candidate) pair, in the order of :data:`FEATURES`."""
     p = cand.proxies
     jc = p["jacob_cov"] if math.isfinite(p["jacob_cov"]) else 0.0

@@ -33,12 +33,11 @@ import numpy as np
 
 from aihpc.base.errors import ConfigError
 from aihpc.recommend.candidates import Candidate
-from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.domain import Outside, check, describe
 from aihpc.recommend.matcher import Matcher, Prediction, features
 from aihpc.recommend.scoring import CandidateScore, score_candidates, task_complexity
 from aihpc.recommend.tasks import Task
-from aihpc.records.kinds_recommend import RankedRecord, RecommendData
+from aihpc.records.kinds_recommend import ComplexityRecord, RankedRecord, RecommendData
 
 #: Predicted accuracy a cheaper candidate may give up against the best (absolute).  Chosen on
 #: the calibration observations, leave one family out: 0, 0.01 and 0.02 gave a median regret of
@@ -76,7 +75,7 @@ class Recommendation:
     """A task's complexity, its ranked candidates, the one recommended, and how."""
 
     task: str
-    complexity: Complexity
+    complexity: ComplexityRecord
     ranked: tuple[Ranked, ...]
     choice: str
     method: str  # "matcher" or FALLBACK
@@ -93,7 +92,7 @@ class Recommendation:
         """The ``data`` of the ``recommend`` result."""
         return RecommendData(
             task=self.task,
-            complexity=self.complexity.to_record(),
+            complexity=self.complexity,
             choice=self.choice,
             method=self.method,
             domain=self.domain,
@@ -174,7 +173,7 @@ class Decision:
 
 
 def decide(
-    cx: Complexity,
+    cx: ComplexityRecord,
     scores: list[CandidateScore],
     matcher: Matcher,
     margin: float = MARGIN,

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from aihpc.recommend.candidates import Candidate
-from aihpc.recommend.complexity import Complexity, measure
+from aihpc.recommend.complexity import measure
 from aihpc.recommend.proxies import score_all
 from aihpc.recommend.tasks import Task
-from aihpc.records.kinds_recommend import CandidateScoreRecord
+from aihpc.records.kinds_recommend import CandidateScoreRecord, ComplexityRecord
 
 #: Samples in the proxies' minibatch (NASWOT's kernel is this size).
 PROXY_BATCH = 64
@@ -60,7 +60,7 @@ class CandidateScore:
         )
 
 
-def task_complexity(task: Task, seed: int = 0) -> Complexity:
+def task_complexity(task: Task, seed: int = 0) -> ComplexityRecord:
     """The complexity measures of the task's training split (bounded sample)."""
     return measure(
         task.x_train.numpy(),

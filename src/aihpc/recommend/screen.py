@@ -36,8 +36,8 @@ from aihpc.tasks import Task
 from aihpc.train.staging import stage
 
 if TYPE_CHECKING:
-    from aihpc.recommend.complexity import Complexity
     from aihpc.recommend.matcher import Matcher
+    from aihpc.records.kinds_recommend import ComplexityRecord
     from aihpc.tasks.image.spec import ArchSpec
 
 
@@ -140,10 +140,10 @@ def minibatch(
 
 
 #: The complexity measures a worker took, by data set and device (:func:`task_complexity`).
-_COMPLEXITY: dict[tuple[DataRef, str], Complexity] = {}
+_COMPLEXITY: dict[tuple[DataRef, str], ComplexityRecord] = {}
 
 
-def task_complexity(kind: Task, ref: DataRef, device: str) -> Complexity:
+def task_complexity(kind: Task, ref: DataRef, device: str) -> ComplexityRecord:
     """The complexity measures of the training split (:func:`aihpc.recommend.complexity.measure`),
     once per worker and data set.
 

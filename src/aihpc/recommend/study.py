@@ -16,12 +16,12 @@ import numpy as np
 
 from aihpc.base.errors import DataError
 from aihpc.recommend.candidates import Candidate, builtin
-from aihpc.recommend.complexity import Complexity
 from aihpc.recommend.families import TaskSpec
 from aihpc.recommend.scoring import CandidateScore, score_candidates, task_complexity
 from aihpc.recommend.tasks import STEPS, Task, train_briefly
 from aihpc.records.kinds_recommend import (
     CalibrationData,
+    ComplexityRecord,
     ObservationRecord,
     ObservedCandidateRecord,
     ValidationData,
@@ -37,7 +37,7 @@ class Observation:
 
     task: str
     candidate_set: str
-    complexity: Complexity
+    complexity: ComplexityRecord
     scores: tuple[CandidateScore, ...]
     accuracy: np.ndarray  # (candidates, seeds)
     family: str = ""
@@ -49,7 +49,7 @@ class Observation:
             family=self.family,
             input_shape=self.input_shape,
             candidate_set=self.candidate_set,
-            complexity=self.complexity.to_record(),
+            complexity=self.complexity,
             candidates=tuple(
                 ObservedCandidateRecord(**s.fields(), accuracy=tuple(float(a) for a in acc))
                 for s, acc in zip(self.scores, self.accuracy, strict=True)
@@ -62,7 +62,7 @@ def observation_from_record(record: ObservationRecord) -> Observation:
     return Observation(
         record.task,
         record.candidate_set,
-        Complexity.from_record(record.complexity),
+        record.complexity,
         tuple(CandidateScore.from_record(c) for c in record.candidates),
         np.array([c.accuracy for c in record.candidates], dtype=float),
         record.family,

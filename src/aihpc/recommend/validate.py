@@ -25,7 +25,6 @@ accuracies) says how stable the truth itself is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,44 +44,6 @@ from aihpc.recommend.tasks import STEPS
 from aihpc.records.kinds_recommend import TaskScoreRecord, ValidationRecord
 
 RECOMMENDER = "recommender"
-
-
-@dataclass(frozen=True)
-class TaskScore:
-    """One predictor on one held-out task and candidate set."""
-
-    candidate_set: str
-    task: str
-    family: str
-    shape: str
-    predictor: str
-    tau: float
-    regret: float
-
-
-@dataclass(frozen=True)
-class Validation:
-    """Every :class:`TaskScore`, the interval coverage, the domain decisions and seed agreement."""
-
-    scores: tuple[TaskScore, ...]
-    coverage: dict[str, float]  # candidate set -> fraction of truths inside the interval
-    out_of_domain: tuple[str, ...]  # "set/task" the recommender ranked by the fallback proxy
-    seed_tau: dict[str, float]
-    seeds: int
-    steps: int
-    margin: float
-
-    def to_record(self) -> ValidationRecord:
-        """The ``validation`` of the ``recommend-validation`` result."""
-        return ValidationRecord(
-            scores=tuple(TaskScoreRecord(**asdict(s)) for s in self.scores),
-            coverage=dict(self.coverage),
-            out_of_domain=tuple(self.out_of_domain),
-            seed_tau=dict(self.seed_tau),
-            seeds=self.seeds,
-            steps=self.steps,
-            margin=self.margin,
-        )
 
 
 def _tau(a: np.ndarray, b: np.ndarray) -> float:
@@ -127,9 +88,9 @@ def judge(
     *,
     margin: float = MARGIN,
     steps: int = STEPS,
-) -> Validation:
+) -> ValidationRecord:
     """Judge held-out observations; ``matchers[family]`` is the one fitted without that family."""
-    scores: list[TaskScore] = []
+    scores: list[TaskScoreRecord] = []
     inside: dict[str, list[bool]] = {}
     outside: list[str] = []
     seed_tau: dict[str, list[float]] = {}
@@ -139,14 +100,14 @@ def judge(
         entries = {RECOMMENDER: (d.values, d.pick), **baselines(o)}
         for name, (values, pick) in entries.items():
             scores.append(
-                TaskScore(
-                    o.candidate_set,
-                    o.task,
-                    o.family,
-                    _shape(o),
-                    name,
-                    _tau(values, truth),
-                    float(truth.max() - truth[pick]),
+                TaskScoreRecord(
+                    candidate_set=o.candidate_set,
+                    task=o.task,
+                    family=o.family,
+                    shape=_shape(o),
+                    predictor=name,
+                    tau=_tau(values, truth),
+                    regret=float(truth.max() - truth[pick]),
                 )
             )
         if d.prediction is None:
@@ -161,14 +122,14 @@ def judge(
             for j in range(i + 1, seeds)
         ]
         seed_tau.setdefault(o.candidate_set, []).extend(pairs)
-    return Validation(
-        tuple(scores),
-        {k: float(np.mean(v)) for k, v in inside.items()},
-        tuple(outside),
-        {k: float(np.mean(v)) if v else float("nan") for k, v in seed_tau.items()},
-        int(held_out[0].accuracy.shape[1]),
-        steps,
-        margin,
+    return ValidationRecord(
+        scores=tuple(scores),
+        coverage={k: float(np.mean(v)) for k, v in inside.items()},
+        out_of_domain=tuple(outside),
+        seed_tau={k: float(np.mean(v)) if v else float("nan") for k, v in seed_tau.items()},
+        seeds=int(held_out[0].accuracy.shape[1]),
+        steps=steps,
+        margin=margin,
     )
 
 
@@ -195,7 +156,7 @@ def validate(
     margin: float = MARGIN,
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
-) -> tuple[Validation, list[Observation]]:
+) -> tuple[ValidationRecord, list[Observation]]:
     """Observe both candidate sets on the held-out tasks and judge the left-one-family-out
     matchers."""
     specs = validation_tasks() if specs is None else specs
@@ -217,7 +178,7 @@ def rejudge(
     *,
     margin: float = MARGIN,
     steps: int = STEPS,
-) -> Validation:
+) -> ValidationRecord:
     """Judge saved held-out observations again (another calibration or margin): nothing is
     trained."""
     matchers = leave_one_family_out(calibration, {o.family for o in held_out}, {})
@@ -226,7 +187,7 @@ def rejudge(
 
 def rejudge_file(
     calibration: list[Observation], path: Path, *, margin: float = MARGIN
-) -> tuple[Validation, list[Observation]]:
+) -> tuple[ValidationRecord, list[Observation]]:
     """:func:`rejudge` on the held-out observations of a saved validation result, at the step
     count it was trained for."""
     data = read_validation(path)
@@ -238,11 +199,11 @@ def rejudge_file(
 
 
 def summary(
-    v: Validation, by: str = "candidate_set"
+    v: ValidationRecord, by: str = "candidate_set"
 ) -> list[tuple[str, str, float, float, float, int]]:
     """(group, predictor, mean tau, median regret, worst regret, tasks) per ``by`` value and
     predictor."""
-    groups: dict[tuple[str, str], list[TaskScore]] = {}
+    groups: dict[tuple[str, str], list[TaskScoreRecord]] = {}
     for s in v.scores:
         groups.setdefault(
             (getattr(s, by) if by != "set+shape" else f"{s.candidate_set} {s.shape}", s.predictor),
@@ -261,7 +222,7 @@ def summary(
     ]
 
 
-def format_validation(v: Validation) -> str:
+def format_validation(v: ValidationRecord) -> str:
     """The validation tables: per candidate set, then the recommender and the baselines per input
     shape."""
     lines = [

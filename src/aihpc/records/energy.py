@@ -74,22 +74,22 @@ def energy_results(block: dict[str, Any] | None, ops: float) -> dict[str, Any] |
     return {**block, "total": total}
 
 
-def energy_text(energy: dict[str, Any] | None) -> str:
+def energy_text(energy: EnergyRecord | None) -> str:
     """One line: ``12.3 kJ, 41.0 W (rapl), 0.52 GOPS/W`` and what was not measured; or
     ``not measured: REASON``."""
     from aihpc.base.fmt import format_si
 
-    if not energy:
+    if energy is None:
         return "not measured: this run's aihpc did not measure energy"
-    total = energy.get("total") or {}
-    if total.get("joules") is None:
-        return f"not measured: {energy.get('reason') or 'no reason recorded'}"
+    total = energy.total
+    if total.joules is None:
+        return f"not measured: {energy.reason or 'no reason recorded'}"
     text = (
-        f"{format_si(total['joules'], 'J')}, {format_si(total.get('watts'), 'W')} average "
-        f"({', '.join(total.get('sources') or [])})"
+        f"{format_si(total.joules, 'J')}, {format_si(total.watts, 'W')} average "
+        f"({', '.join(total.sources)})"
     )
-    gops = total.get("gops_per_watt")
+    gops = total.gops_per_watt
     text += f", {gops:.3g} GOPS/W" if gops is not None else ", GOPS/W not given"
-    if energy.get("reason"):
-        text += f"; not measured: {energy['reason']}"
+    if energy.reason:
+        text += f"; not measured: {energy.reason}"
     return text

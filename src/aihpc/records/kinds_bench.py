@@ -24,8 +24,9 @@ class RooflineRecord(Record, frozen=True):
 
 # ------------------------------------------------------------------ Level 0: operators
 class OperatorValidationRecord(Record, frozen=True):
-    """An operator's validation in one dtype (:class:`aihpc.bench.operators.Validation`):
-    errors against float64 (None: not finite), the float64 check of the case, the tolerance."""
+    """An operator's validation in one dtype: errors against float64 (None: not finite), the
+    float64 check of the case, the tolerance (:mod:`aihpc.bench.operators` says how each is
+    measured)."""
 
     status: str
     reason: str | None
@@ -38,10 +39,14 @@ class OperatorValidationRecord(Record, frozen=True):
     float64_grad_l2: float | None
     tolerance: float
 
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
 
 class PassRecord(Record, frozen=True):
-    """One timed pass of an operator (:class:`aihpc.bench.op_passes.PassResult`): median seconds
-    per call, their spread, the counted operations and bytes, and the rates."""
+    """One timed pass of an operator (:mod:`aihpc.bench.op_passes`): median seconds per call,
+    their spread, the counted operations and bytes, and the rates."""
 
     seconds: float
     spread: float | None

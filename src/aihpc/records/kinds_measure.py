@@ -10,8 +10,9 @@ from aihpc.records.peak import NominalPeakRecord, PeakRecord
 
 # ------------------------------------------------------------------ aihpc roofline
 class BandwidthRecord(Record, frozen=True):
-    """One measured STREAM kernel (:class:`aihpc.roofline.bandwidth.BandwidthResult`); a file
-    from before :mod:`aihpc.base.spread` has no ``spread_statistic`` (its spread is the range)."""
+    """One measured STREAM kernel (:func:`aihpc.roofline.bandwidth.measure_bandwidth` says what
+    each figure is); a file from before :mod:`aihpc.base.spread` has no ``spread_statistic`` (its
+    spread is the range)."""
 
     device: str
     kernel: str

@@ -8,7 +8,8 @@ from aihpc.records.codec import Record
 
 
 class ComplexityRecord(Record, frozen=True):
-    """The complexity measures of one task (:class:`aihpc.recommend.complexity.Complexity`)."""
+    """The complexity measures of one task (:mod:`aihpc.recommend.complexity` says what each
+    measures)."""
 
     f1: float
     n1: float

@@ -131,7 +131,7 @@ def _energy(energy: EnergyRecord | None) -> str:
                     f"{format_seconds(value_or_none(d.max_interval_s))}",
                 )
             )
-    rows.append(("total", energy_text(energy.to_dict())))
+    rows.append(("total", energy_text(energy)))
     total = energy.total
     if total.ops_per_joule is not None:
         rows.append(

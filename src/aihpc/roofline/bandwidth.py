@@ -28,7 +28,6 @@ target array is checked against the value STREAM expects, as STREAM does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -59,37 +58,6 @@ SCALAR = 3.0
 # copy leaves c = 1.0, triad leaves a = 2.0 + 3.0 * 0.5 = 3.5.
 _INITIAL = (1.0, 2.0, 0.5)
 _EXPECTED = {"copy": 1.0, "triad": _INITIAL[1] + SCALAR * _INITIAL[2]}
-
-
-@dataclass(frozen=True)
-class BandwidthResult:
-    """One measured STREAM kernel.
-
-    ``bytes_per_s`` is the median over the timed repeats (bytes/s of each, in
-    order, in ``repeats``); ``spread`` is IQR / median (:mod:`aihpc.base.spread`);
-    ``bytes_per_call`` follows :func:`bytes_per_call`; ``cache_bytes`` is the
-    last-level cache the size rule was checked against (None where unknown);
-    ``warning`` is one or more sentences ("; "-joined), else None.
-    """
-
-    device: str
-    kernel: str
-    elements: int
-    bytes_per_call: int
-    bytes_per_s: float
-    min_bytes_per_s: float
-    max_bytes_per_s: float
-    spread: float
-    repeats: tuple[float, ...]
-    calls_per_repeat: int
-    threads: int
-    cache_bytes: int | None
-    warning: str | None
-
-    def to_record(self) -> BandwidthRecord:
-        """The measurement as result files record it, with ``spread_statistic``, the statistic of
-        ``spread``."""
-        return BandwidthRecord(**asdict(self), spread_statistic=STATISTIC)
 
 
 def bytes_per_call(kernel: str, elements: int) -> int:
@@ -129,8 +97,12 @@ def measure_bandwidth(
     elements: int | None = None,
     seconds: float = 1.0,
     repeats: int = 5,
-) -> BandwidthResult:
-    """Measure STREAM ``kernel`` ("copy" or "triad") in float64 on ``device``.
+) -> BandwidthRecord:
+    """Measure STREAM ``kernel`` ("copy" or "triad") in float64 on ``device``: the median of
+    the repeats' rates (bytes/s of each, in order, in ``repeats``), their spread (IQR / median,
+    :mod:`aihpc.base.spread`), the bytes one call moves (:func:`bytes_per_call`), the
+    last-level cache the size rule was checked against (None where unknown) and the
+    measurement's warnings ("; "-joined, None without).
 
     ``elements`` per array (default :func:`default_elements`); ``seconds`` of
     timed calls spread over ``repeats`` repeats (at least one call each).
@@ -152,7 +124,7 @@ def measure_bandwidth(
     median, lo, hi, spread, warning = summarise(rates, unit="bytes/s", subject="bandwidth")
     cache = last_level_cache_bytes(dev)
     warnings = [w for w in (warning, _size_warning(n, cache)) if w]
-    return BandwidthResult(
+    return BandwidthRecord(
         device=str(dev),
         kernel=kernel,
         elements=n,
@@ -166,6 +138,7 @@ def measure_bandwidth(
         threads=int(torch.get_num_threads()),
         cache_bytes=cache,
         warning="; ".join(warnings) or None,
+        spread_statistic=STATISTIC,
     )
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -57,9 +56,6 @@ from aihpc.scoring.peak import NominalPeak, PeakResult
 
 POINT_KINDS = ("bench-operators", "bench-network")
 """Result kinds whose ``data.points`` can be placed under the roofs."""
-
-if TYPE_CHECKING:  # pragma: no cover
-    from aihpc.roofline.bandwidth import BandwidthResult
 
 Progress = Callable[[str], None]
 """Receives one line of progress text (no newline)."""
@@ -153,7 +149,7 @@ def measure_machine(
         )
         say(f"[{i}/{steps}] {name} peak on {device} ({how})")
         peaks[name] = search_peak(device, name, seconds=seconds, processor=processor)
-    bandwidth: dict[str, BandwidthResult] = {}
+    bandwidth: dict[str, BandwidthRecord] = {}
     for i, kernel in enumerate(("copy", "triad"), len(names) + 1):
         mib = n * 8 / 2**20
         say(
@@ -168,7 +164,7 @@ def machine_data(
     device: str,
     seconds: float,
     peaks: dict[str, PeakResult],
-    bandwidth: dict[str, BandwidthResult],
+    bandwidth: dict[str, BandwidthRecord],
     left_out: Mapping[str, str] | None = None,
 ) -> RooflineData:
     """The result ``data`` (module docstring) of measured ``peaks`` and ``bandwidth``.
@@ -190,7 +186,7 @@ def machine_data(
         seconds=seconds,
         peaks={d: _peak_record(r) for d, r in peaks.items()},
         left_out=dict(left_out or {}),
-        bandwidth={k: r.to_record() for k, r in bandwidth.items()},
+        bandwidth=dict(bandwidth),
         roofline=roofline.to_record(),
         ridge={d: roofline.ridge(d) for d in peaks},
         points=(),

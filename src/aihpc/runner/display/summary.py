@@ -270,7 +270,7 @@ def staging_lines(staging: StagingRecord | None) -> list[str]:
 
 def energy_lines(energy: EnergyRecord | None) -> list[str]:
     """The run's energy in one line (or why it was not measured), then each device measured."""
-    lines = [f"  energy           {energy_text(energy.to_dict() if energy else None)}"]
+    lines = [f"  energy           {energy_text(energy)}"]
     if energy is None:
         return lines
     lines += [f"                   ({note})" for note in energy.notes or ()]
