@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 def report_run(results: dict[str, Any]) -> None:
     """The run's figures (the module docstring), from its results."""
     from aihpc.base.fmt import format_si
-    from aihpc.records.energy import energy_text
+    from aihpc.records.codec import convert
+    from aihpc.records.energy import EnergyRecord, energy_text
 
     s = results["score"]
     u = utilisation(results)
@@ -158,7 +159,9 @@ def report_run(results: dict[str, Any]) -> None:
         for phase, seconds in t["phase_seconds"].items():
             totals[phase] = totals.get(phase, 0.0) + seconds
     print("per epoch         " + ", ".join(f"{p} {v / max(epochs, 1):.3f} s" for p, v in totals.items()))
-    print(f"energy            {energy_text(results.get('energy'))}")
+    energy = results.get("energy")
+    record = None if energy is None else convert(energy, EnergyRecord, "energy")
+    print(f"energy            {energy_text(record)}")
     staging = results.get("staging")
     if staging:
         print(f"data staging      {staging['seconds']:.1f} s before the run's clock, "
