@@ -24,9 +24,10 @@ reads ``state.json`` and runs nothing).
 
 A run is timed by the clock, so other work on the machine costs it epochs.  Each run keeps the
 share of the machine's CPU that processes outside its session took while it ran
-(``foreign_cpu``), and a later call makes again every kept run over ``--max-foreign`` (5 %).  To
-test beside it, lower the other work's whole session group (``echo 19 > /proc/self/autogroup``
-in a new session): a ``nice`` inside the default group does not yield to another group.
+(``foreign_cpu``), and a later call makes again every kept run over ``--max-foreign`` (5 %), or
+kept without that reading.  To test beside it, lower the other work's whole session group
+(``echo 19 > /proc/self/autogroup`` in a new session): a ``nice`` inside the default group does
+not yield to another group.
 
 The figures of a run: its best quality (image: validation accuracy, higher better; language:
 validation loss in nats per token, lower better), its operations, and its trajectory — the best
@@ -407,6 +408,17 @@ def _at(trajectory: list[list[float]], ops: float) -> float:
 # -------------------------------------------------------------------------- main
 
 
+def disturbed_runs(state: dict[str, dict[str, Any]], max_foreign: float) -> list[str]:
+    """The kept runs to make again: those during which other processes took more than
+    ``max_foreign`` of the machine's CPU, and those kept without that reading."""
+    return [
+        key
+        for key, run in state.items()
+        if run.get("foreign_cpu") is None or run["foreign_cpu"] > max_foreign
+    ]
+
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path, help="where state.json, the tables and the plots are kept")
@@ -464,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     state_path = args.dir / "state.json"
     state = load_state(state_path)
     if not args.report:
-        disturbed = [k for k, v in state.items() if v.get("foreign_cpu", 0) > args.max_foreign]
+        disturbed = disturbed_runs(state, args.max_foreign)
         for key in disturbed:  # made while other work took the machine: made again
             del state[key]
         todo = [r for r in plan(args) if r.key not in state]

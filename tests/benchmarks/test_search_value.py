@@ -157,3 +157,15 @@ def test_a_runs_processes_are_told_from_the_others_by_their_session(bench):
             assert sv.machine_busy_seconds() - machine >= 1
         finally:
             proc.kill()
+
+
+def test_a_run_over_the_foreign_share_or_without_a_reading_is_made_again(bench):
+    sv = bench("search_value")
+    state = {
+        "quiet": {"best": 0.9, "foreign_cpu": 0.01},
+        "at the limit": {"best": 0.9, "foreign_cpu": 0.05},
+        "disturbed": {"best": 0.8, "foreign_cpu": 0.09},
+        "unread": {"best": 0.85},
+    }
+    assert sv.disturbed_runs(state, 0.05) == ["disturbed", "unread"]
+    assert sv.disturbed_runs(state, 0.1) == ["unread"]
