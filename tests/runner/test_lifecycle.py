@@ -232,7 +232,7 @@ def test_the_plateau_window_lets_a_slow_steady_gain_go_on_and_ends_a_flat_curve(
 
 def test_a_resumed_trial_judges_its_window_with_the_epochs_before_the_resume():
     trial = _live(1)
-    trial.history, trial.best_goodness, trial.best_epoch = [0.5, 0.55, 0.6], 0.6, 3
+    trial.history = [0.5, 0.55, 0.6]
     trial.epochs_done = 4
     judge = Judge(Mechanisms(True, True, True, False, until_deadline=False), 0.01, 100)
     assert judge.after(trial, 0.601) is None  # epochs 2-4 gained 0.051 over epoch 1

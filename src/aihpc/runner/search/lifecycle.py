@@ -190,10 +190,8 @@ class Judge:
     def after(self, trial: LiveTrial, goodness: float) -> tuple[TrialStatus, str | None] | None:
         """How ``trial`` ends after the epoch it just finished (its ``epochs_done`` counts it),
         whose validation value was ``goodness`` (higher is better), or None: it trains on.  The
-        trial's best is updated."""
+        value joins the trial's history."""
         before = trial.best_goodness
-        if before is None or goodness > before:
-            trial.best_goodness, trial.best_epoch = goodness, trial.epochs_done
         trial.history.append(goodness)
         epoch = Epoch(
             done=trial.epochs_done,

@@ -34,9 +34,8 @@ class LiveTrial:
     hparams_origin: str  # where its hyperparameters came from (aihpc.runner.search.inherit)
     recipe: Morph | None = None  # how a child's first epoch makes its starting weights
     epochs_done: int = 0
-    best_goodness: float | None = None  # its best validation metric, higher better (the quality's)
-    best_epoch: int = 0
-    history: list[float] = field(default_factory=list)  # each finished epoch's goodness
+    # each finished epoch's validation metric as goodness (the quality's: higher better), in order
+    history: list[float] = field(default_factory=list)
     weights: WeightsRef | None = None  # the weights of the last epoch committed
     spec: Arch | None = None  # its architecture's value, where the master has built it
     memory_kills: int = 0  # its epoch's last attempts in a row whose worker was killed for memory
@@ -48,6 +47,16 @@ class LiveTrial:
     # the schedule's position its lineage reached: where its last finished epoch (or, before
     # its first, its parent's) ended (aihpc.runner.search.lineage; 0 for a trial's own schedule)
     reached: float = 0.0
+
+    @property
+    def best_goodness(self) -> float | None:
+        """Its best validation goodness so far (None: no epoch finished)."""
+        return max(self.history) if self.history else None
+
+    @property
+    def best_epoch(self) -> int:
+        """The epoch of its best goodness (the first of equals; 0: no epoch finished)."""
+        return self.history.index(max(self.history)) + 1 if self.history else 0
 
     def needs_parent(self) -> bool:
         """Whether its next epoch starts from its parent's weights (through its recipe): a
@@ -165,8 +174,6 @@ def resumed_trial(
         hparams_origin=row.hparams_origin or "tpe",
         recipe=_recipe(row.recipe, parent_arch) if row.recipe is not None else None,
         epochs_done=len(accs),
-        best_goodness=max(accs) if accs else None,
-        best_epoch=accs.index(max(accs)) + 1 if accs else 0,
         history=list(accs),
         weights=done.weights,
         epoch_seconds=done.epoch_seconds,
