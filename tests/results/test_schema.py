@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from aihpc.base.errors import ConfigError
+from aihpc.records.codec import Record, record_schema
 from aihpc.results.schema import DOCUMENTS, schema_of, schema_text
 from fixture_run import FIXTURES
 
@@ -24,6 +25,23 @@ def test_the_committed_schema_is_the_records(name: str) -> None:
     path = PUBLISHED / f"{name}.json"
     assert path.read_text() == schema_text(name), (
         f"{path} is not the record's schema: python -m aihpc.results.schema {PUBLISHED}"
+    )
+
+
+class _Indented(Record, frozen=True):
+    """First line.
+
+    An indented second paragraph,
+        and a line indented further."""
+
+    value: int
+
+
+def test_a_description_is_the_docstring_cleaned_whatever_msgspec_did_with_it() -> None:
+    # msgspec 0.22 keeps a docstring's indentation and 0.23 takes it away: the schema is the same
+    description = record_schema(_Indented)["$defs"]["_Indented"]["description"]
+    assert description == (
+        "First line.\n\nAn indented second paragraph,\n    and a line indented further."
     )
 
 

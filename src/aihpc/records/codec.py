@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import math
 import re
 from collections.abc import Iterator
@@ -220,6 +221,21 @@ def value_or_none(value: T | UnsetType) -> T | None:
 
 
 def record_schema(kind: Any) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of documents of record type ``kind``."""
-    schema: dict[str, Any] = msgspec.json.schema(kind)
+    """The JSON Schema (draft 2020-12) of documents of record type ``kind``; each description (a
+    record's docstring) is cleaned as :func:`inspect.cleandoc` cleans it, whether or not the
+    msgspec release has done so already, so that every release writes the same schema."""
+    schema: dict[str, Any] = _clean_descriptions(msgspec.json.schema(kind))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _clean_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {
+            key: inspect.cleandoc(value)
+            if key == "description" and isinstance(value, str)
+            else _clean_descriptions(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_clean_descriptions(value) for value in node]
+    return node
