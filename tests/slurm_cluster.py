@@ -55,11 +55,18 @@ def queued(ids: list[str]) -> dict[str, str]:
     return {i: rows[i] for i in ids if i in rows}
 
 
+def state() -> str:
+    """What the cluster shows now (its jobs and nodes), for a failing test's message."""
+    jobs = sh("squeue", "-h", "-o", "%i %j %T %R", timeout=10).stdout.strip()
+    nodes = sh("sinfo", "-h", "-N", "-o", "%N %T %E", timeout=10).stdout.strip()
+    return f"squeue: {jobs or '(none)'}; sinfo: {nodes or '(no answer)'}"
+
+
 def wait(condition, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            pytest.fail(f"{what} not within {timeout:.0f} s")
+            pytest.fail(f"{what} not within {timeout:.0f} s ({state()})")
         time.sleep(0.2)
 
 

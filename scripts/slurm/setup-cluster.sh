@@ -21,6 +21,9 @@
 #      `free -m` memory minus a margin) -- never over a slurm.conf it did not write;
 #   3. creates the munge key if missing, starts munged as user munge, then
 #      slurmctld and slurmd (no systemd needed: the daemons are started directly);
+#      a slurmctld it starts begins with no jobs and every node up: nothing of an
+#      earlier cluster's state (a job whose node was lost would be requeued and
+#      run again; a node left down would stay down);
 #   4. with --nodes N, makes the namespaces and starts a slurmd in each;
 #   5. waits (bounded) until `sinfo` shows every node idle.
 #
@@ -212,8 +215,8 @@ if [ "$conf_changed" -eq 1 ]; then
     done
 fi
 if ! alive "$CTLD_PID"; then
-    # -i: ignore state files from an earlier configuration.
-    /usr/sbin/slurmctld -i >/dev/null 2>&1 || fail "slurmctld failed to start (see $LOG_DIR/slurmctld.log)"
+    # -c: recover no state (jobs, node states) from an earlier start.
+    /usr/sbin/slurmctld -c >/dev/null 2>&1 || fail "slurmctld failed to start (see $LOG_DIR/slurmctld.log)"
     record slurmctld
 fi
 if ! alive "$SLURMD_PID"; then

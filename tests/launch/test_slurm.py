@@ -236,6 +236,11 @@ def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text(QUICK_TOML)
     run_dir = tmp_path / "run"
+    before = set(_jobs_named("aihpc-worker"))  # of an earlier test, ending on its own
+
+    def jobs() -> list[str]:
+        return [job for job in _jobs_named("aihpc-worker") if job not in before]
+
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -260,15 +265,11 @@ def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    _wait(
-        lambda: len(_jobs_named("aihpc-worker")) == 2 or proc.poll() is not None,
-        60,
-        "2 worker jobs in squeue",
-    )
-    jobs = _jobs_named("aihpc-worker")
-    assert len(jobs) == 2, proc.communicate()
+    _wait(lambda: len(jobs()) == 2 or proc.poll() is not None, 60, "2 worker jobs in squeue")
+    ours = jobs()
+    assert len(ours) == 2, (proc.communicate(), slurm_cluster.state())
     _wait(lambda: len(_workers_with_epochs(run_dir)) == 2, 90, "both workers finishing epochs")
-    assert _sh("scancel", jobs[1]).returncode == 0
+    assert _sh("scancel", ours[1]).returncode == 0
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     results = json.loads((run_dir / "results.json").read_text())
@@ -284,7 +285,7 @@ def test_aihpc_run_slurm_survives_scancel(slurm_up, tmp_path):
     assert last[1] > wall - 5  # the other went on to the end
     assert "tls://" in " ".join(p.read_text() for p in (run_dir / "batch-logs").glob("*.err"))
     assert not (run_dir / "tls").exists()  # the run's certificate and key are removed at the end
-    _wait(lambda: not _jobs_named("aihpc-worker"), 30, "worker jobs gone after the run")
+    _wait(lambda: not jobs(), 30, "worker jobs gone after the run")
 
 
 @pytest.mark.slow
