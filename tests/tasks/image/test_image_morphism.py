@@ -135,6 +135,27 @@ def test_widen_residual_stream_and_dense() -> None:
     _check_preserved(spec, state, wider, wstate)
 
 
+def test_the_copies_of_a_widened_unit_learn_apart() -> None:
+    """Equal shares (Net2WiderNet's 1/count) would keep a unit's copies equal under any training
+    (the same activation and the same outgoing weights give the same gradients): a widened
+    network with no more capacity than its parent.  The unequal shares give each copy its own
+    incoming weights after a few steps of SGD."""
+    spec = seed_spec((3, 8, 8), 4, width=4, blocks=1)
+    child, state = widen(spec, _parent(spec, 3), "layer1_0_conv1", 8, random.Random(0))
+    net = model_of(child, state).train()
+    torch.manual_seed(1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(10):
+        x = inputs_for(child, 16, seed=int(torch.randint(0, 1000, ()).item()))
+        loss = torch.nn.functional.cross_entropy(net(x), torch.randint(0, 4, (16,)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    rows = net.state_dict()["layer1_0_conv1.weight"].reshape(8, -1)
+    distances = torch.cdist(rows, rows)[~torch.eye(8, dtype=torch.bool)]
+    assert distances.min() > 1e-4, distances.min()
+
+
 def test_widen_bottleneck_middle_conv() -> None:
     spec = _bottleneck_spec()
     state = _parent(spec, 6)

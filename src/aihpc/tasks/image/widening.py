@@ -13,18 +13,25 @@ feeds the stream).  BN parameters and running statistics of the space are
 replicated with ``g``.
 
 Consumers.  A conv or dense that reads a widened space gets incoming weights
-``W'[:, j] = W[:, g(j)] / count(g(j))``, so it computes exactly what it did.
-A concat of widened inputs gets the composed map (other inputs unchanged) and
-the same rules apply downstream of it.
+``W'[:, j] = W[:, g(j)] * s(j)``, where the shares ``s`` of one unit's copies
+are positive and sum to one, so it computes exactly what it did.  Net2WiderNet
+divides equally (``s(j) = 1/count(g(j))``); then the copies of a unit stay
+equal forever (the same activation, the same outgoing weights, so the same
+gradients): the child has no more capacity than its parent.  Unequal shares
+give the copies different gradients from the first step on, as Net2Net's
+noise does, without changing the function.  The shares are drawn from the
+replication map (the same map, the same shares: master and worker agree).
+A concat of widened inputs gets the composed map and shares (other inputs
+unchanged) and the same rules apply downstream of it.
 
 Gradients (the optimizer's moments, :mod:`aihpc.nas.moments`).  At the
 morph point, new channel ``j``'s activation is old channel ``g(j)``'s and
-every consumer divides it by ``count(g(j))``, so the loss's gradient with
-respect to it is old ``g(j)``'s divided by ``count(g(j))``.  Hence the
+every consumer multiplies it by ``s(j)``, so the loss's gradient with
+respect to it is old ``g(j)``'s times ``s(j)``.  Hence the
 factors: a producer's row ``j`` (and its bias), and a batch norm's weight and
-bias ``j``, get old ``g(j)``'s gradient times ``1/count(g(j))``; a consumer's
+bias ``j``, get old ``g(j)``'s gradient times ``s(j)``; a consumer's
 column ``j`` gets old column ``g(j)``'s gradient unchanged (its input is the
-same value; the division was of the weight).  A weight both read and written
+same value; the share was of the weight).  A weight both read and written
 in widened spaces gets the product: its row's factor.  Every child entry
 derives from a parent entry; none is new.  This holds in training mode too:
 a copy's batch statistics are its original's.
@@ -53,6 +60,9 @@ from aihpc.tasks.image.layer import INPUT, Layer
 from aihpc.tasks.image.spec import ArchSpec
 
 _PER_CHANNEL = ("bn", "relu", "maxpool", "avgpool", "dropout", "global_avgpool")
+# a copy's raw weight before its unit's copies are normalised to sum to one: uniform in 1 +- this,
+# so two copies split a unit between about 1:3 and 3:1
+SHARE_SPREAD = 0.5
 
 
 def channel_spaces(spec: ArchSpec) -> dict[str, str]:
@@ -106,6 +116,7 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
     rep = channel_spaces(spec)
     units = list(range(old)) + [rng.randrange(old) for _ in range(new_width - old)]
     maps = _channel_maps(spec, rep, name, units)
+    shares = _space_shares(spec, rep, maps, rep[name])
     layers = []
     widened = []
     for layer in spec.layers:
@@ -121,7 +132,8 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
     others = [x for x in widened if x != name]
     tied = f" (tied: {', '.join(others)})" if others else ""
     growth = Growth(
-        partial(_replicate_units, spec, rep, maps), partial(_replicate_moments, spec, rep, maps)
+        partial(_replicate_units, spec, rep, maps, shares),
+        partial(_replicate_moments, spec, rep, maps, shares),
     )
     return child, growth, f"widen {name} {old}->{new_width}{tied}"
 
@@ -178,14 +190,48 @@ def _channel_maps(
     return maps
 
 
+def _shares(units: list[int]) -> list[float]:
+    """Each new unit's share of the outgoing weights of the old unit it copies (``units``: new
+    unit -> old unit): positive, summing to one over one unit's copies (exactly 1.0 for a unit
+    with one copy), each copy's raw weight uniform in 1 +- :data:`SHARE_SPREAD`.  Drawn from a
+    generator seeded with the map, so the same map gives the same shares."""
+    draw = random.Random(",".join(map(str, units)))
+    raw = [draw.uniform(1 - SHARE_SPREAD, 1 + SHARE_SPREAD) for _ in units]
+    totals: dict[int, float] = {}
+    for unit, weight in zip(units, raw, strict=True):
+        totals[unit] = totals.get(unit, 0.0) + weight
+    return [weight / totals[unit] for unit, weight in zip(units, raw, strict=True)]
+
+
+def _space_shares(
+    spec: ArchSpec, rep: dict[str, str], maps: dict[str, list[int]], widened: str
+) -> dict[str, list[float]]:
+    """The shares (:func:`_shares`) of every channel space in ``maps``: the widened space's drawn,
+    a concat's those of its parts (1.0 for a part not widened), so that every consumer of a
+    copy gives it the same share."""
+    shares = {widened: _shares(maps[widened])}
+    shapes = spec.shapes()
+    concats = [x for x in spec.layers if x.type == "concat" and rep[x.name] in maps]
+    for _ in range(len(concats)):  # each pass settles at least one concat read by no other
+        for c in concats:
+            if rep[c.name] not in shares and all(
+                rep[i] in shares or rep[i] not in maps for i in c.inputs
+            ):
+                shares[rep[c.name]] = [
+                    share for i in c.inputs for share in shares.get(rep[i], [1.0] * shapes[i][0])
+                ]
+    return shares
+
+
 def _replicate_units(
     spec: ArchSpec,
     rep: dict[str, str],
     maps: dict[str, list[int]],
+    shares: dict[str, list[float]],
     state: Mapping[str, torch.Tensor],
 ) -> StateDict:
     """The parent's ``state`` with every widened unit copied and each copy's outgoing weights
-    divided by its number of copies (Net2WiderNet), so the child computes the same function."""
+    multiplied by its share (:func:`_shares`), so the child computes the same function."""
     new = clone_state(state)
     for layer in spec.layers:
         n, kind = layer.name, layer.type
@@ -202,11 +248,11 @@ def _replicate_units(
             w = w[idx]
             if f"{n}.bias" in new:
                 new[f"{n}.bias"] = new[f"{n}.bias"][idx]
-        in_map = maps.get(rep[layer.inputs[0]])
-        if in_map is not None:
-            idx = torch.tensor(in_map, dtype=torch.long, device=w.device)
-            count = torch.bincount(idx).to(w.dtype)[idx]
-            w = w[:, idx] / count.reshape(1, -1, *([1] * (w.dim() - 2)))
+        read = rep[layer.inputs[0]]
+        if read in maps:
+            idx = torch.tensor(maps[read], dtype=torch.long, device=w.device)
+            share = torch.tensor(shares[read], dtype=w.dtype, device=w.device)
+            w = w[:, idx] * share.reshape(1, -1, *([1] * (w.dim() - 2)))
         new[f"{n}.weight"] = w.contiguous()
     return new
 
@@ -215,35 +261,39 @@ def _replicate_moments(
     spec: ArchSpec,
     rep: dict[str, str],
     maps: dict[str, list[int]],
+    shares: dict[str, list[float]],
     states: Mapping[str, Mapping[str, object]],
 ) -> ParamStates:
     """The optimizer's ``states`` (by parameter name) carried as :func:`_replicate_units` carries
     the weights, with the gradient's factors (the module docstring): every copy of a unit gets
-    its moments, divided by its number of copies (squared for second moments) for the copy's
-    incoming weights, bias and batch-norm parameters, unchanged for its outgoing weights."""
+    its moments, times its share (squared for second moments) for the copy's incoming
+    weights, bias and batch-norm parameters, unchanged for its outgoing weights."""
     out = copy_states(states)
     for layer in spec.layers:
         n, kind = layer.name, layer.type
         if kind not in ("bn", "conv", "dense"):
             continue
-        out_map = maps.get(rep[n])
+        rows = (maps[rep[n]], shares[rep[n]]) if rep[n] in maps else None
         in_map = maps.get(rep[layer.inputs[0]]) if kind != "bn" else None
         for key, reads in (("weight", in_map), ("bias", None)):
             name = f"{n}.{key}"
-            if name in states and (out_map is not None or reads is not None):
-                out[name] = map_param(states[name], partial(_replicated, out_map, reads))
+            if name in states and (rows is not None or reads is not None):
+                out[name] = map_param(states[name], partial(_replicated, rows, reads))
     return out
 
 
 def _replicated(
-    out_map: list[int] | None, in_map: list[int] | None, moment: torch.Tensor, power: int
+    rows: tuple[list[int], list[float]] | None,
+    in_map: list[int] | None,
+    moment: torch.Tensor,
+    power: int,
 ) -> torch.Tensor:
-    """One tensor's moments with its rows copied by ``out_map`` (each divided by its unit's
-    number of copies to the ``power``) and its columns by ``in_map`` (unchanged)."""
-    if out_map is not None:
-        idx = torch.tensor(out_map, dtype=torch.long, device=moment.device)
-        count = torch.bincount(idx).to(moment.dtype)[idx]
-        moment = moment[idx] / count.reshape(-1, *([1] * (moment.dim() - 1))) ** power
+    """One tensor's moments with its rows copied by ``rows``' map (each times its share to the
+    ``power``) and its columns by ``in_map`` (unchanged)."""
+    if rows is not None:
+        idx = torch.tensor(rows[0], dtype=torch.long, device=moment.device)
+        share = torch.tensor(rows[1], dtype=moment.dtype, device=moment.device)
+        moment = moment[idx] * share.reshape(-1, *([1] * (moment.dim() - 1))) ** power
     if in_map is not None:
         moment = moment[:, torch.tensor(in_map, dtype=torch.long, device=moment.device)]
     return moment.contiguous()
