@@ -83,24 +83,6 @@ class Growth:
     moments: MomentMap
 
 
-def composed(growths: list[Growth]) -> Growth:
-    """Growth steps one after another, as one step: each map is its steps' maps in order."""
-
-    def weights(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        out = dict(state)
-        for growth in growths:
-            out = growth.weights(out)
-        return out
-
-    def moments(states: Mapping[str, ParamState]) -> ParamStates:
-        out = dict(states)
-        for growth in growths:
-            out = growth.moments(out)
-        return out
-
-    return Growth(weights, moments)
-
-
 def map_param(state: Mapping[str, Any], moment: Moment) -> ParamState:
     """One parameter's optimizer state carried into its child tensor: each moment by
     ``moment(tensor, power)`` (:data:`POWERS`), the step count copied; MorphError for an entry

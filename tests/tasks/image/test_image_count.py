@@ -192,7 +192,7 @@ def test_more_morphed_children_match_including_resnet50_ones() -> None:
     for spec, _ in small:
         assert_same(spec, rng.choice(BATCHES), rng.uniform(0.0, 0.5))
     resnet = seed_spec((3, 96, 96), 100)
-    chain = random.Random(13)
+    chain = random.Random(5)
     spec = resnet
     whats: list[str] = []
     restarts = 0

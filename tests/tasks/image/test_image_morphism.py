@@ -11,7 +11,7 @@ import torch
 from aihpc.base.errors import MorphError
 from aihpc.tasks.image.build import SpecNet
 from aihpc.tasks.image.layer import BN_EPS, Layer
-from aihpc.tasks.image.morphism import add_skip, deepen, plan_widen_net, random_morph, widen
+from aihpc.tasks.image.morphism import add_skip, deepen, random_morph, widen
 from aihpc.tasks.image.seeds import _resnet, seed_spec
 from aihpc.tasks.image.spec import ArchSpec
 from arch_helpers import inputs_for, model_of, run, tiny_spec
@@ -133,19 +133,6 @@ def test_widen_residual_stream_and_dense() -> None:
     wider, wstate = widen(deeper, dstate, "deep1_dense", 10, random.Random(2))
     assert wider.layer("deep1_dense").out_features == 10
     _check_preserved(spec, state, wider, wstate)
-
-
-@pytest.mark.parametrize("spec", [seed_spec((3, 16, 16), 10, width=8), tiny_spec()], ids=str)
-def test_widening_the_network_doubles_every_space_but_the_output(spec: ArchSpec) -> None:
-    state = _parent(spec, 4)
-    child, growth, description = plan_widen_net(spec, random.Random(0))
-    assert description.startswith("widen the network x2")
-    for parent_layer in spec.layers:
-        if parent_layer.type == "conv":
-            widths = (parent_layer.out_channels, child.layer(parent_layer.name).out_channels)
-            assert widths[1] == -(-2 * widths[0] // 16) * 16, (parent_layer.name, widths)
-    assert child.layer(spec.output).out_features == spec.layer(spec.output).out_features
-    _check_preserved(spec, state, child, growth.weights(state))
 
 
 def test_the_copies_of_a_widened_unit_learn_apart() -> None:

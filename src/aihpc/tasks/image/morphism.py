@@ -18,7 +18,6 @@ zero and passes no gradient back) and add whole new tensors (no state);
 
 * :func:`deepen` -- insert an identity conv-BN-ReLU (or dense-ReLU) block;
 * :func:`widen` -- Net2WiderNet (see :mod:`aihpc.tasks.image.widening`);
-* :func:`plan_widen_net` -- every channel space widened twofold, one :func:`widen` each;
 * :func:`add_skip` -- a zero-initialised connection added to a layer's output;
 * :func:`random_morph` -- one random applicable morphism, within a budget
   (:func:`random_plan` plans it without weights).
@@ -37,7 +36,7 @@ import torch
 
 from aihpc.base.checks import integer
 from aihpc.base.errors import MorphError
-from aihpc.nas.moments import Growth, composed, copy_states
+from aihpc.nas.moments import Growth, copy_states
 from aihpc.nas.plans import ATTEMPTS, StateDict, clone_state, first_within, float_kind
 from aihpc.tasks.image.graph import (
     Plan,
@@ -52,18 +51,9 @@ from aihpc.tasks.image.graph import (
 )
 from aihpc.tasks.image.layer import BN_EPS, INPUT, Layer
 from aihpc.tasks.image.spec import ArchSpec
-from aihpc.tasks.image.widening import channel_spaces, plan_widen, widen
+from aihpc.tasks.image.widening import plan_widen, widen
 
-__all__ = [
-    "add_skip",
-    "deepen",
-    "plan_deepen",
-    "plan_skip",
-    "plan_widen_net",
-    "random_morph",
-    "random_plan",
-    "widen",
-]
+__all__ = ["add_skip", "deepen", "plan_deepen", "plan_skip", "random_morph", "random_plan", "widen"]
 
 # Widened layers get a multiple of 16 channels: vector units hold 16 float32
 # values and tensor cores want multiples of 8 in bfloat16.  Measured on this
@@ -71,7 +61,6 @@ __all__ = [
 # thread, GFLOP/s at equal widths in and out): 28.5 at 20 channels against
 # 35.8 at 24, 53.8 at 40 against 74.5 at 48.
 WIDTH_MULTIPLE = 16
-KINDS = ("widen", "widen_net", "deepen", "skip")  # random_plan's kinds of growth step
 
 
 def plan_deepen(spec: ArchSpec, after: str, kernel_size: int = 3) -> Plan:
@@ -276,45 +265,14 @@ def add_skip(
     return child, growth.weights(state)
 
 
-def plan_widen_net(spec: ArchSpec, rng: random.Random) -> Plan:
-    """Widen every channel space of the network to twice its width, rounded up to a multiple of
-    ``WIDTH_MULTIPLE`` (:func:`plan_widen` on each space in turn, composed): a network scaled in
-    width as a whole, as ResNets are scaled, where :func:`plan_widen` grows one space.  Spaces
-    that cannot be widened (the output's, a grouped conv's) keep their width; MorphError where
-    none can."""
-    rep = channel_spaces(spec)
-    producers = list(
-        {rep[x.name]: x.name for x in reversed(spec.layers) if x.type in ("conv", "dense")}.values()
-    )
-    child, growths = spec, []
-    for name in reversed(producers):  # each space by its first producer, in the network's order
-        layer = child.layer(name)
-        old = int(layer.out_channels or layer.out_features or 0)
-        try:
-            child, growth, _ = plan_widen(child, name, _rounded(2 * old), rng)
-        except MorphError:
-            continue
-        growths.append(growth)
-    if not growths:
-        raise MorphError("widen_net: no channel space of the network can be widened")
-    return child, composed(growths), f"widen the network x2 ({len(growths)} channel spaces)"
-
-
-def _rounded(width: int) -> int:
-    """``width`` rounded up to a multiple of ``WIDTH_MULTIPLE``."""
-    return -(-width // WIDTH_MULTIPLE) * WIDTH_MULTIPLE
-
-
 def _propose(kind: str, spec: ArchSpec, rng: random.Random) -> Plan:
     """One random plan of the given kind; MorphError if it does not apply."""
-    if kind == "widen_net":
-        return plan_widen_net(spec, rng)
     if kind == "widen":
         name = rng.choice([x.name for x in spec.layers if x.type in ("conv", "dense")])
         layer = spec.layer(name)
         old = int(layer.out_channels or layer.out_features or 0)
         grow = rng.choice([old, max(1, old // 2), max(1, old // 4)])
-        return plan_widen(spec, name, _rounded(old + grow), rng)
+        return plan_widen(spec, name, -(-(old + grow) // WIDTH_MULTIPLE) * WIDTH_MULTIPLE, rng)
     if kind == "deepen":
         relus = [x.name for x in spec.layers if x.type == "relu"]
         if not relus:
@@ -354,10 +312,10 @@ def random_morph(
 def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = None) -> Plan:
     """Plan one random function-preserving morphism, drawn from ``rng``, without touching weights.
 
-    The :data:`KINDS` are equally likely: widen a random conv/dense by 1/4, 1/2 or 1x
-    its width, rounded up to a multiple of ``WIDTH_MULTIPLE``; widen the whole network
-    (:func:`plan_widen_net`); deepen after a random relu with kernel 1 or 3; or add a skip
-    between a random layer and a random compatible source.  Inapplicable candidates, and children
+    Kinds are equally likely: widen a random conv/dense by 1/4, 1/2 or 1x
+    its width, rounded up to a multiple of ``WIDTH_MULTIPLE``; deepen after
+    a random relu with kernel 1 or 3; or add a skip between a random layer
+    and a random compatible source.  Inapplicable candidates, and children
     with more than ``max_params`` parameters, are skipped; up to 50
     candidates are tried.  Every draw comes from ``rng``, so the same spec
     and rng state give the same plan: a plan made where no weights are
@@ -374,7 +332,9 @@ def random_plan(spec: ArchSpec, rng: random.Random, max_params: int | None = Non
         raise MorphError(
             f"random_morph: the parent has {n_parent} parameters, more than max_params={max_params}"
         )
-    plan, smallest = first_within(lambda: _propose(rng.choice(KINDS), spec, rng), max_params)
+    plan, smallest = first_within(
+        lambda: _propose(rng.choice(("widen", "deepen", "skip")), spec, rng), max_params
+    )
     if plan is not None:
         return plan
     if smallest is not None:
