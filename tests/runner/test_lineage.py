@@ -11,14 +11,26 @@ from fractions import Fraction
 import pytest
 
 from aihpc.records.trial import Hyperparameters
-from aihpc.runner.search.lineage import Lineage, expected_seconds, positions, steady_seconds
+from aihpc.runner.search.lineage import (
+    MARGIN,
+    MIN_SHARE,
+    Lineage,
+    expected_seconds,
+    last_share,
+    positions,
+    steady_seconds,
+)
+from aihpc.runner.search.proposals import Moment
+from aihpc.runner.search.trials import LiveTrial
+from aihpc.runner.search.work import Work
+from aihpc.tasks import read_config
 from aihpc.train.optim import learning_rate, step_position
 
 
-def _exact(start: float, t: float, run_length: float, epoch: float) -> float:
+def _exact(start: float, t: float, run_length: float) -> float:
     """The position at run time ``t`` in exact arithmetic, held within [0, 1], of a schedule that
-    ends ``epoch`` seconds before the run."""
-    end = Fraction(run_length) - Fraction(epoch)
+    ends with the run."""
+    end = Fraction(run_length)
     if end <= Fraction(start):
         return 1.0
     f = (Fraction(t) - Fraction(start)) / (end - Fraction(start))
@@ -34,26 +46,40 @@ def test_positions_match_exact_arithmetic():
         seconds = rng.uniform(0.0, run_length / 4)
         reached = rng.choice([0.0, rng.uniform(0.0, 1.0)])  # where the lineage's last epoch ended
         at, end = positions(start, t, seconds, run_length, reached)
-        exact = max(_exact(start, t, run_length, seconds), reached)
+        exact = max(_exact(start, t, run_length), reached)
         assert at == pytest.approx(exact, rel=1e-12, abs=1e-15)
         assert end == pytest.approx(
-            max(_exact(start, t + seconds, run_length, seconds), exact), rel=1e-12, abs=1e-15
+            max(_exact(start, t + seconds, run_length), exact), rel=1e-12, abs=1e-15
         )
         assert 0.0 <= at <= end <= 1.0
 
 
 def test_positions_at_the_edges():
-    """The schedule ends one epoch (as long as the one sent) before the run: the last epoch to
-    end before the deadline ends annealed, and one the deadline would cut runs at the end."""
-    assert positions(0.0, 0.0, 10.0, 110.0) == (0.0, 0.1)  # a root at the run's start
-    assert positions(40.0, 40.0, 30.0, 130.0) == (0.0, 0.5)  # a root that starts later
-    assert positions(0.0, 90.0, 10.0, 100.0) == (1.0, 1.0)  # the last epoch that ends in time
-    assert positions(0.0, 85.0, 10.0, 100.0) == pytest.approx((85 / 90, 1.0))
-    assert positions(0.0, 95.0, 10.0, 100.0) == (1.0, 1.0)  # one the deadline cuts
+    """The schedule ends with the run: an epoch that ends at the deadline (a last one, sized to
+    the time left) ends annealed."""
+    assert positions(0.0, 0.0, 10.0, 100.0) == (0.0, 0.1)  # a root at the run's start
+    assert positions(40.0, 40.0, 30.0, 100.0) == (0.0, 0.5)  # a root that starts later
+    assert positions(0.0, 90.0, 10.0, 100.0) == (0.9, 1.0)  # an epoch that ends at the deadline
+    assert positions(0.0, 85.0, 10.0, 100.0) == pytest.approx((0.85, 0.95))
+    assert positions(0.0, 95.0, 10.0, 100.0) == (0.95, 1.0)  # one the deadline cuts
     assert positions(100.0, 100.0, 5.0, 100.0) == (1.0, 1.0)  # nothing left of the run
     # ahead of the clock: it starts where the last epoch ended and holds until the clock is there
-    assert positions(0.0, 10.0, 10.0, 110.0, reached=0.4) == (0.4, 0.4)
-    assert positions(0.0, 10.0, 40.0, 140.0, reached=0.4) == (0.4, 0.5)
+    assert positions(0.0, 10.0, 10.0, 100.0, reached=0.4) == (0.4, 0.4)
+    assert positions(0.0, 10.0, 40.0, 100.0, reached=0.4) == (0.4, 0.5)
+
+
+def test_a_last_epoch_is_sized_to_end_its_validation_before_the_deadline():
+    """An epoch of 20 s (4 of them validating) sent 11 s before the deadline trains the share of
+    its 16 s of steps that ends validation MARGIN of the 11 s early: (11 * 0.9 - 4) / 16."""
+    assert last_share(20.0, 4.0, 25.0) == 1.0  # it ends in time
+    share = last_share(20.0, 4.0, 11.0)
+    assert share == pytest.approx((11.0 * (1 - MARGIN) - 4.0) / 16.0)
+    assert share * 16.0 + 4.0 == pytest.approx(11.0 * (1 - MARGIN))
+    # what is left after a sized epoch (about MARGIN of it) sizes no second one: sent whole
+    assert last_share(20.0, 4.0, 1.1) == 1.0
+    assert last_share(20.0, 0.0, 20.0 * MIN_SHARE / (1 - MARGIN) * 0.99) == 1.0  # under MIN_SHARE
+    assert last_share(20.0, 0.0, 20.0 * MIN_SHARE / (1 - MARGIN) * 1.01) >= MIN_SHARE
+    assert last_share(20.0, 25.0, 10.0) == 1.0  # not even the validation would end in time
 
 
 def test_a_lineage_passes_its_epochs_on():
@@ -84,7 +110,7 @@ def test_a_lineages_steps_follow_one_schedule_of_the_run_clock_through_a_child()
             a, b = positions(lineage.start, t, seconds, run_length)
             for i in range(steps):
                 rates.append(learning_rate(hp, step_position(a, b, i, steps)))
-                f = _exact(start, t + seconds * i / steps, run_length, seconds)
+                f = _exact(start, t + seconds * i / steps, run_length)
                 warm = hp.lr * 0.5 * (1 + math.cos(math.pi * hp.warmup))
                 reference.append(
                     warm * f / hp.warmup
@@ -94,11 +120,11 @@ def test_a_lineages_steps_follow_one_schedule_of_the_run_clock_through_a_child()
             t += seconds
         lineage = lineage.after(epochs)
     assert rates == pytest.approx(reference, rel=1e-9, abs=1e-15)
-    # one warm-up, from 0 until 5 % of the lineage's schedule of 250 s (it ends an epoch, 30 s,
-    # before the run: t = 32.5 s, step 21 of the first epoch's 0.6 s steps), then a decay that
-    # never rises again, also across the growth (which moves the schedule's end on)
+    # one warm-up, from 0 until 5 % of the lineage's schedule of 280 s (it ends with the run:
+    # t = 34 s, step 23.3 of the first epoch's 0.6 s steps), then a decay that never rises
+    # again, also across the growth
     peak = rates.index(max(rates))
-    assert rates[0] == 0.0 and peak in (20, 21, 22)
+    assert rates[0] == 0.0 and peak in (23, 24)
     assert rates[:peak] == sorted(rates[:peak])
     assert rates[peak:] == sorted(rates[peak:], reverse=True)
 
@@ -108,3 +134,42 @@ def test_a_next_epoch_is_expected_to_take_its_last_less_what_it_paid_once():
     assert steady_seconds(12.0, phases) == 8.0  # building, counting, compiling: not again
     assert steady_seconds(12.0, {}) == 12.0  # nothing timed by phase
     assert steady_seconds(3.0, {"other": 3.0}) == 3.0  # nothing else timed: all of it
+
+
+def _trial() -> LiveTrial:
+    return LiveTrial(
+        id=3,
+        parent=None,
+        arch={},
+        arch_hash="h",
+        morph="seed",
+        hparams=Hyperparameters(lr=0.1, batch_size=32),
+        hpo_number=3,
+        budget=8,
+        num_params=1,
+        seed=0,
+        lineage=Lineage(0.0, 0),
+        hparams_origin="tpe",
+        epoch_seconds=20.0,  # its last epoch, 4 s of it validating
+        eval_seconds=4.0,
+    )
+
+
+@pytest.mark.parametrize("along_lineage", [True, False])
+def test_the_master_sizes_an_epoch_that_would_end_after_the_deadline(along_lineage, tmp_path):
+    """Sent 11 s before the end of a 60 s run, an epoch of 20 s trains the share that ends it in
+    time; along a lineage it ends at the schedule's end (a trial's own schedule keeps its own
+    positions).  Sent 30 s before, it is whole."""
+    work = Work(read_config(dict(minutes=1.0)), str(tmp_path), None, along_lineage)
+    trial = _trial()
+    task = work.epoch(trial, 1, deadline=0.0)
+    late = work.scheduled(task, trial, Moment(49.0, 11.0, None), [])
+    assert late.share == last_share(20.0, 4.0, 11.0) and 0.0 < late.share < 1.0
+    if along_lineage:
+        assert (late.schedule_from, late.schedule_to) == pytest.approx((49.0 / 60.0, 1.0))
+    else:
+        assert late.positions() == (0.0, 1.0 / 8.0)  # epoch 1 of its own 8
+    early = work.scheduled(task, trial, Moment(30.0, 30.0, None), [])
+    assert early.share == 1.0
+    if along_lineage:
+        assert early.positions() == pytest.approx((0.5, 50.0 / 60.0))

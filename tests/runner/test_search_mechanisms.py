@@ -88,7 +88,9 @@ def test_a_lineage_trains_on_one_schedule_from_its_roots_start_to_the_runs_end(t
             seconds, before = 10.0 * scale, reached[row.parent]
         else:
             seconds, before = (run_length - t) / 3, 0.0
-        end = run_length - seconds  # the schedule ends one epoch (this one) before the run
+        if task.share < 1.0:  # a last epoch, sized to end with the run
+            seconds = run_length - t
+        end = run_length  # the schedule ends with the run
         at = max(min(t / end, 1.0), before)
         assert task.schedule_from == pytest.approx(at)
         assert task.schedule_to == pytest.approx(max(min((t + seconds) / end, 1.0), at))
@@ -380,11 +382,11 @@ def test_a_resumed_master_rebuilds_lineages_rungs_and_positions(tmp_path):
         epochs = resumed.store.epochs(trial.id)
         # where its last epoch ended, as its worker recorded it (the clock is past it: 50 s down)
         assert trial.reached == (epochs[-1].metrics["schedule_to"] if epochs else 0.0)
-        if epochs:  # expected to last as long as its last epoch, 10 s: the schedule ends 10 s early
-            span = 180.0 - 10.0 - trial.lineage.start
+        if epochs:  # expected to last as long as its last epoch, 10 s
+            span = 180.0 - trial.lineage.start
             clock = (t - trial.lineage.start) / span
             assert task.schedule_from == pytest.approx(max(clock, trial.reached))
             end = min(clock + 10.0 / span, 1.0)  # the clock at its expected end, or no further back
             assert task.schedule_to == pytest.approx(max(end, task.schedule_from))
-        else:  # a child's first epoch: at the clock, on a schedule that ends before the run's
+        else:  # a child's first epoch: at the clock, on a schedule that ends with the run
             assert (t - trial.lineage.start) / (180.0 - trial.lineage.start) <= task.schedule_from

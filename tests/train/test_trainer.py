@@ -87,6 +87,16 @@ def test_operations_are_samples_times_counted_ops_per_sample(tmp_path):
     model.load_state_dict(state, strict=True)  # the weights a child will start from
 
 
+def test_a_sized_last_epoch_trains_its_share_of_the_steps_and_validates(tmp_path):
+    """A share of 0.3 of 14 steps trains 4 (the share rounded down), counts their samples alone,
+    and is validated on the whole split."""
+    r = run_epoch(IMAGE, _task(tmp_path, share=0.3))
+    assert r.status == "ok", r.reason
+    assert r.metrics["train_samples"] == 400
+    assert r.metrics["val_samples"] == load_dataset("digits").num_val
+    assert r.metrics["val_accuracy"] is not None
+
+
 def test_a_passed_deadline_trains_nothing_and_counts_nothing(tmp_path):
     r = run_epoch(IMAGE, _task(tmp_path, deadline=time.time() - 1))
     assert r.status == "deadline"

@@ -113,7 +113,10 @@ class EpochTask:
     position (0 at its start, 1 at its end) at the epoch's start and at its
     expected end, which the steps interpolate (:meth:`positions`); the master
     sets them (:mod:`aihpc.runner.search.lineage`); None: the trial's own
-    schedule over its ``epochs``.
+    schedule over its ``epochs``.  ``share``: the share of the epoch's
+    training steps it trains (at least one step), less than 1 for a worker's
+    last epoch, sized to end with its validation before the deadline
+    (:func:`aihpc.runner.search.lineage.last_share`).
     """
 
     trial_id: int
@@ -136,6 +139,7 @@ class EpochTask:
     carry_optimizer: bool = True  # RunConfig.carry_optimizer
     schedule_from: float | None = None
     schedule_to: float | None = None
+    share: float = 1.0
 
     def positions(self) -> tuple[float, float]:
         """The schedule's position at the epoch's start and at its (expected) end: the master's,

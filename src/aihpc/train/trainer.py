@@ -348,7 +348,8 @@ def snapshot(task: EpochTask, setup: Setup, group: Group) -> Future[WeightsRef] 
 
 
 def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) -> Progress:
-    """The epoch's training steps, in a seeded order; stops at the deadline or a non-finite loss.
+    """The epoch's training steps (its task's ``share`` of them), in a seeded order; stops at the
+    deadline or a non-finite loss.
 
     Losses and correct predictions are summed on the device and read back
     every ``CHECK_EVERY`` steps only.  Every step trains a full batch (one
@@ -357,7 +358,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
     """
     batch, model, optimizer, device = setup.batch, setup.step_model, setup.optimizer, setup.device
     n = len(setup.data.train)
-    steps = max(1, setup.kind.epoch_samples(task.data, n) // batch)
+    steps = max(1, int(setup.kind.epoch_samples(task.data, n) // batch * task.share))
     gen = torch.Generator().manual_seed(task.seed * 1_000_003 + task.epoch)
     order = torch.randperm(n, generator=gen)
     batches = feed.train_batches(

@@ -12,14 +12,11 @@ from the store.
 With one schedule per lineage (``RunConfig.lineage_schedule``, and always
 for strategy "seed"), the schedule's position at run time ``t`` is::
 
-    f = (t - lineage start) / (run length - epoch - lineage start)      in [0, 1]
+    f = (t - lineage start) / (run length - lineage start)      in [0, 1]
 
-where the run's length is less one epoch (the one being sent, as long as
-it is expected to take): a lineage's learning rate starts (with its root's
-warm-up) when the root starts and anneals to zero at the end of the last
-epoch that ends before the deadline, so the annealed weights are evaluated
-(an epoch the deadline cuts is not: it then runs at the schedule's end),
-and a child continues at its lineage's position without warming up again.  The master puts the
+a lineage's learning rate starts (with its root's warm-up) when the root
+starts and anneals to zero at the deadline, and a child continues at its
+lineage's position without warming up again.  The master puts the
 position at an epoch's start and at its expected end in the epoch's task
 (:func:`positions`), and the worker interpolates between them step by step
 (:meth:`aihpc.records.messages.EpochTask.positions`) and records them, so the
@@ -30,8 +27,16 @@ schedule ahead of the clock, and the schedule never runs back: the next
 epoch starts where it ended, and goes on only as far as the clock will be
 at its own expected end (it holds its rate while the clock catches up).
 
-Without it, a trial's schedule runs over its own epoch budget: epoch ``e``
-of ``E`` goes from ``(e - 1) / E`` to ``e / E`` (the task's default).
+A worker's last epoch is sized to the time left (:func:`last_share`): an
+epoch expected to end after the deadline trains only the share of its steps
+that ends, with its validation, before it, so the run's last, annealed
+training is evaluated, where a whole epoch would be cut unevaluated; along a
+lineage it ends at the schedule's end.  This holds for a trial's own
+schedule too.
+
+Without the lineage schedule, a trial's schedule runs over its own epoch
+budget: epoch ``e`` of ``E`` goes from ``(e - 1) / E`` to ``e / E`` (the
+task's default).
 """
 
 from __future__ import annotations
@@ -53,20 +58,42 @@ class Lineage:
         return Lineage(self.start, self.epochs + epochs)
 
 
+#: The share of the seconds left that a last epoch sized to the deadline leaves unused: an
+#: epoch's duration varies, and one that overruns the deadline is cut unevaluated.
+MARGIN = 0.1
+#: The least share of its steps a sized epoch trains: less is not worth its validation pass, and
+#: such an epoch is sent whole (the deadline cuts it).  After a sized epoch, what is left of the
+#: run is about MARGIN of it, so one sized epoch ends a worker's run, not a train of ever
+#: shorter ones.
+MIN_SHARE = 0.1
+
+
 def positions(
     start: float, t: float, seconds: float, run_length: float, reached: float = 0.0
 ) -> tuple[float, float]:
     """The lineage schedule's positions for an epoch sent at run time ``t`` and expected to last
     ``seconds``, for a lineage that started at ``start``, in a run of ``run_length`` seconds
-    (whose schedule ends ``seconds`` before the run does: the module docstring): from the
-    clock's position, or from ``reached`` (where the lineage's last epoch ended) if that is
-    later, to the clock's position at its expected end, or no further than it starts (each
-    within [0, 1])."""
-    span = run_length - seconds - start
+    (whose schedule ends with the run: the module docstring): from the clock's position, or
+    from ``reached`` (where the lineage's last epoch ended) if that is later, to the clock's
+    position at its expected end, or no further than it starts (each within [0, 1])."""
+    span = run_length - start
     if span <= 0:
         return 1.0, 1.0
     at = min(max((t - start) / span, reached, 0.0), 1.0)
     return at, min(max((t + seconds - start) / span, at), 1.0)
+
+
+def last_share(seconds: float, eval_seconds: float, left: float) -> float:
+    """The share of its training steps an epoch sent ``left`` seconds before the deadline trains,
+    expected to take ``seconds``, ``eval_seconds`` of them validating: 1 where it ends in time;
+    else the share that ends its validation :data:`MARGIN` of ``left`` before the deadline;
+    1 where that share is under :data:`MIN_SHARE` (the deadline cuts it, as it cuts any
+    epoch)."""
+    if seconds <= left:
+        return 1.0
+    room, train = left * (1.0 - MARGIN) - eval_seconds, seconds - eval_seconds
+    share = room / train if train > 0 else 0.0
+    return share if share >= MIN_SHARE else 1.0
 
 
 #: The phases of an epoch (aihpc.train.trainer's) that a trial's next epoch on the same worker

@@ -314,11 +314,13 @@ class Master:
             return
         trial.epochs_done, trial.memory_kills = task.epoch, 0
         seconds = result.t_end - result.t_start
-        trial.epoch_seconds = steady_seconds(seconds, result.phase_seconds)
+        if task.share == 1.0:  # a sized last epoch's seconds are no epoch's
+            trial.epoch_seconds = steady_seconds(seconds, result.phase_seconds)
+            self.epoch_seconds.append(seconds)
+        trial.eval_seconds = result.phase_seconds.get("eval")
         trial.ops_per_sample = result.ops_per_sample.get("train")
         trial.reached = task.schedule_to if task.schedule_to is not None else trial.reached
         self.epoch_counter += 1
-        self.epoch_seconds.append(seconds)
         value = result.metrics[self.quality.metric]
         self._better(value)
         self.observer.epoch(self.epoch_counter, result, self.best)

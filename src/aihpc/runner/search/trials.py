@@ -43,6 +43,7 @@ class LiveTrial:
     # operations per sample (None: none yet)
     epoch_seconds: float | None = None
     ops_per_sample: float | None = None
+    eval_seconds: float | None = None  # its last finished epoch's validation seconds
     first_seconds: float | None = None  # its first epoch's expected seconds (from its parent's)
     # the schedule's position its lineage reached: where its last finished epoch (or, before
     # its first, its parent's) ended (aihpc.runner.search.lineage; 0 for a trial's own schedule)
@@ -115,14 +116,15 @@ def epoch_budget(config: RunConfig, left: float, epoch_seconds: list[float]) -> 
 class Progress:
     """A stored trial's finished epochs as the search reads them back: the values of the
     validation metric, its last weights, and its last finished epoch's seconds (steady:
-    :func:`aihpc.runner.search.lineage.steady_seconds`) and training operations per sample
-    (None: no finished epoch)."""
+    :func:`aihpc.runner.search.lineage.steady_seconds`), training operations per sample and
+    validation seconds (None: no finished epoch)."""
 
     values: list[float]
     weights: WeightsRef | None
     epoch_seconds: float | None
     ops_per_sample: float | None
     reached: float | None  # the schedule's position its last finished epoch ended at
+    eval_seconds: float | None = None
 
 
 def progress(epochs: list[EpochRow], metric: str) -> Progress:
@@ -136,6 +138,7 @@ def progress(epochs: list[EpochRow], metric: str) -> Progress:
         steady_seconds(last.t_end - last.t_start, last.phase_seconds) if last else None,
         last.ops_per_sample.get("train") if last else None,
         last.metrics.get("schedule_to") if last else None,
+        last.phase_seconds.get("eval") if last else None,
     )
 
 
@@ -178,6 +181,7 @@ def resumed_trial(
         weights=done.weights,
         epoch_seconds=done.epoch_seconds,
         ops_per_sample=done.ops_per_sample,
+        eval_seconds=done.eval_seconds,
         reached=done.reached or 0.0,
     )
 

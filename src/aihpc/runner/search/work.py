@@ -61,11 +61,11 @@ class Work:
     def scheduled(
         self, task: EpochTask, trial: LiveTrial, moment: Moment, recent: list[float]
     ) -> EpochTask:
-        """``task`` as it is sent at ``moment``: along its lineage's schedule where the run keeps
-        one, from the clock now to the epoch's expected end (``recent``: the run's recent
-        epochs' seconds); else along the trial's own (the task's default)."""
-        if not self.lineage_schedule:
-            return task
+        """``task`` as it is sent at ``moment``: sized to the time left where it would end after
+        the deadline (:func:`aihpc.runner.search.lineage.last_share`); along its lineage's
+        schedule where the run keeps one, from the clock now to the epoch's expected end
+        (``recent``: the run's recent epochs' seconds), else along the trial's own (the task's
+        default)."""
         seconds = lineage.expected_seconds(
             trial.epoch_seconds,
             trial.first_seconds,
@@ -73,6 +73,11 @@ class Work:
             moment.left,
             trial.budget or self.config.search.epochs_max,
         )
+        share = lineage.last_share(seconds, trial.eval_seconds or 0.0, moment.left)
+        if share < 1.0:
+            task, seconds = dataclasses.replace(task, share=share), moment.left
+        if not self.lineage_schedule:
+            return task
         at, end = lineage.positions(
             trial.lineage.start, moment.t, seconds, self.run_length, trial.reached
         )
