@@ -169,6 +169,8 @@ def measure(slots: int, epoch_seconds: float, minutes: float, dataset: str, warm
             raise SystemExit(f"the run ended before --warmup ({warmup}) trials: raise --minutes or --slots")
         seconds = time.perf_counter() - t0 - (executor.write_seconds - written0)
         epochs, trials = master.epoch_counter - epochs0, master.next_id - trials0
+        if trials == 0:
+            raise SystemExit(f"no trial started after the --warmup ({warmup}) trials: raise --minutes or --slots")
         master.hpo.close()
         store.close()
     return Capacity(epochs / seconds, trials / seconds, epochs, trials)
