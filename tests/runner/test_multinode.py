@@ -314,6 +314,12 @@ def test_a_rank_that_fails_on_a_node_is_one_line_naming_it(two_nodes, tmp_path):
     assert not (tmp_path / "d.json").exists()
 
 
+#: Epochs of each tiny CosmoFlow instance: about 20 ms each here, so that an instance's run
+#: lasts several times the spread of the two runs' starts after their barrier (0.12 s seen under
+#: CI's load, when 6 epochs lasted 0.12 s and the runs did not overlap)
+TTT_EPOCHS = 40
+
+
 def test_train_to_target_two_instances_one_on_each_node(two_nodes, tmp_path):
     """--slurm --instances 2: two worker jobs of one CPU, one on each node, train at once.  A target
     no model meets (as in tests/workloads/test_ttt.py): each trains its whole budget, exit 4."""
@@ -330,7 +336,7 @@ def test_train_to_target_two_instances_one_on_each_node(two_nodes, tmp_path):
         "--target",
         "0.0001",
         "--max-epochs",
-        "6",
+        str(TTT_EPOCHS),
         "--runs",
         "1",
         "--instances",
@@ -355,7 +361,7 @@ def test_train_to_target_two_instances_one_on_each_node(two_nodes, tmp_path):
     (run,) = data["runs"]
     assert sorted(i["host"] for i in run["instances"]) == list(NODES)
     a, b = run["instances"]
-    assert a["epochs"] == b["epochs"] == 6
+    assert a["epochs"] == b["epochs"] == TTT_EPOCHS
     assert max(a["run_start_ms"], b["run_start_ms"]) < min(
         a["run_stop_ms"], b["run_stop_ms"]
     )  # at once
