@@ -23,6 +23,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from aihpc.records.trial import Hyperparameters
+from aihpc.runner.search.lineage import Lineage
+from aihpc.runner.search.trials import LiveTrial
+
 #: The digits data set as the image task describes it (Task.inspect_data), for a master's tests.
 DIGITS = {
     "input_shape": [1, 8, 8],
@@ -31,6 +35,29 @@ DIGITS = {
     "num_val": 359,
     "max_params": 2_000_000,
 }
+
+
+def live_trial(**fields: Any) -> LiveTrial:
+    """A running trial as the master keeps it, made by hand: ``fields`` over a seed-like trial's
+    (trial 0, no parent, its lineage's root at the run's start)."""
+    trial_id = fields.get("id", 0)
+    return LiveTrial(
+        **{
+            "id": trial_id,
+            "parent": None,
+            "arch": {},
+            "arch_hash": "h",
+            "morph": "m",
+            "hparams": Hyperparameters(lr=0.1, batch_size=32),
+            "hpo_number": trial_id,
+            "budget": 8,
+            "num_params": 1,
+            "seed": 0,
+            "lineage": Lineage(0.0, 0),
+            "hparams_origin": "tpe",
+            **fields,
+        }
+    )
 
 
 def query_store(db: Path, sql: str, *args) -> list[tuple]:

@@ -4,9 +4,9 @@ successive halving's rungs, the order of the rules, and which strategies apply t
 from __future__ import annotations
 
 import pytest
+from runner_helpers import live_trial
 
 from aihpc.records.rows import TrialStatus
-from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lifecycle import (
     MIN_PEERS,
     PLATEAU_EPOCHS,
@@ -167,20 +167,8 @@ def test_a_new_trials_budget_by_mechanism():
 
 
 def _live(trial_id: int) -> LiveTrial:
-    return LiveTrial(
-        id=trial_id,
-        parent=2,
-        arch={},
-        arch_hash="h",
-        morph="m",
-        hparams=Hyperparameters(lr=0.1, batch_size=32),
-        hpo_number=trial_id,
-        budget=8,
-        num_params=1,
-        seed=0,
-        lineage=Lineage(0.0, 3),  # its first epoch is its lineage's fourth: a rung
-        hparams_origin="tpe",
-    )
+    # its first epoch is its lineage's fourth: a rung
+    return live_trial(id=trial_id, parent=2, lineage=Lineage(0.0, 3))
 
 
 def test_the_judge_keeps_a_trials_best_and_decides_by_its_lineage_epochs():

@@ -9,6 +9,7 @@ import random
 from fractions import Fraction
 
 import pytest
+from runner_helpers import live_trial
 
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lineage import (
@@ -21,7 +22,6 @@ from aihpc.runner.search.lineage import (
     steady_seconds,
 )
 from aihpc.runner.search.proposals import Moment
-from aihpc.runner.search.trials import LiveTrial
 from aihpc.runner.search.work import Work
 from aihpc.tasks import read_config
 from aihpc.train.optim import learning_rate, step_position
@@ -136,32 +136,13 @@ def test_a_next_epoch_is_expected_to_take_its_last_less_what_it_paid_once():
     assert steady_seconds(3.0, {"other": 3.0}) == 3.0  # nothing else timed: all of it
 
 
-def _trial() -> LiveTrial:
-    return LiveTrial(
-        id=3,
-        parent=None,
-        arch={},
-        arch_hash="h",
-        morph="seed",
-        hparams=Hyperparameters(lr=0.1, batch_size=32),
-        hpo_number=3,
-        budget=8,
-        num_params=1,
-        seed=0,
-        lineage=Lineage(0.0, 0),
-        hparams_origin="tpe",
-        epoch_seconds=20.0,  # its last epoch, 4 s of it validating
-        eval_seconds=4.0,
-    )
-
-
 @pytest.mark.parametrize("along_lineage", [True, False])
 def test_the_master_sizes_an_epoch_that_would_end_after_the_deadline(along_lineage, tmp_path):
     """Sent 11 s before the end of a 60 s run, an epoch of 20 s trains the share that ends it in
     time; along a lineage it ends at the schedule's end (a trial's own schedule keeps its own
     positions).  Sent 30 s before, it is whole."""
     work = Work(read_config(dict(minutes=1.0)), str(tmp_path), None, along_lineage)
-    trial = _trial()
+    trial = live_trial(id=3, epoch_seconds=20.0, eval_seconds=4.0)  # 4 s of it validating
     task = work.epoch(trial, 1, deadline=0.0)
     late = work.scheduled(task, trial, Moment(49.0, 11.0, None), [])
     assert late.share == last_share(20.0, 4.0, 11.0) and 0.0 < late.share < 1.0
