@@ -169,6 +169,9 @@ class BlobsTask:
     def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
         return train_samples
 
+    def augment(self, xb: torch.Tensor, ref: DataRef, gen: torch.Generator) -> torch.Tensor:
+        return xb
+
     def inputs_and_targets(
         self, xb: torch.Tensor, yb: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -325,6 +325,12 @@ class Task(Protocol):
         ``train_samples``."""
         ...
 
+    def augment(self, xb: torch.Tensor, ref: DataRef, gen: torch.Generator) -> torch.Tensor:
+        """A staged training batch of data set ``ref`` as the network trains on it: changed in
+        ways that keep its targets, by random numbers from ``gen`` (a CPU generator), or as it
+        is where the task has no augmentation."""
+        ...
+
     def inputs_and_targets(
         self, xb: torch.Tensor, yb: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -359,8 +359,9 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
     batch, model, optimizer, device = setup.batch, setup.step_model, setup.optimizer, setup.device
     n = len(setup.data.train)
     steps = max(1, int(setup.kind.epoch_samples(task.data, n) // batch * task.share))
-    gen = torch.Generator().manual_seed(task.seed * 1_000_003 + task.epoch)
-    order = torch.randperm(n, generator=gen)
+    epoch_seed = task.seed * 1_000_003 + task.epoch
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(epoch_seed))
+    augment_gen = torch.Generator().manual_seed(epoch_seed * 1024 + group.rank)
     batches = feed.train_batches(
         setup.data.train, order, batch, steps, group.rank, group.world, device
     )
@@ -377,6 +378,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
         phase = _phases(setup, "train")
         with timer(phase("data")):
             xb, yb, global_batch = next(batches)
+            xb = setup.kind.augment(xb, task.data, augment_gen)
             xb, yb = setup.kind.inputs_and_targets(channels_last(xb), yb)
         if global_batch < group.world:  # a batch too small to give every rank a sample
             break

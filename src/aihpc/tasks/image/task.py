@@ -49,7 +49,7 @@ from aihpc.tasks.base import (
     device_autocast,
     own,
 )
-from aihpc.tasks.image.options import ImageOptions
+from aihpc.tasks.image.options import SHIFT_KEY, ImageOptions
 from aihpc.tasks.image.quality import arch_rows
 
 if TYPE_CHECKING:
@@ -286,7 +286,8 @@ class ImageTask:
     def splits(self, ref: DataRef) -> tuple[Split, Split]:
         from aihpc.tasks.image.data import load_dataset
 
-        data = load_dataset(ref.name, path=ref.path, seed=ref.seed, **ref.options_dict())
+        options = {k: v for k, v in ref.options_dict().items() if k != SHIFT_KEY}
+        data = load_dataset(ref.name, path=ref.path, seed=ref.seed, **options)
         return data.train, data.val
 
     def staging_dtype(self, device: torch.device) -> torch.dtype:
@@ -299,6 +300,16 @@ class ImageTask:
 
     def epoch_samples(self, ref: DataRef, train_samples: int) -> int:
         return train_samples
+
+    def augment(self, xb: torch.Tensor, ref: DataRef, gen: torch.Generator) -> torch.Tensor:
+        """Each image shifted at random (:mod:`aihpc.tasks.image.augment`), by at most the run's
+        ``shift`` pixels, or by default an eighth of its smaller side."""
+        from aihpc.tasks.image.augment import default_shift, shifted
+
+        shift = ref.options_dict().get(SHIFT_KEY)
+        if shift is None:
+            shift = default_shift(xb.shape[-2], xb.shape[-1])
+        return shifted(xb, int(shift), gen)
 
     def inputs_and_targets(
         self, xb: torch.Tensor, yb: torch.Tensor

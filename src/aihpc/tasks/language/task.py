@@ -338,6 +338,10 @@ class LanguageTask:
             return train_samples
         return max(1, min(train_samples, tokens // context))
 
+    def augment(self, xb: torch.Tensor, ref: DataRef, gen: torch.Generator) -> torch.Tensor:
+        """The windows as they are: a language model trains on its text unchanged."""
+        return xb
+
     def inputs_and_targets(
         self, xb: torch.Tensor, yb: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
