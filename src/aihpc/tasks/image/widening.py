@@ -115,8 +115,7 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
     )
     rep = channel_spaces(spec)
     units = list(range(old)) + [rng.randrange(old) for _ in range(new_width - old)]
-    maps = _channel_maps(spec, rep, name, units)
-    shares = _space_shares(spec, rep, maps, rep[name])
+    maps, shares = _channel_maps(spec, rep, name, units)
     layers = []
     widened = []
     for layer in spec.layers:
@@ -140,16 +139,20 @@ def plan_widen(spec: ArchSpec, name: str, new_width: int, rng: random.Random) ->
 
 def _channel_maps(
     spec: ArchSpec, rep: dict[str, str], name: str, units: list[int]
-) -> dict[str, list[int]]:
-    """For each channel space that widening ``name`` reaches: new unit -> old unit it copies.
+) -> tuple[dict[str, list[int]], dict[str, list[float]]]:
+    """For each channel space that widening ``name`` reaches: new unit -> old unit it copies,
+    and each new unit's share of its old unit's outgoing weights (:func:`_shares`).
 
-    ``name``'s space gets ``units``; concats fed by a widened space get the
-    map of their parts.  MorphError where the
-    widening would reach the input, the output, a grouped conv, or a concat
-    tied through an add that cannot replicate the same way.
+    ``name``'s space gets ``units`` and shares drawn for them; concats fed by
+    a widened space get the map and the shares of their parts (1.0 for a part
+    not widened), so that every consumer of a copy gives it the same share.
+    MorphError where the widening would reach the input, the output, a
+    grouped conv, or a concat tied through an add that cannot replicate the
+    same way.
     """
     shapes = spec.shapes()
     maps: dict[str, list[int]] = {rep[name]: units}
+    shares: dict[str, list[float]] = {rep[name]: _shares(units)}
     concats = [x for x in spec.layers if x.type == "concat"]
     changed = True
     while changed:  # propagate through concats until nothing new is reached
@@ -157,7 +160,20 @@ def _channel_maps(
         for c in concats:
             if rep[c.name] not in maps and any(rep[i] in maps for i in c.inputs):
                 maps[rep[c.name]] = _concat_map(c, maps, rep, shapes)
+                shares[rep[c.name]] = [
+                    share for i in c.inputs for share in shares.get(rep[i], [1.0] * shapes[i][0])
+                ]
                 changed = True
+    _check_reach(spec, rep, name, maps)
+    return maps, shares
+
+
+def _check_reach(
+    spec: ArchSpec, rep: dict[str, str], name: str, maps: dict[str, list[int]]
+) -> None:
+    """MorphError where widening ``name`` (its channel spaces ``maps``) reaches what cannot be
+    widened (:func:`_channel_maps`)."""
+    shapes = spec.shapes()
     for tensor, r in rep.items():
         if r not in maps:
             continue
@@ -187,7 +203,6 @@ def _channel_maps(
                 f"widen: cannot widen {name!r}: grouped conv {layer.name!r} "
                 f"(groups={layer.groups}) would be affected"
             )
-    return maps
 
 
 def _shares(units: list[int]) -> list[float]:
@@ -201,26 +216,6 @@ def _shares(units: list[int]) -> list[float]:
     for unit, weight in zip(units, raw, strict=True):
         totals[unit] = totals.get(unit, 0.0) + weight
     return [weight / totals[unit] for unit, weight in zip(units, raw, strict=True)]
-
-
-def _space_shares(
-    spec: ArchSpec, rep: dict[str, str], maps: dict[str, list[int]], widened: str
-) -> dict[str, list[float]]:
-    """The shares (:func:`_shares`) of every channel space in ``maps``: the widened space's drawn,
-    a concat's those of its parts (1.0 for a part not widened), so that every consumer of a
-    copy gives it the same share."""
-    shares = {widened: _shares(maps[widened])}
-    shapes = spec.shapes()
-    concats = [x for x in spec.layers if x.type == "concat" and rep[x.name] in maps]
-    for _ in range(len(concats)):  # each pass settles at least one concat read by no other
-        for c in concats:
-            if rep[c.name] not in shares and all(
-                rep[i] in shares or rep[i] not in maps for i in c.inputs
-            ):
-                shares[rep[c.name]] = [
-                    share for i in c.inputs for share in shares.get(rep[i], [1.0] * shapes[i][0])
-                ]
-    return shares
 
 
 def _replicate_units(
