@@ -126,7 +126,12 @@ class NullObserver:
     def screening(self, record) -> None: ...
 
 
-def scripted_epoch(accuracy, lost=lambda task: False, samples: int | None = None):
+def scripted_epoch(
+    accuracy,
+    lost=lambda task: False,
+    samples: int | None = None,
+    phase_seconds: dict[str, float] | None = None,
+):
     """A stand-in for the trainer: epoch ``e`` of trial ``t`` scores ``accuracy(t, e)``.
 
     It trains nothing, but makes its starting weights as a worker does (a
@@ -136,7 +141,8 @@ def scripted_epoch(accuracy, lost=lambda task: False, samples: int | None = None
     does.  Every epoch counts 1000 training and 100 evaluation operations;
     with ``samples``, it counts as a worker does: ``samples`` training
     samples and 10 validation samples at the architecture's counted
-    operations per sample (the task's fast recount).
+    operations per sample (the task's fast recount).  ``phase_seconds``: the seconds by phase
+    it reports (none by default).
     """
     from pathlib import Path
 
@@ -198,6 +204,7 @@ def scripted_epoch(accuracy, lost=lambda task: False, samples: int | None = None
             ops_eval=ops_eval,
             ops_per_sample={"train": per_sample[0], "eval": per_sample[1]},
             weights=weights,
+            phase_seconds=dict(phase_seconds or {}),
         )
 
     return run

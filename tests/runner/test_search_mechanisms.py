@@ -106,6 +106,29 @@ def test_a_lineage_trains_on_one_schedule_from_its_roots_start_to_the_runs_end(t
     assert positions == sorted(positions)  # one lineage, one worker: it never runs back
 
 
+def test_a_childs_first_epoch_expects_its_parents_validation_seconds_scaled(tmp_path):
+    """Before its first epoch, a child is expected to validate for as long as its parent's last
+    epoch did, scaled by their training operations per sample (what sizes a last epoch)."""
+    script = scripted_epoch(_rising, samples=1438, phase_seconds={"eval": 2.0})
+    master, store, _ = _master(tmp_path, _rising, script=script, early_stop=False)
+    made = []  # each new trial's parent, architecture and expected validation seconds
+    propose = master.proposer.trial
+
+    def recorded(*args, **kwargs):
+        trial = propose(*args, **kwargs)
+        made.append((trial.parent, trial.arch, trial.eval_seconds))
+        return trial
+
+    master.proposer.trial = recorded
+    master.run()
+    children = [m for m in made if m[0] is not None]
+    assert children and made[0][2] is None  # the seed: nothing measured yet
+    for parent, arch, eval_seconds in children:
+        scale = IMAGE.recount_per_sample(IMAGE.arch(arch), 1, 0.0)[0]
+        scale /= store.epochs(parent)[-1].ops_per_sample["train"]
+        assert eval_seconds == pytest.approx(2.0 * scale)
+
+
 def test_without_the_lineage_schedule_each_trial_runs_its_own(tmp_path):
     _, store, executor, _ = _run(tmp_path, _rising, lineage_schedule=False, early_stop=False)
     assert all(t.schedule_from is None and t.schedule_to is None for t in executor.tasks)

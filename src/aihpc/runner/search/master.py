@@ -422,6 +422,7 @@ class Master:
                 trial.epoch_seconds,
                 trial.ops_per_sample,
                 trial.reached,
+                trial.eval_seconds,
             )
             self.parents.finished(
                 trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec, trained

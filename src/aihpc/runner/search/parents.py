@@ -48,8 +48,8 @@ SEED_TRIAL = 0
 class Trained:
     """What a child takes from a finished parent besides its architecture and weights: its
     hyperparameters (``inherit_hparams``), its lineage as it leaves it (its own epochs counted,
-    and the schedule's position it reached), and its last epoch's seconds and training
-    operations per sample (the child's first epoch's expected duration,
+    and the schedule's position it reached), and its last epoch's seconds, validation seconds
+    and training operations per sample (the child's first epoch's expected duration,
     :mod:`aihpc.runner.search.lineage`; None: not measured)."""
 
     hparams: Hyperparameters
@@ -57,6 +57,7 @@ class Trained:
     epoch_seconds: float | None = None
     ops_per_sample: float | None = None
     reached: float = 0.0
+    eval_seconds: float | None = None
 
 
 @dataclass

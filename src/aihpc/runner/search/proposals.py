@@ -124,18 +124,23 @@ class Proposer:
             morph=morph,
             recipe=recipe,
             first_seconds=self._first_seconds(spec, trained),
+            eval_seconds=self._scaled(spec, trained, trained.eval_seconds if trained else None),
             reached=trained.reached if trained is not None else 0.0,
         )
 
     def _first_seconds(self, spec: Arch, parent: Trained | None) -> float | None:
         """How long a child of ``spec`` should take for its first epoch: its parent's last epoch,
-        scaled by their training operations per sample (None: not known, or not needed without a
-        lineage schedule)."""
-        if parent is None or not (parent.epoch_seconds and parent.ops_per_sample):
+        scaled (:meth:`_scaled`; None: not known, or not needed without a lineage schedule)."""
+        if parent is None or not self.mechanisms.lineage_schedule:
             return None
-        if not self.mechanisms.lineage_schedule:
+        return self._scaled(spec, parent, parent.epoch_seconds)
+
+    def _scaled(self, spec: Arch, parent: Trained | None, seconds: float | None) -> float | None:
+        """``seconds`` of the parent's last epoch as a child of ``spec`` should take them: scaled
+        by their training operations per sample (None: not known)."""
+        if parent is None or not (seconds and parent.ops_per_sample):
             return None
-        return parent.epoch_seconds * self.sizes.ops_per_sample(spec) / parent.ops_per_sample
+        return seconds * self.sizes.ops_per_sample(spec) / parent.ops_per_sample
 
     def _seed(self, trial_id: int, budget: int, depth: int, moment: Moment) -> LiveTrial:
         """The seed network afresh, a lineage's root: with the task's default hyperparameters

@@ -85,7 +85,12 @@ def rebuild(
         if best is not None and done.weights is not None:
             lineage = stored_lineage(row).after(len(done.values))
             trained = Trained(
-                row.hparams, lineage, done.epoch_seconds, done.ops_per_sample, done.reached or 0.0
+                row.hparams,
+                lineage,
+                done.epoch_seconds,
+                done.ops_per_sample,
+                done.reached or 0.0,
+                done.eval_seconds,
             )
             parents.finished(row.id, best, row.arch, done.weights, trained=trained)
     return out
