@@ -82,7 +82,9 @@ MECHANISMS = (
     "grow-on-plateau",
     "early-stop",
 )
-ABLATIONS = {f"no-{m}": [f"--no-{m}"] for m in MECHANISMS}
+# the image task's own: its training images unshifted (aihpc.tasks.image.augment)
+IMAGE_ONLY = {"no-shift": ["--shift", "0"]}
+ABLATIONS = {**{f"no-{m}": [f"--no-{m}"] for m in MECHANISMS}, **IMAGE_ONLY}
 ONE_WORKER = {"one-worker": ["--workers", "1", "--threads-per-worker", "1"]}
 LONG = ("default", "hpo", "seed")
 STAGE_CONFIGS = {
@@ -121,7 +123,11 @@ def plan(args: argparse.Namespace) -> list[Run]:
         for stage in args.stages:
             minutes = args.long_minutes if stage == "long" else args.short_minutes
             seeds = {"short": args.seeds, "long": args.long_seeds}.get(stage, args.ablation_seeds)
-            configs = [c for c in STAGE_CONFIGS[stage] if not args.configs or c in args.configs]
+            configs = [
+                c
+                for c in STAGE_CONFIGS[stage]
+                if (not args.configs or c in args.configs) and (task == "image" or c not in IMAGE_ONLY)
+            ]
             for seed in range(seeds):
                 runs += [Run(task, stage, c, seed, minutes) for c in configs]
     return runs

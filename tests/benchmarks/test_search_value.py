@@ -35,6 +35,10 @@ def test_the_plan_interleaves_seeds_and_sizes_each_stage(bench):
         "--task", "lm", "--seed", "0", "--workers", "1", "--threads-per-worker", "1", "--x",
     ]  # fmt: skip
     assert len({r.key for r in runs}) == len(runs)
+    image = sv.plan(sv.parse(["out", "--tasks", "image", "--stages", "ablations"]))
+    assert {r.config for r in image} == {*(f"no-{m}" for m in sv.MECHANISMS), "no-shift"}
+    shifted = next(r for r in image if r.config == "no-shift")
+    assert shifted.arguments([]) == ["--task", "image", "--seed", "0", "--shift", "0"]
     extra = sv.parse(["out", "--seeds", "1", "--", "--seed-width", "16"]).extra
     assert extra == ["--seed-width", "16"] and sv.parse(["out"]).extra == []
 

@@ -45,6 +45,7 @@ CASES = [
     ("run", ["--screen", "1"], "screen must be 0 (off) or in [2, 16], got 1"),
     ("run", ["--min-accuracy", "1.5"], "min_accuracy must be in [0, 1), got 1.5"),
     ("run", ["--seed-width", "0"], "seed_width must be a whole number >= 1, got 0"),
+    ("run", ["--shift", "-1"], "shift must be a whole number of pixels >= 0, got -1"),
     (
         "run",
         ["--dataset", "digits", "--max-params", "5000"],

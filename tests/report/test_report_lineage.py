@@ -20,7 +20,7 @@ from aihpc.report.lineage import MAX_NESTING, build_lineage, lineage_html, morph
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.results.read import decode_results
 from aihpc.results.trial import TrialRecord
-from aihpc.scoring.accuracy import ACCURACY
+from aihpc.tasks.quality import ACCURACY
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_v1.json"
 

@@ -26,8 +26,8 @@ from aihpc.report.lineage import lineage_html, morph_kind
 from aihpc.report.lineage_plot import plot_lineage
 from aihpc.report.plots import plot_timeline
 from aihpc.results.read import decode_results
-from aihpc.scoring.accuracy import ACCURACY
 from aihpc.tasks.language.quality import LOSS, loss_floor
+from aihpc.tasks.quality import ACCURACY
 from fixture_run import write_results_document
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -97,11 +97,16 @@ def test_values_are_written_and_compared_each_its_way() -> None:
     assert LOSS.best(rows, lambda r: r["v"])["id"] == 2  # the lowest, the first on ties
     assert ACCURACY.best(rows, lambda r: r["v"])["id"] == 0
     assert LOSS.best([], lambda r: r) is None
-    assert loss_floor(_lm()) == pytest.approx(2.1289849848727536)
-    assert (
-        loss_floor({"data": {"floor": 1.5}}) == 1.5
-        and loss_floor({"score": {"loss_floor": None}}) is None
-    )
+
+
+def test_the_floor_is_the_scores_else_the_datas() -> None:
+    doc = _lm()
+    run = _report_run(doc)
+    assert loss_floor(run.head.score, run.data) == pytest.approx(2.1289849848727536)
+    doc["score"]["loss_floor"], doc["data"]["floor"] = None, 1.5
+    run = _report_run(doc)
+    assert loss_floor(run.head.score, run.data) == 1.5
+    assert loss_floor(run.head.score, None) is None
 
 
 # --------------------------------------------------------------------------- the page

@@ -15,8 +15,7 @@ from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.accuracy import ACCURACY, Accuracy
-from aihpc.scoring.quality import ReportQuality
+from aihpc.scoring.accuracy import Accuracy
 from aihpc.tasks.base import (
     Arch,
     DataInfo,
@@ -28,6 +27,7 @@ from aihpc.tasks.base import (
     other_fields,
     own,
 )
+from aihpc.tasks.quality import ACCURACY, ReportQuality
 from toy_task.data import BlobsDataRecord, options, points
 from toy_task.net import MLP, deepen
 from toy_task.quality import BlobsOptions

@@ -75,6 +75,12 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
         "device and image size; 8 for the CPU's default images)",
     )
     p.add_argument(
+        "--shift",
+        type=int,
+        help="image: the largest random shift of a training image, in pixels (0: none; default: "
+        "an eighth of its smaller side, as in the padded random crop of the CIFAR recipe)",
+    )
+    p.add_argument(
         "--max-val-loss",
         type=float,
         help="lm: best validation loss (nats/token) above which the run is invalid (default: "

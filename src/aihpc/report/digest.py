@@ -3,7 +3,7 @@
 :func:`read_for_report` reads results.json (every version :mod:`aihpc.results.read`
 reads) into one :class:`ReportRun`: the run's sections, its trials by id, its task
 (which names the quality every part of the report reads, ranks, writes and plots:
-the task's :class:`~aihpc.scoring.quality.ReportQuality`) and its search lineage,
+the task's :class:`~aihpc.tasks.quality.ReportQuality`) and its search lineage,
 each derived once here for every renderer.
 
 A one-hour run on thousands of accelerators has hundreds of thousands of
@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aihpc.records.codec import Record, value_or_none
 from aihpc.report.lineage import Lineage, build_lineage
 from aihpc.results.model import RunHead
 from aihpc.results.read import iter_trial_records, laid_out_by_line, read_results, read_run_head
 from aihpc.results.trial import TrialRecord
-from aihpc.scoring.quality import ReportQuality
 from aihpc.tasks import recorded_task
 from aihpc.tasks.base import Task
+from aihpc.tasks.quality import ReportQuality
 
 LISTED = 200  # trials reported one by one; a run with more is reported from its digest
 SHOWN = 100  # the best trials a digest keeps whole
@@ -104,12 +105,10 @@ class ReportRun:
         ancestry = self.lineage.ancestry
         return self.by_id()[ancestry[-1]] if ancestry else None
 
-    def quality_sections(self) -> Mapping[str, Any]:
-        """The sections the quality's cards and plot lines read (its
-        :meth:`~aihpc.scoring.quality.ReportQuality.headline` and ``thresholds``, which take
-        results.json's ``score`` and ``data`` as JSON objects)."""
-        data = self.head.data
-        return {"score": self.head.score.to_dict(), "data": data.to_dict() if data else None}
+    @property
+    def data(self) -> Record | None:
+        """Its data set as its task described it (None: not recorded)."""
+        return value_or_none(self.head.data)
 
 
 class Digest:

@@ -20,7 +20,7 @@ from aihpc.report.machine import configuration, environment, peak_card, peaks
 from aihpc.report.markup import CSS, card, esc, figure_card, kv_table, no_data
 from aihpc.report.trials_table import hparams_text, next_token_accuracy, trials_section
 from aihpc.results.read import architecture
-from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks.quality import ReportQuality
 
 
 def plot_sections(quality: ReportQuality) -> tuple[tuple[str, str, str], ...]:
@@ -97,7 +97,7 @@ def _header(run: ReportRun) -> str:
 
 def _headline(run: ReportRun) -> list[tuple[str, str, str]]:
     """The cards of the run's quality (its task's)."""
-    return run.quality.headline(run.quality_sections())
+    return run.quality.headline(run.head.score, run.data)
 
 
 def _energy_card(energy: EnergyRecord | None) -> str:

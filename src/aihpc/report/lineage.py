@@ -25,7 +25,7 @@ from typing import Any
 from aihpc.base.fmt import NA
 from aihpc.records.rows import SUCCEEDED
 from aihpc.results.trial import TrialRecord
-from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks.quality import ReportQuality
 
 #: The morphism kinds the search makes, with their plot colours: a CNN's
 #: (aihpc.tasks.image.morphism), then a language model's growth steps

@@ -24,10 +24,10 @@ from aihpc.records.peak import (
     RunPeakRecord,
     WorkerPeakRecord,
 )
+from aihpc.records.score import ScoreRecord
 from aihpc.report.digest import ReportRun
 from aihpc.report.markup import figure_card, kv_table, no_data
 from aihpc.results.model import RunHead
-from aihpc.results.sections import ScoreRecord
 
 
 # -- the header's card -------------------------------------------------------------------

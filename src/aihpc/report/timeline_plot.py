@@ -1,6 +1,6 @@
 """The report's timeline plot: the score and the best quality so far against the run's time.
 
-The quality panel reads the run's :class:`~aihpc.scoring.quality.ReportQuality`:
+The quality panel reads the run's :class:`~aihpc.tasks.quality.ReportQuality`:
 the best accuracy in % above the minimum of a valid run, or the best validation
 loss in nats per token under the maximum of a valid run and above the loss
 floor, where the data's floor is known.
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from aihpc.report.digest import ReportRun
 from aihpc.report.figure import figure, png, si_axis
-from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks.quality import ReportQuality
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -43,7 +43,7 @@ def plot_timeline(run: ReportRun) -> bytes | None:
     ax_score.set_ylabel("score (operations / s)")
     ax_score.set_title(f"Score and best {quality.label} over the run")
     ax_score.grid(alpha=0.3)
-    _best_panel(ax_best, best_pts, quality, quality.thresholds(run.quality_sections()))
+    _best_panel(ax_best, best_pts, quality, quality.thresholds(run.head.score, run.data))
     return png(fig)
 
 

@@ -10,7 +10,7 @@ from aihpc.report.digest import ReportRun
 from aihpc.report.digest_views import caption, distribution_table
 from aihpc.report.markup import esc, no_data
 from aihpc.results.trial import TrialRecord
-from aihpc.scoring.quality import ReportQuality
+from aihpc.tasks.quality import ReportQuality
 
 
 def trials_section(run: ReportRun) -> str:

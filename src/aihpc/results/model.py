@@ -14,7 +14,7 @@ configuration as written (:func:`aihpc.tasks.read_config` checks it into a
 What computes with a run's result takes these records: the task's name
 (:attr:`RunHead.task`: :func:`aihpc.tasks.recorded_task` gives the task, which says how the run
 judged its models), the score as :mod:`aihpc.scoring` computes it
-(:meth:`~aihpc.results.sections.ScoreRecord.score`), the peak
+(:meth:`~aihpc.records.score.ScoreRecord.score`), the peak
 (:meth:`~aihpc.records.peak.RunPeakRecord.run_peak`), the environment
 (:meth:`~aihpc.records.environment.EnvironmentRecord.environment`).
 """
@@ -30,13 +30,13 @@ from aihpc.records.environment import EnvironmentRecord
 from aihpc.records.peak import DtypePeakRecord, RunPeakRecord
 from aihpc.records.rows import LostEpoch
 from aihpc.records.run_data import ImageDataRecord, LanguageDataRecord
+from aihpc.records.score import ScoreRecord
 from aihpc.results.sections import (
     CompilationRecord,
     DevicesRecord,
     IntegrityRecord,
     LayoutRecord,
     ModelFlopsRecord,
-    ScoreRecord,
     ScreeningRecord,
     SegmentRecord,
     StagingRecord,

@@ -48,7 +48,7 @@ class EpochRecord(Record, frozen=True):
 
     def value(self, metric: str) -> float | None:
         """The epoch's value of ``metric``, the run's quality (its task's
-        :attr:`~aihpc.scoring.quality.ReportQuality.epoch_key`); None where not measured."""
+        :attr:`~aihpc.tasks.quality.ReportQuality.epoch_key`); None where not measured."""
         return value_or_none(getattr(self, metric))
 
 
@@ -123,5 +123,5 @@ class TrialRecord(Record, frozen=True):
 
     def best(self, trial_key: str) -> float | None:
         """Its best validation value, whose field is ``trial_key`` (the run's task's
-        :attr:`~aihpc.scoring.quality.ReportQuality.trial_key`); None: no epoch measured one."""
+        :attr:`~aihpc.tasks.quality.ReportQuality.trial_key`); None: no epoch measured one."""
         return value_or_none(getattr(self, trial_key))

@@ -73,6 +73,7 @@ from aihpc.records.environment import EnvironmentRecord
 from aihpc.records.messages import EpochStatus
 from aihpc.records.peak import RunPeakRecord
 from aihpc.records.rows import SUCCEEDED, EpochRow, ScreeningRow, TrialRow, TrialStatus
+from aihpc.records.score import ScoreRecord
 from aihpc.results.model import RunHead, RunResults
 from aihpc.results.read import COMPRESSED_RESULTS_FILE, RESULTS_FILE, TRIALS
 from aihpc.results.sections import (
@@ -82,7 +83,6 @@ from aihpc.results.sections import (
     IntegrityRecord,
     LayoutRecord,
     ModelFlopsRecord,
-    ScoreRecord,
     ScreeningRecord,
     SegmentRecord,
     StagingRecord,

@@ -1,20 +1,16 @@
-"""Validation accuracy as a task's quality (AIPerf's), and how a report writes it: the image task's
-and any other classification task's.
+"""Validation accuracy as a task's quality (AIPerf's): the image task's and any other
+classification task's.
 
 :class:`Accuracy`: regulated score = OPS x |ln(1 - best accuracy)|, valid from
-``min_accuracy``.  :data:`ACCURACY`: the report's words for it (an accuracy in
-percent, changes in points, the task's ceiling where the data set knows it).
+``min_accuracy``.  The report's words for it are
+:data:`aihpc.tasks.quality.ACCURACY`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from aihpc.base.fmt import as_number, format_fraction, format_percent
-from aihpc.scoring.quality import ReportQuality, section
 
 
 @dataclass(frozen=True)
@@ -63,58 +59,3 @@ class Accuracy:
             "error_percent": 100.0 * (1.0 - (best if best is not None else 0.0)),
             "min_accuracy": self.min_accuracy,
         }
-
-
-@dataclass(frozen=True)
-class AccuracyReport(ReportQuality):
-    """How a report writes an accuracy: in percent, changes in points."""
-
-    def cell(self, value: Any) -> str:
-        return format_fraction(as_number(value), 2)
-
-    def brief(self, value: Any) -> str:
-        return format_fraction(as_number(value), 1)
-
-    def text(self, value: Any) -> str:
-        return self.cell(value)
-
-    def change(self, new: float, old: float) -> str:
-        return f"{100 * (new - old):+.2f} points"
-
-    def plotted(self, value: float) -> float:
-        return 100 * value
-
-    def headline(self, results: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-        """The error, and the best accuracy beside the minimum for a valid run and the task's
-        ceiling where it is known."""
-        score = section(results, "score")
-        least = as_number(score.get("min_accuracy"))
-        notes = [f"minimum {format_fraction(least, 0)}"] if least is not None else []
-        ceiling = section(section(results, "data"), "ceiling")
-        oracle = as_number(ceiling.get("oracle_accuracy"))
-        if oracle is not None:
-            notes.append(f"task ceiling {format_fraction(oracle, 1)}–100%")
-        return [
-            ("Error", format_percent(score.get("error_percent")), ""),
-            ("Best accuracy", format_fraction(score.get("best_accuracy"), 2), " · ".join(notes)),
-        ]
-
-    def thresholds(self, results: Mapping[str, Any]) -> list[tuple[float, str, str]]:
-        least = as_number(section(results, "score").get("min_accuracy"))
-        return [] if least is None else [(least, f"min accuracy {100 * least:.0f}%", "valid")]
-
-
-ACCURACY = AccuracyReport(
-    name="accuracy",
-    trial_key=Accuracy.trial_key,
-    epoch_key=Accuracy.metric,
-    best_key=Accuracy.best_key,
-    label="accuracy",
-    short="accuracy",
-    column="best val acc",
-    unit="%",
-    higher_is_better=True,
-    ranked="most accurate",
-    missing="no accuracy",
-    regulated="OPS × |ln(1 − accuracy)|",
-)

@@ -33,7 +33,8 @@ from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.quality import Quality, ReportQuality
+from aihpc.scoring.quality import Quality
+from aihpc.tasks.quality import ReportQuality
 
 # torch and numpy are imported where a task trains or counts, not where it is named
 if TYPE_CHECKING:

@@ -49,9 +49,9 @@ from aihpc.base.errors import AihpcError, DataError, StorageError
 from aihpc.records.codec import UNSET
 from aihpc.records.messages import EpochStatus, ScreenStatus
 from aihpc.records.rows import EpochRow, ScreeningRow, TrialRow
+from aihpc.records.score import ScoreRecord
 from aihpc.results.model import RunHead
 from aihpc.results.read import iter_trial_records, read_run_head, results_file
-from aihpc.results.sections import ScoreRecord
 from aihpc.results.trial import TrialRecord
 from aihpc.scoring.score import Score, compute_score, wall_seconds
 from aihpc.tasks import Arch, Task, of_run

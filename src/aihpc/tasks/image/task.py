@@ -37,8 +37,7 @@ from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.run_data import ImageDataRecord
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.accuracy import ACCURACY, Accuracy
-from aihpc.scoring.quality import ReportQuality
+from aihpc.scoring.accuracy import Accuracy
 from aihpc.tasks.base import (
     Arch,
     DataInfo,
@@ -51,6 +50,7 @@ from aihpc.tasks.base import (
 )
 from aihpc.tasks.image.options import SHIFT_KEY, ImageOptions
 from aihpc.tasks.image.quality import arch_rows
+from aihpc.tasks.quality import ACCURACY, ReportQuality
 
 if TYPE_CHECKING:
     import torch

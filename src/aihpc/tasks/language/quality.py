@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aihpc.base.fmt import NA, as_number, format_value
-from aihpc.scoring.quality import ReportQuality, section
+from aihpc.records.codec import Record, value_or_none
+from aihpc.records.run_data import LanguageDataRecord
+from aihpc.records.score import ScoreRecord
 from aihpc.tasks.base import other_fields
+from aihpc.tasks.quality import ReportQuality
 
 
 @dataclass(frozen=True)
@@ -107,47 +110,45 @@ class LossReport(ReportQuality):
     def plotted(self, value: float) -> float:
         return value
 
-    def headline(self, results: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    def headline(self, score: ScoreRecord, data: Record | None) -> list[tuple[str, str, str]]:
         """The best validation loss beside the floor (the best loss any model can reach, where
         known), the gap to it, bits per byte (byte-level text), the maximum of a valid run, and
         the unigram loss the regulated score measures from."""
-        score = section(results, "score")
-        best = as_number(score.get(self.best_key))
-        floor = loss_floor(results)
-        gap = as_number(score.get("gap_to_floor"))
+        best = score.best(self.best_key)
+        floor = loss_floor(score, data)
+        gap = value_or_none(score.gap_to_floor)
         if gap is None and best is not None and floor is not None:
             gap = best - floor
         notes = ["floor unknown" if floor is None else f"floor {floor:.4f}"]
         if gap is not None:
             notes.append(f"gap {gap:.4f}")
-        bits = as_number(score.get("bits_per_byte"))
+        bits = value_or_none(score.bits_per_byte)
         if bits is not None:
             notes.append(f"{bits:.3f} bits/byte")
-        for key, word in (("max_val_loss", "maximum"), ("unigram_loss", "unigram")):
-            value = as_number(score.get(key))
-            if value is not None:
-                notes.append(f"{word} {value:.4f}")
+        for value, word in ((score.max_val_loss, "maximum"), (score.unigram_loss, "unigram")):
+            number = value_or_none(value)
+            if number is not None:
+                notes.append(f"{word} {number:.4f}")
         return [("Best validation loss", self.text(best), " · ".join(notes))]
 
-    def thresholds(self, results: Mapping[str, Any]) -> list[tuple[float, str, str]]:
+    def thresholds(self, score: ScoreRecord, data: Record | None) -> list[tuple[float, str, str]]:
         lines = []
-        most = as_number(section(results, "score").get("max_val_loss"))
+        most = value_or_none(score.max_val_loss)
         if most is not None:
             lines.append((most, f"max loss {most:.4f} (valid below)", "valid"))
-        floor = loss_floor(results)
+        floor = loss_floor(score, data)
         if floor is not None:
             lines.append((floor, f"floor {floor:.4f} (best possible)", "floor"))
         return lines
 
 
-def loss_floor(results: Mapping[str, Any]) -> float | None:
+def loss_floor(score: ScoreRecord, data: Record | None) -> float | None:
     """The lowest loss any model can reach on the run's data (the score's ``loss_floor``, else
     the data's ``floor``), None where unknown."""
-    for key, field in (("score", "loss_floor"), ("data", "floor")):
-        value = as_number(section(results, key).get(field))
-        if value is not None:
-            return value
-    return None
+    floor = value_or_none(score.loss_floor)
+    if floor is None and isinstance(data, LanguageDataRecord):
+        floor = data.floor
+    return floor
 
 
 def arch_rows(arch: Mapping[str, Any]) -> list[tuple[str, str]]:

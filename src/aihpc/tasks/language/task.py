@@ -61,7 +61,6 @@ from aihpc.records.codec import Record
 from aihpc.records.messages import DataRef
 from aihpc.records.run_data import LanguageDataRecord
 from aihpc.records.trial import Hyperparameters
-from aihpc.scoring.quality import ReportQuality
 from aihpc.tasks.base import (
     Arch,
     DataInfo,
@@ -74,6 +73,7 @@ from aihpc.tasks.base import (
 )
 from aihpc.tasks.language.options import MOVED, LanguageOptions
 from aihpc.tasks.language.quality import LOSS, Loss, arch_rows
+from aihpc.tasks.quality import ReportQuality
 
 if TYPE_CHECKING:
     import torch
