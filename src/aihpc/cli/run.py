@@ -65,27 +65,7 @@ def _workload_arguments(p: argparse.ArgumentParser) -> None:
 def _search_arguments(p: argparse.ArgumentParser) -> None:
     """The search and how each trial trains."""
     p.add_argument("--seed", type=int, help="seed of the search, the data split and initialisation")
-    p.add_argument(
-        "--min-accuracy", type=float, help="image: best accuracy below which the run is invalid"
-    )
-    p.add_argument(
-        "--seed-width",
-        type=int,
-        help="image: the seed network's base width, channels of its first stage (default: by "
-        "device and image size; 8 for the CPU's default images)",
-    )
-    p.add_argument(
-        "--shift",
-        type=int,
-        help="image: the largest random shift of a training image, in pixels (0: none; default: "
-        "an eighth of its smaller side, as in the padded random crop of the CIFAR recipe)",
-    )
-    p.add_argument(
-        "--max-val-loss",
-        type=float,
-        help="lm: best validation loss (nats/token) above which the run is invalid (default: "
-        "the data's bigram loss)",
-    )
+    _task_arguments(p)
     p.add_argument(
         "--strategy",
         help="parent selection: evolution (default), random, none (no architecture search: the "
@@ -152,6 +132,31 @@ MECHANISMS = (
         "4, 8 ... lineage epochs is stopped",
     ),
 )
+
+
+def _task_arguments(p: argparse.ArgumentParser) -> None:
+    """The task's own settings: the image task's and the language task's."""
+    p.add_argument(
+        "--min-accuracy", type=float, help="image: best accuracy below which the run is invalid"
+    )
+    p.add_argument(
+        "--seed-width",
+        type=int,
+        help="image: the seed network's base width, channels of its first stage (default: by "
+        "device and image size; 8 for the CPU's default images)",
+    )
+    p.add_argument(
+        "--shift",
+        type=int,
+        help="image: the largest random shift of a training image, in pixels (0: none; default: "
+        "an eighth of its smaller side, as in the padded random crop of the CIFAR recipe)",
+    )
+    p.add_argument(
+        "--max-val-loss",
+        type=float,
+        help="lm: best validation loss (nats/token) above which the run is invalid (default: "
+        "the data's bigram loss)",
+    )
 
 
 def _mechanism_arguments(p: argparse.ArgumentParser) -> None:

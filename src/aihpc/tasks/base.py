@@ -328,8 +328,8 @@ class Task(Protocol):
 
     def augment(self, xb: torch.Tensor, ref: DataRef, gen: torch.Generator) -> torch.Tensor:
         """A staged training batch of data set ``ref`` as the network trains on it: changed in
-        ways that keep its targets, by random numbers from ``gen`` (a CPU generator), or as it
-        is where the task has no augmentation."""
+        ways that keep its targets, by random numbers from ``gen`` (a generator on the batch's
+        device), or as it is where the task has no augmentation."""
         ...
 
     def inputs_and_targets(

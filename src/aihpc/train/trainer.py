@@ -19,7 +19,10 @@ Every batch a trial trains on has the same shape, so that cuDNN's autotuner
 the epoch's last, partial batch (its samples are neither trained on nor
 counted; the order changes every epoch, so no sample is always left out),
 and on a GPU the last evaluation batch is padded to full size (only real
-samples are scored).
+samples are scored).  Each training batch goes through its task's
+:meth:`~aihpc.tasks.base.Task.augment` (the image task's random shifts), with
+random numbers seeded by the trial, the epoch and the rank, on the device;
+validation batches are read as they are.
 
 A worker keeps the model and optimizer of the epoch it last finished on its
 device (:class:`Resident`); the next epoch of the same trial, if it comes to
@@ -361,7 +364,7 @@ def train_steps(task: EpochTask, setup: Setup, timer: PhaseTimer, group: Group) 
     steps = max(1, int(setup.kind.epoch_samples(task.data, n) // batch * task.share))
     epoch_seed = task.seed * 1_000_003 + task.epoch
     order = torch.randperm(n, generator=torch.Generator().manual_seed(epoch_seed))
-    augment_gen = torch.Generator().manual_seed(epoch_seed * 1024 + group.rank)
+    augment_gen = torch.Generator(device).manual_seed(epoch_seed * 1024 + group.rank)
     batches = feed.train_batches(
         setup.data.train, order, batch, steps, group.rank, group.world, device
     )

@@ -85,3 +85,11 @@ def test_the_shift_reaches_the_workers_data_reference_but_not_the_data_set() -> 
 def test_a_shift_that_is_not_a_whole_number_from_0_is_refused(shift) -> None:
     with pytest.raises(ConfigError, match="shift must be a whole number of pixels >= 0"):
         ImageOptions(shift=shift)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_shifts_are_drawn_there_in_the_staged_dtype() -> None:
+    x = (torch.rand(64, 3, 16, 16) + 1.0).to(torch.bfloat16)
+    y = shifted(x.cuda(), 2, torch.Generator("cuda").manual_seed(0))
+    assert y.dtype == torch.bfloat16 and y.is_cuda
+    offsets_of(x.float(), y.float().cpu(), 2)

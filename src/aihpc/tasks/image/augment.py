@@ -29,11 +29,12 @@ def default_shift(height: int, width: int) -> int:
 
 def shifted(x: torch.Tensor, shift: int, gen: torch.Generator) -> torch.Tensor:
     """The images ``x`` (N, C, H, W), each moved by its own random offset of at most ``shift``
-    pixels along each axis (drawn from ``gen``, a CPU generator), zero-filled at the edges."""
+    pixels along each axis (drawn from ``gen``, a generator on ``x``'s device, so that nothing
+    waits for a copy), zero-filled at the edges."""
     if shift <= 0 or x.shape[0] == 0:
         return x
     n, _, height, width = x.shape
-    offsets = torch.randint(0, 2 * shift + 1, (2, n), generator=gen).to(x.device)
+    offsets = torch.randint(0, 2 * shift + 1, (2, n), generator=gen, device=x.device)
     padded = torch.nn.functional.pad(x, (shift, shift, shift, shift))
     rows = offsets[0, :, None] + torch.arange(height, device=x.device)  # (N, H)
     cols = offsets[1, :, None] + torch.arange(width, device=x.device)  # (N, W)

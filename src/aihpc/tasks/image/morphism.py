@@ -56,10 +56,8 @@ from aihpc.tasks.image.widening import plan_widen, widen
 __all__ = ["add_skip", "deepen", "plan_deepen", "plan_skip", "random_morph", "random_plan", "widen"]
 
 # Widened layers get a multiple of 16 channels: vector units hold 16 float32
-# values and tensor cores want multiples of 8 in bfloat16.  Measured on this
-# project's 2-core CPU (3x3 conv, 16x16, batch 128, forward + backward, one
-# thread, GFLOP/s at equal widths in and out): 28.5 at 20 channels against
-# 35.8 at 24, 53.8 at 40 against 74.5 at 48.
+# values and tensor cores want multiples of 8 in bfloat16; convolutions of other
+# widths ran slower (docs/measurements/2026-11-29-figures-from-code-comments.md).
 WIDTH_MULTIPLE = 16
 
 

@@ -9,17 +9,12 @@ operations are counted per image (:mod:`aihpc.tasks.image.count` is the
 verifier's fast path of the same count).
 
 The seed is smaller than compute-optimal for the default budget (5 minutes),
-so that growing is needed (:meth:`ImageTask.min_train_ops`: 4 epochs of the
-data).  On the CPU, the default data (9,600 training images of 3x16x16) and a
-ResNet-20 of base width 8: 70,106 parameters, 1.59e7 training operations an
-image, ``min_train_ops`` 6.1e11; a worker of this project's 2-core CPU did
-about 3.7e10 operations a second (the default run's 74 GOPS over 2 workers,
-docs/measurements/2026-11-22-search-headroom-cpu.md), 1.1e13 in 5 minutes:
-18 times the seed's (ResNet-20 at its usual width 16 would be 2.4e12, a fifth
-of it).  On a GPU, the default data (40,000 training images of 3x128x128) and
-ResNet-50: 8.0e9 operations an image, ``min_train_ops`` 1.3e15; an H200
-worker did 9.6e13 operations a second (docs/measurements/2026-11-26-gpu-h200.md),
-2.9e16 in 5 minutes: 22 times the seed's, which stays as it is.
+so that growing is needed: what one worker can do in that budget is many times
+the seed's :meth:`ImageTask.min_train_ops` (4 epochs of the data) on the CPU
+and on a GPU alike (docs/design/default-workload.md, "The seed network", gives
+the figures and where they were measured).  Training images are shifted at
+random (:mod:`aihpc.tasks.image.augment`), so that no network fits the
+training set early in the run.
 """
 
 from __future__ import annotations
@@ -61,12 +56,12 @@ if TYPE_CHECKING:
 # (GPU: the ResNet-50 seed's 23.7 M parameters, with room for a widened stage).
 DEFAULT_MAX_PARAMS = {"cpu": 2_000_000, "cuda": 60_000_000}
 # The batch sizes the hyperparameter search picks from, when batch_sizes is not set.
-# GPU: measured on one H200 (benchmarks/gpu_fill.py, 5 minutes, 2026-11-26, when 128 was a
-# choice): the ResNet-50 seed's children trained at 46, 94 and 106 TFLOP/s with batches of 128,
-# 256 and 512; a batch of 128 at 128x128 is too little work per kernel (README, "On a GPU").
+# GPU: a batch of 128 at 128x128 is too little work per kernel: it ran at under half the rate of 512
+# (benchmarks/gpu_fill.py; docs/measurements/2026-11-29-figures-from-code-comments.md).
 DEFAULT_BATCH_SIZES = {"cpu": (32, 64, 128), "cuda": (256, 512)}
 # The seed network's base width by device kind and seed size (aihpc.tasks.image.seeds.SIZES),
-# where it is not the size's own: on the CPU, the default data's (the module docstring says why)
+# where it is not the size's own: on the CPU, the default data's (why: docs/design/
+# default-workload.md, "The seed network")
 SEEDS: dict[str, dict[str, int]] = {"cpu": {"cifar": 8}, "cuda": {}}
 # The epochs of the run's data a network needs to be worth training (min_train_ops): the geometric
 # middle of a default trial's epochs (epochs_min 2 to epochs_max 8)
