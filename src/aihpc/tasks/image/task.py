@@ -67,7 +67,7 @@ SEEDS: dict[str, dict[str, int]] = {"cpu": {"cifar": 8}, "cuda": {}}
 # middle of a default trial's epochs (epochs_min 2 to epochs_max 8)
 WORTH_EPOCHS = 4
 # The default workload: a synthetic data set sized to the device kind, so that the search has
-# room to improve all through a 5-minute run (README, "The default workload": its ceiling, and
+# room to improve all through a 5-minute run (docs/design/default-workload.md: its ceiling, and
 # how the CPU's and the GPU's were chosen and measured).
 DEFAULT_SYNTHETIC = {
     "cpu": {
@@ -96,7 +96,7 @@ class ImageTask:
     grad_clip: float | None = None
     peak_kernels: tuple[str, ...] = ("matmul", "conv")
     # regional compilation (aihpc.train.regions) off on both: measured slower over a search
-    # (README, "Regional compilation, measured on this project's CPU" and "Measured on an H100")
+    # (docs/measurements/2026-11-26-regional-compilation-cpu.md, 2026-11-27-gpu-h100.md)
     compile_auto: Mapping[str, bool] = MappingProxyType({"cpu": False, "cuda": False})
     options_type: type[TaskOptions] = ImageOptions
     input_kind: str = "image"

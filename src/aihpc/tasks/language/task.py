@@ -85,7 +85,7 @@ if TYPE_CHECKING:
 #: The run's data-set name -> aihpc.tasks.language.data's.
 LANGUAGES = {"synthetic": "hmm", "text": "text", "tokens": "tokens"}
 
-# By device kind (README, "The language task": how they were chosen and measured).
+# By device kind (docs/guide/language.md: how they were chosen and measured).
 DEFAULT_CONTEXT = {"cpu": 128, "cuda": 1024}
 DEFAULT_EPOCH_TOKENS = {"cpu": 1 << 18, "cuda": 1 << 23}
 DEFAULT_SYNTHETIC = {
