@@ -164,16 +164,19 @@ def _channel_maps(
                     share for i in c.inputs for share in shares.get(rep[i], [1.0] * shapes[i][0])
                 ]
                 changed = True
-    _check_reach(spec, rep, name, maps)
+    _check_reach(spec, rep, name, maps, shapes)
     return maps, shares
 
 
 def _check_reach(
-    spec: ArchSpec, rep: dict[str, str], name: str, maps: dict[str, list[int]]
+    spec: ArchSpec,
+    rep: dict[str, str],
+    name: str,
+    maps: dict[str, list[int]],
+    shapes: dict[str, tuple[int, ...]],
 ) -> None:
-    """MorphError where widening ``name`` (its channel spaces ``maps``) reaches what cannot be
-    widened (:func:`_channel_maps`)."""
-    shapes = spec.shapes()
+    """MorphError where widening ``name`` (its channel spaces ``maps``; ``shapes``: the spec's)
+    reaches what cannot be widened (:func:`_channel_maps`)."""
     for tensor, r in rep.items():
         if r not in maps:
             continue
