@@ -81,6 +81,7 @@ MECHANISMS = (
     "inherit-hparams",
     "grow-on-plateau",
     "early-stop",
+    "fork-leader",
 )
 # the image task's own: its training images unshifted (aihpc.tasks.image.augment)
 IMAGE_ONLY = {"no-shift": ["--shift", "0"]}

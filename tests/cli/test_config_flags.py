@@ -49,13 +49,19 @@ def test_flags_given_reach_the_configuration_and_absent_ones_do_not():
     }
 
 
-MECHANISMS = ("lineage_schedule", "inherit_hparams", "grow_on_plateau", "early_stop")
+MECHANISMS = (
+    "lineage_schedule",
+    "inherit_hparams",
+    "grow_on_plateau",
+    "early_stop",
+    "fork_leader",
+)
 
 
 def test_the_search_mechanisms_are_on_by_default_and_each_flag_pair_and_key_sets_one(tmp_path):
     """``--NAME`` / ``--no-NAME`` on the command line, ``NAME = true/false`` in a TOML file; the
     flag wins over the file, and an absent flag leaves the file's value."""
-    assert [getattr(read_config({}).search, name) for name in MECHANISMS] == [True] * 4
+    assert all(getattr(read_config({}).search, name) for name in MECHANISMS)
     assert [name for name, _ in run_cli.MECHANISMS] == list(MECHANISMS)
     parser = argparse.ArgumentParser()
     run_cli.add_arguments(parser)

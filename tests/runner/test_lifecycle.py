@@ -25,8 +25,8 @@ from aihpc.scoring.accuracy import Accuracy
 from aihpc.tasks import read_config
 from aihpc.tasks.language.quality import Loss
 
-ALL = Mechanisms(True, True, True, True, until_deadline=False)
-NONE = Mechanisms(False, False, False, False, until_deadline=False)
+ALL = Mechanisms(True, True, True, True, True, until_deadline=False)
+NONE = Mechanisms(False, False, False, False, False, until_deadline=False)
 
 
 def _epoch(**changes) -> Epoch:
@@ -148,11 +148,12 @@ def test_the_mechanisms_apply_to_the_strategies_that_morph():
     for strategy in ("evolution", "random"):
         assert Mechanisms.of(read_config(dict(strategy=strategy))) == ALL
         off = read_config(dict(strategy=strategy, lineage_schedule=False, early_stop=False))
-        assert Mechanisms.of(off) == Mechanisms(False, True, True, False, until_deadline=False)
+        expected = Mechanisms(False, True, True, False, True, until_deadline=False)
+        assert Mechanisms.of(off) == expected
     assert Mechanisms.of(read_config(dict(strategy="none"))) == NONE  # as it always trained
     # the seed baseline: one schedule from the run's start to its end, nothing else
     assert Mechanisms.of(read_config(dict(strategy="seed", lineage_schedule=False))) == Mechanisms(
-        True, False, False, False, until_deadline=True
+        True, False, False, False, False, until_deadline=True
     )
 
 
@@ -195,7 +196,7 @@ def test_the_judge_keeps_a_trials_best_and_decides_by_its_lineage_epochs():
 def _judged(curve: list[float], resolution: float = 0.01) -> tuple[int, str | None] | None:
     """The epoch at which a trial of this curve (goodness by epoch) ends by the judge's rules
     with every mechanism but early stopping, and its reason (None: it trains on)."""
-    judge = Judge(Mechanisms(True, True, True, False, until_deadline=False), resolution, 100)
+    judge = Judge(Mechanisms(True, True, True, False, True, until_deadline=False), resolution, 100)
     trial = _live(1)
     for done, value in enumerate(curve, start=1):
         trial.epochs_done = done
@@ -222,7 +223,7 @@ def test_a_resumed_trial_judges_its_window_with_the_epochs_before_the_resume():
     trial = _live(1)
     trial.history = [0.5, 0.55, 0.6]
     trial.epochs_done = 4
-    judge = Judge(Mechanisms(True, True, True, False, until_deadline=False), 0.01, 100)
+    judge = Judge(Mechanisms(True, True, True, False, True, until_deadline=False), 0.01, 100)
     assert judge.after(trial, 0.601) is None  # epochs 2-4 gained 0.051 over epoch 1
     trial.epochs_done = 5
     assert judge.after(trial, 0.602) is None  # epochs 3-5: 0.052 over 0.55

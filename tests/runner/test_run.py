@@ -20,6 +20,7 @@ from runner_helpers import query_store
 
 from aihpc.mlperf.check import check_compliance
 from aihpc.results.read import trial_arch
+from aihpc.runner.search.proposals import FORK
 from fixture_run import aihpc, aihpc_main
 
 # whole timed runs: one group under pytest-xdist (make test), so they run one at a time; the other
@@ -247,11 +248,15 @@ def test_full_run_scores_and_logs(
     done = [t for t in results["trials"] if t["status"] in ("completed", "early_stopped")]
     assert done, [t["status"] for t in results["trials"]]
     assert results["score"]["valid"] and results["score"]["best_accuracy"] >= 0.3
-    # bookkeeping: every child names a parent that existed before it, architectures are unique
-    ids = {t["id"] for t in results["trials"]}
+    # bookkeeping: every child names a parent that existed before it; architectures are unique,
+    # but for forks of a running leader, which keep their parent's
+    trials = {t["id"]: t for t in results["trials"]}
     for t in results["trials"]:
-        assert t["parent"] is None if t["id"] == 0 else t["parent"] in ids and t["parent"] < t["id"]
-    hashes = [t["arch_hash"] for t in results["trials"]]
+        parent = t["parent"]
+        assert parent is None if t["id"] == 0 else parent in trials and parent < t["id"]
+    forks = [t for t in results["trials"] if t["morph"].startswith(FORK)]
+    assert all(t["arch_hash"] == trials[t["parent"]]["arch_hash"] for t in forks)
+    hashes = [t["arch_hash"] for t in results["trials"] if t not in forks]
     assert len(hashes) == len(set(hashes))
     _check_served(run_dir, results, capsys)
     _check_verify_with_screening(run_dir, results, capsys)

@@ -113,6 +113,9 @@ class SearchSection:
     grow_on_plateau: bool = True
     # asynchronous successive halving: a trial trailing its peers at a rung of lineage epochs stops
     early_stop: bool = True
+    # a new trial forks the running trial that leads the run (PBT's exploit), not a finished parent
+    # that is behind it
+    fork_leader: bool = True
     epochs_min: int = 2
     epochs_max: int = 8
     patience: int = 2

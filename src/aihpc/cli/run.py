@@ -131,6 +131,11 @@ MECHANISMS = (
         "asynchronous successive halving: a trial outside the better half of its peers at 1, 2, "
         "4, 8 ... lineage epochs is stopped",
     ),
+    (
+        "fork_leader",
+        "a new trial, while the run's best trial still trains, starts from its latest weights, "
+        "with its architecture and its hyperparameters perturbed (PBT's exploit)",
+    ),
 )
 
 

@@ -59,6 +59,7 @@ class Mechanisms:
     inherit_hparams: bool
     grow_on_plateau: bool
     early_stop: bool
+    fork_leader: bool
     until_deadline: bool  # strategy "seed": a trial ends only at the deadline
 
     @classmethod
@@ -70,6 +71,7 @@ class Mechanisms:
             inherit_hparams=morphs and config.search.inherit_hparams,
             grow_on_plateau=morphs and config.search.grow_on_plateau,
             early_stop=morphs and config.search.early_stop,
+            fork_leader=morphs and config.search.fork_leader,
             until_deadline=seed,
         )
 

@@ -50,11 +50,11 @@ from aihpc.records.messages import (
 from aihpc.records.meta import MetaKey
 from aihpc.records.rows import LostEpoch, TrialStatus
 from aihpc.records.store import RunStore
-from aihpc.runner.search import screening
+from aihpc.runner.search import fork, screening
 from aihpc.runner.search.growth import worker_room
 from aihpc.runner.search.lifecycle import Judge, Mechanisms, trial_budget
 from aihpc.runner.search.lineage import steady_seconds
-from aihpc.runner.search.parents import ParentPool, Trained
+from aihpc.runner.search.parents import ParentPool
 from aihpc.runner.search.proposals import Child, Moment, Proposer
 from aihpc.runner.search.resume import rebuild
 from aihpc.runner.search.trials import LiveTrial
@@ -236,7 +236,8 @@ class Master:
     def _new_work(self) -> EpochTask | ScreenTask | None:
         """A new trial's first epoch; with screening, a screening of candidate children first;
         None where ``PROPOSALS_PER_SLOT`` trials in a row did not fit in memory."""
-        if self.config.search.screen and self.strategy is not None and self.next_id > 0:
+        screens = self.config.search.screen and self.strategy is not None and self.next_id > 0
+        if screens and self._leader() is None:  # a fork of the leader is no new architecture
             with contextlib.suppress(MorphError):  # no screen of new children: a trial as above
                 return self._screen_task()
         for _ in range(PROPOSALS_PER_SLOT):
@@ -266,7 +267,12 @@ class Master:
         moment = self._moment()
         recent = list(self.epoch_seconds)
         budget = trial_budget(self.config, self.mechanisms, moment.left, recent)
-        trial = self.proposer.trial(self.next_id, budget, self.slots, moment, child)
+        leader = self._leader() if child is None else None
+        if leader is not None:
+            start = fork.snapshot(self.weights_dir, leader, self.next_id)
+            child = self.proposer.fork(leader, start)
+        running_parent = leader.trained() if leader is not None else None
+        trial = self.proposer.trial(self.next_id, budget, self.slots, moment, child, running_parent)
         self.next_id += 1
         self.running[trial.id] = trial
         if trial.needs_parent():
@@ -277,6 +283,13 @@ class Master:
             self._finish(trial, TrialStatus.FAILED, refused)
             return None
         return self._task(trial, attempt=1)
+
+    def _leader(self) -> LiveTrial | None:
+        """The running trial a new trial forks (:mod:`aihpc.runner.search.fork`; None: none, or
+        the run does not fork)."""
+        if not self.mechanisms.fork_leader:
+            return None
+        return fork.leader(self.running.values(), self.parents.best_goodness())
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         """The task of ``trial``'s next epoch (its schedule set when it is sent)."""
@@ -391,16 +404,22 @@ class Master:
     def _commit_weights(self, trial: LiveTrial, weights: WeightsRef | None) -> None:
         """The trial continues from ``weights``; the file they supersede is deleted.
 
-        Nothing else can need it: children start only from finished trials,
-        whose last weights are never superseded.  A child's first weights
-        release its parent's pin.
+        Nothing else can need it: children start from finished trials, whose
+        last weights are never superseded, or from a snapshot of a running
+        one (:mod:`aihpc.runner.search.fork`).  A child's first weights
+        release its parent's pin, and its snapshot.
         """
         needed_parent = trial.needs_parent()
         old, trial.weights = trial.weights, weights or trial.weights
         if old is not None and trial.weights != old:
             Path(self.weights_dir, old.name).unlink(missing_ok=True)
         if needed_parent and not trial.needs_parent():
-            self.parents.unpin(trial.parent)
+            self._release_parent(trial)
+
+    def _release_parent(self, trial: LiveTrial) -> None:
+        """``trial`` no longer needs its parent's weights: its pin, and its snapshot, go."""
+        self.parents.unpin(trial.parent)
+        fork.release(self.weights_dir, trial)
 
     def _finish(
         self,
@@ -414,16 +433,9 @@ class Master:
         self.store.finish_trial(trial.id, status, self.clock(), reason, traceback)
         self.hpo.tell(trial.hpo_number, trial.best_goodness)
         if trial.needs_parent():
-            self.parents.unpin(trial.parent)
+            self._release_parent(trial)
         if trial.best_goodness is not None and trial.weights is not None:
-            trained = Trained(
-                trial.hparams,
-                trial.lineage.after(trial.epochs_done),
-                trial.epoch_seconds,
-                trial.ops_per_sample,
-                trial.reached,
-                trial.eval_seconds,
-            )
+            trained = trial.trained()
             self.parents.finished(
                 trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec, trained
             )
@@ -451,7 +463,16 @@ class Master:
             self.pending.append(self._task(trial, attempt=1))
             if trial.needs_parent():
                 self.parents.pin(trial.parent)
-        self.parents.sweep({t.weights.name for t in self.running.values() if t.weights})
+        self.parents.sweep(self._running_files())
+
+    def _running_files(self) -> set[str]:
+        """The weight files the running trials name: their last committed, or, before their
+        first epoch is committed, their parents' (the pool's, or a snapshot of a running one)."""
+        names = {t.weights.name for t in self.running.values() if t.weights is not None}
+        for t in self.running.values():
+            if t.needs_parent() and t.recipe is not None and t.recipe.parent_weights is not None:
+                names.add(t.recipe.parent_weights.name)
+        return names
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:

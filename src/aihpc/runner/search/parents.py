@@ -113,6 +113,10 @@ class ParentPool:
         """The kept most accurate finished trials, best first."""
         return [-negated for _, negated in sorted(self._best, reverse=True)]
 
+    def best_goodness(self) -> float | None:
+        """The best goodness of a finished trial the pool keeps (None: none)."""
+        return max(self._best)[0] if self._best else None
+
     def files(self) -> set[str]:
         """The names of the weight files the pool keeps."""
         return {k.weights.name for k in self._kept.values() if k.weights is not None}

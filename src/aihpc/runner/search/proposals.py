@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import MorphError
-from aihpc.records.messages import Morph
+from aihpc.records.messages import Morph, WeightsRef
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search import inherit
 from aihpc.runner.search.growth import Sizes, grow, keeps_size
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 MORPH_TRIES = 10  # parents tried before a proposal gives up
 #: The morph of a child that keeps its parent's architecture (aihpc.runner.search.growth).
 EXPLOIT = "exploit (the parent's architecture: compute-optimal for the time left)"
+#: The morph of a child of a running leader (aihpc.runner.search.fork), before its id and epoch.
+FORK = "fork (the architecture and latest weights) of running trial"
 
 #: A child ready to become a trial: (parent, spec, recipe, the morphs applied).
 Child = tuple[int, Arch, Morph, str]
@@ -85,12 +87,20 @@ class Proposer:
         self.seen_hashes: set[str] = set()
 
     def trial(
-        self, trial_id: int, budget: int, depth: int, moment: Moment, child: Child | None = None
+        self,
+        trial_id: int,
+        budget: int,
+        depth: int,
+        moment: Moment,
+        child: Child | None = None,
+        running_parent: Trained | None = None,
     ) -> LiveTrial:
         """Trial ``trial_id``: the seed, ``child``, or a child morphed now.
 
         ``depth``: how many suggestions TPE should keep drawn ahead (the
-        master's slots).
+        master's slots); ``running_parent``: what ``child`` takes from its
+        parent where that is a running trial (:meth:`fork`), not one of
+        the pool's.
         """
         if child is None and (trial_id == SEED_TRIAL or self.strategy is None):
             return self._seed(trial_id, budget, depth, moment)
@@ -102,7 +112,7 @@ class Proposer:
                     self._seed(trial_id, budget, depth, moment), morph=f"seed ({exc})"
                 )
         parent, spec, recipe, morph = child
-        trained = self.parents.trained(parent)
+        trained = running_parent if running_parent is not None else self.parents.trained(parent)
         # a child of the seed before it trained starts a lineage of its own
         lineage = trained.lineage if trained is not None else Lineage(moment.t, 0)
         if (
@@ -190,6 +200,20 @@ class Proposer:
             hparams_origin=origin,
             spec=spec,
         )
+
+    def fork(self, leader: LiveTrial, weights: WeightsRef) -> Child:
+        """A child of the running ``leader`` (:mod:`aihpc.runner.search.fork`): its
+        architecture, starting from ``weights``, a snapshot of its last committed ones."""
+        spec = leader.spec if leader.spec is not None else self.task.arch(leader.arch)
+        recipe = Morph(
+            leader.arch,
+            weights,
+            trial_seed(self.config.run.seed, leader.id),
+            self.rng.getrandbits(63),
+            0,
+            self.max_params,
+        )
+        return leader.id, spec, recipe, f"{FORK} {leader.id} after its epoch {leader.epochs_done}"
 
     def child(self, room: float | None = None) -> Child:
         """One new child of a parent the strategy chooses; ``room``: the operations one worker can

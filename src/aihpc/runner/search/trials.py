@@ -11,6 +11,7 @@ from aihpc.records.messages import EpochStatus, Morph, WeightsRef
 from aihpc.records.rows import EpochRow, NewTrial, TrialRow
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lineage import Lineage, steady_seconds
+from aihpc.runner.search.parents import Trained
 
 if TYPE_CHECKING:
     from aihpc.tasks import Arch
@@ -58,6 +59,17 @@ class LiveTrial:
     def best_epoch(self) -> int:
         """The epoch of its best goodness (the first of equals; 0: no epoch finished)."""
         return self.history.index(max(self.history)) + 1 if self.history else 0
+
+    def trained(self) -> Trained:
+        """What a child of it takes from it, as it stands after its finished epochs."""
+        return Trained(
+            self.hparams,
+            self.lineage.after(self.epochs_done),
+            self.epoch_seconds,
+            self.ops_per_sample,
+            self.reached,
+            self.eval_seconds,
+        )
 
     def needs_parent(self) -> bool:
         """Whether its next epoch starts from its parent's weights (through its recipe): a
