@@ -38,7 +38,7 @@ def test_a_run_with_every_mechanism_on_ends_and_verifies(tmp_path: Path, task: s
     assert proc.returncode == 0, proc.stderr
     results = json.loads((run_dir / "results.json").read_text())
     assert all(results["config"][k] for k in ("lineage_schedule", "inherit_hparams"))
-    assert all(results["config"][k] for k in ("grow_on_plateau", "early_stop"))
+    assert all(results["config"][k] for k in ("grow_on_plateau", "early_stop", "fork_leader"))
     trials = {t["id"]: t for t in results["trials"]}
     assert len(trials) >= 2, [t["status"] for t in trials.values()]
     for t in trials.values():

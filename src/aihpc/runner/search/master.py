@@ -3,8 +3,10 @@
 Whenever a worker slot is free the master fills it at once: with the next
 epoch of a running trial, an epoch to retry, or a new trial — a child grown
 from a parent the strategy chooses, starting from the parent's trained
-weights (with strategy "none" or "seed", the seed network afresh), with
-hyperparameters from TPE or its parent's (:mod:`aihpc.runner.search.proposals`).
+weights, or a fork of the running trial that leads the run
+(:mod:`aihpc.runner.search.fork`; with strategy "none" or "seed", the seed
+network afresh), with hyperparameters from TPE or its parent's
+(:mod:`aihpc.runner.search.proposals`).
 Each epoch's task carries its learning-rate schedule's positions
 (:mod:`aihpc.runner.search.lineage`).  Results come back epoch by epoch and
 are committed to the store as they arrive; after each, the trial trains on

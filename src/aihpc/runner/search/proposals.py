@@ -7,9 +7,11 @@ the finished trials that can still be parents
 task's function-preserving growth steps (:meth:`aihpc.tasks.base.Task.plan`):
 towards the size compute-optimal for the time left, or kept at its
 parent's size where that is already past it
-(:mod:`aihpc.runner.search.growth`).  Only architectures are morphed here;
-a :class:`~aihpc.records.messages.Morph` recipe lets the worker make the
-same steps on the parent's weights.
+(:mod:`aihpc.runner.search.growth`); or a fork of the running trial that
+leads the run, at its size (:meth:`Proposer.fork`,
+:mod:`aihpc.runner.search.fork`).  Only architectures are morphed here; a
+:class:`~aihpc.records.messages.Morph` recipe lets the worker make the same
+steps on the parent's weights.
 
 Its hyperparameters come from TPE, from its parent perturbed
 (:mod:`aihpc.runner.search.inherit`), or, with strategy "seed", from the
