@@ -23,9 +23,12 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from aihpc.records.store import RunStore
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lineage import Lineage
+from aihpc.runner.search.master import Master
 from aihpc.runner.search.trials import LiveTrial
+from aihpc.tasks import read_config, task_of
 
 #: The digits data set as the image task describes it (Task.inspect_data), for a master's tests.
 DIGITS = {
@@ -208,3 +211,34 @@ def scripted_epoch(
         )
 
     return run
+
+
+def scripted_master(
+    tmp_path: Path, accuracy, slots=1, step=10.0, samples=None, script=None, **config
+) -> tuple[Master, RunStore, InProcessExecutor]:
+    """A master of the image task on the scripted trainer (:func:`scripted_epoch`) and an
+    :class:`InProcessExecutor` of ``slots``, ``step`` seconds of its clock a task (nothing run)."""
+    cfg = read_config(
+        dict(
+            dataset="digits",
+            report_seconds=600,
+            batch_sizes=(32, 64, 128),
+            **{"minutes": 2.0, "epochs_min": 3, "epochs_max": 3, "patience": 10, **config},
+        )
+    )
+    store = RunStore(tmp_path / "run")
+    clock = StepClock(step)
+    executor = InProcessExecutor(
+        clock, slots=slots, script=script or scripted_epoch(accuracy, samples=samples)
+    )
+    master = Master(
+        task_of("image"),
+        cfg,
+        store,
+        executor,
+        DIGITS,
+        layout=None,
+        observer=NullObserver(),
+        clock=clock,
+    )
+    return master, store, executor

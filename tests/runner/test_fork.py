@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import (
+    DIGITS,
+    InProcessExecutor,
+    NullObserver,
+    StepClock,
+    scripted_epoch,
+    scripted_master,
+)
 
 from aihpc.records.messages import Morph, WeightsRef
 from aihpc.records.store import RunStore
@@ -86,22 +93,9 @@ def _behind(task) -> bool:
 
 
 def _master(tmp_path: Path, script=None, **config) -> tuple[Master, RunStore, InProcessExecutor]:
-    cfg = read_config(
-        dict(
-            dataset="digits",
-            report_seconds=600,
-            batch_sizes=(32, 64, 128),
-            **{"minutes": 2.0, "epochs_min": 3, "epochs_max": 12, "patience": 20, **config},
-        )
-    )
-    store = RunStore(tmp_path / "run")
-    clock = StepClock(10.0)
     script = script or scripted_epoch(_leads, lost=_behind)
-    executor = InProcessExecutor(clock, slots=2, script=script)
-    master = Master(
-        IMAGE, cfg, store, executor, DIGITS, layout=None, observer=NullObserver(), clock=clock
-    )
-    return master, store, executor
+    config = {"epochs_max": 12, "patience": 20, **config}
+    return scripted_master(tmp_path, _leads, slots=2, script=script, **config)
 
 
 def test_a_worker_freed_while_the_leader_trains_forks_it(tmp_path):

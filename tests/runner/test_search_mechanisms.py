@@ -9,7 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import (
+    DIGITS,
+    InProcessExecutor,
+    NullObserver,
+    StepClock,
+    scripted_epoch,
+    scripted_master,
+)
 
 from aihpc.records.rows import TrialStatus
 from aihpc.records.store import RunStore
@@ -18,42 +25,14 @@ from aihpc.runner.search.growth import MAX_STEPS, Sizes
 from aihpc.runner.search.lifecycle import MIN_PEERS, is_rung
 from aihpc.runner.search.master import Master
 from aihpc.runner.search.proposals import EXPLOIT
-from aihpc.tasks import read_config, task_of
+from aihpc.tasks import task_of
 
 OFF = {"lineage_schedule": False, "inherit_hparams": False, "grow_on_plateau": False}
 IMAGE = task_of("image")
 
 
-def _master(tmp_path: Path, accuracy, slots=1, step=10.0, samples=None, script=None, **config):
-    """A master on the scripted trainer, ``step`` seconds of its clock a task (nothing run)."""
-    cfg = read_config(
-        dict(
-            dataset="digits",
-            report_seconds=600,
-            batch_sizes=(32, 64, 128),
-            **{"minutes": 2.0, "epochs_min": 3, "epochs_max": 3, "patience": 10, **config},
-        )
-    )
-    store = RunStore(tmp_path / "run")
-    clock = StepClock(step)
-    executor = InProcessExecutor(
-        clock, slots=slots, script=script or scripted_epoch(accuracy, samples=samples)
-    )
-    master = Master(
-        task_of("image"),
-        cfg,
-        store,
-        executor,
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
-    return master, store, executor
-
-
 def _run(tmp_path: Path, accuracy, **kw):
-    master, store, executor = _master(tmp_path, accuracy, **kw)
+    master, store, executor = scripted_master(tmp_path, accuracy, **kw)
     score = master.run()
     return master, store, executor, score
 
@@ -110,7 +89,7 @@ def test_a_childs_first_epoch_expects_its_parents_validation_seconds_scaled(tmp_
     """Before its first epoch, a child is expected to validate for as long as its parent's last
     epoch did, scaled by their training operations per sample (what sizes a last epoch)."""
     script = scripted_epoch(_rising, samples=1438, phase_seconds={"eval": 2.0})
-    master, store, _ = _master(tmp_path, _rising, script=script, early_stop=False)
+    master, store, _ = scripted_master(tmp_path, _rising, script=script, early_stop=False)
     made = []  # each new trial's parent, architecture and expected validation seconds
     propose = master.proposer.trial
 
@@ -368,7 +347,7 @@ def test_a_resumed_master_rebuilds_lineages_rungs_and_positions(tmp_path):
             raise _Dies
         return trainer(task)
 
-    master, store, executor = _master(
+    master, store, executor = scripted_master(
         tmp_path, _mixed, slots=2, minutes=3.0, script=dies, grow_on_plateau=False
     )
     holder["executor"] = executor
