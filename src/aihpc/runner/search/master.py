@@ -465,16 +465,7 @@ class Master:
             self.pending.append(self._task(trial, attempt=1))
             if trial.needs_parent():
                 self.parents.pin(trial.parent)
-        self.parents.sweep(self._running_files())
-
-    def _running_files(self) -> set[str]:
-        """The weight files the running trials name: their last committed, or, before their
-        first epoch is committed, their parents' (the pool's, or a snapshot of a running one)."""
-        names = {t.weights.name for t in self.running.values() if t.weights is not None}
-        for t in self.running.values():
-            if t.needs_parent() and t.recipe is not None and t.recipe.parent_weights is not None:
-                names.add(t.recipe.parent_weights.name)
-        return names
+        self.parents.sweep({name for t in self.running.values() for name in t.files()})
 
     # -- progress ---------------------------------------------------------------------
     def status(self, now: float) -> dict[str, Any]:

@@ -71,6 +71,14 @@ class LiveTrial:
             self.eval_seconds,
         )
 
+    def files(self) -> set[str]:
+        """The weight files it needs: its last committed, or, before its first epoch is
+        committed, its parent's (the pool's, or a snapshot of a running one)."""
+        if self.weights is not None:
+            return {self.weights.name}
+        parent = self.recipe.parent_weights if self.recipe is not None else None
+        return {parent.name} if parent is not None else set()
+
     def needs_parent(self) -> bool:
         """Whether its next epoch starts from its parent's weights (through its recipe): a
         child whose first epoch is not yet committed."""
