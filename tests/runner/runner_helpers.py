@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from aihpc.base.config import RunConfig
 from aihpc.records.store import RunStore
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lineage import Lineage
@@ -231,14 +232,22 @@ def scripted_master(
     executor = InProcessExecutor(
         clock, slots=slots, script=script or scripted_epoch(accuracy, samples=samples)
     )
-    master = Master(
+    return image_master(cfg, store, executor, clock), store, executor
+
+
+def image_master(
+    cfg: RunConfig, store: RunStore, executor, clock: StepClock, data=DIGITS, observer=None, **kw
+) -> Master:
+    """The image task's master of ``store``, on ``executor`` and ``clock``, seen by ``observer``
+    (None: nothing sees it); ``kw``: the rest of Master's arguments."""
+    return Master(
         task_of("image"),
         cfg,
         store,
         executor,
-        DIGITS,
+        data,
         layout=None,
-        observer=NullObserver(),
+        observer=observer or NullObserver(),
         clock=clock,
+        **kw,
     )
-    return master, store, executor

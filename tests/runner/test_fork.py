@@ -11,8 +11,8 @@ import torch
 from runner_helpers import (
     DIGITS,
     InProcessExecutor,
-    NullObserver,
     StepClock,
+    image_master,
     scripted_epoch,
     scripted_master,
 )
@@ -154,16 +154,8 @@ def test_a_resumed_run_keeps_the_snapshot_of_a_fork_that_has_not_started(tmp_pat
     clock = StepClock(10.0)
     clock.now = master.clock() + 5.0
     copy = RunStore(tmp_path / "copy")
-    resumed = Master(
-        master.task,
-        master.config,
-        copy,
-        InProcessExecutor(clock, slots=2, script=trainer),
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    executor = InProcessExecutor(clock, slots=2, script=trainer)
+    resumed = image_master(master.config, copy, executor, clock)
     resumed.run()
     first = next(r for r in copy.trials() if r.morph.startswith(FORK))
     assert first.status != "failed" and any(e.status == "ok" for e in copy.epochs(first.id))

@@ -6,12 +6,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import (
+    DIGITS,
+    InProcessExecutor,
+    StepClock,
+    image_master,
+    scripted_epoch,
+)
 
 from aihpc.base.config import RunConfig
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
-from aihpc.runner.search.master import Master
 from aihpc.tasks import read_config, task_of
 from aihpc.tasks.image.build import SpecNet
 from aihpc.tasks.image.spec import ArchSpec
@@ -35,26 +40,12 @@ def _store(tmp_path: Path, **config) -> tuple[RunConfig, RunStore]:
     return cfg, store
 
 
-def _master(cfg: RunConfig, store: RunStore, clock: StepClock, executor, data=DIGITS) -> Master:
-    """The image task's master of ``store``, on ``executor`` and ``clock``."""
-    return Master(
-        task_of("image"),
-        cfg,
-        store,
-        executor,
-        data,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
-
-
 def _run(tmp_path: Path, **config) -> tuple[RunStore, dict]:
     """Run the master with 2 slots; every task takes 10 s of its clock, so 6 tasks fit in a
     minute."""
     cfg, store = _store(tmp_path, **config)
     clock = StepClock(10.0)
-    master = _master(cfg, store, clock, InProcessExecutor(clock, slots=2))
+    master = image_master(cfg, store, InProcessExecutor(clock, slots=2), clock)
     return store, master.run()
 
 
@@ -95,7 +86,7 @@ def test_a_search_with_no_new_architecture_left_goes_on_over_hyperparameters(
     cfg, store = _store(tmp_path, strategy="evolution", screen=screen, grow_on_plateau=False)
     clock = StepClock(10.0)
     data = {**DIGITS, "max_params": seed.num_params()}
-    master = _master(cfg, store, clock, InProcessExecutor(clock, slots=2), data)
+    master = image_master(cfg, store, InProcessExecutor(clock, slots=2), clock, data)
     score = master.run()
     trials = store.trials()
     assert len(trials) == 6 and score.ops > 0
@@ -123,7 +114,7 @@ def _scripted(tmp_path: Path, accuracy, lost=lambda task: False, step: float = 1
     store = RunStore(tmp_path / "run")
     clock = StepClock(step)
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(accuracy, lost))
-    master = _master(cfg, store, clock, executor)
+    master = image_master(cfg, store, executor, clock)
     return store, master.run(), executor
 
 
@@ -171,7 +162,7 @@ def test_a_lost_epoch_is_sent_again_before_the_epochs_waiting(tmp_path: Path) ->
     cfg, store = _store(tmp_path, epochs_min=2, epochs_max=2)
     clock = StepClock(10.0)
     executor = InProcessExecutor(clock, slots=2, script=scripted_epoch(lambda t, e: 0.5, lost))
-    _master(cfg, store, clock, executor).run()
+    image_master(cfg, store, executor, clock).run()
     assert executor.keys[:4] == [
         "trial0-epoch1-try1",
         "trial1-epoch1-try1",
@@ -281,7 +272,7 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
 
     executor.script = dies
     with pytest.raises(_MasterDies):
-        _master(cfg, store, clock, executor).run()
+        image_master(cfg, store, executor, clock).run()
     store.close()
     return run_dir, cfg, clock.now
 
@@ -302,7 +293,7 @@ def test_restore_continues_the_running_trial_from_its_last_epoch(
     store, cfg, clock = _copy(killed_run, tmp_path)
     rows = store.trials()
     assert [r.status for r in rows] == ["completed", "completed", "running"]
-    master = _master(cfg, store, clock, InProcessExecutor(clock))
+    master = image_master(cfg, store, InProcessExecutor(clock), clock)
     master.deadline = clock.now + 60.0  # run() sets it before restoring
     master._restore()
     assert master.next_id == 3 and master.epoch_counter == 7 and master.ops == store.total_ops()
@@ -333,7 +324,7 @@ def test_resumed_run_gets_the_remaining_budget_and_new_ids(tmp_path: Path, kille
     assert first.stop - first.start == 70.0  # seven tasks of 10 s, the last one touched
     executor = InProcessExecutor(clock, slots=1, script=scripted_epoch(lambda t, e: 0.5))
     resumed = clock.now
-    master = _master(cfg, store, clock, executor)
+    master = image_master(cfg, store, executor, clock)
     master.run()
     assert master.deadline == resumed + 120.0 - 70.0
     assert executor.keys[:3] == ["trial2-epoch2-try1", "trial2-epoch3-try1", "trial3-epoch1-try1"]
@@ -358,15 +349,11 @@ def test_the_run_places_workers_that_join_before_their_slots_are_filled(tmp_path
 
     executor = InProcessExecutor(clock, slots=1, script=epoch_then_a_join)
     joined: list[tuple[int, int]] = []  # the tasks submitted and the slots, at each call
-    master = Master(
-        task_of("image"),
+    master = image_master(
         cfg,
         store,
         executor,
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
+        clock,
         workers_joined=lambda: joined.append((len(executor.keys), executor.slots())),
     )
     master.run()

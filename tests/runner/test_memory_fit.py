@@ -10,14 +10,19 @@ import re
 from pathlib import Path
 
 import pytest
-from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import (
+    DIGITS,
+    InProcessExecutor,
+    StepClock,
+    image_master,
+    scripted_epoch,
+)
 
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import ConfigError
 from aihpc.launch.memory import memory_kill
 from aihpc.records.store import RunStore
 from aihpc.records.trial import Hyperparameters
-from aihpc.runner.search.master import Master
 from aihpc.runner.search.memory import MemoryWatch
 from aihpc.tasks import read_config, task_of
 from aihpc.train.weights import cache_bytes
@@ -68,17 +73,7 @@ def _run(tmp_path: Path, config: RunConfig, watch: MemoryWatch, lost=lambda task
     executor = InProcessExecutor(
         clock, slots=1, script=scripted_epoch(lambda t, e: 0.5 + 0.01 * t, lost)
     )
-    master = Master(
-        task_of("image"),
-        config,
-        store,
-        executor,
-        DIGITS,
-        None,
-        NullObserver(),
-        clock=clock,
-        memory=watch,
-    )
+    master = image_master(config, store, executor, clock, memory=watch)
     master.run()
     return store, executor
 

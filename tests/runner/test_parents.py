@@ -6,12 +6,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import (
+    InProcessExecutor,
+    StepClock,
+    image_master,
+    scripted_epoch,
+)
 
 from aihpc.records.messages import WeightsRef
 from aihpc.records.meta import MetaKey
 from aihpc.records.store import RunStore
-from aihpc.runner.search.master import Master
 from aihpc.runner.search.parents import KEEP_BEST, ParentPool
 from aihpc.tasks import read_config, task_of
 
@@ -82,16 +86,7 @@ def test_a_long_run_keeps_a_bounded_set_of_weight_files(tmp_path: Path) -> None:
         return epoch(task)
 
     executor = InProcessExecutor(clock, slots=slots, script=counted)
-    master = Master(
-        task_of("image"),
-        cfg,
-        store,
-        executor,
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    master = image_master(cfg, store, executor, clock)
     master.run()
     rows = store.trials()
     assert len(rows) > 3 * (population + KEEP_BEST + 1) and {r.status for r in rows} <= {

@@ -7,14 +7,19 @@ import json
 from pathlib import Path
 
 import pytest
-from runner_helpers import DIGITS, InProcessExecutor, NullObserver, StepClock, scripted_epoch
+from runner_helpers import (
+    InProcessExecutor,
+    NullObserver,
+    StepClock,
+    image_master,
+    scripted_epoch,
+)
 
 from aihpc.base.errors import ConfigError
 from aihpc.recommend.proxies import proxy_ops
 from aihpc.records.messages import DataRef, ScreenStatus, ScreenTask
 from aihpc.records.rows import ScreeningRow
 from aihpc.records.store import RunStore
-from aihpc.runner.search.master import Master
 from aihpc.tasks import read_config, task_of
 from aihpc.tasks.image.build import SpecNet
 from aihpc.tasks.image.spec import ArchSpec
@@ -46,9 +51,7 @@ def _screened_run(tmp_path: Path, screen: int, script=None):
         clock, slots=1, script=script or scripted_epoch(lambda t, e: 0.5 + 0.01 * t)
     )
     observer = Recorder()
-    master = Master(
-        task_of("image"), cfg, store, executor, DIGITS, layout=None, observer=observer, clock=clock
-    )
+    master = image_master(cfg, store, executor, clock, observer=observer)
     return store, master.run(), executor, observer
 
 

@@ -12,8 +12,8 @@ import pytest
 from runner_helpers import (
     DIGITS,
     InProcessExecutor,
-    NullObserver,
     StepClock,
+    image_master,
     scripted_epoch,
     scripted_master,
 )
@@ -23,7 +23,6 @@ from aihpc.records.store import RunStore
 from aihpc.results.write import seed_only
 from aihpc.runner.search.growth import MAX_STEPS, Sizes
 from aihpc.runner.search.lifecycle import MIN_PEERS, is_rung
-from aihpc.runner.search.master import Master
 from aihpc.runner.search.proposals import EXPLOIT
 from aihpc.tasks import task_of
 
@@ -359,16 +358,8 @@ def test_a_resumed_master_rebuilds_lineages_rungs_and_positions(tmp_path):
     shutil.copytree(tmp_path / "run", tmp_path / "copy")
     clock = StepClock(10.0)
     clock.now = died_at + 50.0  # down for 50 s
-    resumed = Master(
-        master.task,
-        master.config,
-        RunStore(tmp_path / "copy"),
-        InProcessExecutor(clock, slots=2, script=trainer),
-        DIGITS,
-        layout=None,
-        observer=NullObserver(),
-        clock=clock,
-    )
+    executor = InProcessExecutor(clock, slots=2, script=trainer)
+    resumed = image_master(master.config, RunStore(tmp_path / "copy"), executor, clock)
     resumed.deadline = clock.now + 60.0  # run() sets it before restoring
     resumed._restore()
     assert {i: (t.lineage, t.hparams, t.hparams_origin) for i, t in resumed.running.items()} == (
