@@ -18,6 +18,7 @@ from runner_helpers import (
     scripted_master,
 )
 
+from aihpc.base.config import SearchSection
 from aihpc.records.rows import TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.results.write import seed_only
@@ -205,6 +206,25 @@ def test_a_trial_ends_at_its_plateau_and_its_child_grows_to_the_room(tmp_path):
         assert sizes.min_train_ops(after) > room  # one step more would not have fitted
     assert kinds == {"exploit", "grown"}, kinds
     assert any(r.recipe and r.recipe["steps"] > 1 for r in rows.values())  # several steps at once
+
+
+def _rising_for_twelve(t: int, e: int) -> float:
+    return 0.2 + 0.03 * min(e, 12)  # 0.09 a window of 3 epochs until epoch 12, then nothing
+
+
+def test_by_default_a_still_rising_trial_trains_past_8_epochs_to_its_plateau(tmp_path):
+    """With the default ``epochs_max`` (successive halving's largest rung, 32), the seed trains
+    on while each 3 epochs gain more than the resolution, and ends at its plateau (epochs 13-15),
+    where a cap of 8 epochs would have ended it rising and made its child grow."""
+    default = SearchSection().epochs_max
+    assert default >= 16 and is_rung(default)
+    _, store, _, _ = _run(
+        tmp_path, _rising_for_twelve, epochs_max=default, early_stop=False, minutes=4.0
+    )
+    seed = store.trials()[0]
+    assert seed.status == TrialStatus.COMPLETED and seed.budget == default
+    assert seed.reason.startswith("plateau: epochs 13-15 improved its best by 0")
+    assert len(store.epochs(seed.id)) == 15
 
 
 def test_without_the_plateau_rule_a_trial_trains_its_budget_and_a_child_grows_one_step(tmp_path):

@@ -117,7 +117,10 @@ class SearchSection:
     # that is behind it
     fork_leader: bool = True
     epochs_min: int = 2
-    epochs_max: int = 8
+    # the most epochs of one trial: a drawn budget's largest (strategy none, and without
+    # grow_on_plateau), and the cap of a trial that its plateau ends, as ASHA's largest rung: under
+    # it, trials end at their plateau, not at a cap that makes them grow before their curve flattens
+    epochs_max: int = 32
     patience: int = 2
     max_params: int | None = None  # None: sized to the device
     optimizer: str | None = None  # None: the task's (image: sgd; lm: adamw)

@@ -64,7 +64,8 @@ DEFAULT_BATCH_SIZES = {"cpu": (32, 64, 128), "cuda": (256, 512)}
 # default-workload.md, "The seed network")
 SEEDS: dict[str, dict[str, int]] = {"cpu": {"cifar": 8}, "cuda": {}}
 # The epochs of the run's data a network needs to be worth training (min_train_ops): the geometric
-# middle of a default trial's epochs (epochs_min 2 to epochs_max 8)
+# middle of 2 and 8 epochs, a drawn trial budget's span when it was set (a network worth 32 epochs
+# grew too seldom: docs/measurements/2026-11-29-fork-leader-cpu.md)
 WORTH_EPOCHS = 4
 # The default workload: a synthetic data set sized to the device kind, so that the search has
 # room to improve all through a 5-minute run (docs/design/default-workload.md: its ceiling, and
@@ -188,8 +189,8 @@ class ImageTask:
         epochs of the same images, not new ones.  A network that cannot be
         shown its training set a few times before the deadline ends
         undertrained, one that can be shown it many times is smaller than the
-        budget could afford; 4 is the geometric middle of the epochs a
-        default trial trains (``epochs_min`` 2 to ``epochs_max`` 8).
+        budget could afford; 4 is the geometric middle of 2 and 8 epochs
+        (:data:`WORTH_EPOCHS`).
         """
         train, _ = self.recount_per_sample(arch, 1, 0.0)
         return WORTH_EPOCHS * int(data["num_train"]) * train
