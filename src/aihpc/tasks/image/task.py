@@ -64,8 +64,8 @@ DEFAULT_BATCH_SIZES = {"cpu": (32, 64, 128), "cuda": (256, 512)}
 # default-workload.md, "The seed network")
 SEEDS: dict[str, dict[str, int]] = {"cpu": {"cifar": 8}, "cuda": {}}
 # The epochs of the run's data a network needs to be worth training (min_train_ops): the geometric
-# middle of 2 and 8 epochs, a drawn trial budget's span when it was set (a network worth 32 epochs
-# grew too seldom: docs/measurements/2026-11-29-fork-leader-cpu.md)
+# middle of 2 and 8 epochs, a drawn trial budget's span when it was set (at 32 epochs growth nearly
+# stopped and the best accuracy was lower: docs/measurements/2026-11-29-fork-leader-cpu.md)
 WORTH_EPOCHS = 4
 # The default workload: a synthetic data set sized to the device kind, so that the search has
 # room to improve all through a 5-minute run (docs/design/default-workload.md: its ceiling, and
