@@ -22,8 +22,10 @@ from __future__ import annotations
 #: run on the worker's event loop, where its heartbeats come from; a worker that imported torch
 #: there, on its first question, would be silent until the import ended, and a loaded node can
 #: make that longer than the silence limit (:mod:`aihpc.launch.heartbeats`): the scheduler then
-#: dropped it before the run had placed it on a device.
-WORKER_PRELOAD = ("aihpc.train.worker",)
+#: dropped it before the run had placed it on a device.  ``torch._dynamo`` too: a trial's
+#: operation count runs its network on meta tensors (:mod:`aihpc.counting`), whose first forward
+#: imports it, and a worker's first epoch would otherwise pay that import on the run's clock.
+WORKER_PRELOAD = ("torch._dynamo", "aihpc.train.worker")
 
 WORKER_CONFIG = {
     "distributed.worker.preload": list(WORKER_PRELOAD),
