@@ -265,3 +265,31 @@ def test_records_decode_decodes_the_fixture_run_and_shows_each_librarys_errors(c
     )
     assert all("\n" not in errors[case]["msgspec"] for case in errors)
     assert errors["a string for an integer"]["stdlib"] == "(accepted: no error)"
+
+
+def test_test_cost_charges_each_test_the_cpu_it_keeps_busy(call, tmp_path):
+    """Two tests of a file of their own, run serially by the script: one whose child process
+    computes for 1.5 CPU-seconds is charged at least that (whatever else the machine ran beside
+    it: the script charges the whole machine's busy time); one that sleeps is listed too."""
+    tests = tmp_path / "test_pair.py"
+    tests.write_text(
+        "import subprocess, sys, time\n"
+        "def test_busy_child():\n"
+        "    code = 'import time\\nend = time.process_time() + 1.5\\n"
+        "while time.process_time() < end: pass'\n"
+        "    assert subprocess.run([sys.executable, '-c', code]).returncode == 0\n"
+        "def test_sleeps():\n"
+        "    time.sleep(0.5)\n"
+    )
+    code, out, _ = call(
+        "test_cost", str(tmp_path / "cost"), "--", str(tests), "-p", "no:cacheprovider"
+    )
+    assert code == 0, out
+    rows = {}
+    for line in (tmp_path / "cost" / "test-cost.tsv").read_text().splitlines():
+        name, wall, cost = line.split("\t")
+        rows[name.split("::")[1]] = (float(wall), float(cost))
+    assert rows["test_busy_child"][1] >= 1.4  # the tick is 10 ms
+    assert rows["test_sleeps"][0] >= 0.5
+    assert out.startswith("2 tests, ") and "| `test_pair.py` |" in out
+    assert (tmp_path / "cost" / "test-cost.md").read_text() == out
