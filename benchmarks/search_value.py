@@ -65,6 +65,7 @@ from typing import Any
 
 from analysis import read_run
 from bench_main import script
+from machine_cpu import machine_busy_seconds
 
 TASKS = ("image", "lm")
 STAGES = ("short", "ablations", "long", "workers")
@@ -164,13 +165,6 @@ def figures(results: dict[str, Any]) -> dict[str, Any]:
         "trajectory": trajectory,
         "valid": results["score"].get("valid"),
     }
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds every process of this machine has used since boot (``/proc/stat``)."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def session_cpu_seconds(session: int) -> dict[int, float]:

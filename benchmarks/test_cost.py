@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from bench_main import script
+from machine_cpu import machine_busy_seconds
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -36,21 +37,12 @@ ROOT = HERE.parent
 COSTLY = 5.0
 
 
-def _busy_seconds() -> float:
-    """Core-seconds the machine has been busy since boot (user, nice, system, irq, softirq,
-    steal: /proc/stat's first line less idle and iowait)."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:9]]
-    idle = values[3] + values[4]
-    return (sum(values) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """The plugin: one line per test, ``nodeid<TAB>wall seconds<TAB>busy core-seconds``."""
-    busy, start = _busy_seconds(), time.monotonic()
+    busy, start = machine_busy_seconds(), time.monotonic()
     yield
-    line = f"{item.nodeid}\t{time.monotonic() - start:.2f}\t{_busy_seconds() - busy:.2f}\n"
+    line = f"{item.nodeid}\t{time.monotonic() - start:.2f}\t{machine_busy_seconds() - busy:.2f}\n"
     with open(os.environ["TEST_COST_OUT"], "a") as f:
         f.write(line)
 
@@ -72,14 +64,14 @@ def report(rows: list[tuple[str, float, float]], top: int) -> str:
     """The tests' CPU by file, the costliest tests, and how much the costly ones take."""
     total = sum(c for _, _, c in rows)
     wall = sum(w for _, w, _ in rows)
-    costly = [r for r in rows if r[2] >= COSTLY]
+    costly = [cost for *_, cost in rows if cost >= COSTLY]
     by_file: dict[str, float] = defaultdict(float)
     for name, _, cost in rows:
         by_file[name.split("::")[0]] += cost
     lines = [
         f"{len(rows)} tests, {total:.0f} core-s busy in {wall:.0f} s run one at a time; "
-        f"{len(costly)} tests of {COSTLY:g} core-s or more take {sum(c for *_, c in costly):.0f} "
-        f"core-s ({100 * sum(c for *_, c in costly) / max(total, 1e-9):.0f} %)",
+        f"{len(costly)} tests of {COSTLY:g} core-s or more take {sum(costly):.0f} "
+        f"core-s ({100 * sum(costly) / max(total, 1e-9):.0f} %)",
         "",
         "| file | core-s | share |",
         "| --- | ---: | ---: |",
@@ -103,8 +95,10 @@ def read_rows(path: Path) -> list[tuple[str, float, float]]:
 @script
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    pytest_args = argv[argv.index("--") + 1 :] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
+    pytest_args: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, pytest_args = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path, help="where test-cost.tsv and test-cost.md are kept")
     parser.add_argument("--report", action="store_true", help="only report DIR/test-cost.tsv")
