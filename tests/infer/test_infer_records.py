@@ -39,7 +39,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--server-steps",
         "2",
         "--latency-ms",
-        "200",
+        "1000",  # the records, not the latency: a loaded machine stalls a process 200 ms at times
         "--peak-seconds",
         "0.2",
         "--out",
@@ -139,7 +139,7 @@ def test_rank_lists_inference_results_apart_from_training_runs(
     listing = copy.parent
     entry = load_entry(copy)
     assert entry.kind == "infer"
-    assert entry.workload == "aihpc_infer digits_cnn 1x8x8, server p99 <= 200 ms"
+    assert entry.workload == "aihpc_infer digits_cnn 1x8x8, server p99 <= 1 s"
     data = json.loads((copy / "infer.json").read_text())["data"]
     assert entry.score == data["scenarios"]["server"]["max_qps"]
     shutil.copytree(FIXTURES / "run", listing / "run")  # a training run beside it
