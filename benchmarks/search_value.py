@@ -83,6 +83,7 @@ MECHANISMS = (
     "grow-on-plateau",
     "early-stop",
     "fork-leader",
+    "keep-leader",
 )
 # the image task's own: its training images unshifted (aihpc.tasks.image.augment)
 IMAGE_ONLY = {"no-shift": ["--shift", "0"]}

@@ -55,6 +55,7 @@ MECHANISMS = (
     "grow_on_plateau",
     "early_stop",
     "fork_leader",
+    "keep_leader",
 )
 
 

@@ -3,6 +3,7 @@ bytes, and the master forking it, with the scripted trainer on a step clock."""
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 
@@ -18,11 +19,13 @@ from runner_helpers import (
 )
 
 from aihpc.records.messages import Morph, WeightsRef
+from aihpc.records.rows import TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import fork
+from aihpc.runner.search.growth import Sizes
 from aihpc.runner.search.lineage import Lineage
 from aihpc.runner.search.master import Master
-from aihpc.runner.search.proposals import FORK
+from aihpc.runner.search.proposals import FORK, GROWN_FROM_RUNNING
 from aihpc.runner.search.trials import LiveTrial
 from aihpc.tasks import read_config, task_of
 from aihpc.train.weights import load, save
@@ -160,3 +163,66 @@ def test_a_resumed_run_keeps_the_snapshot_of_a_fork_that_has_not_started(tmp_pat
     first = next(r for r in copy.trials() if r.morph.startswith(FORK))
     assert first.status != "failed" and any(e.status == "ok" for e in copy.epochs(first.id))
     assert not any(p.name.startswith(fork.PREFIX) for p in copy.weights_dir.iterdir())
+
+
+# -- the kept leader (keep_leader) ---------------------------------------------------------------
+def _seed_leads_then_flattens(t: int, e: int) -> float:
+    """The seed ahead of every other trial all run long, flat from its third epoch (epochs 3-5
+    are its plateau); the others rise slowly far behind it."""
+    return 0.5 + 0.05 * min(e, 2) if t == 0 else 0.2 + 0.01 * e
+
+
+def _kept_run(tmp_path: Path, slots: int = 2, **config) -> RunStore:
+    config = {"epochs_max": 8, "early_stop": False, "minutes": 6.0, **config}
+    master, store, _ = scripted_master(
+        tmp_path, _seed_leads_then_flattens, slots=slots, samples=1438, **config
+    )
+    master.run()
+    return store
+
+
+def test_a_kept_leader_trains_to_the_deadline_and_a_freed_worker_grows_its_latest_weights(
+    tmp_path,
+):
+    store = _kept_run(tmp_path)
+    rows = {r.id: r for r in store.trials()}
+    seed = rows[0]
+    # neither its plateau (epoch 5) nor its budget of 8 epochs ended it
+    assert seed.status == TrialStatus.DEADLINE and len(store.epochs(0)) > 8
+    grown = [r for r in rows.values() if r.morph.startswith(GROWN_FROM_RUNNING)]
+    assert grown, [r.morph for r in rows.values()]
+    for r in grown:
+        after = int(r.recipe["parent_weights"]["name"].rsplit("epoch", 1)[1].removesuffix(".pt"))
+        assert after >= 5  # its curve had flattened: copies of it came before
+        assert r.parent == 0 and r.morph.startswith(
+            f"{GROWN_FROM_RUNNING} 0 after its epoch {after}: "
+        )
+        assert r.recipe["parent_weights"]["name"].startswith(f"fork{r.id}-trial0-")
+        assert r.recipe["steps"] >= 1 and r.arch_hash != seed.arch_hash
+        assert (r.lineage_start, r.lineage_epochs) == (seed.lineage_start, after)
+        # the worker's replay of the recipe: the growth steps from the seed's architecture
+        rng, spec = random.Random(r.recipe["seed"]), IMAGE.arch(seed.arch)
+        for _ in range(r.recipe["steps"]):
+            spec = IMAGE.plan(spec, rng, DIGITS["max_params"])[0]
+        assert spec.content_hash() == r.arch_hash
+    # a copy of it came before it flattened, or where it is already as large as one worker can
+    # still train (recomputed from the store, as growth.worker_room computes it)
+    start, run_length, epochs = store.segments()[0].start, 360.0, store.epochs()
+    for r in rows.values():
+        if not r.morph.startswith(FORK) or int(r.morph.rsplit(" ", 1)[1]) < 5:
+            continue
+        t = r.t_created - start
+        room = sum(e.ops for e in epochs if e.t_end <= r.t_created) / t / 2 * (run_length - t)
+        assert Sizes(IMAGE, DIGITS).min_train_ops(IMAGE.arch(seed.arch)) >= room
+
+
+def test_without_keeping_or_with_one_worker_the_leaders_plateau_ends_it(tmp_path):
+    for name, store in (
+        ("off", _kept_run(tmp_path / "off", keep_leader=False)),
+        ("one worker", _kept_run(tmp_path / "one", slots=1)),
+    ):
+        rows = store.trials()
+        seed = rows[0]
+        assert seed.status == TrialStatus.COMPLETED, name
+        assert seed.reason.startswith("plateau: epochs 3-5"), (name, seed.reason)
+        assert not [r for r in rows if r.morph.startswith(GROWN_FROM_RUNNING)], name

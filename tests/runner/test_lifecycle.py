@@ -15,6 +15,7 @@ from aihpc.runner.search.lifecycle import (
     Mechanisms,
     Rungs,
     decide,
+    flattened,
     is_rung,
     plateaued,
     trial_budget,
@@ -25,8 +26,13 @@ from aihpc.scoring.accuracy import Accuracy
 from aihpc.tasks import read_config
 from aihpc.tasks.language.quality import Loss
 
-ALL = Mechanisms(True, True, True, True, True, until_deadline=False)
-NONE = Mechanisms(False, False, False, False, False, until_deadline=False)
+ALL = Mechanisms(True, True, True, True, True, True, until_deadline=False)
+NONE = Mechanisms(False, False, False, False, False, False, until_deadline=False)
+NO_HALVING = Mechanisms(True, True, True, False, True, True, until_deadline=False)
+
+
+def _not_kept(trial: LiveTrial) -> bool:
+    return False
 
 
 def _epoch(**changes) -> Epoch:
@@ -129,6 +135,48 @@ def test_a_plateau_ends_a_trial_as_completed_with_its_gain_and_the_resolution():
     assert decide(first, ALL, Rungs(), 0.01, patience=5) is None  # nothing to improve on yet
 
 
+def test_a_kept_leader_trains_on_past_its_plateau_and_budget_but_not_past_a_rung():
+    flat = _epoch(done=5, goodness=0.504, best_before_window=0.5, best_after=0.504, kept=True)
+    assert decide(flat, ALL, Rungs(), 0.01, patience=5) is None
+    spent = _epoch(done=8, budget=8, best_before_window=0.6, best_after=0.6, kept=True)
+    assert decide(spent, ALL, Rungs(), 0.01, patience=2) is None
+    rungs = Rungs()
+    for v in (0.9, 0.8):
+        rungs.add(4, v)
+    trailing = _epoch(lineage_epochs=4, goodness=0.6, kept=True)
+    assert decide(trailing, ALL, rungs, 0.01, 2)[0] == TrialStatus.EARLY_STOPPED
+
+
+def test_a_curve_has_flattened_when_its_window_gained_less_than_the_resolution():
+    assert not flattened([], 0.01)
+    assert not flattened([0.5, 0.6, 0.6], 0.01)  # no epoch before the window
+    assert not flattened([0.5, 0.55, 0.6, 0.61], 0.01)
+    assert flattened([0.5, 0.6, 0.603, 0.605, 0.606], 0.01)
+    assert flattened([0.6, 0.5, 0.55, 0.59], 0.01)  # no new best at all
+
+
+def test_the_judge_asks_whether_a_trial_is_kept_only_where_the_run_keeps_its_leader():
+    asked: list[int] = []
+
+    def kept(trial: LiveTrial) -> bool:
+        asked.append(trial.id)
+        return True
+
+    curve = [0.50, 0.55, 0.60, 0.601, 0.602, 0.603, 0.604]
+    trial, judge = _live(1), Judge(NO_HALVING, 0.01, 100)
+    for done, value in enumerate(curve, start=1):
+        trial.epochs_done = done
+        assert judge.after(trial, value, kept) is None  # kept: its plateau does not end it
+    assert asked == [1] * len(curve)
+    no_keeping = Mechanisms(True, True, True, False, True, False, until_deadline=False)
+    trial, judge, asked[:] = _live(2), Judge(no_keeping, 0.01, 100), []
+    for done, value in enumerate(curve, start=1):
+        trial.epochs_done = done
+        if judge.after(trial, value, kept) is not None:
+            break
+    assert done == 6 and asked == []
+
+
 def test_patience_still_stops_a_trial_without_the_plateau_rule():
     stale = _epoch(done=5, goodness=0.4, best_before_window=0.6, best_after=0.6, since_best=2)
     assert decide(stale, NONE, Rungs(), 0.01, patience=2) == (TrialStatus.EARLY_STOPPED, None)
@@ -148,13 +196,16 @@ def test_the_mechanisms_apply_to_the_strategies_that_morph():
     for strategy in ("evolution", "random"):
         assert Mechanisms.of(read_config(dict(strategy=strategy))) == ALL
         off = read_config(dict(strategy=strategy, lineage_schedule=False, early_stop=False))
-        expected = Mechanisms(False, True, True, False, True, until_deadline=False)
+        expected = Mechanisms(False, True, True, False, True, True, until_deadline=False)
         assert Mechanisms.of(off) == expected
     assert Mechanisms.of(read_config(dict(strategy="none"))) == NONE  # as it always trained
     # the seed baseline: one schedule from the run's start to its end, nothing else
     assert Mechanisms.of(read_config(dict(strategy="seed", lineage_schedule=False))) == Mechanisms(
-        True, False, False, False, False, until_deadline=True
+        True, False, False, False, False, False, until_deadline=True
     )
+    # a kept leader's flattened curve is what makes a child grow: no plateau rule, no keeping
+    no_plateau = Mechanisms.of(read_config(dict(grow_on_plateau=False)))
+    assert not no_plateau.grow_on_plateau and not no_plateau.keep_leader
 
 
 def test_a_new_trials_budget_by_mechanism():
@@ -178,15 +229,16 @@ def test_the_judge_keeps_a_trials_best_and_decides_by_its_lineage_epochs():
         judge.rungs.add(4, v)
     leader, trailer = _live(5), _live(6)
     leader.epochs_done = trailer.epochs_done = 1
-    assert judge.after(leader, 0.95) is None  # first of 3 at rung 4
+    assert judge.after(leader, 0.95, _not_kept) is None  # first of 3 at rung 4
     assert (leader.best_goodness, leader.best_epoch) == (0.95, 1)
-    status, reason = judge.after(trailer, 0.85)  # third of 4 there: outside the better 2
+    status, reason = judge.after(trailer, 0.85, _not_kept)  # 3rd of 4 there: not the better 2
     assert status == TrialStatus.EARLY_STOPPED and "ranked 3 of the 4" in reason
     for done, value in ((2, 0.953), (3, 0.956)):  # lineage epochs 5, 6: no rungs
         leader.epochs_done = done
-        assert judge.after(leader, value) is None  # fewer than PLATEAU_EPOCHS + 1 epochs
+        assert judge.after(leader, value, _not_kept) is None  # under PLATEAU_EPOCHS + 1 epochs
     leader.epochs_done = 4
-    status, reason = judge.after(leader, 0.959)  # epochs 2-4 gained 0.009 over epoch 1's best
+    # epochs 2-4 gained 0.009 over epoch 1's best
+    status, reason = judge.after(leader, 0.959, _not_kept)
     assert status == TrialStatus.COMPLETED and reason.startswith("plateau: epochs 2-4")
     assert (leader.best_goodness, leader.best_epoch) == (0.959, 4)
     assert leader.history == [0.95, 0.953, 0.956, 0.959]
@@ -196,11 +248,11 @@ def test_the_judge_keeps_a_trials_best_and_decides_by_its_lineage_epochs():
 def _judged(curve: list[float], resolution: float = 0.01) -> tuple[int, str | None] | None:
     """The epoch at which a trial of this curve (goodness by epoch) ends by the judge's rules
     with every mechanism but early stopping, and its reason (None: it trains on)."""
-    judge = Judge(Mechanisms(True, True, True, False, True, until_deadline=False), resolution, 100)
+    judge = Judge(NO_HALVING, resolution, 100)
     trial = _live(1)
     for done, value in enumerate(curve, start=1):
         trial.epochs_done = done
-        ended = judge.after(trial, value)
+        ended = judge.after(trial, value, _not_kept)
         if ended is not None:
             return done, ended[1]
     return None
@@ -223,9 +275,9 @@ def test_a_resumed_trial_judges_its_window_with_the_epochs_before_the_resume():
     trial = _live(1)
     trial.history = [0.5, 0.55, 0.6]
     trial.epochs_done = 4
-    judge = Judge(Mechanisms(True, True, True, False, True, until_deadline=False), 0.01, 100)
-    assert judge.after(trial, 0.601) is None  # epochs 2-4 gained 0.051 over epoch 1
+    judge = Judge(NO_HALVING, 0.01, 100)
+    assert judge.after(trial, 0.601, _not_kept) is None  # epochs 2-4 gained 0.051 over epoch 1
     trial.epochs_done = 5
-    assert judge.after(trial, 0.602) is None  # epochs 3-5: 0.052 over 0.55
+    assert judge.after(trial, 0.602, _not_kept) is None  # epochs 3-5: 0.052 over 0.55
     trial.epochs_done = 6
-    assert judge.after(trial, 0.603)[1].startswith("plateau: epochs 4-6")
+    assert judge.after(trial, 0.603, _not_kept)[1].startswith("plateau: epochs 4-6")

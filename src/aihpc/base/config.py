@@ -116,6 +116,9 @@ class SearchSection:
     # a new trial forks the running trial that leads the run (PBT's exploit), not a finished parent
     # that is behind it
     fork_leader: bool = True
+    # with more than one worker, the run's leading trial trains on past its plateau and its epoch
+    # budget, and another worker grows a child of its latest weights (aihpc.runner.search.lifecycle)
+    keep_leader: bool = True
     epochs_min: int = 2
     # the most epochs of one trial: a drawn budget's largest (strategy none, and without
     # grow_on_plateau), and the cap of a trial that its plateau ends, as ASHA's largest rung: under

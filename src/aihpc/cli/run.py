@@ -136,6 +136,11 @@ MECHANISMS = (
         "a new trial, while the run's best trial still trains, starts from its latest weights, "
         "with its architecture and its hyperparameters perturbed (PBT's exploit)",
     ),
+    (
+        "keep_leader",
+        "with more than one worker, the run's best trial trains on past its plateau and its epoch "
+        "cap, and a freed worker grows a child of its latest weights",
+    ),
 )
 
 

@@ -13,7 +13,11 @@ leader passed, while the leader alone gets trained.
 
 The leader (:func:`leader`) is the running trial with the best validation
 value, where it beats every finished trial; a fork keeps its architecture
-(it grows when its own curve flattens, as every trial does).  Its starting
+(it grows when its own curve flattens, as every trial does), except a child
+of a leader kept past its plateau (``RunConfig.keep_leader``,
+:mod:`aihpc.runner.search.lifecycle`), which grows from it: such a leader
+is a parent while it trains on.  A kept leader is forked (or grown) even
+without ``fork_leader``.  Its starting
 weights are a snapshot of the leader's last committed file
 (:func:`snapshot`), because the leader's next epoch supersedes, and
 deletes, that file: a hard link where the file system has them (no bytes

@@ -26,6 +26,16 @@ A trial trains epoch after epoch until one of these, checked in this order
    :data:`PLATEAU_EPOCHS` epochs past its best is at its plateau, and one
    that is fewer past it, after a noisy epoch, may still be rising).
 
+With ``RunConfig.keep_leader`` and more than one worker, the run's leader
+(:func:`aihpc.runner.search.fork.leader`: the running trial with the best
+value, ahead of every finished one) is *kept*: neither its plateau (3) nor
+its epoch budget (1) ends it, so it trains on to the deadline on its
+schedule, as the seed trained once does, until another trial leads.  Its
+flattened curve (:func:`flattened`) makes the next new trial a child grown
+from its latest weights instead of a copy (the master's); that child trains
+on another worker, beside it.  A lone worker keeps nothing: its leader's
+plateau is the only moment it can grow.
+
 The mechanisms apply to the strategies that morph (evolution, random):
 strategy "none" trains as it always did (its trials' own schedules and
 drawn budgets), and strategy "seed" trains one trial per worker until the
@@ -35,6 +45,7 @@ deadline (:class:`Mechanisms`).
 from __future__ import annotations
 
 from bisect import bisect_right, insort
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aihpc.base.config import RunConfig
@@ -60,6 +71,7 @@ class Mechanisms:
     grow_on_plateau: bool
     early_stop: bool
     fork_leader: bool
+    keep_leader: bool
     until_deadline: bool  # strategy "seed": a trial ends only at the deadline
 
     @classmethod
@@ -72,6 +84,7 @@ class Mechanisms:
             grow_on_plateau=morphs and config.search.grow_on_plateau,
             early_stop=morphs and config.search.early_stop,
             fork_leader=morphs and config.search.fork_leader,
+            keep_leader=morphs and config.search.grow_on_plateau and config.search.keep_leader,
             until_deadline=seed,
         )
 
@@ -140,6 +153,12 @@ def best_before_window(history: list[float]) -> float | None:
     return max(earlier) if earlier else None
 
 
+def flattened(history: list[float], resolution: float) -> bool:
+    """Whether a trial's curve (``history``: each epoch's goodness, in order) has flattened: its
+    last :data:`PLATEAU_EPOCHS` epochs improved its best by less than ``resolution``."""
+    return bool(history) and plateaued(best_before_window(history), max(history), resolution)
+
+
 @dataclass(frozen=True)
 class Epoch:
     """A trial's finished epoch as :func:`decide` reads it."""
@@ -153,6 +172,7 @@ class Epoch:
     best_before_window: float | None
     best_after: float  # its best after this epoch
     since_best: int  # epochs since its best one (0: this one is its best)
+    kept: bool = False  # it leads the run, kept past its plateau and budget (keep_leader)
 
 
 def decide(
@@ -163,11 +183,13 @@ def decide(
     if mechanisms.until_deadline:
         return None
     stop = rungs.judge(epoch.lineage_epochs, epoch.goodness) if mechanisms.early_stop else None
-    if epoch.budget and epoch.done >= epoch.budget:
+    if epoch.budget and epoch.done >= epoch.budget and not epoch.kept:
         return TrialStatus.COMPLETED, None
     if stop is not None:
         return TrialStatus.EARLY_STOPPED, stop
     before = epoch.best_before_window
+    if epoch.kept:
+        return None
     if mechanisms.grow_on_plateau and plateaued(before, epoch.best_after, resolution):
         gain = epoch.best_after - (before or 0.0)
         first = epoch.done - PLATEAU_EPOCHS + 1
@@ -189,10 +211,13 @@ class Judge:
         self.mechanisms, self.resolution, self.patience = mechanisms, resolution, patience
         self.rungs = Rungs()
 
-    def after(self, trial: LiveTrial, goodness: float) -> tuple[TrialStatus, str | None] | None:
+    def after(
+        self, trial: LiveTrial, goodness: float, kept: Callable[[LiveTrial], bool]
+    ) -> tuple[TrialStatus, str | None] | None:
         """How ``trial`` ends after the epoch it just finished (its ``epochs_done`` counts it),
         whose validation value was ``goodness`` (higher is better), or None: it trains on.  The
-        value joins the trial's history."""
+        value joins the trial's history; then ``kept`` says whether the trial is the run's kept
+        leader (the module docstring)."""
         before = trial.best_goodness
         trial.history.append(goodness)
         epoch = Epoch(
@@ -203,5 +228,6 @@ class Judge:
             best_before_window=best_before_window(trial.history),
             best_after=max(goodness, before) if before is not None else goodness,
             since_best=trial.epochs_done - trial.best_epoch,
+            kept=self.mechanisms.keep_leader and kept(trial),
         )
         return decide(epoch, self.mechanisms, self.rungs, self.resolution, self.patience)

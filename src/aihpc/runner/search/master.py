@@ -3,8 +3,9 @@
 Whenever a worker slot is free the master fills it at once: with the next
 epoch of a running trial, an epoch to retry, or a new trial — a child grown
 from a parent the strategy chooses, starting from the parent's trained
-weights, or a fork of the running trial that leads the run
-(:mod:`aihpc.runner.search.fork`; with strategy "none" or "seed", the seed
+weights, or a fork of the running trial that leads the run, grown where
+that leader is kept past its plateau (:mod:`aihpc.runner.search.fork`,
+:mod:`aihpc.runner.search.lifecycle`; with strategy "none" or "seed", the seed
 network afresh), with hyperparameters from TPE or its parent's
 (:mod:`aihpc.runner.search.proposals`).
 Each epoch's task carries its learning-rate schedule's positions
@@ -54,7 +55,7 @@ from aihpc.records.rows import LostEpoch, TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import fork, screening
 from aihpc.runner.search.growth import worker_room
-from aihpc.runner.search.lifecycle import Judge, Mechanisms, trial_budget
+from aihpc.runner.search.lifecycle import Judge, Mechanisms, flattened, trial_budget
 from aihpc.runner.search.lineage import steady_seconds
 from aihpc.runner.search.parents import ParentPool
 from aihpc.runner.search.proposals import Child, Moment, Proposer
@@ -272,7 +273,7 @@ class Master:
         leader = self._leader() if child is None else None
         if leader is not None:
             start = fork.snapshot(self.weights_dir, leader, self.next_id)
-            child = self.proposer.fork(leader, start)
+            child = self.proposer.fork(leader, start, self._flattened(leader), moment.room)
         running_parent = leader.trained() if leader is not None else None
         trial = self.proposer.trial(self.next_id, budget, self.slots, moment, child, running_parent)
         self.next_id += 1
@@ -287,11 +288,25 @@ class Master:
         return self._task(trial, attempt=1)
 
     def _leader(self) -> LiveTrial | None:
-        """The running trial a new trial forks (:mod:`aihpc.runner.search.fork`; None: none, or
-        the run does not fork)."""
-        if not self.mechanisms.fork_leader:
-            return None
-        return fork.leader(self.running.values(), self.parents.best_goodness())
+        """The running trial a new trial starts from (:mod:`aihpc.runner.search.fork`): the
+        run's leader, where the run forks it, or grows it (a kept leader whose curve flattened);
+        else None."""
+        leader = fork.leader(self.running.values(), self.parents.best_goodness())
+        if leader is None or self.mechanisms.fork_leader or self._flattened(leader):
+            return leader
+        return None
+
+    def _kept(self, trial: LiveTrial) -> bool:
+        """Whether ``trial`` is the run's leader, kept past its plateau and its epoch budget
+        (``keep_leader``: :mod:`aihpc.runner.search.lifecycle`): only where another worker can
+        grow it meanwhile."""
+        if not self.mechanisms.keep_leader or self.slots < 2:
+            return False
+        return fork.leader(self.running.values(), self.parents.best_goodness()) is trial
+
+    def _flattened(self, leader: LiveTrial) -> bool:
+        """Whether ``leader`` is kept and its curve has flattened: a new trial grows it."""
+        return self._kept(leader) and flattened(leader.history, self.quality.resolution)
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         """The task of ``trial``'s next epoch (its schedule set when it is sent)."""
@@ -339,7 +354,7 @@ class Master:
         value = result.metrics[self.quality.metric]
         self._better(value)
         self.observer.epoch(self.epoch_counter, result, self.best)
-        ended = self.judge.after(trial, self.quality.goodness(value))
+        ended = self.judge.after(trial, self.quality.goodness(value), self._kept)
         if ended is not None:
             self._finish(trial, *ended)
         else:

@@ -8,7 +8,9 @@ task's function-preserving growth steps (:meth:`aihpc.tasks.base.Task.plan`):
 towards the size compute-optimal for the time left, or kept at its
 parent's size where that is already past it
 (:mod:`aihpc.runner.search.growth`); or a fork of the running trial that
-leads the run, at its size (:meth:`Proposer.fork`,
+leads the run, at its size or, where that leader is kept past its plateau
+(``RunConfig.keep_leader``, :mod:`aihpc.runner.search.lifecycle`), grown
+from its latest weights (:meth:`Proposer.fork`,
 :mod:`aihpc.runner.search.fork`).  Only architectures are morphed here; a
 :class:`~aihpc.records.messages.Morph` recipe lets the worker make the same
 steps on the parent's weights.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +50,8 @@ MORPH_TRIES = 10  # parents tried before a proposal gives up
 EXPLOIT = "exploit (the parent's architecture: compute-optimal for the time left)"
 #: The morph of a child of a running leader (aihpc.runner.search.fork), before its id and epoch.
 FORK = "fork (the architecture and latest weights) of running trial"
+#: The morph of a child grown from a kept leader's latest weights, before its id and epoch.
+GROWN_FROM_RUNNING = "grown from the latest weights of running trial"
 
 #: A child ready to become a trial: (parent, spec, recipe, the morphs applied).
 Child = tuple[int, Arch, Morph, str]
@@ -203,19 +208,51 @@ class Proposer:
             spec=spec,
         )
 
-    def fork(self, leader: LiveTrial, weights: WeightsRef) -> Child:
-        """A child of the running ``leader`` (:mod:`aihpc.runner.search.fork`): its
-        architecture, starting from ``weights``, a snapshot of its last committed ones."""
+    def fork(
+        self, leader: LiveTrial, weights: WeightsRef, grows: bool = False, room: float | None = None
+    ) -> Child:
+        """A child of the running ``leader`` (:mod:`aihpc.runner.search.fork`), starting from
+        ``weights``, a snapshot of its last committed ones: its architecture; or, where it
+        ``grows`` (a kept leader whose curve flattened), grown towards ``room`` as a finished
+        parent's child grows (:meth:`_morph`), unless the leader is already past ``room`` or no
+        new architecture is within ``max_params``."""
         spec = leader.spec if leader.spec is not None else self.task.arch(leader.arch)
-        recipe = Morph(
-            leader.arch,
-            weights,
-            trial_seed(self.config.run.seed, leader.id),
-            self.rng.getrandbits(63),
-            0,
-            self.max_params,
-        )
-        return leader.id, spec, recipe, f"{FORK} {leader.id} after its epoch {leader.epochs_done}"
+        seed = self.rng.getrandbits(63)
+        grown = self._grown(spec, seed, room) if grows else None
+        after = f"{leader.id} after its epoch {leader.epochs_done}"
+        if grown is None:
+            return leader.id, spec, self._fork_recipe(leader, weights, seed, 0), f"{FORK} {after}"
+        child, steps, morphs = grown
+        recipe = self._fork_recipe(leader, weights, seed, steps)
+        return leader.id, child, recipe, f"{GROWN_FROM_RUNNING} {after}: {'; '.join(morphs)}"
+
+    def _fork_recipe(self, leader: LiveTrial, weights: WeightsRef, seed: int, steps: int) -> Morph:
+        """How a worker makes a child of a running leader from ``weights``, its snapshot:
+        ``steps`` growth steps drawn from ``seed`` (0: a copy)."""
+        leader_seed = trial_seed(self.config.run.seed, leader.id)
+        return Morph(leader.arch, weights, leader_seed, seed, steps, self.max_params)
+
+    def _grown(
+        self, spec: Arch, seed: int, room: float | None
+    ) -> tuple[Arch, int, list[str]] | None:
+        """``spec`` grown towards ``room`` by steps drawn from ``seed``, to an architecture not
+        tried, which joins those seen: (child, steps, each step's description); None where
+        ``spec`` is already at or past ``room`` or no new architecture is within ``max_params``."""
+        if keeps_size(self.sizes, spec, room):
+            return None
+        try:
+            child, steps, morphs = grow(
+                self.task,
+                spec,
+                random.Random(seed),
+                self.max_params,
+                self._fits(room),
+                self._is_new(set()),
+            )
+        except MorphError:
+            return None
+        self.seen_hashes.add(child.content_hash())
+        return child, steps, morphs
 
     def child(self, room: float | None = None) -> Child:
         """One new child of a parent the strategy chooses; ``room``: the operations one worker can
@@ -265,21 +302,40 @@ class Proposer:
             if keeps_size(self.sizes, spec, room):
                 return spec, self._recipe(parent, seed, 0), EXPLOIT
 
-        def fits(child: Arch) -> bool:
-            return grows and room is not None and self.sizes.min_train_ops(child) <= room
-
-        def is_new(child: Arch) -> bool:
-            arch_hash = child.content_hash()
-            return arch_hash not in self.seen_hashes and arch_hash not in taken
-
         try:
             spec, steps, morphs = grow(
-                self.task, spec, random.Random(seed), self.max_params, fits, is_new
+                self.task,
+                spec,
+                random.Random(seed),
+                self.max_params,
+                self._fits(room),
+                self._is_new(taken),
             )
         except MorphError as exc:
             raise MorphError(f"trial {parent}: {exc}") from None
         taken.add(spec.content_hash())
         return spec, self._recipe(parent, seed, steps), "; ".join(morphs)
+
+    def _fits(self, room: float | None) -> Callable[[Arch], bool]:
+        """Whether a child grown one more step still fits: its training is within ``room``, the
+        operations one worker can still do (never without ``grow_on_plateau``, or with ``room``
+        not known: one step, and on only until the architecture is new)."""
+
+        def fits(child: Arch) -> bool:
+            grows = self.mechanisms.grow_on_plateau
+            return grows and room is not None and self.sizes.min_train_ops(child) <= room
+
+        return fits
+
+    def _is_new(self, taken: set[str]) -> Callable[[Arch], bool]:
+        """Whether an architecture is new: neither tried nor in ``taken`` (a proposal's
+        siblings)."""
+
+        def is_new(child: Arch) -> bool:
+            arch_hash = child.content_hash()
+            return arch_hash not in self.seen_hashes and arch_hash not in taken
+
+        return is_new
 
     def _recipe(self, parent: int, seed: int, steps: int) -> Morph:
         """How a worker makes the child's weights: ``steps`` growth steps drawn from ``seed``,
