@@ -72,6 +72,7 @@ def test_a_long_run_keeps_a_bounded_set_of_weight_files(tmp_path: Path) -> None:
             report_seconds=600,
             population=population,
             tournament=2,
+            keep_leader=False,  # every trial ends within its 2 epochs: many trials, many files
         )
     )
     store = RunStore(tmp_path / "run")
