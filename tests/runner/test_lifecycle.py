@@ -196,16 +196,17 @@ def test_the_mechanisms_apply_to_the_strategies_that_morph():
     for strategy in ("evolution", "random"):
         assert Mechanisms.of(read_config(dict(strategy=strategy))) == ALL
         off = read_config(dict(strategy=strategy, lineage_schedule=False, early_stop=False))
-        expected = Mechanisms(False, True, True, False, True, True, until_deadline=False)
+        expected = Mechanisms(False, True, True, False, True, False, until_deadline=False)
         assert Mechanisms.of(off) == expected
     assert Mechanisms.of(read_config(dict(strategy="none"))) == NONE  # as it always trained
     # the seed baseline: one schedule from the run's start to its end, nothing else
     assert Mechanisms.of(read_config(dict(strategy="seed", lineage_schedule=False))) == Mechanisms(
         True, False, False, False, False, False, until_deadline=True
     )
-    # a kept leader's flattened curve is what makes a child grow: no plateau rule, no keeping
-    no_plateau = Mechanisms.of(read_config(dict(grow_on_plateau=False)))
-    assert not no_plateau.grow_on_plateau and not no_plateau.keep_leader
+    # a kept leader's flattened curve is what makes a child grow, and its schedule must run to
+    # the deadline: without the plateau rule or the lineage's schedule, nothing is kept
+    for off in ("grow_on_plateau", "lineage_schedule"):
+        assert not Mechanisms.of(read_config({off: False})).keep_leader, off
 
 
 def test_a_new_trials_budget_by_mechanism():

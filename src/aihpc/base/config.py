@@ -117,7 +117,8 @@ class SearchSection:
     # that is behind it
     fork_leader: bool = True
     # with more than one worker, the run's leading trial trains on past its plateau and its epoch
-    # budget, and another worker grows a child of its latest weights (aihpc.runner.search.lifecycle)
+    # budget, and another worker grows a child of its latest weights (aihpc.runner.search.lifecycle;
+    # with grow_on_plateau and lineage_schedule only)
     keep_leader: bool = True
     epochs_min: int = 2
     # the most epochs of one trial: a drawn budget's largest (strategy none, and without

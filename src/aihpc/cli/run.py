@@ -123,8 +123,8 @@ MECHANISMS = (
     ),
     (
         "grow_on_plateau",
-        "a trial ends when its last epoch improved its best by less than the metric's standard "
-        "error, and a child grows towards the size compute-optimal for the time left",
+        "a trial ends when its last 3 epochs improved its best by less than the metric's "
+        "standard error, and a child grows towards the size compute-optimal for the time left",
     ),
     (
         "early_stop",

@@ -26,7 +26,7 @@ A trial trains epoch after epoch until one of these, checked in this order
    :data:`PLATEAU_EPOCHS` epochs past its best is at its plateau, and one
    that is fewer past it, after a noisy epoch, may still be rising).
 
-With ``RunConfig.keep_leader`` and more than one worker, the run's leader
+With ``RunConfig.keep_leader`` (:func:`keeps_on`) and more than one worker, the run's leader
 (:func:`aihpc.runner.search.fork.leader`: the running trial with the best
 value, ahead of every finished one) is *kept*: neither its plateau (3) nor
 its epoch budget (1) ends it, so it trains on to the deadline on its
@@ -84,9 +84,16 @@ class Mechanisms:
             grow_on_plateau=morphs and config.search.grow_on_plateau,
             early_stop=morphs and config.search.early_stop,
             fork_leader=morphs and config.search.fork_leader,
-            keep_leader=morphs and config.search.grow_on_plateau and config.search.keep_leader,
+            keep_leader=morphs and config.search.keep_leader and keeps_on(config),
             until_deadline=seed,
         )
+
+
+def keeps_on(config: RunConfig) -> bool:
+    """Whether a run can keep its leader (``keep_leader``): its plateau is what makes a child
+    grow (``grow_on_plateau``), and its schedule runs to the deadline, however many epochs it
+    trains (``lineage_schedule``; a trial's own schedule ends with its epoch budget)."""
+    return config.search.grow_on_plateau and config.search.lineage_schedule
 
 
 def trial_budget(
