@@ -298,15 +298,19 @@ class Master:
 
     def _kept(self, trial: LiveTrial) -> bool:
         """Whether ``trial`` is the run's leader, kept past its plateau and its epoch budget
-        (``keep_leader``: :mod:`aihpc.runner.search.lifecycle`): only where another worker can
-        grow it meanwhile."""
-        if not self.mechanisms.keep_leader or self.slots < 2:
+        (``keep_leader``, :mod:`aihpc.runner.search.lifecycle`; only where another worker can
+        grow it meanwhile)."""
+        if not self._keeps():
             return False
         return fork.leader(self.running.values(), self.parents.best_goodness()) is trial
 
+    def _keeps(self) -> bool:
+        return self.mechanisms.keep_leader and self.slots >= 2
+
     def _flattened(self, leader: LiveTrial) -> bool:
-        """Whether ``leader`` is kept and its curve has flattened: a new trial grows it."""
-        return self._kept(leader) and flattened(leader.history, self.quality.resolution)
+        """Whether the run's ``leader`` is kept and its curve has flattened: a new trial grows
+        it."""
+        return self._keeps() and flattened(leader.history, self.quality.resolution)
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         """The task of ``trial``'s next epoch (its schedule set when it is sent)."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -241,14 +240,7 @@ class Proposer:
         if keeps_size(self.sizes, spec, room):
             return None
         try:
-            child, steps, morphs = grow(
-                self.task,
-                spec,
-                random.Random(seed),
-                self.max_params,
-                self._fits(room),
-                self._is_new(set()),
-            )
+            child, steps, morphs = self._grow(spec, seed, room, set())
         except MorphError:
             return None
         self.seen_hashes.add(child.content_hash())
@@ -303,39 +295,29 @@ class Proposer:
                 return spec, self._recipe(parent, seed, 0), EXPLOIT
 
         try:
-            spec, steps, morphs = grow(
-                self.task,
-                spec,
-                random.Random(seed),
-                self.max_params,
-                self._fits(room),
-                self._is_new(taken),
-            )
+            spec, steps, morphs = self._grow(spec, seed, room, taken)
         except MorphError as exc:
             raise MorphError(f"trial {parent}: {exc}") from None
         taken.add(spec.content_hash())
         return spec, self._recipe(parent, seed, steps), "; ".join(morphs)
 
-    def _fits(self, room: float | None) -> Callable[[Arch], bool]:
-        """Whether a child grown one more step still fits: its training is within ``room``, the
-        operations one worker can still do (never without ``grow_on_plateau``, or with ``room``
-        not known: one step, and on only until the architecture is new)."""
+    def _grow(
+        self, spec: Arch, seed: int, room: float | None, taken: set[str]
+    ) -> tuple[Arch, int, list[str]]:
+        """:func:`aihpc.runner.search.growth.grow` of ``spec`` by steps drawn from ``seed``:
+        while a child's training fits in ``room``, the operations one worker can still do (never
+        without ``grow_on_plateau``, or with ``room`` not known: one step), and on until the
+        architecture is neither tried nor in ``taken`` (a proposal's siblings)."""
+        grows = self.mechanisms.grow_on_plateau
 
         def fits(child: Arch) -> bool:
-            grows = self.mechanisms.grow_on_plateau
             return grows and room is not None and self.sizes.min_train_ops(child) <= room
-
-        return fits
-
-    def _is_new(self, taken: set[str]) -> Callable[[Arch], bool]:
-        """Whether an architecture is new: neither tried nor in ``taken`` (a proposal's
-        siblings)."""
 
         def is_new(child: Arch) -> bool:
             arch_hash = child.content_hash()
             return arch_hash not in self.seen_hashes and arch_hash not in taken
 
-        return is_new
+        return grow(self.task, spec, random.Random(seed), self.max_params, fits, is_new)
 
     def _recipe(self, parent: int, seed: int, steps: int) -> Morph:
         """How a worker makes the child's weights: ``steps`` growth steps drawn from ``seed``,
