@@ -23,8 +23,10 @@ from aihpc.records.rows import TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import fork
 from aihpc.runner.search.growth import Sizes
+from aihpc.runner.search.lifecycle import Mechanisms
 from aihpc.runner.search.lineage import Lineage
 from aihpc.runner.search.master import Master
+from aihpc.runner.search.parents import ParentPool
 from aihpc.runner.search.proposals import FORK, GROWN_FROM_RUNNING
 from aihpc.runner.search.trials import LiveTrial
 from aihpc.tasks import read_config, task_of
@@ -63,6 +65,34 @@ def test_the_leader_is_the_best_running_trial_with_weights_that_beats_every_fini
     assert fork.leader([_live(4, []), unsaved], best_finished=None) is None
     assert fork.leader([_live(6, [0.7]), ahead], best_finished=None) is ahead  # the earlier
     assert fork.leader([], best_finished=0.1) is None
+
+
+def _leadership(tmp_path: Path, running: list[LiveTrial], **on: bool) -> fork.Leadership:
+    flags = dict(fork_leader=False, keep_leader=True) | on
+    mechanisms = Mechanisms(True, True, True, True, until_deadline=False, **flags)
+    pool = ParentPool(tmp_path, population=3, parse=IMAGE.arch)
+    pool.finished(9, 0.6, {"id": 9}, WeightsRef("trial9-epoch2-try1.pt", "0" * 64))
+    return fork.Leadership(mechanisms, 0.01, {t.id: t for t in running}, pool)
+
+
+def test_a_kept_leader_is_grown_once_flattened_and_only_with_a_second_worker(tmp_path):
+    rising = _live(1, [0.5, 0.6, 0.7, 0.8])
+    flat = _live(1, [0.5, 0.7, 0.703, 0.706, 0.709])  # its last 3 epochs gained 0.009 < 0.01
+    behind = _live(2, [0.65])
+    for slots, kept in ((1, False), (2, True)):
+        lead = _leadership(tmp_path, [rising, behind])
+        lead.slots = slots
+        assert lead.leader() is rising and lead.kept(rising) is kept
+        assert not lead.kept(behind) and lead.start() is None  # neither forked nor flattened
+        lead = _leadership(tmp_path, [flat, behind])
+        lead.slots = slots
+        assert lead.grows(flat) is kept and (lead.start() is flat) is kept
+    lead = _leadership(tmp_path, [rising, behind], fork_leader=True, keep_leader=False)
+    lead.slots = 2
+    assert lead.start() is rising and not lead.kept(rising) and not lead.grows(rising)
+    lead = _leadership(tmp_path, [_live(2, [0.6])])  # no better than the finished trial 9
+    lead.slots = 2
+    assert lead.leader() is None and lead.start() is None
 
 
 def test_a_snapshot_is_the_leaders_file_under_the_forks_name_until_released(tmp_path):

@@ -29,11 +29,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aihpc.records.messages import WeightsRef
+from aihpc.runner.search.lifecycle import Mechanisms, flattened
 from aihpc.runner.search.trials import LiveTrial
+
+if TYPE_CHECKING:
+    from aihpc.runner.search.parents import ParentPool
 
 PREFIX = "fork"  # a snapshot's file name starts with it; a worker's never does (train.weights)
 
@@ -51,6 +56,51 @@ def leader(running: Iterable[LiveTrial], best_finished: float | None) -> LiveTri
     if best_finished is not None and best.best_goodness <= best_finished:
         return None
     return best
+
+
+class Leadership:
+    """The run's leader, as the master asks about it: whether a new trial starts from it, whether
+    it is kept, whether a new trial grows it.  ``running`` and ``parents`` are the master's own,
+    read as they are when asked; ``slots`` is the executor's task slots, set at each fill."""
+
+    def __init__(
+        self,
+        mechanisms: Mechanisms,
+        resolution: float,
+        running: Mapping[int, LiveTrial],
+        parents: ParentPool,
+    ) -> None:
+        self.mechanisms = mechanisms
+        self.resolution = resolution  # the quality's (a gain under it is no gain)
+        self.running = running
+        self.parents = parents
+        self.slots = 0
+
+    def leader(self) -> LiveTrial | None:
+        """The run's leader (:func:`leader`) now."""
+        return leader(self.running.values(), self.parents.best_goodness())
+
+    def start(self) -> LiveTrial | None:
+        """The running trial a new trial starts from: the leader, where the run forks it, or
+        grows it (:meth:`grows`); else None."""
+        ahead = self.leader()
+        if ahead is None or self.mechanisms.fork_leader or self.grows(ahead):
+            return ahead
+        return None
+
+    def kept(self, trial: LiveTrial) -> bool:
+        """Whether ``trial`` is the run's leader, kept past its plateau and its epoch budget
+        (``keep_leader``, :mod:`aihpc.runner.search.lifecycle`; only where another worker can
+        grow it meanwhile)."""
+        return self.keeps() and self.leader() is trial
+
+    def keeps(self) -> bool:
+        return self.mechanisms.keep_leader and self.slots >= 2
+
+    def grows(self, ahead: LiveTrial) -> bool:
+        """Whether the run's leader ``ahead`` is kept and its curve has flattened: a new trial
+        grows it."""
+        return self.keeps() and flattened(ahead.history, self.resolution)
 
 
 def snapshot(weights_dir: str | Path, trial: LiveTrial, child: int) -> WeightsRef:

@@ -55,7 +55,7 @@ from aihpc.records.rows import LostEpoch, TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import fork, screening
 from aihpc.runner.search.growth import worker_room
-from aihpc.runner.search.lifecycle import Judge, Mechanisms, flattened, trial_budget
+from aihpc.runner.search.lifecycle import Judge, Mechanisms, trial_budget
 from aihpc.runner.search.lineage import steady_seconds
 from aihpc.runner.search.parents import ParentPool
 from aihpc.runner.search.proposals import Child, Moment, Proposer
@@ -101,9 +101,6 @@ class Master:
         workers_joined: Callable[[], object] = lambda: None,
         memory: MemoryWatch | None = None,
     ) -> None:
-        from aihpc.nas.hpo import HyperparameterSearch
-        from aihpc.nas.search import make_strategy
-
         self.config = config
         self.clock = clock  # seconds since the epoch; tests pass a clock they advance themselves
         # called when the task slots grow, before they are filled: the run places new workers
@@ -116,23 +113,9 @@ class Master:
         self.observer = observer
         self.task = task  # the run's, resolved where it started
         self.quality = self.task.quality(config, data_info)
-        # None: no architecture search (strategy "none"), every trial retrains the seed network
-        self.strategy = make_strategy(
-            config.search.strategy, config.search.population, config.search.tournament
-        )
-        self.hpo = HyperparameterSearch(
-            config.run.seed, self.task.search_space(config), processes=config.search.hpo_processes
-        )
         self.running: dict[int, LiveTrial] = {}
         self.weights_dir = str(store.weights_dir.resolve())
-        self.parents = ParentPool(store.weights_dir, config.search.population, parse=self.task.arch)
-        self.proposer = Proposer(
-            config, self.task, self.strategy, self.hpo, self.parents, data_info
-        )
-        self.mechanisms = Mechanisms.of(config)
-        # what ends a trial: its budget, successive halving, its plateau, patience
-        self.judge = Judge(self.mechanisms, self.quality.resolution, config.search.patience)
-        self.work = Work(config, self.weights_dir, layout, self.mechanisms.lineage_schedule)
+        self._assemble(data_info)
         self.next_id = 0
         self.epoch_counter = 0  # completed trial-epochs, in completion order (MLPerf epoch numbers)
         self.ops = 0  # operations of every recorded epoch (the store's sum, kept in memory)
@@ -146,6 +129,35 @@ class Master:
         self.next_screen = len(store.screenings())
         self.slots = 0  # the executor's task slots at the last fill
         self.restarts_seen = 0  # the hyperparameter search's restarts recorded so far
+
+    def _assemble(self, data_info: dict[str, Any]) -> None:
+        """The search's parts, each from the run's config: the strategy, the hyperparameter
+        search, the parent pool, the proposer, what ends a trial, the leader's rules, the work."""
+        from aihpc.nas.hpo import HyperparameterSearch
+        from aihpc.nas.search import make_strategy
+
+        config = self.config
+        # None: no architecture search (strategy "none"), every trial retrains the seed network
+        self.strategy = make_strategy(
+            config.search.strategy, config.search.population, config.search.tournament
+        )
+        self.hpo = HyperparameterSearch(
+            config.run.seed, self.task.search_space(config), processes=config.search.hpo_processes
+        )
+        self.parents = ParentPool(
+            self.store.weights_dir, config.search.population, parse=self.task.arch
+        )
+        self.proposer = Proposer(
+            config, self.task, self.strategy, self.hpo, self.parents, data_info
+        )
+        self.mechanisms = Mechanisms.of(config)
+        # what ends a trial: its budget, successive halving, its plateau, patience
+        self.judge = Judge(self.mechanisms, self.quality.resolution, config.search.patience)
+        # the run's leader: which running trial a new trial starts from, which trial is kept
+        self.leadership = fork.Leadership(
+            self.mechanisms, self.quality.resolution, self.running, self.parents
+        )
+        self.work = Work(config, self.weights_dir, self.layout, self.mechanisms.lineage_schedule)
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> Score:
@@ -204,7 +216,7 @@ class Master:
         slots = self.executor.slots()
         if slots > self.slots:
             self.workers_joined()
-        self.slots = slots
+        self.slots = self.leadership.slots = slots
         free = self.slots - len(self.in_flight)
         for _ in range(max(free, 0)):
             task = self._next() if self.pending else self._new_work()
@@ -240,7 +252,8 @@ class Master:
         """A new trial's first epoch; with screening, a screening of candidate children first;
         None where ``PROPOSALS_PER_SLOT`` trials in a row did not fit in memory."""
         screens = self.config.search.screen and self.strategy is not None and self.next_id > 0
-        if screens and self._leader() is None:  # a fork of the leader is no new architecture
+        # a fork of the leader is no new architecture
+        if screens and self.leadership.start() is None:
             with contextlib.suppress(MorphError):  # no screen of new children: a trial as above
                 return self._screen_task()
         for _ in range(PROPOSALS_PER_SLOT):
@@ -270,10 +283,11 @@ class Master:
         moment = self._moment()
         recent = list(self.epoch_seconds)
         budget = trial_budget(self.config, self.mechanisms, moment.left, recent)
-        leader = self._leader() if child is None else None
+        leader = self.leadership.start() if child is None else None
         if leader is not None:
             start = fork.snapshot(self.weights_dir, leader, self.next_id)
-            child = self.proposer.fork(leader, start, self._flattened(leader), moment.room)
+            grows = self.leadership.grows(leader)
+            child = self.proposer.fork(leader, start, grows, moment.room)
         running_parent = leader.trained() if leader is not None else None
         trial = self.proposer.trial(self.next_id, budget, self.slots, moment, child, running_parent)
         self.next_id += 1
@@ -286,31 +300,6 @@ class Master:
             self._finish(trial, TrialStatus.FAILED, refused)
             return None
         return self._task(trial, attempt=1)
-
-    def _leader(self) -> LiveTrial | None:
-        """The running trial a new trial starts from (:mod:`aihpc.runner.search.fork`): the
-        run's leader, where the run forks it, or grows it (a kept leader whose curve flattened);
-        else None."""
-        leader = fork.leader(self.running.values(), self.parents.best_goodness())
-        if leader is None or self.mechanisms.fork_leader or self._flattened(leader):
-            return leader
-        return None
-
-    def _kept(self, trial: LiveTrial) -> bool:
-        """Whether ``trial`` is the run's leader, kept past its plateau and its epoch budget
-        (``keep_leader``, :mod:`aihpc.runner.search.lifecycle`; only where another worker can
-        grow it meanwhile)."""
-        if not self._keeps():
-            return False
-        return fork.leader(self.running.values(), self.parents.best_goodness()) is trial
-
-    def _keeps(self) -> bool:
-        return self.mechanisms.keep_leader and self.slots >= 2
-
-    def _flattened(self, leader: LiveTrial) -> bool:
-        """Whether the run's ``leader`` is kept and its curve has flattened: a new trial grows
-        it."""
-        return self._keeps() and flattened(leader.history, self.quality.resolution)
 
     def _task(self, trial: LiveTrial, attempt: int) -> EpochTask:
         """The task of ``trial``'s next epoch (its schedule set when it is sent)."""
@@ -358,7 +347,7 @@ class Master:
         value = result.metrics[self.quality.metric]
         self._better(value)
         self.observer.epoch(self.epoch_counter, result, self.best)
-        ended = self.judge.after(trial, self.quality.goodness(value), self._kept)
+        ended = self.judge.after(trial, self.quality.goodness(value), self.leadership.kept)
         if ended is not None:
             self._finish(trial, *ended)
         else:
