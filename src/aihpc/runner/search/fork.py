@@ -17,8 +17,9 @@ value, where it beats every finished trial; a fork keeps its architecture
 of a leader kept past its plateau (``RunConfig.keep_leader``,
 :mod:`aihpc.runner.search.lifecycle`), which grows from it: such a leader
 is a parent while it trains on.  A kept leader is forked (or grown) even
-without ``fork_leader``.  Its starting
-weights are a snapshot of the leader's last committed file
+without ``fork_leader``.  The master asks these rules of :class:`Leadership`.
+
+A fork's starting weights are a snapshot of the leader's last committed file
 (:func:`snapshot`), because the leader's next epoch supersedes, and
 deletes, that file: a hard link where the file system has them (no bytes
 copied), else a copy.  The snapshot is the fork's until its first epoch is
