@@ -118,8 +118,8 @@ MECHANISMS = (
     ),
     (
         "inherit_hparams",
-        "a child takes its parent's hyperparameters, learning rate and weight decay each x0.8 or "
-        "x1.25 (PBT), instead of TPE's",
+        "a child takes its parent's hyperparameters, its weight decay x0.8 or x1.25 (PBT), "
+        "instead of TPE's",
     ),
     (
         "grow_on_plateau",

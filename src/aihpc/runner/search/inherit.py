@@ -2,9 +2,9 @@
 
 With ``RunConfig.inherit_hparams`` a child that starts from its parent's trained weights takes its
 parent's hyperparameters as well, perturbed (Population Based Training's exploit and explore,
-Jaderberg et al. 2017): the learning rate and the weight decay each multiplied by 0.8 or 1.25 at
-random, within the search space's ranges; the batch size and everything else kept — where the
-parent is worth it (:func:`worth_inheriting`: PBT exploits the better members of its population
+Jaderberg et al. 2017): the weight decay multiplied by 0.8 or 1.25 at random, within the search
+space's range; the learning rate, the batch size and everything else kept — where the parent is
+worth it (:func:`worth_inheriting`: PBT exploits the better members of its population
 only); a child of a parent in the worse half draws TPE's instead. The run's first trial, the root
 of the lineage most early children grow from, takes the task's default hyperparameters, and the
 other roots of lineages at the run's start (the seed's children before it trained) take them
@@ -12,6 +12,12 @@ perturbed, as PBT starts its population: TPE's first suggestions are random draw
 rooted in a bad one takes the worker it runs on for most of a short run. TPE still proposes for the
 other trials without a parent, and is told every trial's result (an inherited trial's as a trial it
 did not draw, :meth:`aihpc.nas.hpo.HyperparameterSearch.adopt`).
+
+The learning rate is kept because a lineage anneals it on one schedule
+(:mod:`aihpc.runner.search.lineage`), and the search keeps the lineages that lead early
+(successive halving, the leader's forks): a lower rate leads early and trails late, so a perturbed
+rate drifts down along the lineages that win, away from the rate that is best for the run's
+length (PBT's greedy selection, its known short-horizon bias).
 
 A trial records its hyperparameters' origin (:func:`origin`), which results.json shows beside them.
 """
@@ -25,7 +31,7 @@ from aihpc.nas.search import Candidate
 from aihpc.nas.tpe_study import SearchSpace
 from aihpc.records.trial import Hyperparameters
 
-PERTURBED = ("lr", "weight_decay")  # the hyperparameters a child perturbs
+PERTURBED = ("weight_decay",)  # the hyperparameters a child perturbs (the docstring)
 FACTORS = (0.8, 1.25)  # each multiplied by one of these, drawn with equal chances
 TPE = "tpe"  # drawn by TPE
 DEFAULT = "default"  # the task's defaults (strategy "seed"; a search's first trial)
