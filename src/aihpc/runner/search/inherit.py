@@ -15,9 +15,9 @@ did not draw, :meth:`aihpc.nas.hpo.HyperparameterSearch.adopt`).
 
 The learning rate is kept because a lineage anneals it on one schedule
 (:mod:`aihpc.runner.search.lineage`), and the search keeps the lineages that lead early
-(successive halving, the leader's forks): a lower rate leads early and trails late, so a perturbed
-rate drifts down along the lineages that win, away from the rate that is best for the run's
-length (PBT's greedy selection, its known short-horizon bias).
+(successive halving, the leader's forks): a lower rate tends to lead over a few epochs, whichever
+rate is best over the run, so a perturbed rate drifts down along the lineages that win (PBT's
+greedy selection, its known short-horizon bias).
 
 A trial records its hyperparameters' origin (:func:`origin`), which results.json shows beside them.
 """
