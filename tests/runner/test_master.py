@@ -255,8 +255,10 @@ def killed_run(tmp_path_factory) -> tuple[Path, RunConfig, float]:
             patience=10,
             batch_sizes=(128,),
             report_seconds=600,
-            grow_on_plateau=False,  # every trial trains its 3 epochs (a resume with the mechanisms
-            # at work: tests/runner/test_search_mechanisms.py)
+            # every trial trains its 3 epochs, however well its real epochs went (a resume with the
+            # mechanisms at work: tests/runner/test_search_mechanisms.py)
+            grow_on_plateau=False,
+            early_stop=False,
         )
     )
     run_dir = tmp_path_factory.mktemp("killed") / "run"
