@@ -3,10 +3,13 @@ successive halving's rungs, the order of the rules, and which strategies apply t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from runner_helpers import live_trial
 
-from aihpc.records.rows import TrialStatus
+from aihpc.records.rows import TRAINED_OUT, TrialEnd, TrialRow, TrialStatus
+from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lifecycle import (
     MIN_PEERS,
     PLATEAU_EPOCHS,
@@ -184,6 +187,42 @@ def test_patience_still_stops_a_trial_without_the_plateau_rule():
     # with it, the plateau decides: two epochs past a best that its window gained goes on
     rising = _epoch(done=5, goodness=0.58, best_before_window=0.5, best_after=0.6, since_best=2)
     assert decide(rising, ALL, Rungs(), 0.01, patience=2) is None
+
+
+def test_each_decision_reads_back_from_the_stored_row_as_its_end():
+    """A trial's end (what results.json's search gain asks of a seed-only trial) is read from the
+    status and reason that :func:`decide` gave it."""
+    rungs = Rungs()
+    for v in (0.9, 0.8):
+        rungs.add(4, v)
+    stale = dict(goodness=0.4, best_before_window=0.6, best_after=0.6, since_best=2)
+    decisions = {
+        TrialEnd.BUDGET: decide(_epoch(done=8, budget=8), ALL, Rungs(), 0.01, 2),
+        TrialEnd.HALVING: decide(_epoch(lineage_epochs=4), ALL, rungs, 0.01, 2),
+        TrialEnd.PLATEAU: decide(_epoch(done=5, best_after=0.504), ALL, Rungs(), 0.01, 5),
+        TrialEnd.PATIENCE: decide(_epoch(done=5, **stale), NONE, Rungs(), 0.01, 2),
+        TrialEnd.DEADLINE: (TrialStatus.DEADLINE, None),  # the master's, at the deadline
+        TrialEnd.FAILED: (TrialStatus.FAILED, "RuntimeError: out of memory"),
+    }
+    row = TrialRow(
+        **dict.fromkeys(("parent", "hpo_number", "recipe", "t_end", "traceback", "reason")),
+        id=0,
+        arch_hash="h",
+        arch={},
+        morph="seed",
+        hparams=Hyperparameters(lr=0.1, batch_size=32),
+        budget=8,
+        status="running",
+        num_params=1,
+        t_created=0.0,
+        attempts=1,
+    )
+    for end, decision in decisions.items():
+        assert decision is not None
+        status, reason = decision
+        assert dataclasses.replace(row, status=status, reason=reason).end() == end
+    assert row.end() == TrialEnd.RUNNING
+    assert set(TRAINED_OUT) == {TrialEnd.BUDGET, TrialEnd.PLATEAU, TrialEnd.PATIENCE, "deadline"}
 
 
 def test_a_seed_strategy_trial_ends_only_at_the_deadline():

@@ -19,11 +19,11 @@ from runner_helpers import (
 )
 
 from aihpc.base.config import SearchSection
-from aihpc.records.rows import TrialStatus
+from aihpc.records.rows import TrialEnd, TrialStatus
 from aihpc.records.store import RunStore
-from aihpc.results.write import seed_only
+from aihpc.results.gain import seed_only
 from aihpc.runner.search.growth import MAX_STEPS, Sizes
-from aihpc.runner.search.lifecycle import MIN_PEERS, is_rung
+from aihpc.runner.search.lifecycle import MIN_PEERS, Rungs, is_rung
 from aihpc.runner.search.proposals import EXPLOIT
 from aihpc.tasks import task_of
 
@@ -320,6 +320,7 @@ def test_strategy_seed_trains_the_seed_once_per_worker_until_the_deadline(tmp_pa
     assert seed_only(store, score) == {
         "seed_only_best": score.best_accuracy,
         "seed_only_trial": 1,  # trial 1 scores more at every epoch
+        "seed_only_end": "deadline",
         "search_gain": 0.0,
         "seed_only_epochs": 3,  # ... and reached it at its last
         "best_lineage_epochs": 3,
@@ -348,6 +349,24 @@ def test_the_search_gain_is_the_best_less_the_best_seed_only_trial(tmp_path):
         trial = lineage[trial.parent]
     assert figure["seed_only_epochs"] == seed_epoch
     assert figure["best_lineage_epochs"] == along > seed_epoch
+    assert figure["seed_only_end"] == store.trials()[0].end().value
+
+
+def test_no_search_gain_against_a_seed_that_successive_halving_stopped(tmp_path):
+    """A seed-only trial that successive halving stopped beside its peers did not train as far as
+    the seed can: its end is given, no gain over it (the run's seed, closed again as a rung would
+    have closed it: which trial a two-worker run's rungs stop depends on which epoch arrives
+    first)."""
+    _, store, _, score = _run(tmp_path, _rising, early_stop=False)
+    before = seed_only(store, score)
+    assert before["seed_only_trial"] == 0 and before["search_gain"] is not None
+    rungs = Rungs()
+    rungs.add(1, 0.99)
+    reason = rungs.judge(1, 0.2)
+    store.finish_trial(0, TrialStatus.EARLY_STOPPED, store.trials()[0].t_end or 0.0, reason)
+    assert store.trials()[0].end() == TrialEnd.HALVING
+    after = seed_only(store, score)
+    assert after == before | {"seed_only_end": "successive halving", "search_gain": None}
 
 
 # -- resume --------------------------------------------------------------------------------------

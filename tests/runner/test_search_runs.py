@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from aihpc.records.rows import TRAINED_OUT, TrialEnd
 from fixture_run import aihpc
 
 # two whole runs of a few seconds of clock each (about a minute with their workers' start), on one
@@ -55,7 +56,9 @@ def test_a_run_with_every_mechanism_on_ends_and_verifies(tmp_path: Path, task: s
         for e in t["epochs"]:
             assert 0.0 <= e["schedule_from"] <= e["schedule_to"] <= 1.0
     score = results["score"]
-    assert score["seed_only_trial"] is not None and score["search_gain"] is not None
+    # a gain over the seed where the seed trained out, else how it ended
+    assert score["seed_only_trial"] is not None and score["seed_only_end"] in tuple(TrialEnd)
+    assert (score["search_gain"] is not None) == (score["seed_only_end"] in TRAINED_OUT)
     assert "  search gain      " in proc.stdout
     verify = aihpc("verify", str(run_dir))
     assert verify.returncode == 0, verify.stdout + verify.stderr

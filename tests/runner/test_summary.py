@@ -336,13 +336,12 @@ def _scored(**fields: Any) -> RunHead[ImageDataRecord]:
 def test_the_search_gain_over_the_best_seed_only_trial_in_the_tasks_quality() -> None:
     gained = _scored(seed_only_best=0.8612, seed_only_trial=4, search_gain=0.9 - 0.8612)
     assert search_lines(gained) == [
-        "  search gain      3.88 points above the best seed-only trial (trial 4: 86.12 %)"
+        "  search gain      3.88 points above the best seed-only trial",
+        "                   (trial 4: 86.12 %)",
     ]
     assert search_lines(gained)[0] in summary_lines(gained, 0, Path("run"))
     lost = _scored(seed_only_best=0.92, seed_only_trial=0, search_gain=-0.02)
-    assert search_lines(lost) == [
-        "  search gain      2.00 points below the best seed-only trial (trial 0: 92.00 %)"
-    ]
+    assert search_lines(lost)[0] == "  search gain      2.00 points below the best seed-only trial"
     loss = _scored(
         best_accuracy=None,
         error_percent=None,
@@ -358,22 +357,38 @@ def test_the_search_gain_over_the_best_seed_only_trial_in_the_tasks_quality() ->
         search_gain=2.2431 - 2.2310,
     )
     assert search_lines(loss) == [
-        "  search gain      0.0121 nats/token below the best seed-only trial "
-        "(trial 0: 2.2431 nats/token)"
+        "  search gain      0.0121 nats/token below the best seed-only trial",
+        "                   (trial 0: 2.2431 nats/token)",
     ]
-    # with the training behind each side, where results.json has it
+    # with the training behind each side and how the seed-only trial ended, where results.json
+    # has them
     explained = _scored(
-        seed_only_best=0.2563,
+        seed_only_best=0.8461,
         seed_only_trial=0,
-        search_gain=0.8496 - 0.2563,
-        seed_only_epochs=1,
-        best_lineage_epochs=12,
+        search_gain=0.9421 - 0.8461,
+        seed_only_end="plateau",
+        seed_only_epochs=10,
+        best_lineage_epochs=83,
     )
     assert search_lines(explained) == [
-        "  search gain      59.33 points above the best seed-only trial (trial 0: 25.63 % after "
-        "1 epoch;",
-        "                   the best after 12 epochs along its lineage)",
+        "  search gain      9.60 points above the best seed-only trial",
+        "                   (trial 0: 84.61 % after 10 epochs, at its plateau;",
+        "                   the best after 83 epochs along its lineage)",
     ]
+    # a seed-only trial stopped beside its peers before it trained out: no gain, and why
+    halved = _scored(
+        seed_only_best=0.27,
+        seed_only_trial=0,
+        search_gain=None,
+        seed_only_end="successive halving",
+        seed_only_epochs=1,
+        best_lineage_epochs=83,
+    )
+    assert search_lines(halved) == [
+        "  search gain      not measured: no seed-only trial trained to its end",
+        "                   (trial 0: 27.00 % after 1 epoch, stopped by successive halving)",
+    ]
+    assert search_lines(halved)[0] in summary_lines(halved, 0, Path("run"))
     # none where the file is older, or no seed-only trial finished an evaluation
     assert search_lines(_scored()) == []
     assert search_lines(_scored(seed_only_best=None, seed_only_trial=None, search_gain=None)) == []

@@ -39,6 +39,27 @@ FINISHED = (
 SUCCEEDED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 
 
+class TrialEnd(StrEnum):
+    """Why a trial ended, finer than its status (:meth:`TrialRow.end`): a completed trial ended
+    at its epoch budget or its plateau, an early-stopped one without improving or beside its peers
+    at a rung of successive halving (:mod:`aihpc.runner.search.lifecycle`, whose reasons begin
+    with these words)."""
+
+    BUDGET = "budget"
+    PLATEAU = "plateau"
+    PATIENCE = "patience"
+    HALVING = "successive halving"
+    DEADLINE = "deadline"
+    DIVERGED = "diverged"
+    FAILED = "failed"
+    RUNNING = "running"
+
+
+# the ends of a trial that trained as far as its own rules let it: not stopped beside its peers,
+# nor lost to a failure
+TRAINED_OUT = (TrialEnd.BUDGET, TrialEnd.PLATEAU, TrialEnd.PATIENCE, TrialEnd.DEADLINE)
+
+
 @dataclass(frozen=True)
 class TrialRow:
     """One trial as the store keeps it: what it is, how it was made, and how it ended."""
@@ -76,6 +97,15 @@ class TrialRow:
         object.__setattr__(self, "status", TrialStatus(self.status))
         if self.attempts < 0:
             raise DataError(f"a trial's attempts must be >= 0, got {self.attempts!r}")
+
+    def end(self) -> TrialEnd:
+        """Why the trial ended (:class:`TrialEnd`), from its status and reason."""
+        reason = self.reason or ""
+        if self.status == TrialStatus.COMPLETED:
+            return TrialEnd.PLATEAU if reason.startswith(TrialEnd.PLATEAU) else TrialEnd.BUDGET
+        if self.status == TrialStatus.EARLY_STOPPED:
+            return TrialEnd.HALVING if reason.startswith(TrialEnd.HALVING) else TrialEnd.PATIENCE
+        return TrialEnd(self.status.value)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "hparams": self.hparams.to_dict()}

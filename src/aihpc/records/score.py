@@ -41,6 +41,9 @@ class ScoreRecord(Record, frozen=True):
     # aihpc.results.write.seed_only; absent in older files
     seed_only_best: float | None | UnsetType = UNSET
     seed_only_trial: int | None | UnsetType = UNSET
+    # how that trial ended (aihpc.records.rows.TrialEnd); search_gain is null where it did not
+    # train out (aihpc.records.rows.TRAINED_OUT); absent in older files
+    seed_only_end: str | None | UnsetType = UNSET
     search_gain: float | None | UnsetType = UNSET
     # the epochs behind that comparison: the seed-only trial's when it reached its best, and those
     # along the lineage of the trial that reached the run's best (its ancestors' and its own)

@@ -43,8 +43,8 @@ lineage's root started: its learning-rate schedule's start),
 ``lineage_epochs`` (the epochs its ancestors trained before its first) and
 ``hparams_origin`` (``tpe``, ``default``, or ``inherited from trial N``) are
 new fields, no version change (absent for runs from before them); so are the
-score's ``seed_only_best``, ``seed_only_trial`` and ``search_gain``
-(:func:`seed_only`), and its ``not_repeatable`` (:func:`not_repeatable`: why
+score's ``seed_only_best``, ``seed_only_trial``, ``seed_only_end`` and ``search_gain``
+(:func:`aihpc.results.gain.seed_only`), and its ``not_repeatable`` (:func:`not_repeatable`: why
 the score and its share of peak would not repeat, the peak having moved during
 the run; null where they would).
 
@@ -74,6 +74,7 @@ from aihpc.records.messages import EpochStatus
 from aihpc.records.peak import RunPeakRecord
 from aihpc.records.rows import SUCCEEDED, EpochRow, ScreeningRow, TrialRow, TrialStatus
 from aihpc.records.score import ScoreRecord
+from aihpc.results.gain import seed_only
 from aihpc.results.model import RunHead, RunResults
 from aihpc.results.read import COMPRESSED_RESULTS_FILE, RESULTS_FILE, TRIALS
 from aihpc.results.sections import (
@@ -191,8 +192,8 @@ def score_record(
     store: Any, score: Score, screenings: list[ScreeningRow], peak: dict[str, Any] | None
 ) -> ScoreRecord:
     """results.json's ``score``: the score, how the trials ended, the screenings' operations, how
-    far the search got above the seed network (:func:`seed_only`) and, from the run's ``peak``
-    (the store's), whether it would repeat."""
+    far the search got above the seed network (:func:`aihpc.results.gain.seed_only`) and, from
+    the run's ``peak`` (the store's), whether it would repeat."""
     counts = store.status_counts()
     return exact(
         {
@@ -214,43 +215,6 @@ def not_repeatable(peak: dict[str, Any] | None) -> str | None:
     None where they would, or where the peak was not measured (or is in an older form)."""
     run_peak = current_run_peak(peak)
     return None if run_peak is None else run_peak.not_repeatable()
-
-
-def seed_only(store: Any, score: Score) -> dict[str, Any]:
-    """How far the search got above the seed network trained afresh, in the same run:
-    ``seed_only_best``, the best validation value of the trials without a parent (the seed, and
-    every trial of strategies "none" and "seed"), ``seed_only_trial`` the first to reach it, and
-    ``search_gain`` the run's best less it, in the quality's units where higher is better
-    (accuracy as a fraction; a loss in nats per token, the seed-only loss less the run's best).
-    None where no such trial finished an evaluation.
-
-    And the training behind each side: ``seed_only_epochs``, the epochs the seed-only trial had
-    trained when it reached its best, and ``best_lineage_epochs``, those along the lineage of the
-    first trial to reach the run's best value (its ancestors' before its first epoch, and its own
-    up to that one); None where not known (a store from before lineages were recorded)."""
-    metric, sign = ("val_loss", -1.0) if score.is_loss else ("val_accuracy", 1.0)
-    roots = store.roots()
-    before = store.lineage_epochs()
-    seed: tuple[float, int, int] | None = None  # value, trial, epoch
-    best: tuple[float, int | None] | None = None  # value, epochs along its lineage
-    for e in store.iter_epochs():
-        value = e.metrics.get(metric) if e.status == EpochStatus.OK else None
-        if value is None:
-            continue
-        if e.trial_id in roots and (seed is None or sign * value > sign * seed[0]):
-            seed = (value, e.trial_id, e.epoch)
-        if best is None or sign * value > sign * best[0]:
-            lineage = before.get(e.trial_id)
-            best = (value, None if lineage is None else lineage + e.epoch)
-    run_best = score.best_val_loss if score.is_loss else score.best_accuracy
-    gain = None if seed is None or run_best is None else sign * (run_best - seed[0])
-    return {
-        "seed_only_best": None if seed is None else seed[0],
-        "seed_only_trial": None if seed is None else seed[1],
-        "search_gain": gain,
-        "seed_only_epochs": None if seed is None else seed[2],
-        "best_lineage_epochs": None if best is None else best[1],
-    }
 
 
 #: results.json's ``model_flops``: a language model run's utilisation by PaLM's convention.

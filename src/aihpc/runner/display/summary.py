@@ -10,7 +10,7 @@ from aihpc.base.fmt import format_si
 from aihpc.launch.memory import MEMORY_KILL
 from aihpc.records.codec import value_or_none
 from aihpc.records.energy import EnergyRecord, energy_text
-from aihpc.records.rows import LostEpoch
+from aihpc.records.rows import LostEpoch, TrialEnd
 from aihpc.records.run_data import ImageDataRecord, LanguageDataRecord
 from aihpc.results.model import RunHead
 from aihpc.results.read import results_file
@@ -77,30 +77,53 @@ def accuracy_lines(results: RunHead[Any]) -> list[str]:
     return lines
 
 
+# how the seed-only trial of a run's search gain ended (aihpc.records.rows.TrialEnd), in words
+SEED_ENDS = {
+    TrialEnd.BUDGET: "at its epoch budget",
+    TrialEnd.PLATEAU: "at its plateau",
+    TrialEnd.PATIENCE: "no longer improving",
+    TrialEnd.DEADLINE: "at the deadline",
+    TrialEnd.HALVING: "stopped by successive halving",
+    TrialEnd.DIVERGED: "diverged",
+    TrialEnd.FAILED: "failed",
+    TrialEnd.RUNNING: "still running",
+}
+SEARCH_GAIN = "  search gain      "
+INDENT = " " * len(SEARCH_GAIN)
+
+
 def search_lines(results: RunHead[Any]) -> list[str]:
     """How far the search got above the best seed-only trial of the run (a trial without a
-    parent: the seed network trained afresh), in the task's quality; nothing in older files, or
-    where no such trial finished an evaluation."""
+    parent: the seed network trained afresh) that trained out, in the task's quality
+    (:mod:`aihpc.results.gain`); where none trained out, that the gain is not measured and how
+    the best of them ended; nothing in older files, or where no such trial finished an
+    evaluation."""
     tallies, loss = results.score, results.score.score().is_loss
     best, gain = value_or_none(tallies.seed_only_best), value_or_none(tallies.search_gain)
-    trial = value_or_none(tallies.seed_only_trial)
-    if trial is None or best is None or gain is None:
+    trial, end = value_or_none(tallies.seed_only_trial), value_or_none(tallies.seed_only_end)
+    if trial is None or best is None or (gain is None and end is None):
         return []
+    seed = f"{best:.4f} nats/token" if loss else f"{100 * best:.2f} %"
+    seed_epochs = value_or_none(tallies.seed_only_epochs)
+    if seed_epochs is not None:
+        seed += f" after {_epochs(seed_epochs)}"
+    if end is not None:
+        seed += f", {SEED_ENDS[TrialEnd(end)]}"
+    if gain is None:
+        return [
+            f"{SEARCH_GAIN}not measured: no seed-only trial trained to its end",
+            f"{INDENT}(trial {trial}: {seed})",
+        ]
     if loss:  # a gain is a lower loss
-        seed = f"{best:.4f} nats/token"
         by = f"{abs(gain):.4f} nats/token {'below' if gain >= 0 else 'above'}"
     else:
-        seed = f"{100 * best:.2f} %"
         by = f"{100 * abs(gain):.2f} points {'above' if gain >= 0 else 'below'}"
-    line = f"  search gain      {by} the best seed-only trial (trial {trial}: {seed}"
-    seed_epochs = value_or_none(tallies.seed_only_epochs)
+    lines = [f"{SEARCH_GAIN}{by} the best seed-only trial", f"{INDENT}(trial {trial}: {seed})"]
     lineage_epochs = value_or_none(tallies.best_lineage_epochs)
-    if seed_epochs is None or lineage_epochs is None:
-        return [line + ")"]
-    return [
-        f"{line} after {_epochs(seed_epochs)};",
-        f"                   the best after {_epochs(lineage_epochs)} along its lineage)",
-    ]
+    if lineage_epochs is not None:
+        lines[-1] = lines[-1][:-1] + ";"
+        lines.append(f"{INDENT}the best after {_epochs(lineage_epochs)} along its lineage)")
+    return lines
 
 
 def _epochs(count: int) -> str:

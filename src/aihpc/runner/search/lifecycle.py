@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from aihpc.base.config import RunConfig
 from aihpc.nas.search import NO_PARENTS
-from aihpc.records.rows import TrialStatus
+from aihpc.records.rows import TrialEnd, TrialStatus
 from aihpc.runner.search.trials import LiveTrial, epoch_budget
 
 MIN_PEERS = 1  # other trials at a rung before ASHA stops anyone there
@@ -138,7 +138,7 @@ class Rungs:
         if others < MIN_PEERS or ahead + 1 <= there // 2:
             return None
         return (
-            f"successive halving at {lineage_epochs} lineage epochs: ranked {ahead + 1} of the "
+            f"{TrialEnd.HALVING} at {lineage_epochs} lineage epochs: ranked {ahead + 1} of the "
             f"{there} trials there, outside the better {there // 2}"
         )
 
@@ -201,8 +201,8 @@ def decide(
         gain = epoch.best_after - (before or 0.0)
         first = epoch.done - PLATEAU_EPOCHS + 1
         return TrialStatus.COMPLETED, (
-            f"plateau: epochs {first}-{epoch.done} improved its best by {gain:.4g}, less than "
-            f"the resolution {resolution:.4g}"
+            f"{TrialEnd.PLATEAU}: epochs {first}-{epoch.done} improved its best by {gain:.4g}, "
+            f"less than the resolution {resolution:.4g}"
         )
     if not mechanisms.grow_on_plateau and epoch.since_best >= patience:
         return TrialStatus.EARLY_STOPPED, None
