@@ -369,6 +369,18 @@ def test_no_search_gain_against_a_seed_that_successive_halving_stopped(tmp_path)
     assert after == before | {"seed_only_end": "successive halving", "search_gain": None}
 
 
+def test_epochs_that_finish_together_are_judged_in_the_order_they_were_sent(tmp_path):
+    """Two workers' epochs that finish together (the in-process executor's always do) are
+    collected in the order they were sent, so the same run decides the same every time (taken in
+    a set's order, by memory address, three runs in one process had ended three ways)."""
+    outcomes = set()
+    for i in range(3):
+        _, store, _, _ = _run(tmp_path / str(i), _rising, slots=2, epochs_max=32)
+        trials = store.trials()
+        outcomes.add(tuple((r.parent, r.status, r.reason, len(store.epochs(r.id))) for r in trials))
+    assert len(outcomes) == 1
+
+
 # -- resume --------------------------------------------------------------------------------------
 class _Dies(BaseException):
     """Raised inside the executor: unwinds the master as a kill would."""

@@ -189,7 +189,9 @@ class Master:
             elif not self.in_flight or now >= stop_by:
                 break
             done = self.executor.wait(self.in_flight, timeout=TICK_SECONDS)
-            for future in done:
+            # in the order they were sent, not the set's (memory addresses): results that arrive
+            # together are judged in the same order in every run
+            for future in [f for f in self.in_flight if f in done]:
                 self._collect(future, self.in_flight.pop(future))
             if len(self.hpo.restarts) > self.restarts_seen:
                 self._restarted()
