@@ -38,7 +38,7 @@ class ScoreRecord(Record, frozen=True):
     bits_per_byte: float | None | UnsetType = UNSET
     # the operations of the proxy screenings (part of ops); absent before screening
     screening_ops: int | None = None
-    # aihpc.results.write.seed_only; absent in older files
+    # aihpc.results.gain.seed_only; absent in older files
     seed_only_best: float | None | UnsetType = UNSET
     seed_only_trial: int | None | UnsetType = UNSET
     # how that trial ended (aihpc.records.rows.TrialEnd); search_gain is null where it did not

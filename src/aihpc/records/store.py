@@ -183,10 +183,6 @@ class RunStore:
             link=("attempt", (trial_id,)),
         )
 
-    def roots(self) -> set[int]:
-        """The ids of the trials without a parent: the seed network trained afresh."""
-        return {int(r[0]) for r in self.db.execute("SELECT id FROM trials WHERE parent IS NULL")}
-
     def lineage_epochs(self) -> dict[int, int | None]:
         """Each trial's epochs trained along its lineage before its first, by id (None: a store
         from before lineages were kept); without reading its architecture."""

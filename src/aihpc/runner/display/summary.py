@@ -118,12 +118,15 @@ def search_lines(results: RunHead[Any]) -> list[str]:
         by = f"{abs(gain):.4f} nats/token {'below' if gain >= 0 else 'above'}"
     else:
         by = f"{100 * abs(gain):.2f} points {'above' if gain >= 0 else 'below'}"
-    lines = [f"{SEARCH_GAIN}{by} the best seed-only trial", f"{INDENT}(trial {trial}: {seed})"]
+    first = f"{SEARCH_GAIN}{by} the best seed-only trial"
     lineage_epochs = value_or_none(tallies.best_lineage_epochs)
-    if lineage_epochs is not None:
-        lines[-1] = lines[-1][:-1] + ";"
-        lines.append(f"{INDENT}the best after {_epochs(lineage_epochs)} along its lineage)")
-    return lines
+    if lineage_epochs is None:
+        return [first, f"{INDENT}(trial {trial}: {seed})"]
+    return [
+        first,
+        f"{INDENT}(trial {trial}: {seed};",
+        f"{INDENT}the best after {_epochs(lineage_epochs)} along its lineage)",
+    ]
 
 
 def _epochs(count: int) -> str:
