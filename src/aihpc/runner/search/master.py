@@ -18,7 +18,8 @@ becomes the trial (:mod:`aihpc.runner.search.screening`).  A resumed master
 rebuilds the search from the store (:mod:`aihpc.runner.search.resume`).
 
 Weights never pass through the master: workers write them to the run's
-weight directory and return references (:mod:`aihpc.train.weights`).  The
+weight directory and return references (:mod:`aihpc.train.weights`), and the
+master keeps or deletes each file (:mod:`aihpc.runner.search.files`).  The
 master morphs architectures only, and sends a child's first epoch a
 recipe that the worker replays on the parent's weights; its work per
 epoch does not grow with the model.
@@ -34,7 +35,6 @@ import functools
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from traceback import format_exception
 from typing import TYPE_CHECKING, Any, cast
 
@@ -48,12 +48,12 @@ from aihpc.records.messages import (
     ScreenResult,
     ScreenStatus,
     ScreenTask,
-    WeightsRef,
 )
 from aihpc.records.meta import MetaKey
 from aihpc.records.rows import LostEpoch, TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search import fork, screening
+from aihpc.runner.search.files import TrialFiles
 from aihpc.runner.search.growth import worker_room
 from aihpc.runner.search.lifecycle import Judge, Mechanisms, trial_budget
 from aihpc.runner.search.lineage import steady_seconds
@@ -158,6 +158,7 @@ class Master:
             self.mechanisms, self.quality.resolution, self.running, self.parents
         )
         self.work = Work(config, self.weights_dir, self.layout, self.mechanisms.lineage_schedule)
+        self.files = TrialFiles(self.weights_dir, self.parents)  # the running trials' weights
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> Score:
@@ -294,8 +295,7 @@ class Master:
         trial = self.proposer.trial(self.next_id, budget, self.slots, moment, child, running_parent)
         self.next_id += 1
         self.running[trial.id] = trial
-        if trial.needs_parent():
-            self.parents.pin(trial.parent)
+        self.files.start(trial)
         self.store.add_trial(trial.new_row(self.clock()))
         refused = self.memory.refusal(trial) if self.memory is not None else None
         if refused is not None:
@@ -333,7 +333,7 @@ class Master:
         if result.status == EpochStatus.DIVERGED:
             self._finish(trial, TrialStatus.DIVERGED, result.reason)
             return
-        self._commit_weights(trial, result.weights)
+        self.files.commit(trial, result.weights)
         if result.status == EpochStatus.DEADLINE:
             self._finish(trial, TrialStatus.DEADLINE, None)
             return
@@ -413,26 +413,6 @@ class Master:
         self.ops += record.ops
         self.observer.screening(record)
 
-    def _commit_weights(self, trial: LiveTrial, weights: WeightsRef | None) -> None:
-        """The trial continues from ``weights``; the file they supersede is deleted.
-
-        Nothing else can need it: children start from finished trials, whose
-        last weights are never superseded, or from a snapshot of a running
-        one (:mod:`aihpc.runner.search.fork`).  A child's first weights
-        release its parent's pin, and its snapshot.
-        """
-        needed_parent = trial.needs_parent()
-        old, trial.weights = trial.weights, weights or trial.weights
-        if old is not None and trial.weights != old:
-            Path(self.weights_dir, old.name).unlink(missing_ok=True)
-        if needed_parent and not trial.needs_parent():
-            self._release_parent(trial)
-
-    def _release_parent(self, trial: LiveTrial) -> None:
-        """``trial`` no longer needs its parent's weights: its pin, and its snapshot, go."""
-        self.parents.unpin(trial.parent)
-        fork.release(self.weights_dir, trial)
-
     def _finish(
         self,
         trial: LiveTrial,
@@ -444,15 +424,7 @@ class Master:
         self.pending = [t for t in self.pending if t.trial_id != trial.id]
         self.store.finish_trial(trial.id, status, self.clock(), reason, traceback)
         self.hpo.tell(trial.hpo_number, trial.best_goodness)
-        if trial.needs_parent():
-            self._release_parent(trial)
-        if trial.best_goodness is not None and trial.weights is not None:
-            trained = trial.trained()
-            self.parents.finished(
-                trial.id, trial.best_goodness, trial.arch, trial.weights, trial.spec, trained
-            )
-        elif trial.weights is not None:  # no finished epoch: nothing can start from them
-            Path(self.weights_dir, trial.weights.name).unlink(missing_ok=True)
+        self.files.finish(trial)
         if status in (TrialStatus.FAILED, TrialStatus.DIVERGED):
             self.observer.event(f"trial {trial.id} {status}: {reason}")
 
@@ -473,8 +445,7 @@ class Master:
         for trial in rebuilt.running:
             self.running[trial.id] = trial
             self.pending.append(self._task(trial, attempt=1))
-            if trial.needs_parent():
-                self.parents.pin(trial.parent)
+            self.files.start(trial)
         self.parents.sweep({name for t in self.running.values() for name in t.files()})
 
     # -- progress ---------------------------------------------------------------------
