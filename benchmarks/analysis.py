@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-WORK_PHASES = ("data", "forward", "backward", "optimizer", "eval")
+from aihpc.records.messages import WORK_PHASES
 
 
 def read_run(path: Path) -> dict[str, Any]:

@@ -22,7 +22,10 @@ factors (:func:`factors`), each with its CV over the runs —
   operations per second of its training and evaluation: the machine's speed;
 * ``path``: the operations per second of all the work over the seed's rate:
   which architectures the search trained, and how fast the machine runs them
-  compared with the seed (the search's path: aihpc's own).  Every run's settings are checked
+  compared with the seed (the search's path: aihpc's own).  A run's results.json records
+  the last three as ``score.work_seconds / wall_seconds``, ``seed_rate`` and ``path_factor``
+  (:mod:`aihpc.results.rates`); the script tallies them from the trials, so that it reads
+  files written before them too.  Every run's settings are checked
 before the first starts.  ``--report DIR`` prints the same from the runs kept
 in DIR (``--keep DIR``: ``run-0``, ``run-1`` ...), running nothing.
 """
@@ -36,6 +39,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from aihpc.records.messages import WORK_PHASES
 from aihpc_runs import check_runs, run_aihpc
 from analysis import percent, read_run, utilisation
 from bench_main import script
@@ -98,7 +102,6 @@ def summary(scores: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-WORK_PHASES = ("data", "forward", "backward", "optimizer", "eval")
 FACTORS = ("slots", "busy", "machine", "path")
 
 

@@ -1,9 +1,11 @@
 """One short real run per task with every mechanism of the search on, as a user types it: it
-ends, its results show the mechanisms' records, its summary the search's gain, and it verifies."""
+ends, its results show the mechanisms' records, its summary the search's gain and the score's
+parts, and it verifies."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,11 @@ def test_a_run_with_every_mechanism_on_ends_and_verifies(tmp_path: Path, task: s
     assert score["seed_only_trial"] is not None and score["seed_only_end"] in tuple(TrialEnd)
     assert (score["search_gain"] is not None) == (score["seed_only_end"] in TRAINED_OUT)
     assert "  search gain      " in proc.stdout
+    # the score's parts multiply to it, and the summary gives them
+    parts = score["work_seconds"] / score["wall_seconds"] * score["seed_rate"]
+    assert math.isclose(parts * score["path_factor"], score["ops_per_second"], rel_tol=1e-9)
+    assert 0.0 < score["work_seconds"] <= score["wall_seconds"]  # one worker
+    assert "  score's parts    " in proc.stdout
     verify = aihpc("verify", str(run_dir))
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "VERIFIED" in verify.stdout

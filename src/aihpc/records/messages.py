@@ -165,6 +165,11 @@ class ScreenStatus(StrEnum):
     FAILED = "failed"
 
 
+# the phases of an epoch's ``phase_seconds`` (aihpc.train.timing.PHASES) that are the trial's own
+# work, training and evaluation: not its set-up, compilation or waiting
+WORK_PHASES = ("data", "forward", "backward", "optimizer", "eval")
+
+
 @dataclass(frozen=True)
 class EpochRecord:
     """What one epoch of a trial did: the fields a worker's :class:`EpochResult` and the store's

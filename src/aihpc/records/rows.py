@@ -39,6 +39,9 @@ FINISHED = (
 SUCCEEDED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 
 
+SEED_TRIAL = 0  # the run's first trial: the seed network, trained afresh
+
+
 class TrialEnd(StrEnum):
     """Why a trial ended, finer than its status (:meth:`TrialRow.end`): a completed trial ended
     at its epoch budget or its plateau, an early-stopped one without improving or beside its peers

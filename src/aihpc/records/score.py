@@ -49,6 +49,12 @@ class ScoreRecord(Record, frozen=True):
     # along the lineage of the trial that reached the run's best (its ancestors' and its own)
     seed_only_epochs: int | None | UnsetType = UNSET
     best_lineage_epochs: int | None | UnsetType = UNSET
+    # what the score is made of (aihpc.results.rates.rate_split): the seconds of the trials' work,
+    # the seed network's operations per second of work, the rate of all the work over the seed
+    # network's; absent in older files
+    work_seconds: float | UnsetType = UNSET
+    seed_rate: float | None | UnsetType = UNSET
+    path_factor: float | None | UnsetType = UNSET
     # why the score and its share of peak would not repeat (the peak moved during the run:
     # aihpc.scoring.peak.RunPeak.not_repeatable); None where they would; absent in older files
     not_repeatable: str | None | UnsetType = UNSET

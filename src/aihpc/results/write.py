@@ -44,7 +44,8 @@ lineage's root started: its learning-rate schedule's start),
 ``hparams_origin`` (``tpe``, ``default``, or ``inherited from trial N``) are
 new fields, no version change (absent for runs from before them); so are the
 score's ``seed_only_best``, ``seed_only_trial``, ``seed_only_end`` and ``search_gain``
-(:func:`aihpc.results.gain.seed_only`), and its ``not_repeatable`` (:func:`not_repeatable`: why
+(:func:`aihpc.results.gain.seed_only`), ``work_seconds``, ``seed_rate`` and ``path_factor``
+(:func:`aihpc.results.rates.rate_split`), and its ``not_repeatable`` (:func:`not_repeatable`: why
 the score and its share of peak would not repeat, the peak having moved during
 the run; null where they would).
 
@@ -76,6 +77,7 @@ from aihpc.records.rows import SUCCEEDED, EpochRow, ScreeningRow, TrialRow, Tria
 from aihpc.records.score import ScoreRecord
 from aihpc.results.gain import seed_only
 from aihpc.results.model import RunHead, RunResults
+from aihpc.results.rates import rate_split
 from aihpc.results.read import COMPRESSED_RESULTS_FILE, RESULTS_FILE, TRIALS
 from aihpc.results.sections import (
     CandidateRecord,
@@ -192,8 +194,9 @@ def score_record(
     store: Any, score: Score, screenings: list[ScreeningRow], peak: dict[str, Any] | None
 ) -> ScoreRecord:
     """results.json's ``score``: the score, how the trials ended, the screenings' operations, how
-    far the search got above the seed network (:func:`aihpc.results.gain.seed_only`) and, from
-    the run's ``peak`` (the store's), whether it would repeat."""
+    far the search got above the seed network (:func:`aihpc.results.gain.seed_only`), what the
+    score is made of (:func:`aihpc.results.rates.rate_split`) and, from the run's ``peak`` (the
+    store's), whether it would repeat."""
     counts = store.status_counts()
     return exact(
         {
@@ -203,6 +206,7 @@ def score_record(
             "trials_diverged": counts.get(TrialStatus.DIVERGED, 0),
             "screening_ops": sum(sc.ops for sc in screenings),
             **seed_only(store, score),
+            **rate_split(store, score),
             "not_repeatable": not_repeatable(peak),
         },
         ScoreRecord,

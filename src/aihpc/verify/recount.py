@@ -392,6 +392,7 @@ def check_results(
             path, got, want = next(diffs(recorded[key], expected.get(key), key))
             found.add(f"results.json {path} is {_short(got)}; the run store has {_short(want)}")
     _check_repeatable(head.score, rebuilt.score, found)
+    _check_parts(head.score, rebuilt.score, found)
     count = _check_trials(store, trials, found)
     return found.outcome(
         f"{count} trials and every section rebuilt from the run store"
@@ -406,6 +407,17 @@ def _check_repeatable(recorded: ScoreRecord, expected: ScoreRecord, found: Found
             f"results.json's score.not_repeatable is {recorded.not_repeatable!r}; the run store's "
             f"peak gives {expected.not_repeatable!r}"
         )
+
+
+def _check_parts(recorded: ScoreRecord, expected: ScoreRecord, found: Found) -> None:
+    """What the score is made of (:mod:`aihpc.results.rates`) against the store's epochs (files
+    written before it have none)."""
+    for key in ("work_seconds", "seed_rate", "path_factor"):
+        value, want = getattr(recorded, key), getattr(expected, key)
+        if value is not UNSET and not same(value, want):
+            found.add(
+                f"results.json's score.{key} is {value!r}; the run store's epochs give {want!r}"
+            )
 
 
 def _check_trials(store: RunStore, trials: Iterator[TrialRecord], found: Found) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aihpc.base.fmt import format_si
 from aihpc.launch.memory import MEMORY_KILL
-from aihpc.records.codec import value_or_none
+from aihpc.records.codec import UNSET, value_or_none
 from aihpc.records.energy import EnergyRecord, energy_text
 from aihpc.records.rows import LostEpoch, TrialEnd
 from aihpc.records.run_data import ImageDataRecord, LanguageDataRecord
@@ -35,6 +35,7 @@ def summary_lines(results: RunHead[Any], trials: int, run_dir: Path) -> list[str
         *(val_loss_lines(results) if s.is_loss else accuracy_lines(results)),
         *search_lines(results),
         f"  operations       {format_si(s.ops)} in {s.wall_seconds:.1f} s",
+        *rate_lines(results),
     ]
     lines += peak_lines(results)
     lines += staging_lines(results.staging or None)
@@ -89,6 +90,7 @@ SEED_ENDS = {
     TrialEnd.RUNNING: "still running",
 }
 SEARCH_GAIN = "  search gain      "
+PARTS = "  score's parts    "
 INDENT = " " * len(SEARCH_GAIN)
 
 
@@ -126,6 +128,23 @@ def search_lines(results: RunHead[Any]) -> list[str]:
         first,
         f"{INDENT}(trial {trial}: {seed};",
         f"{INDENT}the best after {_epochs(lineage_epochs)} along its lineage)",
+    ]
+
+
+def rate_lines(results: RunHead[Any]) -> list[str]:
+    """What the score is made of (:mod:`aihpc.results.rates`): the trials at work on average,
+    the seed network's rate, and the rate of the networks searched over it; nothing in older
+    files."""
+    tallies, wall = results.score, results.score.wall_seconds
+    if tallies.work_seconds is UNSET:
+        return []
+    rate, path = value_or_none(tallies.seed_rate), value_or_none(tallies.path_factor)
+    if rate is None or path is None or not wall:
+        return [f"{PARTS}not known: the seed network's trial did no timed work"]
+    return [
+        f"{PARTS}{tallies.work_seconds / wall:.2f} trials at work "
+        f"× {format_si(rate, 'OPS')}, the seed network's rate",
+        f"{' ' * len(PARTS)}× {path:.2f}, the rate of the networks searched over the seed's",
     ]
 
 

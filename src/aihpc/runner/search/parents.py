@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.nas.search import Candidate
 from aihpc.records.messages import WeightsRef
+from aihpc.records.rows import SEED_TRIAL
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search.lineage import Lineage
 
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from aihpc.tasks import Arch
 
 KEEP_BEST = 4  # the most accurate finished trials whose weights are kept to the end
-SEED_TRIAL = 0
 
 
 @dataclass(frozen=True)

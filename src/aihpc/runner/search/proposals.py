@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 from aihpc.base.config import RunConfig
 from aihpc.base.errors import MorphError
 from aihpc.records.messages import Morph, WeightsRef
+from aihpc.records.rows import SEED_TRIAL
 from aihpc.records.trial import Hyperparameters
 from aihpc.runner.search import inherit
 from aihpc.runner.search.growth import Sizes, grow, keeps_size
 from aihpc.runner.search.lifecycle import Mechanisms
 from aihpc.runner.search.lineage import Lineage
-from aihpc.runner.search.parents import SEED_TRIAL, ParentPool, Trained
+from aihpc.runner.search.parents import ParentPool, Trained
 from aihpc.runner.search.trials import LiveTrial, trial_seed
 from aihpc.tasks import Arch, Task
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aihpc.base.config import RunConfig
-from aihpc.records.rows import TrialRow, TrialStatus
+from aihpc.records.rows import SEED_TRIAL, TrialRow, TrialStatus
 from aihpc.records.store import RunStore
 from aihpc.runner.search.lifecycle import Rungs
-from aihpc.runner.search.parents import SEED_TRIAL, ParentPool, Trained
+from aihpc.runner.search.parents import ParentPool, Trained
 from aihpc.runner.search.trials import (
     LiveTrial,
     Progress,
