@@ -7,26 +7,24 @@ import json
 import math
 from typing import Any
 
+from aihpc.records.messages import WORK_PHASES
 from aihpc.records.store import RunStore
 from aihpc.results.rates import rate_split
+from aihpc.results.read import read_run_head
 from aihpc.runner.display.summary import rate_lines
-from aihpc.scoring.score import Score
 from fixture_run import FIXTURES, results_head
 
 RUN = FIXTURES / "run"
-WORK = ("data", "forward", "backward", "optimizer", "eval")
 
 
 def test_the_factors_multiply_to_the_score_and_match_the_trials_sums() -> None:
     doc = json.loads((RUN / "results.json").read_text())
-    score = Score.from_dict(
-        {k: v for k, v in doc["score"].items() if k in Score.__dataclass_fields__}
-    )
+    score = read_run_head(RUN / "results.json").score.score()
     parts = rate_split(RunStore.read_only(RUN), score)
     # results.json's trials sum their epochs' phases and operations: an independent tally
-    work = sum(t["phase_seconds"].get(p, 0.0) for t in doc["trials"] for p in WORK)
+    work = sum(t["phase_seconds"].get(p, 0.0) for t in doc["trials"] for p in WORK_PHASES)
     seed = doc["trials"][0]
-    seed_work = sum(seed["phase_seconds"].get(p, 0.0) for p in WORK)
+    seed_work = sum(seed["phase_seconds"].get(p, 0.0) for p in WORK_PHASES)
     assert math.isclose(parts["work_seconds"], work, rel_tol=1e-12)
     assert math.isclose(parts["seed_rate"], seed["ops"]["total"] / seed_work, rel_tol=1e-12)
     product = parts["work_seconds"] / score.wall_seconds * parts["seed_rate"] * parts["path_factor"]

@@ -15,7 +15,7 @@ import pytest
 from aihpc.records.chain import GENESIS, chain_digest, record_digest
 from aihpc.records.store import RunStore
 from aihpc.results.rates import rate_split
-from aihpc.scoring.score import Score
+from aihpc.results.read import read_run_head
 from aihpc.verify.recount import verify_run
 from fixture_run import aihpc_main, write_results_document
 
@@ -127,7 +127,8 @@ def test_a_changed_part_of_the_score_is_caught(run_copy: Path) -> None:
     """The score's parts (aihpc.results.rates) are recomputed from the store's epochs: the
     fixture's file predates them, so they are written in, right but for the seed network's rate."""
     results = _results(run_copy)
-    parts = rate_split(RunStore.read_only(run_copy), Score.from_dict(_score_fields(results)))
+    score = read_run_head(run_copy / "results.json").score.score()
+    parts = rate_split(RunStore.read_only(run_copy), score)
     results["score"].update(parts, seed_rate=parts["seed_rate"] * 1.1)
     _write_results(run_copy, results)
     lines = _lines(verify_run(run_copy))
@@ -136,10 +137,6 @@ def test_a_changed_part_of_the_score_is_caught(run_copy: Path) -> None:
         f"results: results.json's score.seed_rate is {parts['seed_rate'] * 1.1!r}; the run "
         f"store's epochs give {parts['seed_rate']!r}"
     ], lines
-
-
-def _score_fields(results: dict) -> dict:
-    return {k: v for k, v in results["score"].items() if k in Score.__dataclass_fields__}
 
 
 def test_a_changed_accuracy_in_the_store_is_caught(run_copy: Path) -> None:
