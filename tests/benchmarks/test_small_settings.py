@@ -86,10 +86,14 @@ def test_weight_writer_writes_both_ways(call):
 
 
 def test_epoch_phases_times_each_phase(call):
-    code, out, _ = call("epoch_phases", "--repeats", "1", "--samples", "256", "--batch", "64")
+    argv = ("--repeats", "1", "--samples", "256", "--batch", "64", "--width", "4")
+    code, out, _ = call("epoch_phases", *argv)
     assert code == 0
-    # 256 samples, 20 % for validation: 204 training samples, 3 whole batches of 64
-    assert out.startswith("1 epochs, 192 training samples, batch 64, device cpu")
+    # 256 samples, 20 % for validation: 204 training samples, 3 whole batches of 64; the seed
+    # network at base width 4 (the CPU's is 8: 70,106 parameters)
+    assert out.startswith(
+        "1 epochs, 192 training samples, batch 64, device cpu, a seed network of 18,214 parameters"
+    )
     phases = {line.split()[0] for line in out.splitlines()[1:]}
     assert {"forward", "backward", "optimizer", "eval", "epoch"} <= phases
 
