@@ -22,10 +22,8 @@ from __future__ import annotations
 #: run on the worker's event loop, where its heartbeats come from; a worker that imported torch
 #: there, on its first question, would be silent until the import ended, and a loaded node can
 #: make that longer than the silence limit (:mod:`aihpc.launch.heartbeats`): the scheduler then
-#: dropped it before the run had placed it on a device.  ``torch._dynamo`` too: a trial's
-#: operation count runs its network on meta tensors (:mod:`aihpc.counting`), whose first forward
-#: imports it, and a worker's first epoch would otherwise pay that import on the run's clock.
-WORKER_PRELOAD = ("torch._dynamo", "aihpc.train.worker")
+#: dropped it before the run had placed it on a device.
+WORKER_PRELOAD = ("aihpc.train.worker",)
 
 WORKER_CONFIG = {
     "distributed.worker.preload": list(WORKER_PRELOAD),
@@ -81,8 +79,13 @@ def use_worker_config() -> None:
 # nanny's ``env``: CUDA_VISIBLE_DEVICES on GPUs) is set in it before it uses torch, as before;
 # neither the server nor these imports touch CUDA.  Local clusters only: a SLURM step's or a batch
 # job's worker is started by a nanny on its own node, a fresh interpreter that imports
-# WORKER_PRELOAD before it joins.
-FORKSERVER_PRELOAD = ("distributed", "torch", *WORKER_PRELOAD)
+# WORKER_PRELOAD before it joins.  The server imports ``torch._dynamo`` too: a trial's operation
+# count runs its network on meta tensors (:mod:`aihpc.counting`), whose first forward imports it,
+# and each worker's first epoch would otherwise pay that import on the run's clock (a SLURM
+# step's or a batch job's worker still does: with ``torch._dynamo`` in WORKER_PRELOAD, SLURM runs
+# under the whole test suite ended seconds after they started, on a FileNotFoundError for the
+# run's TLS key file, in two of two tries; alone, even on a loaded machine, they passed).
+FORKSERVER_PRELOAD = ("distributed", "torch", "torch._dynamo", *WORKER_PRELOAD)
 
 
 def fork_local_workers() -> None:

@@ -17,8 +17,6 @@ from aihpc.train.timing import PhaseTimer
 #: A staged batch (x, y) as the model's input and the loss's targets (the task's
 #: :meth:`~aihpc.tasks.base.Task.inputs_and_targets`).
 InputsAndTargets = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-#: Whether this process's PyTorch has oneDNN (for :func:`channels_last`).
-ONEDNN: bool = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
 
 
 @torch.no_grad()
@@ -90,9 +88,8 @@ def loss_sums(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
-    """A batch of images in the memory layout convolutions run fastest in: channels last, on a
-    GPU and on a CPU whose PyTorch has oneDNN (its convolutions take channels-last inputs without
-    reordering them); anything else (a language model's tokens) as it is.  A convolution's output
-    keeps its input's layout, so the whole network follows."""
-    fast = x.is_cuda or (x.device.type == "cpu" and ONEDNN)
-    return x.contiguous(memory_format=torch.channels_last) if fast and x.dim() == 4 else x
+    """Images in the memory layout convolutions run fastest in on GPUs (a no-op on CPU and for
+    anything but a batch of images, such as a language model's tokens).  Not on a CPU: there it
+    trains the seed network faster, but PyTorch's CPU backward pass of channels-last images
+    crashed the process on 64x64 inputs (docs/measurements/2026-11-30-channels-last-cpu.md)."""
+    return x.contiguous(memory_format=torch.channels_last) if x.is_cuda and x.dim() == 4 else x
