@@ -84,7 +84,7 @@ def use_worker_config() -> None:
 # and each worker's first epoch would otherwise pay that import on the run's clock (a SLURM
 # step's or a batch job's worker still does: with ``torch._dynamo`` in WORKER_PRELOAD, SLURM runs
 # under the whole test suite ended seconds after they started, on a FileNotFoundError for the
-# run's TLS key file, in two of two tries; alone, even on a loaded machine, they passed).
+# run's TLS key file, which is not yet understood).
 FORKSERVER_PRELOAD = ("distributed", "torch", "torch._dynamo", *WORKER_PRELOAD)
 
 
