@@ -32,7 +32,7 @@ def test_job_script_books_cpus_gpu_tls_and_malloc(system, cpus, gpus, tmp_path):
         gpus_per_worker=1,
         queue="gpu",
         walltime="00:30:00",
-        shared_temp_directory=tmp_path / "tls",
+        key_dir=tmp_path / "tls",
     )
     try:
         script = cluster.job_script()
@@ -46,6 +46,46 @@ def test_job_script_books_cpus_gpu_tls_and_malloc(system, cpus, gpus, tmp_path):
     assert "tls://" in script and "--tls-key" in script  # workers join over TLS with the run's key
     assert "--nthreads 1" in script and "--name" in script
     assert (tmp_path / "tls").stat().st_mode & 0o777 == 0o700
+
+
+def test_the_workers_key_is_the_runs_own_files_and_goes_quietly_with_the_run(tmp_path):
+    """The workers' CA, certificate and key are files in key_dir, readable by this user only,
+    named on the worker's command line; removing them with the run leaves nothing for
+    dask-jobqueue to delete when its cluster is collected (its own temporary copies printed
+    "Exception ignored ... FileNotFoundError" on stderr once the run had removed them)."""
+    import gc
+    import shutil
+    import sys
+
+    from aihpc.launch.jobqueue import WORKER_FILES
+
+    key_dir = tmp_path / "tls"
+    cluster = jobqueue_cluster(
+        "slurm", 0, cores_per_worker=1, memory_per_worker="1GiB", key_dir=key_dir
+    )
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    files = sorted(p.name for p in key_dir.iterdir())
+    assert files == sorted(WORKER_FILES.values())
+    assert all((key_dir / name).stat().st_mode & 0o777 == 0o600 for name in files)
+    assert f"--tls-key {key_dir.resolve() / WORKER_FILES['tls_worker_key']}" in script
+    assert "PRIVATE KEY" in (key_dir / WORKER_FILES["tls_worker_key"]).read_text()
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        shutil.rmtree(key_dir)  # as the run does when it ends
+        del cluster
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert [u.exc_value for u in unraisable] == []
+
+
+def test_tls_without_a_key_dir_is_refused():
+    with pytest.raises(ValueError, match="key_dir"):
+        jobqueue_cluster("slurm", 0, cores_per_worker=1, memory_per_worker="1GiB")
 
 
 def test_extra_directives_and_no_tls():

@@ -41,7 +41,7 @@ def two_workers(slurm_up, tmp_path_factory):
         memory_per_worker="512MiB",
         walltime="00:10:00",
         log_directory=logs,
-        shared_temp_directory=logs / "tls",
+        key_dir=logs / "tls",
     )
     client = Client(cluster)
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Collection
@@ -91,16 +92,22 @@ class DaskExecutor:
     """Submit tasks and wait for them; the master's only view of the workers.
 
     Built by :func:`local_executor`, :func:`remote_executor` or
-    :func:`batch_executor`; owns the cluster it was given and closes it.  It
+    :func:`batch_executor`; owns the cluster it was given and closes it, then
+    removes ``key_dir`` (a batch cluster's TLS files for its workers).  It
     is an :class:`aihpc.launch.interface.Executor`.
     """
 
     def __init__(
-        self, client: Client, cluster: SpecCluster | None = None, owns_client: bool = True
+        self,
+        client: Client,
+        cluster: SpecCluster | None = None,
+        owns_client: bool = True,
+        key_dir: Path | None = None,
     ) -> None:
         self.client = client
         self.cluster = cluster
         self.owns_client = owns_client
+        self.key_dir = key_dir
         # where a task's failure on a worker is logged (runner.remote)
         self.log_dir: Path | None = None
         self.watch_heartbeats()
@@ -250,8 +257,12 @@ class DaskExecutor:
         try:
             self.client.close(timeout=10)  # type: ignore[no-untyped-call]  # Client.close: unannotated
         finally:
-            if self.cluster is not None:
-                self.cluster.close(timeout=10)
+            try:
+                if self.cluster is not None:
+                    self.cluster.close(timeout=10)
+            finally:
+                if self.key_dir is not None:  # the run's key goes with its workers
+                    shutil.rmtree(self.key_dir, ignore_errors=True)
 
 
 def local_executor(layout: Layout, memory: str | None = None) -> DaskExecutor:
@@ -352,8 +363,9 @@ def remote_executor(address: str, memory: str | None = None) -> DaskExecutor:
 
 
 def batch_executor(layout: Layout, launch: LaunchSection, run_dir: Path) -> DaskExecutor:
-    """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``;
-    each worker's memory ``--worker-memory``, else its share of its node
+    """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``,
+    the workers' key in ``run_dir/tls`` until the executor closes (at once where it cannot be
+    made: the cluster closed too); each worker's memory ``--worker-memory``, else its share of its node
     (:func:`aihpc.launch.jobqueue.jobqueue_cluster`)."""
     from distributed import Client
 
@@ -361,21 +373,30 @@ def batch_executor(layout: Layout, launch: LaunchSection, run_dir: Path) -> Dask
     from aihpc.launch.jobqueue import jobqueue_cluster
 
     assert launch.batch_system is not None  # a batch run's (choose_layout)
-    cluster = jobqueue_cluster(
-        launch.batch_system,
-        layout.workers,
-        cores_per_worker=layout.threads * layout.procs,
-        memory_per_worker=launch.worker_memory,
-        workers_per_node=-(-layout.workers // max(launch.nodes, 1)),
-        gpus_per_worker=layout.procs if launch.gpus_per_node else 0,  # a trial's GPUs
-        queue=launch.partition,
-        walltime=launch.walltime,
-        interface=launch.interface,
-        log_directory=run_dir / "batch-logs",
-        tls=launch.tls is not False,
-        shared_temp_directory=run_dir / "tls",
-    )
-    return DaskExecutor(Client(cluster), cluster)  # type: ignore[no-untyped-call]  # Client.__init__: unannotated
+    key_dir = run_dir / "tls"
+    cluster = None
+    try:
+        cluster = jobqueue_cluster(
+            launch.batch_system,
+            layout.workers,
+            cores_per_worker=layout.threads * layout.procs,
+            memory_per_worker=launch.worker_memory,
+            workers_per_node=-(-layout.workers // max(launch.nodes, 1)),
+            gpus_per_worker=layout.procs if launch.gpus_per_node else 0,  # a trial's GPUs
+            queue=launch.partition,
+            walltime=launch.walltime,
+            interface=launch.interface,
+            log_directory=run_dir / "batch-logs",
+            tls=launch.tls is not False,
+            key_dir=key_dir,
+        )
+        # Client.__init__: unannotated
+        return DaskExecutor(Client(cluster), cluster, key_dir=key_dir)  # type: ignore[no-untyped-call]
+    except BaseException:
+        if cluster is not None:
+            cluster.close(timeout=10)
+        shutil.rmtree(key_dir, ignore_errors=True)
+        raise
 
 
 def allocation_layout(procs: int = 1) -> Layout:

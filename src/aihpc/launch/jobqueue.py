@@ -18,7 +18,9 @@ The worker jobs must reach the scheduler: by default it listens on all
 interfaces and advertises this host's outward IP address, which is right on
 one node and on most clusters; give ``interface`` (e.g. ``"ib0"``: workers
 and scheduler use that interface) where it is not.  Scheduler and workers
-talk TLS with a certificate made for the run unless ``tls`` is false.
+talk TLS with a certificate made for the run unless ``tls`` is false; the
+workers' copy of it is written to ``key_dir``, which the caller removes with
+the run (:func:`run_security`).
 
 Problems the user can fix (no submit command, an unknown partition, bad
 sizes) raise :class:`aihpc.base.errors.ConfigError` before any job is submitted;
@@ -67,7 +69,7 @@ def jobqueue_cluster(
     interface: str | None = None,
     log_directory: str | os.PathLike[str] | None = None,
     tls: bool = True,
-    shared_temp_directory: str | os.PathLike[str] | None = None,
+    key_dir: str | os.PathLike[str] | None = None,
 ) -> JobQueueCluster:
     """A dask-jobqueue cluster for ``system`` (slurm, pbs or lsf) with ``workers`` jobs submitted.
 
@@ -88,8 +90,8 @@ def jobqueue_cluster(
     ``walltime`` is the batch system's format;
     ``extra_directives`` are added to the job script (e.g. ``["--qos=short"]``
     for SLURM); ``log_directory`` receives each job's output;
-    ``shared_temp_directory`` (readable by this user only, seen by every
-    node) receives the workers' copy of the TLS key.
+    ``key_dir`` (seen by every node; needed with ``tls``) receives the
+    workers' certificate and key, readable by this user only.
     """
     cluster = _new_cluster(
         system,
@@ -104,7 +106,7 @@ def jobqueue_cluster(
         interface,
         log_directory,
         tls,
-        shared_temp_directory,
+        key_dir,
     )
     if memory_per_worker is None:
         _register_before_jobs(cluster, NodeShare.for_batch_jobs(workers_per_node))
@@ -126,7 +128,7 @@ def _new_cluster(
     interface: str | None,
     log_directory: str | os.PathLike[str] | None,
     tls: bool,
-    shared_temp_directory: str | os.PathLike[str] | None,
+    key_dir: str | os.PathLike[str] | None,
 ) -> JobQueueCluster:
     """:func:`jobqueue_cluster`'s cluster, its settings checked first, before any job is sent."""
     _check(
@@ -140,9 +142,11 @@ def _new_cluster(
         extra_directives,
         interface,
     )
-    security = run_security(tls, shared_temp_directory)
+    if tls and key_dir is None:
+        raise ValueError("a batch cluster with TLS needs key_dir for its workers' key")
+    security = run_security(tls, key_dir)
     cls, own = _system_options(system, cores_per_worker, gpus_per_worker, extra_directives)
-    options = _job_options(cores_per_worker, log_directory, shared_temp_directory)
+    options = _job_options(cores_per_worker, log_directory)
     if memory_per_worker is None:
         options["job_script_prologue"].insert(0, NODE_SHARE_NOTE.format(workers_per_node))
     return cls(
@@ -197,21 +201,37 @@ def _system_options(
     }
 
 
-def run_security(
-    tls: bool, shared_temp_directory: str | os.PathLike[str] | None
-) -> Security | None:
+#: The files of the run's TLS material its workers read (Security's fields): the certificate
+#: authority (the scheduler and client read it too), the workers' certificate and key.
+WORKER_FILES = {"tls_ca_file": "ca.pem", "tls_worker_cert": "cert.pem", "tls_worker_key": "key.pem"}
+
+
+def run_security(tls: bool, key_dir: str | os.PathLike[str] | None) -> Security | None:
     """A TLS certificate and key made for this run (``Security.temporary()``), or None.
 
-    dask-jobqueue writes the workers' copy into ``shared_temp_directory``,
-    created readable by this user only.
+    With ``key_dir``, the workers' parts (:data:`WORKER_FILES`) are written
+    there, in a directory only this user can open, each file readable by this
+    user only, and the returned Security names the files: a batch job's
+    worker reads them on its node, and the run removes the directory when it
+    ends.  Given the parts in memory instead, dask-jobqueue would write its own
+    temporary copies, deleted when its cluster object is collected: after the
+    run had removed them, that printed a traceback on stderr.
     """
     if not tls:
         return None
     from distributed.security import Security
 
-    if shared_temp_directory is not None:
-        Path(shared_temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     security: Security = Security.temporary()  # type: ignore[no-untyped-call]  # unannotated
+    if key_dir is not None:
+        folder = Path(key_dir).resolve()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)  # an existing folder too
+        for field, name in WORKER_FILES.items():
+            path = folder / name
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w") as f:
+                f.write(getattr(security, field))
+            setattr(security, field, str(path))
     return security
 
 
@@ -222,13 +242,11 @@ def job_ids(cluster: JobQueueCluster) -> list[str]:
 
 
 def _job_options(
-    cores_per_worker: int,
-    log_directory: str | os.PathLike[str] | None,
-    shared_temp_directory: str | os.PathLike[str] | None,
+    cores_per_worker: int, log_directory: str | os.PathLike[str] | None
 ) -> dict[str, Any]:
     """What every aihpc worker job is, whatever the batch system: one Dask thread running one
-    trial at a time on ``cores_per_worker`` torch threads, this Python, its output and TLS key
-    where given."""
+    trial at a time on ``cores_per_worker`` torch threads, this Python, its output where
+    given."""
     return {
         "cores": 1,  # Dask threads per job: one trial at a time
         "processes": 1,
@@ -237,9 +255,6 @@ def _job_options(
         "scheduler_options": {"dashboard": False, "dashboard_address": ":0"},
         "job_name": "aihpc-worker",
         "log_directory": str(Path(log_directory).resolve()) if log_directory is not None else None,
-        "shared_temp_directory": (
-            str(shared_temp_directory) if shared_temp_directory is not None else None
-        ),
     }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,10 +146,8 @@ def run_benchmark(
     finally:
         try:
             if executor is not None:
-                executor.close()
+                executor.close()  # a batch run's TLS key goes with its workers
         finally:
-            # the run's TLS key goes with its workers
-            shutil.rmtree(run_dir / "tls", ignore_errors=True)
             mlperf.close()
             store.close()
 
