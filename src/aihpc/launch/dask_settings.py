@@ -81,10 +81,11 @@ def use_worker_config() -> None:
 # job's worker is started by a nanny on its own node, a fresh interpreter that imports
 # WORKER_PRELOAD before it joins.  The server imports ``torch._dynamo`` too: a trial's operation
 # count runs its network on meta tensors (:mod:`aihpc.counting`), whose first forward imports it,
-# and each worker's first epoch would otherwise pay that import on the run's clock (a SLURM
+# and each worker's first epoch would otherwise pay that import on the run's clock.  A SLURM
 # step's or a batch job's worker still does: with ``torch._dynamo`` in WORKER_PRELOAD, SLURM runs
-# under the whole test suite ended seconds after they started, on a FileNotFoundError for the
-# run's TLS key file, which is not yet understood).
+# of 1 GiB workers failed under the whole test suite, and what failed was not seen (stderr's last
+# line was dask-jobqueue's temporary key file, deleted twice, which batch runs no longer have);
+# the import also makes every worker hold more before its first trial.
 FORKSERVER_PRELOAD = ("distributed", "torch", "torch._dynamo", *WORKER_PRELOAD)
 
 
