@@ -365,8 +365,8 @@ def remote_executor(address: str, memory: str | None = None) -> DaskExecutor:
 def batch_executor(layout: Layout, launch: LaunchSection, run_dir: Path) -> DaskExecutor:
     """One batch job per worker (dask-jobqueue: SLURM, PBS or LSF), TLS unless ``tls = false``,
     the workers' key in ``run_dir/tls`` until the executor closes (at once where it cannot be
-    made: the cluster closed too); each worker's memory ``--worker-memory``, else its share of its node
-    (:func:`aihpc.launch.jobqueue.jobqueue_cluster`)."""
+    made: the cluster closed too); each worker's memory ``--worker-memory``, else its share of
+    its node (:func:`aihpc.launch.jobqueue.jobqueue_cluster`)."""
     from distributed import Client
 
     use_worker_config()
