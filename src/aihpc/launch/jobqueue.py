@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from aihpc.base.config import MIN_WORKER_MEMORY
 from aihpc.base.errors import ConfigError
+from aihpc.base.fileio import atomic_write
 from aihpc.launch.dask_settings import JOB_PROLOGUE
 from aihpc.launch.memory import NodeShare
 from aihpc.machine.cluster import check_interface, check_slurm
@@ -224,13 +225,11 @@ def run_security(tls: bool, key_dir: str | os.PathLike[str] | None) -> Security 
     security: Security = Security.temporary()  # type: ignore[no-untyped-call]  # unannotated
     if key_dir is not None:
         folder = Path(key_dir).resolve()
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        folder.chmod(0o700)  # an existing folder too
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)  # whatever the umask, and an existing folder too
         for field, name in WORKER_FILES.items():
             path = folder / name
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "w") as f:
-                f.write(getattr(security, field))
+            atomic_write(path, getattr(security, field), mode=0o600)
             setattr(security, field, str(path))
     return security
 
